@@ -1,0 +1,617 @@
+//! Conversions between the core types and the `adk.v1` protobuf messages.
+//!
+//! Core -> proto never fails. Proto -> core fails with `InvalidArgument` naming
+//! the field when the message cannot mean anything valid (a part with no kind,
+//! an out-of-range timestamp, a negative count).
+
+use crate::content::{Content, FunctionResponseData, Part};
+use crate::error::{AdkError, Result};
+use crate::event::{Event, EventActions, FinishReason, LlmResponse, UsageMetadata};
+use crate::session::{
+    AppendEventRequest, CreateRequest, DeleteRequest, Events, GetRequest, ListEventsRequest, ListEventsResponse,
+    ListRequest, ListResponse, Precondition, Session, WatchRequest,
+};
+use crate::state::StateMap;
+use adk_proto::v1 as pb;
+use chrono::{DateTime, Utc};
+use prost_types::value::Kind;
+use serde_json::{Number, Value};
+use std::collections::HashMap;
+
+// ---------- JSON values ----------
+
+/// Numbers beyond this lose integer precision in a protobuf double anyway.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+pub fn json_to_proto(value: &Value) -> prost_types::Value {
+    let kind = match value {
+        Value::Null => Kind::NullValue(prost_types::NullValue::NullValue as i32),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue { values: items.iter().map(json_to_proto).collect() }),
+        Value::Object(map) => Kind::StructValue(map_to_struct(map.iter())),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+/// Whole numbers come back as JSON integers (`42`, not `42.0`), as clients wrote them.
+pub fn json_from_proto(value: &prost_types::Value) -> Value {
+    match &value.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::BoolValue(b)) => Value::Bool(*b),
+        Some(Kind::NumberValue(n)) => {
+            if n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
+                Value::Number(Number::from(*n as i64))
+            } else {
+                Number::from_f64(*n).map_or(Value::Null, Value::Number)
+            }
+        }
+        Some(Kind::StringValue(s)) => Value::String(s.clone()),
+        Some(Kind::ListValue(list)) => Value::Array(list.values.iter().map(json_from_proto).collect()),
+        Some(Kind::StructValue(s)) => {
+            Value::Object(s.fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect())
+        }
+    }
+}
+
+pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> prost_types::Struct {
+    prost_types::Struct { fields: map.map(|(k, v)| (k.clone(), json_to_proto(v))).collect() }
+}
+
+pub fn map_from_struct(s: Option<&prost_types::Struct>) -> HashMap<String, Value> {
+    s.map(|s| s.fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect())
+        .unwrap_or_default()
+}
+
+fn value_map_to_proto(map: &HashMap<String, Value>) -> HashMap<String, prost_types::Value> {
+    map.iter().map(|(k, v)| (k.clone(), json_to_proto(v))).collect()
+}
+
+fn value_map_from_proto(map: &HashMap<String, prost_types::Value>) -> HashMap<String, Value> {
+    map.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect()
+}
+
+fn opt_json_from_proto(value: Option<&prost_types::Value>) -> Value {
+    value.map_or(Value::Null, json_from_proto)
+}
+
+// ---------- times ----------
+
+pub fn timestamp_to_proto(t: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp { seconds: t.timestamp(), nanos: t.timestamp_subsec_nanos() as i32 }
+}
+
+pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>> {
+    u32::try_from(t.nanos)
+        .ok()
+        .filter(|n| *n < 1_000_000_000)
+        .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
+        .ok_or_else(|| AdkError::invalid(format!("{field} is not a valid timestamp ({}s {}ns)", t.seconds, t.nanos)))
+}
+
+pub fn duration_from_proto(field: &str, d: &prost_types::Duration) -> Result<std::time::Duration> {
+    if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 || (d.seconds == 0 && d.nanos == 0) {
+        return Err(AdkError::invalid(format!("{field} must be a positive duration")));
+    }
+    Ok(std::time::Duration::new(d.seconds as u64, d.nanos as u32))
+}
+
+pub fn duration_to_proto(d: std::time::Duration) -> prost_types::Duration {
+    prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
+}
+
+fn non_negative(field: &str, n: i32) -> Result<usize> {
+    usize::try_from(n).map_err(|_| AdkError::invalid(format!("{field} must not be negative, got {n}")))
+}
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+// ---------- content ----------
+
+impl From<&Part> for pb::Part {
+    fn from(part: &Part) -> Self {
+        use pb::part::Kind as K;
+        let kind = match part {
+            Part::Text { text } => K::Text(text.clone()),
+            Part::InlineData { mime_type, data } => K::InlineData(pb::Blob { mime_type: mime_type.clone(), data: data.clone() }),
+            Part::FileData { mime_type, file_uri } => {
+                K::FileData(pb::FileData { mime_type: mime_type.clone(), file_uri: file_uri.clone() })
+            }
+            Part::FunctionCall { name, args, id } => K::FunctionCall(pb::FunctionCall {
+                name: name.clone(),
+                args: Some(json_to_proto(args)),
+                id: id.clone(),
+            }),
+            Part::FunctionResponse { function_response, id } => K::FunctionResponse(pb::FunctionResponse {
+                name: function_response.name.clone(),
+                response: Some(json_to_proto(&function_response.response)),
+                id: id.clone(),
+            }),
+        };
+        pb::Part { kind: Some(kind) }
+    }
+}
+
+impl TryFrom<&pb::Part> for Part {
+    type Error = AdkError;
+    fn try_from(part: &pb::Part) -> Result<Self> {
+        use pb::part::Kind as K;
+        Ok(match &part.kind {
+            None => return Err(AdkError::invalid("part has no kind set (text, inline_data, file_data, function_call or function_response)")),
+            Some(K::Text(text)) => Part::Text { text: text.clone() },
+            Some(K::InlineData(b)) => Part::InlineData { mime_type: b.mime_type.clone(), data: b.data.clone() },
+            Some(K::FileData(f)) => Part::FileData { mime_type: f.mime_type.clone(), file_uri: f.file_uri.clone() },
+            Some(K::FunctionCall(c)) => Part::FunctionCall {
+                name: c.name.clone(),
+                args: opt_json_from_proto(c.args.as_ref()),
+                id: c.id.clone(),
+            },
+            Some(K::FunctionResponse(r)) => Part::FunctionResponse {
+                function_response: FunctionResponseData {
+                    name: r.name.clone(),
+                    response: opt_json_from_proto(r.response.as_ref()),
+                },
+                id: r.id.clone(),
+            },
+        })
+    }
+}
+
+impl From<&Content> for pb::Content {
+    fn from(c: &Content) -> Self {
+        pb::Content { role: c.role.clone(), parts: c.parts.iter().map(pb::Part::from).collect() }
+    }
+}
+
+impl TryFrom<&pb::Content> for Content {
+    type Error = AdkError;
+    fn try_from(c: &pb::Content) -> Result<Self> {
+        let parts = c.parts.iter().map(Part::try_from).collect::<Result<_>>()?;
+        Ok(Content { role: c.role.clone(), parts })
+    }
+}
+
+// ---------- events ----------
+
+fn finish_reason_to_proto(r: Option<FinishReason>) -> pb::FinishReason {
+    match r {
+        None => pb::FinishReason::Unspecified,
+        Some(FinishReason::Stop) => pb::FinishReason::Stop,
+        Some(FinishReason::MaxTokens) => pb::FinishReason::MaxTokens,
+        Some(FinishReason::Safety) => pb::FinishReason::Safety,
+        Some(FinishReason::Recitation) => pb::FinishReason::Recitation,
+        Some(FinishReason::Other) => pb::FinishReason::Other,
+    }
+}
+
+fn finish_reason_from_proto(r: i32) -> Result<Option<FinishReason>> {
+    Ok(match pb::FinishReason::try_from(r) {
+        Ok(pb::FinishReason::Unspecified) => None,
+        Ok(pb::FinishReason::Stop) => Some(FinishReason::Stop),
+        Ok(pb::FinishReason::MaxTokens) => Some(FinishReason::MaxTokens),
+        Ok(pb::FinishReason::Safety) => Some(FinishReason::Safety),
+        Ok(pb::FinishReason::Recitation) => Some(FinishReason::Recitation),
+        Ok(pb::FinishReason::Other) => Some(FinishReason::Other),
+        Err(_) => return Err(AdkError::invalid(format!("event.finish_reason {r} is not a known FinishReason"))),
+    })
+}
+
+impl From<&Event> for pb::Event {
+    fn from(e: &Event) -> Self {
+        let r = &e.llm_response;
+        pb::Event {
+            id: e.id.clone(),
+            timestamp: Some(timestamp_to_proto(e.timestamp)),
+            invocation_id: e.invocation_id.clone(),
+            branch: e.branch.clone(),
+            author: e.author.clone(),
+            content: r.content.as_ref().map(pb::Content::from),
+            usage_metadata: r.usage_metadata.map(|u| pb::UsageMetadata {
+                prompt_token_count: u.prompt_token_count,
+                candidates_token_count: u.candidates_token_count,
+                total_token_count: u.total_token_count,
+            }),
+            finish_reason: finish_reason_to_proto(r.finish_reason) as i32,
+            partial: r.partial,
+            turn_complete: r.turn_complete,
+            interrupted: r.interrupted,
+            error_code: r.error_code.clone(),
+            error_message: r.error_message.clone(),
+            actions: Some(pb::EventActions {
+                state_delta: value_map_to_proto(&e.actions.state_delta),
+                artifact_delta: e.actions.artifact_delta.clone(),
+                skip_summarization: e.actions.skip_summarization,
+                transfer_to_agent: e.actions.transfer_to_agent.clone(),
+                escalate: e.actions.escalate,
+            }),
+            long_running_tool_ids: e.long_running_tool_ids.clone(),
+            sequence: e.sequence,
+        }
+    }
+}
+
+impl TryFrom<&pb::Event> for Event {
+    type Error = AdkError;
+    /// A missing timestamp becomes "now": the server fills in what the client left out.
+    fn try_from(e: &pb::Event) -> Result<Self> {
+        let timestamp = match &e.timestamp {
+            Some(t) => timestamp_from_proto("event.timestamp", t)?,
+            None => Utc::now(),
+        };
+        let actions = e.actions.as_ref().map_or_else(EventActions::default, |a| EventActions {
+            state_delta: value_map_from_proto(&a.state_delta),
+            artifact_delta: a.artifact_delta.clone(),
+            skip_summarization: a.skip_summarization,
+            transfer_to_agent: a.transfer_to_agent.clone(),
+            escalate: a.escalate,
+        });
+        Ok(Event {
+            id: e.id.clone(),
+            timestamp,
+            invocation_id: e.invocation_id.clone(),
+            branch: e.branch.clone(),
+            author: e.author.clone(),
+            llm_response: LlmResponse {
+                content: e.content.as_ref().map(Content::try_from).transpose()?,
+                usage_metadata: e.usage_metadata.map(|u| UsageMetadata {
+                    prompt_token_count: u.prompt_token_count,
+                    candidates_token_count: u.candidates_token_count,
+                    total_token_count: u.total_token_count,
+                }),
+                finish_reason: finish_reason_from_proto(e.finish_reason)?,
+                partial: e.partial,
+                turn_complete: e.turn_complete,
+                interrupted: e.interrupted,
+                error_code: e.error_code.clone(),
+                error_message: e.error_message.clone(),
+            },
+            actions,
+            long_running_tool_ids: e.long_running_tool_ids.clone(),
+            sequence: e.sequence,
+        })
+    }
+}
+
+// ---------- sessions ----------
+
+impl From<&Session> for pb::Session {
+    fn from(s: &Session) -> Self {
+        pb::Session {
+            app_name: s.app_name.clone(),
+            user_id: s.user_id.clone(),
+            id: s.id.clone(),
+            state: Some(map_to_struct(s.state.iter())),
+            events: s.events.iter().map(pb::Event::from).collect(),
+            last_update_time: Some(timestamp_to_proto(s.last_update_time)),
+            create_time: Some(timestamp_to_proto(s.create_time)),
+            event_count: s.event_count,
+            expire_time: s.expire_time.map(timestamp_to_proto),
+        }
+    }
+}
+
+impl TryFrom<&pb::Session> for Session {
+    type Error = AdkError;
+    fn try_from(s: &pb::Session) -> Result<Self> {
+        let time = |field: &str, t: &Option<prost_types::Timestamp>| -> Result<DateTime<Utc>> {
+            t.as_ref()
+                .map(|t| timestamp_from_proto(field, t))
+                .unwrap_or_else(|| Err(AdkError::invalid(format!("{field} is missing"))))
+        };
+        Ok(Session {
+            id: s.id.clone(),
+            app_name: s.app_name.clone(),
+            user_id: s.user_id.clone(),
+            state: StateMap::new(map_from_struct(s.state.as_ref())),
+            events: Events::new(s.events.iter().map(Event::try_from).collect::<Result<_>>()?),
+            create_time: time("session.create_time", &s.create_time)?,
+            last_update_time: time("session.last_update_time", &s.last_update_time)?,
+            event_count: s.event_count,
+            expire_time: s.expire_time.as_ref().map(|t| timestamp_from_proto("session.expire_time", t)).transpose()?,
+        })
+    }
+}
+
+// ---------- requests (server side: proto -> core; client side: core -> proto) ----------
+
+impl TryFrom<pb::CreateSessionRequest> for CreateRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::CreateSessionRequest) -> Result<Self> {
+        Ok(CreateRequest {
+            state: map_from_struct(r.state.as_ref()),
+            ttl: r.ttl.as_ref().map(|d| duration_from_proto("ttl", d)).transpose()?,
+            session_id: non_empty(&r.session_id),
+            app_name: r.app_name,
+            user_id: r.user_id,
+        })
+    }
+}
+
+impl From<&CreateRequest> for pb::CreateSessionRequest {
+    fn from(r: &CreateRequest) -> Self {
+        pb::CreateSessionRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone().unwrap_or_default(),
+            state: Some(map_to_struct(r.state.iter())),
+            ttl: r.ttl.map(duration_to_proto),
+        }
+    }
+}
+
+impl TryFrom<pb::GetSessionRequest> for GetRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::GetSessionRequest) -> Result<Self> {
+        Ok(GetRequest {
+            num_recent_events: r.num_recent_events.map(|n| non_negative("num_recent_events", n)).transpose()?,
+            after: r.after.as_ref().map(|t| timestamp_from_proto("after", t)).transpose()?,
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+        })
+    }
+}
+
+impl From<&GetRequest> for pb::GetSessionRequest {
+    fn from(r: &GetRequest) -> Self {
+        pb::GetSessionRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            num_recent_events: r.num_recent_events.map(|n| n.min(i32::MAX as usize) as i32),
+            after: r.after.map(timestamp_to_proto),
+        }
+    }
+}
+
+impl TryFrom<pb::ListSessionsRequest> for ListRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::ListSessionsRequest) -> Result<Self> {
+        Ok(ListRequest {
+            page_size: non_negative("page_size", r.page_size)?,
+            user_id: non_empty(&r.user_id),
+            page_token: non_empty(&r.page_token),
+            app_name: r.app_name,
+        })
+    }
+}
+
+impl From<&ListRequest> for pb::ListSessionsRequest {
+    fn from(r: &ListRequest) -> Self {
+        pb::ListSessionsRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone().unwrap_or_default(),
+            page_size: r.page_size.min(i32::MAX as usize) as i32,
+            page_token: r.page_token.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl From<&ListResponse> for pb::ListSessionsResponse {
+    fn from(r: &ListResponse) -> Self {
+        pb::ListSessionsResponse {
+            sessions: r.sessions.iter().map(pb::Session::from).collect(),
+            next_page_token: r.next_page_token.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl TryFrom<&pb::ListSessionsResponse> for ListResponse {
+    type Error = AdkError;
+    fn try_from(r: &pb::ListSessionsResponse) -> Result<Self> {
+        Ok(ListResponse {
+            sessions: r.sessions.iter().map(Session::try_from).collect::<Result<_>>()?,
+            next_page_token: non_empty(&r.next_page_token),
+        })
+    }
+}
+
+impl From<pb::DeleteSessionRequest> for DeleteRequest {
+    fn from(r: pb::DeleteSessionRequest) -> Self {
+        DeleteRequest { app_name: r.app_name, user_id: r.user_id, session_id: r.session_id }
+    }
+}
+
+impl From<&DeleteRequest> for pb::DeleteSessionRequest {
+    fn from(r: &DeleteRequest) -> Self {
+        pb::DeleteSessionRequest { app_name: r.app_name.clone(), user_id: r.user_id.clone(), session_id: r.session_id.clone() }
+    }
+}
+
+impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
+        let event = r.event.as_ref().ok_or_else(|| AdkError::invalid("event is required"))?;
+        let precondition = r.precondition.and_then(|p| p.expected).map(|expected| match expected {
+            pb::append_precondition::Expected::LastEventId(id) => Precondition::LastEventId(id),
+            pb::append_precondition::Expected::LastSequence(seq) => Precondition::LastSequence(seq),
+        });
+        Ok(AppendEventRequest {
+            event: Event::try_from(event)?,
+            precondition,
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+        })
+    }
+}
+
+impl From<&AppendEventRequest> for pb::AppendEventRequest {
+    fn from(r: &AppendEventRequest) -> Self {
+        use pb::append_precondition::Expected;
+        pb::AppendEventRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            event: Some(pb::Event::from(&r.event)),
+            precondition: r.precondition.as_ref().map(|p| pb::AppendPrecondition {
+                expected: Some(match p {
+                    Precondition::LastEventId(id) => Expected::LastEventId(id.clone()),
+                    Precondition::LastSequence(seq) => Expected::LastSequence(*seq),
+                }),
+            }),
+        }
+    }
+}
+
+impl TryFrom<pb::ListEventsRequest> for ListEventsRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::ListEventsRequest) -> Result<Self> {
+        Ok(ListEventsRequest {
+            page_size: non_negative("page_size", r.page_size)?,
+            page_token: non_empty(&r.page_token),
+            newest_first: r.newest_first,
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+        })
+    }
+}
+
+impl From<&ListEventsRequest> for pb::ListEventsRequest {
+    fn from(r: &ListEventsRequest) -> Self {
+        pb::ListEventsRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            page_size: r.page_size.min(i32::MAX as usize) as i32,
+            page_token: r.page_token.clone().unwrap_or_default(),
+            newest_first: r.newest_first,
+        }
+    }
+}
+
+impl From<&ListEventsResponse> for pb::ListEventsResponse {
+    fn from(r: &ListEventsResponse) -> Self {
+        pb::ListEventsResponse {
+            events: r.events.iter().map(pb::Event::from).collect(),
+            next_page_token: r.next_page_token.clone().unwrap_or_default(),
+        }
+    }
+}
+
+impl TryFrom<&pb::ListEventsResponse> for ListEventsResponse {
+    type Error = AdkError;
+    fn try_from(r: &pb::ListEventsResponse) -> Result<Self> {
+        Ok(ListEventsResponse {
+            events: r.events.iter().map(Event::try_from).collect::<Result<_>>()?,
+            next_page_token: non_empty(&r.next_page_token),
+        })
+    }
+}
+
+impl From<pb::WatchSessionRequest> for WatchRequest {
+    fn from(r: pb::WatchSessionRequest) -> Self {
+        WatchRequest { app_name: r.app_name, user_id: r.user_id, session_id: r.session_id, after_sequence: r.after_sequence }
+    }
+}
+
+impl From<&WatchRequest> for pb::WatchSessionRequest {
+    fn from(r: &WatchRequest) -> Self {
+        pb::WatchSessionRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            after_sequence: r.after_sequence,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rich_event() -> Event {
+        let mut e = Event::new("e-1")
+            .with_author("assistant")
+            .with_content(
+                Content::new("model")
+                    .with_text("hi")
+                    .with_inline_data("image/png", vec![0, 1, 2])
+                    .with_file_uri("application/pdf", "gs://b/f.pdf")
+                    .with_part(Part::FunctionCall { name: "f".into(), args: json!({"a": [1, 2.5, null, "x"]}), id: Some("c1".into()) })
+                    .with_part(Part::FunctionResponse {
+                        function_response: FunctionResponseData { name: "f".into(), response: json!({"ok": true}) },
+                        id: None,
+                    }),
+            )
+            .with_state_delta("app:n", json!(42))
+            .with_state_delta("k", json!({"nested": {"deep": [true]}}));
+        e.branch = "root.child".into();
+        e.sequence = 7;
+        e.actions.artifact_delta.insert("report.pdf".into(), 2);
+        e.actions.transfer_to_agent = Some("helper".into());
+        e.actions.escalate = true;
+        e.actions.skip_summarization = true;
+        e.long_running_tool_ids = vec!["c1".into()];
+        e.llm_response.usage_metadata = Some(UsageMetadata { prompt_token_count: 1, candidates_token_count: 2, total_token_count: 3 });
+        e.llm_response.finish_reason = Some(FinishReason::MaxTokens);
+        e.llm_response.turn_complete = true;
+        e.llm_response.error_code = Some("".into());
+        e.llm_response.error_message = Some("oops".into());
+        e
+    }
+
+    #[test]
+    fn events_round_trip_losslessly() {
+        let e = rich_event();
+        let back = Event::try_from(&pb::Event::from(&e)).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn json_numbers_keep_their_integer_form() {
+        for v in [json!(42), json!(-7), json!(2.5), json!(null), json!([1, {"a": "b"}]), json!(9_007_199_254_740_991i64)] {
+            assert_eq!(json_from_proto(&json_to_proto(&v)), v);
+        }
+    }
+
+    #[test]
+    fn invalid_proto_input_names_the_field() {
+        let bad_part = pb::Content { role: "user".into(), parts: vec![pb::Part { kind: None }] };
+        assert!(Content::try_from(&bad_part).unwrap_err().to_string().contains("part has no kind"));
+
+        let bad_time = pb::Event { timestamp: Some(prost_types::Timestamp { seconds: 0, nanos: -1 }), ..Default::default() };
+        assert!(Event::try_from(&bad_time).unwrap_err().to_string().contains("event.timestamp"));
+
+        let bad_reason = pb::Event { finish_reason: 99, ..Default::default() };
+        assert!(Event::try_from(&bad_reason).unwrap_err().to_string().contains("finish_reason"));
+
+        let negative = pb::GetSessionRequest { num_recent_events: Some(-1), ..Default::default() };
+        assert!(GetRequest::try_from(negative).unwrap_err().to_string().contains("num_recent_events"));
+
+        let negative = pb::ListSessionsRequest { page_size: -5, ..Default::default() };
+        assert!(ListRequest::try_from(negative).unwrap_err().to_string().contains("page_size"));
+
+        let no_event = pb::AppendEventRequest::default();
+        assert!(AppendEventRequest::try_from(no_event).unwrap_err().to_string().contains("event is required"));
+
+        let zero_ttl = pb::CreateSessionRequest { ttl: Some(prost_types::Duration { seconds: 0, nanos: 0 }), ..Default::default() };
+        assert!(CreateRequest::try_from(zero_ttl).unwrap_err().to_string().contains("ttl"));
+    }
+
+    #[test]
+    fn requests_round_trip_through_proto() {
+        let req = AppendEventRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            event: rich_event(),
+            precondition: Some(Precondition::LastSequence(0)),
+        };
+        assert_eq!(AppendEventRequest::try_from(pb::AppendEventRequest::from(&req)).unwrap(), req);
+
+        let req = CreateRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: Some("s".into()),
+            state: HashMap::from([("user:x".into(), json!([1]))]),
+            ttl: Some(std::time::Duration::from_millis(1500)),
+        };
+        assert_eq!(CreateRequest::try_from(pb::CreateSessionRequest::from(&req)).unwrap(), req);
+    }
+}

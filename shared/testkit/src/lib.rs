@@ -1,0 +1,64 @@
+//! Test support for end-to-end tests that start real processes.
+//!
+//! Nothing here is a mock: [`RedisServer`] and [`RedisCluster`] run the real
+//! `redis-server` binary, and [`ServiceProcess`] runs a built workspace binary.
+//! Every process is owned by a [`ChildGuard`], which SIGKILLs it on drop, and
+//! writes its stdout/stderr to a log file so failures can be diagnosed.
+//!
+//! Helpers panic with a descriptive message instead of returning errors: a
+//! test that cannot set up its environment should fail loudly, never skip.
+
+mod net;
+mod process;
+mod redis_server;
+mod service;
+
+pub use net::{free_port, wait_for_port};
+pub use process::ChildGuard;
+pub use redis_server::{RedisCluster, RedisServer, redis_cli};
+pub use service::{ServiceProcess, workspace_bin};
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Returns a name that is unique within this test run, e.g. `tsessionx3x41234`.
+///
+/// Tests that share one Redis use it as an app name / key prefix so they never
+/// see each other's data. The result only contains `[A-Za-z0-9._@-]`; any other
+/// character in `tag` is replaced by `-`.
+pub fn unique_prefix(tag: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let counter = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tag: String = tag
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '@' | '-') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("t{tag}x{counter}x{}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unique_prefix_is_unique_and_uses_allowed_chars() {
+        let a = unique_prefix("my tag/ü_1");
+        let b = unique_prefix("my tag/ü_1");
+        assert_ne!(a, b);
+        for prefix in [&a, &b] {
+            assert!(
+                prefix
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '@' | '-')),
+                "unexpected character in {prefix}"
+            );
+            assert!(prefix.starts_with("tmy-tag--"), "{prefix}");
+            assert!(prefix.ends_with(&format!("x{}", std::process::id())), "{prefix}");
+        }
+    }
+}

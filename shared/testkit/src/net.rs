@@ -1,0 +1,64 @@
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+use tokio::time::{Instant, sleep, timeout};
+
+/// Asks the kernel for an unused loopback port.
+///
+/// The port is released before returning, so another process could grab it
+/// before the caller binds it; the process spawners retry on "address in use".
+pub fn free_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .expect("failed to bind 127.0.0.1:0 to find a free port");
+    listener
+        .local_addr()
+        .expect("bound listener has no local address")
+        .port()
+}
+
+/// Retries a TCP connect to `127.0.0.1:port` until it succeeds or `timeout_after`
+/// elapses. Returns whether the port accepted a connection.
+pub async fn wait_for_port(port: u16, timeout_after: Duration) -> bool {
+    let deadline = Instant::now() + timeout_after;
+    loop {
+        if port_accepts(port).await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+pub(crate) async fn port_accepts(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    // A connect to a dropped SYN could hang for a long time; bound each attempt.
+    matches!(
+        timeout(Duration::from_secs(1), TcpStream::connect(addr)).await,
+        Ok(Ok(_))
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_port_is_bindable() {
+        let port = free_port();
+        assert_ne!(port, 0);
+        TcpListener::bind((Ipv4Addr::LOCALHOST, port)).expect("free port should be bindable");
+    }
+
+    #[tokio::test]
+    async fn wait_for_port_sees_listener_and_times_out_without_one() {
+        let listener =
+            tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
+        let port = listener.local_addr().expect("local addr").port();
+        assert!(wait_for_port(port, Duration::from_secs(2)).await);
+        drop(listener);
+        assert!(!wait_for_port(port, Duration::from_millis(200)).await);
+    }
+}

@@ -1,0 +1,432 @@
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tokio::time::{Instant, sleep, timeout};
+
+use crate::net::free_port;
+use crate::process::{ChildGuard, tail_file};
+
+/// Readiness deadline for one redis-server process.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+/// `free_port` is racy; a few fresh ports are tried before giving up.
+const PORT_ATTEMPTS: usize = 3;
+const CLUSTER_READY_TIMEOUT: Duration = Duration::from_secs(30);
+const REDIS_CLI_TIMEOUT: Duration = Duration::from_secs(60);
+const LOG_TAIL_LINES: usize = 30;
+const LOG_FILE: &str = "redis.log";
+
+/// A real standalone `redis-server` on a free loopback port, with AOF
+/// persistence (`appendfsync always`) in its own temp dir, so a SIGKILL loses
+/// no acknowledged write. Killed on drop.
+pub struct RedisServer {
+    child: ChildGuard,
+    port: u16,
+    dir: TempDir,
+}
+
+impl RedisServer {
+    /// Starts the server and waits until it answers PING. Panics (never skips)
+    /// if `redis-server` is missing or does not come up.
+    pub async fn start() -> RedisServer {
+        let binary = require_binary("redis-server");
+        let mut last_error = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let dir = new_temp_dir("adk-redis-");
+            let port = free_port();
+            match start_node(&binary, dir.path(), port, &standalone_args()).await {
+                Ok(child) => return RedisServer { child, port, dir },
+                Err(StartError::PortInUse(log)) => last_error = log,
+                Err(StartError::Failed(message)) => panic!("{message}"),
+            }
+        }
+        panic!("redis-server could not get a free port after {PORT_ATTEMPTS} attempts:\n{last_error}")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    /// The data directory (AOF files live here).
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.child.log_path()
+    }
+
+    pub fn tail_log(&self, n_lines: usize) -> String {
+        self.child.tail_log(n_lines)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.is_running()
+    }
+
+    /// Fault injection: `"STOP"` freezes the server (connections hang rather
+    /// than fail), `"CONT"` resumes it.
+    pub fn send_signal(&mut self, signal: &str) {
+        self.child.send_signal(signal);
+    }
+
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("redis URL built by testkit must parse")
+    }
+
+    pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|err| panic!("cannot connect to test redis at {}: {err}", self.url()))
+    }
+
+    pub async fn flushall(&self) {
+        let mut connection = self.connection().await;
+        redis::cmd("FLUSHALL")
+            .query_async::<()>(&mut connection)
+            .await
+            .unwrap_or_else(|err| panic!("FLUSHALL on {} failed: {err}", self.url()));
+    }
+
+    /// Crashes the server with SIGKILL.
+    pub async fn kill9(&mut self) {
+        self.child.kill9().await;
+    }
+
+    /// Graceful shutdown (SIGTERM; redis flushes the AOF and exits).
+    pub async fn stop(&mut self) {
+        self.child.terminate().await;
+    }
+
+    /// Starts the server again on the same port and data dir, so the AOF is
+    /// replayed. If it is still running it is stopped gracefully first; call
+    /// [`RedisServer::kill9`] before this to simulate a crash instead.
+    pub async fn restart(&mut self) {
+        if self.child.is_running() {
+            self.stop().await;
+        }
+        let binary = require_binary("redis-server");
+        match start_node(&binary, self.dir.path(), self.port, &standalone_args()).await {
+            Ok(child) => self.child = child,
+            Err(StartError::PortInUse(log) | StartError::Failed(log)) => {
+                panic!("redis-server failed to restart on port {}:\n{log}", self.port)
+            }
+        }
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        keep_for_diagnosis_if_panicking(&mut self.dir, "redis-server", &self.child);
+    }
+}
+
+/// A real Redis Cluster of `n` master nodes (no replicas), each a
+/// `redis-server` in its own temp dir. Killed on drop.
+pub struct RedisCluster {
+    nodes: Vec<ClusterNode>,
+}
+
+struct ClusterNode {
+    child: ChildGuard,
+    port: u16,
+    dir: TempDir,
+}
+
+impl RedisCluster {
+    /// Starts `n` (at least 3) nodes, joins them with `redis-cli --cluster
+    /// create`, and waits until every node reports `cluster_state:ok` with all
+    /// 16384 slots assigned.
+    pub async fn start(n: usize) -> RedisCluster {
+        assert!(n >= 3, "a Redis Cluster needs at least 3 masters, got {n}");
+        let binary = require_binary("redis-server");
+        require_binary("redis-cli");
+
+        let mut nodes = Vec::with_capacity(n);
+        for _ in 0..n {
+            nodes.push(start_cluster_node(&binary).await);
+        }
+        let cluster = RedisCluster { nodes };
+
+        let addresses: Vec<String> = cluster
+            .ports()
+            .iter()
+            .map(|port| format!("127.0.0.1:{port}"))
+            .collect();
+        let mut create_args = vec!["--cluster", "create"];
+        create_args.extend(addresses.iter().map(String::as_str));
+        create_args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        redis_cli(&create_args).await;
+
+        cluster.wait_until_ready().await;
+        cluster
+    }
+
+    pub fn ports(&self) -> Vec<u16> {
+        self.nodes.iter().map(|node| node.port).collect()
+    }
+
+    /// `redis+cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3`
+    pub fn url(&self) -> String {
+        let addresses: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|node| format!("127.0.0.1:{}", node.port))
+            .collect();
+        format!("redis+cluster://{}", addresses.join(","))
+    }
+
+    /// One `redis://127.0.0.1:PORT` per node, as `redis::cluster::ClusterClient` wants.
+    pub fn node_urls(&self) -> Vec<String> {
+        self.nodes
+            .iter()
+            .map(|node| format!("redis://127.0.0.1:{}", node.port))
+            .collect()
+    }
+
+    /// Runs `redis-cli -c -p FIRST_PORT ARGS...` (following MOVED redirects)
+    /// and returns its trimmed stdout.
+    pub async fn cli(&self, args: &[&str]) -> String {
+        let port = self.nodes[0].port.to_string();
+        let mut full_args = vec!["-c", "-p", port.as_str()];
+        full_args.extend_from_slice(args);
+        redis_cli(&full_args).await
+    }
+
+    async fn wait_until_ready(&self) {
+        let deadline = Instant::now() + CLUSTER_READY_TIMEOUT;
+        let expected_lines = [
+            "cluster_state:ok".to_owned(),
+            "cluster_slots_assigned:16384".to_owned(),
+            "cluster_slots_ok:16384".to_owned(),
+            // Every node must know every other, or MOVED can point at a stranger.
+            format!("cluster_known_nodes:{}", self.nodes.len()),
+        ];
+        loop {
+            let mut not_ready = None;
+            for node in &self.nodes {
+                let info = cluster_info(node.port).await;
+                let ready = info.as_deref().is_some_and(|info| {
+                    expected_lines
+                        .iter()
+                        .all(|expected| info.lines().any(|line| line.trim() == expected))
+                });
+                if !ready {
+                    not_ready = Some((node, info));
+                    break;
+                }
+            }
+            let Some((node, info)) = not_ready else {
+                return;
+            };
+            if Instant::now() >= deadline {
+                panic!(
+                    "redis cluster not ready after {CLUSTER_READY_TIMEOUT:?}; node {} reports:\n{}\n\
+                     --- log {} ---\n{}",
+                    node.port,
+                    info.unwrap_or_else(|| "<no answer>".to_owned()),
+                    node.child.log_path().display(),
+                    node.child.tail_log(LOG_TAIL_LINES),
+                );
+            }
+            sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+impl Drop for RedisCluster {
+    fn drop(&mut self) {
+        for node in &mut self.nodes {
+            keep_for_diagnosis_if_panicking(&mut node.dir, "redis cluster node", &node.child);
+        }
+    }
+}
+
+/// Runs `redis-cli ARGS...` and returns its trimmed stdout; panics with its
+/// output if it fails or takes longer than a minute.
+pub async fn redis_cli(args: &[&str]) -> String {
+    let binary = require_binary("redis-cli");
+    let run = tokio::process::Command::new(&binary)
+        .args(args)
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = timeout(REDIS_CLI_TIMEOUT, run)
+        .await
+        .unwrap_or_else(|_| panic!("`redis-cli {}` timed out", args.join(" ")))
+        .unwrap_or_else(|err| panic!("failed to run `redis-cli {}`: {err}", args.join(" ")));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        panic!(
+            "`redis-cli {}` failed with {}\nstdout:\n{stdout}\nstderr:\n{}",
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr),
+        );
+    }
+    stdout.trim().to_owned()
+}
+
+fn standalone_args() -> Vec<String> {
+    ["--appendonly", "yes", "--appendfsync", "always", "--save", ""]
+        .map(String::from)
+        .to_vec()
+}
+
+async fn start_cluster_node(binary: &Path) -> ClusterNode {
+    let mut last_error = String::new();
+    for _ in 0..PORT_ATTEMPTS {
+        // A fresh dir per attempt so a half-started node leaves no nodes.conf behind.
+        let dir = new_temp_dir("adk-redis-cluster-");
+        let port = free_port();
+        // An explicit bus port: the default (port + 10000) overflows for
+        // ephemeral ports above 55535.
+        let bus_port = free_port().to_string();
+        let args: Vec<String> = [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "5000",
+            "--cluster-port",
+            bus_port.as_str(),
+            "--appendonly",
+            "no",
+            "--save",
+            "",
+        ]
+        .map(String::from)
+        .to_vec();
+        match start_node(binary, dir.path(), port, &args).await {
+            Ok(child) => return ClusterNode { child, port, dir },
+            Err(StartError::PortInUse(log)) => last_error = log,
+            Err(StartError::Failed(message)) => panic!("{message}"),
+        }
+    }
+    panic!("redis cluster node could not get free ports after {PORT_ATTEMPTS} attempts:\n{last_error}")
+}
+
+enum StartError {
+    /// Someone else took the port between `free_port` and the bind; retryable.
+    PortInUse(String),
+    Failed(String),
+}
+
+async fn start_node(
+    binary: &Path,
+    dir: &Path,
+    port: u16,
+    extra_args: &[String],
+) -> Result<ChildGuard, StartError> {
+    let mut command = Command::new(binary);
+    command
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1", "--protected-mode", "no", "--daemonize", "no"])
+        .arg("--dir")
+        .arg(dir)
+        .args(extra_args);
+    let mut child = ChildGuard::spawn(command, dir.join(LOG_FILE)).map_err(|err| {
+        StartError::Failed(format!("failed to spawn {}: {err}", binary.display()))
+    })?;
+
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        if let Some(status) = child.exit_status() {
+            let log = child.tail_log(LOG_TAIL_LINES);
+            let message = format!(
+                "redis-server on port {port} exited during startup with {status}\n--- log {} ---\n{log}",
+                child.log_path().display()
+            );
+            return Err(if log.contains("Address already in use") {
+                StartError::PortInUse(message)
+            } else {
+                StartError::Failed(message)
+            });
+        }
+        if ping(port).await {
+            return Ok(child);
+        }
+        if Instant::now() >= deadline {
+            return Err(StartError::Failed(format!(
+                "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}\n--- log {} ---\n{}",
+                child.log_path().display(),
+                child.tail_log(LOG_TAIL_LINES)
+            )));
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn query_node<T: redis::FromRedisValue>(port: u16, command: redis::Cmd) -> Option<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let attempt = async {
+        let mut connection = client.get_multiplexed_async_connection().await?;
+        command.query_async::<T>(&mut connection).await
+    };
+    // A frozen or still-loading server must not stall a readiness loop.
+    timeout(Duration::from_secs(1), attempt).await.ok()?.ok()
+}
+
+/// True once the server accepts commands (a server still loading its AOF
+/// answers PING with a LOADING error).
+async fn ping(port: u16) -> bool {
+    query_node::<String>(port, redis::cmd("PING")).await.as_deref() == Some("PONG")
+}
+
+async fn cluster_info(port: u16) -> Option<String> {
+    let mut command = redis::cmd("CLUSTER");
+    command.arg("INFO");
+    query_node(port, command).await
+}
+
+fn require_binary(name: &str) -> PathBuf {
+    find_on_path(name).unwrap_or_else(|| {
+        panic!(
+            "{name} not found: run the README's test command (it installs redis-server), \
+             or `apt-get install redis-server`"
+        )
+    })
+}
+
+fn find_on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|candidate| candidate.is_file())
+}
+
+pub(crate) fn new_temp_dir(prefix: &str) -> TempDir {
+    tempfile::Builder::new()
+        .prefix(prefix)
+        .tempdir()
+        .expect("failed to create a temp dir for a test process")
+}
+
+/// When a test fails, its process logs and data are the evidence: keep the
+/// dir instead of deleting it, and show where it is plus the log tail.
+pub(crate) fn keep_for_diagnosis_if_panicking(dir: &mut TempDir, what: &str, child: &ChildGuard) {
+    if !std::thread::panicking() {
+        return;
+    }
+    dir.disable_cleanup(true);
+    eprintln!(
+        "[adk-testkit] test failed; kept {what} (pid {}) dir {}\n--- last lines of {} ---\n{}",
+        child.pid(),
+        dir.path().display(),
+        child.log_path().display(),
+        tail_file(child.log_path(), 20),
+    );
+}

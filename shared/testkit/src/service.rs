@@ -1,0 +1,263 @@
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tokio::time::{Instant, sleep};
+
+use crate::net::{free_port, port_accepts};
+use crate::process::ChildGuard;
+use crate::redis_server::{keep_for_diagnosis_if_panicking, new_temp_dir};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// `free_port` is racy; a few fresh ports are tried before giving up.
+const PORT_ATTEMPTS: usize = 3;
+const LOG_TAIL_LINES: usize = 40;
+const LOG_FILE: &str = "service.log";
+
+/// Path of a binary built from this workspace.
+///
+/// Uses `CARGO_BIN_EXE_<name>` if set; otherwise the test executable's own
+/// `target/<profile>/` directory. Panics if the binary is not built.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    if let Some(path) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")) {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("cannot determine the test executable's path");
+    let mut dir = exe
+        .parent()
+        .expect("test executable has no parent directory")
+        .to_path_buf();
+    // Test binaries live in target/<profile>/deps/; workspace binaries one level up.
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    if !path.is_file() {
+        panic!(
+            "binary `{name}` not built: run `cargo build --workspace --bins` first \
+             (the README's test command does this)"
+        );
+    }
+    path
+}
+
+/// A workspace service binary running as a real process, listening on
+/// `127.0.0.1:PORT` (passed as `--listen 127.0.0.1:PORT`). Killed on drop; its
+/// output goes to a log file that is kept if the test panics.
+pub struct ServiceProcess {
+    child: ChildGuard,
+    port: u16,
+    bin: String,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    dir: TempDir,
+}
+
+impl ServiceProcess {
+    /// Spawns `workspace_bin(bin)` with `args` plus `--listen 127.0.0.1:PORT` on a
+    /// free port and waits (15 s) until the port accepts connections. Panics
+    /// with the log tail if the process exits or never listens.
+    pub async fn spawn(bin: &str, args: &[String], envs: &[(String, String)]) -> ServiceProcess {
+        let dir = new_temp_dir(&format!("adk-{bin}-"));
+        let mut last_error = String::new();
+        for _ in 0..PORT_ATTEMPTS {
+            let port = free_port();
+            match launch(bin, args, envs, port, dir.path()).await {
+                Ok(child) => {
+                    return ServiceProcess {
+                        child,
+                        port,
+                        bin: bin.to_owned(),
+                        args: args.to_vec(),
+                        envs: envs.to_vec(),
+                        dir,
+                    };
+                }
+                Err(LaunchError::PortInUse(message)) => last_error = message,
+                Err(LaunchError::Failed(message)) => panic!("{message}"),
+            }
+        }
+        panic!("`{bin}` could not get a free port after {PORT_ATTEMPTS} attempts:\n{last_error}")
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `http://127.0.0.1:PORT`, the form gRPC clients connect to.
+    pub fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
+    }
+
+    pub fn log_path(&self) -> &Path {
+        self.child.log_path()
+    }
+
+    pub fn tail_log(&self, n_lines: usize) -> String {
+        self.child.tail_log(n_lines)
+    }
+
+    pub fn is_running(&mut self) -> bool {
+        self.child.is_running()
+    }
+
+    pub fn child_mut(&mut self) -> &mut ChildGuard {
+        &mut self.child
+    }
+
+    pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        self.child.wait_exit(timeout).await
+    }
+
+    /// Sends a signal by name (`"TERM"`, `"INT"`, `"STOP"`, `"CONT"`, ...).
+    pub fn send_signal(&mut self, signal: &str) {
+        self.child.send_signal(signal);
+    }
+
+    /// SIGTERM, up to 10 s for a graceful shutdown, then SIGKILL. A successful
+    /// status means the service shut down cleanly.
+    pub async fn terminate(&mut self) -> ExitStatus {
+        self.child.terminate().await
+    }
+
+    /// Crashes the service with SIGKILL.
+    pub async fn kill9(&mut self) -> ExitStatus {
+        self.child.kill9().await
+    }
+
+    /// Starts the same binary again with the same args, env and port (clients
+    /// can reconnect to the same endpoint). A running process is terminated
+    /// gracefully first; call [`ServiceProcess::kill9`] before to simulate a crash.
+    pub async fn restart(&mut self) {
+        if self.child.is_running() {
+            self.terminate().await;
+        }
+        match launch(&self.bin, &self.args, &self.envs, self.port, self.dir.path()).await {
+            Ok(child) => self.child = child,
+            Err(LaunchError::PortInUse(message) | LaunchError::Failed(message)) => {
+                panic!("restart failed: {message}")
+            }
+        }
+    }
+
+    /// Current resident memory (VmRSS) in KiB, or `None` if the process is gone.
+    pub fn rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.pid(), "VmRSS")
+    }
+
+    /// Peak resident memory (VmHWM) in KiB, or `None` if the process is gone.
+    pub fn peak_rss_kib(&self) -> Option<u64> {
+        proc_status_kib(self.pid(), "VmHWM")
+    }
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        keep_for_diagnosis_if_panicking(&mut self.dir, &self.bin, &self.child);
+    }
+}
+
+enum LaunchError {
+    /// Someone else took the port between `free_port` and the bind; retryable.
+    PortInUse(String),
+    Failed(String),
+}
+
+async fn launch(
+    bin: &str,
+    args: &[String],
+    envs: &[(String, String)],
+    port: u16,
+    dir: &Path,
+) -> Result<ChildGuard, LaunchError> {
+    let binary = workspace_bin(bin);
+    let listen = format!("127.0.0.1:{port}");
+    let log_path = dir.join(LOG_FILE);
+    // A header per launch separates the runs of a restarted service in one log.
+    if let Ok(mut log) = OpenOptions::new().create(true).append(true).open(&log_path) {
+        let _ = writeln!(
+            log,
+            "=== adk-testkit: {} {} --listen {listen}",
+            binary.display(),
+            args.join(" ")
+        );
+    }
+
+    let mut command = Command::new(&binary);
+    command
+        .args(args)
+        .arg("--listen")
+        .arg(&listen)
+        // Backtraces make a panicking service diagnosable from its log; callers can override.
+        .env("RUST_BACKTRACE", "1")
+        .envs(envs.iter().map(|(key, value)| (key, value)));
+    let mut child = ChildGuard::spawn(command, &log_path).map_err(|err| {
+        LaunchError::Failed(format!("failed to spawn {}: {err}", binary.display()))
+    })?;
+
+    let deadline = Instant::now() + READY_TIMEOUT;
+    loop {
+        if let Some(status) = child.exit_status() {
+            let log = child.tail_log(LOG_TAIL_LINES);
+            let message = format!(
+                "`{bin}` exited before listening on {listen} with {status}\n--- log {} ---\n{log}",
+                log_path.display()
+            );
+            let port_taken = ["Address already in use", "AddrInUse"]
+                .iter()
+                .any(|needle| log.contains(needle));
+            return Err(if port_taken {
+                LaunchError::PortInUse(message)
+            } else {
+                LaunchError::Failed(message)
+            });
+        }
+        // Checking the child again guards against some other process owning the port.
+        if port_accepts(port).await && child.is_running() {
+            return Ok(child);
+        }
+        if Instant::now() >= deadline {
+            return Err(LaunchError::Failed(format!(
+                "`{bin}` did not listen on {listen} within {READY_TIMEOUT:?}\n--- log {} ---\n{}",
+                log_path.display(),
+                child.tail_log(LOG_TAIL_LINES)
+            )));
+        }
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Reads a `Key:   1234 kB` line from `/proc/PID/status`.
+fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status.lines().find_map(|line| {
+        let value = line.strip_prefix(key)?.strip_prefix(':')?;
+        value.split_whitespace().next()?.parse().ok()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_own_memory_from_proc() {
+        let rss = proc_status_kib(std::process::id(), "VmRSS").expect("VmRSS of self");
+        let peak = proc_status_kib(std::process::id(), "VmHWM").expect("VmHWM of self");
+        assert!(rss > 0 && peak >= rss, "rss {rss} peak {peak}");
+        assert_eq!(proc_status_kib(std::process::id(), "NoSuchKey"), None);
+    }
+
+    #[test]
+    #[should_panic(expected = "binary `adk-no-such-binary` not built")]
+    fn workspace_bin_panics_for_missing_binary() {
+        workspace_bin("adk-no-such-binary");
+    }
+}
