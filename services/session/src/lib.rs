@@ -1,0 +1,170 @@
+//! The `adk.v1.SessionService` gRPC handlers: convert the request with core's
+//! conversions, call the [`SessionService`] trait, convert the reply. Every rule
+//! about sessions lives in core and the store; what is here is transport only
+//! (message size limits, streaming, shutdown).
+
+use adk_core::{
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
+    SessionService, WatchRequest,
+};
+use adk_proto::v1 as pb;
+use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
+use adk_server_kit::{GrpcArgs, Shutdown};
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use prost::Message;
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The server for `adk.v1.SessionService`, with the message size limits of `grpc`
+/// and watch streams that end when `shutdown` fires. The all-in-one binary adds it
+/// next to the other services.
+pub fn session_service(
+    store: Arc<dyn SessionService>,
+    grpc: &GrpcArgs,
+    shutdown: Shutdown,
+) -> SessionServiceServer<SessionGrpcService> {
+    SessionServiceServer::new(SessionGrpcService::new(store, grpc.max_message_bytes, shutdown))
+        .max_decoding_message_size(grpc.max_message_bytes)
+        .max_encoding_message_size(grpc.max_message_bytes)
+}
+
+/// The handlers, over any session store.
+pub struct SessionGrpcService {
+    store: Arc<dyn SessionService>,
+    /// Replies larger than this are refused with a hint instead of failing in the client's decoder.
+    max_message_bytes: usize,
+    shutdown: Shutdown,
+}
+
+impl SessionGrpcService {
+    pub fn new(store: Arc<dyn SessionService>, max_message_bytes: usize, shutdown: Shutdown) -> Self {
+        SessionGrpcService {
+            store,
+            max_message_bytes,
+            shutdown,
+        }
+    }
+
+    /// RESOURCE_EXHAUSTED, saying what to do instead, when `reply` would exceed the
+    /// message size limit. Checked here because tonic's own encoder limit would only
+    /// produce an opaque error after the work is done.
+    fn fit_in_message<M: Message>(&self, reply: M, what: &str, instead: &str) -> Result<Response<M>, Status> {
+        let size = reply.encoded_len();
+        if size > self.max_message_bytes {
+            let limit = self.max_message_bytes;
+            return Err(AdkError::ResourceExhausted(format!(
+                "{what} is {size} bytes encoded, over the {limit}-byte message limit: {instead}"
+            ))
+            .into());
+        }
+        Ok(Response::new(reply))
+    }
+}
+
+type EventStream = BoxStream<'static, Result<pb::Event, Status>>;
+
+#[tonic::async_trait]
+impl SessionServiceRpc for SessionGrpcService {
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = tracing::field::Empty,
+    ))]
+    async fn create_session(
+        &self,
+        request: Request<pb::CreateSessionRequest>,
+    ) -> Result<Response<pb::Session>, Status> {
+        let session = self
+            .store
+            .create(CreateRequest::try_from(request.into_inner())?)
+            .await?;
+        tracing::Span::current().record("session", session.id.as_str());
+        Ok(Response::new(pb::Session::from(&session)))
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<pb::Session>, Status> {
+        let session = self.store.get(GetRequest::try_from(request.into_inner())?).await?;
+        let what = format!("session {} with {} events", session.id, session.events.len());
+        self.fit_in_message(
+            pb::Session::from(&session),
+            &what,
+            "page through its events with ListEvents, or get fewer with num_recent_events or after",
+        )
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn list_sessions(
+        &self,
+        request: Request<pb::ListSessionsRequest>,
+    ) -> Result<Response<pb::ListSessionsResponse>, Status> {
+        let page = self.store.list(ListRequest::try_from(request.into_inner())?).await?;
+        let what = format!("a page of {} sessions", page.sessions.len());
+        self.fit_in_message(
+            pb::ListSessionsResponse::from(&page),
+            &what,
+            "ask for a smaller page_size",
+        )
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn delete_session(
+        &self,
+        request: Request<pb::DeleteSessionRequest>,
+    ) -> Result<Response<pb::DeleteSessionResponse>, Status> {
+        self.store.delete(DeleteRequest::from(request.into_inner())).await?;
+        Ok(Response::new(pb::DeleteSessionResponse {}))
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn append_event(&self, request: Request<pb::AppendEventRequest>) -> Result<Response<pb::Event>, Status> {
+        let event = self
+            .store
+            .append_event(AppendEventRequest::try_from(request.into_inner())?)
+            .await?;
+        Ok(Response::new(pb::Event::from(&event)))
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn list_events(
+        &self,
+        request: Request<pb::ListEventsRequest>,
+    ) -> Result<Response<pb::ListEventsResponse>, Status> {
+        let page = self
+            .store
+            .list_events(ListEventsRequest::try_from(request.into_inner())?)
+            .await?;
+        let what = format!("a page of {} events", page.events.len());
+        self.fit_in_message(
+            pb::ListEventsResponse::from(&page),
+            &what,
+            "ask for a smaller page_size",
+        )
+    }
+
+    type WatchSessionStream = EventStream;
+
+    /// The stream ends (OK) when the client goes away (tonic drops it, which drops the
+    /// store's watch) or when the server shuts down; a client resumes from the last
+    /// sequence it saw. No task is spawned, so nothing outlives the call.
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn watch_session(
+        &self,
+        request: Request<pb::WatchSessionRequest>,
+    ) -> Result<Response<Self::WatchSessionStream>, Status> {
+        let events = self.store.watch(WatchRequest::from(request.into_inner())).await?;
+        let stream = events
+            .map(|event| event.map(|event| pb::Event::from(&event)).map_err(Status::from))
+            .take_until(self.shutdown.triggered());
+        Ok(Response::new(stream.boxed()))
+    }
+}

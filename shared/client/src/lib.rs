@@ -1,0 +1,147 @@
+//! Rust clients that implement the ADK core traits over gRPC, so code written
+//! against `Arc<dyn SessionService>` runs unchanged against a remote server.
+//!
+//! ```ignore
+//! let sessions: Arc<dyn SessionService> = Arc::new(RemoteSessionService::connect("http://127.0.0.1:50051").await?);
+//! ```
+
+use adk_core::{
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest, ListEventsRequest,
+    ListEventsResponse, ListRequest, ListResponse, Result, Session, SessionService, WatchRequest,
+};
+use adk_proto::v1 as pb;
+use adk_proto::v1::session_service_client::SessionServiceClient;
+use adk_proto::v1::session_service_server::SERVICE_NAME as SESSION_SERVICE_NAME;
+use async_trait::async_trait;
+use futures::StreamExt;
+use tonic::transport::{Channel, Endpoint};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_check_response::ServingStatus;
+use tonic_health::pb::health_client::HealthClient;
+
+/// 4 MiB, the servers' default limit (`--max-message-bytes`).
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// [`SessionService`] over gRPC: every call goes to an `adk.v1.SessionService`
+/// server, and its status comes back as the matching [`AdkError`]. Cheap to clone:
+/// clones share one connection.
+#[derive(Debug, Clone)]
+pub struct RemoteSessionService {
+    sessions: SessionServiceClient<Channel>,
+    health: HealthClient<Channel>,
+}
+
+impl RemoteSessionService {
+    /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
+    /// INVALID_ARGUMENT when the endpoint is not a URI.
+    pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
+        let endpoint = endpoint.into();
+        let channel = Endpoint::from_shared(endpoint.clone())
+            .map_err(|err| AdkError::invalid(format!("endpoint {endpoint:?} is not a valid URI: {err}")))?
+            .connect()
+            .await
+            .map_err(|err| AdkError::Unavailable(format!("cannot connect to {endpoint}: {err}")))?;
+        Ok(Self::from_channel(channel))
+    }
+
+    /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
+    pub fn from_channel(channel: Channel) -> Self {
+        RemoteSessionService {
+            sessions: SessionServiceClient::new(channel.clone()),
+            health: HealthClient::new(channel),
+        }
+        .with_max_message_bytes(DEFAULT_MAX_MESSAGE_BYTES)
+    }
+
+    /// Largest message sent or accepted; match the server's `--max-message-bytes`.
+    pub fn with_max_message_bytes(mut self, max_message_bytes: usize) -> Self {
+        self.sessions = self
+            .sessions
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
+        self
+    }
+}
+
+#[async_trait]
+impl SessionService for RemoteSessionService {
+    async fn create(&self, req: CreateRequest) -> Result<Session> {
+        let reply = self
+            .sessions
+            .clone()
+            .create_session(pb::CreateSessionRequest::from(&req))
+            .await?;
+        Session::try_from(reply.get_ref())
+    }
+
+    async fn get(&self, req: GetRequest) -> Result<Session> {
+        let reply = self
+            .sessions
+            .clone()
+            .get_session(pb::GetSessionRequest::from(&req))
+            .await?;
+        Session::try_from(reply.get_ref())
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        let reply = self
+            .sessions
+            .clone()
+            .list_sessions(pb::ListSessionsRequest::from(&req))
+            .await?;
+        ListResponse::try_from(reply.get_ref())
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Result<()> {
+        self.sessions
+            .clone()
+            .delete_session(pb::DeleteSessionRequest::from(&req))
+            .await?;
+        Ok(())
+    }
+
+    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
+        let reply = self
+            .sessions
+            .clone()
+            .append_event(pb::AppendEventRequest::from(&req))
+            .await?;
+        Event::try_from(reply.get_ref())
+    }
+
+    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
+        let reply = self
+            .sessions
+            .clone()
+            .list_events(pb::ListEventsRequest::from(&req))
+            .await?;
+        ListEventsResponse::try_from(reply.get_ref())
+    }
+
+    /// Dropping the stream cancels the call on the server.
+    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
+        let events = self
+            .sessions
+            .clone()
+            .watch_session(pb::WatchSessionRequest::from(&req))
+            .await?
+            .into_inner();
+        Ok(events.map(|received| Event::try_from(&received?)).boxed())
+    }
+
+    /// Asks the server's grpc.health.v1 for the session service: Ok while it is
+    /// SERVING, UNAVAILABLE while its store is unreachable (or it is shutting down).
+    async fn ping(&self) -> Result<()> {
+        let request = HealthCheckRequest {
+            service: SESSION_SERVICE_NAME.to_string(),
+        };
+        let reply = self.health.clone().check(request).await?;
+        match reply.get_ref().status() {
+            ServingStatus::Serving => Ok(()),
+            status => Err(AdkError::Unavailable(format!(
+                "the session service reports {}",
+                status.as_str_name()
+            ))),
+        }
+    }
+}

@@ -8,13 +8,14 @@
 //! Helpers panic with a descriptive message instead of returning errors: a
 //! test that cannot set up its environment should fail loudly, never skip.
 
+pub mod conformance;
 mod net;
 mod process;
 mod redis_server;
 mod service;
 
 pub use net::{free_port, wait_for_port};
-pub use process::ChildGuard;
+pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
 pub use redis_server::{RedisCluster, RedisServer, redis_cli};
 pub use service::{ServiceProcess, workspace_bin};
 

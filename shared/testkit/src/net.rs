@@ -9,8 +9,7 @@ use tokio::time::{Instant, sleep, timeout};
 /// The port is released before returning, so another process could grab it
 /// before the caller binds it; the process spawners retry on "address in use".
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .expect("failed to bind 127.0.0.1:0 to find a free port");
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("failed to bind 127.0.0.1:0 to find a free port");
     listener
         .local_addr()
         .expect("bound listener has no local address")
@@ -54,11 +53,19 @@ mod tests {
 
     #[tokio::test]
     async fn wait_for_port_sees_listener_and_times_out_without_one() {
-        let listener =
-            tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).await.expect("bind");
+        let listener = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .await
+            .expect("bind");
         let port = listener.local_addr().expect("local addr").port();
         assert!(wait_for_port(port, Duration::from_secs(2)).await);
-        drop(listener);
+
+        // Bound but not listening: the port stays reserved, so no other test can
+        // take it, yet connects are refused.
+        let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+        socket
+            .bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+            .expect("bind without listen");
+        let port = socket.local_addr().expect("local addr").port();
         assert!(!wait_for_port(port, Duration::from_millis(200)).await);
     }
 }

@@ -27,10 +27,7 @@ impl ChildGuard {
     pub fn spawn(mut command: Command, log_path: impl Into<PathBuf>) -> io::Result<ChildGuard> {
         let log_path = log_path.into();
         let log = OpenOptions::new().create(true).append(true).open(&log_path)?;
-        command
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log);
+        command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
         let child = command.spawn()?;
         Ok(ChildGuard {
             pid: child.id(),
@@ -178,7 +175,19 @@ mod tests {
         let status = graceful.terminate().await;
         assert_eq!(status.signal(), Some(15));
 
-        let mut stubborn = sh("trap '' TERM; while true; do sleep 0.05; done", dir.path());
+        let mut stubborn = sh(
+            "trap '' TERM; echo trap-installed; while true; do sleep 0.05; done",
+            dir.path(),
+        );
+        // SIGTERM before the trap is installed would end the shell gracefully.
+        let trap_installed = async {
+            while !stubborn.tail_log(1).contains("trap-installed") {
+                sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(5), trap_installed)
+            .await
+            .expect("shell never installed its TERM trap");
         let status = stubborn.terminate_within(Duration::from_millis(200)).await;
         assert_eq!(status.signal(), Some(9));
 

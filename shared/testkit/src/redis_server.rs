@@ -159,11 +159,7 @@ impl RedisCluster {
         }
         let cluster = RedisCluster { nodes };
 
-        let addresses: Vec<String> = cluster
-            .ports()
-            .iter()
-            .map(|port| format!("127.0.0.1:{port}"))
-            .collect();
+        let addresses: Vec<String> = cluster.ports().iter().map(|port| format!("127.0.0.1:{port}")).collect();
         let mut create_args = vec!["--cluster", "create"];
         create_args.extend(addresses.iter().map(String::as_str));
         create_args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
@@ -324,12 +320,7 @@ enum StartError {
     Failed(String),
 }
 
-async fn start_node(
-    binary: &Path,
-    dir: &Path,
-    port: u16,
-    extra_args: &[String],
-) -> Result<ChildGuard, StartError> {
+async fn start_node(binary: &Path, dir: &Path, port: u16, extra_args: &[String]) -> Result<ChildGuard, StartError> {
     let mut command = Command::new(binary);
     command
         .arg("--port")
@@ -338,9 +329,8 @@ async fn start_node(
         .arg("--dir")
         .arg(dir)
         .args(extra_args);
-    let mut child = ChildGuard::spawn(command, dir.join(LOG_FILE)).map_err(|err| {
-        StartError::Failed(format!("failed to spawn {}: {err}", binary.display()))
-    })?;
+    let mut child = ChildGuard::spawn(command, dir.join(LOG_FILE))
+        .map_err(|err| StartError::Failed(format!("failed to spawn {}: {err}", binary.display())))?;
 
     let deadline = Instant::now() + START_TIMEOUT;
     loop {

@@ -198,9 +198,8 @@ async fn launch(
         // Backtraces make a panicking service diagnosable from its log; callers can override.
         .env("RUST_BACKTRACE", "1")
         .envs(envs.iter().map(|(key, value)| (key, value)));
-    let mut child = ChildGuard::spawn(command, &log_path).map_err(|err| {
-        LaunchError::Failed(format!("failed to spawn {}: {err}", binary.display()))
-    })?;
+    let mut child = ChildGuard::spawn(command, &log_path)
+        .map_err(|err| LaunchError::Failed(format!("failed to spawn {}: {err}", binary.display())))?;
 
     let deadline = Instant::now() + READY_TIMEOUT;
     loop {

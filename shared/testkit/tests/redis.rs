@@ -118,12 +118,8 @@ async fn redis_cluster_works_with_the_redis_cluster_client() {
     use redis::AsyncCommands;
 
     let cluster = RedisCluster::start(3).await;
-    let client =
-        redis::cluster::ClusterClient::new(cluster.node_urls()).expect("cluster client");
-    let mut connection = client
-        .get_async_connection()
-        .await
-        .expect("cluster connection");
+    let client = redis::cluster::ClusterClient::new(cluster.node_urls()).expect("cluster client");
+    let mut connection = client.get_async_connection().await.expect("cluster connection");
     for key in ["alpha", "bravo", "charlie"] {
         let () = connection.set(key, key.len()).await.expect("SET");
         let value: usize = connection.get(key).await.expect("GET");

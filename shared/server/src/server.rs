@@ -1,0 +1,211 @@
+//! The serve loop every binary runs: bind, health, reflection, one span per RPC,
+//! graceful shutdown with a hard deadline.
+
+use crate::args::GrpcArgs;
+use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
+use crate::shutdown::Shutdown;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tonic::body::Body;
+use tonic::codegen::{Service, http};
+use tonic::server::NamedService;
+use tonic::service::RoutesBuilder;
+use tonic::transport::Server;
+use tonic::transport::server::TcpIncoming;
+use tonic_reflection::server::v1::ServerReflectionServer;
+use tonic_reflection::server::v1alpha::ServerReflectionServer as ServerReflectionServerV1Alpha;
+
+/// Servers ping idle clients this often so a watcher that vanished without closing
+/// its connection (crashed host, dropped NAT entry) is noticed and its stream freed.
+const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
+
+/// Why a server could not start or stopped serving. The cause is the error's
+/// `source()`, so `{:#}` (anyhow) prints e.g. "cannot listen on 0.0.0.0:50051:
+/// Address already in use (os error 98)".
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("cannot listen on {addr}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot build the reflection service")]
+    Reflection(#[from] tonic_reflection::server::Error),
+    #[error("the gRPC server failed")]
+    Transport(#[from] tonic::transport::Error),
+}
+
+/// Collects the services and stores of one gRPC server. Add the services, name the
+/// stores whose outage should make the server NOT_SERVING, then [`GrpcServer::serve`]
+/// (or [`GrpcServer::bind`] first to learn the port, e.g. for `127.0.0.1:0` in tests).
+pub struct GrpcServer {
+    routes: RoutesBuilder,
+    service_names: Vec<&'static str>,
+    probes: Vec<NamedProbe>,
+    grpc: GrpcArgs,
+    shutdown: Shutdown,
+}
+
+impl GrpcServer {
+    pub fn new(grpc: &GrpcArgs, shutdown: Shutdown) -> Self {
+        GrpcServer {
+            routes: RoutesBuilder::default(),
+            service_names: Vec::new(),
+            probes: Vec::new(),
+            grpc: grpc.clone(),
+            shutdown,
+        }
+    }
+
+    /// Serves a generated tonic service; its name is reported by health and reflection.
+    pub fn add_service<S>(mut self, service: S) -> Self
+    where
+        S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
+            + NamedService
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        S::Future: Send + 'static,
+    {
+        self.routes.add_service(service);
+        self.service_names.push(S::NAME);
+        self
+    }
+
+    /// Pings `store` every health interval; the server reports NOT_SERVING while it does not answer.
+    /// `name` appears in the logs ("session store").
+    pub fn health_check(mut self, name: impl Into<String>, store: impl StoreProbe) -> Self {
+        self.probes.push(NamedProbe::new(name.into(), Box::new(store)));
+        self
+    }
+
+    /// Binds the listen address (`host:port`; port 0 picks a free one). Failing here,
+    /// before anything is served, makes a taken port a clear startup error.
+    pub async fn bind(self, listen: &str) -> Result<BoundServer, ServeError> {
+        let bind_error = |source| ServeError::Bind {
+            addr: listen.to_string(),
+            source,
+        };
+        let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
+        let local_addr = listener.local_addr().map_err(bind_error)?;
+        Ok(BoundServer {
+            server: self,
+            listener,
+            local_addr,
+        })
+    }
+
+    /// Binds and serves until the shutdown fires and the drain completes (or the grace period ends).
+    pub async fn serve(self, listen: &str) -> Result<(), ServeError> {
+        self.bind(listen).await?.serve().await
+    }
+}
+
+/// A server whose port is bound but which does not accept calls yet.
+pub struct BoundServer {
+    server: GrpcServer,
+    listener: TcpListener,
+    local_addr: SocketAddr,
+}
+
+impl BoundServer {
+    /// The address actually bound (with the port the OS picked for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Serves until shutdown. Then: health turns NOT_SERVING, the listener closes,
+    /// long-lived streams end (they watch the same [`Shutdown`]), in-flight calls
+    /// finish; after the grace period the remaining connections are dropped.
+    pub async fn serve(self) -> Result<(), ServeError> {
+        let BoundServer {
+            server,
+            listener,
+            local_addr,
+        } = self;
+        let GrpcServer {
+            routes,
+            service_names,
+            probes,
+            grpc,
+            shutdown,
+        } = server;
+
+        let (reflection_v1, reflection_v1alpha) = reflection(&service_names)?;
+        let (reporter, health_service) = tonic_health::server::health_reporter();
+        let names = std::iter::once("")
+            .chain(service_names.iter().copied())
+            .map(String::from)
+            .collect();
+        let mut monitor = HealthMonitor::new(reporter, names, probes, grpc.health_interval());
+        // The first check happens before the first call is accepted, so a probe that
+        // connects as soon as the port answers already sees the real status.
+        monitor.check_once().await;
+        let health_task = tokio::spawn(monitor.run(shutdown.clone()));
+
+        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        let serving = Server::builder()
+            .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+            .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+            .add_routes(routes.routes())
+            .add_service(health_service)
+            .add_service(reflection_v1)
+            .add_service(reflection_v1alpha)
+            .serve_with_incoming_shutdown(incoming, shutdown.triggered());
+
+        tracing::info!(services = ?service_names, "listening on {local_addr}");
+        let grace = grpc.shutdown_grace();
+        let deadline = async {
+            shutdown.triggered().await;
+            tokio::time::sleep(grace).await;
+        };
+        let outcome = tokio::select! {
+            served = serving => served.map_err(ServeError::from),
+            () = deadline => {
+                tracing::warn!("calls still running after the {grace:?} grace period; exiting anyway");
+                Ok(())
+            }
+        };
+        health_task.abort();
+        if outcome.is_ok() {
+            tracing::info!("stopped");
+        }
+        outcome
+    }
+}
+
+/// Reflection v1 and v1alpha (grpcurl 1.8 speaks only v1alpha), advertising exactly
+/// the services this server runs: adk.v1 has services that may not be served here.
+fn reflection(
+    service_names: &[&'static str],
+) -> Result<
+    (
+        ServerReflectionServer<impl tonic_reflection::server::v1::ServerReflection>,
+        ServerReflectionServerV1Alpha<impl tonic_reflection::server::v1alpha::ServerReflection>,
+    ),
+    ServeError,
+> {
+    let advertised: Vec<&str> = service_names
+        .iter()
+        .copied()
+        .chain([
+            tonic_health::pb::health_server::SERVICE_NAME,
+            tonic_reflection::pb::v1::server_reflection_server::SERVICE_NAME,
+            tonic_reflection::pb::v1alpha::server_reflection_server::SERVICE_NAME,
+        ])
+        .collect();
+    let builder = || {
+        let builder = tonic_reflection::server::Builder::configure()
+            // Both reflection versions' descriptors go to both builders, so every
+            // advertised name can be described through either version.
+            .include_reflection_service(false)
+            .register_encoded_file_descriptor_set(adk_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);
+        advertised
+            .iter()
+            .fold(builder, |builder, name| builder.with_service_name(*name))
+    };
+    Ok((builder().build_v1()?, builder().build_v1alpha()?))
+}

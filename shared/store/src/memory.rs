@@ -1,0 +1,324 @@
+//! `InMemorySessionService`: every rule of the contract, in one process, with
+//! nothing to set up. The reference the Redis backend is tested against.
+
+use crate::StoreConfig;
+use adk_core::session::{
+    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+};
+use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
+use adk_core::validate::page_size;
+use adk_core::{
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
+    WatchRequest, new_event_id,
+};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use futures::StreamExt;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::watch;
+
+type StateFields = HashMap<String, Value>;
+
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+struct SessionKey {
+    app: String,
+    user: String,
+    session: String,
+}
+
+impl SessionKey {
+    fn new(app: &str, user: &str, session: &str) -> Self {
+        SessionKey { app: app.into(), user: user.into(), session: session.into() }
+    }
+}
+
+struct StoredSession {
+    create_time: DateTime<Utc>,
+    last_update_time: DateTime<Utc>,
+    state: StateFields,
+    events: Vec<Event>,
+    /// Event id -> index in `events`, for idempotent re-appends.
+    event_index: HashMap<String, usize>,
+    ttl: Option<Duration>,
+    expire_time: Option<DateTime<Utc>>,
+    /// Tells watchers the last sequence; dropped with the session, which ends them.
+    appended: watch::Sender<u64>,
+}
+
+impl StoredSession {
+    fn last_sequence(&self) -> u64 {
+        self.events.len() as u64
+    }
+
+    fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        self.expire_time.is_some_and(|t| t <= now)
+    }
+
+    fn refresh_expiry(&mut self, now: DateTime<Utc>) {
+        self.expire_time = self.ttl.map(|ttl| now + ttl);
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    app_state: HashMap<String, StateFields>,
+    user_state: HashMap<(String, String), StateFields>,
+    sessions: BTreeMap<SessionKey, StoredSession>,
+}
+
+impl Inner {
+    /// The live session under `key`; an expired one is removed on the way, as Redis would.
+    fn session_mut(&mut self, key: &SessionKey) -> Result<&mut StoredSession> {
+        if self.sessions.get(key).is_some_and(|s| s.is_expired(Utc::now())) {
+            self.sessions.remove(key);
+        }
+        self.sessions.get_mut(key).ok_or_else(|| not_found(key))
+    }
+
+    fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_core::StateMap {
+        let app = self.app_state.get(&key.app).cloned().unwrap_or_default();
+        let user = self.user_state.get(&(key.app.clone(), key.user.clone())).cloned().unwrap_or_default();
+        merge_state(app, user, session.state.clone())
+    }
+
+    fn apply_shared_scopes(&mut self, key: &SessionKey, delta: &mut ScopedDelta) {
+        let app = std::mem::take(&mut delta.app);
+        let user = std::mem::take(&mut delta.user);
+        self.app_state.entry(key.app.clone()).or_default().extend(app);
+        self.user_state.entry((key.app.clone(), key.user.clone())).or_default().extend(user);
+    }
+
+    fn to_session(&self, key: &SessionKey, stored: &StoredSession, events: Vec<Event>) -> Session {
+        Session {
+            id: key.session.clone(),
+            app_name: key.app.clone(),
+            user_id: key.user.clone(),
+            state: self.merged_state(key, stored),
+            events: Events::new(events),
+            create_time: stored.create_time,
+            last_update_time: stored.last_update_time,
+            event_count: stored.last_sequence(),
+            expire_time: stored.expire_time,
+        }
+    }
+}
+
+fn not_found(key: &SessionKey) -> AdkError {
+    AdkError::NotFound(format!(
+        "session {} not found in app {} for user {}",
+        key.session, key.app, key.user
+    ))
+}
+
+/// Sessions held in this process's memory; gone when it exits.
+#[derive(Clone, Default)]
+pub struct InMemorySessionService {
+    inner: Arc<Mutex<Inner>>,
+    config: StoreConfig,
+}
+
+impl InMemorySessionService {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn with_config(config: StoreConfig) -> Self {
+        InMemorySessionService { inner: Arc::default(), config }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock cannot leave a half-applied append
+        // (every mutation completes before any fallible step), so poisoning is safe to ignore.
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl SessionService for InMemorySessionService {
+    async fn create(&self, req: CreateRequest) -> Result<Session> {
+        req.validate()?;
+        let session_id = req.session_id.filter(|id| !id.is_empty()).unwrap_or_else(new_event_id);
+        let key = SessionKey::new(&req.app_name, &req.user_id, &session_id);
+        let mut inner = self.lock();
+        if inner.session_mut(&key).is_ok() {
+            return Err(AdkError::AlreadyExists(format!(
+                "session {session_id} already exists in app {} for user {}",
+                key.app, key.user
+            )));
+        }
+        let mut delta = ScopedDelta::split(&req.state);
+        inner.apply_shared_scopes(&key, &mut delta);
+        let now = Utc::now();
+        let mut stored = StoredSession {
+            create_time: now,
+            last_update_time: now,
+            state: delta.session,
+            events: Vec::new(),
+            event_index: HashMap::new(),
+            ttl: req.ttl.or(self.config.default_session_ttl),
+            expire_time: None,
+            appended: watch::Sender::new(0),
+        };
+        stored.refresh_expiry(now);
+        let session = inner.to_session(&key, &stored, Vec::new());
+        inner.sessions.insert(key, stored);
+        Ok(session)
+    }
+
+    async fn get(&self, req: GetRequest) -> Result<Session> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let mut inner = self.lock();
+        let stored = inner.session_mut(&key)?;
+        let events = filter_events(&stored.events, req.num_recent_events, req.after);
+        let stored = &inner.sessions[&key];
+        Ok(inner.to_session(&key, stored, events))
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        let cursor = req.validate()?;
+        let now = Utc::now();
+        let inner = self.lock();
+        // Listing order is (last update, index member), as in the Redis backend.
+        let mut rows: Vec<(i64, String, &SessionKey, &StoredSession)> = inner
+            .sessions
+            .iter()
+            .filter(|(key, stored)| {
+                key.app == req.app_name
+                    && req.user_id.as_ref().is_none_or(|u| *u == key.user)
+                    && !stored.is_expired(now)
+            })
+            .map(|(key, stored)| {
+                let member = match req.user_id {
+                    Some(_) => key.session.clone(),
+                    None => format!("{}:{}", key.user, key.session),
+                };
+                (stored.last_update_time.timestamp_micros(), member, key, stored)
+            })
+            .filter(|(micros, member, ..)| cursor.as_ref().is_none_or(|c| c.is_before(*micros, member)))
+            .collect();
+        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        let size = page_size(req.page_size);
+        let next_page_token = (rows.len() > size).then(|| {
+            let (micros, member, ..) = &rows[size - 1];
+            SessionCursor { update_micros: *micros, member: member.clone() }.encode()
+        });
+        let sessions = rows.iter().take(size).map(|(_, _, key, stored)| inner.to_session(key, stored, Vec::new()));
+        Ok(ListResponse { sessions: sessions.collect(), next_page_token })
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Result<()> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        self.lock().sessions.remove(&key);
+        Ok(())
+    }
+
+    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
+        req.validate()?;
+        let mut event = req.event;
+        if event.llm_response.partial {
+            return Ok(event);
+        }
+        if event.id.is_empty() {
+            event.id = new_event_id();
+        }
+        without_temp_keys(&mut event.actions.state_delta);
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let mut inner = self.lock();
+        let stored = inner.session_mut(&key)?;
+        if let Some(&index) = stored.event_index.get(&event.id) {
+            return Ok(stored.events[index].clone());
+        }
+        let unchanged = match &req.precondition {
+            None => true,
+            Some(Precondition::LastSequence(seq)) => *seq == stored.last_sequence(),
+            Some(Precondition::LastEventId(id)) => stored.events.last().is_some_and(|e| e.id == *id),
+        };
+        if !unchanged {
+            return Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into()));
+        }
+        event.sequence = stored.last_sequence() + 1;
+        let mut delta = ScopedDelta::split(&event.actions.state_delta);
+        stored.state.extend(std::mem::take(&mut delta.session));
+        stored.event_index.insert(event.id.clone(), stored.events.len());
+        stored.events.push(event.clone());
+        stored.last_update_time = event.timestamp;
+        stored.refresh_expiry(Utc::now());
+        stored.appended.send_replace(event.sequence);
+        inner.apply_shared_scopes(&key, &mut delta);
+        Ok(event)
+    }
+
+    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
+        let cursor: Option<EventCursor> = req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let mut inner = self.lock();
+        let stored = inner.session_mut(&key)?;
+        let last = stored.last_sequence();
+        let mut events: Vec<Event> = match event_page_range(cursor, req.newest_first, page_size(req.page_size), last) {
+            Some((from, to)) => stored.events[(from - 1) as usize..to as usize].to_vec(),
+            None => Vec::new(),
+        };
+        if req.newest_first {
+            events.reverse();
+        }
+        let next_page_token = next_event_token(&events, req.newest_first, last);
+        Ok(ListEventsResponse { events, next_page_token })
+    }
+
+    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let (appended, start) = {
+            let mut inner = self.lock();
+            let stored = inner.session_mut(&key)?;
+            (stored.appended.subscribe(), req.after_sequence.unwrap_or(stored.last_sequence()))
+        };
+        let watcher = Watcher { store: self.clone(), key, appended, sent: start, pending: VecDeque::new() };
+        Ok(futures::stream::unfold(Some(watcher), |watcher| async move {
+            let mut watcher = watcher?;
+            match watcher.next_event().await {
+                Ok(event) => Some((Ok(event), Some(watcher))),
+                // After an error the stream ends.
+                Err(err) => Some((Err(err), None)),
+            }
+        })
+        .boxed())
+    }
+}
+
+/// One client's position in a watched session.
+struct Watcher {
+    store: InMemorySessionService,
+    key: SessionKey,
+    appended: watch::Receiver<u64>,
+    sent: u64,
+    pending: VecDeque<Event>,
+}
+
+impl Watcher {
+    async fn next_event(&mut self) -> Result<Event> {
+        loop {
+            if let Some(event) = self.pending.pop_front() {
+                self.sent = event.sequence;
+                return Ok(event);
+            }
+            {
+                let mut inner = self.store.lock();
+                let stored = inner.session_mut(&self.key)?;
+                self.appended.mark_unchanged();
+                let unsent = stored.events.get(self.sent as usize..).unwrap_or_default();
+                self.pending.extend(unsent.iter().cloned());
+            }
+            if self.pending.is_empty() && self.appended.changed().await.is_err() {
+                // The sender lives in the session: it is gone when the session is deleted.
+                return Err(not_found(&self.key));
+            }
+        }
+    }
+}

@@ -1,0 +1,956 @@
+//! `RedisSessionService`: sessions, scoped state and event logs in Redis, standalone
+//! (`redis://`, `rediss://`) or Redis Cluster (`redis+cluster://h1:p1,h2:p2`,
+//! `rediss+cluster://…` for TLS). Needs Redis 6.2 or later.
+//!
+//! # Data model
+//!
+//! Every key of one user's sessions carries the hash tag `{<app>:<user>}` (ids
+//! cannot contain `:`, so the tag is unambiguous), so on a cluster they all live
+//! on one node and one Lua script can change them atomically. App-wide keys carry
+//! the tag `{<app>}`. All keys start with `adk:`.
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `adk:sess:{app:user}:<sid>` | hash | meta: `create_us`, `update_us` (µs since the epoch; `update` is the last event's timestamp), `create_ns`, `update_ns` (the nanoseconds beyond the microsecond, so times come back exact), `seq` (last sequence), `last_id` (last event id), `ttl_ms` (0 = none), `expire_ms` (when the session expires, with a TTL) |
+//! | `adk:state:{app:user}:<sid>` | hash | session-scoped state: key -> JSON text |
+//! | `adk:events:{app:user}:<sid>` | stream | the log: entry id `<seq>-1`, so the sequence is the id's first part and order never depends on clocks; field `e` = the protobuf `adk.v1.Event`, `sequence` included |
+//! | `adk:eids:{app:user}:<sid>` | hash | event id -> sequence (idempotent re-appends) |
+//! | `adk:ets:{app:user}:<sid>` | zset | member sequence, score event timestamp µs (GetSession `after` without a scan) |
+//! | `adk:user:{app:user}` | hash | user-scoped state: key without `user:` -> JSON text |
+//! | `adk:idx:{app:user}` | zset | member session id, score last update µs (ListSessions for one user) |
+//! | `adk:app:{app}` | hash | app-scoped state: key without `app:` -> JSON text |
+//! | `adk:appidx:{app}` | zset | member `<user>:<sid>`, score last update µs (ListSessions for the app) |
+//!
+//! State values are stored as exact JSON text. Events are stored as protobuf, as
+//! they travel over gRPC, so numbers in an event's `state_delta` or function
+//! arguments come back as the wire gives them (whole numbers as integers, others
+//! as doubles; integers beyond 2^53 lose precision).
+//!
+//! With a TTL, the five session keys expire together (`PEXPIREAT`, renewed by
+//! every append); user and app state never expire. A listing that meets an index
+//! member whose session has expired removes the member, so nothing dangles.
+//!
+//! # Atomicity
+//!
+//! CreateSession and AppendEvent are one Lua script each (see `lua.rs`): the
+//! existence check, idempotency check (an event id already in the session
+//! returns the stored event and changes nothing), precondition, sequence, log
+//! entry, session- and user-scoped state, meta, user index and TTL happen all
+//! together or not at all. GetSession reads meta, session and user state and the
+//! requested events in one script, so they are one consistent snapshot.
+//!
+//! `app:` state and the app-wide listing index live on the app tag:
+//! - standalone Redis: their keys are passed to the same script, so the whole
+//!   create or append is atomic;
+//! - Redis Cluster: they may live on another node, which a script cannot reach,
+//!   so they are written right after the script reports a new session or event
+//!   (second step), not atomically with it. Another reader can see the new
+//!   session or event before its `app:` values, and if Redis fails between the
+//!   two steps the call returns `UNAVAILABLE` with the session or event stored
+//!   but its `app:` values (and its app-wide listing position) not applied; a
+//!   retry then finds the session (`ALREADY_EXISTS`) or the event id (returns
+//!   the stored event) and does not apply them either. Everything on the user
+//!   tag stays atomic.
+//!
+//! # Costs
+//!
+//! Append, Get with `num_recent_events`/`after`, ListEvents pages and Watch
+//! pages cost O(events touched + log(n)); only Get without filters reads the
+//! whole log. ListSessions reads one index page and one small script per
+//! session listed.
+//!
+//! # Connections
+//!
+//! Standalone: one `ConnectionManager` (multiplexed; reconnects after a Redis
+//! restart). Cluster: one `ClusterConnection` (follows slot moves, reconnects).
+//! Commands time out after 2 s. Each watcher blocks in `XREAD BLOCK` (2 s) on a
+//! connection of its own, whose reply timeout (10 s) outlasts the block; between
+//! blocks it checks the session still exists, so a deleted or expired session
+//! ends the watch with `NOT_FOUND` within about 2 s. A watcher whose connection
+//! breaks ends with `UNAVAILABLE`; the client resumes with `after_sequence`.
+//! Dropping the stream stops the watcher's task and closes its connection.
+//! Redis failures map to `UNAVAILABLE` (retryable) or `INTERNAL` in one place,
+//! `store_error`.
+
+mod conn;
+mod lua;
+
+use self::conn::{Conn, Endpoint, WATCH_BLOCK, store_error};
+use crate::StoreConfig;
+use adk_core::session::{
+    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+};
+use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
+use adk_core::validate::page_size;
+use adk_core::{
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
+    WatchRequest, new_event_id,
+};
+use adk_proto::v1 as pb;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::{StreamExt, TryStreamExt};
+use prost::Message;
+use redis::{Cmd, FromRedisValue, Script, ScriptInvocation, Value};
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// How many index members one ListSessions step reads concurrently.
+const LIST_CONCURRENCY: usize = 32;
+/// Events per `XREAD` of a watcher (replay and live).
+const WATCH_BATCH: usize = 100;
+
+type Fields = HashMap<String, Json>;
+/// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
+type RawSnapshot = (
+    HashMap<String, String>,
+    HashMap<String, String>,
+    HashMap<String, String>,
+    Vec<Vec<u8>>,
+);
+
+/// Sessions in Redis (standalone or cluster). Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct RedisSessionService {
+    conn: Conn,
+    endpoint: Endpoint,
+    scripts: Arc<Scripts>,
+    config: StoreConfig,
+}
+
+struct Scripts {
+    create: Script,
+    append: Script,
+    read: Script,
+    drop_stale: Script,
+}
+
+impl std::fmt::Debug for RedisSessionService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSessionService")
+            .field("cluster", &self.conn.is_cluster())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+impl RedisSessionService {
+    /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
+    /// `rediss+cluster://…`. Fails with `Config` for a malformed URL and with
+    /// `Unavailable` when Redis cannot be reached now; once connected, the service
+    /// survives Redis restarts by itself.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
+        let (conn, endpoint) = conn::open(url).await?;
+        let scripts = Scripts {
+            create: Script::new(lua::CREATE),
+            append: Script::new(lua::APPEND),
+            read: Script::new(lua::READ),
+            drop_stale: Script::new(lua::DROP_STALE),
+        };
+        Ok(RedisSessionService {
+            conn,
+            endpoint,
+            scripts: Arc::new(scripts),
+            config,
+        })
+    }
+
+    async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let value: Value = cmd.query_async(&mut self.conn.clone()).await.map_err(store_error)?;
+        decode_reply(value)
+    }
+
+    async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Result<T> {
+        let value: Value = invocation
+            .invoke_async(&mut self.conn.clone())
+            .await
+            .map_err(store_error)?;
+        decode_reply(value)
+    }
+
+    /// The app tag's half of a create or append on a cluster (see the module docs).
+    /// On standalone Redis the script did it already.
+    async fn apply_app_writes(&self, keys: &Keys, app_delta: &Fields, update: &Micros) -> Result<()> {
+        if !self.conn.is_cluster() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        if !app_delta.is_empty() {
+            let hset = pipe.cmd("HSET").arg(&keys.app_state);
+            for (field, value) in app_delta {
+                hset.arg(field).arg(json_text(value)?);
+            }
+            hset.ignore();
+        }
+        pipe.cmd("ZADD")
+            .arg(&keys.app_index)
+            .arg(&update.us)
+            .arg(&keys.app_member)
+            .ignore();
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(store_error)
+    }
+
+    async fn app_state(&self, app: &str) -> Result<Fields> {
+        let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(app_state_key(app))).await?;
+        json_fields(raw)
+    }
+
+    /// One session's snapshot (see `lua::READ`); None when it does not exist.
+    async fn read_session(
+        &self,
+        keys: &Keys,
+        recent: Option<usize>,
+        after: Option<DateTime<Utc>>,
+    ) -> Result<Option<Snapshot>> {
+        let recent = recent.map_or(String::new(), |n| n.min(i64::MAX as usize).to_string());
+        let after = after.map_or(String::new(), |t| t.timestamp_micros().to_string());
+        let mut invocation = self.scripts.read.prepare_invoke();
+        keys.push_session_keys(&mut invocation);
+        invocation.key(&keys.user_state).arg(recent).arg(after);
+        let reply: Option<RawSnapshot> = self.eval(&invocation).await?;
+        let Some((meta, state, user, events)) = reply else {
+            return Ok(None);
+        };
+        Ok(Some(Snapshot {
+            meta: Meta::parse(&meta)?,
+            state: json_fields(state)?,
+            user: json_fields(user)?,
+            events: events.iter().map(|bytes| decode_event(bytes)).collect::<Result<_>>()?,
+        }))
+    }
+
+    /// A page of a listing index: members after `cursor`, oldest first, with their sessions.
+    /// Members whose session has expired are removed from the index and skipped.
+    async fn list_index(&self, req: &ListRequest, cursor: Option<SessionCursor>) -> Result<ListResponse> {
+        let app = req.app_name.as_str();
+        let index = match &req.user_id {
+            Some(user) => user_index_key(app, user),
+            None => app_index_key(app),
+        };
+        let size = page_size(req.page_size);
+        let min = cursor
+            .as_ref()
+            .map_or("-inf".to_string(), |c| c.update_micros.to_string());
+        let app_state = self.app_state(app).await?;
+        let mut found: Vec<(SessionCursor, Snapshot, Keys)> = Vec::new();
+        let mut stale: Vec<(String, f64)> = Vec::new();
+        let mut offset = 0usize;
+        // Read one more than a page to know whether another page follows.
+        while found.len() <= size {
+            let want = size + 1 - found.len();
+            let batch: Vec<(String, f64)> = self
+                .query(
+                    redis::cmd("ZRANGE")
+                        .arg(&index)
+                        .arg(&min)
+                        .arg("+inf")
+                        .arg("BYSCORE")
+                        .arg("LIMIT")
+                        .arg(offset)
+                        .arg(want)
+                        .arg("WITHSCORES"),
+                )
+                .await?;
+            offset += batch.len();
+            let exhausted = batch.len() < want;
+            let candidates: Vec<(SessionCursor, Keys, f64)> = batch
+                .into_iter()
+                .filter_map(|(member, score)| {
+                    let position = SessionCursor {
+                        update_micros: score as i64,
+                        member,
+                    };
+                    if cursor
+                        .as_ref()
+                        .is_some_and(|c| !c.is_before(position.update_micros, &position.member))
+                    {
+                        return None;
+                    }
+                    let keys = match &req.user_id {
+                        Some(user) => Keys::new(app, user, &position.member),
+                        None => {
+                            let (user, session) = position.member.split_once(':')?;
+                            Keys::new(app, user, session)
+                        }
+                    };
+                    Some((position, keys, score))
+                })
+                .collect();
+            let reads: Vec<_> = candidates
+                .iter()
+                .map(|(_, keys, _)| self.read_session(keys, Some(0), None))
+                .collect();
+            let snapshots: Vec<Option<Snapshot>> = futures::stream::iter(reads)
+                .buffered(LIST_CONCURRENCY)
+                .try_collect()
+                .await?;
+            for ((position, keys, score), snapshot) in candidates.into_iter().zip(snapshots) {
+                match snapshot {
+                    Some(snapshot) if found.len() <= size => found.push((position, snapshot, keys)),
+                    Some(_) => {}
+                    None => stale.push((position.member, score)),
+                }
+            }
+            if exhausted {
+                break;
+            }
+        }
+        // Removed only now, so the offsets above stay valid while paging through the index.
+        for (member, score) in stale {
+            let mut invocation = self.scripts.drop_stale.key(&index);
+            invocation.arg(&member).arg(score.to_string());
+            let _: i64 = self.eval(&invocation).await?;
+        }
+        let next_page_token = (found.len() > size).then(|| found[size - 1].0.encode());
+        found.truncate(size);
+        let sessions = found
+            .into_iter()
+            .map(|(_, snapshot, keys)| snapshot.into_session(&keys, &app_state, Vec::new()))
+            .collect();
+        Ok(ListResponse {
+            sessions,
+            next_page_token,
+        })
+    }
+}
+
+#[async_trait]
+impl SessionService for RedisSessionService {
+    async fn create(&self, req: CreateRequest) -> Result<Session> {
+        req.validate()?;
+        let session_id = req
+            .session_id
+            .clone()
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(new_event_id);
+        let keys = Keys::new(&req.app_name, &req.user_id, &session_id);
+        let delta = ScopedDelta::split(&req.state);
+        let ttl_ms = req.ttl.or(self.config.default_session_ttl).map_or(0, ttl_millis);
+        let now = Utc::now();
+        let created = Micros::of(now);
+        let app_in_script = !self.conn.is_cluster();
+
+        let mut invocation = self.scripts.create.prepare_invoke();
+        keys.push_session_keys(&mut invocation);
+        invocation.key(&keys.user_state).key(&keys.user_index);
+        if app_in_script {
+            invocation.key(&keys.app_state).key(&keys.app_index);
+        }
+        let no_app_delta = Fields::new();
+        let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
+        invocation
+            .arg(&created.us)
+            .arg(&created.ns)
+            .arg(ttl_ms)
+            .arg(&keys.session_id)
+            .arg(&keys.app_member)
+            .arg(delta.session.len())
+            .arg(delta.user.len())
+            .arg(app_delta.len());
+        for fields in [&delta.session, &delta.user, app_delta] {
+            push_pairs(&mut invocation, fields)?;
+        }
+        let (status, expire_ms, user): (String, String, HashMap<String, String>) = self.eval(&invocation).await?;
+        if status == "EXISTS" {
+            return Err(AdkError::AlreadyExists(format!(
+                "session {session_id} already exists in app {} for user {}",
+                req.app_name, req.user_id
+            )));
+        }
+        expect_status(&status, &["OK"])?;
+        self.apply_app_writes(&keys, &delta.app, &created).await?;
+        let app_state = self.app_state(&req.app_name).await?;
+        let snapshot = Snapshot {
+            meta: Meta {
+                create_time: now,
+                update_time: now,
+                seq: 0,
+                expire_time: parse_expire(&expire_ms)?,
+            },
+            state: delta.session,
+            user: json_fields(user)?,
+            events: Vec::new(),
+        };
+        Ok(snapshot.into_session(&keys, &app_state, Vec::new()))
+    }
+
+    async fn get(&self, req: GetRequest) -> Result<Session> {
+        req.validate()?;
+        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        let (snapshot, app_state) = tokio::try_join!(
+            self.read_session(&keys, req.num_recent_events, req.after),
+            self.app_state(&req.app_name)
+        )?;
+        let mut snapshot = snapshot.ok_or_else(|| keys.not_found())?;
+        let events = filter_events(&std::mem::take(&mut snapshot.events), req.num_recent_events, req.after);
+        Ok(snapshot.into_session(&keys, &app_state, events))
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        let cursor = req.validate()?;
+        self.list_index(&req, cursor).await
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Result<()> {
+        req.validate()?;
+        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        // The user-tag keys first (one node), then the app index (maybe another node).
+        // Should a step fail, the call fails; a retry finishes it, and meanwhile a listing
+        // drops a member whose session is gone.
+        let mut pipe = redis::pipe();
+        pipe.cmd("UNLINK")
+            .arg(&keys.meta)
+            .arg(&keys.state)
+            .arg(&keys.events)
+            .arg(&keys.event_ids)
+            .arg(&keys.event_times)
+            .ignore()
+            .cmd("ZREM")
+            .arg(&keys.user_index)
+            .arg(&keys.session_id)
+            .ignore();
+        pipe.query_async::<()>(&mut self.conn.clone())
+            .await
+            .map_err(store_error)?;
+        let _: i64 = self
+            .query(redis::cmd("ZREM").arg(&keys.app_index).arg(&keys.app_member))
+            .await?;
+        Ok(())
+    }
+
+    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
+        req.validate()?;
+        let mut event = req.event;
+        if event.llm_response.partial {
+            return Ok(event);
+        }
+        if event.id.is_empty() {
+            event.id = new_event_id();
+        }
+        without_temp_keys(&mut event.actions.state_delta);
+        event.sequence = 0; // assigned by the script
+        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        let delta = ScopedDelta::split(&event.actions.state_delta);
+        let time = Micros::of(event.timestamp);
+        let (kind, expected) = match &req.precondition {
+            None => ("", String::new()),
+            Some(Precondition::LastEventId(id)) => ("id", id.clone()),
+            Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
+        };
+        let app_in_script = !self.conn.is_cluster();
+
+        let mut invocation = self.scripts.append.prepare_invoke();
+        keys.push_session_keys(&mut invocation);
+        invocation.key(&keys.user_state).key(&keys.user_index);
+        if app_in_script {
+            invocation.key(&keys.app_state).key(&keys.app_index);
+        }
+        let no_app_delta = Fields::new();
+        let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
+        invocation
+            .arg(&event.id)
+            .arg(kind)
+            .arg(expected)
+            .arg(&time.us)
+            .arg(&time.ns)
+            .arg(&keys.session_id)
+            .arg(&keys.app_member)
+            .arg(pb::Event::from(&event).encode_to_vec())
+            .arg(delta.session.len())
+            .arg(delta.user.len())
+            .arg(app_delta.len());
+        for fields in [&delta.session, &delta.user, app_delta] {
+            push_pairs(&mut invocation, fields)?;
+        }
+        let (status, stored): (String, Vec<u8>) = self.eval(&invocation).await?;
+        match status.as_str() {
+            "NOTFOUND" => Err(keys.not_found()),
+            "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
+            "DUP" => decode_event(&stored),
+            _ => {
+                expect_status(&status, &["NEW"])?;
+                self.apply_app_writes(&keys, &delta.app, &time).await?;
+                decode_event(&stored)
+            }
+        }
+    }
+
+    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
+        let cursor: Option<EventCursor> = req.validate()?;
+        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        let seq: Option<String> = self.query(redis::cmd("HGET").arg(&keys.meta).arg("seq")).await?;
+        let last = parse_field::<u64>("seq", seq.as_deref().ok_or_else(|| keys.not_found())?)?;
+        let events = match event_page_range(cursor, req.newest_first, page_size(req.page_size), last) {
+            None => Vec::new(),
+            Some((from, to)) => {
+                let (from, to) = (format!("{from}-1"), format!("{to}-1"));
+                let range = if req.newest_first {
+                    redis::cmd("XREVRANGE").arg(&keys.events).arg(to).arg(from).clone()
+                } else {
+                    redis::cmd("XRANGE").arg(&keys.events).arg(from).arg(to).clone()
+                };
+                let reply: Value = self.query(&range).await?;
+                stream_entries(reply)?
+                    .into_iter()
+                    .map(|(_, bytes)| decode_event(&bytes))
+                    .collect::<Result<Vec<_>>>()?
+            }
+        };
+        let next_page_token = next_event_token(&events, req.newest_first, last);
+        Ok(ListEventsResponse {
+            events,
+            next_page_token,
+        })
+    }
+
+    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
+        req.validate()?;
+        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        let (create_us, seq): (Option<String>, Option<String>) = self
+            .query(redis::cmd("HMGET").arg(&keys.meta).arg("create_us").arg("seq"))
+            .await?;
+        let (Some(create_us), Some(seq)) = (create_us, seq) else {
+            return Err(keys.not_found());
+        };
+        let start = match req.after_sequence {
+            Some(after) => after,
+            None => parse_field("seq", &seq)?,
+        };
+        let conn = self.endpoint.dedicated().await?;
+        let (tx, rx) = mpsc::channel(WATCH_BATCH);
+        let watcher = Watcher {
+            conn,
+            keys,
+            create_us,
+            last: start,
+            tx,
+        };
+        tokio::spawn(watcher.run());
+        Ok(Box::pin(ReceiverStream::new(rx)))
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let reply: Result<Value> = self.query(&redis::cmd("PING")).await;
+        reply.map(drop).map_err(|e| match e {
+            AdkError::Unavailable(message) => AdkError::Unavailable(message),
+            other => AdkError::Unavailable(format!("redis unavailable: {other}")),
+        })
+    }
+}
+
+/// One client's watch: a task that sends stored events after `last`, then live
+/// ones, each once and in order, until the session is gone or the receiver is dropped.
+struct Watcher {
+    /// A connection of its own: `XREAD BLOCK` would stall a shared one.
+    conn: Conn,
+    keys: Keys,
+    /// Tells the watched session from a new one created later under the same id.
+    create_us: String,
+    /// The last sequence sent.
+    last: u64,
+    tx: mpsc::Sender<Result<Event>>,
+}
+
+impl Watcher {
+    async fn run(mut self) {
+        if let Err(err) = self.forward().await {
+            // Nobody may be listening any more; then there is nothing left to do.
+            let _ = self.tx.send(Err(err)).await;
+        }
+    }
+
+    /// Runs until an error ends the watch; Ok when the receiver went away.
+    async fn forward(&mut self) -> Result<()> {
+        loop {
+            let mut read = redis::cmd("XREAD");
+            read.arg("COUNT")
+                .arg(WATCH_BATCH)
+                .arg("BLOCK")
+                .arg(WATCH_BLOCK.as_millis() as u64)
+                .arg("STREAMS")
+                .arg(&self.keys.events)
+                .arg(format!("{}-1", self.last));
+            let mut conn = self.conn.clone();
+            let reply = tokio::select! {
+                _ = self.tx.closed() => return Ok(()),
+                reply = read.query_async::<Value>(&mut conn) => reply.map_err(store_error)?,
+            };
+            let entries = xread_entries(reply)?;
+            // After a quiet block: was the session deleted or did it expire? With new
+            // entries: are they still the watched session's, not a new one's under its id?
+            if !self.session_unchanged().await? {
+                return Err(self.keys.not_found());
+            }
+            for (seq, bytes) in entries {
+                let event = decode_event(&bytes)?;
+                if self.tx.send(Ok(event)).await.is_err() {
+                    return Ok(());
+                }
+                self.last = seq;
+            }
+        }
+    }
+
+    /// False once the session was deleted, expired, or replaced by a new one with the same id.
+    async fn session_unchanged(&mut self) -> Result<bool> {
+        let create_us: Option<String> = redis::cmd("HGET")
+            .arg(&self.keys.meta)
+            .arg("create_us")
+            .query_async(&mut self.conn)
+            .await
+            .map_err(store_error)?;
+        Ok(create_us.as_deref() == Some(self.create_us.as_str()))
+    }
+}
+
+// ---------- keys ----------
+
+/// The Redis keys of one session and of its user's and app's shared data.
+struct Keys {
+    app_name: String,
+    user_id: String,
+    session_id: String,
+    meta: String,
+    state: String,
+    events: String,
+    event_ids: String,
+    event_times: String,
+    user_state: String,
+    user_index: String,
+    app_state: String,
+    app_index: String,
+    /// The session's member in the app index: `<user>:<sid>`.
+    app_member: String,
+}
+
+impl Keys {
+    /// Only for validated ids: they cannot contain `:`, `{` or `}`, so they cannot forge a key.
+    fn new(app: &str, user: &str, session: &str) -> Keys {
+        let tag = user_tag(app, user);
+        Keys {
+            app_name: app.to_string(),
+            user_id: user.to_string(),
+            session_id: session.to_string(),
+            meta: format!("adk:sess:{tag}:{session}"),
+            state: format!("adk:state:{tag}:{session}"),
+            events: format!("adk:events:{tag}:{session}"),
+            event_ids: format!("adk:eids:{tag}:{session}"),
+            event_times: format!("adk:ets:{tag}:{session}"),
+            user_state: format!("adk:user:{tag}"),
+            user_index: user_index_key(app, user),
+            app_state: app_state_key(app),
+            app_index: app_index_key(app),
+            app_member: format!("{user}:{session}"),
+        }
+    }
+
+    /// KEYS[1..5] of every session script, in the order `lua.rs` expects.
+    fn push_session_keys(&self, invocation: &mut ScriptInvocation<'_>) {
+        invocation
+            .key(&self.meta)
+            .key(&self.state)
+            .key(&self.events)
+            .key(&self.event_ids)
+            .key(&self.event_times);
+    }
+
+    fn not_found(&self) -> AdkError {
+        AdkError::NotFound(format!(
+            "session {} not found in app {} for user {}",
+            self.session_id, self.app_name, self.user_id
+        ))
+    }
+}
+
+fn user_tag(app: &str, user: &str) -> String {
+    format!("{{{app}:{user}}}")
+}
+
+fn user_index_key(app: &str, user: &str) -> String {
+    format!("adk:idx:{}", user_tag(app, user))
+}
+
+fn app_state_key(app: &str) -> String {
+    format!("adk:app:{{{app}}}")
+}
+
+fn app_index_key(app: &str) -> String {
+    format!("adk:appidx:{{{app}}}")
+}
+
+// ---------- stored values ----------
+
+/// A time as stored: microseconds since the epoch (index scores) plus the nanoseconds beyond them.
+struct Micros {
+    us: String,
+    ns: String,
+}
+
+impl Micros {
+    fn of(t: DateTime<Utc>) -> Micros {
+        Micros {
+            us: t.timestamp_micros().to_string(),
+            ns: (t.timestamp_subsec_nanos() % 1000).to_string(),
+        }
+    }
+}
+
+/// The session meta hash, decoded.
+struct Meta {
+    create_time: DateTime<Utc>,
+    update_time: DateTime<Utc>,
+    seq: u64,
+    expire_time: Option<DateTime<Utc>>,
+}
+
+impl Meta {
+    fn parse(h: &HashMap<String, String>) -> Result<Meta> {
+        let get = |name: &str| {
+            h.get(name)
+                .map(String::as_str)
+                .ok_or_else(|| AdkError::Internal(format!("stored session meta has no {name}")))
+        };
+        let time = |us: &str, ns: &str| -> Result<DateTime<Utc>> {
+            let us: i64 = parse_field(us, get(us)?)?;
+            let ns: i64 = h.get(ns).map_or(Ok(0), |v| parse_field(ns, v))?;
+            DateTime::from_timestamp_micros(us)
+                .and_then(|t| t.checked_add_signed(chrono::Duration::nanoseconds(ns)))
+                .ok_or_else(|| AdkError::Internal(format!("stored session time {us}µs is out of range")))
+        };
+        Ok(Meta {
+            create_time: time("create_us", "create_ns")?,
+            update_time: time("update_us", "update_ns")?,
+            seq: parse_field("seq", get("seq")?)?,
+            expire_time: parse_expire(h.get("expire_ms").map_or("", String::as_str))?,
+        })
+    }
+}
+
+/// What one read of a session returns.
+struct Snapshot {
+    meta: Meta,
+    state: Fields,
+    user: Fields,
+    events: Vec<Event>,
+}
+
+impl Snapshot {
+    fn into_session(self, keys: &Keys, app_state: &Fields, events: Vec<Event>) -> Session {
+        Session {
+            id: keys.session_id.clone(),
+            app_name: keys.app_name.clone(),
+            user_id: keys.user_id.clone(),
+            state: merge_state(app_state.clone(), self.user, self.state),
+            events: Events::new(events),
+            create_time: self.meta.create_time,
+            last_update_time: self.meta.update_time,
+            event_count: self.meta.seq,
+            expire_time: self.meta.expire_time,
+        }
+    }
+}
+
+/// TTLs are capped so that "now + ttl" stays an exact, valid Redis expire time.
+const MAX_TTL_MS: u128 = 10_000_000_000_000; // about 317 years
+
+fn ttl_millis(ttl: Duration) -> i64 {
+    // A positive TTL below 1 ms still expires (Redis expiry has millisecond resolution).
+    ttl.as_millis().clamp(1, MAX_TTL_MS) as i64
+}
+
+fn parse_expire(expire_ms: &str) -> Result<Option<DateTime<Utc>>> {
+    if expire_ms.is_empty() {
+        return Ok(None);
+    }
+    let ms: i64 = parse_field("expire_ms", expire_ms)?;
+    DateTime::from_timestamp_millis(ms)
+        .map(Some)
+        .ok_or_else(|| AdkError::Internal(format!("stored expire time {ms}ms is out of range")))
+}
+
+fn parse_field<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| AdkError::Internal(format!("stored session {name} is not a number: {value:?}")))
+}
+
+fn json_text(value: &Json) -> Result<String> {
+    serde_json::to_string(value).map_err(|e| AdkError::Internal(format!("cannot encode a state value: {e}")))
+}
+
+fn json_fields(raw: HashMap<String, String>) -> Result<Fields> {
+    raw.into_iter()
+        .map(|(key, text)| {
+            let value = serde_json::from_str(&text)
+                .map_err(|e| AdkError::Internal(format!("stored state value of {key:?} is not JSON: {e}")))?;
+            Ok((key, value))
+        })
+        .collect()
+}
+
+/// Appends `field, JSON text` for every entry, as the scripts' ARGV pairs.
+fn push_pairs(invocation: &mut ScriptInvocation<'_>, fields: &Fields) -> Result<()> {
+    for (field, value) in fields {
+        invocation.arg(field).arg(json_text(value)?);
+    }
+    Ok(())
+}
+
+fn decode_event(bytes: &[u8]) -> Result<Event> {
+    let proto =
+        pb::Event::decode(bytes).map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
+    Event::try_from(&proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
+}
+
+fn decode_reply<T: FromRedisValue>(value: Value) -> Result<T> {
+    redis::from_redis_value(value).map_err(|e| AdkError::Internal(format!("unexpected reply from redis: {e}")))
+}
+
+fn expect_status(status: &str, expected: &[&str]) -> Result<()> {
+    if expected.contains(&status) {
+        Ok(())
+    } else {
+        Err(AdkError::Internal(format!(
+            "unexpected script status from redis: {status:?}"
+        )))
+    }
+}
+
+// ---------- stream replies ----------
+
+/// `XRANGE` / `XREVRANGE` entries as (sequence, stored event bytes).
+fn stream_entries(reply: Value) -> Result<Vec<(u64, Vec<u8>)>> {
+    let bad = |what: &str| AdkError::Internal(format!("unexpected stream reply from redis: {what}"));
+    let entries = match reply {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Array(entries) => entries,
+        _ => return Err(bad("not an array")),
+    };
+    entries
+        .into_iter()
+        .map(|entry| {
+            let (id, fields): (String, Vec<Vec<u8>>) = decode_reply(entry)?;
+            let seq = id
+                .split_once('-')
+                .and_then(|(seq, _)| seq.parse().ok())
+                .ok_or_else(|| bad("entry id is not <seq>-1"))?;
+            let mut fields = fields.into_iter();
+            while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
+                if name == b"e" {
+                    return Ok((seq, value));
+                }
+            }
+            Err(bad("entry has no event"))
+        })
+        .collect()
+}
+
+/// The entries of an `XREAD` of one stream; empty when the blocking read timed out.
+fn xread_entries(reply: Value) -> Result<Vec<(u64, Vec<u8>)>> {
+    let streams = match reply {
+        Value::Nil => return Ok(Vec::new()),
+        Value::Array(streams) => streams
+            .into_iter()
+            .map(|stream| match stream {
+                Value::Array(mut pair) if pair.len() == 2 => Ok(pair.swap_remove(1)),
+                _ => Err(AdkError::Internal("unexpected XREAD reply from redis".into())),
+            })
+            .collect::<Result<Vec<_>>>()?,
+        Value::Map(streams) => streams.into_iter().map(|(_, entries)| entries).collect(),
+        _ => return Err(AdkError::Internal("unexpected XREAD reply from redis".into())),
+    };
+    let mut entries = Vec::new();
+    for stream in streams {
+        entries.extend(stream_entries(stream)?);
+    }
+    Ok(entries)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn keys_share_the_user_tag() {
+        let keys = Keys::new("app", "alice", "s1");
+        for key in [
+            &keys.meta,
+            &keys.state,
+            &keys.events,
+            &keys.event_ids,
+            &keys.event_times,
+            &keys.user_state,
+            &keys.user_index,
+        ] {
+            assert!(key.contains("{app:alice}"), "{key}");
+        }
+        assert_eq!(keys.meta, "adk:sess:{app:alice}:s1");
+        assert_eq!(keys.app_state, "adk:app:{app}");
+        assert_eq!(keys.app_index, "adk:appidx:{app}");
+        assert_eq!(keys.app_member, "alice:s1");
+    }
+
+    #[test]
+    fn times_round_trip_to_the_nanosecond() {
+        for t in [
+            Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap(),
+            Utc.timestamp_opt(-5, 999_999_999).unwrap(),
+            Utc.timestamp_opt(0, 0).unwrap(),
+        ] {
+            let m = Micros::of(t);
+            let h = HashMap::from([
+                ("create_us".to_string(), m.us.clone()),
+                ("create_ns".to_string(), m.ns.clone()),
+                ("update_us".to_string(), m.us.clone()),
+                ("update_ns".to_string(), m.ns.clone()),
+                ("seq".to_string(), "3".to_string()),
+            ]);
+            let meta = Meta::parse(&h).unwrap();
+            assert_eq!(meta.create_time, t);
+            assert_eq!(meta.update_time, t);
+            assert_eq!(meta.seq, 3);
+            assert_eq!(meta.expire_time, None);
+        }
+    }
+
+    #[test]
+    fn a_sequence_appended_to_the_encoding_decodes() {
+        // What lua::APPEND does: field 16 (key bytes 0x80 0x01) and a varint after the event.
+        let event = Event::new("inv").with_author("a");
+        let mut bytes = pb::Event::from(&event).encode_to_vec();
+        bytes.extend([0x80, 0x01, 0xac, 0x02]); // 300
+        let decoded = decode_event(&bytes).unwrap();
+        assert_eq!(decoded.sequence, 300);
+        assert_eq!(Event { sequence: 0, ..decoded }, event);
+    }
+
+    #[test]
+    fn stream_replies_decode() {
+        let entry = |id: &str, bytes: &[u8]| {
+            Value::Array(vec![
+                Value::BulkString(id.as_bytes().to_vec()),
+                Value::Array(vec![
+                    Value::BulkString(b"e".to_vec()),
+                    Value::BulkString(bytes.to_vec()),
+                ]),
+            ])
+        };
+        let reply = Value::Array(vec![entry("1-1", b"x"), entry("2-1", b"y")]);
+        assert_eq!(
+            stream_entries(reply.clone()).unwrap(),
+            [(1, b"x".to_vec()), (2, b"y".to_vec())]
+        );
+        let xread = Value::Array(vec![Value::Array(vec![Value::BulkString(b"k".to_vec()), reply])]);
+        assert_eq!(xread_entries(xread).unwrap().len(), 2);
+        assert!(xread_entries(Value::Nil).unwrap().is_empty());
+        assert!(stream_entries(Value::Int(3)).is_err());
+    }
+}

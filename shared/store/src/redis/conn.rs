@@ -1,0 +1,261 @@
+//! Connections to standalone Redis and Redis Cluster behind one type, the store
+//! URL parser, and the one mapping from Redis failures to `AdkError`.
+
+use adk_core::{AdkError, Result};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How long opening a TCP (or TLS) connection to one node may take.
+pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long an ordinary command may wait for its reply.
+pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+/// How long a watcher's `XREAD BLOCK` waits for new entries before it checks the session still exists.
+pub(super) const WATCH_BLOCK: Duration = Duration::from_secs(2);
+/// Reply timeout of a watcher's dedicated connection: well above [`WATCH_BLOCK`].
+pub(super) const WATCH_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A connection the business code is written against once, whatever the deployment.
+#[derive(Clone)]
+pub(super) enum Conn {
+    /// Standalone Redis, shared by every request; reconnects by itself after a restart.
+    Managed(ConnectionManager),
+    /// Standalone Redis, one watcher's own connection (blocking reads).
+    Dedicated(MultiplexedConnection),
+    /// Redis Cluster; follows slot moves and reconnects to nodes by itself.
+    Cluster(ClusterConnection),
+}
+
+impl Conn {
+    /// On a cluster, keys with different hash tags live on different nodes, so no
+    /// script or pipeline may span the app tag and a user tag.
+    pub(super) fn is_cluster(&self) -> bool {
+        matches!(self, Conn::Cluster(_))
+    }
+}
+
+impl ConnectionLike for Conn {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Conn::Managed(c) => c.req_packed_command(cmd),
+            Conn::Dedicated(c) => c.req_packed_command(cmd),
+            Conn::Cluster(c) => c.req_packed_command(cmd),
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        cmd: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Conn::Managed(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Dedicated(c) => c.req_packed_commands(cmd, offset, count),
+            Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Conn::Managed(c) => c.get_db(),
+            Conn::Dedicated(c) => c.get_db(),
+            Conn::Cluster(c) => c.get_db(),
+        }
+    }
+}
+
+/// Where new dedicated (watcher) connections come from.
+#[derive(Clone)]
+pub(super) enum Endpoint {
+    Standalone(Arc<Client>),
+    /// A client configured with the long watcher response timeout.
+    Cluster(Arc<ClusterClient>),
+}
+
+impl Endpoint {
+    /// A new connection of its own, whose reply timeout outlasts a blocking read.
+    pub(super) async fn dedicated(&self) -> Result<Conn> {
+        match self {
+            Endpoint::Standalone(client) => {
+                let config = AsyncConnectionConfig::new()
+                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
+                    .set_response_timeout(Some(WATCH_RESPONSE_TIMEOUT));
+                let conn = client.get_multiplexed_async_connection_with_config(&config).await;
+                conn.map(Conn::Dedicated).map_err(store_error)
+            }
+            Endpoint::Cluster(client) => client
+                .get_async_connection()
+                .await
+                .map(Conn::Cluster)
+                .map_err(store_error),
+        }
+    }
+}
+
+/// Opens the shared connection for `url` (`redis://`, `rediss://`, `redis+cluster://`
+/// or `rediss+cluster://`) and returns it with the endpoint for dedicated connections.
+/// A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
+pub(super) async fn open(url: &str) -> Result<(Conn, Endpoint)> {
+    if let Some(node_urls) = cluster_node_urls(url)? {
+        let builder = |response_timeout: Duration| {
+            ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
+                .connection_timeout(CONNECT_TIMEOUT)
+                .response_timeout(response_timeout)
+                .build()
+                .map_err(|e| AdkError::Config(format!("invalid redis cluster URL {}: {e}", redacted(url))))
+        };
+        let client = builder(RESPONSE_TIMEOUT)?;
+        let watch_client = builder(WATCH_RESPONSE_TIMEOUT)?;
+        let conn = client.get_async_connection().await.map_err(store_error)?;
+        return Ok((Conn::Cluster(conn), Endpoint::Cluster(Arc::new(watch_client))));
+    }
+    let client =
+        Client::open(url).map_err(|e| AdkError::Config(format!("invalid redis URL {}: {e}", redacted(url))))?;
+    let config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        // While Redis is down a call fails within about a second instead of
+        // queueing behind a long backoff; the next call starts a new attempt.
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500));
+    let manager = ConnectionManager::new_with_config(client.clone(), config)
+        .await
+        .map_err(store_error)?;
+    Ok((Conn::Managed(manager), Endpoint::Standalone(Arc::new(client))))
+}
+
+/// `redis+cluster://[user:pass@]h1:p1,h2:p2[/db][?query]` -> `redis://[user:pass@]h1:p1[/db][?query]`, ...
+/// (`rediss+cluster://` gives `rediss://` node URLs for TLS). None for a non-cluster URL.
+pub(super) fn cluster_node_urls(url: &str) -> Result<Option<Vec<String>>> {
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
+        ("redis", rest)
+    } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
+        ("rediss", rest)
+    } else {
+        return Ok(None);
+    };
+    let bad = |why: &str| AdkError::Config(format!("invalid redis cluster URL {}: {why}", redacted(url)));
+    let (userinfo, rest) = match rest.rsplit_once('@') {
+        Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
+        None => (String::new(), rest),
+    };
+    let (hosts, suffix) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let nodes: Vec<String> = hosts
+        .split(',')
+        .map(|host| {
+            if host.is_empty() {
+                Err(bad("empty node address; expected h1:p1,h2:p2"))
+            } else {
+                Ok(format!("{scheme}://{userinfo}{host}{suffix}"))
+            }
+        })
+        .collect::<Result<_>>()?;
+    Ok(Some(nodes))
+}
+
+/// The URL without its password, for error messages.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => format!("{}://***@{}", &url[..scheme_end], &url[at + 1..]),
+        _ => url.to_string(),
+    }
+}
+
+/// The one mapping from Redis failures to the suite's error: anything that says
+/// "Redis is not reachable or not ready right now" is retryable `Unavailable`
+/// (connection refused or dropped, I/O errors and timeouts, cluster down or
+/// resharding, LOADING, MASTERDOWN, BUSY, READONLY during failover); everything
+/// else is `Internal`. A Redis failure is never the client's fault, so never
+/// `InvalidArgument`.
+pub(super) fn store_error(e: RedisError) -> AdkError {
+    let transient_kind = matches!(
+        e.kind(),
+        ErrorKind::Io
+            | ErrorKind::ClusterConnectionNotFound
+            | ErrorKind::Server(
+                ServerErrorKind::BusyLoading
+                    | ServerErrorKind::MasterDown
+                    | ServerErrorKind::TryAgain
+                    | ServerErrorKind::ClusterDown
+                    | ServerErrorKind::Moved
+                    | ServerErrorKind::Ask
+                    | ServerErrorKind::ReadOnly
+            )
+    );
+    let transient_code = matches!(
+        e.code(),
+        Some("BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "NOREPLICAS")
+    );
+    if transient_kind
+        || transient_code
+        || e.is_io_error()
+        || e.is_timeout()
+        || e.is_connection_dropped()
+        || e.is_connection_refusal()
+        || e.is_cluster_error()
+    {
+        AdkError::Unavailable(format!("redis unavailable: {e}"))
+    } else if e.code() == Some("OOM") {
+        AdkError::ResourceExhausted(format!("redis is out of memory: {e}"))
+    } else {
+        AdkError::Internal(format!("redis error: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cluster_urls_become_node_urls() {
+        assert_eq!(cluster_node_urls("redis://localhost:6379").unwrap(), None);
+        assert_eq!(
+            cluster_node_urls("redis+cluster://h1:1,h2:2").unwrap().unwrap(),
+            ["redis://h1:1", "redis://h2:2"]
+        );
+        assert_eq!(
+            cluster_node_urls("rediss+cluster://u:p@h1:1,h2:2/0?protocol=resp3")
+                .unwrap()
+                .unwrap(),
+            [
+                "rediss://u:p@h1:1/0?protocol=resp3",
+                "rediss://u:p@h2:2/0?protocol=resp3"
+            ]
+        );
+        for bad in [
+            "redis+cluster://",
+            "redis+cluster://h1:1,,h2:2",
+            "redis+cluster://h1:1,",
+        ] {
+            let err = cluster_node_urls(bad).unwrap_err();
+            assert!(matches!(err, AdkError::Config(_)), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn passwords_stay_out_of_messages() {
+        assert_eq!(
+            redacted("redis+cluster://u:secret@h1:1,h2:2"),
+            "redis+cluster://***@h1:1,h2:2"
+        );
+        assert_eq!(redacted("redis://h:1"), "redis://h:1");
+    }
+
+    #[test]
+    fn outages_are_unavailable_and_the_rest_internal() {
+        let refused = RedisError::from(std::io::Error::from(std::io::ErrorKind::ConnectionRefused));
+        assert!(matches!(store_error(refused), AdkError::Unavailable(_)));
+        let timeout = RedisError::from(std::io::Error::from(std::io::ErrorKind::TimedOut));
+        assert!(matches!(store_error(timeout), AdkError::Unavailable(_)));
+        let loading = redis::make_extension_error("LOADING".into(), Some("loading the dataset".into()));
+        assert!(store_error(loading).is_retryable());
+        let busy = redis::make_extension_error("BUSY".into(), None);
+        assert!(store_error(busy).is_retryable());
+        let other = RedisError::from((ErrorKind::UnexpectedReturnType, "bad reply"));
+        assert!(matches!(store_error(other), AdkError::Internal(_)));
+    }
+}

@@ -1,0 +1,175 @@
+//! The Lua scripts of the Redis backend. Each runs atomically on one node: every
+//! key it touches is passed in KEYS and (except the optional app keys on
+//! standalone Redis) carries the user's hash tag `{app:user}`.
+//!
+//! Every session script takes the session keys first, in this order:
+//! `KEYS[1]` meta, `KEYS[2]` session state, `KEYS[3]` events stream,
+//! `KEYS[4]` event ids, `KEYS[5]` event timestamps.
+//!
+//! Writing scripts check everything that can fail before their first write, so
+//! they apply all of their writes or none.
+
+/// Shared helpers, pasted in front of the writing scripts.
+macro_rules! lua_helpers {
+    () => {
+        r#"
+-- Writes `count` field/value pairs taken from ARGV (starting at index `at`)
+-- into the hash `key`; returns the index after the last pair.
+local function hset_pairs(key, at, count)
+  for i = 0, count - 1 do
+    redis.call('HSET', key, ARGV[at + 2 * i], ARGV[at + 2 * i + 1])
+  end
+  return at + 2 * count
+end
+
+-- With a TTL, makes every session key (KEYS[1..5]) expire `ttl_ms` from now by
+-- Redis's own clock and records the instant in meta.expire_ms. Returns that
+-- instant in Unix milliseconds, or '' without a TTL.
+local function apply_ttl(ttl_ms)
+  if ttl_ms <= 0 then return '' end
+  local now = redis.call('TIME')
+  local at = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl_ms)
+  for i = 1, 5 do redis.call('PEXPIREAT', KEYS[i], at) end
+  redis.call('HSET', KEYS[1], 'expire_ms', at)
+  return at
+end
+"#
+    };
+}
+
+/// CreateSession. Guarantees: fails with `EXISTS` and writes nothing when the
+/// session exists; otherwise, in one step, clears leftovers of an expired
+/// session with the same id, writes meta, session state, user state, the user
+/// index (and app state and the app index when their keys are passed) and
+/// applies the TTL to every session key.
+///
+/// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
+/// ARGV: 1 create time (µs), 2 its extra nanoseconds, 3 ttl ms (0 = none),
+///       4 session id (user index member), 5 app index member (`user:session`),
+///       6 #session fields, 7 #user fields, 8 #app fields, then field/JSON pairs in that order.
+/// Returns `{'EXISTS', '', {}}` or `{'OK', expire_ms or '', user state as HGETALL}`.
+pub(super) const CREATE: &str = concat!(
+    lua_helpers!(),
+    r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', '', {}} end
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('HSET', KEYS[1], 'create_us', ARGV[1], 'create_ns', ARGV[2], 'update_us', ARGV[1],
+  'update_ns', ARGV[2], 'seq', 0, 'last_id', '', 'ttl_ms', ARGV[3])
+local at = 9
+at = hset_pairs(KEYS[2], at, tonumber(ARGV[6]))
+at = hset_pairs(KEYS[6], at, tonumber(ARGV[7]))
+if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[8])) end
+redis.call('ZADD', KEYS[7], ARGV[1], ARGV[4])
+if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[1], ARGV[5]) end
+local expire = apply_ttl(tonumber(ARGV[3]))
+return {'OK', expire, redis.call('HGETALL', KEYS[6])}
+"#
+);
+
+/// AppendEvent. Guarantees, all in one step: `NOTFOUND` when the session is
+/// missing; when the event id is already in the session, the stored event
+/// unchanged and no write (`DUP`); `ABORTED` and no write when the precondition
+/// fails; otherwise the next sequence, the event in the stream under id
+/// `<seq>-1` (so order never depends on clocks), its id and timestamp indexed,
+/// the state delta applied by scope, meta and the user index (and the app
+/// index and app state when their keys are passed) updated, and the TTL renewed
+/// on every session key (`NEW`).
+///
+/// The event arrives protobuf-encoded without a sequence; the script appends
+/// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
+/// any order, so the stored bytes decode to the event with its sequence.
+///
+/// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
+/// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq'), 3 precondition value,
+///       4 event time (µs), 5 its extra nanoseconds, 6 session id (user index member),
+///       7 app index member (`user:session`), 8 encoded event,
+///       9 #session fields, 10 #user fields, 11 #app fields, then field/JSON pairs in that order.
+/// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
+pub(super) const APPEND: &str = concat!(
+    lua_helpers!(),
+    r#"
+-- Protobuf base-128 varint of a non-negative integer.
+local function varint(n)
+  local out = {}
+  while n >= 128 do
+    out[#out + 1] = string.char(n % 128 + 128)
+    n = math.floor(n / 128)
+  end
+  out[#out + 1] = string.char(n)
+  return table.concat(out)
+end
+
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'NOTFOUND', ''} end
+local seen = redis.call('HGET', KEYS[4], ARGV[1])
+if seen then
+  local entry = redis.call('XRANGE', KEYS[3], seen .. '-1', seen .. '-1')
+  if #entry > 0 then return {'DUP', entry[1][2][2]} end
+end
+local meta = redis.call('HMGET', KEYS[1], 'seq', 'last_id', 'ttl_ms')
+local last_seq, last_id = meta[1] or '0', meta[2] or ''
+if (ARGV[2] == 'seq' and ARGV[3] ~= last_seq) or (ARGV[2] == 'id' and ARGV[3] ~= last_id) then
+  return {'ABORTED', ''}
+end
+local seq = tonumber(last_seq) + 1
+local stored = ARGV[8] .. '\128\1' .. varint(seq)
+-- The only write that could fail on its own (an entry id not above the last):
+-- it comes first, so a failure leaves everything unchanged.
+redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
+redis.call('HSET', KEYS[4], ARGV[1], seq)
+redis.call('ZADD', KEYS[5], ARGV[4], seq)
+local at = 12
+at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
+at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
+if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[11])) end
+redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[5], 'last_id', ARGV[1])
+redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
+if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[4], ARGV[7]) end
+apply_ttl(tonumber(meta[3]) or 0)
+return {'NEW', stored}
+"#
+);
+
+/// GetSession's reads on the user tag, as one consistent snapshot: meta,
+/// session state, user state and the candidate events, oldest first. Reads only
+/// the events asked for: the last N (`XREVRANGE COUNT N`), those whose
+/// timestamp's microsecond is at or after `after` (through the timestamp
+/// index, then one `XRANGE` per hit), or all of them when neither is given. The
+/// caller applies the exact (nanosecond) filter.
+///
+/// KEYS: 1-5 session keys, 6 user state
+/// ARGV: 1 N ('' = no limit), 2 after (µs, '' = none)
+/// Returns nil when the session is missing, else `{meta, session state, user state, events}`
+/// (hashes as HGETALL, events as the stored bytes).
+pub(super) const READ: &str = r#"
+local meta = redis.call('HGETALL', KEYS[1])
+if #meta == 0 then return false end
+local events = {}
+local n, after = ARGV[1], ARGV[2]
+if n ~= '' then
+  if tonumber(n) > 0 then
+    local entries = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', n)
+    for i = #entries, 1, -1 do events[#events + 1] = entries[i][2][2] end
+  end
+elseif after ~= '' then
+  local seqs = redis.call('ZRANGEBYSCORE', KEYS[5], after, '+inf')
+  table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
+  for _, seq in ipairs(seqs) do
+    local entry = redis.call('XRANGE', KEYS[3], seq .. '-1', seq .. '-1')
+    if #entry > 0 then events[#events + 1] = entry[1][2][2] end
+  end
+else
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do events[#events + 1] = entry[2][2] end
+end
+return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[6]), events}
+"#;
+
+/// Removes a listing index member whose session is gone (expired), unless it
+/// was re-added since the listing saw it (its score changed): a session
+/// re-created meanwhile keeps its entry. One key, so also atomic on a cluster.
+///
+/// KEYS: 1 index; ARGV: 1 member, 2 the score the listing saw.
+pub(super) const DROP_STALE: &str = r#"
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"#;

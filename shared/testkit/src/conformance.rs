@@ -1,0 +1,626 @@
+//! The `SessionService` conformance suite: every rule of SEMANTICS.md (Identifiers,
+//! State, Sessions, Events) as a check, run against each backend — memory, Redis,
+//! Redis Cluster, and the gRPC client — so they cannot drift apart.
+//!
+//! Every case uses its own app name, so the suite can share a store with other tests.
+
+use crate::unique_prefix;
+use adk_core::{
+    AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
+    ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService, WatchRequest,
+};
+use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::time::Duration;
+use tonic::Code;
+
+/// Runs every case, printing each name so a failure says which rule broke.
+pub async fn run_session_conformance(svc: &dyn SessionService) {
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {$(
+            println!("conformance: {}", stringify!($case));
+            $case(svc).await;
+        )*};
+    }
+    cases!(
+        create_splits_state_by_scope,
+        shared_scopes_are_read_fresh,
+        create_generates_ids_and_rejects_duplicates,
+        missing_sessions_are_not_found,
+        append_assigns_id_and_sequence_and_updates_time,
+        temp_keys_are_never_stored,
+        partial_events_are_not_stored,
+        deltas_replace_values_and_store_null,
+        re_append_is_idempotent,
+        precondition_detects_concurrent_changes,
+        get_filters_recent_and_after,
+        list_orders_by_last_update_and_pages,
+        delete_removes_session_but_not_shared_state,
+        list_events_pages_both_ways,
+        watch_replays_then_follows_live,
+        bad_input_is_rejected_and_changes_nothing,
+        ttl_expires_sessions_and_appends_refresh_it,
+    );
+}
+
+// ---------- helpers ----------
+
+fn map(pairs: &[(&str, Value)]) -> HashMap<String, Value> {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+}
+
+async fn create(svc: &dyn SessionService, app: &str, user: &str, id: &str, state: &[(&str, Value)]) -> Session {
+    svc.create(CreateRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: Some(id.into()),
+        state: map(state),
+        ttl: None,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("create {app}/{user}/{id}: {e}"))
+}
+
+async fn get(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> Session {
+    try_get(svc, app, user, id).await.unwrap_or_else(|e| panic!("get {app}/{user}/{id}: {e}"))
+}
+
+async fn try_get(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> Result<Session, AdkError> {
+    svc.get(GetRequest { app_name: app.into(), user_id: user.into(), session_id: id.into(), ..Default::default() })
+        .await
+}
+
+fn append_req(app: &str, user: &str, id: &str, event: Event) -> AppendEventRequest {
+    AppendEventRequest { app_name: app.into(), user_id: user.into(), session_id: id.into(), event, precondition: None }
+}
+
+async fn append(svc: &dyn SessionService, app: &str, user: &str, id: &str, event: Event) -> Event {
+    svc.append_event(append_req(app, user, id, event)).await.unwrap_or_else(|e| panic!("append to {id}: {e}"))
+}
+
+fn event_with(delta: &[(&str, Value)]) -> Event {
+    let mut e = Event::new("e-conformance").with_author("tester").with_content(Content::new("user").with_text("hi"));
+    e.actions.state_delta = map(delta);
+    e
+}
+
+fn event_at(at: DateTime<Utc>) -> Event {
+    let mut e = event_with(&[]);
+    e.timestamp = at;
+    e
+}
+
+fn expect_code<T: std::fmt::Debug>(result: Result<T, AdkError>, code: Code, context: &str) -> AdkError {
+    match result {
+        Ok(value) => panic!("{context}: expected {code:?}, got Ok({value:?})"),
+        Err(err) => {
+            assert_eq!(err.code(), code, "{context}: expected {code:?}, got {err}");
+            err
+        }
+    }
+}
+
+fn sequences(events: &[Event]) -> Vec<u64> {
+    events.iter().map(|e| e.sequence).collect()
+}
+
+async fn next_event(stream: &mut EventStream) -> Event {
+    match tokio::time::timeout(Duration::from_secs(10), stream.next()).await {
+        Ok(Some(Ok(event))) => event,
+        Ok(Some(Err(err))) => panic!("watch failed: {err}"),
+        Ok(None) => panic!("watch ended early"),
+        Err(_) => panic!("no event within 10 s"),
+    }
+}
+
+async fn assert_quiet(stream: &mut EventStream) {
+    if let Ok(item) = tokio::time::timeout(Duration::from_millis(300), stream.next()).await {
+        panic!("expected no more events, got {item:?}");
+    }
+}
+
+// ---------- cases ----------
+
+async fn create_splits_state_by_scope(svc: &dyn SessionService) {
+    let app = unique_prefix("scopes");
+    let s1 = create(
+        svc,
+        &app,
+        "alice",
+        "s1",
+        &[("app:theme", json!("dark")), ("user:lang", json!("en")), ("temp:step", json!(1)), ("topic", json!("s1"))],
+    )
+    .await;
+    let expected = map(&[("app:theme", json!("dark")), ("user:lang", json!("en")), ("topic", json!("s1"))]);
+    assert_eq!(s1.state.all(), expected, "create's reply shows the merged state without temp: keys");
+    assert!(s1.events.is_empty());
+    assert_eq!(s1.last_update_time, s1.create_time, "last_update_time is the creation time before any event");
+    assert_eq!(get(svc, &app, "alice", "s1").await.state.all(), expected, "get shows the same merged state");
+
+    let s2 = create(svc, &app, "alice", "s2", &[("topic", json!("s2"))]).await;
+    let expected2 = map(&[("app:theme", json!("dark")), ("user:lang", json!("en")), ("topic", json!("s2"))]);
+    assert_eq!(s2.state.all(), expected2, "a second session of the user inherits app: and user: state");
+
+    let b1 = create(svc, &app, "bob", "b1", &[]).await;
+    assert_eq!(b1.state.all(), map(&[("app:theme", json!("dark"))]), "another user sees app: state only");
+
+    let other_app = unique_prefix("scopes-other");
+    let o1 = create(svc, &other_app, "alice", "s1", &[]).await;
+    assert!(o1.state.is_empty(), "app: and user: state are per app");
+}
+
+async fn shared_scopes_are_read_fresh(svc: &dyn SessionService) {
+    let app = unique_prefix("fresh");
+    create(svc, &app, "alice", "s1", &[("topic", json!("one"))]).await;
+    create(svc, &app, "alice", "s2", &[("topic", json!("two"))]).await;
+    create(svc, &app, "bob", "b1", &[]).await;
+    append(
+        svc,
+        &app,
+        "alice",
+        "s1",
+        event_with(&[
+            ("user:lang", json!("fr")),
+            ("app:theme", json!("light")),
+            ("topic", json!("changed")),
+            ("temp:scratch", json!(1)),
+        ]),
+    )
+    .await;
+    let s1 = get(svc, &app, "alice", "s1").await;
+    assert_eq!(
+        s1.state.all(),
+        map(&[("user:lang", json!("fr")), ("app:theme", json!("light")), ("topic", json!("changed"))])
+    );
+    let s2 = get(svc, &app, "alice", "s2").await;
+    assert_eq!(s2.state.get("user:lang"), Some(json!("fr")), "a user: change is visible in another session at once");
+    assert_eq!(s2.state.get("app:theme"), Some(json!("light")));
+    assert_eq!(s2.state.get("topic"), Some(json!("two")), "session state stays per session");
+    let b1 = get(svc, &app, "bob", "b1").await;
+    assert_eq!(b1.state.all(), map(&[("app:theme", json!("light"))]), "app: changes reach every user, user: do not");
+
+    let listed = svc.list(ListRequest { app_name: app.clone(), user_id: Some("alice".into()), ..Default::default() });
+    let listed = listed.await.expect("list");
+    assert!(listed.sessions.iter().all(|s| s.state.get("user:lang") == Some(json!("fr"))), "listings merge fresh state");
+}
+
+async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
+    let app = unique_prefix("ids");
+    for session_id in [None, Some(String::new())] {
+        let s = svc
+            .create(CreateRequest { app_name: app.clone(), user_id: "u".into(), session_id, ..Default::default() })
+            .await
+            .expect("create without id");
+        let uuid = uuid::Uuid::parse_str(&s.id).unwrap_or_else(|_| panic!("generated id {:?} is not a UUID", s.id));
+        assert_eq!(uuid.get_version_num(), 4, "generated ids are UUIDv4");
+        get(svc, &app, "u", &s.id).await;
+    }
+
+    create(svc, &app, "u", "taken", &[("k", json!(1)), ("user:x", json!("first"))]).await;
+    let dup = svc
+        .create(CreateRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: Some("taken".into()),
+            state: map(&[("k", json!(2)), ("user:x", json!("second")), ("app:y", json!(true))]),
+            ttl: None,
+        })
+        .await;
+    expect_code(dup, Code::AlreadyExists, "create with a taken id");
+    let s = get(svc, &app, "u", "taken").await;
+    assert_eq!(
+        s.state.all(),
+        map(&[("k", json!(1)), ("user:x", json!("first"))]),
+        "a rejected create changes nothing, shared scopes included"
+    );
+    create(svc, &app, "other-user", "taken", &[]).await;
+}
+
+async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
+    let app = unique_prefix("missing");
+    expect_code(try_get(svc, &app, "u", "nope").await, Code::NotFound, "get");
+    expect_code(svc.append_event(append_req(&app, "u", "nope", event_with(&[]))).await, Code::NotFound, "append");
+    let list_events = ListEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "nope".into(),
+        ..Default::default()
+    };
+    expect_code(svc.list_events(list_events).await, Code::NotFound, "list_events");
+    let watch = WatchRequest { app_name: app.clone(), user_id: "u".into(), session_id: "nope".into(), after_sequence: None };
+    expect_code(svc.watch(watch).await.map(|_| ()), Code::NotFound, "watch");
+    let delete = DeleteRequest { app_name: app.clone(), user_id: "u".into(), session_id: "nope".into() };
+    svc.delete(delete).await.expect("deleting a missing session succeeds");
+}
+
+async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionService) {
+    let app = unique_prefix("append");
+    create(svc, &app, "u", "s", &[]).await;
+    let mut first = event_with(&[("k", json!("v"))]);
+    first.id = String::new();
+    first.timestamp = Utc::now() + ChronoDuration::seconds(5);
+    let stored1 = append(svc, &app, "u", "s", first.clone()).await;
+    assert!(uuid::Uuid::parse_str(&stored1.id).is_ok(), "a missing event id is filled with a UUID");
+    assert_eq!(stored1.sequence, 1);
+    assert_eq!(stored1.timestamp, first.timestamp, "a given timestamp is kept");
+    assert_eq!(stored1.llm_response, first.llm_response);
+    assert_eq!(stored1.actions, first.actions);
+
+    let second = event_with(&[]);
+    let stored2 = append(svc, &app, "u", "s", second.clone()).await;
+    assert_eq!(stored2.id, second.id, "a given event id is kept");
+    assert_eq!(stored2.sequence, 2);
+
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.events.as_slice(), &[stored1, stored2.clone()], "get returns exactly the stored events, in order");
+    assert_eq!(s.event_count, 2);
+    assert_eq!(s.last_update_time, stored2.timestamp, "last_update_time is the last event's timestamp");
+    assert_eq!(s.state.get("k"), Some(json!("v")));
+}
+
+async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
+    let app = unique_prefix("temp");
+    create(svc, &app, "u", "s", &[]).await;
+    let stored = append(svc, &app, "u", "s", event_with(&[("temp:t", json!(1)), ("k", json!(2))])).await;
+    assert_eq!(stored.actions.state_delta, map(&[("k", json!(2))]), "temp: keys are trimmed from the stored delta");
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.events.at(0).expect("event").actions.state_delta, map(&[("k", json!(2))]));
+    assert_eq!(s.state.all(), map(&[("k", json!(2))]));
+}
+
+async fn partial_events_are_not_stored(svc: &dyn SessionService) {
+    let app = unique_prefix("partial");
+    create(svc, &app, "u", "s", &[]).await;
+    let mut chunk = event_with(&[("k", json!(1))]);
+    chunk.llm_response.partial = true;
+    let returned = append(svc, &app, "u", "s", chunk.clone()).await;
+    assert_eq!(returned, chunk, "a partial event is returned unchanged");
+    let s = get(svc, &app, "u", "s").await;
+    assert!(s.events.is_empty(), "a partial event is not stored");
+    assert_eq!(s.event_count, 0);
+    assert!(s.state.is_empty(), "a partial event's delta is not applied");
+}
+
+async fn deltas_replace_values_and_store_null(svc: &dyn SessionService) {
+    let app = unique_prefix("delta");
+    create(svc, &app, "u", "s", &[("k", json!({"a": 1})), ("user:u", json!([1, 2]))]).await;
+    append(svc, &app, "u", "s", event_with(&[("k", json!({"b": 2})), ("user:u", json!([3]))])).await;
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.state.get("k"), Some(json!({"b": 2})), "a delta value replaces the stored one, no deep merge");
+    assert_eq!(s.state.get("user:u"), Some(json!([3])));
+    append(svc, &app, "u", "s", event_with(&[("k", Value::Null)])).await;
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.state.get("k"), Some(Value::Null), "JSON null is stored as null, not a delete");
+    assert!(s.state.all().contains_key("k"));
+}
+
+async fn re_append_is_idempotent(svc: &dyn SessionService) {
+    let app = unique_prefix("idem");
+    create(svc, &app, "u", "s", &[]).await;
+    let original = event_with(&[("n", json!(1))]);
+    let stored = append(svc, &app, "u", "s", original.clone()).await;
+    let mut retry = event_with(&[("n", json!(2)), ("user:x", json!(true))]);
+    retry.id = original.id.clone();
+    let again = append(svc, &app, "u", "s", retry).await;
+    assert_eq!(again, stored, "re-appending an id returns the stored event");
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.event_count, 1, "a re-append adds nothing");
+    assert_eq!(s.state.all(), map(&[("n", json!(1))]), "a re-append changes no state");
+}
+
+async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
+    let app = unique_prefix("precond");
+    create(svc, &app, "u", "s", &[]).await;
+    let with = |precondition, delta: &[(&str, Value)]| AppendEventRequest {
+        precondition: Some(precondition),
+        ..append_req(&app, "u", "s", event_with(delta))
+    };
+    let first = svc.append_event(with(Precondition::LastSequence(0), &[])).await.expect("fresh session, sequence 0");
+    let stale = svc.append_event(with(Precondition::LastSequence(0), &[("lost", json!(true))])).await;
+    let err = expect_code(stale, Code::Aborted, "stale last_sequence");
+    assert!(err.to_string().contains("modified in storage since it was loaded"), "{err}");
+    let second = svc
+        .append_event(with(Precondition::LastEventId(first.id.clone()), &[]))
+        .await
+        .expect("matching last_event_id");
+    assert_eq!(second.sequence, 2);
+    let stale = svc.append_event(with(Precondition::LastEventId(first.id.clone()), &[("lost", json!(true))])).await;
+    expect_code(stale, Code::Aborted, "stale last_event_id");
+    svc.append_event(with(Precondition::LastSequence(2), &[])).await.expect("matching last_sequence");
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.event_count, 3, "aborted appends store nothing");
+    assert_eq!(s.state.get("lost"), None, "aborted appends apply no state");
+}
+
+async fn get_filters_recent_and_after(svc: &dyn SessionService) {
+    let app = unique_prefix("filters");
+    create(svc, &app, "u", "s", &[]).await;
+    let base = Utc::now();
+    let at = |i: i64| base + ChronoDuration::seconds(10 * i);
+    for i in 1..=5 {
+        append(svc, &app, "u", "s", event_at(at(i))).await;
+    }
+    // Clocks are not order: a sixth event stamped earlier than all others is still the newest.
+    append(svc, &app, "u", "s", event_at(at(-10))).await;
+    let filtered = |num_recent_events, after| {
+        svc.get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            num_recent_events,
+            after,
+        })
+    };
+    let seqs = |s: Session| sequences(s.events.as_slice());
+    assert_eq!(seqs(filtered(None, None).await.unwrap()), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(seqs(filtered(Some(0), None).await.unwrap()), Vec::<u64>::new(), "num_recent_events 0 keeps none");
+    assert_eq!(seqs(filtered(Some(2), None).await.unwrap()), [5, 6]);
+    assert_eq!(seqs(filtered(Some(1), None).await.unwrap()), [6], "recency is by sequence, not timestamp");
+    assert_eq!(seqs(filtered(Some(99), None).await.unwrap()), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(seqs(filtered(None, Some(at(3))).await.unwrap()), [3, 4, 5], "after keeps timestamp >= after");
+    assert_eq!(seqs(filtered(Some(3), Some(at(3))).await.unwrap()), [4, 5], "both: the intersection");
+    assert_eq!(seqs(filtered(None, Some(at(9))).await.unwrap()), Vec::<u64>::new());
+    let s = filtered(Some(0), None).await.unwrap();
+    assert_eq!(s.event_count, 6, "event_count is the whole log's size whatever the filter");
+}
+
+async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
+    let app = unique_prefix("list");
+    let base = Utc::now() + ChronoDuration::hours(1);
+    for (i, id) in ["s1", "s2", "s3", "s4", "s5"].iter().enumerate() {
+        create(svc, &app, "alice", id, &[("n", json!(i))]).await;
+        append(svc, &app, "alice", id, event_at(base + ChronoDuration::seconds(i as i64))).await;
+    }
+    append(svc, &app, "alice", "s2", event_at(base + ChronoDuration::seconds(60))).await;
+    create(svc, &app, "bob", "b1", &[("app:shared", json!(1))]).await;
+
+    let list = |user: Option<&str>, page_size, page_token| {
+        svc.list(ListRequest { app_name: app.clone(), user_id: user.map(Into::into), page_size, page_token })
+    };
+    let all = list(Some("alice"), 0, None).await.expect("list alice");
+    let ids: Vec<&str> = all.sessions.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(ids, ["s1", "s3", "s4", "s5", "s2"], "oldest last_update_time first");
+    assert!(all.next_page_token.is_none());
+    assert!(all.sessions.iter().all(|s| s.events.is_empty()), "listings carry no events");
+    assert!(all.sessions.iter().all(|s| s.state.get("app:shared") == Some(json!(1))), "listings merge state");
+    assert_eq!(all.sessions[4].state.get("n"), Some(json!(1)));
+    assert_eq!(all.sessions[4].event_count, 2);
+
+    let mut paged = Vec::new();
+    let mut token = None;
+    for page in 0.. {
+        assert!(page < 10, "paging does not end");
+        let reply = list(Some("alice"), 2, token.clone()).await.expect("page");
+        assert!(reply.sessions.len() <= 2);
+        paged.extend(reply.sessions.into_iter().map(|s| s.id));
+        token = reply.next_page_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(paged, ["s1", "s3", "s4", "s5", "s2"], "pages cover every session exactly once, in order");
+
+    let app_wide = list(None, 0, None).await.expect("list app");
+    let mut owners: Vec<(String, String)> = app_wide.sessions.iter().map(|s| (s.user_id.clone(), s.id.clone())).collect();
+    assert_eq!(owners.len(), 6, "an omitted user lists the whole app");
+    // bob's session has no events, so its creation time (now) is older than alice's appends (in an hour).
+    assert_eq!(owners.remove(0), ("bob".into(), "b1".into()));
+    assert_eq!(owners.remove(0), ("alice".into(), "s1".into()));
+    let bob = app_wide.sessions.iter().find(|s| s.user_id == "bob").expect("bob's session");
+    assert_eq!(bob.state.get("n"), None, "each session shows its own state");
+
+    let mut app_paged = Vec::new();
+    let mut token = None;
+    loop {
+        let reply = list(None, 4, token).await.expect("app page");
+        app_paged.extend(reply.sessions.into_iter().map(|s| (s.user_id, s.id)));
+        token = reply.next_page_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(app_paged.len(), 6, "app-wide pages cover every session once");
+
+    expect_code(list(Some("alice"), 2, Some("garbage".into())).await, Code::InvalidArgument, "malformed page token");
+    assert!(list(Some("nobody"), 0, None).await.expect("empty").sessions.is_empty());
+}
+
+async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
+    let app = unique_prefix("delete");
+    create(svc, &app, "u", "s", &[("k", json!(1)), ("user:x", json!(2)), ("app:y", json!(3))]).await;
+    create(svc, &app, "u", "keep", &[]).await;
+    append(svc, &app, "u", "s", event_with(&[("k", json!(4))])).await;
+    let delete = DeleteRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into() };
+    svc.delete(delete.clone()).await.expect("delete");
+    expect_code(try_get(svc, &app, "u", "s").await, Code::NotFound, "get after delete");
+    let listed = svc.list(ListRequest { app_name: app.clone(), user_id: Some("u".into()), ..Default::default() });
+    let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
+    assert_eq!(ids, ["keep"], "a deleted session leaves the listing");
+    svc.delete(delete).await.expect("deleting again succeeds");
+
+    let again = create(svc, &app, "u", "s", &[]).await;
+    assert_eq!(again.event_count, 0, "a recreated session starts with an empty log");
+    assert_eq!(
+        again.state.all(),
+        map(&[("user:x", json!(2)), ("app:y", json!(3))]),
+        "session state went with the session; user: and app: state stay"
+    );
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    assert_eq!(get(svc, &app, "u", "s").await.events.at(0).expect("event").sequence, 1, "sequences restart at 1");
+}
+
+async fn list_events_pages_both_ways(svc: &dyn SessionService) {
+    let app = unique_prefix("pages");
+    create(svc, &app, "u", "s", &[]).await;
+    for _ in 0..25 {
+        append(svc, &app, "u", "s", event_with(&[])).await;
+    }
+    let page = |newest_first, page_size, page_token| {
+        svc.list_events(ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            page_size,
+            page_token,
+            newest_first,
+        })
+    };
+    for (newest_first, expected) in [
+        (false, vec![(1..=10).collect::<Vec<u64>>(), (11..=20).collect(), (21..=25).collect()]),
+        (true, vec![(16..=25).rev().collect(), (6..=15).rev().collect(), (1..=5).rev().collect()]),
+    ] {
+        let mut token = None;
+        for (i, want) in expected.iter().enumerate() {
+            let reply = page(newest_first, 10, token).await.expect("page");
+            assert_eq!(&sequences(&reply.events), want, "page {i} newest_first={newest_first}");
+            token = reply.next_page_token;
+            assert_eq!(token.is_some(), i + 1 < expected.len(), "a token exactly while more remain");
+        }
+    }
+    let whole = page(false, 0, None).await.expect("default page size");
+    assert_eq!(whole.events.len(), 25);
+    assert!(whole.next_page_token.is_none());
+    expect_code(page(false, 10, Some("%%%".into())).await, Code::InvalidArgument, "malformed token");
+}
+
+async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
+    let app = unique_prefix("watch");
+    create(svc, &app, "u", "s", &[]).await;
+    for _ in 0..3 {
+        append(svc, &app, "u", "s", event_with(&[])).await;
+    }
+    let watch = |after_sequence| {
+        svc.watch(WatchRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into(), after_sequence })
+    };
+    let mut from_start = watch(Some(0)).await.expect("watch from 0");
+    let mut from_now = watch(None).await.expect("watch from now");
+    for want in 1..=3 {
+        assert_eq!(next_event(&mut from_start).await.sequence, want, "stored events replay first");
+    }
+    let e4 = append(svc, &app, "u", "s", event_with(&[("k", json!(4))])).await;
+    let e5 = append(svc, &app, "u", "s", event_with(&[])).await;
+    assert_eq!(next_event(&mut from_start).await, e4, "live events arrive as stored");
+    assert_eq!(next_event(&mut from_start).await, e5);
+    assert_eq!(next_event(&mut from_now).await.sequence, 4, "a watch from now starts with the next append");
+    assert_eq!(next_event(&mut from_now).await.sequence, 5);
+    assert_quiet(&mut from_start).await;
+    assert_quiet(&mut from_now).await;
+
+    let mut resumed = watch(Some(4)).await.expect("resume after 4");
+    assert_eq!(next_event(&mut resumed).await.sequence, 5, "a resumed watch gets exactly the rest");
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    assert_eq!(next_event(&mut resumed).await.sequence, 6);
+    assert_eq!(next_event(&mut from_start).await.sequence, 6);
+    assert_quiet(&mut resumed).await;
+
+    let mut partial = event_with(&[]);
+    partial.llm_response.partial = true;
+    append(svc, &app, "u", "s", partial).await;
+    assert_quiet(&mut resumed).await;
+}
+
+async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
+    let app = unique_prefix("bad");
+    create(svc, &app, "u", "s", &[("k", json!(1)), ("user:k", json!(1))]).await;
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    let before = get(svc, &app, "u", "s").await;
+
+    for bad in ["", "a:b", "a*b", "{x}", "a/b", "..", "a\0b", "ünï", &"x".repeat(129)] {
+        let create_bad = |app_name: &str, user_id: &str, session_id: &str| CreateRequest {
+            app_name: app_name.into(),
+            user_id: user_id.into(),
+            session_id: Some(session_id.into()),
+            state: map(&[("user:k", json!("overwritten"))]),
+            ttl: None,
+        };
+        if !bad.is_empty() {
+            let err = expect_code(svc.create(create_bad(&app, "u", bad)).await, Code::InvalidArgument, "create session_id");
+            assert!(err.to_string().contains("session_id"), "{err}");
+        }
+        let err = expect_code(svc.create(create_bad(bad, "u", "s2")).await, Code::InvalidArgument, "create app_name");
+        assert!(err.to_string().contains("app_name"), "{err}");
+        let err = expect_code(svc.create(create_bad(&app, bad, "s2")).await, Code::InvalidArgument, "create user_id");
+        assert!(err.to_string().contains("user_id"), "{err}");
+        let get_bad = GetRequest { app_name: app.clone(), user_id: "u".into(), session_id: bad.into(), ..Default::default() };
+        expect_code(svc.get(get_bad).await, Code::InvalidArgument, "get session_id");
+        let append_bad = append_req(&app, bad, "s", event_with(&[("k", json!("overwritten"))]));
+        expect_code(svc.append_event(append_bad).await, Code::InvalidArgument, "append user_id");
+        let delete_bad = DeleteRequest { app_name: app.clone(), user_id: bad.into(), session_id: "s".into() };
+        expect_code(svc.delete(delete_bad).await, Code::InvalidArgument, "delete user_id");
+        let list_bad = ListRequest { app_name: bad.into(), ..Default::default() };
+        expect_code(svc.list(list_bad).await, Code::InvalidArgument, "list app_name");
+        let list_user_bad = ListRequest { app_name: app.clone(), user_id: Some(bad.into()), ..Default::default() };
+        if !bad.is_empty() {
+            expect_code(svc.list(list_user_bad).await, Code::InvalidArgument, "list user_id");
+        }
+        let events_bad = ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: bad.into(),
+            ..Default::default()
+        };
+        expect_code(svc.list_events(events_bad).await, Code::InvalidArgument, "list_events session_id");
+        let watch_bad = WatchRequest { app_name: bad.into(), user_id: "u".into(), session_id: "s".into(), after_sequence: None };
+        expect_code(svc.watch(watch_bad).await.map(|_| ()), Code::InvalidArgument, "watch app_name");
+    }
+
+    for bad_key in ["", "app:", "user:", "temp:", &"k".repeat(1025)] {
+        let err = expect_code(
+            svc.append_event(append_req(&app, "u", "s", event_with(&[(bad_key, json!(1)), ("k", json!(2))]))).await,
+            Code::InvalidArgument,
+            "append with a bad state key",
+        );
+        assert!(err.to_string().contains("state_delta"), "{err}");
+        let bad_create = CreateRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: Some("new".into()),
+            state: map(&[(bad_key, json!(1))]),
+            ttl: None,
+        };
+        expect_code(svc.create(bad_create).await, Code::InvalidArgument, "create with a bad state key");
+    }
+    let mut bad_id = event_with(&[("k", json!(3))]);
+    bad_id.id = "not an id".into();
+    let err = expect_code(svc.append_event(append_req(&app, "u", "s", bad_id)).await, Code::InvalidArgument, "event id");
+    assert!(err.to_string().contains("event.id"), "{err}");
+
+    let after = get(svc, &app, "u", "s").await;
+    assert_eq!(after, before, "rejected requests changed nothing");
+    expect_code(try_get(svc, &app, "u", "new").await, Code::NotFound, "rejected create stored nothing");
+}
+
+async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService) {
+    let app = unique_prefix("ttl");
+    let plain = create(svc, &app, "u", "forever", &[]).await;
+    assert_eq!(plain.expire_time, None, "no TTL unless asked (or configured)");
+    let ttl = Duration::from_secs(2);
+    let created = svc
+        .create(CreateRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: Some("brief".into()),
+            state: map(&[("k", json!(1))]),
+            ttl: Some(ttl),
+        })
+        .await
+        .expect("create with ttl");
+    let first_expiry = created.expire_time.expect("expire_time is reported");
+    assert!(first_expiry > Utc::now(), "expiry lies ahead");
+
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    append(svc, &app, "u", "brief", event_with(&[])).await;
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let alive = try_get(svc, &app, "u", "brief").await.expect("an append refreshes the TTL");
+    assert!(alive.expire_time.expect("expiry") > first_expiry, "the expiry moved forward");
+
+    tokio::time::sleep(Duration::from_millis(3000)).await;
+    expect_code(try_get(svc, &app, "u", "brief").await, Code::NotFound, "expired session");
+    for user_id in [Some("u".to_string()), None] {
+        let listed = svc.list(ListRequest { app_name: app.clone(), user_id, ..Default::default() });
+        let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
+        assert_eq!(ids, ["forever"], "an expired session leaves no listing entry behind");
+    }
+}
