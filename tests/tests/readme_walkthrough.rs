@@ -36,8 +36,11 @@ fn walkthrough_steps(readme: &str) -> Vec<Step> {
             // A command goes on while a line ends in `\` or a single quote is still open.
             pending.push_str(line);
             pending.push('\n');
-            if !trimmed.ends_with('\\') && pending.matches('\'').count() % 2 == 0 {
-                steps.push(Step { command: std::mem::take(&mut pending), expectations: Vec::new() });
+            if !trimmed.ends_with('\\') && pending.matches('\'').count().is_multiple_of(2) {
+                steps.push(Step {
+                    command: std::mem::take(&mut pending),
+                    expectations: Vec::new(),
+                });
             }
         }
     }
@@ -45,7 +48,10 @@ fn walkthrough_steps(readme: &str) -> Vec<Step> {
 }
 
 fn grpcurl_on_path() -> bool {
-    Command::new("grpcurl").arg("-version").output().is_ok_and(|o| o.status.success())
+    Command::new("grpcurl")
+        .arg("-version")
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 #[tokio::test]
@@ -71,12 +77,23 @@ async fn readme_grpcurl_walkthrough_runs_verbatim() {
     );
 
     for step in &steps {
-        let output = Command::new("bash").args(["-c", &step.command]).output().expect("run bash");
+        let output = Command::new("bash")
+            .args(["-c", &step.command])
+            .output()
+            .expect("run bash");
         let stdout = String::from_utf8_lossy(&output.stdout);
         let stderr = String::from_utf8_lossy(&output.stderr);
-        assert!(output.status.success(), "README command failed: {}\n{stdout}\n{stderr}", step.command);
+        assert!(
+            output.status.success(),
+            "README command failed: {}\n{stdout}\n{stderr}",
+            step.command
+        );
         for expected in &step.expectations {
-            assert!(stdout.contains(expected.as_str()), "output of `{}` lacks {expected:?}:\n{stdout}", step.command);
+            assert!(
+                stdout.contains(expected.as_str()),
+                "output of `{}` lacks {expected:?}:\n{stdout}",
+                step.command
+            );
         }
     }
 }

@@ -1,9 +1,7 @@
 //! `adk-session-server` end to end: the real binary, a real redis-server (and a
 //! real 3-node Redis Cluster), real gRPC clients.
 
-use adk_core::{
-    AppendEventRequest, Content, CreateRequest, Event, GetRequest, SessionService, WatchRequest,
-};
+use adk_core::{AppendEventRequest, Content, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
 use adk_e2e::{SessionStack, connect, spawn_session_server};
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
@@ -13,22 +11,31 @@ use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
 use tonic::Code;
+use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
-use tonic_health::pb::HealthCheckRequest;
 
 fn create_req(app: &str, id: &str) -> CreateRequest {
     CreateRequest {
         app_name: app.into(),
         user_id: "u".into(),
         session_id: Some(id.into()),
-        state: [("user:name".to_string(), json!("Ada")), ("topic".to_string(), json!("e2e"))].into(),
+        state: [
+            ("user:name".to_string(), json!("Ada")),
+            ("topic".to_string(), json!("e2e")),
+        ]
+        .into(),
         ttl: None,
     }
 }
 
 fn get_req(app: &str, id: &str) -> GetRequest {
-    GetRequest { app_name: app.into(), user_id: "u".into(), session_id: id.into(), ..Default::default() }
+    GetRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        session_id: id.into(),
+        ..Default::default()
+    }
 }
 
 fn append_req(app: &str, id: &str, text: &str) -> AppendEventRequest {
@@ -36,13 +43,19 @@ fn append_req(app: &str, id: &str, text: &str) -> AppendEventRequest {
         app_name: app.into(),
         user_id: "u".into(),
         session_id: id.into(),
-        event: Event::new("e-test").with_author("user").with_content(Content::new("user").with_text(text)),
+        event: Event::new("e-test")
+            .with_author("user")
+            .with_content(Content::new("user").with_text(text)),
         precondition: None,
     }
 }
 
 async fn health(endpoint: &str) -> Option<ServingStatus> {
-    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string()).ok()?.connect().await.ok()?;
+    let channel = tonic::transport::Endpoint::from_shared(endpoint.to_string())
+        .ok()?
+        .connect()
+        .await
+        .ok()?;
     let mut client = HealthClient::new(channel);
     let reply = client.check(HealthCheckRequest { service: String::new() }).await.ok()?;
     ServingStatus::try_from(reply.into_inner().status).ok()
@@ -77,7 +90,10 @@ async fn data_survives_a_session_server_restart() {
     let app = unique_prefix("restart");
     let client = stack.client().await;
     client.create(create_req(&app, "s")).await.expect("create");
-    let stored = client.append_event(append_req(&app, "s", "before restart")).await.expect("append");
+    let stored = client
+        .append_event(append_req(&app, "s", "before restart"))
+        .await
+        .expect("append");
 
     stack.server.restart().await;
     let client = stack.client().await;
@@ -92,13 +108,23 @@ async fn server_recovers_by_itself_when_redis_restarts() {
     let app = unique_prefix("redis-restart");
     let client = stack.client().await;
     client.create(create_req(&app, "s")).await.expect("create");
-    let before = client.append_event(append_req(&app, "s", "acknowledged")).await.expect("append");
+    let before = client
+        .append_event(append_req(&app, "s", "acknowledged"))
+        .await
+        .expect("append");
     wait_for_health(&stack.server.endpoint(), ServingStatus::Serving).await;
 
     stack.redis.kill9().await;
     let err = client.get(get_req(&app, "s")).await.expect_err("redis is down");
-    assert_eq!(err.code(), Code::Unavailable, "a store outage is retryable UNAVAILABLE, got {err}");
-    let err = client.append_event(append_req(&app, "s", "lost")).await.expect_err("redis is down");
+    assert_eq!(
+        err.code(),
+        Code::Unavailable,
+        "a store outage is retryable UNAVAILABLE, got {err}"
+    );
+    let err = client
+        .append_event(append_req(&app, "s", "lost"))
+        .await
+        .expect_err("redis is down");
     assert_eq!(err.code(), Code::Unavailable, "{err}");
     wait_for_health(&stack.server.endpoint(), ServingStatus::NotServing).await;
 
@@ -116,8 +142,15 @@ async fn server_recovers_by_itself_when_redis_restarts() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     let session = recovered.expect("the server reconnected without a restart");
-    assert_eq!(session.events.as_slice(), &[before], "the acknowledged append survived; the failed one left nothing");
-    client.append_event(append_req(&app, "s", "after")).await.expect("appends work again");
+    assert_eq!(
+        session.events.as_slice(),
+        &[before],
+        "the acknowledged append survived; the failed one left nothing"
+    );
+    client
+        .append_event(append_req(&app, "s", "after"))
+        .await
+        .expect("appends work again");
     assert!(stack.server.is_running(), "the same server process served throughout");
 }
 
@@ -139,29 +172,57 @@ async fn watchers_get_every_event_once_and_resume_exactly() {
     let mut live = stack.client().await.watch(watch(None)).await.expect("watch");
     let mut sent = Vec::new();
     for i in 0..5 {
-        sent.push(writer.append_event(append_req(&app, "s", &format!("m{i}"))).await.expect("append"));
+        sent.push(
+            writer
+                .append_event(append_req(&app, "s", &format!("m{i}")))
+                .await
+                .expect("append"),
+        );
     }
     for want in &sent {
         let got = tokio::time::timeout(Duration::from_secs(10), live.next()).await;
-        assert_eq!(&got.expect("in time").expect("open").expect("event"), want, "each event once, in order");
+        assert_eq!(
+            &got.expect("in time").expect("open").expect("event"),
+            want,
+            "each event once, in order"
+        );
     }
     let last_seen = sent.last().expect("sent").sequence;
 
     // The watched server dies; the writer carries on; the watcher resumes where it stopped.
     stack.server.kill9().await;
-    let ended = tokio::time::timeout(Duration::from_secs(10), live.next()).await.expect("the stream ends");
-    assert!(matches!(ended, None | Some(Err(_))), "a lost server ends the stream: {ended:?}");
+    let ended = tokio::time::timeout(Duration::from_secs(10), live.next())
+        .await
+        .expect("the stream ends");
+    assert!(
+        matches!(ended, None | Some(Err(_))),
+        "a lost server ends the stream: {ended:?}"
+    );
     let mut missed = Vec::new();
     for i in 5..8 {
-        missed.push(writer.append_event(append_req(&app, "s", &format!("m{i}"))).await.expect("append"));
+        missed.push(
+            writer
+                .append_event(append_req(&app, "s", &format!("m{i}")))
+                .await
+                .expect("append"),
+        );
     }
     stack.server.restart().await;
-    let mut resumed = stack.client().await.watch(watch(Some(last_seen))).await.expect("resume");
+    let mut resumed = stack
+        .client()
+        .await
+        .watch(watch(Some(last_seen)))
+        .await
+        .expect("resume");
     let later = writer.append_event(append_req(&app, "s", "m8")).await.expect("append");
     missed.push(later);
     for want in &missed {
         let got = tokio::time::timeout(Duration::from_secs(10), resumed.next()).await;
-        assert_eq!(&got.expect("in time").expect("open").expect("event"), want, "exactly the rest, in order");
+        assert_eq!(
+            &got.expect("in time").expect("open").expect("event"),
+            want,
+            "exactly the rest, in order"
+        );
     }
     let extra = tokio::time::timeout(Duration::from_millis(500), resumed.next()).await;
     assert!(extra.is_err(), "nothing repeated or invented: {extra:?}");
@@ -173,12 +234,26 @@ async fn sigterm_ends_watch_streams_and_exits_cleanly() {
     let app = unique_prefix("sigterm");
     let client = stack.client().await;
     client.create(create_req(&app, "s")).await.expect("create");
-    let watch = WatchRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into(), after_sequence: None };
+    let watch = WatchRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        after_sequence: None,
+    };
     let mut stream = client.watch(watch).await.expect("watch");
     let status = stack.server.terminate().await;
-    assert!(status.success(), "graceful shutdown exits 0, got {status:?}\n{}", stack.server.tail_log(20));
-    let end = tokio::time::timeout(Duration::from_secs(5), stream.next()).await.expect("the watch ended");
-    assert!(end.is_none() || matches!(&end, Some(Err(e)) if e.code() == Code::Unavailable), "{end:?}");
+    assert!(
+        status.success(),
+        "graceful shutdown exits 0, got {status:?}\n{}",
+        stack.server.tail_log(20)
+    );
+    let end = tokio::time::timeout(Duration::from_secs(5), stream.next())
+        .await
+        .expect("the watch ended");
+    assert!(
+        end.is_none() || matches!(&end, Some(Err(e)) if e.code() == Code::Unavailable),
+        "{end:?}"
+    );
 }
 
 /// Raw protobuf requests that no typed Rust client would send: each gets a clear
@@ -189,9 +264,14 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     let app = unique_prefix("bad");
     let client = stack.client().await;
     client.create(create_req(&app, "s")).await.expect("create");
-    client.append_event(append_req(&app, "s", "kept")).await.expect("append");
+    client
+        .append_event(append_req(&app, "s", "kept"))
+        .await
+        .expect("append");
     let before = client.get(get_req(&app, "s")).await.expect("get");
-    let mut raw = SessionServiceClient::connect(stack.server.endpoint()).await.expect("raw client");
+    let mut raw = SessionServiceClient::connect(stack.server.endpoint())
+        .await
+        .expect("raw client");
 
     let append = |event: Option<pb::Event>| pb::AppendEventRequest {
         app_name: app.clone(),
@@ -206,7 +286,10 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         (
             "part without kind",
             append(Some(pb::Event {
-                content: Some(pb::Content { role: "user".into(), parts: vec![pb::Part { kind: None }] }),
+                content: Some(pb::Content {
+                    role: "user".into(),
+                    parts: vec![pb::Part { kind: None }],
+                }),
                 ..valid.clone()
             })),
             Code::InvalidArgument,
@@ -214,19 +297,28 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         ),
         (
             "timestamp out of range",
-            append(Some(pb::Event { timestamp: Some(prost_types::Timestamp { seconds: 1, nanos: -5 }), ..valid.clone() })),
+            append(Some(pb::Event {
+                timestamp: Some(prost_types::Timestamp { seconds: 1, nanos: -5 }),
+                ..valid.clone()
+            })),
             Code::InvalidArgument,
             "event.timestamp",
         ),
         (
             "unknown finish reason",
-            append(Some(pb::Event { finish_reason: 42, ..valid.clone() })),
+            append(Some(pb::Event {
+                finish_reason: 42,
+                ..valid.clone()
+            })),
             Code::InvalidArgument,
             "finish_reason",
         ),
         (
             "event id with a colon",
-            append(Some(pb::Event { id: "a:b".into(), ..valid.clone() })),
+            append(Some(pb::Event {
+                id: "a:b".into(),
+                ..valid.clone()
+            })),
             Code::InvalidArgument,
             "event.id",
         ),
@@ -257,7 +349,11 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     for (name, request, code, needle) in cases {
         let err = raw.append_event(request).await.expect_err(name);
         assert_eq!(err.code(), code, "{name}: {err:?}");
-        assert!(err.message().contains(needle), "{name}: {:?} should mention {needle:?}", err.message());
+        assert!(
+            err.message().contains(needle),
+            "{name}: {:?} should mention {needle:?}",
+            err.message()
+        );
     }
 
     let err = raw
@@ -274,12 +370,20 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     assert!(err.message().contains("num_recent_events"), "{}", err.message());
 
     let err = raw
-        .list_sessions(pb::ListSessionsRequest { app_name: app.clone(), page_size: -1, ..Default::default() })
+        .list_sessions(pb::ListSessionsRequest {
+            app_name: app.clone(),
+            page_size: -1,
+            ..Default::default()
+        })
         .await
         .expect_err("negative page size");
     assert!(err.message().contains("page_size"), "{}", err.message());
     let err = raw
-        .list_sessions(pb::ListSessionsRequest { app_name: app.clone(), page_token: "forged".into(), ..Default::default() })
+        .list_sessions(pb::ListSessionsRequest {
+            app_name: app.clone(),
+            page_token: "forged".into(),
+            ..Default::default()
+        })
         .await
         .expect_err("forged token");
     assert_eq!(err.code(), Code::InvalidArgument);
@@ -318,18 +422,34 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     assert_eq!(err.code(), Code::InvalidArgument);
     assert!(err.message().contains("user_id"), "{}", err.message());
 
-    assert_eq!(client.get(get_req(&app, "s")).await.expect("get"), before, "nothing stored changed");
+    assert_eq!(
+        client.get(get_req(&app, "s")).await.expect("get"),
+        before,
+        "nothing stored changed"
+    );
 
     // A session too big for one message: a clear status instead of a decoder failure in the client.
     for i in 0..10 {
-        client.append_event(append_req(&app, "s", &format!("{i}{}", "x".repeat(10_000)))).await.expect("append");
+        client
+            .append_event(append_req(&app, "s", &format!("{i}{}", "x".repeat(10_000))))
+            .await
+            .expect("append");
     }
     let err = raw
-        .get_session(pb::GetSessionRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into(), ..Default::default() })
+        .get_session(pb::GetSessionRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
         .await
         .expect_err("too large for one message");
     assert_eq!(err.code(), Code::ResourceExhausted);
-    assert!(err.message().contains("ListEvents") && err.message().contains("num_recent_events"), "{}", err.message());
+    assert!(
+        err.message().contains("ListEvents") && err.message().contains("num_recent_events"),
+        "{}",
+        err.message()
+    );
     let recent = raw
         .get_session(pb::GetSessionRequest {
             app_name: app.clone(),

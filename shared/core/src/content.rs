@@ -13,7 +13,10 @@ pub struct Content {
 
 impl Content {
     pub fn new(role: impl Into<String>) -> Self {
-        Content { role: role.into(), parts: Vec::new() }
+        Content {
+            role: role.into(),
+            parts: Vec::new(),
+        }
     }
 
     pub fn with_text(mut self, text: impl Into<String>) -> Self {
@@ -83,11 +86,17 @@ impl Part {
     }
 
     pub fn inline_data(mime_type: impl Into<String>, data: impl Into<Vec<u8>>) -> Self {
-        Part::InlineData { mime_type: mime_type.into(), data: data.into() }
+        Part::InlineData {
+            mime_type: mime_type.into(),
+            data: data.into(),
+        }
     }
 
     pub fn file_data(mime_type: impl Into<String>, file_uri: impl Into<String>) -> Self {
-        Part::FileData { mime_type: mime_type.into(), file_uri: file_uri.into() }
+        Part::FileData {
+            mime_type: mime_type.into(),
+            file_uri: file_uri.into(),
+        }
     }
 
     pub fn text(&self) -> Option<&str> {

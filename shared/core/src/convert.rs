@@ -29,7 +29,9 @@ pub fn json_to_proto(value: &Value) -> prost_types::Value {
         Value::Bool(b) => Kind::BoolValue(*b),
         Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
         Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue { values: items.iter().map(json_to_proto).collect() }),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(json_to_proto).collect(),
+        }),
         Value::Object(map) => Kind::StructValue(map_to_struct(map.iter())),
     };
     prost_types::Value { kind: Some(kind) }
@@ -56,7 +58,9 @@ pub fn json_from_proto(value: &prost_types::Value) -> Value {
 }
 
 pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> prost_types::Struct {
-    prost_types::Struct { fields: map.map(|(k, v)| (k.clone(), json_to_proto(v))).collect() }
+    prost_types::Struct {
+        fields: map.map(|(k, v)| (k.clone(), json_to_proto(v))).collect(),
+    }
 }
 
 pub fn map_from_struct(s: Option<&prost_types::Struct>) -> HashMap<String, Value> {
@@ -79,7 +83,10 @@ fn opt_json_from_proto(value: Option<&prost_types::Value>) -> Value {
 // ---------- times ----------
 
 pub fn timestamp_to_proto(t: DateTime<Utc>) -> prost_types::Timestamp {
-    prost_types::Timestamp { seconds: t.timestamp(), nanos: t.timestamp_subsec_nanos() as i32 }
+    prost_types::Timestamp {
+        seconds: t.timestamp(),
+        nanos: t.timestamp_subsec_nanos() as i32,
+    }
 }
 
 pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>> {
@@ -87,7 +94,12 @@ pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<D
         .ok()
         .filter(|n| *n < 1_000_000_000)
         .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
-        .ok_or_else(|| AdkError::invalid(format!("{field} is not a valid timestamp ({}s {}ns)", t.seconds, t.nanos)))
+        .ok_or_else(|| {
+            AdkError::invalid(format!(
+                "{field} is not a valid timestamp ({}s {}ns)",
+                t.seconds, t.nanos
+            ))
+        })
 }
 
 pub fn duration_from_proto(field: &str, d: &prost_types::Duration) -> Result<std::time::Duration> {
@@ -98,7 +110,10 @@ pub fn duration_from_proto(field: &str, d: &prost_types::Duration) -> Result<std
 }
 
 pub fn duration_to_proto(d: std::time::Duration) -> prost_types::Duration {
-    prost_types::Duration { seconds: d.as_secs() as i64, nanos: d.subsec_nanos() as i32 }
+    prost_types::Duration {
+        seconds: d.as_secs() as i64,
+        nanos: d.subsec_nanos() as i32,
+    }
 }
 
 fn non_negative(field: &str, n: i32) -> Result<usize> {
@@ -116,10 +131,14 @@ impl From<&Part> for pb::Part {
         use pb::part::Kind as K;
         let kind = match part {
             Part::Text { text } => K::Text(text.clone()),
-            Part::InlineData { mime_type, data } => K::InlineData(pb::Blob { mime_type: mime_type.clone(), data: data.clone() }),
-            Part::FileData { mime_type, file_uri } => {
-                K::FileData(pb::FileData { mime_type: mime_type.clone(), file_uri: file_uri.clone() })
-            }
+            Part::InlineData { mime_type, data } => K::InlineData(pb::Blob {
+                mime_type: mime_type.clone(),
+                data: data.clone(),
+            }),
+            Part::FileData { mime_type, file_uri } => K::FileData(pb::FileData {
+                mime_type: mime_type.clone(),
+                file_uri: file_uri.clone(),
+            }),
             Part::FunctionCall { name, args, id } => K::FunctionCall(pb::FunctionCall {
                 name: name.clone(),
                 args: Some(json_to_proto(args)),
@@ -140,10 +159,20 @@ impl TryFrom<&pb::Part> for Part {
     fn try_from(part: &pb::Part) -> Result<Self> {
         use pb::part::Kind as K;
         Ok(match &part.kind {
-            None => return Err(AdkError::invalid("part has no kind set (text, inline_data, file_data, function_call or function_response)")),
+            None => {
+                return Err(AdkError::invalid(
+                    "part has no kind set (text, inline_data, file_data, function_call or function_response)",
+                ));
+            }
             Some(K::Text(text)) => Part::Text { text: text.clone() },
-            Some(K::InlineData(b)) => Part::InlineData { mime_type: b.mime_type.clone(), data: b.data.clone() },
-            Some(K::FileData(f)) => Part::FileData { mime_type: f.mime_type.clone(), file_uri: f.file_uri.clone() },
+            Some(K::InlineData(b)) => Part::InlineData {
+                mime_type: b.mime_type.clone(),
+                data: b.data.clone(),
+            },
+            Some(K::FileData(f)) => Part::FileData {
+                mime_type: f.mime_type.clone(),
+                file_uri: f.file_uri.clone(),
+            },
             Some(K::FunctionCall(c)) => Part::FunctionCall {
                 name: c.name.clone(),
                 args: opt_json_from_proto(c.args.as_ref()),
@@ -162,7 +191,10 @@ impl TryFrom<&pb::Part> for Part {
 
 impl From<&Content> for pb::Content {
     fn from(c: &Content) -> Self {
-        pb::Content { role: c.role.clone(), parts: c.parts.iter().map(pb::Part::from).collect() }
+        pb::Content {
+            role: c.role.clone(),
+            parts: c.parts.iter().map(pb::Part::from).collect(),
+        }
     }
 }
 
@@ -170,7 +202,10 @@ impl TryFrom<&pb::Content> for Content {
     type Error = AdkError;
     fn try_from(c: &pb::Content) -> Result<Self> {
         let parts = c.parts.iter().map(Part::try_from).collect::<Result<_>>()?;
-        Ok(Content { role: c.role.clone(), parts })
+        Ok(Content {
+            role: c.role.clone(),
+            parts,
+        })
     }
 }
 
@@ -195,7 +230,11 @@ fn finish_reason_from_proto(r: i32) -> Result<Option<FinishReason>> {
         Ok(pb::FinishReason::Safety) => Some(FinishReason::Safety),
         Ok(pb::FinishReason::Recitation) => Some(FinishReason::Recitation),
         Ok(pb::FinishReason::Other) => Some(FinishReason::Other),
-        Err(_) => return Err(AdkError::invalid(format!("event.finish_reason {r} is not a known FinishReason"))),
+        Err(_) => {
+            return Err(AdkError::invalid(format!(
+                "event.finish_reason {r} is not a known FinishReason"
+            )));
+        }
     })
 }
 
@@ -310,7 +349,11 @@ impl TryFrom<&pb::Session> for Session {
             create_time: time("session.create_time", &s.create_time)?,
             last_update_time: time("session.last_update_time", &s.last_update_time)?,
             event_count: s.event_count,
-            expire_time: s.expire_time.as_ref().map(|t| timestamp_from_proto("session.expire_time", t)).transpose()?,
+            expire_time: s
+                .expire_time
+                .as_ref()
+                .map(|t| timestamp_from_proto("session.expire_time", t))
+                .transpose()?,
         })
     }
 }
@@ -346,7 +389,10 @@ impl TryFrom<pb::GetSessionRequest> for GetRequest {
     type Error = AdkError;
     fn try_from(r: pb::GetSessionRequest) -> Result<Self> {
         Ok(GetRequest {
-            num_recent_events: r.num_recent_events.map(|n| non_negative("num_recent_events", n)).transpose()?,
+            num_recent_events: r
+                .num_recent_events
+                .map(|n| non_negative("num_recent_events", n))
+                .transpose()?,
             after: r.after.as_ref().map(|t| timestamp_from_proto("after", t)).transpose()?,
             app_name: r.app_name,
             user_id: r.user_id,
@@ -411,13 +457,21 @@ impl TryFrom<&pb::ListSessionsResponse> for ListResponse {
 
 impl From<pb::DeleteSessionRequest> for DeleteRequest {
     fn from(r: pb::DeleteSessionRequest) -> Self {
-        DeleteRequest { app_name: r.app_name, user_id: r.user_id, session_id: r.session_id }
+        DeleteRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+        }
     }
 }
 
 impl From<&DeleteRequest> for pb::DeleteSessionRequest {
     fn from(r: &DeleteRequest) -> Self {
-        pb::DeleteSessionRequest { app_name: r.app_name.clone(), user_id: r.user_id.clone(), session_id: r.session_id.clone() }
+        pb::DeleteSessionRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+        }
     }
 }
 
@@ -505,7 +559,12 @@ impl TryFrom<&pb::ListEventsResponse> for ListEventsResponse {
 
 impl From<pb::WatchSessionRequest> for WatchRequest {
     fn from(r: pb::WatchSessionRequest) -> Self {
-        WatchRequest { app_name: r.app_name, user_id: r.user_id, session_id: r.session_id, after_sequence: r.after_sequence }
+        WatchRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+            after_sequence: r.after_sequence,
+        }
     }
 }
 
@@ -533,9 +592,16 @@ mod tests {
                     .with_text("hi")
                     .with_inline_data("image/png", vec![0, 1, 2])
                     .with_file_uri("application/pdf", "gs://b/f.pdf")
-                    .with_part(Part::FunctionCall { name: "f".into(), args: json!({"a": [1, 2.5, null, "x"]}), id: Some("c1".into()) })
+                    .with_part(Part::FunctionCall {
+                        name: "f".into(),
+                        args: json!({"a": [1, 2.5, null, "x"]}),
+                        id: Some("c1".into()),
+                    })
                     .with_part(Part::FunctionResponse {
-                        function_response: FunctionResponseData { name: "f".into(), response: json!({"ok": true}) },
+                        function_response: FunctionResponseData {
+                            name: "f".into(),
+                            response: json!({"ok": true}),
+                        },
                         id: None,
                     }),
             )
@@ -548,7 +614,11 @@ mod tests {
         e.actions.escalate = true;
         e.actions.skip_summarization = true;
         e.long_running_tool_ids = vec!["c1".into()];
-        e.llm_response.usage_metadata = Some(UsageMetadata { prompt_token_count: 1, candidates_token_count: 2, total_token_count: 3 });
+        e.llm_response.usage_metadata = Some(UsageMetadata {
+            prompt_token_count: 1,
+            candidates_token_count: 2,
+            total_token_count: 3,
+        });
         e.llm_response.finish_reason = Some(FinishReason::MaxTokens);
         e.llm_response.turn_complete = true;
         e.llm_response.error_code = Some("".into());
@@ -565,33 +635,93 @@ mod tests {
 
     #[test]
     fn json_numbers_keep_their_integer_form() {
-        for v in [json!(42), json!(-7), json!(2.5), json!(null), json!([1, {"a": "b"}]), json!(9_007_199_254_740_991i64)] {
+        for v in [
+            json!(42),
+            json!(-7),
+            json!(2.5),
+            json!(null),
+            json!([1, {"a": "b"}]),
+            json!(9_007_199_254_740_991i64),
+        ] {
             assert_eq!(json_from_proto(&json_to_proto(&v)), v);
         }
     }
 
     #[test]
     fn invalid_proto_input_names_the_field() {
-        let bad_part = pb::Content { role: "user".into(), parts: vec![pb::Part { kind: None }] };
-        assert!(Content::try_from(&bad_part).unwrap_err().to_string().contains("part has no kind"));
+        let bad_part = pb::Content {
+            role: "user".into(),
+            parts: vec![pb::Part { kind: None }],
+        };
+        assert!(
+            Content::try_from(&bad_part)
+                .unwrap_err()
+                .to_string()
+                .contains("part has no kind")
+        );
 
-        let bad_time = pb::Event { timestamp: Some(prost_types::Timestamp { seconds: 0, nanos: -1 }), ..Default::default() };
-        assert!(Event::try_from(&bad_time).unwrap_err().to_string().contains("event.timestamp"));
+        let bad_time = pb::Event {
+            timestamp: Some(prost_types::Timestamp { seconds: 0, nanos: -1 }),
+            ..Default::default()
+        };
+        assert!(
+            Event::try_from(&bad_time)
+                .unwrap_err()
+                .to_string()
+                .contains("event.timestamp")
+        );
 
-        let bad_reason = pb::Event { finish_reason: 99, ..Default::default() };
-        assert!(Event::try_from(&bad_reason).unwrap_err().to_string().contains("finish_reason"));
+        let bad_reason = pb::Event {
+            finish_reason: 99,
+            ..Default::default()
+        };
+        assert!(
+            Event::try_from(&bad_reason)
+                .unwrap_err()
+                .to_string()
+                .contains("finish_reason")
+        );
 
-        let negative = pb::GetSessionRequest { num_recent_events: Some(-1), ..Default::default() };
-        assert!(GetRequest::try_from(negative).unwrap_err().to_string().contains("num_recent_events"));
+        let negative = pb::GetSessionRequest {
+            num_recent_events: Some(-1),
+            ..Default::default()
+        };
+        assert!(
+            GetRequest::try_from(negative)
+                .unwrap_err()
+                .to_string()
+                .contains("num_recent_events")
+        );
 
-        let negative = pb::ListSessionsRequest { page_size: -5, ..Default::default() };
-        assert!(ListRequest::try_from(negative).unwrap_err().to_string().contains("page_size"));
+        let negative = pb::ListSessionsRequest {
+            page_size: -5,
+            ..Default::default()
+        };
+        assert!(
+            ListRequest::try_from(negative)
+                .unwrap_err()
+                .to_string()
+                .contains("page_size")
+        );
 
         let no_event = pb::AppendEventRequest::default();
-        assert!(AppendEventRequest::try_from(no_event).unwrap_err().to_string().contains("event is required"));
+        assert!(
+            AppendEventRequest::try_from(no_event)
+                .unwrap_err()
+                .to_string()
+                .contains("event is required")
+        );
 
-        let zero_ttl = pb::CreateSessionRequest { ttl: Some(prost_types::Duration { seconds: 0, nanos: 0 }), ..Default::default() };
-        assert!(CreateRequest::try_from(zero_ttl).unwrap_err().to_string().contains("ttl"));
+        let zero_ttl = pb::CreateSessionRequest {
+            ttl: Some(prost_types::Duration { seconds: 0, nanos: 0 }),
+            ..Default::default()
+        };
+        assert!(
+            CreateRequest::try_from(zero_ttl)
+                .unwrap_err()
+                .to_string()
+                .contains("ttl")
+        );
     }
 
     #[test]
@@ -603,7 +733,10 @@ mod tests {
             event: rich_event(),
             precondition: Some(Precondition::LastSequence(0)),
         };
-        assert_eq!(AppendEventRequest::try_from(pb::AppendEventRequest::from(&req)).unwrap(), req);
+        assert_eq!(
+            AppendEventRequest::try_from(pb::AppendEventRequest::from(&req)).unwrap(),
+            req
+        );
 
         let req = CreateRequest {
             app_name: "a".into(),
@@ -612,6 +745,9 @@ mod tests {
             state: HashMap::from([("user:x".into(), json!([1]))]),
             ttl: Some(std::time::Duration::from_millis(1500)),
         };
-        assert_eq!(CreateRequest::try_from(pb::CreateSessionRequest::from(&req)).unwrap(), req);
+        assert_eq!(
+            CreateRequest::try_from(pb::CreateSessionRequest::from(&req)).unwrap(),
+            req
+        );
     }
 }

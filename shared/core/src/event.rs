@@ -167,7 +167,10 @@ mod tests {
         assert!(long_running.is_final_response());
 
         let response = Event::new("i").with_content(Content::new("tool").with_part(Part::FunctionResponse {
-            function_response: FunctionResponseData { name: "f".into(), response: json!({"ok": true}) },
+            function_response: FunctionResponseData {
+                name: "f".into(),
+                response: json!({"ok": true}),
+            },
             id: Some("c1".into()),
         }));
         assert!(!response.is_final_response());

@@ -290,7 +290,11 @@ pub fn filter_events(events: &[Event], num_recent_events: Option<usize>, after: 
         Some(n) => &events[events.len().saturating_sub(n)..],
         None => events,
     };
-    recent.iter().filter(|e| after.is_none_or(|t| e.timestamp >= t)).cloned().collect()
+    recent
+        .iter()
+        .filter(|e| after.is_none_or(|t| e.timestamp >= t))
+        .cloned()
+        .collect()
 }
 
 fn bad_token(what: &str) -> AdkError {
@@ -331,7 +335,10 @@ impl SessionCursor {
         if member.is_empty() || member.matches(':').count() > 1 || !ids_ok {
             return Err(bad_token("bad session"));
         }
-        Ok(SessionCursor { update_micros, member: member.to_string() })
+        Ok(SessionCursor {
+            update_micros,
+            member: member.to_string(),
+        })
     }
 
     /// True when (micros, member) comes after this cursor in listing order.
@@ -370,10 +377,17 @@ impl EventCursor {
 
 /// Events `(after, after + page]` forward, or `[before - page, before)` newest first,
 /// given the log's length: the sequence range a page covers, inclusive.
-pub fn event_page_range(cursor: Option<EventCursor>, newest_first: bool, page_size: usize, last_sequence: u64) -> Option<(u64, u64)> {
+pub fn event_page_range(
+    cursor: Option<EventCursor>,
+    newest_first: bool,
+    page_size: usize,
+    last_sequence: u64,
+) -> Option<(u64, u64)> {
     let page = page_size as u64;
     if newest_first {
-        let end = cursor.map_or(last_sequence, |c| c.sequence.saturating_sub(1)).min(last_sequence);
+        let end = cursor
+            .map_or(last_sequence, |c| c.sequence.saturating_sub(1))
+            .min(last_sequence);
         (end >= 1).then(|| (end.saturating_sub(page - 1).max(1), end))
     } else {
         let start = cursor.map_or(1, |c| c.sequence + 1);
@@ -384,8 +398,18 @@ pub fn event_page_range(cursor: Option<EventCursor>, newest_first: bool, page_si
 /// The token for the page after `events`, or None when the log has no more in that direction.
 pub fn next_event_token(events: &[Event], newest_first: bool, last_sequence: u64) -> Option<String> {
     let last = events.last()?;
-    let more = if newest_first { last.sequence > 1 } else { last.sequence < last_sequence };
-    more.then(|| EventCursor { sequence: last.sequence, newest_first }.encode())
+    let more = if newest_first {
+        last.sequence > 1
+    } else {
+        last.sequence < last_sequence
+    };
+    more.then(|| {
+        EventCursor {
+            sequence: last.sequence,
+            newest_first,
+        }
+        .encode()
+    })
 }
 
 #[cfg(test)]
@@ -416,9 +440,15 @@ mod tests {
 
     #[test]
     fn tokens_round_trip_and_reject_garbage() {
-        let c = SessionCursor { update_micros: 1_700_000_000_000_000, member: "alice:s-1.x".into() };
+        let c = SessionCursor {
+            update_micros: 1_700_000_000_000_000,
+            member: "alice:s-1.x".into(),
+        };
         assert_eq!(SessionCursor::decode(&c.encode()).unwrap(), c);
-        let e = EventCursor { sequence: 42, newest_first: true };
+        let e = EventCursor {
+            sequence: 42,
+            newest_first: true,
+        };
         assert_eq!(EventCursor::decode(&e.encode()).unwrap(), e);
         for bad in ["", "!!!", "bm90IGEgdG9rZW4", &e.encode()] {
             let err = SessionCursor::decode(bad).unwrap_err();
@@ -433,12 +463,21 @@ mod tests {
     #[test]
     fn event_pages_cover_the_log_both_ways() {
         assert_eq!(event_page_range(None, false, 10, 25), Some((1, 10)));
-        let c = EventCursor { sequence: 20, newest_first: false };
+        let c = EventCursor {
+            sequence: 20,
+            newest_first: false,
+        };
         assert_eq!(event_page_range(Some(c), false, 10, 25), Some((21, 25)));
-        let c = EventCursor { sequence: 25, newest_first: false };
+        let c = EventCursor {
+            sequence: 25,
+            newest_first: false,
+        };
         assert_eq!(event_page_range(Some(c), false, 10, 25), None);
         assert_eq!(event_page_range(None, true, 10, 25), Some((16, 25)));
-        let c = EventCursor { sequence: 6, newest_first: true };
+        let c = EventCursor {
+            sequence: 6,
+            newest_first: true,
+        };
         assert_eq!(event_page_range(Some(c), true, 10, 25), Some((1, 5)));
         assert_eq!(event_page_range(None, true, 10, 0), None);
     }
@@ -449,7 +488,13 @@ mod tests {
             app_name: "a".into(),
             user_id: "u".into(),
             session_id: "s".into(),
-            page_token: Some(EventCursor { sequence: 3, newest_first: true }.encode()),
+            page_token: Some(
+                EventCursor {
+                    sequence: 3,
+                    newest_first: true,
+                }
+                .encode(),
+            ),
             newest_first: false,
             ..Default::default()
         };

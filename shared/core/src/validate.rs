@@ -47,7 +47,10 @@ pub fn state_keys(field: &str, state: &HashMap<String, Value>) -> Result<()> {
             )));
         }
         if Scope::of(key).1.is_empty() {
-            return Err(AdkError::invalid(format!("{field} key {} has a scope prefix but no name", quoted(key))));
+            return Err(AdkError::invalid(format!(
+                "{field} key {} has a scope prefix but no name",
+                quoted(key)
+            )));
         }
     }
     Ok(())
@@ -86,7 +89,19 @@ mod tests {
 
     #[test]
     fn ids_reject_everything_else_naming_the_field() {
-        for bad in ["", ".", "a:b", "a*", "{tag}", "a/b", "..", "a\0b", "ünï", "a b", &"x".repeat(129)] {
+        for bad in [
+            "",
+            ".",
+            "a:b",
+            "a*",
+            "{tag}",
+            "a/b",
+            "..",
+            "a\0b",
+            "ünï",
+            "a b",
+            &"x".repeat(129),
+        ] {
             let err = id("user_id", bad).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument);
             assert!(err.to_string().contains("user_id"), "{err}");

@@ -1,5 +1,6 @@
 //! Backends of the core traits: in memory (one process, nothing to set up) and
-//! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2`).
+//! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2` /
+//! `rediss+cluster://h1:p1,h2:p2`).
 
 pub mod memory;
 pub mod redis;
@@ -18,16 +19,19 @@ pub struct StoreConfig {
     pub default_session_ttl: Option<Duration>,
 }
 
-/// Opens the session store a URL names: `memory://`, `redis://…`, `rediss://…`
-/// or `redis+cluster://h1:p1,h2:p2`.
+/// Opens the session store a URL names: `memory://`, `redis://…`, `rediss://…`,
+/// `redis+cluster://h1:p1,h2:p2` or `rediss+cluster://h1:p1,h2:p2` (TLS; append
+/// `#insecure` to a `rediss` URL to skip certificate verification).
 pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<dyn SessionService>> {
     if url == "memory://" || url == "memory" {
         return Ok(Arc::new(InMemorySessionService::with_config(config)));
     }
-    if url.starts_with("redis://") || url.starts_with("rediss://") || url.starts_with("redis+cluster://") {
+    let redis_schemes = ["redis://", "rediss://", "redis+cluster://", "rediss+cluster://"];
+    if redis_schemes.iter().any(|scheme| url.starts_with(scheme)) {
         return Ok(Arc::new(RedisSessionService::connect(url, config).await?));
     }
     Err(AdkError::Config(format!(
-        "unsupported store URL {url:?}: use memory://, redis://host:port, rediss://host:port or redis+cluster://h1:p1,h2:p2"
+        "unsupported store URL {url:?}: use memory://, redis://host:port, rediss://host:port, redis+cluster://h1:p1,h2:p2 \
+         or rediss+cluster://h1:p1,h2:p2"
     )))
 }

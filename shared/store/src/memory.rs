@@ -14,8 +14,8 @@ use adk_core::{
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 use futures::StreamExt;
+use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -32,7 +32,11 @@ struct SessionKey {
 
 impl SessionKey {
     fn new(app: &str, user: &str, session: &str) -> Self {
-        SessionKey { app: app.into(), user: user.into(), session: session.into() }
+        SessionKey {
+            app: app.into(),
+            user: user.into(),
+            session: session.into(),
+        }
     }
 }
 
@@ -81,7 +85,11 @@ impl Inner {
 
     fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_core::StateMap {
         let app = self.app_state.get(&key.app).cloned().unwrap_or_default();
-        let user = self.user_state.get(&(key.app.clone(), key.user.clone())).cloned().unwrap_or_default();
+        let user = self
+            .user_state
+            .get(&(key.app.clone(), key.user.clone()))
+            .cloned()
+            .unwrap_or_default();
         merge_state(app, user, session.state.clone())
     }
 
@@ -89,7 +97,10 @@ impl Inner {
         let app = std::mem::take(&mut delta.app);
         let user = std::mem::take(&mut delta.user);
         self.app_state.entry(key.app.clone()).or_default().extend(app);
-        self.user_state.entry((key.app.clone(), key.user.clone())).or_default().extend(user);
+        self.user_state
+            .entry((key.app.clone(), key.user.clone()))
+            .or_default()
+            .extend(user);
     }
 
     fn to_session(&self, key: &SessionKey, stored: &StoredSession, events: Vec<Event>) -> Session {
@@ -127,7 +138,10 @@ impl InMemorySessionService {
     }
 
     pub fn with_config(config: StoreConfig) -> Self {
-        InMemorySessionService { inner: Arc::default(), config }
+        InMemorySessionService {
+            inner: Arc::default(),
+            config,
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -205,10 +219,20 @@ impl SessionService for InMemorySessionService {
         let size = page_size(req.page_size);
         let next_page_token = (rows.len() > size).then(|| {
             let (micros, member, ..) = &rows[size - 1];
-            SessionCursor { update_micros: *micros, member: member.clone() }.encode()
+            SessionCursor {
+                update_micros: *micros,
+                member: member.clone(),
+            }
+            .encode()
         });
-        let sessions = rows.iter().take(size).map(|(_, _, key, stored)| inner.to_session(key, stored, Vec::new()));
-        Ok(ListResponse { sessions: sessions.collect(), next_page_token })
+        let sessions = rows
+            .iter()
+            .take(size)
+            .map(|(_, _, key, stored)| inner.to_session(key, stored, Vec::new()));
+        Ok(ListResponse {
+            sessions: sessions.collect(),
+            next_page_token,
+        })
     }
 
     async fn delete(&self, req: DeleteRequest) -> Result<()> {
@@ -268,7 +292,10 @@ impl SessionService for InMemorySessionService {
             events.reverse();
         }
         let next_page_token = next_event_token(&events, req.newest_first, last);
-        Ok(ListEventsResponse { events, next_page_token })
+        Ok(ListEventsResponse {
+            events,
+            next_page_token,
+        })
     }
 
     async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
@@ -277,9 +304,18 @@ impl SessionService for InMemorySessionService {
         let (appended, start) = {
             let mut inner = self.lock();
             let stored = inner.session_mut(&key)?;
-            (stored.appended.subscribe(), req.after_sequence.unwrap_or(stored.last_sequence()))
+            (
+                stored.appended.subscribe(),
+                req.after_sequence.unwrap_or(stored.last_sequence()),
+            )
         };
-        let watcher = Watcher { store: self.clone(), key, appended, sent: start, pending: VecDeque::new() };
+        let watcher = Watcher {
+            store: self.clone(),
+            key,
+            appended,
+            sent: start,
+            pending: VecDeque::new(),
+        };
         Ok(futures::stream::unfold(Some(watcher), |watcher| async move {
             let mut watcher = watcher?;
             match watcher.next_event().await {

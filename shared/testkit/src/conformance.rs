@@ -64,24 +64,41 @@ async fn create(svc: &dyn SessionService, app: &str, user: &str, id: &str, state
 }
 
 async fn get(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> Session {
-    try_get(svc, app, user, id).await.unwrap_or_else(|e| panic!("get {app}/{user}/{id}: {e}"))
+    try_get(svc, app, user, id)
+        .await
+        .unwrap_or_else(|e| panic!("get {app}/{user}/{id}: {e}"))
 }
 
 async fn try_get(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> Result<Session, AdkError> {
-    svc.get(GetRequest { app_name: app.into(), user_id: user.into(), session_id: id.into(), ..Default::default() })
-        .await
+    svc.get(GetRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: id.into(),
+        ..Default::default()
+    })
+    .await
 }
 
 fn append_req(app: &str, user: &str, id: &str, event: Event) -> AppendEventRequest {
-    AppendEventRequest { app_name: app.into(), user_id: user.into(), session_id: id.into(), event, precondition: None }
+    AppendEventRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: id.into(),
+        event,
+        precondition: None,
+    }
 }
 
 async fn append(svc: &dyn SessionService, app: &str, user: &str, id: &str, event: Event) -> Event {
-    svc.append_event(append_req(app, user, id, event)).await.unwrap_or_else(|e| panic!("append to {id}: {e}"))
+    svc.append_event(append_req(app, user, id, event))
+        .await
+        .unwrap_or_else(|e| panic!("append to {id}: {e}"))
 }
 
 fn event_with(delta: &[(&str, Value)]) -> Event {
-    let mut e = Event::new("e-conformance").with_author("tester").with_content(Content::new("user").with_text("hi"));
+    let mut e = Event::new("e-conformance")
+        .with_author("tester")
+        .with_content(Content::new("user").with_text("hi"));
     e.actions.state_delta = map(delta);
     e
 }
@@ -130,21 +147,53 @@ async fn create_splits_state_by_scope(svc: &dyn SessionService) {
         &app,
         "alice",
         "s1",
-        &[("app:theme", json!("dark")), ("user:lang", json!("en")), ("temp:step", json!(1)), ("topic", json!("s1"))],
+        &[
+            ("app:theme", json!("dark")),
+            ("user:lang", json!("en")),
+            ("temp:step", json!(1)),
+            ("topic", json!("s1")),
+        ],
     )
     .await;
-    let expected = map(&[("app:theme", json!("dark")), ("user:lang", json!("en")), ("topic", json!("s1"))]);
-    assert_eq!(s1.state.all(), expected, "create's reply shows the merged state without temp: keys");
+    let expected = map(&[
+        ("app:theme", json!("dark")),
+        ("user:lang", json!("en")),
+        ("topic", json!("s1")),
+    ]);
+    assert_eq!(
+        s1.state.all(),
+        expected,
+        "create's reply shows the merged state without temp: keys"
+    );
     assert!(s1.events.is_empty());
-    assert_eq!(s1.last_update_time, s1.create_time, "last_update_time is the creation time before any event");
-    assert_eq!(get(svc, &app, "alice", "s1").await.state.all(), expected, "get shows the same merged state");
+    assert_eq!(
+        s1.last_update_time, s1.create_time,
+        "last_update_time is the creation time before any event"
+    );
+    assert_eq!(
+        get(svc, &app, "alice", "s1").await.state.all(),
+        expected,
+        "get shows the same merged state"
+    );
 
     let s2 = create(svc, &app, "alice", "s2", &[("topic", json!("s2"))]).await;
-    let expected2 = map(&[("app:theme", json!("dark")), ("user:lang", json!("en")), ("topic", json!("s2"))]);
-    assert_eq!(s2.state.all(), expected2, "a second session of the user inherits app: and user: state");
+    let expected2 = map(&[
+        ("app:theme", json!("dark")),
+        ("user:lang", json!("en")),
+        ("topic", json!("s2")),
+    ]);
+    assert_eq!(
+        s2.state.all(),
+        expected2,
+        "a second session of the user inherits app: and user: state"
+    );
 
     let b1 = create(svc, &app, "bob", "b1", &[]).await;
-    assert_eq!(b1.state.all(), map(&[("app:theme", json!("dark"))]), "another user sees app: state only");
+    assert_eq!(
+        b1.state.all(),
+        map(&[("app:theme", json!("dark"))]),
+        "another user sees app: state only"
+    );
 
     let other_app = unique_prefix("scopes-other");
     let o1 = create(svc, &other_app, "alice", "s1", &[]).await;
@@ -172,25 +221,56 @@ async fn shared_scopes_are_read_fresh(svc: &dyn SessionService) {
     let s1 = get(svc, &app, "alice", "s1").await;
     assert_eq!(
         s1.state.all(),
-        map(&[("user:lang", json!("fr")), ("app:theme", json!("light")), ("topic", json!("changed"))])
+        map(&[
+            ("user:lang", json!("fr")),
+            ("app:theme", json!("light")),
+            ("topic", json!("changed"))
+        ])
     );
     let s2 = get(svc, &app, "alice", "s2").await;
-    assert_eq!(s2.state.get("user:lang"), Some(json!("fr")), "a user: change is visible in another session at once");
+    assert_eq!(
+        s2.state.get("user:lang"),
+        Some(json!("fr")),
+        "a user: change is visible in another session at once"
+    );
     assert_eq!(s2.state.get("app:theme"), Some(json!("light")));
-    assert_eq!(s2.state.get("topic"), Some(json!("two")), "session state stays per session");
+    assert_eq!(
+        s2.state.get("topic"),
+        Some(json!("two")),
+        "session state stays per session"
+    );
     let b1 = get(svc, &app, "bob", "b1").await;
-    assert_eq!(b1.state.all(), map(&[("app:theme", json!("light"))]), "app: changes reach every user, user: do not");
+    assert_eq!(
+        b1.state.all(),
+        map(&[("app:theme", json!("light"))]),
+        "app: changes reach every user, user: do not"
+    );
 
-    let listed = svc.list(ListRequest { app_name: app.clone(), user_id: Some("alice".into()), ..Default::default() });
+    let listed = svc.list(ListRequest {
+        app_name: app.clone(),
+        user_id: Some("alice".into()),
+        ..Default::default()
+    });
     let listed = listed.await.expect("list");
-    assert!(listed.sessions.iter().all(|s| s.state.get("user:lang") == Some(json!("fr"))), "listings merge fresh state");
+    assert!(
+        listed
+            .sessions
+            .iter()
+            .all(|s| s.state.get("user:lang") == Some(json!("fr"))),
+        "listings merge fresh state"
+    );
 }
 
 async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
     let app = unique_prefix("ids");
     for session_id in [None, Some(String::new())] {
         let s = svc
-            .create(CreateRequest { app_name: app.clone(), user_id: "u".into(), session_id, ..Default::default() })
+            .create(CreateRequest {
+                app_name: app.clone(),
+                user_id: "u".into(),
+                session_id,
+                ..Default::default()
+            })
             .await
             .expect("create without id");
         let uuid = uuid::Uuid::parse_str(&s.id).unwrap_or_else(|_| panic!("generated id {:?} is not a UUID", s.id));
@@ -221,7 +301,11 @@ async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
 async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
     let app = unique_prefix("missing");
     expect_code(try_get(svc, &app, "u", "nope").await, Code::NotFound, "get");
-    expect_code(svc.append_event(append_req(&app, "u", "nope", event_with(&[]))).await, Code::NotFound, "append");
+    expect_code(
+        svc.append_event(append_req(&app, "u", "nope", event_with(&[]))).await,
+        Code::NotFound,
+        "append",
+    );
     let list_events = ListEventsRequest {
         app_name: app.clone(),
         user_id: "u".into(),
@@ -229,9 +313,18 @@ async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
         ..Default::default()
     };
     expect_code(svc.list_events(list_events).await, Code::NotFound, "list_events");
-    let watch = WatchRequest { app_name: app.clone(), user_id: "u".into(), session_id: "nope".into(), after_sequence: None };
+    let watch = WatchRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "nope".into(),
+        after_sequence: None,
+    };
     expect_code(svc.watch(watch).await.map(|_| ()), Code::NotFound, "watch");
-    let delete = DeleteRequest { app_name: app.clone(), user_id: "u".into(), session_id: "nope".into() };
+    let delete = DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "nope".into(),
+    };
     svc.delete(delete).await.expect("deleting a missing session succeeds");
 }
 
@@ -242,7 +335,10 @@ async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionServic
     first.id = String::new();
     first.timestamp = Utc::now() + ChronoDuration::seconds(5);
     let stored1 = append(svc, &app, "u", "s", first.clone()).await;
-    assert!(uuid::Uuid::parse_str(&stored1.id).is_ok(), "a missing event id is filled with a UUID");
+    assert!(
+        uuid::Uuid::parse_str(&stored1.id).is_ok(),
+        "a missing event id is filled with a UUID"
+    );
     assert_eq!(stored1.sequence, 1);
     assert_eq!(stored1.timestamp, first.timestamp, "a given timestamp is kept");
     assert_eq!(stored1.llm_response, first.llm_response);
@@ -254,19 +350,40 @@ async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionServic
     assert_eq!(stored2.sequence, 2);
 
     let s = get(svc, &app, "u", "s").await;
-    assert_eq!(s.events.as_slice(), &[stored1, stored2.clone()], "get returns exactly the stored events, in order");
+    assert_eq!(
+        s.events.as_slice(),
+        &[stored1, stored2.clone()],
+        "get returns exactly the stored events, in order"
+    );
     assert_eq!(s.event_count, 2);
-    assert_eq!(s.last_update_time, stored2.timestamp, "last_update_time is the last event's timestamp");
+    assert_eq!(
+        s.last_update_time, stored2.timestamp,
+        "last_update_time is the last event's timestamp"
+    );
     assert_eq!(s.state.get("k"), Some(json!("v")));
 }
 
 async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
     let app = unique_prefix("temp");
     create(svc, &app, "u", "s", &[]).await;
-    let stored = append(svc, &app, "u", "s", event_with(&[("temp:t", json!(1)), ("k", json!(2))])).await;
-    assert_eq!(stored.actions.state_delta, map(&[("k", json!(2))]), "temp: keys are trimmed from the stored delta");
+    let stored = append(
+        svc,
+        &app,
+        "u",
+        "s",
+        event_with(&[("temp:t", json!(1)), ("k", json!(2))]),
+    )
+    .await;
+    assert_eq!(
+        stored.actions.state_delta,
+        map(&[("k", json!(2))]),
+        "temp: keys are trimmed from the stored delta"
+    );
     let s = get(svc, &app, "u", "s").await;
-    assert_eq!(s.events.at(0).expect("event").actions.state_delta, map(&[("k", json!(2))]));
+    assert_eq!(
+        s.events.at(0).expect("event").actions.state_delta,
+        map(&[("k", json!(2))])
+    );
     assert_eq!(s.state.all(), map(&[("k", json!(2))]));
 }
 
@@ -285,14 +402,36 @@ async fn partial_events_are_not_stored(svc: &dyn SessionService) {
 
 async fn deltas_replace_values_and_store_null(svc: &dyn SessionService) {
     let app = unique_prefix("delta");
-    create(svc, &app, "u", "s", &[("k", json!({"a": 1})), ("user:u", json!([1, 2]))]).await;
-    append(svc, &app, "u", "s", event_with(&[("k", json!({"b": 2})), ("user:u", json!([3]))])).await;
+    create(
+        svc,
+        &app,
+        "u",
+        "s",
+        &[("k", json!({"a": 1})), ("user:u", json!([1, 2]))],
+    )
+    .await;
+    append(
+        svc,
+        &app,
+        "u",
+        "s",
+        event_with(&[("k", json!({"b": 2})), ("user:u", json!([3]))]),
+    )
+    .await;
     let s = get(svc, &app, "u", "s").await;
-    assert_eq!(s.state.get("k"), Some(json!({"b": 2})), "a delta value replaces the stored one, no deep merge");
+    assert_eq!(
+        s.state.get("k"),
+        Some(json!({"b": 2})),
+        "a delta value replaces the stored one, no deep merge"
+    );
     assert_eq!(s.state.get("user:u"), Some(json!([3])));
     append(svc, &app, "u", "s", event_with(&[("k", Value::Null)])).await;
     let s = get(svc, &app, "u", "s").await;
-    assert_eq!(s.state.get("k"), Some(Value::Null), "JSON null is stored as null, not a delete");
+    assert_eq!(
+        s.state.get("k"),
+        Some(Value::Null),
+        "JSON null is stored as null, not a delete"
+    );
     assert!(s.state.all().contains_key("k"));
 }
 
@@ -317,18 +456,33 @@ async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
         precondition: Some(precondition),
         ..append_req(&app, "u", "s", event_with(delta))
     };
-    let first = svc.append_event(with(Precondition::LastSequence(0), &[])).await.expect("fresh session, sequence 0");
-    let stale = svc.append_event(with(Precondition::LastSequence(0), &[("lost", json!(true))])).await;
+    let first = svc
+        .append_event(with(Precondition::LastSequence(0), &[]))
+        .await
+        .expect("fresh session, sequence 0");
+    let stale = svc
+        .append_event(with(Precondition::LastSequence(0), &[("lost", json!(true))]))
+        .await;
     let err = expect_code(stale, Code::Aborted, "stale last_sequence");
-    assert!(err.to_string().contains("modified in storage since it was loaded"), "{err}");
+    assert!(
+        err.to_string().contains("modified in storage since it was loaded"),
+        "{err}"
+    );
     let second = svc
         .append_event(with(Precondition::LastEventId(first.id.clone()), &[]))
         .await
         .expect("matching last_event_id");
     assert_eq!(second.sequence, 2);
-    let stale = svc.append_event(with(Precondition::LastEventId(first.id.clone()), &[("lost", json!(true))])).await;
+    let stale = svc
+        .append_event(with(
+            Precondition::LastEventId(first.id.clone()),
+            &[("lost", json!(true))],
+        ))
+        .await;
     expect_code(stale, Code::Aborted, "stale last_event_id");
-    svc.append_event(with(Precondition::LastSequence(2), &[])).await.expect("matching last_sequence");
+    svc.append_event(with(Precondition::LastSequence(2), &[]))
+        .await
+        .expect("matching last_sequence");
     let s = get(svc, &app, "u", "s").await;
     assert_eq!(s.event_count, 3, "aborted appends store nothing");
     assert_eq!(s.state.get("lost"), None, "aborted appends apply no state");
@@ -355,15 +509,34 @@ async fn get_filters_recent_and_after(svc: &dyn SessionService) {
     };
     let seqs = |s: Session| sequences(s.events.as_slice());
     assert_eq!(seqs(filtered(None, None).await.unwrap()), [1, 2, 3, 4, 5, 6]);
-    assert_eq!(seqs(filtered(Some(0), None).await.unwrap()), Vec::<u64>::new(), "num_recent_events 0 keeps none");
+    assert_eq!(
+        seqs(filtered(Some(0), None).await.unwrap()),
+        Vec::<u64>::new(),
+        "num_recent_events 0 keeps none"
+    );
     assert_eq!(seqs(filtered(Some(2), None).await.unwrap()), [5, 6]);
-    assert_eq!(seqs(filtered(Some(1), None).await.unwrap()), [6], "recency is by sequence, not timestamp");
+    assert_eq!(
+        seqs(filtered(Some(1), None).await.unwrap()),
+        [6],
+        "recency is by sequence, not timestamp"
+    );
     assert_eq!(seqs(filtered(Some(99), None).await.unwrap()), [1, 2, 3, 4, 5, 6]);
-    assert_eq!(seqs(filtered(None, Some(at(3))).await.unwrap()), [3, 4, 5], "after keeps timestamp >= after");
-    assert_eq!(seqs(filtered(Some(3), Some(at(3))).await.unwrap()), [4, 5], "both: the intersection");
+    assert_eq!(
+        seqs(filtered(None, Some(at(3))).await.unwrap()),
+        [3, 4, 5],
+        "after keeps timestamp >= after"
+    );
+    assert_eq!(
+        seqs(filtered(Some(3), Some(at(3))).await.unwrap()),
+        [4, 5],
+        "both: the intersection"
+    );
     assert_eq!(seqs(filtered(None, Some(at(9))).await.unwrap()), Vec::<u64>::new());
     let s = filtered(Some(0), None).await.unwrap();
-    assert_eq!(s.event_count, 6, "event_count is the whole log's size whatever the filter");
+    assert_eq!(
+        s.event_count, 6,
+        "event_count is the whole log's size whatever the filter"
+    );
 }
 
 async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
@@ -371,20 +544,38 @@ async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
     let base = Utc::now() + ChronoDuration::hours(1);
     for (i, id) in ["s1", "s2", "s3", "s4", "s5"].iter().enumerate() {
         create(svc, &app, "alice", id, &[("n", json!(i))]).await;
-        append(svc, &app, "alice", id, event_at(base + ChronoDuration::seconds(i as i64))).await;
+        append(
+            svc,
+            &app,
+            "alice",
+            id,
+            event_at(base + ChronoDuration::seconds(i as i64)),
+        )
+        .await;
     }
     append(svc, &app, "alice", "s2", event_at(base + ChronoDuration::seconds(60))).await;
     create(svc, &app, "bob", "b1", &[("app:shared", json!(1))]).await;
 
     let list = |user: Option<&str>, page_size, page_token| {
-        svc.list(ListRequest { app_name: app.clone(), user_id: user.map(Into::into), page_size, page_token })
+        svc.list(ListRequest {
+            app_name: app.clone(),
+            user_id: user.map(Into::into),
+            page_size,
+            page_token,
+        })
     };
     let all = list(Some("alice"), 0, None).await.expect("list alice");
     let ids: Vec<&str> = all.sessions.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(ids, ["s1", "s3", "s4", "s5", "s2"], "oldest last_update_time first");
     assert!(all.next_page_token.is_none());
-    assert!(all.sessions.iter().all(|s| s.events.is_empty()), "listings carry no events");
-    assert!(all.sessions.iter().all(|s| s.state.get("app:shared") == Some(json!(1))), "listings merge state");
+    assert!(
+        all.sessions.iter().all(|s| s.events.is_empty()),
+        "listings carry no events"
+    );
+    assert!(
+        all.sessions.iter().all(|s| s.state.get("app:shared") == Some(json!(1))),
+        "listings merge state"
+    );
     assert_eq!(all.sessions[4].state.get("n"), Some(json!(1)));
     assert_eq!(all.sessions[4].event_count, 2);
 
@@ -400,15 +591,27 @@ async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
             break;
         }
     }
-    assert_eq!(paged, ["s1", "s3", "s4", "s5", "s2"], "pages cover every session exactly once, in order");
+    assert_eq!(
+        paged,
+        ["s1", "s3", "s4", "s5", "s2"],
+        "pages cover every session exactly once, in order"
+    );
 
     let app_wide = list(None, 0, None).await.expect("list app");
-    let mut owners: Vec<(String, String)> = app_wide.sessions.iter().map(|s| (s.user_id.clone(), s.id.clone())).collect();
+    let mut owners: Vec<(String, String)> = app_wide
+        .sessions
+        .iter()
+        .map(|s| (s.user_id.clone(), s.id.clone()))
+        .collect();
     assert_eq!(owners.len(), 6, "an omitted user lists the whole app");
     // bob's session has no events, so its creation time (now) is older than alice's appends (in an hour).
     assert_eq!(owners.remove(0), ("bob".into(), "b1".into()));
     assert_eq!(owners.remove(0), ("alice".into(), "s1".into()));
-    let bob = app_wide.sessions.iter().find(|s| s.user_id == "bob").expect("bob's session");
+    let bob = app_wide
+        .sessions
+        .iter()
+        .find(|s| s.user_id == "bob")
+        .expect("bob's session");
     assert_eq!(bob.state.get("n"), None, "each session shows its own state");
 
     let mut app_paged = Vec::new();
@@ -423,19 +626,38 @@ async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
     }
     assert_eq!(app_paged.len(), 6, "app-wide pages cover every session once");
 
-    expect_code(list(Some("alice"), 2, Some("garbage".into())).await, Code::InvalidArgument, "malformed page token");
+    expect_code(
+        list(Some("alice"), 2, Some("garbage".into())).await,
+        Code::InvalidArgument,
+        "malformed page token",
+    );
     assert!(list(Some("nobody"), 0, None).await.expect("empty").sessions.is_empty());
 }
 
 async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
     let app = unique_prefix("delete");
-    create(svc, &app, "u", "s", &[("k", json!(1)), ("user:x", json!(2)), ("app:y", json!(3))]).await;
+    create(
+        svc,
+        &app,
+        "u",
+        "s",
+        &[("k", json!(1)), ("user:x", json!(2)), ("app:y", json!(3))],
+    )
+    .await;
     create(svc, &app, "u", "keep", &[]).await;
     append(svc, &app, "u", "s", event_with(&[("k", json!(4))])).await;
-    let delete = DeleteRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into() };
+    let delete = DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
     svc.delete(delete.clone()).await.expect("delete");
     expect_code(try_get(svc, &app, "u", "s").await, Code::NotFound, "get after delete");
-    let listed = svc.list(ListRequest { app_name: app.clone(), user_id: Some("u".into()), ..Default::default() });
+    let listed = svc.list(ListRequest {
+        app_name: app.clone(),
+        user_id: Some("u".into()),
+        ..Default::default()
+    });
     let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
     assert_eq!(ids, ["keep"], "a deleted session leaves the listing");
     svc.delete(delete).await.expect("deleting again succeeds");
@@ -448,7 +670,11 @@ async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
         "session state went with the session; user: and app: state stay"
     );
     append(svc, &app, "u", "s", event_with(&[])).await;
-    assert_eq!(get(svc, &app, "u", "s").await.events.at(0).expect("event").sequence, 1, "sequences restart at 1");
+    assert_eq!(
+        get(svc, &app, "u", "s").await.events.at(0).expect("event").sequence,
+        1,
+        "sequences restart at 1"
+    );
 }
 
 async fn list_events_pages_both_ways(svc: &dyn SessionService) {
@@ -468,21 +694,39 @@ async fn list_events_pages_both_ways(svc: &dyn SessionService) {
         })
     };
     for (newest_first, expected) in [
-        (false, vec![(1..=10).collect::<Vec<u64>>(), (11..=20).collect(), (21..=25).collect()]),
-        (true, vec![(16..=25).rev().collect(), (6..=15).rev().collect(), (1..=5).rev().collect()]),
+        (
+            false,
+            vec![(1..=10).collect::<Vec<u64>>(), (11..=20).collect(), (21..=25).collect()],
+        ),
+        (
+            true,
+            vec![
+                (16..=25).rev().collect(),
+                (6..=15).rev().collect(),
+                (1..=5).rev().collect(),
+            ],
+        ),
     ] {
         let mut token = None;
         for (i, want) in expected.iter().enumerate() {
             let reply = page(newest_first, 10, token).await.expect("page");
             assert_eq!(&sequences(&reply.events), want, "page {i} newest_first={newest_first}");
             token = reply.next_page_token;
-            assert_eq!(token.is_some(), i + 1 < expected.len(), "a token exactly while more remain");
+            assert_eq!(
+                token.is_some(),
+                i + 1 < expected.len(),
+                "a token exactly while more remain"
+            );
         }
     }
     let whole = page(false, 0, None).await.expect("default page size");
     assert_eq!(whole.events.len(), 25);
     assert!(whole.next_page_token.is_none());
-    expect_code(page(false, 10, Some("%%%".into())).await, Code::InvalidArgument, "malformed token");
+    expect_code(
+        page(false, 10, Some("%%%".into())).await,
+        Code::InvalidArgument,
+        "malformed token",
+    );
 }
 
 async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
@@ -492,24 +736,41 @@ async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
         append(svc, &app, "u", "s", event_with(&[])).await;
     }
     let watch = |after_sequence| {
-        svc.watch(WatchRequest { app_name: app.clone(), user_id: "u".into(), session_id: "s".into(), after_sequence })
+        svc.watch(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence,
+        })
     };
     let mut from_start = watch(Some(0)).await.expect("watch from 0");
     let mut from_now = watch(None).await.expect("watch from now");
     for want in 1..=3 {
-        assert_eq!(next_event(&mut from_start).await.sequence, want, "stored events replay first");
+        assert_eq!(
+            next_event(&mut from_start).await.sequence,
+            want,
+            "stored events replay first"
+        );
     }
     let e4 = append(svc, &app, "u", "s", event_with(&[("k", json!(4))])).await;
     let e5 = append(svc, &app, "u", "s", event_with(&[])).await;
     assert_eq!(next_event(&mut from_start).await, e4, "live events arrive as stored");
     assert_eq!(next_event(&mut from_start).await, e5);
-    assert_eq!(next_event(&mut from_now).await.sequence, 4, "a watch from now starts with the next append");
+    assert_eq!(
+        next_event(&mut from_now).await.sequence,
+        4,
+        "a watch from now starts with the next append"
+    );
     assert_eq!(next_event(&mut from_now).await.sequence, 5);
     assert_quiet(&mut from_start).await;
     assert_quiet(&mut from_now).await;
 
     let mut resumed = watch(Some(4)).await.expect("resume after 4");
-    assert_eq!(next_event(&mut resumed).await.sequence, 5, "a resumed watch gets exactly the rest");
+    assert_eq!(
+        next_event(&mut resumed).await.sequence,
+        5,
+        "a resumed watch gets exactly the rest"
+    );
     append(svc, &app, "u", "s", event_with(&[])).await;
     assert_eq!(next_event(&mut resumed).await.sequence, 6);
     assert_eq!(next_event(&mut from_start).await.sequence, 6);
@@ -536,22 +797,54 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
             ttl: None,
         };
         if !bad.is_empty() {
-            let err = expect_code(svc.create(create_bad(&app, "u", bad)).await, Code::InvalidArgument, "create session_id");
+            let err = expect_code(
+                svc.create(create_bad(&app, "u", bad)).await,
+                Code::InvalidArgument,
+                "create session_id",
+            );
             assert!(err.to_string().contains("session_id"), "{err}");
         }
-        let err = expect_code(svc.create(create_bad(bad, "u", "s2")).await, Code::InvalidArgument, "create app_name");
+        let err = expect_code(
+            svc.create(create_bad(bad, "u", "s2")).await,
+            Code::InvalidArgument,
+            "create app_name",
+        );
         assert!(err.to_string().contains("app_name"), "{err}");
-        let err = expect_code(svc.create(create_bad(&app, bad, "s2")).await, Code::InvalidArgument, "create user_id");
+        let err = expect_code(
+            svc.create(create_bad(&app, bad, "s2")).await,
+            Code::InvalidArgument,
+            "create user_id",
+        );
         assert!(err.to_string().contains("user_id"), "{err}");
-        let get_bad = GetRequest { app_name: app.clone(), user_id: "u".into(), session_id: bad.into(), ..Default::default() };
+        let get_bad = GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: bad.into(),
+            ..Default::default()
+        };
         expect_code(svc.get(get_bad).await, Code::InvalidArgument, "get session_id");
         let append_bad = append_req(&app, bad, "s", event_with(&[("k", json!("overwritten"))]));
-        expect_code(svc.append_event(append_bad).await, Code::InvalidArgument, "append user_id");
-        let delete_bad = DeleteRequest { app_name: app.clone(), user_id: bad.into(), session_id: "s".into() };
+        expect_code(
+            svc.append_event(append_bad).await,
+            Code::InvalidArgument,
+            "append user_id",
+        );
+        let delete_bad = DeleteRequest {
+            app_name: app.clone(),
+            user_id: bad.into(),
+            session_id: "s".into(),
+        };
         expect_code(svc.delete(delete_bad).await, Code::InvalidArgument, "delete user_id");
-        let list_bad = ListRequest { app_name: bad.into(), ..Default::default() };
+        let list_bad = ListRequest {
+            app_name: bad.into(),
+            ..Default::default()
+        };
         expect_code(svc.list(list_bad).await, Code::InvalidArgument, "list app_name");
-        let list_user_bad = ListRequest { app_name: app.clone(), user_id: Some(bad.into()), ..Default::default() };
+        let list_user_bad = ListRequest {
+            app_name: app.clone(),
+            user_id: Some(bad.into()),
+            ..Default::default()
+        };
         if !bad.is_empty() {
             expect_code(svc.list(list_user_bad).await, Code::InvalidArgument, "list user_id");
         }
@@ -561,14 +854,33 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
             session_id: bad.into(),
             ..Default::default()
         };
-        expect_code(svc.list_events(events_bad).await, Code::InvalidArgument, "list_events session_id");
-        let watch_bad = WatchRequest { app_name: bad.into(), user_id: "u".into(), session_id: "s".into(), after_sequence: None };
-        expect_code(svc.watch(watch_bad).await.map(|_| ()), Code::InvalidArgument, "watch app_name");
+        expect_code(
+            svc.list_events(events_bad).await,
+            Code::InvalidArgument,
+            "list_events session_id",
+        );
+        let watch_bad = WatchRequest {
+            app_name: bad.into(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: None,
+        };
+        expect_code(
+            svc.watch(watch_bad).await.map(|_| ()),
+            Code::InvalidArgument,
+            "watch app_name",
+        );
     }
 
     for bad_key in ["", "app:", "user:", "temp:", &"k".repeat(1025)] {
         let err = expect_code(
-            svc.append_event(append_req(&app, "u", "s", event_with(&[(bad_key, json!(1)), ("k", json!(2))]))).await,
+            svc.append_event(append_req(
+                &app,
+                "u",
+                "s",
+                event_with(&[(bad_key, json!(1)), ("k", json!(2))]),
+            ))
+            .await,
             Code::InvalidArgument,
             "append with a bad state key",
         );
@@ -580,16 +892,28 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
             state: map(&[(bad_key, json!(1))]),
             ttl: None,
         };
-        expect_code(svc.create(bad_create).await, Code::InvalidArgument, "create with a bad state key");
+        expect_code(
+            svc.create(bad_create).await,
+            Code::InvalidArgument,
+            "create with a bad state key",
+        );
     }
     let mut bad_id = event_with(&[("k", json!(3))]);
     bad_id.id = "not an id".into();
-    let err = expect_code(svc.append_event(append_req(&app, "u", "s", bad_id)).await, Code::InvalidArgument, "event id");
+    let err = expect_code(
+        svc.append_event(append_req(&app, "u", "s", bad_id)).await,
+        Code::InvalidArgument,
+        "event id",
+    );
     assert!(err.to_string().contains("event.id"), "{err}");
 
     let after = get(svc, &app, "u", "s").await;
     assert_eq!(after, before, "rejected requests changed nothing");
-    expect_code(try_get(svc, &app, "u", "new").await, Code::NotFound, "rejected create stored nothing");
+    expect_code(
+        try_get(svc, &app, "u", "new").await,
+        Code::NotFound,
+        "rejected create stored nothing",
+    );
 }
 
 async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService) {
@@ -613,13 +937,26 @@ async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService) {
     tokio::time::sleep(Duration::from_millis(1200)).await;
     append(svc, &app, "u", "brief", event_with(&[])).await;
     tokio::time::sleep(Duration::from_millis(1300)).await;
-    let alive = try_get(svc, &app, "u", "brief").await.expect("an append refreshes the TTL");
-    assert!(alive.expire_time.expect("expiry") > first_expiry, "the expiry moved forward");
+    let alive = try_get(svc, &app, "u", "brief")
+        .await
+        .expect("an append refreshes the TTL");
+    assert!(
+        alive.expire_time.expect("expiry") > first_expiry,
+        "the expiry moved forward"
+    );
 
     tokio::time::sleep(Duration::from_millis(3000)).await;
-    expect_code(try_get(svc, &app, "u", "brief").await, Code::NotFound, "expired session");
+    expect_code(
+        try_get(svc, &app, "u", "brief").await,
+        Code::NotFound,
+        "expired session",
+    );
     for user_id in [Some("u".to_string()), None] {
-        let listed = svc.list(ListRequest { app_name: app.clone(), user_id, ..Default::default() });
+        let listed = svc.list(ListRequest {
+            app_name: app.clone(),
+            user_id,
+            ..Default::default()
+        });
         let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["forever"], "an expired session leaves no listing entry behind");
     }

@@ -24,19 +24,48 @@ pub struct RedisServer {
     child: ChildGuard,
     port: u16,
     dir: TempDir,
+    /// The caller's arguments from [`RedisServer::start_with_args`], passed
+    /// again by [`RedisServer::restart`].
+    extra_args: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts the server and waits until it answers PING. Panics (never skips)
     /// if `redis-server` is missing or does not come up.
     pub async fn start() -> RedisServer {
+        RedisServer::start_with_args(&[]).await
+    }
+
+    /// [`RedisServer::start`] with `extra_args` appended to the `redis-server`
+    /// command line, after the testkit's own arguments so they win (e.g.
+    /// `["--appendonly", "no"]`). [`RedisServer::restart`] passes them again.
+    ///
+    /// Readiness is a PING on [`RedisServer::port`], unless `extra_args` turn
+    /// the plain port off with `--port 0`: then they must set `--tls-port`, and
+    /// readiness is `redis-cli --tls … PING` on it, trusting `--tls-ca-cert-file`
+    /// (or `--insecure` without one) and, unless `--tls-auth-clients no` or
+    /// `optional`, presenting `--tls-client-cert-file`/`--tls-client-key-file`
+    /// (falling back to `--tls-cert-file`/`--tls-key-file`) as client certificate.
+    /// Only the testkit's plain port is retried when taken; ports named in
+    /// `extra_args` are the caller's to choose.
+    pub async fn start_with_args(extra_args: &[&str]) -> RedisServer {
         let binary = require_binary("redis-server");
+        let extra_args: Vec<String> = extra_args.iter().map(|arg| arg.to_string()).collect();
+        let mut args = standalone_args();
+        args.extend(extra_args.iter().cloned());
         let mut last_error = String::new();
         for _ in 0..PORT_ATTEMPTS {
             let dir = new_temp_dir("adk-redis-");
             let port = free_port();
-            match start_node(&binary, dir.path(), port, &standalone_args()).await {
-                Ok(child) => return RedisServer { child, port, dir },
+            match start_node(&binary, dir.path(), port, &args).await {
+                Ok(child) => {
+                    return RedisServer {
+                        child,
+                        port,
+                        dir,
+                        extra_args,
+                    };
+                }
                 Err(StartError::PortInUse(log)) => last_error = log,
                 Err(StartError::Failed(message)) => panic!("{message}"),
             }
@@ -44,13 +73,19 @@ impl RedisServer {
         panic!("redis-server could not get a free port after {PORT_ATTEMPTS} attempts:\n{last_error}")
     }
 
+    /// The plain (non-TLS) port. Panics if the server was started with
+    /// `--port 0`, which leaves it no plain port.
     pub fn port(&self) -> u16 {
+        assert!(
+            last_arg_value(&self.extra_args, "--port") != Some("0"),
+            "this redis-server was started with `--port 0` and has no plain port; connect to its --tls-port"
+        );
         self.port
     }
 
     /// `redis://127.0.0.1:PORT`
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}", self.port)
+        format!("redis://127.0.0.1:{}", self.port())
     }
 
     pub fn pid(&self) -> u32 {
@@ -117,7 +152,9 @@ impl RedisServer {
             self.stop().await;
         }
         let binary = require_binary("redis-server");
-        match start_node(&binary, self.dir.path(), self.port, &standalone_args()).await {
+        let mut args = standalone_args();
+        args.extend(self.extra_args.iter().cloned());
+        match start_node(&binary, self.dir.path(), self.port, &args).await {
             Ok(child) => self.child = child,
             Err(StartError::PortInUse(log) | StartError::Failed(log)) => {
                 panic!("redis-server failed to restart on port {}:\n{log}", self.port)
@@ -321,6 +358,7 @@ enum StartError {
 }
 
 async fn start_node(binary: &Path, dir: &Path, port: u16, extra_args: &[String]) -> Result<ChildGuard, StartError> {
+    let readiness = Readiness::for_args(port, extra_args).map_err(StartError::Failed)?;
     let mut command = Command::new(binary);
     command
         .arg("--port")
@@ -346,18 +384,92 @@ async fn start_node(binary: &Path, dir: &Path, port: u16, extra_args: &[String])
                 StartError::Failed(message)
             });
         }
-        if ping(port).await {
+        if readiness.is_ready().await {
             return Ok(child);
         }
         if Instant::now() >= deadline {
             return Err(StartError::Failed(format!(
-                "redis-server on port {port} did not answer PING within {START_TIMEOUT:?}\n--- log {} ---\n{}",
+                "redis-server on port {port} did not answer {readiness} within {START_TIMEOUT:?}\n--- log {} ---\n{}",
                 child.log_path().display(),
                 child.tail_log(LOG_TAIL_LINES)
             )));
         }
         sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// How [`start_node`] tells that a server accepts commands.
+enum Readiness {
+    /// PING on the plain port.
+    Ping(u16),
+    /// `redis-cli ARGS PING` answers PONG (a TLS-only server).
+    TlsCli { cli: PathBuf, args: Vec<String> },
+}
+
+impl Readiness {
+    /// PING on `port` unless `args` (the server's arguments after `--port port`)
+    /// disable the plain port with `--port 0`; then PING over TLS on `--tls-port`.
+    fn for_args(port: u16, args: &[String]) -> Result<Readiness, String> {
+        if last_arg_value(args, "--port") != Some("0") {
+            return Ok(Readiness::Ping(port));
+        }
+        let value = |name: &str| last_arg_value(args, name);
+        let tls_port = value("--tls-port")
+            .filter(|tls_port| *tls_port != "0")
+            .ok_or("redis-server started with `--port 0` but no `--tls-port`: no port to probe for readiness")?;
+        let cli = require_binary("redis-cli");
+        let mut cli_args: Vec<String> = ["--tls", "-h", "127.0.0.1", "-p", tls_port].map(String::from).to_vec();
+        match value("--tls-ca-cert-file") {
+            Some(ca) => cli_args.extend(["--cacert".to_owned(), ca.to_owned()]),
+            None => cli_args.push("--insecure".to_owned()),
+        }
+        if !matches!(value("--tls-auth-clients"), Some("no" | "optional")) {
+            let cert = value("--tls-client-cert-file").or(value("--tls-cert-file"));
+            let key = value("--tls-client-key-file").or(value("--tls-key-file"));
+            if let (Some(cert), Some(key)) = (cert, key) {
+                cli_args.extend(["--cert", cert, "--key", key].map(String::from));
+            }
+        }
+        Ok(Readiness::TlsCli { cli, args: cli_args })
+    }
+
+    async fn is_ready(&self) -> bool {
+        match self {
+            Readiness::Ping(port) => ping(*port).await,
+            Readiness::TlsCli { cli, args } => {
+                let run = tokio::process::Command::new(cli)
+                    .args(args)
+                    .arg("PING")
+                    .stdin(Stdio::null())
+                    .stderr(Stdio::null())
+                    .kill_on_drop(true)
+                    .output();
+                // A server still loading answers with a LOADING error, not PONG.
+                matches!(
+                    timeout(Duration::from_secs(1), run).await,
+                    Ok(Ok(output)) if String::from_utf8_lossy(&output.stdout).trim() == "PONG"
+                )
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for Readiness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Readiness::Ping(_) => f.write_str("PING"),
+            Readiness::TlsCli { args, .. } => write!(f, "`redis-cli {} PING`", args.join(" ")),
+        }
+    }
+}
+
+/// The value after the last `name` in a `redis-server` argument list (later
+/// arguments override earlier ones).
+fn last_arg_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
+    args.windows(2)
+        .rev()
+        .find(|pair| pair[0].eq_ignore_ascii_case(name))
+        .map(|pair| pair[1].as_str())
 }
 
 async fn query_node<T: redis::FromRedisValue>(port: u16, command: redis::Cmd) -> Option<T> {

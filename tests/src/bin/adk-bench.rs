@@ -74,13 +74,14 @@ fn event(i: usize) -> pb::Event {
     pb::Event {
         author: "user".into(),
         invocation_id: "e-bench".into(),
-        content: Some(pb::Content { role: "user".into(), parts: vec![pb::Part { kind: Some(pb::part::Kind::Text(text)) }] }),
+        content: Some(pb::Content {
+            role: "user".into(),
+            parts: vec![pb::Part {
+                kind: Some(pb::part::Kind::Text(text)),
+            }],
+        }),
         actions: Some(pb::EventActions {
-            state_delta: [(
-                "turn".to_string(),
-                prost_types_value(i as f64),
-            )]
-            .into(),
+            state_delta: [("turn".to_string(), prost_types_value(i as f64))].into(),
             ..Default::default()
         }),
         ..Default::default()
@@ -88,7 +89,9 @@ fn event(i: usize) -> pb::Event {
 }
 
 fn prost_types_value(n: f64) -> adk_proto::prost_types::Value {
-    adk_proto::prost_types::Value { kind: Some(adk_proto::prost_types::value::Kind::NumberValue(n)) }
+    adk_proto::prost_types::Value {
+        kind: Some(adk_proto::prost_types::value::Kind::NumberValue(n)),
+    }
 }
 
 fn append_request(app: &str, session: &str, i: usize) -> pb::AppendEventRequest {
@@ -125,7 +128,12 @@ where
     for worker in workers {
         latency_us.add(worker.await??).expect("merge");
     }
-    Ok(Phase { name, ops: (ops * clients.len()) as u64, elapsed: started.elapsed(), latency_us })
+    Ok(Phase {
+        name,
+        ops: (ops * clients.len()) as u64,
+        elapsed: started.elapsed(),
+        latency_us,
+    })
 }
 
 async fn bench_sessions(args: SessionArgs) -> Result<()> {
@@ -133,7 +141,15 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         Some(endpoint) => (None, None, endpoint),
         None => {
             let redis = RedisServer::start().await;
-            adk_testkit::redis_cli(&["-p", &redis.port().to_string(), "config", "set", "appendfsync", "everysec"]).await;
+            adk_testkit::redis_cli(&[
+                "-p",
+                &redis.port().to_string(),
+                "config",
+                "set",
+                "appendfsync",
+                "everysec",
+            ])
+            .await;
             let server = ServiceProcess::spawn("adk-session-server", &["--store-url".into(), redis.url()], &[]).await;
             let endpoint = server.endpoint();
             (Some(redis), Some(server), endpoint)
@@ -141,9 +157,16 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
     };
     let mut clients = Vec::new();
     for _ in 0..args.concurrency {
-        clients.push(SessionServiceClient::connect(endpoint.clone()).await.context("connect")?);
+        clients.push(
+            SessionServiceClient::connect(endpoint.clone())
+                .await
+                .context("connect")?,
+        );
     }
-    println!("endpoint {endpoint}, {} clients, {} ops per client and phase\n", args.concurrency, args.ops);
+    println!(
+        "endpoint {endpoint}, {} clients, {} ops per client and phase\n",
+        args.concurrency, args.ops
+    );
     println!("| operation | ops/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|");
     let mut p50 = Vec::new();
     for &length in &args.lengths {
@@ -171,7 +194,11 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             }
         })
         .await?;
-        eprintln!("filled {} sessions to {length} events in {:.1}s", clients.len(), fill.elapsed.as_secs_f64());
+        eprintln!(
+            "filled {} sessions to {length} events in {:.1}s",
+            clients.len(),
+            fill.elapsed.as_secs_f64()
+        );
 
         let append = measure(format!("AppendEvent @ {length} events"), &clients, args.ops, {
             let app = app.clone();
@@ -184,23 +211,32 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             }
         })
         .await?;
-        let get = measure(format!("GetSession(num_recent_events=20) @ {length} events"), &clients, args.ops, {
-            let app = app.clone();
-            move |mut client, worker, _| {
-                let request = pb::GetSessionRequest {
-                    app_name: app.clone(),
-                    user_id: "bench".into(),
-                    session_id: format!("s{worker}"),
-                    num_recent_events: Some(20),
-                    after: None,
-                };
-                async move {
-                    let session = client.get_session(request).await?.into_inner();
-                    anyhow::ensure!(session.events.len() == 20, "expected 20 events, got {}", session.events.len());
-                    Ok(())
+        let get = measure(
+            format!("GetSession(num_recent_events=20) @ {length} events"),
+            &clients,
+            args.ops,
+            {
+                let app = app.clone();
+                move |mut client, worker, _| {
+                    let request = pb::GetSessionRequest {
+                        app_name: app.clone(),
+                        user_id: "bench".into(),
+                        session_id: format!("s{worker}"),
+                        num_recent_events: Some(20),
+                        after: None,
+                    };
+                    async move {
+                        let session = client.get_session(request).await?.into_inner();
+                        anyhow::ensure!(
+                            session.events.len() == 20,
+                            "expected 20 events, got {}",
+                            session.events.len()
+                        );
+                        Ok(())
+                    }
                 }
-            }
-        })
+            },
+        )
         .await?;
         println!("{}\n{}", append.row(), get.row());
         p50.push((length, append.p50_ms(), get.p50_ms()));

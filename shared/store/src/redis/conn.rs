@@ -100,6 +100,9 @@ impl Endpoint {
 /// or `rediss+cluster://`) and returns it with the endpoint for dedicated connections.
 /// A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
 pub(super) async fn open(url: &str) -> Result<(Conn, Endpoint)> {
+    if url.starts_with("rediss") {
+        install_tls_crypto_provider();
+    }
     if let Some(node_urls) = cluster_node_urls(url)? {
         let builder = |response_timeout: Duration| {
             ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
@@ -128,8 +131,18 @@ pub(super) async fn open(url: &str) -> Result<(Conn, Endpoint)> {
     Ok((Conn::Managed(manager), Endpoint::Standalone(Arc::new(client))))
 }
 
-/// `redis+cluster://[user:pass@]h1:p1,h2:p2[/db][?query]` -> `redis://[user:pass@]h1:p1[/db][?query]`, ...
-/// (`rediss+cluster://` gives `rediss://` node URLs for TLS). None for a non-cluster URL.
+/// Makes `ring` rustls's process-wide crypto provider unless one is installed
+/// already. rustls would also pick it from its crate features, but only while
+/// `ring` is the sole provider feature in the build: if another crate ever turns
+/// on `aws-lc-rs` too, that automatic choice panics at the first TLS handshake.
+fn install_tls_crypto_provider() {
+    // Err means a provider is installed already (ours or the application's); keep it.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// `redis+cluster://[user:pass@]h1:p1,h2:p2[/db][?query][#insecure]` -> `redis://[user:pass@]h1:p1[/db][?query]`, ...
+/// (`rediss+cluster://` gives `rediss://` node URLs for TLS; `#insecure` skips their
+/// certificate verification). None for a non-cluster URL.
 pub(super) fn cluster_node_urls(url: &str) -> Result<Option<Vec<String>>> {
     let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
         ("redis", rest)
@@ -143,7 +156,7 @@ pub(super) fn cluster_node_urls(url: &str) -> Result<Option<Vec<String>>> {
         Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
         None => (String::new(), rest),
     };
-    let (hosts, suffix) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    let (hosts, suffix) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
     let nodes: Vec<String> = hosts
         .split(',')
         .map(|host| {
@@ -225,6 +238,10 @@ mod tests {
                 "rediss://u:p@h1:1/0?protocol=resp3",
                 "rediss://u:p@h2:2/0?protocol=resp3"
             ]
+        );
+        assert_eq!(
+            cluster_node_urls("rediss+cluster://h1:1,h2:2#insecure").unwrap().unwrap(),
+            ["rediss://h1:1#insecure", "rediss://h2:2#insecure"]
         );
         for bad in [
             "redis+cluster://",
