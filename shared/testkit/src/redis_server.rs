@@ -532,3 +532,55 @@ pub(crate) fn keep_for_diagnosis_if_panicking(dir: &mut TempDir, what: &str, chi
         tail_file(child.log_path(), 20),
     );
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|arg| arg.to_string()).collect()
+    }
+
+    #[test]
+    fn later_arguments_win() {
+        let list = args(&["--port", "1", "--save", "", "--PORT", "0"]);
+        assert_eq!(last_arg_value(&list, "--port"), Some("0"));
+        assert_eq!(last_arg_value(&list, "--save"), Some(""));
+        assert_eq!(last_arg_value(&list, "--tls-port"), None);
+    }
+
+    #[test]
+    fn readiness_is_ping_unless_the_plain_port_is_off() {
+        let plain = Readiness::for_args(7000, &args(&["--tls-port", "7001"])).unwrap();
+        assert!(matches!(plain, Readiness::Ping(7000)));
+
+        let no_port = Readiness::for_args(7000, &args(&["--port", "0"]));
+        assert!(no_port.is_err());
+
+        let verified = args(&[
+            "--port",
+            "0",
+            "--tls-port",
+            "7001",
+            "--tls-cert-file",
+            "s.crt",
+            "--tls-key-file",
+            "s.key",
+            "--tls-ca-cert-file",
+            "ca.crt",
+        ]);
+        let Readiness::TlsCli { args: cli, .. } = Readiness::for_args(7000, &verified).unwrap() else {
+            panic!("expected a TLS probe");
+        };
+        assert_eq!(
+            cli.join(" "),
+            "--tls -h 127.0.0.1 -p 7001 --cacert ca.crt --cert s.crt --key s.key"
+        );
+
+        let anonymous = args(&["--port", "0", "--tls-port", "7001", "--tls-auth-clients", "no"]);
+        let Readiness::TlsCli { args: cli, .. } = Readiness::for_args(7000, &anonymous).unwrap() else {
+            panic!("expected a TLS probe");
+        };
+        assert_eq!(cli.join(" "), "--tls -h 127.0.0.1 -p 7001 --insecure");
+    }
+}

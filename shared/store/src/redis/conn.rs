@@ -240,7 +240,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            cluster_node_urls("rediss+cluster://h1:1,h2:2#insecure").unwrap().unwrap(),
+            cluster_node_urls("rediss+cluster://h1:1,h2:2#insecure")
+                .unwrap()
+                .unwrap(),
             ["rediss://h1:1#insecure", "rediss://h2:2#insecure"]
         );
         for bad in [
