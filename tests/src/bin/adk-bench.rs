@@ -40,7 +40,7 @@ struct SessionArgs {
     #[arg(long, default_value_t = 1000)]
     ops: usize,
     /// Session lengths (events already stored) to measure at.
-    #[arg(long, value_delimiter = ',', default_values_t = vec![10, 10_000])]
+    #[arg(long, value_delimiter = ',', default_values_t = vec![10, 20, 10_000])]
     lengths: Vec<usize>,
 }
 
@@ -92,6 +92,14 @@ fn prost_types_value(n: f64) -> adk_proto::prost_types::Value {
     adk_proto::prost_types::Value {
         kind: Some(adk_proto::prost_types::value::Kind::NumberValue(n)),
     }
+}
+
+fn append_session(worker: usize) -> String {
+    format!("append-{worker}")
+}
+
+fn read_session(worker: usize) -> String {
+    format!("read-{worker}")
 }
 
 fn append_request(app: &str, session: &str, i: usize) -> pb::AppendEventRequest {
@@ -171,23 +179,25 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
     let mut p50 = Vec::new();
     for &length in &args.lengths {
         let app = unique_prefix("bench");
-        // Each client gets its own session, filled to `length` events before measuring.
+        // Each client gets two sessions filled to `length` events: one that the append phase
+        // grows (to `length + ops`), and one that the read phase reads at exactly `length`.
         let fill = measure(format!("fill to {length}"), &clients, 1, {
             let app = app.clone();
             move |mut client, worker, _| {
                 let app = app.clone();
                 async move {
-                    let session = format!("s{worker}");
-                    client
-                        .create_session(pb::CreateSessionRequest {
-                            app_name: app.clone(),
-                            user_id: "bench".into(),
-                            session_id: session.clone(),
-                            ..Default::default()
-                        })
-                        .await?;
-                    for i in 0..length {
-                        client.append_event(append_request(&app, &session, i)).await?;
+                    for session in [append_session(worker), read_session(worker)] {
+                        client
+                            .create_session(pb::CreateSessionRequest {
+                                app_name: app.clone(),
+                                user_id: "bench".into(),
+                                session_id: session.clone(),
+                                ..Default::default()
+                            })
+                            .await?;
+                        for i in 0..length {
+                            client.append_event(append_request(&app, &session, i)).await?;
+                        }
                     }
                     Ok(())
                 }
@@ -196,14 +206,14 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         .await?;
         eprintln!(
             "filled {} sessions to {length} events in {:.1}s",
-            clients.len(),
+            2 * clients.len(),
             fill.elapsed.as_secs_f64()
         );
 
         let append = measure(format!("AppendEvent @ {length} events"), &clients, args.ops, {
             let app = app.clone();
             move |mut client, worker, i| {
-                let request = append_request(&app, &format!("s{worker}"), length + i);
+                let request = append_request(&app, &append_session(worker), length + i);
                 async move {
                     client.append_event(request).await?;
                     Ok(())
@@ -221,17 +231,16 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
                     let request = pb::GetSessionRequest {
                         app_name: app.clone(),
                         user_id: "bench".into(),
-                        session_id: format!("s{worker}"),
+                        session_id: read_session(worker),
                         num_recent_events: Some(20),
                         after: None,
                     };
                     async move {
                         let session = client.get_session(request).await?.into_inner();
-                        anyhow::ensure!(
-                            session.events.len() == 20,
-                            "expected 20 events, got {}",
-                            session.events.len()
-                        );
+                        // Sessions shorter than 20 events come back whole.
+                        let expected = length.min(20);
+                        let got = session.events.len();
+                        anyhow::ensure!(got == expected, "expected {expected} events, got {got}");
                         Ok(())
                     }
                 }
@@ -241,14 +250,17 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         println!("{}\n{}", append.row(), get.row());
         p50.push((length, append.p50_ms(), get.p50_ms()));
     }
-    if let (Some(first), Some(last)) = (p50.first(), p50.last()) {
-        println!(
-            "\np50 ratio {} vs {} events: AppendEvent {:.2}, GetSession {:.2}",
-            last.0,
-            first.0,
-            last.1 / first.1,
-            last.2 / first.2
-        );
+    // Flatness: the longest session's p50 against each shorter one. GetSession returns
+    // min(length, 20) events, so only lengths >= 20 compare equal replies.
+    if let Some((longest, append_p50, get_p50)) = p50.last() {
+        println!();
+        for (length, append_base, get_base) in &p50[..p50.len() - 1] {
+            println!(
+                "p50 ratio {longest} vs {length} events: AppendEvent {:.2}, GetSession {:.2}",
+                append_p50 / append_base,
+                get_p50 / get_base
+            );
+        }
     }
     Ok(())
 }
