@@ -751,3 +751,306 @@ mod tests {
         );
     }
 }
+
+// ---------- artifacts ----------
+
+pub mod artifact {
+    //! `adk.v1` artifact messages <-> `crate::artifact` types.
+
+    use super::{map_from_struct, map_to_struct, timestamp_from_proto, timestamp_to_proto};
+    use crate::Part;
+    use crate::artifact::{
+        ArtifactMetadata, DEFAULT_CHUNK_BYTES, DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, SaveRequest,
+        UploadRequest, VersionsRequest,
+    };
+    use crate::error::{AdkError, Result};
+    use adk_proto::v1 as pb;
+
+    /// The four coordinates of an artifact.
+    fn location(r: Option<pb::ArtifactRef>) -> Result<pb::ArtifactRef> {
+        r.ok_or_else(|| AdkError::invalid("ref is required (app_name, user_id, session_id, file_name)"))
+    }
+
+    pub fn artifact_ref(app_name: &str, user_id: &str, session_id: &str, file_name: &str) -> pb::ArtifactRef {
+        pb::ArtifactRef {
+            app_name: app_name.into(),
+            user_id: user_id.into(),
+            session_id: session_id.into(),
+            file_name: file_name.into(),
+        }
+    }
+
+    /// A unary save: the upload it amounts to, and its bytes.
+    pub fn save_from_proto(r: pb::SaveArtifactRequest) -> Result<(UploadRequest, Vec<u8>)> {
+        let at = location(r.r#ref)?;
+        let part = r.part.as_ref().ok_or_else(|| AdkError::invalid("part is required"))?;
+        let save = SaveRequest {
+            part: Part::try_from(part)?,
+            version: r.version,
+            app_name: at.app_name,
+            user_id: at.user_id,
+            session_id: at.session_id,
+            file_name: at.file_name,
+        };
+        UploadRequest::for_part(&save, map_from_struct(r.custom_metadata.as_ref()))
+    }
+
+    pub fn save_to_proto(r: &SaveRequest) -> pb::SaveArtifactRequest {
+        pb::SaveArtifactRequest {
+            r#ref: Some(artifact_ref(&r.app_name, &r.user_id, &r.session_id, &r.file_name)),
+            part: Some(pb::Part::from(&r.part)),
+            version: r.version,
+            custom_metadata: None,
+        }
+    }
+
+    pub fn upload_from_proto(h: pb::UploadHeader) -> Result<UploadRequest> {
+        let at = location(h.r#ref)?;
+        let upload = UploadRequest {
+            app_name: at.app_name,
+            user_id: at.user_id,
+            session_id: at.session_id,
+            file_name: at.file_name,
+            mime_type: h.mime_type,
+            is_text: h.is_text,
+            version: h.version,
+            custom_metadata: map_from_struct(h.custom_metadata.as_ref()),
+            size_hint: h.size_bytes,
+        };
+        upload.validate()?;
+        Ok(upload)
+    }
+
+    pub fn upload_to_proto(u: &UploadRequest) -> pb::UploadHeader {
+        pb::UploadHeader {
+            r#ref: Some(artifact_ref(&u.app_name, &u.user_id, &u.session_id, &u.file_name)),
+            mime_type: u.mime_type.clone(),
+            version: u.version,
+            custom_metadata: Some(map_to_struct(u.custom_metadata.iter())),
+            is_text: u.is_text,
+            size_bytes: u.size_hint,
+        }
+    }
+
+    fn load_request(at: pb::ArtifactRef, version: Option<i64>) -> LoadRequest {
+        LoadRequest {
+            app_name: at.app_name,
+            user_id: at.user_id,
+            session_id: at.session_id,
+            file_name: at.file_name,
+            version,
+        }
+    }
+
+    fn load_ref(r: &LoadRequest) -> Option<pb::ArtifactRef> {
+        Some(artifact_ref(&r.app_name, &r.user_id, &r.session_id, &r.file_name))
+    }
+
+    pub fn load_from_proto(r: pb::LoadArtifactRequest) -> Result<LoadRequest> {
+        Ok(load_request(location(r.r#ref)?, r.version))
+    }
+
+    pub fn load_to_proto(r: &LoadRequest) -> pb::LoadArtifactRequest {
+        pb::LoadArtifactRequest {
+            r#ref: load_ref(r),
+            version: r.version,
+        }
+    }
+
+    pub fn metadata_request_from_proto(r: pb::GetArtifactMetadataRequest) -> Result<LoadRequest> {
+        Ok(load_request(location(r.r#ref)?, r.version))
+    }
+
+    pub fn metadata_request_to_proto(r: &LoadRequest) -> pb::GetArtifactMetadataRequest {
+        pb::GetArtifactMetadataRequest {
+            r#ref: load_ref(r),
+            version: r.version,
+        }
+    }
+
+    /// A download request and its chunk size (0 means the default; capped to stay within one message).
+    pub fn download_from_proto(r: pb::DownloadArtifactRequest) -> Result<(LoadRequest, usize)> {
+        let chunk_bytes = match r.chunk_size as usize {
+            0 => DEFAULT_CHUNK_BYTES,
+            n => n.min(MAX_CHUNK_BYTES),
+        };
+        Ok((load_request(location(r.r#ref)?, r.version), chunk_bytes))
+    }
+
+    pub fn download_to_proto(r: &LoadRequest, chunk_bytes: usize) -> pb::DownloadArtifactRequest {
+        pb::DownloadArtifactRequest {
+            r#ref: load_ref(r),
+            version: r.version,
+            chunk_size: chunk_bytes.min(u32::MAX as usize) as u32,
+        }
+    }
+
+    pub fn delete_from_proto(r: pb::DeleteArtifactRequest) -> Result<DeleteRequest> {
+        let at = location(r.r#ref)?;
+        Ok(DeleteRequest {
+            app_name: at.app_name,
+            user_id: at.user_id,
+            session_id: at.session_id,
+            file_name: at.file_name,
+            version: r.version,
+        })
+    }
+
+    pub fn delete_to_proto(r: &DeleteRequest) -> pb::DeleteArtifactRequest {
+        pb::DeleteArtifactRequest {
+            r#ref: Some(artifact_ref(&r.app_name, &r.user_id, &r.session_id, &r.file_name)),
+            version: r.version,
+        }
+    }
+
+    pub fn list_from_proto(r: pb::ListArtifactsRequest) -> ListRequest {
+        ListRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+        }
+    }
+
+    pub fn list_to_proto(r: &ListRequest) -> pb::ListArtifactsRequest {
+        pb::ListArtifactsRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+        }
+    }
+
+    pub fn versions_from_proto(r: pb::ListVersionsRequest) -> Result<VersionsRequest> {
+        let at = location(r.r#ref)?;
+        Ok(VersionsRequest {
+            app_name: at.app_name,
+            user_id: at.user_id,
+            session_id: at.session_id,
+            file_name: at.file_name,
+        })
+    }
+
+    pub fn versions_to_proto(r: &VersionsRequest) -> pb::ListVersionsRequest {
+        pb::ListVersionsRequest {
+            r#ref: Some(artifact_ref(&r.app_name, &r.user_id, &r.session_id, &r.file_name)),
+        }
+    }
+
+    impl From<&ArtifactMetadata> for pb::ArtifactMetadata {
+        fn from(m: &ArtifactMetadata) -> Self {
+            pb::ArtifactMetadata {
+                file_name: m.file_name.clone(),
+                version: m.version,
+                mime_type: m.mime_type.clone(),
+                size_bytes: m.size_bytes,
+                create_time: Some(timestamp_to_proto(m.create_time)),
+                custom_metadata: Some(map_to_struct(m.custom_metadata.iter())),
+                is_text: m.is_text,
+            }
+        }
+    }
+
+    impl TryFrom<&pb::ArtifactMetadata> for ArtifactMetadata {
+        type Error = AdkError;
+        fn try_from(m: &pb::ArtifactMetadata) -> Result<Self> {
+            let create_time = m
+                .create_time
+                .as_ref()
+                .ok_or_else(|| AdkError::invalid("metadata.create_time is missing"))
+                .and_then(|t| timestamp_from_proto("metadata.create_time", t))?;
+            Ok(ArtifactMetadata {
+                file_name: m.file_name.clone(),
+                version: m.version,
+                mime_type: m.mime_type.clone(),
+                size_bytes: m.size_bytes,
+                create_time,
+                custom_metadata: map_from_struct(m.custom_metadata.as_ref()),
+                is_text: m.is_text,
+            })
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use serde_json::json;
+
+        fn at() -> Option<pb::ArtifactRef> {
+            Some(artifact_ref("a", "u", "s", "user:f.txt"))
+        }
+
+        #[test]
+        fn unary_save_becomes_an_upload() {
+            let (upload, bytes) = save_from_proto(pb::SaveArtifactRequest {
+                r#ref: at(),
+                part: Some(pb::Part::from(&Part::text_part("hello"))),
+                version: Some(3),
+                custom_metadata: Some(map_to_struct([("k".to_string(), json!(1))].iter().map(|(k, v)| (k, v)))),
+            })
+            .unwrap();
+            assert_eq!(bytes, b"hello");
+            assert!(upload.is_text);
+            assert_eq!(upload.version, Some(3));
+            assert_eq!(upload.custom_metadata.get("k"), Some(&json!(1)));
+        }
+
+        #[test]
+        fn missing_pieces_name_the_field() {
+            let no_ref = pb::LoadArtifactRequest {
+                r#ref: None,
+                version: None,
+            };
+            assert!(
+                load_from_proto(no_ref)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("ref is required")
+            );
+            let no_part = pb::SaveArtifactRequest {
+                r#ref: at(),
+                ..Default::default()
+            };
+            assert!(
+                save_from_proto(no_part)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("part is required")
+            );
+            let no_mime = pb::UploadHeader {
+                r#ref: at(),
+                ..Default::default()
+            };
+            assert!(
+                upload_from_proto(no_mime)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("mime_type")
+            );
+        }
+
+        #[test]
+        fn metadata_round_trips() {
+            let m = ArtifactMetadata {
+                file_name: "f".into(),
+                version: 2,
+                mime_type: "image/png".into(),
+                size_bytes: 10,
+                create_time: chrono::Utc::now(),
+                custom_metadata: [("k".to_string(), json!([1, "x"]))].into(),
+                is_text: false,
+            };
+            assert_eq!(ArtifactMetadata::try_from(&pb::ArtifactMetadata::from(&m)).unwrap(), m);
+        }
+
+        #[test]
+        fn download_chunk_sizes_are_bounded() {
+            let req = |chunk_size| pb::DownloadArtifactRequest {
+                r#ref: at(),
+                version: None,
+                chunk_size,
+            };
+            assert_eq!(download_from_proto(req(0)).unwrap().1, DEFAULT_CHUNK_BYTES);
+            assert_eq!(download_from_proto(req(100)).unwrap().1, 100);
+            assert_eq!(download_from_proto(req(u32::MAX)).unwrap().1, MAX_CHUNK_BYTES);
+        }
+    }
+}

@@ -2,6 +2,7 @@
 //! `SessionService` trait, with one error type and lossless conversions to and
 //! from the `adk.v1` protobuf messages.
 
+pub mod artifact;
 pub mod content;
 pub mod convert;
 pub mod error;
@@ -10,6 +11,7 @@ pub mod session;
 pub mod state;
 pub mod validate;
 
+pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use content::{Content, FunctionResponseData, Part};
 pub use error::{AdkError, Result};
 pub use event::{Event, EventActions, FinishReason, LlmResponse, UsageMetadata, new_event_id};
