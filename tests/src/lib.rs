@@ -1,8 +1,11 @@
 //! Helpers shared by the end-to-end tests and the bench binary: starting the
 //! real binaries against a real Redis and connecting real gRPC clients.
 
-use adk_client::RemoteSessionService;
+use adk_client::{RemoteArtifactService, RemoteSessionService};
+use adk_core::ByteStream;
 use adk_testkit::{RedisServer, ServiceProcess};
+use futures::StreamExt;
+use sha2::{Digest, Sha256};
 
 /// A real `adk-session-server` process in front of a real `redis-server`.
 pub struct SessionStack {
@@ -32,4 +35,99 @@ pub async fn connect(server: &ServiceProcess) -> RemoteSessionService {
     RemoteSessionService::connect(server.endpoint())
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", server.endpoint(), server.tail_log(30)))
+}
+
+/// A real `adk-artifact-server` process in front of a real `redis-server`.
+pub struct ArtifactStack {
+    pub redis: RedisServer,
+    pub server: ServiceProcess,
+}
+
+impl ArtifactStack {
+    pub async fn start(extra_args: &[&str]) -> ArtifactStack {
+        let redis = RedisServer::start().await;
+        let server = spawn_artifact_server(&redis.url(), extra_args).await;
+        ArtifactStack { redis, server }
+    }
+
+    pub async fn client(&self) -> RemoteArtifactService {
+        connect_artifacts(&self.server).await
+    }
+}
+
+pub async fn spawn_artifact_server(store_url: &str, extra_args: &[&str]) -> ServiceProcess {
+    let mut args = vec!["--store-url".to_string(), store_url.to_string()];
+    args.extend(extra_args.iter().map(|a| a.to_string()));
+    ServiceProcess::spawn("adk-artifact-server", &args, &[]).await
+}
+
+pub async fn connect_artifacts(server: &ServiceProcess) -> RemoteArtifactService {
+    RemoteArtifactService::connect(server.endpoint())
+        .await
+        .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", server.endpoint(), server.tail_log(30)))
+}
+
+/// Deterministic bytes that do not compress (xorshift64*), generated as they are
+/// read, so a test or the bench can move a large artifact without holding it.
+pub struct Noise {
+    state: u64,
+}
+
+impl Noise {
+    pub fn new(seed: u64) -> Noise {
+        // xorshift never leaves 0, so the seed is offset away from it.
+        Noise {
+            state: seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+        }
+    }
+
+    /// The next `len` bytes.
+    pub fn bytes(&mut self, len: usize) -> Vec<u8> {
+        let mut out = Vec::with_capacity(len + 8);
+        while out.len() < len {
+            self.state ^= self.state >> 12;
+            self.state ^= self.state << 25;
+            self.state ^= self.state >> 27;
+            out.extend_from_slice(&self.state.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes());
+        }
+        out.truncate(len);
+        out
+    }
+}
+
+/// `total` bytes of [`Noise`] from `seed`, in pieces of `chunk_bytes`, produced as the
+/// stream is read.
+pub fn noise_stream(total: u64, chunk_bytes: usize, seed: u64) -> ByteStream {
+    let mut noise = Noise::new(seed);
+    let step = chunk_bytes.max(1) as u64;
+    futures::stream::iter((0..total).step_by(step as usize))
+        .map(move |start| Ok(noise.bytes(step.min(total - start) as usize)))
+        .boxed()
+}
+
+/// SHA-256 (hex) of what [`noise_stream`] produces for the same arguments.
+pub fn noise_sha256(total: u64, chunk_bytes: usize, seed: u64) -> String {
+    let mut noise = Noise::new(seed);
+    let step = chunk_bytes.max(1) as u64;
+    let mut hasher = Sha256::new();
+    for start in (0..total).step_by(step as usize) {
+        hasher.update(noise.bytes(step.min(total - start) as usize));
+    }
+    hex(&hasher.finalize())
+}
+
+/// Reads a stream of chunks to its end: (bytes read, SHA-256 hex), holding one chunk at a time.
+pub async fn sha256_of(mut chunks: ByteStream) -> adk_core::Result<(u64, String)> {
+    let mut hasher = Sha256::new();
+    let mut len = 0u64;
+    while let Some(chunk) = chunks.next().await {
+        let chunk = chunk?;
+        len += chunk.len() as u64;
+        hasher.update(&chunk);
+    }
+    Ok((len, hex(&hasher.finalize())))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -2,12 +2,17 @@
 //! to `memory://`, so it runs with zero setup; point `--store-url` at Redis to share
 //! state with other processes.
 
-use adk_server_kit::{GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, Shutdown, StoreArgs, init_tracing};
+use adk_artifact_service::artifact_service;
+use adk_server_kit::{
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing,
+};
+use adk_session_service::session_service;
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// Serves every ADK gRPC service (now: adk.v1.SessionService), grpc.health.v1 and server reflection on one port.
+/// Serves every ADK gRPC service (now: adk.v1.SessionService and adk.v1.ArtifactService), grpc.health.v1 and
+/// server reflection on one port.
 #[derive(Debug, Parser)]
 #[command(name = "adk-server", version)]
 struct Cli {
@@ -16,6 +21,10 @@ struct Cli {
     listen: String,
     #[command(flatten)]
     store: StoreArgs<MemoryByDefault>,
+    #[command(flatten)]
+    sessions: SessionArgs,
+    #[command(flatten)]
+    artifacts: ArtifactArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -37,19 +46,24 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
-    let sessions = adk_store::open_session_service(&cli.store.store_url, cli.store.store_config())
+    // Both services use the same store URL; with memory:// each gets its own in-memory store.
+    let url = &cli.store.store_url;
+    let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
+    let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
+    let sessions = adk_store::open_session_service(url, config.clone())
         .await
-        .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
-    tracing::info!(store = %cli.store.redacted_url(), "session store open");
+        .with_context(|| cannot_open("session"))?;
+    let artifacts = adk_store::open_artifact_service(url, config)
+        .await
+        .with_context(|| cannot_open("artifact"))?;
+    tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
 
     // One line per service; each store it uses gets a health check.
     GrpcServer::new(&cli.grpc, shutdown.clone())
-        .add_service(adk_session_service::session_service(
-            sessions.clone(),
-            &cli.grpc,
-            shutdown,
-        ))
+        .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
+        .add_service(artifact_service(artifacts.clone(), &cli.grpc))
         .health_check("session store", sessions)
+        .health_check("artifact store", artifacts)
         .serve(&cli.listen)
         .await?;
     Ok(())

@@ -4,12 +4,12 @@
 //! (message size limits, streaming, shutdown).
 
 use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
+    AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
     SessionService, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
-use adk_server_kit::{GrpcArgs, Shutdown};
+use adk_server_kit::{GrpcArgs, Shutdown, fit_in_message};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
@@ -47,18 +47,9 @@ impl SessionGrpcService {
     }
 
     /// RESOURCE_EXHAUSTED, saying what to do instead, when `reply` would exceed the
-    /// message size limit. Checked here because tonic's own encoder limit would only
-    /// produce an opaque error after the work is done.
+    /// message size limit (see [`adk_server_kit::fit_in_message`]).
     fn fit_in_message<M: Message>(&self, reply: M, what: &str, instead: &str) -> Result<Response<M>, Status> {
-        let size = reply.encoded_len();
-        if size > self.max_message_bytes {
-            let limit = self.max_message_bytes;
-            return Err(AdkError::ResourceExhausted(format!(
-                "{what} is {size} bytes encoded, over the {limit}-byte message limit: {instead}"
-            ))
-            .into());
-        }
-        Ok(Response::new(reply))
+        fit_in_message(reply, self.max_message_bytes, what, instead)
     }
 }
 

@@ -1,6 +1,6 @@
 //! `adk-session-server`: the SessionService alone, over the shared store (Redis by default).
 
-use adk_server_kit::{GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, init_tracing};
+use adk_server_kit::{GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing};
 use adk_session_service::session_service;
 use anyhow::Context;
 use clap::Parser;
@@ -15,6 +15,8 @@ struct Cli {
     listen: String,
     #[command(flatten)]
     store: StoreArgs<RedisByDefault>,
+    #[command(flatten)]
+    sessions: SessionArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -36,7 +38,8 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
-    let store = adk_store::open_session_service(&cli.store.store_url, cli.store.store_config())
+    let config = cli.sessions.apply(cli.store.store_config());
+    let store = adk_store::open_session_service(&cli.store.store_url, config)
         .await
         .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");

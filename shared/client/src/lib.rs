@@ -1,9 +1,15 @@
 //! Rust clients that implement the ADK core traits over gRPC, so code written
-//! against `Arc<dyn SessionService>` runs unchanged against a remote server.
+//! against `Arc<dyn SessionService>` or `Arc<dyn ArtifactService>` runs unchanged
+//! against a remote server.
 //!
 //! ```ignore
 //! let sessions: Arc<dyn SessionService> = Arc::new(RemoteSessionService::connect("http://127.0.0.1:50051").await?);
+//! let artifacts: Arc<dyn ArtifactService> = Arc::new(RemoteArtifactService::connect("http://127.0.0.1:50052").await?);
 //! ```
+
+mod artifact;
+
+pub use artifact::{RemoteArtifactService, UPLOAD_CHUNK_BYTES};
 
 use adk_core::{
     AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest, ListEventsRequest,
@@ -35,13 +41,7 @@ impl RemoteSessionService {
     /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
     /// INVALID_ARGUMENT when the endpoint is not a URI.
     pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        let endpoint = endpoint.into();
-        let channel = Endpoint::from_shared(endpoint.clone())
-            .map_err(|err| AdkError::invalid(format!("endpoint {endpoint:?} is not a valid URI: {err}")))?
-            .connect()
-            .await
-            .map_err(|err| AdkError::Unavailable(format!("cannot connect to {endpoint}: {err}")))?;
-        Ok(Self::from_channel(channel))
+        Ok(Self::from_channel(connect_channel(endpoint.into()).await?))
     }
 
     /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
@@ -60,6 +60,32 @@ impl RemoteSessionService {
             .max_decoding_message_size(max_message_bytes)
             .max_encoding_message_size(max_message_bytes);
         self
+    }
+}
+
+/// A channel to `endpoint` (`http://host:port`): UNAVAILABLE when nothing answers there,
+/// INVALID_ARGUMENT when the endpoint is not a URI.
+pub(crate) async fn connect_channel(endpoint: String) -> Result<Channel> {
+    Endpoint::from_shared(endpoint.clone())
+        .map_err(|err| AdkError::invalid(format!("endpoint {endpoint:?} is not a valid URI: {err}")))?
+        .connect()
+        .await
+        .map_err(|err| AdkError::Unavailable(format!("cannot connect to {endpoint}: {err}")))
+}
+
+/// Ok while the server's grpc.health.v1 reports `service` SERVING; UNAVAILABLE while
+/// its store is unreachable (or it is shutting down).
+pub(crate) async fn check_health(health: &HealthClient<Channel>, service: &str, what: &str) -> Result<()> {
+    let request = HealthCheckRequest {
+        service: service.to_string(),
+    };
+    let reply = health.clone().check(request).await?;
+    match reply.get_ref().status() {
+        ServingStatus::Serving => Ok(()),
+        status => Err(AdkError::Unavailable(format!(
+            "the {what} reports {}",
+            status.as_str_name()
+        ))),
     }
 }
 
@@ -132,16 +158,6 @@ impl SessionService for RemoteSessionService {
     /// Asks the server's grpc.health.v1 for the session service: Ok while it is
     /// SERVING, UNAVAILABLE while its store is unreachable (or it is shutting down).
     async fn ping(&self) -> Result<()> {
-        let request = HealthCheckRequest {
-            service: SESSION_SERVICE_NAME.to_string(),
-        };
-        let reply = self.health.clone().check(request).await?;
-        match reply.get_ref().status() {
-            ServingStatus::Serving => Ok(()),
-            status => Err(AdkError::Unavailable(format!(
-                "the session service reports {}",
-                status.as_str_name()
-            ))),
-        }
+        check_health(&self.health, SESSION_SERVICE_NAME, "session service").await
     }
 }

@@ -2,21 +2,31 @@
 //! `SessionService` trait, with one error type and lossless conversions to and
 //! from the `adk.v1` protobuf messages.
 
+pub mod agent;
 pub mod artifact;
 pub mod content;
+pub mod context;
 pub mod convert;
 pub mod error;
 pub mod event;
+pub mod lease;
+pub mod model;
 pub mod session;
 pub mod state;
+pub mod tool;
 pub mod validate;
 
+pub use agent::{Agent, RunConfig, StreamingMode, find_agent};
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use content::{Content, FunctionResponseData, Part};
+pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Result};
 pub use event::{Event, EventActions, FinishReason, LlmResponse, UsageMetadata, new_event_id};
+pub use lease::{Acquire, LeaseKey, SessionLease};
+pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
     AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest, ListEventsRequest,
     ListEventsResponse, ListRequest, ListResponse, Precondition, Session, SessionService, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
+pub use tool::{Tool, Toolset};

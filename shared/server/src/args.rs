@@ -2,7 +2,8 @@
 //! Each flag has an `ADK_*` environment fallback so containers are configured
 //! without a command line.
 
-use adk_store::StoreConfig;
+use adk_core::artifact::{DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES};
+use adk_store::{DEFAULT_MAX_ARTIFACT_BYTES, StoreConfig};
 use clap::builder::RangedU64ValueParser;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -34,19 +35,14 @@ impl DefaultStoreUrl for MemoryByDefault {
     const URL: &'static str = "memory://";
 }
 
-/// Where sessions (and later artifacts) are stored.
+/// Where sessions and artifacts are stored.
 #[derive(Debug, Clone, clap::Args)]
 pub struct StoreArgs<D: DefaultStoreUrl> {
-    /// Session store: memory:// (this process only, lost on exit), redis://[user:password@]host:port[/db],
+    /// Store: memory:// (this process only, lost on exit), redis://[user:password@]host:port[/db],
     /// rediss://… (TLS) or redis+cluster://host1:port1,host2:port2
     // Env values are hidden from --help: the URL may carry a password.
     #[arg(long, env = "ADK_STORE_URL", value_name = "URL", default_value = D::URL, hide_env_values = true)]
     pub store_url: String,
-
-    /// Expire sessions created without their own TTL after this many seconds without an append
-    /// [default: keep until deleted]
-    #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
-    pub session_ttl: Option<u64>,
 
     #[arg(skip)]
     default_url: PhantomData<D>,
@@ -54,19 +50,17 @@ pub struct StoreArgs<D: DefaultStoreUrl> {
 
 impl<D: DefaultStoreUrl> StoreArgs<D> {
     /// For building the flags in code (tests, embedding) rather than from a command line.
-    pub fn new(store_url: impl Into<String>, session_ttl_secs: Option<u64>) -> Self {
+    pub fn new(store_url: impl Into<String>) -> Self {
         StoreArgs {
             store_url: store_url.into(),
-            session_ttl: session_ttl_secs,
             default_url: PhantomData,
         }
     }
 
-    /// The settings `adk_store::open_session_service` takes.
+    /// The settings the `adk_store::open_*` functions take, at their defaults; the
+    /// service flag groups ([`SessionArgs::apply`], [`ArtifactArgs::apply`]) set theirs.
     pub fn store_config(&self) -> StoreConfig {
-        StoreConfig {
-            default_session_ttl: self.session_ttl.map(Duration::from_secs),
-        }
+        StoreConfig::default()
     }
 
     /// The store URL with any password replaced, safe to log.
@@ -93,6 +87,73 @@ pub fn redact_url(url: &str) -> String {
             format!("{scheme}://{masked}@{hosts}{path}")
         }
         None => url.to_string(),
+    }
+}
+
+/// Session settings, for the binaries that serve `adk.v1.SessionService`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct SessionArgs {
+    /// Expire sessions created without their own TTL after this many seconds without an append
+    /// [default: keep until deleted]
+    #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub session_ttl: Option<u64>,
+}
+
+impl SessionArgs {
+    /// `config` (from [`StoreArgs::store_config`]) with these session settings.
+    pub fn apply(&self, config: StoreConfig) -> StoreConfig {
+        StoreConfig {
+            default_session_ttl: self.session_ttl.map(Duration::from_secs),
+            ..config
+        }
+    }
+}
+
+/// Artifact limits, for the binaries that serve `adk.v1.ArtifactService`. A group of
+/// its own (rather than more [`StoreArgs`]) so `adk-session-server --help` lists no
+/// flag it would ignore.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ArtifactArgs {
+    /// Largest artifact version stored, in bytes; a larger upload fails with RESOURCE_EXHAUSTED and leaves
+    /// nothing behind
+    #[arg(
+        long,
+        env = "ADK_MAX_ARTIFACT_BYTES",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_MAX_ARTIFACT_BYTES,
+        value_parser = clap::value_parser!(u64).range(1..),
+    )]
+    pub max_artifact_bytes: u64,
+
+    /// Size of the pieces artifact bytes are stored in (one Redis key each) and streamed in
+    #[arg(
+        long,
+        env = "ADK_ARTIFACT_CHUNK_BYTES",
+        value_name = "BYTES",
+        default_value_t = DEFAULT_CHUNK_BYTES,
+        // The ceiling keeps a stored piece inside one default-sized gRPC message.
+        value_parser = RangedU64ValueParser::<usize>::new().range(1024..=MAX_CHUNK_BYTES as u64),
+    )]
+    pub artifact_chunk_bytes: usize,
+}
+
+impl Default for ArtifactArgs {
+    fn default() -> Self {
+        ArtifactArgs {
+            max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+            artifact_chunk_bytes: DEFAULT_CHUNK_BYTES,
+        }
+    }
+}
+
+impl ArtifactArgs {
+    /// `config` (from [`StoreArgs::store_config`]) with these artifact settings.
+    pub fn apply(&self, config: StoreConfig) -> StoreConfig {
+        StoreConfig {
+            max_artifact_bytes: self.max_artifact_bytes,
+            artifact_chunk_bytes: self.artifact_chunk_bytes,
+            ..config
+        }
     }
 }
 
@@ -181,6 +242,10 @@ mod tests {
         #[command(flatten)]
         store: StoreArgs<D>,
         #[command(flatten)]
+        sessions: SessionArgs,
+        #[command(flatten)]
+        artifacts: ArtifactArgs,
+        #[command(flatten)]
         grpc: GrpcArgs,
         #[command(flatten)]
         log: LogArgs,
@@ -191,11 +256,14 @@ mod tests {
         Cli::<RedisByDefault>::command().debug_assert();
         let redis = Cli::<RedisByDefault>::try_parse_from(["bin"]).unwrap();
         assert_eq!(redis.store.store_url, "redis://127.0.0.1:6379");
-        assert_eq!(redis.store.store_config().default_session_ttl, None);
+        assert_eq!(redis.sessions.apply(redis.store.store_config()).default_session_ttl, None);
         assert_eq!(redis.grpc.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         assert_eq!(redis.grpc.shutdown_grace(), Duration::from_secs(25));
         assert_eq!(redis.grpc.health_interval(), Duration::from_secs(1));
         assert_eq!(redis.log.log_format, LogFormat::Text);
+        let config = redis.artifacts.apply(redis.store.store_config());
+        assert_eq!(config.max_artifact_bytes, DEFAULT_MAX_ARTIFACT_BYTES);
+        assert_eq!(config.artifact_chunk_bytes, DEFAULT_CHUNK_BYTES);
 
         let memory = Cli::<MemoryByDefault>::try_parse_from([
             "bin",
@@ -205,17 +273,27 @@ mod tests {
             "json",
             "--max-message-bytes",
             "2048",
+            "--max-artifact-bytes",
+            "1048576",
+            "--artifact-chunk-bytes",
+            "65536",
         ])
         .unwrap();
+        let config = memory.artifacts.apply(memory.sessions.apply(memory.store.store_config()));
+        assert_eq!(config.max_artifact_bytes, 1_048_576);
+        assert_eq!(config.artifact_chunk_bytes, 65_536);
+        assert_eq!(config.default_session_ttl, Some(Duration::from_secs(60)));
         assert_eq!(memory.store.store_url, "memory://");
         assert_eq!(
-            memory.store.store_config().default_session_ttl,
+            memory.sessions.apply(memory.store.store_config()).default_session_ttl,
             Some(Duration::from_secs(60))
         );
         assert_eq!(memory.log.log_format, LogFormat::Json);
         assert_eq!(memory.grpc.max_message_bytes, 2048);
 
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", "0"]).is_err());
+        assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--max-artifact-bytes", "0"]).is_err());
+        assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--artifact-chunk-bytes", "4194304"]).is_err());
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--max-message-bytes", "12"]).is_err());
     }
 

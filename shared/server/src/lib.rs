@@ -2,7 +2,8 @@
 //! tracing setup, graceful shutdown, `grpc.health.v1` driven by store pings,
 //! server reflection (v1 and v1alpha) and the serve loop.
 //!
-//! A binary flattens [`StoreArgs`], [`GrpcArgs`] and [`LogArgs`] into its own
+//! A binary flattens [`StoreArgs`], the flag groups of the services it serves
+//! ([`SessionArgs`], [`ArtifactArgs`]), [`GrpcArgs`] and [`LogArgs`] into its own
 //! clap parser, declares `--listen` itself, and then:
 //!
 //! ```ignore
@@ -15,16 +16,20 @@
 //! ```
 
 mod args;
+mod cancel;
 mod health;
 mod logging;
+mod message;
 mod server;
 mod shutdown;
 
 pub use args::{
-    DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault, RedisByDefault,
-    StoreArgs, redact_url,
+    ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault, RedisByDefault,
+    SessionArgs, StoreArgs, redact_url,
 };
+pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
 pub use logging::init_tracing;
+pub use message::{fit_in_message, message_too_large};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;

@@ -2,6 +2,7 @@
 //! graceful shutdown with a hard deadline.
 
 use crate::args::GrpcArgs;
+use crate::cancel::CancelledRequestsFail;
 use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
 use crate::shutdown::Shutdown;
 use std::convert::Infallible;
@@ -57,6 +58,8 @@ impl GrpcServer {
     }
 
     /// Serves a generated tonic service; its name is reported by health and reflection.
+    /// A client that cancels a call mid-request reaches its handler as an error on the
+    /// request stream, never as a complete request (see [`CancelledRequestsFail`]).
     pub fn add_service<S>(mut self, service: S) -> Self
     where
         S: Service<http::Request<Body>, Response = http::Response<Body>, Error = Infallible>
@@ -67,7 +70,7 @@ impl GrpcServer {
             + 'static,
         S::Future: Send + 'static,
     {
-        self.routes.add_service(service);
+        self.routes.add_service(CancelledRequestsFail::new(service));
         self.service_names.push(S::NAME);
         self
     }

@@ -1,37 +1,87 @@
 //! Backends of the core traits: in memory (one process, nothing to set up) and
 //! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2` /
-//! `rediss+cluster://h1:p1,h2:p2`).
+//! `rediss+cluster://h1:p1,h2:p2`), for sessions ([`SessionService`]) and
+//! artifacts ([`ArtifactService`]).
 
+pub mod artifact;
+pub mod lease;
 pub mod memory;
 pub mod redis;
 
-use adk_core::{AdkError, Result, SessionService};
+use adk_core::{AdkError, ArtifactService, Result, SessionService};
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use artifact::memory::InMemoryArtifactService;
+pub use artifact::redis::RedisArtifactService;
+pub use lease::{InMemorySessionLease, RedisSessionLease};
 pub use memory::InMemorySessionService;
 pub use redis::RedisSessionService;
 
+/// Default of [`StoreConfig::max_artifact_bytes`]: 256 MiB.
+pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Settings shared by every backend.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct StoreConfig {
     /// TTL for sessions created without one; None keeps them until deleted.
     pub default_session_ttl: Option<Duration>,
+    /// The largest artifact version an upload may store; a larger one fails with
+    /// `RESOURCE_EXHAUSTED` and leaves nothing behind.
+    pub max_artifact_bytes: u64,
+    /// Size of the pieces artifact bytes are stored in (Redis: one key each). 0 means
+    /// the default; values above `adk_core::artifact::MAX_CHUNK_BYTES` are capped to it.
+    pub artifact_chunk_bytes: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            default_session_ttl: None,
+            max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
+            artifact_chunk_bytes: adk_core::artifact::DEFAULT_CHUNK_BYTES,
+        }
+    }
+}
+
+/// The kinds of store a URL can name.
+enum Backend {
+    Memory,
+    Redis,
+}
+
+impl Backend {
+    fn of(url: &str) -> Result<Backend> {
+        if url == "memory://" || url == "memory" {
+            return Ok(Backend::Memory);
+        }
+        let redis_schemes = ["redis://", "rediss://", "redis+cluster://", "rediss+cluster://"];
+        if redis_schemes.iter().any(|scheme| url.starts_with(scheme)) {
+            return Ok(Backend::Redis);
+        }
+        Err(AdkError::Config(format!(
+            "unsupported store URL {url:?}: use memory://, redis://host:port, rediss://host:port, \
+             redis+cluster://h1:p1,h2:p2 or rediss+cluster://h1:p1,h2:p2"
+        )))
+    }
 }
 
 /// Opens the session store a URL names: `memory://`, `redis://…`, `rediss://…`,
 /// `redis+cluster://h1:p1,h2:p2` or `rediss+cluster://h1:p1,h2:p2` (TLS; append
 /// `#insecure` to a `rediss` URL to skip certificate verification).
 pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<dyn SessionService>> {
-    if url == "memory://" || url == "memory" {
-        return Ok(Arc::new(InMemorySessionService::with_config(config)));
-    }
-    let redis_schemes = ["redis://", "rediss://", "redis+cluster://", "rediss+cluster://"];
-    if redis_schemes.iter().any(|scheme| url.starts_with(scheme)) {
-        return Ok(Arc::new(RedisSessionService::connect(url, config).await?));
-    }
-    Err(AdkError::Config(format!(
-        "unsupported store URL {url:?}: use memory://, redis://host:port, rediss://host:port, redis+cluster://h1:p1,h2:p2 \
-         or rediss+cluster://h1:p1,h2:p2"
-    )))
+    Ok(match Backend::of(url)? {
+        Backend::Memory => Arc::new(InMemorySessionService::with_config(config)),
+        Backend::Redis => Arc::new(RedisSessionService::connect(url, config).await?),
+    })
+}
+
+/// Opens the artifact store a URL names (the same URLs as [`open_session_service`]).
+/// Each `memory://` store is a store of its own: sessions and artifacts opened
+/// separately do not share memory (they share no data anyway).
+pub async fn open_artifact_service(url: &str, config: StoreConfig) -> Result<Arc<dyn ArtifactService>> {
+    Ok(match Backend::of(url)? {
+        Backend::Memory => Arc::new(InMemoryArtifactService::with_config(config)),
+        Backend::Redis => Arc::new(RedisArtifactService::connect(url, config).await?),
+    })
 }

@@ -72,10 +72,10 @@
 //! Redis failures map to `UNAVAILABLE` (retryable) or `INTERNAL` in one place,
 //! `store_error`.
 
-mod conn;
+pub(crate) mod conn;
 mod lua;
 
-use self::conn::{Conn, Endpoint, WATCH_BLOCK, store_error};
+use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
@@ -117,8 +117,7 @@ type RawSnapshot = (
 /// Sessions in Redis (standalone or cluster). Cheap to clone; clones share connections.
 #[derive(Clone)]
 pub struct RedisSessionService {
-    conn: Conn,
-    endpoint: Endpoint,
+    store: RedisStore,
     scripts: Arc<Scripts>,
     config: StoreConfig,
 }
@@ -133,7 +132,7 @@ struct Scripts {
 impl std::fmt::Debug for RedisSessionService {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisSessionService")
-            .field("cluster", &self.conn.is_cluster())
+            .field("cluster", &self.store.is_cluster())
             .field("config", &self.config)
             .finish()
     }
@@ -145,7 +144,7 @@ impl RedisSessionService {
     /// `Unavailable` when Redis cannot be reached now; once connected, the service
     /// survives Redis restarts by itself.
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
-        let (conn, endpoint) = conn::open(url).await?;
+        let store = RedisStore::connect(url).await?;
         let scripts = Scripts {
             create: Script::new(lua::CREATE),
             append: Script::new(lua::APPEND),
@@ -153,30 +152,24 @@ impl RedisSessionService {
             drop_stale: Script::new(lua::DROP_STALE),
         };
         Ok(RedisSessionService {
-            conn,
-            endpoint,
+            store,
             scripts: Arc::new(scripts),
             config,
         })
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let value: Value = cmd.query_async(&mut self.conn.clone()).await.map_err(store_error)?;
-        decode_reply(value)
+        self.store.query(cmd).await
     }
 
     async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Result<T> {
-        let value: Value = invocation
-            .invoke_async(&mut self.conn.clone())
-            .await
-            .map_err(store_error)?;
-        decode_reply(value)
+        self.store.eval(invocation).await
     }
 
     /// The app tag's half of a create or append on a cluster (see the module docs).
     /// On standalone Redis the script did it already.
     async fn apply_app_writes(&self, keys: &Keys, app_delta: &Fields, update: &Micros) -> Result<()> {
-        if !self.conn.is_cluster() {
+        if !self.store.is_cluster() {
             return Ok(());
         }
         let mut pipe = redis::pipe();
@@ -192,9 +185,7 @@ impl RedisSessionService {
             .arg(&update.us)
             .arg(&keys.app_member)
             .ignore();
-        pipe.query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(store_error)
+        self.store.pipeline::<()>(&pipe).await
     }
 
     async fn app_state(&self, app: &str) -> Result<Fields> {
@@ -335,7 +326,7 @@ impl SessionService for RedisSessionService {
         let ttl_ms = req.ttl.or(self.config.default_session_ttl).map_or(0, ttl_millis);
         let now = Utc::now();
         let created = Micros::of(now);
-        let app_in_script = !self.conn.is_cluster();
+        let app_in_script = !self.store.is_cluster();
 
         let mut invocation = self.scripts.create.prepare_invoke();
         keys.push_session_keys(&mut invocation);
@@ -416,9 +407,7 @@ impl SessionService for RedisSessionService {
             .arg(&keys.user_index)
             .arg(&keys.session_id)
             .ignore();
-        pipe.query_async::<()>(&mut self.conn.clone())
-            .await
-            .map_err(store_error)?;
+        self.store.pipeline::<()>(&pipe).await?;
         let _: i64 = self
             .query(redis::cmd("ZREM").arg(&keys.app_index).arg(&keys.app_member))
             .await?;
@@ -444,7 +433,7 @@ impl SessionService for RedisSessionService {
             Some(Precondition::LastEventId(id)) => ("id", id.clone()),
             Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
         };
-        let app_in_script = !self.conn.is_cluster();
+        let app_in_script = !self.store.is_cluster();
 
         let mut invocation = self.scripts.append.prepare_invoke();
         keys.push_session_keys(&mut invocation);
@@ -523,7 +512,7 @@ impl SessionService for RedisSessionService {
             Some(after) => after,
             None => parse_field("seq", &seq)?,
         };
-        let conn = self.endpoint.dedicated().await?;
+        let conn = self.store.dedicated().await?;
         let (tx, rx) = mpsc::channel(WATCH_BATCH);
         let watcher = Watcher {
             conn,
@@ -537,11 +526,7 @@ impl SessionService for RedisSessionService {
     }
 
     async fn ping(&self) -> Result<()> {
-        let reply: Result<Value> = self.query(&redis::cmd("PING")).await;
-        reply.map(drop).map_err(|e| match e {
-            AdkError::Unavailable(message) => AdkError::Unavailable(message),
-            other => AdkError::Unavailable(format!("redis unavailable: {other}")),
-        })
+        self.store.ping().await
     }
 }
 
@@ -669,7 +654,8 @@ impl Keys {
     }
 }
 
-fn user_tag(app: &str, user: &str) -> String {
+/// The hash tag of every key of one user in one app, artifacts included.
+pub(crate) fn user_tag(app: &str, user: &str) -> String {
     format!("{{{app}:{user}}}")
 }
 
@@ -807,10 +793,6 @@ fn decode_event(bytes: &[u8]) -> Result<Event> {
     let proto =
         pb::Event::decode(bytes).map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
     Event::try_from(&proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
-}
-
-fn decode_reply<T: FromRedisValue>(value: Value) -> Result<T> {
-    redis::from_redis_value(value).map_err(|e| AdkError::Internal(format!("unexpected reply from redis: {e}")))
 }
 
 fn expect_status(status: &str, expected: &[&str]) -> Result<()> {

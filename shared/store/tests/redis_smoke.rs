@@ -443,6 +443,7 @@ async fn expired_sessions_leave_the_listings() {
     let server = RedisServer::start().await;
     let config = StoreConfig {
         default_session_ttl: Some(Duration::from_millis(400)),
+        ..Default::default()
     };
     let svc = RedisSessionService::connect(&server.url(), config).await.unwrap();
     let app = unique_prefix("ttl");

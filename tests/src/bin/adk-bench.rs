@@ -1,12 +1,19 @@
-//! adk-bench: drives a running session server over gRPC with concurrent clients
-//! and reports throughput and latency percentiles.
+//! adk-bench: drives a running server over gRPC and reports throughput and
+//! latency percentiles.
 //!
 //! Without `--endpoint` it starts its own redis-server (AOF, `appendfsync everysec`,
-//! Redis's recommended policy) and `adk-session-server` from the same target directory.
+//! Redis's recommended policy) and the server binary (`adk-session-server`,
+//! `adk-artifact-server`) from the same target directory.
 //!
 //!   cargo build --release --bins && target/release/adk-bench sessions
+//!   target/release/adk-bench artifacts
 
+use adk_client::RemoteArtifactService;
+use adk_core::ArtifactService;
+use adk_core::artifact::{DEFAULT_CHUNK_BYTES, LoadRequest, UploadRequest};
+use adk_e2e::{Noise, noise_stream, sha256_of};
 use adk_proto::v1 as pb;
+use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
 use anyhow::{Context, Result};
@@ -26,6 +33,8 @@ struct Cli {
 enum Bench {
     /// AppendEvent and GetSession(num_recent_events=20) at several session lengths.
     Sessions(SessionArgs),
+    /// Save and load of 4 KiB and 1 MiB artifacts (unary) and 64 MiB ones (streamed), with the server's peak RSS.
+    Artifacts(ArtifactBenchArgs),
 }
 
 #[derive(clap::Args)]
@@ -44,6 +53,25 @@ struct SessionArgs {
     lengths: Vec<usize>,
 }
 
+#[derive(clap::Args)]
+struct ArtifactBenchArgs {
+    /// A running ArtifactService (http://host:port); default: start redis-server and adk-artifact-server.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// Concurrent clients, each with its own connection and artifact names.
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// Saves and loads per client of the 4 KiB artifact (unary).
+    #[arg(long, default_value_t = 1000)]
+    small_ops: usize,
+    /// Saves and loads per client of the 1 MiB artifact (unary).
+    #[arg(long, default_value_t = 100)]
+    medium_ops: usize,
+    /// Uploads and downloads per client of the 64 MiB artifact (streamed).
+    #[arg(long, default_value_t = 5)]
+    large_ops: usize,
+}
+
 struct Phase {
     name: String,
     ops: u64,
@@ -58,6 +86,21 @@ impl Phase {
             "| {} | {:.0} | {:.2} | {:.2} | {:.2} |",
             self.name,
             self.ops as f64 / self.elapsed.as_secs_f64(),
+            q(0.5),
+            q(0.99),
+            self.latency_us.max() as f64 / 1000.0
+        )
+    }
+
+    /// A row with the bytes moved per second too (MB = 10^6 bytes).
+    fn artifact_row(&self, bytes_per_op: u64) -> String {
+        let q = |p: f64| self.latency_us.value_at_quantile(p) as f64 / 1000.0;
+        let seconds = self.elapsed.as_secs_f64();
+        format!(
+            "| {} | {:.1} | {:.1} | {:.2} | {:.2} | {:.2} |",
+            self.name,
+            (self.ops * bytes_per_op) as f64 / seconds / 1e6,
+            self.ops as f64 / seconds,
             q(0.5),
             q(0.99),
             self.latency_us.max() as f64 / 1000.0
@@ -113,9 +156,10 @@ fn append_request(app: &str, session: &str, i: usize) -> pb::AppendEventRequest 
 }
 
 /// Runs `op` `ops` times on each client concurrently; one latency histogram for all.
-async fn measure<F, Fut>(name: String, clients: &[SessionServiceClient<Channel>], ops: usize, op: F) -> Result<Phase>
+async fn measure<C, F, Fut>(name: String, clients: &[C], ops: usize, op: F) -> Result<Phase>
 where
-    F: Fn(SessionServiceClient<Channel>, usize, usize) -> Fut + Clone + Send + 'static,
+    C: Clone + Send + 'static,
+    F: Fn(C, usize, usize) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = Result<()>> + Send,
 {
     let started = Instant::now();
@@ -144,25 +188,42 @@ where
     })
 }
 
+/// What a bench runs against: a given endpoint, or its own redis-server and `bin`.
+struct Target {
+    endpoint: String,
+    server: Option<ServiceProcess>,
+    _redis: Option<RedisServer>,
+}
+
+async fn start_target(endpoint: Option<String>, bin: &str) -> Target {
+    if let Some(endpoint) = endpoint {
+        return Target {
+            endpoint,
+            server: None,
+            _redis: None,
+        };
+    }
+    let redis = RedisServer::start().await;
+    adk_testkit::redis_cli(&[
+        "-p",
+        &redis.port().to_string(),
+        "config",
+        "set",
+        "appendfsync",
+        "everysec",
+    ])
+    .await;
+    let server = ServiceProcess::spawn(bin, &["--store-url".into(), redis.url()], &[]).await;
+    Target {
+        endpoint: server.endpoint(),
+        server: Some(server),
+        _redis: Some(redis),
+    }
+}
+
 async fn bench_sessions(args: SessionArgs) -> Result<()> {
-    let (_redis, _server, endpoint) = match args.endpoint.clone() {
-        Some(endpoint) => (None, None, endpoint),
-        None => {
-            let redis = RedisServer::start().await;
-            adk_testkit::redis_cli(&[
-                "-p",
-                &redis.port().to_string(),
-                "config",
-                "set",
-                "appendfsync",
-                "everysec",
-            ])
-            .await;
-            let server = ServiceProcess::spawn("adk-session-server", &["--store-url".into(), redis.url()], &[]).await;
-            let endpoint = server.endpoint();
-            (Some(redis), Some(server), endpoint)
-        }
-    };
+    let target = start_target(args.endpoint.clone(), "adk-session-server").await;
+    let endpoint = target.endpoint.clone();
     let mut clients = Vec::new();
     for _ in 0..args.concurrency {
         clients.push(
@@ -265,9 +326,160 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
     Ok(())
 }
 
+const KIB: usize = 1024;
+const MIB: usize = 1024 * 1024;
+
+fn artifact_ref(app: &str, worker: usize, file_name: &str) -> Option<pb::ArtifactRef> {
+    Some(pb::ArtifactRef {
+        app_name: app.into(),
+        user_id: format!("bench-{worker}"),
+        session_id: "s".into(),
+        file_name: file_name.into(),
+    })
+}
+
+/// Resets the process's peak RSS (VmHWM) to its current RSS (Linux `clear_refs` 5),
+/// so the peak read afterwards belongs to what runs in between.
+fn reset_peak_rss(pid: u32) -> bool {
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").is_ok()
+}
+
+/// Unary SaveArtifact and LoadArtifact of one size: every client saves `ops` versions
+/// of its own file, then loads them back (each load checks the size).
+async fn unary_phases(
+    app: &str,
+    clients: &[ArtifactServiceClient<Channel>],
+    size: usize,
+    label: &str,
+    ops: usize,
+) -> Result<()> {
+    let payload = std::sync::Arc::new(Noise::new(size as u64).bytes(size));
+    let file = format!("unary-{label}.bin");
+    let save = measure(format!("SaveArtifact {label}"), clients, ops, {
+        let (app, file, payload) = (app.to_string(), file.clone(), payload.clone());
+        move |mut client, worker, _| {
+            let request = pb::SaveArtifactRequest {
+                r#ref: artifact_ref(&app, worker, &file),
+                part: Some(pb::Part {
+                    kind: Some(pb::part::Kind::InlineData(pb::Blob {
+                        mime_type: "application/octet-stream".into(),
+                        data: payload.as_ref().clone(),
+                    })),
+                }),
+                version: None,
+                custom_metadata: None,
+            };
+            async move {
+                client.save_artifact(request).await?;
+                Ok(())
+            }
+        }
+    })
+    .await?;
+    let load = measure(format!("LoadArtifact {label}"), clients, ops, {
+        let (app, file) = (app.to_string(), file.clone());
+        move |mut client, worker, i| {
+            let request = pb::LoadArtifactRequest {
+                r#ref: artifact_ref(&app, worker, &file),
+                version: Some(i as i64 + 1),
+            };
+            async move {
+                let reply = client.load_artifact(request).await?.into_inner();
+                let got = reply.metadata.map_or(0, |m| m.size_bytes);
+                anyhow::ensure!(got == size as u64, "loaded {got} bytes, expected {size}");
+                Ok(())
+            }
+        }
+    })
+    .await?;
+    println!("{}\n{}", save.artifact_row(size as u64), load.artifact_row(size as u64));
+    Ok(())
+}
+
+async fn bench_artifacts(args: ArtifactBenchArgs) -> Result<()> {
+    let target = start_target(args.endpoint.clone(), "adk-artifact-server").await;
+    let endpoint = target.endpoint.clone();
+    let mut raw = Vec::new();
+    let mut remote = Vec::new();
+    for _ in 0..args.concurrency {
+        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())?
+            .connect()
+            .await
+            .context("connect")?;
+        raw.push(ArtifactServiceClient::new(channel.clone()));
+        remote.push(RemoteArtifactService::from_channel(channel));
+    }
+    println!(
+        "endpoint {endpoint}, {} clients; per client: {} x 4 KiB, {} x 1 MiB (unary), {} x 64 MiB (streamed)\n",
+        args.concurrency, args.small_ops, args.medium_ops, args.large_ops
+    );
+    println!("| operation | MB/s | ops/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|---|");
+    let app = unique_prefix("bench");
+    unary_phases(&app, &raw, 4 * KIB, "4 KiB", args.small_ops).await?;
+    unary_phases(&app, &raw, MIB, "1 MiB", args.medium_ops).await?;
+
+    const LARGE: u64 = 64 * MIB as u64;
+    let peak_reset = target.server.as_ref().is_some_and(|server| reset_peak_rss(server.pid()));
+    let upload = measure("UploadArtifact 64 MiB (stream)".to_string(), &remote, args.large_ops, {
+        let app = app.clone();
+        move |client: RemoteArtifactService, worker, i| {
+            let request = UploadRequest {
+                app_name: app.clone(),
+                user_id: format!("bench-{worker}"),
+                session_id: "s".into(),
+                file_name: "large.bin".into(),
+                mime_type: "application/octet-stream".into(),
+                size_hint: Some(LARGE),
+                ..Default::default()
+            };
+            async move {
+                // Generated as it is sent, so the bench holds one 1 MiB chunk at a time.
+                let chunks = noise_stream(LARGE, MIB, (worker * 1000 + i) as u64);
+                client.upload(request, chunks).await?;
+                Ok(())
+            }
+        }
+    })
+    .await?;
+    let download = measure("DownloadArtifact 64 MiB (stream)".to_string(), &remote, args.large_ops, {
+        let app = app.clone();
+        move |client: RemoteArtifactService, worker, i| {
+            let request = LoadRequest {
+                app_name: app.clone(),
+                user_id: format!("bench-{worker}"),
+                session_id: "s".into(),
+                file_name: "large.bin".into(),
+                version: Some(i as i64 + 1),
+            };
+            async move {
+                let (_, chunks) = client.download(request, DEFAULT_CHUNK_BYTES).await?;
+                // Hashing stands in for a consumer that reads every byte.
+                let (len, _) = sha256_of(chunks).await?;
+                anyhow::ensure!(len == LARGE, "downloaded {len} bytes, expected {LARGE}");
+                Ok(())
+            }
+        }
+    })
+    .await?;
+    println!("{}\n{}", upload.artifact_row(LARGE), download.artifact_row(LARGE));
+
+    if let Some(server) = &target.server {
+        let peak = server.peak_rss_kib().unwrap_or(0) as f64 / 1024.0;
+        let now = server.rss_kib().unwrap_or(0) as f64 / 1024.0;
+        let since = if peak_reset {
+            "during the 64 MiB phase"
+        } else {
+            "since start (could not reset VmHWM)"
+        };
+        println!("\nadk-artifact-server peak RSS (VmHWM) {since}: {peak:.1} MiB; RSS now {now:.1} MiB");
+    }
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> Result<()> {
     match Cli::parse().bench {
         Bench::Sessions(args) => bench_sessions(args).await,
+        Bench::Artifacts(args) => bench_artifacts(args).await,
     }
 }

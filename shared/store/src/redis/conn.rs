@@ -1,18 +1,22 @@
 //! Connections to standalone Redis and Redis Cluster behind one type, the store
-//! URL parser, and the one mapping from Redis failures to `AdkError`.
+//! URL parser, and the one mapping from Redis failures to `AdkError`. Every
+//! Redis-backed service (sessions, artifacts) talks to Redis through [`RedisStore`].
 
 use adk_core::{AdkError, Result};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
-use redis::{AsyncConnectionConfig, Client, Cmd, ErrorKind, Pipeline, RedisError, RedisFuture, ServerErrorKind, Value};
+use redis::{
+    AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, ScriptInvocation,
+    ServerErrorKind, Value,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
 /// How long opening a TCP (or TLS) connection to one node may take.
-pub(super) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an ordinary command may wait for its reply.
-pub(super) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long a watcher's `XREAD BLOCK` waits for new entries before it checks the session still exists.
 pub(super) const WATCH_BLOCK: Duration = Duration::from_secs(2);
 /// Reply timeout of a watcher's dedicated connection: well above [`WATCH_BLOCK`].
@@ -20,7 +24,7 @@ pub(super) const WATCH_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection the business code is written against once, whatever the deployment.
 #[derive(Clone)]
-pub(super) enum Conn {
+pub(crate) enum Conn {
     /// Standalone Redis, shared by every request; reconnects by itself after a restart.
     Managed(ConnectionManager),
     /// Standalone Redis, one watcher's own connection (blocking reads).
@@ -32,7 +36,7 @@ pub(super) enum Conn {
 impl Conn {
     /// On a cluster, keys with different hash tags live on different nodes, so no
     /// script or pipeline may span the app tag and a user tag.
-    pub(super) fn is_cluster(&self) -> bool {
+    pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
     }
 }
@@ -70,7 +74,7 @@ impl ConnectionLike for Conn {
 
 /// Where new dedicated (watcher) connections come from.
 #[derive(Clone)]
-pub(super) enum Endpoint {
+pub(crate) enum Endpoint {
     Standalone(Arc<Client>),
     /// A client configured with the long watcher response timeout.
     Cluster(Arc<ClusterClient>),
@@ -78,7 +82,7 @@ pub(super) enum Endpoint {
 
 impl Endpoint {
     /// A new connection of its own, whose reply timeout outlasts a blocking read.
-    pub(super) async fn dedicated(&self) -> Result<Conn> {
+    pub(crate) async fn dedicated(&self) -> Result<Conn> {
         match self {
             Endpoint::Standalone(client) => {
                 let config = AsyncConnectionConfig::new()
@@ -96,10 +100,71 @@ impl Endpoint {
     }
 }
 
+/// One Redis deployment as a service uses it: the shared connection, where
+/// dedicated connections come from, and calls whose failures all go through
+/// [`store_error`]. Cheap to clone; clones share the connection.
+#[derive(Clone)]
+pub(crate) struct RedisStore {
+    conn: Conn,
+    endpoint: Endpoint,
+}
+
+impl RedisStore {
+    /// Connects to `url` (see [`open`]).
+    pub(crate) async fn connect(url: &str) -> Result<RedisStore> {
+        let (conn, endpoint) = open(url).await?;
+        Ok(RedisStore { conn, endpoint })
+    }
+
+    pub(crate) fn is_cluster(&self) -> bool {
+        self.conn.is_cluster()
+    }
+
+    /// A handle on the shared connection, for pipelines and calls the helpers below do not cover.
+    pub(crate) fn conn(&self) -> Conn {
+        self.conn.clone()
+    }
+
+    /// A new connection of its own (blocking reads); see [`Endpoint::dedicated`].
+    pub(crate) async fn dedicated(&self) -> Result<Conn> {
+        self.endpoint.dedicated().await
+    }
+
+    pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
+        let value: Value = cmd.query_async(&mut self.conn()).await.map_err(store_error)?;
+        decode_reply(value)
+    }
+
+    pub(crate) async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Result<T> {
+        let value: Value = invocation.invoke_async(&mut self.conn()).await.map_err(store_error)?;
+        decode_reply(value)
+    }
+
+    /// Runs a pipeline; on a cluster all of its keys must share one hash tag.
+    pub(crate) async fn pipeline<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T> {
+        let value: Value = pipe.query_async(&mut self.conn()).await.map_err(store_error)?;
+        decode_reply(value)
+    }
+
+    /// Ok while Redis answers; any failure is `Unavailable` (a health check asks "can I serve?").
+    pub(crate) async fn ping(&self) -> Result<()> {
+        let reply: Result<Value> = self.query(&redis::cmd("PING")).await;
+        reply.map(drop).map_err(|e| match e {
+            AdkError::Unavailable(message) => AdkError::Unavailable(message),
+            other => AdkError::Unavailable(format!("redis unavailable: {other}")),
+        })
+    }
+}
+
+/// Decodes a reply into the type a caller expects; a mismatch is our bug or a foreign value, so `Internal`.
+pub(crate) fn decode_reply<T: FromRedisValue>(value: Value) -> Result<T> {
+    redis::from_redis_value(value).map_err(|e| AdkError::Internal(format!("unexpected reply from redis: {e}")))
+}
+
 /// Opens the shared connection for `url` (`redis://`, `rediss://`, `redis+cluster://`
 /// or `rediss+cluster://`) and returns it with the endpoint for dedicated connections.
 /// A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
-pub(super) async fn open(url: &str) -> Result<(Conn, Endpoint)> {
+async fn open(url: &str) -> Result<(Conn, Endpoint)> {
     if url.starts_with("rediss") {
         install_tls_crypto_provider();
     }
@@ -184,7 +249,7 @@ fn redacted(url: &str) -> String {
 /// resharding, LOADING, MASTERDOWN, BUSY, READONLY during failover); everything
 /// else is `Internal`. A Redis failure is never the client's fault, so never
 /// `InvalidArgument`.
-pub(super) fn store_error(e: RedisError) -> AdkError {
+pub(crate) fn store_error(e: RedisError) -> AdkError {
     let transient_kind = matches!(
         e.kind(),
         ErrorKind::Io

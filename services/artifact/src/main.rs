@@ -1,0 +1,58 @@
+//! `adk-artifact-server`: the ArtifactService alone, over the shared store (Redis by default).
+
+use adk_artifact_service::artifact_service;
+use adk_server_kit::{ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, init_tracing};
+use anyhow::Context;
+use clap::Parser;
+use std::process::ExitCode;
+
+/// Serves adk.v1.ArtifactService (plus grpc.health.v1 and server reflection) over a shared artifact store.
+/// Artifacts larger than one gRPC message stream in chunks (UploadArtifact, DownloadArtifact).
+#[derive(Debug, Parser)]
+#[command(name = "adk-artifact-server", version)]
+struct Cli {
+    /// Address to listen on (host:port)
+    #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50052")]
+    listen: String,
+    #[command(flatten)]
+    store: StoreArgs<RedisByDefault>,
+    #[command(flatten)]
+    artifacts: ArtifactArgs,
+    #[command(flatten)]
+    grpc: GrpcArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    let config = cli.artifacts.apply(cli.store.store_config());
+    let store = adk_store::open_artifact_service(&cli.store.store_url, config)
+        .await
+        .with_context(|| format!("cannot open the artifact store {}", cli.store.redacted_url()))?;
+    tracing::info!(
+        store = %cli.store.redacted_url(),
+        max_artifact_bytes = cli.artifacts.max_artifact_bytes,
+        "artifact store open"
+    );
+
+    GrpcServer::new(&cli.grpc, shutdown)
+        .add_service(artifact_service(store.clone(), &cli.grpc))
+        .health_check("artifact store", store)
+        .serve(&cli.listen)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,81 @@
+//! What agents, callbacks and tools see of the invocation they run in (seed 003):
+//! `ReadonlyContext` ⊂ `CallbackContext` ⊂ `ToolContext` / `InvocationContext`.
+//! The runner implements them; agents and tools only use them.
+
+use crate::agent::{Agent, RunConfig};
+use crate::artifact::Artifacts;
+use crate::content::Content;
+use crate::error::Result;
+use crate::event::{Event, EventActions};
+use crate::session::Session;
+use crate::state::ReadonlyState;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// Who is running, for whom, on which input; and the state as this invocation sees it.
+pub trait ReadonlyContext: Send + Sync {
+    fn invocation_id(&self) -> &str;
+    /// The agent currently running.
+    fn agent_name(&self) -> &str;
+    fn user_id(&self) -> &str;
+    fn app_name(&self) -> &str;
+    fn session_id(&self) -> &str;
+    /// The user's message that started (or resumed) this invocation.
+    fn user_content(&self) -> &Content;
+    /// The session's merged state (`app:`, `user:`, session keys) with every delta
+    /// this invocation has stored so far applied, `temp:` keys included: they live
+    /// only here, for the rest of the invocation.
+    fn state(&self) -> &dyn ReadonlyState;
+}
+
+/// What callbacks get: the read-only view plus the session's artifacts.
+pub trait CallbackContext: ReadonlyContext {
+    /// The artifacts of this session (and the user's `user:` ones); None when the
+    /// runner has no artifact service.
+    fn artifacts(&self) -> Option<Arc<dyn Artifacts>>;
+}
+
+/// What a tool gets while it executes one function call.
+///
+/// A tool changes state and signals control flow only through the actions of
+/// the event that carries its response: `set_state` (or `set_actions`) puts a
+/// key in that event's `state_delta`, visible to later steps once the event is
+/// stored; artifacts saved through `artifacts()` are recorded in its
+/// `artifact_delta`.
+pub trait ToolContext: CallbackContext {
+    /// The id of the function call being executed.
+    fn function_call_id(&self) -> &str;
+    /// The actions recorded so far for this call's response event.
+    fn actions(&self) -> EventActions;
+    /// Replaces the actions of this call's response event (e.g. to transfer or escalate).
+    fn set_actions(&self, actions: EventActions);
+
+    /// Records a state change in this call's `state_delta`.
+    fn set_state(&self, key: &str, value: Value) {
+        let mut actions = self.actions();
+        actions.state_delta.insert(key.to_string(), value);
+        self.set_actions(actions);
+    }
+}
+
+/// Everything an agent needs to run one invocation.
+pub trait InvocationContext: CallbackContext {
+    /// The agent this context was made for.
+    fn agent(&self) -> Arc<dyn Agent>;
+    /// The session as it was loaded when the invocation started (the user's message
+    /// included). `events()` and `state()` give the live view.
+    fn session(&self) -> &Session;
+    /// The session's events so far, oldest first, including those this invocation stored.
+    fn events(&self) -> Vec<Event>;
+    /// The branch this agent runs on: empty at the top, `parallel.child` below a
+    /// parallel agent. Events of other branches are not part of this agent's conversation.
+    fn branch(&self) -> &str;
+    fn run_config(&self) -> &RunConfig;
+    /// Asks every agent of the invocation to stop at its next step.
+    fn end_invocation(&self);
+    fn ended(&self) -> bool;
+    /// Counts one model call; fails once `run_config().max_llm_calls` would be exceeded.
+    fn increment_llm_call_count(&self) -> Result<()>;
+    /// The same invocation, seen by `agent` on `branch` (for workflow agents and transfers).
+    fn for_agent(&self, agent: Arc<dyn Agent>, branch: &str) -> Arc<dyn InvocationContext>;
+}

@@ -1,0 +1,59 @@
+//! The model interface every provider implements (seed 003 `Llm`).
+
+use crate::content::Content;
+use crate::error::Result;
+use crate::event::LlmResponse;
+use async_trait::async_trait;
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::pin::Pin;
+
+/// A tool as the model sees it: name, what it does, and a JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDeclaration {
+    pub name: String,
+    pub description: String,
+    /// JSON Schema of the arguments (an object schema), if the tool takes any.
+    pub parameters: Option<Value>,
+}
+
+/// Generation settings.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct GenerateContentConfig {
+    pub temperature: Option<f32>,
+    pub top_p: Option<f32>,
+    pub max_output_tokens: Option<i32>,
+    #[serde(default)]
+    pub stop_sequences: Vec<String>,
+}
+
+/// One model call: the conversation so far, the tools on offer, the system prompt.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LlmRequest {
+    /// The model to call (e.g. "gpt-4o-mini"); providers fall back to their own default when empty.
+    pub model: String,
+    /// The conversation, oldest first; roles "user", "model" and "tool".
+    pub contents: Vec<Content>,
+    pub tools: Vec<ToolDeclaration>,
+    pub system_instruction: Option<String>,
+    pub config: GenerateContentConfig,
+}
+
+/// A model's reply: one response, or with `stream` a series of `partial` chunks
+/// followed by one complete (non-partial) response carrying the whole reply.
+pub type LlmResponseStream = Pin<Box<dyn Stream<Item = Result<LlmResponse>> + Send>>;
+
+/// A model provider (Gemini, OpenAI-compatible servers, a mock...).
+#[async_trait]
+pub trait Llm: Send + Sync {
+    /// The model identifier, e.g. "gemini-2.0-flash" or "gpt-4o".
+    fn name(&self) -> &str;
+
+    /// Generates a reply. With `stream`, text arrives as partial responses as the
+    /// provider produces it, and the stream ends with one non-partial response
+    /// holding the complete content (all text and every function call) and usage.
+    /// Provider failures (HTTP errors, rate limits, timeouts) are errors, never a
+    /// silent end.
+    async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream>;
+}

@@ -1,0 +1,415 @@
+//! Google's Gemini API (`generateContent` / `streamGenerateContent?alt=sse`).
+
+use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
+use crate::response;
+use crate::sse::SseEvent;
+use adk_core::{AdkError, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata};
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use reqwest::header::HeaderName;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::time::Duration;
+
+const PROVIDER: &str = "gemini";
+
+/// The public Gemini API, the default base URL.
+pub const GEMINI_BASE_URL: &str = "https://generativelanguage.googleapis.com";
+
+/// A Gemini model.
+#[derive(Debug, Clone)]
+pub struct Gemini {
+    http: HttpClient,
+    base_url: String,
+    model: String,
+}
+
+impl Gemini {
+    /// `model` as Google names it, e.g. `gemini-2.0-flash` (a `models/` prefix is accepted).
+    pub fn new(model: impl Into<String>) -> Result<Self> {
+        Ok(Gemini {
+            http: HttpClient::new(PROVIDER)?,
+            base_url: GEMINI_BASE_URL.to_string(),
+            model: model.into(),
+        })
+    }
+
+    /// Another endpoint speaking the same API (a proxy, a test server).
+    pub fn with_base_url(mut self, base_url: impl AsRef<str>) -> Self {
+        self.base_url = base_url.as_ref().trim_end_matches('/').to_string();
+        self
+    }
+
+    /// Sent in the `x-goog-api-key` header, never in the URL, so it cannot end
+    /// up in an error message or a proxy log.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self> {
+        self.http.set_auth(
+            HeaderName::from_static("x-goog-api-key"),
+            ApiKey::new(PROVIDER, key, "")?,
+        );
+        Ok(self)
+    }
+
+    /// How long the provider may take to answer, and for streams the longest
+    /// silence between two chunks (default 60 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.http.timeout = timeout;
+        self
+    }
+
+    fn url(&self, request: &LlmRequest, stream: bool) -> String {
+        let model = if request.model.is_empty() {
+            &self.model
+        } else {
+            &request.model
+        };
+        let model = model.strip_prefix("models/").unwrap_or(model);
+        let method = if stream {
+            "streamGenerateContent?alt=sse"
+        } else {
+            "generateContent"
+        };
+        format!("{}/v1beta/models/{model}:{method}", self.base_url)
+    }
+}
+
+#[async_trait]
+impl Llm for Gemini {
+    fn name(&self) -> &str {
+        &self.model
+    }
+
+    async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
+        let url = self.url(&request, stream);
+        let body = request_body(&request);
+        if stream {
+            return self.http.post_sse(&url, &body, StreamDecoder::default()).await;
+        }
+        let reply = self.http.post_json(&url, &body).await?;
+        let reply: GenerateContentResponse = serde_json::from_value(reply)
+            .map_err(|e| AdkError::Model(format!("{PROVIDER} sent a malformed response: {e}")))?;
+        let mut decoder = StreamDecoder::default();
+        decoder.absorb(reply)?;
+        let response = decoder.complete()?;
+        Ok(Box::pin(futures::stream::once(async { Ok(response) })))
+    }
+}
+
+// ---- request ---------------------------------------------------------------
+
+fn request_body(request: &LlmRequest) -> Value {
+    let contents: Vec<Value> = request
+        .contents
+        .iter()
+        .filter(|content| !content.parts.is_empty()) // Gemini rejects a turn without parts
+        .map(|content| {
+            // Gemini knows two roles; tool results travel in "user" turns.
+            let role = if content.role == "model" { "model" } else { "user" };
+            json!({"role": role, "parts": content.parts.iter().map(part).collect::<Vec<_>>()})
+        })
+        .collect();
+    let mut body = json!({ "contents": contents });
+    if let Some(system) = request.system_instruction.as_deref().filter(|s| !s.is_empty()) {
+        body["systemInstruction"] = json!({"parts": [{"text": system}]});
+    }
+    if !request.tools.is_empty() {
+        let declarations: Vec<Value> = request
+            .tools
+            .iter()
+            .map(|tool| {
+                let mut declaration = json!({"name": tool.name, "description": tool.description});
+                if let Some(parameters) = &tool.parameters {
+                    declaration["parameters"] = parameters.clone();
+                }
+                declaration
+            })
+            .collect();
+        body["tools"] = json!([{ "functionDeclarations": declarations }]);
+    }
+    let config = &request.config;
+    let mut generation = Map::new();
+    if let Some(t) = config.temperature {
+        generation.insert("temperature".into(), json!(t));
+    }
+    if let Some(p) = config.top_p {
+        generation.insert("topP".into(), json!(p));
+    }
+    if let Some(n) = config.max_output_tokens {
+        generation.insert("maxOutputTokens".into(), json!(n));
+    }
+    if !config.stop_sequences.is_empty() {
+        generation.insert("stopSequences".into(), json!(config.stop_sequences));
+    }
+    if !generation.is_empty() {
+        body["generationConfig"] = Value::Object(generation);
+    }
+    body
+}
+
+fn part(part: &Part) -> Value {
+    match part {
+        Part::Text { text } => json!({"text": text}),
+        Part::InlineData { mime_type, data } => {
+            json!({"inlineData": {"mimeType": mime_type, "data": BASE64.encode(data)}})
+        }
+        Part::FileData { mime_type, file_uri } => json!({"fileData": {"mimeType": mime_type, "fileUri": file_uri}}),
+        Part::FunctionCall { name, args, id } => {
+            let mut call = json!({"name": name, "args": args});
+            if let Some(id) = id {
+                call["id"] = json!(id);
+            }
+            json!({ "functionCall": call })
+        }
+        Part::FunctionResponse { function_response, id } => {
+            // The API wants an object here; a tool that returned a bare value
+            // gets it wrapped the way ADK does.
+            let response = match &function_response.response {
+                Value::Object(_) => function_response.response.clone(),
+                other => json!({ "result": other }),
+            };
+            let mut reply = json!({"name": function_response.name, "response": response});
+            if let Some(id) = id {
+                reply["id"] = json!(id);
+            }
+            json!({ "functionResponse": reply })
+        }
+    }
+}
+
+// ---- response --------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct GenerateContentResponse {
+    #[serde(default)]
+    candidates: Vec<Candidate>,
+    usage_metadata: Option<Usage>,
+    prompt_feedback: Option<PromptFeedback>,
+    /// Set when the stream reports a failure after a 200.
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Candidate {
+    content: Option<WireContent>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireContent {
+    #[serde(default)]
+    parts: Vec<WirePart>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WirePart {
+    text: Option<String>,
+    /// Thought summaries are the model's scratch work, not its reply.
+    #[serde(default)]
+    thought: bool,
+    function_call: Option<WireFunctionCall>,
+    inline_data: Option<WireBlob>,
+}
+
+#[derive(Deserialize)]
+struct WireFunctionCall {
+    name: String,
+    #[serde(default)]
+    args: Value,
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireBlob {
+    mime_type: String,
+    data: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Usage {
+    #[serde(default)]
+    prompt_token_count: i32,
+    #[serde(default)]
+    candidates_token_count: i32,
+    #[serde(default)]
+    total_token_count: i32,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PromptFeedback {
+    block_reason: Option<String>,
+}
+
+fn finish_reason(reason: &str) -> FinishReason {
+    match reason {
+        "STOP" => FinishReason::Stop,
+        "MAX_TOKENS" => FinishReason::MaxTokens,
+        "SAFETY" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => FinishReason::Safety,
+        "RECITATION" => FinishReason::Recitation,
+        _ => FinishReason::Other,
+    }
+}
+
+/// Gathers a reply. A non-streamed reply is one chunk absorbed whole; a streamed
+/// one is many, each of whose text also goes out at once as a partial.
+#[derive(Default)]
+struct StreamDecoder {
+    parts: Vec<Part>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<UsageMetadata>,
+    /// Why the prompt was refused, when Gemini refused it outright.
+    block_reason: Option<String>,
+}
+
+impl StreamDecoder {
+    /// Takes in one response chunk; returns its text (for a partial).
+    fn absorb(&mut self, chunk: GenerateContentResponse) -> Result<String> {
+        if let Some(error) = chunk.error {
+            let message = error["message"]
+                .as_str()
+                .map_or_else(|| error.to_string(), str::to_string);
+            return Err(AdkError::Model(format!(
+                "{PROVIDER} reported an error mid-stream: {message}"
+            )));
+        }
+        if let Some(usage) = chunk.usage_metadata {
+            // Each chunk carries the running totals: the last one counts.
+            self.usage = Some(UsageMetadata {
+                prompt_token_count: usage.prompt_token_count,
+                candidates_token_count: usage.candidates_token_count,
+                total_token_count: usage.total_token_count,
+            });
+        }
+        if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
+            self.block_reason = Some(reason);
+        }
+        let mut text = String::new();
+        let Some(candidate) = chunk.candidates.into_iter().next() else {
+            return Ok(text);
+        };
+        if let Some(reason) = candidate.finish_reason.as_deref() {
+            self.finish_reason = Some(finish_reason(reason));
+        }
+        for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
+            if part.thought {
+                continue;
+            }
+            if let Some(t) = part.text.filter(|t| !t.is_empty()) {
+                response::push_text(&mut self.parts, &t);
+                text.push_str(&t);
+            }
+            if let Some(call) = part.function_call {
+                // No id from Gemini: left empty, the runner assigns one.
+                let args = if call.args.is_null() { json!({}) } else { call.args };
+                self.parts.push(Part::FunctionCall {
+                    name: call.name,
+                    args,
+                    id: call.id.filter(|id| !id.is_empty()),
+                });
+            }
+            if let Some(blob) = part.inline_data {
+                let data = BASE64
+                    .decode(blob.data.as_bytes())
+                    .map_err(|e| AdkError::Model(format!("{PROVIDER} sent inline data that is not base64: {e}")))?;
+                self.parts.push(Part::InlineData {
+                    mime_type: blob.mime_type,
+                    data,
+                });
+            }
+        }
+        Ok(text)
+    }
+
+    fn complete(&mut self) -> Result<LlmResponse> {
+        let parts = std::mem::take(&mut self.parts);
+        if let Some(reason) = self.block_reason.take().filter(|_| parts.is_empty()) {
+            return Ok(LlmResponse {
+                finish_reason: Some(FinishReason::Safety),
+                usage_metadata: self.usage,
+                turn_complete: true,
+                error_message: Some(format!("{PROVIDER} blocked the prompt ({reason})")),
+                error_code: Some(reason),
+                ..Default::default()
+            });
+        }
+        Ok(response::complete(PROVIDER, parts, self.finish_reason, self.usage))
+    }
+}
+
+impl SseDecoder for StreamDecoder {
+    fn event(&mut self, event: &SseEvent) -> Result<Decoded> {
+        let data = event.data.trim();
+        if data.is_empty() {
+            return Ok(Decoded::Partials(Vec::new()));
+        }
+        let chunk: GenerateContentResponse = serde_json::from_str(data).map_err(|e| {
+            AdkError::Model(format!(
+                "{PROVIDER} sent a malformed stream chunk ({e}): {}",
+                truncate(data, 200)
+            ))
+        })?;
+        let text = self.absorb(chunk)?;
+        Ok(Decoded::Partials(if text.is_empty() {
+            Vec::new()
+        } else {
+            vec![response::partial_text(text)]
+        }))
+    }
+
+    /// Gemini has no end marker: the body simply ends after the chunk carrying
+    /// `finishReason`. An end without one means the stream was cut short.
+    fn end_of_body(&mut self) -> Result<LlmResponse> {
+        if self.finish_reason.is_none() && self.block_reason.is_none() {
+            return Err(AdkError::Unavailable(format!(
+                "{PROVIDER} stream ended before its final chunk: the reply is incomplete"
+            )));
+        }
+        self.complete()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_reasons() {
+        assert_eq!(finish_reason("STOP"), FinishReason::Stop);
+        assert_eq!(finish_reason("MAX_TOKENS"), FinishReason::MaxTokens);
+        assert_eq!(finish_reason("PROHIBITED_CONTENT"), FinishReason::Safety);
+        assert_eq!(finish_reason("RECITATION"), FinishReason::Recitation);
+        assert_eq!(finish_reason("MALFORMED_FUNCTION_CALL"), FinishReason::Other);
+    }
+
+    #[test]
+    fn blocked_prompt_is_reported() {
+        let mut decoder = StreamDecoder::default();
+        let reply = serde_json::from_value(json!({"promptFeedback": {"blockReason": "SAFETY"}})).unwrap();
+        decoder.absorb(reply).unwrap();
+        let response = decoder.complete().unwrap();
+        assert_eq!(response.error_code.as_deref(), Some("SAFETY"));
+        assert_eq!(response.finish_reason, Some(FinishReason::Safety));
+        assert!(response.content.is_none());
+    }
+
+    #[test]
+    fn bare_tool_results_are_wrapped_in_an_object() {
+        let wire = part(&Part::FunctionResponse {
+            function_response: adk_core::FunctionResponseData {
+                name: "f".into(),
+                response: json!("done"),
+            },
+            id: None,
+        });
+        assert_eq!(
+            wire,
+            json!({"functionResponse": {"name": "f", "response": {"result": "done"}}})
+        );
+    }
+}

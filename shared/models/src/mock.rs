@@ -1,0 +1,262 @@
+//! A deterministic model for demos and tests that have no API key.
+//!
+//! Two modes:
+//! - **echo**: replies "You said: <the last user text>";
+//! - **scripted**: plays a list of turns, one per model call, in order.
+//!
+//! The script is a cursor on the model instance, shared by every conversation
+//! that uses the instance. The runner builds one model per app, so a test that
+//! scripts a conversation should give it an app of its own (or run its
+//! conversations one after another in the order the script expects).
+
+use crate::response;
+use adk_core::{
+    AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata,
+};
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::Value;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The mock's settings as the runner's configuration declares them:
+///
+/// ```yaml
+/// mock:
+///   turns:
+///     - text: "Let me look that up."
+///     - function_calls:
+///         - name: get_weather
+///           args: { city: Paris }
+///     - text: "It is sunny in Paris."
+///   when_exhausted: echo   # or `error` (the default)
+/// ```
+///
+/// No turns means echo mode.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockConfig {
+    #[serde(default)]
+    pub turns: Vec<MockTurn>,
+    #[serde(default)]
+    pub when_exhausted: WhenExhausted,
+}
+
+/// One scripted model call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MockTurn {
+    /// Reply with this text.
+    Text(String),
+    /// Ask for these tool calls (in one response, as a parallel call).
+    FunctionCalls(Vec<MockFunctionCall>),
+    /// Fail this call with a model error carrying this message.
+    Error(String),
+}
+
+/// A scripted tool call.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MockFunctionCall {
+    pub name: String,
+    #[serde(default = "empty_object")]
+    pub args: Value,
+    /// Left out, the runner assigns one, as for a real provider that sends none.
+    #[serde(default)]
+    pub id: Option<String>,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Default::default())
+}
+
+/// What a scripted mock does once every turn has been played.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WhenExhausted {
+    /// Fail with `FAILED_PRECONDITION` naming the script's length: a test that
+    /// calls the model more often than it planned hears about it.
+    #[default]
+    Error,
+    /// Carry on as an echo model (handy for demos).
+    Echo,
+}
+
+/// The mock model.
+#[derive(Debug)]
+pub struct MockModel {
+    name: String,
+    /// `None` in echo mode.
+    script: Option<Vec<MockTurn>>,
+    when_exhausted: WhenExhausted,
+    cursor: AtomicUsize,
+}
+
+impl MockModel {
+    /// Echo mode: every call replies "You said: <last user text>".
+    pub fn echo() -> Self {
+        MockModel {
+            name: "mock".into(),
+            script: None,
+            when_exhausted: WhenExhausted::Echo,
+            cursor: AtomicUsize::new(0),
+        }
+    }
+
+    /// Scripted mode: call N gets turn N; past the end, an error.
+    pub fn scripted(turns: Vec<MockTurn>) -> Self {
+        MockModel {
+            script: Some(turns),
+            when_exhausted: WhenExhausted::Error,
+            ..MockModel::echo()
+        }
+    }
+
+    /// From configuration: scripted when it has turns, echo otherwise.
+    pub fn from_config(config: &MockConfig) -> Self {
+        if config.turns.is_empty() {
+            MockModel::echo()
+        } else {
+            MockModel::scripted(config.turns.clone()).when_exhausted(config.when_exhausted)
+        }
+    }
+
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    pub fn when_exhausted(mut self, behaviour: WhenExhausted) -> Self {
+        self.when_exhausted = behaviour;
+        self
+    }
+
+    /// How many calls the model has answered (or refused) so far.
+    pub fn calls(&self) -> usize {
+        self.cursor.load(Ordering::SeqCst)
+    }
+
+    fn next_turn(&self, request: &LlmRequest) -> Result<MockTurn> {
+        let call = self.cursor.fetch_add(1, Ordering::SeqCst);
+        let echo = || MockTurn::Text(echo_reply(request));
+        let Some(script) = &self.script else {
+            return Ok(echo());
+        };
+        match (script.get(call), self.when_exhausted) {
+            (Some(turn), _) => Ok(turn.clone()),
+            (None, WhenExhausted::Echo) => Ok(echo()),
+            (None, WhenExhausted::Error) => Err(AdkError::FailedPrecondition(format!(
+                "mock model `{}`: script exhausted, it has {} turn(s) and this is call {} \
+                 (set `when_exhausted: echo` to fall back to echoing)",
+                self.name,
+                script.len(),
+                call + 1
+            ))),
+        }
+    }
+}
+
+fn echo_reply(request: &LlmRequest) -> String {
+    let last_user_text = request
+        .contents
+        .iter()
+        .rev()
+        .filter(|c| c.role == "user")
+        .find_map(Content::text);
+    match last_user_text {
+        Some(text) => format!("You said: {text}"),
+        None => "You said nothing.".to_string(),
+    }
+}
+
+/// Whitespace-separated words: the mock's stand-in for tokens.
+fn word_count(text: &str) -> i32 {
+    i32::try_from(text.split_whitespace().count()).unwrap_or(i32::MAX)
+}
+
+/// The reply cut after each run of whitespace, so the pieces join back exactly.
+fn words_with_spacing(text: &str) -> Vec<&str> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    let mut in_space = false;
+    for (i, c) in text.char_indices() {
+        if c.is_whitespace() {
+            in_space = true;
+        } else if in_space {
+            pieces.push(&text[start..i]);
+            start = i;
+            in_space = false;
+        }
+    }
+    if start < text.len() {
+        pieces.push(&text[start..]);
+    }
+    pieces
+}
+
+#[async_trait]
+impl Llm for MockModel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
+        let prompt_words: i32 = request
+            .contents
+            .iter()
+            .filter_map(Content::text)
+            .map(|t| word_count(&t))
+            .sum();
+        let mut responses: Vec<Result<LlmResponse>> = Vec::new();
+        let (parts, reply_words) = match self.next_turn(&request)? {
+            MockTurn::Error(message) => return Err(AdkError::Model(format!("mock model `{}`: {message}", self.name))),
+            MockTurn::Text(text) => {
+                if stream {
+                    responses.extend(
+                        words_with_spacing(&text)
+                            .into_iter()
+                            .map(|w| Ok(response::partial_text(w))),
+                    );
+                }
+                (vec![Part::text_part(&text)], word_count(&text))
+            }
+            MockTurn::FunctionCalls(calls) => {
+                let parts = calls
+                    .into_iter()
+                    .map(|c| Part::FunctionCall {
+                        name: c.name,
+                        args: c.args,
+                        id: c.id,
+                    })
+                    .collect();
+                (parts, 0)
+            }
+        };
+        let usage = UsageMetadata {
+            prompt_token_count: prompt_words,
+            candidates_token_count: reply_words,
+            total_token_count: prompt_words.saturating_add(reply_words),
+        };
+        responses.push(Ok(response::complete(
+            "mock",
+            parts,
+            Some(FinishReason::Stop),
+            Some(usage),
+        )));
+        Ok(Box::pin(futures::stream::iter(responses)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn words_keep_their_spacing() {
+        assert_eq!(
+            words_with_spacing("You said:  hi there "),
+            ["You ", "said:  ", "hi ", "there "]
+        );
+        assert_eq!(words_with_spacing(""), Vec::<&str>::new());
+        assert_eq!(words_with_spacing("  lead"), ["  ", "lead"]);
+    }
+}

@@ -1,0 +1,590 @@
+//! OpenAI-compatible chat completions (`POST {base_url}/chat/completions`):
+//! OpenAI itself, and the servers that speak its dialect — Ollama, vLLM,
+//! LM Studio, llama.cpp's server — chosen by base URL.
+
+use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
+use crate::response;
+use crate::sse::SseEvent;
+use adk_core::{
+    AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata,
+};
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use reqwest::header::AUTHORIZATION;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Duration;
+
+const PROVIDER: &str = "openai";
+
+/// OpenAI's own endpoint, the default base URL.
+pub const OPENAI_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// A chat-completions model behind an OpenAI-compatible base URL.
+#[derive(Debug, Clone)]
+pub struct OpenAiCompatible {
+    http: HttpClient,
+    url: String,
+    model: String,
+}
+
+impl OpenAiCompatible {
+    /// `base_url` is the API root that `/chat/completions` is appended to, e.g.
+    /// `https://api.openai.com/v1` or Ollama's `http://localhost:11434/v1`.
+    pub fn new(base_url: impl AsRef<str>, model: impl Into<String>) -> Result<Self> {
+        Ok(OpenAiCompatible {
+            http: HttpClient::new(PROVIDER)?,
+            url: format!("{}/chat/completions", base_url.as_ref().trim_end_matches('/')),
+            model: model.into(),
+        })
+    }
+
+    /// Sends the key as `Authorization: Bearer …`. Local servers need none.
+    pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self> {
+        self.http
+            .set_auth(AUTHORIZATION, ApiKey::new(PROVIDER, key, "Bearer ")?);
+        Ok(self)
+    }
+
+    /// How long the provider may take to answer, and for streams the longest
+    /// silence between two chunks (default 60 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.http.timeout = timeout;
+        self
+    }
+
+    fn body(&self, request: &LlmRequest, stream: bool) -> Result<Value> {
+        let model = if request.model.is_empty() {
+            &self.model
+        } else {
+            &request.model
+        };
+        let mut body = json!({
+            "model": model,
+            "messages": messages(request)?,
+        });
+        if !request.tools.is_empty() {
+            let tools: Vec<Value> = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({
+                        "type": "function",
+                        "function": {
+                            "name": tool.name,
+                            "description": tool.description,
+                            // Some compatible servers reject a function without a schema.
+                            "parameters": tool.parameters.clone()
+                                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                        }
+                    })
+                })
+                .collect();
+            body["tools"] = Value::Array(tools);
+        }
+        let config = &request.config;
+        if let Some(t) = config.temperature {
+            body["temperature"] = json!(t);
+        }
+        if let Some(p) = config.top_p {
+            body["top_p"] = json!(p);
+        }
+        if let Some(n) = config.max_output_tokens {
+            body["max_tokens"] = json!(n);
+        }
+        if !config.stop_sequences.is_empty() {
+            body["stop"] = json!(config.stop_sequences);
+        }
+        if stream {
+            body["stream"] = json!(true);
+            // Without this the stream carries no token counts.
+            body["stream_options"] = json!({"include_usage": true});
+        }
+        Ok(body)
+    }
+}
+
+#[async_trait]
+impl Llm for OpenAiCompatible {
+    fn name(&self) -> &str {
+        &self.model
+    }
+
+    async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
+        let body = self.body(&request, stream)?;
+        if stream {
+            return self.http.post_sse(&self.url, &body, StreamDecoder::default()).await;
+        }
+        let reply = self.http.post_json(&self.url, &body).await?;
+        let completion: ChatCompletion = serde_json::from_value(reply).map_err(|e| malformed("response", &e))?;
+        let response = completion_response(completion)?;
+        Ok(Box::pin(futures::stream::once(async { Ok(response) })))
+    }
+}
+
+// ---- request ---------------------------------------------------------------
+
+/// The conversation as chat messages.
+fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
+    let mut messages = Vec::new();
+    if let Some(system) = request.system_instruction.as_deref().filter(|s| !s.is_empty()) {
+        messages.push(json!({"role": "system", "content": system}));
+    }
+    let mut ids = CallIds::default();
+    for content in &request.contents {
+        if content.role == "model" {
+            messages.push(assistant_message(content, &mut ids));
+            continue;
+        }
+        // Tool results are messages of their own and must directly follow the
+        // assistant message that asked for them, so they go first.
+        let mut rest = Vec::new();
+        for part in &content.parts {
+            match part {
+                Part::FunctionResponse { function_response, id } => messages.push(json!({
+                    "role": "tool",
+                    "tool_call_id": ids.response_id(&function_response.name, id.as_deref()),
+                    "content": serde_json::to_string(&function_response.response)?,
+                })),
+                other => rest.push(other),
+            }
+        }
+        if !rest.is_empty() {
+            messages.push(json!({"role": "user", "content": user_content(&rest)?}));
+        }
+    }
+    Ok(messages)
+}
+
+/// A "model" turn: its text, and its function calls as `tool_calls`.
+fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
+    let text: Vec<&str> = content.parts.iter().filter_map(Part::text).collect();
+    let calls: Vec<Value> = content
+        .parts
+        .iter()
+        .filter_map(|part| match part {
+            Part::FunctionCall { name, args, id } => Some(json!({
+                "id": ids.call_id(name, id.as_deref()),
+                "type": "function",
+                "function": {"name": name, "arguments": args.to_string()},
+            })),
+            _ => None,
+        })
+        .collect();
+    let mut message = json!({
+        "role": "assistant",
+        "content": if text.is_empty() { Value::Null } else { Value::String(text.concat()) },
+    });
+    if !calls.is_empty() {
+        message["tool_calls"] = Value::Array(calls);
+    }
+    message
+}
+
+/// A user turn: a plain string when it is all text (every compatible server
+/// takes that), the array form only when media is attached.
+fn user_content(parts: &[&Part]) -> Result<Value> {
+    if parts.iter().all(|p| p.text().is_some()) {
+        let texts: Vec<&str> = parts.iter().filter_map(|p| p.text()).collect();
+        return Ok(Value::String(texts.join("\n")));
+    }
+    let mut items = Vec::new();
+    for part in parts {
+        items.push(match part {
+            Part::Text { text } => json!({"type": "text", "text": text}),
+            Part::InlineData { mime_type, data } => inline_item(mime_type, data),
+            Part::FileData { mime_type, file_uri } if mime_type.starts_with("image/") => {
+                json!({"type": "image_url", "image_url": {"url": file_uri}})
+            }
+            Part::FileData { mime_type, file_uri } => {
+                return Err(AdkError::InvalidArgument(format!(
+                    "chat completions cannot reference a {mime_type} file by URI ({file_uri}); send it inline"
+                )));
+            }
+            // A call in a user turn is meaningless to the API; say so instead of dropping it.
+            Part::FunctionCall { name, .. } => {
+                return Err(AdkError::InvalidArgument(format!(
+                    "function call `{name}` in a non-model turn cannot be sent to chat completions"
+                )));
+            }
+            Part::FunctionResponse { .. } => continue, // sent as tool messages by the caller
+        });
+    }
+    Ok(Value::Array(items))
+}
+
+fn inline_item(mime_type: &str, data: &[u8]) -> Value {
+    let encoded = BASE64.encode(data);
+    match mime_type {
+        m if m.starts_with("image/") => {
+            json!({"type": "image_url", "image_url": {"url": format!("data:{m};base64,{encoded}")}})
+        }
+        "audio/wav" | "audio/x-wav" => {
+            json!({"type": "input_audio", "input_audio": {"data": encoded, "format": "wav"}})
+        }
+        "audio/mpeg" | "audio/mp3" => json!({"type": "input_audio", "input_audio": {"data": encoded, "format": "mp3"}}),
+        m => json!({"type": "file", "file": {"file_data": format!("data:{m};base64,{encoded}")}}),
+    }
+}
+
+/// Chat completions pair results with calls by id. The runner assigns ids, but
+/// a hand-built history may lack them: such a call gets `call_<n>`, and a
+/// result without an id takes the oldest unanswered call of the same name.
+#[derive(Default)]
+struct CallIds {
+    next: usize,
+    unanswered: HashMap<String, VecDeque<String>>,
+}
+
+impl CallIds {
+    fn call_id(&mut self, name: &str, id: Option<&str>) -> String {
+        let id = match id {
+            Some(id) => id.to_string(),
+            None => {
+                self.next += 1;
+                format!("call_{}", self.next)
+            }
+        };
+        self.unanswered
+            .entry(name.to_string())
+            .or_default()
+            .push_back(id.clone());
+        id
+    }
+
+    fn response_id(&mut self, name: &str, id: Option<&str>) -> String {
+        let queue = self.unanswered.entry(name.to_string()).or_default();
+        match id {
+            Some(id) => {
+                queue.retain(|pending| pending != id);
+                id.to_string()
+            }
+            None => queue.pop_front().unwrap_or_else(|| format!("call_{name}")),
+        }
+    }
+}
+
+// ---- response --------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct ChatCompletion {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    usage: Option<Usage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: Option<Message>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Message {
+    /// A string from most servers; some send an array of `{type, text}` items.
+    #[serde(default)]
+    content: Value,
+    #[serde(default)]
+    tool_calls: Vec<ToolCall>,
+}
+
+#[derive(Deserialize)]
+struct ToolCall {
+    id: Option<String>,
+    function: FunctionWire,
+}
+
+#[derive(Deserialize)]
+struct FunctionWire {
+    #[serde(default)]
+    name: String,
+    /// A JSON-encoded string per the API; a few servers send the object itself.
+    #[serde(default)]
+    arguments: Value,
+}
+
+#[derive(Deserialize, Clone, Copy)]
+struct Usage {
+    #[serde(default)]
+    prompt_tokens: u64,
+    #[serde(default)]
+    completion_tokens: u64,
+    #[serde(default)]
+    total_tokens: u64,
+}
+
+impl From<Usage> for UsageMetadata {
+    fn from(u: Usage) -> Self {
+        let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+        UsageMetadata {
+            prompt_token_count: count(u.prompt_tokens),
+            candidates_token_count: count(u.completion_tokens),
+            total_token_count: count(u.total_tokens),
+        }
+    }
+}
+
+fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
+    let choice = completion
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| AdkError::Model(format!("{PROVIDER} response has no choices")))?;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    if let Some(message) = choice.message {
+        text = content_text(&message.content);
+        for call in message.tool_calls {
+            calls.push(function_call(call.function.name, call.id, call.function.arguments)?);
+        }
+    }
+    Ok(final_response(
+        text,
+        calls,
+        finish_reason(choice.finish_reason.as_deref()),
+        completion.usage,
+    ))
+}
+
+fn content_text(content: &Value) -> String {
+    match content {
+        Value::String(text) => text.clone(),
+        Value::Array(items) => items.iter().filter_map(|item| item["text"].as_str()).collect(),
+        _ => String::new(),
+    }
+}
+
+/// A complete tool call: the arguments must be a JSON object.
+fn function_call(name: String, id: Option<String>, arguments: Value) -> Result<Part> {
+    let args = match arguments {
+        Value::String(raw) if raw.trim().is_empty() => Value::Object(Map::new()),
+        Value::String(raw) => serde_json::from_str(&raw).map_err(|e| {
+            AdkError::Model(format!(
+                "{PROVIDER} returned arguments for tool `{name}` that are not valid JSON ({e}): {}",
+                truncate(&raw, 200)
+            ))
+        })?,
+        Value::Null => Value::Object(Map::new()),
+        object => object,
+    };
+    Ok(Part::FunctionCall {
+        name,
+        args,
+        id: id.filter(|id| !id.is_empty()),
+    })
+}
+
+fn finish_reason(reason: Option<&str>) -> Option<FinishReason> {
+    Some(match reason? {
+        // A turn that ends in tool calls ended normally, as Gemini reports it.
+        "stop" | "tool_calls" | "function_call" => FinishReason::Stop,
+        "length" => FinishReason::MaxTokens,
+        "content_filter" => FinishReason::Safety,
+        _ => FinishReason::Other,
+    })
+}
+
+/// The complete reply: the text first, then the calls.
+fn final_response(
+    text: String,
+    calls: Vec<Part>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+) -> LlmResponse {
+    let mut parts = Vec::new();
+    if !text.is_empty() {
+        parts.push(Part::Text { text });
+    }
+    parts.extend(calls);
+    response::complete(PROVIDER, parts, finish_reason, usage.map(Into::into))
+}
+
+fn malformed(what: &str, e: &serde_json::Error) -> AdkError {
+    AdkError::Model(format!("{PROVIDER} sent a malformed {what}: {e}"))
+}
+
+// ---- streaming ---------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    usage: Option<Usage>,
+    /// Some servers report a failure inside the stream, after a 200.
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    delta: Option<Delta>,
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Delta {
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<ToolCallDelta>,
+}
+
+#[derive(Deserialize)]
+struct ToolCallDelta {
+    index: Option<usize>,
+    id: Option<String>,
+    function: Option<FunctionDelta>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta {
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+/// A tool call being assembled from its pieces.
+#[derive(Default)]
+struct PendingCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// Text deltas go out as partials at once; tool calls arrive in pieces keyed by
+/// `index` and only go out, whole, in the final response after `[DONE]`.
+#[derive(Default)]
+struct StreamDecoder {
+    text: String,
+    calls: BTreeMap<usize, PendingCall>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<Usage>,
+}
+
+impl StreamDecoder {
+    fn add_tool_call_piece(&mut self, piece: ToolCallDelta) {
+        // `index` says which call a piece belongs to. A server that omits it
+        // sends each call whole: a piece with a new id starts a new call.
+        let index = piece
+            .index
+            .unwrap_or_else(|| match (&piece.id, self.calls.last_key_value()) {
+                (None, Some((&last, _))) => last,
+                _ => self.calls.last_key_value().map_or(0, |(&last, _)| last + 1),
+            });
+        let call = self.calls.entry(index).or_default();
+        if let Some(id) = piece.id.filter(|id| !id.is_empty()) {
+            call.id = Some(id);
+        }
+        if let Some(function) = piece.function {
+            // Names come whole in the first piece from OpenAI; appending also
+            // serves servers that split them.
+            if let Some(name) = function.name {
+                call.name.push_str(&name);
+            }
+            if let Some(arguments) = function.arguments {
+                call.arguments.push_str(&arguments);
+            }
+        }
+    }
+
+    fn complete(&mut self) -> Result<LlmResponse> {
+        let mut calls = Vec::new();
+        for call in std::mem::take(&mut self.calls).into_values() {
+            calls.push(function_call(call.name, call.id, Value::String(call.arguments))?);
+        }
+        Ok(final_response(
+            std::mem::take(&mut self.text),
+            calls,
+            self.finish_reason,
+            self.usage,
+        ))
+    }
+}
+
+impl SseDecoder for StreamDecoder {
+    fn event(&mut self, event: &SseEvent) -> Result<Decoded> {
+        let data = event.data.trim();
+        if data == "[DONE]" {
+            return self.complete().map(Decoded::Final);
+        }
+        if data.is_empty() {
+            return Ok(Decoded::Partials(Vec::new()));
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            AdkError::Model(format!(
+                "{PROVIDER} sent a malformed stream chunk ({e}): {}",
+                truncate(data, 200)
+            ))
+        })?;
+        if let Some(error) = chunk.error {
+            let message = error["message"]
+                .as_str()
+                .map_or_else(|| error.to_string(), str::to_string);
+            return Err(AdkError::Model(format!(
+                "{PROVIDER} reported an error mid-stream: {message}"
+            )));
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        let mut partials = Vec::new();
+        for choice in chunk.choices {
+            if let Some(reason) = choice.finish_reason.as_deref() {
+                self.finish_reason = finish_reason(Some(reason));
+            }
+            let Some(delta) = choice.delta else { continue };
+            for piece in delta.tool_calls {
+                self.add_tool_call_piece(piece);
+            }
+            if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
+                self.text.push_str(&text);
+                partials.push(response::partial_text(text));
+            }
+        }
+        Ok(Decoded::Partials(partials))
+    }
+
+    fn end_of_body(&mut self) -> Result<LlmResponse> {
+        Err(AdkError::Unavailable(format!(
+            "{PROVIDER} stream ended before [DONE]: the reply is incomplete"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adk_core::FunctionResponseData;
+
+    #[test]
+    fn ids_pair_results_with_calls_that_have_none() {
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("model").with_part(Part::FunctionCall {
+                    name: "f".into(),
+                    args: json!({}),
+                    id: None,
+                }),
+                Content::new("tool").with_part(Part::FunctionResponse {
+                    function_response: FunctionResponseData {
+                        name: "f".into(),
+                        response: json!(1),
+                    },
+                    id: None,
+                }),
+            ],
+            ..Default::default()
+        };
+        let messages = messages(&request).unwrap();
+        assert_eq!(messages[0]["tool_calls"][0]["id"], "call_1");
+        assert_eq!(messages[1]["tool_call_id"], "call_1");
+    }
+
+    #[test]
+    fn finish_reasons() {
+        assert_eq!(finish_reason(Some("length")), Some(FinishReason::MaxTokens));
+        assert_eq!(finish_reason(Some("content_filter")), Some(FinishReason::Safety));
+        assert_eq!(finish_reason(Some("tool_calls")), Some(FinishReason::Stop));
+        assert_eq!(finish_reason(Some("weird")), Some(FinishReason::Other));
+        assert_eq!(finish_reason(None), None);
+    }
+}

@@ -1,0 +1,81 @@
+//! Building the responses every provider returns, so they all look alike.
+
+use adk_core::{Content, FinishReason, LlmResponse, Part, UsageMetadata};
+
+/// One streamed text chunk.
+pub(crate) fn partial_text(text: impl Into<String>) -> LlmResponse {
+    LlmResponse {
+        content: Some(Content::new("model").with_text(text)),
+        partial: true,
+        ..Default::default()
+    }
+}
+
+/// The complete reply of a model call. One that carries nothing and did not
+/// end normally says why in `error_code`/`error_message`, as ADK does, so the
+/// agent can tell "filtered" from "said nothing".
+pub(crate) fn complete(
+    provider: &str,
+    parts: Vec<Part>,
+    finish_reason: Option<FinishReason>,
+    usage: Option<UsageMetadata>,
+) -> LlmResponse {
+    let mut response = LlmResponse {
+        usage_metadata: usage,
+        finish_reason,
+        turn_complete: true,
+        ..Default::default()
+    };
+    if !parts.is_empty() {
+        response.content = Some(Content {
+            role: "model".into(),
+            parts,
+        });
+    } else if let Some(reason) = finish_reason.filter(|r| *r != FinishReason::Stop) {
+        let code = finish_reason_code(reason);
+        response.error_message = Some(format!("{provider} returned no content (finish reason {code})"));
+        response.error_code = Some(code);
+    }
+    response
+}
+
+/// `MAX_TOKENS`, `SAFETY`…: the names the enum serializes to.
+pub(crate) fn finish_reason_code(reason: FinishReason) -> String {
+    serde_json::to_value(reason)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_else(|| format!("{reason:?}"))
+}
+
+/// Adds text to a part list, merging it into a text part just before it so a
+/// streamed reply ends as one text part rather than one per chunk.
+pub(crate) fn push_text(parts: &mut Vec<Part>, text: &str) {
+    if let Some(Part::Text { text: last }) = parts.last_mut() {
+        last.push_str(text);
+    } else {
+        parts.push(Part::text_part(text));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_filtered_reply_carries_an_error_code() {
+        let response = complete("p", vec![], Some(FinishReason::MaxTokens), None);
+        assert_eq!(response.content, None);
+        assert_eq!(response.error_code.as_deref(), Some("MAX_TOKENS"));
+        assert!(response.turn_complete && !response.partial);
+        let normal = complete("p", vec![], Some(FinishReason::Stop), None);
+        assert_eq!(normal.error_code, None);
+    }
+
+    #[test]
+    fn text_merges() {
+        let mut parts = vec![];
+        push_text(&mut parts, "a");
+        push_text(&mut parts, "b");
+        assert_eq!(parts, [Part::text_part("ab")]);
+    }
+}

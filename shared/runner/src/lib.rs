@@ -1,0 +1,58 @@
+//! Runs ADK agents (seed 003/004, SEMANTICS.md "Runner").
+//!
+//! - [`LlmAgent`] (built with [`LlmAgentBuilder`]): a model with an instruction,
+//!   tools, sub-agents to transfer to, `output_key`, model callbacks;
+//! - workflow agents [`SequentialAgent`], [`ParallelAgent`], [`LoopAgent`];
+//! - tools: [`FunctionTool`] (an async closure), [`HttpTool`] (an HTTP endpoint),
+//!   [`ClientTool`] (executed by the client), and ADK's built-ins
+//!   [`ExitLoopTool`] and [`LoadArtifactsTool`] (`transfer_to_agent` is offered
+//!   by itself to agents with sub-agents);
+//! - [`Runner`]: runs an agent tree on a session, stores every complete event
+//!   before streaming it, keeps one invocation per session at a time.
+//!
+//! ```no_run
+//! # use adk_runner::*;
+//! # use adk_core::{Content, Llm, SessionLease, SessionService};
+//! # use futures::StreamExt;
+//! # use std::sync::Arc;
+//! # async fn demo(model: Arc<dyn Llm>, sessions: Arc<dyn SessionService>, lease: Arc<dyn SessionLease>) -> adk_core::Result<()> {
+//! let agent = LlmAgentBuilder::new("assistant").instruction("Be brief.").model(model).build()?;
+//! let runner = Runner::new(RunnerConfig::new("my_app", Arc::new(agent), sessions, lease))?;
+//! let options = RunOptions { create_session_if_missing: true, ..Default::default() };
+//! let mut events = runner.run("user1", "session1", Content::new("user").with_text("Hi"), options).await?;
+//! while let Some(event) = events.next().await {
+//!     let event = event?;
+//!     if let Some(text) = event.content().and_then(Content::text) {
+//!         println!("{}: {text}", event.author);
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+mod context;
+mod llm;
+mod runner;
+mod tools;
+mod workflow;
+
+pub use context::ToolCallContext;
+pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
+pub use runner::{RunOptions, Runner, RunnerConfig};
+pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool};
+pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
+
+use adk_core::{AdkError, Result};
+
+/// Agent names are identifiers (they appear in branches `parent.child` and in
+/// `transfer_to_agent` calls) and never `user`, the author of the user's events.
+pub(crate) fn validate_agent_name(name: &str) -> Result<()> {
+    let mut chars = name.chars();
+    let identifier = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !identifier || name == llm::history::USER_AUTHOR {
+        return Err(AdkError::Config(format!(
+            "agent name {name:?} must be an identifier ([A-Za-z_][A-Za-z0-9_]*) other than \"user\""
+        )));
+    }
+    Ok(())
+}

@@ -1,0 +1,483 @@
+//! `Runner`: runs an agent tree for one user message and streams what happens.
+//!
+//! Per invocation (SEMANTICS.md, Runner):
+//! 1. a new invocation id `e-<uuid>`; the session's lease is taken (one
+//!    invocation per session at a time, across replicas);
+//! 2. the user's message is stored as an event by `"user"` (with the run's
+//!    `state_delta`); a message carrying `function_response` parts goes to the
+//!    agent that issued the matching calls, any other to the root agent;
+//! 3. every non-partial event the agent yields is appended to the session
+//!    (deltas applied, id/timestamp/sequence assigned) and the stored event is
+//!    streamed; partial events are only streamed;
+//! 4. `temp:` state lives in the invocation's overlay and dies with it;
+//! 5. an error ends the stream with `Err`; dropping the stream, or
+//!    [`Runner::cancel`], stops the agent (and its model request) and releases
+//!    the lease.
+
+use crate::context::{AgentContext, Invocation, session_artifacts};
+use crate::llm::history::USER_AUTHOR;
+use adk_core::{
+    Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, Content, CreateRequest, Event, EventStream,
+    GetRequest, InvocationContext, LeaseKey, Part, Result, RunConfig, Session, SessionLease, SessionService,
+    find_agent, validate,
+};
+use async_stream::try_stream;
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::{Instant, Interval, MissedTickBehavior};
+use tokio_util::sync::CancellationToken;
+
+/// What a runner needs.
+pub struct RunnerConfig {
+    pub app_name: String,
+    pub root_agent: Arc<dyn Agent>,
+    pub session_service: Arc<dyn SessionService>,
+    /// Artifacts for agents and tools (`{artifact.x}`, `load_artifacts`, tool saves); optional.
+    pub artifact_service: Option<Arc<dyn ArtifactService>>,
+    /// Keeps one invocation per session at a time: in memory for one replica,
+    /// in Redis for several.
+    pub lease: Arc<dyn SessionLease>,
+    /// How long a session stays locked after its runner died without releasing
+    /// it; a live run renews its lease every third of this.
+    pub lease_ttl: Duration,
+}
+
+impl RunnerConfig {
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+
+    /// A configuration without artifacts and with the default lease TTL.
+    pub fn new(
+        app_name: impl Into<String>,
+        root_agent: Arc<dyn Agent>,
+        session_service: Arc<dyn SessionService>,
+        lease: Arc<dyn SessionLease>,
+    ) -> Self {
+        RunnerConfig {
+            app_name: app_name.into(),
+            root_agent,
+            session_service,
+            artifact_service: None,
+            lease,
+            lease_ttl: Self::DEFAULT_LEASE_TTL,
+        }
+    }
+}
+
+/// Per-run options.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Stored with the user's event; `temp:` keys are seen by this invocation only.
+    pub state_delta: HashMap<String, Value>,
+    pub run_config: RunConfig,
+    /// Create the session (empty) when it does not exist, instead of `NOT_FOUND`.
+    pub create_session_if_missing: bool,
+}
+
+/// Runs agents against sessions. Cheap to share (`Arc<Runner>`); runs are independent.
+pub struct Runner {
+    app_name: String,
+    root_agent: Arc<dyn Agent>,
+    session_service: Arc<dyn SessionService>,
+    artifact_service: Option<Arc<dyn ArtifactService>>,
+    lease: Arc<dyn SessionLease>,
+    lease_ttl: Duration,
+    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+}
+
+impl Runner {
+    /// Checks the app name and the agent tree: valid, unique agent names (a
+    /// transfer or a resumption finds its agent by name).
+    pub fn new(config: RunnerConfig) -> Result<Runner> {
+        validate::id("app_name", &config.app_name)?;
+        check_agent_tree(&config.root_agent, &mut HashSet::new())?;
+        if config.lease_ttl.is_zero() {
+            return Err(AdkError::Config("lease_ttl must be positive".into()));
+        }
+        Ok(Runner {
+            app_name: config.app_name,
+            root_agent: config.root_agent,
+            session_service: config.session_service,
+            artifact_service: config.artifact_service,
+            lease: config.lease,
+            lease_ttl: config.lease_ttl,
+            running: Arc::default(),
+        })
+    }
+
+    pub fn app_name(&self) -> &str {
+        &self.app_name
+    }
+
+    pub fn root_agent(&self) -> &Arc<dyn Agent> {
+        &self.root_agent
+    }
+
+    /// Runs the agents on `content` in the session and streams the events.
+    ///
+    /// Fails before streaming with `INVALID_ARGUMENT` (bad ids, an empty message,
+    /// a function response that answers no call), `NOT_FOUND` (no such session)
+    /// or `ABORTED` (the session is busy with another invocation). Failures
+    /// after that end the stream with an `Err`.
+    pub async fn run(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        content: Content,
+        options: RunOptions,
+    ) -> Result<EventStream> {
+        validate::session_ids(&self.app_name, user_id, session_id)?;
+        if content.parts.is_empty() {
+            return Err(AdkError::invalid("new_message has no parts"));
+        }
+        let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
+        let key = LeaseKey {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+        };
+        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl).await?;
+        let (invocation, events) = match self.start(&invocation_id, user_id, session_id, content, options).await {
+            Ok(started) => started,
+            Err(e) => {
+                lease.release().await;
+                return Err(e);
+            }
+        };
+        tracing::debug!(%invocation_id, session_id, "invocation started");
+        let cancel = CancellationToken::new();
+        lock(&self.running).insert(invocation_id.clone(), cancel.clone());
+        let driver = Driver {
+            session_service: self.session_service.clone(),
+            invocation,
+            events,
+            renew: renew_interval(self.lease_ttl),
+            lease,
+            cancel,
+            _registration: Registration {
+                running: self.running.clone(),
+                invocation_id,
+            },
+        };
+        Ok(driver.into_stream())
+    }
+
+    /// Stops a running invocation of this runner: its stream ends with
+    /// `CANCELLED`. False when no such invocation is running here.
+    pub fn cancel(&self, invocation_id: &str) -> bool {
+        match lock(&self.running).get(invocation_id) {
+            Some(token) => {
+                token.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Stores the user's event and starts the agent that should answer it.
+    async fn start(
+        &self,
+        invocation_id: &str,
+        user_id: &str,
+        session_id: &str,
+        content: Content,
+        options: RunOptions,
+    ) -> Result<(Arc<Invocation>, EventStream)> {
+        let session = self
+            .load_session(user_id, session_id, options.create_session_if_missing)
+            .await?;
+        let (agent, branch) = self.agent_for(&session, &content)?;
+        let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
+        user_event.actions.state_delta = options.state_delta.clone();
+        let stored = self.append(&session, user_event).await?;
+        let artifacts = self
+            .artifact_service
+            .clone()
+            .map(|service| session_artifacts(service, &session));
+        let invocation = Arc::new(Invocation::new(
+            invocation_id.to_string(),
+            session,
+            stored,
+            options.state_delta,
+            options.run_config,
+            artifacts,
+        ));
+        let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
+        let events = agent.run(ctx).await?;
+        Ok((invocation, events))
+    }
+
+    async fn load_session(&self, user_id: &str, session_id: &str, create: bool) -> Result<Session> {
+        let get = GetRequest {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            ..Default::default()
+        };
+        match self.session_service.get(get.clone()).await {
+            Err(AdkError::NotFound(_)) if create => {
+                let create = CreateRequest {
+                    app_name: self.app_name.clone(),
+                    user_id: user_id.to_string(),
+                    session_id: Some(session_id.to_string()),
+                    ..Default::default()
+                };
+                match self.session_service.create(create).await {
+                    // Created by someone else in the meantime: use theirs.
+                    Err(AdkError::AlreadyExists(_)) => self.session_service.get(get).await,
+                    created => created,
+                }
+            }
+            loaded => loaded,
+        }
+    }
+
+    async fn append(&self, session: &Session, event: Event) -> Result<Event> {
+        append(self.session_service.as_ref(), session, event).await
+    }
+
+    /// The root agent, or for a message answering function calls, the agent that
+    /// made them, on the branch it made them on.
+    fn agent_for(&self, session: &Session, content: &Content) -> Result<(Arc<dyn Agent>, String)> {
+        let Some((author, branch)) = caller_of(session, content)? else {
+            return Ok((self.root_agent.clone(), String::new()));
+        };
+        let agent = find_agent(&self.root_agent, &author).ok_or_else(|| {
+            AdkError::FailedPrecondition(format!(
+                "agent {author}, which made the function call being answered, is not part of this runner's agents"
+            ))
+        })?;
+        Ok((agent, branch))
+    }
+}
+
+/// For a message with `function_response` parts: the author and branch of the
+/// event holding the matching calls. None for an ordinary message.
+fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, String)>> {
+    let mut caller: Option<(String, String)> = None;
+    for part in &content.parts {
+        let Part::FunctionResponse { id, function_response } = part else {
+            continue;
+        };
+        let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
+            AdkError::invalid(format!(
+                "function_response {} has no id: give the id of the function call it answers",
+                function_response.name
+            ))
+        })?;
+        let call = session.events.iter().rev().find(|event| {
+            event.content().is_some_and(|c| {
+                c.parts
+                    .iter()
+                    .any(|p| matches!(p, Part::FunctionCall { id: Some(call_id), .. } if call_id == id))
+            })
+        });
+        let call = call.ok_or_else(|| {
+            AdkError::invalid(format!(
+                "function_response {id} answers no function call in session {}",
+                session.id
+            ))
+        })?;
+        let found = (call.author.clone(), call.branch.clone());
+        match &caller {
+            Some(first) if *first != found => {
+                return Err(AdkError::invalid(
+                    "function_response parts of one message must answer calls of one agent",
+                ));
+            }
+            _ => caller = Some(found),
+        }
+    }
+    Ok(caller)
+}
+
+async fn append(service: &dyn SessionService, session: &Session, event: Event) -> Result<Event> {
+    service
+        .append_event(AppendEventRequest {
+            app_name: session.app_name.clone(),
+            user_id: session.user_id.clone(),
+            session_id: session.id.clone(),
+            event,
+            precondition: None,
+        })
+        .await
+}
+
+/// Agent names are identifiers (they appear in branches `a.b` and in the
+/// model's `transfer_to_agent` calls), never "user" (the user's events carry
+/// that author), and unique in the tree.
+fn check_agent_tree(agent: &Arc<dyn Agent>, seen: &mut HashSet<String>) -> Result<()> {
+    crate::validate_agent_name(agent.name())?;
+    if !seen.insert(agent.name().to_string()) {
+        return Err(AdkError::Config(format!(
+            "two agents are named {}: names must be unique in the agent tree",
+            agent.name()
+        )));
+    }
+    agent
+        .sub_agents()
+        .iter()
+        .try_for_each(|sub| check_agent_tree(sub, seen))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn renew_interval(ttl: Duration) -> Interval {
+    let period = (ttl / 3).max(Duration::from_millis(1));
+    let mut interval = tokio::time::interval_at(Instant::now() + period, period);
+    interval.set_missed_tick_behavior(MissedTickBehavior::Delay);
+    interval
+}
+
+/// One running invocation: pulls the agent's events, stores them, keeps the lease.
+struct Driver {
+    session_service: Arc<dyn SessionService>,
+    invocation: Arc<Invocation>,
+    events: EventStream,
+    lease: LeaseGuard,
+    renew: Interval,
+    cancel: CancellationToken,
+    _registration: Registration,
+}
+
+impl Driver {
+    fn into_stream(mut self) -> EventStream {
+        Box::pin(try_stream! {
+            let mut failure = None;
+            loop {
+                match self.next().await {
+                    Ok(Some(event)) => yield event,
+                    Ok(None) => break,
+                    Err(e) => {
+                        failure = Some(e);
+                        break;
+                    }
+                }
+            }
+            let invocation_id = self.invocation.invocation_id.clone();
+            // Stop the agent before the session is free for the next invocation.
+            drop(self.events);
+            self.lease.release().await;
+            match failure {
+                Some(e) => {
+                    tracing::debug!(%invocation_id, error = %e, "invocation failed");
+                    Err(e)?;
+                }
+                None => tracing::debug!(%invocation_id, "invocation finished"),
+            }
+        })
+    }
+
+    /// The next event to stream (stored first unless partial); None when the agent is done.
+    async fn next(&mut self) -> Result<Option<Event>> {
+        let event = loop {
+            tokio::select! {
+                biased;
+                _ = self.cancel.cancelled() => {
+                    return Err(AdkError::Cancelled(format!(
+                        "invocation {} was cancelled",
+                        self.invocation.invocation_id
+                    )));
+                }
+                _ = self.renew.tick() => self.lease.renew().await?,
+                event = self.events.next() => break event,
+            }
+        };
+        let Some(event) = event.transpose()? else {
+            return Ok(None);
+        };
+        if event.is_partial() {
+            return Ok(Some(event));
+        }
+        // The store trims `temp:` keys; the overlay needs the delta as emitted.
+        let delta = event.actions.state_delta.clone();
+        let stored = append(self.session_service.as_ref(), &self.invocation.session, event).await?;
+        self.invocation.record(stored.clone(), delta);
+        Ok(Some(stored))
+    }
+}
+
+/// The session's lease while this invocation holds it.
+struct LeaseGuard {
+    lease: Arc<dyn SessionLease>,
+    key: LeaseKey,
+    owner: String,
+    ttl: Duration,
+    held: bool,
+}
+
+impl LeaseGuard {
+    async fn acquire(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Result<Self> {
+        match lease.acquire(&key, owner, ttl).await? {
+            Acquire::Acquired => Ok(LeaseGuard {
+                lease,
+                key,
+                owner: owner.to_string(),
+                ttl,
+                held: true,
+            }),
+            Acquire::Held(holder) => Err(AdkError::Aborted(format!(
+                "session {} is busy with invocation {holder}: one invocation per session at a time",
+                key.session_id
+            ))),
+        }
+    }
+
+    /// Keeps the lease. Losing it (it expired and may be someone else's now)
+    /// stops the invocation; a store hiccup does not, the next tick tries again.
+    async fn renew(&self) -> Result<()> {
+        match self.lease.renew(&self.key, &self.owner, self.ttl).await {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(AdkError::Aborted(format!(
+                "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
+                 invocations never run on one session",
+                self.owner, self.key.session_id, self.ttl
+            ))),
+            Err(e) => {
+                tracing::warn!(invocation_id = %self.owner, error = %e, "could not renew the session lease; retrying");
+                Ok(())
+            }
+        }
+    }
+
+    async fn release(mut self) {
+        self.held = false;
+        if let Err(e) = self.lease.release(&self.key, &self.owner).await {
+            tracing::warn!(invocation_id = %self.owner, error = %e, "could not release the session lease; it expires");
+        }
+    }
+}
+
+impl Drop for LeaseGuard {
+    /// A stream dropped mid-run cannot await: the release runs as a short task
+    /// of its own (one store call). Without a runtime the lease simply expires.
+    fn drop(&mut self) {
+        if !self.held {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (lease, key, owner) = (self.lease.clone(), self.key.clone(), self.owner.clone());
+            runtime.spawn(async move {
+                if let Err(e) = lease.release(&key, &owner).await {
+                    tracing::warn!(invocation_id = %owner, error = %e, "could not release the session lease; it expires");
+                }
+            });
+        }
+    }
+}
+
+/// The invocation's entry in the runner's registry, removed when the run ends or is dropped.
+struct Registration {
+    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    invocation_id: String,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        lock(&self.running).remove(&self.invocation_id);
+    }
+}

@@ -1,0 +1,11 @@
+//! Tools for LLM agents: Rust closures, HTTP endpoints, client-side tools, and
+//! ADK's built-ins.
+
+mod builtin;
+mod function;
+mod http;
+
+pub(crate) use builtin::TransferToAgentTool;
+pub use builtin::{ExitLoopTool, LoadArtifactsTool};
+pub use function::{ClientTool, FunctionTool};
+pub use http::HttpTool;

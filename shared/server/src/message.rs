@@ -1,0 +1,48 @@
+//! The unary message size limit, enforced with a status that says what to do
+//! instead. Replies are checked before they are sent because tonic's own encoder
+//! limit would only produce an opaque error after the work is done, and a client
+//! decoder over its limit gives an error that does not name the way out.
+
+use adk_core::AdkError;
+use prost::Message;
+use tonic::{Response, Status};
+
+/// RESOURCE_EXHAUSTED for a reply of (at least) `size` bytes over the `limit`:
+/// names `what` is too large and what the client should do `instead`. Also for
+/// refusing early, before the reply is built, when its payload alone is too large.
+pub fn message_too_large(what: &str, size: u64, limit: usize, instead: &str) -> Status {
+    AdkError::ResourceExhausted(format!(
+        "{what} is {size} bytes, over the {limit}-byte message limit: {instead}"
+    ))
+    .into()
+}
+
+/// `reply` as a response when its encoding fits in `limit` bytes; otherwise
+/// [`message_too_large`].
+pub fn fit_in_message<M: Message>(reply: M, limit: usize, what: &str, instead: &str) -> Result<Response<M>, Status> {
+    let size = reply.encoded_len();
+    if size > limit {
+        return Err(message_too_large(what, size as u64, limit, instead));
+    }
+    Ok(Response::new(reply))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_over_the_limit_name_the_way_out() {
+        let reply = adk_proto::v1::ListArtifactsResponse {
+            file_names: vec!["x".repeat(100)],
+        };
+        assert!(fit_in_message(reply.clone(), 1024, "a list", "page").is_ok());
+        let err = fit_in_message(reply, 50, "a list", "ask for less").unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(
+            err.message().contains("a list is 102 bytes, over the 50-byte message limit: ask for less"),
+            "{}",
+            err.message()
+        );
+    }
+}

@@ -1,0 +1,591 @@
+//! `RedisArtifactService`: versioned artifacts in Redis, standalone or Redis
+//! Cluster, on the same connection layer and error mapping as the sessions
+//! (`crate::redis::conn`).
+//!
+//! # Data model
+//!
+//! Every key of one user's artifacts carries the hash tag `{<app>:<user>}`, the
+//! same as their sessions, so on a cluster they live on one node and one Lua
+//! script can commit or delete a version atomically. `<scope>` is the session
+//! id for session names and `~user` for `user:` names (`~` cannot occur in an
+//! id, so the two never collide). File names may contain `:`, `{`, `}` and any
+//! UTF-8 but NUL, so a file name always comes **last** in a key, after the tag
+//! and every fixed segment: each segment before it (ids, scope, version, chunk
+//! index, upload id) is free of `:`, which keeps keys unambiguous, and the
+//! key's hash tag is always the one at its start. File names keep their
+//! `user:` prefix.
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `adk:artnames:{app:user}:<scope>` | set | the scope's file names (List) |
+//! | `adk:artseq:{app:user}:<scope>:<name>` | string | the highest version the name ever had; the next is one more |
+//! | `adk:artvers:{app:user}:<scope>:<name>` | zset | the name's versions (member and score the version) |
+//! | `adk:artmeta:{app:user}:<scope>:<version>:<name>` | hash | `mime`, `size`, `create_us` + `create_ns` (µs since the epoch, nanoseconds beyond), `custom` (JSON object), `text` (`1`/`0`), `chunks` (count), `chunk_bytes` (storage chunk size when written) |
+//! | `adk:artchunk:{app:user}:<scope>:<version>:<index>:<name>` | string | bytes `index * chunk_bytes ..` of the version, at most `chunk_bytes` |
+//! | `adk:artup:{app:user}:<upload id>:<index>` | string | a pending chunk of an upload in progress (TTL 1 h) |
+//!
+//! # Writes
+//!
+//! An upload streams: each storage chunk is written as it fills to a pending
+//! key under a random upload id, with a one-hour TTL that the upload renews as
+//! it runs. At the end one script (`lua::COMMIT`) picks the version, renames
+//! the pending keys into place (same hash tag, so allowed on a cluster), and
+//! writes the metadata, counter, version and name: a version appears whole or
+//! not at all, and concurrent saves of one name get distinct, consecutive
+//! versions. A failed, oversized or cancelled upload deletes its pending keys
+//! (a cancelled one from a background task); the TTL only covers a crash.
+//! A delete is one script too (`lua::DELETE`), removing every chunk.
+//!
+//! # Reads
+//!
+//! Metadata (and which version "latest" is) comes from one script. A download
+//! then reads one chunk per step (`GET`, or `GETRANGE` when the requested piece
+//! size is not the stored one), so neither side holds a whole artifact. A
+//! version deleted during a download ends its stream with `NOT_FOUND`.
+
+mod lua;
+
+use super::{
+    ChunkedUpload, Limits, MAX_VERSION, chunk_size, no_version_left, not_found, session_scope, version_exists,
+    visible_names,
+};
+use crate::StoreConfig;
+use crate::redis::conn::RedisStore;
+use crate::redis::user_tag;
+use adk_core::artifact::{
+    ArtifactMetadata, ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse,
+    UploadRequest, VersionsRequest, VersionsResponse,
+};
+use adk_core::{AdkError, Result};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use redis::Script;
+use serde_json::Value as Json;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long pending chunks of an upload outlive their last renewal: a crashed
+/// server's half-written upload disappears after this.
+const PENDING_TTL: Duration = Duration::from_secs(3600);
+/// An upload renews its pending chunks' TTL this often.
+const PENDING_RENEW: Duration = Duration::from_secs(900);
+/// How long after an abandoned upload's cleanup a second pass runs (see `PendingChunks`'s Drop).
+const LATE_WRITE_GRACE: Duration = Duration::from_millis(500);
+/// The scope segment of `user:` names; never a valid session id.
+const USER_SCOPE: &str = "~user";
+
+/// Artifacts in Redis (standalone or cluster). Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct RedisArtifactService {
+    store: RedisStore,
+    scripts: Arc<Scripts>,
+    limits: Limits,
+}
+
+struct Scripts {
+    commit: Script,
+    read_meta: Script,
+    delete: Script,
+}
+
+impl std::fmt::Debug for RedisArtifactService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisArtifactService")
+            .field("cluster", &self.store.is_cluster())
+            .field("limits", &self.limits)
+            .finish()
+    }
+}
+
+impl RedisArtifactService {
+    /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
+    /// `rediss+cluster://…`; uses `max_artifact_bytes` and `artifact_chunk_bytes`
+    /// of the config. Fails with `Config` for a malformed URL and `Unavailable`
+    /// when Redis cannot be reached now.
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
+        let scripts = Scripts {
+            commit: Script::new(lua::COMMIT),
+            read_meta: Script::new(lua::READ_META),
+            delete: Script::new(lua::DELETE),
+        };
+        Ok(RedisArtifactService {
+            store: RedisStore::connect(url).await?,
+            scripts: Arc::new(scripts),
+            limits: Limits::of(&config),
+        })
+    }
+
+    /// A version's metadata and storage layout; the latest when `version` is None.
+    async fn read_meta(&self, keys: &NameKeys, version: Option<i64>) -> Result<(ArtifactMetadata, Layout)> {
+        let mut invocation = self.scripts.read_meta.key(&keys.versions);
+        invocation
+            .arg(version.map_or(String::new(), |v| v.to_string()))
+            .arg(&keys.meta_prefix)
+            .arg(&keys.name);
+        let reply: Option<(i64, HashMap<String, String>)> = self.store.eval(&invocation).await?;
+        let (version, fields) = reply.ok_or_else(|| not_found(&keys.name, version))?;
+        parse_meta(&keys.name, version, &fields)
+    }
+
+    async fn version_taken(&self, keys: &NameKeys, version: i64) -> Result<bool> {
+        let score: Option<f64> = self
+            .store
+            .query(redis::cmd("ZSCORE").arg(&keys.versions).arg(version))
+            .await?;
+        Ok(score.is_some())
+    }
+
+    /// Writes the body to pending keys, chunk by chunk.
+    async fn write_pending(&self, body: &mut ChunkedUpload, pending: &mut PendingChunks) -> Result<()> {
+        let mut renewed = Instant::now();
+        while let Some(chunk) = body.next_chunk().await? {
+            if renewed.elapsed() >= PENDING_RENEW {
+                self.renew(pending).await?;
+                renewed = Instant::now();
+            }
+            let key = pending.key(pending.written);
+            // Counted before the write: should this future be dropped mid-write, the cleanup covers it.
+            pending.written += 1;
+            let set = redis::cmd("SET")
+                .arg(&key)
+                .arg(chunk)
+                .arg("EX")
+                .arg(PENDING_TTL.as_secs())
+                .clone();
+            self.store.query::<()>(&set).await?;
+        }
+        Ok(())
+    }
+
+    /// Extends the TTL of every pending chunk of a long upload.
+    async fn renew(&self, pending: &PendingChunks) -> Result<()> {
+        let mut pipe = redis::pipe();
+        for key in pending.keys() {
+            pipe.cmd("EXPIRE").arg(key).arg(PENDING_TTL.as_secs()).ignore();
+        }
+        self.store.pipeline::<()>(&pipe).await
+    }
+
+    /// Makes the pending chunks the next (or the requested) version; see [`lua::COMMIT`].
+    async fn commit(&self, req: &UploadRequest, keys: &NameKeys, pending: &PendingChunks, size: u64) -> Result<i64> {
+        let now = Utc::now();
+        let custom = serde_json::to_string(&req.custom_metadata)
+            .map_err(|e| AdkError::Internal(format!("cannot encode custom metadata: {e}")))?;
+        let mut invocation = self.scripts.commit.prepare_invoke();
+        invocation
+            .key(&keys.names)
+            .key(&keys.seq)
+            .key(&keys.versions)
+            .arg(req.version.map_or(String::new(), |v| v.to_string()))
+            .arg(&keys.name)
+            .arg(&keys.meta_prefix)
+            .arg(&keys.chunk_prefix)
+            .arg(&pending.prefix)
+            .arg(pending.written)
+            .arg(MAX_VERSION)
+            .arg("mime")
+            .arg(&req.mime_type)
+            .arg("size")
+            .arg(size)
+            .arg("create_us")
+            .arg(now.timestamp_micros())
+            .arg("create_ns")
+            .arg(now.timestamp_subsec_nanos() % 1000)
+            .arg("custom")
+            .arg(custom)
+            .arg("text")
+            .arg(if req.is_text { "1" } else { "0" })
+            .arg("chunk_bytes")
+            .arg(self.limits.chunk_bytes);
+        let (status, version): (String, String) = self.store.eval(&invocation).await?;
+        let version = || parse_number::<i64>("version", &version);
+        match status.as_str() {
+            "OK" => version(),
+            "EXISTS" => Err(version_exists(&req.file_name, version()?)),
+            "FULL" => Err(no_version_left(&req.file_name)),
+            "EXPIRED" => Err(AdkError::DeadlineExceeded(format!(
+                "the upload took longer than {} s and its pending chunks expired",
+                PENDING_TTL.as_secs()
+            ))),
+            other => Err(AdkError::Internal(format!(
+                "unexpected script status from redis: {other:?}"
+            ))),
+        }
+    }
+}
+
+#[async_trait]
+impl ArtifactService for RedisArtifactService {
+    async fn upload(&self, req: UploadRequest, chunks: ByteStream) -> Result<SaveResponse> {
+        let mut body = ChunkedUpload::new(&req, chunks, self.limits)?;
+        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+        // Refuse a taken version before streaming the body; the commit checks again.
+        if let Some(v) = req.version
+            && self.version_taken(&keys, v).await?
+        {
+            return Err(version_exists(&req.file_name, v));
+        }
+        let mut pending = PendingChunks::new(self.store.clone(), &keys.tag);
+        let result = async {
+            self.write_pending(&mut body, &mut pending).await?;
+            self.commit(&req, &keys, &pending, body.size()).await
+        }
+        .await;
+        match result {
+            Ok(version) => {
+                pending.committed();
+                Ok(SaveResponse { version })
+            }
+            Err(err) => {
+                pending.discard().await;
+                Err(err)
+            }
+        }
+    }
+
+    async fn download(&self, req: LoadRequest, chunk_bytes: usize) -> Result<(ArtifactMetadata, ByteStream)> {
+        req.validate()?;
+        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+        let (metadata, layout) = self.read_meta(&keys, req.version).await?;
+        let reader = ChunkReader {
+            store: self.store.clone(),
+            keys,
+            version: metadata.version,
+            layout,
+            size: metadata.size_bytes,
+            piece: chunk_size(chunk_bytes) as u64,
+            offset: 0,
+        };
+        let chunks = futures::stream::try_unfold(reader, |mut reader| async move {
+            Ok(reader.next_piece().await?.map(|piece| (piece, reader)))
+        });
+        Ok((metadata, chunks.boxed()))
+    }
+
+    async fn metadata(&self, req: LoadRequest) -> Result<ArtifactMetadata> {
+        req.validate()?;
+        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+        Ok(self.read_meta(&keys, req.version).await?.0)
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Result<()> {
+        req.validate()?;
+        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+        let mut invocation = self.scripts.delete.prepare_invoke();
+        invocation
+            .key(&keys.names)
+            .key(&keys.seq)
+            .key(&keys.versions)
+            .arg(req.version.map_or(String::new(), |v| v.to_string()))
+            .arg(&keys.name)
+            .arg(&keys.meta_prefix)
+            .arg(&keys.chunk_prefix);
+        let _deleted: i64 = self.store.eval(&invocation).await?;
+        Ok(())
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        req.validate()?;
+        let tag = user_tag(&req.app_name, &req.user_id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SMEMBERS")
+            .arg(names_key(&tag, &req.session_id))
+            .cmd("SMEMBERS")
+            .arg(names_key(&tag, USER_SCOPE));
+        let (session, user): (Vec<String>, Vec<String>) = self.store.pipeline(&pipe).await?;
+        Ok(ListResponse {
+            file_names: visible_names(session, user),
+        })
+    }
+
+    async fn versions(&self, req: VersionsRequest) -> Result<VersionsResponse> {
+        req.validate()?;
+        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+        let versions = self
+            .store
+            .query(redis::cmd("ZREVRANGE").arg(&keys.versions).arg(0).arg(-1))
+            .await?;
+        Ok(VersionsResponse { versions })
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.store.ping().await
+    }
+}
+
+// ---------- keys ----------
+
+/// The keys of one file name in its scope (see the module docs).
+struct NameKeys {
+    tag: String,
+    name: String,
+    names: String,
+    seq: String,
+    versions: String,
+    /// `adk:artmeta:{app:user}:<scope>:`; a version's key adds `<version>:<name>`.
+    meta_prefix: String,
+    /// `adk:artchunk:{app:user}:<scope>:`; a chunk's key adds `<version>:<index>:<name>`.
+    chunk_prefix: String,
+}
+
+impl NameKeys {
+    /// Only for validated requests: ids cannot contain `:`, `{` or `}`, so they cannot forge a key.
+    fn new(app: &str, user: &str, session: &str, file_name: &str) -> NameKeys {
+        let tag = user_tag(app, user);
+        let scope = session_scope(session, file_name).unwrap_or(USER_SCOPE);
+        NameKeys {
+            name: file_name.to_string(),
+            names: names_key(&tag, scope),
+            seq: format!("adk:artseq:{tag}:{scope}:{file_name}"),
+            versions: format!("adk:artvers:{tag}:{scope}:{file_name}"),
+            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
+            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
+            tag,
+        }
+    }
+
+    fn chunk(&self, version: i64, index: u64) -> String {
+        format!("{}{version}:{index}:{}", self.chunk_prefix, self.name)
+    }
+}
+
+fn names_key(tag: &str, scope: &str) -> String {
+    format!("adk:artnames:{tag}:{scope}")
+}
+
+// ---------- uploads ----------
+
+/// The pending chunk keys of one upload. Dropped before [`PendingChunks::committed`]
+/// (the upload failed, or its future was cancelled mid-stream), it deletes them
+/// from a background task; their TTL is the last resort when that cannot run.
+struct PendingChunks {
+    store: RedisStore,
+    /// `adk:artup:{app:user}:<upload id>:`; a chunk's key adds its index.
+    prefix: String,
+    /// How many chunk keys may exist (the last one possibly still being written).
+    written: usize,
+    done: bool,
+}
+
+impl PendingChunks {
+    fn new(store: RedisStore, tag: &str) -> PendingChunks {
+        PendingChunks {
+            store,
+            prefix: format!("adk:artup:{tag}:{}:", uuid::Uuid::new_v4().simple()),
+            written: 0,
+            done: false,
+        }
+    }
+
+    fn key(&self, index: usize) -> String {
+        format!("{}{index}", self.prefix)
+    }
+
+    fn keys(&self) -> Vec<String> {
+        (0..self.written).map(|i| self.key(i)).collect()
+    }
+
+    /// The commit renamed the keys away: nothing left to clean up.
+    fn committed(mut self) {
+        self.done = true;
+    }
+
+    /// Deletes the pending keys now. Should that fail, the TTL removes them later;
+    /// the caller reports the upload's own error, not this one.
+    async fn discard(mut self) {
+        if delete_keys(&self.store, self.keys()).await.is_ok() {
+            self.done = true;
+        }
+    }
+}
+
+impl Drop for PendingChunks {
+    fn drop(&mut self) {
+        if self.done || self.written == 0 {
+            return;
+        }
+        // Outside a runtime nothing can be spawned; then the TTL cleans up.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let (store, keys) = (self.store.clone(), self.keys());
+            runtime.spawn(async move {
+                let first = delete_keys(&store, keys.clone()).await;
+                // The chunk write the cancelled upload had in flight may reach Redis after
+                // that delete (a cluster connection does not keep requests in order): a
+                // second pass a moment later removes it too.
+                tokio::time::sleep(LATE_WRITE_GRACE).await;
+                if let Err(err) = first.and(delete_keys(&store, keys).await) {
+                    tracing::warn!("cannot delete the chunks of an abandoned upload (they expire by TTL): {err}");
+                }
+            });
+        }
+    }
+}
+
+async fn delete_keys(store: &RedisStore, keys: Vec<String>) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    store.query::<()>(redis::cmd("UNLINK").arg(keys)).await
+}
+
+// ---------- downloads ----------
+
+/// How a version's bytes are cut into chunk keys.
+#[derive(Debug, Clone, Copy)]
+struct Layout {
+    chunks: u64,
+    chunk_bytes: u64,
+}
+
+/// Reads a version piece by piece, one chunk key per request.
+struct ChunkReader {
+    store: RedisStore,
+    keys: NameKeys,
+    version: i64,
+    layout: Layout,
+    size: u64,
+    /// Requested piece size.
+    piece: u64,
+    offset: u64,
+}
+
+impl ChunkReader {
+    /// The next piece of at most `piece` bytes; None at the end.
+    async fn next_piece(&mut self) -> Result<Option<Vec<u8>>> {
+        if self.offset >= self.size {
+            return Ok(None);
+        }
+        let end = (self.offset + self.piece).min(self.size);
+        let mut out: Vec<u8> = Vec::new();
+        while self.offset < end {
+            let part = self.read_part(end).await?;
+            self.offset += part.len() as u64;
+            if out.is_empty() {
+                out = part;
+            } else {
+                out.extend_from_slice(&part);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    /// The bytes from `offset` to `end` that lie in one chunk key: the whole
+    /// key with `GET`, or a slice of it with `GETRANGE`.
+    async fn read_part(&self, end: u64) -> Result<Vec<u8>> {
+        let cb = self.layout.chunk_bytes;
+        let index = self.offset / cb;
+        let from = self.offset % cb;
+        let chunk_len = cb.min(self.size - index * cb);
+        let to = (end - index * cb).min(chunk_len);
+        let key = self.keys.chunk(self.version, index);
+        let part: Option<Vec<u8>> = if from == 0 && to == chunk_len {
+            self.store.query(redis::cmd("GET").arg(&key)).await?
+        } else {
+            // GETRANGE's end is inclusive; a missing key gives "".
+            let cmd = redis::cmd("GETRANGE").arg(&key).arg(from).arg(to - 1).clone();
+            self.store.query(&cmd).await?
+        };
+        match part {
+            Some(part) if part.len() as u64 == to - from => Ok(part),
+            // The version was deleted (and perhaps saved again) since the download began.
+            _ => Err(not_found(&self.keys.name, Some(self.version))),
+        }
+    }
+}
+
+// ---------- stored values ----------
+
+fn parse_meta(file_name: &str, version: i64, h: &HashMap<String, String>) -> Result<(ArtifactMetadata, Layout)> {
+    let get = |field: &str| {
+        h.get(field)
+            .map(String::as_str)
+            .ok_or_else(|| AdkError::Internal(format!("stored artifact metadata has no {field}")))
+    };
+    let create_us: i64 = parse_number("create_us", get("create_us")?)?;
+    let create_ns: i64 = parse_number("create_ns", get("create_ns")?)?;
+    let create_time = DateTime::<Utc>::from_timestamp_micros(create_us)
+        .and_then(|t| t.checked_add_signed(chrono::Duration::nanoseconds(create_ns)))
+        .ok_or_else(|| AdkError::Internal(format!("stored artifact create time {create_us}µs is out of range")))?;
+    let custom_metadata: HashMap<String, Json> = serde_json::from_str(get("custom")?)
+        .map_err(|e| AdkError::Internal(format!("stored artifact custom metadata is not a JSON object: {e}")))?;
+    let layout = Layout {
+        chunks: parse_number("chunks", get("chunks")?)?,
+        chunk_bytes: parse_number("chunk_bytes", get("chunk_bytes")?)?,
+    };
+    let size_bytes: u64 = parse_number("size", get("size")?)?;
+    if layout.chunk_bytes == 0 || layout.chunks != size_bytes.div_ceil(layout.chunk_bytes) {
+        return Err(AdkError::Internal(format!(
+            "stored artifact {file_name:?} version {version} has an inconsistent layout"
+        )));
+    }
+    let metadata = ArtifactMetadata {
+        file_name: file_name.to_string(),
+        version,
+        mime_type: get("mime")?.to_string(),
+        size_bytes,
+        create_time,
+        custom_metadata,
+        is_text: get("text")? == "1",
+    };
+    Ok((metadata, layout))
+}
+
+fn parse_number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
+    value
+        .parse()
+        .map_err(|_| AdkError::Internal(format!("stored artifact {name} is not a number: {value:?}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_share_the_user_tag_and_end_with_the_name() {
+        let keys = NameKeys::new("app", "alice", "s1", "a:{b}.txt");
+        for key in [
+            &keys.names,
+            &keys.seq,
+            &keys.versions,
+            &keys.meta_prefix,
+            &keys.chunk_prefix,
+        ] {
+            assert!(key.starts_with("adk:art"), "{key}");
+            assert!(key.contains(":{app:alice}:s1"), "{key}");
+        }
+        assert_eq!(keys.seq, "adk:artseq:{app:alice}:s1:a:{b}.txt");
+        assert_eq!(keys.chunk(3, 7), "adk:artchunk:{app:alice}:s1:3:7:a:{b}.txt");
+        let user = NameKeys::new("app", "alice", "s1", "user:x");
+        assert_eq!(user.versions, "adk:artvers:{app:alice}:~user:user:x");
+        assert_eq!(user.names, "adk:artnames:{app:alice}:~user");
+    }
+
+    #[test]
+    fn metadata_round_trips_and_checks_its_layout() {
+        let now = Utc::now();
+        let mut h = HashMap::from([
+            ("mime".to_string(), "image/png".to_string()),
+            ("size".to_string(), "10".to_string()),
+            ("create_us".to_string(), now.timestamp_micros().to_string()),
+            (
+                "create_ns".to_string(),
+                (now.timestamp_subsec_nanos() % 1000).to_string(),
+            ),
+            ("custom".to_string(), r#"{"k":[1,"x"]}"#.to_string()),
+            ("text".to_string(), "0".to_string()),
+            ("chunks".to_string(), "3".to_string()),
+            ("chunk_bytes".to_string(), "4".to_string()),
+        ]);
+        let (meta, layout) = parse_meta("f", 2, &h).unwrap();
+        assert_eq!(meta.create_time, now);
+        assert_eq!((meta.version, meta.size_bytes, meta.is_text), (2, 10, false));
+        assert_eq!(meta.custom_metadata["k"], serde_json::json!([1, "x"]));
+        assert_eq!((layout.chunks, layout.chunk_bytes), (3, 4));
+        h.insert("chunks".into(), "2".into());
+        assert!(parse_meta("f", 2, &h).is_err());
+        h.remove("mime");
+        assert!(parse_meta("f", 2, &h).is_err());
+    }
+}

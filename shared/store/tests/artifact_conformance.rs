@@ -1,0 +1,368 @@
+//! The ArtifactService conformance suite against every backend (memory, Redis,
+//! a 3-node Redis Cluster), and what only Redis can get wrong: keys left behind
+//! by deletes and by failed, oversized or abandoned uploads, and chunk sizes.
+
+use adk_core::artifact::{DeleteRequest, LoadRequest, SaveRequest, UploadRequest, VersionsRequest};
+use adk_core::{AdkError, ArtifactService, ByteStream, Part};
+use adk_store::{InMemoryArtifactService, RedisArtifactService, StoreConfig};
+use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
+use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use futures::{StreamExt, TryStreamExt, stream};
+use std::time::Duration;
+use tokio::time::{Instant, sleep, timeout};
+
+/// Small limits, so the multi-chunk and oversized cases stay cheap.
+const LIMITS: ArtifactLimits = ArtifactLimits {
+    max_artifact_bytes: 1024 * 1024,
+    chunk_bytes: 64 * 1024,
+};
+
+fn config() -> StoreConfig {
+    StoreConfig {
+        max_artifact_bytes: LIMITS.max_artifact_bytes,
+        artifact_chunk_bytes: LIMITS.chunk_bytes,
+        ..Default::default()
+    }
+}
+
+async fn connect(url: &str, config: StoreConfig) -> RedisArtifactService {
+    RedisArtifactService::connect(url, config)
+        .await
+        .expect("connect to test redis")
+}
+
+#[tokio::test]
+async fn memory_backend_conforms() {
+    run_artifact_conformance(&InMemoryArtifactService::with_config(config()), LIMITS).await;
+}
+
+#[tokio::test]
+async fn redis_backend_conforms() {
+    let server = RedisServer::start().await;
+    run_artifact_conformance(&connect(&server.url(), config()).await, LIMITS).await;
+}
+
+#[tokio::test]
+async fn cluster_backend_conforms() {
+    let cluster = RedisCluster::start(3).await;
+    run_artifact_conformance(&connect(&cluster.url(), config()).await, LIMITS).await;
+}
+
+#[tokio::test]
+async fn open_artifact_service_accepts_the_store_urls() {
+    let memory = adk_store::open_artifact_service("memory://", config()).await.unwrap();
+    memory.ping().await.unwrap();
+    let server = RedisServer::start().await;
+    let redis = adk_store::open_artifact_service(&server.url(), config()).await.unwrap();
+    redis.ping().await.unwrap();
+    let err = adk_store::open_artifact_service("mysql://x", config())
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, AdkError::Config(_)), "{err:?}");
+}
+
+// ---------- helpers ----------
+
+/// Every key of `app`, on every node, with its length in bytes for strings.
+async fn keys_of_app(node_urls: &[String], app: &str) -> Vec<(String, Option<u64>)> {
+    let mut found = Vec::new();
+    for url in node_urls {
+        let client = redis::Client::open(url.as_str()).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut cursor = 0u64;
+        loop {
+            let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+                .arg(cursor)
+                .arg("MATCH")
+                .arg(format!("adk:*{{{app}:*"))
+                .arg("COUNT")
+                .arg(1000)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            for key in keys {
+                let kind: String = redis::cmd("TYPE").arg(&key).query_async(&mut conn).await.unwrap();
+                let len = if kind == "string" {
+                    Some(redis::cmd("STRLEN").arg(&key).query_async(&mut conn).await.unwrap())
+                } else {
+                    None
+                };
+                found.push((key, len));
+            }
+            cursor = next;
+            if cursor == 0 {
+                break;
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
+/// Waits up to 5 s for `app` to have no keys left (abandoned uploads are cleaned up by a background task).
+async fn assert_no_keys_left(node_urls: &[String], app: &str, context: &str) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let keys = keys_of_app(node_urls, app).await;
+        if keys.is_empty() {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!("{context}: keys left behind: {keys:#?}");
+        }
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn upload_req(app: &str, session: &str, name: &str) -> UploadRequest {
+    UploadRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        session_id: session.into(),
+        file_name: name.into(),
+        mime_type: "application/octet-stream".into(),
+        ..Default::default()
+    }
+}
+
+fn pieces(total: usize, piece: usize) -> ByteStream {
+    let bytes: Vec<u8> = (0..total).map(|i| (i % 251) as u8).collect();
+    let pieces: Vec<Result<Vec<u8>, AdkError>> = bytes.chunks(piece).map(|p| Ok(p.to_vec())).collect();
+    stream::iter(pieces).boxed()
+}
+
+/// Pieces, then an endless wait: an upload whose client stalls.
+fn stalling(total: usize, piece: usize) -> ByteStream {
+    pieces(total, piece).chain(stream::pending()).boxed()
+}
+
+// ---------- Redis-specific ----------
+
+/// Saves, deletes and every kind of failed upload, then checks that nothing of the app is left in Redis.
+async fn nothing_is_left_behind(svc: &RedisArtifactService, node_urls: &[String]) {
+    let app = unique_prefix("art-leftovers");
+    let chunk = LIMITS.chunk_bytes;
+    // Versions of several chunks, in a session and in the user scope, with awkward names.
+    let names = ["a.bin", "dir/b:{x}.bin", "user:c.bin"];
+    for name in names {
+        for _ in 0..3 {
+            svc.upload(upload_req(&app, "s", name), pieces(chunk * 5 / 2, 1000))
+                .await
+                .unwrap();
+        }
+    }
+    assert!(!keys_of_app(node_urls, &app).await.is_empty(), "the uploads are stored");
+
+    // Failed uploads of existing and new names: a stream error, too many bytes,
+    // a taken explicit version, text that is not UTF-8, a stalled client that gives up.
+    for name in ["a.bin", "new.bin"] {
+        let failing = pieces(chunk * 2, 1000).chain(stream::once(async { Err(AdkError::Cancelled("gone".into())) }));
+        assert!(svc.upload(upload_req(&app, "s", name), failing.boxed()).await.is_err());
+        let oversized = pieces(LIMITS.max_artifact_bytes as usize + 1, 4096);
+        let err = svc.upload(upload_req(&app, "s", name), oversized).await.unwrap_err();
+        assert!(matches!(err, AdkError::ResourceExhausted(_)), "{err:?}");
+        let mut not_text = upload_req(&app, "s", name);
+        not_text.is_text = true;
+        let body = stream::iter([Ok(vec![b'a'; chunk * 2]), Ok(vec![0xff])]).boxed();
+        assert!(matches!(
+            svc.upload(not_text, body).await,
+            Err(AdkError::InvalidArgument(_))
+        ));
+        let stalled = timeout(
+            Duration::from_millis(300),
+            svc.upload(upload_req(&app, "s", name), stalling(chunk * 2, 1000)),
+        );
+        assert!(stalled.await.is_err(), "the stalled upload is abandoned");
+    }
+    let mut taken = upload_req(&app, "s", "a.bin");
+    taken.version = Some(2);
+    let err = svc.upload(taken, pieces(chunk * 2, 1000)).await.unwrap_err();
+    assert!(matches!(err, AdkError::AlreadyExists(_)), "{err:?}");
+
+    // One version at a time (latest, middle, first) for one name, all at once for the others.
+    for version in [3, 2, 1] {
+        let req = DeleteRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            file_name: "a.bin".into(),
+            version: Some(version),
+        };
+        svc.delete(req).await.unwrap();
+    }
+    for name in &names[1..] {
+        let req = DeleteRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            file_name: name.to_string(),
+            version: None,
+        };
+        svc.delete(req).await.unwrap();
+    }
+    assert_no_keys_left(node_urls, &app, "after deleting everything and failed uploads").await;
+}
+
+#[tokio::test]
+async fn redis_leaves_no_keys_behind() {
+    let server = RedisServer::start().await;
+    nothing_is_left_behind(&connect(&server.url(), config()).await, &[server.url()]).await;
+}
+
+#[tokio::test]
+async fn cluster_leaves_no_keys_behind() {
+    let cluster = RedisCluster::start(3).await;
+    nothing_is_left_behind(&connect(&cluster.url(), config()).await, &cluster.node_urls()).await;
+}
+
+/// An upload whose future is dropped mid-stream: its pending chunks exist while
+/// it runs and are gone shortly after, long before their TTL.
+#[tokio::test]
+async fn a_dropped_upload_deletes_its_pending_chunks() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), config()).await;
+    let app = unique_prefix("art-dropped");
+    let nodes = [server.url()];
+    let upload = svc.upload(upload_req(&app, "s", "f.bin"), stalling(LIMITS.chunk_bytes * 3, 1000));
+    let watch = async {
+        // While the upload waits for more bytes, its three full chunks are pending.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let keys = keys_of_app(&nodes, &app).await;
+            if keys.len() == 3 {
+                for (key, _) in &keys {
+                    assert!(key.starts_with("adk:artup:"), "{keys:?}");
+                    let ttl: i64 = redis::cmd("TTL")
+                        .arg(key)
+                        .query_async(&mut server.connection().await)
+                        .await
+                        .unwrap();
+                    assert!((1..=3600).contains(&ttl), "{key} has the safety TTL, got {ttl}");
+                }
+                return;
+            }
+            assert!(Instant::now() < deadline, "pending chunks never appeared: {keys:?}");
+            sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::select! {
+        result = upload => panic!("the stalled upload ended: {result:?}"),
+        () = watch => {}
+    }
+    // The upload future is dropped here, mid-stream.
+    assert_no_keys_left(&nodes, &app, "after dropping the upload").await;
+}
+
+/// A 20 MiB artifact with the default 1 MiB chunks is 20 keys of at most 1 MiB, and reads back whole.
+#[tokio::test]
+async fn large_artifacts_are_stored_in_bounded_chunks() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), StoreConfig::default()).await;
+    let app = unique_prefix("art-large");
+    const SIZE: usize = 20 * 1024 * 1024;
+    let chunk = StoreConfig::default().artifact_chunk_bytes;
+    svc.upload(upload_req(&app, "s", "big.bin"), pieces(SIZE, 100_000))
+        .await
+        .unwrap();
+
+    let keys = keys_of_app(&[server.url()], &app).await;
+    let chunks: Vec<&(String, Option<u64>)> = keys.iter().filter(|(k, _)| k.starts_with("adk:artchunk:")).collect();
+    assert_eq!(chunks.len(), SIZE / chunk, "{keys:#?}");
+    assert!(chunks.iter().all(|(_, len)| *len == Some(chunk as u64)), "{chunks:?}");
+    let mut conn = server.connection().await;
+    for (key, _) in &keys {
+        let usage: u64 = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(key)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        // The allocator rounds a 1 MiB value up to its next size class (1.25 MiB with jemalloc).
+        assert!(usage < 2 * chunk as u64, "{key} uses {usage} bytes");
+    }
+
+    let req = LoadRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "big.bin".into(),
+        version: None,
+    };
+    let (meta, body) = svc.download(req, 300_000).await.unwrap();
+    assert_eq!(meta.size_bytes, SIZE as u64);
+    let mut at = 0usize;
+    let mut body = body;
+    while let Some(piece) = body.try_next().await.unwrap() {
+        assert!(piece.len() <= 300_000);
+        assert!(
+            piece.iter().enumerate().all(|(i, b)| *b == ((at + i) % 251) as u8),
+            "bytes at {at}"
+        );
+        at += piece.len();
+    }
+    assert_eq!(at, SIZE);
+}
+
+/// A download whose version is deleted midway ends with NOT_FOUND rather than short or mixed bytes.
+#[tokio::test]
+async fn a_version_deleted_mid_download_ends_the_stream_with_not_found() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), config()).await;
+    let app = unique_prefix("art-mid-delete");
+    svc.upload(upload_req(&app, "s", "f.bin"), pieces(LIMITS.chunk_bytes * 4, 10_000))
+        .await
+        .unwrap();
+    let load = LoadRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "f.bin".into(),
+        version: None,
+    };
+    let (_, mut body) = svc.download(load, LIMITS.chunk_bytes).await.unwrap();
+    assert!(body.try_next().await.unwrap().is_some());
+    let delete = DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "f.bin".into(),
+        version: None,
+    };
+    svc.delete(delete).await.unwrap();
+    let err = body.try_next().await.unwrap_err();
+    assert!(matches!(err, AdkError::NotFound(_)), "{err:?}");
+}
+
+/// Explicit versions near the top of the range stay exact through Redis's Lua.
+#[tokio::test]
+async fn the_highest_versions_stay_exact() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), config()).await;
+    let app = unique_prefix("art-max");
+    let max = adk_store::artifact::MAX_VERSION;
+    let save = |version: Option<i64>| SaveRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "f".into(),
+        part: Part::text_part("x"),
+        version,
+    };
+    assert_eq!(svc.save(save(Some(max - 1))).await.unwrap().version, max - 1);
+    assert_eq!(svc.save(save(None)).await.unwrap().version, max);
+    let err = svc.save(save(None)).await.unwrap_err();
+    assert!(matches!(err, AdkError::ResourceExhausted(_)), "{err:?}");
+    let err = svc.save(save(Some(max + 1))).await.unwrap_err();
+    assert!(matches!(err, AdkError::InvalidArgument(_)), "{err:?}");
+    let versions = svc
+        .versions(VersionsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            file_name: "f".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(versions.versions, [max, max - 1]);
+}
