@@ -124,7 +124,10 @@ fn chunk_message(bytes: Vec<u8>) -> pb::UploadArtifactRequest {
 async fn grpc_client_conforms_against_the_real_server_on_redis() {
     let stack = ArtifactStack::start(&CONFORMANCE_ARGS).await;
     let client = stack.client().await;
-    client.ping().await.expect("the server reports SERVING while Redis answers");
+    client
+        .ping()
+        .await
+        .expect("the server reports SERVING while Redis answers");
     run_artifact_conformance(&client, CONFORMANCE_LIMITS).await;
 }
 
@@ -179,7 +182,11 @@ async fn a_64_mib_artifact_streams_both_ways_in_bounded_server_memory() {
     assert_eq!((metadata.size_bytes, metadata.version), (SIZE, 1));
     let (len, digest) = sha256_of(chunks).await.expect("download stream");
     assert_eq!(len, SIZE);
-    assert_eq!(digest, noise_sha256(SIZE, SOURCE_CHUNK, SEED), "the same bytes came back");
+    assert_eq!(
+        digest,
+        noise_sha256(SIZE, SOURCE_CHUNK, SEED),
+        "the same bytes came back"
+    );
 
     let peak_kib = stack.server.peak_rss_kib().expect("server running");
     println!(
@@ -215,7 +222,10 @@ async fn oversized_uploads_are_refused_and_leave_nothing() {
             .await
             .expect_err(what);
         assert_eq!(err.code(), Code::ResourceExhausted, "{what}: {err}");
-        assert!(err.to_string().contains(&LIMIT.to_string()), "{what}: names the limit: {err}");
+        assert!(
+            err.to_string().contains(&LIMIT.to_string()),
+            "{what}: names the limit: {err}"
+        );
     }
     let err = raw
         .save_artifact(pb::SaveArtifactRequest {
@@ -229,7 +239,11 @@ async fn oversized_uploads_are_refused_and_leave_nothing() {
     assert_eq!(err.code(), Code::ResourceExhausted, "{err:?}");
     assert!(err.message().contains(&LIMIT.to_string()), "{}", err.message());
 
-    assert_eq!(versions(&client, &app, "big.bin").await, Vec::<i64>::new(), "no version");
+    assert_eq!(
+        versions(&client, &app, "big.bin").await,
+        Vec::<i64>::new(),
+        "no version"
+    );
     let keys = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
     assert!(keys.is_ok(), "no artifact keys left in Redis: {keys:?}");
 
@@ -264,12 +278,17 @@ async fn interrupted_uploads_leave_no_version_and_no_orphan_chunks() {
     tx.send(header_message(header)).await.expect("send header");
     let mut noise = adk_e2e::Noise::new(3);
     for _ in 0..3 {
-        tx.send(chunk_message(noise.bytes(MIB as usize))).await.expect("send chunk");
+        tx.send(chunk_message(noise.bytes(MIB as usize)))
+            .await
+            .expect("send chunk");
     }
     let pending = wait_for_keys(&stack.redis, |keys| !keys.is_empty()).await;
     assert!(pending.is_ok(), "the server stores chunks while they arrive");
     call.abort();
-    assert!(call.await.is_err_and(|err| err.is_cancelled()), "the call was dropped mid-upload");
+    assert!(
+        call.await.is_err_and(|err| err.is_cancelled()),
+        "the call was dropped mid-upload"
+    );
 
     // The typed client's chunk stream fails after 3 MiB: the call is cancelled and the error returned.
     let failing = noise_stream(3 * MIB, MIB as usize, 4)
@@ -284,7 +303,11 @@ async fn interrupted_uploads_leave_no_version_and_no_orphan_chunks() {
     assert!(err.to_string().contains("the disk we read from went away"), "{err}");
 
     for name in ["dropped.bin", "failed.bin"] {
-        assert_eq!(versions(&client, &app, name).await, Vec::<i64>::new(), "{name}: no version");
+        assert_eq!(
+            versions(&client, &app, name).await,
+            Vec::<i64>::new(),
+            "{name}: no version"
+        );
     }
     let left = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
     assert!(left.is_ok(), "no orphan chunk keys: {left:?}");
@@ -335,7 +358,11 @@ async fn small_message_limits_cut_download_chunks_and_refuse_large_unary_loads()
         let Some(DownloadMessage::Chunk(bytes)) = message.message else {
             panic!("only chunks after the metadata")
         };
-        assert!(bytes.len() < LIMIT, "a chunk of {} bytes fits in a message", bytes.len());
+        assert!(
+            bytes.len() < LIMIT,
+            "a chunk of {} bytes fits in a message",
+            bytes.len()
+        );
         total += bytes.len() as u64;
     }
     assert_eq!(total, SIZE);
@@ -376,10 +403,25 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     let mut cases: Vec<(&str, pb::SaveArtifactRequest, Code, &str)> = vec![
         ("empty name", save("", text(), None), Code::InvalidArgument, "file_name"),
         ("'..' name", save("..", text(), None), Code::InvalidArgument, "'..'"),
-        ("'..' segment", save("a/../b", text(), None), Code::InvalidArgument, "'..'"),
-        ("absolute name", save("/etc/passwd", text(), None), Code::InvalidArgument, "absolute"),
+        (
+            "'..' segment",
+            save("a/../b", text(), None),
+            Code::InvalidArgument,
+            "'..'",
+        ),
+        (
+            "absolute name",
+            save("/etc/passwd", text(), None),
+            Code::InvalidArgument,
+            "absolute",
+        ),
         ("NUL in name", save("a\0b", text(), None), Code::InvalidArgument, "NUL"),
-        ("name too long", save(&long, text(), None), Code::InvalidArgument, "longer than 1024"),
+        (
+            "name too long",
+            save(&long, text(), None),
+            Code::InvalidArgument,
+            "longer than 1024",
+        ),
         (
             "file_data part",
             save("f", Some(Part::file_data("image/png", "gs://bucket/x.png")), None),
@@ -406,9 +448,24 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             Code::InvalidArgument,
             "mime_type",
         ),
-        ("version 0", save("f", text(), Some(0)), Code::InvalidArgument, "version"),
-        ("negative version", save("f", text(), Some(-3)), Code::InvalidArgument, "version"),
-        ("missing part", save("f", None, None), Code::InvalidArgument, "part is required"),
+        (
+            "version 0",
+            save("f", text(), Some(0)),
+            Code::InvalidArgument,
+            "version",
+        ),
+        (
+            "negative version",
+            save("f", text(), Some(-3)),
+            Code::InvalidArgument,
+            "version",
+        ),
+        (
+            "missing part",
+            save("f", None, None),
+            Code::InvalidArgument,
+            "part is required",
+        ),
         (
             "existing version",
             save("keep.txt", text(), Some(1)),
@@ -440,7 +497,11 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     for (name, request, code, needle) in cases {
         let err = raw.save_artifact(request).await.expect_err(name);
         assert_eq!(err.code(), code, "{name}: {err:?}");
-        assert!(err.message().contains(needle), "{name}: {:?} should mention {needle:?}", err.message());
+        assert!(
+            err.message().contains(needle),
+            "{name}: {:?} should mention {needle:?}",
+            err.message()
+        );
     }
 
     // Reads, deletes and listings validate the same way.
@@ -452,7 +513,14 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         ("load version 0", load(Some(0)), Code::InvalidArgument),
         ("load negative version", load(Some(-1)), Code::InvalidArgument),
         ("load missing version", load(Some(9)), Code::NotFound),
-        ("load without ref", pb::LoadArtifactRequest { r#ref: None, version: None }, Code::InvalidArgument),
+        (
+            "load without ref",
+            pb::LoadArtifactRequest {
+                r#ref: None,
+                version: None,
+            },
+            Code::InvalidArgument,
+        ),
     ] {
         let err = raw.load_artifact(request).await.expect_err(name);
         assert_eq!(err.code(), code, "{name}: {err:?}");
@@ -553,7 +621,10 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         ),
         (
             "message without content",
-            vec![header_message(good_header()), pb::UploadArtifactRequest { message: None }],
+            vec![
+                header_message(good_header()),
+                pb::UploadArtifactRequest { message: None },
+            ],
             "header or a chunk",
         ),
         (
@@ -575,7 +646,11 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             .await
             .expect_err(name);
         assert_eq!(err.code(), Code::InvalidArgument, "{name}: {err:?}");
-        assert!(err.message().contains(needle), "{name}: {:?} should mention {needle:?}", err.message());
+        assert!(
+            err.message().contains(needle),
+            "{name}: {:?} should mention {needle:?}",
+            err.message()
+        );
     }
 
     let listed = raw

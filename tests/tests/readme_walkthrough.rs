@@ -68,7 +68,10 @@ async fn readme_grpcurl_walkthrough_runs_verbatim() {
     let log_dir = std::env::temp_dir().join(format!("adk-readme-{}", std::process::id()));
     std::fs::create_dir_all(&log_dir).expect("log dir");
     let mut command = Command::new(workspace_bin("adk-server"));
-    command.args(["--listen", "127.0.0.1:50051"]);
+    // As the README's run command: with the example agents, paths relative to the repo root.
+    command
+        .args(["--listen", "127.0.0.1:50051", "--agents", "examples/agents.yaml"])
+        .current_dir(&root);
     let mut server = ChildGuard::spawn(command, log_dir.join("adk-server.log")).expect("spawn adk-server");
     assert!(
         wait_for_port(50051, Duration::from_secs(15)).await && server.is_running(),
@@ -79,6 +82,7 @@ async fn readme_grpcurl_walkthrough_runs_verbatim() {
     for step in &steps {
         let output = Command::new("bash")
             .args(["-c", &step.command])
+            .current_dir(&root)
             .output()
             .expect("run bash");
         let stdout = String::from_utf8_lossy(&output.stdout);

@@ -3,22 +3,27 @@
 //! state with other processes.
 
 use adk_artifact_service::artifact_service;
+use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing,
 };
 use adk_session_service::session_service;
 use anyhow::Context;
 use clap::Parser;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Serves every ADK gRPC service (now: adk.v1.SessionService and adk.v1.ArtifactService), grpc.health.v1 and
-/// server reflection on one port.
+/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService and, with --agents,
+/// adk.v1.AgentRunner), grpc.health.v1 and server reflection on one port.
 #[derive(Debug, Parser)]
 #[command(name = "adk-server", version)]
 struct Cli {
     /// Address to listen on (host:port)
     #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50051")]
     listen: String,
+    /// The agents file (YAML) to run with adk.v1.AgentRunner; see examples/agents.yaml [default: no runner]
+    #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
+    agents: Option<PathBuf>,
     #[command(flatten)]
     store: StoreArgs<MemoryByDefault>,
     #[command(flatten)]
@@ -46,6 +51,11 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    // Checked before any store is opened, so a bad file fails the start at once.
+    let agents = match &cli.agents {
+        Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
+        None => None,
+    };
     // Both services use the same store URL; with memory:// each gets its own in-memory store.
     let url = &cli.store.store_url;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
@@ -58,13 +68,31 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .with_context(|| cannot_open("artifact"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
 
+    // The runner uses the very store instances the session and artifact services
+    // serve (with memory:// a second open would be a second, empty store), so a
+    // Run's events show in GetSession on the same port.
+    let runner = match &agents {
+        Some(agents) => {
+            let lease = adk_runner_service::open_session_lease(url)
+                .await
+                .with_context(|| cannot_open("session lease"))?;
+            let services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);
+            let apps = agents.build(&services).context("cannot build the agents")?;
+            tracing::info!(apps = ?agents.app_names(), "agents loaded");
+            Some(runner_service(apps, &cli.grpc, shutdown.clone())?)
+        }
+        None => None,
+    };
+
     // One line per service; each store it uses gets a health check.
-    GrpcServer::new(&cli.grpc, shutdown.clone())
+    let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
         .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
         .add_service(artifact_service(artifacts.clone(), &cli.grpc))
         .health_check("session store", sessions)
-        .health_check("artifact store", artifacts)
-        .serve(&cli.listen)
-        .await?;
+        .health_check("artifact store", artifacts);
+    if let Some(runner) = runner {
+        server = server.add_service(runner);
+    }
+    server.serve(&cli.listen).await?;
     Ok(())
 }

@@ -29,7 +29,10 @@ const USE_DOWNLOAD: &str = "download it in chunks with DownloadArtifact";
 
 /// The server for `adk.v1.ArtifactService`, with the message size limits of `grpc`.
 /// The all-in-one binary adds it next to the other services.
-pub fn artifact_service(store: Arc<dyn ArtifactService>, grpc: &GrpcArgs) -> ArtifactServiceServer<ArtifactGrpcService> {
+pub fn artifact_service(
+    store: Arc<dyn ArtifactService>,
+    grpc: &GrpcArgs,
+) -> ArtifactServiceServer<ArtifactGrpcService> {
     ArtifactServiceServer::new(ArtifactGrpcService::new(store, grpc.max_message_bytes))
         .max_decoding_message_size(grpc.max_message_bytes)
         .max_encoding_message_size(grpc.max_message_bytes)
@@ -178,7 +181,12 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         request: Request<pb::ListVersionsRequest>,
     ) -> Result<Response<pb::ListVersionsResponse>, Status> {
         let versions = convert::versions_from_proto(request.into_inner())?;
-        record_artifact(&versions.app_name, &versions.user_id, &versions.session_id, &versions.file_name);
+        record_artifact(
+            &versions.app_name,
+            &versions.user_id,
+            &versions.session_id,
+            &versions.file_name,
+        );
         let listed = self.store.versions(versions).await?;
         Ok(Response::new(pb::ListVersionsResponse {
             versions: listed.versions,

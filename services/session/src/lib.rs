@@ -4,8 +4,8 @@
 //! (message size limits, streaming, shutdown).
 
 use adk_core::{
-    AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
-    SessionService, WatchRequest,
+    AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest, SessionService,
+    WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};

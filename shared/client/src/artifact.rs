@@ -192,14 +192,18 @@ fn download_chunks(replies: Streaming<pb::DownloadArtifactResponse>, metadata: &
 #[async_trait]
 impl ArtifactService for RemoteArtifactService {
     /// UploadArtifact: the header, then the chunks re-cut to at most
-    /// [`UPLOAD_CHUNK_BYTES`] per message (less under a smaller message limit). A failing `chunks` stream cancels the call,
-    /// so the server stores nothing, and its error is returned.
+    /// [`UPLOAD_CHUNK_BYTES`] per message (less under a smaller message limit). A failing
+    /// `chunks` stream cancels the call, so the server stores nothing, and its error is returned.
     async fn upload(&self, req: UploadRequest, chunks: ByteStream) -> Result<SaveResponse> {
         let header = pb::UploadArtifactRequest {
             message: Some(UploadMessage::Header(convert::upload_to_proto(&req))),
         };
         let (failed_tx, failed_rx) = oneshot::channel();
-        let body = futures::stream::once(future::ready(header))            .chain(upload_messages(chunks, self.upload_chunk_bytes, failed_tx));
+        let body = futures::stream::once(future::ready(header)).chain(upload_messages(
+            chunks,
+            self.upload_chunk_bytes,
+            failed_tx,
+        ));
         let mut client = self.artifacts.clone();
         let call = Box::pin(client.upload_artifact(body));
         let reply = match future::select(call, failed_rx).await {
@@ -255,7 +259,11 @@ impl ArtifactService for RemoteArtifactService {
     }
 
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
-        let reply = self.artifacts.clone().list_artifacts(convert::list_to_proto(&req)).await?;
+        let reply = self
+            .artifacts
+            .clone()
+            .list_artifacts(convert::list_to_proto(&req))
+            .await?;
         Ok(ListResponse {
             file_names: reply.into_inner().file_names,
         })
@@ -318,7 +326,10 @@ mod tests {
         let mut messages = upload_messages(source, 4, tx).boxed();
         assert!(messages.next().await.is_some(), "the chunk before the failure is sent");
         let next = future::select(messages.next(), future::ready(())).await;
-        assert!(matches!(next, Either::Right(_)), "the body stays open after the failure");
+        assert!(
+            matches!(next, Either::Right(_)),
+            "the body stays open after the failure"
+        );
         let err = rx.try_recv().expect("not cancelled").expect("the error was reported");
         assert!(err.to_string().contains("disk gone"), "{err}");
     }

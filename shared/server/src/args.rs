@@ -256,7 +256,10 @@ mod tests {
         Cli::<RedisByDefault>::command().debug_assert();
         let redis = Cli::<RedisByDefault>::try_parse_from(["bin"]).unwrap();
         assert_eq!(redis.store.store_url, "redis://127.0.0.1:6379");
-        assert_eq!(redis.sessions.apply(redis.store.store_config()).default_session_ttl, None);
+        assert_eq!(
+            redis.sessions.apply(redis.store.store_config()).default_session_ttl,
+            None
+        );
         assert_eq!(redis.grpc.max_message_bytes, DEFAULT_MAX_MESSAGE_BYTES);
         assert_eq!(redis.grpc.shutdown_grace(), Duration::from_secs(25));
         assert_eq!(redis.grpc.health_interval(), Duration::from_secs(1));
@@ -279,7 +282,9 @@ mod tests {
             "65536",
         ])
         .unwrap();
-        let config = memory.artifacts.apply(memory.sessions.apply(memory.store.store_config()));
+        let config = memory
+            .artifacts
+            .apply(memory.sessions.apply(memory.store.store_config()));
         assert_eq!(config.max_artifact_bytes, 1_048_576);
         assert_eq!(config.artifact_chunk_bytes, 65_536);
         assert_eq!(config.default_session_ttl, Some(Duration::from_secs(60)));

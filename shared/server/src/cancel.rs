@@ -47,8 +47,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
-        self.inner
-            .call(request.map(|body| Body::new(CancelIsAnError { body })))
+        self.inner.call(request.map(|body| Body::new(CancelIsAnError { body })))
     }
 }
 
@@ -98,7 +97,10 @@ mod tests {
         type Data = tonic::codegen::Bytes;
         type Error = Status;
 
-        fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Status>>> {
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Self::Data>, Status>>> {
             if !self.sent {
                 self.sent = true;
                 return Poll::Ready(Some(Ok(Frame::data(tonic::codegen::Bytes::from_static(b"x")))));

@@ -24,8 +24,8 @@ mod server;
 mod shutdown;
 
 pub use args::{
-    ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault, RedisByDefault,
-    SessionArgs, StoreArgs, redact_url,
+    ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault,
+    RedisByDefault, SessionArgs, StoreArgs, redact_url,
 };
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;

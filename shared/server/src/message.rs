@@ -40,7 +40,8 @@ mod tests {
         let err = fit_in_message(reply, 50, "a list", "ask for less").unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted);
         assert!(
-            err.message().contains("a list is 102 bytes, over the 50-byte message limit: ask for less"),
+            err.message()
+                .contains("a list is 102 bytes, over the 50-byte message limit: ask for less"),
             "{}",
             err.message()
         );

@@ -7,6 +7,7 @@
 //!
 //!   cargo build --release --bins && target/release/adk-bench sessions
 //!   target/release/adk-bench artifacts
+//!   target/release/adk-bench runner      (also starts adk-runner-server; see adk_bench/runner.rs)
 
 use adk_client::RemoteArtifactService;
 use adk_core::ArtifactService;
@@ -22,6 +23,9 @@ use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+#[path = "adk_bench/runner.rs"]
+mod runner;
+
 #[derive(Parser)]
 #[command(about = "Load generator for the ADK gRPC services")]
 struct Cli {
@@ -35,6 +39,8 @@ enum Bench {
     Sessions(SessionArgs),
     /// Save and load of 4 KiB and 1 MiB artifacts (unary) and 64 MiB ones (streamed), with the server's peak RSS.
     Artifacts(ArtifactBenchArgs),
+    /// Agent turns per second and time to first event with the mock model, and the runner's overhead per turn.
+    Runner(runner::RunnerArgs),
 }
 
 #[derive(clap::Args)]
@@ -419,7 +425,10 @@ async fn bench_artifacts(args: ArtifactBenchArgs) -> Result<()> {
     unary_phases(&app, &raw, MIB, "1 MiB", args.medium_ops).await?;
 
     const LARGE: u64 = 64 * MIB as u64;
-    let peak_reset = target.server.as_ref().is_some_and(|server| reset_peak_rss(server.pid()));
+    let peak_reset = target
+        .server
+        .as_ref()
+        .is_some_and(|server| reset_peak_rss(server.pid()));
     let upload = measure("UploadArtifact 64 MiB (stream)".to_string(), &remote, args.large_ops, {
         let app = app.clone();
         move |client: RemoteArtifactService, worker, i| {
@@ -441,25 +450,30 @@ async fn bench_artifacts(args: ArtifactBenchArgs) -> Result<()> {
         }
     })
     .await?;
-    let download = measure("DownloadArtifact 64 MiB (stream)".to_string(), &remote, args.large_ops, {
-        let app = app.clone();
-        move |client: RemoteArtifactService, worker, i| {
-            let request = LoadRequest {
-                app_name: app.clone(),
-                user_id: format!("bench-{worker}"),
-                session_id: "s".into(),
-                file_name: "large.bin".into(),
-                version: Some(i as i64 + 1),
-            };
-            async move {
-                let (_, chunks) = client.download(request, DEFAULT_CHUNK_BYTES).await?;
-                // Hashing stands in for a consumer that reads every byte.
-                let (len, _) = sha256_of(chunks).await?;
-                anyhow::ensure!(len == LARGE, "downloaded {len} bytes, expected {LARGE}");
-                Ok(())
+    let download = measure(
+        "DownloadArtifact 64 MiB (stream)".to_string(),
+        &remote,
+        args.large_ops,
+        {
+            let app = app.clone();
+            move |client: RemoteArtifactService, worker, i| {
+                let request = LoadRequest {
+                    app_name: app.clone(),
+                    user_id: format!("bench-{worker}"),
+                    session_id: "s".into(),
+                    file_name: "large.bin".into(),
+                    version: Some(i as i64 + 1),
+                };
+                async move {
+                    let (_, chunks) = client.download(request, DEFAULT_CHUNK_BYTES).await?;
+                    // Hashing stands in for a consumer that reads every byte.
+                    let (len, _) = sha256_of(chunks).await?;
+                    anyhow::ensure!(len == LARGE, "downloaded {len} bytes, expected {LARGE}");
+                    Ok(())
+                }
             }
-        }
-    })
+        },
+    )
     .await?;
     println!("{}\n{}", upload.artifact_row(LARGE), download.artifact_row(LARGE));
 
@@ -481,5 +495,6 @@ async fn main() -> Result<()> {
     match Cli::parse().bench {
         Bench::Sessions(args) => bench_sessions(args).await,
         Bench::Artifacts(args) => bench_artifacts(args).await,
+        Bench::Runner(args) => runner::bench_runner(args).await,
     }
 }

@@ -1,0 +1,137 @@
+//! An app the service runs: a [`Runner`] and a description of its agent tree
+//! for `ListApps` / `GetApp`.
+//!
+//! The description is kept beside the runner because the `Agent` trait tells
+//! only names, descriptions and sub-agents: an agent's kind, model and tools are
+//! known to whoever built it (the agents file, or Rust code), not to the trait.
+
+use adk_core::convert::json_to_proto;
+use adk_core::{Agent, Tool};
+use adk_proto::v1 as pb;
+use adk_runner::Runner;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// One app: a named root agent with its runner. Cheap to clone.
+#[derive(Clone)]
+pub struct App {
+    runner: Arc<Runner>,
+    root_agent: AgentDescription,
+}
+
+impl App {
+    /// An app described from the `Agent` trait alone: names, descriptions and the
+    /// tree, every agent of kind "custom". Use [`App::with_description`] to tell
+    /// clients the kinds, models and tools.
+    pub fn new(runner: impl Into<Arc<Runner>>) -> App {
+        let runner = runner.into();
+        let root_agent = AgentDescription::of(runner.root_agent());
+        App { runner, root_agent }
+    }
+
+    /// An app whose agent tree `GetApp` shows as `root_agent` describes it.
+    pub fn with_description(runner: impl Into<Arc<Runner>>, root_agent: AgentDescription) -> App {
+        App {
+            runner: runner.into(),
+            root_agent,
+        }
+    }
+
+    /// The app name, as `RunRequest.app_name` gives it.
+    pub fn name(&self) -> &str {
+        self.runner.app_name()
+    }
+
+    pub fn runner(&self) -> &Arc<Runner> {
+        &self.runner
+    }
+
+    pub fn root_agent(&self) -> &AgentDescription {
+        &self.root_agent
+    }
+}
+
+impl From<&App> for pb::App {
+    fn from(app: &App) -> Self {
+        pb::App {
+            name: app.name().to_string(),
+            root_agent: Some(pb::AgentInfo::from(&app.root_agent)),
+        }
+    }
+}
+
+/// One agent of an app's tree, as `GetApp` shows it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AgentDescription {
+    pub name: String,
+    pub description: String,
+    /// "llm", "sequential", "parallel", "loop" or "custom".
+    pub kind: String,
+    /// The model an LLM agent calls (e.g. "gpt-4o-mini"); empty for other kinds.
+    pub model: String,
+    pub tools: Vec<ToolDescription>,
+    pub sub_agents: Vec<AgentDescription>,
+}
+
+impl AgentDescription {
+    pub const CUSTOM: &'static str = "custom";
+
+    /// What the `Agent` trait tells of `agent` and its sub-agents; kind "custom".
+    pub fn of(agent: &Arc<dyn Agent>) -> Self {
+        AgentDescription {
+            name: agent.name().to_string(),
+            description: agent.description().to_string(),
+            kind: Self::CUSTOM.to_string(),
+            model: String::new(),
+            tools: Vec::new(),
+            sub_agents: agent.sub_agents().iter().map(AgentDescription::of).collect(),
+        }
+    }
+}
+
+impl From<&AgentDescription> for pb::AgentInfo {
+    fn from(agent: &AgentDescription) -> Self {
+        pb::AgentInfo {
+            name: agent.name.clone(),
+            description: agent.description.clone(),
+            kind: agent.kind.clone(),
+            model: agent.model.clone(),
+            tools: agent.tools.iter().map(pb::ToolInfo::from).collect(),
+            sub_agents: agent.sub_agents.iter().map(pb::AgentInfo::from).collect(),
+        }
+    }
+}
+
+/// A tool as the model sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolDescription {
+    pub name: String,
+    pub description: String,
+    pub parameters_schema: Option<Value>,
+    pub response_schema: Option<Value>,
+    pub long_running: bool,
+}
+
+impl ToolDescription {
+    pub fn of(tool: &dyn Tool) -> Self {
+        ToolDescription {
+            name: tool.name().to_string(),
+            description: tool.description().to_string(),
+            parameters_schema: tool.parameters_schema(),
+            response_schema: tool.response_schema(),
+            long_running: tool.is_long_running(),
+        }
+    }
+}
+
+impl From<&ToolDescription> for pb::ToolInfo {
+    fn from(tool: &ToolDescription) -> Self {
+        pb::ToolInfo {
+            name: tool.name.clone(),
+            description: tool.description.clone(),
+            parameters_schema: tool.parameters_schema.as_ref().map(json_to_proto),
+            response_schema: tool.response_schema.as_ref().map(json_to_proto),
+            long_running: tool.long_running,
+        }
+    }
+}

@@ -1,0 +1,463 @@
+//! One test per rule of the agents file, plus the shapes that must work.
+
+use super::*;
+use adk_core::{Content, Event};
+use adk_runner::RunOptions;
+use futures::StreamExt;
+use serde_json::json;
+
+const FILE: &str = "agents.yaml";
+
+/// The problems of `yaml`, one line each as the server prints them.
+fn problems(yaml: &str) -> Vec<String> {
+    match AgentsConfig::from_yaml(FILE, yaml) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.to_string().lines().map(str::to_string).collect(),
+    }
+}
+
+#[track_caller]
+fn assert_problem(yaml: &str, expected: &str) {
+    let found = problems(yaml);
+    assert!(
+        found.iter().any(|p| p.contains(expected)),
+        "expected a problem containing {expected:?}, got {found:#?}"
+    );
+}
+
+#[track_caller]
+fn valid(yaml: &str) -> AgentsConfig {
+    AgentsConfig::from_yaml(FILE, yaml).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// A valid file around one app whose root agent is `root` (indented YAML).
+fn with_root(root: &str) -> String {
+    format!(
+        "models:\n  fast: {{ provider: mock }}\n  smart: {{ provider: mock, model: smart-mock }}\n\
+         tools:\n  lookup:\n    kind: client\n    description: Looks things up.\n\
+         apps:\n  weather:\n    root_agent:\n{}",
+        root.lines().map(|l| format!("      {l}\n")).collect::<String>()
+    )
+}
+
+#[test]
+fn the_error_names_file_app_agent_and_field() {
+    let found = problems(&with_root("name: planner\nmodel: gpt5\n"));
+    assert_eq!(
+        found,
+        [r#"agents.yaml: app "weather", agent "planner": field "model": unknown model "gpt5" (declared: fast, smart)"#]
+    );
+}
+
+#[test]
+fn every_problem_is_reported_at_once() {
+    let found = problems(&with_root(
+        "name: planner\nmodel: gpt5\nsub_agents:\n  - name: helper\n    tools: [nope]\n",
+    ));
+    assert_eq!(found[0], "agents.yaml: 3 problems");
+    assert_eq!(found.len(), 4, "{found:#?}");
+    assert!(
+        found[1..]
+            .iter()
+            .all(|p| p.starts_with("agents.yaml: app \"weather\", agent \""))
+    );
+}
+
+#[test]
+fn unknown_fields_are_errors_with_their_place() {
+    let found = problems(&with_root("name: planner\nmodel: fast\nmodle: smart\n"));
+    assert_eq!(found.len(), 1);
+    assert!(
+        found[0].starts_with("agents.yaml: apps.weather.root_agent: unknown field `modle`")
+            && found[0].contains("line 13"),
+        "{}",
+        found[0]
+    );
+    assert_problem(
+        "models:\n  m: { provider: mock, key: x }\napps: {}\n",
+        r#"agents.yaml: model "m": unknown field `key`"#,
+    );
+    assert_problem(
+        "models:\n  m: { provider: mock, mock: { turns: [{ txt: hi }] } }\napps: {}\n",
+        r#"agents.yaml: model "m": unknown variant `txt`, expected one of `text`, `function_calls`, `error`"#,
+    );
+    assert_problem(
+        "apps:\n  a:\n    root_agent: { name: a }\n    extra: 1\n",
+        "unknown field `extra`",
+    );
+}
+
+#[test]
+fn yaml_syntax_and_type_errors_name_the_file() {
+    assert_problem("apps: [", "agents.yaml: ");
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nmax_iterations: many\n"),
+        "max_iterations",
+    );
+    assert_problem(
+        "models:\n  m: { provider: claude }\napps: {}\n",
+        "unknown variant `claude`",
+    );
+}
+
+#[test]
+fn an_empty_file_or_no_apps_is_an_error() {
+    assert_eq!(
+        problems("  \n"),
+        ["agents.yaml: the file is empty: declare at least one app under `apps:`"]
+    );
+    assert_eq!(
+        problems("models:\n  m: { provider: mock }\n"),
+        [r#"agents.yaml: field "apps": declare at least one app"#]
+    );
+}
+
+#[test]
+fn the_file_must_exist() {
+    let err = AgentsConfig::load(Path::new("/nonexistent/agents.yaml")).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("/nonexistent/agents.yaml: cannot read the agents file: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn app_names_are_ids() {
+    let yaml = "models:\n  m: { provider: mock }\napps:\n  \"my app\":\n    root_agent: { name: a, model: m }\n";
+    assert_problem(yaml, r#"app "my app": app name must be 1-128 bytes of [A-Za-z0-9._@-]"#);
+}
+
+#[test]
+fn agent_names_are_identifiers_other_than_user() {
+    for name in ["plan-ner", "1st", "user", "\"\""] {
+        assert_problem(
+            &with_root(&format!("name: {name}\nmodel: fast\n")),
+            r#"field "name": an agent name must be an identifier"#,
+        );
+    }
+}
+
+#[test]
+fn agent_names_are_unique_within_an_app() {
+    let yaml = with_root(
+        "kind: sequential\nname: root\nsub_agents:\n  - { name: worker, model: fast }\n  - kind: parallel\n    name: fan\n    sub_agents:\n      - { name: worker, model: smart }\n",
+    );
+    assert_eq!(
+        problems(&yaml),
+        [
+            r#"agents.yaml: app "weather", agent "worker": field "name": another agent of this app has the same name: names are unique within an app"#
+        ]
+    );
+    // The same name in two apps is fine.
+    valid(
+        "models:\n  m: { provider: mock }\napps:\n  a:\n    root_agent: { name: x, model: m }\n  b:\n    root_agent: { name: x, model: m }\n",
+    );
+}
+
+#[test]
+fn llm_agents_need_a_declared_model() {
+    assert_problem(
+        &with_root("name: planner\n"),
+        r#"agent "planner": field "model": an llm agent needs a model (declared: fast, smart)"#,
+    );
+    assert_problem(
+        "apps:\n  a:\n    root_agent: { name: x }\n",
+        "an llm agent needs a model (declared: none)",
+    );
+}
+
+#[test]
+fn tools_must_be_declared_or_built_in_and_listed_once() {
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
+        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts)"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
+        r#"field "tools": lookup is listed twice"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ntools: [transfer_to_agent]\n"),
+        "transfer_to_agent is offered by itself",
+    );
+    valid(&with_root(
+        "name: planner\nmodel: fast\ntools: [lookup, exit_loop, load_artifacts]\n",
+    ));
+}
+
+#[test]
+fn llm_fields_on_workflow_agents_are_errors() {
+    let yaml = with_root(
+        "kind: sequential\nname: flow\nmodel: fast\ninstruction: hi\ntools: [lookup]\noutput_key: k\ngeneration: { temperature: 0.1 }\nsub_agents: [{ name: a, model: fast }]\n",
+    );
+    let found = problems(&yaml);
+    for field in ["model", "instruction", "tools", "output_key", "generation"] {
+        let expected = format!(r#"agent "flow": field "{field}": only llm agents have it; this is a sequential agent"#);
+        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    }
+    assert_eq!(found.len(), 6, "a count and five problems");
+}
+
+#[test]
+fn workflow_agents_need_sub_agents() {
+    for kind in ["sequential", "parallel", "loop"] {
+        assert_problem(
+            &with_root(&format!("kind: {kind}\nname: flow\n")),
+            &format!(r#"field "sub_agents": a {kind} agent runs its sub_agents and has none"#),
+        );
+    }
+}
+
+#[test]
+fn max_iterations_is_for_loops_and_positive() {
+    assert_problem(
+        &with_root("kind: loop\nname: again\nmax_iterations: 0\nsub_agents: [{ name: a, model: fast }]\n"),
+        r#"field "max_iterations": must be at least 1"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nmax_iterations: 3\n"),
+        r#"field "max_iterations": only loop agents have it; this is a llm agent"#,
+    );
+    valid(&with_root(
+        "kind: loop\nname: again\nmax_iterations: 3\nsub_agents: [{ name: a, model: fast, tools: [exit_loop] }]\n",
+    ));
+}
+
+#[test]
+fn output_keys_are_state_keys() {
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\noutput_key: \"user:\"\n"),
+        r#"field "output_key": output_key key "user:" has a scope prefix but no name"#,
+    );
+    valid(&with_root("name: planner\nmodel: fast\noutput_key: user:last_plan\n"));
+}
+
+#[test]
+fn generation_settings_are_checked() {
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ngeneration: { max_output_tokens: 0 }\n"),
+        r#"field "generation": max_output_tokens must be at least 1"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ngeneration: { temprature: 0.2 }\n"),
+        "unknown field `temprature`",
+    );
+    valid(&with_root(
+        "name: planner\nmodel: fast\ngeneration: { temperature: 0.2, top_p: 0.9, max_output_tokens: 256, stop_sequences: [END] }\n",
+    ));
+}
+
+#[test]
+fn a_missing_api_key_variable_fails_the_start_naming_it() {
+    let yaml = "models:\n  smart: { provider: openai, model: gpt-4o-mini, api_key_env: ADK_TEST_SURELY_UNSET_KEY }\n\
+                apps:\n  a:\n    root_agent: { name: x, model: smart }\n";
+    assert_eq!(
+        problems(yaml),
+        [r#"agents.yaml: model "smart": environment variable ADK_TEST_SURELY_UNSET_KEY (api_key_env) is not set"#]
+    );
+}
+
+#[test]
+fn provider_settings_are_checked_when_loading() {
+    assert_problem(
+        "models:\n  smart: { provider: gemini }\napps:\n  a:\n    root_agent: { name: x, model: smart }\n",
+        r#"model "smart": provider"#,
+    );
+    assert_problem(
+        "models:\n  m: { provider: mock, timeout_secs: 0 }\napps:\n  a:\n    root_agent: { name: x, model: m }\n",
+        r#"model "m": timeout_secs must be at least 1"#,
+    );
+}
+
+fn with_tool(tool: &str) -> String {
+    format!(
+        "models:\n  m: {{ provider: mock }}\ntools:\n  {tool}\napps:\n  a:\n    root_agent: {{ name: x, model: m }}\n"
+    )
+}
+
+#[test]
+fn tool_names_are_function_names_and_not_built_ins() {
+    assert_problem(
+        &with_tool("\"get weather\": { kind: client, description: d }"),
+        r#"tool "get weather": a tool name is what the model calls"#,
+    );
+    assert_problem(
+        &with_tool("exit_loop: { kind: client, description: d }"),
+        r#"tool "exit_loop": exit_loop is a built-in tool"#,
+    );
+}
+
+#[test]
+fn tools_need_a_description_and_an_object_schema() {
+    assert_problem(
+        &with_tool("t: { kind: client }"),
+        r#"tool "t": field "description": a tool needs a description"#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: client, description: d, parameters: [city] }"),
+        r#"tool "t": field "parameters": must be a JSON Schema object"#,
+    );
+}
+
+#[test]
+fn http_tools_need_an_http_url_and_a_positive_timeout() {
+    assert_problem(
+        &with_tool("t: { kind: http, description: d }"),
+        r#"tool "t": field "url": an http tool needs the url"#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"ftp://x/y\" }"),
+        r#"tool "t": HTTP tool t: "ftp://x/y" is not an http(s) URL"#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x/y\", timeout_secs: 0 }"),
+        r#"tool "t": field "timeout_secs": must be at least 1"#,
+    );
+}
+
+#[test]
+fn http_tool_headers_come_from_set_variables() {
+    assert_problem(
+        &with_tool(
+            "t: { kind: http, description: d, url: \"http://x/y\", headers_from_env: { x-api-key: ADK_TEST_SURELY_UNSET_KEY } }",
+        ),
+        r#"tool "t": field "headers_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY (for header x-api-key) is not set"#,
+    );
+    // PATH is set wherever tests run.
+    valid(&with_tool(
+        "t: { kind: http, description: d, url: \"http://x/y\", headers_from_env: { x-path: PATH } }",
+    ));
+}
+
+#[test]
+fn client_tools_have_no_server_side_settings() {
+    let found = problems(&with_tool(
+        "t: { kind: client, description: d, url: \"http://x\", timeout_secs: 3, headers_from_env: { a: PATH } }",
+    ));
+    for field in ["url", "timeout_secs", "headers_from_env"] {
+        let expected = format!(r#"tool "t": field "{field}": only http tools have it"#);
+        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    }
+}
+
+#[test]
+fn the_tree_is_built_and_described() {
+    let yaml = "
+models:
+  fast: { provider: mock, model: fast-mock }
+tools:
+  weather:
+    kind: http
+    url: http://127.0.0.1:9/weather
+    description: Weather of a city.
+    parameters: { type: object, properties: { city: { type: string } } }
+  confirm: { kind: client, description: Asks the user. }
+apps:
+  trip:
+    root_agent:
+      kind: sequential
+      name: planner
+      description: Plans trips.
+      sub_agents:
+        - name: researcher
+          model: fast
+          tools: [weather, confirm]
+        - kind: loop
+          name: polish
+          max_iterations: 2
+          sub_agents:
+            - { name: critic, model: fast, tools: [exit_loop] }
+";
+    let config = valid(yaml);
+    assert_eq!(config.app_names(), ["trip"]);
+    let apps = config.build(&RunnerServices::in_memory()).unwrap();
+    assert_eq!(apps.len(), 1);
+    let root = apps[0].root_agent();
+    assert_eq!((root.name.as_str(), root.kind.as_str()), ("planner", "sequential"));
+    assert_eq!(root.description, "Plans trips.");
+    let researcher = &root.sub_agents[0];
+    assert_eq!(
+        (researcher.kind.as_str(), researcher.model.as_str()),
+        ("llm", "fast-mock")
+    );
+    let tools: Vec<(&str, bool)> = researcher
+        .tools
+        .iter()
+        .map(|t| (t.name.as_str(), t.long_running))
+        .collect();
+    assert_eq!(tools, [("weather", false), ("confirm", true)]);
+    assert_eq!(
+        researcher.tools[0].parameters_schema,
+        Some(json!({"type": "object", "properties": {"city": {"type": "string"}}}))
+    );
+    let polish = &root.sub_agents[1];
+    assert_eq!(polish.kind, "loop");
+    assert_eq!(polish.sub_agents[0].tools[0].name, "exit_loop");
+    // The runner's own tree matches the description.
+    let agent = apps[0].runner().root_agent();
+    assert_eq!(agent.sub_agents()[1].sub_agents()[0].name(), "critic");
+}
+
+async fn run_once(app: &App, text: &str) -> Vec<Event> {
+    let options = RunOptions {
+        create_session_if_missing: true,
+        ..Default::default()
+    };
+    let stream = app
+        .runner()
+        .run("u", "s", Content::new("user").with_text(text), options)
+        .await
+        .unwrap();
+    stream.map(|e| e.unwrap()).collect().await
+}
+
+#[tokio::test]
+async fn each_app_gets_its_own_models() {
+    // One scripted mock, used by two apps: each app plays the script from the start.
+    let yaml = "
+models:
+  scripted: { provider: mock, mock: { turns: [{ text: first }] } }
+apps:
+  a:
+    root_agent: { name: x, model: scripted, output_key: reply }
+  b:
+    root_agent: { name: y, model: scripted }
+";
+    let apps = valid(yaml).build(&RunnerServices::in_memory()).unwrap();
+    for app in &apps {
+        let events = run_once(app, "hi").await;
+        let reply = events.last().unwrap();
+        assert_eq!(reply.content().and_then(Content::text).as_deref(), Some("first"));
+        // output_key stores the reply through the reply's own event.
+        let stored = reply.state_delta().get("reply");
+        let expected = json!("first");
+        assert_eq!(stored, (app.name() == "a").then_some(&expected));
+    }
+}
+
+#[test]
+fn the_examples_are_valid() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&examples).expect("examples/") {
+        let path = entry.expect("dir entry").path();
+        if path.extension().is_none_or(|e| e != "yaml") {
+            continue;
+        }
+        checked += 1;
+        match AgentsConfig::load(&path) {
+            Ok(config) => {
+                config
+                    .build(&RunnerServices::in_memory())
+                    .unwrap_or_else(|e| panic!("{e}"));
+            }
+            // A real provider's example needs its key: then that is the only complaint.
+            Err(e) => assert!(
+                e.problems.len() == 1 && e.problems[0].message.contains("(api_key_env) is not set"),
+                "{e}"
+            ),
+        }
+    }
+    assert!(checked >= 4, "examples/agents*.yaml: mock, OpenAI, Gemini, Ollama");
+}

@@ -1,0 +1,70 @@
+//! `adk-runner-server`: the AgentRunner alone, running the agents of an agents
+//! file over the shared store (Redis by default), where it reads and writes
+//! sessions, artifacts and session leases directly.
+
+use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
+use adk_server_kit::{
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing,
+};
+use anyhow::Context;
+use clap::Parser;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Serves adk.v1.AgentRunner (plus grpc.health.v1 and server reflection): runs the agents of an agents file
+/// and streams their events, storing sessions and artifacts in the shared store.
+#[derive(Debug, Parser)]
+#[command(name = "adk-runner-server", version)]
+struct Cli {
+    /// Address to listen on (host:port)
+    #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50053")]
+    listen: String,
+    /// The agents file (YAML): models, tools and apps; see examples/agents.yaml
+    #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
+    agents: PathBuf,
+    #[command(flatten)]
+    store: StoreArgs<RedisByDefault>,
+    #[command(flatten)]
+    sessions: SessionArgs,
+    #[command(flatten)]
+    artifacts: ArtifactArgs,
+    #[command(flatten)]
+    grpc: GrpcArgs,
+    #[command(flatten)]
+    log: LogArgs,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(&cli.log);
+    match run(cli).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    // The agents file is checked before the store is opened: a typo or a missing
+    // API key is reported at once, whether or not Redis is up.
+    let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
+    let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
+    let services = RunnerServices::open(&cli.store.store_url, config)
+        .await
+        .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?;
+    let apps = agents.build(&services).context("cannot build the agents")?;
+    tracing::info!(store = %cli.store.redacted_url(), apps = ?agents.app_names(), "agents loaded");
+
+    let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
+        .add_service(runner_service(apps, &cli.grpc, shutdown)?)
+        .health_check("session store", services.sessions.clone());
+    if let Some(artifacts) = services.artifacts.clone() {
+        server = server.health_check("artifact store", artifacts);
+    }
+    server.serve(&cli.listen).await?;
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! What every runner needs besides its agents: the session store, the artifact
+//! store and the session leases (one invocation per session at a time).
+
+use adk_core::{Agent, ArtifactService, Result, SessionLease, SessionService};
+use adk_runner::RunnerConfig;
+use adk_store::{
+    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, StoreConfig,
+};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The stores the runners of one process share. Cloning shares them.
+#[derive(Clone)]
+pub struct RunnerServices {
+    pub sessions: Arc<dyn SessionService>,
+    /// For `{artifact.x}` in instructions, `load_artifacts` and tools that save
+    /// artifacts; None: agents see no artifacts.
+    pub artifacts: Option<Arc<dyn ArtifactService>>,
+    pub lease: Arc<dyn SessionLease>,
+    /// How long a session stays locked after a runner died mid-invocation.
+    pub lease_ttl: Duration,
+}
+
+impl RunnerServices {
+    pub fn new(
+        sessions: Arc<dyn SessionService>,
+        artifacts: Option<Arc<dyn ArtifactService>>,
+        lease: Arc<dyn SessionLease>,
+    ) -> Self {
+        RunnerServices {
+            sessions,
+            artifacts,
+            lease,
+            lease_ttl: RunnerConfig::DEFAULT_LEASE_TTL,
+        }
+    }
+
+    /// Fresh in-memory stores: one process, nothing to set up (tests, demos).
+    pub fn in_memory() -> Self {
+        Self::new(
+            Arc::new(InMemorySessionService::new()),
+            Some(Arc::new(InMemoryArtifactService::new())),
+            Arc::new(InMemorySessionLease::new()),
+        )
+    }
+
+    /// Sessions, artifacts and leases at one store URL (`memory://`, `redis://…`, …).
+    /// With `memory://` each store is new and private to the caller: a process that
+    /// also serves sessions must pass its own stores to [`RunnerServices::new`]
+    /// instead, so that both see the same data.
+    pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
+        let sessions = adk_store::open_session_service(url, config.clone()).await?;
+        let artifacts = adk_store::open_artifact_service(url, config).await?;
+        let lease = open_session_lease(url).await?;
+        Ok(Self::new(sessions, Some(artifacts), lease))
+    }
+
+    /// The library's runner configuration for one app over these stores.
+    pub fn runner_config(&self, app_name: impl Into<String>, root_agent: Arc<dyn Agent>) -> RunnerConfig {
+        let mut config = RunnerConfig::new(app_name, root_agent, self.sessions.clone(), self.lease.clone());
+        config.artifact_service = self.artifacts.clone();
+        config.lease_ttl = self.lease_ttl;
+        config
+    }
+}
+
+/// The session leases at a store URL: in this process for `memory://`, in Redis
+/// (seen by every replica sharing it) otherwise. Any other URL is refused by
+/// the Redis backend with the same message as the session store's.
+// adk-store has `open_session_service` and `open_artifact_service` but no
+// equivalent for leases yet; this is the one place that picks the backend.
+pub async fn open_session_lease(url: &str) -> Result<Arc<dyn SessionLease>> {
+    if url == "memory://" || url == "memory" {
+        return Ok(Arc::new(InMemorySessionLease::new()));
+    }
+    Ok(Arc::new(RedisSessionLease::connect(url).await?))
+}

@@ -1,0 +1,380 @@
+//! `adk-bench runner`: agent turns over gRPC with the mock model, so what is
+//! measured is the runner itself (lease, session load, two stored events, the
+//! event stream) and not a provider.
+//!
+//! For each concurrency level: turns per second, time to the first streamed
+//! event and whole-turn latency; then, beside it, the raw cost of one
+//! SessionService AppendEvent at the same concurrency on the same Redis, and the
+//! runner's own overhead per turn: turn latency minus N × append latency, N being
+//! the events a turn stores (the user's message and the reply).
+
+use adk_proto::v1 as pb;
+use adk_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_proto::v1::session_service_client::SessionServiceClient;
+use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+use tonic::transport::Channel;
+
+/// The agents file of the bench's own runner: one LLM agent on the echo mock,
+/// with an instruction to template and an output_key (so the reply carries a
+/// state_delta), as a small real app would.
+const BENCH_AGENTS: &str = "
+models:
+  echo: { provider: mock }
+apps:
+  bench:
+    root_agent:
+      name: assistant
+      model: echo
+      instruction: You help {user:name?}. Be brief.
+      output_key: last_reply
+";
+
+#[derive(clap::Args)]
+pub struct RunnerArgs {
+    /// A running AgentRunner (http://host:port) serving --app; default: start redis-server, adk-session-server
+    /// and adk-runner-server with a mock-model agent.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// The app to run; the bench's own runner serves "bench" (an echo mock with an instruction and an output_key).
+    #[arg(long, default_value = "bench")]
+    app: String,
+    /// A SessionService on the runner's store, for the AppendEvent baseline (with --endpoint; skipped without).
+    #[arg(long)]
+    session_endpoint: Option<String>,
+    /// Concurrent sessions to measure at, each driven by its own client connection.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1, 32])]
+    concurrency: Vec<usize>,
+    /// Measured turns per concurrency level, shared out between the clients.
+    #[arg(long, default_value_t = 3200)]
+    turns: usize,
+    /// Turns in one session before a client starts a fresh one (the runner loads the whole session each turn,
+    /// so this is the conversation length measured at).
+    #[arg(long, default_value_t = 10)]
+    turns_per_session: usize,
+}
+
+/// The bench's own processes, stopped when dropped.
+struct Stack {
+    runner: String,
+    sessions: Option<String>,
+    runner_process: Option<ServiceProcess>,
+    _session_process: Option<ServiceProcess>,
+    _redis: Option<RedisServer>,
+    agents_file: Option<PathBuf>,
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        if let Some(file) = &self.agents_file {
+            let _ = std::fs::remove_file(file);
+        }
+    }
+}
+
+async fn start(args: &RunnerArgs) -> Result<Stack> {
+    if let Some(endpoint) = &args.endpoint {
+        return Ok(Stack {
+            runner: endpoint.clone(),
+            sessions: args.session_endpoint.clone(),
+            runner_process: None,
+            _session_process: None,
+            _redis: None,
+            agents_file: None,
+        });
+    }
+    let redis = RedisServer::start().await;
+    // Redis's recommended durability, as the other benches use.
+    adk_testkit::redis_cli(&[
+        "-p",
+        &redis.port().to_string(),
+        "config",
+        "set",
+        "appendfsync",
+        "everysec",
+    ])
+    .await;
+    let agents_file = std::env::temp_dir().join(format!("adk-bench-agents-{}.yaml", std::process::id()));
+    std::fs::write(&agents_file, BENCH_AGENTS).context("write the bench's agents file")?;
+    let store = ["--store-url".to_string(), redis.url()];
+    let sessions = ServiceProcess::spawn("adk-session-server", &store, &[]).await;
+    let mut runner_args = store.to_vec();
+    runner_args.extend(["--agents".to_string(), agents_file.display().to_string()]);
+    let runner = ServiceProcess::spawn("adk-runner-server", &runner_args, &[]).await;
+    Ok(Stack {
+        runner: runner.endpoint(),
+        sessions: Some(sessions.endpoint()),
+        runner_process: Some(runner),
+        _session_process: Some(sessions),
+        _redis: Some(redis),
+        agents_file: Some(agents_file),
+    })
+}
+
+fn histogram() -> Histogram<u64> {
+    // Microseconds up to an hour, 3 significant digits: never fails to build.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn record(histogram: &mut Histogram<u64>, elapsed: Duration) {
+    histogram.saturating_record(elapsed.as_micros().try_into().unwrap_or(u64::MAX));
+}
+
+fn ms(histogram: &Histogram<u64>, quantile: f64) -> f64 {
+    histogram.value_at_quantile(quantile) as f64 / 1000.0
+}
+
+/// One worker's measurements.
+struct Turns {
+    first_event: Histogram<u64>,
+    turn: Histogram<u64>,
+    /// Events the turns stored: the user's messages plus the non-partial events streamed.
+    stored_events: u64,
+    turns: u64,
+}
+
+fn turn_request(app: &str, session: &str, turn: usize) -> pb::RunRequest {
+    pb::RunRequest {
+        app_name: app.into(),
+        user_id: "bench".into(),
+        session_id: session.into(),
+        new_message: Some(pb::Content {
+            role: "user".into(),
+            parts: vec![pb::Part {
+                kind: Some(pb::part::Kind::Text(format!(
+                    "turn {turn}: what is the weather like in Tokyo tomorrow afternoon?"
+                ))),
+            }],
+        }),
+        create_session: true,
+        ..Default::default()
+    }
+}
+
+/// Runs `turns` turns, one after another, on sessions of `turns_per_session` turns.
+async fn drive(
+    mut client: AgentRunnerClient<Channel>,
+    app: String,
+    prefix: String,
+    turns: usize,
+    turns_per_session: usize,
+) -> Result<Turns> {
+    let mut measured = Turns {
+        first_event: histogram(),
+        turn: histogram(),
+        stored_events: 0,
+        turns: 0,
+    };
+    for turn in 0..turns {
+        let session = format!("{prefix}-{}", turn / turns_per_session.max(1));
+        let started = Instant::now();
+        let mut events = client
+            .run(turn_request(&app, &session, turn))
+            .await
+            .context("Run")?
+            .into_inner();
+        let mut first = None;
+        let mut stored = 1; // the user's message
+        while let Some(event) = events.message().await.context("the event stream")? {
+            first.get_or_insert_with(|| started.elapsed());
+            if !event.partial {
+                stored += 1;
+            }
+        }
+        let first = first.context("a turn streamed no event")?;
+        record(&mut measured.first_event, first);
+        record(&mut measured.turn, started.elapsed());
+        measured.stored_events += stored;
+        measured.turns += 1;
+    }
+    Ok(measured)
+}
+
+struct Level {
+    concurrency: usize,
+    turns_per_second: f64,
+    first_event: Histogram<u64>,
+    turn: Histogram<u64>,
+    events_per_turn: f64,
+    append: Option<Histogram<u64>>,
+}
+
+async fn measure_turns(args: &RunnerArgs, endpoint: &str, concurrency: usize) -> Result<(f64, Turns)> {
+    let per_client = (args.turns / concurrency).max(1);
+    let mut clients = Vec::new();
+    for _ in 0..concurrency {
+        clients.push(
+            AgentRunnerClient::connect(endpoint.to_string())
+                .await
+                .context("connect to the runner")?,
+        );
+    }
+    // Warm up connections and the server (a few turns per client, not measured).
+    let warmup = unique_prefix("warmup");
+    let mut warming = Vec::new();
+    for (worker, client) in clients.iter().cloned().enumerate() {
+        warming.push(tokio::spawn(drive(
+            client,
+            args.app.clone(),
+            format!("{warmup}-{worker}"),
+            3,
+            3,
+        )));
+    }
+    for task in warming {
+        task.await??;
+    }
+
+    let prefix = unique_prefix("turns");
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for (worker, client) in clients.into_iter().enumerate() {
+        workers.push(tokio::spawn(drive(
+            client,
+            args.app.clone(),
+            format!("{prefix}-{worker}"),
+            per_client,
+            args.turns_per_session,
+        )));
+    }
+    let mut all = Turns {
+        first_event: histogram(),
+        turn: histogram(),
+        stored_events: 0,
+        turns: 0,
+    };
+    for worker in workers {
+        let turns = worker.await??;
+        all.first_event.add(&turns.first_event).context("merge histograms")?;
+        all.turn.add(&turns.turn).context("merge histograms")?;
+        all.stored_events += turns.stored_events;
+        all.turns += turns.turns;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok((all.turns as f64 / elapsed, all))
+}
+
+/// AppendEvent latency at `concurrency`, each client appending `per_client` events to its own session.
+async fn measure_appends(endpoint: &str, concurrency: usize, per_client: usize) -> Result<Histogram<u64>> {
+    let app = unique_prefix("append");
+    let mut workers = Vec::new();
+    for worker in 0..concurrency {
+        let mut client = SessionServiceClient::connect(endpoint.to_string())
+            .await
+            .context("connect to the session server")?;
+        let app = app.clone();
+        workers.push(tokio::spawn(async move {
+            let session = format!("s{worker}");
+            client
+                .create_session(pb::CreateSessionRequest {
+                    app_name: app.clone(),
+                    user_id: "bench".into(),
+                    session_id: session.clone(),
+                    ..Default::default()
+                })
+                .await?;
+            let mut latency = histogram();
+            for i in 0..per_client {
+                let request = pb::AppendEventRequest {
+                    app_name: app.clone(),
+                    user_id: "bench".into(),
+                    session_id: session.clone(),
+                    event: Some(pb::Event {
+                        author: "assistant".into(),
+                        invocation_id: "e-bench".into(),
+                        content: turn_request("", "", i).new_message,
+                        ..Default::default()
+                    }),
+                    precondition: None,
+                };
+                let started = Instant::now();
+                client.append_event(request).await?;
+                record(&mut latency, started.elapsed());
+            }
+            anyhow::Ok(latency)
+        }));
+    }
+    let mut all = histogram();
+    for worker in workers {
+        all.add(&worker.await??).context("merge histograms")?;
+    }
+    Ok(all)
+}
+
+pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
+    let stack = start(&args).await?;
+    println!(
+        "runner {}, app {}, {} measured turns per level, {} turns per session\n",
+        stack.runner, args.app, args.turns, args.turns_per_session
+    );
+    let mut levels = Vec::new();
+    for &concurrency in &args.concurrency {
+        anyhow::ensure!(concurrency > 0, "--concurrency values must be at least 1");
+        let (turns_per_second, turns) = measure_turns(&args, &stack.runner, concurrency).await?;
+        let events_per_turn = turns.stored_events as f64 / turns.turns.max(1) as f64;
+        let append = match &stack.sessions {
+            Some(sessions) => {
+                let per_client = (args.turns * 2 / concurrency).clamp(50, 2000);
+                Some(measure_appends(sessions, concurrency, per_client).await?)
+            }
+            None => None,
+        };
+        eprintln!("measured {concurrency} concurrent sessions");
+        levels.push(Level {
+            concurrency,
+            turns_per_second,
+            first_event: turns.first_event,
+            turn: turns.turn,
+            events_per_turn,
+            append,
+        });
+    }
+
+    println!("| concurrent sessions | turns/s | first event p50 ms | p99 ms | turn p50 ms | p99 ms | max ms |");
+    println!("|---|---|---|---|---|---|---|");
+    for level in &levels {
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} | {:.2} | {:.2} |",
+            level.concurrency,
+            level.turns_per_second,
+            ms(&level.first_event, 0.5),
+            ms(&level.first_event, 0.99),
+            ms(&level.turn, 0.5),
+            ms(&level.turn, 0.99),
+            level.turn.max() as f64 / 1000.0,
+        );
+    }
+    println!();
+    println!(
+        "| concurrent sessions | events stored per turn (N) | AppendEvent p50 ms | turn p50 ms | runner overhead p50 ms (turn − N × append) |"
+    );
+    println!("|---|---|---|---|---|");
+    for level in &levels {
+        let Some(append) = &level.append else {
+            continue;
+        };
+        let append_p50 = ms(append, 0.5);
+        let turn_p50 = ms(&level.turn, 0.5);
+        println!(
+            "| {} | {:.0} | {:.2} | {:.2} | {:.2} |",
+            level.concurrency,
+            level.events_per_turn,
+            append_p50,
+            turn_p50,
+            turn_p50 - level.events_per_turn * append_p50,
+        );
+    }
+    if let Some(runner) = &stack.runner_process
+        && let (Some(peak), Some(now)) = (runner.peak_rss_kib(), runner.rss_kib())
+    {
+        println!(
+            "\nadk-runner-server peak RSS (VmHWM) {:.1} MiB; RSS now {:.1} MiB",
+            peak as f64 / 1024.0,
+            now as f64 / 1024.0
+        );
+    }
+    Ok(())
+}
