@@ -5,7 +5,8 @@
 use adk_artifact_service::artifact_service;
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, SessionArgs, Shutdown, StoreArgs, exit_code,
+    init_tracing,
 };
 use adk_session_service::session_service;
 use anyhow::Context;
@@ -40,13 +41,7 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log);
-    match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(run(cli).await)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -1,7 +1,9 @@
 //! `adk-artifact-server`: the ArtifactService alone, over the shared store (Redis by default).
 
 use adk_artifact_service::artifact_service;
-use adk_server_kit::{ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, init_tracing};
+use adk_server_kit::{
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, exit_code, init_tracing,
+};
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
@@ -28,13 +30,7 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log);
-    match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(run(cli).await)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

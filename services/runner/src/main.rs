@@ -4,7 +4,8 @@
 
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, exit_code,
+    init_tracing,
 };
 use anyhow::Context;
 use clap::Parser;
@@ -38,13 +39,7 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log);
-    match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(run(cli).await)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -210,8 +210,10 @@ impl AgentRunner for RunnerGrpcService {
         if request.invocation_id.is_empty() {
             return Err(AdkError::invalid("invocation_id is required").into());
         }
-        // The runner knows invocations by their (random, unguessable) id alone.
-        let cancelled = app.runner().cancel(&request.invocation_id);
+        // Only an invocation running on the named session is cancelled.
+        let cancelled = app
+            .runner()
+            .cancel(&request.user_id, &request.session_id, &request.invocation_id);
         Ok(Response::new(pb::CancelResponse { cancelled }))
     }
 }

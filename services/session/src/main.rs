@@ -1,6 +1,8 @@
 //! `adk-session-server`: the SessionService alone, over the shared store (Redis by default).
 
-use adk_server_kit::{GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, init_tracing};
+use adk_server_kit::{
+    GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, exit_code, init_tracing,
+};
 use adk_session_service::session_service;
 use anyhow::Context;
 use clap::Parser;
@@ -27,13 +29,7 @@ struct Cli {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(&cli.log);
-    match run(cli).await {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(err) => {
-            tracing::error!("{err:#}");
-            ExitCode::FAILURE
-        }
-    }
+    exit_code(run(cli).await)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

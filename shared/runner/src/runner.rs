@@ -84,7 +84,14 @@ pub struct Runner {
     artifact_service: Option<Arc<dyn ArtifactService>>,
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
-    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
+}
+
+/// A running invocation's owner, so a cancel naming another user's session is refused.
+struct RunningInvocation {
+    user_id: String,
+    session_id: String,
+    cancel: CancellationToken,
 }
 
 impl Runner {
@@ -148,7 +155,12 @@ impl Runner {
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
         let cancel = CancellationToken::new();
-        lock(&self.running).insert(invocation_id.clone(), cancel.clone());
+        let running = RunningInvocation {
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            cancel: cancel.clone(),
+        };
+        lock(&self.running).insert(invocation_id.clone(), running);
         let driver = Driver {
             session_service: self.session_service.clone(),
             invocation,
@@ -164,15 +176,16 @@ impl Runner {
         Ok(driver.into_stream())
     }
 
-    /// Stops a running invocation of this runner: its stream ends with
-    /// `CANCELLED`. False when no such invocation is running here.
-    pub fn cancel(&self, invocation_id: &str) -> bool {
+    /// Stops a running invocation of this runner on the given user's session: its
+    /// stream ends with `CANCELLED`. False when no such invocation is running here
+    /// for that session.
+    pub fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> bool {
         match lock(&self.running).get(invocation_id) {
-            Some(token) => {
-                token.cancel();
+            Some(running) if running.user_id == user_id && running.session_id == session_id => {
+                running.cancel.cancel();
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 
@@ -472,7 +485,7 @@ impl Drop for LeaseGuard {
 
 /// The invocation's entry in the runner's registry, removed when the run ends or is dropped.
 struct Registration {
-    running: Arc<Mutex<HashMap<String, CancellationToken>>>,
+    running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
     invocation_id: String,
 }
 

@@ -130,12 +130,20 @@ async fn cancel_stops_a_running_invocation() {
         .await
         .unwrap();
     let first = stream.next().await.unwrap().unwrap();
-    assert!(h.runner.cancel(&first.invocation_id));
+    assert!(
+        !h.runner.cancel("someone-else", SESSION, &first.invocation_id),
+        "another user's cancel is refused"
+    );
+    assert!(!h.runner.cancel(USER, "other-session", &first.invocation_id));
+    assert!(h.runner.cancel(USER, SESSION, &first.invocation_id));
     let error = stream.next().await.unwrap().unwrap_err();
     assert_eq!(error.code(), Code::Cancelled);
     assert!(error.to_string().contains(&first.invocation_id));
     assert!(stream.next().await.is_none());
-    assert!(!h.runner.cancel(&first.invocation_id), "no longer running");
+    assert!(
+        !h.runner.cancel(USER, SESSION, &first.invocation_id),
+        "no longer running"
+    );
     assert!(server.wait_for_disconnects(1, Duration::from_secs(5)).await);
     // Cancelled runs release their lease before their stream ends.
     server.push(openai::text("next"));

@@ -29,7 +29,7 @@ pub use args::{
 };
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
-pub use logging::init_tracing;
+pub use logging::{exit_code, init_tracing};
 pub use message::{fit_in_message, message_too_large};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;

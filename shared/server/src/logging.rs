@@ -29,3 +29,15 @@ pub fn init_tracing(args: &LogArgs) {
             .try_init(),
     };
 }
+
+/// A binary's exit: 0 on success; otherwise the error with its causes logged on one
+/// line (`cannot open the session store …: connection refused`) and 1.
+pub fn exit_code(result: anyhow::Result<()>) -> std::process::ExitCode {
+    match result {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!("{err:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
