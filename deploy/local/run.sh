@@ -2,9 +2,10 @@
 # Runs the suite locally as in production, one process per service, on loopback:
 #
 #   redis-server          127.0.0.1:6379   AOF persistence under the data dir
-#   adk-session-server    127.0.0.1:50051
-#   adk-artifact-server   127.0.0.1:50052
-#   adk-runner-server     127.0.0.1:50053  (--agents, default examples/agents.yaml: mock model)
+#   adk-session-server    127.0.0.1:50051  metrics http://127.0.0.1:9464/metrics
+#   adk-artifact-server   127.0.0.1:50052  metrics http://127.0.0.1:9465/metrics
+#   adk-runner-server     127.0.0.1:50053  metrics http://127.0.0.1:9466/metrics
+#                         (--agents, default examples/agents.yaml: mock model)
 #
 # Ctrl-C (SIGINT) or SIGTERM stops them all: the servers drain gracefully, Redis
 # flushes its AOF, and nothing is left running. If any process dies on its own,
@@ -22,6 +23,8 @@
 # Environment:
 #   ADK_LOCAL_REDIS_PORT, ADK_LOCAL_SESSION_PORT, ADK_LOCAL_ARTIFACT_PORT,
 #   ADK_LOCAL_RUNNER_PORT   ports [6379, 50051, 50052, 50053]
+#   ADK_LOCAL_SESSION_METRICS_PORT, ADK_LOCAL_ARTIFACT_METRICS_PORT,
+#   ADK_LOCAL_RUNNER_METRICS_PORT   Prometheus ports [9464, 9465, 9466]
 #   CARGO_TARGET_DIR        where cargo puts (and this script finds) the binaries
 #   ADK_BIN_DIR             take the binaries from this folder instead (implies --no-build)
 #   RUST_LOG, ADK_LOG_FORMAT, ADK_SHUTDOWN_GRACE_SECS, …  passed on to the servers
@@ -61,6 +64,9 @@ redis_port="${ADK_LOCAL_REDIS_PORT:-6379}"
 session_port="${ADK_LOCAL_SESSION_PORT:-50051}"
 artifact_port="${ADK_LOCAL_ARTIFACT_PORT:-50052}"
 runner_port="${ADK_LOCAL_RUNNER_PORT:-50053}"
+session_metrics="${ADK_LOCAL_SESSION_METRICS_PORT:-9464}"
+artifact_metrics="${ADK_LOCAL_ARTIFACT_METRICS_PORT:-9465}"
+runner_metrics="${ADK_LOCAL_RUNNER_METRICS_PORT:-9466}"
 host=127.0.0.1
 
 # --- binaries --------------------------------------------------------------------
@@ -93,8 +99,8 @@ fi
 
 # --- ports -----------------------------------------------------------------------
 port_busy() { (exec 3<>"/dev/tcp/$host/$1") 2>/dev/null; }
-ports="$session_port $artifact_port"
-[ "$with_runner" = 1 ] && ports="$ports $runner_port"
+ports="$session_port $artifact_port $session_metrics $artifact_metrics"
+[ "$with_runner" = 1 ] && ports="$ports $runner_port $runner_metrics"
 [ -z "$store_url" ] && ports="$redis_port $ports"
 for port in $ports; do
   if port_busy "$port"; then
@@ -167,9 +173,20 @@ show_log_tail() {
   tail -n 20 "$data_dir/logs/$1.log" >&2 || true
 }
 
-wait_ready() { # NAME PORT: until the port accepts connections (the process must stay up)
-  local name="$1" port="$2" pid="${pids[${#pids[@]} - 1]}" tries=0
-  until port_busy "$port"; do
+redis_answers() { # PORT: PING gets +PONG (not -LOADING while the AOF is read back)
+  (
+    exec 3<>"/dev/tcp/$host/$1" || exit 1
+    printf 'PING\r\n' >&3
+    IFS= read -r -t 2 reply <&3 || exit 1
+    case "$reply" in +PONG*) exit 0 ;; *) exit 1 ;; esac
+  ) 2>/dev/null
+}
+
+wait_ready() { # NAME PORT [CHECK]: until CHECK PORT succeeds (default: the port accepts
+  # connections); the process must stay up meanwhile
+  local name="$1" port="$2" ready="${3:-port_busy}" pid="" tries=0 i
+  for i in "${!names[@]}"; do [ "${names[$i]}" = "$name" ] && pid="${pids[$i]}"; done
+  until "$ready" "$port"; do
     if ! kill -0 "$pid" 2>/dev/null; then
       show_log_tail "$name"
       die "$name exited during startup"
@@ -188,15 +205,19 @@ if [ -z "$store_url" ]; then
   # AOF as in deploy/k8s (appendonly yes, appendfsync everysec); no RDB snapshots.
   start redis redis-server --bind "$host" --port "$redis_port" --dir "$data_dir/redis" \
     --appendonly yes --appendfsync everysec --save "" --daemonize no
-  wait_ready redis "$redis_port"
+  wait_ready redis "$redis_port" redis_answers
   store_url="redis://$host:$redis_port"
 fi
 export ADK_STORE_URL="$store_url"
 
-start session "$bin_dir/adk-session-server" --listen "$host:$session_port"
-start artifact "$bin_dir/adk-artifact-server" --listen "$host:$artifact_port"
+# Each server serves Prometheus metrics on its own loopback port (ADK_METRICS_LISTEN).
+start session env ADK_METRICS_LISTEN="$host:$session_metrics" \
+  "$bin_dir/adk-session-server" --listen "$host:$session_port"
+start artifact env ADK_METRICS_LISTEN="$host:$artifact_metrics" \
+  "$bin_dir/adk-artifact-server" --listen "$host:$artifact_port"
 if [ "$with_runner" = 1 ]; then
-  start runner "$bin_dir/adk-runner-server" --listen "$host:$runner_port" --agents "$agents"
+  start runner env ADK_METRICS_LISTEN="$host:$runner_metrics" \
+    "$bin_dir/adk-runner-server" --listen "$host:$runner_port" --agents "$agents"
 fi
 wait_ready session "$session_port"
 wait_ready artifact "$artifact_port"
@@ -206,14 +227,17 @@ redacted_store="$(printf '%s' "$store_url" | sed -E 's#(://[^:/@]*:)[^@]*@#\1***
 {
   echo
   echo "ADK suite running (store: $redacted_store)"
-  printf '  %-9s %s\n' session "$host:$session_port   adk.v1.SessionService"
-  printf '  %-9s %s\n' artifact "$host:$artifact_port   adk.v1.ArtifactService"
+  printf '  %-9s %-16s %-24s metrics http://%s/metrics\n' \
+    session "$host:$session_port" adk.v1.SessionService "$host:$session_metrics" \
+    artifact "$host:$artifact_port" adk.v1.ArtifactService "$host:$artifact_metrics"
   if [ "$with_runner" = 1 ]; then
-    printf '  %-9s %s\n' runner "$host:$runner_port   adk.v1.AgentRunner ($agents)"
+    printf '  %-9s %-16s %-24s metrics http://%s/metrics\n' \
+      runner "$host:$runner_port" adk.v1.AgentRunner "$host:$runner_metrics"
+    printf '  %-9s %s\n' agents "$agents"
   else
     printf '  %-9s %s\n' runner "not started (adk-runner-server not built)"
   fi
-  [ "${names[0]}" = redis ] && printf '  %-9s %s\n' redis "$host:$redis_port   AOF in $data_dir/redis"
+  [ "${names[0]}" = redis ] && printf '  %-9s %-16s AOF in %s\n' redis "$host:$redis_port" "$data_dir/redis"
   echo "  logs      $data_dir/logs/*.log"
   echo "Try: grpcurl -plaintext $host:$session_port list"
   echo "Ctrl-C stops everything."

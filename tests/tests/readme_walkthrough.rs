@@ -71,6 +71,9 @@ async fn readme_grpcurl_walkthrough_runs_verbatim() {
     // As the README's run command: with the example agents, paths relative to the repo root.
     command
         .args(["--listen", "127.0.0.1:50051", "--agents", "examples/agents.yaml"])
+        // Not the walkthrough's subject, and its default port (9464) may be taken by
+        // another server on this machine.
+        .env("ADK_METRICS_LISTEN", "off")
         .current_dir(&root);
     let mut server = ChildGuard::spawn(command, log_dir.join("adk-server.log")).expect("spawn adk-server");
     assert!(

@@ -707,7 +707,9 @@ async fn adk_server_runs_agents_on_the_stores_it_serves() {
     let mut command = Command::new(workspace_bin("adk-server"));
     command
         .args(["--listen", &format!("127.0.0.1:{port}"), "--agents"])
-        .arg(repo_root().join("examples/agents.yaml"));
+        .arg(repo_root().join("examples/agents.yaml"))
+        // The metrics endpoint's default port is one per machine; other tests run beside this one.
+        .env("ADK_METRICS_LISTEN", "off");
     let mut server = ChildGuard::spawn(command, log_dir.path().join("adk-server.log")).expect("spawn adk-server");
     assert!(
         wait_for_port(port, Duration::from_secs(15)).await && server.is_running(),

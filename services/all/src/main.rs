@@ -5,8 +5,8 @@
 use adk_artifact_service::artifact_service;
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, SessionArgs, Shutdown, StoreArgs, exit_code,
-    init_tracing,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
+    StoreArgs, exit_code, init_tracing,
 };
 use adk_session_service::session_service;
 use anyhow::Context;
@@ -34,14 +34,26 @@ struct Cli {
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
     log: LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
-    exit_code(run(cli).await)
+    let service = ServiceInfo {
+        name: env!("CARGO_BIN_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let telemetry = match init_tracing(&cli.log, service) {
+        Ok(telemetry) => telemetry,
+        Err(err) => return exit_code(Err(err)),
+    };
+    let result = run(cli).await;
+    // The last spans (the drain's included) reach the collector before the exit.
+    telemetry.shutdown().await;
+    exit_code(result)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -81,6 +93,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 
     // One line per service; each store it uses gets a health check.
     let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
+        .metrics(&cli.metrics)
         .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
         .add_service(artifact_service(artifacts.clone(), &cli.grpc))
         .health_check("session store", sessions)

@@ -2,7 +2,8 @@
 
 use adk_artifact_service::artifact_service;
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, Shutdown, StoreArgs, exit_code, init_tracing,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, Shutdown, StoreArgs,
+    exit_code, init_tracing,
 };
 use anyhow::Context;
 use clap::Parser;
@@ -23,14 +24,26 @@ struct Cli {
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
     log: LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
-    exit_code(run(cli).await)
+    let service = ServiceInfo {
+        name: env!("CARGO_BIN_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let telemetry = match init_tracing(&cli.log, service) {
+        Ok(telemetry) => telemetry,
+        Err(err) => return exit_code(Err(err)),
+    };
+    let result = run(cli).await;
+    // The last spans (the drain's included) reach the collector before the exit.
+    telemetry.shutdown().await;
+    exit_code(result)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -46,6 +59,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     );
 
     GrpcServer::new(&cli.grpc, shutdown)
+        .metrics(&cli.metrics)
         .add_service(artifact_service(store.clone(), &cli.grpc))
         .health_check("artifact store", store)
         .serve(&cli.listen)

@@ -4,8 +4,8 @@
 
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, exit_code,
-    init_tracing,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
+    StoreArgs, exit_code, init_tracing,
 };
 use anyhow::Context;
 use clap::Parser;
@@ -32,14 +32,26 @@ struct Cli {
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
     log: LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
-    exit_code(run(cli).await)
+    let service = ServiceInfo {
+        name: env!("CARGO_BIN_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let telemetry = match init_tracing(&cli.log, service) {
+        Ok(telemetry) => telemetry,
+        Err(err) => return exit_code(Err(err)),
+    };
+    let result = run(cli).await;
+    // The last spans (the drain's included) reach the collector before the exit.
+    telemetry.shutdown().await;
+    exit_code(result)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -55,6 +67,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     tracing::info!(store = %cli.store.redacted_url(), apps = ?agents.app_names(), "agents loaded");
 
     let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
+        .metrics(&cli.metrics)
         .add_service(runner_service(apps, &cli.grpc, shutdown)?)
         .health_check("session store", services.sessions.clone());
     if let Some(artifacts) = services.artifacts.clone() {

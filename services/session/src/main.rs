@@ -1,7 +1,8 @@
 //! `adk-session-server`: the SessionService alone, over the shared store (Redis by default).
 
 use adk_server_kit::{
-    GrpcArgs, GrpcServer, LogArgs, RedisByDefault, SessionArgs, Shutdown, StoreArgs, exit_code, init_tracing,
+    GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown, StoreArgs,
+    exit_code, init_tracing,
 };
 use adk_session_service::session_service;
 use anyhow::Context;
@@ -22,14 +23,26 @@ struct Cli {
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
+    metrics: MetricsArgs,
+    #[command(flatten)]
     log: LogArgs,
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(&cli.log);
-    exit_code(run(cli).await)
+    let service = ServiceInfo {
+        name: env!("CARGO_BIN_NAME"),
+        version: env!("CARGO_PKG_VERSION"),
+    };
+    let telemetry = match init_tracing(&cli.log, service) {
+        Ok(telemetry) => telemetry,
+        Err(err) => return exit_code(Err(err)),
+    };
+    let result = run(cli).await;
+    // The last spans (the drain's included) reach the collector before the exit.
+    telemetry.shutdown().await;
+    exit_code(result)
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
@@ -41,6 +54,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     tracing::info!(store = %cli.store.redacted_url(), "session store open");
 
     GrpcServer::new(&cli.grpc, shutdown.clone())
+        .metrics(&cli.metrics)
         .add_service(session_service(store.clone(), &cli.grpc, shutdown))
         .health_check("session store", store)
         .serve(&cli.listen)

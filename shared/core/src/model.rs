@@ -50,6 +50,12 @@ pub trait Llm: Send + Sync {
     /// The model identifier, e.g. "gemini-2.0-flash" or "gpt-4o".
     fn name(&self) -> &str;
 
+    /// Who serves the model ("openai", "gemini", "mock"...): with [`Llm::name`], what
+    /// metrics and traces say a model call went to.
+    fn provider(&self) -> &str {
+        "unknown"
+    }
+
     /// Generates a reply. With `stream`, text arrives as partial responses as the
     /// provider produces it, and the stream ends with one non-partial response
     /// holding the complete content (all text and every function call) and usage.

@@ -80,6 +80,10 @@ impl Llm for Gemini {
         &self.model
     }
 
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
         let url = self.url(&request, stream);
         let body = request_body(&request);

@@ -85,7 +85,12 @@ impl HttpClient {
         if let Some((name, key)) = &self.auth {
             request = request.header(name.clone(), key.header.clone());
         }
-        request
+        // W3C traceparent/tracestate of the current span (the runner's model-call
+        // span), so the provider, or a tracing gateway in front of it, continues the
+        // client's trace. Adds nothing while traces are not exported.
+        let mut trace_context = HeaderMap::new();
+        adk_telemetry::inject_current_context(&mut trace_context);
+        request.headers(trace_context)
     }
 
     /// Sends a request whose reply is one JSON document, and returns that document.

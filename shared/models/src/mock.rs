@@ -199,6 +199,10 @@ impl Llm for MockModel {
         &self.name
     }
 
+    fn provider(&self) -> &str {
+        "mock"
+    }
+
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
         let prompt_words: i32 = request
             .contents

@@ -112,6 +112,10 @@ impl Llm for OpenAiCompatible {
         &self.model
     }
 
+    fn provider(&self) -> &str {
+        PROVIDER
+    }
+
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
         let body = self.body(&request, stream)?;
         if stream {

@@ -29,6 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 /// What a runner needs.
 pub struct RunnerConfig {
@@ -140,16 +141,34 @@ impl Runner {
             return Err(AdkError::invalid("new_message has no parts"));
         }
         let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
+        // The invocation's span and metrics: everything it does, from taking the lease
+        // to its last event, runs inside the span (see Driver::into_stream).
+        let observed = adk_telemetry::Invocation::start(&self.app_name, user_id, session_id, &invocation_id);
+        let span = observed.span().clone();
         let key = LeaseKey {
             app_name: self.app_name.clone(),
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
         };
-        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl).await?;
-        let (invocation, events) = match self.start(&invocation_id, user_id, session_id, content, options).await {
+        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl)
+            .instrument(span.clone())
+            .await;
+        let lease = match lease {
+            Ok(lease) => lease,
+            Err(e) => {
+                observed.finish(Some(e.code()));
+                return Err(e);
+            }
+        };
+        let started = self
+            .start(&invocation_id, user_id, session_id, content, options)
+            .instrument(span.clone())
+            .await;
+        let (invocation, events) = match started {
             Ok(started) => started,
             Err(e) => {
-                lease.release().await;
+                lease.release().instrument(span).await;
+                observed.finish(Some(e.code()));
                 return Err(e);
             }
         };
@@ -164,6 +183,7 @@ impl Runner {
         let driver = Driver {
             session_service: self.session_service.clone(),
             invocation,
+            observed,
             events,
             renew: renew_interval(self.lease_ttl),
             lease,
@@ -350,6 +370,8 @@ fn renew_interval(ttl: Duration) -> Interval {
 struct Driver {
     session_service: Arc<dyn SessionService>,
     invocation: Arc<Invocation>,
+    /// Its span and metrics; dropped unfinished (the stream was dropped), it counts as CANCELLED.
+    observed: adk_telemetry::Invocation,
     events: EventStream,
     lease: LeaseGuard,
     renew: Interval,
@@ -360,9 +382,10 @@ struct Driver {
 impl Driver {
     fn into_stream(mut self) -> EventStream {
         Box::pin(try_stream! {
+            let span = self.observed.span().clone();
             let mut failure = None;
             loop {
-                match self.next().await {
+                match self.next().instrument(span.clone()).await {
                     Ok(Some(event)) => yield event,
                     Ok(None) => break,
                     Err(e) => {
@@ -374,7 +397,8 @@ impl Driver {
             let invocation_id = self.invocation.invocation_id.clone();
             // Stop the agent before the session is free for the next invocation.
             drop(self.events);
-            self.lease.release().await;
+            self.lease.release().instrument(span).await;
+            self.observed.finish(failure.as_ref().map(AdkError::code));
             match failure {
                 Some(e) => {
                     tracing::debug!(%invocation_id, error = %e, "invocation failed");

@@ -181,6 +181,47 @@ impl Default for LogArgs {
     }
 }
 
+/// What `--metrics-listen` turns the endpoint off with (besides an empty value).
+const METRICS_OFF: &str = "off";
+
+/// The Prometheus metrics endpoint.
+#[derive(Debug, Clone, clap::Args)]
+pub struct MetricsArgs {
+    /// Serve Prometheus metrics at http://ADDR/metrics (host:port; port 0 picks one). `off` or an empty value
+    /// turns the endpoint off
+    #[arg(
+        long,
+        env = "ADK_METRICS_LISTEN",
+        value_name = "ADDR",
+        default_value = "0.0.0.0:9464"
+    )]
+    pub metrics_listen: String,
+}
+
+/// Off: a server built in code (tests, embedding) serves no metrics unless asked to.
+impl Default for MetricsArgs {
+    fn default() -> Self {
+        MetricsArgs {
+            metrics_listen: METRICS_OFF.to_string(),
+        }
+    }
+}
+
+impl MetricsArgs {
+    /// Serve metrics on `addr` (`host:port`).
+    pub fn on(addr: impl Into<String>) -> Self {
+        MetricsArgs {
+            metrics_listen: addr.into(),
+        }
+    }
+
+    /// The address to serve metrics on; None when the endpoint is off.
+    pub fn listen_addr(&self) -> Option<&str> {
+        let addr = self.metrics_listen.trim();
+        (!addr.is_empty() && !addr.eq_ignore_ascii_case(METRICS_OFF)).then_some(addr)
+    }
+}
+
 /// gRPC transport limits and lifecycle timings.
 #[derive(Debug, Clone, clap::Args)]
 pub struct GrpcArgs {
@@ -249,6 +290,21 @@ mod tests {
         grpc: GrpcArgs,
         #[command(flatten)]
         log: LogArgs,
+        #[command(flatten)]
+        metrics: MetricsArgs,
+    }
+
+    #[test]
+    fn metrics_are_served_by_default_and_can_be_turned_off() {
+        let cli = Cli::<RedisByDefault>::try_parse_from(["bin"]).unwrap();
+        assert_eq!(cli.metrics.listen_addr(), Some("0.0.0.0:9464"));
+        for off in ["off", "OFF", "", " "] {
+            let cli = Cli::<RedisByDefault>::try_parse_from(["bin", "--metrics-listen", off]).unwrap();
+            assert_eq!(cli.metrics.listen_addr(), None, "{off:?}");
+        }
+        let cli = Cli::<RedisByDefault>::try_parse_from(["bin", "--metrics-listen", "127.0.0.1:9000"]).unwrap();
+        assert_eq!(cli.metrics.listen_addr(), Some("127.0.0.1:9000"));
+        assert_eq!(MetricsArgs::default().listen_addr(), None);
     }
 
     #[test]

@@ -3,33 +3,45 @@
 //! server reflection (v1 and v1alpha) and the serve loop.
 //!
 //! A binary flattens [`StoreArgs`], the flag groups of the services it serves
-//! ([`SessionArgs`], [`ArtifactArgs`]), [`GrpcArgs`] and [`LogArgs`] into its own
-//! clap parser, declares `--listen` itself, and then:
+//! ([`SessionArgs`], [`ArtifactArgs`]), [`GrpcArgs`], [`MetricsArgs`] and
+//! [`LogArgs`] into its own clap parser, declares `--listen` itself, and then:
 //!
 //! ```ignore
+//! let telemetry = init_tracing(&cli.log, ServiceInfo { name: "adk-session-server", version })?;
 //! let shutdown = Shutdown::on_signals()?;
 //! GrpcServer::new(&cli.grpc, shutdown.clone())
+//!     .metrics(&cli.metrics)
 //!     .add_service(session_service(store.clone(), &cli.grpc, shutdown))
 //!     .health_check("session store", store)
 //!     .serve(&cli.listen)
 //!     .await?;
+//! telemetry.shutdown().await; // flushes the last spans
 //! ```
+//!
+//! Observability: every RPC gets a span (the OpenTelemetry server span, parented
+//! on the client's W3C trace context) and RPC metrics; spans are exported over
+//! OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `/metrics` serves the
+//! Prometheus registry of adk-telemetry.
 
 mod args;
 mod cancel;
 mod health;
 mod logging;
 mod message;
+mod metrics;
+mod otel;
+mod rpc;
 mod server;
 mod shutdown;
 
 pub use args::{
     ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault,
-    RedisByDefault, SessionArgs, StoreArgs, redact_url,
+    MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
 };
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
 pub use logging::{exit_code, init_tracing};
 pub use message::{fit_in_message, message_too_large};
+pub use otel::{ServiceInfo, Telemetry};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;

@@ -1,33 +1,159 @@
-//! Tracing setup: text or JSON lines on stderr, level from `RUST_LOG`.
+//! Tracing setup: text or JSON lines on stderr (level from `RUST_LOG`), plus
+//! OpenTelemetry export when the environment asks for it (see otel.rs).
 
 use crate::args::{LogArgs, LogFormat};
+use crate::otel::{self, RpcIds, ServiceInfo, Telemetry};
 use std::io::IsTerminal;
-use tracing_subscriber::EnvFilter;
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
 use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::format::{DefaultVisitor, Writer};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 /// Installs the global subscriber. Without `RUST_LOG` the level is `info`; an
 /// unparsable `RUST_LOG` directive is skipped rather than silencing all logs.
-/// Calling it again (tests starting several servers) leaves the first one in place.
-pub fn init_tracing(args: &LogArgs) {
-    let filter = EnvFilter::builder()
+///
+/// With `OTEL_EXPORTER_OTLP_ENDPOINT` set, spans at INFO and above are also
+/// exported over OTLP/gRPC as `service` (whatever `RUST_LOG` says: it filters
+/// log lines only); [`Telemetry::shutdown`] flushes them at exit. Must run inside
+/// the tokio runtime. An OTLP configuration that cannot work (a malformed
+/// endpoint, an unsupported protocol) is an error; the log lines are set up
+/// anyway, so the caller can report it.
+///
+/// Calling it again (tests starting several servers) leaves the first subscriber in place.
+pub fn init_tracing(args: &LogArgs, service: ServiceInfo) -> anyhow::Result<Telemetry> {
+    let (telemetry, tracer, failure) = if otel::export_requested() {
+        match otel::start(service) {
+            Ok((telemetry, tracer)) => (telemetry, Some(tracer), None),
+            Err(err) => (Telemetry::default(), None, Some(err)),
+        }
+    } else {
+        (Telemetry::default(), None, None)
+    };
+
+    let mut filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .from_env_lossy();
+    // The choke-point spans of adk-telemetry (one per Redis round trip, model call,
+    // tool call, invocation) are for the trace export. Log lines keep out of them
+    // unless RUST_LOG names them, so without an exporter no layer wants them and
+    // they cost next to nothing; the log lines inside still carry the RPC's context.
+    if !std::env::var("RUST_LOG").is_ok_and(|directives| directives.contains("adk_telemetry"))
+        && let Ok(directive) = "adk_telemetry=warn".parse()
+    {
+        filter = filter.add_directive(directive);
+    }
     // stderr keeps stdout free for anything a wrapper script may want to parse.
     // Colours only for a person at a terminal, never into log files or collectors.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
-    // Err only means a subscriber is already installed, which is fine.
-    let _ = match args.log_format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder
+    let lines = match args.log_format {
+        LogFormat::Text => tracing_subscriber::fmt::layer()
+            .with_writer(std::io::stderr)
+            .with_ansi(std::io::stderr().is_terminal())
+            .fmt_fields(TextFields)
+            .with_filter(filter)
+            .boxed(),
+        LogFormat::Json => tracing_subscriber::fmt::layer()
             .json()
             .flatten_event(true)
             .with_current_span(true)
             .with_span_list(false)
-            .try_init(),
+            .with_writer(std::io::stderr)
+            .with_filter(filter)
+            .boxed(),
     };
+    let exporting = tracer.is_some();
+    let spans = tracer.map(|tracer| {
+        tracing_opentelemetry::layer()
+            .with_tracer(tracer)
+            // tracing's own bookkeeping (source location, thread, module, busy/idle
+            // nanoseconds) would add bulk to every span, not insight.
+            .with_location(false)
+            .with_threads(false)
+            .with_target(false)
+            .with_tracked_inactivity(false)
+            .with_filter(LevelFilter::INFO)
+    });
+    // Err only means a subscriber is already installed, which is fine.
+    let _ = tracing_subscriber::registry()
+        .with(lines)
+        .with(spans)
+        .with(RpcIds::new(exporting))
+        .try_init();
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(telemetry),
+    }
+}
+
+/// The text format's fields: tracing-subscriber's default, minus the `otel.*`
+/// fields that only steer the OpenTelemetry export (span name, kind, status),
+/// which would repeat on every log line inside an RPC.
+struct TextFields;
+
+impl<'a> MakeVisitor<Writer<'a>> for TextFields {
+    type Visitor = SkipOtelFields<DefaultVisitor<'a>>;
+
+    fn make_visitor(&self, target: Writer<'a>) -> Self::Visitor {
+        SkipOtelFields(DefaultVisitor::new(target, true))
+    }
+}
+
+struct SkipOtelFields<V>(V);
+
+fn shown(field: &Field) -> bool {
+    !field.name().starts_with("otel.")
+}
+
+impl<V: Visit> Visit for SkipOtelFields<V> {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        if shown(field) {
+            self.0.record_f64(field, value);
+        }
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        if shown(field) {
+            self.0.record_i64(field, value);
+        }
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        if shown(field) {
+            self.0.record_u64(field, value);
+        }
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        if shown(field) {
+            self.0.record_bool(field, value);
+        }
+    }
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if shown(field) {
+            self.0.record_str(field, value);
+        }
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        if shown(field) {
+            self.0.record_error(field, value);
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        if shown(field) {
+            self.0.record_debug(field, value);
+        }
+    }
+}
+
+impl<V: VisitOutput<std::fmt::Result>> VisitOutput<std::fmt::Result> for SkipOtelFields<V> {
+    fn finish(self) -> std::fmt::Result {
+        self.0.finish()
+    }
+}
+
+impl<V: VisitFmt> VisitFmt for SkipOtelFields<V> {
+    fn writer(&mut self) -> &mut dyn std::fmt::Write {
+        self.0.writer()
+    }
 }
 
 /// A binary's exit: 0 on success; otherwise the error with its causes logged on one

@@ -1,9 +1,12 @@
-//! The serve loop every binary runs: bind, health, reflection, one span per RPC,
-//! graceful shutdown with a hard deadline.
+//! The serve loop every binary runs: bind, health, reflection, one span and one
+//! set of metrics per RPC (see rpc.rs), the Prometheus endpoint, graceful
+//! shutdown with a hard deadline.
 
-use crate::args::GrpcArgs;
+use crate::args::{GrpcArgs, MetricsArgs};
 use crate::cancel::CancelledRequestsFail;
 use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
+use crate::metrics::MetricsEndpoint;
+use crate::rpc::{Methods, RpcLayer};
 use crate::shutdown::Shutdown;
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -29,6 +32,8 @@ const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 pub enum ServeError {
     #[error("cannot listen on {addr}")]
     Bind { addr: String, source: std::io::Error },
+    #[error("cannot serve metrics on {addr} (--metrics-listen / ADK_METRICS_LISTEN; `off` turns the endpoint off)")]
+    MetricsBind { addr: String, source: std::io::Error },
     #[error("cannot build the reflection service")]
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed")]
@@ -43,18 +48,28 @@ pub struct GrpcServer {
     service_names: Vec<&'static str>,
     probes: Vec<NamedProbe>,
     grpc: GrpcArgs,
+    metrics: MetricsArgs,
     shutdown: Shutdown,
 }
 
 impl GrpcServer {
+    /// A server without a metrics endpoint until [`GrpcServer::metrics`] asks for one.
     pub fn new(grpc: &GrpcArgs, shutdown: Shutdown) -> Self {
         GrpcServer {
             routes: RoutesBuilder::default(),
             service_names: Vec::new(),
             probes: Vec::new(),
             grpc: grpc.clone(),
+            metrics: MetricsArgs::default(),
             shutdown,
         }
+    }
+
+    /// Serves the Prometheus endpoint as `metrics` says (its address, or off),
+    /// beside the gRPC port, for as long as the server runs.
+    pub fn metrics(mut self, metrics: &MetricsArgs) -> Self {
+        self.metrics = metrics.clone();
+        self
     }
 
     /// Serves a generated tonic service; its name is reported by health and reflection.
@@ -82,8 +97,9 @@ impl GrpcServer {
         self
     }
 
-    /// Binds the listen address (`host:port`; port 0 picks a free one). Failing here,
-    /// before anything is served, makes a taken port a clear startup error.
+    /// Binds the listen address (`host:port`; port 0 picks a free one) and the
+    /// metrics address, if any. Failing here, before anything is served, makes a
+    /// taken port a clear startup error.
     pub async fn bind(self, listen: &str) -> Result<BoundServer, ServeError> {
         let bind_error = |source| ServeError::Bind {
             addr: listen.to_string(),
@@ -91,10 +107,22 @@ impl GrpcServer {
         };
         let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
+        let metrics = match self.metrics.listen_addr() {
+            Some(addr) => Some(
+                MetricsEndpoint::bind(addr)
+                    .await
+                    .map_err(|source| ServeError::MetricsBind {
+                        addr: addr.to_string(),
+                        source,
+                    })?,
+            ),
+            None => None,
+        };
         Ok(BoundServer {
             server: self,
             listener,
             local_addr,
+            metrics,
         })
     }
 
@@ -109,12 +137,18 @@ pub struct BoundServer {
     server: GrpcServer,
     listener: TcpListener,
     local_addr: SocketAddr,
+    metrics: Option<MetricsEndpoint>,
 }
 
 impl BoundServer {
     /// The address actually bound (with the port the OS picked for port 0).
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// The metrics endpoint's address, when it is on.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(|metrics| metrics.local_addr)
     }
 
     /// Serves until shutdown. Then: health turns NOT_SERVING, the listener closes,
@@ -125,12 +159,14 @@ impl BoundServer {
             server,
             listener,
             local_addr,
+            metrics,
         } = self;
         let GrpcServer {
             routes,
             service_names,
             probes,
             grpc,
+            metrics: _,
             shutdown,
         } = server;
 
@@ -146,10 +182,23 @@ impl BoundServer {
         monitor.check_once().await;
         let health_task = tokio::spawn(monitor.run(shutdown.clone()));
 
+        let metrics_task = metrics.map(|metrics| {
+            tracing::info!("serving metrics on http://{}/metrics", metrics.local_addr);
+            metrics.serve(shutdown.clone())
+        });
+
+        // Every method this server can describe, for the RPC metrics' `method` label.
+        let methods = Methods::from_descriptor_sets(&[
+            adk_proto::FILE_DESCRIPTOR_SET,
+            tonic_health::pb::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+            tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+        ]);
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
         let serving = Server::builder()
             .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
-            .trace_fn(|request| tracing::info_span!("rpc", method = %request.uri().path()))
+            // One span and one set of metrics per call, health and reflection included.
+            .layer(RpcLayer::new(methods))
             .add_routes(routes.routes())
             .add_service(health_service)
             .add_service(reflection_v1)
@@ -170,6 +219,9 @@ impl BoundServer {
             }
         };
         health_task.abort();
+        if let Some(task) = metrics_task {
+            task.abort();
+        }
         if outcome.is_ok() {
             tracing::info!("stopped");
         }

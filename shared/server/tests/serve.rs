@@ -1,6 +1,6 @@
 //! The serve loop's lifecycle: startup failures are clear, shutdown completes.
 
-use adk_server_kit::{GrpcArgs, GrpcServer, ServeError, Shutdown};
+use adk_server_kit::{GrpcArgs, GrpcServer, MetricsArgs, ServeError, Shutdown};
 use std::time::Duration;
 
 #[tokio::test]
@@ -19,6 +19,39 @@ async fn a_taken_port_is_a_clear_startup_error() {
     };
     assert!(matches!(err, ServeError::Bind { .. }), "{err:?}");
     assert_eq!(err.to_string(), format!("cannot listen on {taken}"));
+    let cause = std::error::Error::source(&err)
+        .map(ToString::to_string)
+        .unwrap_or_default();
+    assert!(cause.contains("Address already in use"), "{cause}");
+}
+
+#[tokio::test]
+async fn the_metrics_port_is_bound_at_startup_and_a_taken_one_is_a_clear_error() {
+    let off = GrpcServer::new(&GrpcArgs::default(), Shutdown::new())
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    assert_eq!(off.metrics_addr(), None, "no endpoint unless asked for");
+
+    let on = GrpcServer::new(&GrpcArgs::default(), Shutdown::new())
+        .metrics(&MetricsArgs::on("127.0.0.1:0"))
+        .bind("127.0.0.1:0")
+        .await
+        .unwrap();
+    let taken = on.metrics_addr().expect("a metrics port").to_string();
+
+    let Err(err) = GrpcServer::new(&GrpcArgs::default(), Shutdown::new())
+        .metrics(&MetricsArgs::on(taken.clone()))
+        .bind("127.0.0.1:0")
+        .await
+    else {
+        panic!("binding the metrics port {taken} twice succeeded");
+    };
+    assert!(matches!(err, ServeError::MetricsBind { .. }), "{err:?}");
+    assert!(
+        err.to_string().starts_with(&format!("cannot serve metrics on {taken}")),
+        "{err}"
+    );
     let cause = std::error::Error::source(&err)
         .map(ToString::to_string)
         .unwrap_or_default();

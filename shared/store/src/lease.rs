@@ -144,12 +144,13 @@ impl RedisSessionLease {
         })
     }
 
-    async fn eval<T: FromRedisValue>(&self, script: &Script, key: &LeaseKey, args: &[&str]) -> Result<T> {
+    /// Runs one of the lease scripts; `name` names it in spans and metrics.
+    async fn eval<T: FromRedisValue>(&self, name: &str, script: &Script, key: &LeaseKey, args: &[&str]) -> Result<T> {
         let mut invocation = script.key(lease_key(key));
         for arg in args {
             invocation.arg(*arg);
         }
-        self.store.eval(&invocation).await
+        self.store.eval(name, &invocation).await
     }
 }
 
@@ -167,7 +168,7 @@ fn lease_key(key: &LeaseKey) -> String {
 impl SessionLease for RedisSessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
         let (acquired, holder): (i64, String) = self
-            .eval(&self.scripts.acquire, key, &[owner, &ttl_millis(ttl)])
+            .eval("lease_acquire", &self.scripts.acquire, key, &[owner, &ttl_millis(ttl)])
             .await?;
         Ok(if acquired == 1 {
             Acquire::Acquired
@@ -177,12 +178,14 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<bool> {
-        let renewed: i64 = self.eval(&self.scripts.renew, key, &[owner, &ttl_millis(ttl)]).await?;
+        let renewed: i64 = self
+            .eval("lease_renew", &self.scripts.renew, key, &[owner, &ttl_millis(ttl)])
+            .await?;
         Ok(renewed == 1)
     }
 
     async fn release(&self, key: &LeaseKey, owner: &str) -> Result<()> {
-        let _deleted: i64 = self.eval(&self.scripts.release, key, &[owner]).await?;
+        let _deleted: i64 = self.eval("lease_release", &self.scripts.release, key, &[owner]).await?;
         Ok(())
     }
 }

@@ -162,8 +162,9 @@ impl RedisSessionService {
         self.store.query(cmd).await
     }
 
-    async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Result<T> {
-        self.store.eval(invocation).await
+    /// Runs a session script; `script` is its name in spans and metrics.
+    async fn eval<T: FromRedisValue>(&self, script: &str, invocation: &ScriptInvocation<'_>) -> Result<T> {
+        self.store.eval(script, invocation).await
     }
 
     /// The app tag's half of a create or append on a cluster (see the module docs).
@@ -205,7 +206,7 @@ impl RedisSessionService {
         let mut invocation = self.scripts.read.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_state).arg(recent).arg(after);
-        let reply: Option<RawSnapshot> = self.eval(&invocation).await?;
+        let reply: Option<RawSnapshot> = self.eval("read", &invocation).await?;
         let Some((meta, state, user, events)) = reply else {
             return Ok(None);
         };
@@ -297,7 +298,7 @@ impl RedisSessionService {
         for (member, score) in stale {
             let mut invocation = self.scripts.drop_stale.key(&index);
             invocation.arg(&member).arg(score.to_string());
-            let _: i64 = self.eval(&invocation).await?;
+            let _: i64 = self.eval("drop_stale", &invocation).await?;
         }
         let next_page_token = (found.len() > size).then(|| found[size - 1].0.encode());
         found.truncate(size);
@@ -348,7 +349,8 @@ impl SessionService for RedisSessionService {
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, expire_ms, user): (String, String, HashMap<String, String>) = self.eval(&invocation).await?;
+        let (status, expire_ms, user): (String, String, HashMap<String, String>) =
+            self.eval("create", &invocation).await?;
         if status == "EXISTS" {
             return Err(AdkError::AlreadyExists(format!(
                 "session {session_id} already exists in app {} for user {}",
@@ -458,7 +460,7 @@ impl SessionService for RedisSessionService {
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, stored): (String, Vec<u8>) = self.eval(&invocation).await?;
+        let (status, stored): (String, Vec<u8>) = self.eval("append", &invocation).await?;
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),

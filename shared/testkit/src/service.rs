@@ -197,6 +197,10 @@ async fn launch(
         .arg(&listen)
         // Backtraces make a panicking service diagnosable from its log; callers can override.
         .env("RUST_BACKTRACE", "1")
+        // No metrics endpoint: its default port (9464) is one for the whole machine, and
+        // tests run services side by side. A test of the endpoint passes --metrics-listen
+        // (or this variable in `envs`) with a port of its own.
+        .env("ADK_METRICS_LISTEN", "off")
         .envs(envs.iter().map(|(key, value)| (key, value)));
     let mut child = ChildGuard::spawn(command, &log_path)
         .map_err(|err| LaunchError::Failed(format!("failed to spawn {}: {err}", binary.display())))?;

@@ -11,13 +11,17 @@ use crate::context::ToolCallContext;
 use crate::tools::TransferToAgentTool;
 use adk_core::{
     AdkError, Agent, CallbackContext, Content, Event, EventActions, EventStream, FunctionResponseData,
-    InvocationContext, LlmRequest, LlmResponse, Part, ReadonlyContext, Result, StreamingMode, Tool,
+    InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, ReadonlyContext, Result, StreamingMode,
+    Tool,
 };
+use adk_telemetry::metrics::TokenUsage;
+use adk_telemetry::{ModelCall, ToolCall};
 use async_stream::try_stream;
 use futures::StreamExt;
 use futures::future::join_all;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use tracing::Instrument;
 
 /// The role of the content that carries tool results.
 const TOOL_ROLE: &str = "tool";
@@ -33,7 +37,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 BeforeModel::Continue(request) => {
                     ctx.increment_llm_call_count()?;
                     let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse;
-                    let mut replies = agent.model.generate_content(request, streaming).await?;
+                    let mut replies = call_model(&agent.model, request, streaming).await?;
                     let mut complete = None;
                     while let Some(reply) = replies.next().await {
                         let reply = reply?;
@@ -257,6 +261,7 @@ async fn call_tool(
     call: Call,
 ) -> (Option<Part>, EventActions) {
     let Some(tool) = tools.iter().find(|tool| tool.name() == call.name) else {
+        ToolCall::unknown(&call.name, &call.id);
         let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
         let error = format!(
             "tool `{}` is not available; available tools: {}",
@@ -269,7 +274,14 @@ async fn call_tool(
         );
     };
     let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
-    let result = tool.execute(tool_ctx.clone(), call.args.clone()).await;
+    // One span and metric sample per call; the tool runs inside the span, so an
+    // HTTP tool's request carries the trace context.
+    let observed = ToolCall::start(&call.name, &call.id, true);
+    let result = tool
+        .execute(tool_ctx.clone(), call.args.clone())
+        .instrument(observed.span().clone())
+        .await;
+    observed.finish(result.as_ref().err().map(AdkError::code));
     let actions = tool_ctx.take_actions();
     let response = match result {
         Ok(Value::Null) if tool.is_long_running() => return (None, actions),
@@ -281,6 +293,56 @@ async fn call_tool(
         }
     };
     (Some(response_part(call, response)), actions)
+}
+
+/// Calls the model inside a [`ModelCall`] span: the request is sent and every
+/// reply chunk read inside it (so the provider request carries the trace context),
+/// and the call is recorded once, when the complete reply or an error arrives. A
+/// reply stream dropped before that (the invocation stopped) counts as CANCELLED.
+async fn call_model(model: &Arc<dyn Llm>, request: LlmRequest, streaming: bool) -> Result<LlmResponseStream> {
+    let call = ModelCall::start(model.provider(), model.name(), streaming);
+    let replies = match model
+        .generate_content(request, streaming)
+        .instrument(call.span().clone())
+        .await
+    {
+        Ok(replies) => replies,
+        Err(e) => {
+            call.finish(Err(e.code()));
+            return Err(e);
+        }
+    };
+    let observed = futures::stream::unfold((replies, Some(call)), |(mut replies, mut call)| async move {
+        let item = match &call {
+            Some(open) => replies.next().instrument(open.span().clone()).await,
+            None => replies.next().await,
+        };
+        let Some(item) = item else {
+            // The provider's stream ended without a complete reply; the flow reports it.
+            if let Some(open) = call.take() {
+                open.finish(Err(AdkError::Model(String::new()).code()));
+            }
+            return None;
+        };
+        match &item {
+            Err(e) => {
+                if let Some(open) = call.take() {
+                    open.finish(Err(e.code()));
+                }
+            }
+            Ok(reply) if !reply.partial => {
+                if let Some(open) = call.take() {
+                    open.finish(Ok(reply.usage_metadata.as_ref().map(|usage| TokenUsage {
+                        prompt: i64::from(usage.prompt_token_count),
+                        completion: i64::from(usage.candidates_token_count),
+                    })));
+                }
+            }
+            Ok(_) => {}
+        }
+        Some((item, (replies, call)))
+    });
+    Ok(Box::pin(observed))
 }
 
 fn response_part(call: Call, response: Value) -> Part {

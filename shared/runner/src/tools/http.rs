@@ -97,10 +97,15 @@ impl Tool for HttpTool {
         self.parameters.clone()
     }
     async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        // W3C traceparent/tracestate of the current span (the runner's tool-call span),
+        // so the tool's own tracing continues the client's trace. Nothing while traces
+        // are not exported.
+        let mut headers = self.headers.clone();
+        adk_telemetry::inject_current_context(&mut headers);
         let response = self
             .client
             .post(self.url.clone())
-            .headers(self.headers.clone())
+            .headers(headers)
             .timeout(self.timeout)
             .json(&args)
             .send()

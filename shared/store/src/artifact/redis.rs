@@ -124,7 +124,7 @@ impl RedisArtifactService {
             .arg(version.map_or(String::new(), |v| v.to_string()))
             .arg(&keys.meta_prefix)
             .arg(&keys.name);
-        let reply: Option<(i64, HashMap<String, String>)> = self.store.eval(&invocation).await?;
+        let reply: Option<(i64, HashMap<String, String>)> = self.store.eval("artifact_read_meta", &invocation).await?;
         let (version, fields) = reply.ok_or_else(|| not_found(&keys.name, version))?;
         parse_meta(&keys.name, version, &fields)
     }
@@ -199,7 +199,7 @@ impl RedisArtifactService {
             .arg(if req.is_text { "1" } else { "0" })
             .arg("chunk_bytes")
             .arg(self.limits.chunk_bytes);
-        let (status, version): (String, String) = self.store.eval(&invocation).await?;
+        let (status, version): (String, String) = self.store.eval("artifact_commit", &invocation).await?;
         let version = || parse_number::<i64>("version", &version);
         match status.as_str() {
             "OK" => version(),
@@ -282,7 +282,7 @@ impl ArtifactService for RedisArtifactService {
             .arg(&keys.name)
             .arg(&keys.meta_prefix)
             .arg(&keys.chunk_prefix);
-        let _deleted: i64 = self.store.eval(&invocation).await?;
+        let _deleted: i64 = self.store.eval("artifact_delete", &invocation).await?;
         Ok(())
     }
 

@@ -3,15 +3,17 @@
 //! Redis-backed service (sessions, artifacts) talks to Redis through [`RedisStore`].
 
 use adk_core::{AdkError, Result};
+use adk_telemetry::RedisOp;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, ScriptInvocation,
-    ServerErrorKind, Value,
+    Arg, AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture,
+    ScriptInvocation, ServerErrorKind, Value,
 };
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument;
 
 /// How long opening a TCP (or TLS) connection to one node may take.
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -130,29 +132,60 @@ impl RedisStore {
         self.endpoint.dedicated().await
     }
 
+    // Every round trip of the services goes through `query`, `eval` or `pipeline`,
+    // so this is where each gets its span and its latency/error metrics (see
+    // `observe`). Spans and metrics name the operation only, never keys or values.
+    // Not here: a watcher's blocking XREAD on its own connection (it waits up to
+    // WATCH_BLOCK by design, which would only blur the latency histogram).
+
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
-        let value: Value = cmd.query_async(&mut self.conn()).await.map_err(store_error)?;
+        let op = RedisOp::command(&command_name(cmd));
+        let value = observe(op, cmd.query_async(&mut self.conn())).await?;
         decode_reply(value)
     }
 
-    pub(crate) async fn eval<T: FromRedisValue>(&self, invocation: &ScriptInvocation<'_>) -> Result<T> {
-        let value: Value = invocation.invoke_async(&mut self.conn()).await.map_err(store_error)?;
+    /// Runs a Lua script; `script` names it in spans and metrics (`script:<name>`).
+    pub(crate) async fn eval<T: FromRedisValue>(&self, script: &str, invocation: &ScriptInvocation<'_>) -> Result<T> {
+        let op = RedisOp::script(script);
+        let value = observe(op, invocation.invoke_async(&mut self.conn())).await?;
         decode_reply(value)
     }
 
     /// Runs a pipeline; on a cluster all of its keys must share one hash tag.
     pub(crate) async fn pipeline<T: FromRedisValue>(&self, pipe: &Pipeline) -> Result<T> {
-        let value: Value = pipe.query_async(&mut self.conn()).await.map_err(store_error)?;
+        let names: Vec<String> = pipe.cmd_iter().map(command_name).collect();
+        let op = RedisOp::pipeline(names.iter().map(String::as_str));
+        let value = observe(op, pipe.query_async(&mut self.conn())).await?;
         decode_reply(value)
     }
 
     /// Ok while Redis answers; any failure is `Unavailable` (a health check asks "can I serve?").
+    /// Not observed like the calls above: a health probe every second would start a
+    /// trace of its own each time and drown the real ones.
     pub(crate) async fn ping(&self) -> Result<()> {
-        let reply: Result<Value> = self.query(&redis::cmd("PING")).await;
+        let reply = redis::cmd("PING")
+            .query_async::<Value>(&mut self.conn())
+            .await
+            .map_err(store_error);
         reply.map(drop).map_err(|e| match e {
             AdkError::Unavailable(message) => AdkError::Unavailable(message),
             other => AdkError::Unavailable(format!("redis unavailable: {other}")),
         })
+    }
+}
+
+/// Runs one round trip inside `op`'s span and records its outcome.
+async fn observe(op: RedisOp, request: impl Future<Output = redis::RedisResult<Value>>) -> Result<Value> {
+    let reply = request.instrument(op.span().clone()).await.map_err(store_error);
+    op.finish(reply.as_ref().err().map(AdkError::code));
+    reply
+}
+
+/// A command's name (its first argument), for spans and metric labels.
+fn command_name(cmd: &Cmd) -> String {
+    match cmd.args_iter().next() {
+        Some(Arg::Simple(name)) => String::from_utf8_lossy(name).into_owned(),
+        _ => "UNKNOWN".to_string(),
     }
 }
 

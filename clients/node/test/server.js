@@ -1,0 +1,105 @@
+// Starts the real adk-server binary on a free port for the tests, and stops it.
+// The binary comes from $ADK_BIN_DIR, else ${CARGO_TARGET_DIR:-target}/debug of the repository.
+import { spawn } from 'node:child_process';
+import { accessSync, constants, createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const REPO = fileURLToPath(new URL('../../../', import.meta.url));
+export const AGENTS_FILE = path.join(REPO, 'examples', 'agents.yaml');
+
+export function binDir() {
+  if (process.env.ADK_BIN_DIR) return process.env.ADK_BIN_DIR;
+  return path.join(path.resolve(REPO, process.env.CARGO_TARGET_DIR ?? 'target'), 'debug');
+}
+
+/** @returns {Promise<number>} */
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = /** @type {net.AddressInfo} */ (srv.address());
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** @param {number} port */
+function canConnect(port) {
+  return new Promise((resolve) => {
+    const sock = net.connect({ host: '127.0.0.1', port }, () => {
+      sock.destroy();
+      resolve(true);
+    });
+    sock.once('error', () => resolve(false));
+  });
+}
+
+const running = new Set();
+// Never leave a server behind, whatever way this test process ends.
+const killAll = () => {
+  for (const child of running) child.kill('SIGKILL');
+};
+process.on('exit', killAll);
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.once(signal, () => {
+    killAll();
+    process.exit(128 + (signal === 'SIGHUP' ? 1 : signal === 'SIGINT' ? 2 : 15));
+  });
+}
+
+/**
+ * Starts `adk-server --agents examples/agents.yaml` on a free port.
+ * @returns {Promise<{address: string, stop: () => Promise<void>, log: () => string}>}
+ */
+export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agents', AGENTS_FILE]) {
+  const exe = path.join(binDir(), binary);
+  try {
+    accessSync(exe, constants.X_OK);
+  } catch {
+    throw new Error(`${exe} not found: run cargo build --workspace --bins first`);
+  }
+  const logPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'adk-node-test-')), `${binary}.log`);
+  let lastError;
+  for (let attempt = 0; attempt < 3; attempt++) {
+    const port = await freePort();
+    const logFile = createWriteStream(logPath);
+    await new Promise((resolve) => logFile.once('open', resolve));
+    const child = spawn(exe, [...extraArgs, '--listen', `127.0.0.1:${port}`, '--shutdown-grace-secs', '1'], {
+      cwd: REPO,
+      stdio: ['ignore', logFile, logFile],
+      // No fixed ports besides --listen: the metrics endpoint (0.0.0.0:9464 by default) is off,
+      // through the environment, which binaries without that flag ignore.
+      env: { ...process.env, RUST_LOG: process.env.RUST_LOG ?? 'warn', ADK_METRICS_LISTEN: 'off' },
+    });
+    running.add(child);
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    const log = () => readFileSync(logPath, 'utf8').slice(-4000);
+    const stop = async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGTERM');
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10000);
+        await exited;
+        clearTimeout(timer);
+      }
+      running.delete(child);
+      logFile.end();
+    };
+    const deadline = Date.now() + 30000;
+    while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
+      if (await canConnect(port)) {
+        await new Promise((r) => setTimeout(r, 50));
+        // Still ours: not another process that took the port first.
+        if (child.exitCode === null && child.signalCode === null) return { address: `127.0.0.1:${port}`, stop, log };
+        continue;
+      }
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    await stop();
+    lastError = new Error(`${binary} did not start on port ${port}:\n${log()}`);
+  }
+  throw lastError;
+}

@@ -1,0 +1,38 @@
+"""Python client of the ADK gRPC services.
+
+    from adk_client import AdkClient, event_text
+
+    with AdkClient("localhost:50051") as adk:
+        adk.create_session("assistant", "alice", session_id="chat1", state={"user:name": "Alice"})
+        for event in adk.run("assistant", "alice", "chat1", "Hello!", streaming=True):
+            print(event.partial, event_text(event))
+
+The protobuf messages and gRPC stubs (generated from proto/adk/v1 by generate.py) are
+in ``adk_client.v1``, e.g. ``adk_client.v1.event_pb2.Event``.
+"""
+from ._convert import (
+    JsonValue,
+    dict_to_struct,
+    python_to_value,
+    struct_to_dict,
+    value_map_to_dict,
+    value_to_python,
+)
+from .client import AdkClient, event_text, function_calls, function_response, state_delta
+from .types import Artifact, Session
+
+__all__ = [
+    "AdkClient",
+    "Artifact",
+    "JsonValue",
+    "Session",
+    "dict_to_struct",
+    "event_text",
+    "function_calls",
+    "function_response",
+    "python_to_value",
+    "state_delta",
+    "struct_to_dict",
+    "value_map_to_dict",
+    "value_to_python",
+]

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Tests the Python and Node.js clients (clients/) against the real server binaries.
+#
+# Installs what the tests need, idempotently (only what is missing or changed):
+#   redis-server                      from apt (when missing)
+#   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
+#                                     clients/python/requirements-dev.txt (grpcio, grpcio-tools, protobuf, pytest)
+#   clients/node/node_modules         npm ci, from the committed package-lock.json
+# then generates the Python stubs from proto/ and runs pytest and `node --test`.
+#
+# The binaries are not built here: run `cargo build --workspace --bins` first (they are
+# looked up in ${CARGO_TARGET_DIR:-target}/debug). The tests start and stop their own
+# servers (adk-server, and redis-server + the three separate binaries) on free ports.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+die() { echo "test-clients.sh: $*" >&2; exit 1; }
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- the server binaries ------------------------------------------------------------
+target=${CARGO_TARGET_DIR:-target}
+case $target in /*) ;; *) target=$root/$target ;; esac
+export ADK_BIN_DIR=$target/debug
+for bin in adk-server adk-session-server adk-artifact-server adk-runner-server; do
+  [ -x "$ADK_BIN_DIR/$bin" ] || die "$ADK_BIN_DIR/$bin not found: run cargo build --workspace --bins first"
+done
+
+# --- system tools -------------------------------------------------------------------
+if ! command -v redis-server >/dev/null; then
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
+fi
+command -v python3 >/dev/null || die "python3 (3.9 or newer) is required"
+python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' || die "python3 is $(python3 -V 2>&1); 3.9 or newer is required"
+command -v node >/dev/null && command -v npm >/dev/null || die "Node.js 20 or newer (with npm) is required"
+[ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || die "node is $(node --version); 20 or newer is required"
+
+# --- Python: venv with the pinned packages ------------------------------------------
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/adk
+venv=$cache/python-venv
+reqs=clients/python/requirements-dev.txt
+mkdir -p "$cache"
+(
+  # One installer at a time: the venv is shared by every checkout on the machine.
+  if command -v flock >/dev/null; then flock 9; fi
+  if ! "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
+    echo "creating the Python venv $venv"
+    python3 -m venv --clear "$venv"
+  fi
+  # The stamp records what was installed: reinstall only when the pins change.
+  if ! cmp -s "$reqs" "$venv/.adk-requirements"; then
+    echo "installing $reqs into $venv"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs"
+    cp "$reqs" "$venv/.adk-requirements"
+  fi
+) 9>"$cache/python-venv.lock"
+"$venv/bin/python" clients/python/generate.py
+
+# --- Node: the locked dependencies --------------------------------------------------
+# npm ci installs exactly package-lock.json (it reuses npm's cache, so a rerun is quick).
+(cd clients/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
+
+# --- the tests ----------------------------------------------------------------------
+failed=()
+echo "== Python client: pytest (clients/python)"
+(cd clients/python && "$venv/bin/python" -m pytest -p no:cacheprovider) || failed+=(python)
+echo "== Node.js client: node --test (clients/node)"
+(cd clients/node && node --test test/*.test.js) || failed+=(node)
+if [ ${#failed[@]} -gt 0 ]; then
+  die "client tests failed: ${failed[*]}"
+fi
