@@ -2,7 +2,8 @@
 //! DownloadArtifact), and the trait's `save` and `load` are built on them, so an
 //! artifact of any size moves in bounded messages; the other calls are unary.
 
-use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health, connect_channel};
+use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
+use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
 use adk_core::artifact::{
     ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse, UploadRequest,
     VersionsRequest, VersionsResponse,
@@ -19,6 +20,7 @@ use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::{Stream, StreamExt};
 use tonic::Streaming;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -35,8 +37,8 @@ const CHUNK_FRAMING_BYTES: usize = 16;
 /// clones share one connection.
 #[derive(Debug, Clone)]
 pub struct RemoteArtifactService {
-    artifacts: ArtifactServiceClient<Channel>,
-    health: HealthClient<Channel>,
+    artifacts: ArtifactServiceClient<AuthChannel>,
+    health: HealthClient<AuthChannel>,
     /// Largest chunk per upload message: [`UPLOAD_CHUNK_BYTES`], or less under a smaller message limit.
     upload_chunk_bytes: usize,
 }
@@ -45,11 +47,21 @@ impl RemoteArtifactService {
     /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
     /// INVALID_ARGUMENT when the endpoint is not a URI.
     pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        Ok(Self::from_channel(connect_channel(endpoint.into()).await?))
+        Self::connect_with(endpoint, &ConnectOptions::new()).await
+    }
+
+    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
+    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
+    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
+        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
     }
 
     /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
     pub fn from_channel(channel: Channel) -> Self {
+        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
+    }
+
+    fn from_auth_channel(channel: AuthChannel) -> Self {
         RemoteArtifactService {
             artifacts: ArtifactServiceClient::new(channel.clone()),
             health: HealthClient::new(channel),

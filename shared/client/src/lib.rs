@@ -8,8 +8,12 @@
 //! ```
 
 mod artifact;
+mod connect;
 
 pub use artifact::{RemoteArtifactService, UPLOAD_CHUNK_BYTES};
+pub use connect::ConnectOptions;
+
+use connect::{AuthChannel, BearerToken};
 
 use adk_core::{
     AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest, ListEventsRequest,
@@ -20,7 +24,8 @@ use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_proto::v1::session_service_server::SERVICE_NAME as SESSION_SERVICE_NAME;
 use async_trait::async_trait;
 use futures::StreamExt;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -33,19 +38,29 @@ pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
 /// clones share one connection.
 #[derive(Debug, Clone)]
 pub struct RemoteSessionService {
-    sessions: SessionServiceClient<Channel>,
-    health: HealthClient<Channel>,
+    sessions: SessionServiceClient<AuthChannel>,
+    health: HealthClient<AuthChannel>,
 }
 
 impl RemoteSessionService {
     /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
     /// INVALID_ARGUMENT when the endpoint is not a URI.
     pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        Ok(Self::from_channel(connect_channel(endpoint.into()).await?))
+        Self::connect_with(endpoint, &ConnectOptions::new()).await
+    }
+
+    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
+    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
+    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
+        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
     }
 
     /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
     pub fn from_channel(channel: Channel) -> Self {
+        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
+    }
+
+    fn from_auth_channel(channel: AuthChannel) -> Self {
         RemoteSessionService {
             sessions: SessionServiceClient::new(channel.clone()),
             health: HealthClient::new(channel),
@@ -63,19 +78,9 @@ impl RemoteSessionService {
     }
 }
 
-/// A channel to `endpoint` (`http://host:port`): UNAVAILABLE when nothing answers there,
-/// INVALID_ARGUMENT when the endpoint is not a URI.
-pub(crate) async fn connect_channel(endpoint: String) -> Result<Channel> {
-    Endpoint::from_shared(endpoint.clone())
-        .map_err(|err| AdkError::invalid(format!("endpoint {endpoint:?} is not a valid URI: {err}")))?
-        .connect()
-        .await
-        .map_err(|err| AdkError::Unavailable(format!("cannot connect to {endpoint}: {err}")))
-}
-
 /// Ok while the server's grpc.health.v1 reports `service` SERVING; UNAVAILABLE while
 /// its store is unreachable (or it is shutting down).
-pub(crate) async fn check_health(health: &HealthClient<Channel>, service: &str, what: &str) -> Result<()> {
+pub(crate) async fn check_health(health: &HealthClient<AuthChannel>, service: &str, what: &str) -> Result<()> {
     let request = HealthCheckRequest {
         service: service.to_string(),
     };

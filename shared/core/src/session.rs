@@ -223,7 +223,8 @@ impl CreateRequest {
         if self.ttl.is_some_and(|ttl| ttl.is_zero()) {
             return Err(AdkError::invalid("ttl must be positive"));
         }
-        validate::state_keys("state", &self.state)
+        validate::state_keys("state", &self.state)?;
+        validate::state_limits("state", &self.state)
     }
 }
 
@@ -259,7 +260,9 @@ impl AppendEventRequest {
         if let Some(Precondition::LastEventId(id)) = &self.precondition {
             validate::id("precondition.last_event_id", id)?;
         }
-        validate::state_keys("event.actions.state_delta", &self.event.actions.state_delta)
+        validate::state_keys("event.actions.state_delta", &self.event.actions.state_delta)?;
+        validate::state_limits("event.actions.state_delta", &self.event.actions.state_delta)?;
+        validate::event_limits(&self.event)
     }
 }
 

@@ -1,7 +1,9 @@
 //! Input rules shared by every backend, so a bad id can never forge a storage
 //! key or a path, whichever store or transport it arrives through.
 
+use crate::content::Part;
 use crate::error::{AdkError, Result};
+use crate::event::Event;
 use crate::state::Scope;
 use serde_json::Value;
 use std::collections::HashMap;
@@ -10,6 +12,17 @@ pub const MAX_ID_BYTES: usize = 128;
 pub const MAX_STATE_KEY_BYTES: usize = 1024;
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 pub const MAX_PAGE_SIZE: usize = 1000;
+
+/// Largest state value (one JSON value of a create's `state` or an event's
+/// `state_delta`), serialized as compact JSON.
+pub const MAX_STATE_VALUE_BYTES: usize = 1024 * 1024;
+/// Deepest JSON value accepted anywhere in state or an event (`[[1]]` has depth 2).
+/// Deeper values could not be read back by every JSON decoder (serde_json stops at 128).
+pub const MAX_JSON_DEPTH: usize = 64;
+/// Most keys in one create's `state` or one event's `state_delta`.
+pub const MAX_STATE_KEYS: usize = 1000;
+/// Largest event, as its encoded `adk.v1.Event` protobuf message.
+pub const MAX_EVENT_BYTES: usize = 1024 * 1024;
 
 /// `app_name`, `user_id`, `session_id` and event ids: 1-128 bytes of `[A-Za-z0-9._@-]`.
 pub fn id(field: &str, value: &str) -> Result<()> {
@@ -52,6 +65,114 @@ pub fn state_keys(field: &str, state: &HashMap<String, Value>) -> Result<()> {
                 quoted(key)
             )));
         }
+    }
+    Ok(())
+}
+
+/// The limits on a state map (a create's `state`, an event's `state_delta`): at most
+/// [`MAX_STATE_KEYS`] keys, each value at most [`MAX_STATE_VALUE_BYTES`] of JSON and
+/// [`MAX_JSON_DEPTH`] deep. `RESOURCE_EXHAUSTED` naming the limit otherwise.
+pub fn state_limits(field: &str, state: &HashMap<String, Value>) -> Result<()> {
+    if state.len() > MAX_STATE_KEYS {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{field} has {} keys, more than the limit of {MAX_STATE_KEYS} keys per request",
+            state.len()
+        )));
+    }
+    for (key, value) in state {
+        json_value(
+            &format!("{field} value of key {}", quoted(key)),
+            value,
+            MAX_STATE_VALUE_BYTES,
+        )?;
+    }
+    Ok(())
+}
+
+/// One JSON value: at most [`MAX_JSON_DEPTH`] deep and `max_bytes` of compact JSON.
+pub fn json_value(what: &str, value: &Value, max_bytes: usize) -> Result<()> {
+    let depth = json_depth(value);
+    if depth > MAX_JSON_DEPTH {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
+        )));
+    }
+    let size = json_size(value, max_bytes);
+    if size > max_bytes {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{what} is more than the limit of {max_bytes} bytes of JSON"
+        )));
+    }
+    Ok(())
+}
+
+/// Nesting depth of a JSON value (a scalar is 1), without recursion, so any value
+/// can be measured whatever its depth.
+pub fn json_depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut pending = vec![(value, 1usize)];
+    while let Some((value, depth)) = pending.pop() {
+        deepest = deepest.max(depth);
+        match value {
+            Value::Array(items) => pending.extend(items.iter().map(|v| (v, depth + 1))),
+            Value::Object(map) => pending.extend(map.values().map(|v| (v, depth + 1))),
+            _ => {}
+        }
+    }
+    deepest
+}
+
+/// Size of `value` as compact JSON, counting no further than just past `limit`.
+fn json_size(value: &Value, limit: usize) -> usize {
+    struct Counter {
+        written: usize,
+        limit: usize,
+    }
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.written += buf.len();
+            if self.written > self.limit {
+                // Stops the serializer early: the value is too large whatever follows.
+                return Err(std::io::Error::other("over the limit"));
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut counter = Counter { written: 0, limit };
+    let _ = serde_json::to_writer(&mut counter, value);
+    counter.written
+}
+
+/// The limits on a whole event: every JSON value in its content (function call
+/// arguments and responses) at most [`MAX_JSON_DEPTH`] deep, and the encoded event at
+/// most [`MAX_EVENT_BYTES`]. `RESOURCE_EXHAUSTED` naming the limit otherwise.
+pub fn event_limits(event: &Event) -> Result<()> {
+    use prost::Message;
+    let parts = event.llm_response.content.iter().flat_map(|c| c.parts.iter());
+    for (index, part) in parts.enumerate() {
+        let (what, value) = match part {
+            Part::FunctionCall { args, .. } => ("function_call.args", args),
+            Part::FunctionResponse { function_response, .. } => {
+                ("function_response.response", &function_response.response)
+            }
+            _ => continue,
+        };
+        let depth = json_depth(value);
+        if depth > MAX_JSON_DEPTH {
+            return Err(AdkError::ResourceExhausted(format!(
+                "event.content.parts[{index}].{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
+            )));
+        }
+    }
+    let size = adk_proto::v1::Event::from(event).encoded_len();
+    if size > MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "event is {size} bytes encoded, more than the limit of {MAX_EVENT_BYTES} bytes per event; \
+             store large data as an artifact and reference it"
+        )));
     }
     Ok(())
 }
@@ -116,6 +237,91 @@ mod tests {
             let map = HashMap::from([(bad.to_string(), json!(1))]);
             assert!(state_keys("state", &map).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn state_limits_name_the_limit() {
+        let ok = HashMap::from([("k".to_string(), json!({"a": [1, 2, {"b": "c"}]}))]);
+        assert!(state_limits("state", &ok).is_ok());
+
+        let big = HashMap::from([("k".to_string(), json!("x".repeat(MAX_STATE_VALUE_BYTES)))]);
+        let err = state_limits("state", &big).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("1048576 bytes"), "{err}");
+
+        let mut deep = json!(1);
+        for _ in 0..MAX_JSON_DEPTH {
+            deep = json!([deep]);
+        }
+        let err = state_limits("state", &HashMap::from([("k".to_string(), deep)])).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("64 levels"), "{err}");
+
+        let many: HashMap<_, _> = (0..=MAX_STATE_KEYS).map(|i| (format!("k{i}"), json!(i))).collect();
+        let err = state_limits("state", &many).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("1000 keys"), "{err}");
+    }
+
+    #[test]
+    fn event_limits_bound_size_and_depth() {
+        use crate::content::Content;
+        let small = Event::new("i").with_content(Content::new("user").with_text("hi"));
+        assert!(event_limits(&small).is_ok());
+        let big = Event::new("i").with_content(Content::new("user").with_text("x".repeat(MAX_EVENT_BYTES)));
+        let err = event_limits(&big).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("1048576 bytes per event"), "{err}");
+        let mut deep = json!(1);
+        for _ in 0..MAX_JSON_DEPTH {
+            deep = json!({ "k": deep });
+        }
+        let call = Part::FunctionCall {
+            name: "f".into(),
+            args: deep,
+            id: None,
+        };
+        let err = event_limits(&Event::new("i").with_content(Content::new("model").with_part(call))).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("function_call.args"), "{err}");
+    }
+
+    #[test]
+    fn values_nested_past_protobufs_limit_fail_to_decode_without_panicking() {
+        use adk_proto::v1 as pb;
+        use prost::Message;
+        use prost_types::value::Kind;
+        let mut value = prost_types::Value {
+            kind: Some(Kind::NumberValue(1.0)),
+        };
+        for _ in 0..200 {
+            value = prost_types::Value {
+                kind: Some(Kind::ListValue(prost_types::ListValue { values: vec![value] })),
+            };
+        }
+        let request = pb::CreateSessionRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            state: Some(prost_types::Struct {
+                fields: [("deep".to_string(), value)].into(),
+            }),
+            ..Default::default()
+        };
+        let bytes = request.encode_to_vec();
+        assert!(pb::CreateSessionRequest::decode(bytes.as_slice()).is_err());
+    }
+
+    #[test]
+    fn json_depth_counts_levels() {
+        assert_eq!(json_depth(&json!(1)), 1);
+        assert_eq!(json_depth(&json!([])), 1);
+        assert_eq!(json_depth(&json!({"a": [1]})), 3);
+        let mut deep = json!(null);
+        for _ in 0..(MAX_JSON_DEPTH - 1) {
+            deep = json!({ "k": deep });
+        }
+        assert_eq!(json_depth(&deep), MAX_JSON_DEPTH);
+        assert!(json_value("v", &deep, MAX_STATE_VALUE_BYTES).is_ok());
     }
 
     #[test]

@@ -251,6 +251,18 @@ pub struct GrpcArgs {
         value_parser = clap::value_parser!(u64).range(10..),
     )]
     pub health_interval_ms: u64,
+
+    /// Transport limits (limits.rs).
+    #[command(flatten)]
+    pub limits: crate::limits::LimitArgs,
+
+    /// TLS on the gRPC port (tls.rs).
+    #[command(flatten)]
+    pub tls: crate::tls::TlsArgs,
+
+    /// Authentication and authorization (auth/).
+    #[command(flatten)]
+    pub auth: crate::auth::AuthArgs,
 }
 
 impl Default for GrpcArgs {
@@ -259,6 +271,9 @@ impl Default for GrpcArgs {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             shutdown_grace_secs: 25,
             health_interval_ms: 1000,
+            limits: crate::limits::LimitArgs::default(),
+            tls: crate::tls::TlsArgs::default(),
+            auth: crate::auth::AuthArgs::default(),
         }
     }
 }

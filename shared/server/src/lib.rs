@@ -22,10 +22,17 @@
 //! on the client's W3C trace context) and RPC metrics; spans are exported over
 //! OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `/metrics` serves the
 //! Prometheus registry of adk-telemetry.
+//!
+//! Security, also part of [`GrpcArgs`] so no binary can leave it out: TLS and
+//! mutual TLS on the gRPC port ([`TlsArgs`]), and authentication plus per-call
+//! authorization of apps and users in one layer in front of every route
+//! ([`AuthArgs`]; off unless `--auth required`).
 
 mod args;
+mod auth;
 mod cancel;
 mod health;
+mod limits;
 mod logging;
 mod message;
 mod metrics;
@@ -33,15 +40,19 @@ mod otel;
 mod rpc;
 mod server;
 mod shutdown;
+mod tls;
 
 pub use args::{
     ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault,
     MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
 };
+pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Principal, Subject};
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
+pub use limits::{DEFAULT_MAX_CONCURRENT_STREAMS, LimitArgs, LimitsLayer};
 pub use logging::{exit_code, init_tracing};
 pub use message::{fit_in_message, message_too_large};
 pub use otel::{ServiceInfo, Telemetry};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;
+pub use tls::{TlsArgs, TlsError};

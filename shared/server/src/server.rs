@@ -3,21 +3,25 @@
 //! shutdown with a hard deadline.
 
 use crate::args::{GrpcArgs, MetricsArgs};
+use crate::auth::layer::AuthLayer;
+use crate::auth::{AuthError, AuthMode, Authenticator};
 use crate::cancel::CancelledRequestsFail;
 use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
 use crate::metrics::MetricsEndpoint;
 use crate::rpc::{Methods, RpcLayer};
 use crate::shutdown::Shutdown;
+use crate::tls::TlsError;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
-use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
+use tonic::transport::{Server, ServerTlsConfig};
 use tonic_reflection::server::v1::ServerReflectionServer;
 use tonic_reflection::server::v1alpha::ServerReflectionServer as ServerReflectionServerV1Alpha;
 
@@ -38,6 +42,12 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed")]
     Transport(#[from] tonic::transport::Error),
+    #[error("the TLS settings (--tls-cert, --tls-key, --tls-client-ca) are not valid")]
+    Tls(#[from] TlsError),
+    #[error("the TLS certificate or key cannot be used (--tls-cert / --tls-key: PEM files)")]
+    TlsSetup(#[source] tonic::transport::Error),
+    #[error("the auth settings are not valid")]
+    Auth(#[from] AuthError),
 }
 
 /// Collects the services and stores of one gRPC server. Add the services, name the
@@ -105,6 +115,17 @@ impl GrpcServer {
             addr: listen.to_string(),
             source,
         };
+        // TLS files and credentials are read and checked first: a bad one is a startup error.
+        let tls = self.grpc.tls.server_config()?;
+        if let Some(tls) = &tls {
+            Server::builder()
+                .tls_config(tls.clone())
+                .map_err(ServeError::TlsSetup)?;
+        }
+        let authenticator = Authenticator::from_args(&self.grpc.auth)?;
+        if self.grpc.auth.auth == AuthMode::Required && tls.is_none() {
+            tracing::warn!("--auth required without --tls-cert: bearer tokens cross the network in the clear");
+        }
         let listener = TcpListener::bind(listen).await.map_err(bind_error)?;
         let local_addr = listener.local_addr().map_err(bind_error)?;
         let metrics = match self.metrics.listen_addr() {
@@ -123,6 +144,8 @@ impl GrpcServer {
             listener,
             local_addr,
             metrics,
+            tls,
+            authenticator,
         })
     }
 
@@ -138,6 +161,8 @@ pub struct BoundServer {
     listener: TcpListener,
     local_addr: SocketAddr,
     metrics: Option<MetricsEndpoint>,
+    tls: Option<ServerTlsConfig>,
+    authenticator: Option<Arc<Authenticator>>,
 }
 
 impl BoundServer {
@@ -160,6 +185,8 @@ impl BoundServer {
             listener,
             local_addr,
             metrics,
+            tls,
+            authenticator,
         } = self;
         let GrpcServer {
             routes,
@@ -195,10 +222,25 @@ impl BoundServer {
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
         ]);
         let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let serving = Server::builder()
+        let mut builder = Server::builder();
+        if let Some(tls) = tls {
+            builder = builder.tls_config(tls).map_err(ServeError::TlsSetup)?;
+        }
+        let auth = AuthLayer::new(
+            authenticator,
+            grpc.auth.auth_public_health,
+            grpc.auth.auth_public_reflection,
+            grpc.max_message_bytes,
+        );
+        let serving = builder
             .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+            .max_concurrent_streams(Some(grpc.limits.max_concurrent_streams))
             // One span and one set of metrics per call, health and reflection included.
             .layer(RpcLayer::new(methods))
+            // The client's deadline, and INVALID_ARGUMENT for undecodable messages (limits.rs).
+            .layer(crate::limits::LimitsLayer)
+            // Authentication, and authorization of what each call touches (auth/layer.rs).
+            .layer(auth)
             .add_routes(routes.routes())
             .add_service(health_service)
             .add_service(reflection_v1)

@@ -1,0 +1,223 @@
+//! The tower layer around every route that authenticates each call and authorizes
+//! what it touches, for unary and streaming methods alike: it reads the call's
+//! first request message off the body (the whole request of a unary or
+//! server-streaming call; the header of an upload), decodes it with the method's
+//! row of the [`ScopeTable`], checks it against the credential, then hands the
+//! handler the body with that message put back in front.
+
+use super::scope::{ScopeTable, authorize};
+use super::{Authenticator, Principal};
+use http_body::{Body as _, Frame};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tonic::Status;
+use tonic::body::Body;
+use tonic::codegen::{Bytes, Service, http};
+use tower_layer::Layer;
+
+/// The gRPC message prefix: a compression flag and a 4-byte big-endian length.
+const PREFIX_BYTES: usize = 5;
+
+#[derive(Clone)]
+pub(crate) struct AuthLayer {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    /// None: auth is off, every call passes untouched.
+    authenticator: Option<Arc<Authenticator>>,
+    scopes: ScopeTable,
+    public_health: bool,
+    public_reflection: bool,
+    max_message_bytes: usize,
+}
+
+impl AuthLayer {
+    pub(crate) fn new(
+        authenticator: Option<Arc<Authenticator>>,
+        public_health: bool,
+        public_reflection: bool,
+        max_message_bytes: usize,
+    ) -> AuthLayer {
+        AuthLayer {
+            shared: Arc::new(Shared {
+                authenticator,
+                scopes: ScopeTable::new(),
+                public_health,
+                public_reflection,
+                max_message_bytes,
+            }),
+        }
+    }
+}
+
+impl<S> Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> AuthService<S> {
+        AuthService {
+            inner,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct AuthService<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+type BoxFuture<T, E> = Pin<Box<dyn Future<Output = Result<T, E>> + Send>>;
+
+impl<S> Service<http::Request<Body>> for AuthService<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Error: Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = BoxFuture<http::Response<Body>, S::Error>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let shared = self.shared.clone();
+        let Some(authenticator) = &shared.authenticator else {
+            return Box::pin(self.inner.call(request));
+        };
+        let path = request.uri().path();
+        let service = path
+            .strip_prefix('/')
+            .and_then(|p| p.split_once('/'))
+            .map_or("", |(s, _)| s);
+        let public = (shared.public_health && service == "grpc.health.v1.Health")
+            || (shared.public_reflection && service.starts_with("grpc.reflection."));
+        if public {
+            return Box::pin(self.inner.call(request));
+        }
+        let principal = match authenticator.authenticate(
+            request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .map(|value| value.as_bytes()),
+        ) {
+            Ok(principal) => principal,
+            Err(status) => return refuse(status),
+        };
+        let Some(extract) = shared.scopes.extractor(path) else {
+            return refuse(Status::permission_denied(format!(
+                "{path} is not a method this server authorizes"
+            )));
+        };
+        // The service that was polled ready serves this call; a fresh clone takes its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let max_message_bytes = shared.max_message_bytes;
+        Box::pin(async move {
+            let (mut parts, body) = request.into_parts();
+            let (first, body) = match first_message(body, max_message_bytes).await {
+                Ok(read) => read,
+                Err(status) => return Ok(status.into_http()),
+            };
+            let checked = extract(&first).and_then(|scope| authorize(&principal, &scope));
+            if let Err(status) = checked {
+                return Ok(status.into_http());
+            }
+            parts.extensions.insert::<Principal>(principal);
+            inner.call(http::Request::from_parts(parts, body)).await
+        })
+    }
+}
+
+fn refuse<E: Send + 'static>(status: Status) -> BoxFuture<http::Response<Body>, E> {
+    Box::pin(std::future::ready(Ok(status.into_http())))
+}
+
+/// The payload of the body's first gRPC message (empty when the body holds none),
+/// and a body that yields everything read so far and then the rest.
+async fn first_message(mut body: Body, max_message_bytes: usize) -> Result<(Bytes, Body), Status> {
+    let mut frames: VecDeque<Frame<Bytes>> = VecDeque::new();
+    let mut buffered: Vec<u8> = Vec::new();
+    let mut ended = false;
+    loop {
+        if buffered.len() >= PREFIX_BYTES {
+            if buffered[0] != 0 {
+                return Err(Status::unimplemented("compressed requests are not accepted"));
+            }
+            let length = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]) as usize;
+            if length > max_message_bytes {
+                return Err(Status::resource_exhausted(format!(
+                    "the request message is {length} bytes, over this server's limit of {max_message_bytes} bytes"
+                )));
+            }
+            if buffered.len() >= PREFIX_BYTES + length {
+                let message = Bytes::copy_from_slice(&buffered[PREFIX_BYTES..PREFIX_BYTES + length]);
+                return Ok((
+                    message,
+                    Body::new(Replayed {
+                        frames,
+                        rest: body,
+                        ended,
+                    }),
+                ));
+            }
+        }
+        if ended {
+            return match buffered.is_empty() {
+                true => Ok((
+                    Bytes::new(),
+                    Body::new(Replayed {
+                        frames,
+                        rest: body,
+                        ended,
+                    }),
+                )),
+                false => Err(Status::invalid_argument("the request ended inside a message")),
+            };
+        }
+        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            Some(Ok(frame)) => {
+                if let Some(data) = frame.data_ref() {
+                    buffered.extend_from_slice(data);
+                }
+                frames.push_back(frame);
+            }
+            Some(Err(status)) => return Err(status),
+            None => ended = true,
+        }
+    }
+}
+
+/// Frames already read, then the rest of the original body.
+struct Replayed {
+    frames: VecDeque<Frame<Bytes>>,
+    rest: Body,
+    ended: bool,
+}
+
+impl http_body::Body for Replayed {
+    type Data = Bytes;
+    type Error = Status;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Status>>> {
+        let this = self.get_mut();
+        if let Some(frame) = this.frames.pop_front() {
+            return Poll::Ready(Some(Ok(frame)));
+        }
+        if this.ended {
+            return Poll::Ready(None);
+        }
+        Pin::new(&mut this.rest).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty() && (self.ended || self.rest.is_end_stream())
+    }
+}

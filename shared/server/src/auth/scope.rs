@@ -1,0 +1,370 @@
+//! What each method touches, read from its (first) request message: the one table
+//! authorization is decided from. A method missing here is refused (fail closed);
+//! a unit test walks the adk.v1 descriptor set so no method can be forgotten.
+
+use super::{Principal, Subject};
+use adk_proto::v1 as pb;
+use adk_proto::v1::{
+    agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
+    session_service_server::SERVICE_NAME as SESSIONS,
+};
+use prost::Message;
+use std::collections::HashMap;
+use tonic::Status;
+
+/// What one call touches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Scope {
+    /// Nothing of any app or user (ListApps).
+    Nothing,
+    /// An app, not a user's data (GetApp).
+    App(String),
+    /// One user's data in an app.
+    User { app: String, user: String },
+    /// Every user's data in an app (ListSessions without a user).
+    AppWide(String),
+}
+
+type Extract = fn(&[u8]) -> Result<Scope, Status>;
+
+/// Path (`/adk.v1.SessionService/GetSession`) -> how to read its scope.
+pub(crate) struct ScopeTable {
+    methods: HashMap<String, Extract>,
+}
+
+fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
+    M::decode(bytes).map_err(|err| Status::invalid_argument(format!("the request message does not decode: {err}")))
+}
+
+fn user(app: &str, user: &str) -> Scope {
+    Scope::User {
+        app: app.to_string(),
+        user: user.to_string(),
+    }
+}
+
+fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
+    let reference = reference.cloned().unwrap_or_default();
+    user(&reference.app_name, &reference.user_id)
+}
+
+impl ScopeTable {
+    pub(crate) fn new() -> ScopeTable {
+        let entries: [(&str, &str, Extract); 19] = [
+            (SESSIONS, "CreateSession", |b| {
+                decode::<pb::CreateSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "GetSession", |b| {
+                decode::<pb::GetSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "ListSessions", |b| {
+                decode::<pb::ListSessionsRequest>(b).map(|m| match m.user_id.as_str() {
+                    "" => Scope::AppWide(m.app_name),
+                    _ => user(&m.app_name, &m.user_id),
+                })
+            }),
+            (SESSIONS, "DeleteSession", |b| {
+                decode::<pb::DeleteSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "AppendEvent", |b| {
+                decode::<pb::AppendEventRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "ListEvents", |b| {
+                decode::<pb::ListEventsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "WatchSession", |b| {
+                decode::<pb::WatchSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (ARTIFACTS, "SaveArtifact", |b| {
+                decode::<pb::SaveArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            (ARTIFACTS, "LoadArtifact", |b| {
+                decode::<pb::LoadArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            (ARTIFACTS, "DeleteArtifact", |b| {
+                decode::<pb::DeleteArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            (ARTIFACTS, "ListArtifacts", |b| {
+                decode::<pb::ListArtifactsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (ARTIFACTS, "ListVersions", |b| {
+                decode::<pb::ListVersionsRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            (ARTIFACTS, "GetArtifactMetadata", |b| {
+                decode::<pb::GetArtifactMetadataRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            // The header is the first message (the handler refuses a header anywhere
+            // else); every later message is a chunk of the same artifact.
+            (ARTIFACTS, "UploadArtifact", |b| {
+                use pb::upload_artifact_request::Message as Upload;
+                match decode::<pb::UploadArtifactRequest>(b)?.message {
+                    Some(Upload::Header(header)) => Ok(artifact_ref(header.r#ref.as_ref())),
+                    _ => Err(Status::invalid_argument("the first upload message must be the header")),
+                }
+            }),
+            (ARTIFACTS, "DownloadArtifact", |b| {
+                decode::<pb::DownloadArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
+            }),
+            (RUNNER, "Run", |b| {
+                decode::<pb::RunRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (RUNNER, "ListApps", |b| {
+                decode::<pb::ListAppsRequest>(b).map(|_| Scope::Nothing)
+            }),
+            (RUNNER, "GetApp", |b| {
+                decode::<pb::GetAppRequest>(b).map(|m| Scope::App(m.app_name))
+            }),
+            (RUNNER, "Cancel", |b| {
+                decode::<pb::CancelRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+        ];
+        let methods = entries
+            .into_iter()
+            .map(|(service, method, extract)| (format!("/{service}/{method}"), extract))
+            .collect();
+        ScopeTable { methods }
+    }
+
+    /// How to read the scope of the method at `path`; None for a method this table does not know.
+    pub(crate) fn extractor(&self, path: &str) -> Option<Extract> {
+        if let Some(extract) = self.methods.get(path) {
+            return Some(*extract);
+        }
+        let service = path.strip_prefix('/')?.split_once('/')?.0;
+        // Health and reflection, when they are not public: any valid credential.
+        if service == "grpc.health.v1.Health" || service.starts_with("grpc.reflection.") {
+            return Some(|_| Ok(Scope::Nothing));
+        }
+        None
+    }
+}
+
+/// Ok when `principal` may do what `scope` touches; PERMISSION_DENIED saying why otherwise.
+pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Status> {
+    let app = match scope {
+        Scope::Nothing => return Ok(()),
+        Scope::App(app) | Scope::AppWide(app) | Scope::User { app, .. } => app,
+    };
+    if !principal.apps.allows(app) {
+        return Err(Status::permission_denied(format!(
+            "the credential does not grant app {app:?}"
+        )));
+    }
+    match (&principal.subject, scope) {
+        (Subject::Admin, _) | (_, Scope::App(_)) | (_, Scope::Nothing) => Ok(()),
+        (Subject::User(own), Scope::User { user, .. }) if own == user => Ok(()),
+        (Subject::User(own), Scope::User { .. }) => Err(Status::permission_denied(format!(
+            "the credential of user {own:?} may only touch that user's data"
+        ))),
+        (Subject::User(own), Scope::AppWide(_)) => Err(Status::permission_denied(format!(
+            "the credential of user {own:?} may not list every user's sessions: set user_id to {own:?}"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Apps;
+    use super::*;
+    use tonic::Code;
+
+    /// A request of `method` touching `user`'s data in app "support" (ListApps touches nothing).
+    fn sample(method: &str, user: &str) -> Vec<u8> {
+        let app = "support".to_string();
+        let user = user.to_string();
+        let reference = Some(pb::ArtifactRef {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: "s".into(),
+            file_name: "f".into(),
+        });
+        match method {
+            "CreateSession" => pb::CreateSessionRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GetSession" => pb::GetSessionRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListSessions" => pb::ListSessionsRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "DeleteSession" => pb::DeleteSessionRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "AppendEvent" => pb::AppendEventRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListEvents" => pb::ListEventsRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "WatchSession" => pb::WatchSessionRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "SaveArtifact" => pb::SaveArtifactRequest {
+                r#ref: reference,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "LoadArtifact" => pb::LoadArtifactRequest {
+                r#ref: reference,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "DeleteArtifact" => pb::DeleteArtifactRequest {
+                r#ref: reference,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListArtifacts" => pb::ListArtifactsRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListVersions" => pb::ListVersionsRequest { r#ref: reference }.encode_to_vec(),
+            "GetArtifactMetadata" => pb::GetArtifactMetadataRequest {
+                r#ref: reference,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "UploadArtifact" => pb::UploadArtifactRequest {
+                message: Some(pb::upload_artifact_request::Message::Header(pb::UploadHeader {
+                    r#ref: reference,
+                    ..Default::default()
+                })),
+            }
+            .encode_to_vec(),
+            "DownloadArtifact" => pb::DownloadArtifactRequest {
+                r#ref: reference,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "Run" => pb::RunRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "Cancel" => pb::CancelRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GetApp" => pb::GetAppRequest { app_name: app }.encode_to_vec(),
+            "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
+            other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
+        }
+    }
+
+    fn alice(apps: &[&str]) -> Principal {
+        Principal {
+            subject: Subject::User("alice".into()),
+            apps: Apps::from_list(apps.iter().map(|app| app.to_string()).collect()),
+        }
+    }
+
+    fn check(table: &ScopeTable, path: &str, bytes: &[u8], principal: &Principal) -> Result<(), Code> {
+        let extract = table.extractor(path).ok_or(Code::Unimplemented)?;
+        let scope = extract(bytes).map_err(|status| status.code())?;
+        authorize(principal, &scope).map_err(|status| status.code())
+    }
+
+    /// Every method of every adk.v1 service, from the descriptor set the servers
+    /// serve: each is in the table, lets alice touch her own data and refuses bob's
+    /// data and other apps to her (only ListApps and GetApp touch no user's data).
+    #[test]
+    fn every_method_is_checked() {
+        let table = ScopeTable::new();
+        let set = prost_types::FileDescriptorSet::decode(adk_proto::FILE_DESCRIPTOR_SET).unwrap();
+        let admin = Principal {
+            subject: Subject::Admin,
+            apps: Apps::Only(vec!["support".into()]),
+        };
+        let mut checked = 0;
+        for file in &set.file {
+            for service in &file.service {
+                for method in &service.method {
+                    let path = format!("/{}.{}/{}", file.package(), service.name(), method.name());
+                    assert!(table.extractor(&path).is_some(), "{path} is not in the scope table");
+                    let own = sample(method.name(), "alice");
+                    let other = sample(method.name(), "bob");
+                    assert_eq!(check(&table, &path, &own, &alice(&["support"])), Ok(()), "{path}");
+                    assert_eq!(check(&table, &path, &other, &admin), Ok(()), "{path}");
+                    match method.name() {
+                        "ListApps" => {
+                            assert_eq!(check(&table, &path, &other, &alice(&["other"])), Ok(()), "{path}")
+                        }
+                        "GetApp" => assert_eq!(
+                            check(&table, &path, &other, &alice(&["other"])),
+                            Err(Code::PermissionDenied),
+                            "{path}"
+                        ),
+                        _ => {
+                            assert_eq!(
+                                check(&table, &path, &other, &alice(&["support"])),
+                                Err(Code::PermissionDenied),
+                                "{path}: bob's data"
+                            );
+                            assert_eq!(
+                                check(&table, &path, &own, &alice(&["other"])),
+                                Err(Code::PermissionDenied),
+                                "{path}: another app"
+                            );
+                            assert_eq!(check(&table, &path, &own, &alice(&["*"])), Ok(()), "{path}: all apps");
+                        }
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert_eq!(checked, 19, "the adk.v1 services have 19 methods");
+        assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
+    }
+
+    #[test]
+    fn app_wide_listing_and_headerless_uploads_are_refused() {
+        let table = ScopeTable::new();
+        let path = format!("/{SESSIONS}/ListSessions");
+        let all_users = sample("ListSessions", "");
+        assert_eq!(
+            check(&table, &path, &all_users, &alice(&["*"])),
+            Err(Code::PermissionDenied)
+        );
+        let admin = Principal {
+            subject: Subject::Admin,
+            apps: Apps::All,
+        };
+        assert_eq!(check(&table, &path, &all_users, &admin), Ok(()));
+        let chunk = pb::UploadArtifactRequest {
+            message: Some(pb::upload_artifact_request::Message::Chunk(vec![1, 2, 3])),
+        }
+        .encode_to_vec();
+        assert_eq!(
+            check(&table, &format!("/{ARTIFACTS}/UploadArtifact"), &chunk, &admin),
+            Err(Code::InvalidArgument)
+        );
+        assert_eq!(check(&table, &path, b"\xff\xff", &admin), Err(Code::InvalidArgument));
+    }
+}

@@ -1,0 +1,198 @@
+//! Transport limits of the server kit: concurrent streams per connection, the
+//! client's deadline (`grpc-timeout`), and a clean status for messages that cannot
+//! be decoded. Business limits (state value sizes, event size, ids) live in
+//! adk-core's validation, so every backend and transport gets them.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tonic::body::Body;
+use tonic::codegen::{Service, http};
+use tonic::{Code, Status};
+use tower_layer::Layer;
+
+/// Default of `--max-concurrent-streams`: calls one HTTP/2 connection may have open at once.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
+
+/// Transport limits (flattened into [`crate::GrpcArgs`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// Most calls (HTTP/2 streams) one client connection may have open at once; the server advertises it and
+    /// refuses streams beyond it
+    #[arg(
+        long,
+        env = "ADK_MAX_CONCURRENT_STREAMS",
+        value_name = "STREAMS",
+        default_value_t = DEFAULT_MAX_CONCURRENT_STREAMS,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_concurrent_streams: u32,
+}
+
+impl Default for LimitArgs {
+    fn default() -> Self {
+        LimitArgs {
+            max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+        }
+    }
+}
+
+/// Ends a call whose client deadline (`grpc-timeout`) passes before its response
+/// starts with `DEADLINE_EXCEEDED`, dropping the handler (and so its store calls);
+/// turns tonic's `OUT_OF_RANGE` for a request over `--max-message-bytes` into
+/// `RESOURCE_EXHAUSTED` naming the flag; and turns tonic's `INTERNAL` for an undecodable request message (garbage bytes,
+/// JSON values nested past protobuf's recursion limit) into `INVALID_ARGUMENT`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LimitsLayer;
+
+impl<S> Layer<S> for LimitsLayer {
+    type Service = LimitsService<S>;
+
+    fn layer(&self, inner: S) -> LimitsService<S> {
+        LimitsService { inner }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct LimitsService<S> {
+    inner: S,
+}
+
+/// tonic's own timeout (outside the layers) answers CANCELLED, and a tonic client
+/// gives up locally at its deadline with CANCELLED too; ending a moment earlier (5% of
+/// the timeout, 2-50 ms) makes the client see the DEADLINE_EXCEEDED the gRPC spec asks for.
+fn ahead_of_deadline(timeout: Duration) -> Duration {
+    (timeout / 20).clamp(Duration::from_millis(2), Duration::from_millis(50))
+}
+
+impl<S> Service<http::Request<Body>> for LimitsService<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>>,
+    S::Future: Send + 'static,
+{
+    type Response = http::Response<Body>;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<http::Response<Body>, S::Error>> + Send>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let deadline = request
+            .headers()
+            .get("grpc-timeout")
+            .and_then(|v| v.to_str().ok())
+            .and_then(parse_grpc_timeout)
+            .map(|t| tokio::time::Instant::now() + t.saturating_sub(ahead_of_deadline(t)));
+        let response = self.inner.call(request);
+        Box::pin(async move {
+            let response = match deadline {
+                Some(deadline) => match tokio::time::timeout_at(deadline, response).await {
+                    Ok(response) => response?,
+                    Err(_) => {
+                        return Ok(Status::deadline_exceeded(
+                            "the call's deadline (grpc-timeout) passed before it completed; nothing more was done",
+                        )
+                        .into_http());
+                    }
+                },
+                None => response.await?,
+            };
+            Ok(decode_errors_are_invalid_arguments(response))
+        })
+    }
+}
+
+/// tonic reports a request message it cannot decode as INTERNAL ("failed to decode
+/// Protobuf message"); it is the client's input that is wrong.
+fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>) -> http::Response<Body> {
+    let headers = response.headers_mut();
+    let internal = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"13");
+    let undecodable = headers.get("grpc-message").is_some_and(|m| {
+        m.as_bytes().starts_with(b"failed%20to%20decode") || m.as_bytes().starts_with(b"failed to decode")
+    });
+    if internal && undecodable {
+        headers.insert("grpc-status", http::HeaderValue::from(Code::InvalidArgument as i32));
+    }
+    // tonic says OUT_OF_RANGE for a request over the receive limit (which a streaming
+    // handler may pass on as INVALID_ARGUMENT); the gRPC spec says RESOURCE_EXHAUSTED,
+    // and the client should learn which limit it hit.
+    let out_of_range = headers
+        .get("grpc-status")
+        .is_some_and(|s| s.as_bytes() == b"11" || s.as_bytes() == b"3");
+    let too_large = headers.get("grpc-message").is_some_and(|m| {
+        m.to_str()
+            .is_ok_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"))
+    });
+    if out_of_range && too_large {
+        headers.insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
+        headers.insert(
+            "grpc-message",
+            http::HeaderValue::from_static(
+                "the request message is larger than the server's limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES); \
+                 stream large artifacts with UploadArtifact",
+            ),
+        );
+    }
+    response
+}
+
+/// A `grpc-timeout` header value: up to 8 digits and a unit (H, M, S, m, u, n).
+fn parse_grpc_timeout(value: &str) -> Option<Duration> {
+    if value.len() < 2 || value.len() > 9 {
+        return None;
+    }
+    let (digits, unit) = value.split_at(value.len() - 1);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_concurrent_streams_has_a_default_and_a_flag() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            limits: LimitArgs,
+        }
+        assert_eq!(
+            Cli::parse_from(["bin"]).limits.max_concurrent_streams,
+            DEFAULT_MAX_CONCURRENT_STREAMS
+        );
+        let cli = Cli::parse_from(["bin", "--max-concurrent-streams", "7"]);
+        assert_eq!(cli.limits.max_concurrent_streams, 7);
+        assert!(Cli::try_parse_from(["bin", "--max-concurrent-streams", "0"]).is_err());
+    }
+
+    #[test]
+    fn deadlines_end_a_little_early() {
+        assert_eq!(ahead_of_deadline(Duration::from_millis(10)), Duration::from_millis(2));
+        assert_eq!(ahead_of_deadline(Duration::from_millis(300)), Duration::from_millis(15));
+        assert_eq!(ahead_of_deadline(Duration::from_secs(30)), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn grpc_timeouts_parse() {
+        assert_eq!(parse_grpc_timeout("100m"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_grpc_timeout("2S"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_grpc_timeout("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(parse_grpc_timeout("99999999n"), Some(Duration::from_nanos(99_999_999)));
+        for bad in ["", "m", "10", "10x", "123456789S", "-1S", "1.5S"] {
+            assert_eq!(parse_grpc_timeout(bad), None, "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,987 @@
+//! TLS, mutual TLS, authentication and authorization end to end: the real
+//! `adk-server` binary (sessions, artifacts and the runner in one process),
+//! certificates made here with rcgen, API keys and JWTs (HS256, RS256 from a
+//! JWKS, ES256) made here too, real gRPC clients. Plus Redis AUTH / ACL users
+//! through the store URL.
+
+use adk_client::{ConnectOptions, RemoteArtifactService, RemoteSessionService};
+use adk_core::artifact::UploadRequest;
+use adk_core::{ArtifactService, ByteStream, CreateRequest, GetRequest, SessionService};
+use adk_proto::v1 as pb;
+use adk_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
+use adk_proto::v1::session_service_client::SessionServiceClient;
+use adk_testkit::{RedisServer, ServiceProcess, workspace_bin};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures::StreamExt;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{SystemTime, UNIX_EPOCH};
+use tempfile::TempDir;
+use tonic::Code;
+use tonic::metadata::MetadataValue;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+const APP: &str = "helper";
+const ALICE_KEY: &str = "alice-key-0123456789abcdef";
+const ADMIN_KEY: &str = "admin-key-0123456789abcdef";
+const HS256_SECRET: &str = "an-hs256-secret-of-at-least-32-bytes!";
+const AUDIENCE: &str = "adk-tests";
+const ISSUER: &str = "https://issuer.example";
+
+/// The runner's app: the mock model echoes, no provider key needed.
+const AGENTS: &str = "
+models:
+  echo: { provider: mock }
+apps:
+  helper:
+    root_agent:
+      name: helper
+      model: echo
+      instruction: You help.
+";
+
+// ---------------------------------------------------------------- fixtures
+
+/// A CA, a server certificate for 127.0.0.1/localhost and a client certificate,
+/// all signed by the CA, written to a temp dir.
+struct Pki {
+    dir: TempDir,
+    ca_pem: String,
+    client_cert_pem: String,
+    client_key_pem: String,
+}
+
+fn ca() -> CertifiedIssuer<'static, KeyPair> {
+    let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    params.distinguished_name.push(DnType::CommonName, "adk test CA");
+    params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature];
+    CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
+}
+
+/// (certificate PEM, key PEM) for `names`, signed by `ca`.
+fn leaf(ca: &CertifiedIssuer<'static, KeyPair>, names: &[&str]) -> (String, String) {
+    let key = KeyPair::generate().unwrap();
+    let names: Vec<String> = names.iter().map(|name| name.to_string()).collect();
+    let mut params = CertificateParams::new(names).unwrap();
+    params.distinguished_name.push(DnType::CommonName, "adk test");
+    let cert = params.signed_by(&key, ca).unwrap();
+    (cert.pem(), key.serialize_pem())
+}
+
+impl Pki {
+    fn new() -> Pki {
+        let dir = tempfile::tempdir().unwrap();
+        let ca = ca();
+        let (server_cert, server_key) = leaf(&ca, &["localhost", "127.0.0.1"]);
+        let (client_cert_pem, client_key_pem) = leaf(&ca, &["client.example"]);
+        std::fs::write(dir.path().join("ca.pem"), ca.pem()).unwrap();
+        std::fs::write(dir.path().join("server.pem"), server_cert).unwrap();
+        std::fs::write(dir.path().join("server.key"), server_key).unwrap();
+        Pki {
+            dir,
+            ca_pem: ca.pem(),
+            client_cert_pem,
+            client_key_pem,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn server_args(&self) -> Vec<String> {
+        vec![
+            "--tls-cert".into(),
+            self.path("server.pem"),
+            "--tls-key".into(),
+            self.path("server.key"),
+        ]
+    }
+}
+
+fn sha256_hex(key: &str) -> String {
+    Sha256::digest(key.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Credentials files: API keys (alice: only `helper`; an admin of every app), the
+/// HS256 secret, and a JWKS with an RSA key (`rsa-1`) and a P-256 key (`ec-1`).
+struct Credentials {
+    dir: TempDir,
+    rsa_private_pem: Vec<u8>,
+    ec_private_pem: Vec<u8>,
+}
+
+impl Credentials {
+    fn new() -> Credentials {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = format!(
+            "# test keys\n{}\n{}\n",
+            json!({"sha256": sha256_hex(ALICE_KEY), "apps": [APP], "user": "alice", "name": "alice's laptop"}),
+            json!({"sha256": sha256_hex(ADMIN_KEY), "apps": ["*"], "role": "admin"}),
+        );
+        std::fs::write(dir.path().join("keys.jsonl"), keys).unwrap();
+        std::fs::write(dir.path().join("hs256.secret"), format!("{HS256_SECRET}\n")).unwrap();
+
+        // RSA: ring cannot generate RSA keys, the openssl CLI can.
+        let rsa_path = dir.path().join("rsa.pem");
+        openssl(&["genrsa", "-out", &rsa_path.display().to_string(), "2048"]);
+        let modulus = openssl(&["rsa", "-in", &rsa_path.display().to_string(), "-noout", "-modulus"]);
+        let modulus = modulus
+            .trim()
+            .strip_prefix("Modulus=")
+            .expect("openssl prints Modulus=HEX");
+        let modulus: Vec<u8> = (0..modulus.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&modulus[i..i + 2], 16).unwrap())
+            .collect();
+        let ec = KeyPair::generate().unwrap();
+        let point = ec.public_key_raw();
+        assert_eq!((point.len(), point[0]), (65, 4), "an uncompressed P-256 point");
+        let jwks = json!({"keys": [
+            {"kty": "RSA", "kid": "rsa-1", "alg": "RS256", "use": "sig",
+             "n": URL_SAFE_NO_PAD.encode(&modulus), "e": "AQAB"},
+            {"kty": "EC", "kid": "ec-1", "alg": "ES256", "use": "sig", "crv": "P-256",
+             "x": URL_SAFE_NO_PAD.encode(&point[1..33]), "y": URL_SAFE_NO_PAD.encode(&point[33..])},
+        ]});
+        std::fs::write(dir.path().join("jwks.json"), jwks.to_string()).unwrap();
+        Credentials {
+            rsa_private_pem: std::fs::read(&rsa_path).unwrap(),
+            ec_private_pem: ec.serialize_pem().into_bytes(),
+            dir,
+        }
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    /// Auth on, with API keys, HS256, the JWKS, the audience and the issuer.
+    fn server_args(&self) -> Vec<String> {
+        vec![
+            "--auth".into(),
+            "required".into(),
+            "--api-keys".into(),
+            self.path("keys.jsonl"),
+            "--jwt-hs256-secret-file".into(),
+            self.path("hs256.secret"),
+            "--jwt-jwks".into(),
+            self.path("jwks.json"),
+            "--jwt-audience".into(),
+            AUDIENCE.into(),
+            "--jwt-issuer".into(),
+            ISSUER.into(),
+        ]
+    }
+
+    fn jwt(&self, alg: Algorithm, claims: serde_json::Value) -> String {
+        let (key, kid) = match alg {
+            Algorithm::HS256 => (EncodingKey::from_secret(HS256_SECRET.as_bytes()), None),
+            Algorithm::RS256 => (EncodingKey::from_rsa_pem(&self.rsa_private_pem).unwrap(), Some("rsa-1")),
+            Algorithm::ES256 => (EncodingKey::from_ec_pem(&self.ec_private_pem).unwrap(), Some("ec-1")),
+            other => panic!("no key for {other:?}"),
+        };
+        let mut header = Header::new(alg);
+        header.kid = kid.map(String::from);
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    }
+}
+
+fn openssl(args: &[&str]) -> String {
+    let output = Command::new("openssl").args(args).output().expect("the openssl CLI");
+    assert!(
+        output.status.success(),
+        "openssl {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs()
+}
+
+/// Valid claims for `sub`, apps [helper], an hour to live.
+fn claims(sub: &str) -> serde_json::Value {
+    json!({"sub": sub, "apps": [APP], "aud": AUDIENCE, "iss": ISSUER, "exp": now() + 3600, "nbf": now() - 10})
+}
+
+fn agents_file(dir: &Path) -> PathBuf {
+    let path = dir.join("agents.yaml");
+    std::fs::write(&path, AGENTS).unwrap();
+    path
+}
+
+async fn spawn_server(args: Vec<String>) -> ServiceProcess {
+    ServiceProcess::spawn("adk-server", &args, &[]).await
+}
+
+/// Runs the binary with `args` on a free port and expects it to exit with an
+/// error within 30 s (it is killed otherwise); returns what it printed.
+fn startup_failure(bin: &str, args: &[String]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("out.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let mut child = Command::new(workspace_bin(bin))
+        .args(args)
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "off"])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap();
+    match status {
+        Some(status) => assert!(!status.success(), "{bin} {args:?} exited 0:\n{text}"),
+        None => panic!("{bin} {args:?} kept running instead of failing at startup:\n{text}"),
+    }
+    text
+}
+
+// ---------------------------------------------------------------- clients
+
+type Authed = InterceptedService<Channel, Bearer>;
+
+#[derive(Clone)]
+struct Bearer(Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(token) = &self.0 {
+            let value = MetadataValue::try_from(format!("Bearer {token}")).unwrap();
+            request.metadata_mut().insert("authorization", value);
+        }
+        Ok(request)
+    }
+}
+
+struct Clients {
+    sessions: SessionServiceClient<Authed>,
+    artifacts: ArtifactServiceClient<Authed>,
+    runner: AgentRunnerClient<Authed>,
+}
+
+async fn clients(server: &ServiceProcess, token: Option<&str>) -> Clients {
+    let channel = Channel::from_shared(server.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let bearer = Bearer(token.map(String::from));
+    Clients {
+        sessions: SessionServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+        artifacts: ArtifactServiceClient::with_interceptor(channel.clone(), bearer.clone()),
+        runner: AgentRunnerClient::with_interceptor(channel, bearer),
+    }
+}
+
+fn create(user: &str, session: &str) -> pb::CreateSessionRequest {
+    pb::CreateSessionRequest {
+        app_name: APP.into(),
+        user_id: user.into(),
+        session_id: session.into(),
+        ..Default::default()
+    }
+}
+
+fn get(app: &str, user: &str, session: &str) -> pb::GetSessionRequest {
+    pb::GetSessionRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: session.into(),
+        ..Default::default()
+    }
+}
+
+fn code<T>(result: Result<T, tonic::Status>) -> Code {
+    match result {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
+fn session_request(user: &str, session: &str) -> CreateRequest {
+    CreateRequest {
+        app_name: APP.into(),
+        user_id: user.into(),
+        session_id: Some(session.into()),
+        state: Default::default(),
+        ttl: None,
+    }
+}
+
+fn upload_request(user: &str) -> UploadRequest {
+    UploadRequest {
+        app_name: APP.into(),
+        user_id: user.into(),
+        session_id: "s1".into(),
+        file_name: "notes.txt".into(),
+        mime_type: "text/plain".into(),
+        is_text: true,
+        version: None,
+        custom_metadata: Default::default(),
+        size_hint: None,
+    }
+}
+
+fn bytes(data: &'static [u8]) -> ByteStream {
+    futures::stream::iter([Ok(data.to_vec())]).boxed()
+}
+
+// ---------------------------------------------------------------- TLS
+
+#[tokio::test]
+async fn tls_serves_clients_that_trust_its_ca_and_refuses_plaintext() {
+    let pki = Pki::new();
+    let server = spawn_server(pki.server_args()).await;
+    let endpoint = format!("https://127.0.0.1:{}", server.port());
+
+    let trusted = ConnectOptions::new().ca_certificate_pem(&pki.ca_pem);
+    let sessions = RemoteSessionService::connect_with(endpoint.clone(), &trusted)
+        .await
+        .unwrap_or_else(|err| panic!("TLS connect: {err}\n{}", server.tail_log(20)));
+    sessions.create(session_request("u", "s1")).await.unwrap();
+    let got = sessions
+        .get(GetRequest {
+            app_name: APP.into(),
+            user_id: "u".into(),
+            session_id: "s1".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(got.id, "s1");
+    sessions.ping().await.expect("health over TLS");
+    let artifacts = RemoteArtifactService::connect_with(endpoint.clone(), &trusted)
+        .await
+        .unwrap();
+    artifacts.upload(upload_request("u"), bytes(b"over TLS")).await.unwrap();
+
+    // Plaintext to a TLS port: no gRPC call gets through.
+    let plaintext = match RemoteSessionService::connect(server.endpoint()).await {
+        Ok(client) => client.create(session_request("u", "s2")).await.map(|_| ()),
+        Err(err) => Err(err),
+    };
+    assert!(plaintext.is_err(), "a plaintext client was served");
+
+    // A client that does not trust the server's CA refuses it.
+    let other_ca = ca();
+    let untrusting = ConnectOptions::new().ca_certificate_pem(other_ca.pem());
+    let result = match RemoteSessionService::connect_with(endpoint, &untrusting).await {
+        Ok(client) => client.create(session_request("u", "s3")).await.map(|_| ()),
+        Err(err) => Err(err),
+    };
+    assert!(result.is_err(), "a client trusting another CA connected");
+}
+
+#[tokio::test]
+async fn mutual_tls_refuses_clients_without_a_certificate_from_its_ca() {
+    let pki = Pki::new();
+    let mut args = pki.server_args();
+    args.extend(["--tls-client-ca".into(), pki.path("ca.pem")]);
+    let server = spawn_server(args).await;
+    let endpoint = format!("https://127.0.0.1:{}", server.port());
+
+    let attempt = |options: ConnectOptions| {
+        let endpoint = endpoint.clone();
+        async move {
+            let client = RemoteSessionService::connect_with(endpoint, &options).await?;
+            client.create(session_request("u", &uuid())).await.map(|_| ())
+        }
+    };
+    let anonymous = ConnectOptions::new().ca_certificate_pem(&pki.ca_pem);
+    assert!(
+        attempt(anonymous).await.is_err(),
+        "a client without a certificate was served"
+    );
+
+    let other_ca = ca();
+    let (stranger_cert, stranger_key) = leaf(&other_ca, &["stranger.example"]);
+    let stranger = ConnectOptions::new()
+        .ca_certificate_pem(&pki.ca_pem)
+        .client_identity_pem(stranger_cert, stranger_key);
+    assert!(
+        attempt(stranger).await.is_err(),
+        "a client certificate from another CA was accepted"
+    );
+
+    let known = ConnectOptions::new()
+        .ca_certificate_pem(&pki.ca_pem)
+        .client_identity_pem(&pki.client_cert_pem, &pki.client_key_pem);
+    attempt(known)
+        .await
+        .unwrap_or_else(|err| panic!("mTLS client refused: {err}\n{}", server.tail_log(20)));
+}
+
+fn uuid() -> String {
+    format!("s-{}", now() ^ u64::from(std::process::id()) ^ rand_nanos())
+}
+
+fn rand_nanos() -> u64 {
+    u64::from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos())
+}
+
+#[tokio::test]
+async fn bad_tls_and_auth_settings_stop_the_server_at_startup() {
+    let pki = Pki::new();
+    let creds = Credentials::new();
+    let missing = startup_failure(
+        "adk-server",
+        &[
+            "--tls-cert".into(),
+            pki.path("nope.pem"),
+            "--tls-key".into(),
+            pki.path("server.key"),
+        ],
+    );
+    assert!(missing.contains("nope.pem"), "{missing}");
+    let garbage = startup_failure(
+        "adk-server",
+        &[
+            "--tls-cert".into(),
+            pki.path("ca.pem"),
+            "--tls-key".into(),
+            pki.path("ca.pem"),
+        ],
+    );
+    assert!(garbage.contains("--tls-cert"), "{garbage}");
+    let unused = startup_failure("adk-server", &["--api-keys".into(), creds.path("keys.jsonl")]);
+    assert!(unused.contains("--auth is off"), "{unused}");
+    let no_source = startup_failure("adk-server", &["--auth".into(), "required".into()]);
+    assert!(no_source.contains("at least one credential source"), "{no_source}");
+    let bad_keys = startup_failure(
+        "adk-server",
+        &[
+            "--auth".into(),
+            "required".into(),
+            "--api-keys".into(),
+            creds.path("jwks.json"),
+        ],
+    );
+    assert!(bad_keys.contains("jwks.json, line 1"), "{bad_keys}");
+}
+
+// ---------------------------------------------------------------- authentication
+
+#[tokio::test]
+async fn missing_bad_and_expired_credentials_are_unauthenticated() {
+    let creds = Credentials::new();
+    let server = spawn_server(creds.server_args()).await;
+
+    let expired = creds.jwt(
+        Algorithm::HS256,
+        json!({"sub": "alice", "apps": [APP], "aud": AUDIENCE, "iss": ISSUER, "exp": now() - 3600}),
+    );
+    let not_yet = creds.jwt(
+        Algorithm::HS256,
+        json!({"sub": "alice", "apps": [APP], "aud": AUDIENCE, "iss": ISSUER, "exp": now() + 7200, "nbf": now() + 3600}),
+    );
+    let wrong_aud = creds.jwt(
+        Algorithm::HS256,
+        json!({"sub": "alice", "apps": [APP], "aud": "someone-else", "iss": ISSUER, "exp": now() + 3600}),
+    );
+    let wrong_iss = creds.jwt(
+        Algorithm::HS256,
+        json!({"sub": "alice", "apps": [APP], "aud": AUDIENCE, "iss": "https://evil.example", "exp": now() + 3600}),
+    );
+    let no_aud = creds.jwt(
+        Algorithm::HS256,
+        json!({"sub": "alice", "apps": [APP], "iss": ISSUER, "exp": now() + 3600}),
+    );
+    let forged = {
+        let key = EncodingKey::from_secret(b"not-the-servers-secret-not-the-servers-secret");
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims("alice"), &key).unwrap()
+    };
+    let cases: Vec<(&str, Option<String>, &str)> = vec![
+        ("no token", None, "requires a credential"),
+        ("unknown API key", Some("not-a-key".into()), "not a valid credential"),
+        ("expired JWT", Some(expired), "expired"),
+        ("JWT not valid yet", Some(not_yet), "not valid yet"),
+        ("wrong audience", Some(wrong_aud), "audience"),
+        ("wrong issuer", Some(wrong_iss), "issuer"),
+        ("no audience", Some(no_aud), "`aud`"),
+        ("forged signature", Some(forged), "signature"),
+    ];
+    for (what, token, expected) in cases {
+        let mut clients = clients(&server, token.as_deref()).await;
+        let status = clients
+            .sessions
+            .get_session(get(APP, "alice", "s1"))
+            .await
+            .expect_err(what);
+        assert_eq!(status.code(), Code::Unauthenticated, "{what}: {status:?}");
+        assert!(status.message().contains(expected), "{what}: {}", status.message());
+        if let Some(token) = &token {
+            assert!(
+                !status.message().contains(token.as_str()),
+                "{what}: the token is echoed"
+            );
+        }
+        // Streaming calls too, before any message is answered.
+        let watch = clients
+            .sessions
+            .watch_session(pb::WatchSessionRequest {
+                app_name: APP.into(),
+                user_id: "alice".into(),
+                session_id: "s1".into(),
+                ..Default::default()
+            })
+            .await;
+        assert_eq!(code(watch), Code::Unauthenticated, "{what}: watch");
+    }
+    // A malformed authorization value.
+    let channel = Channel::from_shared(server.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut raw = SessionServiceClient::new(channel);
+    let mut request = tonic::Request::new(get(APP, "alice", "s1"));
+    request
+        .metadata_mut()
+        .insert("authorization", MetadataValue::from_static("Basic YWxpY2U6cHc="));
+    let status = raw.get_session(request).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    assert!(status.message().contains("Bearer"), "{}", status.message());
+}
+
+#[tokio::test]
+async fn hs256_rs256_and_es256_jwts_are_accepted() {
+    let creds = Credentials::new();
+    let server = spawn_server(creds.server_args()).await;
+    for alg in [Algorithm::HS256, Algorithm::RS256, Algorithm::ES256] {
+        let token = creds.jwt(alg, claims("alice"));
+        let mut clients = clients(&server, Some(&token)).await;
+        let session = format!("{alg:?}");
+        clients
+            .sessions
+            .create_session(create("alice", &session))
+            .await
+            .unwrap_or_else(|status| panic!("{alg:?}: {status:?}"));
+        let bobs = clients.sessions.get_session(get(APP, "bob", &session)).await;
+        assert_eq!(code(bobs), Code::PermissionDenied, "{alg:?}: `sub` binds the user");
+        let elsewhere = clients.sessions.get_session(get("other-app", "alice", &session)).await;
+        assert_eq!(
+            code(elsewhere),
+            Code::PermissionDenied,
+            "{alg:?}: `apps` binds the apps"
+        );
+    }
+    // An RS256 token under the EC key's kid, and an admin token.
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("ec-1".into());
+    let confused = jsonwebtoken::encode(
+        &header,
+        &claims("alice"),
+        &EncodingKey::from_rsa_pem(&creds.rsa_private_pem).unwrap(),
+    )
+    .unwrap();
+    let mut clients_confused = clients(&server, Some(&confused)).await;
+    let status = clients_confused
+        .sessions
+        .get_session(get(APP, "alice", "HS256"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated, "{status:?}");
+    let mut admin_claims = claims("ops");
+    admin_claims["role"] = json!("admin");
+    let admin = creds.jwt(Algorithm::ES256, admin_claims);
+    let mut admin = clients(&server, Some(&admin)).await;
+    admin.sessions.get_session(get(APP, "alice", "RS256")).await.unwrap();
+}
+
+// ---------------------------------------------------------------- authorization
+
+#[tokio::test]
+async fn a_user_key_touches_only_its_own_user_and_apps_and_an_admin_key_everything() {
+    let creds = Credentials::new();
+    let agents = agents_file(creds.dir.path());
+    let mut args = creds.server_args();
+    args.extend(["--agents".into(), agents.display().to_string()]);
+    let server = spawn_server(args).await;
+    let mut alice = clients(&server, Some(ALICE_KEY)).await;
+    let mut admin = clients(&server, Some(ADMIN_KEY)).await;
+
+    // Bob's session and artifact, made by the admin.
+    admin.sessions.create_session(create("bob", "b1")).await.unwrap();
+    let admin_artifacts =
+        RemoteArtifactService::connect_with(server.endpoint(), &ConnectOptions::new().bearer_token(ADMIN_KEY))
+            .await
+            .unwrap();
+    let first = admin_artifacts
+        .upload(upload_request("bob"), bytes(b"bob's"))
+        .await
+        .expect("the admin uploads into bob's artifacts");
+
+    // Alice's own data.
+    alice.sessions.create_session(create("alice", "a1")).await.unwrap();
+    alice.sessions.get_session(get(APP, "alice", "a1")).await.unwrap();
+    let own = alice
+        .sessions
+        .list_sessions(pb::ListSessionsRequest {
+            app_name: APP.into(),
+            user_id: "alice".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(own.get_ref().sessions.len(), 1);
+    let alice_artifacts =
+        RemoteArtifactService::connect_with(server.endpoint(), &ConnectOptions::new().bearer_token(ALICE_KEY))
+            .await
+            .unwrap();
+    alice_artifacts
+        .upload(upload_request("alice"), bytes(b"mine"))
+        .await
+        .unwrap();
+    let run = alice
+        .runner
+        .run(pb::RunRequest {
+            app_name: APP.into(),
+            user_id: "alice".into(),
+            session_id: "a1".into(),
+            new_message: Some(pb::Content {
+                role: "user".into(),
+                parts: vec![pb::Part {
+                    kind: Some(pb::part::Kind::Text("hi".into())),
+                }],
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("alice runs in her own session");
+    let events: Vec<_> = run.into_inner().collect().await;
+    assert!(!events.is_empty() && events.iter().all(Result::is_ok), "{events:?}");
+
+    // Everything of bob's, another app, app-wide listing: PERMISSION_DENIED.
+    let denied = [
+        (
+            "bob's session",
+            code(alice.sessions.get_session(get(APP, "bob", "b1")).await),
+        ),
+        (
+            "creating as bob",
+            code(alice.sessions.create_session(create("bob", "b2")).await),
+        ),
+        (
+            "another app",
+            code(alice.sessions.get_session(get("other-app", "alice", "a1")).await),
+        ),
+        (
+            "app-wide ListSessions",
+            code(
+                alice
+                    .sessions
+                    .list_sessions(pb::ListSessionsRequest {
+                        app_name: APP.into(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "watching bob's session",
+            code(
+                alice
+                    .sessions
+                    .watch_session(pb::WatchSessionRequest {
+                        app_name: APP.into(),
+                        user_id: "bob".into(),
+                        session_id: "b1".into(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "a run as bob",
+            code(
+                alice
+                    .runner
+                    .run(pb::RunRequest {
+                        app_name: APP.into(),
+                        user_id: "bob".into(),
+                        session_id: "b1".into(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "cancelling bob's run",
+            code(
+                alice
+                    .runner
+                    .cancel(pb::CancelRequest {
+                        app_name: APP.into(),
+                        user_id: "bob".into(),
+                        session_id: "b1".into(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "downloading bob's artifact",
+            code(
+                alice
+                    .artifacts
+                    .download_artifact(pb::DownloadArtifactRequest {
+                        r#ref: Some(pb::ArtifactRef {
+                            app_name: APP.into(),
+                            user_id: "bob".into(),
+                            session_id: "s1".into(),
+                            file_name: "notes.txt".into(),
+                        }),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "listing bob's artifacts",
+            code(
+                alice
+                    .artifacts
+                    .list_artifacts(pb::ListArtifactsRequest {
+                        app_name: APP.into(),
+                        user_id: "bob".into(),
+                        session_id: "s1".into(),
+                    })
+                    .await,
+            ),
+        ),
+        (
+            "an app outside her list",
+            code(
+                alice
+                    .runner
+                    .get_app(pb::GetAppRequest {
+                        app_name: "other-app".into(),
+                    })
+                    .await,
+            ),
+        ),
+    ];
+    for (what, code) in denied {
+        assert_eq!(code, Code::PermissionDenied, "{what}");
+    }
+    let upload = alice_artifacts
+        .upload(upload_request("bob"), bytes(b"into bob's"))
+        .await;
+    assert_eq!(
+        upload.map(|_| ()).unwrap_err().code(),
+        Code::PermissionDenied,
+        "uploading into bob's artifacts"
+    );
+    let versions = admin_artifacts
+        .upload(upload_request("bob"), bytes(b"bob again"))
+        .await
+        .unwrap();
+    assert_eq!(
+        versions.version,
+        first.version + 1,
+        "alice's refused upload stored nothing"
+    );
+    alice
+        .runner
+        .get_app(pb::GetAppRequest { app_name: APP.into() })
+        .await
+        .unwrap();
+    alice.runner.list_apps(pb::ListAppsRequest {}).await.unwrap();
+
+    // The admin: anyone's data, app-wide listing, watches.
+    admin.sessions.get_session(get(APP, "alice", "a1")).await.unwrap();
+    let all = admin
+        .sessions
+        .list_sessions(pb::ListSessionsRequest {
+            app_name: APP.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(all.get_ref().sessions.len(), 2);
+    admin
+        .sessions
+        .watch_session(pb::WatchSessionRequest {
+            app_name: APP.into(),
+            user_id: "alice".into(),
+            session_id: "a1".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("the admin watches alice's session");
+}
+
+#[tokio::test]
+async fn health_and_reflection_stay_public_unless_configured_otherwise() {
+    let creds = Credentials::new();
+    let server = spawn_server(creds.server_args()).await;
+    let channel = Channel::from_shared(server.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel.clone());
+    health
+        .check(HealthCheckRequest { service: String::new() })
+        .await
+        .expect("health without a credential");
+    let listed = Command::new("grpcurl")
+        .args(["-plaintext", &format!("127.0.0.1:{}", server.port()), "list"])
+        .output()
+        .expect("grpcurl");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("adk.v1.SessionService"),
+        "reflection without a credential: {}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    let status = SessionServiceClient::new(channel)
+        .get_session(get(APP, "alice", "s1"))
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+
+    let mut args = creds.server_args();
+    args.extend([
+        "--auth-public-health".into(),
+        "false".into(),
+        "--auth-public-reflection".into(),
+        "false".into(),
+    ]);
+    let private = spawn_server(args).await;
+    let channel = Channel::from_shared(private.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let status = HealthClient::new(channel.clone())
+        .check(HealthCheckRequest { service: String::new() })
+        .await
+        .unwrap_err();
+    assert_eq!(status.code(), Code::Unauthenticated);
+    let mut authed = HealthClient::with_interceptor(channel, Bearer(Some(ALICE_KEY.into())));
+    authed
+        .check(HealthCheckRequest { service: String::new() })
+        .await
+        .expect("health with a credential");
+    let listed = Command::new("grpcurl")
+        .args(["-plaintext", &format!("127.0.0.1:{}", private.port()), "list"])
+        .output()
+        .expect("grpcurl");
+    assert!(!listed.status.success(), "reflection served without a credential");
+    let listed = Command::new("grpcurl")
+        .args([
+            "-plaintext",
+            "-H",
+            &format!("authorization: Bearer {ADMIN_KEY}"),
+            &format!("127.0.0.1:{}", private.port()),
+            "list",
+        ])
+        .output()
+        .expect("grpcurl");
+    assert!(
+        String::from_utf8_lossy(&listed.stdout).contains("adk.v1.SessionService"),
+        "reflection with a credential: {}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+}
+
+#[tokio::test]
+async fn without_auth_calls_need_no_credential_and_tokens_are_ignored() {
+    let server = spawn_server(Vec::new()).await;
+    let mut anonymous = clients(&server, None).await;
+    anonymous.sessions.create_session(create("bob", "b1")).await.unwrap();
+    let mut anyone = clients(&server, Some("whatever")).await;
+    anyone.sessions.get_session(get(APP, "bob", "b1")).await.unwrap();
+    anyone
+        .sessions
+        .list_sessions(pb::ListSessionsRequest {
+            app_name: APP.into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+}
+
+// ---------------------------------------------------------------- Redis credentials
+
+#[tokio::test]
+async fn redis_passwords_and_acl_users_come_from_the_store_url() {
+    let redis = RedisServer::start().await;
+    // Credentials set at runtime: the testkit's readiness PING needs none.
+    let mut connection = redis.connection().await;
+    let _: () = redis::cmd("ACL")
+        .arg(&["SETUSER", "adk", "on", ">adk-pass", "~*", "&*", "+@all"])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg(&["SET", "requirepass", "default-pass"])
+        .query_async(&mut connection)
+        .await
+        .unwrap();
+    let port = redis.port();
+
+    for url in [
+        format!("redis://:default-pass@127.0.0.1:{port}"),
+        format!("redis://adk:adk-pass@127.0.0.1:{port}"),
+    ] {
+        let server = ServiceProcess::spawn("adk-session-server", &["--store-url".into(), url.clone()], &[]).await;
+        let sessions = RemoteSessionService::connect(server.endpoint()).await.unwrap();
+        sessions.create(session_request("u", &uuid())).await.unwrap();
+        sessions.ping().await.expect("SERVING with the right credentials");
+    }
+
+    for (url, password) in [
+        (format!("redis://:wrong-pass@127.0.0.1:{port}"), "wrong-pass"),
+        (format!("redis://adk:nope-pass@127.0.0.1:{port}"), "nope-pass"),
+    ] {
+        let output = startup_failure("adk-session-server", &["--store-url".into(), url.clone()]);
+        assert!(
+            output.contains("cannot open the store") || output.contains("store"),
+            "{url}: {output}"
+        );
+        assert!(
+            output.to_lowercase().contains("auth") || output.contains("WRONGPASS") || output.contains("NOAUTH"),
+            "{url}: the error says authentication failed: {output}"
+        );
+        assert!(!output.contains(password), "{url}: the password is logged: {output}");
+    }
+    // No credentials at all: the connection opens, the first command is refused,
+    // and the server reports NOT_SERVING saying why.
+    let server = ServiceProcess::spawn(
+        "adk-session-server",
+        &["--store-url".into(), format!("redis://127.0.0.1:{port}")],
+        &[],
+    )
+    .await;
+    let sessions = RemoteSessionService::connect(server.endpoint()).await.unwrap();
+    assert_eq!(sessions.ping().await.unwrap_err().code(), Code::Unavailable);
+    assert!(server.tail_log(20).contains("NOAUTH"), "{}", server.tail_log(20));
+    // Keep the server alive until here.
+    drop(redis);
+}
