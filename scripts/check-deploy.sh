@@ -6,7 +6,8 @@
 #                      --strict against the oldest and newest supported Kubernetes;
 #                      checkov (zero failed; every skip is justified in the manifests);
 #                      the deployment's own invariants (probes, grace period, Redis AOF,
-#                      prod without in-cluster Redis, …)
+#                      prod without in-cluster Redis, prod with TLS + auth from mounted
+#                      Secrets and exec grpc_health_probe -tls probes, dev without, …)
 #   3. compose.yaml    dclint (compose schema + lint, zero warnings) and its invariants
 #   4. shell scripts   shellcheck
 #   5. run.sh          for real: starts Redis and the three servers on free loopback
@@ -245,8 +246,40 @@ for target in ("base", "dev", "prod"):
         grace = int(env.get("ADK_SHUTDOWN_GRACE_SECS", {}).get("value", 25))
         need(spec.get("terminationGracePeriodSeconds", 30) >= grace + 5,
              f"{where}: terminationGracePeriodSeconds < shutdown grace {grace} + 5")
-        need(c["readinessProbe"].get("grpc") == {"port": port, "service": service}, f"{where}: readiness probe")
-        need(c["startupProbe"].get("grpc") == {"port": port}, f"{where}: startup probe")
+        tls_auth_env = {k for k in env if k.startswith(("ADK_TLS_", "ADK_AUTH", "ADK_API_KEYS", "ADK_JWT_"))}
+        if target == "prod":
+            # components/tls-auth: TLS from the adk-tls Secret, API keys from the
+            # adk-api-keys Secret, both mounted read-only; auth required, health public.
+            vols = {v["name"]: v for v in spec.get("volumes", [])}
+            mounts = {m["mountPath"]: m for m in c.get("volumeMounts", [])}
+            def secret_file(var, secret, key):
+                path = env.get(var, {}).get("value", "")
+                m = mounts.get(os.path.dirname(path), {})
+                v = vols.get(m.get("name"), {}).get("secret", {})
+                items = {i["key"]: i["path"] for i in v.get("items", [{"key": key, "path": key}])}
+                need(path and m.get("readOnly") is True and v.get("secretName") == secret
+                     and v.get("optional") is not True and items.get(key) == os.path.basename(path),
+                     f"{where}: {var}={path!r} is not {key} of Secret {secret} mounted read-only")
+            secret_file("ADK_TLS_CERT", "adk-tls", "tls.crt")
+            secret_file("ADK_TLS_KEY", "adk-tls", "tls.key")
+            secret_file("ADK_API_KEYS", "adk-api-keys", "api-keys.jsonl")
+            need(env.get("ADK_AUTH", {}).get("value") == "required", f"{where}: ADK_AUTH must be required")
+            need(env.get("ADK_AUTH_PUBLIC_HEALTH", {}).get("value", "true") == "true",
+                 f"{where}: ADK_AUTH_PUBLIC_HEALTH must stay true (the probes carry no credential)")
+            # The kubelet's gRPC probe cannot speak TLS: exec grpc_health_probe -tls.
+            for probe, svc in (("startupProbe", None), ("readinessProbe", service)):
+                cmd = c[probe].get("exec", {}).get("command", [])
+                need("grpc" not in c[probe] and cmd[:1] == ["/usr/local/bin/grpc_health_probe"]
+                     and "-tls" in cmd and ("-tls-no-verify" in cmd or any(a.startswith("-tls-ca-cert=") for a in cmd)),
+                     f"{where}: {probe} must exec grpc_health_probe -tls, got {c[probe]}")
+                need(any(a in (f"-addr=127.0.0.1:{port}", f"-addr=localhost:{port}") for a in cmd), f"{where}: {probe} -addr")
+                need((f"-service={svc}" in cmd) if svc else not any(a.startswith("-service=") for a in cmd),
+                     f"{where}: {probe} -service")
+        else:
+            need(not tls_auth_env, f"{where}: TLS/auth settings {sorted(tls_auth_env)} outside prod")
+            need(not any("secret" in v for v in spec.get("volumes", [])), f"{where}: Secret volumes outside prod")
+            need(c["readinessProbe"].get("grpc") == {"port": port, "service": service}, f"{where}: readiness probe")
+            need(c["startupProbe"].get("grpc") == {"port": port}, f"{where}: startup probe")
         # Liveness must not follow Redis (grpc.health.v1 does): the metrics endpoint.
         need(c["livenessProbe"].get("httpGet") == {"path": "/metrics", "port": "metrics"}, f"{where}: liveness probe")
         ann = pod["metadata"].get("annotations", {})
@@ -315,7 +348,7 @@ for target in ("base", "dev", "prod"):
 sys.exit("\n".join(problems) or None)
 EOF
 }
-check "manifest invariants (probes, grace, ports, annotations, Redis AOF, overlays)" check_invariants
+check "manifest invariants (probes, grace, ports, annotations, Redis AOF, overlays, prod TLS/auth)" check_invariants
 
 # ---------------------------------------------------------------------------------
 log "==> 3. deploy/local/compose.yaml"
