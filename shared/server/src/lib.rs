@@ -37,6 +37,7 @@ mod logging;
 mod message;
 mod metrics;
 mod otel;
+mod quota;
 mod rpc;
 mod server;
 mod shutdown;
@@ -49,7 +50,10 @@ pub use args::{
 pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Principal, Subject};
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
-pub use limits::{DEFAULT_MAX_CONCURRENT_STREAMS, LimitArgs, LimitsLayer};
+pub use limits::{
+    DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_RUNS_PER_CONNECTION, DEFAULT_MAX_RUNS_PER_USER,
+    DEFAULT_MAX_STREAMS_PER_USER, LimitArgs, LimitsLayer,
+};
 pub use logging::{exit_code, init_tracing};
 pub use message::{fit_in_message, message_too_large};
 pub use otel::{ServiceInfo, Telemetry};

@@ -15,6 +15,14 @@ use tower_layer::Layer;
 /// Default of `--max-concurrent-streams`: calls one HTTP/2 connection may have open at once.
 pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
 
+/// Default of `--max-streams-per-user`: WatchSession, UploadArtifact and DownloadArtifact calls one user may
+/// have open at once.
+pub const DEFAULT_MAX_STREAMS_PER_USER: u32 = 64;
+/// Default of `--max-runs-per-user`: AgentRunner/Run calls one user may have open at once.
+pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
+/// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.
+pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = 16;
+
 /// Transport limits (flattened into [`crate::GrpcArgs`]).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
@@ -28,13 +36,59 @@ pub struct LimitArgs {
         value_parser = clap::value_parser!(u32).range(1..),
     )]
     pub max_concurrent_streams: u32,
+
+    /// Most WatchSession, UploadArtifact and DownloadArtifact calls one user (the request's user_id) may have
+    /// open at once; one more fails with RESOURCE_EXHAUSTED before anything is stored
+    #[arg(
+        long,
+        env = "ADK_MAX_STREAMS_PER_USER",
+        value_name = "STREAMS",
+        default_value_t = DEFAULT_MAX_STREAMS_PER_USER,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_streams_per_user: u32,
+
+    /// Most Run calls one user (the request's user_id) may have open at once; one more fails with
+    /// RESOURCE_EXHAUSTED before anything is stored
+    #[arg(
+        long,
+        env = "ADK_MAX_RUNS_PER_USER",
+        value_name = "RUNS",
+        default_value_t = DEFAULT_MAX_RUNS_PER_USER,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_runs_per_user: u32,
+
+    /// Most Run calls one client connection may have open at once; one more fails with RESOURCE_EXHAUSTED
+    /// before anything is stored
+    #[arg(
+        long,
+        env = "ADK_MAX_RUNS_PER_CONNECTION",
+        value_name = "RUNS",
+        default_value_t = DEFAULT_MAX_RUNS_PER_CONNECTION,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_runs_per_connection: u32,
 }
 
 impl Default for LimitArgs {
     fn default() -> Self {
         LimitArgs {
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            max_streams_per_user: DEFAULT_MAX_STREAMS_PER_USER,
+            max_runs_per_user: DEFAULT_MAX_RUNS_PER_USER,
+            max_runs_per_connection: DEFAULT_MAX_RUNS_PER_CONNECTION,
         }
+    }
+}
+
+impl LimitArgs {
+    pub(crate) fn quotas(&self) -> crate::quota::Quotas {
+        crate::quota::Quotas::new(crate::quota::QuotaLimits {
+            streams_per_user: self.max_streams_per_user,
+            runs_per_user: self.max_runs_per_user,
+            runs_per_connection: self.max_runs_per_connection,
+        })
     }
 }
 

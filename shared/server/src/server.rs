@@ -231,6 +231,7 @@ impl BoundServer {
             grpc.auth.auth_public_health,
             grpc.auth.auth_public_reflection,
             grpc.max_message_bytes,
+            grpc.limits.quotas(),
         );
         let serving = builder
             .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
@@ -239,7 +240,8 @@ impl BoundServer {
             .layer(RpcLayer::new(methods))
             // The client's deadline, and INVALID_ARGUMENT for undecodable messages (limits.rs).
             .layer(crate::limits::LimitsLayer)
-            // Authentication, and authorization of what each call touches (auth/layer.rs).
+            // Authentication, authorization of what each call touches (auth/layer.rs), and
+            // concurrent streams and runs per user and per connection (quota.rs).
             .layer(auth)
             .add_routes(routes.routes())
             .add_service(health_service)

@@ -4,9 +4,13 @@
 //! server-streaming call; the header of an upload), decodes it with the method's
 //! row of the [`ScopeTable`], checks it against the credential, then hands the
 //! handler the body with that message put back in front.
+//!
+//! The same decoded message names the user whose concurrent streams and runs are
+//! counted (quota.rs): those methods are read here with auth off too.
 
-use super::scope::{ScopeTable, authorize};
+use super::scope::{Scope, ScopeTable, authorize};
 use super::{Authenticator, Principal};
+use crate::quota::{self, Quotas};
 use http_body::{Body as _, Frame};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -33,6 +37,7 @@ struct Shared {
     public_health: bool,
     public_reflection: bool,
     max_message_bytes: usize,
+    quotas: Quotas,
 }
 
 impl AuthLayer {
@@ -41,6 +46,7 @@ impl AuthLayer {
         public_health: bool,
         public_reflection: bool,
         max_message_bytes: usize,
+        quotas: Quotas,
     ) -> AuthLayer {
         AuthLayer {
             shared: Arc::new(Shared {
@@ -49,6 +55,7 @@ impl AuthLayer {
                 public_health,
                 public_reflection,
                 max_message_bytes,
+                quotas,
             }),
         }
     }
@@ -89,10 +96,14 @@ where
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
         let shared = self.shared.clone();
-        let Some(authenticator) = &shared.authenticator else {
-            return Box::pin(self.inner.call(request));
-        };
         let path = request.uri().path();
+        let quota = quota::kind(path);
+        let Some(authenticator) = &shared.authenticator else {
+            return match quota {
+                Some(kind) => self.counted(request, kind),
+                None => Box::pin(self.inner.call(request)),
+            };
+        };
         let service = path
             .strip_prefix('/')
             .and_then(|p| p.split_once('/'))
@@ -121,17 +132,70 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         let max_message_bytes = shared.max_message_bytes;
         Box::pin(async move {
-            let (mut parts, body) = request.into_parts();
+            let (parts, body) = request.into_parts();
             let (first, body) = match first_message(body, max_message_bytes).await {
                 Ok(read) => read,
                 Err(status) => return Ok(status.into_http()),
             };
-            let checked = extract(&first).and_then(|scope| authorize(&principal, &scope));
-            if let Err(status) = checked {
-                return Ok(status.into_http());
-            }
+            let scope = match extract(&first).and_then(|scope| authorize(&principal, &scope).map(|()| scope)) {
+                Ok(scope) => scope,
+                Err(status) => return Ok(status.into_http()),
+            };
+            let request = http::Request::from_parts(parts, body);
+            let held = match (quota, &scope) {
+                (Some(kind), Scope::User { user, .. }) => match shared.quotas.acquire(kind, user, &request) {
+                    Ok(held) => Some(held),
+                    Err(status) => return Ok(status.into_http()),
+                },
+                _ => None,
+            };
+            let (mut parts, body) = request.into_parts();
             parts.extensions.insert::<Principal>(principal);
-            inner.call(http::Request::from_parts(parts, body)).await
+            let response = inner.call(http::Request::from_parts(parts, body)).await?;
+            Ok(match held {
+                Some(held) => quota::hold(response, held),
+                None => response,
+            })
+        })
+    }
+}
+
+impl<S> AuthService<S>
+where
+    S: Service<http::Request<Body>, Response = http::Response<Body>> + Clone + Send + 'static,
+    S::Error: Send + 'static,
+    S::Future: Send + 'static,
+{
+    /// With auth off: a quota'd call, counted against the user its first message names.
+    /// A message that does not decode goes on uncounted, for the handler to refuse.
+    fn counted(
+        &mut self,
+        request: http::Request<Body>,
+        kind: quota::Kind,
+    ) -> BoxFuture<http::Response<Body>, S::Error> {
+        let shared = self.shared.clone();
+        let extract = shared.scopes.extractor(request.uri().path());
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        Box::pin(async move {
+            let (parts, body) = request.into_parts();
+            let (first, body) = match first_message(body, shared.max_message_bytes).await {
+                Ok(read) => read,
+                Err(status) => return Ok(status.into_http()),
+            };
+            let request = http::Request::from_parts(parts, body);
+            let held = match extract.map(|extract| extract(&first)) {
+                Some(Ok(Scope::User { user, .. })) => match shared.quotas.acquire(kind, &user, &request) {
+                    Ok(held) => Some(held),
+                    Err(status) => return Ok(status.into_http()),
+                },
+                _ => None,
+            };
+            let response = inner.call(request).await?;
+            Ok(match held {
+                Some(held) => quota::hold(response, held),
+                None => response,
+            })
         })
     }
 }
