@@ -462,3 +462,57 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         .expect("filtered get fits");
     assert_eq!(recent.into_inner().events.len(), 2);
 }
+
+/// SEMANTICS Events 3: an event sent with no id and no timestamp is stored with a
+/// server-assigned UUIDv4 and the time of the append.
+#[tokio::test]
+async fn missing_event_id_and_timestamp_are_filled_in() {
+    let stack = SessionStack::start(&[]).await;
+    let app = unique_prefix("fill");
+    stack
+        .client()
+        .await
+        .create(create_req(&app, "s"))
+        .await
+        .expect("create");
+    let mut raw = SessionServiceClient::connect(stack.server.endpoint())
+        .await
+        .expect("raw client");
+    let before = chrono::Utc::now();
+    let bare = pb::Event {
+        author: "user".into(),
+        ..Default::default()
+    };
+    let stored = raw
+        .append_event(pb::AppendEventRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            event: Some(bare),
+            precondition: None,
+        })
+        .await
+        .expect("append")
+        .into_inner();
+    let id = uuid_v4(&stored.id);
+    assert_eq!(id, 4, "the server assigns a UUIDv4, got {:?}", stored.id);
+    let at = stored.timestamp.expect("the server assigns a timestamp");
+    let at = chrono::DateTime::from_timestamp(at.seconds, at.nanos as u32).expect("valid time");
+    assert!(
+        at >= before - chrono::Duration::seconds(1) && at <= chrono::Utc::now(),
+        "timestamp {at} is the append's time"
+    );
+    let session = stack.client().await.get(get_req(&app, "s")).await.expect("get");
+    assert_eq!(
+        session.events.at(0).expect("stored").id,
+        stored.id,
+        "the stored event carries the assigned id"
+    );
+}
+
+/// The version of a UUID string, or 0 when it is not one.
+fn uuid_v4(text: &str) -> usize {
+    let hex: String = text.chars().filter(|c| *c != '-').collect();
+    let shaped = text.len() == 36 && hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit());
+    if shaped { hex[12..13].parse().unwrap_or(0) } else { 0 }
+}

@@ -6,7 +6,7 @@ use adk_artifact_service::artifact_service;
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
-    StoreArgs, exit_code, init_tracing,
+    StoreArgs, run_binary,
 };
 use adk_session_service::session_service;
 use anyhow::Context;
@@ -46,14 +46,8 @@ async fn main() -> ExitCode {
         name: env!("CARGO_BIN_NAME"),
         version: env!("CARGO_PKG_VERSION"),
     };
-    let telemetry = match init_tracing(&cli.log, service) {
-        Ok(telemetry) => telemetry,
-        Err(err) => return exit_code(Err(err)),
-    };
-    let result = run(cli).await;
-    // The last spans (the drain's included) reach the collector before the exit.
-    telemetry.shutdown().await;
-    exit_code(result)
+    let log = cli.log.clone();
+    run_binary(&log, service, run(cli)).await
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 use adk_artifact_service::artifact_service;
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, Shutdown, StoreArgs,
-    exit_code, init_tracing,
+    run_binary,
 };
 use anyhow::Context;
 use clap::Parser;
@@ -36,14 +36,8 @@ async fn main() -> ExitCode {
         name: env!("CARGO_BIN_NAME"),
         version: env!("CARGO_PKG_VERSION"),
     };
-    let telemetry = match init_tracing(&cli.log, service) {
-        Ok(telemetry) => telemetry,
-        Err(err) => return exit_code(Err(err)),
-    };
-    let result = run(cli).await;
-    // The last spans (the drain's included) reach the collector before the exit.
-    telemetry.shutdown().await;
-    exit_code(result)
+    let log = cli.log.clone();
+    run_binary(&log, service, run(cli)).await
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {

@@ -54,7 +54,7 @@ pub use limits::{
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_RUNS_PER_CONNECTION, DEFAULT_MAX_RUNS_PER_USER,
     DEFAULT_MAX_STREAMS_PER_USER, LimitArgs, LimitsLayer,
 };
-pub use logging::{exit_code, init_tracing};
+pub use logging::{exit_code, init_tracing, run_binary};
 pub use message::{fit_in_message, message_too_large};
 pub use otel::{ServiceInfo, Telemetry};
 pub use server::{BoundServer, GrpcServer, ServeError};

@@ -167,3 +167,21 @@ pub fn exit_code(result: anyhow::Result<()>) -> std::process::ExitCode {
         }
     }
 }
+
+/// A binary's whole life after parsing its flags: logging and tracing up, `body`
+/// run, the last spans flushed to the collector, and the exit code (errors logged
+/// with their causes). Every `main` is this, so it is written once.
+pub async fn run_binary(
+    log: &LogArgs,
+    service: ServiceInfo,
+    body: impl std::future::Future<Output = anyhow::Result<()>>,
+) -> std::process::ExitCode {
+    let telemetry = match init_tracing(log, service) {
+        Ok(telemetry) => telemetry,
+        Err(err) => return exit_code(Err(err)),
+    };
+    let result = body.await;
+    // The last spans (the drain's included) reach the collector before the exit.
+    telemetry.shutdown().await;
+    exit_code(result)
+}
