@@ -482,10 +482,13 @@ impl LeaseGuard {
     }
 
     async fn release(mut self) {
-        self.held = false;
         if let Err(e) = self.lease.release(&self.key, &self.owner).await {
             tracing::warn!(invocation_id = %self.owner, error = %e, "could not release the session lease; it expires");
         }
+        // Only now: a stream dropped while the release is in flight (a client
+        // cancelling as the run ends) must still release from `Drop`. Releasing is
+        // compare-and-delete, so a second release is harmless.
+        self.held = false;
     }
 }
 

@@ -3,10 +3,10 @@
 
 mod common;
 
-use adk_core::{Agent, Content, SessionLease, SessionService};
+use adk_core::{Acquire, Agent, Content, LeaseKey, SessionLease, SessionService};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
-use adk_store::{InMemorySessionLease, RedisSessionLease, RedisSessionService, StoreConfig};
+use adk_store::{InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
 use adk_testkit::RedisServer;
 use common::*;
 use futures::StreamExt;
@@ -151,4 +151,64 @@ async fn a_lease_left_by_a_dead_runner_expires() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     server.push(openai::text("after expiry"));
     assert_eq!(h.say("hi").await.ok().texts(), ["after expiry"]);
+}
+
+/// A lease whose release takes a while, so a test can drop a run's stream while
+/// the run's final release is in flight.
+struct SlowRelease(InMemorySessionLease);
+
+#[async_trait::async_trait]
+impl SessionLease for SlowRelease {
+    async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> adk_core::Result<Acquire> {
+        self.0.acquire(key, owner, ttl).await
+    }
+
+    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> adk_core::Result<bool> {
+        self.0.renew(key, owner, ttl).await
+    }
+
+    async fn release(&self, key: &LeaseKey, owner: &str) -> adk_core::Result<()> {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.0.release(key, owner).await
+    }
+}
+
+/// A client that cancels just as its run ends (the stream is dropped while the
+/// runner releases the lease) must not leave the session busy until the lease expires.
+#[tokio::test]
+async fn a_stream_dropped_during_the_final_release_still_frees_the_session() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("done"));
+    let lease = Arc::new(SlowRelease(InMemorySessionLease::new()));
+    let h = Harness::build(
+        agent(&server),
+        Arc::new(InMemorySessionService::new()),
+        lease.clone(),
+        HashMap::new(),
+    )
+    .await;
+
+    let mut stream = h.runner.run(USER, SESSION, hi(), RunOptions::default()).await.unwrap();
+    let reply = stream.next().await.expect("the reply").expect("no error");
+    assert_eq!(reply.content().and_then(Content::text).as_deref(), Some("done"));
+    // The next poll starts the (slow) release; the client goes away in the middle of it.
+    assert!(
+        tokio::time::timeout(Duration::from_millis(50), stream.next())
+            .await
+            .is_err(),
+        "the release is in flight"
+    );
+    drop(stream);
+
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let key = LeaseKey {
+        app_name: APP.into(),
+        user_id: USER.into(),
+        session_id: SESSION.into(),
+    };
+    let acquired = lease.0.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap();
+    assert!(
+        matches!(acquired, Acquire::Acquired),
+        "the session is free: {acquired:?}"
+    );
 }
