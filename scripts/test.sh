@@ -3,6 +3,7 @@
 #   redis-server + redis-cli  from apt   (tests start their own servers and a 3-node cluster)
 #   grpcurl                   from PyPI  (the README walkthrough is executed verbatim)
 #   Python and Node clients   from PyPI and npm, in a cached venv and node_modules (scripts/test-clients.sh)
+#   BENCHMARKS.md's commands, run as written on a smoke scale (scripts/bench-smoke.sh)
 #   deployment checks         hadolint, kubectl kustomize, kubernetes-validate, checkov, dclint (scripts/check-deploy.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +26,8 @@ command -v grpcurl >/dev/null || python3 -m pip install --quiet --disable-pip-ve
 # End-to-end tests spawn the real binaries, so build them first.
 cargo build --workspace --bins
 cargo test --workspace
+# Every command of BENCHMARKS.md, as written, with tiny sizes.
+./scripts/bench-smoke.sh
 # The Python and Node clients against the real binaries built above.
 ./scripts/test-clients.sh
 # The image, the Kubernetes manifests, the compose file, and deploy/local/run.sh for real.

@@ -27,7 +27,9 @@ use tonic::transport::Channel;
 mod runner;
 
 #[derive(Parser)]
-#[command(about = "Load generator for the ADK gRPC services")]
+// A flag given twice takes its last value, so scripts/bench-smoke.sh can shrink a
+// documented command by appending smaller sizes to it.
+#[command(about = "Load generator for the ADK gRPC services", args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     bench: Bench,

@@ -136,10 +136,16 @@ struct Turns {
     turns: u64,
 }
 
-fn turn_request(app: &str, session: &str, turn: usize) -> pb::RunRequest {
+/// The user a worker runs as. One user per worker: the servers' default
+/// `--max-runs-per-user` (8) would refuse most of 32 concurrent runs of one user.
+fn worker_user(worker: usize) -> String {
+    format!("bench-{worker}")
+}
+
+fn turn_request(app: &str, user: &str, session: &str, turn: usize) -> pb::RunRequest {
     pb::RunRequest {
         app_name: app.into(),
-        user_id: "bench".into(),
+        user_id: user.into(),
         session_id: session.into(),
         new_message: Some(pb::Content {
             role: "user".into(),
@@ -154,10 +160,11 @@ fn turn_request(app: &str, session: &str, turn: usize) -> pb::RunRequest {
     }
 }
 
-/// Runs `turns` turns, one after another, on sessions of `turns_per_session` turns.
+/// Runs `turns` turns as `user`, one after another, on sessions of `turns_per_session` turns.
 async fn drive(
     mut client: AgentRunnerClient<Channel>,
     app: String,
+    user: String,
     prefix: String,
     turns: usize,
     turns_per_session: usize,
@@ -172,7 +179,7 @@ async fn drive(
         let session = format!("{prefix}-{}", turn / turns_per_session.max(1));
         let started = Instant::now();
         let mut events = client
-            .run(turn_request(&app, &session, turn))
+            .run(turn_request(&app, &user, &session, turn))
             .await
             .context("Run")?
             .into_inner();
@@ -219,6 +226,7 @@ async fn measure_turns(args: &RunnerArgs, endpoint: &str, concurrency: usize) ->
         warming.push(tokio::spawn(drive(
             client,
             args.app.clone(),
+            worker_user(worker),
             format!("{warmup}-{worker}"),
             3,
             3,
@@ -235,6 +243,7 @@ async fn measure_turns(args: &RunnerArgs, endpoint: &str, concurrency: usize) ->
         workers.push(tokio::spawn(drive(
             client,
             args.app.clone(),
+            worker_user(worker),
             format!("{prefix}-{worker}"),
             per_client,
             args.turns_per_session,
@@ -271,7 +280,7 @@ async fn measure_appends(endpoint: &str, concurrency: usize, per_client: usize) 
             client
                 .create_session(pb::CreateSessionRequest {
                     app_name: app.clone(),
-                    user_id: "bench".into(),
+                    user_id: worker_user(worker),
                     session_id: session.clone(),
                     ..Default::default()
                 })
@@ -280,12 +289,12 @@ async fn measure_appends(endpoint: &str, concurrency: usize, per_client: usize) 
             for i in 0..per_client {
                 let request = pb::AppendEventRequest {
                     app_name: app.clone(),
-                    user_id: "bench".into(),
+                    user_id: worker_user(worker),
                     session_id: session.clone(),
                     event: Some(pb::Event {
                         author: "assistant".into(),
                         invocation_id: "e-bench".into(),
-                        content: turn_request("", "", i).new_message,
+                        content: turn_request("", "", "", i).new_message,
                         ..Default::default()
                     }),
                     precondition: None,

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Runs every command of BENCHMARKS.md's ```bash blocks as written, shrunk to a smoke run,
+# and fails if any of them fails. It proves that the documented commands work on the
+# servers' default flags; it measures nothing (tests never assert timings).
+#
+# What it changes, and only that:
+#   - `cargo build --release --bins` is skipped: the binaries come from
+#     ${CARGO_TARGET_DIR:-target}/debug (scripts/test.sh builds them), so
+#     `target/release/` is read as that directory;
+#   - each adk-bench command gets tiny sizes appended (adk-bench lets a flag given
+#     twice take its last value), e.g. `--ops 2 --lengths 2,20`;
+#   - a server started in the background (`… &`) listens on a free loopback port
+#     with its metrics endpoint off (the machine may run other servers), and the
+#     commands' `127.0.0.1:50051` is read as that port.
+# Any other command fails the run: teach this script how to shrink it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+
+die() { echo "bench-smoke.sh: $*" >&2; exit 1; }
+
+target=${CARGO_TARGET_DIR:-target}
+case $target in /*) ;; *) target=$root/$target ;; esac
+bin=$target/debug
+for name in adk-bench adk-server adk-session-server adk-artifact-server adk-runner-server; do
+  [ -x "$bin/$name" ] || die "$bin/$name not found: run cargo build --workspace --bins first"
+done
+
+# Tiny sizes per bench, appended to the documented flags.
+declare -A shrink=(
+  [sessions]="--ops 2 --lengths 2,20"
+  [artifacts]="--small-ops 2 --medium-ops 1 --large-ops 1"
+  [runner]="--turns 32 --turns-per-session 2"
+)
+
+free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+logs=$(mktemp -d)
+servers=()
+cleanup() {
+  for pid in "${servers[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${servers[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$logs"
+}
+trap cleanup EXIT
+
+# The commands of every ```bash block, one per line (a trailing comment dropped).
+mapfile -t commands < <(awk '
+  /^```/ { inside = ($0 ~ /^```bash[[:space:]]*$/) ? !inside : 0; next }
+  inside { sub(/[[:space:]]+#.*$/, ""); if ($0 !~ /^[[:space:]]*(#|$)/) print }
+' BENCHMARKS.md)
+[ ${#commands[@]} -gt 0 ] || die "no commands found in BENCHMARKS.md"
+
+port=""
+ran=0
+for command in "${commands[@]}"; do
+  read -r -a words <<<"$command"
+  case $command in
+    "cargo build "*)
+      echo "== skipped (the debug binaries stand in for release): $command"
+      continue ;;
+    target/release/adk-bench\ *)
+      bench=${words[1]}
+      [ -n "${shrink[$bench]:-}" ] || die "no smoke sizes for \`adk-bench $bench\`: add them to this script"
+      if [[ $command == *"127.0.0.1:50051"* ]]; then
+        [ -n "$port" ] || die "\`$command\` needs the server BENCHMARKS.md starts before it"
+      fi
+      run=("$bin/adk-bench" "${words[@]:1}")
+      run=("${run[@]/127.0.0.1:50051/127.0.0.1:$port}")
+      # shellcheck disable=SC2206 # the sizes are words
+      run+=(${shrink[$bench]})
+      echo "== $command   [smoke: ${shrink[$bench]}]"
+      started=$SECONDS
+      timeout 600 "${run[@]}" >"$logs/bench.log" 2>&1 || {
+        cat "$logs/bench.log" >&2
+        die "failed: $command"
+      }
+      echo "   ok in $((SECONDS - started)) s"
+      ran=$((ran + 1)) ;;
+    target/release/adk-*" &")
+      server=${words[0]#target/release/}
+      port=$(free_port)
+      args=("${words[@]:1}")
+      unset 'args[${#args[@]}-1]' # the trailing &
+      echo "== $command   [on 127.0.0.1:$port]"
+      "$bin/$server" "${args[@]}" --listen "127.0.0.1:$port" --metrics-listen off >"$logs/$server.log" 2>&1 &
+      servers+=($!)
+      # Ready once the port accepts a connection (15 s at most).
+      for _ in $(seq 150); do
+        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+        kill -0 "${servers[-1]}" 2>/dev/null || { cat "$logs/$server.log" >&2; die "$server exited: $command"; }
+        sleep 0.1
+      done
+      (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null || die "$server never listened on $port" ;;
+    *)
+      die "does not know how to run \`$command\` from BENCHMARKS.md: teach it" ;;
+  esac
+done
+[ $ran -gt 0 ] || die "BENCHMARKS.md has no adk-bench command"
+echo "bench-smoke.sh: all $ran benchmark commands of BENCHMARKS.md ran"
