@@ -35,11 +35,13 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         deltas_replace_values_and_store_null,
         re_append_is_idempotent,
         precondition_detects_concurrent_changes,
+        a_retry_wins_over_its_stale_precondition,
         get_filters_recent_and_after,
         list_orders_by_last_update_and_pages,
         delete_removes_session_but_not_shared_state,
         list_events_pages_both_ways,
         watch_replays_then_follows_live,
+        deleting_a_session_ends_its_watch_with_not_found,
         bad_input_is_rejected_and_changes_nothing,
         ttl_expires_sessions_and_appends_refresh_it,
     );
@@ -488,6 +490,45 @@ async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
     assert_eq!(s.state.get("lost"), None, "aborted appends apply no state");
 }
 
+/// A client whose append landed but whose reply was lost (a timeout, `UNAVAILABLE`)
+/// retries with the same event id and the same precondition. By then the session has
+/// moved on (its own event, maybe others'), so the precondition is stale; the retry
+/// must still get the stored event, not `ABORTED`: the id check comes first.
+async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
+    let app = unique_prefix("retry-precond");
+    create(svc, &app, "u", "s", &[]).await;
+    let first = event_with(&[("n", json!(1))]);
+    let guarded = |event: Event| AppendEventRequest {
+        precondition: Some(Precondition::LastSequence(0)),
+        ..append_req(&app, "u", "s", event)
+    };
+    let stored = svc.append_event(guarded(first.clone())).await.expect("first try");
+    append(svc, &app, "u", "s", event_with(&[("n", json!(2))])).await;
+    let retried = svc
+        .append_event(guarded(first.clone()))
+        .await
+        .expect("a retry with a stale precondition returns the stored event");
+    assert_eq!(retried, stored);
+    let stale_by_id = AppendEventRequest {
+        precondition: Some(Precondition::LastEventId("no-such-event".into())),
+        ..append_req(&app, "u", "s", first)
+    };
+    let retried = svc
+        .append_event(stale_by_id)
+        .await
+        .expect("a retry with a stale last_event_id returns the stored event");
+    assert_eq!(retried, stored);
+    let s = get(svc, &app, "u", "s").await;
+    assert_eq!(s.event_count, 2, "the retries stored nothing");
+    assert_eq!(s.state.get("n"), Some(json!(2)), "the retries changed no state");
+    // A new event with the same stale precondition is refused as before.
+    expect_code(
+        svc.append_event(guarded(event_with(&[("n", json!(3))]))).await,
+        Code::Aborted,
+        "a new event with a stale precondition",
+    );
+}
+
 async fn get_filters_recent_and_after(svc: &dyn SessionService) {
     let app = unique_prefix("filters");
     create(svc, &app, "u", "s", &[]).await;
@@ -780,6 +821,41 @@ async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
     partial.llm_response.partial = true;
     append(svc, &app, "u", "s", partial).await;
     assert_quiet(&mut resumed).await;
+}
+
+/// A watch of a session that is deleted ends with `NOT_FOUND` (not OK, not silence),
+/// so a follower knows not to resume it. Redis notices between two blocking reads
+/// (about 2 s), hence the generous wait.
+async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionService) {
+    let app = unique_prefix("watch-delete");
+    create(svc, &app, "u", "s", &[]).await;
+    let first = append(svc, &app, "u", "s", event_with(&[])).await;
+    let mut watch = svc
+        .watch(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: Some(0),
+        })
+        .await
+        .expect("watch");
+    assert_eq!(next_event(&mut watch).await, first, "the watch is running");
+    svc.delete(DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    })
+    .await
+    .expect("delete");
+    match tokio::time::timeout(Duration::from_secs(10), watch.next()).await {
+        Ok(Some(Err(err))) => assert_eq!(err.code(), Code::NotFound, "{err}"),
+        other => panic!("expected the watch to end with NOT_FOUND within 10 s, got {other:?}"),
+    }
+    let after = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;
+    assert!(
+        matches!(after, Ok(None)),
+        "nothing follows the NOT_FOUND: {after:?}"
+    );
 }
 
 async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
