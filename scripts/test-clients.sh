@@ -6,7 +6,8 @@
 #   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #                                     clients/python/requirements-dev.txt (grpcio, grpcio-tools, protobuf, pytest)
 #   clients/node/node_modules         npm ci, from the committed package-lock.json
-# then generates the Python stubs from proto/ and runs pytest and `node --test`.
+# then generates the Python stubs from proto/ and runs pytest and `node --test`, and
+# finally runs each client's quickstart as its README writes it, twice against one server.
 #
 # The binaries are not built here: run `cargo build --workspace --bins` first (they are
 # looked up in ${CARGO_TARGET_DIR:-target}/debug). The tests start and stop their own
@@ -61,12 +62,65 @@ mkdir -p "$cache"
 # npm ci installs exactly package-lock.json (it reuses npm's cache, so a rerun is quick).
 (cd clients/node && npm ci --no-audit --no-fund --prefer-offline --loglevel=error)
 
+# --- the quickstarts, as the READMEs write them ---------------------------------------
+# Runs the ```bash quickstart block of a README twice against one adk-server, and checks
+# that both runs tell the whole tour. Only this differs from a user at a terminal:
+#   - the line marked "# in another terminal" (cargo run … adk-server -- ARGS) is run here
+#     as the built binary with ARGS, on a free port that stands in for localhost:50051,
+#     with its metrics endpoint off (the machine may run other servers);
+#   - the lines marked "# once" (making a venv and installing the pinned packages into it)
+#     are the venv above, made from the same requirements file, activated;
+#   - every other line runs as written, from the repository root, in one bash -e.
+quickstart_servers=()
+stop_quickstart_servers() {
+  local pid
+  for pid in "${quickstart_servers[@]}"; do kill "$pid" 2>/dev/null || true; done
+}
+trap stop_quickstart_servers EXIT
+run_quickstart() {
+  local readme=$1 block server_line args port steps out run
+  block=$(awk '/^```/ { inside = ($0 ~ /^```bash quickstart[[:space:]]*$/) ? !inside : 0; next } inside' "$readme")
+  [ -n "$block" ] || die "$readme has no \`\`\`bash quickstart block"
+  server_line=$(grep -e '# in another terminal' <<<"$block") || die "$readme: no line starts the server"
+  case $server_line in
+    "cargo run --release --bin adk-server -- "*) ;;
+    *) die "$readme: the server line is not \`cargo run --release --bin adk-server -- …\`: teach this script" ;;
+  esac
+  args=${server_line#cargo run --release --bin adk-server -- }
+  args=${args%%#*}
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  # shellcheck disable=SC2086 # ARGS are words, as in the README
+  "$ADK_BIN_DIR/adk-server" $args --listen "127.0.0.1:$port" --metrics-listen off \
+    >"$cache/quickstart-server.log" 2>&1 &
+  quickstart_servers+=($!)
+  for _ in $(seq 150); do # ready once the port accepts a connection (15 s at most)
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+  steps=$(grep -v -e '# in another terminal' -e '# once' <<<"$block" | sed "s/localhost:50051/127.0.0.1:$port/g")
+  for run in 1 2; do
+    echo "   run $run: $(tr '\n' ';' <<<"$steps")"
+    if ! out=$(PATH="$venv/bin:$PATH" VIRTUAL_ENV=$venv bash -e -c "$steps" 2>&1); then
+      echo "$out" >&2
+      return 1
+    fi
+    for expected in "assistant: You said: Hello, agent!" "booker: Booked: 2 nights at Hotel Sakura."; do
+      grep -qF -- "$expected" <<<"$out" || { echo "$out" >&2; echo "run $run: no \"$expected\"" >&2; return 1; }
+    done
+  done
+  kill "${quickstart_servers[-1]}"
+}
+
 # --- the tests ----------------------------------------------------------------------
 failed=()
 echo "== Python client: pytest (clients/python)"
 (cd clients/python && "$venv/bin/python" -m pytest -p no:cacheprovider) || failed+=(python)
 echo "== Node.js client: node --test (clients/node)"
 (cd clients/node && node --test test/*.test.js) || failed+=(node)
+echo "== Python quickstart, as clients/python/README.md writes it, twice"
+run_quickstart clients/python/README.md || failed+=(python-quickstart)
+echo "== Node.js quickstart, as clients/node/README.md writes it, twice"
+run_quickstart clients/node/README.md || failed+=(node-quickstart)
 if [ ${#failed[@]} -gt 0 ]; then
   die "client tests failed: ${failed[*]}"
 fi

@@ -128,7 +128,11 @@ async fn deepest_accepted(client: &mut SessionServiceClient<Channel>, place: Pla
         let session = format!("d{depth}");
         match send(client, &app, &session, place, nested(shape, depth)).await {
             Ok(()) => {
-                assert_eq!(deepest, depth - 1, "{place:?} {shape:?}: {depth} levels accepted after a refusal");
+                assert_eq!(
+                    deepest,
+                    depth - 1,
+                    "{place:?} {shape:?}: {depth} levels accepted after a refusal"
+                );
                 deepest = depth;
             }
             Err(status) => {
@@ -165,9 +169,7 @@ async fn deepest_accepted(client: &mut SessionServiceClient<Channel>, place: Pla
 #[tokio::test]
 async fn json_nesting_limits_over_grpc_are_exact() {
     let server = ServiceProcess::spawn("adk-server", &[], &[]).await;
-    let mut client = SessionServiceClient::connect(server.endpoint())
-        .await
-        .expect("connect");
+    let mut client = SessionServiceClient::connect(server.endpoint()).await.expect("connect");
     let mut measured = Vec::new();
     for place in [
         Place::CreateSessionState,

@@ -4,6 +4,7 @@
 //   cargo run --release --bin adk-server -- --agents examples/agents.yaml
 // then (from clients/node, after npm ci):
 //   node examples/quickstart.js [localhost:50051]
+// Every run uses a user of its own, so it prints the same tour however often it runs.
 import { randomUUID } from 'node:crypto';
 import { AdkClient, eventText, functionCalls, functionResponse } from '../src/index.js';
 
@@ -36,7 +37,7 @@ try {
   console.log(`last_reply in state: ${JSON.stringify(state.last_reply)}`);
 
   // A client tool: the run pauses with a call for us to answer, then resumes.
-  // (The mock model plays its booking script once per server: after that it echoes.)
+  // (The booker's mock model plays its script afresh in every session.)
   let answer;
   for await (const ev of adk.run('trip_planner', user, 'trip', 'Two nights at Hotel Sakura', { createSession: true })) {
     console.log(`${ev.author}: ${eventText(ev) || '(tool call)'}`);
@@ -50,7 +51,7 @@ try {
   if (answer) {
     for await (const ev of adk.run('trip_planner', user, 'trip', answer)) console.log(`${ev.author}: ${eventText(ev)}`);
   } else {
-    console.log("(no tool call: this server's mock has played its booking script; restart it to see it again)");
+    console.log('(the agent asked for no confirmation)');
   }
 
   // Bad input fails with a status naming the field.

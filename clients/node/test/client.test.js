@@ -191,7 +191,7 @@ describe('AdkClient against adk-server', () => {
   });
 
   it('pauses a run on a client tool and resumes it with a function_response', async () => {
-    // The only test running trip_planner: its mock plays the booking script once per server.
+    // trip_planner's booker plays its mock script (a call, then "Booked: ...") afresh in every session.
     const user = uid('alice');
     await adk.createSession('trip_planner', user, { sessionId: 'trip1' });
     const events = await collect(adk.run('trip_planner', user, 'trip1', 'Two nights at Hotel Sakura, please'));

@@ -6,15 +6,17 @@ import { promisify } from 'node:util';
 import { test } from 'node:test';
 import { startAdkServer } from './server.js';
 
-test('examples/quickstart.js runs against adk-server', async () => {
-  // A server of its own: the mock model plays trip_planner's booking script once per server.
+test('examples/quickstart.js runs against adk-server, again and again', async () => {
+  // The same server every time: each run must tell the whole tour, client tool included.
   const server = await startAdkServer();
   try {
     const script = fileURLToPath(new URL('../examples/quickstart.js', import.meta.url));
-    const { stdout } = await promisify(execFile)(process.execPath, [script, server.address], { timeout: 60000 });
-    assert.match(stdout, /assistant: You said: Hello, agent!\n/);
-    assert.match(stdout, /booker: Booked: 2 nights at Hotel Sakura\./);
-    assert.match(stdout, /invalid input -> code 3 /);
+    for (let run = 1; run <= 2; run++) {
+      const { stdout } = await promisify(execFile)(process.execPath, [script, server.address], { timeout: 60000 });
+      assert.match(stdout, /assistant: You said: Hello, agent!\n/, `run ${run}`);
+      assert.match(stdout, /booker: Booked: 2 nights at Hotel Sakura\./, `run ${run}`);
+      assert.match(stdout, /invalid input -> code 3 /, `run ${run}`);
+    }
   } finally {
     await server.stop();
   }

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """A tour of the ADK services from Python.
 
-Start a server first (from the repository root):
+Start a server first, then run it (from the repository root; the Example section of
+clients/python/README.md has the one-time setup: a venv with the pinned packages, and the
+stubs generated from proto/):
 
     cargo run --release --bin adk-server -- --agents examples/agents.yaml
+    PYTHONPATH=clients/python/src python clients/python/examples/quickstart.py --target localhost:50051
 
-then:
-
-    python examples/quickstart.py [--target localhost:50051]
+Every run uses a user of its own, so it prints the same tour however often it runs.
 """
 from __future__ import annotations
 
@@ -51,7 +52,7 @@ def main() -> int:
         print(f"last_reply in state: {state['last_reply']!r}")
 
         # A client tool: the run pauses with a call for us to answer, then resumes.
-        # (The mock model plays its booking script once per server: after that it echoes.)
+        # (The booker's mock model plays its script afresh in every session.)
         answer = None
         for ev in adk.run("trip_planner", user, "trip", "Two nights at Hotel Sakura", create_session=True):
             print(f"{ev.author}: {event_text(ev)}" if event_text(ev) else f"{ev.author}: (tool call)")
@@ -63,7 +64,7 @@ def main() -> int:
             for ev in adk.run("trip_planner", user, "trip", answer):
                 print(f"{ev.author}: {event_text(ev)}")
         else:
-            print("(no tool call: this server's mock has played its booking script; restart it to see it again)")
+            print("(the agent asked for no confirmation)")
 
         # Bad input fails with a status naming the field.
         try:

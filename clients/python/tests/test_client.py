@@ -160,8 +160,8 @@ def test_run_left_early_is_cancelled_and_the_session_takes_the_next_run(adk: Adk
 
 
 def test_run_client_tool_pauses_then_resumes(adk: AdkClient) -> None:
-    # The only test running trip_planner: its mock model plays the booking script
-    # (a function call, then "Booked: ...") once per server process, then echoes.
+    # trip_planner's booker plays its mock script (a function call, then "Booked: ...")
+    # afresh in every session.
     user = uid("alice")
     adk.create_session("trip_planner", user, session_id="trip1")
     events = list(adk.run("trip_planner", user, "trip1", "Two nights at Hotel Sakura, please"))

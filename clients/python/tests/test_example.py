@@ -11,11 +11,12 @@ from conftest import AGENTS_FILE, COMMON, start
 HERE = Path(__file__).resolve().parent.parent
 
 
-def test_quickstart_runs(tmp_path: Path) -> None:
-    # A server of its own: the mock model plays trip_planner's booking script once per server.
+def test_quickstart_runs_again_and_again(tmp_path: Path) -> None:
+    # The same server every time: each run must tell the whole tour, client tool included.
     server = start("adk-server", ["--agents", str(AGENTS_FILE), *COMMON], tmp_path)
     try:
-        run_quickstart(server.address)
+        for _ in range(2):
+            run_quickstart(server.address)
     finally:
         server.stop()
 

@@ -4,10 +4,13 @@
 //! - **echo**: replies "You said: <the last user text>";
 //! - **scripted**: plays a list of turns, one per model call, in order.
 //!
-//! The script is a cursor on the model instance, shared by every conversation
-//! that uses the instance. The runner builds one model per app, so a test that
-//! scripts a conversation should give it an app of its own (or run its
-//! conversations one after another in the order the script expects).
+//! By default the script is a cursor on the model instance, shared by every
+//! conversation that uses the instance. The runner builds one model per app, so
+//! a test that scripts a conversation should give it an app of its own (or run
+//! its conversations one after another in the order the script expects).
+//! With `per_conversation` every conversation plays the script from its start
+//! instead: a demo then answers each new session the same way, however many
+//! ran before it on the same server.
 
 use crate::response;
 use adk_core::{
@@ -29,6 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 ///           args: { city: Paris }
 ///     - text: "It is sunny in Paris."
 ///   when_exhausted: echo   # or `error` (the default)
+///   per_conversation: true # each conversation from turn 1 (default: one script per server)
 /// ```
 ///
 /// No turns means echo mode.
@@ -39,6 +43,9 @@ pub struct MockConfig {
     pub turns: Vec<MockTurn>,
     #[serde(default)]
     pub when_exhausted: WhenExhausted,
+    /// Each conversation plays the script from its first turn (see [`MockModel::per_conversation`]).
+    #[serde(default)]
+    pub per_conversation: bool,
 }
 
 /// One scripted model call.
@@ -88,6 +95,8 @@ pub struct MockModel {
     /// `None` in echo mode.
     script: Option<Vec<MockTurn>>,
     when_exhausted: WhenExhausted,
+    per_conversation: bool,
+    /// Calls answered so far; the script's position unless `per_conversation`.
     cursor: AtomicUsize,
 }
 
@@ -98,6 +107,7 @@ impl MockModel {
             name: "mock".into(),
             script: None,
             when_exhausted: WhenExhausted::Echo,
+            per_conversation: false,
             cursor: AtomicUsize::new(0),
         }
     }
@@ -116,7 +126,9 @@ impl MockModel {
         if config.turns.is_empty() {
             MockModel::echo()
         } else {
-            MockModel::scripted(config.turns.clone()).when_exhausted(config.when_exhausted)
+            MockModel::scripted(config.turns.clone())
+                .when_exhausted(config.when_exhausted)
+                .per_conversation(config.per_conversation)
         }
     }
 
@@ -130,13 +142,26 @@ impl MockModel {
         self
     }
 
+    /// With `true`, a call plays the turn numbered by how many of the agent's own
+    /// turns (`model` contents) its request already holds: every conversation
+    /// starts the script afresh and walks it as it goes on, whatever other
+    /// conversations did. The runner sends an agent its own turns as `model`
+    /// contents and everyone else's as `user` ones, so this counts the agent's turns.
+    pub fn per_conversation(mut self, per_conversation: bool) -> Self {
+        self.per_conversation = per_conversation;
+        self
+    }
+
     /// How many calls the model has answered (or refused) so far.
     pub fn calls(&self) -> usize {
         self.cursor.load(Ordering::SeqCst)
     }
 
     fn next_turn(&self, request: &LlmRequest) -> Result<MockTurn> {
-        let call = self.cursor.fetch_add(1, Ordering::SeqCst);
+        let mut call = self.cursor.fetch_add(1, Ordering::SeqCst);
+        if self.per_conversation {
+            call = request.contents.iter().filter(|c| c.role == "model").count();
+        }
         let echo = || MockTurn::Text(echo_reply(request));
         let Some(script) = &self.script else {
             return Ok(echo());

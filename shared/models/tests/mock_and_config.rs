@@ -103,6 +103,68 @@ async fn exhausted_script_can_fall_back_to_echo() {
     assert_eq!(text(&second[0]), "You said: b");
 }
 
+/// The booking demo's shape: a tool call, then the answer once the call's response is in.
+fn booking_script() -> MockModel {
+    MockModel::scripted(vec![
+        MockTurn::FunctionCalls(vec![MockFunctionCall {
+            name: "confirm".into(),
+            args: json!({}),
+            id: Some("c1".into()),
+        }]),
+        MockTurn::Text("Booked.".into()),
+    ])
+    .when_exhausted(WhenExhausted::Echo)
+}
+
+fn fresh_conversation() -> LlmRequest {
+    LlmRequest {
+        contents: vec![Content::new("user").with_text("book it")],
+        ..Default::default()
+    }
+}
+
+/// `fresh_conversation` after the model's call and the client's answer to it.
+fn answered_conversation() -> LlmRequest {
+    let mut request = fresh_conversation();
+    request
+        .contents
+        .push(Content::new("model").with_part(Part::FunctionCall {
+            name: "confirm".into(),
+            args: json!({}),
+            id: Some("c1".into()),
+        }));
+    request.contents.push(Content::new("user").with_text("confirmed"));
+    request
+}
+
+#[tokio::test]
+async fn a_per_conversation_script_starts_afresh_in_every_conversation() {
+    let mock = booking_script().per_conversation(true);
+    for _ in 0..3 {
+        let call = collect_ok(mock.generate_content(fresh_conversation(), false).await.unwrap()).await;
+        assert_eq!(
+            calls(&call[0]).len(),
+            1,
+            "a new conversation gets the script's first turn"
+        );
+        let answer = collect_ok(mock.generate_content(answered_conversation(), false).await.unwrap()).await;
+        assert_eq!(text(&answer[0]), "Booked.");
+    }
+    assert_eq!(mock.calls(), 6);
+}
+
+#[tokio::test]
+async fn a_shared_script_is_played_once_per_model() {
+    let mock = booking_script();
+    let call = collect_ok(mock.generate_content(fresh_conversation(), false).await.unwrap()).await;
+    assert_eq!(calls(&call[0]).len(), 1);
+    let answer = collect_ok(mock.generate_content(answered_conversation(), false).await.unwrap()).await;
+    assert_eq!(text(&answer[0]), "Booked.");
+    // A second conversation finds the script played: it echoes.
+    let again = collect_ok(mock.generate_content(fresh_conversation(), false).await.unwrap()).await;
+    assert_eq!(text(&again[0]), "You said: book it");
+}
+
 #[tokio::test]
 async fn scripted_error_turn_fails_the_call() {
     let mock = MockModel::scripted(vec![MockTurn::Error("quota gone".into())]);

@@ -852,10 +852,7 @@ async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionServi
         other => panic!("expected the watch to end with NOT_FOUND within 10 s, got {other:?}"),
     }
     let after = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;
-    assert!(
-        matches!(after, Ok(None)),
-        "nothing follows the NOT_FOUND: {after:?}"
-    );
+    assert!(matches!(after, Ok(None)), "nothing follows the NOT_FOUND: {after:?}");
 }
 
 async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {

@@ -10,6 +10,18 @@
 The protobuf messages and gRPC stubs (generated from proto/adk/v1 by generate.py) are
 in ``adk_client.v1``, e.g. ``adk_client.v1.event_pb2.Event``.
 """
+try:
+    from . import v1 as _v1  # noqa: F401 (generated, not committed: see generate.py)
+except ModuleNotFoundError as err:
+    if err.name != f"{__name__}.v1":
+        raise
+    raise ModuleNotFoundError(
+        "adk_client.v1, the stubs generated from proto/, is missing: run "
+        "`python clients/python/generate.py` from the repository root (it needs grpcio-tools: "
+        "`pip install -r clients/python/requirements-dev.txt`), or `pip install ./clients/python`",
+        name=err.name,
+    ) from None
+
 from ._convert import (
     JsonValue,
     dict_to_struct,
