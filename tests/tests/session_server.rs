@@ -463,7 +463,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     assert_eq!(recent.into_inner().events.len(), 2);
 }
 
-/// SEMANTICS Events 3: an event sent with no id and no timestamp is stored with a
+/// docs/semantics.md, Events 3: an event sent with no id and no timestamp is stored with a
 /// server-assigned UUIDv4 and the time of the append.
 #[tokio::test]
 async fn missing_event_id_and_timestamp_are_filled_in() {

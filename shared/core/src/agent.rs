@@ -1,4 +1,4 @@
-//! The agent interface (seed 003 `Agent`) and the per-invocation run settings.
+//! The agent interface (ADK's `BaseAgent`) and the per-invocation run settings.
 
 use crate::context::InvocationContext;
 use crate::error::Result;

@@ -1,4 +1,4 @@
-//! What agents, callbacks and tools see of the invocation they run in (seed 003):
+//! What agents, callbacks and tools see of the invocation they run in, as in ADK:
 //! `ReadonlyContext` ⊂ `CallbackContext` ⊂ `ToolContext` / `InvocationContext`.
 //! The runner implements them; agents and tools only use them.
 

@@ -1,4 +1,4 @@
-//! The model interface every provider implements (seed 003 `Llm`).
+//! The model interface every provider implements (ADK's `BaseLlm`).
 
 use crate::content::Content;
 use crate::error::Result;

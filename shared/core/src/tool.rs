@@ -1,4 +1,4 @@
-//! Tools the model can call (seed 003 `Tool`) and toolsets that provide them per context.
+//! Tools the model can call (ADK's `BaseTool`) and toolsets that provide them per context.
 
 use crate::context::{CallbackContext, ReadonlyContext, ToolContext};
 use crate::error::Result;

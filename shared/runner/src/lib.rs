@@ -1,4 +1,4 @@
-//! Runs ADK agents (seed 003/004, SEMANTICS.md "Runner").
+//! Runs ADK agents, as `docs/semantics.md` section 7 (Runner) describes.
 //!
 //! - [`LlmAgent`] (built with [`LlmAgentBuilder`]): a model with an instruction,
 //!   tools, sub-agents to transfer to, `output_key`, model callbacks;

@@ -1,6 +1,6 @@
 //! `Runner`: runs an agent tree for one user message and streams what happens.
 //!
-//! Per invocation (SEMANTICS.md, Runner):
+//! Per invocation (`docs/semantics.md`, Runner 1-6):
 //! 1. a new invocation id `e-<uuid>`; the session's lease is taken (one
 //!    invocation per session at a time, across replicas);
 //! 2. the user's message is stored as an event by `"user"` (with the run's

@@ -1,5 +1,5 @@
-//! The `ArtifactService` conformance suite: every rule of SEMANTICS.md (Artifacts,
-//! and the file-name rules of Identifiers) as a check, run against each backend —
+//! The `ArtifactService` conformance suite: every store rule of `docs/semantics.md`
+//! (Artifacts, and the file-name rule of Identifiers) as a check, run against each backend —
 //! memory, Redis, Redis Cluster, and the gRPC client — so they cannot drift apart.
 //!
 //! Every case uses its own app name, so the suite can share a store with other tests.

@@ -1,5 +1,5 @@
-//! The `SessionService` conformance suite: every rule of SEMANTICS.md (Identifiers,
-//! State, Sessions, Events) as a check, run against each backend — memory, Redis,
+//! The `SessionService` conformance suite: every store rule of `docs/semantics.md`
+//! (Identifiers, State and scopes, Sessions, Events, Event log and watches) as a check, run against each backend — memory, Redis,
 //! Redis Cluster, and the gRPC client — so they cannot drift apart.
 //!
 //! Every case uses its own app name, so the suite can share a store with other tests.
