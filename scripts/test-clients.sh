@@ -70,7 +70,9 @@ mkdir -p "$cache"
 #     with its metrics endpoint off (the machine may run other servers);
 #   - the lines marked "# once" (making a venv and installing the pinned packages into it)
 #     are the venv above, made from the same requirements file, activated;
-#   - every other line runs as written, from the repository root, in one bash -e.
+#   - every other line runs as written, from the repository root, in one bash -e;
+#   - the further arguments are generated paths a fresh clone lacks (git ignores them):
+#     they are deleted first, so the block has to make them itself.
 quickstart_servers=()
 stop_quickstart_servers() {
   local pid
@@ -79,6 +81,8 @@ stop_quickstart_servers() {
 trap stop_quickstart_servers EXIT
 run_quickstart() {
   local readme=$1 block server_line args port steps out run
+  shift
+  rm -rf "$@"
   block=$(awk '/^```/ { inside = ($0 ~ /^```bash quickstart[[:space:]]*$/) ? !inside : 0; next } inside' "$readme")
   [ -n "$block" ] || die "$readme has no \`\`\`bash quickstart block"
   server_line=$(grep -e '# in another terminal' <<<"$block") || die "$readme: no line starts the server"
@@ -118,7 +122,7 @@ echo "== Python client: pytest (clients/python)"
 echo "== Node.js client: node --test (clients/node)"
 (cd clients/node && node --test test/*.test.js) || failed+=(node)
 echo "== Python quickstart, as clients/python/README.md writes it, twice"
-run_quickstart clients/python/README.md || failed+=(python-quickstart)
+run_quickstart clients/python/README.md clients/python/src/adk_client/v1 || failed+=(python-quickstart)
 echo "== Node.js quickstart, as clients/node/README.md writes it, twice"
 run_quickstart clients/node/README.md || failed+=(node-quickstart)
 if [ ${#failed[@]} -gt 0 ]; then

@@ -10,17 +10,16 @@
 The protobuf messages and gRPC stubs (generated from proto/adk/v1 by generate.py) are
 in ``adk_client.v1``, e.g. ``adk_client.v1.event_pb2.Event``.
 """
-try:
-    from . import v1 as _v1  # noqa: F401 (generated, not committed: see generate.py)
-except ModuleNotFoundError as err:
-    if err.name != f"{__name__}.v1":
-        raise
+import importlib.util as _importlib_util
+
+# The stubs are generated, not committed (see generate.py): say how to make them.
+if _importlib_util.find_spec(f"{__name__}.v1") is None:
     raise ModuleNotFoundError(
         "adk_client.v1, the stubs generated from proto/, is missing: run "
         "`python clients/python/generate.py` from the repository root (it needs grpcio-tools: "
         "`pip install -r clients/python/requirements-dev.txt`), or `pip install ./clients/python`",
-        name=err.name,
-    ) from None
+        name=f"{__name__}.v1",
+    )
 
 from ._convert import (
     JsonValue,
