@@ -716,6 +716,29 @@ mod tests {
         assert_eq!(SessionCursor::decode(&edge.encode(&sessions), &sessions).unwrap(), edge);
     }
 
+    #[test]
+    fn the_default_ttl_obeys_the_same_maximum() {
+        let own = CreateRequest {
+            ttl: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let none = CreateRequest::default();
+        let too_long = validate::MAX_SESSION_TTL + Duration::from_secs(1);
+        assert_eq!(own.effective_ttl(Some(too_long)).unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(none.effective_ttl(None).unwrap(), None);
+        assert_eq!(
+            none.effective_ttl(Some(validate::MAX_SESSION_TTL)).unwrap(),
+            Some(validate::MAX_SESSION_TTL)
+        );
+        let err = none.effective_ttl(Some(too_long)).unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::FailedPrecondition,
+            "a configuration error, not the client's"
+        );
+        assert!(err.to_string().contains("default session TTL"), "{err}");
+    }
+
     const MAX_PAGE: usize = crate::validate::MAX_PAGE_SIZE;
 
     #[test]

@@ -432,7 +432,7 @@ impl SessionService for RedisSessionService {
         event.sequence = 0; // assigned by the script
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
         let delta = ScopedDelta::split(&event.actions.state_delta);
-        let time = Micros::of(event.timestamp);
+        let event_us = event.timestamp.timestamp_micros().to_string();
         let update = Micros::of(session_update_time(event.timestamp, Utc::now()));
         let (kind, expected) = match &req.precondition {
             None => ("", String::new()),
@@ -453,16 +453,15 @@ impl SessionService for RedisSessionService {
             .arg(&event.id)
             .arg(kind)
             .arg(expected)
-            .arg(&time.us)
-            .arg(&time.ns)
+            .arg(&update.us)
+            .arg(&update.ns)
             .arg(&keys.session_id)
             .arg(&keys.app_member)
             .arg(pb::Event::from(&event).encode_to_vec())
             .arg(delta.session.len())
             .arg(delta.user.len())
             .arg(app_delta.len())
-            .arg(&update.us)
-            .arg(&update.ns);
+            .arg(event_us);
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }

@@ -81,11 +81,10 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///
 /// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
 /// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq'), 3 precondition value,
-///       4 event time (µs, for the timestamp index), 5 its extra nanoseconds (unused),
+///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
 ///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
-///       9 #session fields, 10 #user fields, 11 #app fields,
-///       12 the session's new update time (µs; meta and listing indexes), 13 its extra nanoseconds,
-///       then field/JSON pairs in that order.
+///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
+///       the timestamp index), then field/JSON pairs in that order.
 /// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
@@ -118,14 +117,14 @@ local stored = ARGV[8] .. '\128\1' .. varint(seq)
 -- it comes first, so a failure leaves everything unchanged.
 redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
 redis.call('HSET', KEYS[4], ARGV[1], seq)
-redis.call('ZADD', KEYS[5], ARGV[4], seq)
-local at = 14
+redis.call('ZADD', KEYS[5], ARGV[12], seq)
+local at = 13
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[11])) end
-redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[12], 'update_ns', ARGV[13], 'last_id', ARGV[1])
-redis.call('ZADD', KEYS[7], ARGV[12], ARGV[6])
-if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[12], ARGV[7]) end
+redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[5], 'last_id', ARGV[1])
+redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
+if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[4], ARGV[7]) end
 apply_ttl(tonumber(meta[3]) or 0)
 return {'NEW', stored}
 "#
