@@ -187,14 +187,17 @@ impl InMemorySessionService {
     }
 
     /// Starts the reaper unless it runs (it ends with the runtime that ran it: a store
-    /// used from a later runtime gets a new one). Called from async code only.
+    /// used from a later runtime gets a new one). Outside a Tokio runtime (another
+    /// executor) there is none, and expired sessions are dropped only when looked up.
     fn ensure_reaper(&self, inner: &mut Inner) {
         if inner.reaper.as_ref().is_some_and(|task| !task.is_finished()) {
             return;
         }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
         let store = Arc::downgrade(&self.inner);
-        let every = self.reap_interval;
-        inner.reaper = Some(tokio::spawn(reap_until_dropped(store, every)));
+        inner.reaper = Some(runtime.spawn(reap_until_dropped(store, self.reap_interval)));
     }
 
     /// The same store with the reaper running every `every` instead of [`REAP_INTERVAL`]
