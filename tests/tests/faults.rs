@@ -144,7 +144,10 @@ async fn get_pb_session(endpoint: &str, app: &str, session: &str) -> pb::Session
 
 fn pb_state(session: &pb::Session) -> Map<String, Value> {
     let fields = session.state.as_ref().map(|s| s.fields.clone()).unwrap_or_default();
-    fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect()
+    fields
+        .iter()
+        .map(|(k, v)| (k.clone(), json_from_proto(k, v).expect("a value with a kind")))
+        .collect()
 }
 
 /// The state the stored events' deltas imply, applied in sequence order.
@@ -153,7 +156,7 @@ fn folded_state(events: &[pb::Event]) -> Map<String, Value> {
     for event in events {
         if let Some(actions) = &event.actions {
             for (key, value) in &actions.state_delta {
-                state.insert(key.clone(), json_from_proto(value));
+                state.insert(key.clone(), json_from_proto(key, value).expect("a value with a kind"));
             }
         }
     }

@@ -548,9 +548,28 @@ async fn session_numbers_and_tokens(stack: &Stack) {
             .into_inner();
         // One event, one page: forge the token of the same kind the server writes.
         assert!(page.next_page_token.is_empty());
-        b64("events.v1.asc.1")
+        let log = adk_core::ListEventsRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            ..Default::default()
+        };
+        adk_core::session::EventCursor {
+            sequence: 1,
+            newest_first: false,
+        }
+        .encode(&log)
     };
-    let session_token = b64("sessions.v1.0.s1");
+    let listing = adk_core::ListRequest {
+        app_name: APP.into(),
+        user_id: Some(USER.into()),
+        ..Default::default()
+    };
+    let session_token = adk_core::session::SessionCursor {
+        update_micros: 0,
+        member: SESSION.into(),
+    }
+    .encode(&listing);
     let forged = [
         b64("hello world"),
         b64("sessions.v1.notatime.s1"),

@@ -206,7 +206,12 @@ fn function_responses(event: &pb::Event) -> Vec<&pb::FunctionResponse> {
 
 fn state(session: &pb::Session) -> Value {
     let fields = session.state.as_ref().map(|s| s.fields.clone()).unwrap_or_default();
-    Value::Object(fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect())
+    Value::Object(
+        fields
+            .iter()
+            .map(|(k, v)| (k.clone(), json_from_proto(k, v).unwrap()))
+            .collect(),
+    )
 }
 
 fn ids<'a>(events: impl IntoIterator<Item = &'a pb::Event>) -> Vec<String> {
@@ -325,11 +330,13 @@ async fn unknown_apps_are_not_found_and_the_example_apps_are_listed_with_their_t
         .collect();
     assert_eq!(tools, [("confirm_booking", true), ("get_weather", false)]);
     let schema = json_from_proto(
+        "parameters_schema",
         root.sub_agents[1].tools[1]
             .parameters_schema
             .as_ref()
             .expect("a schema"),
-    );
+    )
+    .unwrap();
     assert_eq!(schema["required"], json!(["city"]));
 }
 
@@ -415,7 +422,7 @@ apps:
     let response = function_responses(&result.events[1])[0];
     assert_eq!(response.id.as_deref(), Some("call_1"));
     assert_eq!(
-        json_from_proto(response.response.as_ref().expect("a response")),
+        json_from_proto("response", response.response.as_ref().expect("a response")).unwrap(),
         json!({"city": "Paris", "temp_c": 21})
     );
     assert_eq!(texts(&result.events[2]), "It is 21 degrees in Paris.");
@@ -470,7 +477,7 @@ apps:
     let call = function_calls(call_event)[0];
     assert_eq!(call.name, "confirm");
     assert_eq!(
-        json_from_proto(call.args.as_ref().expect("args")),
+        json_from_proto("args", call.args.as_ref().expect("args")).unwrap(),
         json!({"hotel": "Sakura"})
     );
     let call_id = call.id.clone().expect("the runner gives every call an id");

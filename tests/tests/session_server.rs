@@ -293,7 +293,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
                 ..valid.clone()
             })),
             Code::InvalidArgument,
-            "part has no kind",
+            "event.content.parts[0] has no kind",
         ),
         (
             "timestamp out of range",
@@ -326,7 +326,14 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             "bad state key",
             append(Some(pb::Event {
                 actions: Some(pb::EventActions {
-                    state_delta: [("user:".to_string(), prost_types::Value::default())].into(),
+                    // A null value: a value with no kind would be refused first, for that.
+                    state_delta: [(
+                        "user:".to_string(),
+                        prost_types::Value {
+                            kind: Some(prost_types::value::Kind::NullValue(0)),
+                        },
+                    )]
+                    .into(),
                     ..Default::default()
                 }),
                 ..valid.clone()

@@ -3,7 +3,7 @@
 //! events. Errors go through the one `AdkError` → `Status` mapping.
 
 use crate::app::App;
-use adk_core::convert::json_from_proto;
+use adk_core::convert::value_map_from_proto;
 use adk_core::{AdkError, Content, RunConfig, StreamingMode, validate};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
@@ -74,7 +74,7 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
         .new_message
         .as_ref()
         .ok_or_else(|| AdkError::invalid("new_message is required"))?;
-    let content = Content::try_from(message)?;
+    let content = Content::from_proto("new_message", message)?;
     let config = request.run_config.unwrap_or_default();
     let streaming_mode = match pb::StreamingMode::try_from(config.streaming_mode) {
         Ok(pb::StreamingMode::Unspecified | pb::StreamingMode::None) => StreamingMode::None,
@@ -97,11 +97,7 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
         }
     };
     let options = RunOptions {
-        state_delta: request
-            .state_delta
-            .iter()
-            .map(|(key, value)| (key.clone(), json_from_proto(value)))
-            .collect(),
+        state_delta: value_map_from_proto("state_delta", &request.state_delta)?,
         run_config: RunConfig {
             streaming_mode,
             max_llm_calls,

@@ -270,7 +270,8 @@ async fn apps_built_in_code_are_described_from_the_agent_trait_or_as_told() {
     let tool = &worker.tools[0];
     assert_eq!(tool.name, "lookup");
     assert!(!tool.long_running);
-    let schema = adk_core::convert::json_from_proto(tool.parameters_schema.as_ref().unwrap());
+    let schema =
+        adk_core::convert::json_from_proto("parameters_schema", tool.parameters_schema.as_ref().unwrap()).unwrap();
     assert_eq!(schema["properties"]["word"]["type"], "string");
 }
 

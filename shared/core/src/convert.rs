@@ -12,6 +12,7 @@ use crate::session::{
     ListRequest, ListResponse, Precondition, Session, WatchRequest,
 };
 use crate::state::StateMap;
+use crate::validate::{self, quoted};
 use adk_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 use prost_types::value::Kind;
@@ -37,10 +38,26 @@ pub fn json_to_proto(value: &Value) -> prost_types::Value {
     prost_types::Value { kind: Some(kind) }
 }
 
-/// Whole numbers come back as JSON integers (`42`, not `42.0`), as clients wrote them.
-pub fn json_from_proto(value: &prost_types::Value) -> Value {
-    match &value.kind {
-        None | Some(Kind::NullValue(_)) => Value::Null,
+/// A `google.protobuf.Value` as JSON. Whole numbers come back as JSON integers (`42`, not
+/// `42.0`), as clients wrote them. A value with no kind set, anywhere inside, is
+/// `INVALID_ARGUMENT` naming where (`path` and the keys and indexes below it): it is what
+/// a misspelled field produces in common client libraries, and storing it as `null`
+/// would lose the client's data silently. An explicit `null_value` is `null`.
+pub fn json_from_proto(path: &str, value: &prost_types::Value) -> Result<Value> {
+    json_at(value).map_err(|below| {
+        AdkError::invalid(format!(
+            "{path}{below} is a google.protobuf.Value with no kind set \
+             (null_value, number_value, string_value, bool_value, struct_value or list_value); \
+             send null_value for null"
+        ))
+    })
+}
+
+/// The JSON of `value`, or the place below it (`["key"][2]`…) of a value with no kind.
+fn json_at(value: &prost_types::Value) -> std::result::Result<Value, String> {
+    Ok(match &value.kind {
+        None => return Err(String::new()),
+        Some(Kind::NullValue(_)) => Value::Null,
         Some(Kind::BoolValue(b)) => Value::Bool(*b),
         Some(Kind::NumberValue(n)) => {
             if n.fract() == 0.0 && n.abs() <= MAX_SAFE_INTEGER {
@@ -50,11 +67,25 @@ pub fn json_from_proto(value: &prost_types::Value) -> Value {
             }
         }
         Some(Kind::StringValue(s)) => Value::String(s.clone()),
-        Some(Kind::ListValue(list)) => Value::Array(list.values.iter().map(json_from_proto).collect()),
-        Some(Kind::StructValue(s)) => {
-            Value::Object(s.fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect())
-        }
-    }
+        Some(Kind::ListValue(list)) => Value::Array(
+            list.values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| json_at(v).map_err(|below| format!("[{i}]{below}")))
+                .collect::<std::result::Result<_, _>>()?,
+        ),
+        Some(Kind::StructValue(s)) => Value::Object(
+            s.fields
+                .iter()
+                .map(|(k, v)| {
+                    Ok((
+                        k.clone(),
+                        json_at(v).map_err(|below| format!("[{}]{below}", quoted(k)))?,
+                    ))
+                })
+                .collect::<std::result::Result<_, String>>()?,
+        ),
+    })
 }
 
 pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> prost_types::Struct {
@@ -63,21 +94,34 @@ pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> 
     }
 }
 
-pub fn map_from_struct(s: Option<&prost_types::Struct>) -> HashMap<String, Value> {
-    s.map(|s| s.fields.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect())
-        .unwrap_or_default()
+/// A `Struct` field (`state`, `custom_metadata`) as a JSON map; see [`json_from_proto`].
+pub fn map_from_struct(field: &str, s: Option<&prost_types::Struct>) -> Result<HashMap<String, Value>> {
+    s.map_or_else(|| Ok(HashMap::new()), |s| values_from_proto(field, &s.fields))
 }
 
 fn value_map_to_proto(map: &HashMap<String, Value>) -> HashMap<String, prost_types::Value> {
     map.iter().map(|(k, v)| (k.clone(), json_to_proto(v))).collect()
 }
 
-fn value_map_from_proto(map: &HashMap<String, prost_types::Value>) -> HashMap<String, Value> {
-    map.iter().map(|(k, v)| (k.clone(), json_from_proto(v))).collect()
+/// A map of `Value`s (`state_delta`) as a JSON map; see [`json_from_proto`].
+pub fn value_map_from_proto(field: &str, map: &HashMap<String, prost_types::Value>) -> Result<HashMap<String, Value>> {
+    values_from_proto(field, map)
 }
 
-fn opt_json_from_proto(value: Option<&prost_types::Value>) -> Value {
-    value.map_or(Value::Null, json_from_proto)
+/// `(key, Value)` pairs as a JSON map, naming `field[key]` for a value with no kind.
+fn values_from_proto<'a>(
+    field: &str,
+    pairs: impl IntoIterator<Item = (&'a String, &'a prost_types::Value)>,
+) -> Result<HashMap<String, Value>> {
+    pairs
+        .into_iter()
+        .map(|(k, v)| Ok((k.clone(), json_from_proto(&format!("{field}[{}]", quoted(k)), v)?)))
+        .collect()
+}
+
+/// An optional `Value` field: absent is `null`.
+fn opt_json_from_proto(path: &str, value: Option<&prost_types::Value>) -> Result<Value> {
+    value.map_or(Ok(Value::Null), |v| json_from_proto(path, v))
 }
 
 // ---------- times ----------
@@ -89,17 +133,20 @@ pub fn timestamp_to_proto(t: DateTime<Utc>) -> prost_types::Timestamp {
     }
 }
 
+/// A valid `google.protobuf.Timestamp`: nanos in 0..1e9 and seconds within years 1 to 9999.
 pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>> {
-    u32::try_from(t.nanos)
+    let time = u32::try_from(t.nanos)
         .ok()
         .filter(|n| *n < 1_000_000_000)
         .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
-        .ok_or_else(|| {
-            AdkError::invalid(format!(
-                "{field} is not a valid timestamp ({}s {}ns)",
-                t.seconds, t.nanos
-            ))
-        })
+        .filter(|time| validate::timestamp(field, time).is_ok());
+    time.ok_or_else(|| {
+        AdkError::invalid(format!(
+            "{field} is not a valid timestamp ({}s {}ns): seconds must be within \
+             0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, nanos within 0 to 999999999",
+            t.seconds, t.nanos
+        ))
+    })
 }
 
 pub fn duration_from_proto(field: &str, d: &prost_types::Duration) -> Result<std::time::Duration> {
@@ -157,12 +204,19 @@ impl From<&Part> for pb::Part {
 impl TryFrom<&pb::Part> for Part {
     type Error = AdkError;
     fn try_from(part: &pb::Part) -> Result<Self> {
+        Part::from_proto("part", part)
+    }
+}
+
+impl Part {
+    /// The part at `path` (e.g. `event.content.parts[0]`), which names a bad value inside it.
+    pub fn from_proto(path: &str, part: &pb::Part) -> Result<Self> {
         use pb::part::Kind as K;
         Ok(match &part.kind {
             None => {
-                return Err(AdkError::invalid(
-                    "part has no kind set (text, inline_data, file_data, function_call or function_response)",
-                ));
+                return Err(AdkError::invalid(format!(
+                    "{path} has no kind set (text, inline_data, file_data, function_call or function_response)"
+                )));
             }
             Some(K::Text(text)) => Part::Text { text: text.clone() },
             Some(K::InlineData(b)) => Part::InlineData {
@@ -175,13 +229,13 @@ impl TryFrom<&pb::Part> for Part {
             },
             Some(K::FunctionCall(c)) => Part::FunctionCall {
                 name: c.name.clone(),
-                args: opt_json_from_proto(c.args.as_ref()),
+                args: opt_json_from_proto(&format!("{path}.function_call.args"), c.args.as_ref())?,
                 id: c.id.clone(),
             },
             Some(K::FunctionResponse(r)) => Part::FunctionResponse {
                 function_response: FunctionResponseData {
                     name: r.name.clone(),
-                    response: opt_json_from_proto(r.response.as_ref()),
+                    response: opt_json_from_proto(&format!("{path}.function_response.response"), r.response.as_ref())?,
                 },
                 id: r.id.clone(),
             },
@@ -201,7 +255,19 @@ impl From<&Content> for pb::Content {
 impl TryFrom<&pb::Content> for Content {
     type Error = AdkError;
     fn try_from(c: &pb::Content) -> Result<Self> {
-        let parts = c.parts.iter().map(Part::try_from).collect::<Result<_>>()?;
+        Content::from_proto("content", c)
+    }
+}
+
+impl Content {
+    /// The content at `path` (e.g. `new_message`), which names a bad value inside it.
+    pub fn from_proto(path: &str, c: &pb::Content) -> Result<Self> {
+        let parts = c
+            .parts
+            .iter()
+            .enumerate()
+            .map(|(i, part)| Part::from_proto(&format!("{path}.parts[{i}]"), part))
+            .collect::<Result<_>>()?;
         Ok(Content {
             role: c.role.clone(),
             parts,
@@ -280,13 +346,16 @@ impl TryFrom<&pb::Event> for Event {
             Some(t) => timestamp_from_proto("event.timestamp", t)?,
             None => Utc::now(),
         };
-        let actions = e.actions.as_ref().map_or_else(EventActions::default, |a| EventActions {
-            state_delta: value_map_from_proto(&a.state_delta),
-            artifact_delta: a.artifact_delta.clone(),
-            skip_summarization: a.skip_summarization,
-            transfer_to_agent: a.transfer_to_agent.clone(),
-            escalate: a.escalate,
-        });
+        let actions = match &e.actions {
+            None => EventActions::default(),
+            Some(a) => EventActions {
+                state_delta: value_map_from_proto("event.actions.state_delta", &a.state_delta)?,
+                artifact_delta: a.artifact_delta.clone(),
+                skip_summarization: a.skip_summarization,
+                transfer_to_agent: a.transfer_to_agent.clone(),
+                escalate: a.escalate,
+            },
+        };
         Ok(Event {
             id: e.id.clone(),
             timestamp,
@@ -294,7 +363,11 @@ impl TryFrom<&pb::Event> for Event {
             branch: e.branch.clone(),
             author: e.author.clone(),
             llm_response: LlmResponse {
-                content: e.content.as_ref().map(Content::try_from).transpose()?,
+                content: e
+                    .content
+                    .as_ref()
+                    .map(|c| Content::from_proto("event.content", c))
+                    .transpose()?,
                 usage_metadata: e.usage_metadata.map(|u| UsageMetadata {
                     prompt_token_count: u.prompt_token_count,
                     candidates_token_count: u.candidates_token_count,
@@ -344,7 +417,7 @@ impl TryFrom<&pb::Session> for Session {
             id: s.id.clone(),
             app_name: s.app_name.clone(),
             user_id: s.user_id.clone(),
-            state: StateMap::new(map_from_struct(s.state.as_ref())),
+            state: StateMap::new(map_from_struct("session.state", s.state.as_ref())?),
             events: Events::new(s.events.iter().map(Event::try_from).collect::<Result<_>>()?),
             create_time: time("session.create_time", &s.create_time)?,
             last_update_time: time("session.last_update_time", &s.last_update_time)?,
@@ -364,7 +437,7 @@ impl TryFrom<pb::CreateSessionRequest> for CreateRequest {
     type Error = AdkError;
     fn try_from(r: pb::CreateSessionRequest) -> Result<Self> {
         Ok(CreateRequest {
-            state: map_from_struct(r.state.as_ref()),
+            state: map_from_struct("state", r.state.as_ref())?,
             ttl: r.ttl.as_ref().map(|d| duration_from_proto("ttl", d)).transpose()?,
             session_id: non_empty(&r.session_id),
             app_name: r.app_name,
@@ -643,7 +716,7 @@ mod tests {
             json!([1, {"a": "b"}]),
             json!(9_007_199_254_740_991i64),
         ] {
-            assert_eq!(json_from_proto(&json_to_proto(&v)), v);
+            assert_eq!(json_from_proto("v", &json_to_proto(&v)).unwrap(), v);
         }
     }
 
@@ -657,7 +730,7 @@ mod tests {
             Content::try_from(&bad_part)
                 .unwrap_err()
                 .to_string()
-                .contains("part has no kind")
+                .contains("content.parts[0] has no kind")
         );
 
         let bad_time = pb::Event {
@@ -722,6 +795,101 @@ mod tests {
                 .to_string()
                 .contains("ttl")
         );
+    }
+
+    #[test]
+    fn values_with_no_kind_are_refused_naming_where() {
+        let none = prost_types::Value { kind: None };
+        let null = json_to_proto(&json!(null));
+        let list = |values| prost_types::Value {
+            kind: Some(Kind::ListValue(prost_types::ListValue { values })),
+        };
+        let object = |key: &str, value| prost_types::Value {
+            kind: Some(Kind::StructValue(prost_types::Struct {
+                fields: [(key.to_string(), value)].into(),
+            })),
+        };
+        let message = |result: Result<Value>| {
+            let err = result.unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            err.to_string()
+        };
+        assert_eq!(
+            json_from_proto("v", &null).unwrap(),
+            json!(null),
+            "an explicit null stays valid"
+        );
+        assert!(message(json_from_proto("v", &none)).starts_with("v is a google.protobuf.Value with no kind"));
+        let nested = object("a", list(vec![null.clone(), object("b", none.clone())]));
+        assert!(message(json_from_proto("state[\"k\"]", &nested)).starts_with(r#"state["k"]["a"][1]["b"] is"#));
+
+        let create = pb::CreateSessionRequest {
+            state: Some(prost_types::Struct {
+                fields: [("color".to_string(), none.clone())].into(),
+            }),
+            ..Default::default()
+        };
+        assert!(message(CreateRequest::try_from(create).map(|_| json!(null))).starts_with(r#"state["color"]"#));
+
+        let mut event = pb::Event::from(&rich_event());
+        event
+            .actions
+            .as_mut()
+            .unwrap()
+            .state_delta
+            .insert("k".into(), list(vec![none.clone()]));
+        let err = Event::try_from(&event).unwrap_err().to_string();
+        assert!(err.starts_with(r#"event.actions.state_delta["k"][0]"#), "{err}");
+
+        for (index, kind) in [
+            pb::part::Kind::FunctionCall(pb::FunctionCall {
+                name: "f".into(),
+                args: Some(object("x", none.clone())),
+                id: None,
+            }),
+            pb::part::Kind::FunctionResponse(pb::FunctionResponse {
+                name: "f".into(),
+                response: Some(none.clone()),
+                id: None,
+            }),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let mut event = pb::Event::from(&Event::new("i"));
+            event.content = Some(pb::Content {
+                role: "model".into(),
+                parts: vec![
+                    pb::Part {
+                        kind: Some(pb::part::Kind::Text("t".into())),
+                    },
+                    pb::Part { kind: Some(kind) },
+                ],
+            });
+            let err = Event::try_from(&event).unwrap_err().to_string();
+            let want = [
+                r#"event.content.parts[1].function_call.args["x"] is"#,
+                "event.content.parts[1].function_response.response is",
+            ][index];
+            assert!(err.starts_with(want), "{err}");
+        }
+    }
+
+    #[test]
+    fn timestamps_outside_protobufs_range_are_refused() {
+        for seconds in [-62_135_596_801, 253_402_300_800] {
+            let event = pb::Event {
+                timestamp: Some(prost_types::Timestamp { seconds, nanos: 0 }),
+                ..Default::default()
+            };
+            let err = Event::try_from(&event).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert!(err.to_string().contains("event.timestamp"), "{err}");
+        }
+        for (seconds, nanos) in [(-62_135_596_800, 0), (253_402_300_799, 999_999_999)] {
+            let t = prost_types::Timestamp { seconds, nanos };
+            assert_eq!(timestamp_to_proto(timestamp_from_proto("t", &t).unwrap()), t);
+        }
     }
 
     #[test]
@@ -792,7 +960,7 @@ pub mod artifact {
             session_id: at.session_id,
             file_name: at.file_name,
         };
-        UploadRequest::for_part(&save, map_from_struct(r.custom_metadata.as_ref()))
+        UploadRequest::for_part(&save, map_from_struct("custom_metadata", r.custom_metadata.as_ref())?)
     }
 
     pub fn save_to_proto(r: &SaveRequest) -> pb::SaveArtifactRequest {
@@ -814,7 +982,7 @@ pub mod artifact {
             mime_type: h.mime_type,
             is_text: h.is_text,
             version: h.version,
-            custom_metadata: map_from_struct(h.custom_metadata.as_ref()),
+            custom_metadata: map_from_struct("header.custom_metadata", h.custom_metadata.as_ref())?,
             size_hint: h.size_bytes,
         };
         upload.validate()?;
@@ -963,7 +1131,7 @@ pub mod artifact {
                 mime_type: m.mime_type.clone(),
                 size_bytes: m.size_bytes,
                 create_time,
-                custom_metadata: map_from_struct(m.custom_metadata.as_ref()),
+                custom_metadata: map_from_struct("metadata.custom_metadata", m.custom_metadata.as_ref())?,
                 is_text: m.is_text,
             })
         }

@@ -220,17 +220,35 @@ impl CreateRequest {
         if let Some(id) = self.session_id.as_deref().filter(|id| !id.is_empty()) {
             validate::id("session_id", id)?;
         }
-        if self.ttl.is_some_and(|ttl| ttl.is_zero()) {
-            return Err(AdkError::invalid("ttl must be positive"));
+        if let Some(ttl) = self.ttl {
+            validate::session_ttl("ttl", ttl)?;
         }
         validate::state_keys("state", &self.state)?;
         validate::state_limits("state", &self.state)
+    }
+
+    /// The TTL the new session gets: its own, else the store's `default`. A default above
+    /// [`validate::MAX_SESSION_TTL`] is a configuration error (the servers' flag refuses it).
+    pub fn effective_ttl(&self, default: Option<Duration>) -> Result<Option<Duration>> {
+        match (self.ttl, default) {
+            (Some(ttl), _) => Ok(Some(ttl)),
+            (None, Some(default)) => {
+                validate::session_ttl("the default session TTL", default)
+                    .map_err(|e| AdkError::Config(e.to_string()))?;
+                Ok(Some(default))
+            }
+            (None, None) => Ok(None),
+        }
     }
 }
 
 impl GetRequest {
     pub fn validate(&self) -> Result<()> {
-        validate::session_ids(&self.app_name, &self.user_id, &self.session_id)
+        validate::session_ids(&self.app_name, &self.user_id, &self.session_id)?;
+        if let Some(after) = &self.after {
+            validate::timestamp("after", after)?;
+        }
+        Ok(())
     }
 }
 
@@ -241,7 +259,8 @@ impl ListRequest {
         if let Some(user) = &self.user_id {
             validate::id("user_id", user)?;
         }
-        self.page_token.as_deref().map(SessionCursor::decode).transpose()
+        let token = self.page_token.as_deref();
+        token.map(|token| SessionCursor::decode(token, self)).transpose()
     }
 }
 
@@ -257,6 +276,7 @@ impl AppendEventRequest {
         if !self.event.id.is_empty() {
             validate::id("event.id", &self.event.id)?;
         }
+        validate::timestamp("event.timestamp", &self.event.timestamp)?;
         if let Some(Precondition::LastEventId(id)) = &self.precondition {
             validate::id("precondition.last_event_id", id)?;
         }
@@ -270,7 +290,8 @@ impl ListEventsRequest {
     /// Checks the ids and decodes the page token.
     pub fn validate(&self) -> Result<Option<EventCursor>> {
         validate::session_ids(&self.app_name, &self.user_id, &self.session_id)?;
-        let cursor = self.page_token.as_deref().map(EventCursor::decode).transpose()?;
+        let token = self.page_token.as_deref();
+        let cursor = token.map(|token| EventCursor::decode(token, self)).transpose()?;
         if cursor.as_ref().is_some_and(|c| c.newest_first != self.newest_first) {
             return Err(AdkError::invalid(
                 "page_token was issued for the other order: keep newest_first as in the first request",
@@ -300,18 +321,73 @@ pub fn filter_events(events: &[Event], num_recent_events: Option<usize>, after: 
         .collect()
 }
 
+/// How far ahead of the server's clock an event's timestamp may move its session's
+/// `last_update_time`. ADK sets a session's update time to its last event's timestamp; a
+/// client clock a little ahead is tolerated as is, but an event stamped years ahead must
+/// not pin the session to the end of every listing for years.
+pub const MAX_CLOCK_SKEW: Duration = Duration::from_secs(5 * 60);
+
+/// A session's `last_update_time` after appending an event stamped `event_time` at `now`:
+/// the event's timestamp (as in ADK), at most [`MAX_CLOCK_SKEW`] ahead of `now`.
+pub fn session_update_time(event_time: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    let latest = chrono::TimeDelta::from_std(MAX_CLOCK_SKEW)
+        .ok()
+        .and_then(|skew| now.checked_add_signed(skew))
+        .unwrap_or(now);
+    event_time.min(latest)
+}
+
+// ---------- page tokens ----------
+//
+// A token is unpadded base64url of `<kind>.v2.<listing>.<position>`: `listing` is a short
+// digest of the listing it was issued for (app, user, session), so a token is refused
+// on any other listing, and `position` is range-checked, so no token can reach outside
+// a log. Tokens are opaque to clients and may change with the version.
+
 fn bad_token(what: &str) -> AdkError {
     AdkError::invalid(format!(
         "page_token is malformed ({what}); pass the next_page_token of a previous response"
     ))
 }
 
-fn decode_token(token: &str, kind: &str) -> Result<String> {
+fn other_listing() -> AdkError {
+    AdkError::invalid(
+        "page_token was issued for another listing (another app, user or session); \
+         pass the next_page_token of this listing's previous response",
+    )
+}
+
+/// The first 8 bytes of SHA-256 over the listing's identity, in hex. Not a secret: it
+/// tells listings apart, it does not authenticate (a client may only page through
+/// listings it may read anyway).
+fn listing_digest(parts: &[&str]) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hash = Sha256::new();
+    for part in parts {
+        // Ids cannot contain NUL, so the parts cannot run into each other.
+        hash.update(part.as_bytes());
+        hash.update([0]);
+    }
+    hash.finalize()[..8].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn encode_token(kind: &str, listing: &str, position: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{kind}.v2.{listing}.{position}"))
+}
+
+/// The position in a token of `kind` issued for `listing`.
+fn decode_token(token: &str, kind: &str, listing: &str) -> Result<String> {
     let bytes = URL_SAFE_NO_PAD.decode(token).map_err(|_| bad_token("not base64url"))?;
     let text = String::from_utf8(bytes).map_err(|_| bad_token("not UTF-8"))?;
-    text.strip_prefix(kind)
-        .map(str::to_string)
-        .ok_or_else(|| bad_token("not a token of this listing"))
+    let body = text
+        .strip_prefix(kind)
+        .and_then(|rest| rest.strip_prefix(".v2."))
+        .ok_or_else(|| bad_token("not a token of this listing"))?;
+    let (digest, position) = body.split_once('.').ok_or_else(|| bad_token("no position"))?;
+    if digest != listing {
+        return Err(other_listing());
+    }
+    Ok(position.to_string())
 }
 
 /// Position in a session listing ordered by (last update time, index member).
@@ -324,18 +400,34 @@ pub struct SessionCursor {
 }
 
 impl SessionCursor {
-    const KIND: &'static str = "sessions.v1.";
+    const KIND: &'static str = "sessions";
 
-    pub fn encode(&self) -> String {
-        URL_SAFE_NO_PAD.encode(format!("{}{}.{}", Self::KIND, self.update_micros, self.member))
+    fn listing(req: &ListRequest) -> String {
+        listing_digest(&[Self::KIND, &req.app_name, req.user_id.as_deref().unwrap_or("")])
     }
 
-    pub fn decode(token: &str) -> Result<Self> {
-        let body = decode_token(token, Self::KIND)?;
-        let (micros, member) = body.split_once('.').ok_or_else(|| bad_token("no position"))?;
-        let update_micros = micros.parse().map_err(|_| bad_token("bad time"))?;
-        let ids_ok = member.split(':').all(|part| validate::id("page_token", part).is_ok());
-        if member.is_empty() || member.matches(':').count() > 1 || !ids_ok {
+    /// The token of this position in the listing `req` asked for.
+    pub fn encode(&self, req: &ListRequest) -> String {
+        let position = format!("{}.{}", self.update_micros, self.member);
+        encode_token(Self::KIND, &Self::listing(req), &position)
+    }
+
+    /// The position of a token `req`'s listing issued; `INVALID_ARGUMENT` naming
+    /// `page_token` for any other token.
+    pub fn decode(token: &str, req: &ListRequest) -> Result<Self> {
+        let position = decode_token(token, Self::KIND, &Self::listing(req))?;
+        let (micros, member) = position.split_once('.').ok_or_else(|| bad_token("no position"))?;
+        let update_micros: i64 = micros.parse().map_err(|_| bad_token("bad time"))?;
+        let seconds = update_micros.div_euclid(1_000_000);
+        if !(validate::MIN_TIMESTAMP_SECONDS..=validate::MAX_TIMESTAMP_SECONDS).contains(&seconds) {
+            return Err(AdkError::invalid(format!(
+                "page_token names the update time {update_micros} µs, outside google.protobuf.Timestamp's range"
+            )));
+        }
+        // A per-user listing names sessions by id, an app-wide one by `user:id`.
+        let parts: Vec<&str> = member.split(':').collect();
+        let expected = if req.user_id.is_some() { 1 } else { 2 };
+        if parts.len() != expected || !parts.iter().all(|part| validate::id("page_token", part).is_ok()) {
             return Err(bad_token("bad session"));
         }
         Ok(SessionCursor {
@@ -358,50 +450,66 @@ pub struct EventCursor {
 }
 
 impl EventCursor {
-    const KIND: &'static str = "events.v1.";
+    const KIND: &'static str = "events";
 
-    pub fn encode(&self) -> String {
-        let direction = if self.newest_first { "desc" } else { "asc" };
-        URL_SAFE_NO_PAD.encode(format!("{}{direction}.{}", Self::KIND, self.sequence))
+    fn listing(req: &ListEventsRequest) -> String {
+        listing_digest(&[Self::KIND, &req.app_name, &req.user_id, &req.session_id])
     }
 
-    pub fn decode(token: &str) -> Result<Self> {
-        let body = decode_token(token, Self::KIND)?;
-        let (direction, sequence) = body.split_once('.').ok_or_else(|| bad_token("no position"))?;
+    /// The token of this position in the log `req` lists.
+    pub fn encode(&self, req: &ListEventsRequest) -> String {
+        let direction = if self.newest_first { "desc" } else { "asc" };
+        let position = format!("{direction}.{}", self.sequence);
+        encode_token(Self::KIND, &Self::listing(req), &position)
+    }
+
+    /// The position of a token issued for `req`'s log (in either order); `INVALID_ARGUMENT`
+    /// naming `page_token` for any other token or a sequence no log can reach.
+    pub fn decode(token: &str, req: &ListEventsRequest) -> Result<Self> {
+        let position = decode_token(token, Self::KIND, &Self::listing(req))?;
+        let (direction, sequence) = position.split_once('.').ok_or_else(|| bad_token("no position"))?;
         let newest_first = match direction {
             "asc" => false,
             "desc" => true,
             _ => return Err(bad_token("bad direction")),
         };
-        let sequence = sequence.parse().map_err(|_| bad_token("bad sequence"))?;
+        let sequence: u64 = sequence.parse().map_err(|_| bad_token("bad sequence"))?;
+        if sequence > validate::MAX_SEQUENCE {
+            return Err(AdkError::invalid(format!(
+                "page_token names event sequence {sequence}, beyond any log (at most {})",
+                validate::MAX_SEQUENCE
+            )));
+        }
         Ok(EventCursor { sequence, newest_first })
     }
 }
 
 /// Events `(after, after + page]` forward, or `[before - page, before)` newest first,
-/// given the log's length: the sequence range a page covers, inclusive.
+/// given the log's length: the sequence range a page covers, inclusive. None when the
+/// cursor is at or past the end of the log in its direction (an empty last page).
 pub fn event_page_range(
     cursor: Option<EventCursor>,
     newest_first: bool,
     page_size: usize,
     last_sequence: u64,
 ) -> Option<(u64, u64)> {
-    let page = page_size as u64;
+    let page = (page_size as u64).max(1);
     if newest_first {
         let end = cursor
             .map_or(last_sequence, |c| c.sequence.saturating_sub(1))
             .min(last_sequence);
         (end >= 1).then(|| (end.saturating_sub(page - 1).max(1), end))
     } else {
-        let start = cursor.map_or(1, |c| c.sequence + 1);
-        (start <= last_sequence).then(|| (start, (start + page - 1).min(last_sequence)))
+        let start = cursor.map_or(1, |c| c.sequence.saturating_add(1));
+        (start <= last_sequence).then(|| (start, start.saturating_add(page - 1).min(last_sequence)))
     }
 }
 
-/// The token for the page after `events`, or None when the log has no more in that direction.
-pub fn next_event_token(events: &[Event], newest_first: bool, last_sequence: u64) -> Option<String> {
+/// The token for the page of `req`'s listing after `events`, or None when the log has no
+/// more in that direction.
+pub fn next_event_token(req: &ListEventsRequest, events: &[Event], last_sequence: u64) -> Option<String> {
     let last = events.last()?;
-    let more = if newest_first {
+    let more = if req.newest_first {
         last.sequence > 1
     } else {
         last.sequence < last_sequence
@@ -409,9 +517,9 @@ pub fn next_event_token(events: &[Event], newest_first: bool, last_sequence: u64
     more.then(|| {
         EventCursor {
             sequence: last.sequence,
-            newest_first,
+            newest_first: req.newest_first,
         }
-        .encode()
+        .encode(req)
     })
 }
 
@@ -441,26 +549,208 @@ mod tests {
         assert_eq!(seqs(filter_events(&events, Some(1), Some(t))), [5]);
     }
 
+    fn sessions_of(user: Option<&str>) -> ListRequest {
+        ListRequest {
+            app_name: "a".into(),
+            user_id: user.map(Into::into),
+            ..Default::default()
+        }
+    }
+
+    fn events_of(session: &str, newest_first: bool) -> ListEventsRequest {
+        ListEventsRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: session.into(),
+            newest_first,
+            ..Default::default()
+        }
+    }
+
+    fn invalid_naming_page_token<T: std::fmt::Debug>(result: Result<T>) -> String {
+        let err = result.unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+        assert!(err.to_string().contains("page_token"), "{err}");
+        err.to_string()
+    }
+
     #[test]
     fn tokens_round_trip_and_reject_garbage() {
+        let app_wide = sessions_of(None);
         let c = SessionCursor {
             update_micros: 1_700_000_000_000_000,
             member: "alice:s-1.x".into(),
         };
-        assert_eq!(SessionCursor::decode(&c.encode()).unwrap(), c);
+        assert_eq!(SessionCursor::decode(&c.encode(&app_wide), &app_wide).unwrap(), c);
+        let log = events_of("s", true);
         let e = EventCursor {
             sequence: 42,
             newest_first: true,
         };
-        assert_eq!(EventCursor::decode(&e.encode()).unwrap(), e);
-        for bad in ["", "!!!", "bm90IGEgdG9rZW4", &e.encode()] {
-            let err = SessionCursor::decode(bad).unwrap_err();
-            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{bad}");
+        assert_eq!(EventCursor::decode(&e.encode(&log), &log).unwrap(), e);
+        for bad in ["", "!!!", "bm90IGEgdG9rZW4", &e.encode(&log)] {
+            invalid_naming_page_token(SessionCursor::decode(bad, &app_wide));
         }
-        let forged = URL_SAFE_NO_PAD.encode("sessions.v1.5.a:b:c");
-        assert!(SessionCursor::decode(&forged).is_err());
-        let forged = URL_SAFE_NO_PAD.encode("sessions.v1.5.a{b}");
-        assert!(SessionCursor::decode(&forged).is_err());
+        let forged = |text: &str| URL_SAFE_NO_PAD.encode(text);
+        let digest = SessionCursor::listing(&app_wide);
+        for bad in [
+            format!("sessions.v2.{digest}.5.a:b:c"),
+            format!("sessions.v2.{digest}.5.a{{b}}"),
+            format!("sessions.v2.{digest}.5.no-user"),
+            format!("sessions.v2.{digest}.x.a:b"),
+            // Version 1 tokens named no listing.
+            "sessions.v1.5.a:b".into(),
+        ] {
+            invalid_naming_page_token(SessionCursor::decode(&forged(&bad), &app_wide));
+        }
+        let alice = sessions_of(Some("alice"));
+        let per_user = SessionCursor {
+            update_micros: 5,
+            member: "s1".into(),
+        };
+        assert_eq!(
+            SessionCursor::decode(&per_user.encode(&alice), &alice).unwrap(),
+            per_user
+        );
+        let forged_member = SessionCursor {
+            update_micros: 5,
+            member: "bob:s1".into(),
+        };
+        invalid_naming_page_token(SessionCursor::decode(&forged_member.encode(&alice), &alice));
+    }
+
+    #[test]
+    fn tokens_are_bound_to_their_listing() {
+        let alice = sessions_of(Some("alice"));
+        let token = SessionCursor {
+            update_micros: 5,
+            member: "s1".into(),
+        }
+        .encode(&alice);
+        for other in [
+            sessions_of(Some("bob")),
+            sessions_of(None),
+            ListRequest {
+                app_name: "b".into(),
+                ..alice.clone()
+            },
+        ] {
+            let err = invalid_naming_page_token(SessionCursor::decode(&token, &other));
+            assert!(err.contains("another listing"), "{err}");
+        }
+        let token = EventCursor {
+            sequence: 3,
+            newest_first: false,
+        }
+        .encode(&events_of("s1", false));
+        for other in [
+            events_of("s2", false),
+            ListEventsRequest {
+                user_id: "v".into(),
+                ..events_of("s1", false)
+            },
+            ListEventsRequest {
+                app_name: "b".into(),
+                ..events_of("s1", false)
+            },
+        ] {
+            let err = invalid_naming_page_token(EventCursor::decode(&token, &other));
+            assert!(err.contains("another listing"), "{err}");
+        }
+        let err = invalid_naming_page_token(
+            ListEventsRequest {
+                page_token: Some(token),
+                ..events_of("s1", true)
+            }
+            .validate(),
+        );
+        assert!(err.contains("other order"), "{err}");
+    }
+
+    #[test]
+    fn token_positions_are_range_checked() {
+        let log = events_of("s", false);
+        // The token of the issue: version 1, the largest u64.
+        let issue = URL_SAFE_NO_PAD.encode("events.v1.asc.18446744073709551615");
+        invalid_naming_page_token(EventCursor::decode(&issue, &log));
+        for sequence in [u64::MAX, validate::MAX_SEQUENCE + 1] {
+            let token = EventCursor {
+                sequence,
+                newest_first: false,
+            }
+            .encode(&log);
+            let err = invalid_naming_page_token(EventCursor::decode(&token, &log));
+            assert!(err.contains("beyond any log"), "{err}");
+        }
+        let last = EventCursor {
+            sequence: validate::MAX_SEQUENCE,
+            newest_first: false,
+        };
+        assert_eq!(EventCursor::decode(&last.encode(&log), &log).unwrap(), last);
+        // Past the end of a log: an empty last page, whatever the page size.
+        assert_eq!(event_page_range(Some(last), false, MAX_PAGE, 25), None);
+        let desc = EventCursor {
+            sequence: validate::MAX_SEQUENCE,
+            newest_first: true,
+        };
+        assert_eq!(event_page_range(Some(desc), true, MAX_PAGE, 25), Some((1, 25)));
+        let forward = EventCursor {
+            sequence: u64::MAX,
+            newest_first: false,
+        };
+        assert_eq!(event_page_range(Some(forward), false, usize::MAX, 25), None);
+
+        let sessions = sessions_of(Some("u"));
+        for micros in [i64::MIN, i64::MAX, -62_135_596_800_000_001, 253_402_300_800_000_000] {
+            let token = SessionCursor {
+                update_micros: micros,
+                member: "s".into(),
+            }
+            .encode(&sessions);
+            invalid_naming_page_token(SessionCursor::decode(&token, &sessions));
+        }
+        let edge = SessionCursor {
+            update_micros: 253_402_300_799_999_999,
+            member: "s".into(),
+        };
+        assert_eq!(SessionCursor::decode(&edge.encode(&sessions), &sessions).unwrap(), edge);
+    }
+
+    #[test]
+    fn the_default_ttl_obeys_the_same_maximum() {
+        let own = CreateRequest {
+            ttl: Some(Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let none = CreateRequest::default();
+        let too_long = validate::MAX_SESSION_TTL + Duration::from_secs(1);
+        assert_eq!(own.effective_ttl(Some(too_long)).unwrap(), Some(Duration::from_secs(5)));
+        assert_eq!(none.effective_ttl(None).unwrap(), None);
+        assert_eq!(
+            none.effective_ttl(Some(validate::MAX_SESSION_TTL)).unwrap(),
+            Some(validate::MAX_SESSION_TTL)
+        );
+        let err = none.effective_ttl(Some(too_long)).unwrap_err();
+        assert_eq!(
+            err.code(),
+            tonic::Code::FailedPrecondition,
+            "a configuration error, not the client's"
+        );
+        assert!(err.to_string().contains("default session TTL"), "{err}");
+    }
+
+    const MAX_PAGE: usize = crate::validate::MAX_PAGE_SIZE;
+
+    #[test]
+    fn far_future_events_move_the_update_time_only_up_to_the_skew() {
+        let now = Utc.timestamp_opt(1_800_000_000, 0).unwrap();
+        let skew = chrono::TimeDelta::from_std(MAX_CLOCK_SKEW).unwrap();
+        let soon = now + chrono::TimeDelta::seconds(30);
+        assert_eq!(session_update_time(soon, now), soon, "a small skew is kept, as in ADK");
+        let past = Utc.timestamp_opt(-62_135_596_800, 0).unwrap();
+        assert_eq!(session_update_time(past, now), past, "past times are kept");
+        let far = Utc.timestamp_opt(validate::MAX_TIMESTAMP_SECONDS, 999_999_999).unwrap();
+        assert_eq!(session_update_time(far, now), now + skew);
     }
 
     #[test]
@@ -496,7 +786,7 @@ mod tests {
                     sequence: 3,
                     newest_first: true,
                 }
-                .encode(),
+                .encode(&events_of("s", true)),
             ),
             newest_first: false,
             ..Default::default()

@@ -5,8 +5,10 @@ use crate::content::Part;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
 use crate::state::Scope;
+use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::HashMap;
+use std::time::Duration;
 
 pub const MAX_ID_BYTES: usize = 128;
 pub const MAX_STATE_KEY_BYTES: usize = 1024;
@@ -23,6 +25,23 @@ pub const MAX_JSON_DEPTH: usize = 64;
 pub const MAX_STATE_KEYS: usize = 1000;
 /// Largest event, as its encoded `adk.v1.Event` protobuf message.
 pub const MAX_EVENT_BYTES: usize = 1024 * 1024;
+
+/// Longest session TTL: 100 years. Far beyond any retention a session needs (omit the TTL
+/// to keep a session until deleted), and small enough for every store: the expiry
+/// instant stays a valid `google.protobuf.Timestamp` (before year 9999), Redis's
+/// `PEXPIREAT` milliseconds stay exact in its Lua numbers (below 2^53), and the memory
+/// store's `now + ttl` cannot overflow.
+pub const MAX_SESSION_TTL: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// The range of `google.protobuf.Timestamp`: 0001-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999999Z,
+/// in seconds since the epoch. Anything outside fails in strict clients, so it is never stored.
+pub const MIN_TIMESTAMP_SECONDS: i64 = -62_135_596_800;
+pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
+
+/// The largest event sequence a page token may name: 2^53 - 1. No log can get there (the
+/// Redis store counts events in Lua numbers, exact only below 2^53), so a token naming a
+/// larger one was forged.
+pub const MAX_SEQUENCE: u64 = (1 << 53) - 1;
 
 /// `app_name`, `user_id`, `session_id` and event ids: 1-128 bytes of `[A-Za-z0-9._@-]`.
 pub fn id(field: &str, value: &str) -> Result<()> {
@@ -177,6 +196,33 @@ pub fn event_limits(event: &Event) -> Result<()> {
     Ok(())
 }
 
+/// A session TTL: positive and at most [`MAX_SESSION_TTL`]. `INVALID_ARGUMENT` naming `field` otherwise.
+pub fn session_ttl(field: &str, ttl: Duration) -> Result<()> {
+    if ttl.is_zero() {
+        return Err(AdkError::invalid(format!("{field} must be positive")));
+    }
+    if ttl > MAX_SESSION_TTL {
+        return Err(AdkError::invalid(format!(
+            "{field} is {} s, more than the maximum of {} s (100 years); omit the TTL to keep a session until deleted",
+            ttl.as_secs(),
+            MAX_SESSION_TTL.as_secs()
+        )));
+    }
+    Ok(())
+}
+
+/// A time a client sent: within `google.protobuf.Timestamp`'s range (years 1 to 9999).
+pub fn timestamp(field: &str, t: &DateTime<Utc>) -> Result<()> {
+    if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&t.timestamp()) {
+        return Err(AdkError::invalid(format!(
+            "{field} {} is outside google.protobuf.Timestamp's range \
+             (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z)",
+            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+        )));
+    }
+    Ok(())
+}
+
 /// Requested page sizes: 0 means the default; above the maximum is capped (as AIP-158 suggests).
 pub fn page_size(requested: usize) -> usize {
     match requested {
@@ -322,6 +368,40 @@ mod tests {
         }
         assert_eq!(json_depth(&deep), MAX_JSON_DEPTH);
         assert!(json_value("v", &deep, MAX_STATE_VALUE_BYTES).is_ok());
+    }
+
+    #[test]
+    fn ttls_are_positive_and_bounded() {
+        assert!(session_ttl("ttl", Duration::from_millis(1)).is_ok());
+        assert!(session_ttl("ttl", MAX_SESSION_TTL).is_ok());
+        for bad in [
+            Duration::ZERO,
+            MAX_SESSION_TTL + Duration::from_nanos(1),
+            Duration::from_secs(i64::MAX as u64),
+        ] {
+            let err = session_ttl("ttl", bad).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert!(err.to_string().starts_with("ttl "), "{err}");
+        }
+        // The longest TTL from the latest instant a Timestamp holds minus 100 years still fits.
+        let expiry = Utc::now() + MAX_SESSION_TTL;
+        assert!(timestamp("expire_time", &expiry).is_ok());
+    }
+
+    #[test]
+    fn timestamps_must_fit_protobufs_range() {
+        use chrono::TimeZone;
+        let first = Utc.timestamp_opt(MIN_TIMESTAMP_SECONDS, 0).unwrap();
+        let last = Utc.timestamp_opt(MAX_TIMESTAMP_SECONDS, 999_999_999).unwrap();
+        assert_eq!(first.to_rfc3339(), "0001-01-01T00:00:00+00:00");
+        assert!(timestamp("event.timestamp", &first).is_ok());
+        assert!(timestamp("event.timestamp", &last).is_ok());
+        for bad in [MIN_TIMESTAMP_SECONDS - 1, MAX_TIMESTAMP_SECONDS + 1] {
+            let t = Utc.timestamp_opt(bad, 0).unwrap();
+            let err = timestamp("event.timestamp", &t).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument);
+            assert!(err.to_string().contains("event.timestamp"), "{err}");
+        }
     }
 
     #[test]

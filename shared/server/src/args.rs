@@ -93,9 +93,10 @@ pub fn redact_url(url: &str) -> String {
 /// Session settings, for the binaries that serve `adk.v1.SessionService`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct SessionArgs {
-    /// Expire sessions created without their own TTL after this many seconds without an append
-    /// [default: keep until deleted]
-    #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS", value_parser = clap::value_parser!(u64).range(1..))]
+    /// Expire sessions created without their own TTL after this many seconds without an append,
+    /// at most 3153600000 (100 years) [default: keep until deleted]
+    #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS",
+          value_parser = clap::value_parser!(u64).range(1..=adk_core::validate::MAX_SESSION_TTL.as_secs()))]
     pub session_ttl: Option<u64>,
 }
 
@@ -368,6 +369,12 @@ mod tests {
         assert_eq!(memory.grpc.max_message_bytes, 2048);
 
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", "0"]).is_err());
+        let longest = adk_core::validate::MAX_SESSION_TTL.as_secs();
+        assert_eq!(longest, 3_153_600_000, "the help text names this number");
+        let cli = Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", &longest.to_string()]).unwrap();
+        assert_eq!(cli.sessions.session_ttl, Some(longest));
+        let over = (longest + 1).to_string();
+        assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", &over]).is_err());
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--max-artifact-bytes", "0"]).is_err());
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--artifact-chunk-bytes", "4194304"]).is_err());
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--max-message-bytes", "12"]).is_err());

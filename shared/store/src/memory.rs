@@ -1,9 +1,15 @@
 //! `InMemorySessionService`: every rule of the contract, in one process, with
 //! nothing to set up. The reference the Redis backend is tested against.
+//!
+//! Expired sessions are dropped when looked up, and by a background reaper every
+//! [`REAP_INTERVAL`] (started by the first session created with a TTL; it holds only a
+//! weak reference, so it ends once the store is dropped), so sessions nobody asks for
+//! again do not stay in memory.
 
 use crate::StoreConfig;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+    session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::page_size;
@@ -17,9 +23,14 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How often the reaper drops expired sessions. Each pass scans every session once,
+/// under the store's lock.
+pub const REAP_INTERVAL: Duration = Duration::from_secs(10);
 
 type StateFields = HashMap<String, Value>;
 
@@ -63,7 +74,14 @@ impl StoredSession {
     }
 
     fn refresh_expiry(&mut self, now: DateTime<Utc>) {
-        self.expire_time = self.ttl.map(|ttl| now + ttl);
+        // TTLs are validated (at most 100 years), so this never saturates; checked anyway,
+        // so no TTL can panic the store.
+        self.expire_time = self.ttl.map(|ttl| {
+            chrono::TimeDelta::from_std(ttl)
+                .ok()
+                .and_then(|ttl| now.checked_add_signed(ttl))
+                .unwrap_or(DateTime::<Utc>::MAX_UTC)
+        });
     }
 }
 
@@ -72,6 +90,8 @@ struct Inner {
     app_state: HashMap<String, StateFields>,
     user_state: HashMap<(String, String), StateFields>,
     sessions: BTreeMap<SessionKey, StoredSession>,
+    /// The background task dropping expired sessions, once a session has a TTL.
+    reaper: Option<JoinHandle<()>>,
 }
 
 impl Inner {
@@ -81,6 +101,11 @@ impl Inner {
             self.sessions.remove(key);
         }
         self.sessions.get_mut(key).ok_or_else(|| not_found(key))
+    }
+
+    /// Drops every expired session (their watchers end with `NOT_FOUND`).
+    fn reap(&mut self, now: DateTime<Utc>) {
+        self.sessions.retain(|_, session| !session.is_expired(now));
     }
 
     fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_core::StateMap {
@@ -126,10 +151,17 @@ fn not_found(key: &SessionKey) -> AdkError {
 }
 
 /// Sessions held in this process's memory; gone when it exits.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct InMemorySessionService {
     inner: Arc<Mutex<Inner>>,
     config: StoreConfig,
+    reap_interval: Duration,
+}
+
+impl Default for InMemorySessionService {
+    fn default() -> Self {
+        Self::with_config(StoreConfig::default())
+    }
 }
 
 impl InMemorySessionService {
@@ -141,13 +173,55 @@ impl InMemorySessionService {
         InMemorySessionService {
             inner: Arc::default(),
             config,
+            reap_interval: REAP_INTERVAL,
         }
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        // A panic while holding the lock cannot leave a half-applied append
-        // (every mutation completes before any fallible step), so poisoning is safe to ignore.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.inner)
+    }
+
+    /// Sessions held in memory, expired ones the reaper has not dropped yet included.
+    pub fn stored_session_count(&self) -> usize {
+        self.lock().sessions.len()
+    }
+
+    /// Starts the reaper unless it runs (it ends with the runtime that ran it: a store
+    /// used from a later runtime gets a new one). Outside a Tokio runtime (another
+    /// executor) there is none, and expired sessions are dropped only when looked up.
+    fn ensure_reaper(&self, inner: &mut Inner) {
+        if inner.reaper.as_ref().is_some_and(|task| !task.is_finished()) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = Arc::downgrade(&self.inner);
+        inner.reaper = Some(runtime.spawn(reap_until_dropped(store, self.reap_interval)));
+    }
+
+    /// The same store with the reaper running every `every` instead of [`REAP_INTERVAL`]
+    /// (tests use a short one).
+    pub fn with_reap_interval(mut self, every: Duration) -> Self {
+        self.reap_interval = every;
+        self
+    }
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panic while holding the lock cannot leave a half-applied append
+    // (every mutation completes before any fallible step), so poisoning is safe to ignore.
+    inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Drops expired sessions every `every` while the store exists.
+async fn reap_until_dropped(store: Weak<Mutex<Inner>>, every: Duration) {
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticks.tick().await;
+        let Some(inner) = store.upgrade() else { return };
+        lock(&inner).reap(Utc::now());
     }
 }
 
@@ -155,6 +229,7 @@ impl InMemorySessionService {
 impl SessionService for InMemorySessionService {
     async fn create(&self, req: CreateRequest) -> Result<Session> {
         req.validate()?;
+        let ttl = req.effective_ttl(self.config.default_session_ttl)?;
         let session_id = req.session_id.filter(|id| !id.is_empty()).unwrap_or_else(new_event_id);
         let key = SessionKey::new(&req.app_name, &req.user_id, &session_id);
         let mut inner = self.lock();
@@ -173,11 +248,14 @@ impl SessionService for InMemorySessionService {
             state: delta.session,
             events: Vec::new(),
             event_index: HashMap::new(),
-            ttl: req.ttl.or(self.config.default_session_ttl),
+            ttl,
             expire_time: None,
             appended: watch::Sender::new(0),
         };
         stored.refresh_expiry(now);
+        if ttl.is_some() {
+            self.ensure_reaper(&mut inner);
+        }
         let session = inner.to_session(&key, &stored, Vec::new());
         inner.sessions.insert(key, stored);
         Ok(session)
@@ -223,7 +301,7 @@ impl SessionService for InMemorySessionService {
                 update_micros: *micros,
                 member: member.clone(),
             }
-            .encode()
+            .encode(&req)
         });
         let sessions = rows
             .iter()
@@ -271,8 +349,9 @@ impl SessionService for InMemorySessionService {
         stored.state.extend(std::mem::take(&mut delta.session));
         stored.event_index.insert(event.id.clone(), stored.events.len());
         stored.events.push(event.clone());
-        stored.last_update_time = event.timestamp;
-        stored.refresh_expiry(Utc::now());
+        let now = Utc::now();
+        stored.last_update_time = session_update_time(event.timestamp, now);
+        stored.refresh_expiry(now);
         stored.appended.send_replace(event.sequence);
         inner.apply_shared_scopes(&key, &mut delta);
         Ok(event)
@@ -291,7 +370,7 @@ impl SessionService for InMemorySessionService {
         if req.newest_first {
             events.reverse();
         }
-        let next_page_token = next_event_token(&events, req.newest_first, last);
+        let next_page_token = next_event_token(&req, &events, last);
         Ok(ListEventsResponse {
             events,
             next_page_token,

@@ -11,7 +11,7 @@
 //!
 //! | key | type | content |
 //! |---|---|---|
-//! | `adk:sess:{app:user}:<sid>` | hash | meta: `create_us`, `update_us` (µs since the epoch; `update` is the last event's timestamp), `create_ns`, `update_ns` (the nanoseconds beyond the microsecond, so times come back exact), `seq` (last sequence), `last_id` (last event id), `ttl_ms` (0 = none), `expire_ms` (when the session expires, with a TTL) |
+//! | `adk:sess:{app:user}:<sid>` | hash | meta: `create_us`, `update_us` (µs since the epoch; `update` is the last event's timestamp, at most `MAX_CLOCK_SKEW` ahead of the append), `create_ns`, `update_ns` (the nanoseconds beyond the microsecond, so times come back exact), `seq` (last sequence), `last_id` (last event id), `ttl_ms` (0 = none), `expire_ms` (when the session expires, with a TTL) |
 //! | `adk:state:{app:user}:<sid>` | hash | session-scoped state: key -> JSON text |
 //! | `adk:events:{app:user}:<sid>` | stream | the log: entry id `<seq>-1`, so the sequence is the id's first part and order never depends on clocks; field `e` = the protobuf `adk.v1.Event`, `sequence` included |
 //! | `adk:eids:{app:user}:<sid>` | hash | event id -> sequence (idempotent re-appends) |
@@ -79,6 +79,7 @@ use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+    session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::page_size;
@@ -300,7 +301,7 @@ impl RedisSessionService {
             invocation.arg(&member).arg(score.to_string());
             let _: i64 = self.eval("drop_stale", &invocation).await?;
         }
-        let next_page_token = (found.len() > size).then(|| found[size - 1].0.encode());
+        let next_page_token = (found.len() > size).then(|| found[size - 1].0.encode(req));
         found.truncate(size);
         let sessions = found
             .into_iter()
@@ -324,7 +325,9 @@ impl SessionService for RedisSessionService {
             .unwrap_or_else(new_event_id);
         let keys = Keys::new(&req.app_name, &req.user_id, &session_id);
         let delta = ScopedDelta::split(&req.state);
-        let ttl_ms = req.ttl.or(self.config.default_session_ttl).map_or(0, ttl_millis);
+        let ttl_ms = req
+            .effective_ttl(self.config.default_session_ttl)?
+            .map_or(0, ttl_millis);
         let now = Utc::now();
         let created = Micros::of(now);
         let app_in_script = !self.store.is_cluster();
@@ -429,7 +432,8 @@ impl SessionService for RedisSessionService {
         event.sequence = 0; // assigned by the script
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
         let delta = ScopedDelta::split(&event.actions.state_delta);
-        let time = Micros::of(event.timestamp);
+        let event_us = event.timestamp.timestamp_micros().to_string();
+        let update = Micros::of(session_update_time(event.timestamp, Utc::now()));
         let (kind, expected) = match &req.precondition {
             None => ("", String::new()),
             Some(Precondition::LastEventId(id)) => ("id", id.clone()),
@@ -449,14 +453,15 @@ impl SessionService for RedisSessionService {
             .arg(&event.id)
             .arg(kind)
             .arg(expected)
-            .arg(&time.us)
-            .arg(&time.ns)
+            .arg(&update.us)
+            .arg(&update.ns)
             .arg(&keys.session_id)
             .arg(&keys.app_member)
             .arg(pb::Event::from(&event).encode_to_vec())
             .arg(delta.session.len())
             .arg(delta.user.len())
-            .arg(app_delta.len());
+            .arg(app_delta.len())
+            .arg(event_us);
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
@@ -467,7 +472,7 @@ impl SessionService for RedisSessionService {
             "DUP" => decode_event(&stored),
             _ => {
                 expect_status(&status, &["NEW"])?;
-                self.apply_app_writes(&keys, &delta.app, &time).await?;
+                self.apply_app_writes(&keys, &delta.app, &update).await?;
                 decode_event(&stored)
             }
         }
@@ -494,7 +499,7 @@ impl SessionService for RedisSessionService {
                     .collect::<Result<Vec<_>>>()?
             }
         };
-        let next_page_token = next_event_token(&events, req.newest_first, last);
+        let next_page_token = next_event_token(&req, &events, last);
         Ok(ListEventsResponse {
             events,
             next_page_token,
@@ -745,12 +750,11 @@ impl Snapshot {
     }
 }
 
-/// TTLs are capped so that "now + ttl" stays an exact, valid Redis expire time.
-const MAX_TTL_MS: u128 = 10_000_000_000_000; // about 317 years
-
+/// A validated TTL (at most `MAX_SESSION_TTL`, so "now + ttl" stays an exact, valid
+/// Redis expire time) in milliseconds.
 fn ttl_millis(ttl: Duration) -> i64 {
     // A positive TTL below 1 ms still expires (Redis expiry has millisecond resolution).
-    ttl.as_millis().clamp(1, MAX_TTL_MS) as i64
+    i64::try_from(ttl.as_millis().max(1)).unwrap_or(i64::MAX)
 }
 
 fn parse_expire(expire_ms: &str) -> Result<Option<DateTime<Utc>>> {

@@ -7,3 +7,65 @@ use adk_testkit::conformance::run_session_conformance;
 async fn memory_backend_conforms() {
     run_session_conformance(&InMemorySessionService::new()).await;
 }
+
+mod reaping {
+    use adk_core::{CreateRequest, SessionService};
+    use adk_store::InMemorySessionService;
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    /// Polls `done` until it holds, failing after `limit`.
+    async fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + limit;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what} within {limit:?}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    fn create(id: String, ttl: Option<Duration>) -> CreateRequest {
+        CreateRequest {
+            app_name: "app".into(),
+            user_id: "u".into(),
+            session_id: Some(id),
+            ttl,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn expired_sessions_are_reaped_though_nobody_reads_them() {
+        let svc = InMemorySessionService::new().with_reap_interval(Duration::from_millis(50));
+        svc.create(create("kept".into(), None))
+            .await
+            .expect("a session without a TTL");
+        for i in 0..100 {
+            svc.create(create(format!("brief-{i}"), Some(Duration::from_millis(200))))
+                .await
+                .expect("a session with a TTL");
+        }
+        assert_eq!(svc.stored_session_count(), 101);
+        // Nothing reads them: only the reaper can drop them.
+        wait_until(Duration::from_secs(10), "the expired sessions are dropped", || {
+            svc.stored_session_count() == 1
+        })
+        .await;
+    }
+
+    #[tokio::test]
+    async fn the_reaper_stops_with_the_store() {
+        let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
+        let svc = InMemorySessionService::new().with_reap_interval(Duration::from_millis(10));
+        svc.create(create("plain".into(), None)).await.expect("create");
+        assert_eq!(tasks(), 0, "no reaper until a session has a TTL");
+        svc.create(create("brief".into(), Some(Duration::from_secs(60))))
+            .await
+            .expect("create with a TTL");
+        svc.create(create("brief2".into(), Some(Duration::from_secs(60))))
+            .await
+            .expect("create with a TTL");
+        assert_eq!(tasks(), 1, "one reaper per store");
+        drop(svc);
+        wait_until(Duration::from_secs(10), "the reaper ends", || tasks() == 0).await;
+    }
+}

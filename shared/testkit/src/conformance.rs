@@ -5,6 +5,8 @@
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
+use adk_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
+use adk_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_core::{
     AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService, WatchRequest,
@@ -43,6 +45,9 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         watch_replays_then_follows_live,
         deleting_a_session_ends_its_watch_with_not_found,
         bad_input_is_rejected_and_changes_nothing,
+        page_tokens_are_bound_and_range_checked,
+        ttls_have_one_maximum,
+        client_timestamps_stay_in_protobufs_range,
         ttl_expires_sessions_and_appends_refresh_it,
     );
 }
@@ -582,7 +587,9 @@ async fn get_filters_recent_and_after(svc: &dyn SessionService) {
 
 async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
     let app = unique_prefix("list");
-    let base = Utc::now() + ChronoDuration::hours(1);
+    // In the past: a session's update time may not run ahead of the server clock by more
+    // than a few minutes (see `client_timestamps_stay_in_protobufs_range`).
+    let base = Utc::now() - ChronoDuration::hours(1);
     for (i, id) in ["s1", "s2", "s3", "s4", "s5"].iter().enumerate() {
         create(svc, &app, "alice", id, &[("n", json!(i))]).await;
         append(
@@ -645,8 +652,8 @@ async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
         .map(|s| (s.user_id.clone(), s.id.clone()))
         .collect();
     assert_eq!(owners.len(), 6, "an omitted user lists the whole app");
-    // bob's session has no events, so its creation time (now) is older than alice's appends (in an hour).
-    assert_eq!(owners.remove(0), ("bob".into(), "b1".into()));
+    // bob's session has no events, so its creation time (now) is newer than alice's appends (an hour ago).
+    assert_eq!(owners.pop(), Some(("bob".into(), "b1".into())));
     assert_eq!(owners.remove(0), ("alice".into(), "s1".into()));
     let bob = app_wide
         .sessions
@@ -986,6 +993,284 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
         try_get(svc, &app, "u", "new").await,
         Code::NotFound,
         "rejected create stored nothing",
+    );
+}
+
+/// `INVALID_ARGUMENT`, with `field` named in the message.
+fn expect_invalid<T: std::fmt::Debug>(result: Result<T, AdkError>, field: &str, context: &str) -> String {
+    let err = expect_code(result, Code::InvalidArgument, context);
+    let message = err.to_string();
+    assert!(message.contains(field), "{context}: {message:?} should name {field}");
+    message
+}
+
+async fn page_tokens_are_bound_and_range_checked(svc: &dyn SessionService) {
+    let app = unique_prefix("tokens");
+    for (user, id) in [("u", "s1"), ("u", "s2"), ("v", "s1")] {
+        create(svc, &app, user, id, &[("k", json!(id))]).await;
+        for _ in 0..3 {
+            append(svc, &app, user, id, event_with(&[])).await;
+        }
+    }
+    let before = get(svc, &app, "u", "s1").await;
+    let events_of = |user: &str, id: &str, newest_first, page_token| ListEventsRequest {
+        app_name: app.clone(),
+        user_id: user.into(),
+        session_id: id.into(),
+        page_size: 1,
+        page_token,
+        newest_first,
+    };
+    let first = svc
+        .list_events(events_of("u", "s1", false, None))
+        .await
+        .expect("first page");
+    let token = first.next_page_token.expect("a next page");
+    let second = svc
+        .list_events(events_of("u", "s1", false, Some(token.clone())))
+        .await
+        .expect("the token pages its own log");
+    assert_eq!(sequences(&second.events), [2]);
+    for (user, id) in [("u", "s2"), ("v", "s1")] {
+        let message = expect_invalid(
+            svc.list_events(events_of(user, id, false, Some(token.clone()))).await,
+            "page_token",
+            "an event token on another session's log",
+        );
+        assert!(message.contains("another listing"), "{message}");
+    }
+    let other_app = ListEventsRequest {
+        app_name: unique_prefix("tokens-other"),
+        ..events_of("u", "s1", false, Some(token))
+    };
+    expect_invalid(
+        svc.list_events(other_app).await,
+        "page_token",
+        "an event token on another app",
+    );
+
+    // Positions: past the end is an empty last page; beyond any log is refused.
+    let at = |sequence, newest_first| {
+        let req = events_of("u", "s1", newest_first, None);
+        Some(EventCursor { sequence, newest_first }.encode(&req))
+    };
+    for sequence in [4, 1000, MAX_SEQUENCE] {
+        let page = svc
+            .list_events(events_of("u", "s1", false, at(sequence, false)))
+            .await
+            .expect("a position past the end");
+        assert!(page.events.is_empty(), "past the end: no events");
+        assert_eq!(page.next_page_token, None, "past the end: the last page");
+    }
+    let page = svc
+        .list_events(ListEventsRequest {
+            page_size: 10,
+            ..events_of("u", "s1", true, at(MAX_SEQUENCE, true))
+        })
+        .await
+        .expect("newest first from above the log");
+    assert_eq!(
+        sequences(&page.events),
+        [3, 2, 1],
+        "newest first: the events before the position"
+    );
+    for sequence in [MAX_SEQUENCE + 1, u64::MAX] {
+        expect_invalid(
+            svc.list_events(events_of("u", "s1", false, at(sequence, false))).await,
+            "page_token",
+            "a sequence no log can hold",
+        );
+    }
+    // The token of the issue: the version 1 format, the largest sequence.
+    let issue = "ZXZlbnRzLnYxLmFzYy4xODQ0Njc0NDA3MzcwOTU1MTYxNQ".to_string();
+    expect_invalid(
+        svc.list_events(events_of("u", "s1", false, Some(issue))).await,
+        "page_token",
+        "a version 1 token",
+    );
+
+    // Session listings: bound to the app, and to the user when listing per user.
+    let sessions_of = |app: &str, user: Option<&str>, page_token| ListRequest {
+        app_name: app.into(),
+        user_id: user.map(Into::into),
+        page_size: 1,
+        page_token,
+    };
+    for user in [Some("u"), None] {
+        let first = svc.list(sessions_of(&app, user, None)).await.expect("first page");
+        let token = first.next_page_token.expect("a next page");
+        let next = svc
+            .list(sessions_of(&app, user, Some(token.clone())))
+            .await
+            .expect("its own listing");
+        assert_eq!(next.sessions.len(), 1);
+        let other_user = if user.is_some() { None } else { Some("u") };
+        for other in [
+            sessions_of(&app, other_user, Some(token.clone())),
+            sessions_of(&app, Some("v"), Some(token.clone())),
+            sessions_of(&unique_prefix("tokens-other"), user, Some(token.clone())),
+        ] {
+            let message = expect_invalid(
+                svc.list(other).await,
+                "page_token",
+                "a session token of another listing",
+            );
+            assert!(message.contains("another listing"), "{message}");
+        }
+    }
+    let listing = sessions_of(&app, Some("u"), None);
+    let at = |update_micros: i64| {
+        Some(
+            SessionCursor {
+                update_micros,
+                member: "s1".into(),
+            }
+            .encode(&listing),
+        )
+    };
+    let last_micros = MAX_TIMESTAMP_SECONDS * 1_000_000 + 999_999;
+    let page = svc
+        .list(sessions_of(&app, Some("u"), at(last_micros)))
+        .await
+        .expect("a time past every session");
+    assert!(
+        page.sessions.is_empty() && page.next_page_token.is_none(),
+        "past the end: an empty last page"
+    );
+    for micros in [
+        i64::MAX,
+        i64::MIN,
+        last_micros + 1,
+        MIN_TIMESTAMP_SECONDS * 1_000_000 - 1,
+    ] {
+        expect_invalid(
+            svc.list(sessions_of(&app, Some("u"), at(micros))).await,
+            "page_token",
+            "a time outside any listing",
+        );
+    }
+    assert_eq!(
+        get(svc, &app, "u", "s1").await,
+        before,
+        "refused tokens changed nothing"
+    );
+}
+
+async fn ttls_have_one_maximum(svc: &dyn SessionService) {
+    let app = unique_prefix("maxttl");
+    let with_ttl = |id: &str, ttl| CreateRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: Some(id.into()),
+        state: map(&[("k", json!(1))]),
+        ttl: Some(ttl),
+    };
+    let started = Utc::now();
+    let longest = svc
+        .create(with_ttl("longest", MAX_SESSION_TTL))
+        .await
+        .expect("the maximum TTL");
+    let expiry = longest.expire_time.expect("an expire_time");
+    let max = ChronoDuration::from_std(MAX_SESSION_TTL).expect("100 years");
+    // Redis keeps expiry in milliseconds.
+    assert!(
+        expiry >= started + max - ChronoDuration::milliseconds(1) && expiry <= Utc::now() + max,
+        "expire_time is now + 100 years, exactly: {expiry}"
+    );
+    assert_eq!(get(svc, &app, "u", "longest").await.expire_time, Some(expiry));
+    for (id, ttl) in [
+        ("over", MAX_SESSION_TTL + Duration::from_secs(1)),
+        ("trillion", Duration::from_secs(1_000_000_000_000)),
+        ("i64max", Duration::from_secs(i64::MAX as u64)),
+    ] {
+        let message = expect_invalid(svc.create(with_ttl(id, ttl)).await, "ttl", "a TTL above the maximum");
+        assert!(
+            message.contains("3153600000"),
+            "the message names the maximum: {message}"
+        );
+        expect_code(
+            try_get(svc, &app, "u", id).await,
+            Code::NotFound,
+            "a refused create stores nothing",
+        );
+    }
+}
+
+async fn client_timestamps_stay_in_protobufs_range(svc: &dyn SessionService) {
+    let app = unique_prefix("times");
+    create(svc, &app, "u", "s", &[]).await;
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    let before = get(svc, &app, "u", "s").await;
+    let time = |seconds, nanos| DateTime::from_timestamp(seconds, nanos).expect("a chrono time");
+    let first = time(MIN_TIMESTAMP_SECONDS, 0);
+    let last = time(MAX_TIMESTAMP_SECONDS, 999_999_999);
+    for outside in [time(MIN_TIMESTAMP_SECONDS - 1, 0), time(MAX_TIMESTAMP_SECONDS + 1, 0)] {
+        let mut event = event_at(outside);
+        event.actions.state_delta = map(&[("k", json!("overwritten"))]);
+        expect_invalid(
+            svc.append_event(append_req(&app, "u", "s", event)).await,
+            "event.timestamp",
+            "an event time outside google.protobuf.Timestamp",
+        );
+        let filtered = GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            num_recent_events: None,
+            after: Some(outside),
+        };
+        expect_invalid(
+            svc.get(filtered).await,
+            "after",
+            "an after outside google.protobuf.Timestamp",
+        );
+    }
+    assert_eq!(
+        get(svc, &app, "u", "s").await,
+        before,
+        "refused appends changed nothing"
+    );
+
+    // The first instant a Timestamp holds is kept, as the session's update time too (as in ADK).
+    append(svc, &app, "u", "s", event_at(first)).await;
+    assert_eq!(get(svc, &app, "u", "s").await.last_update_time, first);
+
+    // The last one: the event keeps it, and `after` filters by it; the session's update time
+    // stops at the server's clock plus the allowed skew.
+    let skew = ChronoDuration::from_std(MAX_CLOCK_SKEW).expect("minutes");
+    let sent = Utc::now();
+    let stored = append(svc, &app, "u", "s", event_at(last)).await;
+    let received = Utc::now();
+    assert_eq!(stored.timestamp, last, "the event keeps the client's timestamp");
+    let session = get(svc, &app, "u", "s").await;
+    assert!(
+        session.last_update_time >= sent + skew && session.last_update_time <= received + skew,
+        "last_update_time is at most MAX_CLOCK_SKEW ahead of the append: {}",
+        session.last_update_time
+    );
+    let listed = svc
+        .list(ListRequest {
+            app_name: app.clone(),
+            user_id: Some("u".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("list");
+    assert_eq!(listed.sessions[0].last_update_time, session.last_update_time);
+    let after = svc
+        .get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            num_recent_events: None,
+            after: Some(time(MAX_TIMESTAMP_SECONDS - 60, 0)),
+        })
+        .await
+        .expect("after in year 9999");
+    assert_eq!(
+        after.events.as_slice(),
+        [stored],
+        "after compares the event's own timestamp"
     );
 }
 

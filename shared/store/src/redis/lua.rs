@@ -81,9 +81,10 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///
 /// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
 /// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq'), 3 precondition value,
-///       4 event time (µs), 5 its extra nanoseconds, 6 session id (user index member),
-///       7 app index member (`user:session`), 8 encoded event,
-///       9 #session fields, 10 #user fields, 11 #app fields, then field/JSON pairs in that order.
+///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
+///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
+///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
+///       the timestamp index), then field/JSON pairs in that order.
 /// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
@@ -116,8 +117,8 @@ local stored = ARGV[8] .. '\128\1' .. varint(seq)
 -- it comes first, so a failure leaves everything unchanged.
 redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
 redis.call('HSET', KEYS[4], ARGV[1], seq)
-redis.call('ZADD', KEYS[5], ARGV[4], seq)
-local at = 12
+redis.call('ZADD', KEYS[5], ARGV[12], seq)
+local at = 13
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[11])) end
