@@ -2,6 +2,7 @@
 //! nothing to set up. The reference the Redis backend is tested against.
 
 use crate::StoreConfig;
+use crate::artifact::memory::InMemoryArtifactService;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
 };
@@ -130,6 +131,8 @@ fn not_found(key: &SessionKey) -> AdkError {
 pub struct InMemorySessionService {
     inner: Arc<Mutex<Inner>>,
     config: StoreConfig,
+    /// The artifact store deployed with this one, if any: DeleteSession deletes the session's artifacts there.
+    artifacts: Option<InMemoryArtifactService>,
 }
 
 impl InMemorySessionService {
@@ -141,7 +144,16 @@ impl InMemorySessionService {
         InMemorySessionService {
             inner: Arc::default(),
             config,
+            artifacts: None,
         }
+    }
+
+    /// Links the artifact store used with this session store (the same process, as in
+    /// `adk-server` with `memory://`): DeleteSession then deletes the session's own
+    /// artifacts in it, as the Redis stores do through the Redis they share.
+    pub fn with_artifacts(mut self, artifacts: InMemoryArtifactService) -> Self {
+        self.artifacts = Some(artifacts);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -238,7 +250,12 @@ impl SessionService for InMemorySessionService {
     async fn delete(&self, req: DeleteRequest) -> Result<()> {
         req.validate()?;
         let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
-        self.lock().sessions.remove(&key);
+        let mut inner = self.lock();
+        inner.sessions.remove(&key);
+        // Still under the session lock, so a re-create of this id cannot come in between.
+        if let Some(artifacts) = &self.artifacts {
+            artifacts.delete_session_artifacts(&key.app, &key.user, &key.session);
+        }
         Ok(())
     }
 

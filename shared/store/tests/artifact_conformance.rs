@@ -3,9 +3,11 @@
 //! by deletes and by failed, oversized or abandoned uploads, and chunk sizes.
 
 use adk_core::artifact::{DeleteRequest, LoadRequest, SaveRequest, UploadRequest, VersionsRequest};
-use adk_core::{AdkError, ArtifactService, ByteStream, Part};
-use adk_store::{InMemoryArtifactService, RedisArtifactService, StoreConfig};
-use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
+use adk_core::{AdkError, ArtifactService, ByteStream, Part, SessionService};
+use adk_store::{
+    InMemoryArtifactService, InMemorySessionService, RedisArtifactService, RedisSessionService, StoreConfig,
+};
+use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
 use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::time::Duration;
@@ -46,6 +48,88 @@ async fn redis_backend_conforms() {
 async fn cluster_backend_conforms() {
     let cluster = RedisCluster::start(3).await;
     run_artifact_conformance(&connect(&cluster.url(), config()).await, LIMITS).await;
+}
+
+/// In memory, DeleteSession reaches the artifact store it is linked to.
+#[tokio::test]
+async fn memory_session_delete_deletes_the_sessions_artifacts() {
+    let artifacts = InMemoryArtifactService::with_config(config());
+    let sessions = InMemorySessionService::with_config(config()).with_artifacts(artifacts.clone());
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+/// `open_stores` gives a session and an artifact store that belong together, for every URL.
+#[tokio::test]
+async fn open_stores_deletes_the_sessions_artifacts_with_the_session() {
+    let server = RedisServer::start().await;
+    for url in ["memory://".to_string(), server.url()] {
+        let (sessions, artifacts) = adk_store::open_stores(&url, config()).await.unwrap();
+        run_session_delete_conformance(sessions.as_ref(), artifacts.as_ref(), LIMITS).await;
+    }
+}
+
+/// DeleteSession on Redis deletes the session's artifacts by itself: the session
+/// store needs no artifact service, as when the two servers are separate processes.
+#[tokio::test]
+async fn redis_session_delete_deletes_the_sessions_artifacts() {
+    let server = RedisServer::start().await;
+    let sessions = RedisSessionService::connect(&server.url(), config()).await.unwrap();
+    let artifacts = connect(&server.url(), config()).await;
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+#[tokio::test]
+async fn cluster_session_delete_deletes_the_sessions_artifacts() {
+    let cluster = RedisCluster::start(3).await;
+    let sessions = RedisSessionService::connect(&cluster.url(), config()).await.unwrap();
+    let artifacts = connect(&cluster.url(), config()).await;
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+/// DeleteSession leaves none of the session's artifact keys in Redis, the moment it returns.
+async fn session_delete_leaves_no_artifact_keys(url: &str, node_urls: &[String]) {
+    let sessions = RedisSessionService::connect(url, config()).await.unwrap();
+    let artifacts = connect(url, config()).await;
+    let app = unique_prefix("art-session-keys");
+    let create = adk_core::CreateRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    };
+    sessions.create(create).await.unwrap();
+    for name in ["a.bin", "dir/b:{x}.bin"] {
+        for _ in 0..3 {
+            artifacts
+                .upload(upload_req(&app, "s", name), pieces(LIMITS.chunk_bytes * 5 / 2, 1000))
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        keys_of_app(node_urls, &app).await.len() > 20,
+        "the artifacts are stored"
+    );
+    let delete = adk_core::DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    sessions.delete(delete).await.unwrap();
+    let keys = keys_of_app(node_urls, &app).await;
+    assert!(keys.is_empty(), "keys left after DeleteSession: {keys:#?}");
+}
+
+#[tokio::test]
+async fn redis_session_delete_leaves_no_artifact_keys() {
+    let server = RedisServer::start().await;
+    session_delete_leaves_no_artifact_keys(&server.url(), &[server.url()]).await;
+}
+
+#[tokio::test]
+async fn cluster_session_delete_leaves_no_artifact_keys() {
+    let cluster = RedisCluster::start(3).await;
+    session_delete_leaves_no_artifact_keys(&cluster.url(), &cluster.node_urls()).await;
 }
 
 #[tokio::test]
@@ -214,6 +298,38 @@ async fn redis_leaves_no_keys_behind() {
 async fn cluster_leaves_no_keys_behind() {
     let cluster = RedisCluster::start(3).await;
     nothing_is_left_behind(&connect(&cluster.url(), config()).await, &cluster.node_urls()).await;
+}
+
+/// An upload whose body does not match its declared size fails and, by the time it
+/// has failed, has deleted every pending chunk it wrote (no waiting for a background task).
+async fn mismatched_sizes_leave_no_pending_chunks(svc: &RedisArtifactService, node_urls: &[String]) {
+    let app = unique_prefix("art-declared");
+    let chunk = LIMITS.chunk_bytes as u64;
+    // Truncated after three full chunks were written, and overlong after two.
+    for (declared, sent) in [(chunk * 4, chunk * 3 + 10), (chunk * 2 + 10, chunk * 3)] {
+        let mut req = upload_req(&app, "s", "f.bin");
+        req.size_hint = Some(declared);
+        let err = svc.upload(req, pieces(sent as usize, 1000)).await.unwrap_err();
+        assert!(matches!(err, AdkError::InvalidArgument(_)), "{err:?}");
+        assert!(err.to_string().contains(&declared.to_string()), "{err}");
+        let keys = keys_of_app(node_urls, &app).await;
+        assert!(
+            keys.is_empty(),
+            "declared {declared}, sent {sent}: keys left behind: {keys:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn redis_mismatched_sizes_leave_no_pending_chunks() {
+    let server = RedisServer::start().await;
+    mismatched_sizes_leave_no_pending_chunks(&connect(&server.url(), config()).await, &[server.url()]).await;
+}
+
+#[tokio::test]
+async fn cluster_mismatched_sizes_leave_no_pending_chunks() {
+    let cluster = RedisCluster::start(3).await;
+    mismatched_sizes_leave_no_pending_chunks(&connect(&cluster.url(), config()).await, &cluster.node_urls()).await;
 }
 
 /// An upload whose future is dropped mid-stream: its pending chunks exist while

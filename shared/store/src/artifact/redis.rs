@@ -36,6 +36,13 @@
 //! (a cancelled one from a background task); the TTL only covers a crash.
 //! A delete is one script too (`lua::DELETE`), removing every chunk.
 //!
+//! DeleteSession (in the session store, `crate::redis`) deletes the session's
+//! scope — every name, version and chunk — in the same script that deletes the
+//! session ([`ScopeKeys`], `lua::artifact_delete_fns`): a session re-created
+//! under that id never sees its predecessor's artifacts, even if the server dies
+//! mid-call, and no artifact server takes part. That script costs about 7 µs per
+//! artifact key of the session (10,000 small versions: 130 ms).
+//!
 //! # Reads
 //!
 //! Metadata (and which version "latest" is) comes from one script. A download
@@ -43,7 +50,7 @@
 //! size is not the stored one), so neither side holds a whole artifact. A
 //! version deleted during a download ends its stream with `NOT_FOUND`.
 
-mod lua;
+pub(crate) mod lua;
 
 use super::{
     ChunkedUpload, Limits, MAX_VERSION, chunk_size, no_version_left, not_found, session_scope, version_exists,
@@ -60,7 +67,7 @@ use adk_core::{AdkError, Result};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -317,6 +324,48 @@ impl ArtifactService for RedisArtifactService {
 
 // ---------- keys ----------
 
+/// The keys of one scope's artifacts (a session's, or the user's `user:` names):
+/// the name set, and the prefixes a name (or version) completes into its keys.
+pub(crate) struct ScopeKeys {
+    names: String,
+    /// `adk:artseq:{app:user}:<scope>:`; a name's counter adds `<name>`.
+    seq_prefix: String,
+    /// `adk:artvers:{app:user}:<scope>:`; a name's version set adds `<name>`.
+    versions_prefix: String,
+    /// `adk:artmeta:{app:user}:<scope>:`; a version's key adds `<version>:<name>`.
+    meta_prefix: String,
+    /// `adk:artchunk:{app:user}:<scope>:`; a chunk's key adds `<version>:<index>:<name>`.
+    chunk_prefix: String,
+}
+
+impl ScopeKeys {
+    fn new(tag: &str, scope: &str) -> ScopeKeys {
+        ScopeKeys {
+            names: names_key(tag, scope),
+            seq_prefix: format!("adk:artseq:{tag}:{scope}:"),
+            versions_prefix: format!("adk:artvers:{tag}:{scope}:"),
+            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
+            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
+        }
+    }
+
+    /// A session's own artifacts. Only for validated ids (see [`NameKeys::new`]).
+    pub(crate) fn of_session(app: &str, user: &str, session: &str) -> ScopeKeys {
+        ScopeKeys::new(&user_tag(app, user), session)
+    }
+
+    /// The arguments of `delete_scope` (see [`lua::artifact_delete_fns`]) for a script
+    /// that calls it: the name set as its next key, the four prefixes as its next arguments.
+    pub(crate) fn push_for_delete(&self, invocation: &mut ScriptInvocation<'_>) {
+        invocation
+            .key(&self.names)
+            .arg(&self.seq_prefix)
+            .arg(&self.versions_prefix)
+            .arg(&self.meta_prefix)
+            .arg(&self.chunk_prefix);
+    }
+}
+
 /// The keys of one file name in its scope (see the module docs).
 struct NameKeys {
     tag: String,
@@ -334,14 +383,14 @@ impl NameKeys {
     /// Only for validated requests: ids cannot contain `:`, `{` or `}`, so they cannot forge a key.
     fn new(app: &str, user: &str, session: &str, file_name: &str) -> NameKeys {
         let tag = user_tag(app, user);
-        let scope = session_scope(session, file_name).unwrap_or(USER_SCOPE);
+        let scope = ScopeKeys::new(&tag, session_scope(session, file_name).unwrap_or(USER_SCOPE));
         NameKeys {
             name: file_name.to_string(),
-            names: names_key(&tag, scope),
-            seq: format!("adk:artseq:{tag}:{scope}:{file_name}"),
-            versions: format!("adk:artvers:{tag}:{scope}:{file_name}"),
-            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
-            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
+            names: scope.names,
+            seq: format!("{}{file_name}", scope.seq_prefix),
+            versions: format!("{}{file_name}", scope.versions_prefix),
+            meta_prefix: scope.meta_prefix,
+            chunk_prefix: scope.chunk_prefix,
             tag,
         }
     }
