@@ -349,12 +349,16 @@ async fn a_dropped_upload_deletes_its_pending_chunks() {
             if keys.len() == 3 {
                 for (key, _) in &keys {
                     assert!(key.starts_with("adk:artup:"), "{keys:?}");
-                    let ttl: i64 = redis::cmd("TTL")
+                    let ttl_ms: i64 = redis::cmd("PTTL")
                         .arg(key)
                         .query_async(&mut server.connection().await)
                         .await
                         .unwrap();
-                    assert!((1..=3600).contains(&ttl), "{key} has the safety TTL, got {ttl}");
+                    // A crashed server's pending chunks go about a minute after the last piece, not an hour.
+                    assert!(
+                        (1..=60_000).contains(&ttl_ms),
+                        "{key} has the pending TTL of at most 60 s, got {ttl_ms} ms"
+                    );
                 }
                 return;
             }
@@ -368,6 +372,98 @@ async fn a_dropped_upload_deletes_its_pending_chunks() {
     }
     // The upload future is dropped here, mid-stream.
     assert_no_keys_left(&nodes, &app, "after dropping the upload").await;
+}
+
+/// A short pending TTL, so that the sliding-expiry tests take seconds: the renewal
+/// looks every 1/6 of it, so an upload may pause about 830 ms between pieces.
+const SHORT_PENDING_TTL: Duration = Duration::from_secs(1);
+
+/// The pending chunk keys (`adk:artup:`) of `app`.
+async fn pending_keys(node_urls: &[String], app: &str) -> Vec<String> {
+    let keys = keys_of_app(node_urls, app).await.into_iter().map(|(key, _)| key);
+    keys.filter(|key| key.starts_with("adk:artup:")).collect()
+}
+
+/// Waits up to `limit` for the pending keys of `app` to number `count`.
+async fn wait_for_pending(node_urls: &[String], app: &str, count: usize, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let keys = pending_keys(node_urls, app).await;
+        if keys.len() == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {count} pending keys, have {keys:?}"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client that sends slowly — small pieces, 50 ms apart, for 4 s: a storage chunk
+/// fills only every 1.6 s, longer than the 1 s pending TTL — keeps its earlier chunks,
+/// because every arriving piece slides the TTL, and its upload stores the whole body.
+#[tokio::test]
+async fn a_slow_upload_keeps_its_pending_chunks_alive() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), config())
+        .await
+        .with_pending_ttl(SHORT_PENDING_TTL);
+    let app = unique_prefix("art-slow");
+    const PIECE: usize = 2 * 1024;
+    const PIECES: usize = 80;
+    let body: Vec<u8> = (0..PIECE * PIECES).map(|i| (i % 241) as u8).collect();
+    let slow = stream::iter(body.chunks(PIECE).map(<[u8]>::to_vec).collect::<Vec<_>>()).then(|piece| async move {
+        // The client's pace, not a synchronisation.
+        sleep(Duration::from_millis(50)).await;
+        Ok(piece)
+    });
+    let saved = svc.upload(upload_req(&app, "s", "slow.bin"), slow.boxed()).await;
+    assert_eq!(saved.expect("a slow but steady upload is stored").version, 1);
+    let load = LoadRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "slow.bin".into(),
+        version: None,
+    };
+    let (_, stored) = svc.download(load, 0).await.unwrap();
+    let stored: Vec<Vec<u8>> = stored.try_collect().await.unwrap();
+    assert!(stored.concat() == body, "the whole body is stored");
+}
+
+/// An upload whose client stops sending (its server alive, the stream open) has its
+/// pending chunks expire one TTL after the last piece; when the client resumes, the
+/// upload fails with DEADLINE_EXCEEDED and stores nothing.
+#[tokio::test]
+async fn an_idle_upload_loses_its_pending_chunks_and_fails() {
+    let server = RedisServer::start().await;
+    let nodes = [server.url()];
+    let svc = connect(&server.url(), config())
+        .await
+        .with_pending_ttl(SHORT_PENDING_TTL);
+    let app = unique_prefix("art-idle");
+    let (resume, resumed) = tokio::sync::oneshot::channel::<()>();
+    let rest = stream::once(async move {
+        resumed.await.expect("the test resumes the client");
+        Ok(vec![1u8; 10])
+    });
+    let body = pieces(LIMITS.chunk_bytes * 3, 1000).chain(rest).boxed();
+    let upload = tokio::spawn({
+        let (svc, req) = (svc.clone(), upload_req(&app, "s", "idle.bin"));
+        async move { svc.upload(req, body).await }
+    });
+    wait_for_pending(&nodes, &app, 3, Duration::from_secs(5)).await;
+    // The TTL is 1 s after the last piece (at most 1/6 more): well inside 5 s.
+    wait_for_pending(&nodes, &app, 0, Duration::from_secs(5)).await;
+    resume.send(()).unwrap();
+    let err = upload
+        .await
+        .unwrap()
+        .expect_err("the chunks sent before the pause are gone");
+    assert!(matches!(err, AdkError::DeadlineExceeded(_)), "{err:?}");
+    assert!(err.to_string().contains("paused"), "{err}");
+    assert_no_keys_left(&nodes, &app, "after the idle upload failed").await;
 }
 
 /// A 20 MiB artifact with the default 1 MiB chunks is 20 keys of at most 1 MiB, and reads back whole.
