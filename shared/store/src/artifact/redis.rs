@@ -31,18 +31,20 @@
 //! the client keeps sending: every TTL / 6, when a piece arrived since the last
 //! look, one pipeline renews the TTL of all of the upload's pending keys. A
 //! server that dies mid-upload thus leaves its pending chunks for at most about
-//! a minute after the last piece, and an upload that pauses longer than the TTL
-//! less one renewal period (50 s by default) fails with `DEADLINE_EXCEEDED`. At the end one script (`lua::COMMIT`) picks the version, renames
-//! the pending keys into place (same hash tag, so allowed on a cluster), and
-//! writes the metadata, counter, version and name: a version appears whole or
-//! not at all, and concurrent saves of one name get distinct, consecutive
-//! versions. A failed, oversized or cancelled upload deletes its pending keys
-//! (a cancelled one from a background task); the TTL only covers a crash.
+//! a minute after the last piece (TTL to TTL + 1/6), and an upload that pauses
+//! longer than the TTL less one renewal period (50 s by default) may find its
+//! chunks expired and fail with `DEADLINE_EXCEEDED`. At the end one script
+//! (`lua::COMMIT`) picks the version, renames the pending keys into place (same
+//! hash tag, so allowed on a cluster), and writes the metadata, counter, version
+//! and name: a version appears whole or not at all, and concurrent saves of one
+//! name get distinct, consecutive versions. A failed, oversized, mis-sized or
+//! cancelled upload deletes its pending keys (a cancelled one from a background
+//! task); the TTL only covers a crash.
 //! A delete is one script too (`lua::DELETE`), removing every chunk.
 //!
 //! DeleteSession (in the session store, `crate::redis`) deletes the session's
 //! scope — every name, version and chunk — in the same script that deletes the
-//! session ([`ScopeKeys`], `lua::artifact_delete_fns`): a session re-created
+//! session (`ScopeKeys`, `lua::artifact_delete_fns`): a session re-created
 //! under that id never sees its predecessor's artifacts, even if the server dies
 //! mid-call, and no artifact server takes part. That script costs about 7 µs per
 //! artifact key of the session (10,000 small versions: 130 ms).
