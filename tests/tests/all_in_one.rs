@@ -3,7 +3,7 @@
 
 use adk_core::ArtifactService;
 use adk_e2e::{connect, connect_artifacts};
-use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
+use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
 use adk_testkit::conformance::run_session_conformance;
 use adk_testkit::{RedisServer, ServiceProcess};
 
@@ -51,4 +51,21 @@ async fn serves_artifacts_from_redis_on_request() {
     args.extend(artifact_args());
     let server = ServiceProcess::spawn("adk-server", &args, &[]).await;
     run_artifact_conformance(&connect_artifacts(&server).await, ARTIFACT_LIMITS).await;
+}
+
+/// DeleteSession on adk-server deletes the session's artifacts, from the embedded store and from Redis.
+#[tokio::test]
+async fn delete_session_deletes_its_artifacts() {
+    let redis = RedisServer::start().await;
+    for store_url in ["memory://".to_string(), redis.url()] {
+        let mut args = vec!["--store-url".into(), store_url];
+        args.extend(artifact_args());
+        let server = ServiceProcess::spawn("adk-server", &args, &[]).await;
+        run_session_delete_conformance(
+            &connect(&server).await,
+            &connect_artifacts(&server).await,
+            ARTIFACT_LIMITS,
+        )
+        .await;
+    }
 }

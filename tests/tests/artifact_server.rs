@@ -667,3 +667,50 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
     let loaded = client.load(load_req(&app, "keep.txt")).await.expect("load");
     assert_eq!(loaded.part, Part::text_part("kept"), "the stored artifact is unchanged");
 }
+
+/// A header's `size_bytes` is a promise: an upload that sends fewer bytes (truncated)
+/// or more fails with INVALID_ARGUMENT naming both sizes, and stores nothing — no
+/// version, no pending chunk in Redis.
+#[tokio::test]
+async fn an_upload_that_breaks_its_declared_size_fails_and_stores_nothing() {
+    let stack = ArtifactStack::start(&CONFORMANCE_ARGS).await;
+    let client = stack.client().await;
+    let mut raw = raw_client(stack.server.endpoint()).await;
+    let app = unique_prefix("declared");
+    let chunk = CONFORMANCE_LIMITS.chunk_bytes as u64;
+    // (declared, sent): the two cases, then bodies of several storage chunks.
+    for (declared, sent) in [(100, 20), (10, 20), (chunk * 3, chunk * 2 + 1), (chunk, chunk * 3)] {
+        let header = pb::UploadHeader {
+            r#ref: artifact_ref(&app, "f.bin"),
+            mime_type: "application/octet-stream".into(),
+            size_bytes: Some(declared),
+            ..Default::default()
+        };
+        let body: Vec<u8> = (0..sent).map(|i| (i % 251) as u8).collect();
+        let mut messages = vec![header_message(header)];
+        messages.extend(body.chunks(16 * 1024).map(|piece| chunk_message(piece.to_vec())));
+        let err = raw
+            .upload_artifact(futures::stream::iter(messages))
+            .await
+            .expect_err("a body of another size than declared");
+        assert_eq!(
+            err.code(),
+            Code::InvalidArgument,
+            "declared {declared}, sent {sent}: {err:?}"
+        );
+        let message = err.message();
+        assert!(
+            message.contains(&format!("size_bytes {declared}")),
+            "names the declared size: {message}"
+        );
+        if sent < declared {
+            assert!(
+                message.contains(&format!(" {sent} bytes")),
+                "names the size sent: {message}"
+            );
+        }
+        assert_eq!(versions(&client, &app, "f.bin").await, Vec::<i64>::new(), "no version");
+        let keys = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
+        assert!(keys.is_ok(), "no pending chunk left in Redis: {keys:?}");
+    }
+}

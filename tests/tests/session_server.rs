@@ -2,11 +2,12 @@
 //! real 3-node Redis Cluster), real gRPC clients.
 
 use adk_core::{AppendEventRequest, Content, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
-use adk_e2e::{SessionStack, connect, spawn_session_server};
+use adk_e2e::{SessionStack, connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
+use adk_testkit::artifact_conformance::{ArtifactLimits, run_session_delete_conformance};
 use adk_testkit::conformance::run_session_conformance;
-use adk_testkit::{RedisCluster, unique_prefix};
+use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
@@ -82,6 +83,24 @@ async fn grpc_client_conforms_against_the_real_server_on_redis_cluster() {
     let cluster = RedisCluster::start(3).await;
     let server = spawn_session_server(&cluster.url(), &[]).await;
     run_session_conformance(&connect(&server).await).await;
+}
+
+/// The session server deletes a session's artifacts in the Redis it shares with a
+/// separate artifact server, without that server being involved; on a cluster too.
+#[tokio::test]
+async fn delete_session_deletes_its_artifacts_stored_by_a_separate_artifact_server() {
+    let redis = RedisServer::start().await;
+    let cluster = RedisCluster::start(3).await;
+    for store_url in [redis.url(), cluster.url()] {
+        let sessions = spawn_session_server(&store_url, &[]).await;
+        let artifacts = spawn_artifact_server(&store_url, &[]).await;
+        run_session_delete_conformance(
+            &connect(&sessions).await,
+            &connect_artifacts(&artifacts).await,
+            ArtifactLimits::default(),
+        )
+        .await;
+    }
 }
 
 #[tokio::test]

@@ -57,16 +57,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
         None => None,
     };
-    // Both services use the same store URL; with memory:// each gets its own in-memory store.
+    // Both services use the same store URL, opened as one deployment: DeleteSession
+    // deletes the session's artifacts (with memory://, in this process's artifact store).
     let url = &cli.store.store_url;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
-    let sessions = adk_store::open_session_service(url, config.clone())
+    let (sessions, artifacts) = adk_store::open_stores(url, config)
         .await
-        .with_context(|| cannot_open("session"))?;
-    let artifacts = adk_store::open_artifact_service(url, config)
-        .await
-        .with_context(|| cannot_open("artifact"))?;
+        .with_context(|| cannot_open("session and artifact"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
 
     // The runner uses the very store instances the session and artifact services

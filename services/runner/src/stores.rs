@@ -35,11 +35,13 @@ impl RunnerServices {
         }
     }
 
-    /// Fresh in-memory stores: one process, nothing to set up (tests, demos).
+    /// Fresh in-memory stores: one process, nothing to set up (tests, demos). Deleting
+    /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
+        let artifacts = InMemoryArtifactService::new();
         Self::new(
-            Arc::new(InMemorySessionService::new()),
-            Some(Arc::new(InMemoryArtifactService::new())),
+            Arc::new(InMemorySessionService::new().with_artifacts(artifacts.clone())),
+            Some(Arc::new(artifacts)),
             Arc::new(InMemorySessionLease::new()),
         )
     }
@@ -49,8 +51,7 @@ impl RunnerServices {
     /// also serves sessions must pass its own stores to [`RunnerServices::new`]
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
-        let sessions = adk_store::open_session_service(url, config.clone()).await?;
-        let artifacts = adk_store::open_artifact_service(url, config).await?;
+        let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
         let lease = open_session_lease(url).await?;
         Ok(Self::new(sessions, Some(artifacts), lease))
     }

@@ -165,7 +165,9 @@ pub struct UploadRequest {
     /// None saves the next version.
     pub version: Option<i64>,
     pub custom_metadata: HashMap<String, Value>,
-    /// The total size when known, so an oversized upload is refused before any byte is stored.
+    /// The total size, when the client declares it (`size_bytes` of the gRPC header): an
+    /// oversized upload is refused before any byte is stored, and a body of another size
+    /// fails (see [`body_of_declared_size`]). A promise, despite the name: not a hint.
     pub size_hint: Option<u64>,
 }
 
@@ -250,6 +252,46 @@ pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Pa
             data: bytes,
         })
     }
+}
+
+/// An upload's body held to the size its request declared: an error item as soon as
+/// the bytes pass the declared size, or at the end when they fall short, so that a
+/// truncated or overlong upload fails (INVALID_ARGUMENT, naming both sizes) instead of
+/// storing other bytes than the client meant. Without a declared size, the body as is.
+/// Every backend reads upload bodies through this.
+pub fn body_of_declared_size(chunks: ByteStream, declared: Option<u64>) -> ByteStream {
+    let Some(declared) = declared else {
+        return chunks;
+    };
+    // State: the body and the bytes received so far; None once an error item ended the stream.
+    futures::stream::unfold(Some((chunks, 0u64)), move |state| async move {
+        let (mut chunks, received) = state?;
+        match chunks.next().await {
+            Some(Ok(piece)) => {
+                let received = received.saturating_add(piece.len() as u64);
+                if received > declared {
+                    let err = size_mismatch(format!(
+                        "the upload sent at least {received} bytes but its header declares size_bytes {declared}"
+                    ));
+                    return Some((Err(err), None));
+                }
+                Some((Ok(piece), Some((chunks, received))))
+            }
+            Some(Err(err)) => Some((Err(err), None)),
+            None if received < declared => {
+                let err = size_mismatch(format!(
+                    "the upload ended after {received} bytes but its header declares size_bytes {declared}"
+                ));
+                Some((Err(err), None))
+            }
+            None => None,
+        }
+    })
+    .boxed()
+}
+
+fn size_mismatch(what: String) -> AdkError {
+    AdkError::invalid(format!("{what}; nothing was stored"))
 }
 
 /// A stream of one chunk, for saving bytes already in memory.
@@ -434,6 +476,41 @@ mod tests {
                 .to_string()
                 .contains("version")
         );
+    }
+
+    #[tokio::test]
+    async fn bodies_must_have_their_declared_size() {
+        let body = |pieces: &[&[u8]]| -> ByteStream {
+            let pieces: Vec<Result<Vec<u8>>> = pieces.iter().map(|p| Ok(p.to_vec())).collect();
+            futures::stream::iter(pieces).boxed()
+        };
+        let read = |declared, pieces: &[&[u8]]| {
+            let checked = body_of_declared_size(body(pieces), declared);
+            async move { checked.try_concat().await }
+        };
+        assert_eq!(read(Some(5), &[b"ab", b"cde"]).await.unwrap(), b"abcde");
+        assert_eq!(read(Some(0), &[]).await.unwrap(), b"");
+        assert_eq!(read(None, &[b"any", b"size"]).await.unwrap(), b"anysize");
+        for (declared, pieces, sent) in [
+            (100, &[&b"12345678901234567890"[..]][..], "20"),
+            (10, &[&b"123456"[..], &b"789012"[..]][..], "12"),
+            (0, &[&b"x"[..]][..], "1"),
+            (3, &[][..], "0"),
+        ] {
+            let err = read(Some(declared), pieces).await.unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err}");
+            let message = err.to_string();
+            assert!(message.contains(&format!("size_bytes {declared}")), "{message}");
+            assert!(message.contains(&format!(" {sent} bytes")), "{message}");
+        }
+        // An overlong body fails on the piece that passes the size: what follows is never read.
+        let mut checked = body_of_declared_size(
+            body(&[b"1234", b"5678"]).chain(futures::stream::pending()).boxed(),
+            Some(6),
+        );
+        assert_eq!(checked.next().await.unwrap().unwrap(), b"1234");
+        assert!(checked.next().await.unwrap().is_err());
+        assert!(checked.next().await.is_none(), "the stream ends after its error");
     }
 
     #[test]

@@ -12,7 +12,9 @@ pub mod memory;
 pub mod redis;
 
 use crate::StoreConfig;
-use adk_core::artifact::{ByteStream, DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, UploadRequest, is_user_scoped};
+use adk_core::artifact::{
+    ByteStream, DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, UploadRequest, body_of_declared_size, is_user_scoped,
+};
 use adk_core::{AdkError, Result};
 use futures::StreamExt;
 
@@ -109,7 +111,8 @@ pub(crate) struct ChunkedUpload {
 }
 
 impl ChunkedUpload {
-    /// Validates the request and refuses an oversized upload from its size hint, before reading any byte.
+    /// Validates the request and refuses an oversized upload from its declared size, before
+    /// reading any byte; the body must then have exactly the declared size.
     pub fn new(req: &UploadRequest, body: ByteStream, limits: Limits) -> Result<ChunkedUpload> {
         req.validate()?;
         if let Some(v) = req.version.filter(|v| *v > MAX_VERSION) {
@@ -121,7 +124,7 @@ impl ChunkedUpload {
             return Err(too_large(limits.max_bytes));
         }
         Ok(ChunkedUpload {
-            body,
+            body: body_of_declared_size(body, req.size_hint),
             limits,
             utf8: req.is_text.then(Utf8Check::default),
             piece: Vec::new(),

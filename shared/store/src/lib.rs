@@ -77,11 +77,32 @@ pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<
 }
 
 /// Opens the artifact store a URL names (the same URLs as [`open_session_service`]).
-/// Each `memory://` store is a store of its own: sessions and artifacts opened
-/// separately do not share memory (they share no data anyway).
+/// Each `memory://` store is a store of its own: use [`open_stores`] for the artifact
+/// store of a process that also serves sessions from memory.
 pub async fn open_artifact_service(url: &str, config: StoreConfig) -> Result<Arc<dyn ArtifactService>> {
     Ok(match Backend::of(url)? {
         Backend::Memory => Arc::new(InMemoryArtifactService::with_config(config)),
         Backend::Redis => Arc::new(RedisArtifactService::connect(url, config).await?),
+    })
+}
+
+/// Opens the session and the artifact store a URL names, as one deployment: DeleteSession
+/// deletes the session's own artifacts. On Redis the two share the Redis (a session
+/// store opened alone does the same); with `memory://` the session store is linked to
+/// the new artifact store ([`InMemorySessionService::with_artifacts`]).
+pub async fn open_stores(
+    url: &str,
+    config: StoreConfig,
+) -> Result<(Arc<dyn SessionService>, Arc<dyn ArtifactService>)> {
+    Ok(match Backend::of(url)? {
+        Backend::Memory => {
+            let artifacts = InMemoryArtifactService::with_config(config.clone());
+            let sessions = InMemorySessionService::with_config(config).with_artifacts(artifacts.clone());
+            (Arc::new(sessions), Arc::new(artifacts))
+        }
+        Backend::Redis => (
+            Arc::new(RedisSessionService::connect(url, config.clone()).await?),
+            Arc::new(RedisArtifactService::connect(url, config).await?),
+        ),
     })
 }

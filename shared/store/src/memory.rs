@@ -7,6 +7,7 @@
 //! again do not stay in memory.
 
 use crate::StoreConfig;
+use crate::artifact::memory::InMemoryArtifactService;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
     session_update_time,
@@ -156,6 +157,8 @@ pub struct InMemorySessionService {
     inner: Arc<Mutex<Inner>>,
     config: StoreConfig,
     reap_interval: Duration,
+    /// The artifact store deployed with this one, if any: DeleteSession deletes the session's artifacts there.
+    artifacts: Option<InMemoryArtifactService>,
 }
 
 impl Default for InMemorySessionService {
@@ -174,7 +177,16 @@ impl InMemorySessionService {
             inner: Arc::default(),
             config,
             reap_interval: REAP_INTERVAL,
+            artifacts: None,
         }
+    }
+
+    /// Links the artifact store used with this session store (the same process, as in
+    /// `adk-server` with `memory://`): DeleteSession then deletes the session's own
+    /// artifacts in it, as the Redis stores do through the Redis they share.
+    pub fn with_artifacts(mut self, artifacts: InMemoryArtifactService) -> Self {
+        self.artifacts = Some(artifacts);
+        self
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -316,7 +328,12 @@ impl SessionService for InMemorySessionService {
     async fn delete(&self, req: DeleteRequest) -> Result<()> {
         req.validate()?;
         let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
-        self.lock().sessions.remove(&key);
+        let mut inner = self.lock();
+        inner.sessions.remove(&key);
+        // Still under the session lock, so a re-create of this id cannot come in between.
+        if let Some(artifacts) = &self.artifacts {
+            artifacts.delete_session_artifacts(&key.app, &key.user, &key.session);
+        }
         Ok(())
     }
 

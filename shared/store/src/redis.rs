@@ -38,6 +38,8 @@
 //! entry, session- and user-scoped state, meta, user index and TTL happen all
 //! together or not at all. GetSession reads meta, session and user state and the
 //! requested events in one script, so they are one consistent snapshot.
+//! DeleteSession deletes the session's keys and its session-scoped artifacts in
+//! one script (see `crate::artifact::redis`).
 //!
 //! `app:` state and the app-wide listing index live on the app tag:
 //! - standalone Redis: their keys are passed to the same script, so the whole
@@ -77,6 +79,7 @@ mod lua;
 
 use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
+use crate::artifact::redis::ScopeKeys;
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
     session_update_time,
@@ -128,6 +131,7 @@ struct Scripts {
     append: Script,
     read: Script,
     drop_stale: Script,
+    delete: Script,
 }
 
 impl std::fmt::Debug for RedisSessionService {
@@ -151,6 +155,7 @@ impl RedisSessionService {
             append: Script::new(lua::APPEND),
             read: Script::new(lua::READ),
             drop_stale: Script::new(lua::DROP_STALE),
+            delete: Script::new(lua::DELETE),
         };
         Ok(RedisSessionService {
             store,
@@ -399,20 +404,13 @@ impl SessionService for RedisSessionService {
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
         // The user-tag keys first (one node), then the app index (maybe another node).
         // Should a step fail, the call fails; a retry finishes it, and meanwhile a listing
-        // drops a member whose session is gone.
-        let mut pipe = redis::pipe();
-        pipe.cmd("UNLINK")
-            .arg(&keys.meta)
-            .arg(&keys.state)
-            .arg(&keys.events)
-            .arg(&keys.event_ids)
-            .arg(&keys.event_times)
-            .ignore()
-            .cmd("ZREM")
-            .arg(&keys.user_index)
-            .arg(&keys.session_id)
-            .ignore();
-        self.store.pipeline::<()>(&pipe).await?;
+        // drops a member whose session is gone. The first step is one script (`lua::DELETE`)
+        // that deletes the session's artifacts with it, whichever server stored them.
+        let mut invocation = self.scripts.delete.prepare_invoke();
+        keys.push_session_keys(&mut invocation);
+        invocation.key(&keys.user_index).arg(&keys.session_id);
+        ScopeKeys::of_session(&req.app_name, &req.user_id, &req.session_id).push_for_delete(&mut invocation);
+        let _names: i64 = self.eval("delete", &invocation).await?;
         let _: i64 = self
             .query(redis::cmd("ZREM").arg(&keys.app_index).arg(&keys.app_member))
             .await?;

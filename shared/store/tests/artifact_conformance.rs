@@ -3,9 +3,11 @@
 //! by deletes and by failed, oversized or abandoned uploads, and chunk sizes.
 
 use adk_core::artifact::{DeleteRequest, LoadRequest, SaveRequest, UploadRequest, VersionsRequest};
-use adk_core::{AdkError, ArtifactService, ByteStream, Part};
-use adk_store::{InMemoryArtifactService, RedisArtifactService, StoreConfig};
-use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
+use adk_core::{AdkError, ArtifactService, ByteStream, Part, SessionService};
+use adk_store::{
+    InMemoryArtifactService, InMemorySessionService, RedisArtifactService, RedisSessionService, StoreConfig,
+};
+use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
 use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::time::Duration;
@@ -46,6 +48,88 @@ async fn redis_backend_conforms() {
 async fn cluster_backend_conforms() {
     let cluster = RedisCluster::start(3).await;
     run_artifact_conformance(&connect(&cluster.url(), config()).await, LIMITS).await;
+}
+
+/// In memory, DeleteSession reaches the artifact store it is linked to.
+#[tokio::test]
+async fn memory_session_delete_deletes_the_sessions_artifacts() {
+    let artifacts = InMemoryArtifactService::with_config(config());
+    let sessions = InMemorySessionService::with_config(config()).with_artifacts(artifacts.clone());
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+/// `open_stores` gives a session and an artifact store that belong together, for every URL.
+#[tokio::test]
+async fn open_stores_deletes_the_sessions_artifacts_with_the_session() {
+    let server = RedisServer::start().await;
+    for url in ["memory://".to_string(), server.url()] {
+        let (sessions, artifacts) = adk_store::open_stores(&url, config()).await.unwrap();
+        run_session_delete_conformance(sessions.as_ref(), artifacts.as_ref(), LIMITS).await;
+    }
+}
+
+/// DeleteSession on Redis deletes the session's artifacts by itself: the session
+/// store needs no artifact service, as when the two servers are separate processes.
+#[tokio::test]
+async fn redis_session_delete_deletes_the_sessions_artifacts() {
+    let server = RedisServer::start().await;
+    let sessions = RedisSessionService::connect(&server.url(), config()).await.unwrap();
+    let artifacts = connect(&server.url(), config()).await;
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+#[tokio::test]
+async fn cluster_session_delete_deletes_the_sessions_artifacts() {
+    let cluster = RedisCluster::start(3).await;
+    let sessions = RedisSessionService::connect(&cluster.url(), config()).await.unwrap();
+    let artifacts = connect(&cluster.url(), config()).await;
+    run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
+}
+
+/// DeleteSession leaves none of the session's artifact keys in Redis, the moment it returns.
+async fn session_delete_leaves_no_artifact_keys(url: &str, node_urls: &[String]) {
+    let sessions = RedisSessionService::connect(url, config()).await.unwrap();
+    let artifacts = connect(url, config()).await;
+    let app = unique_prefix("art-session-keys");
+    let create = adk_core::CreateRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    };
+    sessions.create(create).await.unwrap();
+    for name in ["a.bin", "dir/b:{x}.bin"] {
+        for _ in 0..3 {
+            artifacts
+                .upload(upload_req(&app, "s", name), pieces(LIMITS.chunk_bytes * 5 / 2, 1000))
+                .await
+                .unwrap();
+        }
+    }
+    assert!(
+        keys_of_app(node_urls, &app).await.len() > 20,
+        "the artifacts are stored"
+    );
+    let delete = adk_core::DeleteRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    sessions.delete(delete).await.unwrap();
+    let keys = keys_of_app(node_urls, &app).await;
+    assert!(keys.is_empty(), "keys left after DeleteSession: {keys:#?}");
+}
+
+#[tokio::test]
+async fn redis_session_delete_leaves_no_artifact_keys() {
+    let server = RedisServer::start().await;
+    session_delete_leaves_no_artifact_keys(&server.url(), &[server.url()]).await;
+}
+
+#[tokio::test]
+async fn cluster_session_delete_leaves_no_artifact_keys() {
+    let cluster = RedisCluster::start(3).await;
+    session_delete_leaves_no_artifact_keys(&cluster.url(), &cluster.node_urls()).await;
 }
 
 #[tokio::test]
@@ -216,6 +300,38 @@ async fn cluster_leaves_no_keys_behind() {
     nothing_is_left_behind(&connect(&cluster.url(), config()).await, &cluster.node_urls()).await;
 }
 
+/// An upload whose body does not match its declared size fails and, by the time it
+/// has failed, has deleted every pending chunk it wrote (no waiting for a background task).
+async fn mismatched_sizes_leave_no_pending_chunks(svc: &RedisArtifactService, node_urls: &[String]) {
+    let app = unique_prefix("art-declared");
+    let chunk = LIMITS.chunk_bytes as u64;
+    // Truncated after three full chunks were written, and overlong after two.
+    for (declared, sent) in [(chunk * 4, chunk * 3 + 10), (chunk * 2 + 10, chunk * 3)] {
+        let mut req = upload_req(&app, "s", "f.bin");
+        req.size_hint = Some(declared);
+        let err = svc.upload(req, pieces(sent as usize, 1000)).await.unwrap_err();
+        assert!(matches!(err, AdkError::InvalidArgument(_)), "{err:?}");
+        assert!(err.to_string().contains(&declared.to_string()), "{err}");
+        let keys = keys_of_app(node_urls, &app).await;
+        assert!(
+            keys.is_empty(),
+            "declared {declared}, sent {sent}: keys left behind: {keys:#?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn redis_mismatched_sizes_leave_no_pending_chunks() {
+    let server = RedisServer::start().await;
+    mismatched_sizes_leave_no_pending_chunks(&connect(&server.url(), config()).await, &[server.url()]).await;
+}
+
+#[tokio::test]
+async fn cluster_mismatched_sizes_leave_no_pending_chunks() {
+    let cluster = RedisCluster::start(3).await;
+    mismatched_sizes_leave_no_pending_chunks(&connect(&cluster.url(), config()).await, &cluster.node_urls()).await;
+}
+
 /// An upload whose future is dropped mid-stream: its pending chunks exist while
 /// it runs and are gone shortly after, long before their TTL.
 #[tokio::test]
@@ -233,12 +349,16 @@ async fn a_dropped_upload_deletes_its_pending_chunks() {
             if keys.len() == 3 {
                 for (key, _) in &keys {
                     assert!(key.starts_with("adk:artup:"), "{keys:?}");
-                    let ttl: i64 = redis::cmd("TTL")
+                    let ttl_ms: i64 = redis::cmd("PTTL")
                         .arg(key)
                         .query_async(&mut server.connection().await)
                         .await
                         .unwrap();
-                    assert!((1..=3600).contains(&ttl), "{key} has the safety TTL, got {ttl}");
+                    // A crashed server's pending chunks go about a minute after the last piece, not an hour.
+                    assert!(
+                        (1..=60_000).contains(&ttl_ms),
+                        "{key} has the pending TTL of at most 60 s, got {ttl_ms} ms"
+                    );
                 }
                 return;
             }
@@ -252,6 +372,98 @@ async fn a_dropped_upload_deletes_its_pending_chunks() {
     }
     // The upload future is dropped here, mid-stream.
     assert_no_keys_left(&nodes, &app, "after dropping the upload").await;
+}
+
+/// A short pending TTL, so that the sliding-expiry tests take seconds: the renewal
+/// looks every 1/6 of it, so an upload may pause about 830 ms between pieces.
+const SHORT_PENDING_TTL: Duration = Duration::from_secs(1);
+
+/// The pending chunk keys (`adk:artup:`) of `app`.
+async fn pending_keys(node_urls: &[String], app: &str) -> Vec<String> {
+    let keys = keys_of_app(node_urls, app).await.into_iter().map(|(key, _)| key);
+    keys.filter(|key| key.starts_with("adk:artup:")).collect()
+}
+
+/// Waits up to `limit` for the pending keys of `app` to number `count`.
+async fn wait_for_pending(node_urls: &[String], app: &str, count: usize, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let keys = pending_keys(node_urls, app).await;
+        if keys.len() == count {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "expected {count} pending keys, have {keys:?}"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A client that sends slowly — small pieces, 50 ms apart, for 4 s: a storage chunk
+/// fills only every 1.6 s, longer than the 1 s pending TTL — keeps its earlier chunks,
+/// because every arriving piece slides the TTL, and its upload stores the whole body.
+#[tokio::test]
+async fn a_slow_upload_keeps_its_pending_chunks_alive() {
+    let server = RedisServer::start().await;
+    let svc = connect(&server.url(), config())
+        .await
+        .with_pending_ttl(SHORT_PENDING_TTL);
+    let app = unique_prefix("art-slow");
+    const PIECE: usize = 2 * 1024;
+    const PIECES: usize = 80;
+    let body: Vec<u8> = (0..PIECE * PIECES).map(|i| (i % 241) as u8).collect();
+    let slow = stream::iter(body.chunks(PIECE).map(<[u8]>::to_vec).collect::<Vec<_>>()).then(|piece| async move {
+        // The client's pace, not a synchronisation.
+        sleep(Duration::from_millis(50)).await;
+        Ok(piece)
+    });
+    let saved = svc.upload(upload_req(&app, "s", "slow.bin"), slow.boxed()).await;
+    assert_eq!(saved.expect("a slow but steady upload is stored").version, 1);
+    let load = LoadRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        file_name: "slow.bin".into(),
+        version: None,
+    };
+    let (_, stored) = svc.download(load, 0).await.unwrap();
+    let stored: Vec<Vec<u8>> = stored.try_collect().await.unwrap();
+    assert!(stored.concat() == body, "the whole body is stored");
+}
+
+/// An upload whose client stops sending (its server alive, the stream open) has its
+/// pending chunks expire one TTL after the last piece; when the client resumes, the
+/// upload fails with DEADLINE_EXCEEDED and stores nothing.
+#[tokio::test]
+async fn an_idle_upload_loses_its_pending_chunks_and_fails() {
+    let server = RedisServer::start().await;
+    let nodes = [server.url()];
+    let svc = connect(&server.url(), config())
+        .await
+        .with_pending_ttl(SHORT_PENDING_TTL);
+    let app = unique_prefix("art-idle");
+    let (resume, resumed) = tokio::sync::oneshot::channel::<()>();
+    let rest = stream::once(async move {
+        resumed.await.expect("the test resumes the client");
+        Ok(vec![1u8; 10])
+    });
+    let body = pieces(LIMITS.chunk_bytes * 3, 1000).chain(rest).boxed();
+    let upload = tokio::spawn({
+        let (svc, req) = (svc.clone(), upload_req(&app, "s", "idle.bin"));
+        async move { svc.upload(req, body).await }
+    });
+    wait_for_pending(&nodes, &app, 3, Duration::from_secs(5)).await;
+    // The TTL is 1 s after the last piece (at most 1/6 more): well inside 5 s.
+    wait_for_pending(&nodes, &app, 0, Duration::from_secs(5)).await;
+    resume.send(()).unwrap();
+    let err = upload
+        .await
+        .unwrap()
+        .expect_err("the chunks sent before the pause are gone");
+    assert!(matches!(err, AdkError::DeadlineExceeded(_)), "{err:?}");
+    assert!(err.to_string().contains("paused"), "{err}");
+    assert_no_keys_left(&nodes, &app, "after the idle upload failed").await;
 }
 
 /// A 20 MiB artifact with the default 1 MiB chunks is 20 keys of at most 1 MiB, and reads back whole.

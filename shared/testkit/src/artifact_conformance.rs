@@ -9,7 +9,7 @@ use adk_core::artifact::{
     DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, SaveRequest, TEXT_MIME_TYPE, UploadRequest,
     VersionsRequest,
 };
-use adk_core::{AdkError, ArtifactMetadata, ArtifactService, ByteStream, Part};
+use adk_core::{AdkError, ArtifactMetadata, ArtifactService, ByteStream, CreateRequest, Part, SessionService};
 use chrono::Utc;
 use futures::{StreamExt, TryStreamExt, stream};
 use serde_json::{Value, json};
@@ -58,8 +58,22 @@ pub async fn run_artifact_conformance(svc: &dyn ArtifactService, limits: Artifac
         multi_chunk_uploads_download_identically,
         failed_uploads_leave_nothing,
         oversized_uploads_are_refused,
+        declared_sizes_must_match_the_bytes,
         bad_input_is_rejected_and_changes_nothing,
     );
+}
+
+/// DeleteSession and the session's artifacts, for a session store and the artifact
+/// store deployed with it (the same process, or the same Redis): deleting a session
+/// deletes its session-scoped artifacts and nothing else, and a session re-created
+/// under the same id starts with none of them.
+pub async fn run_session_delete_conformance(
+    sessions: &dyn SessionService,
+    artifacts: &dyn ArtifactService,
+    limits: ArtifactLimits,
+) {
+    println!("artifact conformance: deleting_a_session_deletes_its_artifacts");
+    deleting_a_session_deletes_its_artifacts(sessions, artifacts, limits).await;
 }
 
 // ---------- helpers ----------
@@ -695,6 +709,56 @@ async fn oversized_uploads_are_refused(svc: &dyn ArtifactService, limits: Artifa
     }
 }
 
+/// An upload whose header declares `size_bytes` must send exactly that many bytes:
+/// fewer (a truncated upload) or more fails with INVALID_ARGUMENT naming both numbers,
+/// and stores nothing, whether the name is new or has versions.
+async fn declared_sizes_must_match_the_bytes(svc: &dyn ArtifactService, limits: ArtifactLimits) {
+    let at = Loc::new(&unique_prefix("art-declared"), "u", "s");
+    save(svc, &at, "kept.bin", Part::inline_data("x/y", b"v1".to_vec())).await;
+    let before = snapshot(svc, &at).await;
+    // Bodies of several storage chunks too, so a backend that stores as it goes has something to discard.
+    let big = limits.chunk_bytes as u64 * 2 + 7;
+    let cases: [(u64, u64); 6] = [(100, 20), (10, 20), (0, 1), (1, 0), (big, big - 1), (big - 1, big)];
+    for name in ["kept.bin", "new.bin"] {
+        for (declared, sent) in cases {
+            let mut upload = at.upload_req(name, "x/y");
+            upload.size_hint = Some(declared);
+            let body = noise(sent as usize, sent);
+            let context = format!("{name}: size_bytes {declared}, {sent} bytes sent");
+            let err = expect_code(
+                svc.upload(upload, pieces(&body, 7_000)).await,
+                Code::InvalidArgument,
+                &context,
+            );
+            let message = err.to_string();
+            assert!(message.contains("size_bytes"), "{context}: names the field: {message}");
+            assert!(
+                message.contains(&declared.to_string()),
+                "{context}: names the declared size: {message}"
+            );
+            if sent < declared {
+                // The whole body arrived, so the message can name its exact size.
+                assert!(
+                    message.contains(&sent.to_string()),
+                    "{context}: names the size sent: {message}"
+                );
+            }
+        }
+    }
+    assert_eq!(snapshot(svc, &at).await, before, "mismatched uploads store nothing");
+    assert_absent(svc, &at, "new.bin", "after mismatched uploads").await;
+
+    for (name, size) in [("exact.bin", big), ("empty.bin", 0)] {
+        let mut upload = at.upload_req(name, "x/y");
+        upload.size_hint = Some(size);
+        let body = noise(size as usize, 9);
+        let saved = svc.upload(upload, pieces(&body, 7_000)).await;
+        assert_eq!(saved.expect("a matching declared size is stored").version, 1, "{name}");
+        let (meta, bytes, _) = download(svc, at.load_req(name, None), 0).await.unwrap();
+        assert_eq!((meta.size_bytes, bytes), (size, body), "{name}");
+    }
+}
+
 async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-bad"), "u", "s");
     save(svc, &at, "keep.txt", text("kept")).await;
@@ -821,4 +885,101 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _:
     }
 
     assert_eq!(snapshot(svc, &at).await, before, "rejected requests changed nothing");
+}
+
+async fn create_session(sessions: &dyn SessionService, at: &Loc) {
+    sessions
+        .create(CreateRequest {
+            app_name: at.app.clone(),
+            user_id: at.user.clone(),
+            session_id: Some(at.session.clone()),
+            ..Default::default()
+        })
+        .await
+        .unwrap_or_else(|e| panic!("create session {}/{}/{}: {e}", at.app, at.user, at.session));
+}
+
+async fn delete_session(sessions: &dyn SessionService, at: &Loc) {
+    let req = adk_core::DeleteRequest {
+        app_name: at.app.clone(),
+        user_id: at.user.clone(),
+        session_id: at.session.clone(),
+    };
+    sessions
+        .delete(req)
+        .await
+        .unwrap_or_else(|e| panic!("delete session {}/{}/{}: {e}", at.app, at.user, at.session));
+}
+
+async fn deleting_a_session_deletes_its_artifacts(
+    sessions: &dyn SessionService,
+    artifacts: &dyn ArtifactService,
+    limits: ArtifactLimits,
+) {
+    let svc = artifacts;
+    let app = unique_prefix("art-session-delete");
+    let at = Loc::new(&app, "u", "s");
+    let sibling = Loc::new(&app, "u", "s2");
+    let other_user = Loc::new(&app, "v", "s");
+    for loc in [&at, &sibling, &other_user] {
+        create_session(sessions, loc).await;
+    }
+    // Several versions, a name with awkward characters, a body of several storage chunks.
+    save(svc, &at, "notes.txt", text("one")).await;
+    save(svc, &at, "notes.txt", text("two")).await;
+    let big = noise(limits.chunk_bytes * 5 / 2, 11);
+    svc.upload(at.upload_req("dir/a:{b}.bin", "x/y"), pieces(&big, 10_000))
+        .await
+        .expect("multi-chunk upload");
+    save(svc, &at, "user:profile.txt", text("the user's")).await;
+    save(svc, &sibling, "notes.txt", text("sibling")).await;
+    save(svc, &other_user, "notes.txt", text("other user")).await;
+    let sibling_before = snapshot(svc, &sibling).await;
+    let other_before = snapshot(svc, &other_user).await;
+
+    delete_session(sessions, &at).await;
+    assert_eq!(
+        list(svc, &at).await,
+        ["user:profile.txt"],
+        "the session's own names are gone, the user's stay"
+    );
+    for (name, version) in [("notes.txt", None), ("notes.txt", Some(1)), ("dir/a:{b}.bin", Some(1))] {
+        let context = format!("{name} version {version:?} after DeleteSession");
+        expect_code(svc.load(at.load_req(name, version)).await, Code::NotFound, &context);
+        expect_code(svc.metadata(at.load_req(name, version)).await, Code::NotFound, &context);
+        assert_eq!(versions(svc, &at, name).await, Vec::<i64>::new(), "{context}");
+    }
+    assert_eq!(load(svc, &at, "user:profile.txt", None).await, text("the user's"));
+    assert_eq!(
+        snapshot(svc, &sibling).await,
+        sibling_before,
+        "another session of the user"
+    );
+    assert_eq!(
+        snapshot(svc, &other_user).await,
+        other_before,
+        "another user's session of that id"
+    );
+
+    // Re-created under the same id, the session starts with no artifacts: numbering restarts at 1.
+    create_session(sessions, &at).await;
+    assert_eq!(list(svc, &at).await, ["user:profile.txt"], "the re-created session");
+    assert_eq!(
+        save(svc, &at, "notes.txt", text("new")).await,
+        1,
+        "versions restart at 1"
+    );
+    assert_eq!(versions(svc, &at, "notes.txt").await, [1]);
+    assert_eq!(load(svc, &at, "notes.txt", Some(1)).await, text("new"));
+    expect_code(
+        svc.load(at.load_req("dir/a:{b}.bin", Some(1))).await,
+        Code::NotFound,
+        "an old name in the re-created session",
+    );
+
+    // A session without artifacts, and one that does not exist, delete as before.
+    delete_session(sessions, &sibling).await;
+    delete_session(sessions, &sibling).await;
+    delete_session(sessions, &Loc::new(&app, "u", "never-created")).await;
+    assert_eq!(list(svc, &sibling).await, ["user:profile.txt"]);
 }

@@ -62,6 +62,12 @@ impl InMemoryArtifactService {
         self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Deletes one session's own artifacts, every version (DeleteSession; see
+    /// `InMemorySessionService::with_artifacts`). The user's `user:` names stay.
+    pub(crate) fn delete_session_artifacts(&self, app: &str, user: &str, session: &str) {
+        self.lock().remove(&(app.into(), user.into(), Some(session.into())));
+    }
+
     /// The stored version a load asks for (the latest when it names none).
     fn stored(&self, req: &LoadRequest) -> Result<Arc<Stored>> {
         let scopes = self.lock();

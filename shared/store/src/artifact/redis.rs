@@ -22,19 +22,32 @@
 //! | `adk:artvers:{app:user}:<scope>:<name>` | zset | the name's versions (member and score the version) |
 //! | `adk:artmeta:{app:user}:<scope>:<version>:<name>` | hash | `mime`, `size`, `create_us` + `create_ns` (µs since the epoch, nanoseconds beyond), `custom` (JSON object), `text` (`1`/`0`), `chunks` (count), `chunk_bytes` (storage chunk size when written) |
 //! | `adk:artchunk:{app:user}:<scope>:<version>:<index>:<name>` | string | bytes `index * chunk_bytes ..` of the version, at most `chunk_bytes` |
-//! | `adk:artup:{app:user}:<upload id>:<index>` | string | a pending chunk of an upload in progress (TTL 1 h) |
+//! | `adk:artup:{app:user}:<upload id>:<index>` | string | a pending chunk of an upload in progress (sliding TTL, 60 s by default) |
 //!
 //! # Writes
 //!
 //! An upload streams: each storage chunk is written as it fills to a pending
-//! key under a random upload id, with a one-hour TTL that the upload renews as
-//! it runs. At the end one script (`lua::COMMIT`) picks the version, renames
-//! the pending keys into place (same hash tag, so allowed on a cluster), and
-//! writes the metadata, counter, version and name: a version appears whole or
-//! not at all, and concurrent saves of one name get distinct, consecutive
-//! versions. A failed, oversized or cancelled upload deletes its pending keys
-//! (a cancelled one from a background task); the TTL only covers a crash.
+//! key under a random upload id, with a TTL (60 s by default) that slides while
+//! the client keeps sending: every TTL / 6, when a piece arrived since the last
+//! look, one pipeline renews the TTL of all of the upload's pending keys. A
+//! server that dies mid-upload thus leaves its pending chunks for at most about
+//! a minute after the last piece (TTL to TTL + 1/6), and an upload that pauses
+//! longer than the TTL less one renewal period (50 s by default) may find its
+//! chunks expired and fail with `DEADLINE_EXCEEDED`. At the end one script
+//! (`lua::COMMIT`) picks the version, renames the pending keys into place (same
+//! hash tag, so allowed on a cluster), and writes the metadata, counter, version
+//! and name: a version appears whole or not at all, and concurrent saves of one
+//! name get distinct, consecutive versions. A failed, oversized, mis-sized or
+//! cancelled upload deletes its pending keys (a cancelled one from a background
+//! task); the TTL only covers a crash.
 //! A delete is one script too (`lua::DELETE`), removing every chunk.
+//!
+//! DeleteSession (in the session store, `crate::redis`) deletes the session's
+//! scope — every name, version and chunk — in the same script that deletes the
+//! session (`ScopeKeys`, `lua::artifact_delete_fns`): a session re-created
+//! under that id never sees its predecessor's artifacts, even if the server dies
+//! mid-call, and no artifact server takes part. That script costs about 7 µs per
+//! artifact key of the session (10,000 small versions: 130 ms).
 //!
 //! # Reads
 //!
@@ -43,7 +56,7 @@
 //! size is not the stored one), so neither side holds a whole artifact. A
 //! version deleted during a download ends its stream with `NOT_FOUND`.
 
-mod lua;
+pub(crate) mod lua;
 
 use super::{
     ChunkedUpload, Limits, MAX_VERSION, chunk_size, no_version_left, not_found, session_scope, version_exists,
@@ -60,17 +73,22 @@ use adk_core::{AdkError, Result};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use redis::Script;
+use redis::{Script, ScriptInvocation};
 use serde_json::Value as Json;
 use std::collections::HashMap;
+use std::convert::Infallible;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::time::MissedTickBehavior;
 
-/// How long pending chunks of an upload outlive their last renewal: a crashed
-/// server's half-written upload disappears after this.
-const PENDING_TTL: Duration = Duration::from_secs(3600);
-/// An upload renews its pending chunks' TTL this often.
-const PENDING_RENEW: Duration = Duration::from_secs(900);
+/// Default of how long an upload's pending chunks outlive the last piece that
+/// arrived (see [`RedisArtifactService::with_pending_ttl`]).
+pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(60);
+/// The shortest pending TTL a service takes; shorter ones are raised to it.
+const MIN_PENDING_TTL: Duration = Duration::from_millis(100);
+/// How many times per TTL a running upload looks whether to renew its pending chunks.
+const RENEWALS_PER_TTL: u32 = 6;
 /// How long after an abandoned upload's cleanup a second pass runs (see `PendingChunks`'s Drop).
 const LATE_WRITE_GRACE: Duration = Duration::from_millis(500);
 /// The scope segment of `user:` names; never a valid session id.
@@ -82,6 +100,7 @@ pub struct RedisArtifactService {
     store: RedisStore,
     scripts: Arc<Scripts>,
     limits: Limits,
+    pending_ttl: Duration,
 }
 
 struct Scripts {
@@ -95,6 +114,7 @@ impl std::fmt::Debug for RedisArtifactService {
         f.debug_struct("RedisArtifactService")
             .field("cluster", &self.store.is_cluster())
             .field("limits", &self.limits)
+            .field("pending_ttl", &self.pending_ttl)
             .finish()
     }
 }
@@ -114,7 +134,21 @@ impl RedisArtifactService {
             store: RedisStore::connect(url).await?,
             scripts: Arc::new(scripts),
             limits: Limits::of(&config),
+            pending_ttl: DEFAULT_PENDING_TTL,
         })
+    }
+
+    /// How long the pending chunks of an upload outlive the last piece of it that
+    /// arrived (default [`DEFAULT_PENDING_TTL`], at least 100 ms): the longest a
+    /// crashed server's half-written upload stays in Redis, and about the longest
+    /// (less one sixth) an upload may pause between pieces.
+    pub fn with_pending_ttl(mut self, ttl: Duration) -> Self {
+        self.pending_ttl = ttl.max(MIN_PENDING_TTL);
+        self
+    }
+
+    fn pending_ttl_ms(&self) -> u64 {
+        self.pending_ttl.as_millis() as u64
     }
 
     /// A version's metadata and storage layout; the latest when `version` is None.
@@ -138,32 +172,47 @@ impl RedisArtifactService {
     }
 
     /// Writes the body to pending keys, chunk by chunk.
-    async fn write_pending(&self, body: &mut ChunkedUpload, pending: &mut PendingChunks) -> Result<()> {
-        let mut renewed = Instant::now();
+    async fn write_pending(&self, body: &mut ChunkedUpload, pending: &PendingChunks) -> Result<()> {
         while let Some(chunk) = body.next_chunk().await? {
-            if renewed.elapsed() >= PENDING_RENEW {
-                self.renew(pending).await?;
-                renewed = Instant::now();
-            }
-            let key = pending.key(pending.written);
             // Counted before the write: should this future be dropped mid-write, the cleanup covers it.
-            pending.written += 1;
+            let key = pending.next_key();
             let set = redis::cmd("SET")
                 .arg(&key)
                 .arg(chunk)
-                .arg("EX")
-                .arg(PENDING_TTL.as_secs())
+                .arg("PX")
+                .arg(self.pending_ttl_ms())
                 .clone();
             self.store.query::<()>(&set).await?;
         }
         Ok(())
     }
 
-    /// Extends the TTL of every pending chunk of a long upload.
+    /// Slides the TTL of the upload's pending chunks while pieces keep arriving: every
+    /// TTL / [`RENEWALS_PER_TTL`], when `arrived` says a piece came since the last look,
+    /// one pipeline renews them all. Runs beside [`Self::write_pending`] until dropped.
+    /// A failed renewal is only logged: the commit then finds any chunk that expired.
+    async fn keep_pending_alive(&self, pending: &PendingChunks, arrived: &AtomicBool) -> Infallible {
+        let mut looks = tokio::time::interval(self.pending_ttl / RENEWALS_PER_TTL);
+        looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            looks.tick().await;
+            if arrived.swap(false, Ordering::Relaxed)
+                && let Err(err) = self.renew(pending).await
+            {
+                tracing::warn!("cannot renew the TTL of an upload's pending chunks: {err}");
+            }
+        }
+    }
+
+    /// Renews the TTL of every pending chunk of an upload.
     async fn renew(&self, pending: &PendingChunks) -> Result<()> {
+        let keys = pending.keys();
+        if keys.is_empty() {
+            return Ok(());
+        }
         let mut pipe = redis::pipe();
-        for key in pending.keys() {
-            pipe.cmd("EXPIRE").arg(key).arg(PENDING_TTL.as_secs()).ignore();
+        for key in keys {
+            pipe.cmd("PEXPIRE").arg(key).arg(self.pending_ttl_ms()).ignore();
         }
         self.store.pipeline::<()>(&pipe).await
     }
@@ -183,7 +232,7 @@ impl RedisArtifactService {
             .arg(&keys.meta_prefix)
             .arg(&keys.chunk_prefix)
             .arg(&pending.prefix)
-            .arg(pending.written)
+            .arg(pending.count())
             .arg(MAX_VERSION)
             .arg("mime")
             .arg(&req.mime_type)
@@ -206,8 +255,9 @@ impl RedisArtifactService {
             "EXISTS" => Err(version_exists(&req.file_name, version()?)),
             "FULL" => Err(no_version_left(&req.file_name)),
             "EXPIRED" => Err(AdkError::DeadlineExceeded(format!(
-                "the upload took longer than {} s and its pending chunks expired",
-                PENDING_TTL.as_secs()
+                "the upload paused too long between pieces and its pending chunks expired \
+                 (they outlive the last piece by {} ms)",
+                self.pending_ttl.as_millis()
             ))),
             other => Err(AdkError::Internal(format!(
                 "unexpected script status from redis: {other:?}"
@@ -219,6 +269,12 @@ impl RedisArtifactService {
 #[async_trait]
 impl ArtifactService for RedisArtifactService {
     async fn upload(&self, req: UploadRequest, chunks: ByteStream) -> Result<SaveResponse> {
+        // Set on every piece the client sends, so the pending chunks' TTL slides with them.
+        let arrived = Arc::new(AtomicBool::new(false));
+        let chunks = {
+            let arrived = arrived.clone();
+            chunks.inspect(move |_| arrived.store(true, Ordering::Relaxed)).boxed()
+        };
         let mut body = ChunkedUpload::new(&req, chunks, self.limits)?;
         let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
         // Refuse a taken version before streaming the body; the commit checks again.
@@ -227,9 +283,12 @@ impl ArtifactService for RedisArtifactService {
         {
             return Err(version_exists(&req.file_name, v));
         }
-        let mut pending = PendingChunks::new(self.store.clone(), &keys.tag);
+        let pending = PendingChunks::new(self.store.clone(), &keys.tag);
         let result = async {
-            self.write_pending(&mut body, &mut pending).await?;
+            tokio::select! {
+                written = self.write_pending(&mut body, &pending) => written?,
+                never = self.keep_pending_alive(&pending, &arrived) => match never {},
+            }
             self.commit(&req, &keys, &pending, body.size()).await
         }
         .await;
@@ -317,6 +376,48 @@ impl ArtifactService for RedisArtifactService {
 
 // ---------- keys ----------
 
+/// The keys of one scope's artifacts (a session's, or the user's `user:` names):
+/// the name set, and the prefixes a name (or version) completes into its keys.
+pub(crate) struct ScopeKeys {
+    names: String,
+    /// `adk:artseq:{app:user}:<scope>:`; a name's counter adds `<name>`.
+    seq_prefix: String,
+    /// `adk:artvers:{app:user}:<scope>:`; a name's version set adds `<name>`.
+    versions_prefix: String,
+    /// `adk:artmeta:{app:user}:<scope>:`; a version's key adds `<version>:<name>`.
+    meta_prefix: String,
+    /// `adk:artchunk:{app:user}:<scope>:`; a chunk's key adds `<version>:<index>:<name>`.
+    chunk_prefix: String,
+}
+
+impl ScopeKeys {
+    fn new(tag: &str, scope: &str) -> ScopeKeys {
+        ScopeKeys {
+            names: names_key(tag, scope),
+            seq_prefix: format!("adk:artseq:{tag}:{scope}:"),
+            versions_prefix: format!("adk:artvers:{tag}:{scope}:"),
+            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
+            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
+        }
+    }
+
+    /// A session's own artifacts. Only for validated ids (see [`NameKeys::new`]).
+    pub(crate) fn of_session(app: &str, user: &str, session: &str) -> ScopeKeys {
+        ScopeKeys::new(&user_tag(app, user), session)
+    }
+
+    /// The arguments of `delete_scope` (see [`lua::artifact_delete_fns`]) for a script
+    /// that calls it: the name set as its next key, the four prefixes as its next arguments.
+    pub(crate) fn push_for_delete(&self, invocation: &mut ScriptInvocation<'_>) {
+        invocation
+            .key(&self.names)
+            .arg(&self.seq_prefix)
+            .arg(&self.versions_prefix)
+            .arg(&self.meta_prefix)
+            .arg(&self.chunk_prefix);
+    }
+}
+
 /// The keys of one file name in its scope (see the module docs).
 struct NameKeys {
     tag: String,
@@ -334,14 +435,14 @@ impl NameKeys {
     /// Only for validated requests: ids cannot contain `:`, `{` or `}`, so they cannot forge a key.
     fn new(app: &str, user: &str, session: &str, file_name: &str) -> NameKeys {
         let tag = user_tag(app, user);
-        let scope = session_scope(session, file_name).unwrap_or(USER_SCOPE);
+        let scope = ScopeKeys::new(&tag, session_scope(session, file_name).unwrap_or(USER_SCOPE));
         NameKeys {
             name: file_name.to_string(),
-            names: names_key(&tag, scope),
-            seq: format!("adk:artseq:{tag}:{scope}:{file_name}"),
-            versions: format!("adk:artvers:{tag}:{scope}:{file_name}"),
-            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
-            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
+            names: scope.names,
+            seq: format!("{}{file_name}", scope.seq_prefix),
+            versions: format!("{}{file_name}", scope.versions_prefix),
+            meta_prefix: scope.meta_prefix,
+            chunk_prefix: scope.chunk_prefix,
             tag,
         }
     }
@@ -364,8 +465,9 @@ struct PendingChunks {
     store: RedisStore,
     /// `adk:artup:{app:user}:<upload id>:`; a chunk's key adds its index.
     prefix: String,
-    /// How many chunk keys may exist (the last one possibly still being written).
-    written: usize,
+    /// How many chunk keys may exist (the last one possibly still being written). Atomic,
+    /// because the TTL renewal reads it while the writes go on (see `keep_pending_alive`).
+    written: AtomicUsize,
     done: bool,
 }
 
@@ -374,7 +476,7 @@ impl PendingChunks {
         PendingChunks {
             store,
             prefix: format!("adk:artup:{tag}:{}:", uuid::Uuid::new_v4().simple()),
-            written: 0,
+            written: AtomicUsize::new(0),
             done: false,
         }
     }
@@ -383,8 +485,17 @@ impl PendingChunks {
         format!("{}{index}", self.prefix)
     }
 
+    /// The key of the next chunk, counted from now on.
+    fn next_key(&self) -> String {
+        self.key(self.written.fetch_add(1, Ordering::Relaxed))
+    }
+
+    fn count(&self) -> usize {
+        self.written.load(Ordering::Relaxed)
+    }
+
     fn keys(&self) -> Vec<String> {
-        (0..self.written).map(|i| self.key(i)).collect()
+        (0..self.count()).map(|i| self.key(i)).collect()
     }
 
     /// The commit renamed the keys away: nothing left to clean up.
@@ -403,7 +514,7 @@ impl PendingChunks {
 
 impl Drop for PendingChunks {
     fn drop(&mut self) {
-        if self.done || self.written == 0 {
+        if self.done || self.count() == 0 {
             return;
         }
         // Outside a runtime nothing can be spawned; then the TTL cleans up.

@@ -174,3 +174,23 @@ local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
 return 0
 "#;
+
+/// DeleteSession's writes on the user tag, in one step: the session's keys, its
+/// entry in the user index, and every one of its session-scoped artifacts (the
+/// user's `user:` names stay). So a session re-created under the same id never
+/// sees its predecessor's artifacts, even if the server dies mid-call: the
+/// delete happened whole or not at all. Costs one step per artifact version and
+/// stored chunk of the session.
+///
+/// KEYS: 1-5 session keys, 6 user index, 7 the session's artifact name set
+/// ARGV: 1 session id (user index member), 2-5 the session's artifact key prefixes
+///       (counter, version set, metadata, chunk; see `ScopeKeys::push_for_delete`)
+/// Returns how many artifact names were deleted.
+pub(super) const DELETE: &str = concat!(
+    crate::artifact::redis::lua::artifact_delete_fns!(),
+    r#"
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('ZREM', KEYS[6], ARGV[1])
+return delete_scope(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
+"#
+);

@@ -74,6 +74,42 @@ if #meta == 0 then return false end
 return {v, meta}
 "#;
 
+/// Lua functions that delete stored artifacts, pasted in front of the scripts that
+/// do: the artifact delete below, and DeleteSession's script (`crate::redis::lua::DELETE`),
+/// which deletes a session's artifacts together with the session.
+macro_rules! artifact_delete_fns {
+    () => {
+        r#"
+-- Deletes the given versions of one name: each one's chunks, its metadata and its
+-- entry in the name's version set `versions_key`.
+local function delete_versions(versions_key, versions, name, meta_prefix, chunk_prefix)
+  for _, v in ipairs(versions) do
+    local meta = meta_prefix .. v .. ':' .. name
+    local count = tonumber(redis.call('HGET', meta, 'chunks') or '0')
+    for i = 0, count - 1 do redis.call('UNLINK', chunk_prefix .. v .. ':' .. i .. ':' .. name) end
+    redis.call('UNLINK', meta)
+    redis.call('ZREM', versions_key, v)
+  end
+end
+
+-- Deletes every artifact of one scope: each name's versions, version set and
+-- counter, then the scope's name set (every stored name is in it). Returns how
+-- many names there were.
+local function delete_scope(names_key, seq_prefix, versions_prefix, meta_prefix, chunk_prefix)
+  local names = redis.call('SMEMBERS', names_key)
+  for _, name in ipairs(names) do
+    local versions_key = versions_prefix .. name
+    delete_versions(versions_key, redis.call('ZRANGE', versions_key, 0, -1), name, meta_prefix, chunk_prefix)
+    redis.call('UNLINK', versions_key, seq_prefix .. name)
+  end
+  redis.call('UNLINK', names_key)
+  return #names
+end
+"#
+    };
+}
+pub(crate) use artifact_delete_fns;
+
 /// Deletes one version (or all when none is given): every chunk, the metadata
 /// and the version's entry; once the name has no version left, its counter
 /// (numbering starts again at 1) and its entry in the scope's name set too.
@@ -82,7 +118,9 @@ return {v, meta}
 /// KEYS: 1 scope's name set, 2 the name's version counter, 3 the name's version set
 /// ARGV: 1 version ('' = all), 2 file name, 3 metadata key prefix, 4 chunk key prefix
 /// Returns how many versions were deleted.
-pub(super) const DELETE: &str = r#"
+pub(super) const DELETE: &str = concat!(
+    artifact_delete_fns!(),
+    r#"
 local versions
 if ARGV[1] == '' then
   versions = redis.call('ZRANGE', KEYS[3], 0, -1)
@@ -91,16 +129,11 @@ elseif redis.call('ZSCORE', KEYS[3], ARGV[1]) then
 else
   versions = {}
 end
-for _, v in ipairs(versions) do
-  local meta = ARGV[3] .. v .. ':' .. ARGV[2]
-  local count = tonumber(redis.call('HGET', meta, 'chunks') or '0')
-  for i = 0, count - 1 do redis.call('UNLINK', ARGV[4] .. v .. ':' .. i .. ':' .. ARGV[2]) end
-  redis.call('UNLINK', meta)
-  redis.call('ZREM', KEYS[3], v)
-end
+delete_versions(KEYS[3], versions, ARGV[2], ARGV[3], ARGV[4])
 if redis.call('ZCARD', KEYS[3]) == 0 then
   redis.call('UNLINK', KEYS[2], KEYS[3])
   redis.call('SREM', KEYS[1], ARGV[2])
 end
 return #versions
-"#;
+"#
+);
