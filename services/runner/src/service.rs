@@ -3,7 +3,7 @@
 //! events. Errors go through the one `AdkError` → `Status` mapping.
 
 use crate::app::App;
-use adk_core::convert::json_from_proto;
+use adk_core::convert::{content_from_proto, json_from_proto};
 use adk_core::{AdkError, Content, RunConfig, StreamingMode, validate};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
@@ -74,7 +74,18 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
         .new_message
         .as_ref()
         .ok_or_else(|| AdkError::invalid("new_message is required"))?;
-    let content = Content::try_from(message)?;
+    // Checked here, before anything is stored, so every message names the RunRequest's
+    // own fields (the runner stores them as an event, whose rules say `event.…`).
+    let content = content_from_proto("new_message", message)?;
+    validate::content_limits("new_message", &content)?;
+    let size = message.encoded_len();
+    if size > validate::MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "new_message is {size} bytes encoded, more than the limit of {} bytes per event; \
+             store large data as an artifact and reference it",
+            validate::MAX_EVENT_BYTES
+        )));
+    }
     let config = request.run_config.unwrap_or_default();
     let streaming_mode = match pb::StreamingMode::try_from(config.streaming_mode) {
         Ok(pb::StreamingMode::Unspecified | pb::StreamingMode::None) => StreamingMode::None,
@@ -96,12 +107,15 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
             )));
         }
     };
+    let state_delta: std::collections::HashMap<_, _> = request
+        .state_delta
+        .iter()
+        .map(|(key, value)| (key.clone(), json_from_proto(value)))
+        .collect();
+    validate::state_keys("state_delta", &state_delta)?;
+    validate::state_limits("state_delta", &state_delta)?;
     let options = RunOptions {
-        state_delta: request
-            .state_delta
-            .iter()
-            .map(|(key, value)| (key.clone(), json_from_proto(value)))
-            .collect(),
+        state_delta,
         run_config: RunConfig {
             streaming_mode,
             max_llm_calls,

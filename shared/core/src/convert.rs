@@ -157,12 +157,19 @@ impl From<&Part> for pb::Part {
 impl TryFrom<&pb::Part> for Part {
     type Error = AdkError;
     fn try_from(part: &pb::Part) -> Result<Self> {
+        part_from_proto("part", part)
+    }
+}
+
+/// A part, errors naming it as `field` of the request (`new_message.parts[0]`).
+pub fn part_from_proto(field: &str, part: &pb::Part) -> Result<Part> {
+    {
         use pb::part::Kind as K;
         Ok(match &part.kind {
             None => {
-                return Err(AdkError::invalid(
-                    "part has no kind set (text, inline_data, file_data, function_call or function_response)",
-                ));
+                return Err(AdkError::invalid(format!(
+                    "{field} has no kind set (text, inline_data, file_data, function_call or function_response)"
+                )));
             }
             Some(K::Text(text)) => Part::Text { text: text.clone() },
             Some(K::InlineData(b)) => Part::InlineData {
@@ -201,12 +208,22 @@ impl From<&Content> for pb::Content {
 impl TryFrom<&pb::Content> for Content {
     type Error = AdkError;
     fn try_from(c: &pb::Content) -> Result<Self> {
-        let parts = c.parts.iter().map(Part::try_from).collect::<Result<_>>()?;
-        Ok(Content {
-            role: c.role.clone(),
-            parts,
-        })
+        content_from_proto("content", c)
     }
+}
+
+/// A content, errors naming it as `field` of the request (`new_message`, `event.content`).
+pub fn content_from_proto(field: &str, c: &pb::Content) -> Result<Content> {
+    let parts = c
+        .parts
+        .iter()
+        .enumerate()
+        .map(|(index, part)| part_from_proto(&format!("{field}.parts[{index}]"), part))
+        .collect::<Result<_>>()?;
+    Ok(Content {
+        role: c.role.clone(),
+        parts,
+    })
 }
 
 // ---------- events ----------
@@ -294,7 +311,11 @@ impl TryFrom<&pb::Event> for Event {
             branch: e.branch.clone(),
             author: e.author.clone(),
             llm_response: LlmResponse {
-                content: e.content.as_ref().map(Content::try_from).transpose()?,
+                content: e
+                    .content
+                    .as_ref()
+                    .map(|content| content_from_proto("event.content", content))
+                    .transpose()?,
                 usage_metadata: e.usage_metadata.map(|u| UsageMetadata {
                     prompt_token_count: u.prompt_token_count,
                     candidates_token_count: u.candidates_token_count,
@@ -657,7 +678,7 @@ mod tests {
             Content::try_from(&bad_part)
                 .unwrap_err()
                 .to_string()
-                .contains("part has no kind")
+                .contains("content.parts[0] has no kind")
         );
 
         let bad_time = pb::Event {

@@ -18,6 +18,10 @@ pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
 /// Default of `--max-streams-per-user`: WatchSession, UploadArtifact and DownloadArtifact calls one user may
 /// have open at once.
 pub const DEFAULT_MAX_STREAMS_PER_USER: u32 = 64;
+/// Default of `--max-watches`: WatchSession calls the whole server may have open at once. On
+/// Redis each watch holds a connection of its own; 1024 per server keeps several replicas
+/// well inside Redis's default `maxclients` (10000) beside their shared connections.
+pub const DEFAULT_MAX_WATCHES: u32 = 1024;
 /// Default of `--max-runs-per-user`: AgentRunner/Run calls one user may have open at once.
 pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
 /// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.
@@ -48,6 +52,17 @@ pub struct LimitArgs {
     )]
     pub max_streams_per_user: u32,
 
+    /// Most WatchSession calls this server may have open at once, all users together (on Redis each holds a
+    /// connection of its own); one more fails with RESOURCE_EXHAUSTED
+    #[arg(
+        long,
+        env = "ADK_MAX_WATCHES",
+        value_name = "STREAMS",
+        default_value_t = DEFAULT_MAX_WATCHES,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_watches: u32,
+
     /// Most Run calls one user (the request's user_id) may have open at once; one more fails with
     /// RESOURCE_EXHAUSTED before anything is stored
     #[arg(
@@ -76,6 +91,7 @@ impl Default for LimitArgs {
         LimitArgs {
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
             max_streams_per_user: DEFAULT_MAX_STREAMS_PER_USER,
+            max_watches: DEFAULT_MAX_WATCHES,
             max_runs_per_user: DEFAULT_MAX_RUNS_PER_USER,
             max_runs_per_connection: DEFAULT_MAX_RUNS_PER_CONNECTION,
         }
@@ -86,6 +102,7 @@ impl LimitArgs {
     pub(crate) fn quotas(&self) -> crate::quota::Quotas {
         crate::quota::Quotas::new(crate::quota::QuotaLimits {
             streams_per_user: self.max_streams_per_user,
+            watches: self.max_watches,
             runs_per_user: self.max_runs_per_user,
             runs_per_connection: self.max_runs_per_connection,
         })
@@ -134,6 +151,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let path = request.uri().path().to_owned();
         let deadline = request
             .headers()
             .get("grpc-timeout")
@@ -154,14 +172,14 @@ where
                 },
                 None => response.await?,
             };
-            Ok(decode_errors_are_invalid_arguments(response))
+            Ok(decode_errors_are_invalid_arguments(response, &path))
         })
     }
 }
 
 /// tonic reports a request message it cannot decode as INTERNAL ("failed to decode
 /// Protobuf message"); it is the client's input that is wrong.
-fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>) -> http::Response<Body> {
+fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>, path: &str) -> http::Response<Body> {
     let headers = response.headers_mut();
     let internal = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"13");
     let undecodable = headers.get("grpc-message").is_some_and(|m| {
@@ -181,16 +199,35 @@ fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>) -> ht
             .is_ok_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"))
     });
     if out_of_range && too_large {
-        headers.insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
-        headers.insert(
-            "grpc-message",
-            http::HeaderValue::from_static(
-                "the request message is larger than the server's limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES); \
-                 stream large artifacts with UploadArtifact",
-            ),
-        );
+        let status = request_too_large(path, None);
+        headers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
+        if let Ok(message) = http::HeaderValue::from_str(status.message()) {
+            headers.insert("grpc-message", message);
+        }
     }
     response
+}
+
+/// RESOURCE_EXHAUSTED for a request message of `size` bytes (when known) over
+/// `--max-message-bytes`, saying what to send instead for the method at `path`: a
+/// CreateSession is not told about artifacts, a SaveArtifact is.
+pub(crate) fn request_too_large(path: &str, size: Option<usize>) -> Status {
+    let method = path.rsplit('/').next().unwrap_or_default();
+    let what = match size {
+        Some(size) => format!("the {method} request message is {size} bytes,"),
+        None => format!("the {method} request message is"),
+    };
+    let instead = match method {
+        "CreateSession" => "; create the session with less state and add the rest with AppendEvent",
+        "AppendEvent" => "; append a smaller event (state_delta and content)",
+        "Run" => "; send a smaller new_message and state_delta",
+        "SaveArtifact" => "; stream large artifacts with UploadArtifact",
+        "UploadArtifact" => "; send the bytes in smaller chunks",
+        _ => "",
+    };
+    Status::resource_exhausted(format!(
+        "{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES){instead}"
+    ))
 }
 
 /// A `grpc-timeout` header value: up to 8 digits and a unit (H, M, S, m, u, n).
@@ -230,6 +267,24 @@ mod tests {
         let cli = Cli::parse_from(["bin", "--max-concurrent-streams", "7"]);
         assert_eq!(cli.limits.max_concurrent_streams, 7);
         assert!(Cli::try_parse_from(["bin", "--max-concurrent-streams", "0"]).is_err());
+    }
+
+    #[test]
+    fn an_oversized_request_is_told_what_to_send_instead_for_its_method() {
+        let create = request_too_large("/adk.v1.SessionService/CreateSession", None);
+        assert_eq!(create.code(), Code::ResourceExhausted);
+        assert!(
+            create.message().contains("CreateSession request"),
+            "{}",
+            create.message()
+        );
+        assert!(create.message().contains("--max-message-bytes"), "{}", create.message());
+        assert!(!create.message().contains("artifact"), "{}", create.message());
+        let save = request_too_large("/adk.v1.ArtifactService/SaveArtifact", Some(5));
+        assert!(save.message().contains("is 5 bytes"), "{}", save.message());
+        assert!(save.message().contains("UploadArtifact"), "{}", save.message());
+        let run = request_too_large("/adk.v1.AgentRunner/Run", None);
+        assert!(run.message().contains("state_delta") && !run.message().contains("artifact"));
     }
 
     #[test]
