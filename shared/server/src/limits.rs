@@ -27,6 +27,15 @@ pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
 /// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.
 pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = 16;
 
+/// Default of `--handshake-timeout-ms`: how long a new connection may take to send its
+/// HTTP/2 preface (and, with TLS, to finish the TLS handshake first).
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Default of `--keepalive-interval-ms`: a connection the client has sent nothing on for
+/// this long gets an HTTP/2 PING.
+pub const DEFAULT_KEEPALIVE_INTERVAL_MS: u64 = 30_000;
+/// Default of `--keepalive-timeout-ms`: a PING not acknowledged within this closes the connection.
+pub const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
+
 /// Transport limits (flattened into [`crate::GrpcArgs`]).
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
@@ -84,6 +93,39 @@ pub struct LimitArgs {
         value_parser = clap::value_parser!(u32).range(1..),
     )]
     pub max_runs_per_connection: u32,
+
+    /// A new connection that has not sent its HTTP/2 preface (with TLS: finished the TLS handshake and sent
+    /// the preface) within this many milliseconds is closed
+    #[arg(
+        long,
+        env = "ADK_HANDSHAKE_TIMEOUT_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub handshake_timeout_ms: u64,
+
+    /// A connection the client has sent nothing on for this many milliseconds gets an HTTP/2 PING (idle
+    /// clients included)
+    #[arg(
+        long,
+        env = "ADK_KEEPALIVE_INTERVAL_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_KEEPALIVE_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub keepalive_interval_ms: u64,
+
+    /// A connection whose client does not acknowledge a PING within this many milliseconds is closed (a
+    /// vanished or stuck client frees its connection and streams)
+    #[arg(
+        long,
+        env = "ADK_KEEPALIVE_TIMEOUT_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub keepalive_timeout_ms: u64,
 }
 
 impl Default for LimitArgs {
@@ -94,11 +136,26 @@ impl Default for LimitArgs {
             max_watches: DEFAULT_MAX_WATCHES,
             max_runs_per_user: DEFAULT_MAX_RUNS_PER_USER,
             max_runs_per_connection: DEFAULT_MAX_RUNS_PER_CONNECTION,
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            keepalive_interval_ms: DEFAULT_KEEPALIVE_INTERVAL_MS,
+            keepalive_timeout_ms: DEFAULT_KEEPALIVE_TIMEOUT_MS,
         }
     }
 }
 
 impl LimitArgs {
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    pub fn keepalive_interval(&self) -> Duration {
+        Duration::from_millis(self.keepalive_interval_ms)
+    }
+
+    pub fn keepalive_timeout(&self) -> Duration {
+        Duration::from_millis(self.keepalive_timeout_ms)
+    }
+
     pub(crate) fn quotas(&self) -> crate::quota::Quotas {
         crate::quota::Quotas::new(crate::quota::QuotaLimits {
             streams_per_user: self.max_streams_per_user,
@@ -267,6 +324,27 @@ mod tests {
         let cli = Cli::parse_from(["bin", "--max-concurrent-streams", "7"]);
         assert_eq!(cli.limits.max_concurrent_streams, 7);
         assert!(Cli::try_parse_from(["bin", "--max-concurrent-streams", "0"]).is_err());
+        let defaults = Cli::parse_from(["bin"]).limits;
+        assert_eq!(defaults.max_watches, DEFAULT_MAX_WATCHES);
+        assert_eq!(defaults.handshake_timeout(), Duration::from_secs(10));
+        assert_eq!(defaults.keepalive_interval(), Duration::from_secs(30));
+        assert_eq!(defaults.keepalive_timeout(), Duration::from_secs(20));
+        let cli = Cli::parse_from([
+            "bin",
+            "--max-watches",
+            "5",
+            "--handshake-timeout-ms",
+            "500",
+            "--keepalive-interval-ms",
+            "1000",
+            "--keepalive-timeout-ms",
+            "2000",
+        ]);
+        assert_eq!(cli.limits.max_watches, 5);
+        assert_eq!(cli.limits.handshake_timeout(), Duration::from_millis(500));
+        assert_eq!(cli.limits.keepalive_interval(), Duration::from_secs(1));
+        assert_eq!(cli.limits.keepalive_timeout(), Duration::from_secs(2));
+        assert!(Cli::try_parse_from(["bin", "--max-watches", "0"]).is_err());
     }
 
     #[test]

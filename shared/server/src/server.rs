@@ -6,6 +6,7 @@ use crate::args::{GrpcArgs, MetricsArgs};
 use crate::auth::layer::AuthLayer;
 use crate::auth::{AuthError, AuthMode, Authenticator};
 use crate::cancel::CancelledRequestsFail;
+use crate::handshake::HandshakeDeadline;
 use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
 use crate::metrics::MetricsEndpoint;
 use crate::rpc::{Methods, RpcLayer};
@@ -14,8 +15,8 @@ use crate::tls::TlsError;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio_stream::StreamExt;
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::server::NamedService;
@@ -24,10 +25,6 @@ use tonic::transport::server::TcpIncoming;
 use tonic::transport::{Server, ServerTlsConfig};
 use tonic_reflection::server::v1::ServerReflectionServer;
 use tonic_reflection::server::v1alpha::ServerReflectionServer as ServerReflectionServerV1Alpha;
-
-/// Servers ping idle clients this often so a watcher that vanished without closing
-/// its connection (crashed host, dropped NAT entry) is noticed and its stream freed.
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Why a server could not start or stopped serving. The cause is the error's
 /// `source()`, so `{:#}` (anyhow) prints e.g. "cannot listen on 0.0.0.0:50051:
@@ -221,10 +218,17 @@ impl BoundServer {
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
         ]);
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+        // A client that connects and never finishes its handshake is dropped (handshake.rs).
+        let handshake_timeout = grpc.limits.handshake_timeout();
+        let incoming = TcpIncoming::from(listener)
+            .with_nodelay(Some(true))
+            .map(move |accepted| accepted.map(|tcp| HandshakeDeadline::new(tcp, handshake_timeout)));
         let mut builder = Server::builder();
         if let Some(tls) = tls {
-            builder = builder.tls_config(tls).map_err(ServeError::TlsSetup)?;
+            // tonic's own TLS handshake timeout, as well: a TLS handshake that stalls is dropped.
+            builder = builder
+                .tls_config(tls.timeout(handshake_timeout))
+                .map_err(ServeError::TlsSetup)?;
         }
         let auth = AuthLayer::new(
             authenticator,
@@ -234,7 +238,11 @@ impl BoundServer {
             grpc.limits.quotas(),
         );
         let serving = builder
-            .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+            // Pings a connection the client has been silent on, so a client that vanished
+            // without closing it (crashed host, dropped NAT entry) or stopped answering is
+            // noticed and its connection and streams freed.
+            .http2_keepalive_interval(Some(grpc.limits.keepalive_interval()))
+            .http2_keepalive_timeout(Some(grpc.limits.keepalive_timeout()))
             .max_concurrent_streams(Some(grpc.limits.max_concurrent_streams))
             // One span and one set of metrics per call, health and reflection included.
             .layer(RpcLayer::new(methods))
