@@ -293,7 +293,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
                 ..valid.clone()
             })),
             Code::InvalidArgument,
-            "part has no kind",
+            "event.content.parts[0] has no kind",
         ),
         (
             "timestamp out of range",

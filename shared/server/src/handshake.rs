@@ -2,9 +2,10 @@
 //! preface forever and pings only connections that finished it, so a client that
 //! connects and sends nothing would hold a file descriptor for as long as it likes.
 //! Each accepted connection is wrapped: until the 24-byte preface has been read, a
-//! read after the deadline fails, and hyper drops the connection. Over TLS the same
-//! wrapper sits under the TLS layer, so the deadline runs from the TCP accept and
-//! bounds the TLS handshake too (see [`crate::server`] for the TLS handshake timeout).
+//! read after the deadline fails, and hyper drops the connection. Over TLS the server
+//! runs the TLS handshake under the same deadline (server.rs) and wraps the decrypted
+//! stream, so the deadline, counted from the TCP accept, covers the TLS handshake and
+//! the preface after it.
 
 use std::future::Future;
 use std::io;
@@ -13,8 +14,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::Sleep;
-use tonic::transport::server::{Connected, TcpConnectInfo};
+use tokio::time::{Instant, Sleep};
+use tokio_rustls::server::TlsStream;
+use tonic::transport::server::{Connected, TcpConnectInfo, TlsConnectInfo};
 
 /// `PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n`: what every HTTP/2 client sends first.
 const PREFACE_BYTES: usize = 24;
@@ -30,9 +32,14 @@ pub(crate) struct HandshakeDeadline<IO> {
 
 impl<IO> HandshakeDeadline<IO> {
     pub(crate) fn new(io: IO, timeout: Duration) -> Self {
+        Self::until(io, Instant::now() + timeout)
+    }
+
+    /// With a deadline already running (from the TCP accept, before a TLS handshake).
+    pub(crate) fn until(io: IO, deadline: Instant) -> Self {
         HandshakeDeadline {
             io,
-            deadline: Some(Box::pin(tokio::time::sleep(timeout))),
+            deadline: Some(Box::pin(tokio::time::sleep_until(deadline))),
             received: 0,
         }
     }
@@ -94,6 +101,15 @@ impl Connected for HandshakeDeadline<TcpStream> {
     type ConnectInfo = TcpConnectInfo;
 
     fn connect_info(&self) -> TcpConnectInfo {
+        self.io.connect_info()
+    }
+}
+
+/// The TLS connection's info (address and client certificates), as tonic's own TLS gives it.
+impl Connected for HandshakeDeadline<TlsStream<TcpStream>> {
+    type ConnectInfo = TlsConnectInfo<TcpConnectInfo>;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
         self.io.connect_info()
     }
 }

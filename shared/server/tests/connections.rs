@@ -3,8 +3,9 @@
 //! client that stops answering HTTP/2 PINGs is closed after `--keepalive-interval-ms`
 //! plus `--keepalive-timeout-ms`; a live client, even an idle one, keeps its connection.
 
-use adk_server_kit::{GrpcArgs, GrpcServer, LimitArgs, Shutdown};
+use adk_server_kit::{GrpcArgs, GrpcServer, LimitArgs, Shutdown, TlsArgs};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -18,10 +19,14 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const EMPTY_SETTINGS: [u8; 9] = [0, 0, 0, 4, 0, 0, 0, 0, 0];
 
 async fn serve(limits: LimitArgs) -> (SocketAddr, Shutdown) {
-    let grpc = GrpcArgs {
+    serve_with(GrpcArgs {
         limits,
         ..GrpcArgs::default()
-    };
+    })
+    .await
+}
+
+async fn serve_with(grpc: GrpcArgs) -> (SocketAddr, Shutdown) {
     let shutdown = Shutdown::new();
     let bound = GrpcServer::new(&grpc, shutdown.clone())
         .bind("127.0.0.1:0")
@@ -144,5 +149,96 @@ async fn a_client_that_stops_answering_pings_is_closed_and_a_live_idle_one_kept(
     live.check(HealthCheckRequest { service: String::new() })
         .await
         .expect("the live client's connection serves");
+    shutdown.trigger();
+}
+
+/// Over TLS the same deadline, counted from the TCP accept, covers the TLS handshake and
+/// the HTTP/2 preface after it: a client silent before the handshake, and one that
+/// finishes the TLS handshake and then sends nothing, are both closed; one that sends its
+/// preface in time keeps its connection.
+#[tokio::test]
+async fn over_tls_the_deadline_covers_the_tls_handshake_and_the_preface_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let (cert, key) = (dir.path().join("server.pem"), dir.path().join("server.key"));
+    std::fs::write(&cert, certified.cert.pem()).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let timeout = Duration::from_millis(500);
+    let (addr, shutdown) = serve_with(GrpcArgs {
+        tls: TlsArgs {
+            tls_cert: Some(cert),
+            tls_key: Some(key),
+            tls_client_ca: None,
+        },
+        limits: LimitArgs {
+            handshake_timeout_ms: timeout.as_millis() as u64,
+            ..LimitArgs::default()
+        },
+        ..GrpcArgs::default()
+    })
+    .await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(certified.cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+
+    let started = Instant::now();
+    let silent = TcpStream::connect(addr).await.unwrap();
+    let tls_only = connector
+        .connect(name.clone(), TcpStream::connect(addr).await.unwrap())
+        .await
+        .expect("the TLS handshake");
+    let mut prompt = connector
+        .connect(name, TcpStream::connect(addr).await.unwrap())
+        .await
+        .expect("the TLS handshake");
+    prompt.write_all(PREFACE).await.unwrap();
+    prompt.write_all(&EMPTY_SETTINGS).await.unwrap();
+    prompt.flush().await.unwrap();
+
+    let took = closed_after(silent, started, Duration::from_secs(10))
+        .await
+        .expect("a client silent before the TLS handshake is closed");
+    assert!(
+        took >= timeout - Duration::from_millis(50) && took < timeout + Duration::from_secs(3),
+        "{took:?}"
+    );
+    let mut tls_only = tls_only;
+    let mut buf = [0u8; 1024];
+    let closed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match tls_only.read(&mut buf).await {
+                Ok(0) | Err(_) => return started.elapsed(),
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await
+    .expect("a client that sends no preface after the TLS handshake is closed");
+    assert!(
+        closed >= timeout - Duration::from_millis(50) && closed < timeout + Duration::from_secs(3),
+        "{closed:?}"
+    );
+    // Well past the deadline, the client that sent its preface is still connected.
+    let still_open = tokio::time::timeout(timeout * 3, async {
+        loop {
+            match prompt.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => continue,
+            }
+        }
+    })
+    .await;
+    assert!(
+        still_open.is_err(),
+        "the client that sent its preface in time was closed"
+    );
     shutdown.trigger();
 }
