@@ -124,6 +124,36 @@ fn expect<T: std::fmt::Debug>(case: &str, want: Code, got: Result<T, tonic::Stat
     }
 }
 
+/// Asserts the code of one hostile call and that its message names `field` (the field
+/// of the request the client sent) and says nothing of `foreign` (another request's
+/// field or advice).
+fn expect_naming<T: std::fmt::Debug>(
+    case: &str,
+    want: Code,
+    field: &str,
+    foreign: &[&str],
+    got: Result<T, tonic::Status>,
+) {
+    match got {
+        Ok(reply) => panic!("{case}: expected {want:?}, got a reply: {reply:?}"),
+        Err(status) => {
+            assert_eq!(status.code(), want, "{case}: {}", status.message());
+            assert!(
+                status.message().contains(field),
+                "{case}: {field:?} not in {:?}",
+                status.message()
+            );
+            for foreign in foreign {
+                assert!(
+                    !status.message().contains(foreign),
+                    "{case}: {foreign:?} in {:?}",
+                    status.message()
+                );
+            }
+        }
+    }
+}
+
 /// The first status of a server stream: the call's or its first item's.
 async fn stream_status<T: std::fmt::Debug>(
     call: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
@@ -1083,22 +1113,50 @@ async fn runner_requests(stack: &Stack) {
     );
     let no_kind = Some(pb::Content {
         role: "user".into(),
-        parts: vec![pb::Part { kind: None }],
+        parts: vec![text_part("hi").unwrap(), pb::Part { kind: None }],
     });
-    expect(
+    expect_naming(
         "run part with no kind",
         Code::InvalidArgument,
+        "new_message.parts[1]",
+        &["event."],
         stream_status(c.run(run(APP, USER, SESSION, no_kind)).await).await,
     );
-    let mut oversized = run(APP, USER, SESSION, hello());
-    oversized
-        .state_delta
-        .insert("big".into(), string_value("x".repeat(MIB + 1)));
-    expect(
-        "run state_delta 1 MiB + 1",
-        Code::ResourceExhausted,
-        stream_status(c.run(oversized).await).await,
-    );
+    // Every message names the RunRequest's own fields, not those of the event the runner
+    // would store; and a refused run creates no session (create_session is set).
+    for session in [SESSION, "fresh-run"] {
+        let mut oversized = run(APP, USER, session, hello());
+        oversized
+            .state_delta
+            .insert("big".into(), string_value("x".repeat(MIB + 1)));
+        expect_naming(
+            "run state_delta 1 MiB + 1",
+            Code::ResourceExhausted,
+            "state_delta value of key \"big\"",
+            &["event."],
+            stream_status(c.run(oversized).await).await,
+        );
+        let mut bad_key = run(APP, USER, session, hello());
+        bad_key.state_delta.insert("user:".into(), string_value("x".into()));
+        expect_naming(
+            "run state_delta key without a name",
+            Code::InvalidArgument,
+            "state_delta key \"user:\"",
+            &["event."],
+            stream_status(c.run(bad_key).await).await,
+        );
+        let huge = Some(pb::Content {
+            role: "user".into(),
+            parts: vec![text_part(&"x".repeat(MIB + 1)).unwrap()],
+        });
+        expect_naming(
+            "run new_message over the event limit",
+            Code::ResourceExhausted,
+            "new_message is",
+            &["event "],
+            stream_status(c.run(run(APP, USER, session, huge)).await).await,
+        );
+    }
     let mut deep = run(APP, USER, SESSION, hello());
     deep.state_delta.insert("deep".into(), nested(200));
     expect(
@@ -1157,9 +1215,80 @@ async fn transport_abuse(stack: &Stack) {
         state: state(vec![("big".into(), string_value("x".repeat(5 * MIB)))]),
         ttl: None,
     };
+    // Each says what to send instead for its own method: only SaveArtifact is told about
+    // UploadArtifact.
     let status = c.create_session(create).await.unwrap_err();
     assert_eq!(status.code(), Code::ResourceExhausted, "{}", status.message());
     assert!(status.message().contains("--max-message-bytes"), "{}", status.message());
+    expect_naming(
+        "CreateSession over the message limit",
+        Code::ResourceExhausted,
+        "CreateSession request",
+        &["rtifact"],
+        Err::<(), _>(status),
+    );
+    let mut big_event = user_event("big");
+    big_event.content = Some(pb::Content {
+        role: "user".into(),
+        parts: vec![text_part(&"x".repeat(5 * MIB)).unwrap()],
+    });
+    expect_naming(
+        "AppendEvent over the message limit",
+        Code::ResourceExhausted,
+        "AppendEvent request",
+        &["rtifact"],
+        c.append_event(pb::AppendEventRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            event: Some(big_event),
+            precondition: None,
+        })
+        .await,
+    );
+    let mut big_run = pb::RunRequest {
+        app_name: APP.into(),
+        user_id: USER.into(),
+        session_id: "fresh".into(),
+        create_session: true,
+        ..Default::default()
+    };
+    big_run
+        .state_delta
+        .insert("big".into(), string_value("x".repeat(5 * MIB)));
+    expect_naming(
+        "Run over the message limit",
+        Code::ResourceExhausted,
+        "Run request",
+        &["rtifact"],
+        stream_status(
+            AgentRunnerClient::new(stack.channel.clone())
+                .max_encoding_message_size(64 * MIB)
+                .run(big_run)
+                .await,
+        )
+        .await,
+    );
+    expect_naming(
+        "SaveArtifact over the message limit",
+        Code::ResourceExhausted,
+        "UploadArtifact",
+        &[],
+        stack
+            .artifacts()
+            .save_artifact(pb::SaveArtifactRequest {
+                r#ref: at(APP, USER, SESSION, "big.bin"),
+                part: Some(pb::Part {
+                    kind: Some(pb::part::Kind::InlineData(pb::Blob {
+                        mime_type: "application/octet-stream".into(),
+                        data: vec![7; 5 * MIB],
+                    })),
+                }),
+                version: None,
+                custom_metadata: None,
+            })
+            .await,
+    );
     // Bytes that are no protobuf message: INVALID_ARGUMENT, not INTERNAL.
     let status = raw_unary(stack, "/adk.v1.SessionService/GetSession", vec![0xff; 64]).await;
     assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());

@@ -611,6 +611,31 @@ async fn a_provider_rate_limit_ends_the_stream_saying_so() {
     );
 }
 
+/// The provider refusing the SERVER's API key is not the caller's credential being
+/// refused: FAILED_PRECONDITION (not UNAUTHENTICATED or PERMISSION_DENIED) naming the
+/// provider and the model, without the provider's text.
+#[tokio::test]
+async fn a_provider_refusing_the_servers_key_is_failed_precondition_naming_provider_and_model() {
+    let provider = FakeServer::start().await;
+    let stack = Stack::start(&openai_app(provider.url())).await;
+    let mut runner = stack.runner().await;
+    for status in [401, 403] {
+        provider.push(FakeReply::status(
+            status,
+            openai::error("Incorrect API key provided: sk-pr****wxyz", "invalid_request_error"),
+        ));
+        let refused = run(&mut runner, run_request("chat", &format!("s{status}"), text("Hi"))).await;
+        let error = refused.error.expect("the stream ends with an error");
+        assert_eq!(error.code(), Code::FailedPrecondition, "{status}: {}", error.message());
+        let message = error.message();
+        assert!(
+            message.contains("openai") && message.contains("fake-model") && message.contains(&status.to_string()),
+            "{message}"
+        );
+        assert!(!message.contains("sk-pr"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn agents_load_artifacts_saved_through_the_artifact_server() {
     let provider = FakeServer::start().await;

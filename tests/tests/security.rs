@@ -47,6 +47,8 @@ apps:
       name: helper
       model: echo
       instruction: You help.
+      # An agent writes app state (shared by every user) whoever runs it.
+      output_key: app:last_reply
 ";
 
 // ---------------------------------------------------------------- fixtures
@@ -834,6 +836,204 @@ async fn a_user_key_touches_only_its_own_user_and_apps_and_an_admin_key_everythi
         })
         .await
         .expect("the admin watches alice's session");
+}
+
+fn text_value(text: &str) -> prost_types::Value {
+    prost_types::Value {
+        kind: Some(prost_types::value::Kind::StringValue(text.into())),
+    }
+}
+
+fn hello() -> Option<pb::Content> {
+    Some(pb::Content {
+        role: "user".into(),
+        parts: vec![pb::Part {
+            kind: Some(pb::part::Kind::Text("hi".into())),
+        }],
+    })
+}
+
+/// PERMISSION_DENIED naming the request field and the app: key.
+fn assert_app_state_denied<T: std::fmt::Debug>(what: &str, field: &str, result: Result<T, tonic::Status>) {
+    let status = result.expect_err(what);
+    assert_eq!(status.code(), Code::PermissionDenied, "{what}: {}", status.message());
+    assert!(
+        status.message().contains(field) && status.message().contains("\"app:banner\""),
+        "{what}: {}",
+        status.message()
+    );
+}
+
+/// App state is shared by every user of the app: a user credential may not write app:
+/// keys through any of the three requests that carry state (CreateSession `state`,
+/// AppendEvent `event.actions.state_delta`, Run `state_delta`), and nothing of a refused
+/// request is stored. An admin credential may; an agent in the runner (output_key
+/// app:last_reply) still writes app state when a user runs it.
+#[tokio::test]
+async fn only_admin_credentials_write_app_state_and_agents_still_do() {
+    let creds = Credentials::new();
+    let agents = agents_file(creds.dir.path());
+    let mut args = creds.server_args();
+    args.extend(["--agents".into(), agents.display().to_string()]);
+    let server = spawn_server(args).await;
+    let mut alice = clients(&server, Some(ALICE_KEY)).await;
+    let mut admin = clients(&server, Some(ADMIN_KEY)).await;
+    let banner = || {
+        [
+            ("app:banner".to_string(), text_value("hacked")),
+            ("topic".to_string(), text_value("x")),
+        ]
+    };
+
+    let mut with_banner = create("alice", "a0");
+    with_banner.state = Some(prost_types::Struct {
+        fields: banner().into_iter().collect(),
+    });
+    assert_app_state_denied(
+        "CreateSession",
+        "state",
+        alice.sessions.create_session(with_banner).await,
+    );
+    assert_eq!(
+        code(admin.sessions.get_session(get(APP, "alice", "a0")).await),
+        Code::NotFound,
+        "the refused create stored nothing"
+    );
+
+    let mut own = create("alice", "a1");
+    own.state = Some(prost_types::Struct {
+        fields: [("user:lang".to_string(), text_value("en"))].into_iter().collect(),
+    });
+    alice
+        .sessions
+        .create_session(own)
+        .await
+        .expect("user: keys are hers to write");
+    let append = pb::AppendEventRequest {
+        app_name: APP.into(),
+        user_id: "alice".into(),
+        session_id: "a1".into(),
+        event: Some(pb::Event {
+            author: "user".into(),
+            content: hello(),
+            actions: Some(pb::EventActions {
+                state_delta: banner().into_iter().collect(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        precondition: None,
+    };
+    assert_app_state_denied(
+        "AppendEvent",
+        "event.actions.state_delta",
+        alice.sessions.append_event(append.clone()).await,
+    );
+    let run = pb::RunRequest {
+        app_name: APP.into(),
+        user_id: "alice".into(),
+        session_id: "a1".into(),
+        new_message: hello(),
+        state_delta: banner().into_iter().collect(),
+        ..Default::default()
+    };
+    assert_app_state_denied("Run", "state_delta", alice.runner.run(run).await);
+    let session = admin
+        .sessions
+        .get_session(get(APP, "alice", "a1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(session.events.is_empty(), "the refused calls stored no event");
+    let state = session.state.unwrap_or_default().fields;
+    assert!(
+        !state.contains_key("app:banner") && !state.contains_key("topic"),
+        "{state:?}"
+    );
+
+    // The admin writes app state; alice reads it.
+    admin
+        .sessions
+        .append_event(append)
+        .await
+        .expect("an admin writes app: keys");
+    let seen = alice
+        .sessions
+        .get_session(get(APP, "alice", "a1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        seen.state.unwrap_or_default().fields.get("app:banner"),
+        Some(&text_value("hacked"))
+    );
+
+    // Alice's run: the agent's reply goes to app:last_reply, as before.
+    let run = alice
+        .runner
+        .run(pb::RunRequest {
+            app_name: APP.into(),
+            user_id: "alice".into(),
+            session_id: "a1".into(),
+            new_message: hello(),
+            ..Default::default()
+        })
+        .await
+        .expect("alice runs the agent");
+    let events: Vec<_> = run.into_inner().collect().await;
+    assert!(!events.is_empty() && events.iter().all(Result::is_ok), "{events:?}");
+    let after = alice
+        .sessions
+        .get_session(get(APP, "alice", "a1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(
+        after.state.unwrap_or_default().fields.contains_key("app:last_reply"),
+        "the agent wrote app state"
+    );
+}
+
+// ---------------------------------------------------------------- connections
+
+/// Over TLS, a client that connects and never starts (or finishes) the TLS handshake is
+/// closed after --handshake-timeout-ms, and a TLS client is served as before.
+#[tokio::test]
+async fn tls_connections_that_never_finish_the_handshake_are_closed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let pki = Pki::new();
+    let mut args = pki.server_args();
+    args.extend(["--handshake-timeout-ms".into(), "500".into()]);
+    let server = spawn_server(args).await;
+    let addr = format!("127.0.0.1:{}", server.port());
+    let started = std::time::Instant::now();
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    let mut half = tokio::net::TcpStream::connect(&addr).await.unwrap();
+    // The start of a TLS ClientHello record, never completed.
+    half.write_all(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]).await.unwrap();
+    for conn in [&mut silent, &mut half] {
+        let mut buf = [0u8; 4096];
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                match conn.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(closed.is_ok(), "a stalled TLS handshake kept its connection for 10 s");
+    }
+    let took = started.elapsed();
+    assert!(
+        took >= std::time::Duration::from_millis(450) && took < std::time::Duration::from_secs(4),
+        "{took:?}"
+    );
+    let trusted = ConnectOptions::new().ca_certificate_pem(&pki.ca_pem);
+    let sessions = RemoteSessionService::connect_with(format!("https://{addr}"), &trusted)
+        .await
+        .expect("a TLS client connects");
+    sessions.ping().await.expect("and is served");
 }
 
 #[tokio::test]

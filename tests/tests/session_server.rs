@@ -542,3 +542,62 @@ fn uuid_v4(text: &str) -> usize {
     let shaped = text.len() == 36 && hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit());
     if shaped { hex[12..13].parse().unwrap_or(0) } else { 0 }
 }
+
+/// A Redis failure that is not an outage (here WRONGTYPE: app state planted as a string
+/// where a hash belongs) reaches the client as INTERNAL with an error id and a plain
+/// message, never Redis's own text; the server log has the id with the detail. On a
+/// standalone Redis and on a cluster.
+#[tokio::test]
+async fn redis_errors_reach_the_client_as_an_id_and_the_log_as_the_detail() {
+    let stack = SessionStack::start(&[]).await;
+    let mut redis = stack.redis.connection().await;
+    let cluster = RedisCluster::start(3).await;
+    let on_cluster = spawn_session_server(&cluster.url(), &[]).await;
+    for (store, server) in [("redis", &stack.server), ("cluster", &on_cluster)] {
+        let app = unique_prefix("wrongtype");
+        let client = connect(server).await;
+        client.create(create_req(&app, "s1")).await.expect("create");
+        let app_state = format!("adk:app:{{{app}}}");
+        match store {
+            "redis" => {
+                let () = redis::cmd("SET")
+                    .arg(&app_state)
+                    .arg("not a hash")
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                cluster.cli(&["SET", &app_state, "not a hash"]).await;
+            }
+        }
+        let mut grpc = SessionServiceClient::connect(server.endpoint()).await.unwrap();
+        let status = grpc
+            .get_session(pb::GetSessionRequest {
+                app_name: app.clone(),
+                user_id: "u".into(),
+                session_id: "s1".into(),
+                ..Default::default()
+            })
+            .await
+            .expect_err("the planted key breaks the read");
+        assert_eq!(status.code(), Code::Internal, "{store}: {}", status.message());
+        let id = status
+            .message()
+            .strip_prefix("internal error (id ")
+            .and_then(|rest| rest.strip_suffix("); see the server log"))
+            .unwrap_or_else(|| panic!("{store}: {}", status.message()))
+            .to_string();
+        assert!(!status.message().contains("WRONGTYPE"), "{store}: {}", status.message());
+        let logged = |log: &str| log.lines().any(|line| line.contains(&id) && line.contains("WRONGTYPE"));
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while !logged(&server.tail_log(200)) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{store}: no log line with id {id} and the detail:\n{}",
+                server.tail_log(30)
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}

@@ -74,7 +74,18 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
         .new_message
         .as_ref()
         .ok_or_else(|| AdkError::invalid("new_message is required"))?;
+    // Checked here, before anything is stored, so every message names the RunRequest's
+    // own fields (the runner stores them as an event, whose rules say `event.…`).
     let content = Content::from_proto("new_message", message)?;
+    validate::content_limits("new_message", &content)?;
+    let size = message.encoded_len();
+    if size > validate::MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "new_message is {size} bytes encoded, more than the limit of {} bytes per event; \
+             store large data as an artifact and reference it",
+            validate::MAX_EVENT_BYTES
+        )));
+    }
     let config = request.run_config.unwrap_or_default();
     let streaming_mode = match pb::StreamingMode::try_from(config.streaming_mode) {
         Ok(pb::StreamingMode::Unspecified | pb::StreamingMode::None) => StreamingMode::None,
@@ -96,8 +107,11 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
             )));
         }
     };
+    let state_delta = value_map_from_proto("state_delta", &request.state_delta)?;
+    validate::state_keys("state_delta", &state_delta)?;
+    validate::state_limits("state_delta", &state_delta)?;
     let options = RunOptions {
-        state_delta: value_map_from_proto("state_delta", &request.state_delta)?,
+        state_delta,
         run_config: RunConfig {
             streaming_mode,
             max_llm_calls,

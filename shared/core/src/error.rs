@@ -87,10 +87,26 @@ impl AdkError {
     }
 }
 
+/// The one mapping to a gRPC status. An INTERNAL error is the server's failure and its
+/// text is a backend's (a Redis reply, a decode error of stored data): the detail is
+/// logged under a short random id, and the client gets only that id to quote.
 impl From<AdkError> for Status {
     fn from(err: AdkError) -> Self {
-        Status::new(err.code(), err.to_string())
+        let code = err.code();
+        if code == Code::Internal {
+            let id = error_id();
+            tracing::error!(error_id = %id, error = %err, "internal error");
+            return Status::new(code, format!("internal error (id {id}); see the server log"));
+        }
+        Status::new(code, err.to_string())
     }
+}
+
+/// 12 hex digits of a random UUID: unique enough to find one line in a server's log.
+fn error_id() -> String {
+    let mut id = uuid::Uuid::new_v4().simple().to_string();
+    id.truncate(12);
+    id
 }
 
 impl From<Status> for AdkError {
@@ -131,6 +147,21 @@ mod tests {
             assert_eq!(back.code(), code);
             assert_eq!(back.to_string(), text);
         }
+    }
+
+    #[test]
+    fn internal_errors_reach_the_client_as_an_id_only() {
+        let status = Status::from(AdkError::Internal("redis error: WRONGTYPE Operation".into()));
+        assert_eq!(status.code(), Code::Internal);
+        assert!(!status.message().contains("WRONGTYPE"), "{}", status.message());
+        let id = status
+            .message()
+            .strip_prefix("internal error (id ")
+            .and_then(|rest| rest.strip_suffix("); see the server log"))
+            .unwrap_or_else(|| panic!("{}", status.message()));
+        assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        let other = Status::from(AdkError::Model("x".into()));
+        assert_ne!(other.message(), status.message(), "every error gets its own id");
     }
 
     #[test]

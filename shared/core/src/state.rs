@@ -143,6 +143,16 @@ pub fn merge_state(
     StateMap(merged)
 }
 
+/// The first (in sorted order, so the answer is the same every time) of `keys` that
+/// is app-scoped: shared by every user of the app. Only admin credentials may write
+/// such keys from a client (the server kit's authorization layer asks this).
+pub fn first_app_key<'a>(keys: impl IntoIterator<Item = &'a String>) -> Option<&'a str> {
+    keys.into_iter()
+        .filter(|key| Scope::of(key).0 == Scope::App)
+        .min()
+        .map(String::as_str)
+}
+
 /// The delta as it is stored with its event: without `temp:` keys.
 pub fn without_temp_keys(delta: &mut HashMap<String, Value>) {
     delta.retain(|key, _| Scope::of(key).0 != Scope::Temp);
@@ -175,6 +185,13 @@ mod tests {
         assert_eq!(merged.get("topic"), Some(json!("x")));
         assert_eq!(merged.get("temp:step"), None);
         assert_eq!(merged.len(), 3);
+    }
+
+    #[test]
+    fn the_first_app_key_is_found_whatever_the_order() {
+        let keys = ["topic", "app:z", "user:x", "app:b", "temp:app:y"].map(String::from);
+        assert_eq!(first_app_key(&keys), Some("app:b"));
+        assert_eq!(first_app_key(&keys[..1]), None);
     }
 
     #[test]

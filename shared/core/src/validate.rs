@@ -170,8 +170,23 @@ fn json_size(value: &Value, limit: usize) -> usize {
 /// most [`MAX_EVENT_BYTES`]. `RESOURCE_EXHAUSTED` naming the limit otherwise.
 pub fn event_limits(event: &Event) -> Result<()> {
     use prost::Message;
-    let parts = event.llm_response.content.iter().flat_map(|c| c.parts.iter());
-    for (index, part) in parts.enumerate() {
+    if let Some(content) = &event.llm_response.content {
+        content_limits("event.content", content)?;
+    }
+    let size = adk_proto::v1::Event::from(event).encoded_len();
+    if size > MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "event is {size} bytes encoded, more than the limit of {MAX_EVENT_BYTES} bytes per event; \
+             store large data as an artifact and reference it"
+        )));
+    }
+    Ok(())
+}
+
+/// The JSON values of a content (the request's `field`: `event.content`, a Run's
+/// `new_message`): function call arguments and responses at most [`MAX_JSON_DEPTH`] deep.
+pub fn content_limits(field: &str, content: &crate::content::Content) -> Result<()> {
+    for (index, part) in content.parts.iter().enumerate() {
         let (what, value) = match part {
             Part::FunctionCall { args, .. } => ("function_call.args", args),
             Part::FunctionResponse { function_response, .. } => {
@@ -182,16 +197,9 @@ pub fn event_limits(event: &Event) -> Result<()> {
         let depth = json_depth(value);
         if depth > MAX_JSON_DEPTH {
             return Err(AdkError::ResourceExhausted(format!(
-                "event.content.parts[{index}].{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
+                "{field}.parts[{index}].{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
             )));
         }
-    }
-    let size = adk_proto::v1::Event::from(event).encoded_len();
-    if size > MAX_EVENT_BYTES {
-        return Err(AdkError::ResourceExhausted(format!(
-            "event is {size} bytes encoded, more than the limit of {MAX_EVENT_BYTES} bytes per event; \
-             store large data as an artifact and reference it"
-        )));
     }
     Ok(())
 }

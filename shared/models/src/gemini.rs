@@ -28,10 +28,11 @@ pub struct Gemini {
 impl Gemini {
     /// `model` as Google names it, e.g. `gemini-2.0-flash` (a `models/` prefix is accepted).
     pub fn new(model: impl Into<String>) -> Result<Self> {
+        let model = model.into();
         Ok(Gemini {
-            http: HttpClient::new(PROVIDER)?,
+            http: HttpClient::new(PROVIDER, &model)?,
             base_url: GEMINI_BASE_URL.to_string(),
-            model: model.into(),
+            model,
         })
     }
 

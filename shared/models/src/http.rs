@@ -56,13 +56,15 @@ impl fmt::Debug for ApiKey {
 #[derive(Clone, Debug)]
 pub(crate) struct HttpClient {
     pub(crate) provider: &'static str,
+    /// The model asked for, named in the errors that are the deployment's to fix.
+    model: String,
     client: reqwest::Client,
     auth: Option<(HeaderName, ApiKey)>,
     pub(crate) timeout: Duration,
 }
 
 impl HttpClient {
-    pub(crate) fn new(provider: &'static str) -> Result<Self> {
+    pub(crate) fn new(provider: &'static str, model: &str) -> Result<Self> {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls_config()?)
             .user_agent(concat!("adk-models/", env!("CARGO_PKG_VERSION")))
@@ -70,6 +72,7 @@ impl HttpClient {
             .map_err(|e| AdkError::Config(format!("cannot build the {provider} HTTP client: {}", chain(&e))))?;
         Ok(HttpClient {
             provider,
+            model: model.to_string(),
             client,
             auth: None,
             timeout: DEFAULT_TIMEOUT,
@@ -165,11 +168,19 @@ impl HttpClient {
                     .unwrap_or_default();
                 AdkError::ResourceExhausted(format!("{provider} rate limit: {detail}{retry}"))
             }
-            StatusCode::UNAUTHORIZED => {
-                AdkError::Unauthenticated(format!("{provider} rejected the credentials ({code}): {detail}"))
-            }
-            StatusCode::FORBIDDEN => {
-                AdkError::PermissionDenied(format!("{provider} refused access ({code}): {detail}"))
+            // The provider refused the SERVER's API key (or its access to the model): not the
+            // gRPC caller's credential, so not UNAUTHENTICATED / PERMISSION_DENIED, which a
+            // client would read as its own token being refused. FAILED_PRECONDITION: the
+            // deployment must be fixed, retrying unchanged will not help (UNAVAILABLE would
+            // invite retries). The provider's own text stays in the server log: it may quote
+            // part of the key.
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+                let model = &self.model;
+                tracing::error!(provider, model, status = code, %detail, "the model provider refused the server's API key");
+                AdkError::FailedPrecondition(format!(
+                    "model provider {provider} refused this server's credentials for model {model} (HTTP {code}); \
+                     the server's operator must fix its API key or access (see the server log)"
+                ))
             }
             // A missing model or endpoint is a deployment problem, not the caller's request.
             StatusCode::NOT_FOUND => AdkError::FailedPrecondition(format!(

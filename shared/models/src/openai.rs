@@ -34,10 +34,11 @@ impl OpenAiCompatible {
     /// `base_url` is the API root that `/chat/completions` is appended to, e.g.
     /// `https://api.openai.com/v1` or Ollama's `http://localhost:11434/v1`.
     pub fn new(base_url: impl AsRef<str>, model: impl Into<String>) -> Result<Self> {
+        let model = model.into();
         Ok(OpenAiCompatible {
-            http: HttpClient::new(PROVIDER)?,
+            http: HttpClient::new(PROVIDER, &model)?,
             url: format!("{}/chat/completions", base_url.as_ref().trim_end_matches('/')),
-            model: model.into(),
+            model,
         })
     }
 

@@ -259,8 +259,15 @@ async fn http_errors_map_to_codes_with_the_provider_message() {
     let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
     assert_eq!(err.code(), Code::Unavailable);
     assert_eq!(err.to_string(), "gemini returned 503: The model is overloaded.");
+    // The provider refused the server's key: the deployment's problem, not the caller's credential.
     let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
-    assert_eq!(err.code(), Code::PermissionDenied);
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.to_string().contains("gemini")
+            && err.to_string().contains("gemini-test")
+            && err.to_string().contains("403"),
+        "{err}"
+    );
     let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
     assert!(matches!(err, AdkError::Model(_)), "{err:?}");
     assert!(err.to_string().contains("400: API key not valid."), "{err}");

@@ -309,12 +309,7 @@ async fn server_errors_are_unavailable_with_a_body_excerpt() {
 #[tokio::test]
 async fn client_errors_map_to_fitting_codes() {
     let server = FakeServer::start().await;
-    let cases = [
-        (401, Code::Unauthenticated),
-        (403, Code::PermissionDenied),
-        (404, Code::FailedPrecondition),
-        (400, Code::Internal),
-    ];
+    let cases = [(404, Code::FailedPrecondition), (400, Code::Internal)];
     for (status, _) in cases {
         server.push(FakeReply::status(
             status,
@@ -333,11 +328,36 @@ async fn client_errors_map_to_fitting_codes() {
     }
 }
 
+/// 401 and 403 refuse the SERVER's key, not the gRPC caller's credential: FAILED_PRECONDITION
+/// (never UNAUTHENTICATED or PERMISSION_DENIED), naming the provider and the model, without
+/// the provider's text (it may quote part of the key).
+#[tokio::test]
+async fn a_refused_api_key_is_the_deployments_problem_not_the_callers() {
+    let server = FakeServer::start().await;
+    for status in [401, 403] {
+        server.push(FakeReply::status(
+            status,
+            openai::error("Incorrect API key provided: sk-te****-key", "invalid_request_error"),
+        ));
+    }
+    let llm = model(&server);
+    for status in [401, 403] {
+        let err = llm.generate_content(ask("hi"), status == 403).await.err().unwrap();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{status}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("openai") && message.contains("gpt-test") && message.contains(&status.to_string()),
+            "{message}"
+        );
+        assert!(!message.contains("sk-te"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn the_api_key_never_appears_in_errors_or_debug_output() {
     let server = FakeServer::start().await;
     // A misbehaving proxy that echoes the Authorization header back.
-    server.push(FakeReply::status(401, "bad header: Bearer sk-test-key"));
+    server.push(FakeReply::status(502, "bad header: Bearer sk-test-key"));
     let llm = model(&server);
     let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
     assert!(!err.to_string().contains("sk-test-key"), "{err}");

@@ -31,6 +31,7 @@
 mod args;
 mod auth;
 mod cancel;
+mod handshake;
 mod health;
 mod limits;
 mod logging;
@@ -51,8 +52,9 @@ pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Prin
 pub use cancel::CancelledRequestsFail;
 pub use health::StoreProbe;
 pub use limits::{
+    DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS,
     DEFAULT_MAX_CONCURRENT_STREAMS, DEFAULT_MAX_RUNS_PER_CONNECTION, DEFAULT_MAX_RUNS_PER_USER,
-    DEFAULT_MAX_STREAMS_PER_USER, LimitArgs, LimitsLayer,
+    DEFAULT_MAX_STREAMS_PER_USER, DEFAULT_MAX_WATCHES, LimitArgs, LimitsLayer,
 };
 pub use logging::{exit_code, init_tracing, run_binary};
 pub use message::{fit_in_message, message_too_large};

@@ -18,10 +18,23 @@ pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
 /// Default of `--max-streams-per-user`: WatchSession, UploadArtifact and DownloadArtifact calls one user may
 /// have open at once.
 pub const DEFAULT_MAX_STREAMS_PER_USER: u32 = 64;
+/// Default of `--max-watches`: WatchSession calls the whole server may have open at once. On
+/// Redis each watch holds a connection of its own; 1024 per server keeps several replicas
+/// well inside Redis's default `maxclients` (10000) beside their shared connections.
+pub const DEFAULT_MAX_WATCHES: u32 = 1024;
 /// Default of `--max-runs-per-user`: AgentRunner/Run calls one user may have open at once.
 pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
 /// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.
 pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = 16;
+
+/// Default of `--handshake-timeout-ms`: how long a new connection may take to send its
+/// HTTP/2 preface (and, with TLS, to finish the TLS handshake first).
+pub const DEFAULT_HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// Default of `--keepalive-interval-ms`: a connection the client has sent nothing on for
+/// this long gets an HTTP/2 PING.
+pub const DEFAULT_KEEPALIVE_INTERVAL_MS: u64 = 30_000;
+/// Default of `--keepalive-timeout-ms`: a PING not acknowledged within this closes the connection.
+pub const DEFAULT_KEEPALIVE_TIMEOUT_MS: u64 = 20_000;
 
 /// Transport limits (flattened into [`crate::GrpcArgs`]).
 #[derive(Debug, Clone, clap::Args)]
@@ -48,6 +61,17 @@ pub struct LimitArgs {
     )]
     pub max_streams_per_user: u32,
 
+    /// Most WatchSession calls this server may have open at once, all users together (on Redis each holds a
+    /// connection of its own); one more fails with RESOURCE_EXHAUSTED
+    #[arg(
+        long,
+        env = "ADK_MAX_WATCHES",
+        value_name = "STREAMS",
+        default_value_t = DEFAULT_MAX_WATCHES,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_watches: u32,
+
     /// Most Run calls one user (the request's user_id) may have open at once; one more fails with
     /// RESOURCE_EXHAUSTED before anything is stored
     #[arg(
@@ -69,6 +93,39 @@ pub struct LimitArgs {
         value_parser = clap::value_parser!(u32).range(1..),
     )]
     pub max_runs_per_connection: u32,
+
+    /// A new connection that has not sent its HTTP/2 preface (with TLS: finished the TLS handshake and sent
+    /// the preface) within this many milliseconds is closed
+    #[arg(
+        long,
+        env = "ADK_HANDSHAKE_TIMEOUT_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_HANDSHAKE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub handshake_timeout_ms: u64,
+
+    /// A connection the client has sent nothing on for this many milliseconds gets an HTTP/2 PING (idle
+    /// clients included)
+    #[arg(
+        long,
+        env = "ADK_KEEPALIVE_INTERVAL_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_KEEPALIVE_INTERVAL_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub keepalive_interval_ms: u64,
+
+    /// A connection whose client does not acknowledge a PING within this many milliseconds is closed (a
+    /// vanished or stuck client frees its connection and streams)
+    #[arg(
+        long,
+        env = "ADK_KEEPALIVE_TIMEOUT_MS",
+        value_name = "MILLISECONDS",
+        default_value_t = DEFAULT_KEEPALIVE_TIMEOUT_MS,
+        value_parser = clap::value_parser!(u64).range(10..),
+    )]
+    pub keepalive_timeout_ms: u64,
 }
 
 impl Default for LimitArgs {
@@ -76,16 +133,33 @@ impl Default for LimitArgs {
         LimitArgs {
             max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
             max_streams_per_user: DEFAULT_MAX_STREAMS_PER_USER,
+            max_watches: DEFAULT_MAX_WATCHES,
             max_runs_per_user: DEFAULT_MAX_RUNS_PER_USER,
             max_runs_per_connection: DEFAULT_MAX_RUNS_PER_CONNECTION,
+            handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
+            keepalive_interval_ms: DEFAULT_KEEPALIVE_INTERVAL_MS,
+            keepalive_timeout_ms: DEFAULT_KEEPALIVE_TIMEOUT_MS,
         }
     }
 }
 
 impl LimitArgs {
+    pub fn handshake_timeout(&self) -> Duration {
+        Duration::from_millis(self.handshake_timeout_ms)
+    }
+
+    pub fn keepalive_interval(&self) -> Duration {
+        Duration::from_millis(self.keepalive_interval_ms)
+    }
+
+    pub fn keepalive_timeout(&self) -> Duration {
+        Duration::from_millis(self.keepalive_timeout_ms)
+    }
+
     pub(crate) fn quotas(&self) -> crate::quota::Quotas {
         crate::quota::Quotas::new(crate::quota::QuotaLimits {
             streams_per_user: self.max_streams_per_user,
+            watches: self.max_watches,
             runs_per_user: self.max_runs_per_user,
             runs_per_connection: self.max_runs_per_connection,
         })
@@ -134,6 +208,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<Body>) -> Self::Future {
+        let path = request.uri().path().to_owned();
         let deadline = request
             .headers()
             .get("grpc-timeout")
@@ -154,14 +229,14 @@ where
                 },
                 None => response.await?,
             };
-            Ok(decode_errors_are_invalid_arguments(response))
+            Ok(decode_errors_are_invalid_arguments(response, &path))
         })
     }
 }
 
 /// tonic reports a request message it cannot decode as INTERNAL ("failed to decode
 /// Protobuf message"); it is the client's input that is wrong.
-fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>) -> http::Response<Body> {
+fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>, path: &str) -> http::Response<Body> {
     let headers = response.headers_mut();
     let internal = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"13");
     let undecodable = headers.get("grpc-message").is_some_and(|m| {
@@ -181,16 +256,35 @@ fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>) -> ht
             .is_ok_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"))
     });
     if out_of_range && too_large {
-        headers.insert("grpc-status", http::HeaderValue::from(Code::ResourceExhausted as i32));
-        headers.insert(
-            "grpc-message",
-            http::HeaderValue::from_static(
-                "the request message is larger than the server's limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES); \
-                 stream large artifacts with UploadArtifact",
-            ),
-        );
+        let status = request_too_large(path, None);
+        headers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
+        if let Ok(message) = http::HeaderValue::from_str(status.message()) {
+            headers.insert("grpc-message", message);
+        }
     }
     response
+}
+
+/// RESOURCE_EXHAUSTED for a request message of `size` bytes (when known) over
+/// `--max-message-bytes`, saying what to send instead for the method at `path`: a
+/// CreateSession is not told about artifacts, a SaveArtifact is.
+pub(crate) fn request_too_large(path: &str, size: Option<usize>) -> Status {
+    let method = path.rsplit('/').next().unwrap_or_default();
+    let what = match size {
+        Some(size) => format!("the {method} request message is {size} bytes,"),
+        None => format!("the {method} request message is"),
+    };
+    let instead = match method {
+        "CreateSession" => "; create the session with less state and add the rest with AppendEvent",
+        "AppendEvent" => "; append a smaller event (state_delta and content)",
+        "Run" => "; send a smaller new_message and state_delta",
+        "SaveArtifact" => "; stream large artifacts with UploadArtifact",
+        "UploadArtifact" => "; send the bytes in smaller chunks",
+        _ => "",
+    };
+    Status::resource_exhausted(format!(
+        "{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES){instead}"
+    ))
 }
 
 /// A `grpc-timeout` header value: up to 8 digits and a unit (H, M, S, m, u, n).
@@ -230,6 +324,45 @@ mod tests {
         let cli = Cli::parse_from(["bin", "--max-concurrent-streams", "7"]);
         assert_eq!(cli.limits.max_concurrent_streams, 7);
         assert!(Cli::try_parse_from(["bin", "--max-concurrent-streams", "0"]).is_err());
+        let defaults = Cli::parse_from(["bin"]).limits;
+        assert_eq!(defaults.max_watches, DEFAULT_MAX_WATCHES);
+        assert_eq!(defaults.handshake_timeout(), Duration::from_secs(10));
+        assert_eq!(defaults.keepalive_interval(), Duration::from_secs(30));
+        assert_eq!(defaults.keepalive_timeout(), Duration::from_secs(20));
+        let cli = Cli::parse_from([
+            "bin",
+            "--max-watches",
+            "5",
+            "--handshake-timeout-ms",
+            "500",
+            "--keepalive-interval-ms",
+            "1000",
+            "--keepalive-timeout-ms",
+            "2000",
+        ]);
+        assert_eq!(cli.limits.max_watches, 5);
+        assert_eq!(cli.limits.handshake_timeout(), Duration::from_millis(500));
+        assert_eq!(cli.limits.keepalive_interval(), Duration::from_secs(1));
+        assert_eq!(cli.limits.keepalive_timeout(), Duration::from_secs(2));
+        assert!(Cli::try_parse_from(["bin", "--max-watches", "0"]).is_err());
+    }
+
+    #[test]
+    fn an_oversized_request_is_told_what_to_send_instead_for_its_method() {
+        let create = request_too_large("/adk.v1.SessionService/CreateSession", None);
+        assert_eq!(create.code(), Code::ResourceExhausted);
+        assert!(
+            create.message().contains("CreateSession request"),
+            "{}",
+            create.message()
+        );
+        assert!(create.message().contains("--max-message-bytes"), "{}", create.message());
+        assert!(!create.message().contains("artifact"), "{}", create.message());
+        let save = request_too_large("/adk.v1.ArtifactService/SaveArtifact", Some(5));
+        assert!(save.message().contains("is 5 bytes"), "{}", save.message());
+        assert!(save.message().contains("UploadArtifact"), "{}", save.message());
+        let run = request_too_large("/adk.v1.AgentRunner/Run", None);
+        assert!(run.message().contains("state_delta") && !run.message().contains("artifact"));
     }
 
     #[test]

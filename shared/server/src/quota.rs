@@ -1,5 +1,6 @@
 //! Concurrency quotas of the long-lived calls: streams (WatchSession, UploadArtifact,
-//! DownloadArtifact) per user, runs (AgentRunner/Run) per user and per connection.
+//! DownloadArtifact) per user, WatchSession streams per server (each holds a Redis
+//! connection of its own), runs (AgentRunner/Run) per user and per connection.
 //! Checked by the auth layer (auth/layer.rs) with the user it decodes from the first
 //! request message, before the handler runs, so a refused call stores nothing; a
 //! slot is held by a guard in the response body and freed when the response ends,
@@ -24,6 +25,8 @@ use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Kind {
     Stream,
+    /// A stream that also counts against the server-wide watch limit.
+    Watch,
     Run,
 }
 
@@ -31,7 +34,7 @@ pub(crate) enum Kind {
 pub(crate) fn kind(path: &str) -> Option<Kind> {
     let (service, method) = path.strip_prefix('/')?.split_once('/')?;
     match (service, method) {
-        (s, "WatchSession") if s == SESSIONS => Some(Kind::Stream),
+        (s, "WatchSession") if s == SESSIONS => Some(Kind::Watch),
         (s, "UploadArtifact" | "DownloadArtifact") if s == ARTIFACTS => Some(Kind::Stream),
         (s, "Run") if s == RUNNER => Some(Kind::Run),
         _ => None,
@@ -42,6 +45,7 @@ pub(crate) fn kind(path: &str) -> Option<Kind> {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct QuotaLimits {
     pub(crate) streams_per_user: u32,
+    pub(crate) watches: u32,
     pub(crate) runs_per_user: u32,
     pub(crate) runs_per_connection: u32,
 }
@@ -100,6 +104,8 @@ pub(crate) struct Held {
 pub(crate) struct Quotas {
     limits: QuotaLimits,
     streams: Arc<Counter<String>>,
+    /// Open watches of the whole server (one key).
+    watches: Arc<Counter<()>>,
     runs: Arc<Counter<String>>,
     connection_runs: Arc<Counter<SocketAddr>>,
 }
@@ -109,6 +115,7 @@ impl Quotas {
         Quotas {
             limits,
             streams: Counter::new(),
+            watches: Counter::new(),
             runs: Counter::new(),
             connection_runs: Counter::new(),
         }
@@ -118,18 +125,32 @@ impl Quotas {
     /// RESOURCE_EXHAUSTED naming the limit when one is full.
     pub(crate) fn acquire<B>(&self, kind: Kind, user: &str, request: &http::Request<B>) -> Result<Held, Status> {
         let limits = self.limits;
+        let user_stream = || {
+            self.streams
+                .acquire(user.to_string(), limits.streams_per_user)
+                .ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "too many concurrent streams for user {user} (--max-streams-per-user {})",
+                        limits.streams_per_user
+                    ))
+                })
+        };
         match kind {
-            Kind::Stream => {
-                let slot = self
-                    .streams
-                    .acquire(user.to_string(), limits.streams_per_user)
-                    .ok_or_else(|| {
-                        Status::resource_exhausted(format!(
-                            "too many concurrent streams for user {user} (--max-streams-per-user {})",
-                            limits.streams_per_user
-                        ))
-                    })?;
-                Ok(Held { _slots: vec![slot] })
+            Kind::Stream => Ok(Held {
+                _slots: vec![user_stream()?],
+            }),
+            Kind::Watch => {
+                let user_slot = user_stream()?;
+                let server_slot = self.watches.acquire((), limits.watches).ok_or_else(|| {
+                    Status::resource_exhausted(format!(
+                        "this server has the most WatchSession streams it serves open ({}, --max-watches / \
+                         ADK_MAX_WATCHES); try again later",
+                        limits.watches
+                    ))
+                })?;
+                Ok(Held {
+                    _slots: vec![user_slot, server_slot],
+                })
             }
             Kind::Run => {
                 let user_slot = self

@@ -6,28 +6,32 @@ use crate::args::{GrpcArgs, MetricsArgs};
 use crate::auth::layer::AuthLayer;
 use crate::auth::{AuthError, AuthMode, Authenticator};
 use crate::cancel::CancelledRequestsFail;
+use crate::handshake::HandshakeDeadline;
 use crate::health::{HealthMonitor, NamedProbe, StoreProbe};
 use crate::metrics::MetricsEndpoint;
 use crate::rpc::{Methods, RpcLayer};
 use crate::shutdown::Shutdown;
 use crate::tls::TlsError;
 use std::convert::Infallible;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Instant;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
 use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tonic::server::NamedService;
 use tonic::service::RoutesBuilder;
+use tonic::transport::Server;
 use tonic::transport::server::TcpIncoming;
-use tonic::transport::{Server, ServerTlsConfig};
 use tonic_reflection::server::v1::ServerReflectionServer;
 use tonic_reflection::server::v1alpha::ServerReflectionServer as ServerReflectionServerV1Alpha;
-
-/// Servers ping idle clients this often so a watcher that vanished without closing
-/// its connection (crashed host, dropped NAT entry) is noticed and its stream freed.
-const HTTP2_KEEPALIVE_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Why a server could not start or stopped serving. The cause is the error's
 /// `source()`, so `{:#}` (anyhow) prints e.g. "cannot listen on 0.0.0.0:50051:
@@ -44,8 +48,6 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("the TLS settings (--tls-cert, --tls-key, --tls-client-ca) are not valid")]
     Tls(#[from] TlsError),
-    #[error("the TLS certificate or key cannot be used (--tls-cert / --tls-key: PEM files)")]
-    TlsSetup(#[source] tonic::transport::Error),
     #[error("the auth settings are not valid")]
     Auth(#[from] AuthError),
 }
@@ -116,12 +118,7 @@ impl GrpcServer {
             source,
         };
         // TLS files and credentials are read and checked first: a bad one is a startup error.
-        let tls = self.grpc.tls.server_config()?;
-        if let Some(tls) = &tls {
-            Server::builder()
-                .tls_config(tls.clone())
-                .map_err(ServeError::TlsSetup)?;
-        }
+        let tls = self.grpc.tls.acceptor()?;
         let authenticator = Authenticator::from_args(&self.grpc.auth)?;
         if self.grpc.auth.auth == AuthMode::Required && tls.is_none() {
             tracing::warn!("--auth required without --tls-cert: bearer tokens cross the network in the clear");
@@ -161,7 +158,7 @@ pub struct BoundServer {
     listener: TcpListener,
     local_addr: SocketAddr,
     metrics: Option<MetricsEndpoint>,
-    tls: Option<ServerTlsConfig>,
+    tls: Option<TlsAcceptor>,
     authenticator: Option<Arc<Authenticator>>,
 }
 
@@ -221,11 +218,7 @@ impl BoundServer {
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
         ]);
-        let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-        let mut builder = Server::builder();
-        if let Some(tls) = tls {
-            builder = builder.tls_config(tls).map_err(ServeError::TlsSetup)?;
-        }
+        let builder = Server::builder();
         let auth = AuthLayer::new(
             authenticator,
             grpc.auth.auth_public_health,
@@ -233,8 +226,12 @@ impl BoundServer {
             grpc.max_message_bytes,
             grpc.limits.quotas(),
         );
-        let serving = builder
-            .http2_keepalive_interval(Some(HTTP2_KEEPALIVE_INTERVAL))
+        let router = builder
+            // Pings a connection the client has been silent on, so a client that vanished
+            // without closing it (crashed host, dropped NAT entry) or stopped answering is
+            // noticed and its connection and streams freed.
+            .http2_keepalive_interval(Some(grpc.limits.keepalive_interval()))
+            .http2_keepalive_timeout(Some(grpc.limits.keepalive_timeout()))
             .max_concurrent_streams(Some(grpc.limits.max_concurrent_streams))
             // One span and one set of metrics per call, health and reflection included.
             .layer(RpcLayer::new(methods))
@@ -246,8 +243,21 @@ impl BoundServer {
             .add_routes(routes.routes())
             .add_service(health_service)
             .add_service(reflection_v1)
-            .add_service(reflection_v1alpha)
-            .serve_with_incoming_shutdown(incoming, shutdown.triggered());
+            .add_service(reflection_v1alpha);
+        // A client that connects and never finishes its handshake is dropped (handshake.rs).
+        let handshake_timeout = grpc.limits.handshake_timeout();
+        let serving: Pin<Box<dyn Future<Output = Result<(), tonic::transport::Error>> + Send>> = match tls {
+            None => {
+                let incoming = TcpIncoming::from(listener)
+                    .with_nodelay(Some(true))
+                    .map(move |accepted| accepted.map(|tcp| HandshakeDeadline::new(tcp, handshake_timeout)));
+                Box::pin(router.serve_with_incoming_shutdown(incoming, shutdown.triggered()))
+            }
+            Some(acceptor) => {
+                let incoming = tls_incoming(listener, acceptor, handshake_timeout);
+                Box::pin(router.serve_with_incoming_shutdown(incoming, shutdown.triggered()))
+            }
+        };
 
         tracing::info!(services = ?service_names, "listening on {local_addr}");
         let grace = grpc.shutdown_grace();
@@ -272,6 +282,51 @@ impl BoundServer {
         outcome
     }
 }
+
+/// The TLS connections of `listener`, each handshake in a task of its own (a slow client
+/// holds up no other) under the connection's handshake deadline, which then goes on
+/// running until the HTTP/2 preface is in. Accepting stops when the server drops the
+/// stream (shutdown), which closes the listener.
+fn tls_incoming(
+    listener: TcpListener,
+    acceptor: TlsAcceptor,
+    handshake_timeout: Duration,
+) -> ReceiverStream<std::io::Result<HandshakeDeadline<TlsStream<TcpStream>>>> {
+    let (ready, incoming) = tokio::sync::mpsc::channel(64);
+    tokio::spawn(async move {
+        loop {
+            let accepted = tokio::select! {
+                accepted = listener.accept() => accepted,
+                () = ready.closed() => break,
+            };
+            let tcp = match accepted {
+                Ok((tcp, _)) => tcp,
+                Err(e) => {
+                    // Out of file descriptors, typically: pause rather than spin on the error.
+                    tracing::warn!(error = %e, "cannot accept a connection");
+                    tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+                    continue;
+                }
+            };
+            let _ = tcp.set_nodelay(true);
+            let deadline = Instant::now() + handshake_timeout;
+            let (acceptor, ready) = (acceptor.clone(), ready.clone());
+            tokio::spawn(async move {
+                match tokio::time::timeout_at(deadline, acceptor.accept(tcp)).await {
+                    Ok(Ok(tls)) => {
+                        let _ = ready.send(Ok(HandshakeDeadline::until(tls, deadline))).await;
+                    }
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("closing a connection whose TLS handshake did not finish in time"),
+                }
+            });
+        }
+    });
+    ReceiverStream::new(incoming)
+}
+
+/// How long accepting pauses after an accept error.
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(50);
 
 /// Reflection v1 and v1alpha (grpcurl 1.8 speaks only v1alpha), advertising exactly
 /// the services this server runs: adk.v1 has services that may not be served here.

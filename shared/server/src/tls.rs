@@ -1,9 +1,14 @@
-//! TLS for the gRPC port (rustls with the ring provider, through tonic's `tls-ring`),
+//! TLS for the gRPC port (rustls with the ring provider, the tree's one TLS stack),
 //! optionally mutual: with `--tls-client-ca` a client must present a certificate
 //! signed by that CA or its handshake fails.
 
+use rustls::RootCertStore;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::{ServerConfig, WebPkiClientVerifier};
 use std::path::{Path, PathBuf};
-use tonic::transport::{Certificate, Identity, ServerTlsConfig};
+use std::sync::Arc;
+use tokio_rustls::TlsAcceptor;
 
 /// TLS on the gRPC port. Both `--tls-cert` and `--tls-key`, or neither (plaintext).
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -34,6 +39,12 @@ pub enum TlsError {
     ClientCaWithoutCert,
     #[error("--tls-cert and --tls-key go together: give both or neither")]
     Incomplete,
+    #[error("{what} {path} cannot be used (PEM files for --tls-cert, --tls-key, --tls-client-ca): {reason}")]
+    Unusable {
+        what: &'static str,
+        path: PathBuf,
+        reason: String,
+    },
 }
 
 impl TlsArgs {
@@ -42,24 +53,56 @@ impl TlsArgs {
         self.tls_cert.is_some()
     }
 
-    /// The server's TLS settings, None for plaintext. The files are read here, so a
-    /// missing one is a startup error; a PEM that does not parse fails when the
-    /// server is built (tonic checks it then), also before anything is served.
-    pub fn server_config(&self) -> Result<Option<ServerTlsConfig>, TlsError> {
+    /// The TLS acceptor of the gRPC port, None for plaintext. The files are read and
+    /// checked here, so a missing or unusable one is a startup error. The server does the
+    /// handshakes itself (server.rs) so that one deadline covers the TLS handshake and
+    /// the HTTP/2 preface after it (handshake.rs).
+    pub(crate) fn acceptor(&self) -> Result<Option<TlsAcceptor>, TlsError> {
         let (cert, key) = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => (cert, key),
             (None, None) if self.tls_client_ca.is_some() => return Err(TlsError::ClientCaWithoutCert),
             (None, None) => return Ok(None),
             _ => return Err(TlsError::Incomplete),
         };
-        let identity = Identity::from_pem(read(cert, "the TLS certificate")?, read(key, "the TLS key")?);
-        let mut config = ServerTlsConfig::new().identity(identity);
-        if let Some(ca) = &self.tls_client_ca {
-            config = config
-                .client_ca_root(Certificate::from_pem(read(ca, "the TLS client CA")?))
-                .client_auth_optional(false);
-        }
-        Ok(Some(config))
+        let chain = CertificateDer::pem_slice_iter(&read(cert, "the TLS certificate")?)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| unusable("the TLS certificate", cert, e))?;
+        let private_key =
+            PrivateKeyDer::from_pem_slice(&read(key, "the TLS key")?).map_err(|e| unusable("the TLS key", key, e))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| unusable("the TLS certificate", cert, e))?;
+        let builder = match &self.tls_client_ca {
+            Some(ca) => {
+                let bad_ca = |e: &dyn std::fmt::Display| unusable("the TLS client CA", ca, e);
+                let mut roots = RootCertStore::empty();
+                for certificate in CertificateDer::pem_slice_iter(&read(ca, "the TLS client CA")?) {
+                    let certificate = certificate.map_err(|e| bad_ca(&e))?;
+                    roots.add(certificate).map_err(|e| bad_ca(&e))?;
+                }
+                // Mutual TLS: a client without a certificate from this CA fails its handshake.
+                let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                    .build()
+                    .map_err(|e| bad_ca(&e))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder
+            .with_single_cert(chain, private_key)
+            .map_err(|e| unusable("the TLS certificate or key", cert, e))?;
+        // gRPC is HTTP/2 only.
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        Ok(Some(TlsAcceptor::from(Arc::new(config))))
+    }
+}
+
+fn unusable(what: &'static str, path: &Path, reason: impl std::fmt::Display) -> TlsError {
+    TlsError::Unusable {
+        what,
+        path: path.to_path_buf(),
+        reason: reason.to_string(),
     }
 }
 

@@ -247,3 +247,37 @@ async fn runs_per_user_and_per_connection_are_limited_and_the_refused_run_reache
     assert_eq!(served.runs.calls.load(Ordering::SeqCst), 5);
     served.shutdown.trigger();
 }
+
+/// Watches of every user together are limited server-wide (each holds a Redis
+/// connection of its own): the watch past `--max-watches` fails whoever asks, reaches no
+/// handler, and a watch that ends frees its slot. Uploads and downloads are not watches.
+#[tokio::test]
+async fn watches_are_limited_server_wide_across_users() {
+    let served = serve(LimitArgs {
+        max_watches: 3,
+        ..LimitArgs::default()
+    })
+    .await;
+    let channel = channel(&served).await;
+    let mut open = Vec::new();
+    for user in ["alice", "bob", "carol"] {
+        open.push(watch(&channel, user).await.expect("a watch under the limit"));
+    }
+    let full = "this server has the most WatchSession streams it serves open (3, --max-watches / ADK_MAX_WATCHES); \
+                try again later";
+    assert_exhausted(watch(&channel, "dave").await, full);
+    // Another connection gets the same answer: the limit is the server's.
+    let other = self::channel(&served).await;
+    assert_exhausted(watch(&other, "erin").await, full);
+    assert_eq!(
+        served.watches.calls.load(Ordering::SeqCst),
+        3,
+        "the refused watches reached no handler"
+    );
+    // Runs are not watches.
+    let _run = run(&channel, "dave").await.expect("a run beside the watches");
+    open.pop();
+    open.push(eventually(|| watch(&other, "dave")).await);
+    assert_exhausted(watch(&channel, "frank").await, full);
+    served.shutdown.trigger();
+}

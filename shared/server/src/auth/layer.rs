@@ -133,7 +133,7 @@ where
         let max_message_bytes = shared.max_message_bytes;
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let (first, body) = match first_message(body, max_message_bytes).await {
+            let (first, body) = match first_message(body, parts.uri.path(), max_message_bytes).await {
                 Ok(read) => read,
                 Err(status) => return Ok(status.into_http()),
             };
@@ -179,7 +179,7 @@ where
         let mut inner = std::mem::replace(&mut self.inner, clone);
         Box::pin(async move {
             let (parts, body) = request.into_parts();
-            let (first, body) = match first_message(body, shared.max_message_bytes).await {
+            let (first, body) = match first_message(body, parts.uri.path(), shared.max_message_bytes).await {
                 Ok(read) => read,
                 Err(status) => return Ok(status.into_http()),
             };
@@ -204,9 +204,9 @@ fn refuse<E: Send + 'static>(status: Status) -> BoxFuture<http::Response<Body>, 
     Box::pin(std::future::ready(Ok(status.into_http())))
 }
 
-/// The payload of the body's first gRPC message (empty when the body holds none),
+/// The payload of the body's first gRPC message of the method at `path` (empty when the body holds none),
 /// and a body that yields everything read so far and then the rest.
-async fn first_message(mut body: Body, max_message_bytes: usize) -> Result<(Bytes, Body), Status> {
+async fn first_message(mut body: Body, path: &str, max_message_bytes: usize) -> Result<(Bytes, Body), Status> {
     let mut frames: VecDeque<Frame<Bytes>> = VecDeque::new();
     let mut buffered: Vec<u8> = Vec::new();
     let mut ended = false;
@@ -217,9 +217,7 @@ async fn first_message(mut body: Body, max_message_bytes: usize) -> Result<(Byte
             }
             let length = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]) as usize;
             if length > max_message_bytes {
-                return Err(Status::resource_exhausted(format!(
-                    "the request message is {length} bytes, over this server's limit of {max_message_bytes} bytes"
-                )));
+                return Err(crate::limits::request_too_large(path, Some(length)));
             }
             if buffered.len() >= PREFIX_BYTES + length {
                 let message = Bytes::copy_from_slice(&buffered[PREFIX_BYTES..PREFIX_BYTES + length]);

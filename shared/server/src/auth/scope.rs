@@ -19,10 +19,39 @@ pub(crate) enum Scope {
     Nothing,
     /// An app, not a user's data (GetApp).
     App(String),
-    /// One user's data in an app.
-    User { app: String, user: String },
+    /// One user's data in an app; `app_state` when the request also writes state
+    /// shared by every user of the app.
+    User {
+        app: String,
+        user: String,
+        app_state: Option<AppStateWrite>,
+    },
     /// Every user's data in an app (ListSessions without a user).
     AppWide(String),
+}
+
+/// An `app:` state key a request writes, and the request field it is in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AppStateWrite {
+    field: &'static str,
+    key: String,
+}
+
+/// The first `app:` key of `keys` (a request's `field`), if any.
+fn app_state_write<'a>(field: &'static str, keys: impl IntoIterator<Item = &'a String>) -> Option<AppStateWrite> {
+    adk_core::state::first_app_key(keys).map(|key| AppStateWrite {
+        field,
+        key: key.to_string(),
+    })
+}
+
+/// `user`'s data in `app`, with the `app:` state the request writes.
+fn user_writing(app: &str, user: &str, app_state: Option<AppStateWrite>) -> Scope {
+    Scope::User {
+        app: app.to_string(),
+        user: user.to_string(),
+        app_state,
+    }
 }
 
 type Extract = fn(&[u8]) -> Result<Scope, Status>;
@@ -37,10 +66,7 @@ fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
 }
 
 fn user(app: &str, user: &str) -> Scope {
-    Scope::User {
-        app: app.to_string(),
-        user: user.to_string(),
-    }
+    user_writing(app, user, None)
 }
 
 fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
@@ -52,7 +78,10 @@ impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
         let entries: [(&str, &str, Extract); 19] = [
             (SESSIONS, "CreateSession", |b| {
-                decode::<pb::CreateSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+                decode::<pb::CreateSessionRequest>(b).map(|m| {
+                    let keys = m.state.iter().flat_map(|state| state.fields.keys());
+                    user_writing(&m.app_name, &m.user_id, app_state_write("state", keys))
+                })
             }),
             (SESSIONS, "GetSession", |b| {
                 decode::<pb::GetSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
@@ -67,7 +96,12 @@ impl ScopeTable {
                 decode::<pb::DeleteSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
             (SESSIONS, "AppendEvent", |b| {
-                decode::<pb::AppendEventRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+                decode::<pb::AppendEventRequest>(b).map(|m| {
+                    let actions = m.event.iter().flat_map(|event| event.actions.iter());
+                    let keys = actions.flat_map(|actions| actions.state_delta.keys());
+                    let app_state = app_state_write("event.actions.state_delta", keys);
+                    user_writing(&m.app_name, &m.user_id, app_state)
+                })
             }),
             (SESSIONS, "ListEvents", |b| {
                 decode::<pb::ListEventsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
@@ -106,7 +140,10 @@ impl ScopeTable {
                 decode::<pb::DownloadArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
             }),
             (RUNNER, "Run", |b| {
-                decode::<pb::RunRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+                decode::<pb::RunRequest>(b).map(|m| {
+                    let app_state = app_state_write("state_delta", m.state_delta.keys());
+                    user_writing(&m.app_name, &m.user_id, app_state)
+                })
             }),
             (RUNNER, "ListApps", |b| {
                 decode::<pb::ListAppsRequest>(b).map(|_| Scope::Nothing)
@@ -152,6 +189,20 @@ pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Stat
     }
     match (&principal.subject, scope) {
         (Subject::Admin, _) | (_, Scope::App(_)) | (_, Scope::Nothing) => Ok(()),
+        // App state is shared by every user: a user credential may read it, not write it.
+        // (Agents in the runner write it through the store, not through this layer.)
+        (
+            Subject::User(own),
+            Scope::User {
+                user,
+                app_state: Some(write),
+                ..
+            },
+        ) if own == user => Err(Status::permission_denied(format!(
+            "the credential of user {own:?} may not write app-wide state: {} key {:?} is shared by every user \
+             of the app; only an admin credential may write app: keys",
+            write.field, write.key
+        ))),
         (Subject::User(own), Scope::User { user, .. }) if own == user => Ok(()),
         (Subject::User(own), Scope::User { .. }) => Err(Status::permission_denied(format!(
             "the credential of user {own:?} may only touch that user's data"
@@ -341,6 +392,93 @@ mod tests {
         }
         assert_eq!(checked, 19, "the adk.v1 services have 19 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
+    }
+
+    /// The three ways a client writes state (CreateSession `state`, AppendEvent
+    /// `event.actions.state_delta`, Run `state_delta`): app: keys need an admin.
+    #[test]
+    fn only_admins_write_app_state() {
+        let table = ScopeTable::new();
+        let value = || prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue("hi".into())),
+        };
+        let keys = |key: &str| [(key.to_string(), value()), ("topic".to_string(), value())];
+        let requests = |key: &str| {
+            [
+                (
+                    "CreateSession",
+                    "state",
+                    pb::CreateSessionRequest {
+                        app_name: "support".into(),
+                        user_id: "alice".into(),
+                        state: Some(prost_types::Struct {
+                            fields: keys(key).into_iter().collect(),
+                        }),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                ),
+                (
+                    "AppendEvent",
+                    "event.actions.state_delta",
+                    pb::AppendEventRequest {
+                        app_name: "support".into(),
+                        user_id: "alice".into(),
+                        event: Some(pb::Event {
+                            actions: Some(pb::EventActions {
+                                state_delta: keys(key).into_iter().collect(),
+                                ..Default::default()
+                            }),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                ),
+                (
+                    "Run",
+                    "state_delta",
+                    pb::RunRequest {
+                        app_name: "support".into(),
+                        user_id: "alice".into(),
+                        state_delta: keys(key).into_iter().collect(),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                ),
+            ]
+        };
+        let admin = Principal {
+            subject: Subject::Admin,
+            apps: Apps::All,
+        };
+        let service = |method: &str| if method == "Run" { RUNNER } else { SESSIONS };
+        for (method, field, bytes) in requests("app:banner") {
+            let path = format!("/{}/{method}", service(method));
+            let scope = table.extractor(&path).unwrap()(&bytes).unwrap();
+            let status = authorize(&alice(&["support"]), &scope).unwrap_err();
+            assert_eq!(status.code(), Code::PermissionDenied, "{method}");
+            assert!(
+                status.message().contains(field) && status.message().contains("\"app:banner\""),
+                "{method}: {}",
+                status.message()
+            );
+            assert_eq!(
+                check(&table, &path, &bytes, &admin),
+                Ok(()),
+                "{method}: an admin writes app state"
+            );
+        }
+        for key in ["user:lang", "temp:app:scratch", "applause"] {
+            for (method, _, bytes) in requests(key) {
+                let path = format!("/{}/{method}", service(method));
+                assert_eq!(
+                    check(&table, &path, &bytes, &alice(&["support"])),
+                    Ok(()),
+                    "{method} {key}"
+                );
+            }
+        }
     }
 
     #[test]

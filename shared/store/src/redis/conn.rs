@@ -169,7 +169,10 @@ impl RedisStore {
             .map_err(store_error);
         reply.map(drop).map_err(|e| match e {
             AdkError::Unavailable(message) => AdkError::Unavailable(message),
-            other => AdkError::Unavailable(format!("redis unavailable: {other}")),
+            other => {
+                tracing::warn!(error = %other, "redis health check failed");
+                AdkError::Unavailable(REDIS_UNAVAILABLE.to_string())
+            }
         })
     }
 }
@@ -309,13 +312,20 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
         || e.is_connection_refusal()
         || e.is_cluster_error()
     {
-        AdkError::Unavailable(format!("redis unavailable: {e}"))
+        // Redis's own text (addresses, node ids) is for the operator, not the client.
+        tracing::warn!(error = %e, "redis unavailable");
+        AdkError::Unavailable(REDIS_UNAVAILABLE.to_string())
     } else if e.code() == Some("OOM") {
-        AdkError::ResourceExhausted(format!("redis is out of memory: {e}"))
+        tracing::warn!(error = %e, "redis is out of memory");
+        AdkError::ResourceExhausted("the store (redis) is out of memory".to_string())
     } else {
+        // Mapped to a status, the detail is logged with an id and only the id is sent (adk-core's error.rs).
         AdkError::Internal(format!("redis error: {e}"))
     }
 }
+
+/// What a client is told while Redis cannot be reached; the cause is in the server log.
+pub(crate) const REDIS_UNAVAILABLE: &str = "redis unavailable; try again later";
 
 #[cfg(test)]
 mod tests {
