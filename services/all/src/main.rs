@@ -64,7 +64,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let sessions = adk_store::open_session_service(url, config.clone())
         .await
         .with_context(|| cannot_open("session"))?;
-    let artifacts = adk_store::open_artifact_service(url, config)
+    let artifacts = adk_store::open_artifact_service(url, config.clone())
         .await
         .with_context(|| cannot_open("artifact"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
@@ -74,7 +74,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Run's events show in GetSession on the same port.
     let runner = match &agents {
         Some(agents) => {
-            let lease = adk_runner_service::open_session_lease(url)
+            let lease = adk_runner_service::open_session_lease(url, config.replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
             let services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);
