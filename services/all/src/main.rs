@@ -62,6 +62,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let url = &cli.store.store_url;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
+    let replica_acks = config.replica_acks;
     let (sessions, artifacts) = adk_store::open_stores(url, config)
         .await
         .with_context(|| cannot_open("session and artifact"))?;
@@ -72,7 +73,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // Run's events show in GetSession on the same port.
     let runner = match &agents {
         Some(agents) => {
-            let lease = adk_runner_service::open_session_lease(url)
+            let lease = adk_runner_service::open_session_lease(url, replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
             let services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);

@@ -4,7 +4,7 @@
 use adk_core::{Agent, ArtifactService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, StoreConfig,
+    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, ReplicaAcks, StoreConfig,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -51,8 +51,8 @@ impl RunnerServices {
     /// also serves sessions must pass its own stores to [`RunnerServices::new`]
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
+        let lease = open_session_lease(url, config.replica_acks).await?;
         let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
-        let lease = open_session_lease(url).await?;
         Ok(Self::new(sessions, Some(artifacts), lease))
     }
 
@@ -70,9 +70,9 @@ impl RunnerServices {
 /// the Redis backend with the same message as the session store's.
 // adk-store has `open_session_service` and `open_artifact_service` but no
 // equivalent for leases yet; this is the one place that picks the backend.
-pub async fn open_session_lease(url: &str) -> Result<Arc<dyn SessionLease>> {
+pub async fn open_session_lease(url: &str, acks: ReplicaAcks) -> Result<Arc<dyn SessionLease>> {
     if url == "memory://" || url == "memory" {
         return Ok(Arc::new(InMemorySessionLease::new()));
     }
-    Ok(Arc::new(RedisSessionLease::connect(url).await?))
+    Ok(Arc::new(RedisSessionLease::connect(url, acks).await?))
 }

@@ -91,7 +91,11 @@ async fn replicas_sharing_redis_run_one_invocation_per_session() {
                 .await
                 .unwrap(),
         );
-        let lease: Arc<dyn SessionLease> = Arc::new(RedisSessionLease::connect(&redis.url()).await.unwrap());
+        let lease: Arc<dyn SessionLease> = Arc::new(
+            RedisSessionLease::connect(&redis.url(), Default::default())
+                .await
+                .unwrap(),
+        );
         let mut config = RunnerConfig::new(APP, agent(&server), sessions.clone(), lease);
         // Shorter than the slow run below, which must renew its lease to keep it.
         config.lease_ttl = Duration::from_secs(1);

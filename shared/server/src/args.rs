@@ -3,7 +3,8 @@
 //! without a command line.
 
 use adk_core::artifact::{DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES};
-use adk_store::{DEFAULT_MAX_ARTIFACT_BYTES, StoreConfig};
+use adk_store::durability::{DEFAULT_REPLICA_ACK_TIMEOUT, MAX_REPLICA_ACK_TIMEOUT};
+use adk_store::{DEFAULT_MAX_ARTIFACT_BYTES, MinReplicas, ReplicaAcks, StoreConfig};
 use clap::builder::RangedU64ValueParser;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -44,6 +45,22 @@ pub struct StoreArgs<D: DefaultStoreUrl> {
     #[arg(long, env = "ADK_STORE_URL", value_name = "URL", default_value = D::URL, hide_env_values = true)]
     pub store_url: String,
 
+    /// Redis: replicas that must have a write before it is acknowledged: `auto` (every replica the
+    /// primary has connected, up to 2; no wait on a Redis without replicas) or a number (0: never wait).
+    /// Fewer in time: the write fails with UNAVAILABLE and is safe to retry
+    #[arg(long, env = "ADK_REDIS_MIN_REPLICAS_ACK", value_name = "auto|N", default_value_t = MinReplicas::Auto)]
+    pub redis_min_replicas_ack: MinReplicas,
+
+    /// Redis: how long a write waits for its replicas' acknowledgements, in milliseconds
+    #[arg(
+        long,
+        env = "ADK_REDIS_REPLICA_ACK_TIMEOUT_MS",
+        value_name = "MS",
+        default_value_t = DEFAULT_REPLICA_ACK_TIMEOUT.as_millis() as u64,
+        value_parser = clap::value_parser!(u64).range(1..=MAX_REPLICA_ACK_TIMEOUT.as_millis() as u64)
+    )]
+    pub redis_replica_ack_timeout_ms: u64,
+
     #[arg(skip)]
     default_url: PhantomData<D>,
 }
@@ -53,6 +70,8 @@ impl<D: DefaultStoreUrl> StoreArgs<D> {
     pub fn new(store_url: impl Into<String>) -> Self {
         StoreArgs {
             store_url: store_url.into(),
+            redis_min_replicas_ack: MinReplicas::Auto,
+            redis_replica_ack_timeout_ms: DEFAULT_REPLICA_ACK_TIMEOUT.as_millis() as u64,
             default_url: PhantomData,
         }
     }
@@ -60,7 +79,13 @@ impl<D: DefaultStoreUrl> StoreArgs<D> {
     /// The settings the `adk_store::open_*` functions take, at their defaults; the
     /// service flag groups ([`SessionArgs::apply`], [`ArtifactArgs::apply`]) set theirs.
     pub fn store_config(&self) -> StoreConfig {
-        StoreConfig::default()
+        StoreConfig {
+            replica_acks: ReplicaAcks {
+                min_replicas: self.redis_min_replicas_ack,
+                timeout: Duration::from_millis(self.redis_replica_ack_timeout_ms),
+            },
+            ..StoreConfig::default()
+        }
     }
 
     /// The store URL with any password replaced, safe to log.

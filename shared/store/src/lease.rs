@@ -7,6 +7,7 @@
 //! release are compare-and-set scripts, so a holder whose lease expired and was
 //! taken by another can neither extend nor delete the new holder's lease.
 
+use crate::ReplicaAcks;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
 use adk_core::{Acquire, LeaseKey, Result, SessionLease};
@@ -132,10 +133,11 @@ impl std::fmt::Debug for RedisSessionLease {
 
 impl RedisSessionLease {
     /// Connects to the same URLs as the session store: `redis://…`, `rediss://…`,
-    /// `redis+cluster://h1:p1,h2:p2`, `rediss+cluster://…`.
-    pub async fn connect(url: &str) -> Result<Self> {
+    /// `redis+cluster://h1:p1,h2:p2`, `rediss+cluster://…`. A lease change is
+    /// acknowledged once the replicas `acks` asks for have it.
+    pub async fn connect(url: &str, acks: ReplicaAcks) -> Result<Self> {
         Ok(RedisSessionLease {
-            store: RedisStore::connect(url).await?,
+            store: RedisStore::connect(url, acks).await?,
             scripts: Arc::new(Scripts {
                 acquire: Script::new(ACQUIRE),
                 renew: Script::new(RENEW),
@@ -144,13 +146,15 @@ impl RedisSessionLease {
         })
     }
 
-    /// Runs one of the lease scripts; `name` names it in spans and metrics.
+    /// Runs one of the lease scripts, durably (each may change the lease); `name`
+    /// names it in spans and metrics.
     async fn eval<T: FromRedisValue>(&self, name: &str, script: &Script, key: &LeaseKey, args: &[&str]) -> Result<T> {
-        let mut invocation = script.key(lease_key(key));
+        let lease_key = lease_key(key);
+        let mut invocation = script.key(&lease_key);
         for arg in args {
             invocation.arg(*arg);
         }
-        self.store.eval(name, &invocation).await
+        self.store.durable_eval(name, &invocation, &lease_key).await
     }
 }
 
@@ -245,7 +249,9 @@ mod tests {
     #[tokio::test]
     async fn redis_lease_keeps_the_contract() {
         let server = RedisServer::start().await;
-        let lease = RedisSessionLease::connect(&server.url()).await.unwrap();
+        let lease = RedisSessionLease::connect(&server.url(), ReplicaAcks::default())
+            .await
+            .unwrap();
         lease_contract(&lease).await;
         // The key carries the session's hash tag and the owner token.
         let mut conn = server.connection().await;

@@ -17,6 +17,7 @@ pub use artifact::redis::RedisArtifactService;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
 pub use memory::InMemorySessionService;
 pub use redis::RedisSessionService;
+pub use redis::durability::{self, MinReplicas, ReplicaAcks};
 
 /// Default of [`StoreConfig::max_artifact_bytes`]: 256 MiB.
 pub const DEFAULT_MAX_ARTIFACT_BYTES: u64 = 256 * 1024 * 1024;
@@ -32,6 +33,8 @@ pub struct StoreConfig {
     /// Size of the pieces artifact bytes are stored in (Redis: one key each). 0 means
     /// the default; values above `adk_core::artifact::MAX_CHUNK_BYTES` are capped to it.
     pub artifact_chunk_bytes: usize,
+    /// Redis: how many replicas must have a write before it is acknowledged.
+    pub replica_acks: ReplicaAcks,
 }
 
 impl Default for StoreConfig {
@@ -40,6 +43,7 @@ impl Default for StoreConfig {
             default_session_ttl: None,
             max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
             artifact_chunk_bytes: adk_core::artifact::DEFAULT_CHUNK_BYTES,
+            replica_acks: ReplicaAcks::default(),
         }
     }
 }

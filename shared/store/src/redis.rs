@@ -75,6 +75,7 @@
 //! `store_error`.
 
 pub(crate) mod conn;
+pub mod durability;
 mod lua;
 
 use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
@@ -149,7 +150,7 @@ impl RedisSessionService {
     /// `Unavailable` when Redis cannot be reached now; once connected, the service
     /// survives Redis restarts by itself.
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
-        let store = RedisStore::connect(url).await?;
+        let store = RedisStore::connect(url, config.replica_acks).await?;
         let scripts = Scripts {
             create: Script::new(lua::CREATE),
             append: Script::new(lua::APPEND),
@@ -192,7 +193,7 @@ impl RedisSessionService {
             .arg(&update.us)
             .arg(&keys.app_member)
             .ignore();
-        self.store.pipeline::<()>(&pipe).await
+        self.store.durable_pipeline::<()>(&pipe, &keys.app_index).await
     }
 
     async fn app_state(&self, app: &str) -> Result<Fields> {
@@ -358,8 +359,10 @@ impl SessionService for RedisSessionService {
             push_pairs(&mut invocation, fields)?;
         }
         let (status, expire_ms, user): (String, String, HashMap<String, String>) =
-            self.eval("create", &invocation).await?;
+            self.store.durable_eval("create", &invocation, &keys.meta).await?;
         if status == "EXISTS" {
+            // The caller may be a retry whose first attempt created the session.
+            self.store.confirm_durable(&keys.meta).await?;
             return Err(AdkError::AlreadyExists(format!(
                 "session {session_id} already exists in app {} for user {}",
                 req.app_name, req.user_id
@@ -410,10 +413,14 @@ impl SessionService for RedisSessionService {
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_index).arg(&keys.session_id);
         ScopeKeys::of_session(&req.app_name, &req.user_id, &req.session_id).push_for_delete(&mut invocation);
-        let _names: i64 = self.eval("delete", &invocation).await?;
-        let _: i64 = self
-            .query(redis::cmd("ZREM").arg(&keys.app_index).arg(&keys.app_member))
-            .await?;
+        let _names: i64 = self.store.durable_eval("delete", &invocation, &keys.meta).await?;
+        let mut app_index = redis::pipe();
+        app_index
+            .cmd("ZREM")
+            .arg(&keys.app_index)
+            .arg(&keys.app_member)
+            .ignore();
+        self.store.durable_pipeline::<()>(&app_index, &keys.app_index).await?;
         Ok(())
     }
 
@@ -463,11 +470,15 @@ impl SessionService for RedisSessionService {
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, stored): (String, Vec<u8>) = self.eval("append", &invocation).await?;
+        let (status, stored): (String, Vec<u8>) = self.store.durable_eval("append", &invocation, &keys.meta).await?;
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
-            "DUP" => decode_event(&stored),
+            "DUP" => {
+                // A retry: its first attempt may have failed waiting for the replicas.
+                self.store.confirm_durable(&keys.meta).await?;
+                decode_event(&stored)
+            }
             _ => {
                 expect_status(&status, &["NEW"])?;
                 self.apply_app_writes(&keys, &delta.app, &update).await?;

@@ -17,7 +17,7 @@ mod service;
 
 pub use net::{free_port, wait_for_port};
 pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
-pub use redis_server::{RedisCluster, RedisServer, redis_cli};
+pub use redis_server::{FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, redis_cli};
 pub use service::{ServiceProcess, workspace_bin};
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -163,6 +163,52 @@ impl RedisServer {
     }
 }
 
+/// A standalone primary with one replica (`replicaof`), as most managed Redis
+/// offerings give; both with AOF (`appendfsync always`).
+pub struct RedisPrimaryReplica {
+    pub primary: RedisServer,
+    pub replica: RedisServer,
+}
+
+impl RedisPrimaryReplica {
+    /// Starts both and returns once the replica reports its link to the primary up.
+    pub async fn start() -> RedisPrimaryReplica {
+        let primary = RedisServer::start().await;
+        let port = primary.port().to_string();
+        let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]).await;
+        let pair = RedisPrimaryReplica { primary, replica };
+        let deadline = Instant::now() + START_TIMEOUT;
+        while !pair.replica_connected().await {
+            assert!(
+                Instant::now() < deadline,
+                "the replica did not connect within {START_TIMEOUT:?}"
+            );
+            sleep(Duration::from_millis(20)).await;
+        }
+        pair
+    }
+
+    /// True while the replica reports its link to the primary up (`master_link_status:up`).
+    pub async fn replica_connected(&self) -> bool {
+        let mut info = redis::cmd("INFO");
+        info.arg("replication");
+        let info: Option<String> = query_node(self.replica.port(), info).await;
+        info.is_some_and(|info| info.lines().any(|line| line.trim() == "master_link_status:up"))
+    }
+
+    /// Makes the replica a primary of its own (`REPLICAOF NO ONE`), as an operator
+    /// or a managed service does when the primary is lost.
+    pub async fn promote_replica(&self) {
+        let mut connection = self.replica.connection().await;
+        redis::cmd("REPLICAOF")
+            .arg("NO")
+            .arg("ONE")
+            .query_async::<()>(&mut connection)
+            .await
+            .expect("REPLICAOF NO ONE");
+    }
+}
+
 impl Drop for RedisServer {
     fn drop(&mut self) {
         keep_for_diagnosis_if_panicking(&mut self.dir, "redis-server", &self.child);
@@ -192,18 +238,138 @@ impl RedisCluster {
 
         let mut nodes = Vec::with_capacity(n);
         for _ in 0..n {
-            nodes.push(start_cluster_node(&binary).await);
+            nodes.push(start_cluster_node(&binary, &cluster_node_args(5000, false)).await);
         }
         let cluster = RedisCluster { nodes };
+        cluster.create(0).await;
+        cluster
+    }
 
-        let addresses: Vec<String> = cluster.ports().iter().map(|port| format!("127.0.0.1:{port}")).collect();
+    /// A cluster that can fail over: `masters` (at least 3) masters with one replica
+    /// each, `cluster-node-timeout` [`FAILOVER_NODE_TIMEOUT_MS`], AOF with
+    /// `appendfsync always` on every node. Returns once every master has its replica
+    /// connected. Nodes are numbered as [`RedisCluster::node_index_of_port`] tells.
+    pub async fn start_with_replicas(masters: usize) -> RedisCluster {
+        assert!(masters >= 3, "a Redis Cluster needs at least 3 masters, got {masters}");
+        let binary = require_binary("redis-server");
+        require_binary("redis-cli");
+        let args = cluster_node_args(FAILOVER_NODE_TIMEOUT_MS, true);
+        let mut nodes = Vec::with_capacity(2 * masters);
+        for _ in 0..2 * masters {
+            nodes.push(start_cluster_node(&binary, &args).await);
+        }
+        let cluster = RedisCluster { nodes };
+        cluster.create(1).await;
+        cluster.wait_for_replicas(masters).await;
+        cluster
+    }
+
+    /// `redis-cli --cluster create` over every node, then waits until they agree.
+    async fn create(&self, replicas: usize) {
+        let addresses: Vec<String> = self.ports().iter().map(|port| format!("127.0.0.1:{port}")).collect();
+        let replicas = replicas.to_string();
         let mut create_args = vec!["--cluster", "create"];
         create_args.extend(addresses.iter().map(String::as_str));
-        create_args.extend(["--cluster-replicas", "0", "--cluster-yes"]);
+        create_args.extend(["--cluster-replicas", replicas.as_str(), "--cluster-yes"]);
         redis_cli(&create_args).await;
+        self.wait_until_ready().await;
+    }
 
-        cluster.wait_until_ready().await;
-        cluster
+    /// Waits until `masters` replicas report their link to their master up and in sync.
+    async fn wait_for_replicas(&self, masters: usize) {
+        let deadline = Instant::now() + CLUSTER_READY_TIMEOUT;
+        loop {
+            let mut connected = 0;
+            for node in &self.nodes {
+                let role: Option<Vec<redis::Value>> = query_node(node.port, redis::cmd("ROLE")).await;
+                // A replica's ROLE: ["slave", host, port, "connected", offset].
+                if let Some(role) = role
+                    && role.len() >= 4
+                    && redis::from_redis_value_ref::<String>(&role[3]).ok().as_deref() == Some("connected")
+                {
+                    connected += 1;
+                }
+            }
+            if connected >= masters {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "only {connected} of {masters} cluster replicas connected after {CLUSTER_READY_TIMEOUT:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// The index of the node that serves `key`'s slot as master now, as the
+    /// running nodes other than `except` see it (None while they see no master for it).
+    pub async fn master_of(&self, key: &str, except: Option<usize>) -> Option<usize> {
+        let mut keyslot = redis::cmd("CLUSTER");
+        keyslot.arg("KEYSLOT").arg(key);
+        for (index, node) in self.nodes.iter().enumerate() {
+            if Some(index) == except {
+                continue;
+            }
+            let Some(slot) = query_node::<u16>(node.port, keyslot.clone()).await else {
+                continue;
+            };
+            let mut slots_cmd = redis::cmd("CLUSTER");
+            slots_cmd.arg("SLOTS");
+            // [[first, last, [host, port, id, …] (the master), replicas…], …]
+            let Some(ranges) = query_node::<Vec<Vec<redis::Value>>>(node.port, slots_cmd).await else {
+                continue;
+            };
+            let number = |value: Option<&redis::Value>| value.and_then(|v| redis::from_redis_value_ref::<u16>(v).ok());
+            let port = ranges.iter().find_map(|range| {
+                let (first, last) = (number(range.first())?, number(range.get(1))?);
+                if !(first..=last).contains(&slot) {
+                    return None;
+                }
+                match range.get(2) {
+                    Some(redis::Value::Array(master)) => number(master.get(1)),
+                    _ => None,
+                }
+            })?;
+            return self.node_index_of_port(port);
+        }
+        None
+    }
+
+    /// The index (into [`RedisCluster::ports`]) of the node on `port`.
+    pub fn node_index_of_port(&self, port: u16) -> Option<usize> {
+        self.nodes.iter().position(|node| node.port == port)
+    }
+
+    /// Waits until the other nodes have promoted a replica in place of master
+    /// `failed` for `key`'s slot, and the cluster reports `cluster_state:ok` again.
+    /// Returns the new master's index.
+    pub async fn wait_for_failover(&self, key: &str, failed: usize) -> usize {
+        let deadline = Instant::now() + CLUSTER_READY_TIMEOUT;
+        loop {
+            if let Some(master) = self.master_of(key, Some(failed)).await
+                && master != failed
+                && cluster_info(self.nodes[master].port)
+                    .await
+                    .is_some_and(|info| info.lines().any(|line| line.trim() == "cluster_state:ok"))
+            {
+                return master;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no replica took over from node {failed} within {CLUSTER_READY_TIMEOUT:?}"
+            );
+            sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Crashes node `index` with SIGKILL.
+    pub async fn kill9(&mut self, index: usize) {
+        self.nodes[index].child.kill9().await;
+    }
+
+    /// Fault injection on node `index`: `"STOP"` freezes it, `"CONT"` resumes it.
+    pub fn send_signal(&mut self, index: usize, signal: &str) {
+        self.nodes[index].child.send_signal(signal);
     }
 
     pub fn ports(&self) -> Vec<u16> {
@@ -317,7 +483,32 @@ fn standalone_args() -> Vec<String> {
         .to_vec()
 }
 
-async fn start_cluster_node(binary: &Path) -> ClusterNode {
+/// `cluster-node-timeout` of [`RedisCluster::start_with_replicas`]: short, so a
+/// failed master is replaced within a few seconds.
+pub const FAILOVER_NODE_TIMEOUT_MS: u64 = 1000;
+
+fn cluster_node_args(node_timeout_ms: u64, aof: bool) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        &node_timeout_ms.to_string(),
+        "--save",
+        "",
+    ]
+    .map(String::from)
+    .to_vec();
+    if aof {
+        args.extend(["--appendonly", "yes", "--appendfsync", "always"].map(String::from));
+    } else {
+        args.extend(["--appendonly", "no"].map(String::from));
+    }
+    args
+}
+
+async fn start_cluster_node(binary: &Path, node_args: &[String]) -> ClusterNode {
     let mut last_error = String::new();
     for _ in 0..PORT_ATTEMPTS {
         // A fresh dir per attempt so a half-started node leaves no nodes.conf behind.
@@ -326,22 +517,8 @@ async fn start_cluster_node(binary: &Path) -> ClusterNode {
         // An explicit bus port: the default (port + 10000) overflows for
         // ephemeral ports above 55535.
         let bus_port = free_port().to_string();
-        let args: Vec<String> = [
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            "5000",
-            "--cluster-port",
-            bus_port.as_str(),
-            "--appendonly",
-            "no",
-            "--save",
-            "",
-        ]
-        .map(String::from)
-        .to_vec();
+        let mut args = node_args.to_vec();
+        args.extend(["--cluster-port".to_owned(), bus_port]);
         match start_node(binary, dir.path(), port, &args).await {
             Ok(child) => return ClusterNode { child, port, dir },
             Err(StartError::PortInUse(log)) => last_error = log,

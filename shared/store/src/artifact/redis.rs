@@ -131,7 +131,7 @@ impl RedisArtifactService {
             delete: Script::new(lua::DELETE),
         };
         Ok(RedisArtifactService {
-            store: RedisStore::connect(url).await?,
+            store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new(scripts),
             limits: Limits::of(&config),
             pending_ttl: DEFAULT_PENDING_TTL,
@@ -248,7 +248,10 @@ impl RedisArtifactService {
             .arg(if req.is_text { "1" } else { "0" })
             .arg("chunk_bytes")
             .arg(self.limits.chunk_bytes);
-        let (status, version): (String, String) = self.store.eval("artifact_commit", &invocation).await?;
+        let (status, version): (String, String) = self
+            .store
+            .durable_eval("artifact_commit", &invocation, &keys.versions)
+            .await?;
         let version = || parse_number::<i64>("version", &version);
         match status.as_str() {
             "OK" => version(),
@@ -341,7 +344,10 @@ impl ArtifactService for RedisArtifactService {
             .arg(&keys.name)
             .arg(&keys.meta_prefix)
             .arg(&keys.chunk_prefix);
-        let _deleted: i64 = self.store.eval("artifact_delete", &invocation).await?;
+        let _deleted: i64 = self
+            .store
+            .durable_eval("artifact_delete", &invocation, &keys.versions)
+            .await?;
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 //! URL parser, and the one mapping from Redis failures to `AdkError`. Every
 //! Redis-backed service (sessions, artifacts) talks to Redis through [`RedisStore`].
 
+use super::durability::{Durability, ReplicaAcks};
 use adk_core::{AdkError, Result};
 use adk_telemetry::RedisOp;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
@@ -109,13 +110,24 @@ impl Endpoint {
 pub(crate) struct RedisStore {
     conn: Conn,
     endpoint: Endpoint,
+    /// When a write counts as acknowledged; see `durability.rs`.
+    durability: Arc<Durability>,
 }
 
 impl RedisStore {
-    /// Connects to `url` (see [`open`]).
-    pub(crate) async fn connect(url: &str) -> Result<RedisStore> {
+    /// Connects to `url` (see [`open`]); writes are acknowledged as `acks` says.
+    pub(crate) async fn connect(url: &str, acks: ReplicaAcks) -> Result<RedisStore> {
         let (conn, endpoint) = open(url).await?;
-        Ok(RedisStore { conn, endpoint })
+        let durability = Arc::new(Durability::new(acks));
+        Ok(RedisStore {
+            conn,
+            endpoint,
+            durability,
+        })
+    }
+
+    pub(crate) fn durability(&self) -> &Durability {
+        &self.durability
     }
 
     pub(crate) fn is_cluster(&self) -> bool {

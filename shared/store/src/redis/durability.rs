@@ -1,0 +1,377 @@
+//! Durable acknowledgements: a write is acknowledged only once enough replicas of
+//! the primary that ran it have it, so a failover cannot take it back.
+//!
+//! Redis replicates asynchronously: a script's reply only says the primary ran it.
+//! Every write of the stores (session create, append, delete, artifact commit and
+//! delete, lease acquire/renew/release) is therefore sent as one pipeline
+//! `[write…, WAIT n timeout]`. Both commands go in one request on one connection
+//! to the node that owns the write's keys (on a cluster, redis-rs routes the whole
+//! pipeline by its first keyed command; `WAIT` has no key), so `WAIT` always counts
+//! the acknowledgements of this very write, never those of an earlier connection's
+//! (a reconnect between two round trips would make `WAIT` return at once).
+//!
+//! `WAIT` counts replicas that reached the primary's replication offset after the
+//! write, and a replica that has that offset has everything written before it too.
+//! A write that changes nothing (an idempotent retry that finds its event id, a
+//! create that finds the session) propagates nothing, so its `WAIT` would say
+//! nothing about the earlier write it reports; [`RedisStore::confirm_durable`]
+//! writes a marker key that expires at once, on the same node, and waits for it.
+//!
+//! When fewer replicas than required confirm within the timeout the call fails
+//! with `UNAVAILABLE`: the write may have been applied (and may be lost on a
+//! failover), and retrying it with the same event id (or session id, version) is
+//! safe. A write that was lost was never acknowledged, so a sequence number that
+//! was acknowledged is never reused.
+//!
+//! How many replicas: [`MinReplicas::Auto`] (the default) waits for every replica
+//! the primary has connected, up to [`AUTO_MAX_REPLICAS`], learned from `ROLE`
+//! (standalone) or `CLUSTER SLOTS` (cluster, per slot range) at most
+//! [`REPLICA_COUNT_MAX_AGE`] ago. With no replica, no `WAIT` is sent at all.
+
+use super::conn::{Conn, RedisStore, decode_reply, store_error};
+use adk_core::{AdkError, Result};
+use adk_telemetry::RedisOp;
+use redis::{FromRedisValue, Pipeline, ScriptInvocation, ServerErrorKind, Value};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+use tokio::sync::Mutex;
+use tracing::Instrument;
+
+/// `auto` waits for at most this many replicas: an automatic failover (Redis
+/// Cluster, Sentinel) promotes the most up-to-date replica, which has every write
+/// one replica acknowledged; two also cover a manual promotion of either of two
+/// replicas. Each further replica only adds latency (`WAIT` returns with the slowest).
+pub const AUTO_MAX_REPLICAS: u32 = 2;
+/// Default of [`ReplicaAcks::timeout`].
+pub const DEFAULT_REPLICA_ACK_TIMEOUT: Duration = Duration::from_millis(500);
+/// The longest [`ReplicaAcks::timeout`]: the write and its `WAIT` must answer
+/// within the store's 2 s command timeout.
+pub const MAX_REPLICA_ACK_TIMEOUT: Duration = Duration::from_millis(1500);
+/// How old the replica count `auto` uses may be.
+pub const REPLICA_COUNT_MAX_AGE: Duration = Duration::from_secs(1);
+
+/// How many replicas must have a write before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MinReplicas {
+    /// Every replica the primary reports connected, up to [`AUTO_MAX_REPLICAS`];
+    /// 0 (no `WAIT`, no cost) on a Redis without replicas.
+    #[default]
+    Auto,
+    /// Exactly this many; 0 turns the wait off. A primary with fewer connected
+    /// replicas fails every write with `UNAVAILABLE`.
+    Exactly(u32),
+}
+
+impl FromStr for MinReplicas {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        if s.eq_ignore_ascii_case("auto") {
+            return Ok(MinReplicas::Auto);
+        }
+        s.parse()
+            .map(MinReplicas::Exactly)
+            .map_err(|_| format!("expected `auto` or a number of replicas, got {s:?}"))
+    }
+}
+
+impl std::fmt::Display for MinReplicas {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MinReplicas::Auto => f.write_str("auto"),
+            MinReplicas::Exactly(n) => write!(f, "{n}"),
+        }
+    }
+}
+
+/// When a Redis write counts as acknowledged (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReplicaAcks {
+    pub min_replicas: MinReplicas,
+    /// How long a write waits for its replicas (1 ms to [`MAX_REPLICA_ACK_TIMEOUT`]).
+    pub timeout: Duration,
+}
+
+impl Default for ReplicaAcks {
+    fn default() -> Self {
+        ReplicaAcks {
+            min_replicas: MinReplicas::Auto,
+            timeout: DEFAULT_REPLICA_ACK_TIMEOUT,
+        }
+    }
+}
+
+/// One store's acknowledgement policy and, for `auto`, what it last learned of the replicas.
+pub(crate) struct Durability {
+    acks: ReplicaAcks,
+    replicas: Mutex<Option<ReplicaCounts>>,
+}
+
+/// Connected replicas per primary, as of `fetched`.
+struct ReplicaCounts {
+    fetched: Instant,
+    /// Standalone: one entry covering every slot. Cluster: (first slot, last slot, replicas).
+    ranges: Vec<(u16, u16, u32)>,
+}
+
+impl ReplicaCounts {
+    fn for_slot(&self, slot: u16) -> u32 {
+        let range = self
+            .ranges
+            .iter()
+            .find(|(first, last, _)| (*first..=*last).contains(&slot));
+        range.map_or(0, |(_, _, replicas)| *replicas)
+    }
+}
+
+impl Durability {
+    pub(crate) fn new(acks: ReplicaAcks) -> Durability {
+        let timeout = acks.timeout.clamp(Duration::from_millis(1), MAX_REPLICA_ACK_TIMEOUT);
+        Durability {
+            acks: ReplicaAcks { timeout, ..acks },
+            replicas: Mutex::new(None),
+        }
+    }
+
+    /// How many replicas a write of `key` must wait for now.
+    async fn required(&self, conn: &mut Conn, key: &str) -> Result<u32> {
+        match self.acks.min_replicas {
+            MinReplicas::Exactly(n) => Ok(n),
+            MinReplicas::Auto => {
+                let mut cached = self.replicas.lock().await;
+                let fresh = cached
+                    .as_ref()
+                    .is_some_and(|c| c.fetched.elapsed() < REPLICA_COUNT_MAX_AGE);
+                if !fresh {
+                    match fetch_replica_counts(conn).await {
+                        Ok(counts) => *cached = Some(counts),
+                        // Keep the last counts while Redis is unreachable; the write
+                        // itself will report the outage.
+                        Err(_) if cached.is_some() => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                let counts = cached.as_ref().expect("replica counts were fetched above");
+                let replicas = counts.for_slot(key_slot(key.as_bytes()));
+                Ok(replicas.min(AUTO_MAX_REPLICAS))
+            }
+        }
+    }
+
+    fn wait_cmd(&self, replicas: u32) -> redis::Cmd {
+        let mut cmd = redis::cmd("WAIT");
+        cmd.arg(replicas).arg(self.acks.timeout.as_millis() as u64);
+        cmd
+    }
+
+    /// The error of a write that fewer than `required` replicas confirmed in time.
+    fn not_durable(&self, required: u32, confirmed: i64) -> AdkError {
+        AdkError::Unavailable(format!(
+            "redis: only {confirmed} of {required} replicas confirmed the write within {} ms; it may have \
+             been applied but could be lost on a failover, and retrying it (same event id) is safe",
+            self.acks.timeout.as_millis()
+        ))
+    }
+}
+
+/// Connected replicas per slot range: `ROLE` on standalone, `CLUSTER SLOTS` on a cluster
+/// (which lists a primary's replicas that are not marked failed).
+async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
+    let bad = || AdkError::Internal("unexpected ROLE / CLUSTER SLOTS reply from redis".into());
+    let ranges = if conn.is_cluster() {
+        let slots: Vec<Vec<Value>> = redis::cmd("CLUSTER")
+            .arg("SLOTS")
+            .query_async(conn)
+            .await
+            .map_err(store_error)?;
+        slots
+            .into_iter()
+            .map(|range| {
+                let bound = |i: usize| {
+                    range
+                        .get(i)
+                        .and_then(|v| u16::from_redis_value_ref(v).ok())
+                        .ok_or_else(bad)
+                };
+                // [first, last, primary, replica…]
+                Ok((bound(0)?, bound(1)?, range.len().saturating_sub(3) as u32))
+            })
+            .collect::<Result<_>>()?
+    } else {
+        let role: Vec<Value> = redis::cmd("ROLE").query_async(conn).await.map_err(store_error)?;
+        // ["master", offset, [[ip, port, offset], …]]; a replica has none of its own.
+        let replicas = match role.get(2) {
+            Some(Value::Array(replicas)) => replicas.len() as u32,
+            _ => 0,
+        };
+        vec![(0, u16::MAX, replicas)]
+    };
+    Ok(ReplicaCounts {
+        fetched: Instant::now(),
+        ranges,
+    })
+}
+
+impl RedisStore {
+    /// Runs a write script like [`RedisStore::eval`] and acknowledges it only once
+    /// it is durable (see the module docs). `key` is one of the script's keys.
+    pub(crate) async fn durable_eval<T: FromRedisValue>(
+        &self,
+        script: &str,
+        invocation: &ScriptInvocation<'_>,
+        key: &str,
+    ) -> Result<T> {
+        let mut conn = self.conn();
+        let replicas = self.durability().required(&mut conn, key).await?;
+        if replicas == 0 {
+            return self.eval(script, invocation).await;
+        }
+        let mut pipe = redis::pipe();
+        pipe.invoke_script(invocation)
+            .add_command(self.durability().wait_cmd(replicas));
+        let op = RedisOp::script(script);
+        let request = async {
+            match pipe.query_async::<Vec<Value>>(&mut conn).await {
+                // A node that never ran the script (new, restarted, promoted) does not
+                // know it yet; the failed pipeline wrote nothing.
+                Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
+                    invocation.load_async(&mut conn).await?;
+                    pipe.query_async::<Vec<Value>>(&mut conn).await
+                }
+                reply => reply,
+            }
+        };
+        let replies = request.instrument(op.span().clone()).await.map_err(store_error);
+        op.finish(replies.as_ref().err().map(AdkError::code));
+        let [reply, confirmed] = <[Value; 2]>::try_from(replies?)
+            .map_err(|_| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
+        self.check_confirmed(replicas, confirmed)?;
+        decode_reply(reply)
+    }
+
+    /// Runs a write pipeline like [`RedisStore::pipeline`] (all keys on one hash tag)
+    /// and acknowledges it only once it is durable. `key` is one of its keys.
+    pub(crate) async fn durable_pipeline<T: FromRedisValue>(&self, pipe: &Pipeline, key: &str) -> Result<T> {
+        let replicas = self.durability().required(&mut self.conn(), key).await?;
+        if replicas == 0 {
+            return self.pipeline(pipe).await;
+        }
+        let mut pipe = pipe.clone();
+        pipe.add_command(self.durability().wait_cmd(replicas));
+        let mut replies: Vec<Value> = self.pipeline(&pipe).await?;
+        let confirmed = replies
+            .pop()
+            .ok_or_else(|| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
+        self.check_confirmed(replicas, confirmed)?;
+        decode_reply(Value::Array(replies))
+    }
+
+    /// Waits until what the node owning `key` holds now (e.g. an event an
+    /// idempotent retry found) is durable: a write that changed nothing propagated
+    /// nothing to wait for, so this writes a marker beside `key` that expires at once.
+    pub(crate) async fn confirm_durable(&self, key: &str) -> Result<()> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET").arg(marker_key(key)).arg("").arg("PX").arg(1).ignore();
+        self.durable_pipeline(&pipe, key).await
+    }
+
+    fn check_confirmed(&self, required: u32, confirmed: Value) -> Result<()> {
+        let confirmed: i64 = decode_reply(confirmed)?;
+        if confirmed < i64::from(required) {
+            return Err(self.durability().not_durable(required, confirmed));
+        }
+        Ok(())
+    }
+}
+
+/// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key
+/// without one, modulo 16384, as the Redis Cluster specification defines it.
+/// (redis-rs computes it too but does not expose the number.)
+fn key_slot(key: &[u8]) -> u16 {
+    let hashed = key
+        .iter()
+        .position(|&b| b == b'{')
+        .and_then(|open| {
+            let rest = &key[open + 1..];
+            rest.iter().position(|&b| b == b'}').map(|close| &rest[..close])
+        })
+        .filter(|tag| !tag.is_empty())
+        .unwrap_or(key);
+    let mut crc: u16 = 0;
+    for &byte in hashed {
+        crc ^= u16::from(byte) << 8;
+        for _ in 0..8 {
+            crc = if crc & 0x8000 != 0 {
+                (crc << 1) ^ 0x1021
+            } else {
+                crc << 1
+            };
+        }
+    }
+    crc % 16384
+}
+
+/// `adk:durable:{tag}` for a key with the hash tag `{tag}` (the same node), else `adk:durable:{key}`.
+fn marker_key(key: &str) -> String {
+    let tag = key
+        .find('{')
+        .and_then(|open| key[open..].find('}').map(|close| &key[open..=open + close]))
+        .filter(|tag| tag.len() > 2);
+    match tag {
+        Some(tag) => format!("adk:durable:{tag}"),
+        None => format!("adk:durable:{{{key}}}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn min_replicas_parse() {
+        assert_eq!("auto".parse(), Ok(MinReplicas::Auto));
+        assert_eq!("AUTO".parse(), Ok(MinReplicas::Auto));
+        assert_eq!("2".parse(), Ok(MinReplicas::Exactly(2)));
+        assert_eq!("0".parse(), Ok(MinReplicas::Exactly(0)));
+        assert!("-1".parse::<MinReplicas>().is_err());
+        assert!("all".parse::<MinReplicas>().is_err());
+    }
+
+    use redis::cluster_routing::Slot;
+
+    #[test]
+    fn slots_match_redis_rs() {
+        for key in [
+            "adk:sess:{app:alice}:s1",
+            "plain",
+            "{}x",
+            "a{b}c{d}",
+            "{",
+            "",
+            "adk:app:{app}",
+        ] {
+            assert_eq!(Slot::new(key_slot(key.as_bytes())), Some(Slot::for_key(key)), "{key}");
+        }
+        // The specification's example: "123456789" hashes to 0x31C3.
+        assert_eq!(key_slot(b"123456789"), 12739);
+    }
+
+    #[test]
+    fn the_marker_shares_the_keys_node() {
+        let key = "adk:sess:{app:alice}:s1";
+        assert_eq!(marker_key(key), "adk:durable:{app:alice}");
+        assert_eq!(Slot::for_key(marker_key(key)), Slot::for_key(key));
+        assert_eq!(Slot::for_key(marker_key("plain")), Slot::for_key("plain"));
+    }
+
+    #[test]
+    fn slot_ranges_give_their_replicas() {
+        let counts = ReplicaCounts {
+            fetched: Instant::now(),
+            ranges: vec![(0, 5460, 1), (5461, 10922, 0), (10923, 16383, 2)],
+        };
+        assert_eq!(counts.for_slot(0), 1);
+        assert_eq!(counts.for_slot(6000), 0);
+        assert_eq!(counts.for_slot(16383), 2);
+    }
+}

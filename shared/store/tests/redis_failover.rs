@@ -1,0 +1,362 @@
+//! Durable acknowledgements (`WAIT`) under real failovers: a standalone primary
+//! with one replica, and a 3-master cluster with one replica each. Concurrent
+//! appenders and watchers run while a primary is killed (`kill -9`) or frozen
+//! past the cluster node timeout (SIGSTOP, then SIGCONT); afterwards every
+//! acknowledged append must be in the store with its sequence, no sequence may
+//! have been acknowledged twice, and the same store object serves again without
+//! a restart.
+
+use adk_core::{AdkError, AppendEventRequest, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
+use adk_store::{MinReplicas, RedisSessionService, ReplicaAcks, StoreConfig};
+use adk_testkit::{RedisCluster, RedisPrimaryReplica, unique_prefix};
+use futures::StreamExt;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
+
+const USERS: usize = 9;
+/// How long the failover may take before a test gives up.
+const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
+
+async fn connect(url: &str, min_replicas: MinReplicas) -> RedisSessionService {
+    let config = StoreConfig {
+        replica_acks: ReplicaAcks {
+            min_replicas,
+            ..ReplicaAcks::default()
+        },
+        ..StoreConfig::default()
+    };
+    RedisSessionService::connect(url, config)
+        .await
+        .expect("connect to test redis")
+}
+
+fn append_req(app: &str, user: &str, event_id: &str) -> AppendEventRequest {
+    AppendEventRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: "s".into(),
+        event: Event {
+            id: event_id.into(),
+            ..Event::new("inv").with_author("user")
+        },
+        precondition: None,
+    }
+}
+
+async fn create(svc: &RedisSessionService, app: &str, user: &str) {
+    svc.create(CreateRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    })
+    .await
+    .expect("create the session");
+}
+
+/// Every session's log as (sequence -> event id).
+async fn stored_logs(svc: &RedisSessionService, app: &str) -> HashMap<String, BTreeMap<u64, String>> {
+    let mut logs = HashMap::new();
+    for user in users() {
+        let session = svc
+            .get(GetRequest {
+                app_name: app.into(),
+                user_id: user.clone(),
+                session_id: "s".into(),
+                ..Default::default()
+            })
+            .await
+            .expect("read the session back");
+        let log = session.events.iter().map(|e| (e.sequence, e.id.clone())).collect();
+        logs.insert(user, log);
+    }
+    logs
+}
+
+fn users() -> Vec<String> {
+    (0..USERS).map(|i| format!("u{i}")).collect()
+}
+
+/// What the appenders and watchers saw, per user: (sequence, event id).
+#[derive(Default)]
+struct Ledger {
+    acked: Mutex<Vec<(String, u64, String)>>,
+    watched: Mutex<Vec<(String, u64, String)>>,
+    stop: AtomicBool,
+}
+
+impl Ledger {
+    fn acked_count(&self, user: Option<&str>) -> usize {
+        let acked = self.acked.lock().unwrap();
+        acked
+            .iter()
+            .filter(|(u, _, _)| user.is_none_or(|user| u == user))
+            .count()
+    }
+}
+
+/// One appender per user: appends until told to stop; after a failure it retries
+/// the same event id (which the store promises is safe) before moving on.
+fn spawn_appenders(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -> Vec<JoinHandle<()>> {
+    users()
+        .into_iter()
+        .map(|user| {
+            let (svc, app, ledger) = (svc.clone(), app.to_string(), ledger.clone());
+            tokio::spawn(async move {
+                let mut next = 0;
+                while !ledger.stop.load(Ordering::SeqCst) {
+                    let event_id = format!("{user}-{next}");
+                    match svc.append_event(append_req(&app, &user, &event_id)).await {
+                        Ok(event) => {
+                            assert_eq!(event.id, event_id);
+                            ledger
+                                .acked
+                                .lock()
+                                .unwrap()
+                                .push((user.clone(), event.sequence, event_id));
+                            next += 1;
+                        }
+                        Err(err) => {
+                            assert!(err.is_retryable(), "{user}: not retryable: {err:?}");
+                            // Failing fast while the node is down; do not spin.
+                            sleep(Duration::from_millis(20)).await;
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// One watcher per user, resuming with `after_sequence` whenever its stream breaks.
+fn spawn_watchers(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -> Vec<JoinHandle<()>> {
+    users()
+        .into_iter()
+        .map(|user| {
+            let (svc, app, ledger) = (svc.clone(), app.to_string(), ledger.clone());
+            tokio::spawn(async move {
+                let mut last = 0;
+                while !ledger.stop.load(Ordering::SeqCst) {
+                    let watch = svc
+                        .watch(WatchRequest {
+                            app_name: app.clone(),
+                            user_id: user.clone(),
+                            session_id: "s".into(),
+                            after_sequence: Some(last),
+                        })
+                        .await;
+                    let Ok(mut stream) = watch else {
+                        sleep(Duration::from_millis(20)).await;
+                        continue;
+                    };
+                    while let Ok(Some(Ok(event))) =
+                        tokio::time::timeout(Duration::from_millis(500), stream.next()).await
+                    {
+                        last = event.sequence;
+                        ledger
+                            .watched
+                            .lock()
+                            .unwrap()
+                            .push((user.clone(), event.sequence, event.id));
+                        if ledger.stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect()
+}
+
+/// Waits (with a deadline) until `user` has `more` acknowledged appends beyond `from`.
+async fn wait_for_acks(ledger: &Ledger, user: Option<&str>, from: usize, more: usize, what: &str) {
+    let deadline = Instant::now() + RECOVERY_DEADLINE;
+    while ledger.acked_count(user) < from + more {
+        assert!(
+            Instant::now() < deadline,
+            "{what}: no {more} more acknowledged appends within {RECOVERY_DEADLINE:?}"
+        );
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Stops the workers and checks the ledger against the store: 0 acknowledged
+/// appends lost, 0 sequences acknowledged twice, and the events watchers saw
+/// that were acknowledged are the stored ones. Returns how many events watchers
+/// saw that are not in the store (unacknowledged writes lost with the old primary).
+async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessionService, app: &str) -> usize {
+    ledger.stop.store(true, Ordering::SeqCst);
+    for worker in workers {
+        worker.await.expect("a worker panicked");
+    }
+    let logs = stored_logs(svc, app).await;
+    let acked = ledger.acked.lock().unwrap();
+    let mut acked_by_seq: HashMap<(String, u64), String> = HashMap::new();
+    for (user, seq, id) in acked.iter() {
+        if let Some(other) = acked_by_seq.insert((user.clone(), *seq), id.clone()) {
+            assert_eq!(&other, id, "{user}: sequence {seq} was acknowledged for two events");
+        }
+        let stored = logs[user].get(seq);
+        assert_eq!(
+            stored,
+            Some(id),
+            "{user}: acknowledged event {id} (sequence {seq}) is lost"
+        );
+    }
+    for (user, log) in &logs {
+        let expected: Vec<u64> = (1..=log.len() as u64).collect();
+        assert_eq!(
+            log.keys().copied().collect::<Vec<_>>(),
+            expected,
+            "{user}: sequences have gaps"
+        );
+    }
+    let mut unknown = 0;
+    for (user, seq, id) in ledger.watched.lock().unwrap().iter() {
+        if acked_by_seq.contains_key(&(user.clone(), *seq)) {
+            assert_eq!(logs[user].get(seq), Some(id), "{user}: a watcher saw {id} at {seq}");
+        } else if logs[user].get(seq) != Some(id) {
+            unknown += 1;
+        }
+    }
+    assert!(!acked.is_empty());
+    unknown
+}
+
+/// The regression test of durable acknowledgements: while the only replica is frozen,
+/// a write cannot be confirmed, so it fails with UNAVAILABLE (before, it was
+/// acknowledged by the primary alone); once the replica is back, retrying the
+/// same event id succeeds with the sequence the first attempt took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_write_is_acknowledged_only_once_the_replica_has_it() {
+    let mut pair = RedisPrimaryReplica::start().await;
+    let svc = connect(&pair.primary.url(), MinReplicas::Auto).await;
+    let app = unique_prefix("durable");
+    create(&svc, &app, "u0").await;
+
+    pair.replica.send_signal("STOP");
+    let err = svc.append_event(append_req(&app, "u0", "e1")).await.unwrap_err();
+    assert!(matches!(err, AdkError::Unavailable(_)), "{err:?}");
+    assert!(err.to_string().contains("replicas confirmed"), "{err}");
+    assert!(err.to_string().contains("retrying"), "{err}");
+    // The retry of an unconfirmed write is not confirmed either while the replica is frozen.
+    let retry = svc.append_event(append_req(&app, "u0", "e1")).await.unwrap_err();
+    assert!(matches!(retry, AdkError::Unavailable(_)), "{retry:?}");
+    let created = svc
+        .create(CreateRequest {
+            app_name: app.clone(),
+            user_id: "u1".into(),
+            session_id: Some("s".into()),
+            ..Default::default()
+        })
+        .await;
+    assert!(matches!(created, Err(AdkError::Unavailable(_))), "{created:?}");
+    // Opting out (0 replicas) acknowledges on the primary alone.
+    let unsafe_svc = connect(&pair.primary.url(), MinReplicas::Exactly(0)).await;
+    let e2 = unsafe_svc.append_event(append_req(&app, "u0", "e2")).await.unwrap();
+    assert_eq!(e2.sequence, 2);
+
+    pair.replica.send_signal("CONT");
+    let e1 = svc.append_event(append_req(&app, "u0", "e1")).await.unwrap();
+    assert_eq!(e1.sequence, 1, "the retry returns the stored event");
+    let e3 = svc.append_event(append_req(&app, "u0", "e3")).await.unwrap();
+    assert_eq!(e3.sequence, 3);
+}
+
+/// More replicas than the primary has: every write fails with UNAVAILABLE, nothing is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn too_few_replicas_fail_writes_as_unavailable() {
+    let pair = RedisPrimaryReplica::start().await;
+    let app = unique_prefix("two");
+    create(&connect(&pair.primary.url(), MinReplicas::Auto).await, &app, "u0").await;
+    let svc = connect(&pair.primary.url(), MinReplicas::Exactly(2)).await;
+    let err = svc.append_event(append_req(&app, "u0", "e1")).await.unwrap_err();
+    assert!(err.to_string().contains("only 1 of 2 replicas"), "{err}");
+}
+
+/// Standalone primary + replica: kill -9 the primary under concurrent appends and
+/// watches, promote the replica: every acknowledged append is on it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn acknowledged_appends_survive_losing_the_primary() {
+    let mut pair = RedisPrimaryReplica::start().await;
+    let svc = connect(&pair.primary.url(), MinReplicas::Auto).await;
+    let app = unique_prefix("promote");
+    for user in users() {
+        create(&svc, &app, &user).await;
+    }
+    let ledger = Arc::new(Ledger::default());
+    let mut workers = spawn_appenders(&svc, &app, &ledger);
+    workers.extend(spawn_watchers(&svc, &app, &ledger));
+    wait_for_acks(&ledger, None, 0, 300, "before the crash").await;
+
+    pair.primary.kill9().await;
+    pair.promote_replica().await;
+    let promoted = connect(&pair.replica.url(), MinReplicas::Auto).await;
+    let unknown = verify(&ledger, workers, &promoted, &app).await;
+    eprintln!(
+        "acknowledged: {}; watched but lost: {unknown}",
+        ledger.acked_count(None)
+    );
+
+    // The promoted primary takes appends, after the last acknowledged sequence.
+    let last = stored_logs(&promoted, &app).await["u0"].len() as u64;
+    let next = promoted.append_event(append_req(&app, "u0", "after")).await.unwrap();
+    assert_eq!(next.sequence, last + 1);
+}
+
+/// Which fault a cluster test injects into the master of user u0's session.
+enum Fault {
+    Kill,
+    /// SIGSTOP past the node timeout (until a replica took over), then SIGCONT.
+    Freeze,
+}
+
+async fn cluster_failover(fault: Fault) {
+    let mut cluster = RedisCluster::start_with_replicas(3).await;
+    let svc = connect(&cluster.url(), MinReplicas::Auto).await;
+    let app = unique_prefix("failover");
+    for user in users() {
+        create(&svc, &app, &user).await;
+    }
+    let victim_key = format!("adk:sess:{{{app}:u0}}:s");
+    let victim = cluster.master_of(&victim_key, None).await.expect("u0's master");
+
+    let ledger = Arc::new(Ledger::default());
+    let mut workers = spawn_appenders(&svc, &app, &ledger);
+    workers.extend(spawn_watchers(&svc, &app, &ledger));
+    wait_for_acks(&ledger, None, 0, 300, "before the fault").await;
+
+    match fault {
+        Fault::Kill => {
+            cluster.kill9(victim).await;
+            cluster.wait_for_failover(&victim_key, victim).await;
+        }
+        Fault::Freeze => {
+            cluster.send_signal(victim, "STOP");
+            cluster.wait_for_failover(&victim_key, victim).await;
+            cluster.send_signal(victim, "CONT");
+        }
+    }
+    // The same store object recovers by itself: u0's appends succeed again.
+    let u0_acked = ledger.acked_count(Some("u0"));
+    wait_for_acks(&ledger, Some("u0"), u0_acked, 20, "after the failover").await;
+    let unknown = verify(&ledger, workers, &svc, &app).await;
+    eprintln!(
+        "acknowledged: {}; watched but lost: {unknown}",
+        ledger.acked_count(None)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_kill9_of_a_master_loses_no_acknowledged_append() {
+    cluster_failover(Fault::Kill).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_frozen_master_loses_no_acknowledged_append() {
+    cluster_failover(Fault::Freeze).await;
+}
