@@ -312,10 +312,14 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
                     | ServerErrorKind::ReadOnly
             )
     );
-    let transient_code = matches!(
-        e.code(),
-        Some("BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "NOREPLICAS")
-    );
+    // A pipeline's error carries one server error per failed command: a `WAIT` unblocked
+    // by a failover (`UNBLOCKED`) fails the pipeline although the write before it ran.
+    let pipeline_codes = e.clone().into_server_errors().unwrap_or_default();
+    let transient_code = e
+        .code()
+        .into_iter()
+        .chain(pipeline_codes.iter().map(|(_, error)| error.code()))
+        .any(is_transient_code);
     if transient_kind
         || transient_code
         || e.is_io_error()
@@ -336,12 +340,32 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
     }
 }
 
+/// Server error codes that mean "this node cannot serve the write right now" (loading,
+/// failing over, demoted mid-command): retry, the write is idempotent.
+fn is_transient_code(code: &str) -> bool {
+    matches!(
+        code,
+        "BUSY" | "LOADING" | "MASTERDOWN" | "TRYAGAIN" | "CLUSTERDOWN" | "READONLY" | "NOREPLICAS" | "UNBLOCKED"
+    )
+}
+
 /// What a client is told while Redis cannot be reached; the cause is in the server log.
 pub(crate) const REDIS_UNAVAILABLE: &str = "redis unavailable; try again later";
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_unblocked_by_a_failover_is_retryable() {
+        let unblocked = redis::make_extension_error(
+            "UNBLOCKED".into(),
+            Some("force unblock from blocking operation, instance state changed".into()),
+        );
+        assert!(matches!(store_error(unblocked), AdkError::Unavailable(_)));
+        let wrong_type = redis::make_extension_error("WRONGTYPE".into(), None);
+        assert!(matches!(store_error(wrong_type), AdkError::Internal(_)));
+    }
 
     #[test]
     fn cluster_urls_become_node_urls() {
