@@ -226,7 +226,7 @@ async fn open(url: &str) -> Result<(Conn, Endpoint)> {
         };
         let client = builder(RESPONSE_TIMEOUT)?;
         let watch_client = builder(WATCH_RESPONSE_TIMEOUT)?;
-        let conn = client.get_async_connection().await.map_err(store_error)?;
+        let conn = client.get_async_connection().await.map_err(startup_error)?;
         return Ok((Conn::Cluster(conn), Endpoint::Cluster(Arc::new(watch_client))));
     }
     let client =
@@ -240,7 +240,7 @@ async fn open(url: &str) -> Result<(Conn, Endpoint)> {
         .set_max_delay(Duration::from_millis(500));
     let manager = ConnectionManager::new_with_config(client.clone(), config)
         .await
-        .map_err(store_error)?;
+        .map_err(startup_error)?;
     Ok((Conn::Managed(manager), Endpoint::Standalone(Arc::new(client))))
 }
 
@@ -337,6 +337,17 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
     } else {
         // Mapped to a status, the detail is logged with an id and only the id is sent (adk-core's error.rs).
         AdkError::Internal(format!("redis error: {e}"))
+    }
+}
+
+/// A failure to open the store, at startup: it reaches the operator (the server's exit
+/// message), never a client, so it keeps Redis's own words (a refused certificate, a wrong
+/// password), with the code a call would get.
+fn startup_error(e: RedisError) -> AdkError {
+    let detail = e.to_string();
+    match store_error(e) {
+        AdkError::Unavailable(_) => AdkError::Unavailable(format!("cannot connect to redis: {detail}")),
+        other => other,
     }
 }
 
