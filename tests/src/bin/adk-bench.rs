@@ -16,7 +16,7 @@ use adk_e2e::{Noise, noise_stream, sha256_of};
 use adk_proto::v1 as pb;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
+use adk_testkit::{RedisPrimaryReplica, RedisServer, ServiceProcess, unique_prefix};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use hdrhistogram::Histogram;
@@ -59,6 +59,12 @@ struct SessionArgs {
     /// Session lengths (events already stored) to measure at.
     #[arg(long, value_delimiter = ',', default_values_t = vec![10, 20, 10_000])]
     lengths: Vec<usize>,
+    /// Start the Redis with one replica (`replicaof`), so writes wait for it (`WAIT`).
+    #[arg(long)]
+    replica: bool,
+    /// The server's `--redis-min-replicas-ack` (`auto` or a number); default: the server's own.
+    #[arg(long)]
+    redis_min_replicas_ack: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -200,37 +206,55 @@ where
 struct Target {
     endpoint: String,
     server: Option<ServiceProcess>,
-    _redis: Option<RedisServer>,
+    _redis: Vec<RedisServer>,
 }
 
-async fn start_target(endpoint: Option<String>, bin: &str) -> Target {
+/// The store a bench starts: one redis-server, or a primary with one replica, and the
+/// server's extra flags.
+#[derive(Default)]
+struct StoreSetup {
+    replica: bool,
+    server_args: Vec<String>,
+}
+
+async fn start_target(endpoint: Option<String>, bin: &str, setup: StoreSetup) -> Target {
     if let Some(endpoint) = endpoint {
         return Target {
             endpoint,
             server: None,
-            _redis: None,
+            _redis: Vec::new(),
         };
     }
-    let redis = RedisServer::start().await;
-    adk_testkit::redis_cli(&[
-        "-p",
-        &redis.port().to_string(),
-        "config",
-        "set",
-        "appendfsync",
-        "everysec",
-    ])
-    .await;
-    let server = ServiceProcess::spawn(bin, &["--store-url".into(), redis.url()], &[]).await;
+    let redis = if setup.replica {
+        let pair = RedisPrimaryReplica::start().await;
+        vec![pair.primary, pair.replica]
+    } else {
+        vec![RedisServer::start().await]
+    };
+    for node in &redis {
+        let port = node.port().to_string();
+        adk_testkit::redis_cli(&["-p", &port, "config", "set", "appendfsync", "everysec"]).await;
+    }
+    let mut args = vec!["--store-url".to_string(), redis[0].url()];
+    args.extend(setup.server_args);
+    let server = ServiceProcess::spawn(bin, &args, &[]).await;
     Target {
         endpoint: server.endpoint(),
         server: Some(server),
-        _redis: Some(redis),
+        _redis: redis,
     }
 }
 
 async fn bench_sessions(args: SessionArgs) -> Result<()> {
-    let target = start_target(args.endpoint.clone(), "adk-session-server").await;
+    let setup = StoreSetup {
+        replica: args.replica,
+        server_args: args
+            .redis_min_replicas_ack
+            .iter()
+            .flat_map(|acks| ["--redis-min-replicas-ack".to_string(), acks.clone()])
+            .collect(),
+    };
+    let target = start_target(args.endpoint.clone(), "adk-session-server", setup).await;
     let endpoint = target.endpoint.clone();
     let mut clients = Vec::new();
     for _ in 0..args.concurrency {
@@ -405,7 +429,7 @@ async fn unary_phases(
 }
 
 async fn bench_artifacts(args: ArtifactBenchArgs) -> Result<()> {
-    let target = start_target(args.endpoint.clone(), "adk-artifact-server").await;
+    let target = start_target(args.endpoint.clone(), "adk-artifact-server", StoreSetup::default()).await;
     let endpoint = target.endpoint.clone();
     let mut raw = Vec::new();
     let mut remote = Vec::new();
