@@ -46,7 +46,8 @@ pub struct StoreArgs<D: DefaultStoreUrl> {
     pub store_url: String,
 
     /// Redis: replicas that must have a write before it is acknowledged: `auto` (every replica the
-    /// primary has connected, up to 2; no wait on a Redis without replicas) or a number (0: never wait).
+    /// primary has connected, up to 2, and at least 1 once a replica was seen; no wait on a Redis that
+    /// never had replicas) or a number (0: never wait).
     /// Fewer in time: the write fails with UNAVAILABLE and is safe to retry
     #[arg(long, env = "ADK_REDIS_MIN_REPLICAS_ACK", value_name = "auto|N", default_value_t = MinReplicas::Auto)]
     pub redis_min_replicas_ack: MinReplicas,

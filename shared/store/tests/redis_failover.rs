@@ -234,7 +234,9 @@ async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessio
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_write_is_acknowledged_only_once_the_replica_has_it() {
     let mut pair = RedisPrimaryReplica::start().await;
-    let svc = connect(&pair.primary.url(), MinReplicas::Auto).await;
+    // One replica required outright: `auto` counts the replicas the primary reports, and
+    // just after the replica joined it may not report it yet (a window the README states).
+    let svc = connect(&pair.primary.url(), MinReplicas::Exactly(1)).await;
     let app = unique_prefix("durable");
     create(&svc, &app, "u0").await;
 
@@ -265,6 +267,51 @@ async fn a_write_is_acknowledged_only_once_the_replica_has_it() {
     assert_eq!(e1.sequence, 1, "the retry returns the stored event");
     let e3 = svc.append_event(append_req(&app, "u0", "e3")).await.unwrap();
     assert_eq!(e3.sequence, 3);
+}
+
+/// `auto` never falls back to acknowledging on a primary alone once it has seen a
+/// replica: when the only replica is gone (as after a failover, until the old primary
+/// rejoins), writes fail with UNAVAILABLE instead of being acknowledged unreplicated.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn auto_keeps_requiring_a_replica_once_it_has_seen_one() {
+    let mut pair = RedisPrimaryReplica::start().await;
+    let svc = connect(&pair.primary.url(), MinReplicas::Auto).await;
+    let app = unique_prefix("floor");
+    create(&svc, &app, "u0").await;
+    svc.append_event(append_req(&app, "u0", "e0")).await.unwrap();
+
+    pair.replica.kill9().await;
+    // Once the primary reports no replica (and the store has re-read the count), every
+    // write is refused; before, `auto` dropped to 0 replicas and acknowledged it alone.
+    let deadline = Instant::now() + RECOVERY_DEADLINE;
+    let mut next = 1;
+    let refusal = loop {
+        assert!(
+            Instant::now() < deadline,
+            "writes were still acknowledged without a replica"
+        );
+        match svc.append_event(append_req(&app, "u0", &format!("e{next}"))).await {
+            Ok(_) => next += 1,
+            Err(err) => break err,
+        }
+        sleep(Duration::from_millis(50)).await;
+    };
+    assert!(matches!(refusal, AdkError::Unavailable(_)), "{refusal:?}");
+    assert!(refusal.to_string().contains("only 0 of 1 replicas"), "{refusal}");
+
+    pair.replica.restart().await;
+    let deadline = Instant::now() + RECOVERY_DEADLINE;
+    while svc
+        .append_event(append_req(&app, "u0", &format!("e{next}")))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "writes did not recover once the replica was back"
+        );
+        sleep(Duration::from_millis(50)).await;
+    }
 }
 
 /// More replicas than the primary has: every write fails with UNAVAILABLE, nothing is lost.
@@ -334,6 +381,9 @@ async fn cluster_failover(fault: Fault) {
         Fault::Kill => {
             cluster.kill9(victim).await;
             cluster.wait_for_failover(&victim_key, victim).await;
+            // As Kubernetes restarts a crashed pod: it rejoins as the new master's
+            // replica, and u0's writes can be confirmed by a replica again.
+            cluster.restart(victim).await;
         }
         Fault::Freeze => {
             cluster.send_signal(victim, "STOP");

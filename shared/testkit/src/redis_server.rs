@@ -171,14 +171,15 @@ pub struct RedisPrimaryReplica {
 }
 
 impl RedisPrimaryReplica {
-    /// Starts both and returns once the replica reports its link to the primary up.
+    /// Starts both and returns once the replica reports its link to the primary up and
+    /// the primary counts it as an online replica (what `WAIT` and `ROLE` go by).
     pub async fn start() -> RedisPrimaryReplica {
         let primary = RedisServer::start().await;
         let port = primary.port().to_string();
         let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]).await;
         let pair = RedisPrimaryReplica { primary, replica };
         let deadline = Instant::now() + START_TIMEOUT;
-        while !pair.replica_connected().await {
+        while !(pair.replica_connected().await && pair.primary_sees_replica_online().await) {
             assert!(
                 Instant::now() < deadline,
                 "the replica did not connect within {START_TIMEOUT:?}"
@@ -194,6 +195,17 @@ impl RedisPrimaryReplica {
         info.arg("replication");
         let info: Option<String> = query_node(self.replica.port(), info).await;
         info.is_some_and(|info| info.lines().any(|line| line.trim() == "master_link_status:up"))
+    }
+
+    /// True while the primary lists its replica as online (`INFO replication`).
+    async fn primary_sees_replica_online(&self) -> bool {
+        let mut info = redis::cmd("INFO");
+        info.arg("replication");
+        let info: Option<String> = query_node(self.primary.port(), info).await;
+        info.is_some_and(|info| {
+            info.lines()
+                .any(|line| line.starts_with("slave0:") && line.contains("state=online"))
+        })
     }
 
     /// Makes the replica a primary of its own (`REPLICAOF NO ONE`), as an operator
@@ -225,6 +237,8 @@ struct ClusterNode {
     child: ChildGuard,
     port: u16,
     dir: TempDir,
+    /// What it was started with (its bus port included), to restart it as it was.
+    args: Vec<String>,
 }
 
 impl RedisCluster {
@@ -365,6 +379,23 @@ impl RedisCluster {
     /// Crashes node `index` with SIGKILL.
     pub async fn kill9(&mut self, index: usize) {
         self.nodes[index].child.kill9().await;
+    }
+
+    /// Starts node `index` again after a crash, on its port, data dir and `nodes.conf`:
+    /// it rejoins the cluster (a failed-over master as a replica of its successor), as
+    /// a restarted pod does.
+    pub async fn restart(&mut self, index: usize) {
+        let binary = require_binary("redis-server");
+        let node = &mut self.nodes[index];
+        match start_node(&binary, node.dir.path(), node.port, &node.args).await {
+            Ok(child) => node.child = child,
+            Err(StartError::PortInUse(log) | StartError::Failed(log)) => {
+                panic!(
+                    "redis cluster node {index} failed to restart on port {}:\n{log}",
+                    node.port
+                )
+            }
+        }
     }
 
     /// Fault injection on node `index`: `"STOP"` freezes it, `"CONT"` resumes it.
@@ -520,7 +551,7 @@ async fn start_cluster_node(binary: &Path, node_args: &[String]) -> ClusterNode 
         let mut args = node_args.to_vec();
         args.extend(["--cluster-port".to_owned(), bus_port]);
         match start_node(binary, dir.path(), port, &args).await {
-            Ok(child) => return ClusterNode { child, port, dir },
+            Ok(child) => return ClusterNode { child, port, dir, args },
             Err(StartError::PortInUse(log)) => last_error = log,
             Err(StartError::Failed(message)) => panic!("{message}"),
         }

@@ -26,13 +26,17 @@
 //! How many replicas: [`MinReplicas::Auto`] (the default) waits for every replica
 //! the primary has connected, up to [`AUTO_MAX_REPLICAS`], learned from `ROLE`
 //! (standalone) or `CLUSTER SLOTS` (cluster, per slot range) at most
-//! [`REPLICA_COUNT_MAX_AGE`] ago. With no replica, no `WAIT` is sent at all.
+//! [`REPLICA_COUNT_MAX_AGE`] ago, and at least one once it has seen a replica in the
+//! deployment (so a primary left without replicas by a failover refuses writes with
+//! `UNAVAILABLE` until one is back, instead of acknowledging them alone). On a Redis
+//! that never had a replica, no `WAIT` is sent at all.
 
 use super::conn::{Conn, RedisStore, decode_reply, store_error};
 use adk_core::{AdkError, Result};
 use adk_telemetry::RedisOp;
 use redis::{FromRedisValue, Pipeline, ScriptInvocation, ServerErrorKind, Value};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
 use tracing::Instrument;
@@ -105,6 +109,12 @@ impl Default for ReplicaAcks {
 pub(crate) struct Durability {
     acks: ReplicaAcks,
     replicas: Mutex<Option<ReplicaCounts>>,
+    /// Set once `auto` has seen a replica anywhere in the deployment: from then on a
+    /// write needs at least one replica's confirmation, even on a primary that has
+    /// none connected right now. Right after a failover the promoted replica has none,
+    /// and a frozen old master that wakes up still believes it is master: counting
+    /// their replicas (0) would acknowledge writes on a node alone, and lose them.
+    replicated: AtomicBool,
 }
 
 /// Connected replicas per primary, as of `fetched`.
@@ -130,6 +140,7 @@ impl Durability {
         Durability {
             acks: ReplicaAcks { timeout, ..acks },
             replicas: Mutex::new(None),
+            replicated: AtomicBool::new(false),
         }
     }
 
@@ -152,7 +163,11 @@ impl Durability {
                     }
                 }
                 let counts = cached.as_ref().expect("replica counts were fetched above");
-                let replicas = counts.for_slot(key_slot(key.as_bytes()));
+                if counts.ranges.iter().any(|(_, _, replicas)| *replicas > 0) {
+                    self.replicated.store(true, Ordering::Relaxed);
+                }
+                let floor = u32::from(self.replicated.load(Ordering::Relaxed));
+                let replicas = counts.for_slot(key_slot(key.as_bytes())).max(floor);
                 Ok(replicas.min(AUTO_MAX_REPLICAS))
             }
         }
