@@ -590,14 +590,16 @@ async fn redis_errors_reach_the_client_as_an_id_and_the_log_as_the_detail() {
             .to_string();
         assert!(!status.message().contains("WRONGTYPE"), "{store}: {}", status.message());
         let logged = |log: &str| log.lines().any(|line| line.contains(&id) && line.contains("WRONGTYPE"));
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while !logged(&server.tail_log(200)) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{store}: no log line with id {id} and the detail:\n{}",
-                server.tail_log(30)
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        adk_testkit::eventually(Duration::from_secs(10), || async {
+            if logged(&server.tail_log(200)) {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{store}: no log line with id {id} and the detail:\n{}",
+                    server.tail_log(30)
+                ))
+            }
+        })
+        .await;
     }
 }

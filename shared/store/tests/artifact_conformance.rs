@@ -8,7 +8,7 @@ use adk_store::{
     InMemoryArtifactService, InMemorySessionService, RedisArtifactService, RedisSessionService, StoreConfig,
 };
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
-use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::time::Duration;
 use tokio::time::{Instant, sleep, timeout};
@@ -386,18 +386,15 @@ async fn pending_keys(node_urls: &[String], app: &str) -> Vec<String> {
 
 /// Waits up to `limit` for the pending keys of `app` to number `count`.
 async fn wait_for_pending(node_urls: &[String], app: &str, count: usize, limit: Duration) {
-    let deadline = Instant::now() + limit;
-    loop {
+    eventually(limit, || async {
         let keys = pending_keys(node_urls, app).await;
         if keys.len() == count {
-            return;
+            Ok(())
+        } else {
+            Err(format!("expected {count} pending keys, have {keys:?}"))
         }
-        assert!(
-            Instant::now() < deadline,
-            "expected {count} pending keys, have {keys:?}"
-        );
-        sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// A client that sends slowly — small pieces, 50 ms apart, for 4 s: a storage chunk

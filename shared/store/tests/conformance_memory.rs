@@ -12,15 +12,11 @@ mod reaping {
     use adk_core::{CreateRequest, SessionService};
     use adk_store::InMemorySessionService;
     use std::time::Duration;
-    use tokio::time::Instant;
 
-    /// Polls `done` until it holds, failing after `limit`.
+    /// Waits until `done` holds, failing after `limit`.
     async fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + limit;
-        while !done() {
-            assert!(Instant::now() < deadline, "{what} within {limit:?}");
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        let check = || std::future::ready(if done() { Ok(()) } else { Err(what.to_string()) });
+        adk_testkit::eventually(limit, check).await
     }
 
     fn create(id: String, ttl: Option<Duration>) -> CreateRequest {

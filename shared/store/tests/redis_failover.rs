@@ -8,14 +8,14 @@
 
 use adk_core::{AdkError, AppendEventRequest, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
 use adk_store::{MinReplicas, RedisSessionService, ReplicaAcks, StoreConfig};
-use adk_testkit::{RedisCluster, RedisPrimaryReplica, unique_prefix};
+use adk_testkit::{RedisCluster, RedisPrimaryReplica, eventually, unique_prefix};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::task::JoinHandle;
-use tokio::time::{Instant, sleep};
+use tokio::time::sleep;
 
 const USERS: usize = 9;
 /// How long the failover may take before a test gives up.
@@ -174,14 +174,14 @@ fn spawn_watchers(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) ->
 
 /// Waits (with a deadline) until `user` has `more` acknowledged appends beyond `from`.
 async fn wait_for_acks(ledger: &Ledger, user: Option<&str>, from: usize, more: usize, what: &str) {
-    let deadline = Instant::now() + RECOVERY_DEADLINE;
-    while ledger.acked_count(user) < from + more {
-        assert!(
-            Instant::now() < deadline,
-            "{what}: no {more} more acknowledged appends within {RECOVERY_DEADLINE:?}"
-        );
-        sleep(Duration::from_millis(20)).await;
-    }
+    let acked = || async {
+        if ledger.acked_count(user) >= from + more {
+            Ok(())
+        } else {
+            Err(format!("{what}: no {more} more acknowledged appends"))
+        }
+    };
+    eventually(RECOVERY_DEADLINE, acked).await
 }
 
 /// Stops the workers and checks the ledger against the store: 0 acknowledged
@@ -283,35 +283,30 @@ async fn auto_keeps_requiring_a_replica_once_it_has_seen_one() {
     pair.replica.kill9().await;
     // Once the primary reports no replica (and the store has re-read the count), every
     // write is refused; before, `auto` dropped to 0 replicas and acknowledged it alone.
-    let deadline = Instant::now() + RECOVERY_DEADLINE;
-    let mut next = 1;
-    let refusal = loop {
-        assert!(
-            Instant::now() < deadline,
-            "writes were still acknowledged without a replica"
-        );
-        match svc.append_event(append_req(&app, "u0", &format!("e{next}"))).await {
-            Ok(_) => next += 1,
-            Err(err) => break err,
+    let next = std::sync::atomic::AtomicUsize::new(1);
+    let refusal = eventually(RECOVERY_DEADLINE, || async {
+        let id = format!("e{}", next.load(Ordering::SeqCst));
+        match svc.append_event(append_req(&app, "u0", &id)).await {
+            Ok(_) => {
+                next.fetch_add(1, Ordering::SeqCst);
+                Err("writes were still acknowledged without a replica".to_string())
+            }
+            Err(err) => Ok(err),
         }
-        sleep(Duration::from_millis(50)).await;
-    };
+    })
+    .await;
     assert!(matches!(refusal, AdkError::Unavailable(_)), "{refusal:?}");
     assert!(refusal.to_string().contains("only 0 of 1 replicas"), "{refusal}");
 
     pair.replica.restart().await;
-    let deadline = Instant::now() + RECOVERY_DEADLINE;
-    while svc
-        .append_event(append_req(&app, "u0", &format!("e{next}")))
-        .await
-        .is_err()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "writes did not recover once the replica was back"
-        );
-        sleep(Duration::from_millis(50)).await;
-    }
+    let id = format!("e{}", next.load(Ordering::SeqCst));
+    eventually(RECOVERY_DEADLINE, || async {
+        let appended = svc.append_event(append_req(&app, "u0", &id)).await;
+        appended
+            .map(drop)
+            .map_err(|err| format!("writes did not recover once the replica was back: {err}"))
+    })
+    .await;
 }
 
 /// More replicas than the primary has: every write fails with UNAVAILABLE, nothing is lost.

@@ -178,14 +178,14 @@ impl RedisPrimaryReplica {
         let port = primary.port().to_string();
         let replica = RedisServer::start_with_args(&["--replicaof", "127.0.0.1", &port]).await;
         let pair = RedisPrimaryReplica { primary, replica };
-        let deadline = Instant::now() + START_TIMEOUT;
-        while !(pair.replica_connected().await && pair.primary_sees_replica_online().await) {
-            assert!(
-                Instant::now() < deadline,
-                "the replica did not connect within {START_TIMEOUT:?}"
-            );
-            sleep(Duration::from_millis(20)).await;
-        }
+        crate::eventually(START_TIMEOUT, || async {
+            if pair.replica_connected().await && pair.primary_sees_replica_online().await {
+                Ok(())
+            } else {
+                Err("the replica did not connect".to_string())
+            }
+        })
+        .await;
         pair
     }
 
