@@ -109,6 +109,9 @@ use tokio_stream::wrappers::ReceiverStream;
 const LIST_CONCURRENCY: usize = 32;
 /// Events per `XREAD` of a watcher (replay and live).
 const WATCH_BATCH: usize = 100;
+/// A watcher whose new events could not be confirmed durable asks again after this,
+/// doubling up to 16 times as long while they stay unconfirmed.
+const UNCONFIRMED_RETRY: Duration = Duration::from_millis(50);
 
 type Fields = HashMap<String, Json>;
 /// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
@@ -531,6 +534,7 @@ impl SessionService for RedisSessionService {
         let conn = self.store.dedicated().await?;
         let (tx, rx) = mpsc::channel(WATCH_BATCH);
         let watcher = Watcher {
+            store: self.store.clone(),
             conn,
             keys,
             create_us,
@@ -548,7 +552,15 @@ impl SessionService for RedisSessionService {
 
 /// One client's watch: a task that sends stored events after `last`, then live
 /// ones, each once and in order, until the session is gone or the receiver is dropped.
+///
+/// Only durable events are sent: when writes wait for replicas (see `durability.rs`),
+/// the `XREAD` only wakes the watcher, which then re-reads the new entries in a
+/// pipeline that confirms them durable (`RedisStore::durable_read`) and sends what that
+/// read returned. An event a failover could still take back (its append is not
+/// acknowledged yet, or failed waiting for replicas) is held back until a later
+/// confirmation covers it, so a sequence a watcher saw never changes its event.
 struct Watcher {
+    store: RedisStore,
     /// A connection of its own: `XREAD BLOCK` would stall a shared one.
     conn: Conn,
     keys: Keys,
@@ -569,6 +581,8 @@ impl Watcher {
 
     /// Runs until an error ends the watch; Ok when the receiver went away.
     async fn forward(&mut self) -> Result<()> {
+        // Confirmations that failed in a row (backs the retries off).
+        let mut unconfirmed = 0u32;
         loop {
             let mut read = redis::cmd("XREAD");
             read.arg("COUNT")
@@ -583,11 +597,32 @@ impl Watcher {
                 _ = self.tx.closed() => return Ok(()),
                 reply = read.query_async::<Value>(&mut conn) => reply.map_err(store_error)?,
             };
-            let entries = xread_entries(reply)?;
+            let mut entries = xread_entries(reply)?;
             // After a quiet block: was the session deleted or did it expire? With new
             // entries: are they still the watched session's, not a new one's under its id?
             if !self.session_unchanged().await? {
                 return Err(self.keys.not_found());
+            }
+            if entries.is_empty() {
+                continue;
+            }
+            if self.store.acks_replicated(&self.keys.events).await? {
+                match self.durable_entries().await? {
+                    Some(durable) => {
+                        entries = durable;
+                        unconfirmed = 0;
+                    }
+                    None => {
+                        // Not durable yet (replicas lagging, or a failover under way):
+                        // ask again a little later, without spinning.
+                        let delay = UNCONFIRMED_RETRY.saturating_mul(1 << unconfirmed.min(4));
+                        unconfirmed += 1;
+                        tokio::select! {
+                            _ = self.tx.closed() => return Ok(()),
+                            _ = tokio::time::sleep(delay) => continue,
+                        }
+                    }
+                }
             }
             for (seq, bytes) in entries {
                 let event = decode_event(&bytes)?;
@@ -597,6 +632,18 @@ impl Watcher {
                 self.last = seq;
             }
         }
+    }
+
+    /// The entries after `last` (one batch), once confirmed durable; None while they are not.
+    async fn durable_entries(&self) -> Result<Option<Vec<(u64, Vec<u8>)>>> {
+        let mut read = redis::cmd("XRANGE");
+        read.arg(&self.keys.events)
+            .arg(format!("({}-1", self.last))
+            .arg("+")
+            .arg("COUNT")
+            .arg(WATCH_BATCH);
+        let reply: Option<Value> = self.store.durable_read(&read, &self.keys.events).await?;
+        reply.map(stream_entries).transpose()
     }
 
     /// False once the session was deleted, expired, or replaced by a new one with the same id.

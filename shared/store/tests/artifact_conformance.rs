@@ -50,6 +50,13 @@ async fn cluster_backend_conforms() {
     run_artifact_conformance(&connect(&cluster.url(), config()).await, LIMITS).await;
 }
 
+/// Every commit waits for the replica (`auto`); the rules are the same.
+#[tokio::test]
+async fn cluster_with_replicas_conforms() {
+    let cluster = RedisCluster::start_with_replicas(3).await;
+    run_artifact_conformance(&connect(&cluster.url(), config()).await, LIMITS).await;
+}
+
 /// In memory, DeleteSession reaches the artifact store it is linked to.
 #[tokio::test]
 async fn memory_session_delete_deletes_the_sessions_artifacts() {

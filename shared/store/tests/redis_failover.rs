@@ -1,10 +1,11 @@
-//! Durable acknowledgements (`WAIT`) under real failovers: a standalone primary
-//! with one replica, and a 3-master cluster with one replica each. Concurrent
-//! appenders and watchers run while a primary is killed (`kill -9`) or frozen
-//! past the cluster node timeout (SIGSTOP, then SIGCONT); afterwards every
-//! acknowledged append must be in the store with its sequence, no sequence may
-//! have been acknowledged twice, and the same store object serves again without
-//! a restart.
+//! Durable acknowledgements (`WAIT`) and durable watches under real failovers: a
+//! standalone primary with one replica, and a 3-master cluster with one replica
+//! each. Concurrent appenders and watchers run while a primary is killed
+//! (`kill -9`), frozen past the cluster node timeout (SIGSTOP, then SIGCONT), or
+//! killed while its replica lags behind (frozen); afterwards every acknowledged
+//! append must be in the store with its sequence, no sequence may have been
+//! acknowledged twice, every event a watcher saw must be the stored one, and the
+//! same store object serves again without a restart.
 
 use adk_core::{AdkError, AppendEventRequest, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
 use adk_store::{MinReplicas, RedisSessionService, ReplicaAcks, StoreConfig};
@@ -185,10 +186,11 @@ async fn wait_for_acks(ledger: &Ledger, user: Option<&str>, from: usize, more: u
 }
 
 /// Stops the workers and checks the ledger against the store: 0 acknowledged
-/// appends lost, 0 sequences acknowledged twice, and the events watchers saw
-/// that were acknowledged are the stored ones. Returns how many events watchers
-/// saw that are not in the store (unacknowledged writes lost with the old primary).
-async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessionService, app: &str) -> usize {
+/// appends lost, 0 sequences acknowledged twice, and 0 watcher divergence: every
+/// event a watcher saw is the stored event at its sequence (none was taken back by
+/// the failover), and each user's watchers, resuming with `after_sequence`, saw the
+/// log in order without a gap or a repeat.
+async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessionService, app: &str) {
     ledger.stop.store(true, Ordering::SeqCst);
     for worker in workers {
         worker.await.expect("a worker panicked");
@@ -215,16 +217,27 @@ async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessio
             "{user}: sequences have gaps"
         );
     }
-    let mut unknown = 0;
-    for (user, seq, id) in ledger.watched.lock().unwrap().iter() {
-        if acked_by_seq.contains_key(&(user.clone(), *seq)) {
-            assert_eq!(logs[user].get(seq), Some(id), "{user}: a watcher saw {id} at {seq}");
-        } else if logs[user].get(seq) != Some(id) {
-            unknown += 1;
+    let watched = ledger.watched.lock().unwrap();
+    for user in users() {
+        let seen: Vec<(u64, &String)> = watched
+            .iter()
+            .filter(|(u, _, _)| *u == user)
+            .map(|(_, seq, id)| (*seq, id))
+            .collect();
+        for (seq, id) in &seen {
+            assert_eq!(
+                logs[&user].get(seq),
+                Some(*id),
+                "{user}: a watcher was shown {id} at sequence {seq}, which the store does not hold"
+            );
         }
+        let order: Vec<u64> = seen.iter().map(|(seq, _)| *seq).collect();
+        let expected: Vec<u64> = (1..=order.len() as u64).collect();
+        assert_eq!(order, expected, "{user}: watchers saw a gap or a repeat");
     }
     assert!(!acked.is_empty());
-    unknown
+    assert!(!watched.is_empty());
+    eprintln!("acknowledged: {}; watched: {}", acked.len(), watched.len());
 }
 
 /// The regression test of durable acknowledgements: while the only replica is frozen,
@@ -267,6 +280,57 @@ async fn a_write_is_acknowledged_only_once_the_replica_has_it() {
     assert_eq!(e1.sequence, 1, "the retry returns the stored event");
     let e3 = svc.append_event(append_req(&app, "u0", "e3")).await.unwrap();
     assert_eq!(e3.sequence, 3);
+}
+
+/// The regression test of durable watches: an event whose append no replica
+/// confirmed is not shown to watchers (before, `XREAD` showed it at once); the
+/// failover then takes it back and the next event gets its sequence, and a watcher
+/// that resumes sees exactly the store's log: no sequence it saw changed its event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_watcher_never_sees_an_event_a_failover_takes_back() {
+    let mut pair = RedisPrimaryReplica::start().await;
+    let svc = connect(&pair.primary.url(), MinReplicas::Exactly(1)).await;
+    let app = unique_prefix("watchlost");
+    create(&svc, &app, "u0").await;
+    let watch = |svc: RedisSessionService, after: u64| {
+        let app = app.clone();
+        async move {
+            svc.watch(WatchRequest {
+                app_name: app,
+                user_id: "u0".into(),
+                session_id: "s".into(),
+                after_sequence: Some(after),
+            })
+            .await
+            .expect("watch")
+        }
+    };
+    let mut watcher = watch(svc.clone(), 0).await;
+    svc.append_event(append_req(&app, "u0", "e0")).await.unwrap();
+    let first = tokio::time::timeout(RECOVERY_DEADLINE, watcher.next()).await;
+    let first = first.expect("the durable event arrives").unwrap().unwrap();
+    assert_eq!((first.sequence, first.id.as_str()), (1, "e0"));
+
+    // A failover the old primary does not know of yet (a partition): the replica takes
+    // over, and the old primary still runs writes that nobody replicates.
+    pair.promote_replica().await;
+    let err = svc.append_event(append_req(&app, "u0", "e1")).await.unwrap_err();
+    assert!(matches!(err, AdkError::Unavailable(_)), "{err:?}");
+    // e1 is on the old primary only: for as long as no replica confirms it (several
+    // confirmation timeouts here), the watcher shows nothing.
+    let shown = tokio::time::timeout(Duration::from_secs(2), watcher.next()).await;
+    assert!(shown.is_err(), "a watcher was shown an unconfirmed event: {shown:?}");
+
+    // The old primary dies with e1; the new one never had it.
+    pair.primary.kill9().await;
+    let promoted = connect(&pair.replica.url(), MinReplicas::Exactly(0)).await;
+    let e2 = promoted.append_event(append_req(&app, "u0", "e2")).await.unwrap();
+    assert_eq!(e2.sequence, 2, "e1 was never acknowledged, so its sequence is free");
+
+    let mut resumed = watch(promoted.clone(), first.sequence).await;
+    let next = tokio::time::timeout(RECOVERY_DEADLINE, resumed.next()).await;
+    let next = next.expect("the next event arrives").unwrap().unwrap();
+    assert_eq!((next.sequence, next.id.as_str()), (2, "e2"));
 }
 
 /// `auto` never falls back to acknowledging on a primary alone once it has seen a
@@ -338,11 +402,7 @@ async fn acknowledged_appends_survive_losing_the_primary() {
     pair.primary.kill9().await;
     pair.promote_replica().await;
     let promoted = connect(&pair.replica.url(), MinReplicas::Auto).await;
-    let unknown = verify(&ledger, workers, &promoted, &app).await;
-    eprintln!(
-        "acknowledged: {}; watched but lost: {unknown}",
-        ledger.acked_count(None)
-    );
+    verify(&ledger, workers, &promoted, &app).await;
 
     // The promoted primary takes appends, after the last acknowledged sequence.
     let last = stored_logs(&promoted, &app).await["u0"].len() as u64;
@@ -355,6 +415,9 @@ enum Fault {
     Kill,
     /// SIGSTOP past the node timeout (until a replica took over), then SIGCONT.
     Freeze,
+    /// The master's replica falls behind (frozen while the master takes appends),
+    /// then the master is killed and the stale replica takes over.
+    LaggingReplica,
 }
 
 async fn cluster_failover(fault: Fault) {
@@ -385,15 +448,23 @@ async fn cluster_failover(fault: Fault) {
             cluster.wait_for_failover(&victim_key, victim).await;
             cluster.send_signal(victim, "CONT");
         }
+        Fault::LaggingReplica => {
+            let replica = cluster.replica_of(victim).await.expect("u0's master has a replica");
+            cluster.send_signal(replica, "STOP");
+            // The other users keep appending meanwhile: u0's master runs u0's appends
+            // too, which its frozen replica does not get.
+            let acked = ledger.acked_count(None);
+            wait_for_acks(&ledger, None, acked, 200, "while the replica lags").await;
+            cluster.kill9(victim).await;
+            cluster.send_signal(replica, "CONT");
+            cluster.wait_for_failover(&victim_key, victim).await;
+            cluster.restart(victim).await;
+        }
     }
     // The same store object recovers by itself: u0's appends succeed again.
     let u0_acked = ledger.acked_count(Some("u0"));
     wait_for_acks(&ledger, Some("u0"), u0_acked, 20, "after the failover").await;
-    let unknown = verify(&ledger, workers, &svc, &app).await;
-    eprintln!(
-        "acknowledged: {}; watched but lost: {unknown}",
-        ledger.acked_count(None)
-    );
+    verify(&ledger, workers, &svc, &app).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -404,4 +475,9 @@ async fn cluster_kill9_of_a_master_loses_no_acknowledged_append() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_frozen_master_loses_no_acknowledged_append() {
     cluster_failover(Fault::Freeze).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_master_lost_with_a_lagging_replica_loses_no_acknowledged_append() {
+    cluster_failover(Fault::LaggingReplica).await;
 }

@@ -8,7 +8,7 @@ use adk_core::{
     ListRequest, Precondition, SessionService, WatchRequest,
 };
 use adk_store::{RedisSessionService, StoreConfig};
-use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use adk_testkit::{RedisCluster, RedisPrimaryReplica, RedisServer, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::HashMap;
@@ -551,5 +551,19 @@ async fn conformance_standalone() {
 #[tokio::test]
 async fn conformance_cluster() {
     let cluster = RedisCluster::start(3).await;
+    adk_testkit::conformance::run_session_conformance(&connect(&cluster.url()).await).await;
+}
+
+/// Replicated deployments: every write waits for the replica (`auto`), and watches
+/// deliver only confirmed events; the rules are the same.
+#[tokio::test]
+async fn conformance_primary_with_replica() {
+    let pair = RedisPrimaryReplica::start().await;
+    adk_testkit::conformance::run_session_conformance(&connect(&pair.primary.url()).await).await;
+}
+
+#[tokio::test]
+async fn conformance_cluster_with_replicas() {
+    let cluster = RedisCluster::start_with_replicas(3).await;
     adk_testkit::conformance::run_session_conformance(&connect(&cluster.url()).await).await;
 }

@@ -349,6 +349,22 @@ impl RedisCluster {
         None
     }
 
+    /// The index of a running node that is a replica of node `master` (by its `ROLE`).
+    pub async fn replica_of(&self, master: usize) -> Option<usize> {
+        let master_port = self.nodes[master].port;
+        for (index, node) in self.nodes.iter().enumerate() {
+            // ["slave", master host, master port, state, offset]
+            let Some(role) = query_node::<Vec<redis::Value>>(node.port, redis::cmd("ROLE")).await else {
+                continue;
+            };
+            let port = role.get(2).and_then(|v| redis::from_redis_value_ref::<u16>(v).ok());
+            if port == Some(master_port) {
+                return Some(index);
+            }
+        }
+        None
+    }
+
     /// The index (into [`RedisCluster::ports`]) of the node on `port`.
     pub fn node_index_of_port(&self, port: u16) -> Option<usize> {
         self.nodes.iter().position(|node| node.port == port)

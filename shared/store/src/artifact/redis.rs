@@ -255,7 +255,12 @@ impl RedisArtifactService {
         let version = || parse_number::<i64>("version", &version);
         match status.as_str() {
             "OK" => version(),
-            "EXISTS" => Err(version_exists(&req.file_name, version()?)),
+            "EXISTS" => {
+                // The caller may be a retry whose first attempt saved this version but
+                // failed waiting for the replicas: report it only once it is durable.
+                self.store.confirm_durable(&keys.versions).await?;
+                Err(version_exists(&req.file_name, version()?))
+            }
             "FULL" => Err(no_version_left(&req.file_name)),
             "EXPIRED" => Err(AdkError::DeadlineExceeded(format!(
                 "the upload paused too long between pieces and its pending chunks expired \

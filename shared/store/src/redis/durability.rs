@@ -290,6 +290,45 @@ impl RedisStore {
         self.durable_pipeline(&pipe, key).await
     }
 
+    /// Runs `read` (a read of keys on the node owning `key`) and returns its reply only
+    /// once everything it saw is durable; `None` when fewer replicas than required
+    /// confirmed in time, so a failover could still take some of it back.
+    ///
+    /// The read, a marker write and `WAIT` go to that node in one pipeline, in this
+    /// order: the marker's replication offset is past everything the read saw, so the
+    /// replicas that confirm the marker have all of it. This is how a watcher delivers
+    /// only events that cannot be lost: it confirms its own reads instead of trusting
+    /// each append's `WAIT`, so events whose append failed waiting for replicas (and
+    /// may be lost) are held back until a later confirmation covers them.
+    pub(crate) async fn durable_read<T: FromRedisValue>(&self, read: &redis::Cmd, key: &str) -> Result<Option<T>> {
+        let replicas = self.durability().required(&mut self.conn(), key).await?;
+        if replicas == 0 {
+            return self.query(read).await.map(Some);
+        }
+        let mut pipe = redis::pipe();
+        pipe.add_command(read.clone())
+            .cmd("SET")
+            .arg(marker_key(key))
+            .arg("")
+            .arg("PX")
+            .arg(1)
+            .ignore()
+            .add_command(self.durability().wait_cmd(replicas));
+        let replies: Vec<Value> = self.pipeline(&pipe).await?;
+        let [reply, confirmed] = <[Value; 2]>::try_from(replies)
+            .map_err(|_| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
+        let confirmed: i64 = decode_reply(confirmed)?;
+        if confirmed < i64::from(replicas) {
+            return Ok(None);
+        }
+        decode_reply(reply).map(Some)
+    }
+
+    /// Whether writes to `key`'s node currently wait for replicas (see [`MinReplicas`]).
+    pub(crate) async fn acks_replicated(&self, key: &str) -> Result<bool> {
+        Ok(self.durability().required(&mut self.conn(), key).await? > 0)
+    }
+
     fn check_confirmed(&self, required: u32, confirmed: Value) -> Result<()> {
         let confirmed: i64 = decode_reply(confirmed)?;
         if confirmed < i64::from(required) {
