@@ -65,6 +65,10 @@ struct SessionArgs {
     /// The server's `--redis-min-replicas-ack` (`auto` or a number); default: the server's own.
     #[arg(long)]
     redis_min_replicas_ack: Option<String>,
+    /// Also measure how long an appended event takes to reach a watcher of its session
+    /// (each client watches the session it appends to).
+    #[arg(long)]
+    watch: bool,
 }
 
 #[derive(clap::Args)]
@@ -185,6 +189,61 @@ where
             for i in 0..ops {
                 let t = Instant::now();
                 op(client.clone(), worker, i).await?;
+                latency.record(t.elapsed().as_micros() as u64).expect("record");
+            }
+            anyhow::Ok(latency)
+        }));
+    }
+    let mut latency_us = Histogram::<u64>::new(3).expect("histogram");
+    for worker in workers {
+        latency_us.add(worker.await??).expect("merge");
+    }
+    Ok(Phase {
+        name,
+        ops: (ops * clients.len()) as u64,
+        elapsed: started.elapsed(),
+        latency_us,
+    })
+}
+
+/// Each client watches its append session (which holds `stored` events) and appends
+/// `ops` more: the latency of one op is from sending AppendEvent until the watcher
+/// receives that event.
+async fn measure_watch_delivery(
+    name: String,
+    clients: &[SessionServiceClient<Channel>],
+    app: &str,
+    stored: usize,
+    ops: usize,
+) -> Result<Phase> {
+    let started = Instant::now();
+    let mut workers = Vec::new();
+    for (worker, mut client) in clients.iter().cloned().enumerate() {
+        let app = app.to_string();
+        workers.push(tokio::spawn(async move {
+            let session = append_session(worker);
+            let mut watch = client
+                .watch_session(pb::WatchSessionRequest {
+                    app_name: app.clone(),
+                    user_id: "bench".into(),
+                    session_id: session.clone(),
+                    after_sequence: Some(stored as u64),
+                })
+                .await?
+                .into_inner();
+            let mut latency = Histogram::<u64>::new(3).expect("histogram");
+            for i in 0..ops {
+                let t = Instant::now();
+                let appended = client
+                    .append_event(append_request(&app, &session, stored + i))
+                    .await?
+                    .into_inner();
+                loop {
+                    let event = watch.message().await?.context("the watch ended")?;
+                    if event.id == appended.id {
+                        break;
+                    }
+                }
                 latency.record(t.elapsed().as_micros() as u64).expect("record");
             }
             anyhow::Ok(latency)
@@ -341,6 +400,10 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         )
         .await?;
         println!("{}\n{}", append.row(), get.row());
+        if args.watch {
+            let name = format!("AppendEvent → WatchSession delivery @ {length} events");
+            println!("{}", measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops).await?.row());
+        }
         p50.push((length, append.p50_ms(), get.p50_ms()));
     }
     // Flatness: the longest session's p50 against each shorter one. GetSession returns
