@@ -1,0 +1,171 @@
+//! No app-wide hot key on the request path of a Redis Cluster: appends, creates and
+//! reads of different users of one app touch only their own user's node (except
+//! explicit `app:` state writes and app-wide listings), proved by counting the
+//! commands every node of a real 3-master cluster receives from clients (`MONITOR`).
+
+use adk_core::{AppendEventRequest, CreateRequest, Event, GetRequest, SessionService};
+use adk_store::{RedisSessionService, StoreConfig};
+use adk_testkit::{RedisCluster, unique_prefix};
+use futures::{StreamExt, TryStreamExt, stream};
+use std::collections::BTreeMap;
+
+/// In-flight calls of the load the tests generate.
+const CONCURRENCY: usize = 64;
+
+async fn connect(url: &str) -> RedisSessionService {
+    RedisSessionService::connect(url, StoreConfig::default())
+        .await
+        .expect("connect to the test cluster")
+}
+
+fn user(i: usize) -> String {
+    format!("u{i}")
+}
+
+fn create_req(app: &str, user: &str) -> CreateRequest {
+    CreateRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    }
+}
+
+fn get_req(app: &str, user: &str) -> GetRequest {
+    GetRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: "s".into(),
+        num_recent_events: Some(1),
+        ..Default::default()
+    }
+}
+
+fn append_req(app: &str, user: &str, n: usize) -> AppendEventRequest {
+    let mut event = Event::new("inv").with_author("user");
+    event.actions.state_delta.insert("n".into(), n.into());
+    event.actions.state_delta.insert("user:last".into(), n.into());
+    AppendEventRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: "s".into(),
+        event,
+        precondition: None,
+    }
+}
+
+fn node(port: u16) -> redis::Client {
+    redis::Client::open(format!("redis://127.0.0.1:{port}")).unwrap()
+}
+
+/// The last command a [`Monitors`] waits for on each node.
+const END_MARKER: &str = "adk-test-monitor-end";
+
+/// `MONITOR` on every node of a cluster: counts the commands each node receives from
+/// clients, per command (lower case). Commands Lua scripts run are not counted: they
+/// are part of the one script call a client sent.
+struct Monitors {
+    tasks: Vec<(u16, tokio::task::JoinHandle<BTreeMap<String, u64>>)>,
+}
+
+impl Monitors {
+    /// Returns once every node has acknowledged `MONITOR`: later commands are counted.
+    async fn start(cluster: &RedisCluster) -> Monitors {
+        let mut tasks = Vec::new();
+        for port in cluster.ports() {
+            let monitor = node(port).get_async_monitor().await.expect("MONITOR");
+            let task = tokio::spawn(async move {
+                let mut lines = std::pin::pin!(monitor.into_on_message::<String>());
+                let mut calls = BTreeMap::new();
+                while let Some(line) = lines.next().await {
+                    if line.contains(END_MARKER) {
+                        break;
+                    }
+                    // 1700000000.123456 [0 127.0.0.1:54321] "EVALSHA" "…" … (`[0 lua]` inside scripts)
+                    let Some((source, command)) = line.split_once("] ") else {
+                        continue;
+                    };
+                    if source.ends_with(" lua") {
+                        continue;
+                    }
+                    let name = command.split('"').nth(1).unwrap_or_default().to_lowercase();
+                    *calls.entry(name).or_insert(0) += 1;
+                }
+                calls
+            });
+            tasks.push((port, task));
+        }
+        Monitors { tasks }
+    }
+
+    /// Sends the end marker to every node and returns what each one received before it.
+    async fn finish(self) -> BTreeMap<u16, BTreeMap<String, u64>> {
+        let mut all = BTreeMap::new();
+        for (port, task) in self.tasks {
+            let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+            let _: String = redis::cmd("ECHO").arg(END_MARKER).query_async(&mut conn).await.unwrap();
+            let mut calls = task.await.expect("monitor task");
+            calls.remove("echo");
+            all.insert(port, calls);
+        }
+        all
+    }
+}
+
+/// 10,000 appends by 1,000 users of one app and one GetSession per user: no node
+/// receives a command for every append (the old layout sent every append's `ZADD` to
+/// the app index and every read's `HGETALL` of app state to one node).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn appends_and_reads_of_one_app_touch_only_their_users_nodes() {
+    const USERS: usize = 1_000;
+    const APPENDS: usize = 10_000;
+    let cluster = RedisCluster::start(3).await;
+    let svc = connect(&cluster.url()).await;
+    let app = unique_prefix("hot");
+    stream::iter(0..USERS)
+        .map(|i| svc.create(create_req(&app, &user(i))))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("create");
+
+    let monitors = Monitors::start(&cluster).await;
+    stream::iter(0..APPENDS)
+        .map(|n| svc.append_event(append_req(&app, &user(n % USERS), n)))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("append");
+    let sessions: Vec<_> = stream::iter(0..USERS)
+        .map(|i| svc.get(get_req(&app, &user(i))))
+        .buffer_unordered(CONCURRENCY)
+        .try_collect()
+        .await
+        .expect("get");
+    let stats = monitors.finish().await;
+
+    let events: u64 = sessions.iter().map(|s| s.event_count).sum();
+    assert_eq!(events, APPENDS as u64, "every append was stored");
+    for (port, calls) in &stats {
+        println!("node {port}: {calls:?}");
+    }
+    // The counts measure what the test thinks: every append and read is one script call.
+    let scripts: u64 = stats.values().filter_map(|calls| calls.get("evalsha")).sum();
+    assert!(
+        scripts >= (APPENDS + USERS) as u64,
+        "{scripts} script calls for {APPENDS} appends and {USERS} reads"
+    );
+    for (port, calls) in &stats {
+        for (command, count) in calls {
+            assert!(
+                *count < APPENDS as u64,
+                "node {port} received {count} {command} for {APPENDS} appends: {calls:?}"
+            );
+        }
+        let app_state_reads = calls.get("hgetall").copied().unwrap_or(0);
+        assert!(
+            app_state_reads < USERS as u64,
+            "node {port} received {app_state_reads} HGETALL for {USERS} reads: {calls:?}"
+        );
+    }
+}
