@@ -7,7 +7,8 @@
 //! Every key of one user's sessions carries the hash tag `{<app>:<user>}` (ids
 //! cannot contain `:`, so the tag is unambiguous), so on a cluster they all live
 //! on one node and one Lua script can change them atomically. App-wide keys carry
-//! the tag `{<app>}`. All keys start with `adk:`.
+//! the tag `{<app>}`, except the app index on a cluster, which is sharded by slot
+//! (see `app_index.rs`). All keys start with `adk:`.
 //!
 //! | key | type | content |
 //! |---|---|---|
@@ -19,7 +20,9 @@
 //! | `adk:user:{app:user}` | hash | user-scoped state: key without `user:` -> JSON text |
 //! | `adk:idx:{app:user}` | zset | member session id, score last update µs (ListSessions for one user) |
 //! | `adk:app:{app}` | hash | app-scoped state: key without `app:` -> JSON text |
-//! | `adk:appidx:{app}` | zset | member `<user>:<sid>`, score last update µs (ListSessions for the app) |
+//! | `adk:appidx:{app}` | zset | standalone: member `<user>:<sid>`, score last update µs (ListSessions for the app) |
+//! | `adk:appidx:{<slot tag>}:<app>` | zset | cluster: the same, one shard per slot, on the slot of the users it lists (`<slot tag>` hashes to that slot) |
+//! | `adk:appslots:{app}` | set | cluster: the slots that hold a shard of the app's index |
 //!
 //! State values are stored as exact JSON text. Events are stored as protobuf, as
 //! they travel over gRPC, so numbers in an event's `state_delta` or function
@@ -38,28 +41,45 @@
 //! entry, session- and user-scoped state, meta, user index and TTL happen all
 //! together or not at all. GetSession reads meta, session and user state and the
 //! requested events in one script, so they are one consistent snapshot.
-//! DeleteSession deletes the session's keys and its session-scoped artifacts in
-//! one script (see `crate::artifact::redis`).
+//! DeleteSession deletes the session's keys, its index entries and its
+//! session-scoped artifacts in one script (see `crate::artifact::redis`).
 //!
-//! `app:` state and the app-wide listing index live on the app tag:
-//! - standalone Redis: their keys are passed to the same script, so the whole
+//! The app-wide listing index is written by the same scripts, on standalone Redis
+//! and on a cluster alike (there, the shard on the user's own slot).
+//!
+//! `app:` state lives on the app tag:
+//! - standalone Redis: its key is passed to the same script, so the whole
 //!   create or append is atomic;
-//! - Redis Cluster: they may live on another node, which a script cannot reach,
-//!   so they are written right after the script reports a new session or event
-//!   (second step), not atomically with it. Another reader can see the new
-//!   session or event before its `app:` values, and if Redis fails between the
-//!   two steps the call returns `UNAVAILABLE` with the session or event stored
-//!   but its `app:` values (and its app-wide listing position) not applied; a
+//! - Redis Cluster: it may live on another node, which a script cannot reach,
+//!   so it is written right after the script reports a new session or event
+//!   (second step, only when there are `app:` values), not atomically with it.
+//!   Another reader can see the new session or event before its `app:` values,
+//!   and if Redis fails between the two steps the call returns `UNAVAILABLE`
+//!   with the session or event stored but its `app:` values not applied; a
 //!   retry then finds the session (`ALREADY_EXISTS`) or the event id (returns
 //!   the stored event) and does not apply them either. Everything on the user
 //!   tag stays atomic.
+//!
+//! # Requests of one user stay on the user's node
+//!
+//! On a cluster, creates, appends, reads and deletes send nothing to another
+//! node but: the `app:` write above (only for `app:` values); a create's
+//! registration of its slot in `adk:appslots:{app}` (once per process, app and
+//! slot; see `app_index.rs`); and a load of the app's state when the process has
+//! none cached (at most once a second per app, and after each `app:` write):
+//! reads (Get, Create's reply, List) take `app:` state from a cache per process,
+//! kept fresh by pub/sub (see `app_state.rs`: the writer reads its own writes,
+//! other processes within the pub/sub delivery time, never older than 1 s).
 //!
 //! # Costs
 //!
 //! Append, Get with `num_recent_events`/`after`, ListEvents pages and Watch
 //! pages cost O(events touched + log(n)); only Get without filters reads the
 //! whole log. ListSessions reads one index page and one small script per
-//! session listed.
+//! session listed; on a cluster an app-wide ListSessions also reads the shard
+//! registry and, per page, a few members of every shard (one `ZRANGE` each, 128
+//! in flight, more for a shard that supplies much of the page): O(shards +
+//! page) commands, and an app has at most one shard per slot (16,384).
 //!
 //! # Connections
 //!

@@ -169,3 +169,129 @@ async fn appends_and_reads_of_one_app_touch_only_their_users_nodes() {
         );
     }
 }
+
+fn app_write(app: &str, user: &str, value: i64) -> AppendEventRequest {
+    let mut event = Event::new("inv").with_author("user");
+    event.actions.state_delta.insert("app:x".into(), value.into());
+    AppendEventRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: "s".into(),
+        event,
+        precondition: None,
+    }
+}
+
+async fn app_x(svc: &RedisSessionService, app: &str, user: &str) -> Option<serde_json::Value> {
+    let session = svc.get(get_req(app, user)).await.expect("get");
+    session.state.as_map().get("app:x").cloned()
+}
+
+/// Processes subscribed to `app:` state changes, over every node of the cluster.
+async fn app_state_subscribers(cluster: &RedisCluster) -> u64 {
+    let mut total = 0;
+    for port in cluster.ports() {
+        let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+        let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg("adk:app-state")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        total += counts.iter().map(|(_, n)| n).sum::<u64>();
+    }
+    total
+}
+
+/// `HGETALL`s (app state loads) the whole cluster receives from clients while `svc`
+/// reads `user`'s session `reads` times.
+async fn app_state_loads(
+    cluster: &RedisCluster,
+    svc: &RedisSessionService,
+    app: &str,
+    user: &str,
+    reads: usize,
+) -> u64 {
+    let monitors = Monitors::start(cluster).await;
+    for _ in 0..reads {
+        svc.get(get_req(app, user)).await.expect("get");
+    }
+    let stats = monitors.finish().await;
+    stats.values().filter_map(|calls| calls.get("hgetall")).sum()
+}
+
+/// Two processes (two store objects) on one cluster: an `app:` write through A is read
+/// back through A at once and through B within the pub/sub delivery time; B's reads are
+/// served by its cache, not by a round trip to the app's node each; when B's
+/// subscription is killed, B still reads fresh values, resubscribes and caches again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_state_is_cached_per_process_and_kept_fresh() {
+    const READS: usize = 200;
+    let cluster = RedisCluster::start(3).await;
+    let a = connect(&cluster.url()).await;
+    let b = connect(&cluster.url()).await;
+    let app = unique_prefix("fresh");
+    a.create(create_req(&app, "alice")).await.expect("create");
+    let deadline = std::time::Duration::from_secs(10);
+    let subscribed = |expected: u64| {
+        let cluster = &cluster;
+        async move {
+            adk_testkit::eventually(deadline, || async {
+                match app_state_subscribers(cluster).await {
+                    n if n == expected => Ok(()),
+                    n => Err(format!("{n} of {expected} processes subscribed")),
+                }
+            })
+            .await
+        }
+    };
+    let b_reads = |expected: i64| {
+        let (b, app) = (&b, &app);
+        async move {
+            adk_testkit::eventually(deadline, || async {
+                match app_x(b, app, "alice").await {
+                    Some(x) if x == expected => Ok(()),
+                    other => Err(format!("B reads app:x = {other:?}, not {expected}")),
+                }
+            })
+            .await
+        }
+    };
+    subscribed(2).await;
+
+    assert_eq!(app_x(&a, &app, "alice").await, None);
+    assert_eq!(app_x(&b, &app, "alice").await, None);
+    a.append_event(app_write(&app, "alice", 1)).await.expect("append");
+    assert_eq!(
+        app_x(&a, &app, "alice").await,
+        Some(1.into()),
+        "the writer reads its write"
+    );
+    b_reads(1).await;
+    let loads = app_state_loads(&cluster, &b, &app, "alice", READS).await;
+    assert!(loads < READS as u64, "{loads} app state loads for {READS} reads");
+
+    let mut killed = 0;
+    for port in cluster.ports() {
+        let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+        let n: u64 = redis::cmd("CLIENT")
+            .arg("KILL")
+            .arg("TYPE")
+            .arg("pubsub")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        killed += n;
+    }
+    assert_eq!(killed, 2, "both processes' subscriptions were killed");
+    a.append_event(app_write(&app, "alice", 2)).await.expect("append");
+    b_reads(2).await;
+    subscribed(2).await;
+    a.append_event(app_write(&app, "alice", 3)).await.expect("append");
+    b_reads(3).await;
+    let loads = app_state_loads(&cluster, &b, &app, "alice", READS).await;
+    assert!(
+        loads < READS as u64,
+        "after resubscribing: {loads} app state loads for {READS} reads"
+    );
+}

@@ -135,7 +135,7 @@ mod tests {
             let tag = format!("{{app:{user}}}");
             let shard = shard_key("app", &tag);
             assert!(shard.starts_with("adk:appidx:{") && shard.ends_with("}:app"), "{shard}");
-            assert_eq!(Slot::for_key(&shard), Slot::for_key(&format!("adk:sess:{tag}:s1")));
+            assert_eq!(Slot::for_key(&shard), Slot::for_key(format!("adk:sess:{tag}:s1")));
         }
     }
 
