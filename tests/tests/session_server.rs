@@ -543,7 +543,7 @@ fn uuid_v4(text: &str) -> usize {
     if shaped { hex[12..13].parse().unwrap_or(0) } else { 0 }
 }
 
-/// A Redis failure that is not an outage (here WRONGTYPE: app state planted as a string
+/// A Redis failure that is not an outage (here WRONGTYPE: user state planted as a string
 /// where a hash belongs) reaches the client as INTERNAL with an error id and a plain
 /// message, never Redis's own text; the server log has the id with the detail. On a
 /// standalone Redis and on a cluster.
@@ -557,18 +557,19 @@ async fn redis_errors_reach_the_client_as_an_id_and_the_log_as_the_detail() {
         let app = unique_prefix("wrongtype");
         let client = connect(server).await;
         client.create(create_req(&app, "s1")).await.expect("create");
-        let app_state = format!("adk:app:{{{app}}}");
+        // User state, read by every GetSession (app state would come from the server's cache).
+        let user_state = format!("adk:user:{{{app}:u}}");
         match store {
             "redis" => {
                 let () = redis::cmd("SET")
-                    .arg(&app_state)
+                    .arg(&user_state)
                     .arg("not a hash")
                     .query_async(&mut redis)
                     .await
                     .unwrap();
             }
             _ => {
-                cluster.cli(&["SET", &app_state, "not a hash"]).await;
+                cluster.cli(&["SET", &user_state, "not a hash"]).await;
             }
         }
         let mut grpc = SessionServiceClient::connect(server.endpoint()).await.unwrap();

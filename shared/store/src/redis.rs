@@ -7,7 +7,8 @@
 //! Every key of one user's sessions carries the hash tag `{<app>:<user>}` (ids
 //! cannot contain `:`, so the tag is unambiguous), so on a cluster they all live
 //! on one node and one Lua script can change them atomically. App-wide keys carry
-//! the tag `{<app>}`. All keys start with `adk:`.
+//! the tag `{<app>}`, except the app index on a cluster, which is sharded by slot
+//! (see `app_index.rs`). All keys start with `adk:`.
 //!
 //! | key | type | content |
 //! |---|---|---|
@@ -19,7 +20,9 @@
 //! | `adk:user:{app:user}` | hash | user-scoped state: key without `user:` -> JSON text |
 //! | `adk:idx:{app:user}` | zset | member session id, score last update µs (ListSessions for one user) |
 //! | `adk:app:{app}` | hash | app-scoped state: key without `app:` -> JSON text |
-//! | `adk:appidx:{app}` | zset | member `<user>:<sid>`, score last update µs (ListSessions for the app) |
+//! | `adk:appidx:{app}` | zset | standalone: member `<user>:<sid>`, score last update µs (ListSessions for the app) |
+//! | `adk:appidx:{<slot tag>}:<app>` | zset | cluster: the same, one shard per slot, on the slot of the users it lists (`<slot tag>` hashes to that slot) |
+//! | `adk:appslots:{app}` | set | cluster: the slots that hold a shard of the app's index |
 //!
 //! State values are stored as exact JSON text. Events are stored as protobuf, as
 //! they travel over gRPC, so numbers in an event's `state_delta` or function
@@ -38,28 +41,45 @@
 //! entry, session- and user-scoped state, meta, user index and TTL happen all
 //! together or not at all. GetSession reads meta, session and user state and the
 //! requested events in one script, so they are one consistent snapshot.
-//! DeleteSession deletes the session's keys and its session-scoped artifacts in
-//! one script (see `crate::artifact::redis`).
+//! DeleteSession deletes the session's keys, its index entries and its
+//! session-scoped artifacts in one script (see `crate::artifact::redis`).
 //!
-//! `app:` state and the app-wide listing index live on the app tag:
-//! - standalone Redis: their keys are passed to the same script, so the whole
+//! The app-wide listing index is written by the same scripts, on standalone Redis
+//! and on a cluster alike (there, the shard on the user's own slot).
+//!
+//! `app:` state lives on the app tag:
+//! - standalone Redis: its key is passed to the same script, so the whole
 //!   create or append is atomic;
-//! - Redis Cluster: they may live on another node, which a script cannot reach,
-//!   so they are written right after the script reports a new session or event
-//!   (second step), not atomically with it. Another reader can see the new
-//!   session or event before its `app:` values, and if Redis fails between the
-//!   two steps the call returns `UNAVAILABLE` with the session or event stored
-//!   but its `app:` values (and its app-wide listing position) not applied; a
+//! - Redis Cluster: it may live on another node, which a script cannot reach,
+//!   so it is written right after the script reports a new session or event
+//!   (second step, only when there are `app:` values), not atomically with it.
+//!   Another reader can see the new session or event before its `app:` values,
+//!   and if Redis fails between the two steps the call returns `UNAVAILABLE`
+//!   with the session or event stored but its `app:` values not applied; a
 //!   retry then finds the session (`ALREADY_EXISTS`) or the event id (returns
 //!   the stored event) and does not apply them either. Everything on the user
 //!   tag stays atomic.
+//!
+//! # Requests of one user stay on the user's node
+//!
+//! On a cluster, creates, appends, reads and deletes send nothing to another
+//! node but: the `app:` write above (only for `app:` values); a create's
+//! registration of its slot in `adk:appslots:{app}` (once per process, app and
+//! slot; see `app_index.rs`); and a load of the app's state when the process has
+//! none cached (at most once a second per app, and after each `app:` write):
+//! reads (Get, Create's reply, List) take `app:` state from a cache per process,
+//! kept fresh by pub/sub (see `app_state.rs`: the writer reads its own writes,
+//! other processes within the pub/sub delivery time, never older than 1 s).
 //!
 //! # Costs
 //!
 //! Append, Get with `num_recent_events`/`after`, ListEvents pages and Watch
 //! pages cost O(events touched + log(n)); only Get without filters reads the
 //! whole log. ListSessions reads one index page and one small script per
-//! session listed.
+//! session listed; on a cluster an app-wide ListSessions also reads the shard
+//! registry and, per page, a few members of every shard (one `ZRANGE` each, 128
+//! in flight, more for a shard that supplies much of the page): O(shards +
+//! page) commands, and an app has at most one shard per slot (16,384).
 //!
 //! # Connections
 //!
@@ -74,10 +94,14 @@
 //! Redis failures map to `UNAVAILABLE` (retryable) or `INTERNAL` in one place,
 //! `store_error`.
 
+mod app_index;
+mod app_state;
 pub(crate) mod conn;
 pub mod durability;
 mod lua;
 
+use self::app_index::ShardRegistry;
+use self::app_state::AppStateCache;
 use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
@@ -99,7 +123,7 @@ use futures::{StreamExt, TryStreamExt};
 use prost::Message;
 use redis::{Cmd, FromRedisValue, Script, ScriptInvocation, Value};
 use serde_json::Value as Json;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -107,6 +131,11 @@ use tokio_stream::wrappers::ReceiverStream;
 
 /// How many index members one ListSessions step reads concurrently.
 const LIST_CONCURRENCY: usize = 32;
+/// The most members one read of a listing index asks for.
+const MAX_INDEX_BATCH: usize = 1024;
+/// How many app index shards an app-wide ListSessions reads concurrently (one
+/// command each; the cluster connection pipelines them per node).
+const SHARD_CONCURRENCY: usize = 128;
 /// Events per `XREAD` of a watcher (replay and live).
 const WATCH_BATCH: usize = 100;
 /// A watcher whose new events could not be confirmed durable asks again after this,
@@ -128,6 +157,10 @@ pub struct RedisSessionService {
     store: RedisStore,
     scripts: Arc<Scripts>,
     config: StoreConfig,
+    /// This process's `app:` state per app (see `app_state.rs`).
+    app_states: Arc<AppStateCache>,
+    /// Cluster: the app index shards this process has registered (see `app_index.rs`).
+    shards: Arc<ShardRegistry>,
 }
 
 struct Scripts {
@@ -136,6 +169,7 @@ struct Scripts {
     read: Script,
     drop_stale: Script,
     delete: Script,
+    app_write: Script,
 }
 
 impl std::fmt::Debug for RedisSessionService {
@@ -160,12 +194,36 @@ impl RedisSessionService {
             read: Script::new(lua::READ),
             drop_stale: Script::new(lua::DROP_STALE),
             delete: Script::new(lua::DELETE),
+            app_write: Script::new(lua::APP_WRITE),
         };
+        let app_states = Arc::new(AppStateCache::default());
+        app_state::spawn_subscriber(&app_states, subscriber_clients(url)?);
         Ok(RedisSessionService {
             store,
             scripts: Arc::new(scripts),
             config,
+            app_states,
+            shards: Arc::default(),
         })
+    }
+
+    /// The app index key a session's scripts write: on a cluster the shard on the
+    /// user's slot, on standalone Redis the app's one index.
+    fn app_index(&self, keys: &Keys) -> String {
+        if self.store.is_cluster() {
+            app_index::shard_key(&keys.app_name, &user_tag(&keys.app_name, &keys.user_id))
+        } else {
+            app_index_key(&keys.app_name)
+        }
+    }
+
+    /// Every key an app-wide listing reads (see `app_index.rs`).
+    async fn app_index_shards(&self, app: &str) -> Result<Vec<String>> {
+        if self.store.is_cluster() {
+            ShardRegistry::shards(&self.store, app).await
+        } else {
+            Ok(vec![app_index_key(app)])
+        }
     }
 
     async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
@@ -177,31 +235,39 @@ impl RedisSessionService {
         self.store.eval(script, invocation).await
     }
 
-    /// The app tag's half of a create or append on a cluster (see the module docs).
-    /// On standalone Redis the script did it already.
-    async fn apply_app_writes(&self, keys: &Keys, app_delta: &Fields, update: &Micros) -> Result<()> {
-        if !self.store.is_cluster() {
+    /// The `app:` half of a create or append on a cluster (see the module docs): the
+    /// values, published to every process's cache. On standalone Redis the script did
+    /// it already. Either way this process's cache forgets the app's state, so its
+    /// next read sees the write (even one that failed half-way).
+    async fn apply_app_writes(&self, keys: &Keys, app_delta: &Fields) -> Result<()> {
+        if app_delta.is_empty() {
             return Ok(());
         }
-        let mut pipe = redis::pipe();
-        if !app_delta.is_empty() {
-            let hset = pipe.cmd("HSET").arg(&keys.app_state);
-            for (field, value) in app_delta {
-                hset.arg(field).arg(json_text(value)?);
-            }
-            hset.ignore();
-        }
-        pipe.cmd("ZADD")
-            .arg(&keys.app_index)
-            .arg(&update.us)
-            .arg(&keys.app_member)
-            .ignore();
-        self.store.durable_pipeline::<()>(&pipe, &keys.app_index).await
+        let written = if self.store.is_cluster() {
+            let mut invocation = self.scripts.app_write.key(&keys.app_state);
+            invocation.arg(app_state::CHANNEL).arg(&keys.app_name);
+            push_pairs(&mut invocation, app_delta)?;
+            self.store
+                .durable_eval::<String>("app_write", &invocation, &keys.app_state)
+                .await
+                .map(drop)
+        } else {
+            Ok(())
+        };
+        self.app_states.invalidate(&keys.app_name);
+        written
     }
 
-    async fn app_state(&self, app: &str) -> Result<Fields> {
+    /// `app`'s state: from this process's cache, else from Redis (see `app_state.rs`).
+    async fn app_state(&self, app: &str) -> Result<Arc<Fields>> {
+        if let Some(fields) = self.app_states.get(app) {
+            return Ok(fields);
+        }
+        let ticket = self.app_states.begin_load(app);
         let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(app_state_key(app))).await?;
-        json_fields(raw)
+        let fields = Arc::new(json_fields(raw)?);
+        self.app_states.finish_load(app, ticket, fields.clone());
+        Ok(fields)
     }
 
     /// One session's snapshot (see `lua::READ`); None when it does not exist.
@@ -228,53 +294,86 @@ impl RedisSessionService {
         }))
     }
 
-    /// A page of a listing index: members after `cursor`, oldest first, with their sessions.
-    /// Members whose session has expired are removed from the index and skipped.
+    /// Cluster: puts the slot of `keys`' user in the app's shard registry, off the
+    /// request path, unless this process did already. Creates register before their
+    /// script; this covers sessions indexed before shards existed (listed app-wide
+    /// again after their next append). A failure is retried by a later append.
+    fn register_in_background(&self, keys: &Keys) {
+        let (store, shards) = (self.store.clone(), self.shards.clone());
+        let (app, tag) = (keys.app_name.clone(), user_tag(&keys.app_name, &keys.user_id));
+        tokio::spawn(async move {
+            if let Err(e) = shards.register(&store, &app, &tag).await {
+                tracing::debug!(error = %e, "app index shard not registered; a later append retries");
+            }
+        });
+    }
+
+    /// A page of a listing: the sessions after `cursor` in (update time, member) order,
+    /// merged over the listing's index keys (one per-user index, or every app index
+    /// shard). Members whose session has expired are removed from their index and skipped.
     async fn list_index(&self, req: &ListRequest, cursor: Option<SessionCursor>) -> Result<ListResponse> {
         let app = req.app_name.as_str();
-        let index = match &req.user_id {
-            Some(user) => user_index_key(app, user),
-            None => app_index_key(app),
+        let indexes = match &req.user_id {
+            Some(user) => vec![user_index_key(app, user)],
+            None => self.app_index_shards(app).await?,
         };
         let size = page_size(req.page_size);
         let min = cursor
             .as_ref()
             .map_or("-inf".to_string(), |c| c.update_micros.to_string());
+        // Enough of every index for its share of the page, and at least two positions,
+        // so that one taken position rarely leaves an index's next one unknown.
+        let first_batch = ((size + 1).div_ceil(indexes.len().max(1)) + 1).clamp(2, size + 1);
+        let mut walks: Vec<IndexWalk> = indexes
+            .into_iter()
+            .map(|key| IndexWalk::new(key, first_batch))
+            .collect();
         let app_state = self.app_state(app).await?;
         let mut found: Vec<(SessionCursor, Snapshot, Keys)> = Vec::new();
-        let mut stale: Vec<(String, f64)> = Vec::new();
-        let mut offset = 0usize;
+        let mut stale: Vec<(usize, String, f64)> = Vec::new();
         // Read one more than a page to know whether another page follows.
         while found.len() <= size {
-            let want = size + 1 - found.len();
-            let batch: Vec<(String, f64)> = self
-                .query(
-                    redis::cmd("ZRANGE")
-                        .arg(&index)
+            let refills: Vec<usize> = (0..walks.len()).filter(|&i| walks[i].needs_read()).collect();
+            let ranges: Vec<_> = refills
+                .iter()
+                .map(|&i| {
+                    let walk = &walks[i];
+                    let mut range = redis::cmd("ZRANGE");
+                    range
+                        .arg(&walk.key)
                         .arg(&min)
                         .arg("+inf")
                         .arg("BYSCORE")
                         .arg("LIMIT")
-                        .arg(offset)
-                        .arg(want)
-                        .arg("WITHSCORES"),
-                )
+                        .arg(walk.offset)
+                        .arg(walk.batch)
+                        .arg("WITHSCORES");
+                    async move { self.query::<Vec<(String, f64)>>(&range).await }
+                })
+                .collect();
+            let batches: Vec<Vec<(String, f64)>> = futures::stream::iter(ranges)
+                .buffered(SHARD_CONCURRENCY)
+                .try_collect()
                 .await?;
-            offset += batch.len();
-            let exhausted = batch.len() < want;
-            let candidates: Vec<(SessionCursor, Keys, f64)> = batch
+            for (i, batch) in refills.into_iter().zip(batches) {
+                walks[i].take(batch, cursor.as_ref());
+            }
+            // Take positions in order as long as every index's next one is known.
+            let mut picks: Vec<(usize, SessionCursor, f64)> = Vec::new();
+            while picks.len() < size + 1 - found.len() && !walks.iter().any(IndexWalk::needs_read) {
+                let next = walks
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, walk)| walk.ahead.front().map(|(position, _)| (i, position)))
+                    .min_by(|(_, a), (_, b)| (a.update_micros, &a.member).cmp(&(b.update_micros, &b.member)));
+                let Some((i, _)) = next else { break };
+                let (position, score) = walks[i].ahead.pop_front().expect("the walk has a next position");
+                picks.push((i, position, score));
+            }
+            let exhausted = walks.iter().all(|walk| walk.exhausted && walk.ahead.is_empty());
+            let picks: Vec<(usize, SessionCursor, f64, Keys)> = picks
                 .into_iter()
-                .filter_map(|(member, score)| {
-                    let position = SessionCursor {
-                        update_micros: score as i64,
-                        member,
-                    };
-                    if cursor
-                        .as_ref()
-                        .is_some_and(|c| !c.is_before(position.update_micros, &position.member))
-                    {
-                        return None;
-                    }
+                .filter_map(|(i, position, score)| {
                     let keys = match &req.user_id {
                         Some(user) => Keys::new(app, user, &position.member),
                         None => {
@@ -282,31 +381,30 @@ impl RedisSessionService {
                             Keys::new(app, user, session)
                         }
                     };
-                    Some((position, keys, score))
+                    Some((i, position, score, keys))
                 })
                 .collect();
-            let reads: Vec<_> = candidates
+            let reads: Vec<_> = picks
                 .iter()
-                .map(|(_, keys, _)| self.read_session(keys, Some(0), None))
+                .map(|(_, _, _, keys)| self.read_session(keys, Some(0), None))
                 .collect();
             let snapshots: Vec<Option<Snapshot>> = futures::stream::iter(reads)
                 .buffered(LIST_CONCURRENCY)
                 .try_collect()
                 .await?;
-            for ((position, keys, score), snapshot) in candidates.into_iter().zip(snapshots) {
+            for ((i, position, score, keys), snapshot) in picks.into_iter().zip(snapshots) {
                 match snapshot {
-                    Some(snapshot) if found.len() <= size => found.push((position, snapshot, keys)),
-                    Some(_) => {}
-                    None => stale.push((position.member, score)),
+                    Some(snapshot) => found.push((position, snapshot, keys)),
+                    None => stale.push((i, position.member, score)),
                 }
             }
             if exhausted {
                 break;
             }
         }
-        // Removed only now, so the offsets above stay valid while paging through the index.
-        for (member, score) in stale {
-            let mut invocation = self.scripts.drop_stale.key(&index);
+        // Removed only now, so the offsets above stay valid while paging through the indexes.
+        for (i, member, score) in stale {
+            let mut invocation = self.scripts.drop_stale.key(&walks[i].key);
             invocation.arg(&member).arg(score.to_string());
             let _: i64 = self.eval("drop_stale", &invocation).await?;
         }
@@ -320,6 +418,54 @@ impl RedisSessionService {
             sessions,
             next_page_token,
         })
+    }
+}
+
+/// One index (a per-user index or an app index shard) as a listing walks it.
+struct IndexWalk {
+    key: String,
+    /// Members read so far: the next `ZRANGE` offset.
+    offset: usize,
+    /// How many members the next read asks for; doubles with every read, so an index
+    /// that supplies much of a page costs few round trips.
+    batch: usize,
+    /// The last read returned fewer than asked: nothing follows.
+    exhausted: bool,
+    /// Positions read, after the cursor, not taken yet; oldest first.
+    ahead: VecDeque<(SessionCursor, f64)>,
+}
+
+impl IndexWalk {
+    fn new(key: String, batch: usize) -> IndexWalk {
+        IndexWalk {
+            key,
+            offset: 0,
+            batch,
+            exhausted: false,
+            ahead: VecDeque::new(),
+        }
+    }
+
+    /// True when the index's next position is unknown and it may have one.
+    fn needs_read(&self) -> bool {
+        self.ahead.is_empty() && !self.exhausted
+    }
+
+    /// Takes in a `ZRANGE … BYSCORE` reply (members from the cursor's time on): keeps
+    /// the positions after the cursor (ties at its time may precede it).
+    fn take(&mut self, batch: Vec<(String, f64)>, cursor: Option<&SessionCursor>) {
+        self.offset += batch.len();
+        self.exhausted = batch.len() < self.batch;
+        self.batch = (self.batch * 2).min(MAX_INDEX_BATCH);
+        for (member, score) in batch {
+            let position = SessionCursor {
+                update_micros: score as i64,
+                member,
+            };
+            if cursor.is_none_or(|c| c.is_before(position.update_micros, &position.member)) {
+                self.ahead.push_back((position, score));
+            }
+        }
     }
 }
 
@@ -340,12 +486,18 @@ impl SessionService for RedisSessionService {
         let now = Utc::now();
         let created = Micros::of(now);
         let app_in_script = !self.store.is_cluster();
+        if !app_in_script {
+            // Before the session exists, so that an app-wide listing can always find it.
+            let tag = user_tag(&keys.app_name, &keys.user_id);
+            self.shards.register(&self.store, &keys.app_name, &tag).await?;
+        }
 
+        let app_index = self.app_index(&keys);
         let mut invocation = self.scripts.create.prepare_invoke();
         keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_state).key(&keys.user_index);
+        invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
         if app_in_script {
-            invocation.key(&keys.app_state).key(&keys.app_index);
+            invocation.key(&keys.app_state);
         }
         let no_app_delta = Fields::new();
         let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
@@ -357,7 +509,9 @@ impl SessionService for RedisSessionService {
             .arg(&keys.app_member)
             .arg(delta.session.len())
             .arg(delta.user.len())
-            .arg(app_delta.len());
+            .arg(app_delta.len())
+            .arg(&keys.app_name)
+            .arg(app_state::CHANNEL);
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
@@ -372,7 +526,7 @@ impl SessionService for RedisSessionService {
             )));
         }
         expect_status(&status, &["OK"])?;
-        self.apply_app_writes(&keys, &delta.app, &created).await?;
+        self.apply_app_writes(&keys, &delta.app).await?;
         let app_state = self.app_state(&req.app_name).await?;
         let snapshot = Snapshot {
             meta: Meta {
@@ -408,22 +562,15 @@ impl SessionService for RedisSessionService {
     async fn delete(&self, req: DeleteRequest) -> Result<()> {
         req.validate()?;
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
-        // The user-tag keys first (one node), then the app index (maybe another node).
-        // Should a step fail, the call fails; a retry finishes it, and meanwhile a listing
-        // drops a member whose session is gone. The first step is one script (`lua::DELETE`)
-        // that deletes the session's artifacts with it, whichever server stored them.
+        // One script (`lua::DELETE`) on the user's slot: the session, its index entries
+        // (the app index shard shares the slot) and its artifacts, whichever server
+        // stored them.
         let mut invocation = self.scripts.delete.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_index).arg(&keys.session_id);
         ScopeKeys::of_session(&req.app_name, &req.user_id, &req.session_id).push_for_delete(&mut invocation);
+        invocation.key(self.app_index(&keys)).arg(&keys.app_member);
         let _names: i64 = self.store.durable_eval("delete", &invocation, &keys.meta).await?;
-        let mut app_index = redis::pipe();
-        app_index
-            .cmd("ZREM")
-            .arg(&keys.app_index)
-            .arg(&keys.app_member)
-            .ignore();
-        self.store.durable_pipeline::<()>(&app_index, &keys.app_index).await?;
         Ok(())
     }
 
@@ -449,11 +596,12 @@ impl SessionService for RedisSessionService {
         };
         let app_in_script = !self.store.is_cluster();
 
+        let app_index = self.app_index(&keys);
         let mut invocation = self.scripts.append.prepare_invoke();
         keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_state).key(&keys.user_index);
+        invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
         if app_in_script {
-            invocation.key(&keys.app_state).key(&keys.app_index);
+            invocation.key(&keys.app_state);
         }
         let no_app_delta = Fields::new();
         let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
@@ -469,7 +617,9 @@ impl SessionService for RedisSessionService {
             .arg(delta.session.len())
             .arg(delta.user.len())
             .arg(app_delta.len())
-            .arg(event_us);
+            .arg(event_us)
+            .arg(&keys.app_name)
+            .arg(app_state::CHANNEL);
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
@@ -484,7 +634,10 @@ impl SessionService for RedisSessionService {
             }
             _ => {
                 expect_status(&status, &["NEW"])?;
-                self.apply_app_writes(&keys, &delta.app, &update).await?;
+                if !app_in_script {
+                    self.register_in_background(&keys);
+                }
+                self.apply_app_writes(&keys, &delta.app).await?;
                 decode_event(&stored)
             }
         }
@@ -673,7 +826,6 @@ struct Keys {
     user_state: String,
     user_index: String,
     app_state: String,
-    app_index: String,
     /// The session's member in the app index: `<user>:<sid>`.
     app_member: String,
 }
@@ -694,7 +846,6 @@ impl Keys {
             user_state: format!("adk:user:{tag}"),
             user_index: user_index_key(app, user),
             app_state: app_state_key(app),
-            app_index: app_index_key(app),
             app_member: format!("{user}:{session}"),
         }
     }
@@ -730,6 +881,16 @@ fn app_state_key(app: &str) -> String {
     format!("adk:app:{{{app}}}")
 }
 
+/// Clients for the `app:` state subscriber: the Redis, or each node a cluster URL names
+/// (any one of them hears every app's changes).
+fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
+    let urls = conn::cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
+    urls.iter()
+        .map(|url| redis::Client::open(url.as_str()).map_err(|e| AdkError::Config(format!("invalid redis URL: {e}"))))
+        .collect()
+}
+
+/// The app index on standalone Redis (a cluster shards it: see `app_index.rs`).
 fn app_index_key(app: &str) -> String {
     format!("adk:appidx:{{{app}}}")
 }
@@ -938,7 +1099,7 @@ mod tests {
         }
         assert_eq!(keys.meta, "adk:sess:{app:alice}:s1");
         assert_eq!(keys.app_state, "adk:app:{app}");
-        assert_eq!(keys.app_index, "adk:appidx:{app}");
+        assert_eq!(app_index_key("app"), "adk:appidx:{app}");
         assert_eq!(keys.app_member, "alice:s1");
     }
 

@@ -40,6 +40,7 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         a_retry_wins_over_its_stale_precondition,
         get_filters_recent_and_after,
         list_orders_by_last_update_and_pages,
+        app_wide_listing_merges_many_users,
         delete_removes_session_but_not_shared_state,
         list_events_pages_both_ways,
         watch_replays_then_follows_live,
@@ -583,6 +584,74 @@ async fn get_filters_recent_and_after(svc: &dyn SessionService) {
         s.event_count, 6,
         "event_count is the whole log's size whatever the filter"
     );
+}
+
+/// An app-wide listing of many users (on a Redis Cluster: many index shards, one per
+/// slot) keeps one order, (last update, `user:id`), ties between users included, and
+/// its pages stitch together across ties; an expired session is skipped.
+async fn app_wide_listing_merges_many_users(svc: &dyn SessionService) {
+    let app = unique_prefix("many");
+    let base = Utc::now() - ChronoDuration::hours(1);
+    let mut expected: Vec<(DateTime<Utc>, String)> = Vec::new();
+    for u in 0..24 {
+        let user = format!("u{u:02}");
+        for s in 0..1 + u % 2 {
+            let id = format!("s{s}");
+            create(svc, &app, &user, &id, &[]).await;
+            // Five update times over 36 sessions: every page boundary below falls inside a tie.
+            let at = base + ChronoDuration::seconds(((u * 7 + s * 3) % 5) as i64);
+            append(svc, &app, &user, &id, event_at(at)).await;
+            expected.push((at, format!("{user}:{id}")));
+        }
+    }
+    // Would be listed first, had it not expired.
+    svc.create(CreateRequest {
+        app_name: app.clone(),
+        user_id: "u05".into(),
+        session_id: Some("gone".into()),
+        state: HashMap::new(),
+        ttl: Some(Duration::from_millis(300)),
+    })
+    .await
+    .expect("create with ttl");
+    append(svc, &app, "u05", "gone", event_at(base - ChronoDuration::seconds(1))).await;
+    crate::eventually(Duration::from_secs(10), || async {
+        match try_get(svc, &app, "u05", "gone").await {
+            Err(AdkError::NotFound(_)) => Ok(()),
+            other => Err(format!("the session has not expired yet: {other:?}")),
+        }
+    })
+    .await;
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().map(|(_, member)| member).collect();
+
+    let list = |page_size, page_token| {
+        svc.list(ListRequest {
+            app_name: app.clone(),
+            user_id: None,
+            page_size,
+            page_token,
+        })
+    };
+    let member = |s: &Session| format!("{}:{}", s.user_id, s.id);
+    let all = list(0, None).await.expect("list the app");
+    assert_eq!(all.sessions.iter().map(member).collect::<Vec<_>>(), expected);
+    assert!(all.next_page_token.is_none());
+    for page_size in [1, 5, 7] {
+        let mut paged = Vec::new();
+        let mut token = None;
+        loop {
+            let reply = list(page_size, token).await.expect("app page");
+            assert!(reply.sessions.len() <= page_size);
+            paged.extend(reply.sessions.iter().map(member));
+            token = reply.next_page_token;
+            if token.is_none() {
+                break;
+            }
+            assert!(paged.len() <= expected.len(), "paging does not end");
+        }
+        assert_eq!(paged, expected, "pages of {page_size}: every session once, in order");
+    }
 }
 
 async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {

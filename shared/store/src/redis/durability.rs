@@ -341,7 +341,7 @@ impl RedisStore {
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key
 /// without one, modulo 16384, as the Redis Cluster specification defines it.
 /// (redis-rs computes it too but does not expose the number.)
-fn key_slot(key: &[u8]) -> u16 {
+pub(crate) fn key_slot(key: &[u8]) -> u16 {
     let hashed = key
         .iter()
         .position(|&b| b == b'{')

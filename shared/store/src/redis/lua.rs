@@ -1,6 +1,7 @@
 //! The Lua scripts of the Redis backend. Each runs atomically on one node: every
-//! key it touches is passed in KEYS and (except the optional app keys on
-//! standalone Redis) carries the user's hash tag `{app:user}`.
+//! key it touches is passed in KEYS and carries the user's hash tag `{app:user}` or
+//! (the app index shard on a cluster) a tag on the same slot; only on standalone
+//! Redis are the app index and app state keys, under `{app}`, passed too.
 //!
 //! Every session script takes the session keys first, in this order:
 //! `KEYS[1]` meta, `KEYS[2]` session state, `KEYS[3]` events stream,
@@ -25,6 +26,15 @@ end
 -- With a TTL, makes every session key (KEYS[1..5]) expire `ttl_ms` from now by
 -- Redis's own clock and records the instant in meta.expire_ms. Returns that
 -- instant in Unix milliseconds, or '' without a TTL.
+-- Writes the `count` app state pairs from ARGV[at…] into `key` (only passed on
+-- standalone Redis) and, when there are any, tells every process that caches app
+-- state (`channel`, message: the app's name).
+local function write_app_state(key, at, count, channel, app)
+  if not key or count == 0 then return end
+  hset_pairs(key, at, count)
+  redis.call('PUBLISH', channel, app)
+end
+
 local function apply_ttl(ttl_ms)
   if ttl_ms <= 0 then return '' end
   local now = redis.call('TIME')
@@ -40,13 +50,14 @@ end
 /// CreateSession. Guarantees: fails with `EXISTS` and writes nothing when the
 /// session exists; otherwise, in one step, clears leftovers of an expired
 /// session with the same id, writes meta, session state, user state, the user
-/// index (and app state and the app index when their keys are passed) and
-/// applies the TTL to every session key.
+/// index, the app index (shard), app state when its key is passed (and
+/// publishes the change), and applies the TTL to every session key.
 ///
-/// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
+/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, [9 app state]
 /// ARGV: 1 create time (µs), 2 its extra nanoseconds, 3 ttl ms (0 = none),
 ///       4 session id (user index member), 5 app index member (`user:session`),
-///       6 #session fields, 7 #user fields, 8 #app fields, then field/JSON pairs in that order.
+///       6 #session fields, 7 #user fields, 8 #app fields, 9 app name, 10 app state
+///       channel, then field/JSON pairs in that order.
 /// Returns `{'EXISTS', '', {}}` or `{'OK', expire_ms or '', user state as HGETALL}`.
 pub(super) const CREATE: &str = concat!(
     lua_helpers!(),
@@ -55,12 +66,12 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', '', {}} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'create_us', ARGV[1], 'create_ns', ARGV[2], 'update_us', ARGV[1],
   'update_ns', ARGV[2], 'seq', 0, 'last_id', '', 'ttl_ms', ARGV[3])
-local at = 9
+local at = 11
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[6]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[7]))
-if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[8])) end
+write_app_state(KEYS[9], at, tonumber(ARGV[8]), ARGV[10], ARGV[9])
 redis.call('ZADD', KEYS[7], ARGV[1], ARGV[4])
-if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[1], ARGV[5]) end
+redis.call('ZADD', KEYS[8], ARGV[1], ARGV[5])
 local expire = apply_ttl(tonumber(ARGV[3]))
 return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 "#
@@ -71,20 +82,21 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// unchanged and no write (`DUP`); `ABORTED` and no write when the precondition
 /// fails; otherwise the next sequence, the event in the stream under id
 /// `<seq>-1` (so order never depends on clocks), its id and timestamp indexed,
-/// the state delta applied by scope, meta and the user index (and the app
-/// index and app state when their keys are passed) updated, and the TTL renewed
-/// on every session key (`NEW`).
+/// the state delta applied by scope (app state only when its key is passed,
+/// and then published), meta, the user index and the app index (shard)
+/// updated, and the TTL renewed on every session key (`NEW`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
 /// any order, so the stored bytes decode to the event with its sequence.
 ///
-/// KEYS: 1-5 session keys, 6 user state, 7 user index, [8 app state, 9 app index]
+/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, [9 app state]
 /// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq'), 3 precondition value,
 ///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
 ///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
 ///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
-///       the timestamp index), then field/JSON pairs in that order.
+///       the timestamp index), 13 app name, 14 app state channel, then field/JSON pairs in
+///       that order.
 /// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
@@ -118,15 +130,27 @@ local stored = ARGV[8] .. '\128\1' .. varint(seq)
 redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
 redis.call('HSET', KEYS[4], ARGV[1], seq)
 redis.call('ZADD', KEYS[5], ARGV[12], seq)
-local at = 13
+local at = 15
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
-if KEYS[8] then at = hset_pairs(KEYS[8], at, tonumber(ARGV[11])) end
+write_app_state(KEYS[9], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
 redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[5], 'last_id', ARGV[1])
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
-if KEYS[9] then redis.call('ZADD', KEYS[9], ARGV[4], ARGV[7]) end
+redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
 return {'NEW', stored}
+"#
+);
+
+/// The `app:` half of a create or append on a cluster (one node: the app tag's):
+/// writes the app state pairs and tells every process that caches app state.
+///
+/// KEYS: 1 app state; ARGV: 1 app state channel, 2 app name, then field/JSON pairs.
+pub(super) const APP_WRITE: &str = concat!(
+    lua_helpers!(),
+    r#"
+write_app_state(KEYS[1], 3, (#ARGV - 2) / 2, ARGV[1], ARGV[2])
+return 'OK'
 "#
 );
 
@@ -176,21 +200,24 @@ return 0
 "#;
 
 /// DeleteSession's writes on the user tag, in one step: the session's keys, its
-/// entry in the user index, and every one of its session-scoped artifacts (the
+/// entries in the user index and the app index (shard), and every one of its
+/// session-scoped artifacts (the
 /// user's `user:` names stay). So a session re-created under the same id never
 /// sees its predecessor's artifacts, even if the server dies mid-call: the
 /// delete happened whole or not at all. Costs one step per artifact version and
 /// stored chunk of the session.
 ///
-/// KEYS: 1-5 session keys, 6 user index, 7 the session's artifact name set
+/// KEYS: 1-5 session keys, 6 user index, 7 the session's artifact name set, 8 app index
 /// ARGV: 1 session id (user index member), 2-5 the session's artifact key prefixes
-///       (counter, version set, metadata, chunk; see `ScopeKeys::push_for_delete`)
+///       (counter, version set, metadata, chunk; see `ScopeKeys::push_for_delete`),
+///       6 app index member (`user:session`)
 /// Returns how many artifact names were deleted.
 pub(super) const DELETE: &str = concat!(
     crate::artifact::redis::lua::artifact_delete_fns!(),
     r#"
 redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('ZREM', KEYS[6], ARGV[1])
+redis.call('ZREM', KEYS[8], ARGV[6])
 return delete_scope(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 "#
 );
