@@ -432,11 +432,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             "function_call part",
             save(
                 "f",
-                Some(Part::FunctionCall {
-                    name: "tool".into(),
-                    args: serde_json::json!({}),
-                    id: None,
-                }),
+                Some(Part::function_call("tool", serde_json::json!({}), None)),
                 None,
             ),
             Code::InvalidArgument,

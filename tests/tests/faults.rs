@@ -13,7 +13,7 @@
 use adk_core::artifact::{ListRequest, LoadRequest, SaveRequest, VersionsRequest};
 use adk_core::convert::{json_from_proto, json_to_proto};
 use adk_core::{
-    AppendEventRequest, ArtifactService, Content, CreateRequest, Event, GetRequest, ListEventsRequest, Part,
+    AppendEventRequest, ArtifactService, Content, CreateRequest, Event, GetRequest, ListEventsRequest, Part, PartKind,
     SessionService,
 };
 use adk_e2e::{connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
@@ -52,6 +52,7 @@ fn user_text(text: &str) -> pb::Content {
         role: "user".into(),
         parts: vec![pb::Part {
             kind: Some(pb::part::Kind::Text(text.into())),
+            ..Default::default()
         }],
     }
 }
@@ -174,7 +175,10 @@ fn assert_whole_and_contiguous(events: &[pb::Event], context: &str) {
     assert_eq!(ids.len(), events.len(), "{context}: event ids are unique");
     for event in events {
         assert!(!event.id.is_empty(), "{context}: a stored event has an id: {event:?}");
-        assert!(!event.partial, "{context}: partial events are never stored: {event:?}");
+        assert!(
+            event.partial != Some(true),
+            "{context}: partial events are never stored: {event:?}"
+        );
         assert!(event.timestamp.is_some(), "{context}: a stored event has a timestamp");
     }
 }
@@ -557,7 +561,7 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                 })
                 .await
                 .unwrap_or_else(|e| panic!("{name} v{version} loads: {e}"));
-            let Part::InlineData { data, .. } = &loaded.part else {
+            let PartKind::InlineData { data, .. } = &loaded.part.kind else {
                 panic!("{name} v{version}: inline data");
             };
             let sha = sha256_hex(data);
@@ -858,7 +862,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
             .expect("in time")
             .expect("open")
             .expect("a first event");
-        assert!(first.partial, "the model's first token");
+        assert_eq!(first.partial, Some(true), "the model's first token");
         drop(stream);
     }
     assert!(

@@ -73,6 +73,7 @@ fn state(pairs: Vec<(String, prost_types::Value)>) -> Option<prost_types::Struct
 fn text_part(text: &str) -> Option<pb::Part> {
     Some(pb::Part {
         kind: Some(pb::part::Kind::Text(text.into())),
+        ..Default::default()
     })
 }
 
@@ -511,7 +512,10 @@ async fn session_values(stack: &Stack) {
 
     // A part with no kind; a bad timestamp; a ttl of zero.
     let mut event = user_event("x");
-    event.content.as_mut().unwrap().parts.push(pb::Part { kind: None });
+    event.content.as_mut().unwrap().parts.push(pb::Part {
+        kind: None,
+        ..Default::default()
+    });
     let append = |event| pb::AppendEventRequest {
         app_name: APP.into(),
         user_id: USER.into(),
@@ -903,7 +907,13 @@ async fn artifact_requests(stack: &Stack) {
     // Parts the artifact store cannot hold.
     for (case, part) in [
         ("no part", None),
-        ("part with no kind", Some(pb::Part { kind: None })),
+        (
+            "part with no kind",
+            Some(pb::Part {
+                kind: None,
+                ..Default::default()
+            }),
+        ),
         (
             "function call part",
             Some(pb::Part {
@@ -911,6 +921,7 @@ async fn artifact_requests(stack: &Stack) {
                     name: "f".into(),
                     ..Default::default()
                 })),
+                ..Default::default()
             }),
         ),
     ] {
@@ -1113,7 +1124,13 @@ async fn runner_requests(stack: &Stack) {
     );
     let no_kind = Some(pb::Content {
         role: "user".into(),
-        parts: vec![text_part("hi").unwrap(), pb::Part { kind: None }],
+        parts: vec![
+            text_part("hi").unwrap(),
+            pb::Part {
+                kind: None,
+                ..Default::default()
+            },
+        ],
     });
     expect_naming(
         "run part with no kind",
@@ -1282,7 +1299,9 @@ async fn transport_abuse(stack: &Stack) {
                     kind: Some(pb::part::Kind::InlineData(pb::Blob {
                         mime_type: "application/octet-stream".into(),
                         data: vec![7; 5 * MIB],
+                        ..Default::default()
                     })),
+                    ..Default::default()
                 }),
                 version: None,
                 custom_metadata: None,

@@ -100,7 +100,9 @@ async fn send(
                         name: "f".into(),
                         args: Some(value),
                         id: Some("c".into()),
+                        ..Default::default()
                     })),
+                    ..Default::default()
                 }],
             });
         }

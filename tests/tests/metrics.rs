@@ -93,6 +93,7 @@ fn user_message(text: &str) -> pb::Content {
         role: "user".into(),
         parts: vec![pb::Part {
             kind: Some(pb::part::Kind::Text(text.into())),
+            ..Default::default()
         }],
     }
 }

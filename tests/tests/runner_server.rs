@@ -99,6 +99,7 @@ fn text(text: &str) -> pb::Content {
         role: "user".into(),
         parts: vec![pb::Part {
             kind: Some(pb::part::Kind::Text(text.into())),
+            ..Default::default()
         }],
     }
 }
@@ -130,11 +131,11 @@ struct Run {
 
 impl Run {
     fn complete(&self) -> Vec<&pb::Event> {
-        self.events.iter().filter(|e| !e.partial).collect()
+        self.events.iter().filter(|e| e.partial != Some(true)).collect()
     }
 
     fn partial(&self) -> Vec<&pb::Event> {
-        self.events.iter().filter(|e| e.partial).collect()
+        self.events.iter().filter(|e| e.partial == Some(true)).collect()
     }
 
     #[track_caller]
@@ -274,7 +275,7 @@ async fn run_streams_events_and_the_session_server_shows_exactly_the_stored_ones
         ids(first.events.iter().chain(second.complete())),
         "the stored events are the streamed ones"
     );
-    assert!(session.events.iter().all(|e| !e.partial));
+    assert!(session.events.iter().all(|e| e.partial != Some(true)));
     let sequences: Vec<u64> = session.events.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [1, 2, 3, 4]);
     assert_eq!(state(&session)["last_reply"], "You said: Second turn");
@@ -494,7 +495,9 @@ apps:
                 name: "confirm".into(),
                 response: Some(json_to_proto(&json!({"confirmed": true}))),
                 id: Some(call_id),
+                ..Default::default()
             })),
+            ..Default::default()
         }],
     };
     let resumed = run(&mut runner, run_request("booking", "s1", answer)).await.ok();
@@ -534,7 +537,7 @@ async fn hanging_run(
         .expect("the run starts")
         .into_inner();
     let first = stream.message().await.expect("a first event").expect("not the end");
-    assert!(first.partial);
+    assert_eq!(first.partial, Some(true));
     (stream, first)
 }
 
@@ -669,6 +672,7 @@ apps:
             }),
             part: Some(pb::Part {
                 kind: Some(pb::part::Kind::Text("Pack the blue umbrella.".into())),
+                ..Default::default()
             }),
             ..Default::default()
         })

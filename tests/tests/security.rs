@@ -669,6 +669,7 @@ async fn a_user_key_touches_only_its_own_user_and_apps_and_an_admin_key_everythi
                 role: "user".into(),
                 parts: vec![pb::Part {
                     kind: Some(pb::part::Kind::Text("hi".into())),
+                    ..Default::default()
                 }],
             }),
             ..Default::default()
@@ -849,6 +850,7 @@ fn hello() -> Option<pb::Content> {
         role: "user".into(),
         parts: vec![pb::Part {
             kind: Some(pb::part::Kind::Text("hi".into())),
+            ..Default::default()
         }],
     })
 }

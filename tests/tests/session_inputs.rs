@@ -119,7 +119,10 @@ fn model_event(part: pb::part::Kind) -> pb::Event {
         author: "model".into(),
         content: Some(pb::Content {
             role: "model".into(),
-            parts: vec![pb::Part { kind: Some(part) }],
+            parts: vec![pb::Part {
+                kind: Some(part),
+                ..Default::default()
+            }],
         }),
         ..Default::default()
     }
@@ -177,6 +180,7 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
         name: "f".into(),
         args: Some(struct_value(vec![("x", list(vec![no_kind()]))])),
         id: None,
+        ..Default::default()
     }));
     refused(
         "append with kind-less function args",
@@ -187,6 +191,7 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
         name: "f".into(),
         response: Some(no_kind()),
         id: None,
+        ..Default::default()
     }));
     refused(
         "append with a kind-less function response",
@@ -213,6 +218,7 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
         role: "user".into(),
         parts: vec![pb::Part {
             kind: Some(pb::part::Kind::Text("hi".into())),
+            ..Default::default()
         }],
     };
     refused(
@@ -227,7 +233,9 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
                 name: "f".into(),
                 response: Some(struct_value(vec![("r", no_kind())])),
                 id: Some("c1".into()),
+                ..Default::default()
             })),
+            ..Default::default()
         }],
     };
     refused(

@@ -307,7 +307,10 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             append(Some(pb::Event {
                 content: Some(pb::Content {
                     role: "user".into(),
-                    parts: vec![pb::Part { kind: None }],
+                    parts: vec![pb::Part {
+                        kind: None,
+                        ..Default::default()
+                    }],
                 }),
                 ..valid.clone()
             })),

@@ -394,6 +394,7 @@ apps:
             role: "user".into(),
             parts: vec![pb::Part {
                 kind: Some(pb::part::Kind::Text("Weather in Paris?".into())),
+                ..Default::default()
             }],
         }),
         create_session: true,

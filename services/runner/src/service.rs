@@ -176,7 +176,7 @@ impl AgentRunner for RunnerGrpcService {
                         let size = event.encoded_len();
                         if size > limit {
                             let what = format!("event {} of invocation {invocation_id}", event.id);
-                            let stored = if event.partial { "it was not stored" } else { "it is stored in the session" };
+                            let stored = if event.partial == Some(true) { "it was not stored" } else { "it is stored in the session" };
                             yield Err(message_too_large(
                                 &what,
                                 size as u64,

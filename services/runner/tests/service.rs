@@ -66,6 +66,7 @@ fn run_request(app: &str, session: &str, text: &str, sse: bool) -> pb::RunReques
             role: "user".into(),
             parts: vec![pb::Part {
                 kind: Some(pb::part::Kind::Text(text.into())),
+                ..Default::default()
             }],
         }),
         run_config: Some(pb::RunConfig {
@@ -91,7 +92,7 @@ async fn hanging_run(served: &mut Served, provider: &FakeServer) -> (tonic::Stre
         .expect("run starts")
         .into_inner();
     let first = stream.message().await.expect("first event").expect("an event");
-    assert!(first.partial);
+    assert_eq!(first.partial, Some(true));
     (stream, first)
 }
 

@@ -3,7 +3,7 @@
 //! (`upload`) and one streaming read path (`download`); `save` and `load` (the
 //! seed's API) are built on them, so small and large artifacts follow the same rules.
 
-use crate::content::Part;
+use crate::content::{Part, PartKind};
 use crate::error::{AdkError, Result};
 use crate::validate;
 use async_trait::async_trait;
@@ -210,9 +210,9 @@ impl UploadRequest {
     /// The upload of a part's bytes: text parts as UTF-8 `text/plain`, inline data
     /// with its MIME type. Other part kinds cannot be artifacts.
     pub fn for_part(save: &SaveRequest, custom_metadata: HashMap<String, Value>) -> Result<(UploadRequest, Vec<u8>)> {
-        let (mime_type, is_text, bytes) = match &save.part {
-            Part::Text { text } => (TEXT_MIME_TYPE.to_string(), true, text.clone().into_bytes()),
-            Part::InlineData { mime_type, data } => {
+        let (mime_type, is_text, bytes) = match &save.part.kind {
+            PartKind::Text { text } => (TEXT_MIME_TYPE.to_string(), true, text.clone().into_bytes()),
+            PartKind::InlineData { mime_type, data } => {
                 if mime_type.is_empty() {
                     return Err(AdkError::invalid("part.inline_data.mime_type is required"));
                 }
@@ -245,12 +245,9 @@ pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Pa
     if metadata.is_text {
         let text = String::from_utf8(bytes)
             .map_err(|_| AdkError::Internal(format!("stored text artifact {} is not UTF-8", metadata.file_name)))?;
-        Ok(Part::Text { text })
+        Ok(Part::text_part(text))
     } else {
-        Ok(Part::InlineData {
-            mime_type: metadata.mime_type.clone(),
-            data: bytes,
-        })
+        Ok(Part::inline_data(metadata.mime_type.clone(), bytes))
     }
 }
 

@@ -53,10 +53,37 @@ pub struct FunctionResponseData {
     pub response: Value,
 }
 
-/// One piece of a message.
+/// One piece of a message: what it is (`kind`) and ADK's attributes of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    #[serde(flatten)]
+    pub kind: PartKind,
+    /// The model's reasoning rather than its answer; `None` and `Some(false)` differ.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thought: Option<bool>,
+    /// An opaque signature of the reasoning, sent back to the model as is.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "base64_bytes_opt")]
+    pub thought_signature: Option<Vec<u8>>,
+    /// A display name of inline or file data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Of a function call or response: more chunks of it follow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub will_continue: Option<bool>,
+    /// Which part of a video the data refers to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_metadata: Option<VideoMetadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part_metadata: Option<serde_json::Map<String, Value>>,
+    /// ADK Part fields without a typed field, as ADK's JSON (see docs/adk-fields.md).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub extensions: serde_json::Map<String, Value>,
+}
+
+/// What a part is.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum Part {
+pub enum PartKind {
     Text {
         text: String,
     },
@@ -78,52 +105,129 @@ pub enum Part {
         function_response: FunctionResponseData,
         id: Option<String>,
     },
+    /// Code the model generated for a code-execution tool.
+    ExecutableCode {
+        code: Option<String>,
+        /// google.genai's Language name, e.g. "PYTHON".
+        language: Option<String>,
+        id: Option<String>,
+    },
+    /// The result of running executable code.
+    CodeExecutionResult {
+        /// google.genai's Outcome name, e.g. "OUTCOME_OK".
+        outcome: Option<String>,
+        output: Option<String>,
+        id: Option<String>,
+    },
+}
+
+/// The part of a video a part refers to.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct VideoMetadata {
+    pub start_offset: Option<String>,
+    pub end_offset: Option<String>,
+    pub fps: Option<f64>,
+}
+
+impl From<PartKind> for Part {
+    fn from(kind: PartKind) -> Self {
+        Part {
+            kind,
+            thought: None,
+            thought_signature: None,
+            display_name: None,
+            will_continue: None,
+            video_metadata: None,
+            part_metadata: None,
+            extensions: serde_json::Map::new(),
+        }
+    }
 }
 
 impl Part {
     pub fn text_part(text: impl Into<String>) -> Self {
-        Part::Text { text: text.into() }
+        PartKind::Text { text: text.into() }.into()
     }
 
     pub fn inline_data(mime_type: impl Into<String>, data: impl Into<Vec<u8>>) -> Self {
-        Part::InlineData {
+        PartKind::InlineData {
             mime_type: mime_type.into(),
             data: data.into(),
         }
+        .into()
     }
 
     pub fn file_data(mime_type: impl Into<String>, file_uri: impl Into<String>) -> Self {
-        Part::FileData {
+        PartKind::FileData {
             mime_type: mime_type.into(),
             file_uri: file_uri.into(),
         }
+        .into()
     }
 
+    pub fn function_call(name: impl Into<String>, args: Value, id: Option<String>) -> Self {
+        PartKind::FunctionCall {
+            name: name.into(),
+            args,
+            id,
+        }
+        .into()
+    }
+
+    pub fn function_response(function_response: FunctionResponseData, id: Option<String>) -> Self {
+        PartKind::FunctionResponse { function_response, id }.into()
+    }
+
+    /// The text of a text part that is not a thought.
     pub fn text(&self) -> Option<&str> {
-        match self {
-            Part::Text { text } => Some(text),
+        match &self.kind {
+            PartKind::Text { text } if self.thought != Some(true) => Some(text),
             _ => None,
         }
     }
 
+    pub fn is_thought(&self) -> bool {
+        self.thought == Some(true)
+    }
+
     /// The MIME type of inline or file data.
     pub fn mime_type(&self) -> Option<&str> {
-        match self {
-            Part::InlineData { mime_type, .. } | Part::FileData { mime_type, .. } => Some(mime_type),
+        match &self.kind {
+            PartKind::InlineData { mime_type, .. } | PartKind::FileData { mime_type, .. } => Some(mime_type),
             _ => None,
         }
     }
 
     pub fn file_uri(&self) -> Option<&str> {
-        match self {
-            Part::FileData { file_uri, .. } => Some(file_uri),
+        match &self.kind {
+            PartKind::FileData { file_uri, .. } => Some(file_uri),
             _ => None,
         }
     }
 
     /// True for binary media: inline data or a file reference.
     pub fn is_media(&self) -> bool {
-        matches!(self, Part::InlineData { .. } | Part::FileData { .. })
+        matches!(self.kind, PartKind::InlineData { .. } | PartKind::FileData { .. })
+    }
+}
+
+/// JSON has no bytes type: optional bytes travel as base64 too.
+mod base64_bytes_opt {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(bytes: &Option<Vec<u8>>, serializer: S) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => serializer.serialize_some(&STANDARD.encode(bytes)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Vec<u8>>, D::Error> {
+        Option::<String>::deserialize(deserializer)?
+            .map(|text| STANDARD.decode(text).map_err(serde::de::Error::custom))
+            .transpose()
     }
 }
 

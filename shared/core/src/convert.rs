@@ -4,9 +4,8 @@
 //! the field when the message cannot mean anything valid (a part with no kind,
 //! an out-of-range timestamp, a negative count).
 
-use crate::content::{Content, FunctionResponseData, Part};
 use crate::error::{AdkError, Result};
-use crate::event::{Event, EventActions, FinishReason, LlmResponse, UsageMetadata};
+use crate::event::Event;
 use crate::session::{
     AppendEventRequest, CreateRequest, DeleteRequest, Events, GetRequest, ListEventsRequest, ListEventsResponse,
     ListRequest, ListResponse, Precondition, Session, WatchRequest,
@@ -18,6 +17,8 @@ use chrono::{DateTime, Utc};
 use prost_types::value::Kind;
 use serde_json::{Number, Value};
 use std::collections::HashMap;
+
+mod event;
 
 // ---------- JSON values ----------
 
@@ -119,6 +120,16 @@ fn values_from_proto<'a>(
         .collect()
 }
 
+/// A JSON object as a `Struct`.
+fn object_to_struct(object: &serde_json::Map<String, Value>) -> prost_types::Struct {
+    map_to_struct(object.iter())
+}
+
+/// A `Struct` as a JSON object, naming `path[key]` for a value with no kind.
+fn object_from_struct(path: &str, s: &prost_types::Struct) -> Result<serde_json::Map<String, Value>> {
+    Ok(values_from_proto(path, &s.fields)?.into_iter().collect())
+}
+
 /// An optional `Value` field: absent is `null`.
 fn opt_json_from_proto(path: &str, value: Option<&prost_types::Value>) -> Result<Value> {
     value.map_or(Ok(Value::Null), |v| json_from_proto(path, v))
@@ -169,222 +180,6 @@ fn non_negative(field: &str, n: i32) -> Result<usize> {
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
-}
-
-// ---------- content ----------
-
-impl From<&Part> for pb::Part {
-    fn from(part: &Part) -> Self {
-        use pb::part::Kind as K;
-        let kind = match part {
-            Part::Text { text } => K::Text(text.clone()),
-            Part::InlineData { mime_type, data } => K::InlineData(pb::Blob {
-                mime_type: mime_type.clone(),
-                data: data.clone(),
-            }),
-            Part::FileData { mime_type, file_uri } => K::FileData(pb::FileData {
-                mime_type: mime_type.clone(),
-                file_uri: file_uri.clone(),
-            }),
-            Part::FunctionCall { name, args, id } => K::FunctionCall(pb::FunctionCall {
-                name: name.clone(),
-                args: Some(json_to_proto(args)),
-                id: id.clone(),
-            }),
-            Part::FunctionResponse { function_response, id } => K::FunctionResponse(pb::FunctionResponse {
-                name: function_response.name.clone(),
-                response: Some(json_to_proto(&function_response.response)),
-                id: id.clone(),
-            }),
-        };
-        pb::Part { kind: Some(kind) }
-    }
-}
-
-impl TryFrom<&pb::Part> for Part {
-    type Error = AdkError;
-    fn try_from(part: &pb::Part) -> Result<Self> {
-        Part::from_proto("part", part)
-    }
-}
-
-impl Part {
-    /// The part at `path` (e.g. `event.content.parts[0]`), which names a bad value inside it.
-    pub fn from_proto(path: &str, part: &pb::Part) -> Result<Self> {
-        use pb::part::Kind as K;
-        Ok(match &part.kind {
-            None => {
-                return Err(AdkError::invalid(format!(
-                    "{path} has no kind set (text, inline_data, file_data, function_call or function_response)"
-                )));
-            }
-            Some(K::Text(text)) => Part::Text { text: text.clone() },
-            Some(K::InlineData(b)) => Part::InlineData {
-                mime_type: b.mime_type.clone(),
-                data: b.data.clone(),
-            },
-            Some(K::FileData(f)) => Part::FileData {
-                mime_type: f.mime_type.clone(),
-                file_uri: f.file_uri.clone(),
-            },
-            Some(K::FunctionCall(c)) => Part::FunctionCall {
-                name: c.name.clone(),
-                args: opt_json_from_proto(&format!("{path}.function_call.args"), c.args.as_ref())?,
-                id: c.id.clone(),
-            },
-            Some(K::FunctionResponse(r)) => Part::FunctionResponse {
-                function_response: FunctionResponseData {
-                    name: r.name.clone(),
-                    response: opt_json_from_proto(&format!("{path}.function_response.response"), r.response.as_ref())?,
-                },
-                id: r.id.clone(),
-            },
-        })
-    }
-}
-
-impl From<&Content> for pb::Content {
-    fn from(c: &Content) -> Self {
-        pb::Content {
-            role: c.role.clone(),
-            parts: c.parts.iter().map(pb::Part::from).collect(),
-        }
-    }
-}
-
-impl TryFrom<&pb::Content> for Content {
-    type Error = AdkError;
-    fn try_from(c: &pb::Content) -> Result<Self> {
-        Content::from_proto("content", c)
-    }
-}
-
-impl Content {
-    /// The content at `path` (e.g. `new_message`), which names a bad value inside it.
-    pub fn from_proto(path: &str, c: &pb::Content) -> Result<Self> {
-        let parts = c
-            .parts
-            .iter()
-            .enumerate()
-            .map(|(i, part)| Part::from_proto(&format!("{path}.parts[{i}]"), part))
-            .collect::<Result<_>>()?;
-        Ok(Content {
-            role: c.role.clone(),
-            parts,
-        })
-    }
-}
-
-// ---------- events ----------
-
-fn finish_reason_to_proto(r: Option<FinishReason>) -> pb::FinishReason {
-    match r {
-        None => pb::FinishReason::Unspecified,
-        Some(FinishReason::Stop) => pb::FinishReason::Stop,
-        Some(FinishReason::MaxTokens) => pb::FinishReason::MaxTokens,
-        Some(FinishReason::Safety) => pb::FinishReason::Safety,
-        Some(FinishReason::Recitation) => pb::FinishReason::Recitation,
-        Some(FinishReason::Other) => pb::FinishReason::Other,
-    }
-}
-
-fn finish_reason_from_proto(r: i32) -> Result<Option<FinishReason>> {
-    Ok(match pb::FinishReason::try_from(r) {
-        Ok(pb::FinishReason::Unspecified) => None,
-        Ok(pb::FinishReason::Stop) => Some(FinishReason::Stop),
-        Ok(pb::FinishReason::MaxTokens) => Some(FinishReason::MaxTokens),
-        Ok(pb::FinishReason::Safety) => Some(FinishReason::Safety),
-        Ok(pb::FinishReason::Recitation) => Some(FinishReason::Recitation),
-        Ok(pb::FinishReason::Other) => Some(FinishReason::Other),
-        Err(_) => {
-            return Err(AdkError::invalid(format!(
-                "event.finish_reason {r} is not a known FinishReason"
-            )));
-        }
-    })
-}
-
-impl From<&Event> for pb::Event {
-    fn from(e: &Event) -> Self {
-        let r = &e.llm_response;
-        pb::Event {
-            id: e.id.clone(),
-            timestamp: Some(timestamp_to_proto(e.timestamp)),
-            invocation_id: e.invocation_id.clone(),
-            branch: e.branch.clone(),
-            author: e.author.clone(),
-            content: r.content.as_ref().map(pb::Content::from),
-            usage_metadata: r.usage_metadata.map(|u| pb::UsageMetadata {
-                prompt_token_count: u.prompt_token_count,
-                candidates_token_count: u.candidates_token_count,
-                total_token_count: u.total_token_count,
-            }),
-            finish_reason: finish_reason_to_proto(r.finish_reason) as i32,
-            partial: r.partial,
-            turn_complete: r.turn_complete,
-            interrupted: r.interrupted,
-            error_code: r.error_code.clone(),
-            error_message: r.error_message.clone(),
-            actions: Some(pb::EventActions {
-                state_delta: value_map_to_proto(&e.actions.state_delta),
-                artifact_delta: e.actions.artifact_delta.clone(),
-                skip_summarization: e.actions.skip_summarization,
-                transfer_to_agent: e.actions.transfer_to_agent.clone(),
-                escalate: e.actions.escalate,
-            }),
-            long_running_tool_ids: e.long_running_tool_ids.clone(),
-            sequence: e.sequence,
-        }
-    }
-}
-
-impl TryFrom<&pb::Event> for Event {
-    type Error = AdkError;
-    /// A missing timestamp becomes "now": the server fills in what the client left out.
-    fn try_from(e: &pb::Event) -> Result<Self> {
-        let timestamp = match &e.timestamp {
-            Some(t) => timestamp_from_proto("event.timestamp", t)?,
-            None => Utc::now(),
-        };
-        let actions = match &e.actions {
-            None => EventActions::default(),
-            Some(a) => EventActions {
-                state_delta: value_map_from_proto("event.actions.state_delta", &a.state_delta)?,
-                artifact_delta: a.artifact_delta.clone(),
-                skip_summarization: a.skip_summarization,
-                transfer_to_agent: a.transfer_to_agent.clone(),
-                escalate: a.escalate,
-            },
-        };
-        Ok(Event {
-            id: e.id.clone(),
-            timestamp,
-            invocation_id: e.invocation_id.clone(),
-            branch: e.branch.clone(),
-            author: e.author.clone(),
-            llm_response: LlmResponse {
-                content: e
-                    .content
-                    .as_ref()
-                    .map(|c| Content::from_proto("event.content", c))
-                    .transpose()?,
-                usage_metadata: e.usage_metadata.map(|u| UsageMetadata {
-                    prompt_token_count: u.prompt_token_count,
-                    candidates_token_count: u.candidates_token_count,
-                    total_token_count: u.total_token_count,
-                }),
-                finish_reason: finish_reason_from_proto(e.finish_reason)?,
-                partial: e.partial,
-                turn_complete: e.turn_complete,
-                interrupted: e.interrupted,
-                error_code: e.error_code.clone(),
-                error_message: e.error_message.clone(),
-            },
-            actions,
-            long_running_tool_ids: e.long_running_tool_ids.clone(),
-            sequence: e.sequence,
-        })
-    }
 }
 
 // ---------- sessions ----------
@@ -655,28 +450,70 @@ impl From<&WatchRequest> for pb::WatchSessionRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{Content, FunctionResponseData, Part};
     use serde_json::json;
 
+    fn object(value: serde_json::Value) -> crate::JsonObject {
+        match value {
+            Value::Object(o) => o,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    /// An event with every field set, optional flags set to false (not unset).
     fn rich_event() -> Event {
+        use crate::{
+            EventCompaction, FinishReason, ModalityTokenCount, PartKind, ToolConfirmation, Transcription,
+            UsageMetadata, VideoMetadata,
+        };
+        let mut thought = Part::text_part("thinking");
+        thought.thought = Some(true);
+        thought.thought_signature = Some(vec![9, 8, 7]);
+        thought.part_metadata = Some(object(json!({"source": "m"})));
+        thought.extensions = object(json!({"media_resolution": {"level": "MEDIA_RESOLUTION_LOW"}}));
+        let mut image = Part::inline_data("image/png", vec![0, 1, 2]);
+        image.display_name = Some("chart.png".into());
+        image.video_metadata = Some(VideoMetadata {
+            start_offset: Some("1s".into()),
+            end_offset: Some("2.5s".into()),
+            fps: Some(0.5),
+        });
+        let mut call = Part::function_call("f", json!({"a": [1, 2.5, null, "x"]}), Some("c1".into()));
+        call.will_continue = Some(false);
+        let mut not_thought = Part::file_data("application/pdf", "gs://b/f.pdf");
+        not_thought.thought = Some(false);
         let mut e = Event::new("e-1")
             .with_author("assistant")
             .with_content(
                 Content::new("model")
                     .with_text("hi")
-                    .with_inline_data("image/png", vec![0, 1, 2])
-                    .with_file_uri("application/pdf", "gs://b/f.pdf")
-                    .with_part(Part::FunctionCall {
-                        name: "f".into(),
-                        args: json!({"a": [1, 2.5, null, "x"]}),
-                        id: Some("c1".into()),
-                    })
-                    .with_part(Part::FunctionResponse {
-                        function_response: FunctionResponseData {
+                    .with_part(thought)
+                    .with_part(image)
+                    .with_part(not_thought)
+                    .with_part(call)
+                    .with_part(Part::function_response(
+                        FunctionResponseData {
                             name: "f".into(),
                             response: json!({"ok": true}),
                         },
-                        id: None,
-                    }),
+                        None,
+                    ))
+                    .with_part(
+                        PartKind::ExecutableCode {
+                            code: Some("print(1)".into()),
+                            language: Some("PYTHON".into()),
+                            id: Some("x1".into()),
+                        }
+                        .into(),
+                    )
+                    .with_part(
+                        PartKind::CodeExecutionResult {
+                            outcome: Some("OUTCOME_OK".into()),
+                            output: Some("1\n".into()),
+                            id: Some("x1".into()),
+                        }
+                        .into(),
+                    ),
             )
             .with_state_delta("app:n", json!(42))
             .with_state_delta("k", json!({"nested": {"deep": [true]}}));
@@ -684,19 +521,83 @@ mod tests {
         e.sequence = 7;
         e.actions.artifact_delta.insert("report.pdf".into(), 2);
         e.actions.transfer_to_agent = Some("helper".into());
-        e.actions.escalate = true;
-        e.actions.skip_summarization = true;
+        e.actions.transfer_reason = Some("it knows".into());
+        e.actions.escalate = Some(false);
+        e.actions.skip_summarization = Some(false);
+        e.actions.end_of_agent = Some(true);
+        e.actions.agent_state = Some(object(json!({"step": 2})));
+        e.actions.rewind_before_invocation_id = Some("e-0".into());
+        e.actions.requested_auth_configs = object(json!({"c1": {"auth_scheme": {"type": "oauth2"}}}));
+        e.actions.requested_tool_confirmations.insert(
+            "c1".into(),
+            ToolConfirmation {
+                hint: "sure?".into(),
+                confirmed: false,
+                payload: json!({"amount": 3}),
+            },
+        );
+        e.actions.compaction = Some(EventCompaction {
+            start_timestamp: e.timestamp - chrono::Duration::seconds(60),
+            end_timestamp: e.timestamp,
+            compacted_content: Content::new("model").with_text("summary"),
+        });
+        e.actions.extensions = object(json!({"route": ["a", 1, true]}));
         e.long_running_tool_ids = vec!["c1".into()];
         e.llm_response.usage_metadata = Some(UsageMetadata {
-            prompt_token_count: 1,
-            candidates_token_count: 2,
-            total_token_count: 3,
+            prompt_token_count: Some(1),
+            candidates_token_count: Some(0),
+            total_token_count: Some(3),
+            thoughts_token_count: Some(2),
+            prompt_tokens_details: vec![ModalityTokenCount {
+                modality: Some("TEXT".into()),
+                token_count: Some(1),
+            }],
+            traffic_type: Some("ON_DEMAND".into()),
+            ..Default::default()
         });
-        e.llm_response.finish_reason = Some(FinishReason::MaxTokens);
-        e.llm_response.turn_complete = true;
+        e.llm_response.finish_reason = Some(FinishReason::MalformedFunctionCall);
+        e.llm_response.partial = Some(false);
+        e.llm_response.turn_complete = Some(true);
+        e.llm_response.interrupted = Some(false);
         e.llm_response.error_code = Some("".into());
         e.llm_response.error_message = Some("oops".into());
+        e.llm_response.model_version = Some("gemini-2.5-flash-001".into());
+        e.llm_response.grounding_metadata = Some(object(json!({"web_search_queries": ["tokyo"]})));
+        e.llm_response.citation_metadata = Some(object(json!({"citations": [{"uri": "https://x"}]})));
+        e.llm_response.custom_metadata = Some(object(json!({"trace": "abc"})));
+        e.llm_response.input_transcription = Some(Transcription {
+            text: Some("hello".into()),
+            finished: Some(false),
+            extensions: object(json!({"language_code": "en"})),
+        });
+        e.llm_response.output_transcription = Some(Transcription::default());
+        e.llm_response.avg_logprobs = Some(-0.25);
+        e.llm_response.logprobs_result = Some(object(json!({"top_candidates": []})));
+        e.llm_response.turn_complete_reason = Some("NEED_MORE_INPUT".into());
+        e.extensions = object(json!({"interaction_id": "i-1", "node_info": {"path": "root"}}));
         e
+    }
+
+    #[test]
+    fn unset_and_false_flags_stay_apart() {
+        let mut e = Event::new("i");
+        let back = Event::try_from(&pb::Event::from(&e)).unwrap();
+        assert_eq!(back.llm_response.partial, None);
+        assert_eq!(back.actions.escalate, None);
+        e.llm_response.partial = Some(false);
+        e.actions.escalate = Some(false);
+        let back = Event::try_from(&pb::Event::from(&e)).unwrap();
+        assert_eq!(back.llm_response.partial, Some(false));
+        assert_eq!(back.actions.escalate, Some(false));
+    }
+
+    #[test]
+    fn the_encoding_of_an_event_decodes_to_the_same_event() {
+        use prost::Message;
+        let e = rich_event();
+        let bytes = pb::Event::from(&e).encode_to_vec();
+        let back = Event::try_from(&pb::Event::decode(bytes.as_slice()).unwrap()).unwrap();
+        assert_eq!(back, e);
     }
 
     #[test]
@@ -724,7 +625,10 @@ mod tests {
     fn invalid_proto_input_names_the_field() {
         let bad_part = pb::Content {
             role: "user".into(),
-            parts: vec![pb::Part { kind: None }],
+            parts: vec![pb::Part {
+                kind: None,
+                ..Default::default()
+            }],
         };
         assert!(
             Content::try_from(&bad_part)
@@ -846,11 +750,13 @@ mod tests {
                 name: "f".into(),
                 args: Some(object("x", none.clone())),
                 id: None,
+                ..Default::default()
             }),
             pb::part::Kind::FunctionResponse(pb::FunctionResponse {
                 name: "f".into(),
                 response: Some(none.clone()),
                 id: None,
+                ..Default::default()
             }),
         ]
         .into_iter()
@@ -862,8 +768,12 @@ mod tests {
                 parts: vec![
                     pb::Part {
                         kind: Some(pb::part::Kind::Text("t".into())),
+                        ..Default::default()
                     },
-                    pb::Part { kind: Some(kind) },
+                    pb::Part {
+                        kind: Some(kind),
+                        ..Default::default()
+                    },
                 ],
             });
             let err = Event::try_from(&event).unwrap_err().to_string();

@@ -1,12 +1,16 @@
 //! Events: the immutable entries of a session's log.
 
-use crate::content::{Content, Part};
+use crate::content::{Content, PartKind};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// Why a model stopped generating.
+/// A JSON object: the typed home of ADK's free-form metadata fields, and of the
+/// `extensions` that carry ADK fields without a typed field (see docs/adk-fields.md).
+pub type JsonObject = serde_json::Map<String, Value>;
+
+/// Why a model stopped generating (google.genai's FinishReason values).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum FinishReason {
@@ -15,14 +19,52 @@ pub enum FinishReason {
     Safety,
     Recitation,
     Other,
+    Language,
+    Blocklist,
+    ProhibitedContent,
+    Spii,
+    MalformedFunctionCall,
+    ImageSafety,
+    UnexpectedToolCall,
+    TooManyToolCalls,
+    ImageProhibitedContent,
+    NoImage,
+    ImageRecitation,
+    ImageOther,
+    Continuation,
 }
 
-/// Token counts of one model call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+/// Token counts of one model call. Unset and 0 are different (ADK's Optional[int]).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct UsageMetadata {
-    pub prompt_token_count: i32,
-    pub candidates_token_count: i32,
-    pub total_token_count: i32,
+    pub prompt_token_count: Option<i32>,
+    pub candidates_token_count: Option<i32>,
+    pub total_token_count: Option<i32>,
+    pub cached_content_token_count: Option<i32>,
+    pub thoughts_token_count: Option<i32>,
+    pub tool_use_prompt_token_count: Option<i32>,
+    pub prompt_tokens_details: Vec<ModalityTokenCount>,
+    pub cache_tokens_details: Vec<ModalityTokenCount>,
+    pub candidates_tokens_details: Vec<ModalityTokenCount>,
+    pub tool_use_prompt_tokens_details: Vec<ModalityTokenCount>,
+    /// google.genai's TrafficType name.
+    pub traffic_type: Option<String>,
+}
+
+/// Tokens of one modality ("TEXT", "IMAGE", …).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ModalityTokenCount {
+    pub modality: Option<String>,
+    pub token_count: Option<i32>,
+}
+
+/// A transcription of live audio.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Transcription {
+    pub text: Option<String>,
+    pub finished: Option<bool>,
+    /// google.genai Transcription fields without a typed field.
+    pub extensions: JsonObject,
 }
 
 /// A model reply (or one streamed chunk of it) with its metadata.
@@ -31,11 +73,39 @@ pub struct LlmResponse {
     pub content: Option<Content>,
     pub usage_metadata: Option<UsageMetadata>,
     pub finish_reason: Option<FinishReason>,
-    pub partial: bool,
-    pub turn_complete: bool,
-    pub interrupted: bool,
+    /// A streamed chunk; `None` and `Some(false)` are different values (ADK's Optional[bool]).
+    pub partial: Option<bool>,
+    pub turn_complete: Option<bool>,
+    pub interrupted: Option<bool>,
     pub error_code: Option<String>,
     pub error_message: Option<String>,
+    pub model_version: Option<String>,
+    pub grounding_metadata: Option<JsonObject>,
+    pub citation_metadata: Option<JsonObject>,
+    pub custom_metadata: Option<JsonObject>,
+    pub input_transcription: Option<Transcription>,
+    pub output_transcription: Option<Transcription>,
+    pub avg_logprobs: Option<f64>,
+    pub logprobs_result: Option<JsonObject>,
+    /// google.genai's TurnCompleteReason name.
+    pub turn_complete_reason: Option<String>,
+}
+
+/// A tool's request that the user confirm a call, or the user's answer.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ToolConfirmation {
+    pub hint: String,
+    pub confirmed: bool,
+    /// Any JSON; `Value::Null` when unset.
+    pub payload: Value,
+}
+
+/// A summary standing in for a range of earlier events in the model's context.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EventCompaction {
+    pub start_timestamp: DateTime<Utc>,
+    pub end_timestamp: DateTime<Utc>,
+    pub compacted_content: Content,
 }
 
 /// Side effects of an event.
@@ -45,9 +115,30 @@ pub struct EventActions {
     pub state_delta: HashMap<String, Value>,
     /// Artifacts written: file name -> version.
     pub artifact_delta: HashMap<String, i64>,
-    pub skip_summarization: bool,
+    pub skip_summarization: Option<bool>,
     pub transfer_to_agent: Option<String>,
-    pub escalate: bool,
+    pub escalate: Option<bool>,
+    pub transfer_reason: Option<String>,
+    /// Function call id -> ADK AuthConfig (JSON).
+    pub requested_auth_configs: JsonObject,
+    /// Function call id -> the confirmation asked for.
+    pub requested_tool_confirmations: HashMap<String, ToolConfirmation>,
+    pub compaction: Option<EventCompaction>,
+    pub end_of_agent: Option<bool>,
+    pub agent_state: Option<JsonObject>,
+    pub rewind_before_invocation_id: Option<String>,
+    /// ADK EventActions fields without a typed field, as ADK's JSON.
+    pub extensions: JsonObject,
+}
+
+impl EventActions {
+    pub fn skips_summarization(&self) -> bool {
+        self.skip_summarization == Some(true)
+    }
+
+    pub fn escalates(&self) -> bool {
+        self.escalate == Some(true)
+    }
 }
 
 /// One entry of a session's log.
@@ -64,6 +155,8 @@ pub struct Event {
     pub long_running_tool_ids: Vec<String>,
     /// Position in the session's log (1, 2, ...), assigned on append; 0 when not stored.
     pub sequence: u64,
+    /// ADK Event fields without a typed field, as ADK's JSON (see docs/adk-fields.md).
+    pub extensions: JsonObject,
 }
 
 impl Event {
@@ -79,6 +172,7 @@ impl Event {
             actions: EventActions::default(),
             long_running_tool_ids: Vec::new(),
             sequence: 0,
+            extensions: JsonObject::new(),
         }
     }
 
@@ -106,22 +200,25 @@ impl Event {
     }
 
     pub fn is_partial(&self) -> bool {
-        self.llm_response.partial
+        self.llm_response.partial == Some(true)
     }
 
     /// True when the event is the agent's last word for this turn, as in ADK:
     /// skipped summaries and long-running calls end a turn; otherwise a complete
     /// event with no function call or response in it.
     pub fn is_final_response(&self) -> bool {
-        if self.actions.skip_summarization || !self.long_running_tool_ids.is_empty() {
+        if self.actions.skips_summarization() || !self.long_running_tool_ids.is_empty() {
             return true;
         }
         let has_function_parts = self.content().is_some_and(|c| {
-            c.parts
-                .iter()
-                .any(|p| matches!(p, Part::FunctionCall { .. } | Part::FunctionResponse { .. }))
+            c.parts.iter().any(|p| {
+                matches!(
+                    p.kind,
+                    PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
+                )
+            })
         });
-        !has_function_parts && !self.llm_response.partial
+        !has_function_parts && !self.is_partial()
     }
 }
 
@@ -133,7 +230,7 @@ pub fn new_event_id() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::content::FunctionResponseData;
+    use crate::content::{FunctionResponseData, Part};
     use serde_json::json;
 
     #[test]
@@ -152,30 +249,30 @@ mod tests {
         assert!(text.is_final_response());
 
         let mut partial = text.clone();
-        partial.llm_response.partial = true;
+        partial.llm_response.partial = Some(true);
         assert!(!partial.is_final_response());
 
-        let call = Event::new("i").with_content(Content::new("model").with_part(Part::FunctionCall {
-            name: "f".into(),
-            args: json!({}),
-            id: Some("c1".into()),
-        }));
+        let call = Event::new("i").with_content(Content::new("model").with_part(Part::function_call(
+            "f",
+            json!({}),
+            Some("c1".into()),
+        )));
         assert!(!call.is_final_response());
 
         let mut long_running = call.clone();
         long_running.long_running_tool_ids.push("c1".into());
         assert!(long_running.is_final_response());
 
-        let response = Event::new("i").with_content(Content::new("tool").with_part(Part::FunctionResponse {
-            function_response: FunctionResponseData {
+        let response = Event::new("i").with_content(Content::new("tool").with_part(Part::function_response(
+            FunctionResponseData {
                 name: "f".into(),
                 response: json!({"ok": true}),
             },
-            id: Some("c1".into()),
-        }));
+            Some("c1".into()),
+        )));
         assert!(!response.is_final_response());
         let mut skipped = response;
-        skipped.actions.skip_summarization = true;
+        skipped.actions.skip_summarization = Some(true);
         assert!(skipped.is_final_response());
     }
 }

@@ -18,10 +18,13 @@ pub mod validate;
 
 pub use agent::{Agent, RunConfig, StreamingMode, find_agent};
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
-pub use content::{Content, FunctionResponseData, Part};
+pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Result};
-pub use event::{Event, EventActions, FinishReason, LlmResponse, UsageMetadata, new_event_id};
+pub use event::{
+    Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
+    Transcription, UsageMetadata, new_event_id,
+};
 pub use lease::{Acquire, LeaseKey, SessionLease};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{

@@ -1,7 +1,7 @@
 //! Input rules shared by every backend, so a bad id can never forge a storage
 //! key or a path, whichever store or transport it arrives through.
 
-use crate::content::Part;
+use crate::content::PartKind;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
 use crate::state::Scope;
@@ -173,6 +173,35 @@ pub fn event_limits(event: &Event) -> Result<()> {
     if let Some(content) = &event.llm_response.content {
         content_limits("event.content", content)?;
     }
+    let r = &event.llm_response;
+    let a = &event.actions;
+    let objects = [
+        ("event.grounding_metadata", r.grounding_metadata.as_ref()),
+        ("event.citation_metadata", r.citation_metadata.as_ref()),
+        ("event.custom_metadata", r.custom_metadata.as_ref()),
+        ("event.logprobs_result", r.logprobs_result.as_ref()),
+        ("event.extensions", Some(&event.extensions)),
+        ("event.actions.requested_auth_configs", Some(&a.requested_auth_configs)),
+        ("event.actions.agent_state", a.agent_state.as_ref()),
+        ("event.actions.extensions", Some(&a.extensions)),
+    ];
+    for (field, object) in objects {
+        if let Some(object) = object {
+            object_depth(field, object)?;
+        }
+    }
+    for (id, confirmation) in &a.requested_tool_confirmations {
+        value_depth(
+            &format!("event.actions.requested_tool_confirmations[{}].payload", quoted(id)),
+            &confirmation.payload,
+        )?;
+    }
+    if let Some(compaction) = &a.compaction {
+        content_limits(
+            "event.actions.compaction.compacted_content",
+            &compaction.compacted_content,
+        )?;
+    }
     let size = adk_proto::v1::Event::from(event).encoded_len();
     if size > MAX_EVENT_BYTES {
         return Err(AdkError::ResourceExhausted(format!(
@@ -183,23 +212,45 @@ pub fn event_limits(event: &Event) -> Result<()> {
     Ok(())
 }
 
+/// `value` (the request's `field`) at most [`MAX_JSON_DEPTH`] deep; `RESOURCE_EXHAUSTED` otherwise.
+fn value_depth(field: &str, value: &Value) -> Result<()> {
+    let depth = json_depth(value);
+    if depth > MAX_JSON_DEPTH {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
+        )));
+    }
+    Ok(())
+}
+
+/// A JSON object field: its values count one level below the object.
+fn object_depth(field: &str, object: &serde_json::Map<String, Value>) -> Result<()> {
+    let depth = 1 + object.values().map(json_depth).max().unwrap_or(0);
+    if depth > MAX_JSON_DEPTH {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
+        )));
+    }
+    Ok(())
+}
+
 /// The JSON values of a content (the request's `field`: `event.content`, a Run's
-/// `new_message`): function call arguments and responses at most [`MAX_JSON_DEPTH`] deep.
+/// `new_message`): function call arguments and responses, part metadata and
+/// extensions at most [`MAX_JSON_DEPTH`] deep.
 pub fn content_limits(field: &str, content: &crate::content::Content) -> Result<()> {
     for (index, part) in content.parts.iter().enumerate() {
-        let (what, value) = match part {
-            Part::FunctionCall { args, .. } => ("function_call.args", args),
-            Part::FunctionResponse { function_response, .. } => {
-                ("function_response.response", &function_response.response)
+        let at = |what: &str| format!("{field}.parts[{index}].{what}");
+        match &part.kind {
+            PartKind::FunctionCall { args, .. } => value_depth(&at("function_call.args"), args)?,
+            PartKind::FunctionResponse { function_response, .. } => {
+                value_depth(&at("function_response.response"), &function_response.response)?
             }
-            _ => continue,
-        };
-        let depth = json_depth(value);
-        if depth > MAX_JSON_DEPTH {
-            return Err(AdkError::ResourceExhausted(format!(
-                "{field}.parts[{index}].{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
-            )));
+            _ => {}
         }
+        if let Some(metadata) = &part.part_metadata {
+            object_depth(&at("part_metadata"), metadata)?;
+        }
+        object_depth(&at("extensions"), &part.extensions)?;
     }
     Ok(())
 }
@@ -253,6 +304,7 @@ pub fn quoted(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Content;
     use serde_json::json;
 
     #[test]
@@ -330,11 +382,7 @@ mod tests {
         for _ in 0..MAX_JSON_DEPTH {
             deep = json!({ "k": deep });
         }
-        let call = Part::FunctionCall {
-            name: "f".into(),
-            args: deep,
-            id: None,
-        };
+        let call = crate::Part::function_call("f", deep, None);
         let err = event_limits(&Event::new("i").with_content(Content::new("model").with_part(call))).unwrap_err();
         assert_eq!(err.code(), tonic::Code::ResourceExhausted);
         assert!(err.to_string().contains("function_call.args"), "{err}");
@@ -363,6 +411,34 @@ mod tests {
         };
         let bytes = request.encode_to_vec();
         assert!(pb::CreateSessionRequest::decode(bytes.as_slice()).is_err());
+    }
+
+    #[test]
+    fn event_json_objects_obey_the_nesting_limit() {
+        let mut deep = json!(1);
+        for _ in 0..MAX_JSON_DEPTH {
+            deep = json!({ "k": deep });
+        }
+        let object = |value: &Value| value.as_object().unwrap().clone();
+        let mut extended = Event::new("i");
+        extended.extensions = object(&deep);
+        let err = event_limits(&extended).unwrap_err();
+        assert_eq!(err.code(), tonic::Code::ResourceExhausted);
+        assert!(err.to_string().contains("event.extensions"), "{err}");
+
+        let mut state = Event::new("i");
+        state.actions.agent_state = Some(object(&deep));
+        let err = event_limits(&state).unwrap_err();
+        assert!(err.to_string().contains("event.actions.agent_state"), "{err}");
+
+        let mut part = crate::Part::text_part("x");
+        part.part_metadata = Some(object(&deep));
+        let err = event_limits(&Event::new("i").with_content(Content::new("model").with_part(part))).unwrap_err();
+        assert!(err.to_string().contains("event.content.parts[0].part_metadata"), "{err}");
+
+        let mut shallow = Event::new("i");
+        shallow.extensions = object(&json!({"a": {"b": [1, 2]}}));
+        assert!(event_limits(&shallow).is_ok());
     }
 
     #[test]

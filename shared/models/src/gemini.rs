@@ -3,7 +3,9 @@
 use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
-use adk_core::{AdkError, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata};
+use adk_core::{
+    AdkError, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result, UsageMetadata,
+};
 use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -153,20 +155,31 @@ fn request_body(request: &LlmRequest) -> Value {
 }
 
 fn part(part: &Part) -> Value {
-    match part {
-        Part::Text { text } => json!({"text": text}),
-        Part::InlineData { mime_type, data } => {
+    let mut json = part_kind(&part.kind);
+    if let Some(thought) = part.thought {
+        json["thought"] = json!(thought);
+    }
+    if let Some(signature) = &part.thought_signature {
+        json["thoughtSignature"] = json!(BASE64.encode(signature));
+    }
+    json
+}
+
+fn part_kind(kind: &PartKind) -> Value {
+    match kind {
+        PartKind::Text { text } => json!({"text": text}),
+        PartKind::InlineData { mime_type, data } => {
             json!({"inlineData": {"mimeType": mime_type, "data": BASE64.encode(data)}})
         }
-        Part::FileData { mime_type, file_uri } => json!({"fileData": {"mimeType": mime_type, "fileUri": file_uri}}),
-        Part::FunctionCall { name, args, id } => {
+        PartKind::FileData { mime_type, file_uri } => json!({"fileData": {"mimeType": mime_type, "fileUri": file_uri}}),
+        PartKind::FunctionCall { name, args, id } => {
             let mut call = json!({"name": name, "args": args});
             if let Some(id) = id {
                 call["id"] = json!(id);
             }
             json!({ "functionCall": call })
         }
-        Part::FunctionResponse { function_response, id } => {
+        PartKind::FunctionResponse { function_response, id } => {
             // The API wants an object here; a tool that returned a bare value
             // gets it wrapped the way ADK does.
             let response = match &function_response.response {
@@ -178,6 +191,12 @@ fn part(part: &Part) -> Value {
                 reply["id"] = json!(id);
             }
             json!({ "functionResponse": reply })
+        }
+        PartKind::ExecutableCode { code, language, .. } => {
+            json!({"executableCode": {"code": code, "language": language}})
+        }
+        PartKind::CodeExecutionResult { outcome, output, .. } => {
+            json!({"codeExecutionResult": {"outcome": outcome, "output": output}})
         }
     }
 }
@@ -237,12 +256,12 @@ struct WireBlob {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Usage {
-    #[serde(default)]
-    prompt_token_count: i32,
-    #[serde(default)]
-    candidates_token_count: i32,
-    #[serde(default)]
-    total_token_count: i32,
+    prompt_token_count: Option<i32>,
+    candidates_token_count: Option<i32>,
+    total_token_count: Option<i32>,
+    cached_content_token_count: Option<i32>,
+    thoughts_token_count: Option<i32>,
+    tool_use_prompt_token_count: Option<i32>,
 }
 
 #[derive(Deserialize)]
@@ -252,13 +271,8 @@ struct PromptFeedback {
 }
 
 fn finish_reason(reason: &str) -> FinishReason {
-    match reason {
-        "STOP" => FinishReason::Stop,
-        "MAX_TOKENS" => FinishReason::MaxTokens,
-        "SAFETY" | "BLOCKLIST" | "PROHIBITED_CONTENT" | "SPII" | "IMAGE_SAFETY" => FinishReason::Safety,
-        "RECITATION" => FinishReason::Recitation,
-        _ => FinishReason::Other,
-    }
+    // Gemini names its reasons as google.genai's FinishReason, which ours mirrors.
+    serde_json::from_value(Value::String(reason.to_string())).unwrap_or(FinishReason::Other)
 }
 
 /// Gathers a reply. A non-streamed reply is one chunk absorbed whole; a streamed
@@ -289,6 +303,10 @@ impl StreamDecoder {
                 prompt_token_count: usage.prompt_token_count,
                 candidates_token_count: usage.candidates_token_count,
                 total_token_count: usage.total_token_count,
+                cached_content_token_count: usage.cached_content_token_count,
+                thoughts_token_count: usage.thoughts_token_count,
+                tool_use_prompt_token_count: usage.tool_use_prompt_token_count,
+                ..Default::default()
             });
         }
         if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
@@ -312,20 +330,26 @@ impl StreamDecoder {
             if let Some(call) = part.function_call {
                 // No id from Gemini: left empty, the runner assigns one.
                 let args = if call.args.is_null() { json!({}) } else { call.args };
-                self.parts.push(Part::FunctionCall {
-                    name: call.name,
-                    args,
-                    id: call.id.filter(|id| !id.is_empty()),
-                });
+                self.parts.push(
+                    PartKind::FunctionCall {
+                        name: call.name,
+                        args,
+                        id: call.id.filter(|id| !id.is_empty()),
+                    }
+                    .into(),
+                );
             }
             if let Some(blob) = part.inline_data {
                 let data = BASE64
                     .decode(blob.data.as_bytes())
                     .map_err(|e| AdkError::Model(format!("{PROVIDER} sent inline data that is not base64: {e}")))?;
-                self.parts.push(Part::InlineData {
-                    mime_type: blob.mime_type,
-                    data,
-                });
+                self.parts.push(
+                    PartKind::InlineData {
+                        mime_type: blob.mime_type,
+                        data,
+                    }
+                    .into(),
+                );
             }
         }
         Ok(text)
@@ -336,14 +360,19 @@ impl StreamDecoder {
         if let Some(reason) = self.block_reason.take().filter(|_| parts.is_empty()) {
             return Ok(LlmResponse {
                 finish_reason: Some(FinishReason::Safety),
-                usage_metadata: self.usage,
-                turn_complete: true,
+                usage_metadata: self.usage.take(),
+                turn_complete: Some(true),
                 error_message: Some(format!("{PROVIDER} blocked the prompt ({reason})")),
                 error_code: Some(reason),
                 ..Default::default()
             });
         }
-        Ok(response::complete(PROVIDER, parts, self.finish_reason, self.usage))
+        Ok(response::complete(
+            PROVIDER,
+            parts,
+            self.finish_reason,
+            self.usage.take(),
+        ))
     }
 }
 
@@ -387,9 +416,10 @@ mod tests {
     fn finish_reasons() {
         assert_eq!(finish_reason("STOP"), FinishReason::Stop);
         assert_eq!(finish_reason("MAX_TOKENS"), FinishReason::MaxTokens);
-        assert_eq!(finish_reason("PROHIBITED_CONTENT"), FinishReason::Safety);
+        assert_eq!(finish_reason("PROHIBITED_CONTENT"), FinishReason::ProhibitedContent);
         assert_eq!(finish_reason("RECITATION"), FinishReason::Recitation);
-        assert_eq!(finish_reason("MALFORMED_FUNCTION_CALL"), FinishReason::Other);
+        assert_eq!(finish_reason("MALFORMED_FUNCTION_CALL"), FinishReason::MalformedFunctionCall);
+        assert_eq!(finish_reason("A_REASON_FROM_THE_FUTURE"), FinishReason::Other);
     }
 
     #[test]
@@ -405,7 +435,7 @@ mod tests {
 
     #[test]
     fn bare_tool_results_are_wrapped_in_an_object() {
-        let wire = part(&Part::FunctionResponse {
+        let wire = part_kind(&PartKind::FunctionResponse {
             function_response: adk_core::FunctionResponseData {
                 name: "f".into(),
                 response: json!("done"),

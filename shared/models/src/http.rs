@@ -309,7 +309,7 @@ pub(crate) enum Decoded {
     /// Keep reading; emit these (partial) responses.
     Partials(Vec<LlmResponse>),
     /// The provider said it is done: emit this complete response and stop.
-    Final(LlmResponse),
+    Final(Box<LlmResponse>),
 }
 
 /// A provider's streaming protocol on top of SSE.
@@ -389,7 +389,7 @@ where
             match self.decoder.event(&event) {
                 Ok(Decoded::Partials(partials)) => self.ready.extend(partials.into_iter().map(Ok)),
                 Ok(Decoded::Final(last)) => {
-                    self.ready.push_back(Ok(last));
+                    self.ready.push_back(Ok(*last));
                     self.body = None; // done: release the connection now
                     return;
                 }

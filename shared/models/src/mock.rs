@@ -251,19 +251,16 @@ impl Llm for MockModel {
             MockTurn::FunctionCalls(calls) => {
                 let parts = calls
                     .into_iter()
-                    .map(|c| Part::FunctionCall {
-                        name: c.name,
-                        args: c.args,
-                        id: c.id,
-                    })
+                    .map(|c| Part::function_call(c.name, c.args, c.id))
                     .collect();
                 (parts, 0)
             }
         };
         let usage = UsageMetadata {
-            prompt_token_count: prompt_words,
-            candidates_token_count: reply_words,
-            total_token_count: prompt_words.saturating_add(reply_words),
+            prompt_token_count: Some(prompt_words),
+            candidates_token_count: Some(reply_words),
+            total_token_count: Some(prompt_words.saturating_add(reply_words)),
+            ..Default::default()
         };
         responses.push(Ok(response::complete(
             "mock",

@@ -6,7 +6,8 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_core::{
-    AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata,
+    AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
+    UsageMetadata,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -147,13 +148,13 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
         // assistant message that asked for them, so they go first.
         let mut rest = Vec::new();
         for part in &content.parts {
-            match part {
-                Part::FunctionResponse { function_response, id } => messages.push(json!({
+            match &part.kind {
+                PartKind::FunctionResponse { function_response, id } => messages.push(json!({
                     "role": "tool",
                     "tool_call_id": ids.response_id(&function_response.name, id.as_deref()),
                     "content": serde_json::to_string(&function_response.response)?,
                 })),
-                other => rest.push(other),
+                _ => rest.push(part),
             }
         }
         if !rest.is_empty() {
@@ -169,8 +170,8 @@ fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
     let calls: Vec<Value> = content
         .parts
         .iter()
-        .filter_map(|part| match part {
-            Part::FunctionCall { name, args, id } => Some(json!({
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionCall { name, args, id } => Some(json!({
                 "id": ids.call_id(name, id.as_deref()),
                 "type": "function",
                 "function": {"name": name, "arguments": args.to_string()},
@@ -197,24 +198,31 @@ fn user_content(parts: &[&Part]) -> Result<Value> {
     }
     let mut items = Vec::new();
     for part in parts {
-        items.push(match part {
-            Part::Text { text } => json!({"type": "text", "text": text}),
-            Part::InlineData { mime_type, data } => inline_item(mime_type, data),
-            Part::FileData { mime_type, file_uri } if mime_type.starts_with("image/") => {
+        items.push(match &part.kind {
+            PartKind::Text { text } => json!({"type": "text", "text": text}),
+            PartKind::InlineData { mime_type, data } => inline_item(mime_type, data),
+            PartKind::FileData { mime_type, file_uri } if mime_type.starts_with("image/") => {
                 json!({"type": "image_url", "image_url": {"url": file_uri}})
             }
-            Part::FileData { mime_type, file_uri } => {
+            PartKind::FileData { mime_type, file_uri } => {
                 return Err(AdkError::InvalidArgument(format!(
                     "chat completions cannot reference a {mime_type} file by URI ({file_uri}); send it inline"
                 )));
             }
             // A call in a user turn is meaningless to the API; say so instead of dropping it.
-            Part::FunctionCall { name, .. } => {
+            PartKind::FunctionCall { name, .. } => {
                 return Err(AdkError::InvalidArgument(format!(
                     "function call `{name}` in a non-model turn cannot be sent to chat completions"
                 )));
             }
-            Part::FunctionResponse { .. } => continue, // sent as tool messages by the caller
+            PartKind::FunctionResponse { .. } => continue, // sent as tool messages by the caller
+            PartKind::ExecutableCode { .. } | PartKind::CodeExecutionResult { .. } => {
+                return Err(AdkError::InvalidArgument(
+                    "code execution parts (executable_code, code_execution_result) cannot be sent to chat \
+                     completions"
+                        .into(),
+                ));
+            }
         });
     }
     Ok(Value::Array(items))
@@ -324,9 +332,10 @@ impl From<Usage> for UsageMetadata {
     fn from(u: Usage) -> Self {
         let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
         UsageMetadata {
-            prompt_token_count: count(u.prompt_tokens),
-            candidates_token_count: count(u.completion_tokens),
-            total_token_count: count(u.total_tokens),
+            prompt_token_count: Some(count(u.prompt_tokens)),
+            candidates_token_count: Some(count(u.completion_tokens)),
+            total_token_count: Some(count(u.total_tokens)),
+            ..Default::default()
         }
     }
 }
@@ -374,11 +383,12 @@ fn function_call(name: String, id: Option<String>, arguments: Value) -> Result<P
         Value::Null => Value::Object(Map::new()),
         object => object,
     };
-    Ok(Part::FunctionCall {
+    Ok(PartKind::FunctionCall {
         name,
         args,
         id: id.filter(|id| !id.is_empty()),
-    })
+    }
+    .into())
 }
 
 fn finish_reason(reason: Option<&str>) -> Option<FinishReason> {
@@ -400,7 +410,7 @@ fn final_response(
 ) -> LlmResponse {
     let mut parts = Vec::new();
     if !text.is_empty() {
-        parts.push(Part::Text { text });
+        parts.push(Part::text_part(text));
     }
     parts.extend(calls);
     response::complete(PROVIDER, parts, finish_reason, usage.map(Into::into))
@@ -509,7 +519,7 @@ impl SseDecoder for StreamDecoder {
     fn event(&mut self, event: &SseEvent) -> Result<Decoded> {
         let data = event.data.trim();
         if data == "[DONE]" {
-            return self.complete().map(Decoded::Final);
+            return self.complete().map(|last| Decoded::Final(Box::new(last)));
         }
         if data.is_empty() {
             return Ok(Decoded::Partials(Vec::new()));
@@ -564,18 +574,24 @@ mod tests {
     fn ids_pair_results_with_calls_that_have_none() {
         let request = LlmRequest {
             contents: vec![
-                Content::new("model").with_part(Part::FunctionCall {
-                    name: "f".into(),
-                    args: json!({}),
-                    id: None,
-                }),
-                Content::new("tool").with_part(Part::FunctionResponse {
-                    function_response: FunctionResponseData {
+                Content::new("model").with_part(
+                    PartKind::FunctionCall {
                         name: "f".into(),
-                        response: json!(1),
-                    },
-                    id: None,
-                }),
+                        args: json!({}),
+                        id: None,
+                    }
+                    .into(),
+                ),
+                Content::new("tool").with_part(
+                    PartKind::FunctionResponse {
+                        function_response: FunctionResponseData {
+                            name: "f".into(),
+                            response: json!(1),
+                        },
+                        id: None,
+                    }
+                    .into(),
+                ),
             ],
             ..Default::default()
         };

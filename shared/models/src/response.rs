@@ -1,12 +1,12 @@
 //! Building the responses every provider returns, so they all look alike.
 
-use adk_core::{Content, FinishReason, LlmResponse, Part, UsageMetadata};
+use adk_core::{Content, FinishReason, LlmResponse, Part, PartKind, UsageMetadata};
 
 /// One streamed text chunk.
 pub(crate) fn partial_text(text: impl Into<String>) -> LlmResponse {
     LlmResponse {
         content: Some(Content::new("model").with_text(text)),
-        partial: true,
+        partial: Some(true),
         ..Default::default()
     }
 }
@@ -23,7 +23,7 @@ pub(crate) fn complete(
     let mut response = LlmResponse {
         usage_metadata: usage,
         finish_reason,
-        turn_complete: true,
+        turn_complete: Some(true),
         ..Default::default()
     };
     if !parts.is_empty() {
@@ -50,7 +50,12 @@ pub(crate) fn finish_reason_code(reason: FinishReason) -> String {
 /// Adds text to a part list, merging it into a text part just before it so a
 /// streamed reply ends as one text part rather than one per chunk.
 pub(crate) fn push_text(parts: &mut Vec<Part>, text: &str) {
-    if let Some(Part::Text { text: last }) = parts.last_mut() {
+    if let Some(Part {
+        kind: PartKind::Text { text: last },
+        thought: None,
+        ..
+    }) = parts.last_mut()
+    {
         last.push_str(text);
     } else {
         parts.push(Part::text_part(text));
@@ -66,7 +71,7 @@ mod tests {
         let response = complete("p", vec![], Some(FinishReason::MaxTokens), None);
         assert_eq!(response.content, None);
         assert_eq!(response.error_code.as_deref(), Some("MAX_TOKENS"));
-        assert!(response.turn_complete && !response.partial);
+        assert!(response.turn_complete == Some(true) && response.partial.is_none());
         let normal = complete("p", vec![], Some(FinishReason::Stop), None);
         assert_eq!(normal.error_code, None);
     }

@@ -3,7 +3,7 @@
 mod common;
 
 use adk_core::{
-    AdkError, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, Part,
+    AdkError, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, PartKind,
     ToolDeclaration, UsageMetadata,
 };
 use adk_models::Gemini;
@@ -29,9 +29,17 @@ fn ask(text: &str) -> LlmRequest {
 }
 
 const USAGE: UsageMetadata = UsageMetadata {
-    prompt_token_count: gemini::PROMPT_TOKENS as i32,
-    candidates_token_count: gemini::CANDIDATES_TOKENS as i32,
-    total_token_count: (gemini::PROMPT_TOKENS + gemini::CANDIDATES_TOKENS) as i32,
+    prompt_token_count: Some(gemini::PROMPT_TOKENS as i32),
+    candidates_token_count: Some(gemini::CANDIDATES_TOKENS as i32),
+    total_token_count: Some((gemini::PROMPT_TOKENS + gemini::CANDIDATES_TOKENS) as i32),
+    cached_content_token_count: None,
+    thoughts_token_count: None,
+    tool_use_prompt_token_count: None,
+    prompt_tokens_details: Vec::new(),
+    cache_tokens_details: Vec::new(),
+    candidates_tokens_details: Vec::new(),
+    tool_use_prompt_tokens_details: Vec::new(),
+    traffic_type: None,
 };
 
 #[tokio::test]
@@ -44,7 +52,7 @@ async fn non_streaming_text_reply() {
     assert_eq!(text(&items[0]), "Bonjour");
     assert_eq!(items[0].finish_reason, Some(FinishReason::Stop));
     assert_eq!(items[0].usage_metadata, Some(USAGE));
-    assert!(!items[0].partial && items[0].turn_complete);
+    assert!(items[0].partial.is_none() && items[0].turn_complete == Some(true));
 
     let sent = server.last_request();
     assert_eq!(sent.path, "/v1beta/models/gemini-test:generateContent");
@@ -163,18 +171,24 @@ async fn request_carries_system_tools_history_media_and_settings() {
                 .with_text("What is this?")
                 .with_inline_data("image/jpeg", vec![0xFF, 0xD8, 0xFF])
                 .with_file_uri("application/pdf", "gs://bucket/doc.pdf"),
-            Content::new("model").with_part(Part::FunctionCall {
-                name: "get_weather".into(),
-                args: json!({"city": "Paris"}),
-                id: Some("call-1".into()),
-            }),
-            Content::new("tool").with_part(Part::FunctionResponse {
-                function_response: FunctionResponseData {
+            Content::new("model").with_part(
+                PartKind::FunctionCall {
                     name: "get_weather".into(),
-                    response: json!({"sky": "sunny"}),
-                },
-                id: Some("call-1".into()),
-            }),
+                    args: json!({"city": "Paris"}),
+                    id: Some("call-1".into()),
+                }
+                .into(),
+            ),
+            Content::new("tool").with_part(
+                PartKind::FunctionResponse {
+                    function_response: FunctionResponseData {
+                        name: "get_weather".into(),
+                        response: json!({"sky": "sunny"}),
+                    },
+                    id: Some("call-1".into()),
+                }
+                .into(),
+            ),
         ],
         config: GenerateContentConfig {
             temperature: Some(0.5),

@@ -26,10 +26,13 @@ async fn echo_replies_with_the_last_user_text() {
     let items = collect_ok(mock.generate_content(ask("hello there"), false).await.unwrap()).await;
     assert_eq!(items.len(), 1);
     assert_eq!(text(&items[0]), "You said: hello there");
-    assert!(items[0].turn_complete && !items[0].partial);
+    assert!(items[0].turn_complete == Some(true) && items[0].partial.is_none());
     assert_eq!(items[0].finish_reason, Some(FinishReason::Stop));
-    let usage = items[0].usage_metadata.unwrap();
-    assert_eq!((usage.prompt_token_count, usage.candidates_token_count), (6, 4));
+    let usage = items[0].usage_metadata.clone().unwrap();
+    assert_eq!(
+        (usage.prompt_token_count, usage.candidates_token_count),
+        (Some(6), Some(4))
+    );
 }
 
 #[tokio::test]
@@ -128,11 +131,7 @@ fn answered_conversation() -> LlmRequest {
     let mut request = fresh_conversation();
     request
         .contents
-        .push(Content::new("model").with_part(Part::FunctionCall {
-            name: "confirm".into(),
-            args: json!({}),
-            id: Some("c1".into()),
-        }));
+        .push(Content::new("model").with_part(Part::function_call("confirm", json!({}), Some("c1".into()))));
     request.contents.push(Content::new("user").with_text("confirmed"));
     request
 }
@@ -194,11 +193,7 @@ async fn mock_from_configuration() {
     let first = collect_ok(model.generate_content(ask("x"), false).await.unwrap()).await;
     assert_eq!(
         first[0].content.as_ref().unwrap().parts,
-        [Part::FunctionCall {
-            name: "lookup".into(),
-            args: json!({"q": 1}),
-            id: Some("c1".into())
-        }]
+        [Part::function_call("lookup", json!({"q": 1}), Some("c1".into()))]
     );
     let second = collect_ok(model.generate_content(ask("x"), false).await.unwrap()).await;
     assert_eq!(text(&second[0]), "Done.");

@@ -28,9 +28,17 @@ fn ask(text: &str) -> LlmRequest {
 }
 
 const USAGE: UsageMetadata = UsageMetadata {
-    prompt_token_count: openai::PROMPT_TOKENS as i32,
-    candidates_token_count: openai::COMPLETION_TOKENS as i32,
-    total_token_count: (openai::PROMPT_TOKENS + openai::COMPLETION_TOKENS) as i32,
+    prompt_token_count: Some(openai::PROMPT_TOKENS as i32),
+    candidates_token_count: Some(openai::COMPLETION_TOKENS as i32),
+    total_token_count: Some((openai::PROMPT_TOKENS + openai::COMPLETION_TOKENS) as i32),
+    cached_content_token_count: None,
+    thoughts_token_count: None,
+    tool_use_prompt_token_count: None,
+    prompt_tokens_details: Vec::new(),
+    cache_tokens_details: Vec::new(),
+    candidates_tokens_details: Vec::new(),
+    tool_use_prompt_tokens_details: Vec::new(),
+    traffic_type: None,
 };
 
 #[tokio::test]
@@ -45,7 +53,7 @@ async fn non_streaming_text_reply() {
     assert_eq!(reply.content.as_ref().unwrap().role, "model");
     assert_eq!(reply.finish_reason, Some(FinishReason::Stop));
     assert_eq!(reply.usage_metadata, Some(USAGE));
-    assert!(!reply.partial && reply.turn_complete);
+    assert!(reply.partial.is_none() && reply.turn_complete == Some(true));
 
     let sent = server.last_request();
     assert_eq!(
@@ -176,18 +184,18 @@ async fn request_carries_system_tools_history_and_settings() {
             Content::new("user").with_text("Weather in Paris?"),
             Content::new("model")
                 .with_text("Let me check.")
-                .with_part(Part::FunctionCall {
-                    name: "get_weather".into(),
-                    args: json!({"city": "Paris"}),
-                    id: Some("call_1".into()),
-                }),
-            Content::new("tool").with_part(Part::FunctionResponse {
-                function_response: FunctionResponseData {
+                .with_part(Part::function_call(
+                    "get_weather",
+                    json!({"city": "Paris"}),
+                    Some("call_1".into()),
+                )),
+            Content::new("tool").with_part(Part::function_response(
+                FunctionResponseData {
                     name: "get_weather".into(),
                     response: json!({"sky": "sunny"}),
                 },
-                id: Some("call_1".into()),
-            }),
+                Some("call_1".into()),
+            )),
             Content::new("model").with_text("Sunny."),
             Content::new("user")
                 .with_text("And this?")
@@ -413,7 +421,7 @@ async fn a_stream_cut_mid_way_ends_with_an_error() {
     for _ in 0..2 {
         let (items, err) = collect(llm.generate_content(ask("hi"), true).await.unwrap()).await;
         assert_eq!(items.iter().map(text).collect::<Vec<_>>(), ["one ", "two"]);
-        assert!(items.iter().all(|r| r.partial));
+        assert!(items.iter().all(|r| r.partial == Some(true)));
         let err = err.expect("an error item, never a silent end");
         assert_eq!(err.code(), Code::Unavailable, "{err}");
         assert!(err.to_string().starts_with("openai stream"), "{err}");

@@ -18,7 +18,7 @@ use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::history::USER_AUTHOR;
 use adk_core::{
     Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, Content, CreateRequest, Event, EventStream,
-    GetRequest, InvocationContext, LeaseKey, Part, Result, RunConfig, Session, SessionLease, SessionService,
+    GetRequest, InvocationContext, LeaseKey, PartKind, Result, RunConfig, Session, SessionLease, SessionService,
     find_agent, validate,
 };
 use async_stream::try_stream;
@@ -291,7 +291,7 @@ impl Runner {
 fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, String)>> {
     let mut caller: Option<(String, String)> = None;
     for part in &content.parts {
-        let Part::FunctionResponse { id, function_response } = part else {
+        let PartKind::FunctionResponse { id, function_response } = &part.kind else {
             continue;
         };
         let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
@@ -304,7 +304,7 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
             event.content().is_some_and(|c| {
                 c.parts
                     .iter()
-                    .any(|p| matches!(p, Part::FunctionCall { id: Some(call_id), .. } if call_id == id))
+                    .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(call_id), .. } if call_id == id))
             })
         });
         let call = call.ok_or_else(|| {

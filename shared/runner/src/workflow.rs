@@ -163,7 +163,7 @@ impl Agent for LoopAgent {
                     let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
                     while let Some(event) = events.next().await {
                         let event = event?;
-                        let escalates = event.actions.escalate;
+                        let escalates = event.actions.escalates();
                         yield event;
                         if escalates {
                             break 'rounds;

@@ -283,7 +283,7 @@ async fn a_loop_runs_until_exit_loop_escalates() {
     assert_eq!(run.texts(), ["draft 1", "draft 2"]);
     assert_eq!(events.len(), 4);
     let exit = events[3];
-    assert!(exit.actions.escalate && exit.actions.skip_summarization);
+    assert!(exit.actions.escalates() && exit.actions.skips_summarization());
     assert_eq!(server.requests().len(), 3, "no model call after exit_loop");
 
     // max_iterations bounds a loop that never escalates.
@@ -672,7 +672,7 @@ async fn model_callbacks_can_rewrite_short_circuit_and_replace() {
 async fn a_model_reply_without_a_complete_response_is_an_error() {
     let partial_only = LlmResponse {
         content: Some(Content::new("model").with_text("Hel")),
-        partial: true,
+        partial: Some(true),
         ..Default::default()
     };
     let model = ScriptedLlm::new(vec![vec![partial_only]]);

@@ -340,7 +340,7 @@ impl SessionService for InMemorySessionService {
     async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
         req.validate()?;
         let mut event = req.event;
-        if event.llm_response.partial {
+        if event.is_partial() {
             return Ok(event);
         }
         if event.id.is_empty() {

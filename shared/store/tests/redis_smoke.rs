@@ -146,7 +146,7 @@ async fn basics(svc: &RedisSessionService) {
     assert_kind!(svc.append_event(stale).await.unwrap_err(), Aborted);
 
     let mut partial = text_event("chunk");
-    partial.llm_response.partial = true;
+    partial.llm_response.partial = Some(true);
     let echoed = svc
         .append_event(append_req(&app, "alice", "s1", partial.clone()))
         .await

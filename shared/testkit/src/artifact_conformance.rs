@@ -9,7 +9,9 @@ use adk_core::artifact::{
     DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, SaveRequest, TEXT_MIME_TYPE, UploadRequest,
     VersionsRequest,
 };
-use adk_core::{AdkError, ArtifactMetadata, ArtifactService, ByteStream, CreateRequest, Part, SessionService};
+use adk_core::{
+    AdkError, ArtifactMetadata, ArtifactService, ByteStream, CreateRequest, Part, PartKind, SessionService,
+};
 use chrono::Utc;
 use futures::{StreamExt, TryStreamExt, stream};
 use serde_json::{Value, json};
@@ -347,13 +349,13 @@ async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) 
         assert_eq!(&loaded.part, part, "{name} loads back as saved");
         assert_eq!(loaded.metadata.file_name, *name);
         assert_eq!(loaded.metadata.version, 1);
-        match part {
-            Part::Text { text } => {
+        match &part.kind {
+            PartKind::Text { text } => {
                 assert!(loaded.metadata.is_text, "{name}: a text part is recorded as text");
                 assert_eq!(loaded.metadata.mime_type, TEXT_MIME_TYPE);
                 assert_eq!(loaded.metadata.size_bytes, text.len() as u64);
             }
-            Part::InlineData { mime_type, data } => {
+            PartKind::InlineData { mime_type, data } => {
                 assert!(!loaded.metadata.is_text, "{name}: inline data stays inline data");
                 assert_eq!(&loaded.metadata.mime_type, mime_type);
                 assert_eq!(loaded.metadata.size_bytes, data.len() as u64);
@@ -842,11 +844,7 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _:
     let upload = svc.upload(bad_custom, pieces(b"x", 1)).await;
     expect_code(upload, Code::InvalidArgument, "custom metadata with an empty key");
 
-    let function_call = Part::FunctionCall {
-        name: "f".into(),
-        args: json!({}),
-        id: None,
-    };
+    let function_call = Part::function_call("f", json!({}), None);
     for part in [Part::file_data("image/png", "gs://bucket/x.png"), function_call] {
         let err = expect_code(
             svc.save(at.save_req("keep.txt", part.clone(), None)).await,

@@ -50,6 +50,7 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         ttls_have_one_maximum,
         client_timestamps_stay_in_protobufs_range,
         ttl_expires_sessions_and_appends_refresh_it,
+        adk_events_round_trip_on_every_read_path,
     );
 }
 
@@ -399,7 +400,7 @@ async fn partial_events_are_not_stored(svc: &dyn SessionService) {
     let app = unique_prefix("partial");
     create(svc, &app, "u", "s", &[]).await;
     let mut chunk = event_with(&[("k", json!(1))]);
-    chunk.llm_response.partial = true;
+    chunk.llm_response.partial = Some(true);
     let returned = append(svc, &app, "u", "s", chunk.clone()).await;
     assert_eq!(returned, chunk, "a partial event is returned unchanged");
     let s = get(svc, &app, "u", "s").await;
@@ -894,7 +895,7 @@ async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
     assert_quiet(&mut resumed).await;
 
     let mut partial = event_with(&[]);
-    partial.llm_response.partial = true;
+    partial.llm_response.partial = Some(true);
     append(svc, &app, "u", "s", partial).await;
     assert_quiet(&mut resumed).await;
 }
@@ -1386,5 +1387,65 @@ async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService) {
         });
         let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["forever"], "an expired session leaves no listing entry behind");
+    }
+}
+
+/// Every field of an ADK event (and "unset" apart from `false`) survives AppendEvent,
+/// and every read path (GetSession, ListEvents both ways, WatchSession) returns the
+/// event exactly as appended.
+async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) {
+    let app = unique_prefix("fidelity");
+    create(svc, &app, "u", "s", &[]).await;
+    let mut appended = Vec::new();
+    for event in [crate::adk_events::rich_event(), crate::adk_events::bare_event()] {
+        let stored = append(svc, &app, "u", "s", event.clone()).await;
+        assert_eq!(
+            stored,
+            Event {
+                sequence: stored.sequence,
+                ..event
+            },
+            "AppendEvent returns the event as sent"
+        );
+        appended.push(stored);
+    }
+    let session = svc
+        .get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("get");
+    assert_eq!(session.events.as_slice(), appended.as_slice(), "GetSession");
+    for newest_first in [false, true] {
+        let page = svc
+            .list_events(ListEventsRequest {
+                app_name: app.clone(),
+                user_id: "u".into(),
+                session_id: "s".into(),
+                newest_first,
+                ..Default::default()
+            })
+            .await
+            .expect("list events");
+        let mut expected = appended.clone();
+        if newest_first {
+            expected.reverse();
+        }
+        assert_eq!(page.events, expected, "ListEvents newest_first={newest_first}");
+    }
+    let mut watch = svc
+        .watch(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: Some(0),
+        })
+        .await
+        .expect("watch");
+    for want in &appended {
+        assert_eq!(&next_event(&mut watch).await, want, "WatchSession");
     }
 }

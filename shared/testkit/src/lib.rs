@@ -8,6 +8,7 @@
 //! Helpers panic with a descriptive message instead of returning errors: a
 //! test that cannot set up its environment should fail loudly, never skip.
 
+pub mod adk_events;
 pub mod artifact_conformance;
 pub mod conformance;
 mod net;

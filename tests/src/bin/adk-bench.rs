@@ -139,6 +139,7 @@ fn event(i: usize) -> pb::Event {
             role: "user".into(),
             parts: vec![pb::Part {
                 kind: Some(pb::part::Kind::Text(text)),
+                ..Default::default()
             }],
         }),
         actions: Some(pb::EventActions {
@@ -402,7 +403,12 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         println!("{}\n{}", append.row(), get.row());
         if args.watch {
             let name = format!("AppendEvent → WatchSession delivery @ {length} events");
-            println!("{}", measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops).await?.row());
+            println!(
+                "{}",
+                measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops)
+                    .await?
+                    .row()
+            );
         }
         p50.push((length, append.p50_ms(), get.p50_ms()));
     }
@@ -459,7 +465,9 @@ async fn unary_phases(
                     kind: Some(pb::part::Kind::InlineData(pb::Blob {
                         mime_type: "application/octet-stream".into(),
                         data: payload.as_ref().clone(),
+                        ..Default::default()
                     })),
+                    ..Default::default()
                 }),
                 version: None,
                 custom_metadata: None,

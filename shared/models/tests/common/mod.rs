@@ -1,7 +1,7 @@
 //! Helpers shared by the provider tests.
 #![allow(dead_code)] // each test file uses a different subset
 
-use adk_core::{AdkError, LlmResponse, LlmResponseStream, Part};
+use adk_core::{AdkError, LlmResponse, LlmResponseStream, PartKind};
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -44,8 +44,8 @@ pub fn calls(response: &LlmResponse) -> Vec<(String, serde_json::Value, Option<S
         .content
         .iter()
         .flat_map(|c| &c.parts)
-        .filter_map(|p| match p {
-            Part::FunctionCall { name, args, id } => Some((name.clone(), args.clone(), id.clone())),
+        .filter_map(|p| match &p.kind {
+            PartKind::FunctionCall { name, args, id } => Some((name.clone(), args.clone(), id.clone())),
             _ => None,
         })
         .collect()
@@ -54,6 +54,11 @@ pub fn calls(response: &LlmResponse) -> Vec<(String, serde_json::Value, Option<S
 /// Checks the shape every stream ends with: partials, then one complete response.
 pub fn assert_stream_shape(items: &[LlmResponse]) {
     let (last, partials) = items.split_last().expect("at least the final response");
-    assert!(partials.iter().all(|r| r.partial && !r.turn_complete), "{partials:?}");
-    assert!(!last.partial && last.turn_complete, "{last:?}");
+    assert!(
+        partials
+            .iter()
+            .all(|r| r.partial == Some(true) && r.turn_complete.is_none()),
+        "{partials:?}"
+    );
+    assert!(last.partial.is_none() && last.turn_complete == Some(true), "{last:?}");
 }

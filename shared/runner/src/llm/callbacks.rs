@@ -6,6 +6,9 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// What a before-model callback decides.
+// One value per model call, moved once: boxing the response would only make
+// callbacks harder to write.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone)]
 pub enum BeforeModel {
     /// Send this (possibly modified) request to the model.

@@ -11,8 +11,8 @@ use crate::context::ToolCallContext;
 use crate::tools::TransferToAgentTool;
 use adk_core::{
     AdkError, Agent, CallbackContext, Content, Event, EventActions, EventStream, FunctionResponseData,
-    InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, ReadonlyContext, Result, StreamingMode,
-    Tool,
+    InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, ReadonlyContext, Result,
+    StreamingMode, Tool,
 };
 use adk_telemetry::metrics::TokenUsage;
 use adk_telemetry::{ModelCall, ToolCall};
@@ -41,7 +41,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                     let mut complete = None;
                     while let Some(reply) = replies.next().await {
                         let reply = reply?;
-                        if !reply.partial {
+                        if reply.partial != Some(true) {
                             complete = Some(reply);
                             break;
                         }
@@ -70,7 +70,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
             let mut skip_summarization = false;
             if let Some(responses) = agent.execute(&ctx, &tools, calls).await {
                 transfer = responses.actions.transfer_to_agent.clone();
-                skip_summarization = responses.actions.skip_summarization;
+                skip_summarization = responses.actions.skips_summarization();
                 yield responses;
             }
             if let Some(target) = transfer {
@@ -105,8 +105,8 @@ fn function_calls(event: &Event) -> Vec<Call> {
     let parts = event.content().map(|c| c.parts.as_slice()).unwrap_or_default();
     parts
         .iter()
-        .filter_map(|part| match part {
-            Part::FunctionCall { name, args, id } => Some(Call {
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionCall { name, args, id } => Some(Call {
                 id: id.clone().unwrap_or_default(),
                 name: name.clone(),
                 args: args.clone(),
@@ -191,7 +191,7 @@ impl Inner {
                 content.role = MODEL_ROLE.to_string();
             }
             for part in &mut content.parts {
-                if let Part::FunctionCall { name, id, .. } = part {
+                if let PartKind::FunctionCall { name, id, .. } = &mut part.kind {
                     has_calls = true;
                     let id = id.get_or_insert_with(String::new);
                     if id.is_empty() {
@@ -330,11 +330,11 @@ async fn call_model(model: &Arc<dyn Llm>, request: LlmRequest, streaming: bool) 
                     open.finish(Err(e.code()));
                 }
             }
-            Ok(reply) if !reply.partial => {
+            Ok(reply) if reply.partial != Some(true) => {
                 if let Some(open) = call.take() {
                     open.finish(Ok(reply.usage_metadata.as_ref().map(|usage| TokenUsage {
-                        prompt: i64::from(usage.prompt_token_count),
-                        completion: i64::from(usage.candidates_token_count),
+                        prompt: i64::from(usage.prompt_token_count.unwrap_or(0)),
+                        completion: i64::from(usage.candidates_token_count.unwrap_or(0)),
                     })));
                 }
             }
@@ -346,22 +346,31 @@ async fn call_model(model: &Arc<dyn Llm>, request: LlmRequest, streaming: bool) 
 }
 
 fn response_part(call: Call, response: Value) -> Part {
-    Part::FunctionResponse {
-        function_response: FunctionResponseData {
+    Part::function_response(
+        FunctionResponseData {
             name: call.name,
             response,
         },
-        id: Some(call.id),
-    }
+        Some(call.id),
+    )
 }
 
 /// Several tools of one step share one event: their actions add up.
 fn merge_actions(into: &mut EventActions, from: EventActions) {
+    if from.skips_summarization() {
+        into.skip_summarization = Some(true);
+    }
+    if from.escalates() {
+        into.escalate = Some(true);
+    }
     into.state_delta.extend(from.state_delta);
     into.artifact_delta.extend(from.artifact_delta);
-    into.skip_summarization |= from.skip_summarization;
-    into.escalate |= from.escalate;
+    into.requested_auth_configs.extend(from.requested_auth_configs);
+    into.requested_tool_confirmations
+        .extend(from.requested_tool_confirmations);
+    into.extensions.extend(from.extensions);
     if from.transfer_to_agent.is_some() {
         into.transfer_to_agent = from.transfer_to_agent;
+        into.transfer_reason = from.transfer_reason;
     }
 }

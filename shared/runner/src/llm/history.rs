@@ -1,6 +1,6 @@
 //! The conversation an LLM agent sends: the session's events as contents, as ADK builds them.
 
-use adk_core::{Content, Event, Part};
+use adk_core::{Content, Event, Part, PartKind};
 
 /// The author of the user's messages.
 pub(crate) const USER_AUTHOR: &str = "user";
@@ -39,16 +39,16 @@ fn on_branch(branch: &str, event_branch: &str) -> bool {
 fn as_context(author: &str, content: &Content) -> Content {
     let mut retold = Content::new(USER_AUTHOR).with_text("For context:");
     for part in &content.parts {
-        retold.parts.push(match part {
-            Part::Text { text } => Part::text_part(format!("[{author}] said: {text}")),
-            Part::FunctionCall { name, args, .. } => {
+        retold.parts.push(match &part.kind {
+            PartKind::Text { text } => Part::text_part(format!("[{author}] said: {text}")),
+            PartKind::FunctionCall { name, args, .. } => {
                 Part::text_part(format!("[{author}] called tool `{name}` with parameters: {args}"))
             }
-            Part::FunctionResponse { function_response, .. } => Part::text_part(format!(
+            PartKind::FunctionResponse { function_response, .. } => Part::text_part(format!(
                 "[{author}] `{}` tool returned result: {}",
                 function_response.name, function_response.response
             )),
-            media => media.clone(),
+            _ => part.clone(),
         });
     }
     retold
@@ -73,11 +73,7 @@ mod tests {
             event(
                 "other",
                 "",
-                Content::new("model").with_part(Part::FunctionCall {
-                    name: "f".into(),
-                    args: json!({"x": 1}),
-                    id: Some("c".into()),
-                }),
+                Content::new("model").with_part(Part::function_call("f", json!({"x": 1}), Some("c".into()))),
             ),
             Event::new("i").with_author("me"),
         ];

@@ -3,7 +3,7 @@
 //! anything that is not a state key name (`{"json": 1}`, `{ not a key }`) stay as
 //! written, so instructions may contain examples.
 
-use adk_core::{AdkError, CallbackContext, KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, Part, Result};
+use adk_core::{AdkError, CallbackContext, KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, Part, PartKind, Result};
 use serde_json::Value;
 
 const ARTIFACT_PREFIX: &str = "artifact.";
@@ -82,10 +82,14 @@ async fn artifact_text(file: &str, optional: bool, agent: &str, ctx: &dyn Callba
         return missing("the runner has no artifact service".into());
     };
     match artifacts.load(file).await {
-        Ok(Part::Text { text }) => Ok(text),
-        Ok(Part::InlineData { mime_type, data }) if mime_type.starts_with("text/") => {
-            Ok(String::from_utf8_lossy(&data).into_owned())
-        }
+        Ok(Part {
+            kind: PartKind::Text { text },
+            ..
+        }) => Ok(text),
+        Ok(Part {
+            kind: PartKind::InlineData { mime_type, data },
+            ..
+        }) if mime_type.starts_with("text/") => Ok(String::from_utf8_lossy(&data).into_owned()),
         Ok(_) => missing("it is not text".into()),
         Err(AdkError::NotFound(_)) => missing("it does not exist".into()),
         Err(e) => Err(e),

@@ -1,6 +1,6 @@
 //! ADK's built-in tools: `exit_loop`, `transfer_to_agent` and `load_artifacts`.
 
-use adk_core::{AdkError, CallbackContext, Content, LlmRequest, Part, Result, Tool, ToolContext};
+use adk_core::{AdkError, CallbackContext, Content, LlmRequest, PartKind, Result, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -35,8 +35,8 @@ impl Tool for ExitLoopTool {
     }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, _args: Value) -> Result<Value> {
         let mut actions = ctx.actions();
-        actions.escalate = true;
-        actions.skip_summarization = true;
+        actions.escalate = Some(true);
+        actions.skip_summarization = Some(true);
         ctx.set_actions(actions);
         Ok(Value::Null)
     }
@@ -159,8 +159,8 @@ impl Tool for LoadArtifactsTool {
             .last()
             .into_iter()
             .flat_map(|content| &content.parts)
-            .filter_map(|part| match part {
-                Part::FunctionResponse { function_response, .. } if function_response.name == Self::NAME => {
+            .filter_map(|part| match &part.kind {
+                PartKind::FunctionResponse { function_response, .. } if function_response.name == Self::NAME => {
                     function_response.response["artifact_names"].as_array().cloned()
                 }
                 _ => None,

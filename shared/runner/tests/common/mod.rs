@@ -4,7 +4,7 @@
 
 use adk_core::{
     AdkError, Agent, ArtifactService, Content, CreateRequest, Event, FunctionResponseData, GetRequest, Llm, LlmRequest,
-    LlmResponse, LlmResponseStream, Part, Result, Session, SessionLease, SessionService,
+    LlmResponse, LlmResponseStream, PartKind, Result, Session, SessionLease, SessionService,
 };
 use adk_models::OpenAiCompatible;
 use adk_models::testing::FakeServer;
@@ -178,13 +178,16 @@ pub fn openai(server: &FakeServer) -> Arc<dyn Llm> {
 }
 
 pub fn function_response(id: &str, name: &str, response: Value) -> Content {
-    Content::new("user").with_part(Part::FunctionResponse {
-        function_response: FunctionResponseData {
-            name: name.into(),
-            response,
-        },
-        id: Some(id.into()),
-    })
+    Content::new("user").with_part(
+        PartKind::FunctionResponse {
+            function_response: FunctionResponseData {
+                name: name.into(),
+                response,
+            },
+            id: Some(id.into()),
+        }
+        .into(),
+    )
 }
 
 pub fn function_calls(event: &Event) -> Vec<(String, String, Value)> {
@@ -193,8 +196,8 @@ pub fn function_calls(event: &Event) -> Vec<(String, String, Value)> {
         .map(|c| c.parts.clone())
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| match p {
-            Part::FunctionCall { name, args, id } => Some((id.unwrap_or_default(), name, args)),
+        .filter_map(|p| match p.kind {
+            PartKind::FunctionCall { name, args, id } => Some((id.unwrap_or_default(), name, args)),
             _ => None,
         })
         .collect()
@@ -206,8 +209,8 @@ pub fn function_responses(event: &Event) -> Vec<(String, String, Value)> {
         .map(|c| c.parts.clone())
         .unwrap_or_default()
         .into_iter()
-        .filter_map(|p| match p {
-            Part::FunctionResponse { function_response, id } => Some((
+        .filter_map(|p| match p.kind {
+            PartKind::FunctionResponse { function_response, id } => Some((
                 id.unwrap_or_default(),
                 function_response.name,
                 function_response.response,

@@ -153,6 +153,7 @@ fn turn_request(app: &str, user: &str, session: &str, turn: usize) -> pb::RunReq
                 kind: Some(pb::part::Kind::Text(format!(
                     "turn {turn}: what is the weather like in Tokyo tomorrow afternoon?"
                 ))),
+                ..Default::default()
             }],
         }),
         create_session: true,
@@ -187,7 +188,7 @@ async fn drive(
         let mut stored = 1; // the user's message
         while let Some(event) = events.message().await.context("the event stream")? {
             first.get_or_insert_with(|| started.elapsed());
-            if !event.partial {
+            if event.partial != Some(true) {
                 stored += 1;
             }
         }
