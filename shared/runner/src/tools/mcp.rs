@@ -617,10 +617,15 @@ fn tool_output(result: &Value) -> ToolOutput {
         }
     }
     let mut response = Map::new();
+    let structured = result.get("structuredContent").filter(|v| !v.is_null());
+    // Servers repeat structured content as JSON text for older clients: say it once.
+    let repeats_structured =
+        |text: &String| structured.is_some() && serde_json::from_str::<Value>(text).ok().as_ref() == structured;
+    texts.retain(|text| !repeats_structured(text));
     if !texts.is_empty() {
         response.insert("text".into(), Value::String(texts.join("\n")));
     }
-    if let Some(structured) = result.get("structuredContent").filter(|v| !v.is_null()) {
+    if let Some(structured) = structured {
         response.insert("structured_content".into(), structured.clone());
     }
     if !resources.is_empty() {
@@ -664,5 +669,19 @@ mod tests {
         assert_eq!(output.response["structured_content"], json!({ "sum": 3 }));
         assert_eq!(output.response["resources"][0]["text"], "body");
         assert_eq!(output.response["attachments"], json!([{ "mime_type": "image/png" }]));
+    }
+
+    #[test]
+    fn structured_content_repeated_as_text_is_said_once() {
+        let result = json!({
+            "content": [{ "type": "text", "text": "{\"temp_c\": 21}" }],
+            "structuredContent": { "temp_c": 21 }
+        });
+        assert_eq!(
+            tool_output(&result).response,
+            json!({ "structured_content": { "temp_c": 21 } })
+        );
+        let plain = json!({ "content": [{ "type": "text", "text": "not JSON" }] });
+        assert_eq!(tool_output(&plain).response, json!({ "text": "not JSON" }));
     }
 }
