@@ -100,6 +100,10 @@ struct Stack {
 
 impl Stack {
     async fn start(agents: &str, envs: &[(&str, &str)]) -> Stack {
+        Self::start_with_args(agents, envs, &[]).await
+    }
+
+    async fn start_with_args(agents: &str, envs: &[(&str, &str)], extra_args: &[String]) -> Stack {
         let redis = RedisServer::start().await;
         let mut file = tempfile::Builder::new()
             .prefix("agents-")
@@ -107,12 +111,13 @@ impl Stack {
             .tempfile()
             .expect("temp file");
         file.write_all(agents.as_bytes()).expect("write the agents file");
-        let args = [
+        let mut args = vec![
             "--store-url".to_string(),
             redis.url(),
             "--agents".to_string(),
             file.path().display().to_string(),
         ];
+        args.extend_from_slice(extra_args);
         let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let runner = ServiceProcess::spawn("adk-runner-server", &args, &envs).await;
         Stack {
@@ -210,6 +215,30 @@ fn last_text(events: &[pb::Event]) -> String {
 }
 
 const PNG_SIGNATURE: &[u8] = b"\x89PNG";
+
+/// The runner's Prometheus text (GET /metrics on its metrics port).
+async fn metrics(port: u16) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .expect("connect to the metrics port");
+    stream
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("send");
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.expect("read");
+    reply
+}
+
+/// The samples of `adk_tool_calls_total` for `tool`.
+fn tool_calls<'a>(metrics: &'a str, tool: &str) -> Vec<&'a str> {
+    let label = format!("tool=\"{tool}\"");
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("adk_tool_calls_total{") && line.contains(&label))
+        .collect()
+}
 
 // ---------- server-everything ----------
 
@@ -416,9 +445,11 @@ apps:
         provider.url()
     );
     // A secret of the runner's own environment: the MCP server must not get it.
-    let stack = Stack::start(
+    let metrics_port = free_port();
+    let stack = Stack::start_with_args(
         &agents,
         &[("E2E_OPENAI_KEY", "sk-e2e"), ("ADK_MCP_RUNNER_SECRET", "runner-only")],
+        &["--metrics-listen".to_string(), format!("127.0.0.1:{metrics_port}")],
     )
     .await;
     provider.push(openai::tool_calls(&[
@@ -476,6 +507,18 @@ apps:
             .as_str()
             .unwrap_or_default()
             .contains("failed on purpose")
+    );
+
+    // Counted like every tool call, by tool and outcome.
+    let metrics = metrics(metrics_port).await;
+    assert_eq!(
+        tool_calls(&metrics, "weather"),
+        [r#"adk_tool_calls_total{outcome="OK",tool="weather"} 1"#]
+    );
+    let failed = tool_calls(&metrics, "fail");
+    assert!(
+        failed.len() == 1 && !failed[0].contains(r#"outcome="OK""#) && failed[0].ends_with(" 1"),
+        "{failed:?}"
     );
 }
 
