@@ -800,7 +800,8 @@ fn command_exists(command: &str) -> bool {
 }
 
 /// An `mcp` tool: checks its settings (the server itself is only started on
-/// first use, so a server that is down does not stop the runner) and builds the toolset.
+/// first use, so a server that is down does not stop the runner) and builds the
+/// toolset. Every problem is reported, even when an earlier one means nothing is built.
 fn build_mcp_toolset(
     name: &str,
     place: &str,
@@ -816,91 +817,37 @@ fn build_mcp_toolset(
                 Some("transport"),
                 "an mcp tool needs a transport: stdio (with a command) or http (with a url)",
             );
-            return None;
+            None
         }
-        Some(McpTransportKind::Stdio) => {
-            let command = config.command.as_deref().unwrap_or_default();
-            if command.trim().is_empty() {
-                problems.add(
-                    place,
-                    Some("command"),
-                    "an mcp tool over stdio needs the command that starts the server",
-                );
-            } else if !command_exists(command) {
-                problems.add(
-                    place,
-                    Some("command"),
-                    format!("{command:?} is neither a file nor a program on PATH"),
-                );
-            }
-            if let Some(dir) = &config.working_dir
-                && !Path::new(dir).is_dir()
-            {
-                problems.add(place, Some("working_dir"), format!("{dir:?} is not a directory"));
-            }
-            let mut toolset = McpToolset::stdio(name, command).with_args(config.args.iter().cloned());
-            for (var, value) in &config.env {
-                toolset = toolset.with_env(var, value);
-            }
-            for (var, source) in &config.env_from_env {
-                match std::env::var(source) {
-                    Ok(value) => toolset = toolset.with_env(var, value),
-                    Err(_) => problems.add(
-                        place,
-                        Some("env_from_env"),
-                        format!("environment variable {source} (for the server's {var}) is not set"),
-                    ),
-                }
-            }
-            if let Some(dir) = &config.working_dir {
-                toolset = toolset.with_working_dir(dir);
-            }
-            toolset
-        }
-        Some(McpTransportKind::Http) => {
-            let url = config.url.as_deref().unwrap_or_default();
-            let is_http = url.starts_with("http://") || url.starts_with("https://");
-            if config.url.is_none() {
-                problems.add(place, Some("url"), "an mcp tool over http needs the server's url");
-            } else if !is_http || HttpTool::new(name, "", url).is_err() {
-                problems.add(place, Some("url"), format!("{url:?} is not an http(s) URL"));
-            }
-            let mut toolset = McpToolset::http(name, url);
-            for (header, value) in header_values(place, config, problems) {
-                toolset = toolset.with_header(header, value);
-            }
-            if let Some(var) = &config.bearer_token_env {
-                match std::env::var(var) {
-                    Ok(token) if !token.is_empty() => toolset = toolset.with_bearer_token(token),
-                    _ => problems.add(
-                        place,
-                        Some("bearer_token_env"),
-                        format!("environment variable {var} (for the bearer token) is not set"),
-                    ),
-                }
-            }
-            toolset
-        }
+        Some(McpTransportKind::Stdio) => stdio_toolset(name, place, config, problems),
+        Some(McpTransportKind::Http) => http_toolset(name, place, config, problems),
     };
-    let mut toolset = toolset;
+    if let Some(filter) = &config.tool_filter
+        && (filter.is_empty() || filter.iter().any(|tool| tool.trim().is_empty()))
+    {
+        problems.add(
+            place,
+            Some("tool_filter"),
+            "list the server's tools to offer by name (leave the field out to offer them all)",
+        );
+    }
+    if let Some(prefix) = &config.tool_prefix
+        && !is_agent_name(prefix)
+    {
+        problems.add(
+            place,
+            Some("tool_prefix"),
+            "must be an identifier ([A-Za-z_][A-Za-z0-9_]*): it starts the tools' function names",
+        );
+    }
+    let mut toolset = toolset?;
+    if problems.0.len() > before {
+        return None;
+    }
     if let Some(filter) = &config.tool_filter {
-        if filter.is_empty() || filter.iter().any(|tool| tool.trim().is_empty()) {
-            problems.add(
-                place,
-                Some("tool_filter"),
-                "list the server's tools to offer by name (leave the field out to offer them all)",
-            );
-        }
         toolset = toolset.with_tool_filter(filter.iter().cloned());
     }
     if let Some(prefix) = &config.tool_prefix {
-        if !is_agent_name(prefix) {
-            problems.add(
-                place,
-                Some("tool_prefix"),
-                "must be an identifier ([A-Za-z_][A-Za-z0-9_]*): it starts the tools' function names",
-            );
-        }
         toolset = toolset.with_prefix(prefix);
     }
     if let Some(secs) = config.timeout_secs {
@@ -909,10 +856,84 @@ fn build_mcp_toolset(
     if let Some(secs) = config.connect_timeout_secs {
         toolset = toolset.with_connect_timeout(Duration::from_secs(secs));
     }
-    if problems.0.len() > before {
-        return None;
-    }
     Some(Declared::Toolset(Arc::new(toolset)))
+}
+
+fn stdio_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+    let command = config.command.as_deref().unwrap_or_default();
+    if command.trim().is_empty() {
+        problems.add(
+            place,
+            Some("command"),
+            "an mcp tool over stdio needs the command that starts the server",
+        );
+    } else if !command_exists(command) {
+        problems.add(
+            place,
+            Some("command"),
+            format!("{command:?} is neither a file nor a program on PATH"),
+        );
+    }
+    if let Some(dir) = &config.working_dir
+        && !Path::new(dir).is_dir()
+    {
+        problems.add(place, Some("working_dir"), format!("{dir:?} is not a directory"));
+    }
+    let mut toolset = McpToolset::stdio(name, command).with_args(config.args.iter().cloned());
+    for (var, value) in &config.env {
+        toolset = toolset.with_env(var, value);
+    }
+    for (var, source) in &config.env_from_env {
+        match std::env::var(source) {
+            Ok(value) => toolset = toolset.with_env(var, value),
+            Err(_) => problems.add(
+                place,
+                Some("env_from_env"),
+                format!("environment variable {source} (for the server's {var}) is not set"),
+            ),
+        }
+    }
+    if let Some(dir) = &config.working_dir {
+        toolset = toolset.with_working_dir(dir);
+    }
+    Some(toolset)
+}
+
+fn http_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+    let toolset = match config.url.as_deref().map(|url| McpToolset::http(name, url)) {
+        None => {
+            problems.add(place, Some("url"), "an mcp tool over http needs the server's url");
+            None
+        }
+        Some(Err(e)) => {
+            problems.add(place, Some("url"), library_message(&e));
+            None
+        }
+        Some(Ok(toolset)) => Some(toolset),
+    };
+    let headers = header_values(place, config, problems);
+    let token = config
+        .bearer_token_env
+        .as_ref()
+        .and_then(|var| match std::env::var(var) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => {
+                problems.add(
+                    place,
+                    Some("bearer_token_env"),
+                    format!("environment variable {var} (for the bearer token) is not set"),
+                );
+                None
+            }
+        });
+    let mut toolset = toolset?;
+    for (header, value) in headers {
+        toolset = toolset.with_header(header, value);
+    }
+    if let Some(token) = token {
+        toolset = toolset.with_bearer_token(token);
+    }
+    Some(toolset)
 }
 
 fn is_function_name(name: &str) -> bool {

@@ -369,7 +369,7 @@ fn mcp_tools_need_a_transport_and_its_target() {
     );
     assert_problem(
         &with_mcp("transport: http, url: \"ftp://x/mcp\""),
-        r#"tool "m": field "url": "ftp://x/mcp" is not an http(s) URL"#,
+        r#"tool "m": field "url": MCP toolset m: "ftp://x/mcp" is not an http(s) URL"#,
     );
     valid(&with_mcp(
         "transport: stdio, command: sh, args: [-c, exit], working_dir: /, env: { A: b }",
@@ -423,6 +423,14 @@ fn mcp_secrets_come_from_set_variables() {
         "transport: http, url: \"http://x/mcp\", bearer_token_env: PATH, headers_from_env: { x-path: PATH }",
     ));
     valid(&with_mcp("transport: stdio, command: sh, env_from_env: { P: PATH }"));
+    // A bad url does not hide the other problems.
+    let found = problems(&with_mcp(
+        "transport: http, url: \"ftp://x\", bearer_token_env: ADK_TEST_SURELY_UNSET_TOKEN, tool_prefix: \"a b\"",
+    ));
+    for field in ["url", "bearer_token_env", "tool_prefix"] {
+        let expected = format!(r#"tool "m": field "{field}""#);
+        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    }
 }
 
 #[test]

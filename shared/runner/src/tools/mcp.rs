@@ -136,16 +136,22 @@ impl McpToolset {
         )
     }
 
-    /// A server reached over MCP's streamable HTTP transport.
-    pub fn http(name: impl Into<String>, url: impl Into<String>) -> Self {
-        Self::new(
-            name.into(),
+    /// A server reached over MCP's streamable HTTP transport. Fails with
+    /// `Config` for a URL that is not http(s).
+    pub fn http(name: impl Into<String>, url: &str) -> Result<Self> {
+        let name = name.into();
+        reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| AdkError::Config(format!("MCP toolset {name}: {url:?} is not an http(s) URL")))?;
+        Ok(Self::new(
+            name,
             McpTransport::Http {
-                url: url.into(),
+                url: url.to_string(),
                 headers: Vec::new(),
                 bearer_token: None,
             },
-        )
+        ))
     }
 
     fn new(name: String, transport: McpTransport) -> Self {
@@ -284,17 +290,6 @@ impl Toolset for McpToolset {
 }
 
 impl Shared {
-    /// The MCP error or its absence, for error messages.
-    fn unavailable(&self) -> Option<String> {
-        match &*self.connection.borrow() {
-            Connection::Up(_) => None,
-            Connection::Starting => Some("is still starting".to_string()),
-            Connection::Down(reason) => Some(format!(
-                "is not connected ({reason}); the runner reconnects with backoff"
-            )),
-        }
-    }
-
     async fn connect(&self) -> std::result::Result<RunningService<RoleClient, Notifications>, String> {
         let handler = Notifications {
             tools_changed: self.tools_changed.clone(),
@@ -540,11 +535,15 @@ impl Tool for McpTool {
     /// the request, and rmcp then sends the server `notifications/cancelled`.
     async fn execute_with_parts(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
         let arguments = self.checked_arguments(args)?;
-        if let Some(reason) = self.shared.unavailable() {
-            return Err(self.failure(format!("the MCP server {}", reason)));
-        }
-        let Connection::Up(peer) = self.shared.connection.borrow().clone() else {
-            return Err(self.failure("the MCP server is not connected"));
+        let connection = self.shared.connection.borrow().clone();
+        let peer = match connection {
+            Connection::Up(peer) => peer,
+            Connection::Starting => return Err(self.failure("the MCP server is still starting")),
+            Connection::Down(reason) => {
+                return Err(self.failure(format!(
+                    "the MCP server is not connected ({reason}); the runner reconnects with backoff"
+                )));
+            }
         };
         let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
         let result = tokio::time::timeout(self.shared.call_timeout, peer.call_tool(request))
