@@ -682,3 +682,74 @@ apps:
     let n = std::fs::read_to_string(&starts).expect("starts").lines().count();
     assert_eq!(n, 2, "one child process for every app, restarted once");
 }
+
+#[tokio::test]
+async fn an_http_mcp_server_that_restarts_is_reached_again() {
+    let port = free_port();
+    let start_server = || {
+        let mut command = Command::new("node");
+        command
+            .arg(server_everything())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string());
+        let log = std::env::temp_dir().join(format!("adk-mcp-everything-{port}.log"));
+        ChildGuard::spawn(command, log).expect("start server-everything")
+    };
+    let mut server = start_server();
+    assert!(
+        wait_for_port(port, SERVER_START).await,
+        "server-everything did not listen"
+    );
+    let agents = format!(
+        "
+models:
+  script:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+        - function_calls: [{{ name: echo, args: {{ message: again }} }}]
+        - text: done
+tools:
+  everything: {{ kind: mcp, transport: http, url: 'http://127.0.0.1:{port}/mcp', tool_filter: [echo] }}
+apps:
+  demo:
+    root_agent: {{ name: helper, model: script, tools: [everything] }}
+"
+    );
+    let stack = Stack::start(&agents, &[]).await;
+    let events = stack.run("demo", "s1", "Echo").await;
+    assert_eq!(response(&responses(&events), "echo")["text"], "Echo: again");
+
+    // Down: the call fails as a tool error the model reads.
+    server.kill9().await;
+    let events = stack.run("demo", "s2", "Echo").await;
+    let error = response(&responses(&events), "echo")["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(error.contains("MCP tool echo (everything)"), "{error}");
+    assert_eq!(last_text(&events), "done");
+
+    // Back (a new process, which knows nothing of the old MCP session): calls work again.
+    let _server = start_server();
+    assert!(
+        wait_for_port(port, SERVER_START).await,
+        "server-everything did not listen again"
+    );
+    let attempts = std::sync::atomic::AtomicUsize::new(0);
+    eventually(SERVER_START, || {
+        let (stack, attempts) = (&stack, &attempts);
+        async move {
+            let session = format!("s-back-{}", attempts.fetch_add(1, std::sync::atomic::Ordering::SeqCst));
+            let events = stack.run("demo", &session, "Echo").await;
+            let echo = response(&responses(&events), "echo").clone();
+            if echo["text"] == "Echo: again" {
+                Ok(())
+            } else {
+                Err(format!("not back yet: {echo}"))
+            }
+        }
+    })
+    .await;
+}

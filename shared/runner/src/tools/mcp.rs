@@ -16,7 +16,7 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceExt};
+use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value, json};
@@ -112,7 +112,13 @@ struct Shared {
 enum Connection {
     /// No attempt has finished yet.
     Starting,
-    Up(Peer<RoleClient>),
+    Up {
+        peer: Peer<RoleClient>,
+        /// Cancelled by a call that found the transport broken (an HTTP server
+        /// that went away does not end the session by itself): the supervisor
+        /// then drops the connection and opens a new one.
+        broken: CancellationToken,
+    },
     /// Why the last attempt failed or the connection closed.
     Down(String),
 }
@@ -278,7 +284,7 @@ impl Toolset for McpToolset {
         let first_attempt = connection.wait_for(|c| !matches!(c, Connection::Starting));
         let _ = tokio::time::timeout(shared.connect_timeout + Duration::from_secs(1), first_attempt).await;
         let current = connection.borrow().clone();
-        if let Connection::Up(peer) = current
+        if let Connection::Up { peer, .. } = current
             && shared.tools_changed.swap(false, Ordering::SeqCst)
             && let Err(e) = shared.list_tools(&peer).await
         {
@@ -420,14 +426,19 @@ async fn supervise(shared: Arc<Shared>) {
                     tracing::warn!(toolset = %shared.name, error = %e, "MCP server connected but listing its tools failed");
                 }
                 tracing::info!(toolset = %shared.name, server = %shared.transport.describe(), "MCP server connected");
-                shared.connection.send_replace(Connection::Up(peer));
+                let broken = CancellationToken::new();
+                shared.connection.send_replace(Connection::Up {
+                    peer,
+                    broken: broken.clone(),
+                });
+                // Dropping the service (a branch other than `waiting` wins) closes it.
                 let reason = tokio::select! {
-                    reason = service.waiting() => reason,
+                    reason = service.waiting() => match reason {
+                        Ok(reason) => format!("{reason:?}"),
+                        Err(e) => e.to_string(),
+                    },
+                    () = broken.cancelled() => "a call found the transport broken".to_string(),
                     () = stop.cancelled() => return,
-                };
-                let reason = match reason {
-                    Ok(reason) => format!("{reason:?}"),
-                    Err(e) => e.to_string(),
                 };
                 tracing::warn!(toolset = %shared.name, reason = %reason, "MCP server connection closed; reconnecting");
                 shared
@@ -536,8 +547,8 @@ impl Tool for McpTool {
     async fn execute_with_parts(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
         let arguments = self.checked_arguments(args)?;
         let connection = self.shared.connection.borrow().clone();
-        let peer = match connection {
-            Connection::Up(peer) => peer,
+        let (peer, broken) = match connection {
+            Connection::Up { peer, broken } => (peer, broken),
             Connection::Starting => return Err(self.failure("the MCP server is still starting")),
             Connection::Down(reason) => {
                 return Err(self.failure(format!(
@@ -554,7 +565,12 @@ impl Tool for McpTool {
                     self.shared.call_timeout
                 ))
             })?
-            .map_err(|e| self.failure(e))?;
+            .map_err(|e| {
+                if matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
+                    broken.cancel();
+                }
+                self.failure(e)
+            })?;
         let result = serde_json::to_value(&result).map_err(|e| self.failure(e))?;
         let output = tool_output(&result);
         if result["isError"].as_bool() == Some(true) {
