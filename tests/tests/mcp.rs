@@ -686,14 +686,14 @@ apps:
 #[tokio::test]
 async fn an_http_mcp_server_that_restarts_is_reached_again() {
     let port = free_port();
+    let logs = tempfile::tempdir().expect("log dir");
     let start_server = || {
         let mut command = Command::new("node");
         command
             .arg(server_everything())
             .arg("streamableHttp")
             .env("PORT", port.to_string());
-        let log = std::env::temp_dir().join(format!("adk-mcp-everything-{port}.log"));
-        ChildGuard::spawn(command, log).expect("start server-everything")
+        ChildGuard::spawn(command, logs.path().join("server-everything.log")).expect("start server-everything")
     };
     let mut server = start_server();
     assert!(
