@@ -50,6 +50,11 @@ mapfile -t commands < <(awk '
   inside { sub(/[[:space:]]+#.*$/, ""); if ($0 !~ /^[[:space:]]*(#|$)/) print }
 ' BENCHMARKS.md)
 [ ${#commands[@]} -gt 0 ] || die "no commands found in BENCHMARKS.md"
+# `adk-bench runner --tool mcp-…` runs @modelcontextprotocol/server-everything: install it
+# (idempotent; a no-op when scripts/test.sh already did).
+if printf '%s\n' "${commands[@]}" | grep -q -- '--tool mcp'; then
+  ./scripts/setup-mcp.sh
+fi
 
 port=""
 ran=0

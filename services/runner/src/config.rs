@@ -14,6 +14,11 @@
 //!   confirm:
 //!     kind: client             # long-running: the gRPC client runs it and answers with a function_response
 //!     description: Asks the user to confirm.
+//!   files:
+//!     kind: mcp                # every tool of an MCP server (a toolset), over stdio or streamable HTTP
+//!     transport: stdio
+//!     command: npx
+//!     args: [-y, "@modelcontextprotocol/server-filesystem", /data]
 //! apps:
 //!   weather:
 //!     root_agent:              # a tree: sub_agents are written inline
@@ -29,11 +34,11 @@
 
 use crate::app::{AgentDescription, App, ToolDescription};
 use crate::stores::RunnerServices;
-use adk_core::{AdkError, Agent, GenerateContentConfig, Llm, Tool};
+use adk_core::{AdkError, Agent, GenerateContentConfig, Llm, Tool, Toolset};
 use adk_models::{ProviderConfig, build_model};
 use adk_runner::{
-    ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent, Runner,
-    SequentialAgent,
+    ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, McpToolset, McpTransport,
+    ParallelAgent, Runner, SequentialAgent,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -73,9 +78,28 @@ struct AgentsFile {
 enum ToolKind {
     Http,
     Client,
+    Mcp,
 }
 
-/// One struct for both kinds (rather than a tagged enum) so serde keeps the line
+impl ToolKind {
+    fn as_str(self) -> &'static str {
+        match self {
+            ToolKind::Http => "http",
+            ToolKind::Client => "client",
+            ToolKind::Mcp => "mcp",
+        }
+    }
+}
+
+/// How an `mcp` tool reaches its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum McpTransportKind {
+    Stdio,
+    Http,
+}
+
+/// One struct for every kind (rather than a tagged enum) so serde keeps the line
 /// numbers of its errors and the checks can say which field does not fit the kind.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -89,13 +113,41 @@ struct ToolConfig {
     /// http: where the call's arguments are POSTed.
     #[serde(default)]
     url: Option<String>,
-    /// http: how long one call may take [default: 30].
+    /// http, mcp: how long one call may take [default: 30 for http, 60 for mcp].
     #[serde(default)]
     timeout_secs: Option<u64>,
-    /// http: header name -> the NAME of the environment variable holding its
-    /// value, so the file holds no secret.
+    /// http, mcp over http: header name -> the NAME of the environment variable
+    /// holding its value, so the file holds no secret.
     #[serde(default)]
     headers_from_env: BTreeMap<String, String>,
+    /// mcp: `stdio` (a child process) or `http` (streamable HTTP at `url`).
+    #[serde(default)]
+    transport: Option<McpTransportKind>,
+    /// mcp over stdio: the program to start, its arguments, its working directory.
+    #[serde(default)]
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    working_dir: Option<String>,
+    /// mcp over stdio: environment variables of the child, as values...
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    /// ...or as the NAME of the runner's variable holding the value (secrets).
+    #[serde(default)]
+    env_from_env: BTreeMap<String, String>,
+    /// mcp over http: the NAME of the variable holding a bearer token.
+    #[serde(default)]
+    bearer_token_env: Option<String>,
+    /// mcp: only these of the server's tools are offered.
+    #[serde(default)]
+    tool_filter: Option<Vec<String>>,
+    /// mcp: the model sees the server's `echo` as `<tool_prefix>_echo`.
+    #[serde(default)]
+    tool_prefix: Option<String>,
+    /// mcp: how long starting the server and the handshake may take [default: 30].
+    #[serde(default)]
+    connect_timeout_secs: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,8 +332,15 @@ pub struct AgentsConfig {
     spec: AgentsFile,
     models: BTreeMap<String, ProviderConfig>,
     /// Built once and shared by every agent that lists them (HTTP tools hold a
-    /// connection pool).
-    tools: BTreeMap<String, Arc<dyn Tool>>,
+    /// connection pool, MCP toolsets a connection or child process).
+    tools: BTreeMap<String, Declared>,
+}
+
+/// A declared tool: one tool, or a toolset (an MCP server's tools).
+#[derive(Clone)]
+enum Declared {
+    Tool(Arc<dyn Tool>),
+    Toolset(Arc<McpToolset>),
 }
 
 impl fmt::Debug for AgentsConfig {
@@ -407,20 +466,27 @@ impl AgentsConfig {
                         model
                     }
                 };
-                let tools: Vec<Arc<dyn Tool>> = config
-                    .tools
-                    .iter()
-                    .map(|name| {
-                        self.tool(name)
-                            .ok_or_else(|| (place.clone(), format!("unknown tool {name:?}")))
-                    })
-                    .collect::<Result<_, _>>()?;
+                let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+                let mut toolsets: Vec<Arc<dyn Toolset>> = Vec::new();
                 description.model = model.name().to_string();
-                description.tools = tools.iter().map(|tool| ToolDescription::of(tool.as_ref())).collect();
+                for name in &config.tools {
+                    match self.tool(name) {
+                        Some(Declared::Tool(tool)) => {
+                            description.tools.push(ToolDescription::of(tool.as_ref()));
+                            tools.push(tool);
+                        }
+                        Some(Declared::Toolset(toolset)) => {
+                            description.tools.push(toolset_description(name, &toolset));
+                            toolsets.push(toolset);
+                        }
+                        None => return Err((place.clone(), format!("unknown tool {name:?}"))),
+                    }
+                }
                 let mut builder = LlmAgentBuilder::new(&config.name)
                     .description(&config.description)
                     .model(model)
                     .tools(tools)
+                    .toolsets(toolsets)
                     .sub_agents(sub_agents);
                 if let Some(instruction) = &config.instruction {
                     builder = builder.instruction(instruction);
@@ -450,12 +516,28 @@ impl AgentsConfig {
         Ok((agent, description))
     }
 
-    fn tool(&self, name: &str) -> Option<Arc<dyn Tool>> {
+    fn tool(&self, name: &str) -> Option<Declared> {
         match name {
-            ExitLoopTool::NAME => Some(Arc::new(ExitLoopTool)),
-            LoadArtifactsTool::NAME => Some(Arc::new(LoadArtifactsTool)),
+            ExitLoopTool::NAME => Some(Declared::Tool(Arc::new(ExitLoopTool))),
+            LoadArtifactsTool::NAME => Some(Declared::Tool(Arc::new(LoadArtifactsTool))),
             _ => self.tools.get(name).cloned(),
         }
+    }
+}
+
+/// An MCP toolset in an app's description: its tools are only known once the
+/// server answers, so the entry names the toolset and its server.
+fn toolset_description(name: &str, toolset: &McpToolset) -> ToolDescription {
+    let server = match toolset.transport() {
+        McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" ")),
+        McpTransport::Http { url, .. } => format!("streamable HTTP: {url}"),
+    };
+    ToolDescription {
+        name: name.to_string(),
+        description: format!("MCP toolset: the tools of the MCP server ({})", server.trim_end()),
+        parameters_schema: None,
+        response_schema: None,
+        long_running: false,
     }
 }
 
@@ -485,7 +567,7 @@ fn check_models(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, 
     models
 }
 
-fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, Arc<dyn Tool>> {
+fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, Declared> {
     let mut tools = BTreeMap::new();
     for (name, config) in &spec.tools {
         if let Some(tool) = build_tool(name, config, problems) {
@@ -495,7 +577,7 @@ fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, A
     tools
 }
 
-fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Option<Arc<dyn Tool>> {
+fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Option<Declared> {
     let place = format!("tool {name:?}");
     let before = problems.0.len();
     if !is_function_name(name) {
@@ -515,7 +597,7 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
             format!("{name} is a built-in tool: list it in an agent's tools without declaring it"),
         );
     }
-    if config.description.trim().is_empty() {
+    if config.description.trim().is_empty() && config.kind != ToolKind::Mcp {
         problems.add(
             &place,
             Some("description"),
@@ -531,8 +613,8 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
             "must be a JSON Schema object, e.g. {type: object, properties: {city: {type: string}}}",
         );
     }
-    let mut headers = Vec::new();
-    match config.kind {
+    check_kind_fields(&place, config, problems);
+    let headers = match config.kind {
         ToolKind::Http => {
             if config.url.is_none() {
                 problems.add(
@@ -541,38 +623,12 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
                     "an http tool needs the url its calls are POSTed to",
                 );
             }
-            if config.timeout_secs == Some(0) {
-                problems.add(&place, Some("timeout_secs"), "must be at least 1");
-            }
-            for (header, var) in &config.headers_from_env {
-                match std::env::var(var) {
-                    Ok(value) if !value.is_empty() => headers.push((header.as_str(), value)),
-                    _ => problems.add(
-                        &place,
-                        Some("headers_from_env"),
-                        format!("environment variable {var} (for header {header}) is not set"),
-                    ),
-                }
-            }
+            check_timeouts(&place, config, problems);
+            header_values(&place, config, problems)
         }
-        ToolKind::Client => {
-            // These would be silently ignored: the client, not the server, runs the tool.
-            let server_side = [
-                ("url", config.url.is_some()),
-                ("timeout_secs", config.timeout_secs.is_some()),
-                ("headers_from_env", !config.headers_from_env.is_empty()),
-            ];
-            for (field, set) in server_side {
-                if set {
-                    problems.add(
-                        &place,
-                        Some(field),
-                        "only http tools have it: a client tool is run by the gRPC client",
-                    );
-                }
-            }
-        }
-    }
+        ToolKind::Client => Vec::new(),
+        ToolKind::Mcp => return build_mcp_toolset(name, &place, config, problems, before),
+    };
     if problems.0.len() > before {
         return None;
     }
@@ -606,8 +662,278 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
             }
             Arc::new(tool)
         }
+        ToolKind::Mcp => unreachable!("mcp toolsets are built by build_mcp_toolset"),
     };
-    Some(tool)
+    Some(Declared::Tool(tool))
+}
+
+/// Fields that mean nothing for the tool's kind (or transport) are errors, not
+/// silently ignored settings.
+fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) {
+    let transport = config.transport;
+    let stdio = config.kind == ToolKind::Mcp && transport == Some(McpTransportKind::Stdio);
+    let mcp_http = config.kind == ToolKind::Mcp && transport == Some(McpTransportKind::Http);
+    let http = config.kind == ToolKind::Http;
+    // (field, set, allowed for this kind, who has it)
+    let fields = [
+        (
+            "url",
+            config.url.is_some(),
+            http || mcp_http || (config.kind == ToolKind::Mcp && transport.is_none()),
+            "http tools and mcp tools over http",
+        ),
+        (
+            "timeout_secs",
+            config.timeout_secs.is_some(),
+            config.kind != ToolKind::Client,
+            "http and mcp tools",
+        ),
+        (
+            "headers_from_env",
+            !config.headers_from_env.is_empty(),
+            http || mcp_http,
+            "http tools and mcp tools over http",
+        ),
+        (
+            "parameters",
+            config.parameters.is_some(),
+            config.kind != ToolKind::Mcp,
+            "http and client tools",
+        ),
+        (
+            "transport",
+            transport.is_some(),
+            config.kind == ToolKind::Mcp,
+            "mcp tools",
+        ),
+        (
+            "command",
+            config.command.is_some(),
+            stdio || (config.kind == ToolKind::Mcp && transport.is_none()),
+            "mcp tools over stdio",
+        ),
+        ("args", !config.args.is_empty(), stdio, "mcp tools over stdio"),
+        (
+            "working_dir",
+            config.working_dir.is_some(),
+            stdio,
+            "mcp tools over stdio",
+        ),
+        ("env", !config.env.is_empty(), stdio, "mcp tools over stdio"),
+        (
+            "env_from_env",
+            !config.env_from_env.is_empty(),
+            stdio,
+            "mcp tools over stdio",
+        ),
+        (
+            "bearer_token_env",
+            config.bearer_token_env.is_some(),
+            mcp_http,
+            "mcp tools over http",
+        ),
+        (
+            "tool_filter",
+            config.tool_filter.is_some(),
+            config.kind == ToolKind::Mcp,
+            "mcp tools",
+        ),
+        (
+            "tool_prefix",
+            config.tool_prefix.is_some(),
+            config.kind == ToolKind::Mcp,
+            "mcp tools",
+        ),
+        (
+            "connect_timeout_secs",
+            config.connect_timeout_secs.is_some(),
+            config.kind == ToolKind::Mcp,
+            "mcp tools",
+        ),
+    ];
+    let kind = match (config.kind, transport) {
+        (ToolKind::Mcp, Some(McpTransportKind::Stdio)) => "an mcp tool over stdio".to_string(),
+        (ToolKind::Mcp, Some(McpTransportKind::Http)) => "an mcp tool over http".to_string(),
+        (ToolKind::Client, _) => "a client tool".to_string(),
+        (kind, _) => format!("an {} tool", kind.as_str()),
+    };
+    for (field, set, allowed, owners) in fields {
+        if set && !allowed {
+            problems.add(place, Some(field), format!("only {owners} have it; this is {kind}"));
+        }
+    }
+}
+
+fn check_timeouts(place: &str, config: &ToolConfig, problems: &mut Problems) {
+    for (field, value) in [
+        ("timeout_secs", config.timeout_secs),
+        ("connect_timeout_secs", config.connect_timeout_secs),
+    ] {
+        if value == Some(0) {
+            problems.add(place, Some(field), "must be at least 1");
+        }
+    }
+}
+
+/// The values of `headers_from_env`, each variable required to be set.
+fn header_values(place: &str, config: &ToolConfig, problems: &mut Problems) -> Vec<(String, String)> {
+    let mut headers = Vec::new();
+    for (header, var) in &config.headers_from_env {
+        match std::env::var(var) {
+            Ok(value) if !value.is_empty() => headers.push((header.clone(), value)),
+            _ => problems.add(
+                place,
+                Some("headers_from_env"),
+                format!("environment variable {var} (for header {header}) is not set"),
+            ),
+        }
+    }
+    headers
+}
+
+/// Whether `command` can be started: a path to a file, or a name found on PATH.
+fn command_exists(command: &str) -> bool {
+    if command.contains('/') {
+        return Path::new(command).is_file();
+    }
+    std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(command).is_file()))
+}
+
+/// An `mcp` tool: checks its settings (the server itself is only started on
+/// first use, so a server that is down does not stop the runner) and builds the
+/// toolset. Every problem is reported, even when an earlier one means nothing is built.
+fn build_mcp_toolset(
+    name: &str,
+    place: &str,
+    config: &ToolConfig,
+    problems: &mut Problems,
+    before: usize,
+) -> Option<Declared> {
+    check_timeouts(place, config, problems);
+    let toolset = match config.transport {
+        None => {
+            problems.add(
+                place,
+                Some("transport"),
+                "an mcp tool needs a transport: stdio (with a command) or http (with a url)",
+            );
+            None
+        }
+        Some(McpTransportKind::Stdio) => stdio_toolset(name, place, config, problems),
+        Some(McpTransportKind::Http) => http_toolset(name, place, config, problems),
+    };
+    if let Some(filter) = &config.tool_filter
+        && (filter.is_empty() || filter.iter().any(|tool| tool.trim().is_empty()))
+    {
+        problems.add(
+            place,
+            Some("tool_filter"),
+            "list the server's tools to offer by name (leave the field out to offer them all)",
+        );
+    }
+    if let Some(prefix) = &config.tool_prefix
+        && !is_agent_name(prefix)
+    {
+        problems.add(
+            place,
+            Some("tool_prefix"),
+            "must be an identifier ([A-Za-z_][A-Za-z0-9_]*): it starts the tools' function names",
+        );
+    }
+    let mut toolset = toolset?;
+    if problems.0.len() > before {
+        return None;
+    }
+    if let Some(filter) = &config.tool_filter {
+        toolset = toolset.with_tool_filter(filter.iter().cloned());
+    }
+    if let Some(prefix) = &config.tool_prefix {
+        toolset = toolset.with_prefix(prefix);
+    }
+    if let Some(secs) = config.timeout_secs {
+        toolset = toolset.with_call_timeout(Duration::from_secs(secs));
+    }
+    if let Some(secs) = config.connect_timeout_secs {
+        toolset = toolset.with_connect_timeout(Duration::from_secs(secs));
+    }
+    Some(Declared::Toolset(Arc::new(toolset)))
+}
+
+fn stdio_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+    let command = config.command.as_deref().unwrap_or_default();
+    if command.trim().is_empty() {
+        problems.add(
+            place,
+            Some("command"),
+            "an mcp tool over stdio needs the command that starts the server",
+        );
+    } else if !command_exists(command) {
+        problems.add(
+            place,
+            Some("command"),
+            format!("{command:?} is neither a file nor a program on PATH"),
+        );
+    }
+    if let Some(dir) = &config.working_dir
+        && !Path::new(dir).is_dir()
+    {
+        problems.add(place, Some("working_dir"), format!("{dir:?} is not a directory"));
+    }
+    let mut toolset = McpToolset::stdio(name, command).with_args(config.args.iter().cloned());
+    for (var, value) in &config.env {
+        toolset = toolset.with_env(var, value);
+    }
+    for (var, source) in &config.env_from_env {
+        match std::env::var(source) {
+            Ok(value) => toolset = toolset.with_env(var, value),
+            Err(_) => problems.add(
+                place,
+                Some("env_from_env"),
+                format!("environment variable {source} (for the server's {var}) is not set"),
+            ),
+        }
+    }
+    if let Some(dir) = &config.working_dir {
+        toolset = toolset.with_working_dir(dir);
+    }
+    Some(toolset)
+}
+
+fn http_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+    let toolset = match config.url.as_deref().map(|url| McpToolset::http(name, url)) {
+        None => {
+            problems.add(place, Some("url"), "an mcp tool over http needs the server's url");
+            None
+        }
+        Some(Err(e)) => {
+            problems.add(place, Some("url"), library_message(&e));
+            None
+        }
+        Some(Ok(toolset)) => Some(toolset),
+    };
+    let headers = header_values(place, config, problems);
+    let token = config
+        .bearer_token_env
+        .as_ref()
+        .and_then(|var| match std::env::var(var) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => {
+                problems.add(
+                    place,
+                    Some("bearer_token_env"),
+                    format!("environment variable {var} (for the bearer token) is not set"),
+                );
+                None
+            }
+        });
+    let mut toolset = toolset?;
+    for (header, value) in headers {
+        toolset = toolset.with_header(header, value);
+    }
+    if let Some(token) = token {
+        toolset = toolset.with_bearer_token(token);
+    }
+    Some(toolset)
 }
 
 fn is_function_name(name: &str) -> bool {

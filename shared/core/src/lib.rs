@@ -32,4 +32,4 @@ pub use session::{
     ListEventsResponse, ListRequest, ListResponse, Precondition, Session, SessionService, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
-pub use tool::{Tool, Toolset};
+pub use tool::{Tool, ToolOutput, Toolset};

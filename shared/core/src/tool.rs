@@ -1,5 +1,6 @@
 //! Tools the model can call (ADK's `BaseTool`) and toolsets that provide them per context.
 
+use crate::content::Part;
 use crate::context::{CallbackContext, ReadonlyContext, ToolContext};
 use crate::error::Result;
 use crate::model::{LlmRequest, ToolDeclaration};
@@ -36,6 +37,14 @@ pub trait Tool: Send + Sync {
     /// Runs the call. An `Err` becomes an `{"error": ...}` response the model sees.
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value>;
 
+    /// Runs the call for the agent: the response plus any media the tool produced
+    /// (e.g. an MCP tool's images), which go into the tool event next to the
+    /// function response as their own parts, so the model sees them as media and
+    /// not as base64 text. By default [`Tool::execute`] with no media.
+    async fn execute_with_parts(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
+        Ok(ToolOutput::new(self.execute(ctx, args).await?))
+    }
+
     /// Adjusts a model request before it is sent (e.g. to add instructions or
     /// content); most tools leave it alone.
     async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, _request: &mut LlmRequest) -> Result<()> {
@@ -48,6 +57,22 @@ pub trait Tool: Send + Sync {
             name: self.name().to_string(),
             description: self.description().to_string(),
             parameters: self.parameters_schema(),
+        }
+    }
+}
+
+/// What a tool call produced: the function response and, after it, media parts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    pub response: Value,
+    pub parts: Vec<Part>,
+}
+
+impl ToolOutput {
+    pub fn new(response: Value) -> Self {
+        ToolOutput {
+            response,
+            parts: Vec::new(),
         }
     }
 }

@@ -434,7 +434,10 @@ mod tests {
         let mut part = crate::Part::text_part("x");
         part.part_metadata = Some(object(&deep));
         let err = event_limits(&Event::new("i").with_content(Content::new("model").with_part(part))).unwrap_err();
-        assert!(err.to_string().contains("event.content.parts[0].part_metadata"), "{err}");
+        assert!(
+            err.to_string().contains("event.content.parts[0].part_metadata"),
+            "{err}"
+        );
 
         let mut shallow = Event::new("i");
         shallow.extensions = object(&json!({"a": {"b": [1, 2]}}));

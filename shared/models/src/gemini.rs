@@ -418,7 +418,10 @@ mod tests {
         assert_eq!(finish_reason("MAX_TOKENS"), FinishReason::MaxTokens);
         assert_eq!(finish_reason("PROHIBITED_CONTENT"), FinishReason::ProhibitedContent);
         assert_eq!(finish_reason("RECITATION"), FinishReason::Recitation);
-        assert_eq!(finish_reason("MALFORMED_FUNCTION_CALL"), FinishReason::MalformedFunctionCall);
+        assert_eq!(
+            finish_reason("MALFORMED_FUNCTION_CALL"),
+            FinishReason::MalformedFunctionCall
+        );
         assert_eq!(finish_reason("A_REASON_FROM_THE_FUTURE"), FinishReason::Other);
     }
 

@@ -4,7 +4,8 @@
 //!   tools, sub-agents to transfer to, `output_key`, model callbacks;
 //! - workflow agents [`SequentialAgent`], [`ParallelAgent`], [`LoopAgent`];
 //! - tools: [`FunctionTool`] (an async closure), [`HttpTool`] (an HTTP endpoint),
-//!   [`ClientTool`] (executed by the client), and ADK's built-ins
+//!   [`ClientTool`] (executed by the client), [`McpToolset`] (the tools of a
+//!   Model Context Protocol server, over stdio or streamable HTTP), and ADK's built-ins
 //!   [`ExitLoopTool`] and [`LoadArtifactsTool`] (`transfer_to_agent` is offered
 //!   by itself to agents with sub-agents);
 //! - [`Runner`]: runs an agent tree on a session, stores every complete event
@@ -38,7 +39,7 @@ mod workflow;
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
 pub use runner::{RunOptions, Runner, RunnerConfig};
-pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool};
+pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, McpToolset, McpTransport};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
 
 use adk_core::{AdkError, Result};

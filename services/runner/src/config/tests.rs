@@ -336,9 +336,124 @@ fn client_tools_have_no_server_side_settings() {
         "t: { kind: client, description: d, url: \"http://x\", timeout_secs: 3, headers_from_env: { a: PATH } }",
     ));
     for field in ["url", "timeout_secs", "headers_from_env"] {
-        let expected = format!(r#"tool "t": field "{field}": only http tools have it"#);
+        let expected = format!(r#"tool "t": field "{field}": only http"#);
         assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
     }
+}
+
+fn with_mcp(fields: &str) -> String {
+    with_tool(&format!("m: {{ kind: mcp, {fields} }}"))
+}
+
+#[test]
+fn mcp_tools_need_a_transport_and_its_target() {
+    assert_problem(
+        &with_mcp("command: sh"),
+        r#"tool "m": field "transport": an mcp tool needs a transport: stdio (with a command) or http (with a url)"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio"),
+        r#"tool "m": field "command": an mcp tool over stdio needs the command"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: adk-surely-not-a-program"),
+        r#"tool "m": field "command": "adk-surely-not-a-program" is neither a file nor a program on PATH"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, working_dir: /surely/not/a/dir"),
+        r#"tool "m": field "working_dir": "/surely/not/a/dir" is not a directory"#,
+    );
+    assert_problem(
+        &with_mcp("transport: http"),
+        r#"tool "m": field "url": an mcp tool over http needs the server's url"#,
+    );
+    assert_problem(
+        &with_mcp("transport: http, url: \"ftp://x/mcp\""),
+        r#"tool "m": field "url": MCP toolset m: "ftp://x/mcp" is not an http(s) URL"#,
+    );
+    valid(&with_mcp(
+        "transport: stdio, command: sh, args: [-c, exit], working_dir: /, env: { A: b }",
+    ));
+    valid(&with_mcp(
+        "transport: http, url: \"http://127.0.0.1:1/mcp\", description: everything",
+    ));
+}
+
+#[test]
+fn mcp_fields_fit_the_transport() {
+    let found = problems(&with_mcp(
+        "transport: http, url: \"http://x/mcp\", command: sh, args: [a], env: { A: b }, working_dir: /, parameters: {}",
+    ));
+    for field in ["command", "args", "env", "working_dir"] {
+        let expected =
+            format!(r#"tool "m": field "{field}": only mcp tools over stdio have it; this is an mcp tool over http"#);
+        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    }
+    assert!(
+        found
+            .iter()
+            .any(|p| p.contains(r#"field "parameters": only http and client tools have it"#)),
+        "{found:#?}"
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, url: \"http://x/mcp\", bearer_token_env: PATH"),
+        r#"tool "m": field "url": only http tools and mcp tools over http have it; this is an mcp tool over stdio"#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", tool_prefix: p, transport: http }"),
+        r#"tool "t": field "tool_prefix": only mcp tools have it; this is an http tool"#,
+    );
+}
+
+#[test]
+fn mcp_secrets_come_from_set_variables() {
+    assert_problem(
+        &with_mcp("transport: http, url: \"http://x/mcp\", bearer_token_env: ADK_TEST_SURELY_UNSET_TOKEN"),
+        r#"tool "m": field "bearer_token_env": environment variable ADK_TEST_SURELY_UNSET_TOKEN (for the bearer token) is not set"#,
+    );
+    assert_problem(
+        &with_mcp("transport: http, url: \"http://x/mcp\", headers_from_env: { x-key: ADK_TEST_SURELY_UNSET_KEY }"),
+        r#"tool "m": field "headers_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY (for header x-key) is not set"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, env_from_env: { API_KEY: ADK_TEST_SURELY_UNSET_KEY }"),
+        r#"tool "m": field "env_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY (for the server's API_KEY) is not set"#,
+    );
+    valid(&with_mcp(
+        "transport: http, url: \"http://x/mcp\", bearer_token_env: PATH, headers_from_env: { x-path: PATH }",
+    ));
+    valid(&with_mcp("transport: stdio, command: sh, env_from_env: { P: PATH }"));
+    // A bad url does not hide the other problems.
+    let found = problems(&with_mcp(
+        "transport: http, url: \"ftp://x\", bearer_token_env: ADK_TEST_SURELY_UNSET_TOKEN, tool_prefix: \"a b\"",
+    ));
+    for field in ["url", "bearer_token_env", "tool_prefix"] {
+        let expected = format!(r#"tool "m": field "{field}""#);
+        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    }
+}
+
+#[test]
+fn mcp_filter_prefix_and_timeouts_are_checked() {
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, tool_filter: []"),
+        r#"tool "m": field "tool_filter": list the server's tools to offer by name"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, tool_prefix: \"my tools\""),
+        r#"tool "m": field "tool_prefix": must be an identifier"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, timeout_secs: 0"),
+        r#"tool "m": field "timeout_secs": must be at least 1"#,
+    );
+    assert_problem(
+        &with_mcp("transport: stdio, command: sh, connect_timeout_secs: 0"),
+        r#"tool "m": field "connect_timeout_secs": must be at least 1"#,
+    );
+    valid(&with_mcp(
+        "transport: stdio, command: sh, tool_filter: [echo], tool_prefix: ev, timeout_secs: 5, connect_timeout_secs: 5",
+    ));
 }
 
 #[test]

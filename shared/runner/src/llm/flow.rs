@@ -12,7 +12,7 @@ use crate::tools::TransferToAgentTool;
 use adk_core::{
     AdkError, Agent, CallbackContext, Content, Event, EventActions, EventStream, FunctionResponseData,
     InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, ReadonlyContext, Result,
-    StreamingMode, Tool,
+    StreamingMode, Tool, ToolOutput,
 };
 use adk_telemetry::metrics::TokenUsage;
 use adk_telemetry::{ModelCall, ToolCall};
@@ -226,8 +226,8 @@ impl Inner {
         let results = join_all(calls.into_iter().map(|call| call_tool(ctx, tools, call))).await;
         let mut parts = Vec::new();
         let mut actions = EventActions::default();
-        for (part, call_actions) in results {
-            parts.extend(part);
+        for (call_parts, call_actions) in results {
+            parts.extend(call_parts);
             merge_actions(&mut actions, call_actions);
         }
         if parts.is_empty() && actions == EventActions::default() {
@@ -253,13 +253,10 @@ impl Inner {
     }
 }
 
-/// Executes one call. Failures (unknown tool, tool error) become an `error`
-/// response for the model to read, not a failed run.
-async fn call_tool(
-    ctx: &Arc<dyn InvocationContext>,
-    tools: &[Arc<dyn Tool>],
-    call: Call,
-) -> (Option<Part>, EventActions) {
+/// Executes one call: its function response, then any media the tool produced.
+/// Failures (unknown tool, tool error) become an `error` response for the model
+/// to read, not a failed run.
+async fn call_tool(ctx: &Arc<dyn InvocationContext>, tools: &[Arc<dyn Tool>], call: Call) -> (Vec<Part>, EventActions) {
     let Some(tool) = tools.iter().find(|tool| tool.name() == call.name) else {
         ToolCall::unknown(&call.name, &call.id);
         let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
@@ -269,7 +266,7 @@ async fn call_tool(
             available.join(", ")
         );
         return (
-            Some(response_part(call, json!({ "error": error }))),
+            vec![response_part(call, json!({ "error": error }))],
             EventActions::default(),
         );
     };
@@ -278,21 +275,28 @@ async fn call_tool(
     // HTTP tool's request carries the trace context.
     let observed = ToolCall::start(&call.name, &call.id, true);
     let result = tool
-        .execute(tool_ctx.clone(), call.args.clone())
+        .execute_with_parts(tool_ctx.clone(), call.args.clone())
         .instrument(observed.span().clone())
         .await;
     observed.finish(result.as_ref().err().map(AdkError::code));
     let actions = tool_ctx.take_actions();
-    let response = match result {
-        Ok(Value::Null) if tool.is_long_running() => return (None, actions),
-        Ok(object @ Value::Object(_)) => object,
-        Ok(other) => json!({ "result": other }),
+    let (response, media) = match result {
+        Ok(output) if output.response.is_null() && output.parts.is_empty() && tool.is_long_running() => {
+            return (Vec::new(), actions);
+        }
+        Ok(ToolOutput {
+            response: object @ Value::Object(_),
+            parts,
+        }) => (object, parts),
+        Ok(ToolOutput { response, parts }) => (json!({ "result": response }), parts),
         Err(e) => {
             tracing::info!(tool = %call.name, error = %e, "tool call failed; the model gets the error");
-            json!({ "error": e.to_string() })
+            (json!({ "error": e.to_string() }), Vec::new())
         }
     };
-    (Some(response_part(call, response)), actions)
+    let mut parts = vec![response_part(call, response)];
+    parts.extend(media);
+    (parts, actions)
 }
 
 /// Calls the model inside a [`ModelCall`] span: the request is sent and every

@@ -7,11 +7,17 @@
 //! SessionService AppendEvent at the same concurrency on the same Redis, and the
 //! runner's own overhead per turn: turn latency minus N × append latency, N being
 //! the events a turn stores (the user's message and the reply).
+//!
+//! `--tool` makes every turn one tool call (the mock model calls `echo`, then
+//! answers): an HTTP tool the bench serves itself, or the `echo` tool of
+//! `@modelcontextprotocol/server-everything` (installed by scripts/setup-mcp.sh)
+//! over MCP stdio or streamable HTTP, so the turn latencies compare the ways of
+//! calling a tool.
 
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
+use adk_testkit::{ChildGuard, RedisServer, ServiceProcess, free_port, unique_prefix, wait_for_port};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
@@ -32,6 +38,22 @@ apps:
       instruction: You help {user:name?}. Be brief.
       output_key: last_reply
 ";
+
+/// Unmeasured turns per client before each level, in one session.
+const WARMUP_TURNS: usize = 3;
+
+/// What each turn calls.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ToolMode {
+    /// No tool: the model answers at once.
+    None,
+    /// An HTTP tool (`kind: http`) served by the bench.
+    Http,
+    /// server-everything's `echo` over MCP stdio (a child process of the runner).
+    McpStdio,
+    /// server-everything's `echo` over MCP streamable HTTP (a server the bench starts).
+    McpHttp,
+}
 
 #[derive(clap::Args)]
 pub struct RunnerArgs {
@@ -55,6 +77,9 @@ pub struct RunnerArgs {
     /// so this is the conversation length measured at).
     #[arg(long, default_value_t = 10)]
     turns_per_session: usize,
+    /// Make every turn one tool call of this kind (the bench's own runner only).
+    #[arg(long, value_enum, default_value = "none")]
+    tool: ToolMode,
 }
 
 /// The bench's own processes, stopped when dropped.
@@ -64,6 +89,8 @@ struct Stack {
     runner_process: Option<ServiceProcess>,
     _session_process: Option<ServiceProcess>,
     _redis: Option<RedisServer>,
+    /// server-everything for `--tool mcp-http`.
+    _tool_server: Option<ChildGuard>,
     agents_file: Option<PathBuf>,
 }
 
@@ -83,6 +110,7 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
             runner_process: None,
             _session_process: None,
             _redis: None,
+            _tool_server: None,
             agents_file: None,
         });
     }
@@ -98,7 +126,14 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
     ])
     .await;
     let agents_file = std::env::temp_dir().join(format!("adk-bench-agents-{}.yaml", std::process::id()));
-    std::fs::write(&agents_file, BENCH_AGENTS).context("write the bench's agents file")?;
+    let (agents, tool_server) = match args.tool {
+        ToolMode::None => (BENCH_AGENTS.to_string(), None),
+        mode => {
+            let (tool, server) = tool_config(mode).await?;
+            (tool_agents(&tool, args.turns_per_session), server)
+        }
+    };
+    std::fs::write(&agents_file, agents).context("write the bench's agents file")?;
     let store = ["--store-url".to_string(), redis.url()];
     let sessions = ServiceProcess::spawn("adk-session-server", &store, &[]).await;
     let mut runner_args = store.to_vec();
@@ -110,8 +145,117 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
         runner_process: Some(runner),
         _session_process: Some(sessions),
         _redis: Some(redis),
+        _tool_server: tool_server,
         agents_file: Some(agents_file),
     })
+}
+
+/// `dist/index.js` of @modelcontextprotocol/server-everything, where scripts/setup-mcp.sh puts it.
+fn server_everything() -> Result<String> {
+    let dir = match std::env::var_os("ADK_MCP_NODE_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let cache = std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+                .context("HOME is not set")?;
+            cache.join("adk/mcp-node")
+        }
+    };
+    let script = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    anyhow::ensure!(
+        script.is_file(),
+        "{} is missing: run scripts/setup-mcp.sh",
+        script.display()
+    );
+    Ok(script.display().to_string())
+}
+
+/// The agents-file entry of the `echo` tool for `mode`, and the server the bench started for it.
+async fn tool_config(mode: ToolMode) -> Result<(String, Option<ChildGuard>)> {
+    match mode {
+        ToolMode::None => unreachable!("no tool"),
+        ToolMode::Http => {
+            let url = serve_http_echo().await?;
+            Ok((
+                format!(
+                    "{{ kind: http, url: '{url}', description: Echoes the message., \
+                     parameters: {{ type: object, properties: {{ message: {{ type: string }} }}, required: [message] }} }}"
+                ),
+                None,
+            ))
+        }
+        ToolMode::McpStdio => Ok((
+            format!(
+                "{{ kind: mcp, transport: stdio, command: node, args: ['{}', stdio], tool_filter: [echo] }}",
+                server_everything()?
+            ),
+            None,
+        )),
+        ToolMode::McpHttp => {
+            let port = free_port();
+            let mut command = std::process::Command::new("node");
+            command
+                .arg(server_everything()?)
+                .arg("streamableHttp")
+                .env("PORT", port.to_string());
+            let log = std::env::temp_dir().join(format!("adk-bench-server-everything-{}.log", std::process::id()));
+            let server = ChildGuard::spawn(command, log).context("start server-everything")?;
+            anyhow::ensure!(
+                wait_for_port(port, Duration::from_secs(60)).await,
+                "server-everything did not listen on port {port}"
+            );
+            Ok((
+                format!("{{ kind: mcp, transport: http, url: 'http://127.0.0.1:{port}/mcp', tool_filter: [echo] }}"),
+                Some(server),
+            ))
+        }
+    }
+}
+
+/// An HTTP tool in the bench process: POST /echo answers `{"echo": <message>}`.
+async fn serve_http_echo() -> Result<String> {
+    let app = axum::Router::new().route(
+        "/echo",
+        axum::routing::post(|body: axum::body::Bytes| async move {
+            let args: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+            let reply = serde_json::json!({ "echo": args["message"] });
+            ([("content-type", "application/json")], reply.to_string())
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .context("bind the HTTP tool")?;
+    let url = format!("http://{}/echo", listener.local_addr()?);
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    Ok(url)
+}
+
+/// An agent whose every turn calls `echo` once and then answers: the mock's
+/// script holds a call and a reply per turn of a session (warm-up sessions included),
+/// played afresh in each session.
+fn tool_agents(tool: &str, turns_per_session: usize) -> String {
+    let turn =
+        "        - function_calls: [{ name: echo, args: { message: weather in Tokyo } }]\n        - text: done\n";
+    format!(
+        "
+models:
+  caller:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+{}
+tools:
+  echo: {tool}
+apps:
+  bench:
+    root_agent: {{ name: assistant, model: caller, tools: [echo] }}
+",
+        turn.repeat(turns_per_session.max(WARMUP_TURNS))
+    )
 }
 
 fn histogram() -> Histogram<u64> {
@@ -229,8 +373,8 @@ async fn measure_turns(args: &RunnerArgs, endpoint: &str, concurrency: usize) ->
             args.app.clone(),
             worker_user(worker),
             format!("{warmup}-{worker}"),
-            3,
-            3,
+            WARMUP_TURNS,
+            WARMUP_TURNS,
         )));
     }
     for task in warming {
@@ -315,9 +459,19 @@ async fn measure_appends(endpoint: &str, concurrency: usize, per_client: usize) 
 }
 
 pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.tool == ToolMode::None || args.endpoint.is_none(),
+        "--tool sets up the bench's own runner: leave out --endpoint"
+    );
     let stack = start(&args).await?;
+    let tool = match args.tool {
+        ToolMode::None => "no tool",
+        ToolMode::Http => "one HTTP tool call per turn",
+        ToolMode::McpStdio => "one MCP tool call per turn (stdio)",
+        ToolMode::McpHttp => "one MCP tool call per turn (streamable HTTP)",
+    };
     println!(
-        "runner {}, app {}, {} measured turns per level, {} turns per session\n",
+        "runner {}, app {}, {} measured turns per level, {} turns per session, {tool}\n",
         stack.runner, args.app, args.turns, args.turns_per_session
     );
     let mut levels = Vec::new();

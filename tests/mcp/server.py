@@ -1,0 +1,91 @@
+"""An MCP server for the runner's tests, on the `mcp` package's MCPServer (FastMCP until mcp 2).
+
+    server.py --state-dir DIR              MCP over stdio (the runner starts it)
+    server.py --state-dir DIR --port PORT  MCP over streamable HTTP at http://127.0.0.1:PORT/mcp
+
+What the tests cannot see through MCP is left in DIR: `pid` (rewritten at every start, one
+line per start in `starts`), `started-TAG` when a slow call begins and `cancelled-TAG` when
+the client cancels it (MCP's notifications/cancelled cancels the handler's task).
+"""
+
+import argparse
+import base64
+import os
+from pathlib import Path
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.utilities.types import Image
+
+# A 1x1 red PNG.
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--state-dir", required=True, type=Path)
+parser.add_argument("--port", type=int)
+options = parser.parse_args()
+state = options.state_dir
+state.mkdir(parents=True, exist_ok=True)
+(state / "pid").write_text(str(os.getpid()))
+with open(state / "starts", "a") as starts:
+    starts.write(f"{os.getpid()}\n")
+
+mcp = MCPServer("adk-test-server")
+
+
+@mcp.tool()
+def weather(city: str) -> dict[str, object]:
+    """Current weather of a city (structured output)."""
+    return {"city": city, "temp_c": 21}
+
+
+@mcp.tool()
+def fail(reason: str) -> str:
+    """Always fails with the given reason."""
+    raise ToolError(f"failed on purpose: {reason}")
+
+
+@mcp.tool()
+def red_pixel() -> Image:
+    """A 1x1 red PNG image."""
+    return Image(data=PNG, format="png")
+
+
+@mcp.tool()
+async def slow(seconds: float, tag: str) -> str:
+    """Waits `seconds`, then answers; records a cancellation under `tag`."""
+    (state / f"started-{tag}").write_text("")
+    try:
+        await anyio.sleep(seconds)
+    except anyio.get_cancelled_exc_class():
+        (state / f"cancelled-{tag}").write_text("")
+        raise
+    return f"slept {seconds}s"
+
+
+@mcp.tool()
+def whoami() -> dict[str, object]:
+    """The server process: its working directory and test environment variable."""
+    return {"cwd": os.getcwd(), "env": os.environ.get("ADK_MCP_TEST_ENV"), "secret": os.environ.get("ADK_MCP_RUNNER_SECRET")}
+
+
+def bonus() -> str:
+    """A tool that only exists after enable_bonus."""
+    return "bonus!"
+
+
+@mcp.tool()
+async def enable_bonus(ctx: Context) -> str:
+    """Adds the tool `bonus` and tells the client its tool list changed."""
+    mcp.add_tool(bonus)
+    await ctx.session.send_tool_list_changed()
+    return "bonus enabled"
+
+
+if options.port is None:
+    mcp.run()
+else:
+    mcp.run("streamable-http", host="127.0.0.1", port=options.port)
