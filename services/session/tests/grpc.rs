@@ -341,6 +341,12 @@ impl SessionService for SwitchableStore {
     async fn watch(&self, req: WatchRequest) -> adk_core::Result<EventStream> {
         self.inner.watch(req).await
     }
+    async fn user_state(&self, req: adk_core::UserStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.user_state(req).await
+    }
+    async fn app_state(&self, req: adk_core::AppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.app_state(req).await
+    }
     async fn ping(&self) -> adk_core::Result<()> {
         if self.reachable.load(Ordering::SeqCst) {
             Ok(())

@@ -548,6 +548,40 @@ impl From<&DeleteRequest> for pb::DeleteSessionRequest {
     }
 }
 
+// ---------- scope state reads (GetUserState, GetAppState) ----------
+
+impl From<pb::GetUserStateRequest> for crate::session::UserStateRequest {
+    fn from(r: pb::GetUserStateRequest) -> Self {
+        crate::session::UserStateRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+        }
+    }
+}
+
+impl From<&crate::session::UserStateRequest> for pb::GetUserStateRequest {
+    fn from(r: &crate::session::UserStateRequest) -> Self {
+        pb::GetUserStateRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+        }
+    }
+}
+
+impl From<pb::GetAppStateRequest> for crate::session::AppStateRequest {
+    fn from(r: pb::GetAppStateRequest) -> Self {
+        crate::session::AppStateRequest { app_name: r.app_name }
+    }
+}
+
+impl From<&crate::session::AppStateRequest> for pb::GetAppStateRequest {
+    fn from(r: &crate::session::AppStateRequest) -> Self {
+        pb::GetAppStateRequest {
+            app_name: r.app_name.clone(),
+        }
+    }
+}
+
 impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
     type Error = AdkError;
     fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
@@ -981,6 +1015,8 @@ pub mod artifact {
             file_name: at.file_name,
             mime_type: h.mime_type,
             is_text: h.is_text,
+            // Only SaveArtifact takes file_data parts; an upload's bytes are content.
+            is_file_uri: false,
             version: h.version,
             custom_metadata: map_from_struct("header.custom_metadata", h.custom_metadata.as_ref())?,
             size_hint: h.size_bytes,
@@ -1113,6 +1149,7 @@ pub mod artifact {
                 create_time: Some(timestamp_to_proto(m.create_time)),
                 custom_metadata: Some(map_to_struct(m.custom_metadata.iter())),
                 is_text: m.is_text,
+                is_file_uri: m.is_file_uri,
             }
         }
     }
@@ -1133,6 +1170,7 @@ pub mod artifact {
                 create_time,
                 custom_metadata: map_from_struct("metadata.custom_metadata", m.custom_metadata.as_ref())?,
                 is_text: m.is_text,
+                is_file_uri: m.is_file_uri,
             })
         }
     }
@@ -1205,6 +1243,7 @@ pub mod artifact {
                 create_time: chrono::Utc::now(),
                 custom_metadata: [("k".to_string(), json!([1, "x"]))].into(),
                 is_text: false,
+                is_file_uri: false,
             };
             assert_eq!(ArtifactMetadata::try_from(&pb::ArtifactMetadata::from(&m)).unwrap(), m);
         }

@@ -402,7 +402,12 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         println!("{}\n{}", append.row(), get.row());
         if args.watch {
             let name = format!("AppendEvent → WatchSession delivery @ {length} events");
-            println!("{}", measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops).await?.row());
+            println!(
+                "{}",
+                measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops)
+                    .await?
+                    .row()
+            );
         }
         p50.push((length, append.p50_ms(), get.p50_ms()));
     }

@@ -76,7 +76,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 19] = [
+        let entries: [(&str, &str, Extract); 21] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -108,6 +108,14 @@ impl ScopeTable {
             }),
             (SESSIONS, "WatchSession", |b| {
                 decode::<pb::WatchSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "GetUserState", |b| {
+                decode::<pb::GetUserStateRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            // App state is what every session of the app reads already: any credential
+            // of the app may read it (writes to it need admin: see `authorize`).
+            (SESSIONS, "GetAppState", |b| {
+                decode::<pb::GetAppStateRequest>(b).map(|m| Scope::App(m.app_name))
             }),
             (ARTIFACTS, "SaveArtifact", |b| {
                 decode::<pb::SaveArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
