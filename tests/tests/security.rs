@@ -343,6 +343,7 @@ fn upload_request(user: &str) -> UploadRequest {
         file_name: "notes.txt".into(),
         mime_type: "text/plain".into(),
         is_text: true,
+        is_file_uri: false,
         version: None,
         custom_metadata: Default::default(),
         size_hint: None,
