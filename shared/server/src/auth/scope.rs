@@ -332,6 +332,12 @@ mod tests {
             }
             .encode_to_vec(),
             "GetApp" => pb::GetAppRequest { app_name: app }.encode_to_vec(),
+            "GetUserState" => pb::GetUserStateRequest {
+                app_name: app,
+                user_id: user,
+            }
+            .encode_to_vec(),
+            "GetAppState" => pb::GetAppStateRequest { app_name: app }.encode_to_vec(),
             "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
             other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
         }
@@ -352,7 +358,7 @@ mod tests {
 
     /// Every method of every adk.v1 service, from the descriptor set the servers
     /// serve: each is in the table, lets alice touch her own data and refuses bob's
-    /// data and other apps to her (only ListApps and GetApp touch no user's data).
+    /// data and other apps to her (only ListApps, GetApp and GetAppState touch no user's data).
     #[test]
     fn every_method_is_checked() {
         let table = ScopeTable::new();
@@ -375,7 +381,9 @@ mod tests {
                         "ListApps" => {
                             assert_eq!(check(&table, &path, &other, &alice(&["other"])), Ok(()), "{path}")
                         }
-                        "GetApp" => assert_eq!(
+                        // The app's state: any credential of the app reads it, as every
+                        // session of the app shows it.
+                        "GetApp" | "GetAppState" => assert_eq!(
                             check(&table, &path, &other, &alice(&["other"])),
                             Err(Code::PermissionDenied),
                             "{path}"
@@ -398,7 +406,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 19, "the adk.v1 services have 19 methods");
+        assert_eq!(checked, 21, "the adk.v1 services have 21 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 
