@@ -1055,6 +1055,49 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         Some(&text_value("hacked"))
     );
 
+    // UpdateAppState changes app: state without an event: admins only.
+    let update = || pb::UpdateAppStateRequest {
+        app_name: APP.into(),
+        state_delta: Some(prost_types::Struct {
+            fields: [("app:banner".to_string(), text_value("welcome"))].into(),
+        }),
+    };
+    assert_app_state_denied(
+        "UpdateAppState",
+        "state_delta",
+        alice.sessions.update_app_state(update()).await,
+    );
+    let app_state = pb::GetAppStateRequest { app_name: APP.into() };
+    let unchanged = alice
+        .sessions
+        .get_app_state(app_state.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        unchanged.state.unwrap_or_default().fields.get("banner"),
+        Some(&text_value("hacked")),
+        "the refused update changed nothing"
+    );
+    let updated = admin
+        .sessions
+        .update_app_state(update())
+        .await
+        .expect("an admin updates app state");
+    let fields = updated.into_inner().state.unwrap_or_default().fields;
+    assert_eq!(fields.get("banner"), Some(&text_value("welcome")));
+    let seen = alice
+        .sessions
+        .get_session(get(APP, "alice", "a1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        seen.state.unwrap_or_default().fields.get("app:banner"),
+        Some(&text_value("welcome"))
+    );
+    assert_eq!(seen.events.len(), 1, "no event was appended for it");
+
     // Alice's run: the agent's reply goes to app:last_reply, as before.
     let run = alice
         .runner

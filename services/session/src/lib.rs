@@ -6,7 +6,7 @@
 use adk_core::convert::map_to_struct;
 use adk_core::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
-    SessionService, UserStateRequest, WatchRequest,
+    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
@@ -147,6 +147,19 @@ impl SessionServiceRpc for SessionGrpcService {
             .app_state(AppStateRequest::from(request.into_inner()))
             .await?;
         let reply = pb::GetAppStateResponse {
+            state: Some(map_to_struct(state.iter())),
+        };
+        self.fit_in_message(reply, "the app's state", "keep less in app: state")
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name))]
+    async fn update_app_state(
+        &self,
+        request: Request<pb::UpdateAppStateRequest>,
+    ) -> Result<Response<pb::UpdateAppStateResponse>, Status> {
+        let update = UpdateAppStateRequest::try_from(request.into_inner())?;
+        let state = self.store.update_app_state(update).await?;
+        let reply = pb::UpdateAppStateResponse {
             state: Some(map_to_struct(state.iter())),
         };
         self.fit_in_message(reply, "the app's state", "keep less in app: state")

@@ -347,6 +347,9 @@ impl SessionService for SwitchableStore {
     async fn app_state(&self, req: adk_core::AppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
         self.inner.app_state(req).await
     }
+    async fn update_app_state(&self, req: adk_core::UpdateAppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.update_app_state(req).await
+    }
     async fn ping(&self) -> adk_core::Result<()> {
         if self.reachable.load(Ordering::SeqCst) {
             Ok(())

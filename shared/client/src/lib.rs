@@ -18,7 +18,7 @@ use connect::{AuthChannel, BearerToken};
 use adk_core::{
     AdkError, AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Result, ScopeState, Session, SessionService,
-    UserStateRequest, WatchRequest,
+    UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
@@ -175,6 +175,15 @@ impl SessionService for RemoteSessionService {
             .sessions
             .clone()
             .get_app_state(pb::GetAppStateRequest::from(&req))
+            .await?;
+        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        let reply = self
+            .sessions
+            .clone()
+            .update_app_state(pb::UpdateAppStateRequest::from(&req))
             .await?;
         adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
     }

@@ -582,6 +582,25 @@ impl From<&crate::session::AppStateRequest> for pb::GetAppStateRequest {
     }
 }
 
+impl TryFrom<pb::UpdateAppStateRequest> for crate::session::UpdateAppStateRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::UpdateAppStateRequest) -> Result<Self> {
+        Ok(crate::session::UpdateAppStateRequest {
+            app_name: r.app_name,
+            state_delta: map_from_struct("state_delta", r.state_delta.as_ref())?,
+        })
+    }
+}
+
+impl From<&crate::session::UpdateAppStateRequest> for pb::UpdateAppStateRequest {
+    fn from(r: &crate::session::UpdateAppStateRequest) -> Self {
+        pb::UpdateAppStateRequest {
+            app_name: r.app_name.clone(),
+            state_delta: Some(map_to_struct(r.state_delta.iter())),
+        }
+    }
+}
+
 impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
     type Error = AdkError;
     fn try_from(r: pb::AppendEventRequest) -> Result<Self> {

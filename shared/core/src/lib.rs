@@ -27,7 +27,7 @@ pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolD
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState, Session,
-    SessionService, UserStateRequest, WatchRequest,
+    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
 pub use tool::{Tool, Toolset};

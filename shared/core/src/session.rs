@@ -2,7 +2,7 @@
 
 use crate::error::{AdkError, Result};
 use crate::event::Event;
-use crate::state::StateMap;
+use crate::state::{Scope, ScopedDelta, StateMap};
 use crate::validate;
 use async_trait::async_trait;
 use base64::Engine;
@@ -161,6 +161,14 @@ pub struct AppStateRequest {
     pub app_name: String,
 }
 
+/// An admin's change to an app's `app:` state without an event
+/// (SessionService.UpdateAppState): every key of `state_delta` starts with `app:`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpdateAppStateRequest {
+    pub app_name: String,
+    pub state_delta: HashMap<String, Value>,
+}
+
 /// A scope's state as ADK's `get_user_state` returns it: keys without their `user:` or
 /// `app:` prefix; empty when nothing was stored.
 pub type ScopeState = HashMap<String, Value>;
@@ -228,6 +236,10 @@ pub trait SessionService: Send + Sync {
     async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState>;
     /// The app's `app:` state, without a session.
     async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState>;
+    /// Applies `app:` keys to the app's state without an event, as an append's delta
+    /// would (values replace, `null` is stored), and returns the app's state after it.
+    /// Every reader sees it as it sees an append's `app:` values.
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState>;
     /// Ok while the backing store answers.
     async fn ping(&self) -> Result<()> {
         Ok(())
@@ -301,6 +313,27 @@ impl UserStateRequest {
 impl AppStateRequest {
     pub fn validate(&self) -> Result<()> {
         validate::id("app_name", &self.app_name)
+    }
+}
+
+impl UpdateAppStateRequest {
+    /// The app id, and a delta of `app:` keys only (the same key and size rules as any
+    /// delta): a key of another scope is `INVALID_ARGUMENT` naming it.
+    pub fn validate(&self) -> Result<()> {
+        validate::id("app_name", &self.app_name)?;
+        validate::state_keys("state_delta", &self.state_delta)?;
+        if let Some(key) = self.state_delta.keys().find(|key| Scope::of(key).0 != Scope::App) {
+            return Err(AdkError::invalid(format!(
+                "state_delta key {} is not an app: key; UpdateAppState changes app: state only",
+                validate::quoted(key)
+            )));
+        }
+        validate::state_limits("state_delta", &self.state_delta)
+    }
+
+    /// The delta as app state fields: keys without their `app:` prefix.
+    pub fn app_fields(&self) -> ScopeState {
+        ScopedDelta::split(&self.state_delta).app
     }
 }
 

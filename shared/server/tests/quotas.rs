@@ -77,6 +77,12 @@ impl SessionService for Open {
     ) -> Result<Response<pb::GetAppStateResponse>, Status> {
         unused()
     }
+    async fn update_app_state(
+        &self,
+        _: Request<pb::UpdateAppStateRequest>,
+    ) -> Result<Response<pb::UpdateAppStateResponse>, Status> {
+        unused()
+    }
 }
 
 #[tonic::async_trait]

@@ -19,7 +19,7 @@ use adk_core::{
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
-use adk_core::{AppStateRequest, ScopeState, UserStateRequest};
+use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -382,6 +382,14 @@ impl SessionService for InMemorySessionService {
     async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
         req.validate()?;
         Ok(self.lock().app_state.get(&req.app_name).cloned().unwrap_or_default())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let mut inner = self.lock();
+        let state = inner.app_state.entry(req.app_name.clone()).or_default();
+        state.extend(req.app_fields());
+        Ok(state.clone())
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {

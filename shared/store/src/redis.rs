@@ -123,7 +123,7 @@ use adk_core::{
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
-use adk_core::{AppStateRequest, ScopeState, UserStateRequest};
+use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use adk_proto::v1 as pb;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -252,18 +252,25 @@ impl RedisSessionService {
             return Ok(());
         }
         let written = if self.store.is_cluster() {
-            let mut invocation = self.scripts.app_write.key(&keys.app_state);
-            invocation.arg(app_state::CHANNEL).arg(&keys.app_name);
-            push_pairs(&mut invocation, app_delta)?;
-            self.store
-                .durable_eval::<String>("app_write", &invocation, &keys.app_state)
-                .await
-                .map(drop)
+            self.write_app_state(&keys.app_name, app_delta).await
         } else {
             Ok(())
         };
         self.app_states.invalidate(&keys.app_name);
         written
+    }
+
+    /// Writes `app:` values (keys without the prefix) in one script that publishes the
+    /// change to every process's cache (`lua::APP_WRITE`; see `app_state.rs`).
+    async fn write_app_state(&self, app: &str, fields: &Fields) -> Result<()> {
+        let key = app_state_key(app);
+        let mut invocation = self.scripts.app_write.key(&key);
+        invocation.arg(app_state::CHANNEL).arg(app);
+        push_pairs(&mut invocation, fields)?;
+        self.store
+            .durable_eval::<String>("app_write", &invocation, &key)
+            .await
+            .map(drop)
     }
 
     /// `app`'s state: from this process's cache, else from Redis (see `app_state.rs`).
@@ -655,6 +662,18 @@ impl SessionService for RedisSessionService {
 
     async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
         req.validate()?;
+        Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let fields = req.app_fields();
+        if !fields.is_empty() {
+            let written = self.write_app_state(&req.app_name, &fields).await;
+            // As every app: writer: this process reads its own write at once.
+            self.app_states.invalidate(&req.app_name);
+            written?;
+        }
         Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
     }
 

@@ -9,8 +9,8 @@ use adk_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_core::{
     AdkError, AppStateRequest, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream,
-    GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService, UserStateRequest,
-    WatchRequest,
+    GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService,
+    UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use futures::StreamExt;
@@ -52,6 +52,7 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         client_timestamps_stay_in_protobufs_range,
         ttl_expires_sessions_and_appends_refresh_it,
         user_and_app_state_read_without_a_session,
+        app_state_changes_without_an_event,
         hostile_ids_keep_sessions_apart,
     );
 }
@@ -1471,6 +1472,74 @@ async fn user_and_app_state_read_without_a_session(svc: &dyn SessionService) {
     assert_eq!(user_state_of(svc, &app, "u").await, expected_user);
     assert_eq!(app_state_of(svc, &app).await, map(&[("model", json!("m2"))]));
     assert!(user_state_of(svc, &app, "w").await.is_empty(), "another user has none");
+}
+
+fn update_app(app: &str, delta: &[(&str, Value)]) -> UpdateAppStateRequest {
+    UpdateAppStateRequest {
+        app_name: app.into(),
+        state_delta: map(delta),
+    }
+}
+
+async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
+    let app = unique_prefix("appstate");
+    create(
+        svc,
+        &app,
+        "u",
+        "s",
+        &[("app:model", json!("m1")), ("app:keep", json!(1))],
+    )
+    .await;
+    let after = svc
+        .update_app_state(update_app(
+            &app,
+            &[("app:model", json!("m2")), ("app:off", json!(null))],
+        ))
+        .await
+        .expect("update app state");
+    let expected = map(&[("model", json!("m2")), ("keep", json!(1)), ("off", json!(null))]);
+    assert_eq!(after, expected, "the reply is the app's state after the change");
+    assert_eq!(app_state_of(svc, &app).await, expected);
+    // Every session of the app reads it, and no event was appended.
+    let session = get(svc, &app, "u", "s").await;
+    assert_eq!(session.state.get("app:model"), Some(json!("m2")));
+    assert_eq!(session.event_count, 0);
+    let other = create(svc, &app, "v", "s", &[]).await;
+    assert_eq!(other.state.get("app:model"), Some(json!("m2")));
+    // An app nothing was stored for yet.
+    let fresh = unique_prefix("appstate-new");
+    let state = svc
+        .update_app_state(update_app(&fresh, &[("app:x", json!([1]))]))
+        .await
+        .expect("update a new app");
+    assert_eq!(state, map(&[("x", json!([1]))]));
+
+    // Only app: keys, under the usual key and size rules; nothing changes on refusal.
+    for (key, needle) in [
+        ("user:name", "not an app: key"),
+        ("temp:x", "not an app: key"),
+        ("plain", "not an app: key"),
+        ("app:", "state_delta"),
+        ("", "state_delta"),
+    ] {
+        let req = update_app(&app, &[(key, json!(1)), ("app:model", json!("m3"))]);
+        let message = expect_invalid(svc.update_app_state(req).await, "state_delta", key);
+        assert!(message.contains(needle), "{key:?}: {message}");
+    }
+    let big = json!("x".repeat(adk_core::validate::MAX_STATE_VALUE_BYTES));
+    let too_big = svc.update_app_state(update_app(&app, &[("app:big", big)])).await;
+    expect_code(too_big, Code::ResourceExhausted, "an oversized value");
+    expect_invalid(
+        svc.update_app_state(update_app("", &[("app:x", json!(1))])).await,
+        "app_name",
+        "no app",
+    );
+    assert_eq!(
+        app_state_of(svc, &app).await,
+        expected,
+        "refused updates changed nothing"
+    );
 }
 
 async fn hostile_ids_keep_sessions_apart(svc: &dyn SessionService) {
