@@ -207,7 +207,7 @@ async fn store_errors_arrive_with_their_codes() {
     let taken = sessions.create(create("dup")).await.unwrap_err();
     assert_eq!(taken.code(), Code::AlreadyExists, "{taken}");
 
-    let bad_id = sessions.create(create("no/slashes")).await.unwrap_err();
+    let bad_id = sessions.create(create("no\nnewlines")).await.unwrap_err();
     assert_eq!(bad_id.code(), Code::InvalidArgument, "{bad_id}");
     assert!(bad_id.to_string().contains("session_id"), "names the field: {bad_id}");
 
