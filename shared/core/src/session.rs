@@ -462,7 +462,8 @@ fn decode_token(token: &str, kind: &str, listing: &str) -> Result<String> {
 pub struct SessionCursor {
     /// The last listed session's update time, in microseconds since the epoch.
     pub update_micros: i64,
-    /// The last listed session's index member: its id, or `user:id` for app-wide listings.
+    /// The last listed session's index member (see [`SessionCursor::member`]): its encoded id,
+    /// or `<user>:<id>` (both encoded) for app-wide listings.
     pub member: String,
 }
 
