@@ -491,7 +491,7 @@ pub trait ArtifactService: Send + Sync {
     async fn list(&self, req: ListRequest) -> Result<ListResponse>;
     async fn versions(&self, req: VersionsRequest) -> Result<VersionsResponse>;
 
-    /// Saves a part (text or inline data) with no custom metadata.
+    /// Saves a part (text, inline data or file data) with no custom metadata.
     async fn save(&self, req: SaveRequest) -> Result<SaveResponse> {
         let (upload, bytes) = UploadRequest::for_part(&req, HashMap::new())?;
         self.upload(upload, single_chunk(bytes)).await
