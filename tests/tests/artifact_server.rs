@@ -423,10 +423,23 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             "longer than 1024",
         ),
         (
-            "file_data part",
-            save("f", Some(Part::file_data("image/png", "gs://bucket/x.png")), None),
+            "file_data part without a URI",
+            save("f", Some(Part::file_data("image/png", "")), None),
             Code::InvalidArgument,
-            "text or inline_data",
+            "part.file_data.file_uri is required",
+        ),
+        (
+            "artifact reference to another user",
+            save(
+                "f",
+                Some(Part::file_data(
+                    "",
+                    format!("artifact://apps/{app}/users/someone-else/artifacts/user:f/versions/1"),
+                )),
+                None,
+            ),
+            Code::InvalidArgument,
+            "part.file_data.file_uri",
         ),
         (
             "function_call part",
@@ -436,7 +449,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
                 None,
             ),
             Code::InvalidArgument,
-            "text or inline_data",
+            "text, inline_data or file_data",
         ),
         (
             "inline data without a MIME type",
@@ -482,7 +495,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         "bad app name",
         pb::SaveArtifactRequest {
             r#ref: Some(pb::ArtifactRef {
-                app_name: "a/b".into(),
+                app_name: "a\nb".into(),
                 ..artifact_ref(&app, "f").expect("ref")
             }),
             ..save("f", text(), None)
@@ -555,7 +568,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
         .list_artifacts(pb::ListArtifactsRequest {
             app_name: app.clone(),
             user_id: "u".into(),
-            session_id: "s/..".into(),
+            session_id: "s\t..".into(),
         })
         .await
         .expect_err("bad session id");

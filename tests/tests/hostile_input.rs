@@ -26,10 +26,11 @@ const SESSION: &str = "s1";
 const FILE: &str = "notes.txt";
 const MIB: usize = 1024 * 1024;
 
-/// Ids no store may ever see: key separators, glob and hash-tag characters, paths,
-/// NUL, non-ASCII, empty and too long.
+/// Ids no store may ever see: control characters (NUL, newline, DEL, C1), only
+/// whitespace, empty and too long. (Key separators, glob and hash-tag characters, paths
+/// and non-ASCII are ids like any other: see the conformance suites' hostile-id cases.)
 fn bad_ids() -> Vec<String> {
-    ["a:b", "a*", "{x}", "a}b", "a/b", "..", ".", "a\0b", "ünï", "", "a b"]
+    ["a\0b", "a\nb", "\u{7f}", "c1\u{85}", "   ", ""]
         .iter()
         .map(|s| s.to_string())
         .chain([&"x".repeat(129), &"y".repeat(100_000)].map(String::clone))
@@ -834,7 +835,8 @@ async fn artifact_requests(stack: &Stack) {
             upload(&mut c, vec![header_msg(header), chunk_msg(b"x")]).await,
         );
     }
-    for bad in bad_ids() {
+    // An empty session id lists the user's "user:" names: not an error.
+    for bad in bad_ids().into_iter().filter(|bad| !bad.is_empty()) {
         let list = pb::ListArtifactsRequest {
             app_name: APP.into(),
             user_id: USER.into(),

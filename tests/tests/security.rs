@@ -11,7 +11,7 @@ use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, workspace_bin};
+use adk_testkit::{RedisCluster, RedisServer, ServiceProcess, workspace_bin};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use futures::StreamExt;
@@ -343,6 +343,7 @@ fn upload_request(user: &str) -> UploadRequest {
         file_name: "notes.txt".into(),
         mime_type: "text/plain".into(),
         is_text: true,
+        is_file_uri: false,
         version: None,
         custom_metadata: Default::default(),
         size_hint: None,
@@ -613,6 +614,92 @@ async fn hs256_rs256_and_es256_jwts_are_accepted() {
     let admin = creds.jwt(Algorithm::ES256, admin_claims);
     let mut admin = clients(&server, Some(&admin)).await;
     admin.sessions.get_session(get(APP, "alice", "RS256")).await.unwrap();
+}
+
+/// A JWT `sub` is the user id, whatever it holds: an Auth0 subject (`auth0|…`) works on
+/// every RPC, on a Redis Cluster, and binds the user as any id does (a subject one
+/// character apart is another user). State reads and session-less `user:` artifacts
+/// included.
+#[tokio::test]
+async fn auth0_subjects_are_user_ids_on_a_redis_cluster() {
+    const SUBJECT: &str = "auth0|5f7c8ec7c33c6c004bbafe82";
+    const NEIGHBOUR: &str = "auth0|5f7c8ec7c33c6c004bbafe8";
+    let cluster = RedisCluster::start(3).await;
+    let creds = Credentials::new();
+    let mut args = creds.server_args();
+    args.extend(["--store-url".to_string(), cluster.url()]);
+    let server = spawn_server(args).await;
+    let token = creds.jwt(Algorithm::HS256, claims(SUBJECT));
+    let mut own = clients(&server, Some(&token)).await;
+    let session = "tenant:42/s{1}";
+    let mut request = create(SUBJECT, session);
+    request.state = Some(prost_types::Struct {
+        fields: [("user:theme".to_string(), text_value("dark"))].into(),
+    });
+    own.sessions
+        .create_session(request)
+        .await
+        .expect("create as the Auth0 subject");
+    let got = own.sessions.get_session(get(APP, SUBJECT, session)).await.expect("get");
+    assert_eq!(got.get_ref().user_id, SUBJECT);
+
+    let user_state = |user: &str| pb::GetUserStateRequest {
+        app_name: APP.into(),
+        user_id: user.into(),
+    };
+    let state = own
+        .sessions
+        .get_user_state(user_state(SUBJECT))
+        .await
+        .expect("user state");
+    let fields = &state.get_ref().state.as_ref().expect("a state").fields;
+    assert_eq!(fields.keys().collect::<Vec<_>>(), ["theme"], "keys without user:");
+    let app_state = pb::GetAppStateRequest { app_name: APP.into() };
+    own.sessions
+        .get_app_state(app_state)
+        .await
+        .expect("a user reads the app's state");
+
+    // A user: artifact without a session, listed without a session.
+    let avatar = pb::ArtifactRef {
+        app_name: APP.into(),
+        user_id: SUBJECT.into(),
+        session_id: String::new(),
+        file_name: "user:avatar.png".into(),
+    };
+    let save = pb::SaveArtifactRequest {
+        r#ref: Some(avatar.clone()),
+        part: Some(pb::Part::from(&adk_core::Part::inline_data("image/png", vec![1, 2]))),
+        ..Default::default()
+    };
+    own.artifacts.save_artifact(save).await.expect("save without a session");
+    let list = |user: &str| pb::ListArtifactsRequest {
+        app_name: APP.into(),
+        user_id: user.into(),
+        session_id: String::new(),
+    };
+    let names = own.artifacts.list_artifacts(list(SUBJECT)).await.expect("list");
+    assert_eq!(names.get_ref().file_names, ["user:avatar.png"]);
+
+    // A subject one character shorter is someone else, for the credential and the store.
+    let neighbour_token = creds.jwt(Algorithm::HS256, claims(NEIGHBOUR));
+    let mut neighbour = clients(&server, Some(&neighbour_token)).await;
+    let denied = neighbour.sessions.get_user_state(user_state(SUBJECT)).await;
+    assert_eq!(code(denied), Code::PermissionDenied);
+    let denied = neighbour.artifacts.list_artifacts(list(SUBJECT)).await;
+    assert_eq!(code(denied), Code::PermissionDenied);
+    let theirs = neighbour
+        .sessions
+        .get_user_state(user_state(NEIGHBOUR))
+        .await
+        .expect("own state");
+    assert!(theirs.get_ref().state.as_ref().is_none_or(|s| s.fields.is_empty()));
+    let theirs = neighbour
+        .artifacts
+        .list_artifacts(list(NEIGHBOUR))
+        .await
+        .expect("own list");
+    assert!(theirs.get_ref().file_names.is_empty());
 }
 
 // ---------------------------------------------------------------- authorization
@@ -969,6 +1056,49 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         seen.state.unwrap_or_default().fields.get("app:banner"),
         Some(&text_value("hacked"))
     );
+
+    // UpdateAppState changes app: state without an event: admins only.
+    let update = || pb::UpdateAppStateRequest {
+        app_name: APP.into(),
+        state_delta: Some(prost_types::Struct {
+            fields: [("app:banner".to_string(), text_value("welcome"))].into(),
+        }),
+    };
+    assert_app_state_denied(
+        "UpdateAppState",
+        "state_delta",
+        alice.sessions.update_app_state(update()).await,
+    );
+    let app_state = pb::GetAppStateRequest { app_name: APP.into() };
+    let unchanged = alice
+        .sessions
+        .get_app_state(app_state.clone())
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        unchanged.state.unwrap_or_default().fields.get("banner"),
+        Some(&text_value("hacked")),
+        "the refused update changed nothing"
+    );
+    let updated = admin
+        .sessions
+        .update_app_state(update())
+        .await
+        .expect("an admin updates app state");
+    let fields = updated.into_inner().state.unwrap_or_default().fields;
+    assert_eq!(fields.get("banner"), Some(&text_value("welcome")));
+    let seen = alice
+        .sessions
+        .get_session(get(APP, "alice", "a1"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        seen.state.unwrap_or_default().fields.get("app:banner"),
+        Some(&text_value("welcome"))
+    );
+    assert_eq!(seen.events.len(), 1, "no event was appended for it");
 
     // Alice's run: the agent's reply goes to app:last_reply, as before.
     let run = alice

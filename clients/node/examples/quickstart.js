@@ -56,7 +56,7 @@ try {
 
   // Bad input fails with a status naming the field.
   try {
-    await adk.createSession('not valid!', user);
+    await adk.createSession('not\tvalid', user);
   } catch (/** @type {any} */ err) {
     console.log(`invalid input -> code ${err.code} (INVALID_ARGUMENT is 3): ${err.details}`);
   }

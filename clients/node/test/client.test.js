@@ -209,12 +209,12 @@ describe('AdkClient against adk-server', () => {
 
   it('rejects bad input with INVALID_ARGUMENT naming the field', async () => {
     const INVALID = grpc.status.INVALID_ARGUMENT;
-    await rejectsWith(adk.createSession('bad app!', 'alice'), INVALID, 'app_name');
+    await rejectsWith(adk.createSession('bad\napp', 'alice'), INVALID, 'app_name');
     await rejectsWith(adk.getSession('weather', '', 's1'), INVALID, 'user_id');
-    await rejectsWith(adk.appendEvent('weather', 'alice', '../s1', { text: 'hi' }), INVALID, 'session_id');
+    await rejectsWith(adk.appendEvent('weather', 'alice', 's1\u0000', { text: 'hi' }), INVALID, 'session_id');
     await rejectsWith(adk.saveArtifact('weather', 'alice', 's1', '../etc/passwd', 'x'), INVALID, 'file_name');
     await rejectsWith(adk.loadArtifact('weather', 'alice', 's1', '/abs'), INVALID, 'file_name');
-    await rejectsWith(collect(adk.run('assistant', 'bad user', 's1', 'hi')), INVALID, 'user_id');
+    await rejectsWith(collect(adk.run('assistant', 'bad\tuser', 's1', 'hi')), INVALID, 'user_id');
     await rejectsWith(
       collect(adk.run('no_such_app', 'alice', 's1', 'hi', { createSession: true })),
       grpc.status.NOT_FOUND,

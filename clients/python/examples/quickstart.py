@@ -68,7 +68,7 @@ def main() -> int:
 
         # Bad input fails with a status naming the field.
         try:
-            adk.create_session("not valid!", user)
+            adk.create_session("not\tvalid", user)
         except grpc.RpcError as err:
             print(f"invalid input -> {err.code().name}: {err.details()}")
     return 0

@@ -179,12 +179,12 @@ def test_run_client_tool_pauses_then_resumes(adk: AdkClient) -> None:
 @pytest.mark.parametrize(
     "call, field",
     [
-        (lambda adk: adk.create_session("bad app!", "alice"), "app_name"),
+        (lambda adk: adk.create_session("bad\napp", "alice"), "app_name"),
         (lambda adk: adk.get_session("weather", "", "s1"), "user_id"),
-        (lambda adk: adk.append_event("weather", "alice", "../s1", text="hi"), "session_id"),
+        (lambda adk: adk.append_event("weather", "alice", "s1\x00", text="hi"), "session_id"),
         (lambda adk: adk.save_artifact("weather", "alice", "s1", "../etc/passwd", "x"), "file_name"),
         (lambda adk: adk.load_artifact("weather", "alice", "s1", "/abs"), "file_name"),
-        (lambda adk: list(adk.run("assistant", "bad user", "s1", "hi")), "user_id"),
+        (lambda adk: list(adk.run("assistant", "bad\tuser", "s1", "hi")), "user_id"),
     ],
     ids=["create_session", "get_session", "append_event", "save_artifact", "load_artifact", "run"],
 )

@@ -119,7 +119,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         let load = convert::load_from_proto(request.into_inner())?;
         record_artifact(&load.app_name, &load.user_id, &load.session_id, &load.file_name);
         let limit = self.max_message_bytes;
-        let (metadata, chunks) = self.store.download(load, DEFAULT_CHUNK_BYTES).await?;
+        let (metadata, chunks) = self.store.download_resolved(load, DEFAULT_CHUNK_BYTES).await?;
         if metadata.size_bytes > limit as u64 {
             return Err(message_too_large(
                 &describe(&metadata),
@@ -246,7 +246,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         let (load, chunk_bytes) = convert::download_from_proto(request.into_inner())?;
         record_artifact(&load.app_name, &load.user_id, &load.session_id, &load.file_name);
         let chunk_bytes = chunk_bytes.min(self.max_message_bytes.saturating_sub(CHUNK_FRAMING_BYTES).max(1));
-        let (metadata, chunks) = self.store.download(load, chunk_bytes).await?;
+        let (metadata, chunks) = self.store.download_resolved(load, chunk_bytes).await?;
         let header = pb::DownloadArtifactResponse {
             message: Some(DownloadMessage::Metadata(pb::ArtifactMetadata::from(&metadata))),
         };

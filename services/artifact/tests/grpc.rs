@@ -121,6 +121,7 @@ impl ArtifactService for ProbeStore {
             create_time: chrono::Utc::now(),
             custom_metadata: Default::default(),
             is_text: false,
+            is_file_uri: false,
         };
         let produced = self.produced.clone();
         let chunks = futures::stream::iter(0..CHUNKS).map(move |_| {

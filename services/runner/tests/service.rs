@@ -164,7 +164,7 @@ async fn requests_are_checked_before_anything_runs() {
     assert_eq!(unknown.message(), "app nope is not served here (served: echo)");
 
     for (request, field) in [
-        (run_request("bad app", "s", "hi", false), "app_name"),
+        (run_request("bad\napp", "s", "hi", false), "app_name"),
         (run_request("echo", "", "hi", false), "session_id"),
         (
             pb::RunRequest {

@@ -3,9 +3,10 @@
 //! about sessions lives in core and the store; what is here is transport only
 //! (message size limits, streaming, shutdown).
 
+use adk_core::convert::map_to_struct;
 use adk_core::{
-    AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest, SessionService,
-    WatchRequest,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
+    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
@@ -119,6 +120,49 @@ impl SessionServiceRpc for SessionGrpcService {
             .append_event(AppendEventRequest::try_from(request.into_inner())?)
             .await?;
         Ok(Response::new(pb::Event::from(&event)))
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn get_user_state(
+        &self,
+        request: Request<pb::GetUserStateRequest>,
+    ) -> Result<Response<pb::GetUserStateResponse>, Status> {
+        let state = self
+            .store
+            .user_state(UserStateRequest::from(request.into_inner()))
+            .await?;
+        let reply = pb::GetUserStateResponse {
+            state: Some(map_to_struct(state.iter())),
+        };
+        self.fit_in_message(reply, "the user's state", "keep less in user: state")
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name))]
+    async fn get_app_state(
+        &self,
+        request: Request<pb::GetAppStateRequest>,
+    ) -> Result<Response<pb::GetAppStateResponse>, Status> {
+        let state = self
+            .store
+            .app_state(AppStateRequest::from(request.into_inner()))
+            .await?;
+        let reply = pb::GetAppStateResponse {
+            state: Some(map_to_struct(state.iter())),
+        };
+        self.fit_in_message(reply, "the app's state", "keep less in app: state")
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name))]
+    async fn update_app_state(
+        &self,
+        request: Request<pb::UpdateAppStateRequest>,
+    ) -> Result<Response<pb::UpdateAppStateResponse>, Status> {
+        let update = UpdateAppStateRequest::try_from(request.into_inner())?;
+        let state = self.store.update_app_state(update).await?;
+        let reply = pb::UpdateAppStateResponse {
+            state: Some(map_to_struct(state.iter())),
+        };
+        self.fit_in_message(reply, "the app's state", "keep less in app: state")
     }
 
     #[tracing::instrument(skip_all, fields(

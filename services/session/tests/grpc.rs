@@ -207,7 +207,7 @@ async fn store_errors_arrive_with_their_codes() {
     let taken = sessions.create(create("dup")).await.unwrap_err();
     assert_eq!(taken.code(), Code::AlreadyExists, "{taken}");
 
-    let bad_id = sessions.create(create("no/slashes")).await.unwrap_err();
+    let bad_id = sessions.create(create("no\nnewlines")).await.unwrap_err();
     assert_eq!(bad_id.code(), Code::InvalidArgument, "{bad_id}");
     assert!(bad_id.to_string().contains("session_id"), "names the field: {bad_id}");
 
@@ -340,6 +340,15 @@ impl SessionService for SwitchableStore {
     }
     async fn watch(&self, req: WatchRequest) -> adk_core::Result<EventStream> {
         self.inner.watch(req).await
+    }
+    async fn user_state(&self, req: adk_core::UserStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.user_state(req).await
+    }
+    async fn app_state(&self, req: adk_core::AppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.app_state(req).await
+    }
+    async fn update_app_state(&self, req: adk_core::UpdateAppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+        self.inner.update_app_state(req).await
     }
     async fn ping(&self) -> adk_core::Result<()> {
         if self.reachable.load(Ordering::SeqCst) {

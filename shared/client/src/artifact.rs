@@ -5,8 +5,8 @@
 use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
 use adk_core::artifact::{
-    ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse, UploadRequest,
-    VersionsRequest, VersionsResponse,
+    ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveRequest, SaveResponse,
+    UploadRequest, VersionsRequest, VersionsResponse, single_chunk,
 };
 use adk_core::convert::artifact as convert;
 use adk_core::{AdkError, ArtifactMetadata, Result};
@@ -225,6 +225,23 @@ impl ArtifactService for RemoteArtifactService {
             // The body ended normally (its sender dropped unused): the server's reply decides.
             Either::Right((Err(oneshot::Canceled), call)) => call.await?,
         };
+        Ok(SaveResponse {
+            version: reply.get_ref().version,
+        })
+    }
+
+    /// Text and inline data as an upload (see [`ArtifactService::save`]); a `file_data` part
+    /// through SaveArtifact, as UploadArtifact carries content bytes only.
+    async fn save(&self, req: SaveRequest) -> Result<SaveResponse> {
+        let (upload, bytes) = UploadRequest::for_part(&req, Default::default())?;
+        if !upload.is_file_uri {
+            return self.upload(upload, single_chunk(bytes)).await;
+        }
+        let reply = self
+            .artifacts
+            .clone()
+            .save_artifact(convert::save_to_proto(&req))
+            .await?;
         Ok(SaveResponse {
             version: reply.get_ref().version,
         })

@@ -16,8 +16,9 @@ pub use connect::ConnectOptions;
 use connect::{AuthChannel, BearerToken};
 
 use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest, ListEventsRequest,
-    ListEventsResponse, ListRequest, ListResponse, Result, Session, SessionService, WatchRequest,
+    AdkError, AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Result, ScopeState, Session, SessionService,
+    UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
@@ -158,6 +159,33 @@ impl SessionService for RemoteSessionService {
             .await?
             .into_inner();
         Ok(events.map(|received| Event::try_from(&received?)).boxed())
+    }
+
+    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
+        let reply = self
+            .sessions
+            .clone()
+            .get_user_state(pb::GetUserStateRequest::from(&req))
+            .await?;
+        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+    }
+
+    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
+        let reply = self
+            .sessions
+            .clone()
+            .get_app_state(pb::GetAppStateRequest::from(&req))
+            .await?;
+        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        let reply = self
+            .sessions
+            .clone()
+            .update_app_state(pb::UpdateAppStateRequest::from(&req))
+            .await?;
+        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
     }
 
     /// Asks the server's grpc.health.v1 for the session service: Ok while it is

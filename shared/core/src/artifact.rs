@@ -64,9 +64,140 @@ fn validate_version(version: Option<i64>) -> Result<()> {
     }
 }
 
+/// Where an artifact lives: app, user, file name, and the session unless the name is
+/// user-scoped. A `user:` name needs no session (empty `session_id`, as ADK's `None`);
+/// a session-scoped name without one is `INVALID_ARGUMENT` naming `session_id`.
 fn validate_location(app_name: &str, user_id: &str, session_id: &str, file_name: &str) -> Result<()> {
-    validate::session_ids(app_name, user_id, session_id)?;
-    validate_file_name(file_name)
+    validate::id("app_name", app_name)?;
+    validate::id("user_id", user_id)?;
+    validate_file_name(file_name)?;
+    if session_id.is_empty() && !is_user_scoped(file_name) {
+        return Err(AdkError::invalid(format!(
+            "session_id is required for the session-scoped file_name {}; only \"{USER_SCOPE_PREFIX}\" names may omit it",
+            validate::quoted(file_name)
+        )));
+    }
+    optional_session_id(session_id)
+}
+
+/// A session id that may be empty (no session: the user's artifacts only).
+fn optional_session_id(session_id: &str) -> Result<()> {
+    if session_id.is_empty() {
+        return Ok(());
+    }
+    validate::id("session_id", session_id)
+}
+
+// ---------- artifact references ----------
+
+/// The scheme of artifact references: a `file_data` part whose URI names another
+/// artifact version, in ADK's format (see [`ArtifactUri`]).
+pub const ARTIFACT_URI_SCHEME: &str = "artifact://";
+/// The most references one load follows (ADK's limit): a longer chain, or a cycle,
+/// fails with `FAILED_PRECONDITION` instead of looping.
+pub const MAX_REFERENCE_DEPTH: usize = 5;
+/// Path segments that end an id in an artifact URI (ADK's reserved segments).
+const URI_RESERVED: [&str; 5] = ["apps", "users", "sessions", "artifacts", "versions"];
+
+/// The target of an artifact reference: ADK's
+/// `artifact://apps/<app>/users/<user>/sessions/<session>/artifacts/<file>/versions/<n>`,
+/// or without `/sessions/<session>` for a user-scoped name. Ids appear raw, as ADK writes
+/// them; an id holding `/apps/`, `/users/`, `/sessions/`, `/artifacts/` or `/versions/`
+/// parses as ADK parses it (it ends at the first of them), so a reference can only ever
+/// name another scope, which the scope check refuses. `version` is this service's
+/// (1-based); ADK's adapter translates ADK's 0-based numbers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArtifactUri {
+    pub app_name: String,
+    pub user_id: String,
+    /// None for a user-scoped reference.
+    pub session_id: Option<String>,
+    pub file_name: String,
+    pub version: i64,
+}
+
+impl ArtifactUri {
+    /// The reference an `artifact://` URI names; None when it is not one in ADK's format.
+    pub fn parse(uri: &str) -> Option<ArtifactUri> {
+        let rest = uri.strip_prefix(ARTIFACT_URI_SCHEME)?.strip_prefix("apps/")?;
+        let (app, "users", rest) = next_segment(rest)? else {
+            return None;
+        };
+        let (user, after_user, rest) = next_segment(rest)?;
+        let (session, rest) = match after_user {
+            "sessions" => match next_segment(rest)? {
+                (session, "artifacts", rest) => (Some(session), rest),
+                _ => return None,
+            },
+            "artifacts" => (None, rest),
+            _ => return None,
+        };
+        // The file name runs to the last `/versions/`, like ADK's greedy match.
+        let (file_name, version) = rest.rsplit_once("/versions/")?;
+        if file_name.is_empty() || version.is_empty() || !version.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        Some(ArtifactUri {
+            app_name: app.to_string(),
+            user_id: user.to_string(),
+            session_id: session.map(String::from),
+            file_name: file_name.to_string(),
+            version: version.parse().ok()?,
+        })
+    }
+
+    /// The request that loads the referenced version.
+    fn load_request(&self) -> LoadRequest {
+        LoadRequest {
+            app_name: self.app_name.clone(),
+            user_id: self.user_id.clone(),
+            session_id: self.session_id.clone().unwrap_or_default(),
+            file_name: self.file_name.clone(),
+            version: Some(self.version),
+        }
+    }
+
+    /// A reference held in (app, user, session) may only name that app and user, and a
+    /// session-scoped target only that session (ADK's rule); `INVALID_ARGUMENT` naming
+    /// `field` otherwise, and for a target that is no valid artifact location.
+    fn check_scope(&self, field: &str, app_name: &str, user_id: &str, session_id: &str) -> Result<()> {
+        let refuse = |why: &str| AdkError::invalid(format!("{field} {}: {why}", validate::quoted(&self.to_string())));
+        if self.app_name != app_name || self.user_id != user_id {
+            return Err(refuse("artifact references must stay within the same app and user"));
+        }
+        if self.session_id.as_deref().is_some_and(|s| s != session_id) {
+            return Err(refuse(
+                "a session-scoped artifact reference must stay within the same session",
+            ));
+        }
+        let target = self.load_request();
+        target
+            .validate()
+            .map_err(|e| refuse(&format!("it names no valid artifact version ({e})")))
+    }
+}
+
+/// The segment at the start of `rest` up to the first reserved `/<segment>/`, that
+/// segment, and what follows it. None when there is none or the first segment is empty.
+fn next_segment(rest: &str) -> Option<(&str, &str, &str)> {
+    let (at, reserved) = rest.match_indices('/').find_map(|(at, _)| {
+        let after = &rest[at + 1..];
+        URI_RESERVED
+            .iter()
+            .find(|r| after.strip_prefix(**r).is_some_and(|tail| tail.starts_with('/')))
+            .map(|r| (at, *r))
+    })?;
+    (at > 0).then(|| (&rest[..at], reserved, &rest[at + reserved.len() + 2..]))
+}
+
+impl std::fmt::Display for ArtifactUri {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{ARTIFACT_URI_SCHEME}apps/{}/users/{}", self.app_name, self.user_id)?;
+        if let Some(session) = &self.session_id {
+            write!(f, "/sessions/{session}")?;
+        }
+        write!(f, "/artifacts/{}/versions/{}", self.file_name, self.version)
+    }
 }
 
 /// What is recorded about one version, readable without its bytes.
@@ -80,6 +211,9 @@ pub struct ArtifactMetadata {
     pub custom_metadata: HashMap<String, Value>,
     /// Saved from a text part: loads back as `Part::Text`.
     pub is_text: bool,
+    /// Saved from a `file_data` part: the bytes are its URI, and it loads back as that
+    /// part (an `artifact://` reference loads as the version it names).
+    pub is_file_uri: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -162,6 +296,8 @@ pub struct UploadRequest {
     pub mime_type: String,
     /// The bytes are UTF-8 text and load back as a text part.
     pub is_text: bool,
+    /// The bytes are a `file_data` part's URI (set by [`UploadRequest::for_part`] only).
+    pub is_file_uri: bool,
     /// None saves the next version.
     pub version: Option<i64>,
     pub custom_metadata: HashMap<String, Value>,
@@ -186,8 +322,11 @@ impl DeleteRequest {
 }
 
 impl ListRequest {
+    /// An empty `session_id` lists only the user's `user:` names.
     pub fn validate(&self) -> Result<()> {
-        validate::session_ids(&self.app_name, &self.user_id, &self.session_id)
+        validate::id("app_name", &self.app_name)?;
+        validate::id("user_id", &self.user_id)?;
+        optional_session_id(&self.session_id)
     }
 }
 
@@ -201,26 +340,36 @@ impl UploadRequest {
     pub fn validate(&self) -> Result<()> {
         validate_location(&self.app_name, &self.user_id, &self.session_id, &self.file_name)?;
         validate_version(self.version)?;
-        if self.mime_type.is_empty() {
+        if self.mime_type.is_empty() && !self.is_file_uri {
             return Err(AdkError::invalid("mime_type is required"));
         }
         validate::state_keys("custom_metadata", &self.custom_metadata)
     }
 
     /// The upload of a part's bytes: text parts as UTF-8 `text/plain`, inline data
-    /// with its MIME type. Other part kinds cannot be artifacts.
+    /// with its MIME type, `file_data` as its URI (with its MIME type, which may be
+    /// empty). An `artifact://` URI must be a reference in ADK's format within the
+    /// saver's scope (see [`ArtifactUri`]); any other URI is stored as it is, as ADK does.
+    /// Other part kinds cannot be artifacts.
     pub fn for_part(save: &SaveRequest, custom_metadata: HashMap<String, Value>) -> Result<(UploadRequest, Vec<u8>)> {
-        let (mime_type, is_text, bytes) = match &save.part.kind {
-            PartKind::Text { text } => (TEXT_MIME_TYPE.to_string(), true, text.clone().into_bytes()),
+        let part = &save.part;
+        let (mime_type, is_text, is_file_uri, bytes) = match &part.kind {
+            PartKind::Text { text } => (TEXT_MIME_TYPE.to_string(), true, false, text.clone().into_bytes()),
             PartKind::InlineData { mime_type, data } => {
                 if mime_type.is_empty() {
                     return Err(AdkError::invalid("part.inline_data.mime_type is required"));
                 }
-                (mime_type.clone(), false, data.clone())
+                (mime_type.clone(), false, false, data.clone())
+            }
+            PartKind::FileData { .. } => {
+                let uri = part.file_uri().unwrap_or_default();
+                check_file_uri(save, uri)?;
+                let mime_type = part.mime_type().unwrap_or_default().to_string();
+                (mime_type, false, true, uri.as_bytes().to_vec())
             }
             _ => {
                 return Err(AdkError::invalid(
-                    "part must be text or inline_data to be saved as an artifact",
+                    "part must be text, inline_data or file_data to be saved as an artifact",
                 ));
             }
         };
@@ -231,6 +380,7 @@ impl UploadRequest {
             file_name: save.file_name.clone(),
             mime_type,
             is_text,
+            is_file_uri,
             version: save.version,
             custom_metadata,
             size_hint: Some(bytes.len() as u64),
@@ -240,8 +390,33 @@ impl UploadRequest {
     }
 }
 
+/// The URI of a `file_data` part being saved: present, and for `artifact://` a reference
+/// within the saver's scope. `INVALID_ARGUMENT` naming `part.file_data.file_uri` otherwise.
+fn check_file_uri(save: &SaveRequest, uri: &str) -> Result<()> {
+    const FIELD: &str = "part.file_data.file_uri";
+    if uri.is_empty() {
+        return Err(AdkError::invalid(format!("{FIELD} is required")));
+    }
+    if !uri.starts_with(ARTIFACT_URI_SCHEME) {
+        return Ok(());
+    }
+    let target = ArtifactUri::parse(uri).ok_or_else(|| {
+        AdkError::invalid(format!(
+            "{FIELD} {} is not an artifact reference: expected \
+             artifact://apps/<app>/users/<user>[/sessions/<session>]/artifacts/<file_name>/versions/<version>",
+            validate::quoted(uri)
+        ))
+    })?;
+    target.check_scope(FIELD, &save.app_name, &save.user_id, &save.session_id)
+}
+
 /// Rebuilds the saved part from its metadata and bytes.
 pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Part> {
+    if metadata.is_file_uri {
+        let uri = String::from_utf8(bytes)
+            .map_err(|_| AdkError::Internal(format!("stored file URI of {} is not UTF-8", metadata.file_name)))?;
+        return Ok(Part::file_data(metadata.mime_type.clone(), uri));
+    }
     if metadata.is_text {
         let text = String::from_utf8(bytes)
             .map_err(|_| AdkError::Internal(format!("stored text artifact {} is not UTF-8", metadata.file_name)))?;
@@ -314,15 +489,41 @@ pub trait ArtifactService: Send + Sync {
     async fn list(&self, req: ListRequest) -> Result<ListResponse>;
     async fn versions(&self, req: VersionsRequest) -> Result<VersionsResponse>;
 
-    /// Saves a part (text or inline data) with no custom metadata.
+    /// Saves a part (text, inline data or file data) with no custom metadata.
     async fn save(&self, req: SaveRequest) -> Result<SaveResponse> {
         let (upload, bytes) = UploadRequest::for_part(&req, HashMap::new())?;
         self.upload(upload, single_chunk(bytes)).await
     }
 
-    /// Loads a whole version as the part it was saved from.
+    /// [`ArtifactService::download`], following `artifact://` references to the version
+    /// they name (at most [`MAX_REFERENCE_DEPTH`]), as ADK's load does: the metadata and
+    /// bytes are those of the version finally reached. Each reference is checked against
+    /// the scope it is loaded from (`INVALID_ARGUMENT`); a missing target is `NOT_FOUND`.
+    async fn download_resolved(&self, req: LoadRequest, chunk_bytes: usize) -> Result<(ArtifactMetadata, ByteStream)> {
+        let mut req = req;
+        for _ in 0..=MAX_REFERENCE_DEPTH {
+            let (metadata, chunks) = self.download(req.clone(), chunk_bytes).await?;
+            if !metadata.is_file_uri {
+                return Ok((metadata, chunks));
+            }
+            let bytes = chunks.try_concat().await?;
+            let Some(target) = std::str::from_utf8(&bytes).ok().and_then(ArtifactUri::parse) else {
+                // Any other file URI is the content itself.
+                return Ok((metadata, single_chunk(bytes)));
+            };
+            let field = format!("the reference in artifact {}", validate::quoted(&metadata.file_name));
+            target.check_scope(&field, &req.app_name, &req.user_id, &req.session_id)?;
+            req = target.load_request();
+        }
+        Err(AdkError::FailedPrecondition(format!(
+            "artifact {} is a chain of more than {MAX_REFERENCE_DEPTH} references (or a cycle)",
+            validate::quoted(&req.file_name)
+        )))
+    }
+
+    /// Loads a whole version as the part it was saved from (a reference: the part it names).
     async fn load(&self, req: LoadRequest) -> Result<LoadResponse> {
-        let (metadata, chunks) = self.download(req, DEFAULT_CHUNK_BYTES).await?;
+        let (metadata, chunks) = self.download_resolved(req, DEFAULT_CHUNK_BYTES).await?;
         let mut bytes = Vec::with_capacity(usize::try_from(metadata.size_bytes).unwrap_or(0));
         let mut chunks = chunks;
         while let Some(chunk) = chunks.try_next().await? {
@@ -458,9 +659,20 @@ mod tests {
         let (upload, _) =
             UploadRequest::for_part(&save(Part::inline_data("image/png", vec![1])), HashMap::new()).unwrap();
         assert_eq!((upload.mime_type.as_str(), upload.is_text), ("image/png", false));
+        let (upload, bytes) =
+            UploadRequest::for_part(&save(Part::file_data("image/png", "gs://b/x.png")), HashMap::new()).unwrap();
+        assert!(upload.is_file_uri && !upload.is_text);
+        assert_eq!(
+            (upload.mime_type.as_str(), bytes.as_slice()),
+            ("image/png", &b"gs://b/x.png"[..])
+        );
+        let reference = "artifact://apps/a/users/u/sessions/s/artifacts/f/versions/1";
+        assert!(UploadRequest::for_part(&save(Part::file_data("", reference)), HashMap::new()).is_ok());
+        let call = Part::function_call("f", serde_json::json!({}), None);
         for (part, needle) in [
             (Part::inline_data("", vec![1]), "mime_type"),
-            (Part::file_data("image/png", "gs://x"), "text or inline_data"),
+            (Part::file_data("image/png", ""), "part.file_data.file_uri is required"),
+            (call, "text, inline_data or file_data"),
         ] {
             let err = UploadRequest::for_part(&save(part), HashMap::new()).unwrap_err();
             assert!(err.to_string().contains(needle), "{err}");
@@ -511,6 +723,154 @@ mod tests {
     }
 
     #[test]
+    fn artifact_uris_parse_as_adk_parses_them() {
+        let session =
+            ArtifactUri::parse("artifact://apps/my app/users/auth0|42/sessions/s:1/artifacts/a/b.txt/versions/3")
+                .unwrap();
+        assert_eq!(
+            session,
+            ArtifactUri {
+                app_name: "my app".into(),
+                user_id: "auth0|42".into(),
+                session_id: Some("s:1".into()),
+                file_name: "a/b.txt".into(),
+                version: 3,
+            }
+        );
+        assert_eq!(
+            session.to_string(),
+            "artifact://apps/my app/users/auth0|42/sessions/s:1/artifacts/a/b.txt/versions/3"
+        );
+        let user = ArtifactUri::parse("artifact://apps/p/l/x/users/u/artifacts/user:f/versions/x/versions/12").unwrap();
+        assert_eq!(
+            (
+                user.app_name.as_str(),
+                user.session_id,
+                user.file_name.as_str(),
+                user.version
+            ),
+            ("p/l/x", None, "user:f/versions/x", 12)
+        );
+        for bad in [
+            "",
+            "artifact://",
+            "gs://apps/a/users/u/artifacts/f/versions/1",
+            "artifact://apps/a/users/u/artifacts/f",
+            "artifact://apps/a/users/u/artifacts/f/versions/",
+            "artifact://apps/a/users/u/artifacts/f/versions/-1",
+            "artifact://apps/a/users/u/artifacts//versions/1",
+            "artifact://apps//users/u/artifacts/f/versions/1",
+            "artifact://apps/a/users/u/sessions/s/versions/1",
+            "artifact://apps/a/users/u/apps/s/artifacts/f/versions/1",
+            "artifact://apps/a/users/u/artifacts/f/versions/99999999999999999999",
+        ] {
+            assert_eq!(ArtifactUri::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn references_stay_in_the_savers_scope() {
+        let save = |session: &str, file_name: &str, uri: &str| SaveRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: session.into(),
+            file_name: file_name.into(),
+            part: Part::file_data("", uri),
+            version: None,
+        };
+        let ok = [
+            ("s", "f", "artifact://apps/a/users/u/sessions/s/artifacts/g/versions/1"),
+            ("s", "f", "artifact://apps/a/users/u/artifacts/user:g/versions/2"),
+            (
+                "s",
+                "user:f",
+                "artifact://apps/a/users/u/sessions/s/artifacts/g/versions/1",
+            ),
+            ("", "user:f", "artifact://apps/a/users/u/artifacts/user:g/versions/1"),
+        ];
+        for (session, name, uri) in ok {
+            assert!(
+                UploadRequest::for_part(&save(session, name, uri), HashMap::new()).is_ok(),
+                "{uri}"
+            );
+        }
+        let refused = [
+            (
+                "s",
+                "f",
+                "artifact://apps/other/users/u/artifacts/user:g/versions/1",
+                "same app and user",
+            ),
+            (
+                "s",
+                "f",
+                "artifact://apps/a/users/other/artifacts/user:g/versions/1",
+                "same app and user",
+            ),
+            (
+                "s",
+                "f",
+                "artifact://apps/a/users/u/sessions/t/artifacts/g/versions/1",
+                "same session",
+            ),
+            (
+                "",
+                "user:f",
+                "artifact://apps/a/users/u/sessions/s/artifacts/g/versions/1",
+                "same session",
+            ),
+            (
+                "s",
+                "f",
+                "artifact://apps/a/users/u/artifacts/g/versions/1",
+                "session_id is required",
+            ),
+            (
+                "s",
+                "f",
+                "artifact://apps/a/users/u/sessions/s/artifacts/g/versions/0",
+                "version must be 1",
+            ),
+            (
+                "s",
+                "f",
+                "artifact://apps/a/users/u/sessions/s/artifacts/../x/versions/1",
+                "'..' segment",
+            ),
+            ("s", "f", "artifact://nowhere", "not an artifact reference"),
+        ];
+        for (session, name, uri, needle) in refused {
+            let err = UploadRequest::for_part(&save(session, name, uri), HashMap::new()).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{uri}");
+            let message = err.to_string();
+            assert!(message.starts_with("part.file_data.file_uri "), "{message}");
+            assert!(message.contains(needle), "{uri}: {message}");
+        }
+    }
+
+    #[test]
+    fn a_session_is_optional_only_for_user_names() {
+        let load = |session: &str, file_name: &str| LoadRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: session.into(),
+            file_name: file_name.into(),
+            version: None,
+        };
+        assert!(load("", "user:f").validate().is_ok());
+        assert!(load("s", "user:f").validate().is_ok());
+        let err = load("", "f").validate().unwrap_err();
+        assert_eq!(err.code(), tonic::Code::InvalidArgument);
+        assert!(err.to_string().starts_with("session_id is required"), "{err}");
+        let list = ListRequest {
+            app_name: "a".into(),
+            user_id: "u".into(),
+            session_id: String::new(),
+        };
+        assert!(list.validate().is_ok());
+    }
+
+    #[test]
     fn text_metadata_rebuilds_a_text_part() {
         let mut metadata = ArtifactMetadata {
             file_name: "f".into(),
@@ -520,6 +880,7 @@ mod tests {
             create_time: Utc::now(),
             custom_metadata: HashMap::new(),
             is_text: true,
+            is_file_uri: false,
         };
         assert_eq!(
             part_from_bytes(&metadata, b"hi".to_vec()).unwrap(),

@@ -343,6 +343,59 @@ impl From<&DeleteRequest> for pb::DeleteSessionRequest {
     }
 }
 
+// ---------- scope state reads (GetUserState, GetAppState) ----------
+
+impl From<pb::GetUserStateRequest> for crate::session::UserStateRequest {
+    fn from(r: pb::GetUserStateRequest) -> Self {
+        crate::session::UserStateRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+        }
+    }
+}
+
+impl From<&crate::session::UserStateRequest> for pb::GetUserStateRequest {
+    fn from(r: &crate::session::UserStateRequest) -> Self {
+        pb::GetUserStateRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+        }
+    }
+}
+
+impl From<pb::GetAppStateRequest> for crate::session::AppStateRequest {
+    fn from(r: pb::GetAppStateRequest) -> Self {
+        crate::session::AppStateRequest { app_name: r.app_name }
+    }
+}
+
+impl From<&crate::session::AppStateRequest> for pb::GetAppStateRequest {
+    fn from(r: &crate::session::AppStateRequest) -> Self {
+        pb::GetAppStateRequest {
+            app_name: r.app_name.clone(),
+        }
+    }
+}
+
+impl TryFrom<pb::UpdateAppStateRequest> for crate::session::UpdateAppStateRequest {
+    type Error = AdkError;
+    fn try_from(r: pb::UpdateAppStateRequest) -> Result<Self> {
+        Ok(crate::session::UpdateAppStateRequest {
+            app_name: r.app_name,
+            state_delta: map_from_struct("state_delta", r.state_delta.as_ref())?,
+        })
+    }
+}
+
+impl From<&crate::session::UpdateAppStateRequest> for pb::UpdateAppStateRequest {
+    fn from(r: &crate::session::UpdateAppStateRequest) -> Self {
+        pb::UpdateAppStateRequest {
+            app_name: r.app_name.clone(),
+            state_delta: Some(map_to_struct(r.state_delta.iter())),
+        }
+    }
+}
+
 impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
     type Error = AdkError;
     fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
@@ -891,6 +944,8 @@ pub mod artifact {
             file_name: at.file_name,
             mime_type: h.mime_type,
             is_text: h.is_text,
+            // Only SaveArtifact takes file_data parts; an upload's bytes are content.
+            is_file_uri: false,
             version: h.version,
             custom_metadata: map_from_struct("header.custom_metadata", h.custom_metadata.as_ref())?,
             size_hint: h.size_bytes,
@@ -1023,6 +1078,7 @@ pub mod artifact {
                 create_time: Some(timestamp_to_proto(m.create_time)),
                 custom_metadata: Some(map_to_struct(m.custom_metadata.iter())),
                 is_text: m.is_text,
+                is_file_uri: m.is_file_uri,
             }
         }
     }
@@ -1043,6 +1099,7 @@ pub mod artifact {
                 create_time,
                 custom_metadata: map_from_struct("metadata.custom_metadata", m.custom_metadata.as_ref())?,
                 is_text: m.is_text,
+                is_file_uri: m.is_file_uri,
             })
         }
     }
@@ -1115,6 +1172,7 @@ pub mod artifact {
                 create_time: chrono::Utc::now(),
                 custom_metadata: [("k".to_string(), json!([1, "x"]))].into(),
                 is_text: false,
+                is_file_uri: false,
             };
             assert_eq!(ArtifactMetadata::try_from(&pb::ArtifactMetadata::from(&m)).unwrap(), m);
         }

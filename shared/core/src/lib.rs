@@ -28,8 +28,9 @@ pub use event::{
 pub use lease::{Acquire, LeaseKey, SessionLease};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
-    AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest, ListEventsRequest,
-    ListEventsResponse, ListRequest, ListResponse, Precondition, Session, SessionService, WatchRequest,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState, Session,
+    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
 pub use tool::{Tool, ToolOutput, Toolset};

@@ -2,7 +2,7 @@
 
 use crate::error::{AdkError, Result};
 use crate::event::Event;
-use crate::state::StateMap;
+use crate::state::{Scope, ScopedDelta, StateMap};
 use crate::validate;
 use async_trait::async_trait;
 use base64::Engine;
@@ -148,6 +148,31 @@ pub struct DeleteRequest {
     pub session_id: String,
 }
 
+/// Which user's `user:` state to read (SessionService.GetUserState).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UserStateRequest {
+    pub app_name: String,
+    pub user_id: String,
+}
+
+/// Which app's `app:` state to read (SessionService.GetAppState).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AppStateRequest {
+    pub app_name: String,
+}
+
+/// An admin's change to an app's `app:` state without an event
+/// (SessionService.UpdateAppState): every key of `state_delta` starts with `app:`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UpdateAppStateRequest {
+    pub app_name: String,
+    pub state_delta: HashMap<String, Value>,
+}
+
+/// A scope's state as ADK's `get_user_state` returns it: keys without their `user:` or
+/// `app:` prefix; empty when nothing was stored.
+pub type ScopeState = HashMap<String, Value>;
+
 /// What the client believes is the session's last event.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Precondition {
@@ -207,6 +232,14 @@ pub trait SessionService: Send + Sync {
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse>;
     /// Stored events after the requested sequence, then live ones, until dropped.
     async fn watch(&self, req: WatchRequest) -> Result<EventStream>;
+    /// The user's `user:` state in the app, without a session (ADK's `get_user_state`).
+    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState>;
+    /// The app's `app:` state, without a session.
+    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState>;
+    /// Applies `app:` keys to the app's state without an event, as an append's delta
+    /// would (values replace, `null` is stored), and returns the app's state after it.
+    /// Every reader sees it as it sees an append's `app:` values.
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState>;
     /// Ok while the backing store answers.
     async fn ping(&self) -> Result<()> {
         Ok(())
@@ -267,6 +300,40 @@ impl ListRequest {
 impl DeleteRequest {
     pub fn validate(&self) -> Result<()> {
         validate::session_ids(&self.app_name, &self.user_id, &self.session_id)
+    }
+}
+
+impl UserStateRequest {
+    pub fn validate(&self) -> Result<()> {
+        validate::id("app_name", &self.app_name)?;
+        validate::id("user_id", &self.user_id)
+    }
+}
+
+impl AppStateRequest {
+    pub fn validate(&self) -> Result<()> {
+        validate::id("app_name", &self.app_name)
+    }
+}
+
+impl UpdateAppStateRequest {
+    /// The app id, and a delta of `app:` keys only (the same key and size rules as any
+    /// delta): a key of another scope is `INVALID_ARGUMENT` naming it.
+    pub fn validate(&self) -> Result<()> {
+        validate::id("app_name", &self.app_name)?;
+        validate::state_keys("state_delta", &self.state_delta)?;
+        if let Some(key) = self.state_delta.keys().find(|key| Scope::of(key).0 != Scope::App) {
+            return Err(AdkError::invalid(format!(
+                "state_delta key {} is not an app: key; UpdateAppState changes app: state only",
+                validate::quoted(key)
+            )));
+        }
+        validate::state_limits("state_delta", &self.state_delta)
+    }
+
+    /// The delta as app state fields: keys without their `app:` prefix.
+    pub fn app_fields(&self) -> ScopeState {
+        ScopedDelta::split(&self.state_delta).app
     }
 }
 
@@ -395,7 +462,8 @@ fn decode_token(token: &str, kind: &str, listing: &str) -> Result<String> {
 pub struct SessionCursor {
     /// The last listed session's update time, in microseconds since the epoch.
     pub update_micros: i64,
-    /// The last listed session's index member: its id, or `user:id` for app-wide listings.
+    /// The last listed session's index member (see [`SessionCursor::member`]): its encoded id,
+    /// or `<user>:<id>` (both encoded) for app-wide listings.
     pub member: String,
 }
 
@@ -424,16 +492,39 @@ impl SessionCursor {
                 "page_token names the update time {update_micros} µs, outside google.protobuf.Timestamp's range"
             )));
         }
-        // A per-user listing names sessions by id, an app-wide one by `user:id`.
+        // A per-user listing names sessions by id, an app-wide one by `user:id` (both encoded).
         let parts: Vec<&str> = member.split(':').collect();
         let expected = if req.user_id.is_some() { 1 } else { 2 };
-        if parts.len() != expected || !parts.iter().all(|part| validate::id("page_token", part).is_ok()) {
+        let is_id = |part: &&str| validate::id_from_key(part).is_some_and(|id| validate::id("page_token", &id).is_ok());
+        if parts.len() != expected || !parts.iter().all(is_id) {
             return Err(bad_token("bad session"));
         }
         Ok(SessionCursor {
             update_micros,
             member: member.to_string(),
         })
+    }
+
+    /// The index member of a session in a listing of `req`'s kind, the tie-breaker of listing
+    /// order: the session id in a per-user listing, `<user>:<session>` in an app-wide one,
+    /// each id encoded with [`validate::id_key`], so the `:` between them is unambiguous.
+    pub fn member(req: &ListRequest, user_id: &str, session_id: &str) -> String {
+        match req.user_id {
+            Some(_) => validate::id_key(session_id).into_owned(),
+            None => format!("{}:{}", validate::id_key(user_id), validate::id_key(session_id)),
+        }
+    }
+
+    /// The (user, session) ids a [`SessionCursor::member`] of `req`'s listing names; None
+    /// for anything else.
+    pub fn ids_of_member(req: &ListRequest, member: &str) -> Option<(String, String)> {
+        match &req.user_id {
+            Some(user) => Some((user.clone(), validate::id_from_key(member)?)),
+            None => {
+                let (user, session) = member.split_once(':')?;
+                Some((validate::id_from_key(user)?, validate::id_from_key(session)?))
+            }
+        }
     }
 
     /// True when (micros, member) comes after this cursor in listing order.

@@ -43,20 +43,51 @@ pub const MAX_TIMESTAMP_SECONDS: i64 = 253_402_300_799;
 /// larger one was forged.
 pub const MAX_SEQUENCE: u64 = (1 << 53) - 1;
 
-/// `app_name`, `user_id`, `session_id` and event ids: 1-128 bytes of `[A-Za-z0-9._@-]`.
+/// `app_name`, `user_id`, `session_id` and event ids: 1-[`MAX_ID_BYTES`] bytes of UTF-8
+/// without control characters, and not only whitespace. Anything else real deployments
+/// use is accepted as is, untrimmed, like ADK does: Auth0 subjects (`auth0|5f7c…`),
+/// `group/user123`, `tenant:42`, Vertex resource names. Stores never put an id into a key
+/// as it is, only through [`id_key`], so no id can forge or collide with another's keys.
 pub fn id(field: &str, value: &str) -> Result<()> {
-    let allowed = |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'@' | b'-');
     if value.is_empty() {
         return Err(AdkError::invalid(format!("{field} is required")));
     }
-    // "." and ".." fit the alphabet but mean something to every path-based store.
-    if value.len() > MAX_ID_BYTES || !value.bytes().all(allowed) || value == "." || value == ".." {
-        return Err(AdkError::invalid(format!(
-            "{field} must be 1-{MAX_ID_BYTES} bytes of [A-Za-z0-9._@-] (and not \".\" or \"..\"), got {}",
-            quoted(value)
-        )));
-    }
-    Ok(())
+    let why = if value.len() > MAX_ID_BYTES {
+        format!("is {} bytes, more than the maximum of {MAX_ID_BYTES}", value.len())
+    } else if value.chars().any(char::is_control) {
+        "contains a control character".to_string()
+    } else if value.trim().is_empty() {
+        "is only whitespace".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(AdkError::invalid(format!(
+        "{field} {} {why}; ids are 1-{MAX_ID_BYTES} bytes of UTF-8 without control characters",
+        quoted(value)
+    )))
+}
+
+/// The bytes an id keeps as they are in a storage key: the alphabet ids were limited to
+/// before any UTF-8 was allowed, so the keys of such ids did not change.
+const KEY_SAFE: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'.')
+    .remove(b'_')
+    .remove(b'@')
+    .remove(b'-');
+
+/// An id as a segment of a storage key (Redis keys and hash tags, index members, page
+/// tokens): every byte outside `[A-Za-z0-9._@-]` percent-encoded, so the segment holds no
+/// `:`, `{`, `}`, `/`, `~` or space. Two ids give two segments (`%` itself is encoded and
+/// was never allowed before), so no id can end another's segment early, forge a hash tag,
+/// or reach another user's keys; ids of the old alphabet are their own segment.
+pub fn id_key(id: &str) -> std::borrow::Cow<'_, str> {
+    percent_encoding::utf8_percent_encode(id, KEY_SAFE).into()
+}
+
+/// The id an [`id_key`] segment stands for; None when `segment` is not one.
+pub fn id_from_key(segment: &str) -> Option<String> {
+    let id = percent_encoding::percent_decode_str(segment).decode_utf8().ok()?;
+    (id_key(&id) == segment).then(|| id.into_owned())
 }
 
 /// The (app, user, session) triple that names a session.
@@ -308,31 +339,68 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn ids_accept_the_documented_alphabet() {
-        for ok in ["a", "my_app", "user@example.com", "A-Z.0_9", &"x".repeat(128)] {
-            assert!(id("app_name", ok).is_ok(), "{ok}");
+    fn ids_accept_any_utf8_without_control_characters() {
+        for ok in [
+            "a",
+            "my_app",
+            "user@example.com",
+            "auth0|5f7c8ec7c33c6c004bbafe82",
+            "group/user123",
+            "tenant:42",
+            "projects/p/locations/l/reasoningEngines/456",
+            "{tag}",
+            "a b",
+            " padded ",
+            "ünï😀",
+            ".",
+            "..",
+            "100%",
+            &"x".repeat(MAX_ID_BYTES),
+            &"é".repeat(MAX_ID_BYTES / 2),
+        ] {
+            assert!(id("app_name", ok).is_ok(), "{ok:?}");
         }
     }
 
     #[test]
-    fn ids_reject_everything_else_naming_the_field() {
+    fn ids_reject_empty_overlong_control_and_blank_naming_the_field() {
         for bad in [
             "",
-            ".",
-            "a:b",
-            "a*",
-            "{tag}",
-            "a/b",
-            "..",
             "a\0b",
-            "ünï",
-            "a b",
-            &"x".repeat(129),
+            "line\nbreak",
+            "tab\t",
+            "del\u{7f}",
+            "c1\u{85}",
+            "   ",
+            &"x".repeat(MAX_ID_BYTES + 1),
+            &"é".repeat(MAX_ID_BYTES / 2 + 1),
         ] {
             let err = id("user_id", bad).unwrap_err();
             assert_eq!(err.code(), tonic::Code::InvalidArgument);
-            assert!(err.to_string().contains("user_id"), "{err}");
+            assert!(err.to_string().starts_with("user_id "), "{err}");
         }
+    }
+
+    #[test]
+    fn id_keys_keep_old_ids_and_encode_everything_else() {
+        for old in ["a", "my_app", "user@example.com", "A-Z.0_9"] {
+            assert_eq!(id_key(old), old);
+        }
+        assert_eq!(id_key("a:b"), "a%3Ab");
+        assert_eq!(id_key("{t}/x y%~*"), "%7Bt%7D%2Fx%20y%25%7E%2A");
+        assert_eq!(id_key("é"), "%C3%A9");
+        for id in ["a:b", "{t}", "100%", "😀 x", "a"] {
+            assert_eq!(id_from_key(&id_key(id)).as_deref(), Some(id));
+        }
+        // Only the one encoding of an id decodes: no second spelling of the same id.
+        for not_a_key in ["a:b", "%3a", "%41", "%", "%ff", "a%2"] {
+            assert_eq!(id_from_key(not_a_key), None, "{not_a_key}");
+        }
+        // Segments never hold a separator, so pairs that joined raw would collide stay apart.
+        assert_ne!(
+            format!("{}:{}", id_key("a:b"), id_key("c")),
+            format!("{}:{}", id_key("a"), id_key("b:c"))
+        );
     }
 
     #[test]

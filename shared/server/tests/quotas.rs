@@ -65,6 +65,24 @@ impl SessionService for Open {
     async fn watch_session(&self, _: Request<pb::WatchSessionRequest>) -> Result<Response<Events>, Status> {
         self.events()
     }
+    async fn get_user_state(
+        &self,
+        _: Request<pb::GetUserStateRequest>,
+    ) -> Result<Response<pb::GetUserStateResponse>, Status> {
+        unused()
+    }
+    async fn get_app_state(
+        &self,
+        _: Request<pb::GetAppStateRequest>,
+    ) -> Result<Response<pb::GetAppStateResponse>, Status> {
+        unused()
+    }
+    async fn update_app_state(
+        &self,
+        _: Request<pb::UpdateAppStateRequest>,
+    ) -> Result<Response<pb::UpdateAppStateResponse>, Status> {
+        unused()
+    }
 }
 
 #[tonic::async_trait]

@@ -10,6 +10,7 @@
 use crate::ReplicaAcks;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
+use adk_core::validate::id_key;
 use adk_core::{Acquire, LeaseKey, Result, SessionLease};
 use async_trait::async_trait;
 use redis::{FromRedisValue, Script};
@@ -165,7 +166,11 @@ fn ttl_millis(ttl: Duration) -> String {
 /// `adk:lease:{app:user}:<session>`: the session's hash tag, so on a cluster the
 /// lease lives beside the session it guards.
 fn lease_key(key: &LeaseKey) -> String {
-    format!("adk:lease:{}:{}", user_tag(&key.app_name, &key.user_id), key.session_id)
+    format!(
+        "adk:lease:{}:{}",
+        user_tag(&key.app_name, &key.user_id),
+        id_key(&key.session_id)
+    )
 }
 
 #[async_trait]

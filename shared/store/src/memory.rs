@@ -19,6 +19,7 @@ use adk_core::{
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
+use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -297,10 +298,7 @@ impl SessionService for InMemorySessionService {
                     && !stored.is_expired(now)
             })
             .map(|(key, stored)| {
-                let member = match req.user_id {
-                    Some(_) => key.session.clone(),
-                    None => format!("{}:{}", key.user, key.session),
-                };
+                let member = SessionCursor::member(&req, &key.user, &key.session);
                 (stored.last_update_time.timestamp_micros(), member, key, stored)
             })
             .filter(|(micros, member, ..)| cursor.as_ref().is_none_or(|c| c.is_before(*micros, member)))
@@ -372,6 +370,26 @@ impl SessionService for InMemorySessionService {
         stored.appended.send_replace(event.sequence);
         inner.apply_shared_scopes(&key, &mut delta);
         Ok(event)
+    }
+
+    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let inner = self.lock();
+        let key = (req.app_name, req.user_id);
+        Ok(inner.user_state.get(&key).cloned().unwrap_or_default())
+    }
+
+    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        Ok(self.lock().app_state.get(&req.app_name).cloned().unwrap_or_default())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let mut inner = self.lock();
+        let state = inner.app_state.entry(req.app_name.clone()).or_default();
+        state.extend(req.app_fields());
+        Ok(state.clone())
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {

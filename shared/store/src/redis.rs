@@ -4,11 +4,18 @@
 //!
 //! # Data model
 //!
-//! Every key of one user's sessions carries the hash tag `{<app>:<user>}` (ids
-//! cannot contain `:`, so the tag is unambiguous), so on a cluster they all live
-//! on one node and one Lua script can change them atomically. App-wide keys carry
-//! the tag `{<app>}`, except the app index on a cluster, which is sharded by slot
-//! (see `app_index.rs`). All keys start with `adk:`.
+//! Every key of one user's sessions carries the hash tag `{<app>:<user>}`, so on a
+//! cluster they all live on one node and one Lua script can change them atomically.
+//! App-wide keys carry the tag `{<app>}`, except the app index on a cluster, which is
+//! sharded by slot (see `app_index.rs`). All keys start with `adk:`.
+//!
+//! Ids are any UTF-8 (see `adk_core::validate::id`) but enter keys, and index
+//! members, only through [`id_key`]: every byte outside `[A-Za-z0-9._@-]` is
+//! percent-encoded, so an id's segment never holds `:`, `{`, `}` or `/`, the tags
+//! and separators below stay unambiguous (app `a:b` user `c` and app `a` user `b:c`
+//! get `{a%3Ab:c}` and `{a:b%3Ac}`), and ids of that alphabet, the only ones accepted
+//! before, keep the keys they always had. `<app>`, `<user>` and `<sid>` below are
+//! encoded ids.
 //!
 //! | key | type | content |
 //! |---|---|---|
@@ -110,12 +117,13 @@ use adk_core::session::{
     session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
-use adk_core::validate::page_size;
+use adk_core::validate::{id_key, page_size};
 use adk_core::{
     AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
+use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use adk_proto::v1 as pb;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -244,13 +252,7 @@ impl RedisSessionService {
             return Ok(());
         }
         let written = if self.store.is_cluster() {
-            let mut invocation = self.scripts.app_write.key(&keys.app_state);
-            invocation.arg(app_state::CHANNEL).arg(&keys.app_name);
-            push_pairs(&mut invocation, app_delta)?;
-            self.store
-                .durable_eval::<String>("app_write", &invocation, &keys.app_state)
-                .await
-                .map(drop)
+            self.write_app_state(&keys.app_name, app_delta).await
         } else {
             Ok(())
         };
@@ -258,8 +260,21 @@ impl RedisSessionService {
         written
     }
 
+    /// Writes `app:` values (keys without the prefix) in one script that publishes the
+    /// change to every process's cache (`lua::APP_WRITE`; see `app_state.rs`).
+    async fn write_app_state(&self, app: &str, fields: &Fields) -> Result<()> {
+        let key = app_state_key(app);
+        let mut invocation = self.scripts.app_write.key(&key);
+        invocation.arg(app_state::CHANNEL).arg(app);
+        push_pairs(&mut invocation, fields)?;
+        self.store
+            .durable_eval::<String>("app_write", &invocation, &key)
+            .await
+            .map(drop)
+    }
+
     /// `app`'s state: from this process's cache, else from Redis (see `app_state.rs`).
-    async fn app_state(&self, app: &str) -> Result<Arc<Fields>> {
+    async fn cached_app_state(&self, app: &str) -> Result<Arc<Fields>> {
         if let Some(fields) = self.app_states.get(app) {
             return Ok(fields);
         }
@@ -328,7 +343,7 @@ impl RedisSessionService {
             .into_iter()
             .map(|key| IndexWalk::new(key, first_batch))
             .collect();
-        let app_state = self.app_state(app).await?;
+        let app_state = self.cached_app_state(app).await?;
         let mut found: Vec<(SessionCursor, Snapshot, Keys)> = Vec::new();
         let mut stale: Vec<(usize, String, f64)> = Vec::new();
         // Read one more than a page to know whether another page follows.
@@ -374,13 +389,8 @@ impl RedisSessionService {
             let picks: Vec<(usize, SessionCursor, f64, Keys)> = picks
                 .into_iter()
                 .filter_map(|(i, position, score)| {
-                    let keys = match &req.user_id {
-                        Some(user) => Keys::new(app, user, &position.member),
-                        None => {
-                            let (user, session) = position.member.split_once(':')?;
-                            Keys::new(app, user, session)
-                        }
-                    };
+                    let (user, session) = SessionCursor::ids_of_member(req, &position.member)?;
+                    let keys = Keys::new(app, &user, &session);
                     Some((i, position, score, keys))
                 })
                 .collect();
@@ -505,7 +515,7 @@ impl SessionService for RedisSessionService {
             .arg(&created.us)
             .arg(&created.ns)
             .arg(ttl_ms)
-            .arg(&keys.session_id)
+            .arg(&keys.user_member)
             .arg(&keys.app_member)
             .arg(delta.session.len())
             .arg(delta.user.len())
@@ -527,7 +537,7 @@ impl SessionService for RedisSessionService {
         }
         expect_status(&status, &["OK"])?;
         self.apply_app_writes(&keys, &delta.app).await?;
-        let app_state = self.app_state(&req.app_name).await?;
+        let app_state = self.cached_app_state(&req.app_name).await?;
         let snapshot = Snapshot {
             meta: Meta {
                 create_time: now,
@@ -547,7 +557,7 @@ impl SessionService for RedisSessionService {
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
         let (snapshot, app_state) = tokio::try_join!(
             self.read_session(&keys, req.num_recent_events, req.after),
-            self.app_state(&req.app_name)
+            self.cached_app_state(&req.app_name)
         )?;
         let mut snapshot = snapshot.ok_or_else(|| keys.not_found())?;
         let events = filter_events(&std::mem::take(&mut snapshot.events), req.num_recent_events, req.after);
@@ -567,7 +577,7 @@ impl SessionService for RedisSessionService {
         // stored them.
         let mut invocation = self.scripts.delete.prepare_invoke();
         keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_index).arg(&keys.session_id);
+        invocation.key(&keys.user_index).arg(&keys.user_member);
         ScopeKeys::of_session(&req.app_name, &req.user_id, &req.session_id).push_for_delete(&mut invocation);
         invocation.key(self.app_index(&keys)).arg(&keys.app_member);
         let _names: i64 = self.store.durable_eval("delete", &invocation, &keys.meta).await?;
@@ -611,7 +621,7 @@ impl SessionService for RedisSessionService {
             .arg(expected)
             .arg(&update.us)
             .arg(&update.ns)
-            .arg(&keys.session_id)
+            .arg(&keys.user_member)
             .arg(&keys.app_member)
             .arg(pb::Event::from(&event).encode_to_vec())
             .arg(delta.session.len())
@@ -641,6 +651,30 @@ impl SessionService for RedisSessionService {
                 decode_event(&stored)
             }
         }
+    }
+
+    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let key = user_state_key(&req.app_name, &req.user_id);
+        let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(key)).await?;
+        json_fields(raw)
+    }
+
+    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let fields = req.app_fields();
+        if !fields.is_empty() {
+            let written = self.write_app_state(&req.app_name, &fields).await;
+            // As every app: writer: this process reads its own write at once.
+            self.app_states.invalidate(&req.app_name);
+            written?;
+        }
+        Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
@@ -826,27 +860,32 @@ struct Keys {
     user_state: String,
     user_index: String,
     app_state: String,
+    /// The session's member in the user's index: `<sid>` (encoded, as every member).
+    user_member: String,
     /// The session's member in the app index: `<user>:<sid>`.
     app_member: String,
 }
 
 impl Keys {
-    /// Only for validated ids: they cannot contain `:`, `{` or `}`, so they cannot forge a key.
+    /// Every id enters a key through [`id_key`] (see the module docs), so no id can forge
+    /// or collide with another session's keys.
     fn new(app: &str, user: &str, session: &str) -> Keys {
         let tag = user_tag(app, user);
+        let sid = id_key(session);
         Keys {
             app_name: app.to_string(),
             user_id: user.to_string(),
             session_id: session.to_string(),
-            meta: format!("adk:sess:{tag}:{session}"),
-            state: format!("adk:state:{tag}:{session}"),
-            events: format!("adk:events:{tag}:{session}"),
-            event_ids: format!("adk:eids:{tag}:{session}"),
-            event_times: format!("adk:ets:{tag}:{session}"),
-            user_state: format!("adk:user:{tag}"),
+            meta: format!("adk:sess:{tag}:{sid}"),
+            state: format!("adk:state:{tag}:{sid}"),
+            events: format!("adk:events:{tag}:{sid}"),
+            event_ids: format!("adk:eids:{tag}:{sid}"),
+            event_times: format!("adk:ets:{tag}:{sid}"),
+            user_state: user_state_key(app, user),
             user_index: user_index_key(app, user),
             app_state: app_state_key(app),
-            app_member: format!("{user}:{session}"),
+            user_member: sid.to_string(),
+            app_member: format!("{}:{sid}", id_key(user)),
         }
     }
 
@@ -870,7 +909,11 @@ impl Keys {
 
 /// The hash tag of every key of one user in one app, artifacts included.
 pub(crate) fn user_tag(app: &str, user: &str) -> String {
-    format!("{{{app}:{user}}}")
+    format!("{{{}:{}}}", id_key(app), id_key(user))
+}
+
+fn user_state_key(app: &str, user: &str) -> String {
+    format!("adk:user:{}", user_tag(app, user))
 }
 
 fn user_index_key(app: &str, user: &str) -> String {
@@ -878,7 +921,7 @@ fn user_index_key(app: &str, user: &str) -> String {
 }
 
 fn app_state_key(app: &str) -> String {
-    format!("adk:app:{{{app}}}")
+    format!("adk:app:{{{}}}", id_key(app))
 }
 
 /// Clients for the `app:` state subscriber: the Redis, or each node a cluster URL names
@@ -892,7 +935,7 @@ fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
 
 /// The app index on standalone Redis (a cluster shards it: see `app_index.rs`).
 fn app_index_key(app: &str) -> String {
-    format!("adk:appidx:{{{app}}}")
+    format!("adk:appidx:{{{}}}", id_key(app))
 }
 
 // ---------- stored values ----------

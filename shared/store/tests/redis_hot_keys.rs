@@ -328,3 +328,50 @@ async fn app_state_is_cached_per_process_and_kept_fresh() {
         "after resubscribing: {loads} app state loads for {READS} reads"
     );
 }
+
+/// UpdateAppState is an `app:` writer like any other: it publishes the app's name on the
+/// cache channel (a subscriber hears it), the writing process reads its write at once, and
+/// another process drops the value it had cached. The app name holds `:`, `{` and `/`:
+/// the message carries it as it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn update_app_state_is_published_to_every_process() {
+    let cluster = RedisCluster::start(3).await;
+    let a = connect(&cluster.url()).await;
+    let b = connect(&cluster.url()).await;
+    let app = format!("{}:{{tenant}}/42", unique_prefix("update"));
+    a.create(create_req(&app, "alice")).await.expect("create");
+    assert_eq!(app_x(&b, &app, "alice").await, None, "B caches the state without app:x");
+
+    let mut listener = node(cluster.ports()[0]).get_async_pubsub().await.unwrap();
+    listener.subscribe("adk:app-state").await.unwrap();
+    let update = adk_core::UpdateAppStateRequest {
+        app_name: app.clone(),
+        state_delta: [("app:x".to_string(), 7.into())].into(),
+    };
+    let state = a.update_app_state(update).await.expect("update");
+    assert_eq!(state.get("x"), Some(&7.into()));
+    assert_eq!(
+        app_x(&a, &app, "alice").await,
+        Some(7.into()),
+        "the writer reads its write"
+    );
+
+    let deadline = std::time::Duration::from_secs(10);
+    let heard = tokio::time::timeout(deadline, async {
+        let mut messages = listener.on_message();
+        while let Some(message) = messages.next().await {
+            if message.get_payload::<String>().ok().as_deref() == Some(app.as_str()) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(heard.is_ok(), "the app's name was published");
+    adk_testkit::eventually(deadline, || async {
+        match app_x(&b, &app, "alice").await {
+            Some(x) if x == 7 => Ok(()),
+            other => Err(format!("B reads app:x = {other:?}")),
+        }
+    })
+    .await;
+}

@@ -318,9 +318,11 @@ async fn basics(svc: &RedisSessionService) {
         .unwrap();
     assert_eq!(fresh.sequence, 1);
 
-    // Bad ids never reach Redis.
-    let bad = svc.get(get_req(&app, "alice", "a}b")).await.unwrap_err();
+    // Bad ids never reach Redis; ids with key syntax are just ids.
+    let bad = svc.get(get_req(&app, "alice", "a\nb")).await.unwrap_err();
     assert_kind!(bad, InvalidArgument);
+    let hostile = svc.get(get_req(&app, "alice", "a}b")).await.unwrap_err();
+    assert_kind!(hostile, NotFound);
     svc.ping().await.unwrap();
 }
 

@@ -62,6 +62,11 @@ pub async fn run_artifact_conformance(svc: &dyn ArtifactService, limits: Artifac
         oversized_uploads_are_refused,
         declared_sizes_must_match_the_bytes,
         bad_input_is_rejected_and_changes_nothing,
+        user_names_need_no_session,
+        file_uris_load_back_and_references_resolve,
+        references_stay_in_their_scope,
+        reference_chains_are_bounded,
+        hostile_ids_keep_artifacts_apart,
     );
 }
 
@@ -340,6 +345,8 @@ async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) 
             "a/b/nested:{name}.json",
             Part::inline_data("application/json", b"{}".to_vec()),
         ),
+        ("link.png", Part::file_data("image/png", "gs://bucket/x.png")),
+        ("link-without-type", Part::file_data("", "https://example.com/a?b=c")),
     ];
     for (name, part) in &cases {
         save(svc, &at, name, part.clone()).await;
@@ -357,10 +364,20 @@ async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) 
             }
             PartKind::InlineData { mime_type, data } => {
                 assert!(!loaded.metadata.is_text, "{name}: inline data stays inline data");
+                assert!(!loaded.metadata.is_file_uri, "{name}: inline data is no file URI");
                 assert_eq!(&loaded.metadata.mime_type, mime_type);
                 assert_eq!(loaded.metadata.size_bytes, data.len() as u64);
             }
-            _ => unreachable!(),
+            _ => {
+                let uri = part.file_uri().expect("a file_data part");
+                assert!(
+                    loaded.metadata.is_file_uri,
+                    "{name}: file data is recorded as a file URI"
+                );
+                assert!(!loaded.metadata.is_text, "{name}: file data is no text");
+                assert_eq!(Some(loaded.metadata.mime_type.as_str()), part.mime_type());
+                assert_eq!(loaded.metadata.size_bytes, uri.len() as u64);
+            }
         }
     }
 }
@@ -803,9 +820,12 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _:
     }
 
     for (app, user, session) in [
-        ("a:b", "u", "s"),
+        ("a\nb", "u", "s"),
+        ("", "u", "s"),
         (at.app.as_str(), "", "s"),
-        (at.app.as_str(), "u", "x/y"),
+        (at.app.as_str(), " ", "s"),
+        (at.app.as_str(), "u", "x\0y"),
+        (at.app.as_str(), "u", &"x".repeat(129)),
     ] {
         let bad = Loc::new(app, user, session);
         let context = format!("ids {app:?}/{user:?}/{session:?}");
@@ -845,7 +865,13 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _:
     expect_code(upload, Code::InvalidArgument, "custom metadata with an empty key");
 
     let function_call = Part::function_call("f", json!({}), None);
-    for part in [Part::file_data("image/png", "gs://bucket/x.png"), function_call] {
+    let other_app = format!("artifact://apps/{}x/users/u/artifacts/user:keep.txt/versions/1", at.app);
+    for part in [
+        function_call,
+        Part::file_data("", ""),
+        Part::file_data("", other_app),
+        Part::file_data("", "artifact://apps/oops"),
+    ] {
         let err = expect_code(
             svc.save(at.save_req("keep.txt", part.clone(), None)).await,
             Code::InvalidArgument,
@@ -980,4 +1006,253 @@ async fn deleting_a_session_deletes_its_artifacts(
     delete_session(sessions, &sibling).await;
     delete_session(sessions, &Loc::new(&app, "u", "never-created")).await;
     assert_eq!(list(svc, &sibling).await, ["user:profile.txt"]);
+}
+
+// ---------- sessions optional, references, hostile ids ----------
+
+async fn user_names_need_no_session(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let app = unique_prefix("art-nosession");
+    let none = Loc::new(&app, "u", "");
+    let session = Loc::new(&app, "u", "s");
+    assert_eq!(save(svc, &none, "user:profile", text("p1")).await, 1);
+    assert_eq!(save(svc, &session, "user:profile", text("p2")).await, 2);
+    save(svc, &session, "notes", text("n")).await;
+    // Every RPC takes a user: name without a session, and sees the same versions.
+    assert_eq!(load(svc, &none, "user:profile", None).await, text("p2"));
+    assert_eq!(load(svc, &none, "user:profile", Some(1)).await, text("p1"));
+    assert_eq!(versions(svc, &none, "user:profile").await, [2, 1]);
+    let metadata = svc
+        .metadata(none.load_req("user:profile", None))
+        .await
+        .expect("metadata");
+    assert_eq!(metadata.version, 2);
+    let (_, bytes, _) = download(svc, none.load_req("user:profile", Some(1)), 0)
+        .await
+        .expect("download");
+    assert_eq!(bytes, b"p1");
+    let upload = svc
+        .upload(none.upload_req("user:upload.bin", "x/y"), pieces(b"up", 1))
+        .await;
+    assert_eq!(upload.expect("upload without a session").version, 1);
+    // Listing without a session: the user's names only; with one, the session's as well.
+    assert_eq!(list(svc, &none).await, ["user:profile", "user:upload.bin"]);
+    assert_eq!(list(svc, &session).await, ["notes", "user:profile", "user:upload.bin"]);
+    delete(svc, &none, "user:upload.bin", None).await;
+    assert_absent(svc, &session, "user:upload.bin", "deleted without a session").await;
+
+    // A session-scoped name needs its session, on every RPC; nothing changes.
+    let before = snapshot(svc, &session).await;
+    let needs_session = |result: Result<(), AdkError>, op: &str| {
+        let err = expect_code(
+            result,
+            Code::InvalidArgument,
+            &format!("{op} of a session name without a session"),
+        );
+        assert!(err.to_string().starts_with("session_id "), "{op}: {err}");
+    };
+    needs_session(
+        svc.save(none.save_req("notes", text("x"), None)).await.map(drop),
+        "save",
+    );
+    let upload = svc.upload(none.upload_req("notes", "x/y"), pieces(b"x", 1)).await;
+    needs_session(upload.map(drop), "upload");
+    needs_session(svc.load(none.load_req("notes", None)).await.map(drop), "load");
+    needs_session(svc.metadata(none.load_req("notes", None)).await.map(drop), "metadata");
+    needs_session(
+        svc.download(none.load_req("notes", None), 0).await.map(drop),
+        "download",
+    );
+    needs_session(svc.versions(none.versions_req("notes")).await.map(drop), "versions");
+    needs_session(svc.delete(none.delete_req("notes", None)).await, "delete");
+    assert_eq!(
+        snapshot(svc, &session).await,
+        before,
+        "refused requests changed nothing"
+    );
+}
+
+/// ADK's URI of a version (this service's numbering).
+fn artifact_uri(at: &Loc, name: &str, version: i64) -> String {
+    match at.session.as_str() {
+        "" => format!(
+            "artifact://apps/{}/users/{}/artifacts/{name}/versions/{version}",
+            at.app, at.user
+        ),
+        session => format!(
+            "artifact://apps/{}/users/{}/sessions/{session}/artifacts/{name}/versions/{version}",
+            at.app, at.user
+        ),
+    }
+}
+
+fn reference(uri: String) -> Part {
+    Part::file_data("", uri)
+}
+
+async fn file_uris_load_back_and_references_resolve(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    // Ids with the URI's own separators still resolve: they are compared, not re-encoded.
+    let at = Loc::new(&unique_prefix("art-refs"), "auth0|42", "s:1");
+    let user = Loc::new(&at.app, &at.user, "");
+    save(svc, &at, "data.bin", Part::inline_data("image/png", vec![1, 2, 3])).await;
+    save(svc, &at, "data.bin", Part::inline_data("image/png", vec![4, 5])).await;
+    save(svc, &user, "user:shared.txt", text("shared")).await;
+
+    // A reference is stored as such, and loads (and downloads) as the version it names.
+    let first = artifact_uri(&at, "data.bin", 1);
+    assert_eq!(save(svc, &at, "ref", reference(first.clone())).await, 1);
+    let loaded = svc.load(at.load_req("ref", None)).await.expect("load a reference");
+    assert_eq!(loaded.part, Part::inline_data("image/png", vec![1, 2, 3]));
+    assert_eq!(
+        (loaded.metadata.file_name.as_str(), loaded.metadata.version),
+        ("data.bin", 1)
+    );
+    let (metadata, chunks) = svc
+        .download_resolved(at.load_req("ref", Some(1)), 0)
+        .await
+        .expect("download");
+    let bytes: Vec<u8> = chunks.try_concat().await.expect("the bytes");
+    assert_eq!(
+        (metadata.file_name.as_str(), bytes.as_slice()),
+        ("data.bin", &[1u8, 2, 3][..])
+    );
+    let own = svc
+        .metadata(at.load_req("ref", None))
+        .await
+        .expect("metadata of the reference itself");
+    assert!(own.is_file_uri && own.file_name == "ref", "{own:?}");
+    assert_eq!(own.size_bytes, first.len() as u64);
+
+    // A user-scoped reference resolves from any of the user's sessions, and without one.
+    let to_user = artifact_uri(&user, "user:shared.txt", 1);
+    save(svc, &at, "user:ref", reference(to_user)).await;
+    for from in [&at, &user, &Loc::new(&at.app, &at.user, "other")] {
+        assert_eq!(load(svc, from, "user:ref", None).await, text("shared"));
+    }
+    // References to references resolve too; a deleted target is NOT_FOUND.
+    save(svc, &at, "ref-to-ref", reference(artifact_uri(&at, "ref", 1))).await;
+    assert_eq!(
+        load(svc, &at, "ref-to-ref", None).await,
+        Part::inline_data("image/png", vec![1, 2, 3])
+    );
+    delete(svc, &at, "data.bin", Some(1)).await;
+    expect_code(
+        svc.load(at.load_req("ref-to-ref", None)).await,
+        Code::NotFound,
+        "dangling",
+    );
+    let dangling = svc.download_resolved(at.load_req("ref", None), 0).await.map(drop);
+    expect_code(dangling, Code::NotFound, "dangling download");
+    // A reference may name a version that does not exist yet, as in ADK.
+    save(svc, &at, "later", reference(artifact_uri(&at, "data.bin", 3))).await;
+    expect_code(svc.load(at.load_req("later", None)).await, Code::NotFound, "not yet");
+    save(svc, &at, "data.bin", text("third")).await;
+    assert_eq!(load(svc, &at, "later", None).await, text("third"));
+}
+
+async fn references_stay_in_their_scope(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let app = unique_prefix("art-refscope");
+    let at = Loc::new(&app, "u", "s");
+    save(svc, &at, "data.txt", text("mine")).await;
+    save(svc, &at, "user:data.txt", text("user's")).await;
+    let before = snapshot(svc, &at).await;
+    let refused = [
+        // Another app, another user, another session, or a session name from no session.
+        (
+            at.clone(),
+            artifact_uri(&Loc::new(&format!("{app}x"), "u", "s"), "data.txt", 1),
+        ),
+        (at.clone(), artifact_uri(&Loc::new(&app, "v", "s"), "data.txt", 1)),
+        (at.clone(), artifact_uri(&Loc::new(&app, "v", ""), "user:data.txt", 1)),
+        (at.clone(), artifact_uri(&Loc::new(&app, "u", "t"), "data.txt", 1)),
+        (Loc::new(&app, "u", ""), artifact_uri(&at, "data.txt", 1)),
+        // No valid target.
+        (at.clone(), artifact_uri(&Loc::new(&app, "u", ""), "data.txt", 1)),
+        (at.clone(), artifact_uri(&at, "data.txt", 0)),
+        (at.clone(), artifact_uri(&at, "../data.txt", 1)),
+        (at.clone(), format!("artifact://apps/{app}/users/u/files/data.txt")),
+    ];
+    for (from, uri) in refused {
+        let result = svc.save(from.save_req("user:ref", reference(uri.clone()), None)).await;
+        let err = expect_code(result, Code::InvalidArgument, &uri);
+        assert!(err.to_string().starts_with("part.file_data.file_uri "), "{uri}: {err}");
+    }
+    assert_eq!(snapshot(svc, &at).await, before, "refused references stored nothing");
+
+    // A user: reference to a session's artifact resolves only from that session (ADK's rule).
+    save(svc, &at, "user:to-session", reference(artifact_uri(&at, "data.txt", 1))).await;
+    assert_eq!(load(svc, &at, "user:to-session", None).await, text("mine"));
+    for from in [Loc::new(&app, "u", "t"), Loc::new(&app, "u", "")] {
+        let err = expect_code(
+            svc.load(from.load_req("user:to-session", None)).await,
+            Code::InvalidArgument,
+            "a session reference loaded from elsewhere",
+        );
+        assert!(err.to_string().contains("same session"), "{err}");
+    }
+}
+
+async fn reference_chains_are_bounded(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let at = Loc::new(&unique_prefix("art-chain"), "u", "s");
+    save(svc, &at, "data", text("end")).await;
+    // link5 -> link4 -> ... -> link1 -> data: five references, ADK's limit.
+    let mut previous = "data".to_string();
+    for i in 1..=6 {
+        let name = format!("link{i}");
+        save(svc, &at, &name, reference(artifact_uri(&at, &previous, 1))).await;
+        previous = name;
+    }
+    assert_eq!(load(svc, &at, "link5", None).await, text("end"));
+    let err = expect_code(
+        svc.load(at.load_req("link6", None)).await,
+        Code::FailedPrecondition,
+        "six references",
+    );
+    assert!(err.to_string().contains("more than 5 references"), "{err}");
+    // A cycle ends the same way instead of looping.
+    save(svc, &at, "self", reference(artifact_uri(&at, "self", 1))).await;
+    expect_code(
+        svc.load(at.load_req("self", None)).await,
+        Code::FailedPrecondition,
+        "a cycle",
+    );
+}
+
+async fn hostile_ids_keep_artifacts_apart(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let base = unique_prefix("art-hostile");
+    // Neighbours would share keys (or a hash tag) if ids went into keys as they are.
+    let places = [
+        (Loc::new(&format!("{base}:x"), "y", "s"), "f"),
+        (Loc::new(&base, "x:y", "s"), "f"),
+        (Loc::new(&base, "u", "s:1"), "x"),
+        (Loc::new(&base, "u", "s"), "1:x"),
+        (Loc::new(&base, "u", "~user"), "f"),
+        (Loc::new(&base, "u", ""), "user:f"),
+        (Loc::new(&base, "{u}", "}{"), "f"),
+        (Loc::new(&base, "%7Bu%7D", "%7D%7B"), "f"),
+        (Loc::new(&base, "*", "* ?[]"), "f"),
+        (Loc::new(&base, "ü ser 😀", " s "), "f"),
+        (Loc::new(&base, "group/user123", "s/../t"), "f"),
+    ];
+    for (i, (at, name)) in places.iter().enumerate() {
+        assert_eq!(save(svc, at, name, text(&format!("place {i}"))).await, 1, "place {i}");
+    }
+    for (i, (at, name)) in places.iter().enumerate() {
+        assert_eq!(
+            load(svc, at, name, None).await,
+            text(&format!("place {i}")),
+            "place {i}"
+        );
+        assert_eq!(versions(svc, at, name).await, [1], "place {i}");
+    }
+    assert_eq!(list(svc, &places[2].0).await, ["user:f", "x"]);
+    assert_eq!(list(svc, &places[3].0).await, ["1:x", "user:f"]);
+    assert_eq!(list(svc, &places[4].0).await, ["f", "user:f"]);
+    assert_eq!(list(svc, &places[5].0).await, ["user:f"]);
+    assert_eq!(list(svc, &places[0].0).await, ["f"]);
+    assert_eq!(list(svc, &places[1].0).await, ["f"]);
+    // Deleting one place's artifact leaves its neighbour's.
+    delete(svc, &places[1].0, "f", None).await;
+    assert_eq!(load(svc, &places[0].0, "f", None).await, text("place 0"));
+    delete(svc, &places[6].0, "f", None).await;
+    assert_eq!(load(svc, &places[7].0, "f", None).await, text("place 7"));
 }

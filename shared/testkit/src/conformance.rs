@@ -8,8 +8,9 @@ use crate::unique_prefix;
 use adk_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_core::{
-    AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
-    ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService, WatchRequest,
+    AdkError, AppStateRequest, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream,
+    GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService,
+    UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use futures::StreamExt;
@@ -51,6 +52,9 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         client_timestamps_stay_in_protobufs_range,
         ttl_expires_sessions_and_appends_refresh_it,
         adk_events_round_trip_on_every_read_path,
+        user_and_app_state_read_without_a_session,
+        app_state_changes_without_an_event,
+        hostile_ids_keep_sessions_apart,
     );
 }
 
@@ -938,7 +942,16 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
     append(svc, &app, "u", "s", event_with(&[])).await;
     let before = get(svc, &app, "u", "s").await;
 
-    for bad in ["", "a:b", "a*b", "{x}", "a/b", "..", "a\0b", "ünï", &"x".repeat(129)] {
+    for bad in [
+        "",
+        "a\0b",
+        "line\nbreak",
+        "tab\t",
+        "del\u{7f}",
+        "   ",
+        &"x".repeat(129),
+        &"é".repeat(65),
+    ] {
         let create_bad = |app_name: &str, user_id: &str, session_id: &str| CreateRequest {
             app_name: app_name.into(),
             user_id: user_id.into(),
@@ -1020,6 +1033,13 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
             Code::InvalidArgument,
             "watch app_name",
         );
+        let user_state_bad = UserStateRequest {
+            app_name: app.clone(),
+            user_id: bad.into(),
+        };
+        expect_invalid(svc.user_state(user_state_bad).await, "user_id", "user_state user_id");
+        let app_state_bad = AppStateRequest { app_name: bad.into() };
+        expect_invalid(svc.app_state(app_state_bad).await, "app_name", "app_state app_name");
     }
 
     for bad_key in ["", "app:", "user:", "temp:", &"k".repeat(1025)] {
@@ -1049,7 +1069,7 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
         );
     }
     let mut bad_id = event_with(&[("k", json!(3))]);
-    bad_id.id = "not an id".into();
+    bad_id.id = "not\nan id".into();
     let err = expect_code(
         svc.append_event(append_req(&app, "u", "s", bad_id)).await,
         Code::InvalidArgument,
@@ -1447,5 +1467,254 @@ async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) {
         .expect("watch");
     for want in &appended {
         assert_eq!(&next_event(&mut watch).await, want, "WatchSession");
+    }
+}
+
+// ---------- scope state reads, hostile ids ----------
+
+async fn user_state_of(svc: &dyn SessionService, app: &str, user: &str) -> HashMap<String, Value> {
+    let req = UserStateRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+    };
+    svc.user_state(req)
+        .await
+        .unwrap_or_else(|e| panic!("user_state {app}/{user}: {e}"))
+}
+
+async fn app_state_of(svc: &dyn SessionService, app: &str) -> HashMap<String, Value> {
+    let req = AppStateRequest { app_name: app.into() };
+    svc.app_state(req)
+        .await
+        .unwrap_or_else(|e| panic!("app_state {app}: {e}"))
+}
+
+async fn user_and_app_state_read_without_a_session(svc: &dyn SessionService) {
+    let app = unique_prefix("scopes");
+    // Nothing stored yet: empty, not NOT_FOUND (as ADK's get_user_state).
+    assert!(user_state_of(svc, &app, "u").await.is_empty());
+    assert!(app_state_of(svc, &app).await.is_empty());
+
+    let initial = [
+        ("user:name", json!("Ada")),
+        ("app:model", json!("m1")),
+        ("temp:scratch", json!(1)),
+        ("own", json!(true)),
+    ];
+    create(svc, &app, "u", "s1", &initial).await;
+    create(svc, &app, "v", "s1", &[("user:name", json!("Bob"))]).await;
+    // Keys come without their scope prefix, as ADK's get_user_state returns them.
+    assert_eq!(user_state_of(svc, &app, "u").await, map(&[("name", json!("Ada"))]));
+    assert_eq!(user_state_of(svc, &app, "v").await, map(&[("name", json!("Bob"))]));
+    assert_eq!(app_state_of(svc, &app).await, map(&[("model", json!("m1"))]));
+
+    let delta = [
+        ("user:name", json!("Ada L.")),
+        ("user:lang", json!(null)),
+        ("app:model", json!("m2")),
+        ("temp:x", json!(1)),
+    ];
+    append(svc, &app, "u", "s1", event_with(&delta)).await;
+    let expected_user = map(&[("name", json!("Ada L.")), ("lang", json!(null))]);
+    assert_eq!(user_state_of(svc, &app, "u").await, expected_user);
+    assert_eq!(app_state_of(svc, &app).await, map(&[("model", json!("m2"))]));
+    // The same values a session's merged state shows, with their prefixes there.
+    let session = get(svc, &app, "v", "s1").await;
+    assert_eq!(session.state.get("app:model"), Some(json!("m2")));
+    // Deleting every session keeps user and app state, as ADK does.
+    for (user, id) in [("u", "s1"), ("v", "s1")] {
+        let req = DeleteRequest {
+            app_name: app.clone(),
+            user_id: user.into(),
+            session_id: id.into(),
+        };
+        svc.delete(req).await.expect("delete");
+    }
+    assert_eq!(user_state_of(svc, &app, "u").await, expected_user);
+    assert_eq!(app_state_of(svc, &app).await, map(&[("model", json!("m2"))]));
+    assert!(user_state_of(svc, &app, "w").await.is_empty(), "another user has none");
+}
+
+fn update_app(app: &str, delta: &[(&str, Value)]) -> UpdateAppStateRequest {
+    UpdateAppStateRequest {
+        app_name: app.into(),
+        state_delta: map(delta),
+    }
+}
+
+async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
+    let app = unique_prefix("appstate");
+    create(
+        svc,
+        &app,
+        "u",
+        "s",
+        &[("app:model", json!("m1")), ("app:keep", json!(1))],
+    )
+    .await;
+    let after = svc
+        .update_app_state(update_app(
+            &app,
+            &[("app:model", json!("m2")), ("app:off", json!(null))],
+        ))
+        .await
+        .expect("update app state");
+    let expected = map(&[("model", json!("m2")), ("keep", json!(1)), ("off", json!(null))]);
+    assert_eq!(after, expected, "the reply is the app's state after the change");
+    assert_eq!(app_state_of(svc, &app).await, expected);
+    // Every session of the app reads it, and no event was appended.
+    let session = get(svc, &app, "u", "s").await;
+    assert_eq!(session.state.get("app:model"), Some(json!("m2")));
+    assert_eq!(session.event_count, 0);
+    let other = create(svc, &app, "v", "s", &[]).await;
+    assert_eq!(other.state.get("app:model"), Some(json!("m2")));
+    // An app nothing was stored for yet.
+    let fresh = unique_prefix("appstate-new");
+    let state = svc
+        .update_app_state(update_app(&fresh, &[("app:x", json!([1]))]))
+        .await
+        .expect("update a new app");
+    assert_eq!(state, map(&[("x", json!([1]))]));
+
+    // Only app: keys, under the usual key and size rules; nothing changes on refusal.
+    for (key, needle) in [
+        ("user:name", "not an app: key"),
+        ("temp:x", "not an app: key"),
+        ("plain", "not an app: key"),
+        ("app:", "state_delta"),
+        ("", "state_delta"),
+    ] {
+        let req = update_app(&app, &[(key, json!(1)), ("app:model", json!("m3"))]);
+        let message = expect_invalid(svc.update_app_state(req).await, "state_delta", key);
+        assert!(message.contains(needle), "{key:?}: {message}");
+    }
+    let big = json!("x".repeat(adk_core::validate::MAX_STATE_VALUE_BYTES));
+    let too_big = svc.update_app_state(update_app(&app, &[("app:big", big)])).await;
+    expect_code(too_big, Code::ResourceExhausted, "an oversized value");
+    expect_invalid(
+        svc.update_app_state(update_app("", &[("app:x", json!(1))])).await,
+        "app_name",
+        "no app",
+    );
+    assert_eq!(
+        app_state_of(svc, &app).await,
+        expected,
+        "refused updates changed nothing"
+    );
+}
+
+async fn hostile_ids_keep_sessions_apart(svc: &dyn SessionService) {
+    let base = unique_prefix("hostile");
+    // (app, user, session). Neighbours would share keys, hash tags or index members
+    // if ids went into keys as they are: `{a:x:y}` twice, member `u:v:w` twice, ...
+    let places: Vec<(String, &str, &str)> = vec![
+        (format!("{base}:x"), "y", "s"),
+        (base.clone(), "x:y", "s"),
+        (base.clone(), "u:v", "w"),
+        (base.clone(), "u", "v:w"),
+        (base.clone(), ":", "s"),
+        (base.clone(), "%3A", "s"),
+        (base.clone(), "{u}", "}{"),
+        (base.clone(), "u}", "{u"),
+        (base.clone(), "*", "* ?[]"),
+        (base.clone(), "auth0|5f7c8ec7c33c6c004bbafe82", "s/../t"),
+        (base.clone(), "group/user123", "~user"),
+        (base.clone(), "ü ser 😀", " s "),
+        (
+            format!("{base}/projects/p/locations/l/reasoningEngines/456"),
+            "tenant:42",
+            "s",
+        ),
+    ];
+    for (i, (app, user, id)) in places.iter().enumerate() {
+        let state = [
+            ("who", json!(i)),
+            ("user:who", json!(i)),
+            (&*format!("app:k{i}"), json!(i)),
+        ];
+        let created = create(svc, app, user, id, &state).await;
+        assert_eq!(
+            (created.app_name.as_str(), created.user_id.as_str()),
+            (app.as_str(), *user)
+        );
+        assert_eq!(created.id, *id);
+        let mut event = event_with(&[("n", json!(i))]);
+        event.id = format!("{user}|{id}");
+        append(svc, app, user, id, event).await;
+    }
+    for (i, (app, user, id)) in places.iter().enumerate() {
+        let session = get(svc, app, user, id).await;
+        assert_eq!(session.state.get("who"), Some(json!(i)), "{app}/{user}/{id}");
+        assert_eq!(session.state.get("user:who"), Some(json!(i)), "{app}/{user}/{id}");
+        assert_eq!(session.state.get("n"), Some(json!(i)), "{app}/{user}/{id}");
+        assert_eq!(sequences(session.events.as_slice()), [1], "{app}/{user}/{id}");
+        assert_eq!(session.events.at(0).expect("the event").id, format!("{user}|{id}"));
+        assert_eq!(user_state_of(svc, app, user).await, map(&[("who", json!(i))]));
+        let page = svc
+            .list(ListRequest {
+                app_name: app.clone(),
+                user_id: Some(user.to_string()),
+                ..Default::default()
+            })
+            .await
+            .expect("list the user's sessions");
+        let ids: Vec<&str> = page.sessions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, [*id], "{app}/{user}");
+    }
+    let base_keys: Vec<String> = (0..places.len())
+        .filter(|i| places[*i].0 == base)
+        .map(|i| format!("k{i}"))
+        .collect();
+    let mut app_keys: Vec<String> = app_state_of(svc, &base).await.into_keys().collect();
+    app_keys.sort();
+    let mut expected_keys = base_keys.clone();
+    expected_keys.sort();
+    assert_eq!(
+        app_keys, expected_keys,
+        "the app's state holds its own sessions' keys only"
+    );
+
+    // The app-wide listing, one session per page (page tokens carry the ids): each once.
+    let mut listed = Vec::new();
+    let mut token = None;
+    loop {
+        let page = svc
+            .list(ListRequest {
+                app_name: base.clone(),
+                user_id: None,
+                page_size: 1,
+                page_token: token.take(),
+            })
+            .await
+            .expect("list the app");
+        listed.extend(page.sessions.iter().map(|s| (s.user_id.clone(), s.id.clone())));
+        match page.next_page_token {
+            Some(next) => token = Some(next),
+            None => break,
+        }
+    }
+    listed.sort();
+    let mut expected: Vec<(String, String)> = places
+        .iter()
+        .filter(|(app, ..)| *app == base)
+        .map(|(_, user, id)| (user.to_string(), id.to_string()))
+        .collect();
+    expected.sort();
+    assert_eq!(listed, expected);
+
+    // Deleting one leaves its neighbour whole.
+    for (deleted, kept) in [(1, 0), (3, 2), (5, 4), (7, 6)] {
+        let (app, user, id) = &places[deleted];
+        let req = DeleteRequest {
+            app_name: app.clone(),
+            user_id: user.to_string(),
+            session_id: id.to_string(),
+        };
+        svc.delete(req).await.expect("delete");
+        expect_code(try_get(svc, app, user, id).await, Code::NotFound, "deleted");
+        let (app, user, id) = &places[kept];
+        let session = get(svc, app, user, id).await;
+        assert_eq!(session.state.get("who"), Some(json!(kept)), "{app}/{user}/{id} kept");
+        assert_eq!(sequences(session.events.as_slice()), [1]);
     }
 }

@@ -124,8 +124,11 @@ fn the_file_must_exist() {
 
 #[test]
 fn app_names_are_ids() {
-    let yaml = "models:\n  m: { provider: mock }\napps:\n  \"my app\":\n    root_agent: { name: a, model: m }\n";
-    assert_problem(yaml, r#"app "my app": app name must be 1-128 bytes of [A-Za-z0-9._@-]"#);
+    let yaml = "models:\n  m: { provider: mock }\napps:\n  \"bad\\tapp\":\n    root_agent: { name: a, model: m }\n";
+    assert_problem(
+        yaml,
+        r#"app "bad\tapp": app name "bad\tapp" contains a control character"#,
+    );
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub(crate) enum Scope {
     },
     /// Every user's data in an app (ListSessions without a user).
     AppWide(String),
+    /// The app's `app:` state alone, written without a session (UpdateAppState).
+    AppState { app: String, write: AppStateWrite },
 }
 
 /// An `app:` state key a request writes, and the request field it is in.
@@ -76,7 +78,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 19] = [
+        let entries: [(&str, &str, Extract); 22] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -108,6 +110,25 @@ impl ScopeTable {
             }),
             (SESSIONS, "WatchSession", |b| {
                 decode::<pb::WatchSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "GetUserState", |b| {
+                decode::<pb::GetUserStateRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            // App state is what every session of the app reads already: any credential
+            // of the app may read it (writes to it need admin: see `authorize`).
+            (SESSIONS, "GetAppState", |b| {
+                decode::<pb::GetAppStateRequest>(b).map(|m| Scope::App(m.app_name))
+            }),
+            // Admins only, whatever the keys: the call writes nothing but app state.
+            (SESSIONS, "UpdateAppState", |b| {
+                decode::<pb::UpdateAppStateRequest>(b).map(|m| {
+                    let keys = m.state_delta.iter().flat_map(|delta| delta.fields.keys());
+                    let write = app_state_write("state_delta", keys).unwrap_or(AppStateWrite {
+                        field: "state_delta",
+                        key: String::new(),
+                    });
+                    Scope::AppState { app: m.app_name, write }
+                })
             }),
             (ARTIFACTS, "SaveArtifact", |b| {
                 decode::<pb::SaveArtifactRequest>(b).map(|m| artifact_ref(m.r#ref.as_ref()))
@@ -180,7 +201,7 @@ impl ScopeTable {
 pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Status> {
     let app = match scope {
         Scope::Nothing => return Ok(()),
-        Scope::App(app) | Scope::AppWide(app) | Scope::User { app, .. } => app,
+        Scope::App(app) | Scope::AppWide(app) | Scope::User { app, .. } | Scope::AppState { app, .. } => app,
     };
     if !principal.apps.allows(app) {
         return Err(Status::permission_denied(format!(
@@ -198,11 +219,8 @@ pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Stat
                 app_state: Some(write),
                 ..
             },
-        ) if own == user => Err(Status::permission_denied(format!(
-            "the credential of user {own:?} may not write app-wide state: {} key {:?} is shared by every user \
-             of the app; only an admin credential may write app: keys",
-            write.field, write.key
-        ))),
+        ) if own == user => Err(app_state_denied(own, write)),
+        (Subject::User(own), Scope::AppState { write, .. }) => Err(app_state_denied(own, write)),
         (Subject::User(own), Scope::User { user, .. }) if own == user => Ok(()),
         (Subject::User(own), Scope::User { .. }) => Err(Status::permission_denied(format!(
             "the credential of user {own:?} may only touch that user's data"
@@ -211,6 +229,14 @@ pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Stat
             "the credential of user {own:?} may not list every user's sessions: set user_id to {own:?}"
         ))),
     }
+}
+
+fn app_state_denied(own: &str, write: &AppStateWrite) -> Status {
+    Status::permission_denied(format!(
+        "the credential of user {own:?} may not write app-wide state: {} key {:?} is shared by every user \
+         of the app; only an admin credential may write app: keys",
+        write.field, write.key
+    ))
 }
 
 #[cfg(test)]
@@ -324,6 +350,19 @@ mod tests {
             }
             .encode_to_vec(),
             "GetApp" => pb::GetAppRequest { app_name: app }.encode_to_vec(),
+            "GetUserState" => pb::GetUserStateRequest {
+                app_name: app,
+                user_id: user,
+            }
+            .encode_to_vec(),
+            "GetAppState" => pb::GetAppStateRequest { app_name: app }.encode_to_vec(),
+            "UpdateAppState" => pb::UpdateAppStateRequest {
+                app_name: app,
+                state_delta: Some(prost_types::Struct {
+                    fields: [("app:k".to_string(), prost_types::Value::default())].into(),
+                }),
+            }
+            .encode_to_vec(),
             "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
             other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
         }
@@ -344,7 +383,7 @@ mod tests {
 
     /// Every method of every adk.v1 service, from the descriptor set the servers
     /// serve: each is in the table, lets alice touch her own data and refuses bob's
-    /// data and other apps to her (only ListApps and GetApp touch no user's data).
+    /// data and other apps to her (only ListApps, GetApp and GetAppState touch no user's data).
     #[test]
     fn every_method_is_checked() {
         let table = ScopeTable::new();
@@ -361,13 +400,23 @@ mod tests {
                     assert!(table.extractor(&path).is_some(), "{path} is not in the scope table");
                     let own = sample(method.name(), "alice");
                     let other = sample(method.name(), "bob");
-                    assert_eq!(check(&table, &path, &own, &alice(&["support"])), Ok(()), "{path}");
+                    // Writing app state is for admins alone, whoever's the call looks.
+                    let alice_may = method.name() != "UpdateAppState";
+                    let expected = if alice_may { Ok(()) } else { Err(Code::PermissionDenied) };
+                    assert_eq!(check(&table, &path, &own, &alice(&["support"])), expected, "{path}");
                     assert_eq!(check(&table, &path, &other, &admin), Ok(()), "{path}");
                     match method.name() {
                         "ListApps" => {
                             assert_eq!(check(&table, &path, &other, &alice(&["other"])), Ok(()), "{path}")
                         }
-                        "GetApp" => assert_eq!(
+                        // The app's state: any credential of the app reads it, as every
+                        // session of the app shows it.
+                        "UpdateAppState" => assert_eq!(
+                            check(&table, &path, &own, &alice(&["*"])),
+                            Err(Code::PermissionDenied),
+                            "{path}: a user credential of every app"
+                        ),
+                        "GetApp" | "GetAppState" => assert_eq!(
                             check(&table, &path, &other, &alice(&["other"])),
                             Err(Code::PermissionDenied),
                             "{path}"
@@ -390,7 +439,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 19, "the adk.v1 services have 19 methods");
+        assert_eq!(checked, 22, "the adk.v1 services have 22 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 

@@ -125,6 +125,7 @@ impl ArtifactService for InMemoryArtifactService {
             create_time: Utc::now(),
             custom_metadata: req.custom_metadata,
             is_text: req.is_text,
+            is_file_uri: req.is_file_uri,
         };
         versions.last = versions.last.max(version);
         versions.stored.insert(version, Arc::new(Stored { metadata, bytes }));
@@ -181,8 +182,13 @@ impl ArtifactService for InMemoryArtifactService {
                 .map(|names| names.keys().cloned().collect())
                 .unwrap_or_default()
         };
+        // No session: the user's `user:` names only.
+        let session_names = match req.session_id.as_str() {
+            "" => Vec::new(),
+            session => names_in(Some(session)),
+        };
         Ok(ListResponse {
-            file_names: visible_names(names_in(Some(&req.session_id)), names_in(None)),
+            file_names: visible_names(session_names, names_in(None)),
         })
     }
 

@@ -7,8 +7,9 @@
 //! Every key of one user's artifacts carries the hash tag `{<app>:<user>}`, the
 //! same as their sessions, so on a cluster they live on one node and one Lua
 //! script can commit or delete a version atomically. `<scope>` is the session
-//! id for session names and `~user` for `user:` names (`~` cannot occur in an
-//! id, so the two never collide). File names may contain `:`, `{`, `}` and any
+//! id (encoded like every id in a key, see `crate::redis`) for session names and
+//! `~user` for `user:` names (an encoded id never holds `~`, so the two never
+//! collide). File names may contain `:`, `{`, `}` and any
 //! UTF-8 but NUL, so a file name always comes **last** in a key, after the tag
 //! and every fixed segment: each segment before it (ids, scope, version, chunk
 //! index, upload id) is free of `:`, which keeps keys unambiguous, and the
@@ -20,7 +21,7 @@
 //! | `adk:artnames:{app:user}:<scope>` | set | the scope's file names (List) |
 //! | `adk:artseq:{app:user}:<scope>:<name>` | string | the highest version the name ever had; the next is one more |
 //! | `adk:artvers:{app:user}:<scope>:<name>` | zset | the name's versions (member and score the version) |
-//! | `adk:artmeta:{app:user}:<scope>:<version>:<name>` | hash | `mime`, `size`, `create_us` + `create_ns` (µs since the epoch, nanoseconds beyond), `custom` (JSON object), `text` (`1`/`0`), `chunks` (count), `chunk_bytes` (storage chunk size when written) |
+//! | `adk:artmeta:{app:user}:<scope>:<version>:<name>` | hash | `mime`, `size`, `create_us` + `create_ns` (µs since the epoch, nanoseconds beyond), `custom` (JSON object), `text` (`1`/`0`), `file_uri` (`1` when the bytes are a `file_data` part's URI; absent before), `chunks` (count), `chunk_bytes` (storage chunk size when written) |
 //! | `adk:artchunk:{app:user}:<scope>:<version>:<index>:<name>` | string | bytes `index * chunk_bytes ..` of the version, at most `chunk_bytes` |
 //! | `adk:artup:{app:user}:<upload id>:<index>` | string | a pending chunk of an upload in progress (sliding TTL, 60 s by default) |
 //!
@@ -69,6 +70,7 @@ use adk_core::artifact::{
     ArtifactMetadata, ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse,
     UploadRequest, VersionsRequest, VersionsResponse,
 };
+use adk_core::validate::id_key;
 use adk_core::{AdkError, Result};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -91,7 +93,7 @@ const MIN_PENDING_TTL: Duration = Duration::from_millis(100);
 const RENEWALS_PER_TTL: u32 = 6;
 /// How long after an abandoned upload's cleanup a second pass runs (see `PendingChunks`'s Drop).
 const LATE_WRITE_GRACE: Duration = Duration::from_millis(500);
-/// The scope segment of `user:` names; never a valid session id.
+/// The scope segment of `user:` names; never an encoded session id (`~` is always encoded).
 const USER_SCOPE: &str = "~user";
 
 /// Artifacts in Redis (standalone or cluster). Cheap to clone; clones share connections.
@@ -246,6 +248,8 @@ impl RedisArtifactService {
             .arg(custom)
             .arg("text")
             .arg(if req.is_text { "1" } else { "0" })
+            .arg("file_uri")
+            .arg(if req.is_file_uri { "1" } else { "0" })
             .arg("chunk_bytes")
             .arg(self.limits.chunk_bytes);
         let (status, version): (String, String) = self
@@ -359,12 +363,22 @@ impl ArtifactService for RedisArtifactService {
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
         req.validate()?;
         let tag = user_tag(&req.app_name, &req.user_id);
-        let mut pipe = redis::pipe();
-        pipe.cmd("SMEMBERS")
-            .arg(names_key(&tag, &req.session_id))
-            .cmd("SMEMBERS")
-            .arg(names_key(&tag, USER_SCOPE));
-        let (session, user): (Vec<String>, Vec<String>) = self.store.pipeline(&pipe).await?;
+        let user_names = names_key(&tag, USER_SCOPE);
+        let (session, user): (Vec<String>, Vec<String>) = match req.session_id.as_str() {
+            // No session: the user's `user:` names only.
+            "" => (
+                Vec::new(),
+                self.store.query(redis::cmd("SMEMBERS").arg(user_names)).await?,
+            ),
+            session => {
+                let mut pipe = redis::pipe();
+                pipe.cmd("SMEMBERS")
+                    .arg(names_key(&tag, &id_key(session)))
+                    .cmd("SMEMBERS")
+                    .arg(user_names);
+                self.store.pipeline(&pipe).await?
+            }
+        };
         Ok(ListResponse {
             file_names: visible_names(session, user),
         })
@@ -402,6 +416,7 @@ pub(crate) struct ScopeKeys {
 }
 
 impl ScopeKeys {
+    /// `scope` is [`USER_SCOPE`] or an encoded session id.
     fn new(tag: &str, scope: &str) -> ScopeKeys {
         ScopeKeys {
             names: names_key(tag, scope),
@@ -414,7 +429,7 @@ impl ScopeKeys {
 
     /// A session's own artifacts. Only for validated ids (see [`NameKeys::new`]).
     pub(crate) fn of_session(app: &str, user: &str, session: &str) -> ScopeKeys {
-        ScopeKeys::new(&user_tag(app, user), session)
+        ScopeKeys::new(&user_tag(app, user), &id_key(session))
     }
 
     /// The arguments of `delete_scope` (see [`lua::artifact_delete_fns`]) for a script
@@ -446,7 +461,10 @@ impl NameKeys {
     /// Only for validated requests: ids cannot contain `:`, `{` or `}`, so they cannot forge a key.
     fn new(app: &str, user: &str, session: &str, file_name: &str) -> NameKeys {
         let tag = user_tag(app, user);
-        let scope = ScopeKeys::new(&tag, session_scope(session, file_name).unwrap_or(USER_SCOPE));
+        let scope = match session_scope(session, file_name) {
+            Some(session) => ScopeKeys::new(&tag, &id_key(session)),
+            None => ScopeKeys::new(&tag, USER_SCOPE),
+        };
         NameKeys {
             name: file_name.to_string(),
             names: scope.names,
@@ -650,6 +668,8 @@ fn parse_meta(file_name: &str, version: i64, h: &HashMap<String, String>) -> Res
         create_time,
         custom_metadata,
         is_text: get("text")? == "1",
+        // Absent from versions stored before file_data parts could be artifacts.
+        is_file_uri: h.get("file_uri").is_some_and(|v| v == "1"),
     };
     Ok((metadata, layout))
 }

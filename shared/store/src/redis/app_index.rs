@@ -22,6 +22,7 @@
 use super::conn::RedisStore;
 use super::durability::key_slot;
 use adk_core::Result;
+use adk_core::validate::id_key;
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
@@ -35,12 +36,12 @@ pub(super) fn shard_key(app: &str, user_tag: &str) -> String {
 }
 
 pub(super) fn shard_key_of_slot(app: &str, slot: u16) -> String {
-    format!("adk:appidx:{{{}}}:{app}", slot_tag(slot))
+    format!("adk:appidx:{{{}}}:{}", slot_tag(slot), id_key(app))
 }
 
 /// The registry of the slots that hold a shard of `app`'s index.
 pub(super) fn registry_key(app: &str) -> String {
-    format!("adk:appslots:{{{app}}}")
+    format!("adk:appslots:{{{}}}", id_key(app))
 }
 
 /// The hash tag text whose cluster slot is `slot`: the first base-62 string, shortest
