@@ -1,0 +1,373 @@
+"""This suite as a backend of ADK Python (google-adk >= 2.13): ``GrpcSessionService`` and
+``GrpcArtifactService`` implement ADK's ``BaseSessionService`` and ``BaseArtifactService``
+over gRPC (``grpc.aio``).
+
+    from adk_client.adk import GrpcSessionService, GrpcArtifactService
+
+    runner = Runner(agent=root_agent, app_name="my_app",
+                    session_service=GrpcSessionService("adk-grpc://localhost:50051"),
+                    artifact_service=GrpcArtifactService("adk-grpc://localhost:50051"))
+
+The server does the work (state scopes and merging, ``temp:`` keys, event filters,
+validation); these classes only translate. ADK's artifact versions are 0-based, the
+suite's 1-based: the classes translate, also inside ``artifact://`` URIs. Errors come as
+ADK's own exceptions: ``AlreadyExistsError``, ``InputValidationError`` (a ``ValueError``)
+for bad input, ``StaleSessionError`` when a session changed since it was read,
+``SessionNotFoundError`` when appending to a missing session; a missing session or
+artifact reads as ``None``. Other failures raise ``grpc.aio.AioRpcError``.
+
+``adk web`` / ``adk api_server``: ``register()`` adds the URI scheme ``adk-grpc`` to ADK's
+service registry; a ``services.yaml`` next to the agents does it without code (see the
+README, "Use it from ADK Python").
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any, Dict, List, Optional, Tuple, Union
+from urllib.parse import urlparse
+
+import grpc
+from google.adk.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService, ensure_part
+from google.adk.errors import StaleSessionError
+from google.adk.errors.already_exists_error import AlreadyExistsError
+from google.adk.errors.input_validation_error import InputValidationError
+from google.adk.errors.session_not_found_error import SessionNotFoundError
+from google.adk.events import Event
+from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
+from google.adk.sessions.session import Session
+from google.genai import types
+
+from ._adk_events import event_from_proto, event_to_proto, float_to_timestamp, part_from_proto, part_to_proto, timestamp_to_float
+from ._convert import dict_to_struct, struct_to_dict
+from .v1 import artifact_pb2, artifact_pb2_grpc, session_pb2, session_pb2_grpc
+
+#: The URI scheme ``register()`` adds to ADK's service registry: ``adk-grpc://host:port``.
+SCHEME = "adk-grpc"
+
+
+def target_of(uri: str) -> str:
+    """``adk-grpc://host:port`` (or a bare ``host:port``) -> ``host:port``."""
+    if "://" not in uri:
+        return uri
+    parsed = urlparse(uri)
+    if parsed.scheme != SCHEME or not parsed.netloc:
+        raise ValueError(f"expected {SCHEME}://host:port, got {uri!r}")
+    return parsed.netloc
+
+
+class _Channel:
+    """A ``grpc.aio`` channel per event loop: an aio channel only works on the loop it
+    was made on, and ADK apps (and tests) may run one service object on several loops."""
+
+    def __init__(self, target: str, options: List[Tuple[str, Any]]) -> None:
+        self.target, self._options = target, options
+        self._channels: Dict[int, Tuple[asyncio.AbstractEventLoop, grpc.aio.Channel]] = {}
+
+    def get(self) -> grpc.aio.Channel:
+        loop = asyncio.get_running_loop()
+        # Forget channels of loops that are gone (their id may be reused).
+        self._channels = {k: v for k, v in self._channels.items() if not v[0].is_closed()}
+        entry = self._channels.get(id(loop))
+        if entry is None or entry[0] is not loop:
+            entry = (loop, grpc.aio.insecure_channel(self.target, options=self._options))
+            self._channels[id(loop)] = entry
+        return entry[1]
+
+    async def close(self) -> None:
+        loop = asyncio.get_running_loop()
+        entry = self._channels.pop(id(loop), None)
+        if entry is not None:
+            await entry[1].close()
+
+
+def _invalid(err: grpc.aio.AioRpcError) -> InputValidationError:
+    return InputValidationError(err.details() or "invalid argument")
+
+
+class GrpcSessionService(BaseSessionService):
+    """ADK's ``BaseSessionService`` over ``adk.v1.SessionService``."""
+
+    def __init__(self, uri: Optional[str] = None, *, target: Optional[str] = None,
+                 timeout: Optional[float] = 30.0, options: Optional[List[Tuple[str, Any]]] = None,
+                 **_registry_kwargs: Any) -> None:
+        """``uri`` is ``adk-grpc://host:port`` (as ADK's registry passes it), or give
+        ``target="host:port"``. ADK's registry also passes ``agents_dir``: ignored."""
+        address = target or (target_of(uri) if uri else None)
+        if not address:
+            raise ValueError("GrpcSessionService needs uri='adk-grpc://host:port' or target='host:port'")
+        self._channel = _Channel(address, list(options or []))
+        self._timeout = timeout
+
+    def _stub(self) -> session_pb2_grpc.SessionServiceStub:
+        return session_pb2_grpc.SessionServiceStub(self._channel.get())
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def create_session(self, *, app_name: str, user_id: str, state: Optional[Dict[str, Any]] = None,
+                             session_id: Optional[str] = None) -> Session:
+        request = session_pb2.CreateSessionRequest(
+            app_name=app_name, user_id=user_id, session_id=(session_id or "").strip(),
+            state=dict_to_struct(state or {}))
+        try:
+            created = await self._stub().CreateSession(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.ALREADY_EXISTS:
+                raise AlreadyExistsError(f"Session with id {session_id} already exists.") from err
+            if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise _invalid(err) from err
+            raise
+        return _session_from_proto(created)
+
+    async def get_session(self, *, app_name: str, user_id: str, session_id: str,
+                          config: Optional[GetSessionConfig] = None) -> Optional[Session]:
+        request = session_pb2.GetSessionRequest(app_name=app_name, user_id=user_id, session_id=session_id)
+        if config is not None and config.num_recent_events is not None:
+            request.num_recent_events = config.num_recent_events
+        if config is not None and config.after_timestamp is not None:
+            request.after.CopyFrom(float_to_timestamp(config.after_timestamp))
+        try:
+            found = await self._stub().GetSession(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                return None
+            if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise _invalid(err) from err
+            raise
+        return _session_from_proto(found)
+
+    async def list_sessions(self, *, app_name: str, user_id: Optional[str] = None) -> ListSessionsResponse:
+        sessions: List[Session] = []
+        page_token = ""
+        while True:
+            request = session_pb2.ListSessionsRequest(
+                app_name=app_name, user_id=user_id or "", page_size=1000, page_token=page_token)
+            try:
+                page = await self._stub().ListSessions(request, timeout=self._timeout)
+            except grpc.aio.AioRpcError as err:
+                if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise _invalid(err) from err
+                raise
+            sessions.extend(_session_from_proto(s) for s in page.sessions)
+            page_token = page.next_page_token
+            if not page_token:
+                return ListSessionsResponse(sessions=sessions)
+
+    async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
+        request = session_pb2.DeleteSessionRequest(app_name=app_name, user_id=user_id, session_id=session_id)
+        try:
+            await self._stub().DeleteSession(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise _invalid(err) from err
+            raise
+
+    async def get_user_state(self, *, app_name: str, user_id: str) -> Dict[str, Any]:
+        request = session_pb2.GetUserStateRequest(app_name=app_name, user_id=user_id)
+        reply = await self._stub().GetUserState(request, timeout=self._timeout)
+        return struct_to_dict(reply.state)
+
+    async def get_app_state(self, *, app_name: str) -> Dict[str, Any]:
+        """The app's ``app:`` state, keys without the prefix (no ADK base method has it)."""
+        reply = await self._stub().GetAppState(session_pb2.GetAppStateRequest(app_name=app_name),
+                                               timeout=self._timeout)
+        return struct_to_dict(reply.state)
+
+    async def append_event(self, session: Session, event: Event) -> Event:
+        """Appends on the server (which applies the state delta by scope and drops
+        ``temp:`` keys), then mirrors the stored event into the caller's ``session``
+        object as ADK's base class does, so the running invocation sees its own changes."""
+        if event.partial:
+            return event
+        request = session_pb2.AppendEventRequest(
+            app_name=session.app_name, user_id=session.user_id, session_id=session.id,
+            event=event_to_proto(event))
+        # The session was read at this sequence: the server refuses the append (ABORTED)
+        # when another writer appended since, as ADK's persistent services do.
+        marker = session._storage_update_marker
+        if marker is not None:
+            request.precondition.last_sequence = int(marker)
+        try:
+            stored = await self._stub().AppendEvent(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.ABORTED:
+                raise StaleSessionError(
+                    f"Session {session.id} changed since it was read: get it again. ({err.details()})") from err
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                raise SessionNotFoundError(f"Session {session.id} not found.") from err
+            if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise _invalid(err) from err
+            raise
+        stored_event = event_from_proto(stored)
+        # ADK's own helper: temp: values live in the in-memory session for the invocation.
+        self._apply_temp_state(session, event)
+        # The caller's event becomes the stored one (id and timestamp filled in, no temp:
+        # keys), and joins the caller's session, as with ADK's services.
+        event.id, event.timestamp = stored_event.id, stored_event.timestamp
+        event.actions.state_delta = dict(stored_event.actions.state_delta)
+        self._commit_event_to_session(session, event)
+        session.last_update_time = event.timestamp
+        session._storage_update_marker = str(stored.sequence)
+        return event
+
+
+def _session_from_proto(pb: session_pb2.Session) -> Session:
+    session = Session(
+        id=pb.id,
+        app_name=pb.app_name,
+        user_id=pb.user_id,
+        state=struct_to_dict(pb.state),
+        events=[event_from_proto(e) for e in pb.events],
+        last_update_time=timestamp_to_float(pb.last_update_time),
+    )
+    session._storage_update_marker = str(pb.event_count)
+    return session
+
+
+# ---- artifacts -------------------------------------------------------------------------
+
+# ADK's artifact reference URI; the version is the last segment.
+_ARTIFACT_URI = re.compile(r"^(artifact://apps/.+/artifacts/.+/versions/)(\d+)$")
+
+
+def _shift_reference(uri: str, by: int) -> str:
+    """Moves the version of an ``artifact://`` URI between ADK's 0-based and our 1-based."""
+    match = _ARTIFACT_URI.match(uri)
+    if not match:
+        return uri
+    return f"{match.group(1)}{int(match.group(2)) + by}"
+
+
+def _canonical_uri(app_name: str, user_id: str, session_id: Optional[str], filename: str, version: int) -> str:
+    """ADK's ``artifact://`` URI of a version (0-based, as ADK reads it)."""
+    if filename.startswith("user:") or not session_id:
+        return f"artifact://apps/{app_name}/users/{user_id}/artifacts/{filename}/versions/{version}"
+    return f"artifact://apps/{app_name}/users/{user_id}/sessions/{session_id}/artifacts/{filename}/versions/{version}"
+
+
+class GrpcArtifactService(BaseArtifactService):
+    """ADK's ``BaseArtifactService`` over ``adk.v1.ArtifactService`` (0-based versions,
+    as ADK counts them, on the suite's 1-based ones)."""
+
+    def __init__(self, uri: Optional[str] = None, *, target: Optional[str] = None,
+                 timeout: Optional[float] = 60.0, options: Optional[List[Tuple[str, Any]]] = None,
+                 **_registry_kwargs: Any) -> None:
+        address = target or (target_of(uri) if uri else None)
+        if not address:
+            raise ValueError("GrpcArtifactService needs uri='adk-grpc://host:port' or target='host:port'")
+        self._channel = _Channel(address, list(options or []))
+        self._timeout = timeout
+
+    def _stub(self) -> artifact_pb2_grpc.ArtifactServiceStub:
+        return artifact_pb2_grpc.ArtifactServiceStub(self._channel.get())
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    @staticmethod
+    def _ref(app_name: str, user_id: str, filename: str, session_id: Optional[str]) -> artifact_pb2.ArtifactRef:
+        return artifact_pb2.ArtifactRef(app_name=app_name, user_id=user_id, session_id=session_id or "",
+                                        file_name=filename)
+
+    async def _call(self, method: str, request: Any, *, missing: Any = ...) -> Any:
+        """Calls an RPC; NOT_FOUND returns ``missing`` when given, INVALID_ARGUMENT and
+        FAILED_PRECONDITION (a reference chain too long) raise InputValidationError."""
+        try:
+            return await getattr(self._stub(), method)(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.NOT_FOUND and missing is not ...:
+                return missing
+            if err.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.FAILED_PRECONDITION):
+                raise _invalid(err) from err
+            if err.code() == grpc.StatusCode.ALREADY_EXISTS:
+                raise AlreadyExistsError(err.details() or "artifact version exists") from err
+            raise
+
+    async def save_artifact(self, *, app_name: str, user_id: str, filename: str,
+                            artifact: Union[types.Part, Dict[str, Any]], session_id: Optional[str] = None,
+                            custom_metadata: Optional[Dict[str, Any]] = None) -> int:
+        part = ensure_part(artifact)
+        pb = part_to_proto(part)
+        if pb.HasField("file_data"):
+            pb.file_data.file_uri = _shift_reference(pb.file_data.file_uri, +1)
+        request = artifact_pb2.SaveArtifactRequest(
+            ref=self._ref(app_name, user_id, filename, session_id), part=pb,
+            custom_metadata=dict_to_struct(custom_metadata or {}))
+        reply = await self._call("SaveArtifact", request)
+        return reply.version - 1
+
+    async def load_artifact(self, *, app_name: str, user_id: str, filename: str,
+                            session_id: Optional[str] = None, version: Optional[int] = None) -> Optional[types.Part]:
+        request = artifact_pb2.LoadArtifactRequest(ref=self._ref(app_name, user_id, filename, session_id))
+        if version is not None:
+            if version < 0:
+                return None
+            request.version = version + 1
+        reply = await self._call("LoadArtifact", request, missing=None)
+        if reply is None:
+            return None
+        part = part_from_proto(reply.part)
+        if part.file_data is not None and part.file_data.file_uri:
+            part.file_data.file_uri = _shift_reference(part.file_data.file_uri, -1)
+        return part
+
+    async def list_artifact_keys(self, *, app_name: str, user_id: str, session_id: Optional[str] = None) -> List[str]:
+        request = artifact_pb2.ListArtifactsRequest(app_name=app_name, user_id=user_id, session_id=session_id or "")
+        reply = await self._call("ListArtifacts", request)
+        return list(reply.file_names)
+
+    async def delete_artifact(self, *, app_name: str, user_id: str, filename: str,
+                              session_id: Optional[str] = None) -> None:
+        request = artifact_pb2.DeleteArtifactRequest(ref=self._ref(app_name, user_id, filename, session_id))
+        await self._call("DeleteArtifact", request)
+
+    async def list_versions(self, *, app_name: str, user_id: str, filename: str,
+                            session_id: Optional[str] = None) -> List[int]:
+        request = artifact_pb2.ListVersionsRequest(ref=self._ref(app_name, user_id, filename, session_id))
+        reply = await self._call("ListVersions", request)
+        return sorted(v - 1 for v in reply.versions)  # ADK lists oldest first
+
+    async def list_artifact_versions(self, *, app_name: str, user_id: str, filename: str,
+                                     session_id: Optional[str] = None) -> List[ArtifactVersion]:
+        found = []
+        for version in await self.list_versions(app_name=app_name, user_id=user_id, filename=filename,
+                                                session_id=session_id):
+            meta = await self.get_artifact_version(app_name=app_name, user_id=user_id, filename=filename,
+                                                   session_id=session_id, version=version)
+            if meta is not None:  # deleted between the two calls
+                found.append(meta)
+        return found
+
+    async def get_artifact_version(self, *, app_name: str, user_id: str, filename: str,
+                                   session_id: Optional[str] = None,
+                                   version: Optional[int] = None) -> Optional[ArtifactVersion]:
+        request = artifact_pb2.GetArtifactMetadataRequest(ref=self._ref(app_name, user_id, filename, session_id))
+        if version is not None:
+            if version < 0:
+                return None
+            request.version = version + 1
+        meta = await self._call("GetArtifactMetadata", request, missing=None)
+        if meta is None:
+            return None
+        adk_version = meta.version - 1
+        return ArtifactVersion(
+            version=adk_version,
+            canonical_uri=_canonical_uri(app_name, user_id, session_id, filename, adk_version),
+            custom_metadata=struct_to_dict(meta.custom_metadata),
+            create_time=timestamp_to_float(meta.create_time),
+            mime_type=meta.mime_type or None,
+        )
+
+
+# ---- ADK's service registry ------------------------------------------------------------
+
+
+def register(scheme: str = SCHEME) -> None:
+    """Adds ``adk-grpc://host:port`` to ADK's service registry, for session and artifact
+    services (``adk web --session_service_uri=adk-grpc://…``)."""
+    from google.adk.cli.service_registry import get_service_registry
+
+    registry = get_service_registry()
+    registry.register_session_service(scheme, lambda uri, **kwargs: GrpcSessionService(uri, **kwargs))
+    registry.register_artifact_service(scheme, lambda uri, **kwargs: GrpcArtifactService(uri, **kwargs))
