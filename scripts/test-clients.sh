@@ -4,7 +4,7 @@
 # Installs what the tests need, idempotently (only what is missing or changed):
 #   redis-server                      from apt (when missing)
 #   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
-#                                     clients/python/requirements-dev.txt (grpcio, grpcio-tools, protobuf, pytest)
+#                                     clients/python/requirements-dev.txt (scripts/setup-python.sh)
 #   clients/node/node_modules         npm ci, from the committed package-lock.json
 # then generates the Python stubs from proto/ and runs pytest and `node --test`, and
 # finally runs each client's quickstart as its README writes it, twice against one server.
@@ -32,31 +32,13 @@ if ! command -v redis-server >/dev/null; then
   as_root apt-get update -qq
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server
 fi
-command -v python3 >/dev/null || die "python3 (3.9 or newer) is required"
-python3 -c 'import sys; sys.exit(sys.version_info < (3, 9))' || die "python3 is $(python3 -V 2>&1); 3.9 or newer is required"
 command -v node >/dev/null && command -v npm >/dev/null || die "Node.js 20 or newer (with npm) is required"
 [ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || die "node is $(node --version); 20 or newer is required"
 
-# --- Python: venv with the pinned packages ------------------------------------------
+# --- Python: venv with the pinned packages, and the stubs ------------------------------
+./scripts/setup-python.sh
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/adk
 venv=$cache/python-venv
-reqs=clients/python/requirements-dev.txt
-mkdir -p "$cache"
-(
-  # One installer at a time: the venv is shared by every checkout on the machine.
-  if command -v flock >/dev/null; then flock 9; fi
-  if ! "$venv/bin/python" -c 'import sys; sys.exit(sys.version_info < (3, 9))' 2>/dev/null; then
-    echo "creating the Python venv $venv"
-    python3 -m venv --clear "$venv"
-  fi
-  # The stamp records what was installed: reinstall only when the pins change.
-  if ! cmp -s "$reqs" "$venv/.adk-requirements"; then
-    echo "installing $reqs into $venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs"
-    cp "$reqs" "$venv/.adk-requirements"
-  fi
-) 9>"$cache/python-venv.lock"
-"$venv/bin/python" clients/python/generate.py
 
 # --- Node: the locked dependencies --------------------------------------------------
 # npm ci installs exactly package-lock.json (it reuses npm's cache, so a rerun is quick).

@@ -28,6 +28,9 @@ command -v grpcurl >/dev/null || python3 -m pip install --quiet --disable-pip-ve
 # The MCP servers the runner's MCP tests start (tests/tests/mcp.rs); they fail without them.
 ./scripts/setup-mcp.sh
 
+# The Python venv (google-adk included): tests/tests/adk_python.rs runs an ADK app with it.
+./scripts/setup-python.sh
+
 # End-to-end tests spawn the real binaries, so build them first.
 cargo build --workspace --bins
 cargo test --workspace

@@ -102,6 +102,9 @@ def test_an_event_with_every_optional_field_unset_round_trips_equal() -> None:
     assert back == event
     assert back.partial is None and back.turn_complete is None and back.branch is None
     assert back.long_running_tool_ids is None and back.content is None and back.usage_metadata is None
+    # An empty set of long-running ids is not None.
+    event.long_running_tool_ids = set()
+    assert event_from_proto(event_to_proto(event)).long_running_tool_ids == set()
 
 
 def test_fields_land_where_the_field_table_says() -> None:

@@ -389,7 +389,10 @@ def event_to_proto(event: Event) -> event_pb2.Event:
         "turn_complete_reason",
     )
     pb.actions.CopyFrom(_actions_to_proto(rest.pop("actions", {})))
-    pb.long_running_tool_ids.extend(sorted(rest.pop("long_running_tool_ids", None) or []))
+    if rest.get("long_running_tool_ids"):
+        pb.long_running_tool_ids.extend(sorted(rest.pop("long_running_tool_ids")))
+    # An empty set (ADK's runner writes one on every function call event) is not None: the
+    # repeated field cannot tell them apart, so an empty one stays in extensions.
     _set_struct(pb, rest, "grounding_metadata", "citation_metadata", "custom_metadata", "logprobs_result")
     for name in ("input_transcription", "output_transcription"):
         if name in rest:
