@@ -126,8 +126,13 @@ def test_adk_exceptions_and_missing_things(server: str) -> None:
                                       artifact=types.Part(file_data=types.FileData(file_uri=uri)))
         assert await artifacts.load_artifact(app_name=app, user_id="u", session_id="s",
                                              filename="ref") == types.Part(text="first")
+        # ADK's rewind tombstone loads as absent, as from ADK's own services.
+        from google.adk.artifacts import artifact_util
+        await artifacts.save_artifact(app_name=app, user_id="u", session_id="s", filename="a.txt",
+                                      artifact=artifact_util._new_rewind_tombstone())
+        assert await artifacts.load_artifact(app_name=app, user_id="u", session_id="s", filename="a.txt") is None
         listed = await artifacts.list_artifact_versions(app_name=app, user_id="u", session_id="s", filename="a.txt")
-        assert [v.version for v in listed] == [0, 1] and listed[0].canonical_uri == uri
+        assert [v.version for v in listed] == [0, 1, 2] and listed[0].canonical_uri == uri
         assert listed[0].mime_type == "text/plain"
 
     asyncio.run(scenario())

@@ -28,6 +28,7 @@ from typing import Any, Dict, List, Optional, Tuple, Union
 from urllib.parse import urlparse
 
 import grpc
+from google.adk.artifacts import artifact_util
 from google.adk.artifacts.base_artifact_service import ArtifactVersion, BaseArtifactService, ensure_part
 from google.adk.errors import StaleSessionError
 from google.adk.errors.already_exists_error import AlreadyExistsError
@@ -308,6 +309,9 @@ class GrpcArtifactService(BaseArtifactService):
         if reply is None:
             return None
         part = part_from_proto(reply.part)
+        # ADK's rewind saves a tombstone version: ADK's own services load it as absent.
+        if part == types.Part() or artifact_util._is_rewind_tombstone(part):
+            return None
         if part.file_data is not None and part.file_data.file_uri:
             part.file_data.file_uri = _shift_reference(part.file_data.file_uri, -1)
         return part
