@@ -145,7 +145,8 @@ describe('AdkClient against adk-server', () => {
     assert.ok(partial.every((e) => e.sequence === '0'), 'partial events are not stored');
     assert.equal(partial.map(eventText).join(''), 'You said: Hello, agent!');
     const final = events.at(-1);
-    assert.equal(final.partial, false);
+    // `partial` is optional: unset on complete events, which is not partial.
+    assert.equal(Boolean(final.partial), false);
     assert.equal(final.author, 'assistant');
     assert.equal(eventText(final), 'You said: Hello, agent!');
     assert.deepEqual(stateDelta(final), { last_reply: 'You said: Hello, agent!' });
@@ -153,7 +154,7 @@ describe('AdkClient against adk-server', () => {
 
     const session = await adk.getSession('assistant', user, 'chat1');
     assert.deepEqual(
-      session.events.map((e) => [e.sequence, e.author, e.partial, eventText(e)]),
+      session.events.map((e) => [e.sequence, e.author, Boolean(e.partial), eventText(e)]),
       [
         ['1', 'user', false, 'Hello, agent!'],
         ['2', 'assistant', false, 'You said: Hello, agent!'],
@@ -164,7 +165,7 @@ describe('AdkClient against adk-server', () => {
     assert.equal(session.state['user:name'], 'Alice');
 
     const plain = await collect(adk.run('assistant', user, 'chat1', 'Again'));
-    assert.deepEqual(plain.map((e) => [e.partial, eventText(e)]), [[false, 'You said: Again']]);
+    assert.deepEqual(plain.map((e) => [Boolean(e.partial), eventText(e)]), [[false, 'You said: Again']]);
     assert.equal((await adk.getSession('assistant', user, 'chat1')).eventCount, 4);
   });
 
