@@ -13,7 +13,9 @@ cd "$(dirname "$0")/.."
 
 die() { echo "setup-adk-web.sh: $*" >&2; exit 1; }
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
-command -v node >/dev/null && command -v npm >/dev/null || die "Node.js 20 or newer (with npm) is required"
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
+  die "Node.js 20 or newer (with npm) is required"
+fi
 
 if ! command -v chromium >/dev/null; then
   as_root apt-get update -qq
