@@ -6,6 +6,8 @@
 #   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #                                     clients/python/requirements-dev.txt (scripts/setup-python.sh)
 #   clients/node/node_modules         npm ci, from the committed package-lock.json
+#   chromium, and playwright-core     apt (when missing) and npm, into ${XDG_CACHE_HOME:-$HOME/.cache}/adk/adk-web-node,
+#                                     for the `adk web` dev-UI test (scripts/setup-adk-web.sh)
 # then generates the Python stubs from proto/ and runs pytest and `node --test`, and
 # finally runs each client's quickstart as its README writes it, twice against one server.
 #
@@ -39,6 +41,9 @@ command -v node >/dev/null && command -v npm >/dev/null || die "Node.js 20 or ne
 ./scripts/setup-python.sh
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/adk
 venv=$cache/python-venv
+
+# --- the dev-UI test's browser: system chromium, driven by playwright-core from npm ------
+./scripts/setup-adk-web.sh
 
 # --- Node: the locked dependencies --------------------------------------------------
 # npm ci installs exactly package-lock.json (it reuses npm's cache, so a rerun is quick).

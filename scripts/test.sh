@@ -5,6 +5,8 @@
 #   MCP servers for the MCP tests: @modelcontextprotocol/server-everything from npm and the
 #                             `mcp` package from PyPI, cached outside the clone (scripts/setup-mcp.sh)
 #   Python and Node clients   from PyPI and npm, in a cached venv and node_modules (scripts/test-clients.sh)
+#   adk web dev-UI test       chromium from apt and playwright-core from npm, cached outside the clone
+#                             (scripts/setup-adk-web.sh, run by scripts/test-clients.sh)
 #   BENCHMARKS.md's commands, run as written on a smoke scale (scripts/bench-smoke.sh)
 #   deployment checks         hadolint, kubectl kustomize, kubernetes-validate, checkov, dclint (scripts/check-deploy.sh)
 set -euo pipefail

@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
@@ -56,13 +56,16 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 class Process:
     """A server process on 127.0.0.1:port, its output in a log file."""
 
-    def __init__(self, name: str, argv: List[str], port: int, log_dir: Path) -> None:
+    def __init__(self, name: str, argv: List[str], port: int, log_dir: Path,
+                 env: Optional[Dict[str, str]] = None) -> None:
         self.name, self.port = name, port
         self.log_path = log_dir / f"{name}-{port}.log"
         self._log = open(self.log_path, "wb")
         # No fixed ports besides --listen: the metrics endpoint (0.0.0.0:9464 by default) is off,
         # through the environment, which binaries without that flag ignore.
-        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), "ADK_METRICS_LISTEN": "off"}
+        # `env` adds to (or overrides) this process's environment.
+        env = {**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "warn"), "ADK_METRICS_LISTEN": "off",
+               **(env or {})}
         self.proc = subprocess.Popen(
             argv,
             cwd=REPO,
