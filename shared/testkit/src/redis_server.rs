@@ -154,11 +154,9 @@ impl RedisServer {
         let binary = require_binary("redis-server");
         let mut args = standalone_args();
         args.extend(self.extra_args.iter().cloned());
-        match start_node(&binary, self.dir.path(), self.port, &args).await {
+        match restart_node(&binary, self.dir.path(), self.port, &args).await {
             Ok(child) => self.child = child,
-            Err(StartError::PortInUse(log) | StartError::Failed(log)) => {
-                panic!("redis-server failed to restart on port {}:\n{log}", self.port)
-            }
+            Err(log) => panic!("redis-server failed to restart on port {}:\n{log}", self.port),
         }
     }
 }
@@ -403,14 +401,12 @@ impl RedisCluster {
     pub async fn restart(&mut self, index: usize) {
         let binary = require_binary("redis-server");
         let node = &mut self.nodes[index];
-        match start_node(&binary, node.dir.path(), node.port, &node.args).await {
+        match restart_node(&binary, node.dir.path(), node.port, &node.args).await {
             Ok(child) => node.child = child,
-            Err(StartError::PortInUse(log) | StartError::Failed(log)) => {
-                panic!(
-                    "redis cluster node {index} failed to restart on port {}:\n{log}",
-                    node.port
-                )
-            }
+            Err(log) => panic!(
+                "redis cluster node {index} failed to restart on port {}:\n{log}",
+                node.port
+            ),
         }
     }
 
@@ -579,6 +575,20 @@ enum StartError {
     /// Someone else took the port between `free_port` and the bind; retryable.
     PortInUse(String),
     Failed(String),
+}
+
+/// Starts a node again on its port after a crash. A `kill -9` spares the node's forked
+/// children (an AOF rewrite, a replication RDB), which still hold its listening socket
+/// until they finish: while the port is taken, try again until [`START_TIMEOUT`].
+async fn restart_node(binary: &Path, dir: &Path, port: u16, args: &[String]) -> Result<ChildGuard, String> {
+    let deadline = Instant::now() + START_TIMEOUT;
+    loop {
+        match start_node(binary, dir, port, args).await {
+            Ok(child) => return Ok(child),
+            Err(StartError::PortInUse(_)) if Instant::now() < deadline => sleep(Duration::from_millis(100)).await,
+            Err(StartError::PortInUse(log) | StartError::Failed(log)) => return Err(log),
+        }
+    }
 }
 
 async fn start_node(binary: &Path, dir: &Path, port: u16, extra_args: &[String]) -> Result<ChildGuard, StartError> {
