@@ -154,10 +154,7 @@ impl RedisServer {
         let binary = require_binary("redis-server");
         let mut args = standalone_args();
         args.extend(self.extra_args.iter().cloned());
-        match restart_node(&binary, self.dir.path(), self.port, &args).await {
-            Ok(child) => self.child = child,
-            Err(log) => panic!("redis-server failed to restart on port {}:\n{log}", self.port),
-        }
+        self.child = restart_node(&binary, self.dir.path(), self.port, &args).await;
     }
 }
 
@@ -401,13 +398,7 @@ impl RedisCluster {
     pub async fn restart(&mut self, index: usize) {
         let binary = require_binary("redis-server");
         let node = &mut self.nodes[index];
-        match restart_node(&binary, node.dir.path(), node.port, &node.args).await {
-            Ok(child) => node.child = child,
-            Err(log) => panic!(
-                "redis cluster node {index} failed to restart on port {}:\n{log}",
-                node.port
-            ),
-        }
+        node.child = restart_node(&binary, node.dir.path(), node.port, &node.args).await;
     }
 
     /// Fault injection on node `index`: `"STOP"` freezes it, `"CONT"` resumes it.
@@ -580,15 +571,16 @@ enum StartError {
 /// Starts a node again on its port after a crash. A `kill -9` spares the node's forked
 /// children (an AOF rewrite, a replication RDB), which still hold its listening socket
 /// until they finish: while the port is taken, try again until [`START_TIMEOUT`].
-async fn restart_node(binary: &Path, dir: &Path, port: u16, args: &[String]) -> Result<ChildGuard, String> {
-    let deadline = Instant::now() + START_TIMEOUT;
-    loop {
+/// Panics with the node's log when it cannot start.
+async fn restart_node(binary: &Path, dir: &Path, port: u16, args: &[String]) -> ChildGuard {
+    crate::eventually(START_TIMEOUT, || async {
         match start_node(binary, dir, port, args).await {
-            Ok(child) => return Ok(child),
-            Err(StartError::PortInUse(_)) if Instant::now() < deadline => sleep(Duration::from_millis(100)).await,
-            Err(StartError::PortInUse(log) | StartError::Failed(log)) => return Err(log),
+            Ok(child) => Ok(child),
+            Err(StartError::PortInUse(log)) => Err(format!("port {port} still in use:\n{log}")),
+            Err(StartError::Failed(log)) => panic!("redis-server failed to restart on port {port}:\n{log}"),
         }
-    }
+    })
+    .await
 }
 
 async fn start_node(binary: &Path, dir: &Path, port: u16, extra_args: &[String]) -> Result<ChildGuard, StartError> {
