@@ -282,6 +282,40 @@ async fn run_streams_events_and_the_session_server_shows_exactly_the_stored_ones
     assert_eq!(state(&session)["user:name"], "Alice");
 }
 
+/// Run is a read path of ADK's model too: the message a client sends keeps every
+/// field of its parts (thought, signature, metadata, extensions) in the stored event.
+#[tokio::test]
+async fn a_runs_message_keeps_every_adk_part_field() {
+    let stack = Stack::start(MOCK_APP).await;
+    let mut runner = stack.runner().await;
+    let rich = adk_testkit::adk_events::rich_event();
+    let message = pb::Content::from(rich.content().expect("the rich event has content"));
+    let mut message = pb::Content {
+        role: "user".into(),
+        ..message
+    };
+    // A function response would resume a paused run: keep the other kinds of part,
+    // after a text the mock model answers.
+    message.parts.retain(|part| {
+        !matches!(
+            part.kind,
+            Some(pb::part::Kind::FunctionCall(_) | pb::part::Kind::FunctionResponse(_))
+        )
+    });
+    message.parts.insert(0, text("Hello").parts.remove(0));
+    let mut request = run_request("helper", "rich", message.clone());
+    request.state_delta = [("user:name".to_string(), json_to_proto(&json!("Alice")))].into();
+    run(&mut runner, request).await.ok();
+    let session = stack.get_session("helper", "rich").await;
+    let stored = session.events.first().expect("the user's message is stored");
+    assert_eq!(stored.author, "user");
+    assert_eq!(
+        stored.content.as_ref(),
+        Some(&message),
+        "the message is stored field for field"
+    );
+}
+
 #[tokio::test]
 async fn unknown_apps_are_not_found_and_the_example_apps_are_listed_with_their_tree() {
     let example = std::fs::read_to_string(repo_root().join("examples/agents.yaml")).expect("examples/agents.yaml");
