@@ -528,8 +528,6 @@ impl SessionService for RedisSessionService {
         let (status, expire_ms, user): (String, String, HashMap<String, String>) =
             self.store.durable_eval("create", &invocation, &keys.meta).await?;
         if status == "EXISTS" {
-            // The caller may be a retry whose first attempt created the session.
-            self.store.confirm_durable(&keys.meta).await?;
             return Err(AdkError::AlreadyExists(format!(
                 "session {session_id} already exists in app {} for user {}",
                 req.app_name, req.user_id
@@ -637,11 +635,9 @@ impl SessionService for RedisSessionService {
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
-            "DUP" => {
-                // A retry: its first attempt may have failed waiting for the replicas.
-                self.store.confirm_durable(&keys.meta).await?;
-                decode_event(&stored)
-            }
+            // A retry: its first attempt may have failed waiting for the replicas; the
+            // reply is confirmed durable like any (see `durability.rs`).
+            "DUP" => decode_event(&stored),
             _ => {
                 expect_status(&status, &["NEW"])?;
                 if !app_in_script {

@@ -259,12 +259,9 @@ impl RedisArtifactService {
         let version = || parse_number::<i64>("version", &version);
         match status.as_str() {
             "OK" => version(),
-            "EXISTS" => {
-                // The caller may be a retry whose first attempt saved this version but
-                // failed waiting for the replicas: report it only once it is durable.
-                self.store.confirm_durable(&keys.versions).await?;
-                Err(version_exists(&req.file_name, version()?))
-            }
+            // Confirmed durable like any reply (see `durability.rs`): a retry whose first
+            // attempt saved this version learns of it only once it cannot be lost.
+            "EXISTS" => Err(version_exists(&req.file_name, version()?)),
             "FULL" => Err(no_version_left(&req.file_name)),
             "EXPIRED" => Err(AdkError::DeadlineExceeded(format!(
                 "the upload paused too long between pieces and its pending chunks expired \

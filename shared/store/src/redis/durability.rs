@@ -12,10 +12,12 @@
 //!
 //! `WAIT` counts replicas that reached the primary's replication offset after the
 //! write, and a replica that has that offset has everything written before it too.
-//! A write that changes nothing (an idempotent retry that finds its event id, a
-//! create that finds the session) propagates nothing, so its `WAIT` would say
-//! nothing about the earlier write it reports; [`RedisStore::confirm_durable`]
-//! writes a marker key that expires at once, on the same node, and waits for it.
+//! A script that changes nothing (an idempotent retry that finds its event id, a
+//! create that finds the session) propagates nothing, so its `WAIT` alone would say
+//! nothing about the earlier write it reports: every write script is therefore sent
+//! as `[script, SET marker PX 1, WAIT]`, the marker (beside the script's keys, so on
+//! the same node) moving the offset past everything the script saw. Read, marker and
+//! `WAIT` share one request, so they cannot land on two nodes across a failover.
 //!
 //! When fewer replicas than required confirm within the timeout the call fails
 //! with `UNAVAILABLE`: the write may have been applied (and may be lost on a
@@ -241,8 +243,19 @@ impl RedisStore {
         if replicas == 0 {
             return self.eval(script, invocation).await;
         }
+        // The marker makes `WAIT` cover what the script read as well as what it wrote: a
+        // script that changed nothing (an idempotent retry finding its event, a create
+        // finding the session) replicates nothing of its own, and the event it reports
+        // must be confirmed on this very node, in this very request, or a failover between
+        // two requests could confirm it on a node that never had it.
         let mut pipe = redis::pipe();
         pipe.invoke_script(invocation)
+            .cmd("SET")
+            .arg(marker_key(key))
+            .arg("")
+            .arg("PX")
+            .arg(1)
+            .ignore()
             .add_command(self.durability().wait_cmd(replicas));
         let op = RedisOp::script(script);
         let request = async {
@@ -279,15 +292,6 @@ impl RedisStore {
             .ok_or_else(|| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
         self.check_confirmed(replicas, confirmed)?;
         decode_reply(Value::Array(replies))
-    }
-
-    /// Waits until what the node owning `key` holds now (e.g. an event an
-    /// idempotent retry found) is durable: a write that changed nothing propagated
-    /// nothing to wait for, so this writes a marker beside `key` that expires at once.
-    pub(crate) async fn confirm_durable(&self, key: &str) -> Result<()> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("SET").arg(marker_key(key)).arg("").arg("PX").arg(1).ignore();
-        self.durable_pipeline(&pipe, key).await
     }
 
     /// Runs `read` (a read of keys on the node owning `key`) and returns its reply only
