@@ -85,6 +85,7 @@ async fn connections_that_never_finish_the_handshake_are_closed_in_time() {
             if dribbler.write_all(&[*byte]).await.is_err() {
                 return true;
             }
+            // The slow client's pace (the thing under test), not a synchronisation.
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         false

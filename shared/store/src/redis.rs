@@ -789,8 +789,9 @@ impl Watcher {
             if entries.is_empty() {
                 continue;
             }
-            if self.store.acks_replicated(&self.keys.events).await? {
-                match self.durable_entries().await? {
+            let replicas = self.store.replicas_required(&self.keys.events).await?;
+            if replicas > 0 {
+                match self.durable_entries(replicas).await? {
                     Some(durable) => {
                         entries = durable;
                         unconfirmed = 0;
@@ -818,14 +819,14 @@ impl Watcher {
     }
 
     /// The entries after `last` (one batch), once confirmed durable; None while they are not.
-    async fn durable_entries(&self) -> Result<Option<Vec<(u64, Vec<u8>)>>> {
+    async fn durable_entries(&self, replicas: u32) -> Result<Option<Vec<(u64, Vec<u8>)>>> {
         let mut read = redis::cmd("XRANGE");
         read.arg(&self.keys.events)
             .arg(format!("({}-1", self.last))
             .arg("+")
             .arg("COUNT")
             .arg(WATCH_BATCH);
-        let reply: Option<Value> = self.store.durable_read(&read, &self.keys.events).await?;
+        let reply: Option<Value> = self.store.durable_read(&read, &self.keys.events, replicas).await?;
         reply.map(stream_entries).transpose()
     }
 

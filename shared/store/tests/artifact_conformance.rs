@@ -11,7 +11,7 @@ use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance
 use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::time::Duration;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{sleep, timeout};
 
 /// Small limits, so the multi-chunk and oversized cases stay cheap.
 const LIMITS: ArtifactLimits = ArtifactLimits {
@@ -193,17 +193,15 @@ async fn keys_of_app(node_urls: &[String], app: &str) -> Vec<(String, Option<u64
 
 /// Waits up to 5 s for `app` to have no keys left (abandoned uploads are cleaned up by a background task).
 async fn assert_no_keys_left(node_urls: &[String], app: &str, context: &str) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
+    eventually(Duration::from_secs(5), || async {
         let keys = keys_of_app(node_urls, app).await;
         if keys.is_empty() {
-            return;
+            Ok(())
+        } else {
+            Err(format!("{context}: keys left behind: {keys:#?}"))
         }
-        if Instant::now() > deadline {
-            panic!("{context}: keys left behind: {keys:#?}");
-        }
-        sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await
 }
 
 fn upload_req(app: &str, session: &str, name: &str) -> UploadRequest {
@@ -350,27 +348,27 @@ async fn a_dropped_upload_deletes_its_pending_chunks() {
     let upload = svc.upload(upload_req(&app, "s", "f.bin"), stalling(LIMITS.chunk_bytes * 3, 1000));
     let watch = async {
         // While the upload waits for more bytes, its three full chunks are pending.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
+        let keys = eventually(Duration::from_secs(5), || async {
             let keys = keys_of_app(&nodes, &app).await;
             if keys.len() == 3 {
-                for (key, _) in &keys {
-                    assert!(key.starts_with("adk:artup:"), "{keys:?}");
-                    let ttl_ms: i64 = redis::cmd("PTTL")
-                        .arg(key)
-                        .query_async(&mut server.connection().await)
-                        .await
-                        .unwrap();
-                    // A crashed server's pending chunks go about a minute after the last piece, not an hour.
-                    assert!(
-                        (1..=60_000).contains(&ttl_ms),
-                        "{key} has the pending TTL of at most 60 s, got {ttl_ms} ms"
-                    );
-                }
-                return;
+                Ok(keys)
+            } else {
+                Err(format!("pending chunks never appeared: {keys:?}"))
             }
-            assert!(Instant::now() < deadline, "pending chunks never appeared: {keys:?}");
-            sleep(Duration::from_millis(20)).await;
+        })
+        .await;
+        for (key, _) in &keys {
+            assert!(key.starts_with("adk:artup:"), "{keys:?}");
+            let ttl_ms: i64 = redis::cmd("PTTL")
+                .arg(key)
+                .query_async(&mut server.connection().await)
+                .await
+                .unwrap();
+            // A crashed server's pending chunks go about a minute after the last piece, not an hour.
+            assert!(
+                (1..=60_000).contains(&ttl_ms),
+                "{key} has the pending TTL of at most 60 s, got {ttl_ms} ms"
+            );
         }
     };
     tokio::select! {

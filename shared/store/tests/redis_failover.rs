@@ -123,7 +123,8 @@ fn spawn_appenders(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -
                         }
                         Err(err) => {
                             assert!(err.is_retryable(), "{user}: not retryable: {err:?}");
-                            // Failing fast while the node is down; do not spin.
+                            // The client's retry pace while the node is down (not a
+                            // synchronisation): failing fast must not spin.
                             sleep(Duration::from_millis(20)).await;
                         }
                     }
@@ -151,6 +152,7 @@ fn spawn_watchers(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) ->
                         })
                         .await;
                     let Ok(mut stream) = watch else {
+                        // The client's retry pace while the node is down, not a synchronisation.
                         sleep(Duration::from_millis(20)).await;
                         continue;
                     };

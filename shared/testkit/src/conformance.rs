@@ -145,6 +145,18 @@ async fn next_event(stream: &mut EventStream) -> Event {
     }
 }
 
+/// A watch of the whole log of a session, stored events first.
+async fn watch_from_start(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> EventStream {
+    svc.watch(WatchRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: id.into(),
+        after_sequence: Some(0),
+    })
+    .await
+    .unwrap_or_else(|e| panic!("watch {id}: {e}"))
+}
+
 async fn assert_quiet(stream: &mut EventStream) {
     if let Ok(item) = tokio::time::timeout(Duration::from_millis(300), stream.next()).await {
         panic!("expected no more events, got {item:?}");
@@ -911,15 +923,7 @@ async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionServi
     let app = unique_prefix("watch-delete");
     create(svc, &app, "u", "s", &[]).await;
     let first = append(svc, &app, "u", "s", event_with(&[])).await;
-    let mut watch = svc
-        .watch(WatchRequest {
-            app_name: app.clone(),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            after_sequence: Some(0),
-        })
-        .await
-        .expect("watch");
+    let mut watch = watch_from_start(svc, &app, "u", "s").await;
     assert_eq!(next_event(&mut watch).await, first, "the watch is running");
     svc.delete(DeleteRequest {
         app_name: app.clone(),
@@ -1456,15 +1460,7 @@ async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) {
         }
         assert_eq!(page.events, expected, "ListEvents newest_first={newest_first}");
     }
-    let mut watch = svc
-        .watch(WatchRequest {
-            app_name: app.clone(),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            after_sequence: Some(0),
-        })
-        .await
-        .expect("watch");
+    let mut watch = watch_from_start(svc, &app, "u", "s").await;
     for want in &appended {
         assert_eq!(&next_event(&mut watch).await, want, "WatchSession");
     }

@@ -286,8 +286,7 @@ impl RedisCluster {
 
     /// Waits until `masters` replicas report their link to their master up and in sync.
     async fn wait_for_replicas(&self, masters: usize) {
-        let deadline = Instant::now() + CLUSTER_READY_TIMEOUT;
-        loop {
+        crate::eventually(CLUSTER_READY_TIMEOUT, || async {
             let mut connected = 0;
             for node in &self.nodes {
                 let role: Option<Vec<redis::Value>> = query_node(node.port, redis::cmd("ROLE")).await;
@@ -300,14 +299,12 @@ impl RedisCluster {
                 }
             }
             if connected >= masters {
-                return;
+                Ok(())
+            } else {
+                Err(format!("only {connected} of {masters} cluster replicas connected"))
             }
-            assert!(
-                Instant::now() < deadline,
-                "only {connected} of {masters} cluster replicas connected after {CLUSTER_READY_TIMEOUT:?}"
-            );
-            sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// The index of the node that serves `key`'s slot as master now, as the
@@ -369,22 +366,20 @@ impl RedisCluster {
     /// `failed` for `key`'s slot, and the cluster reports `cluster_state:ok` again.
     /// Returns the new master's index.
     pub async fn wait_for_failover(&self, key: &str, failed: usize) -> usize {
-        let deadline = Instant::now() + CLUSTER_READY_TIMEOUT;
-        loop {
-            if let Some(master) = self.master_of(key, Some(failed)).await
-                && master != failed
-                && cluster_info(self.nodes[master].port)
-                    .await
-                    .is_some_and(|info| info.lines().any(|line| line.trim() == "cluster_state:ok"))
-            {
-                return master;
+        crate::eventually(CLUSTER_READY_TIMEOUT, || async {
+            match self.master_of(key, Some(failed)).await {
+                Some(master)
+                    if master != failed
+                        && cluster_info(self.nodes[master].port)
+                            .await
+                            .is_some_and(|info| info.lines().any(|line| line.trim() == "cluster_state:ok")) =>
+                {
+                    Ok(master)
+                }
+                _ => Err(format!("no replica took over from node {failed}")),
             }
-            assert!(
-                Instant::now() < deadline,
-                "no replica took over from node {failed} within {CLUSTER_READY_TIMEOUT:?}"
-            );
-            sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 
     /// Crashes node `index` with SIGKILL.

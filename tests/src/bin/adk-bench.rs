@@ -125,6 +125,25 @@ impl Phase {
         )
     }
 
+    /// The phase of `workers` (each returning its latency histogram) started at `started`.
+    async fn of_workers(
+        name: String,
+        ops: usize,
+        started: Instant,
+        workers: Vec<tokio::task::JoinHandle<Result<Histogram<u64>>>>,
+    ) -> Result<Phase> {
+        let mut latency_us = Histogram::<u64>::new(3).expect("histogram");
+        for worker in workers {
+            latency_us.add(worker.await??).expect("merge");
+        }
+        Ok(Phase {
+            name,
+            ops: ops as u64,
+            elapsed: started.elapsed(),
+            latency_us,
+        })
+    }
+
     fn p50_ms(&self) -> f64 {
         self.latency_us.value_at_quantile(0.5) as f64 / 1000.0
     }
@@ -195,16 +214,7 @@ where
             anyhow::Ok(latency)
         }));
     }
-    let mut latency_us = Histogram::<u64>::new(3).expect("histogram");
-    for worker in workers {
-        latency_us.add(worker.await??).expect("merge");
-    }
-    Ok(Phase {
-        name,
-        ops: (ops * clients.len()) as u64,
-        elapsed: started.elapsed(),
-        latency_us,
-    })
+    Phase::of_workers(name, ops * clients.len(), started, workers).await
 }
 
 /// Each client watches its append session (which holds `stored` events) and appends
@@ -250,16 +260,7 @@ async fn measure_watch_delivery(
             anyhow::Ok(latency)
         }));
     }
-    let mut latency_us = Histogram::<u64>::new(3).expect("histogram");
-    for worker in workers {
-        latency_us.add(worker.await??).expect("merge");
-    }
-    Ok(Phase {
-        name,
-        ops: (ops * clients.len()) as u64,
-        elapsed: started.elapsed(),
-        latency_us,
-    })
+    Phase::of_workers(name, ops * clients.len(), started, workers).await
 }
 
 /// What a bench runs against: a given endpoint, or its own redis-server and `bin`.

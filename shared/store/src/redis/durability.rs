@@ -304,8 +304,13 @@ impl RedisStore {
     /// only events that cannot be lost: it confirms its own reads instead of trusting
     /// each append's `WAIT`, so events whose append failed waiting for replicas (and
     /// may be lost) are held back until a later confirmation covers them.
-    pub(crate) async fn durable_read<T: FromRedisValue>(&self, read: &redis::Cmd, key: &str) -> Result<Option<T>> {
-        let replicas = self.durability().required(&mut self.conn(), key).await?;
+    /// `replicas` is what [`RedisStore::replicas_required`] said for `key`.
+    pub(crate) async fn durable_read<T: FromRedisValue>(
+        &self,
+        read: &redis::Cmd,
+        key: &str,
+        replicas: u32,
+    ) -> Result<Option<T>> {
         if replicas == 0 {
             return self.query(read).await.map(Some);
         }
@@ -328,9 +333,9 @@ impl RedisStore {
         decode_reply(reply).map(Some)
     }
 
-    /// Whether writes to `key`'s node currently wait for replicas (see [`MinReplicas`]).
-    pub(crate) async fn acks_replicated(&self, key: &str) -> Result<bool> {
-        Ok(self.durability().required(&mut self.conn(), key).await? > 0)
+    /// How many replicas a write to `key`'s node must reach now (see [`MinReplicas`]).
+    pub(crate) async fn replicas_required(&self, key: &str) -> Result<u32> {
+        self.durability().required(&mut self.conn(), key).await
     }
 
     fn check_confirmed(&self, required: u32, confirmed: Value) -> Result<()> {
