@@ -160,7 +160,7 @@ async fn keys_of_app(node_urls: &[String], app: &str) -> Vec<(String, Option<u64
     let mut found = Vec::new();
     for url in node_urls {
         let client = redis::Client::open(url.as_str()).unwrap();
-        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let mut conn = adk_testkit::patient_connection(&client).await.unwrap();
         let mut cursor = 0u64;
         loop {
             let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")

@@ -102,7 +102,7 @@ impl Monitors {
     async fn finish(self) -> BTreeMap<u16, BTreeMap<String, u64>> {
         let mut all = BTreeMap::new();
         for (port, task) in self.tasks {
-            let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+            let mut conn = adk_testkit::patient_connection(&node(port)).await.unwrap();
             let _: String = redis::cmd("ECHO").arg(END_MARKER).query_async(&mut conn).await.unwrap();
             let mut calls = task.await.expect("monitor task");
             calls.remove("echo");
@@ -224,7 +224,7 @@ async fn app_x(svc: &RedisSessionService, app: &str, user: &str) -> Option<serde
 async fn app_state_subscribers(cluster: &RedisCluster) -> u64 {
     let mut total = 0;
     for port in cluster.ports() {
-        let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+        let mut conn = adk_testkit::patient_connection(&node(port)).await.unwrap();
         let counts: Vec<(String, u64)> = redis::cmd("PUBSUB")
             .arg("NUMSUB")
             .arg("adk:app-state")
@@ -306,7 +306,7 @@ async fn app_state_is_cached_per_process_and_kept_fresh() {
 
     let mut killed = 0;
     for port in cluster.ports() {
-        let mut conn = node(port).get_multiplexed_async_connection().await.unwrap();
+        let mut conn = adk_testkit::patient_connection(&node(port)).await.unwrap();
         let n: u64 = redis::cmd("CLIENT")
             .arg("KILL")
             .arg("TYPE")

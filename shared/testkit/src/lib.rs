@@ -19,7 +19,9 @@ mod wait;
 
 pub use net::{free_port, wait_for_port};
 pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
-pub use redis_server::{FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, redis_cli};
+pub use redis_server::{
+    FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, patient_connection, redis_cli,
+};
 pub use service::{ServiceProcess, workspace_bin};
 pub use wait::eventually;
 

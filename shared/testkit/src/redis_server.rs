@@ -120,8 +120,7 @@ impl RedisServer {
     }
 
     pub async fn connection(&self) -> redis::aio::MultiplexedConnection {
-        self.client()
-            .get_multiplexed_async_connection()
+        patient_connection(&self.client())
             .await
             .unwrap_or_else(|err| panic!("cannot connect to test redis at {}: {err}", self.url()))
     }
@@ -693,10 +692,21 @@ fn last_arg_value<'a>(args: &'a [String], name: &str) -> Option<&'a str> {
         .map(|pair| pair[1].as_str())
 }
 
+/// A test's own connection: it inspects a server that may be busy (an
+/// `appendfsync always` Redis on a loaded CI machine stalls for seconds), so it
+/// waits far longer than the redis crate's 500 ms default before calling an
+/// answer lost. Checks that must not hang on a frozen node bound themselves.
+pub async fn patient_connection(client: &redis::Client) -> redis::RedisResult<redis::aio::MultiplexedConnection> {
+    let config = redis::AsyncConnectionConfig::new()
+        .set_connection_timeout(Some(Duration::from_secs(10)))
+        .set_response_timeout(Some(Duration::from_secs(30)));
+    client.get_multiplexed_async_connection_with_config(&config).await
+}
+
 async fn query_node<T: redis::FromRedisValue>(port: u16, command: redis::Cmd) -> Option<T> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
     let attempt = async {
-        let mut connection = client.get_multiplexed_async_connection().await?;
+        let mut connection = patient_connection(&client).await?;
         command.query_async::<T>(&mut connection).await
     };
     // A frozen or still-loading server must not stall a readiness loop.
