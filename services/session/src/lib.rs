@@ -5,8 +5,8 @@
 
 use adk_core::convert::map_to_struct;
 use adk_core::{
-    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest,
-    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, ForkRequest, GetRequest, ListEventsRequest,
+    ListRequest, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
@@ -83,6 +83,19 @@ impl SessionServiceRpc for SessionGrpcService {
             pb::Session::from(&session),
             &what,
             "page through its events with ListEvents, or get fewer with num_recent_events or after",
+        )
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn fork_session(&self, request: Request<pb::ForkSessionRequest>) -> Result<Response<pb::Session>, Status> {
+        let fork = self.store.fork(ForkRequest::from(request.into_inner())).await?;
+        let what = format!("forked session {} with {} events", fork.id, fork.events.len());
+        self.fit_in_message(
+            pb::Session::from(&fork),
+            &what,
+            "the fork was made: read it with ListEvents",
         )
     }
 

@@ -115,6 +115,15 @@ impl SessionService for RemoteSessionService {
         Session::try_from(reply.get_ref())
     }
 
+    async fn fork(&self, req: adk_core::ForkRequest) -> Result<Session> {
+        let reply = self
+            .sessions
+            .clone()
+            .fork_session(pb::ForkSessionRequest::from(&req))
+            .await?;
+        Session::try_from(reply.get_ref())
+    }
+
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
         let reply = self
             .sessions

@@ -265,6 +265,7 @@ impl TryFrom<pb::GetSessionRequest> for GetRequest {
             app_name: r.app_name,
             user_id: r.user_id,
             session_id: r.session_id,
+            since_compaction: r.since_compaction,
         })
     }
 }
@@ -277,6 +278,7 @@ impl From<&GetRequest> for pb::GetSessionRequest {
             session_id: r.session_id.clone(),
             num_recent_events: r.num_recent_events.map(|n| n.min(i32::MAX as usize) as i32),
             after: r.after.map(timestamp_to_proto),
+            since_compaction: r.since_compaction,
         }
     }
 }
@@ -339,6 +341,30 @@ impl From<&DeleteRequest> for pb::DeleteSessionRequest {
             app_name: r.app_name.clone(),
             user_id: r.user_id.clone(),
             session_id: r.session_id.clone(),
+        }
+    }
+}
+
+impl From<pb::ForkSessionRequest> for crate::history::ForkRequest {
+    fn from(r: pb::ForkSessionRequest) -> Self {
+        crate::history::ForkRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+            up_to_event_id: r.up_to_event_id,
+            new_session_id: Some(r.new_session_id).filter(|id| !id.is_empty()),
+        }
+    }
+}
+
+impl From<&crate::history::ForkRequest> for pb::ForkSessionRequest {
+    fn from(r: &crate::history::ForkRequest) -> Self {
+        pb::ForkSessionRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            up_to_event_id: r.up_to_event_id.clone(),
+            new_session_id: r.new_session_id.clone().unwrap_or_default(),
         }
     }
 }

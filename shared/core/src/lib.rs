@@ -9,6 +9,7 @@ pub mod context;
 pub mod convert;
 pub mod error;
 pub mod event;
+pub mod history;
 pub mod lease;
 pub mod model;
 pub mod session;
@@ -25,6 +26,7 @@ pub use event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata, new_event_id,
 };
+pub use history::ForkRequest;
 pub use lease::{Acquire, LeaseKey, SessionLease};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{

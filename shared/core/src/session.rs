@@ -2,6 +2,7 @@
 
 use crate::error::{AdkError, Result};
 use crate::event::Event;
+use crate::history::ForkRequest;
 use crate::state::{Scope, ScopedDelta, StateMap};
 use crate::validate;
 use async_trait::async_trait;
@@ -122,6 +123,12 @@ pub struct GetRequest {
     pub num_recent_events: Option<usize>,
     /// Keep only events with `timestamp >= after`.
     pub after: Option<DateTime<Utc>>,
+    /// Read only the window a runner turn needs: the events from the first one stamped
+    /// at or after the latest compaction's range end (the compaction itself included),
+    /// the whole log when there is none or a rewind came after it
+    /// ([`crate::history::WindowUpdate`]). An O(returned) read on every store; the
+    /// other filters apply within the window.
+    pub since_compaction: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -240,6 +247,16 @@ pub trait SessionService: Send + Sync {
     /// would (values replace, `null` is stored), and returns the app's state after it.
     /// Every reader sees it as it sees an append's `app:` values.
     async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState>;
+    /// Copies the source's events up to `up_to_event_id` (inclusive) into a new session
+    /// of the same app and user, in one step and in time proportional to what is copied
+    /// (see [`ForkRequest`]). `NOT_FOUND` for a missing session or event,
+    /// `ALREADY_EXISTS` when the new id is taken.
+    async fn fork(&self, req: ForkRequest) -> Result<Session> {
+        req.validate()?;
+        Err(AdkError::FailedPrecondition(
+            "this session store cannot fork sessions".into(),
+        ))
+    }
     /// Ok while the backing store answers.
     async fn ping(&self) -> Result<()> {
         Ok(())

@@ -8,6 +8,7 @@
 
 use crate::StoreConfig;
 use crate::artifact::memory::InMemoryArtifactService;
+use adk_core::history::{WindowUpdate, session_state_through, window_from, window_start};
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
     session_update_time,
@@ -15,7 +16,7 @@ use adk_core::session::{
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::page_size;
 use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
@@ -62,6 +63,9 @@ struct StoredSession {
     event_index: HashMap<String, usize>,
     ttl: Option<Duration>,
     expire_time: Option<DateTime<Utc>>,
+    /// The first sequence of the bounded-read window (`GetRequest::since_compaction`);
+    /// 0 (or 1) reads the whole log.
+    window_start: u64,
     /// Tells watchers the last sequence; dropped with the session, which ends them.
     appended: watch::Sender<u64>,
 }
@@ -263,6 +267,7 @@ impl SessionService for InMemorySessionService {
             event_index: HashMap::new(),
             ttl,
             expire_time: None,
+            window_start: 0,
             appended: watch::Sender::new(0),
         };
         stored.refresh_expiry(now);
@@ -279,7 +284,11 @@ impl SessionService for InMemorySessionService {
         let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
         let mut inner = self.lock();
         let stored = inner.session_mut(&key)?;
-        let events = filter_events(&stored.events, req.num_recent_events, req.after);
+        let window = match req.since_compaction {
+            true => &stored.events[stored.window_start.saturating_sub(1) as usize..],
+            false => &stored.events[..],
+        };
+        let events = filter_events(window, req.num_recent_events, req.after);
         let stored = &inner.sessions[&key];
         Ok(inner.to_session(&key, stored, events))
     }
@@ -360,6 +369,11 @@ impl SessionService for InMemorySessionService {
             return Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into()));
         }
         event.sequence = stored.last_sequence() + 1;
+        match WindowUpdate::of(&event) {
+            WindowUpdate::Keep => {}
+            WindowUpdate::Reset => stored.window_start = 0,
+            WindowUpdate::From { micros } => stored.window_start = window_from(&stored.events, micros, event.sequence),
+        }
         let mut delta = ScopedDelta::split(&event.actions.state_delta);
         stored.state.extend(std::mem::take(&mut delta.session));
         stored.event_index.insert(event.id.clone(), stored.events.len());
@@ -390,6 +404,48 @@ impl SessionService for InMemorySessionService {
         let state = inner.app_state.entry(req.app_name.clone()).or_default();
         state.extend(req.app_fields());
         Ok(state.clone())
+    }
+
+    async fn fork(&self, req: ForkRequest) -> Result<Session> {
+        req.validate()?;
+        let fork_id = req.fork_id();
+        let source_key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let fork_key = SessionKey::new(&req.app_name, &req.user_id, &fork_id);
+        let mut inner = self.lock();
+        let source = inner.session_mut(&source_key)?;
+        let &last = source
+            .event_index
+            .get(&req.up_to_event_id)
+            .ok_or_else(|| req.event_not_found())?;
+        let events = source.events[..=last].to_vec();
+        let ttl = source.ttl;
+        if inner.session_mut(&fork_key).is_ok() {
+            return Err(AdkError::AlreadyExists(format!(
+                "session {fork_id} already exists in app {} for user {}",
+                fork_key.app, fork_key.user
+            )));
+        }
+        let now = Utc::now();
+        let last_event_time = events.last().map_or(now, |e| session_update_time(e.timestamp, now));
+        let mut fork = StoredSession {
+            create_time: now,
+            last_update_time: last_event_time,
+            state: ScopedDelta::split(&session_state_through(&events)).session,
+            event_index: events.iter().enumerate().map(|(i, e)| (e.id.clone(), i)).collect(),
+            appended: watch::Sender::new(events.len() as u64),
+            events,
+            ttl,
+            expire_time: None,
+            window_start: 0,
+        };
+        fork.window_start = window_start(&fork.events);
+        fork.refresh_expiry(now);
+        if ttl.is_some() {
+            self.ensure_reaper(&mut inner);
+        }
+        let session = inner.to_session(&fork_key, &fork, fork.events.clone());
+        inner.sessions.insert(fork_key, fork);
+        Ok(session)
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {

@@ -112,6 +112,7 @@ use self::app_state::AppStateCache;
 use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
+use adk_core::history::{WindowUpdate, session_state_through, window_start};
 use adk_core::session::{
     EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
     session_update_time,
@@ -119,7 +120,7 @@ use adk_core::session::{
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::{id_key, page_size};
 use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
@@ -178,6 +179,7 @@ struct Scripts {
     drop_stale: Script,
     delete: Script,
     app_write: Script,
+    fork: Script,
 }
 
 impl std::fmt::Debug for RedisSessionService {
@@ -203,6 +205,7 @@ impl RedisSessionService {
             drop_stale: Script::new(lua::DROP_STALE),
             delete: Script::new(lua::DELETE),
             app_write: Script::new(lua::APP_WRITE),
+            fork: Script::new(lua::FORK),
         };
         let app_states = Arc::new(AppStateCache::default());
         app_state::spawn_subscriber(&app_states, subscriber_clients(url)?);
@@ -291,12 +294,17 @@ impl RedisSessionService {
         keys: &Keys,
         recent: Option<usize>,
         after: Option<DateTime<Utc>>,
+        window: bool,
     ) -> Result<Option<Snapshot>> {
         let recent = recent.map_or(String::new(), |n| n.min(i64::MAX as usize).to_string());
         let after = after.map_or(String::new(), |t| t.timestamp_micros().to_string());
         let mut invocation = self.scripts.read.prepare_invoke();
         keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_state).arg(recent).arg(after);
+        invocation
+            .key(&keys.user_state)
+            .arg(recent)
+            .arg(after)
+            .arg(if window { "1" } else { "" });
         let reply: Option<RawSnapshot> = self.eval("read", &invocation).await?;
         let Some((meta, state, user, events)) = reply else {
             return Ok(None);
@@ -396,7 +404,7 @@ impl RedisSessionService {
                 .collect();
             let reads: Vec<_> = picks
                 .iter()
-                .map(|(_, _, _, keys)| self.read_session(keys, Some(0), None))
+                .map(|(_, _, _, keys)| self.read_session(keys, Some(0), None, false))
                 .collect();
             let snapshots: Vec<Option<Snapshot>> = futures::stream::iter(reads)
                 .buffered(LIST_CONCURRENCY)
@@ -554,7 +562,7 @@ impl SessionService for RedisSessionService {
         req.validate()?;
         let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
         let (snapshot, app_state) = tokio::try_join!(
-            self.read_session(&keys, req.num_recent_events, req.after),
+            self.read_session(&keys, req.num_recent_events, req.after, req.since_compaction),
             self.cached_app_state(&req.app_name)
         )?;
         let mut snapshot = snapshot.ok_or_else(|| keys.not_found())?;
@@ -627,7 +635,12 @@ impl SessionService for RedisSessionService {
             .arg(app_delta.len())
             .arg(event_us)
             .arg(&keys.app_name)
-            .arg(app_state::CHANNEL);
+            .arg(app_state::CHANNEL)
+            .arg(match WindowUpdate::of(&event) {
+                WindowUpdate::Keep => String::new(),
+                WindowUpdate::Reset => "reset".to_string(),
+                WindowUpdate::From { micros } => micros.to_string(),
+            });
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
@@ -671,6 +684,80 @@ impl SessionService for RedisSessionService {
             written?;
         }
         Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
+    }
+
+    async fn fork(&self, req: ForkRequest) -> Result<Session> {
+        req.validate()?;
+        let fork_id = req.fork_id();
+        let source = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+        let fork = Keys::new(&req.app_name, &req.user_id, &fork_id);
+        let seq: Option<u64> = self
+            .query(redis::cmd("HGET").arg(&source.event_ids).arg(&req.up_to_event_id))
+            .await?;
+        let exists: bool = self.query(redis::cmd("EXISTS").arg(&source.meta)).await?;
+        if !exists {
+            return Err(source.not_found());
+        }
+        let last = seq.ok_or_else(|| req.event_not_found())?;
+        let reply: Value = self
+            .query(
+                redis::cmd("XRANGE")
+                    .arg(&source.events)
+                    .arg("1-1")
+                    .arg(format!("{last}-1")),
+            )
+            .await?;
+        let events = stream_entries(reply)?
+            .into_iter()
+            .map(|(_, bytes)| decode_event(&bytes))
+            .collect::<Result<Vec<_>>>()?;
+        let state = ScopedDelta::split(&session_state_through(&events)).session;
+        let now = Utc::now();
+        let (created, updated) = (
+            Micros::of(now),
+            Micros::of(events.last().map_or(now, |e| session_update_time(e.timestamp, now))),
+        );
+        let mut invocation = self.scripts.fork.prepare_invoke();
+        source.push_session_keys(&mut invocation);
+        fork.push_session_keys(&mut invocation);
+        invocation
+            .key(&fork.user_index)
+            .key(self.app_index(&fork))
+            .arg(last)
+            .arg(&created.us)
+            .arg(&created.ns)
+            .arg(&updated.us)
+            .arg(&updated.ns)
+            .arg(&fork.user_member)
+            .arg(&fork.app_member)
+            .arg(&req.up_to_event_id)
+            .arg(window_start(&events))
+            .arg(state.len());
+        for event in &events {
+            invocation.arg(&event.id).arg(event.timestamp.timestamp_micros());
+        }
+        push_pairs(&mut invocation, &state)?;
+        let (status, _expire): (String, String) = self.store.durable_eval("fork", &invocation, &fork.meta).await?;
+        match status.as_str() {
+            "NOTFOUND" => return Err(source.not_found()),
+            "EXISTS" => {
+                return Err(AdkError::AlreadyExists(format!(
+                    "session {fork_id} already exists in app {} for user {}",
+                    req.app_name, req.user_id
+                )));
+            }
+            _ => expect_status(&status, &["OK"])?,
+        }
+        if self.store.is_cluster() {
+            self.register_in_background(&fork);
+        }
+        self.get(GetRequest {
+            app_name: req.app_name,
+            user_id: req.user_id,
+            session_id: fork_id,
+            ..Default::default()
+        })
+        .await
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {

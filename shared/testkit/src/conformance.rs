@@ -8,9 +8,9 @@ use crate::unique_prefix;
 use adk_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_core::{
-    AdkError, AppStateRequest, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream,
-    GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session, SessionService,
-    UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    AdkError, AppStateRequest, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventCompaction,
+    EventStream, ForkRequest, GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState, Session,
+    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use chrono::{DateTime, Duration as ChronoDuration, Utc};
 use futures::StreamExt;
@@ -55,6 +55,8 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         user_and_app_state_read_without_a_session,
         app_state_changes_without_an_event,
         hostile_ids_keep_sessions_apart,
+        bounded_reads_start_at_the_latest_compaction,
+        fork_copies_a_prefix_into_a_new_session,
     );
 }
 
@@ -569,6 +571,7 @@ async fn get_filters_recent_and_after(svc: &dyn SessionService) {
             session_id: "s".into(),
             num_recent_events,
             after,
+            since_compaction: false,
         })
     };
     let seqs = |s: Session| sequences(s.events.as_slice());
@@ -1312,6 +1315,7 @@ async fn client_timestamps_stay_in_protobufs_range(svc: &dyn SessionService) {
             session_id: "s".into(),
             num_recent_events: None,
             after: Some(outside),
+            since_compaction: false,
         };
         expect_invalid(
             svc.get(filtered).await,
@@ -1358,6 +1362,7 @@ async fn client_timestamps_stay_in_protobufs_range(svc: &dyn SessionService) {
             session_id: "s".into(),
             num_recent_events: None,
             after: Some(time(MAX_TIMESTAMP_SECONDS - 60, 0)),
+            since_compaction: false,
         })
         .await
         .expect("after in year 9999");
@@ -1713,4 +1718,249 @@ async fn hostile_ids_keep_sessions_apart(svc: &dyn SessionService) {
         assert_eq!(session.state.get("who"), Some(json!(kept)), "{app}/{user}/{id} kept");
         assert_eq!(sequences(session.events.as_slice()), [1]);
     }
+}
+
+// ---------- long conversations ----------
+
+async fn window(svc: &dyn SessionService, app: &str, id: &str, num_recent_events: Option<usize>) -> Session {
+    svc.get(GetRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        session_id: id.into(),
+        num_recent_events,
+        after: None,
+        since_compaction: true,
+    })
+    .await
+    .unwrap_or_else(|e| panic!("bounded read of {id}: {e}"))
+}
+
+fn compaction_of(start: DateTime<Utc>, end: DateTime<Utc>) -> Event {
+    let mut e = event_at(end + ChronoDuration::milliseconds(1));
+    e.llm_response.content = None;
+    e.actions.compaction = Some(EventCompaction {
+        start_timestamp: start,
+        end_timestamp: end,
+        compacted_content: Content::new("model").with_text("summary"),
+    });
+    e
+}
+
+/// A runner turn's bounded read (`since_compaction`): the whole log before any
+/// compaction; after one, the events from the first stamped at or after its range's
+/// end (clock order is not log order: an event stamped later but stored earlier is
+/// in) with the compaction itself; a later compaction moves it on; a rewind resets it
+/// to the whole log. Other reads keep serving the whole log, and the window's
+/// filters combine with `num_recent_events`.
+async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionService) {
+    let app = unique_prefix("window");
+    create(svc, &app, "u", "s", &[]).await;
+    let base = Utc::now() - ChronoDuration::minutes(1);
+    let at = |i: i64| base + ChronoDuration::seconds(i);
+    for i in 1..=4 {
+        append(svc, &app, "u", "s", event_at(at(i))).await;
+    }
+    assert_eq!(
+        sequences(window(svc, &app, "s", None).await.events.as_slice()),
+        [1, 2, 3, 4]
+    );
+    // Summarises 1..=2 (ends at at(2)): the window is 2 onwards (at(2) is the range's
+    // last event: the history, not the store, filters exactly).
+    append(svc, &app, "u", "s", compaction_of(at(1), at(2))).await;
+    assert_eq!(
+        sequences(window(svc, &app, "s", None).await.events.as_slice()),
+        [2, 3, 4, 5]
+    );
+    assert_eq!(
+        sequences(window(svc, &app, "s", Some(2)).await.events.as_slice()),
+        [4, 5]
+    );
+    assert_eq!(
+        get(svc, &app, "u", "s").await.events.len(),
+        5,
+        "GetSession still serves the whole log"
+    );
+    append(svc, &app, "u", "s", event_at(at(6))).await;
+    // Summarises up to at(5): event 4 (at(4)) is before the end; 5 is the old
+    // compaction (stamped just after at(2)), 6 is after.
+    let mut stale = event_at(at(5) + ChronoDuration::seconds(30));
+    stale.llm_response.content = Some(Content::new("user").with_text("stamped ahead"));
+    append(svc, &app, "u", "s", stale).await;
+    append(svc, &app, "u", "s", compaction_of(at(1), at(5))).await;
+    assert_eq!(
+        sequences(window(svc, &app, "s", None).await.events.as_slice()),
+        [6, 7, 8]
+    );
+    let mut rewind = event_at(at(9));
+    rewind.actions.rewind_before_invocation_id = Some("e-conformance".into());
+    append(svc, &app, "u", "s", rewind).await;
+    assert_eq!(
+        window(svc, &app, "s", None).await.events.len(),
+        9,
+        "a rewind may revive anything: the whole log"
+    );
+    append(svc, &app, "u", "s", compaction_of(at(1), at(6))).await;
+    assert_eq!(
+        sequences(window(svc, &app, "s", None).await.events.as_slice()),
+        [6, 7, 8, 9, 10]
+    );
+    let missing = svc
+        .get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "nope".into(),
+            since_compaction: true,
+            ..Default::default()
+        })
+        .await;
+    expect_code(missing, Code::NotFound, "bounded read of a missing session");
+}
+
+fn fork_req(app: &str, source: &str, up_to: &str, new_id: Option<&str>) -> ForkRequest {
+    ForkRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        session_id: source.into(),
+        up_to_event_id: up_to.into(),
+        new_session_id: new_id.map(String::from),
+    }
+}
+
+/// ForkSession copies the source's events up to the given one (inclusive) into a new
+/// session of the same app and user: same ids, timestamps and sequences; session state
+/// built from the copied deltas (user: state is shared and left as it is); the source
+/// untouched; the fork takes appends of its own from the next sequence; a generated id
+/// when none is given. A missing session or event is NOT_FOUND, a taken id
+/// ALREADY_EXISTS, bad ids INVALID_ARGUMENT naming the field, and none of them writes.
+async fn fork_copies_a_prefix_into_a_new_session(svc: &dyn SessionService) {
+    let app = unique_prefix("fork");
+    create(svc, &app, "u", "src", &[]).await;
+    let e1 = append(
+        svc,
+        &app,
+        "u",
+        "src",
+        event_with(&[("k", json!(1)), ("user:u", json!(1))]),
+    )
+    .await;
+    let e2 = append(
+        svc,
+        &app,
+        "u",
+        "src",
+        event_with(&[("k", json!(2)), ("gone", json!("x"))]),
+    )
+    .await;
+    let _e3 = append(
+        svc,
+        &app,
+        "u",
+        "src",
+        event_with(&[("k", json!(3)), ("gone", Value::Null)]),
+    )
+    .await;
+    append(svc, &app, "u", "src", event_with(&[("user:u", json!(4))])).await;
+    let source_before = get(svc, &app, "u", "src").await;
+
+    let fork = svc.fork(fork_req(&app, "src", &e2.id, Some("f"))).await.unwrap();
+    assert_eq!(fork.id, "f");
+    assert_eq!(sequences(fork.events.as_slice()), [1, 2]);
+    assert_eq!(
+        fork.events.as_slice(),
+        &source_before.events.as_slice()[..2],
+        "copies are exact"
+    );
+    assert_eq!(fork.event_count, 2);
+    assert_eq!(fork.state.get("k"), Some(json!(2)));
+    assert_eq!(fork.state.get("gone"), Some(json!("x")));
+    assert_eq!(
+        fork.state.get("user:u"),
+        Some(json!(4)),
+        "user: state is shared, not copied"
+    );
+    let read = get(svc, &app, "u", "f").await;
+    assert_eq!(read.events, fork.events);
+    assert_eq!(read.state, fork.state);
+    assert_eq!(
+        get(svc, &app, "u", "src").await,
+        source_before,
+        "the source is untouched"
+    );
+
+    let next = append(svc, &app, "u", "f", event_with(&[("k", json!(20))])).await;
+    assert_eq!(next.sequence, 3);
+    assert_eq!(get(svc, &app, "u", "f").await.state.get("k"), Some(json!(20)));
+    assert_eq!(get(svc, &app, "u", "src").await.state.get("k"), Some(json!(3)));
+    let replayed = append(svc, &app, "u", "f", e1.clone()).await;
+    assert_eq!(
+        replayed.sequence, 1,
+        "the copied ids are the fork's own: a re-append is idempotent"
+    );
+
+    let generated = svc.fork(fork_req(&app, "src", &e1.id, None)).await.unwrap();
+    assert!(
+        uuid::Uuid::parse_str(&generated.id).is_ok(),
+        "generated id {}",
+        generated.id
+    );
+    assert_eq!(sequences(generated.events.as_slice()), [1]);
+    let listed = svc
+        .list(ListRequest {
+            app_name: app.clone(),
+            user_id: Some("u".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.sessions.len(), 3, "forks are listed as any session");
+
+    expect_code(
+        svc.fork(fork_req(&app, "src", &e1.id, Some("f"))).await,
+        Code::AlreadyExists,
+        "fork onto a taken id",
+    );
+    expect_code(
+        svc.fork(fork_req(&app, "src", "no-such-event", Some("g"))).await,
+        Code::NotFound,
+        "fork at a missing event",
+    );
+    let fork_of_fork = svc.fork(fork_req(&app, "f", &next.id, Some("g"))).await.unwrap();
+    assert_eq!(
+        sequences(fork_of_fork.events.as_slice()),
+        [1, 2, 3],
+        "a fork forks as any session"
+    );
+    expect_code(
+        svc.fork(fork_req(&app, "missing", &e1.id, Some("h"))).await,
+        Code::NotFound,
+        "fork of a missing session",
+    );
+    let err = expect_code(
+        svc.fork(fork_req(&app, "src", "", Some("h"))).await,
+        Code::InvalidArgument,
+        "fork without an event id",
+    );
+    assert!(err.to_string().contains("up_to_event_id"), "{err}");
+    let err = expect_code(
+        svc.fork(fork_req(&app, "src", &e1.id, Some("src"))).await,
+        Code::InvalidArgument,
+        "fork onto the source's id",
+    );
+    assert!(err.to_string().contains("new_session_id"), "{err}");
+    let err = expect_code(
+        svc.fork(fork_req(&app, "src", &e1.id, Some("bad\u{7}id"))).await,
+        Code::InvalidArgument,
+        "fork onto a bad id",
+    );
+    assert!(err.to_string().contains("new_session_id"), "{err}");
+    expect_code(
+        try_get(svc, &app, "u", "h").await,
+        Code::NotFound,
+        "failed forks write nothing",
+    );
+    assert_eq!(
+        get(svc, &app, "u", "src").await,
+        source_before,
+        "the source is still untouched"
+    );
 }

@@ -78,7 +78,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 22] = [
+        let entries: [(&str, &str, Extract); 24] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -174,6 +174,12 @@ impl ScopeTable {
             }),
             (RUNNER, "Cancel", |b| {
                 decode::<pb::CancelRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (RUNNER, "Rewind", |b| {
+                decode::<pb::RewindRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (SESSIONS, "ForkSession", |b| {
+                decode::<pb::ForkSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
         ];
         let methods = entries
@@ -344,6 +350,18 @@ mod tests {
             }
             .encode_to_vec(),
             "Cancel" => pb::CancelRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "Rewind" => pb::RewindRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ForkSession" => pb::ForkSessionRequest {
                 app_name: app,
                 user_id: user,
                 ..Default::default()

@@ -95,8 +95,11 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
 ///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
 ///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
-///       the timestamp index), 13 app name, 14 app state channel, then field/JSON pairs in
-///       that order.
+///       the timestamp index), 13 app name, 14 app state channel, 15 how the event moves the
+///       bounded-read window (`adk_core::history::WindowUpdate`: '' keeps it, 'reset' clears
+///       it, else the compacted range's end in µs: the window then starts at the first
+///       event stamped at or after it, found through the timestamp index in
+///       O(events in the window)), then field/JSON pairs in that order.
 /// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
@@ -130,7 +133,17 @@ local stored = ARGV[8] .. '\128\1' .. varint(seq)
 redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
 redis.call('HSET', KEYS[4], ARGV[1], seq)
 redis.call('ZADD', KEYS[5], ARGV[12], seq)
-local at = 15
+local window = ARGV[15]
+if window == 'reset' then
+  redis.call('HSET', KEYS[1], 'window', 0)
+elseif window ~= '' then
+  local first = seq
+  for _, s in ipairs(redis.call('ZRANGEBYSCORE', KEYS[5], window, '+inf')) do
+    if tonumber(s) < first then first = tonumber(s) end
+  end
+  redis.call('HSET', KEYS[1], 'window', first)
+end
+local at = 16
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 write_app_state(KEYS[9], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
@@ -161,8 +174,12 @@ return 'OK'
 /// index, then one `XRANGE` per hit), or all of them when neither is given. The
 /// caller applies the exact (nanosecond) filter.
 ///
+/// With ARGV 3 = '1' (a runner turn's bounded read), reads the events from the
+/// window's first sequence (meta `window`, set by appends of compactions) on instead,
+/// with one `XRANGE`; the caller applies N and `after` within them.
+///
 /// KEYS: 1-5 session keys, 6 user state
-/// ARGV: 1 N ('' = no limit), 2 after (µs, '' = none)
+/// ARGV: 1 N ('' = no limit), 2 after (µs, '' = none), 3 '1' for the window
 /// Returns nil when the session is missing, else `{meta, session state, user state, events}`
 /// (hashes as HGETALL, events as the stored bytes).
 pub(super) const READ: &str = r#"
@@ -170,7 +187,11 @@ local meta = redis.call('HGETALL', KEYS[1])
 if #meta == 0 then return false end
 local events = {}
 local n, after = ARGV[1], ARGV[2]
-if n ~= '' then
+if ARGV[3] == '1' then
+  local from = tonumber(redis.call('HGET', KEYS[1], 'window') or '0')
+  if from < 1 then from = 1 end
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], from .. '-1', '+')) do events[#events + 1] = entry[2][2] end
+elseif n ~= '' then
   if tonumber(n) > 0 then
     local entries = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', n)
     for i = #entries, 1, -1 do events[#events + 1] = entries[i][2][2] end
@@ -186,6 +207,49 @@ else
   for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do events[#events + 1] = entry[2][2] end
 end
 return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[6]), events}
+"#;
+
+/// ForkSession's writes on the user tag, in one step: `NOTFOUND` when the source
+/// is gone, `EXISTS` when the fork's id is taken; otherwise the source's stream
+/// entries 1..=N copied as they are (their stored sequences stay right: a fork
+/// copies a prefix), the fork's id and timestamp indexes, meta, session state,
+/// the user index and the app index (shard), and the source's TTL. O(N).
+///
+/// KEYS: 1-5 source session keys, 6-10 fork session keys, 11 user index, 12 app index
+/// ARGV: 1 N (the last sequence copied), 2 create time (µs), 3 its extra nanoseconds,
+///       4 update time (µs), 5 its extra ns, 6 fork session id (user index member),
+///       7 app index member, 8 last event id, 9 window start, 10 #state fields,
+///       then N (event id, event µs) pairs, then the state's field/JSON pairs.
+/// Returns `{status, expire_ms or ''}`, status one of NOTFOUND, EXISTS, OK.
+pub(super) const FORK: &str = r#"
+local source = redis.call('HMGET', KEYS[1], 'seq', 'ttl_ms')
+if not source[1] then return {'NOTFOUND', ''} end
+if redis.call('EXISTS', KEYS[6]) == 1 then return {'EXISTS', ''} end
+local n = tonumber(ARGV[1])
+-- The source was deleted and re-created since its events were read: not the same log.
+if redis.call('HGET', KEYS[4], ARGV[8]) ~= ARGV[1] then return {'NOTFOUND', ''} end
+redis.call('DEL', KEYS[7], KEYS[8], KEYS[9], KEYS[10])
+local entries = redis.call('XRANGE', KEYS[3], '1-1', n .. '-1')
+for i, entry in ipairs(entries) do
+  redis.call('XADD', KEYS[8], entry[1], 'e', entry[2][2])
+  redis.call('HSET', KEYS[9], ARGV[10 + 2 * i - 1], i)
+  redis.call('ZADD', KEYS[10], ARGV[10 + 2 * i], i)
+end
+redis.call('HSET', KEYS[6], 'create_us', ARGV[2], 'create_ns', ARGV[3], 'update_us', ARGV[4],
+  'update_ns', ARGV[5], 'seq', n, 'last_id', ARGV[8], 'ttl_ms', source[2] or 0, 'window', ARGV[9])
+local at = 11 + 2 * n
+for i = 0, tonumber(ARGV[10]) - 1 do
+  redis.call('HSET', KEYS[7], ARGV[at + 2 * i], ARGV[at + 2 * i + 1])
+end
+redis.call('ZADD', KEYS[11], ARGV[4], ARGV[6])
+redis.call('ZADD', KEYS[12], ARGV[4], ARGV[7])
+local ttl = tonumber(source[2] or '0') or 0
+if ttl <= 0 then return {'OK', ''} end
+local now = redis.call('TIME')
+local expire = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl)
+for i = 6, 10 do redis.call('PEXPIREAT', KEYS[i], expire) end
+redis.call('HSET', KEYS[6], 'expire_ms', expire)
+return {'OK', expire}
 "#;
 
 /// Removes a listing index member whose session is gone (expired), unless it
