@@ -9,11 +9,77 @@
 use crate::content::{Content, PartKind};
 use crate::error::{AdkError, Result};
 use crate::event::Event;
+use crate::model::Llm;
 use crate::state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER};
 use crate::validate;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Event compaction of an app (ADK's `EventsCompactionConfig`): after every
+/// `interval` new invocations (plus the `overlap` newest, which stay verbatim until
+/// the next compaction), the runner appends a summary of the older ones written by
+/// `summarizer`; and a model request whose estimated size exceeds `token_budget` is
+/// compacted first (or, if the summariser fails, loses its oldest contents).
+#[derive(Clone)]
+pub struct CompactionConfig {
+    /// New invocations that trigger a compaction (at least 1).
+    pub interval: u32,
+    /// The newest invocations left out of a summary: the model keeps seeing them
+    /// verbatim, and the next summary covers them.
+    pub overlap: u32,
+    /// The model that writes summaries.
+    pub summarizer: Arc<dyn Llm>,
+    /// The most tokens ([`estimate_tokens`] unless a provider counts) a model request
+    /// may carry; None: no limit besides the interval.
+    pub token_budget: Option<usize>,
+}
+
+impl CompactionConfig {
+    pub fn new(interval: u32, summarizer: Arc<dyn Llm>) -> Self {
+        CompactionConfig {
+            interval,
+            overlap: 0,
+            summarizer,
+            token_budget: None,
+        }
+    }
+
+    pub fn with_overlap(mut self, overlap: u32) -> Self {
+        self.overlap = overlap;
+        self
+    }
+
+    pub fn with_token_budget(mut self, tokens: usize) -> Self {
+        self.token_budget = Some(tokens);
+        self
+    }
+
+    /// `Config` errors naming the setting.
+    pub fn validate(&self) -> Result<()> {
+        if self.interval == 0 {
+            return Err(AdkError::Config(
+                "compaction interval must be at least 1 invocation".into(),
+            ));
+        }
+        if self.token_budget == Some(0) {
+            return Err(AdkError::Config("compaction token_budget must be positive".into()));
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for CompactionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompactionConfig")
+            .field("interval", &self.interval)
+            .field("overlap", &self.overlap)
+            .field("summarizer", &self.summarizer.name())
+            .field("token_budget", &self.token_budget)
+            .finish()
+    }
+}
 
 /// The events that survive every rewind, oldest first (ADK's `_apply_rewinds`):
 /// walking back from the end, a rewind event drops itself and every event back to
@@ -184,7 +250,8 @@ pub fn session_state_through(events: &[Event]) -> HashMap<String, Value> {
     state
 }
 
-fn is_session_key(key: &str) -> bool {
+/// A session-scoped key (no `app:`, `user:` or `temp:` prefix).
+pub fn is_session_key(key: &str) -> bool {
     ![KEY_PREFIX_APP, KEY_PREFIX_USER, KEY_PREFIX_TEMP]
         .iter()
         .any(|prefix| key.starts_with(prefix))

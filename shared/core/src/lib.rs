@@ -26,7 +26,7 @@ pub use event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata, new_event_id,
 };
-pub use history::ForkRequest;
+pub use history::{CompactionConfig, ForkRequest};
 pub use lease::{Acquire, LeaseKey, SessionLease};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{

@@ -7,8 +7,9 @@
 //! an [`AgentContext`] (agent + branch); tools through a [`ToolCallContext`].
 
 use adk_core::{
-    AdkError, Agent, Artifacts, CallbackContext, Content, Event, EventActions, Events, InvocationContext, Part,
-    ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session, State, ToolContext,
+    AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
+    InvocationContext, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session, State,
+    ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -47,6 +48,7 @@ pub(crate) struct Invocation {
     state: LiveState,
     ended: AtomicBool,
     llm_calls: AtomicU32,
+    compaction: Option<Arc<CompactionConfig>>,
 }
 
 impl Invocation {
@@ -59,6 +61,7 @@ impl Invocation {
         user_delta: HashMap<String, Value>,
         run_config: RunConfig,
         artifacts: Option<Arc<dyn Artifacts>>,
+        compaction: Option<Arc<CompactionConfig>>,
     ) -> Self {
         for (key, value) in &user_event.actions.state_delta {
             session.state.set(key.clone(), value.clone());
@@ -79,6 +82,7 @@ impl Invocation {
             state: LiveState(RwLock::new(state)),
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(0),
+            compaction,
         }
     }
 
@@ -90,6 +94,11 @@ impl Invocation {
             state.extend(delta);
         }
         lock(&self.events).push(stored);
+    }
+
+    /// The live events: as loaded (from the latest compaction on) plus those stored since.
+    pub(crate) fn events(&self) -> Vec<Event> {
+        lock(&self.events).clone()
     }
 }
 
@@ -176,6 +185,9 @@ impl InvocationContext for AgentContext {
     }
     fn for_agent(&self, agent: Arc<dyn Agent>, branch: &str) -> Arc<dyn InvocationContext> {
         Arc::new(AgentContext::new(self.invocation.clone(), agent, branch.to_string()))
+    }
+    fn compaction(&self) -> Option<&CompactionConfig> {
+        self.invocation.compaction.as_deref()
     }
 }
 

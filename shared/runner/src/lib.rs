@@ -30,12 +30,14 @@
 //! # Ok(()) }
 //! ```
 
+mod compaction;
 mod context;
 mod llm;
 mod runner;
 mod tools;
 mod workflow;
 
+pub use adk_core::CompactionConfig;
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
 pub use runner::{RunOptions, Runner, RunnerConfig};

@@ -14,12 +14,15 @@
 //!    [`Runner::cancel`], stops the agent (and its model request) and releases
 //!    the lease.
 
+use crate::compaction::{self, Trigger};
 use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::history::USER_AUTHOR;
+use adk_core::artifact::{LoadRequest, SaveRequest};
+use adk_core::history;
 use adk_core::{
-    Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, Content, CreateRequest, Event, EventStream,
-    GetRequest, InvocationContext, LeaseKey, PartKind, Result, RunConfig, Session, SessionLease, SessionService,
-    find_agent, validate,
+    Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, CompactionConfig, Content, CreateRequest, Event,
+    EventStream, GetRequest, InvocationContext, LeaseKey, Part, PartKind, Result, RunConfig, Session, SessionLease,
+    SessionService, find_agent, validate,
 };
 use async_stream::try_stream;
 use futures::StreamExt;
@@ -44,6 +47,9 @@ pub struct RunnerConfig {
     /// How long a session stays locked after its runner died without releasing
     /// it; a live run renews its lease every third of this.
     pub lease_ttl: Duration,
+    /// Event compaction and the model requests' token budget; None keeps every event
+    /// in the model's history.
+    pub compaction: Option<CompactionConfig>,
 }
 
 impl RunnerConfig {
@@ -63,7 +69,14 @@ impl RunnerConfig {
             artifact_service: None,
             lease,
             lease_ttl: Self::DEFAULT_LEASE_TTL,
+            compaction: None,
         }
+    }
+
+    /// Compacts the app's sessions as `compaction` says (see [`CompactionConfig`]).
+    pub fn with_compaction(mut self, compaction: CompactionConfig) -> Self {
+        self.compaction = Some(compaction);
+        self
     }
 }
 
@@ -85,6 +98,7 @@ pub struct Runner {
     artifact_service: Option<Arc<dyn ArtifactService>>,
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
+    compaction: Option<Arc<CompactionConfig>>,
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
 }
 
@@ -104,6 +118,9 @@ impl Runner {
         if config.lease_ttl.is_zero() {
             return Err(AdkError::Config("lease_ttl must be positive".into()));
         }
+        if let Some(compaction) = &config.compaction {
+            compaction.validate()?;
+        }
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -111,6 +128,7 @@ impl Runner {
             artifact_service: config.artifact_service,
             lease: config.lease,
             lease_ttl: config.lease_ttl,
+            compaction: config.compaction.map(Arc::new),
             running: Arc::default(),
         })
     }
@@ -182,6 +200,8 @@ impl Runner {
         lock(&self.running).insert(invocation_id.clone(), running);
         let driver = Driver {
             session_service: self.session_service.clone(),
+            app_name: self.app_name.clone(),
+            compaction: self.compaction.clone(),
             invocation,
             observed,
             events,
@@ -209,6 +229,63 @@ impl Runner {
         }
     }
 
+    /// Undoes the session to just before invocation `rewind_before_invocation_id`
+    /// (ADK's `Runner.rewind_async`) and returns the rewind event as stored: its
+    /// `state_delta` sets every session key back to its value then (`null` for keys
+    /// that did not exist), and its `artifact_delta` names, for every session artifact
+    /// changed since, the version that restores it (the old version saved again; an
+    /// empty `application/octet-stream` tombstone for an artifact that did not exist).
+    /// Later runs and the model's history leave the rewound invocations out; the log
+    /// keeps them.
+    ///
+    /// Takes the session's lease as a run does: `ABORTED` while an invocation runs on
+    /// it. `NOT_FOUND` for a missing session or an invocation with no event in it.
+    pub async fn rewind(&self, user_id: &str, session_id: &str, rewind_before_invocation_id: &str) -> Result<Event> {
+        validate::session_ids(&self.app_name, user_id, session_id)?;
+        validate::id("rewind_before_invocation_id", rewind_before_invocation_id)?;
+        let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
+        let key = LeaseKey {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+        };
+        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl).await?;
+        let rewound = self
+            .rewind_holding_lease(user_id, session_id, rewind_before_invocation_id, &invocation_id)
+            .await;
+        lease.release().await;
+        rewound
+    }
+
+    async fn rewind_holding_lease(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        target: &str,
+        invocation_id: &str,
+    ) -> Result<Event> {
+        // The whole log: the state then is built from every delta before the target.
+        let session = self.load_session(user_id, session_id, false, false).await?;
+        let events = session.events.as_slice();
+        let cut = history::rewind_point(events, target)?;
+        let current: HashMap<String, Value> = session
+            .state
+            .iter()
+            .filter(|(key, _)| history::is_session_key(key))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        let mut event = Event::new(invocation_id).with_author(USER_AUTHOR);
+        event.actions.rewind_before_invocation_id = Some(target.to_string());
+        event.actions.state_delta = history::rewind_state_delta(&events[..cut], &current);
+        if let Some(artifacts) = &self.artifact_service {
+            for restore in history::rewind_artifacts(events, cut) {
+                let version = restore_artifact(artifacts.as_ref(), &session, &restore).await?;
+                event.actions.artifact_delta.insert(restore.file_name, version);
+            }
+        }
+        self.append(&session, event).await
+    }
+
     /// Stores the user's event and starts the agent that should answer it.
     async fn start(
         &self,
@@ -218,8 +295,11 @@ impl Runner {
         content: Content,
         options: RunOptions,
     ) -> Result<(Arc<Invocation>, EventStream)> {
+        // A message answering function calls needs the calls, which may be older than
+        // the latest compaction: it reads the whole log, any other turn its window.
+        let window = !has_function_responses(&content);
         let session = self
-            .load_session(user_id, session_id, options.create_session_if_missing)
+            .load_session(user_id, session_id, options.create_session_if_missing, window)
             .await?;
         let (agent, branch) = self.agent_for(&session, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
@@ -236,17 +316,21 @@ impl Runner {
             options.state_delta,
             options.run_config,
             artifacts,
+            self.compaction.clone(),
         ));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok((invocation, events))
     }
 
-    async fn load_session(&self, user_id: &str, session_id: &str, create: bool) -> Result<Session> {
+    /// The session with the events a turn needs: with `window`, from the latest
+    /// compaction on (an O(returned) read, however long the log), else all of them.
+    async fn load_session(&self, user_id: &str, session_id: &str, create: bool, window: bool) -> Result<Session> {
         let get = GetRequest {
             app_name: self.app_name.clone(),
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
+            since_compaction: window,
             ..Default::default()
         };
         match self.session_service.get(get.clone()).await {
@@ -284,6 +368,56 @@ impl Runner {
         })?;
         Ok((agent, branch))
     }
+}
+
+/// Saves the artifact's version at the rewind point again as its newest version (or
+/// ADK's tombstone when it did not exist then) and returns the new version.
+async fn restore_artifact(
+    artifacts: &dyn ArtifactService,
+    session: &Session,
+    restore: &history::ArtifactRestore,
+) -> Result<i64> {
+    let part = match restore.version {
+        Some(version) => {
+            let load = LoadRequest {
+                app_name: session.app_name.clone(),
+                user_id: session.user_id.clone(),
+                session_id: session.id.clone(),
+                file_name: restore.file_name.clone(),
+                version: Some(version),
+            };
+            match artifacts.load(load).await {
+                Ok(loaded) => loaded.part,
+                Err(AdkError::NotFound(_)) => {
+                    tracing::warn!(
+                        file_name = %restore.file_name, version,
+                        "artifact version gone at rewind; saving a tombstone instead"
+                    );
+                    Part::inline_data(history::REWIND_TOMBSTONE_MIME, Vec::new())
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        None => Part::inline_data(history::REWIND_TOMBSTONE_MIME, Vec::new()),
+    };
+    let saved = artifacts
+        .save(SaveRequest {
+            app_name: session.app_name.clone(),
+            user_id: session.user_id.clone(),
+            session_id: session.id.clone(),
+            file_name: restore.file_name.clone(),
+            part,
+            version: None,
+        })
+        .await?;
+    Ok(saved.version)
+}
+
+fn has_function_responses(content: &Content) -> bool {
+    content
+        .parts
+        .iter()
+        .any(|p| matches!(p.kind, PartKind::FunctionResponse { .. }))
 }
 
 /// For a message with `function_response` parts: the author and branch of the
@@ -369,6 +503,8 @@ fn renew_interval(ttl: Duration) -> Interval {
 /// One running invocation: pulls the agent's events, stores them, keeps the lease.
 struct Driver {
     session_service: Arc<dyn SessionService>,
+    app_name: String,
+    compaction: Option<Arc<CompactionConfig>>,
     invocation: Arc<Invocation>,
     /// Its span and metrics; dropped unfinished (the stream was dropped), it counts as CANCELLED.
     observed: adk_telemetry::Invocation,
@@ -395,6 +531,11 @@ impl Driver {
                 }
             }
             let invocation_id = self.invocation.invocation_id.clone();
+            if failure.is_none() {
+                // Still under the lease: no other invocation appends meanwhile. A
+                // failure is only logged: the next invocation tries again.
+                self.compact_if_due().instrument(span.clone()).await;
+            }
             // Stop the agent before the session is free for the next invocation.
             drop(self.events);
             self.lease.release().instrument(span).await;
@@ -407,6 +548,33 @@ impl Driver {
                 None => tracing::debug!(%invocation_id, "invocation finished"),
             }
         })
+    }
+
+    /// Appends a summary when the app's compaction interval says one is due.
+    async fn compact_if_due(&mut self) {
+        let Some(config) = self.compaction.clone() else {
+            return;
+        };
+        let Some(plan) = compaction::interval_plan(&self.invocation.events(), &config) else {
+            return;
+        };
+        let invocation_id = self.invocation.invocation_id.clone();
+        let summarized = tokio::select! {
+            biased;
+            _ = self.cancel.cancelled() => return,
+            summary = compaction::summarize(&config, plan, &self.app_name, &invocation_id, Trigger::Interval) => summary,
+        };
+        let stored = match summarized {
+            Ok(event) => append(self.session_service.as_ref(), &self.invocation.session, event).await,
+            Err(e) => Err(e),
+        };
+        match stored {
+            Ok(event) => self.invocation.record(event, HashMap::new()),
+            Err(e) => tracing::warn!(
+                %invocation_id, error = %e,
+                "event compaction failed; the session is unchanged and the next invocation tries again"
+            ),
+        }
     }
 
     /// The next event to stream (stored first unless partial); None when the agent is done.

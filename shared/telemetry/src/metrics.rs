@@ -38,6 +38,8 @@ struct Metrics {
     model_tokens: IntCounterVec,
     tool_calls: IntCounterVec,
     tool_duration: HistogramVec,
+    compactions: IntCounterVec,
+    history_events_dropped: IntCounterVec,
 }
 
 /// The definitions are constants; building or registering them fails only for a
@@ -150,6 +152,20 @@ impl Metrics {
                 &["tool"],
                 SLOW_BUCKETS,
             ),
+            compactions: counter(
+                &r,
+                "adk_runner_compactions_total",
+                "Event compactions by app, trigger (interval or token_budget) and outcome (OK or the gRPC code \
+                 of the summariser's failure)",
+                &["app", "trigger", "outcome"],
+            ),
+            history_events_dropped: counter(
+                &r,
+                "adk_runner_history_contents_dropped_total",
+                "Oldest history contents left out of model requests to keep them within the app's token budget \
+                 (when compaction could not), by app",
+                &["app"],
+            ),
             registry: r,
         }
     }
@@ -233,6 +249,17 @@ pub fn model_call_finished(provider: &str, model: &str, outcome: &str, elapsed: 
             }
         }
     }
+}
+
+pub fn compaction_finished(app: &str, trigger: &str, outcome: &str) {
+    METRICS.compactions.with_label_values(&[app, trigger, outcome]).inc();
+}
+
+pub fn history_contents_dropped(app: &str, count: usize) {
+    METRICS
+        .history_events_dropped
+        .with_label_values(&[app])
+        .inc_by(count as u64);
 }
 
 pub fn tool_call_finished(tool: &str, outcome: &str, elapsed: Duration) {

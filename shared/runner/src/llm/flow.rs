@@ -7,12 +7,13 @@
 
 use super::callbacks::BeforeModel;
 use super::{Inner, history, instruction};
+use crate::compaction::{self, Trigger};
 use crate::context::ToolCallContext;
 use crate::tools::TransferToAgentTool;
 use adk_core::{
-    AdkError, Agent, CallbackContext, Content, Event, EventActions, EventStream, FunctionResponseData,
-    InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, ReadonlyContext, Result,
-    StreamingMode, Tool, ToolOutput,
+    AdkError, Agent, CallbackContext, CompactionConfig, Content, Event, EventActions, EventStream,
+    FunctionResponseData, InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind,
+    ReadonlyContext, Result, StreamingMode, Tool, ToolOutput,
 };
 use adk_telemetry::metrics::TokenUsage;
 use adk_telemetry::{ModelCall, ToolCall};
@@ -31,7 +32,28 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
     Box::pin(try_stream! {
         while !ctx.ended() {
             let tools = agent.tools(&ctx).await?;
-            let request = agent.request(&ctx, &tools).await?;
+            let mut request = agent.request(&ctx, &tools).await?;
+            if let Some(config) = ctx.compaction().filter(|c| c.token_budget.is_some()).cloned() {
+                let budget = config.token_budget.unwrap_or(usize::MAX);
+                if compaction::request_tokens(&request) > budget {
+                    // Too big for the app's budget: summarise what came before this
+                    // invocation first (the summary is stored as any event), then, if
+                    // that was not enough or failed, leave out the oldest contents.
+                    if let Some(summary) = compact_for_budget(&config, ctx.as_ref()).await {
+                        yield summary;
+                        request = agent.request(&ctx, &tools).await?;
+                    }
+                    let dropped = compaction::trim_to_budget(&mut request, budget);
+                    if dropped > 0 {
+                        tracing::warn!(
+                            invocation_id = ctx.invocation_id(), agent = %agent.name, dropped, budget,
+                            "model request over the token budget after compaction: its oldest contents were left out"
+                        );
+                        adk_telemetry::metrics::history_contents_dropped(ctx.app_name(), dropped);
+                    }
+                }
+            }
+            let request = request;
             let response = match agent.before_model(&ctx, request).await? {
                 BeforeModel::Respond(response) => response,
                 BeforeModel::Continue(request) => {
@@ -92,6 +114,21 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
             }
         }
     })
+}
+
+/// A summary of everything before this invocation, to store before the request; None
+/// when there is nothing to summarise or the summariser failed (logged and counted).
+async fn compact_for_budget(config: &CompactionConfig, ctx: &dyn InvocationContext) -> Option<Event> {
+    let plan = compaction::budget_plan(&ctx.events(), ctx.invocation_id())?;
+    let summary = compaction::summarize(config, plan, ctx.app_name(), ctx.invocation_id(), Trigger::TokenBudget).await;
+    summary
+        .inspect_err(|e| {
+            tracing::warn!(
+                invocation_id = ctx.invocation_id(), error = %e,
+                "compaction for the token budget failed; the oldest contents are left out instead"
+            )
+        })
+        .ok()
 }
 
 /// One function call of a model reply.

@@ -1,18 +1,26 @@
 //! The conversation an LLM agent sends: the session's events as contents, as ADK builds them.
 
+use adk_core::history::{apply_compactions, apply_rewinds};
 use adk_core::{Content, Event, Part, PartKind};
 
 /// The author of the user's messages.
 pub(crate) const USER_AUTHOR: &str = "user";
 
 /// The contents of `events` that belong in `agent`'s conversation on `branch`,
-/// oldest first: the user's messages and the agent's own turns as they are;
-/// other agents' turns retold as user-side context (the model must not take
-/// them for its own words); events of other parallel branches left out.
+/// oldest first, as ADK builds them: rewound invocations left out; each summary
+/// standing, as the agent's own turn, in place of the events it replaces; the
+/// user's messages and the agent's own turns as they are; other agents' turns
+/// retold as user-side context (the model must not take them for its own words);
+/// events of other parallel branches left out.
 pub(crate) fn conversation(events: &[Event], agent: &str, branch: &str) -> Vec<Content> {
-    events
+    let live = apply_rewinds(events);
+    let on_this_branch: Vec<Event> = live
+        .into_iter()
+        .filter(|event| on_branch(branch, &event.branch))
+        .collect();
+    apply_compactions(&on_this_branch, agent)
         .iter()
-        .filter(|event| !event.is_partial() && on_branch(branch, &event.branch))
+        .filter(|event| !event.is_partial())
         .filter_map(|event| {
             let content = event.content().filter(|c| !c.parts.is_empty())?;
             if event.author == agent || event.author == USER_AUTHOR {
