@@ -34,7 +34,7 @@
 
 use crate::app::{AgentDescription, App, ToolDescription};
 use crate::stores::RunnerServices;
-use adk_core::{AdkError, Agent, GenerateContentConfig, Llm, Tool, Toolset};
+use adk_core::{AdkError, Agent, CompactionConfig, GenerateContentConfig, Llm, Tool, Toolset};
 use adk_models::{ProviderConfig, build_model};
 use adk_runner::{
     ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, McpToolset, McpTransport,
@@ -154,6 +154,25 @@ struct ToolConfig {
 #[serde(deny_unknown_fields)]
 struct AppConfig {
     root_agent: AgentConfig,
+    /// Event compaction and the model requests' token budget (adk_core::CompactionConfig).
+    #[serde(default)]
+    compaction: Option<CompactionFileConfig>,
+}
+
+/// `compaction:` of an app, as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompactionFileConfig {
+    /// Summarise after this many new invocations (at least 1).
+    interval: Option<u32>,
+    /// The newest invocations left out of a summary [default: 0].
+    #[serde(default)]
+    overlap: u32,
+    /// The declared model that writes summaries.
+    model: Option<String>,
+    /// The most estimated tokens a model request may carry.
+    #[serde(default)]
+    token_budget: Option<usize>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -406,8 +425,11 @@ impl AgentsConfig {
             let built = self
                 .build_agent(app_name, &app.root_agent, &mut models)
                 .and_then(|(agent, description)| {
-                    let runner = Runner::new(services.runner_config(app_name.clone(), agent))
-                        .map_err(|e| (place.clone(), library_message(&e)))?;
+                    let mut config = services.runner_config(app_name.clone(), agent);
+                    if let Some(compaction) = &app.compaction {
+                        config = config.with_compaction(self.compaction(&place, compaction, &mut models)?);
+                    }
+                    let runner = Runner::new(config).map_err(|e| (place.clone(), library_message(&e)))?;
                     Ok(App::with_description(runner, description))
                 });
             match built {
@@ -514,6 +536,33 @@ impl AgentsConfig {
             }
         };
         Ok((agent, description))
+    }
+
+    /// The app's compaction settings, its summariser shared with its agents when
+    /// they use the same model.
+    fn compaction(
+        &self,
+        place: &str,
+        config: &CompactionFileConfig,
+        models: &mut HashMap<String, Arc<dyn Llm>>,
+    ) -> Result<CompactionConfig, (String, String)> {
+        let model_name = config.model.as_deref().unwrap_or_default();
+        let summarizer = match models.get(model_name) {
+            Some(model) => model.clone(),
+            None => {
+                let provider = self
+                    .models
+                    .get(model_name)
+                    .ok_or_else(|| (place.to_string(), format!("unknown model {model_name:?}")))?;
+                let model = build_model(provider).map_err(|e| (place.to_string(), library_message(&e)))?;
+                models.insert(model_name.to_string(), model.clone());
+                model
+            }
+        };
+        let mut compaction =
+            CompactionConfig::new(config.interval.unwrap_or(1), summarizer).with_overlap(config.overlap);
+        compaction.token_budget = config.token_budget;
+        Ok(compaction)
     }
 
     fn tool(&self, name: &str) -> Option<Declared> {
@@ -960,6 +1009,40 @@ fn check_apps(spec: &AgentsFile, problems: &mut Problems) {
         }
         let mut seen = HashSet::new();
         check_agent(spec, app_name, &app.root_agent, &mut seen, problems);
+        if let Some(compaction) = &app.compaction {
+            check_compaction(spec, &format!("app {app_name:?}"), compaction, problems);
+        }
+    }
+}
+
+fn check_compaction(spec: &AgentsFile, place: &str, compaction: &CompactionFileConfig, problems: &mut Problems) {
+    match compaction.interval {
+        None => problems.add(
+            place,
+            Some("compaction.interval"),
+            "compaction needs an interval: the number of new invocations that triggers a summary",
+        ),
+        Some(0) => problems.add(place, Some("compaction.interval"), "interval must be at least 1"),
+        Some(_) => {}
+    }
+    match &compaction.model {
+        None => problems.add(
+            place,
+            Some("compaction.model"),
+            format!(
+                "compaction needs the model that writes summaries (declared: {})",
+                names(spec.models.keys())
+            ),
+        ),
+        Some(model) if !spec.models.contains_key(model) => problems.add(
+            place,
+            Some("compaction.model"),
+            format!("unknown model {model:?} (declared: {})", names(spec.models.keys())),
+        ),
+        Some(_) => {}
+    }
+    if compaction.token_budget == Some(0) {
+        problems.add(place, Some("compaction.token_budget"), "token_budget must be at least 1");
     }
 }
 

@@ -226,6 +226,21 @@ impl AgentRunner for RunnerGrpcService {
             .cancel(&request.user_id, &request.session_id, &request.invocation_id);
         Ok(Response::new(pb::CancelResponse { cancelled }))
     }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+        invocation = %request.get_ref().rewind_before_invocation_id,
+    ))]
+    async fn rewind(&self, request: Request<pb::RewindRequest>) -> Result<Response<pb::Event>, Status> {
+        let request = request.into_inner();
+        validate::session_ids(&request.app_name, &request.user_id, &request.session_id)?;
+        let app = self.app(&request.app_name)?;
+        let event = app
+            .runner()
+            .rewind(&request.user_id, &request.session_id, &request.rewind_before_invocation_id)
+            .await?;
+        Ok(Response::new(pb::Event::from(&event)))
+    }
 }
 
 #[cfg(test)]

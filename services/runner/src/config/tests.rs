@@ -579,3 +579,38 @@ fn the_examples_are_valid() {
     }
     assert!(checked >= 4, "examples/agents*.yaml: mock, OpenAI, Gemini, Ollama");
 }
+
+/// A valid file with one app whose `compaction:` is `fields` (indented YAML).
+fn with_compaction(fields: &str) -> String {
+    format!(
+        "models:\n  fast: {{ provider: mock }}\napps:\n  chat:\n    root_agent: {{ name: assistant, model: fast }}\n    compaction:\n{}",
+        fields.lines().map(|l| format!("      {l}\n")).collect::<String>()
+    )
+}
+
+#[test]
+fn compaction_needs_an_interval_and_a_declared_model() {
+    valid(&with_compaction("interval: 5\noverlap: 1\nmodel: fast\ntoken_budget: 8000\n"));
+    assert_problem(
+        &with_compaction("model: fast\n"),
+        r#"agents.yaml: app "chat": field "compaction.interval": compaction needs an interval"#,
+    );
+    assert_problem(
+        &with_compaction("interval: 0\nmodel: fast\n"),
+        r#"app "chat": field "compaction.interval": interval must be at least 1"#,
+    );
+    assert_problem(
+        &with_compaction("interval: 2\n"),
+        r#"app "chat": field "compaction.model": compaction needs the model that writes summaries (declared: fast)"#,
+    );
+    assert_problem(
+        &with_compaction("interval: 2\nmodel: gpt5\n"),
+        r#"app "chat": field "compaction.model": unknown model "gpt5" (declared: fast)"#,
+    );
+    assert_problem(
+        &with_compaction("interval: 2\nmodel: fast\ntoken_budget: 0\n"),
+        r#"app "chat": field "compaction.token_budget": token_budget must be at least 1"#,
+    );
+    assert_problem(&with_compaction("interval: 2\nmodel: fast\nevery: 3\n"), "unknown field `every`");
+    assert_problem(&with_compaction("interval: -1\nmodel: fast\n"), "apps.chat.compaction.interval: invalid type");
+}
