@@ -1042,7 +1042,11 @@ fn check_compaction(spec: &AgentsFile, place: &str, compaction: &CompactionFileC
         Some(_) => {}
     }
     if compaction.token_budget == Some(0) {
-        problems.add(place, Some("compaction.token_budget"), "token_budget must be at least 1");
+        problems.add(
+            place,
+            Some("compaction.token_budget"),
+            "token_budget must be at least 1",
+        );
     }
 }
 

@@ -237,7 +237,11 @@ impl AgentRunner for RunnerGrpcService {
         let app = self.app(&request.app_name)?;
         let event = app
             .runner()
-            .rewind(&request.user_id, &request.session_id, &request.rewind_before_invocation_id)
+            .rewind(
+                &request.user_id,
+                &request.session_id,
+                &request.rewind_before_invocation_id,
+            )
             .await?;
         Ok(Response::new(pb::Event::from(&event)))
     }

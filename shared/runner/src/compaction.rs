@@ -60,19 +60,19 @@ pub(crate) fn interval_plan(events: &[Event], config: &CompactionConfig) -> Opti
         .filter(|e| !kept.contains(e.invocation_id.as_str()))
         .cloned()
         .collect();
-    plan(previous, events)
+    plan(previous, events, config.token_budget)
 }
 
 /// The compaction a request over budget needs: every live event before the current
 /// invocation. None when there is nothing before it.
-pub(crate) fn budget_plan(events: &[Event], current_invocation: &str) -> Option<Plan> {
+pub(crate) fn budget_plan(events: &[Event], current_invocation: &str, budget: usize) -> Option<Plan> {
     let live = apply_rewinds(events);
     let (previous, unsummarised) = unsummarised(&live);
     let events = unsummarised
         .into_iter()
         .filter(|e| e.invocation_id != current_invocation)
         .collect();
-    plan(previous, events)
+    plan(previous, events, Some(budget))
 }
 
 /// The latest summary and the events after its range (summaries themselves excluded).
@@ -87,7 +87,27 @@ fn unsummarised(live: &[Event]) -> (Option<EventCompaction>, Vec<Event>) {
     (previous, after)
 }
 
-fn plan(previous: Option<EventCompaction>, events: Vec<Event>) -> Option<Plan> {
+/// A plan for `events` after `previous`. With a budget, the summariser's own request
+/// must fit it too: only the oldest events that do are summarised (the rest wait for
+/// the next compaction); None when not even one does.
+fn plan(previous: Option<EventCompaction>, mut events: Vec<Event>, budget: Option<usize>) -> Option<Plan> {
+    if let Some(budget) = budget {
+        let mut tokens = estimate_text_tokens(SUMMARY_PROMPT)
+            + previous
+                .as_ref()
+                .map_or(0, |p| estimate_content_tokens(&p.compacted_content));
+        let fitting = events
+            .iter()
+            .take_while(|event| {
+                tokens += event_lines(event)
+                    .iter()
+                    .map(|line| estimate_text_tokens(line) + 1)
+                    .sum::<usize>();
+                tokens <= budget
+            })
+            .count();
+        events.truncate(fitting);
+    }
     let end = events.iter().map(|e| e.timestamp).max()?;
     let first = events.iter().map(|e| e.timestamp).min()?;
     Some(Plan {
@@ -267,7 +287,7 @@ mod tests {
         assert_eq!(plan.events.len(), 2);
         assert_eq!(plan.start, events[0].timestamp);
         assert_eq!(plan.previous.and_then(|c| c.text()).as_deref(), Some("s"));
-        let budget = budget_plan(&events, "i4").unwrap();
+        let budget = budget_plan(&events, "i4", 10_000).unwrap();
         assert_eq!(budget.events.len(), 1, "the current invocation stays");
     }
 

@@ -388,6 +388,7 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
                         session_id: read_session(worker),
                         num_recent_events: Some(20),
                         after: None,
+                        since_compaction: false,
                     };
                     async move {
                         let session = client.get_session(request).await?.into_inner();

@@ -590,7 +590,9 @@ fn with_compaction(fields: &str) -> String {
 
 #[test]
 fn compaction_needs_an_interval_and_a_declared_model() {
-    valid(&with_compaction("interval: 5\noverlap: 1\nmodel: fast\ntoken_budget: 8000\n"));
+    valid(&with_compaction(
+        "interval: 5\noverlap: 1\nmodel: fast\ntoken_budget: 8000\n",
+    ));
     assert_problem(
         &with_compaction("model: fast\n"),
         r#"agents.yaml: app "chat": field "compaction.interval": compaction needs an interval"#,
@@ -611,6 +613,12 @@ fn compaction_needs_an_interval_and_a_declared_model() {
         &with_compaction("interval: 2\nmodel: fast\ntoken_budget: 0\n"),
         r#"app "chat": field "compaction.token_budget": token_budget must be at least 1"#,
     );
-    assert_problem(&with_compaction("interval: 2\nmodel: fast\nevery: 3\n"), "unknown field `every`");
-    assert_problem(&with_compaction("interval: -1\nmodel: fast\n"), "apps.chat.compaction.interval: invalid type");
+    assert_problem(
+        &with_compaction("interval: 2\nmodel: fast\nevery: 3\n"),
+        "unknown field `every`",
+    );
+    assert_problem(
+        &with_compaction("interval: -1\nmodel: fast\n"),
+        "apps.chat.compaction.interval: invalid type",
+    );
 }

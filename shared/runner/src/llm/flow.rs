@@ -39,7 +39,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                     // Too big for the app's budget: summarise what came before this
                     // invocation first (the summary is stored as any event), then, if
                     // that was not enough or failed, leave out the oldest contents.
-                    if let Some(summary) = compact_for_budget(&config, ctx.as_ref()).await {
+                    if let Some(summary) = compact_for_budget(&config, budget, ctx.as_ref()).await {
                         yield summary;
                         request = agent.request(&ctx, &tools).await?;
                     }
@@ -118,8 +118,8 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
 
 /// A summary of everything before this invocation, to store before the request; None
 /// when there is nothing to summarise or the summariser failed (logged and counted).
-async fn compact_for_budget(config: &CompactionConfig, ctx: &dyn InvocationContext) -> Option<Event> {
-    let plan = compaction::budget_plan(&ctx.events(), ctx.invocation_id())?;
+async fn compact_for_budget(config: &CompactionConfig, budget: usize, ctx: &dyn InvocationContext) -> Option<Event> {
+    let plan = compaction::budget_plan(&ctx.events(), ctx.invocation_id(), budget)?;
     let summary = compaction::summarize(config, plan, ctx.app_name(), ctx.invocation_id(), Trigger::TokenBudget).await;
     summary
         .inspect_err(|e| {
