@@ -8,6 +8,13 @@
 //! runner's own overhead per turn: turn latency minus N × append latency, N being
 //! the events a turn stores (the user's message and the reply).
 //!
+//! `--session-events 10,1000,10000,100000` measures long conversations instead: for
+//! each length, one session pre-filled with that many events (user/reply turns with
+//! a summary every 10 turns, as compaction leaves a log), then `--turns` turns on it
+//! with compaction on (every 10 invocations, summarised by a mock): turn latency per
+//! length and the runner's RSS, so the curve shows whether a turn costs what the log
+//! holds or what the model sees.
+//!
 //! `--tool` makes every turn one tool call (the mock model calls `echo`, then
 //! answers): an HTTP tool the bench serves itself, or the `echo` tool of
 //! `@modelcontextprotocol/server-everything` (installed by scripts/setup-mcp.sh)
@@ -80,7 +87,35 @@ pub struct RunnerArgs {
     /// Make every turn one tool call of this kind (the bench's own runner only).
     #[arg(long, value_enum, default_value = "none")]
     tool: ToolMode,
+    /// Long conversations: per length, a session pre-filled with that many events, then --turns turns on it
+    /// with compaction on (the bench's own runner only).
+    #[arg(long, value_delimiter = ',')]
+    session_events: Vec<usize>,
 }
+
+/// Turns between summaries, in the pre-filled logs and in the runner's compaction.
+const COMPACTION_INTERVAL: usize = 10;
+
+/// The bench app with compaction on: a summary every [`COMPACTION_INTERVAL`]
+/// invocations, written by a mock that always answers the same short summary.
+const COMPACTING_AGENTS: &str = "
+models:
+  echo: { provider: mock }
+  summarizer:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+        - text: The user keeps asking about the weather in Tokyo; the assistant repeats the question.
+apps:
+  bench:
+    root_agent:
+      name: assistant
+      model: echo
+      instruction: You help {user:name?}. Be brief.
+      output_key: last_reply
+    compaction: { interval: 10, model: summarizer, token_budget: 100000 }
+";
 
 /// The bench's own processes, stopped when dropped.
 struct Stack {
@@ -127,6 +162,7 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
     .await;
     let agents_file = std::env::temp_dir().join(format!("adk-bench-agents-{}.yaml", std::process::id()));
     let (agents, tool_server) = match args.tool {
+        ToolMode::None if !args.session_events.is_empty() => (COMPACTING_AGENTS.to_string(), None),
         ToolMode::None => (BENCH_AGENTS.to_string(), None),
         mode => {
             let (tool, server) = tool_config(mode).await?;
@@ -463,7 +499,14 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
         args.tool == ToolMode::None || args.endpoint.is_none(),
         "--tool sets up the bench's own runner: leave out --endpoint"
     );
+    anyhow::ensure!(
+        args.session_events.is_empty() || (args.endpoint.is_none() && args.tool == ToolMode::None),
+        "--session-events sets up the bench's own runner with compaction: leave out --endpoint and --tool"
+    );
     let stack = start(&args).await?;
+    if !args.session_events.is_empty() {
+        return bench_long_sessions(&args, &stack).await;
+    }
     let tool = match args.tool {
         ToolMode::None => "no tool",
         ToolMode::Http => "one HTTP tool call per turn",
@@ -539,6 +582,115 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
             peak as f64 / 1024.0,
             now as f64 / 1024.0
         );
+    }
+    Ok(())
+}
+
+/// One pre-filled session per length, then `--turns` turns on each (one client):
+/// what a turn costs as the log grows, with compaction on.
+async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
+    let sessions = stack.sessions.clone().context("the bench's own session server")?;
+    println!(
+        "runner {}, app {}, compaction every {COMPACTION_INTERVAL} invocations, {} measured turns per length \
+         after {WARMUP_TURNS} warm-up turns, one client\n",
+        stack.runner, args.app, args.turns
+    );
+    println!("| events in the session | pre-fill s | turn p50 ms | p99 ms | max ms | runner RSS after MiB |");
+    println!("|---|---|---|---|---|---|");
+    let prefix = unique_prefix("long");
+    let user = worker_user(0);
+    for &length in &args.session_events {
+        // `drive` runs its turns in session `<prefix>-0` when they all fit in one.
+        let session = format!("{prefix}-{length}");
+        let started = Instant::now();
+        prefill(&sessions, &args.app, &user, &format!("{session}-0"), length).await?;
+        let prefill_secs = started.elapsed().as_secs_f64();
+        let client = AgentRunnerClient::connect(stack.runner.clone())
+            .await
+            .context("connect to the runner")?;
+        // Warm-up turns on the same session (the client's connection, the runner's caches).
+        drive(client.clone(), args.app.clone(), user.clone(), session.clone(), WARMUP_TURNS, usize::MAX).await?;
+        let turns = drive(client, args.app.clone(), user.clone(), session, args.turns, usize::MAX).await?;
+        let rss = stack
+            .runner_process
+            .as_ref()
+            .and_then(|runner| runner.rss_kib())
+            .map_or("-".to_string(), |kib| format!("{:.1}", kib as f64 / 1024.0));
+        println!(
+            "| {length} | {prefill_secs:.1} | {:.2} | {:.2} | {:.2} | {rss} |",
+            ms(&turns.turn, 0.5),
+            ms(&turns.turn, 0.99),
+            turns.turn.max() as f64 / 1000.0,
+        );
+    }
+    if let Some(runner) = &stack.runner_process
+        && let Some(peak) = runner.peak_rss_kib()
+    {
+        println!("\nadk-runner-server peak RSS (VmHWM) {:.1} MiB", peak as f64 / 1024.0);
+    }
+    Ok(())
+}
+
+/// Appends `length` events to a new session through AppendEvent, many in flight at
+/// once: turns of a user message and a reply, and after every
+/// [`COMPACTION_INTERVAL`] turns a summary of the log so far, as the runner's
+/// compaction leaves it. Timestamps come from the order events are made in, so the
+/// summaries' ranges hold whatever order the appends land in.
+async fn prefill(endpoint: &str, app: &str, user: &str, session: &str, length: usize) -> Result<()> {
+    use futures::StreamExt;
+    let mut client = SessionServiceClient::connect(endpoint.to_string())
+        .await
+        .context("connect to the session server")?;
+    client
+        .create_session(pb::CreateSessionRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: session.into(),
+            ..Default::default()
+        })
+        .await?;
+    let mut events = Vec::with_capacity(length);
+    let mut first = None;
+    let mut turn = 0;
+    while events.len() < length {
+        let invocation = format!("e-prefill-{turn}");
+        let question = adk_core::Event::new(&invocation)
+            .with_author("user")
+            .with_content(adk_core::Content::new("user").with_text(format!("turn {turn}: the weather in Tokyo?")));
+        let answer = adk_core::Event::new(&invocation)
+            .with_author("assistant")
+            .with_content(adk_core::Content::new("model").with_text(format!("You said: turn {turn}")));
+        first.get_or_insert(question.timestamp);
+        let end = answer.timestamp;
+        events.push(question);
+        events.push(answer);
+        turn += 1;
+        if turn % COMPACTION_INTERVAL == 0 {
+            let mut summary = adk_core::Event::new(&invocation).with_author("user");
+            summary.actions.compaction = Some(adk_core::EventCompaction {
+                start_timestamp: first.unwrap_or(end),
+                end_timestamp: end,
+                compacted_content: adk_core::Content::new("model").with_text(format!("Summary of turns 0-{turn}.")),
+            });
+            events.push(summary);
+        }
+    }
+    events.truncate(length);
+    let requests = events.into_iter().map(|event| pb::AppendEventRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        session_id: session.into(),
+        event: Some(pb::Event::from(&event)),
+        precondition: None,
+    });
+    let mut appends = futures::stream::iter(requests)
+        .map(|request| {
+            let mut client = client.clone();
+            async move { client.append_event(request).await }
+        })
+        .buffer_unordered(64);
+    while let Some(appended) = appends.next().await {
+        appended.context("pre-fill AppendEvent")?;
     }
     Ok(())
 }
