@@ -549,6 +549,7 @@ async fn session_values(stack: &Stack) {
             session_id: SESSION.into(),
             num_recent_events: None,
             after: Some(prost_types::Timestamp { seconds, nanos }),
+            since_compaction: false,
         };
         expect(
             &format!("get after {seconds}s {nanos}ns"),
@@ -688,6 +689,7 @@ async fn session_numbers_and_tokens(stack: &Stack) {
             session_id: SESSION.into(),
             num_recent_events: Some(size),
             after: None,
+            since_compaction: false,
         };
         expect(
             &format!("get num_recent_events {size}"),

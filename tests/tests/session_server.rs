@@ -392,6 +392,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             session_id: "s".into(),
             num_recent_events: Some(-1),
             after: None,
+            since_compaction: false,
         })
         .await
         .expect_err("negative num_recent_events");
@@ -486,6 +487,7 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
             session_id: "s".into(),
             num_recent_events: Some(2),
             after: None,
+            since_compaction: false,
         })
         .await
         .expect("filtered get fits");

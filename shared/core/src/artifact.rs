@@ -594,7 +594,14 @@ impl Artifacts for ScopedArtifacts {
             file_name: name.to_string(),
             version: None,
         };
-        Ok(self.service.load(req).await?.part)
+        let part = self.service.load(req).await?.part;
+        if crate::history::is_rewind_tombstone(&part) {
+            return Err(AdkError::NotFound(format!(
+                "artifact {name} was removed by a rewind of session {}",
+                self.session_id
+            )));
+        }
+        Ok(part)
     }
 
     async fn list(&self) -> Result<Vec<String>> {

@@ -162,7 +162,7 @@ pub fn apply_compactions(events: &[Event], agent: &str) -> Vec<Event> {
             items.push((event.timestamp, index, event.clone()));
         }
     }
-    items.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    items.sort_by_key(|item| (item.0, item.1));
     items.into_iter().map(|(_, _, event)| event).collect()
 }
 
@@ -331,6 +331,19 @@ pub fn rewind_artifacts(events: &[Event], rewind_index: usize) -> Vec<ArtifactRe
 /// MIME type of the tombstone a rewind saves for an artifact that did not exist at
 /// the rewind point (with no bytes).
 pub const REWIND_TOMBSTONE_MIME: &str = "application/octet-stream";
+
+/// What a rewind saves as the newest version of an artifact that did not exist at the
+/// rewind point (ADK's marker: a version cannot be deleted from the history, so a new
+/// one says "absent"): an empty `application/octet-stream` inline part.
+pub fn rewind_tombstone() -> crate::Part {
+    crate::Part::inline_data(REWIND_TOMBSTONE_MIME, Vec::new())
+}
+
+/// True for [`rewind_tombstone`]: agents load such a version as absent (as in ADK, an
+/// artifact saved with exactly that content does too).
+pub fn is_rewind_tombstone(part: &crate::Part) -> bool {
+    matches!(&part.kind, PartKind::InlineData { mime_type, data } if mime_type == REWIND_TOMBSTONE_MIME && data.is_empty())
+}
 
 /// Fork a session: a copy of the source's events up to and including `up_to_event_id`
 /// under a new session id of the same app and user. The copy's session state is the

@@ -21,7 +21,7 @@ use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::history;
 use adk_core::{
     Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, CompactionConfig, Content, CreateRequest, Event,
-    EventStream, GetRequest, InvocationContext, LeaseKey, Part, PartKind, Result, RunConfig, Session, SessionLease,
+    EventStream, GetRequest, InvocationContext, LeaseKey, PartKind, Result, RunConfig, Session, SessionLease,
     SessionService, find_agent, validate,
 };
 use async_stream::try_stream;
@@ -393,12 +393,12 @@ async fn restore_artifact(
                         file_name = %restore.file_name, version,
                         "artifact version gone at rewind; saving a tombstone instead"
                     );
-                    Part::inline_data(history::REWIND_TOMBSTONE_MIME, Vec::new())
+                    history::rewind_tombstone()
                 }
                 Err(e) => return Err(e),
             }
         }
-        None => Part::inline_data(history::REWIND_TOMBSTONE_MIME, Vec::new()),
+        None => history::rewind_tombstone(),
     };
     let saved = artifacts
         .save(SaveRequest {

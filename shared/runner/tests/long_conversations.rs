@@ -5,8 +5,9 @@ mod common;
 
 use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::{
-    Acquire, AdkError, AppendEventRequest, ArtifactService, CompactionConfig, Content, CreateRequest, Event,
-    GetRequest, LeaseKey, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, SessionLease, SessionService,
+    Acquire, AdkError, AppendEventRequest, ArtifactService, Artifacts, CompactionConfig, Content, CreateRequest, Event,
+    GetRequest, LeaseKey, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, ScopedArtifacts, SessionLease,
+    SessionService,
 };
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{
@@ -386,7 +387,12 @@ async fn rewind_undoes_invocations(stores: Stores) {
     };
     assert_eq!(versions, ["a.txt", "b.txt"], "every artifact changed since is restored");
     let tombstone = artifact(&stores, "b.txt").await;
-    assert_eq!(tombstone.mime_type(), Some("application/octet-stream"));
+    assert!(adk_core::history::is_rewind_tombstone(&tombstone), "{tombstone:?}");
+    // What agents see: an artifact that did not exist then is absent again.
+    let agents_view = ScopedArtifacts::new(stores.artifacts.clone(), APP.into(), USER.into(), SESSION.into());
+    let absent = agents_view.load("b.txt").await.unwrap_err();
+    assert_eq!(absent.code(), Code::NotFound, "{absent}");
+    assert_eq!(agents_view.load("a.txt").await.unwrap().text(), Some("first"));
 
     say(&runner, "four", &[]).await;
     assert_eq!(

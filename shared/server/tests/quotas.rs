@@ -83,6 +83,9 @@ impl SessionService for Open {
     ) -> Result<Response<pb::UpdateAppStateResponse>, Status> {
         unused()
     }
+    async fn fork_session(&self, _: Request<pb::ForkSessionRequest>) -> Result<Response<pb::Session>, Status> {
+        unused()
+    }
 }
 
 #[tonic::async_trait]
@@ -98,6 +101,9 @@ impl AgentRunner for Open {
         unused()
     }
     async fn cancel(&self, _: Request<pb::CancelRequest>) -> Result<Response<pb::CancelResponse>, Status> {
+        unused()
+    }
+    async fn rewind(&self, _: Request<pb::RewindRequest>) -> Result<Response<pb::Event>, Status> {
         unused()
     }
 }

@@ -609,7 +609,15 @@ async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
             .await
             .context("connect to the runner")?;
         // Warm-up turns on the same session (the client's connection, the runner's caches).
-        drive(client.clone(), args.app.clone(), user.clone(), session.clone(), WARMUP_TURNS, usize::MAX).await?;
+        drive(
+            client.clone(),
+            args.app.clone(),
+            user.clone(),
+            session.clone(),
+            WARMUP_TURNS,
+            usize::MAX,
+        )
+        .await?;
         let turns = drive(client, args.app.clone(), user.clone(), session, args.turns, usize::MAX).await?;
         let rss = stack
             .runner_process
