@@ -457,7 +457,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 22, "the adk.v1 services have 22 methods");
+        assert_eq!(checked, 24, "the adk.v1 services have 24 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 
