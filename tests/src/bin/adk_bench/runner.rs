@@ -88,8 +88,8 @@ pub struct RunnerArgs {
     #[arg(long, value_enum, default_value = "none")]
     tool: ToolMode,
     /// Long conversations: per length, a session pre-filled with that many events, then --turns turns on it
-    /// with compaction on (the bench's own runner only).
-    #[arg(long, value_delimiter = ',')]
+    /// with compaction on (the bench's own runner only). Given twice, the last list counts.
+    #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
     session_events: Vec<usize>,
 }
 
@@ -599,9 +599,9 @@ async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
     println!("|---|---|---|---|---|---|");
     let prefix = unique_prefix("long");
     let user = worker_user(0);
-    for &length in &args.session_events {
+    for (i, &length) in args.session_events.iter().enumerate() {
         // `drive` runs its turns in session `<prefix>-0` when they all fit in one.
-        let session = format!("{prefix}-{length}");
+        let session = format!("{prefix}-{i}-{length}");
         let started = Instant::now();
         prefill(&sessions, &args.app, &user, &format!("{session}-0"), length).await?;
         let prefill_secs = started.elapsed().as_secs_f64();
