@@ -1751,7 +1751,7 @@ fn compaction_of(start: DateTime<Utc>, end: DateTime<Utc>) -> Event {
 /// end (clock order is not log order: an event stamped later but stored earlier is
 /// in) with the compaction itself; a later compaction moves it on; a rewind resets it
 /// to the whole log. Other reads keep serving the whole log, and the window's
-/// filters combine with `num_recent_events`.
+/// filters combine with `num_recent_events`. A fork has its copied events' window.
 async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionService) {
     let app = unique_prefix("window");
     create(svc, &app, "u", "s", &[]).await;
@@ -1803,6 +1803,26 @@ async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionService) 
     assert_eq!(
         sequences(window(svc, &app, "s", None).await.events.as_slice()),
         [6, 7, 8, 9, 10]
+    );
+    // A fork has the window of the events it copies.
+    let log = get(svc, &app, "u", "s").await.events.into_vec();
+    svc.fork(fork_req(&app, "s", &log[9].id, Some("whole"))).await.unwrap();
+    assert_eq!(
+        sequences(window(svc, &app, "whole", None).await.events.as_slice()),
+        [6, 7, 8, 9, 10]
+    );
+    svc.fork(fork_req(&app, "s", &log[7].id, Some("early"))).await.unwrap();
+    assert_eq!(
+        sequences(window(svc, &app, "early", None).await.events.as_slice()),
+        [6, 7, 8]
+    );
+    svc.fork(fork_req(&app, "s", &log[8].id, Some("rewound")))
+        .await
+        .unwrap();
+    assert_eq!(
+        window(svc, &app, "rewound", None).await.events.len(),
+        9,
+        "its last window move is the rewind"
     );
     let missing = svc
         .get(GetRequest {
