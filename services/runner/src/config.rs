@@ -154,6 +154,32 @@ struct ToolConfig {
 #[serde(deny_unknown_fields)]
 struct AppConfig {
     root_agent: AgentConfig,
+    /// What a Run does when the session is busy and the request does not say
+    /// [default: reject].
+    #[serde(default)]
+    on_busy: OnBusyConfig,
+}
+
+/// `on_busy` in the agents file: the names of `adk.v1.OnBusy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OnBusyConfig {
+    #[default]
+    Reject,
+    Enqueue,
+    Interrupt,
+    Rollback,
+}
+
+impl From<OnBusyConfig> for adk_runner::OnBusy {
+    fn from(config: OnBusyConfig) -> Self {
+        match config {
+            OnBusyConfig::Reject => adk_runner::OnBusy::Reject,
+            OnBusyConfig::Enqueue => adk_runner::OnBusy::Enqueue,
+            OnBusyConfig::Interrupt => adk_runner::OnBusy::Interrupt,
+            OnBusyConfig::Rollback => adk_runner::OnBusy::Rollback,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -406,8 +432,9 @@ impl AgentsConfig {
             let built = self
                 .build_agent(app_name, &app.root_agent, &mut models)
                 .and_then(|(agent, description)| {
-                    let runner = Runner::new(services.runner_config(app_name.clone(), agent))
-                        .map_err(|e| (place.clone(), library_message(&e)))?;
+                    let mut config = services.runner_config(app_name.clone(), agent);
+                    config.on_busy = app.on_busy.into();
+                    let runner = Runner::new(config).map_err(|e| (place.clone(), library_message(&e)))?;
                     Ok(App::with_description(runner, description))
                 });
             match built {

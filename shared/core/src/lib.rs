@@ -25,7 +25,7 @@ pub use event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata, new_event_id,
 };
-pub use lease::{Acquire, LeaseKey, SessionLease};
+pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,

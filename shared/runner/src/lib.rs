@@ -38,7 +38,7 @@ mod workflow;
 
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
-pub use runner::{RunOptions, Runner, RunnerConfig};
+pub use runner::{OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, McpToolset, McpTransport};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
 

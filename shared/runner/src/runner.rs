@@ -11,15 +11,21 @@
 //!    streamed; partial events are only streamed;
 //! 4. `temp:` state lives in the invocation's overlay and dies with it;
 //! 5. an error ends the stream with `Err`; dropping the stream, or
-//!    [`Runner::cancel`], stops the agent (and its model request) and releases
-//!    the lease.
+//!    [`Runner::cancel`] (from any replica: through the lease), stops the agent
+//!    (and its model request) and releases the lease.
+//!
+//! The lease follows the runner's life: a heartbeat renews it every third of its
+//! (short) TTL, so a crashed runner's sessions are free within one TTL; every
+//! append of the invocation is fenced with the lease (a runner that lost it can
+//! no longer write); and the next invocation closes one cut short by a crash
+//! with an `interrupted` event, so the history stays well-formed.
 
 use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::history::USER_AUTHOR;
 use adk_core::{
     Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, Content, CreateRequest, Event, EventStream,
-    GetRequest, InvocationContext, LeaseKey, PartKind, Result, RunConfig, Session, SessionLease, SessionService,
-    find_agent, validate,
+    GetRequest, InvocationContext, LeaseKey, PartKind, Precondition, Renewal, Result, RunConfig, Session, SessionLease,
+    SessionService, find_agent, validate,
 };
 use async_stream::try_stream;
 use futures::StreamExt;
@@ -28,7 +34,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 /// What a runner needs.
@@ -42,12 +48,14 @@ pub struct RunnerConfig {
     /// in Redis for several.
     pub lease: Arc<dyn SessionLease>,
     /// How long a session stays locked after its runner died without releasing
-    /// it; a live run renews its lease every third of this.
+    /// it; a live run's heartbeat renews its lease every third of this.
     pub lease_ttl: Duration,
+    /// What a run does when its session is busy, unless its [`RunOptions`] say otherwise.
+    pub on_busy: OnBusy,
 }
 
 impl RunnerConfig {
-    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(5);
 
     /// A configuration without artifacts and with the default lease TTL.
     pub fn new(
@@ -63,8 +71,25 @@ impl RunnerConfig {
             artifact_service: None,
             lease,
             lease_ttl: Self::DEFAULT_LEASE_TTL,
+            on_busy: OnBusy::Reject,
         }
     }
+}
+
+/// What a run does when another invocation is running on its session (a user
+/// "double-texting"), as LangGraph's multitask strategies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnBusy {
+    /// Refuse it: `ABORTED`.
+    #[default]
+    Reject,
+    /// Wait for the running invocation to end, then run (waiting runs go in the
+    /// order they asked, whichever replica they are on).
+    Enqueue,
+    /// Cancel the running invocation (wherever it runs), then run.
+    Interrupt,
+    /// Interrupt, and rewind the session to before the interrupted invocation.
+    Rollback,
 }
 
 /// Per-run options.
@@ -75,6 +100,15 @@ pub struct RunOptions {
     pub run_config: RunConfig,
     /// Create the session (empty) when it does not exist, instead of `NOT_FOUND`.
     pub create_session_if_missing: bool,
+    /// What to do when the session is busy; None: the runner's default ([`RunnerConfig::on_busy`]).
+    pub on_busy: Option<OnBusy>,
+}
+
+/// A started invocation: the user's message as stored (with its invocation id and
+/// sequence), then the stream of what the agents do.
+pub struct StartedRun {
+    pub user_event: Event,
+    pub events: EventStream,
 }
 
 /// Runs agents against sessions. Cheap to share (`Arc<Runner>`); runs are independent.
@@ -85,6 +119,7 @@ pub struct Runner {
     artifact_service: Option<Arc<dyn ArtifactService>>,
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
+    on_busy: OnBusy,
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
 }
 
@@ -111,6 +146,7 @@ impl Runner {
             artifact_service: config.artifact_service,
             lease: config.lease,
             lease_ttl: config.lease_ttl,
+            on_busy: config.on_busy,
             running: Arc::default(),
         })
     }
@@ -136,6 +172,18 @@ impl Runner {
         content: Content,
         options: RunOptions,
     ) -> Result<EventStream> {
+        Ok(self.start_run(user_id, session_id, content, options).await?.events)
+    }
+
+    /// As [`Runner::run`], and also returns the user's message as stored, so a
+    /// client learns the invocation id (to cancel it) before the agents answer.
+    pub async fn start_run(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        content: Content,
+        options: RunOptions,
+    ) -> Result<StartedRun> {
         validate::session_ids(&self.app_name, user_id, session_id)?;
         if content.parts.is_empty() {
             return Err(AdkError::invalid("new_message has no parts"));
@@ -150,7 +198,9 @@ impl Runner {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
         };
-        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl)
+        let on_busy = options.on_busy.unwrap_or(self.on_busy);
+        let lease = self
+            .acquire_lease(key, &invocation_id, on_busy)
             .instrument(span.clone())
             .await;
         let lease = match lease {
@@ -161,7 +211,7 @@ impl Runner {
             }
         };
         let started = self
-            .start(&invocation_id, user_id, session_id, content, options)
+            .start(&invocation_id, user_id, session_id, content, options, &lease)
             .instrument(span.clone())
             .await;
         let (invocation, events) = match started {
@@ -173,39 +223,68 @@ impl Runner {
             }
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
-        let cancel = CancellationToken::new();
+        let cancel = lease.signals.cancel.clone();
         let running = RunningInvocation {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
             cancel: cancel.clone(),
         };
         lock(&self.running).insert(invocation_id.clone(), running);
+        let user_event = invocation.user_event();
         let driver = Driver {
             session_service: self.session_service.clone(),
             invocation,
             observed,
             events,
-            renew: renew_interval(self.lease_ttl),
             lease,
-            cancel,
             _registration: Registration {
                 running: self.running.clone(),
                 invocation_id,
             },
         };
-        Ok(driver.into_stream())
+        Ok(StartedRun {
+            user_event,
+            events: driver.into_stream(),
+        })
     }
 
-    /// Stops a running invocation of this runner on the given user's session: its
-    /// stream ends with `CANCELLED`. False when no such invocation is running here
-    /// for that session.
-    pub fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> bool {
-        match lock(&self.running).get(invocation_id) {
-            Some(running) if running.user_id == user_id && running.session_id == session_id => {
-                running.cancel.cancel();
-                true
+    /// Stops a running invocation on the given user's session, whichever replica
+    /// runs it: its stream ends with `CANCELLED`. True exactly when the invocation
+    /// was running (it held the session's lease); one running here stops at once,
+    /// one elsewhere as soon as its replica hears the request (at the latest at its
+    /// next lease renewal).
+    pub async fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> Result<bool> {
+        validate::session_ids(&self.app_name, user_id, session_id)?;
+        if let Some(running) = lock(&self.running).get(invocation_id)
+            && running.user_id == user_id
+            && running.session_id == session_id
+        {
+            running.cancel.cancel();
+            return Ok(true);
+        }
+        self.lease
+            .request_cancel(&self.lease_key(user_id, session_id), invocation_id)
+            .await
+    }
+
+    fn lease_key(&self, user_id: &str, session_id: &str) -> LeaseKey {
+        LeaseKey {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+        }
+    }
+
+    /// Takes the session's lease for `invocation_id`, applying `on_busy` when it is held.
+    async fn acquire_lease(&self, key: LeaseKey, invocation_id: &str, on_busy: OnBusy) -> Result<LeaseGuard> {
+        match on_busy {
+            OnBusy::Reject => LeaseGuard::acquire(self.lease.clone(), key, invocation_id, self.lease_ttl).await,
+            OnBusy::Rollback => Err(AdkError::Unimplemented(
+                "on_busy rollback needs rewind, which this runner does not have yet; use interrupt".into(),
+            )),
+            OnBusy::Interrupt | OnBusy::Enqueue => {
+                LeaseGuard::acquire_when_free(self.lease.clone(), key, invocation_id, self.lease_ttl, on_busy).await
             }
-            _ => false,
         }
     }
 
@@ -217,14 +296,18 @@ impl Runner {
         session_id: &str,
         content: Content,
         options: RunOptions,
+        lease: &LeaseGuard,
     ) -> Result<(Arc<Invocation>, EventStream)> {
-        let session = self
+        let mut session = self
             .load_session(user_id, session_id, options.create_session_if_missing)
             .await?;
+        if let Some(interrupted) = &lease.interrupted {
+            self.close_interrupted(&mut session, interrupted, lease).await?;
+        }
         let (agent, branch) = self.agent_for(&session, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.actions.state_delta = options.state_delta.clone();
-        let stored = self.append(&session, user_event).await?;
+        let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         let artifacts = self
             .artifact_service
             .clone()
@@ -267,8 +350,31 @@ impl Runner {
         }
     }
 
-    async fn append(&self, session: &Session, event: Event) -> Result<Event> {
-        append(self.session_service.as_ref(), session, event).await
+    /// Closes an invocation whose runner died mid-run (its lease ran out unreleased)
+    /// with an `interrupted` event in the agent's name, when the log ends with it: the
+    /// next model request then sees the agent's turn end instead of two user turns
+    /// in a row. `session` is updated with the stored event.
+    async fn close_interrupted(&self, session: &mut Session, interrupted: &str, lease: &LeaseGuard) -> Result<()> {
+        let Some(last) = session.events.as_slice().last() else {
+            return Ok(());
+        };
+        if last.invocation_id != interrupted || last.interrupted() {
+            return Ok(());
+        }
+        let author = session
+            .events
+            .iter()
+            .rev()
+            .take_while(|event| event.invocation_id == interrupted)
+            .find(|event| event.author != USER_AUTHOR && find_agent(&self.root_agent, &event.author).is_some())
+            .map_or_else(|| self.root_agent.name().to_string(), |event| event.author.clone());
+        let closing = Event::interrupted_by_crash(interrupted, &author);
+        let stored = append(self.session_service.as_ref(), session, closing, lease.fence()).await?;
+        tracing::info!(invocation_id = %interrupted, session_id = %session.id, "closed an invocation interrupted by a runner crash");
+        let mut events = std::mem::take(&mut session.events).into_vec();
+        events.push(stored);
+        session.events = adk_core::Events::new(events);
+        Ok(())
     }
 
     /// The root agent, or for a message answering function calls, the agent that
@@ -326,14 +432,16 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
     Ok(caller)
 }
 
-async fn append(service: &dyn SessionService, session: &Session, event: Event) -> Result<Event> {
+/// Appends `event` fenced with the invocation's lease (`fence`): refused once the
+/// lease is lost, so a runner that stalled past its TTL cannot write after another took over.
+async fn append(service: &dyn SessionService, session: &Session, event: Event, fence: Precondition) -> Result<Event> {
     service
         .append_event(AppendEventRequest {
             app_name: session.app_name.clone(),
             user_id: session.user_id.clone(),
             session_id: session.id.clone(),
             event,
-            precondition: None,
+            precondition: Some(fence),
         })
         .await
 }
@@ -366,7 +474,8 @@ fn renew_interval(ttl: Duration) -> Interval {
     interval
 }
 
-/// One running invocation: pulls the agent's events, stores them, keeps the lease.
+/// One running invocation: pulls the agent's events, stores them; its lease's
+/// heartbeat keeps the lease and tells it to stop.
 struct Driver {
     session_service: Arc<dyn SessionService>,
     invocation: Arc<Invocation>,
@@ -374,8 +483,6 @@ struct Driver {
     observed: adk_telemetry::Invocation,
     events: EventStream,
     lease: LeaseGuard,
-    renew: Interval,
-    cancel: CancellationToken,
     _registration: Registration,
 }
 
@@ -411,18 +518,16 @@ impl Driver {
 
     /// The next event to stream (stored first unless partial); None when the agent is done.
     async fn next(&mut self) -> Result<Option<Event>> {
-        let event = loop {
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => {
-                    return Err(AdkError::Cancelled(format!(
-                        "invocation {} was cancelled",
-                        self.invocation.invocation_id
-                    )));
-                }
-                _ = self.renew.tick() => self.lease.renew().await?,
-                event = self.events.next() => break event,
+        let event = tokio::select! {
+            biased;
+            _ = self.lease.signals.cancel.cancelled() => {
+                return Err(AdkError::Cancelled(format!(
+                    "invocation {} was cancelled",
+                    self.invocation.invocation_id
+                )));
             }
+            _ = self.lease.signals.lost.cancelled() => return Err(self.lease.lost()),
+            event = self.events.next() => event,
         };
         let Some(event) = event.transpose()? else {
             return Ok(None);
@@ -432,53 +537,136 @@ impl Driver {
         }
         // The store trims `temp:` keys; the overlay needs the delta as emitted.
         let delta = event.actions.state_delta.clone();
-        let stored = append(self.session_service.as_ref(), &self.invocation.session, event).await?;
+        let stored = append(
+            self.session_service.as_ref(),
+            &self.invocation.session,
+            event,
+            self.lease.fence(),
+        )
+        .await?;
         self.invocation.record(stored.clone(), delta);
         Ok(Some(stored))
     }
 }
 
-/// The session's lease while this invocation holds it.
+/// The session's lease while this invocation holds it, with the heartbeat that
+/// renews it (a task of its own, so the lease lives exactly as long as the runner
+/// process does, however slowly the client reads the stream).
 struct LeaseGuard {
     lease: Arc<dyn SessionLease>,
     key: LeaseKey,
     owner: String,
     ttl: Duration,
     held: bool,
+    /// The previous holder, when it died without releasing the lease.
+    interrupted: Option<String>,
+    signals: LeaseSignals,
+    /// Stops the heartbeat when the guard goes.
+    _heartbeat: DropGuard,
+}
+
+/// What the heartbeat tells the invocation.
+#[derive(Clone, Default)]
+struct LeaseSignals {
+    /// Stop: a cancel was requested (here, or from another replica through the lease).
+    cancel: CancellationToken,
+    /// Stop: the lease was lost (not renewed in time; it may be another's now).
+    lost: CancellationToken,
 }
 
 impl LeaseGuard {
     async fn acquire(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Result<Self> {
-        match lease.acquire(&key, owner, ttl).await? {
-            Acquire::Acquired => Ok(LeaseGuard {
-                lease,
-                key,
-                owner: owner.to_string(),
-                ttl,
-                held: true,
-            }),
-            Acquire::Held(holder) => Err(AdkError::Aborted(format!(
-                "session {} is busy with invocation {holder}: one invocation per session at a time",
-                key.session_id
-            ))),
+        match Self::try_acquire(lease, key, owner, ttl).await? {
+            Ok(guard) => Ok(guard),
+            Err((key, holder)) => Err(busy(&key, &holder)),
         }
     }
 
-    /// Keeps the lease. Losing it (it expired and may be someone else's now)
-    /// stops the invocation; a store hiccup does not, the next tick tries again.
-    async fn renew(&self) -> Result<()> {
-        match self.lease.renew(&self.key, &self.owner, self.ttl).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(AdkError::Aborted(format!(
-                "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
-                 invocations never run on one session",
-                self.owner, self.key.session_id, self.ttl
-            ))),
-            Err(e) => {
-                tracing::warn!(invocation_id = %self.owner, error = %e, "could not renew the session lease; retrying");
-                Ok(())
+    /// Takes the lease, or returns the key and the holder's owner token.
+    async fn try_acquire(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<std::result::Result<Self, (LeaseKey, String)>> {
+        // Listening before the lease is taken: a cancel sent as soon as the
+        // invocation id is known cannot be missed.
+        let requests = lease.cancel_requests();
+        let interrupted = match lease.acquire(&key, owner, ttl).await? {
+            Acquire::Acquired { interrupted } => interrupted,
+            Acquire::Held(holder) => return Ok(Err((key, holder))),
+        };
+        let signals = LeaseSignals::default();
+        let stop = CancellationToken::new();
+        tokio::spawn(heartbeat(
+            lease.clone(),
+            key.clone(),
+            owner.to_string(),
+            ttl,
+            requests,
+            signals.clone(),
+            stop.clone(),
+        ));
+        Ok(Ok(LeaseGuard {
+            lease,
+            key,
+            owner: owner.to_string(),
+            ttl,
+            held: true,
+            interrupted,
+            signals,
+            _heartbeat: stop.drop_guard(),
+        }))
+    }
+
+    /// Waits for a busy session's lease: `Interrupt` first asks the holder to stop
+    /// (wherever it runs), `Enqueue` lets it finish. Gives up with `ABORTED` when the
+    /// session stays busy for [`MAX_BUSY_WAIT`].
+    async fn acquire_when_free(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        on_busy: OnBusy,
+    ) -> Result<Self> {
+        let deadline = Instant::now() + MAX_BUSY_WAIT.max(ttl * 2);
+        let mut pause = Duration::from_millis(10);
+        let mut key = key;
+        let mut cancelled = None::<String>;
+        loop {
+            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl).await? {
+                Ok(guard) => return Ok(guard),
+                Err((returned, holder)) => {
+                    key = returned;
+                    holder
+                }
+            };
+            if on_busy == OnBusy::Interrupt && cancelled.as_deref() != Some(holder.as_str()) {
+                lease.request_cancel(&key, &holder).await?;
+                tracing::debug!(interrupted = %holder, invocation_id = %owner, "interrupting the running invocation");
+                cancelled = Some(holder.clone());
             }
+            if Instant::now() >= deadline {
+                return Err(busy(&key, &holder));
+            }
+            // Pacing between attempts: the holder releases the lease when it stops,
+            // and a dead one's lease expires within one TTL.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// The precondition that fences this invocation's appends.
+    fn fence(&self) -> Precondition {
+        Precondition::LeaseHeldBy(self.owner.clone())
+    }
+
+    fn lost(&self) -> AdkError {
+        AdkError::Aborted(format!(
+            "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
+             invocations never run on one session",
+            self.owner, self.key.session_id, self.ttl
+        ))
     }
 
     async fn release(mut self) {
@@ -489,6 +677,52 @@ impl LeaseGuard {
         // cancelling as the run ends) must still release from `Drop`. Releasing is
         // compare-and-delete, so a second release is harmless.
         self.held = false;
+    }
+}
+
+/// How long a run that waits for a busy session (enqueue, interrupt) waits at most,
+/// beyond two lease TTLs.
+const MAX_BUSY_WAIT: Duration = Duration::from_secs(600);
+
+fn busy(key: &LeaseKey, holder: &str) -> AdkError {
+    AdkError::Aborted(format!(
+        "session {} is busy with invocation {holder}: one invocation per session at a time",
+        key.session_id
+    ))
+}
+
+/// Renews `owner`'s lease every third of its TTL until `stop`, and turns what it
+/// learns into `signals`: a cancel requested (through the lease or on
+/// `requests`), or the lease lost. A store hiccup is not a loss: the next tick
+/// tries again.
+async fn heartbeat(
+    lease: Arc<dyn SessionLease>,
+    key: LeaseKey,
+    owner: String,
+    ttl: Duration,
+    mut requests: futures::stream::BoxStream<'static, String>,
+    signals: LeaseSignals,
+    stop: CancellationToken,
+) {
+    let mut renew = renew_interval(ttl);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            Some(cancelled) = requests.next() => {
+                if cancelled == owner {
+                    signals.cancel.cancel();
+                }
+            }
+            _ = renew.tick() => match lease.renew(&key, &owner, ttl).await {
+                Ok(Renewal::Held) => {}
+                Ok(Renewal::CancelRequested) => signals.cancel.cancel(),
+                Ok(Renewal::Lost) => {
+                    signals.lost.cancel();
+                    return;
+                }
+                Err(e) => tracing::warn!(invocation_id = %owner, error = %e, "could not renew the session lease; retrying"),
+            },
+        }
     }
 }
 

@@ -113,13 +113,13 @@ use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
 use adk_core::session::{
-    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, lease_lost, next_event_token,
     session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::{id_key, page_size};
 use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest,
+    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, GetRequest, LeaseKey,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
     WatchRequest, new_event_id,
 };
@@ -601,6 +601,7 @@ impl SessionService for RedisSessionService {
             None => ("", String::new()),
             Some(Precondition::LastEventId(id)) => ("id", id.clone()),
             Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
+            Some(Precondition::LeaseHeldBy(owner)) => ("lease", owner.clone()),
         };
         let app_in_script = !self.store.is_cluster();
 
@@ -608,6 +609,11 @@ impl SessionService for RedisSessionService {
         let mut invocation = self.scripts.append.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
+        invocation.key(crate::lease::lease_key(&LeaseKey {
+            app_name: req.app_name.clone(),
+            user_id: req.user_id.clone(),
+            session_id: req.session_id.clone(),
+        }));
         if app_in_script {
             invocation.key(&keys.app_state);
         }
@@ -616,7 +622,7 @@ impl SessionService for RedisSessionService {
         invocation
             .arg(&event.id)
             .arg(kind)
-            .arg(expected)
+            .arg(&expected)
             .arg(&update.us)
             .arg(&update.ns)
             .arg(&keys.user_member)
@@ -635,6 +641,7 @@ impl SessionService for RedisSessionService {
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
+            "LEASE" => Err(AdkError::Aborted(lease_lost(&expected))),
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
             "DUP" => decode_event(&stored),
@@ -923,7 +930,7 @@ fn app_state_key(app: &str) -> String {
 
 /// Clients for the `app:` state subscriber: the Redis, or each node a cluster URL names
 /// (any one of them hears every app's changes).
-fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
+pub(crate) fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
     let urls = conn::cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
     urls.iter()
         .map(|url| redis::Client::open(url.as_str()).map_err(|e| AdkError::Config(format!("invalid redis URL: {e}"))))
