@@ -15,7 +15,8 @@
 //! connection (a classic `PUBLISH` reaches every node of a cluster).
 
 use crate::ReplicaAcks;
-use crate::redis::conn::{CONNECT_TIMEOUT, RedisStore};
+use crate::redis::conn::RedisStore;
+use crate::redis::pubsub::spawn_channel_listener;
 use crate::redis::{subscriber_clients, user_tag};
 use adk_core::validate::id_key;
 use adk_core::{Acquire, LeaseKey, Renewal, Result, SessionLease};
@@ -266,37 +267,23 @@ impl RedisSessionLease {
     }
 }
 
-/// Keeps one subscription to [`CANCEL_CHANNEL`] through one of `nodes` (any node of
-/// a cluster hears every `PUBLISH`), forwarding requests to `cancels`; resubscribes
-/// after a failure. Ends once the lease (the sender) is dropped. A request published
-/// while the subscription is down is not lost: the holder's renewal reads its mark.
+/// Hands cancel requests heard on [`CANCEL_CHANNEL`] to `cancels`, until the lease
+/// (the sender) is dropped. A request published while the subscription is down is
+/// not lost: the holder's renewal reads its mark.
 fn spawn_cancel_listener(cancels: &Arc<broadcast::Sender<String>>, nodes: Vec<redis::Client>) {
-    const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(200);
     let cancels: Weak<broadcast::Sender<String>> = Arc::downgrade(cancels);
-    tokio::spawn(async move {
-        for client in nodes.iter().cycle() {
-            let subscribed = tokio::time::timeout(CONNECT_TIMEOUT, async {
-                let mut pubsub = client.get_async_pubsub().await?;
-                pubsub.subscribe(CANCEL_CHANNEL).await?;
-                redis::RedisResult::Ok(pubsub)
-            })
-            .await;
-            if let Ok(Ok(pubsub)) = subscribed {
-                let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
-                    let Some(cancels) = cancels.upgrade() else { return };
-                    if let Ok(owner) = message.get_payload::<String>() {
-                        let _ = cancels.send(owner);
-                    }
-                }
-                tracing::debug!("lost the subscription to {CANCEL_CHANNEL}; resubscribing");
+    spawn_channel_listener(
+        CANCEL_CHANNEL,
+        nodes,
+        Box::new(move |message| {
+            let Some(cancels) = cancels.upgrade() else { return false };
+            if let Some(owner) = message.filter(|owner| !owner.is_empty()) {
+                // No listener is fine: the holder's renewal sees the mark.
+                let _ = cancels.send(owner);
             }
-            if cancels.strong_count() == 0 {
-                return;
-            }
-            tokio::time::sleep(RESUBSCRIBE_DELAY).await; // pacing between attempts
-        }
-    });
+            true
+        }),
+    );
 }
 
 fn millis(ttl: Duration) -> String {

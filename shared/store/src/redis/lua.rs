@@ -85,7 +85,8 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// `<seq>-1` (so order never depends on clocks), its id and timestamp indexed,
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
-/// updated, and the TTL renewed on every session key (`NEW`).
+/// updated, the TTL renewed on every session key, and the events key published
+/// on `adk:appended` for the watchers (`NEW`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
@@ -141,6 +142,8 @@ redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
+-- Wakes the watchers of this session in every process (`watch_hub.rs`).
+redis.call('PUBLISH', 'adk:appended', KEYS[3])
 return {'NEW', stored}
 "#
 );
