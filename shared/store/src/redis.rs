@@ -1074,9 +1074,6 @@ mod tests {
             stream_entries(reply.clone()).unwrap(),
             [(1, b"x".to_vec()), (2, b"y".to_vec())]
         );
-        let xread = Value::Array(vec![Value::Array(vec![Value::BulkString(b"k".to_vec()), reply])]);
-        assert_eq!(xread_entries(xread).unwrap().len(), 2);
-        assert!(xread_entries(Value::Nil).unwrap().is_empty());
         assert!(stream_entries(Value::Int(3)).is_err());
     }
 }

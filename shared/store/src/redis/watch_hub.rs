@@ -305,3 +305,36 @@ pub(super) fn watcher_stream(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::redis::subscriber_clients;
+    use adk_testkit::{RedisServer, eventually};
+
+    /// A feed lives while someone watches: one per session, however many watchers,
+    /// retired once its last watcher is gone.
+    #[tokio::test]
+    async fn one_feed_per_watched_session_retired_with_its_last_watcher() {
+        let server = RedisServer::start().await;
+        let store = RedisStore::connect(&server.url(), Default::default()).await.unwrap();
+        let hub = WatchHub::start(store, subscriber_clients(&server.url()).unwrap());
+        let key = |session: &str| FeedKey {
+            meta: format!("adk:sess:{{a:u}}:{session}"),
+            events: format!("adk:events:{{a:u}}:{session}"),
+            create_us: "1".into(),
+        };
+        let watchers: Vec<_> = (0..50).map(|_| hub.subscribe(&key("s1"), 0)).collect();
+        let other = hub.subscribe(&key("s2"), 0);
+        assert_eq!(hub.feed_count(), 2, "one feed per session");
+        drop(watchers);
+        drop(other);
+        eventually(Duration::from_secs(10), || async {
+            match hub.feed_count() {
+                0 => Ok(()),
+                n => Err(format!("{n} feeds left")),
+            }
+        })
+        .await;
+    }
+}
