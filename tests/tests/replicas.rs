@@ -20,7 +20,7 @@ const USER: &str = "alice";
 
 /// One Redis, two session servers, two runner servers (`runners[0]`, `runners[1]`).
 struct Replicas {
-    _redis: RedisServer,
+    redis: RedisServer,
     sessions: [ServiceProcess; 2],
     runners: [ServiceProcess; 2],
     provider: FakeServer,
@@ -58,7 +58,7 @@ apps:
             ServiceProcess::spawn("adk-runner-server", &args, &[]),
         );
         Replicas {
-            _redis: redis,
+            redis,
             sessions: [s0, s1],
             runners: [r0, r1],
             provider,
@@ -110,6 +110,21 @@ apps:
         assert_eq!(user.author, "user", "the stored user event comes first: {user:?}");
         assert!(user.invocation_id.starts_with("e-") && user.sequence > 0, "{user:?}");
         (stream, user)
+    }
+
+    /// Waits until `count` runs wait in the session's line (`enqueue`).
+    async fn line_length(&self, app: &str, session: &str, count: u64) {
+        let key = format!("adk:lease:{{{app}:{USER}}}:{session}:line");
+        let port = self.redis.port().to_string();
+        adk_testkit::eventually(Duration::from_secs(20), || async {
+            let length = adk_testkit::redis_cli(&["-p", &port, "zcard", &key]).await;
+            if length.trim() == count.to_string() {
+                Ok(())
+            } else {
+                Err(format!("{} of {count} runs in line", length.trim()))
+            }
+        })
+        .await
     }
 
     /// Waits until the model has received `count` requests in all.
@@ -359,25 +374,45 @@ async fn a_second_message_while_busy_follows_the_requested_policy() {
     assert_eq!(events.iter().map(text_of).collect::<Vec<_>>(), ["Answer to two."]);
     assert!(second_user.sequence > user.sequence);
 
-    // enqueue (the app's default for `queued`): the second waits for the first, on
-    // the other replica, and runs after it.
+    // enqueue (the app's default for `queued`): B (on the other replica) and then C (on
+    // this one) wait for A, and run after it in the order they arrived.
     replicas
         .provider
         .push(FakeReply::json(openai::text("Answer to A.")).delayed(Duration::from_secs(1)));
     replicas.provider.push(openai::text("Answer to B."));
+    replicas.provider.push(openai::text("Answer to C."));
     let (mut a, a_user) = replicas.start_run(0, run_request("queued", "s1", "A")).await;
-    // The call itself waits for the session: it is answered once B has started.
-    let mut other = replicas.runner(1).await;
-    let b = tokio::spawn(async move { other.run(run_request("queued", "s1", "B")).await });
+    // The calls themselves wait for the session: each is answered once its run started.
+    let waiting = |replica: usize, text: &'static str| {
+        let endpoint = replicas.runners[replica].endpoint();
+        tokio::spawn(async move {
+            let mut client = AgentRunnerClient::connect(endpoint).await.expect("connect");
+            client.run(run_request("queued", "s1", text)).await
+        })
+    };
+    let b = waiting(1, "B");
+    replicas.line_length("queued", "s1", 1).await;
+    let c = waiting(0, "C");
+    replicas.line_length("queued", "s1", 2).await;
     let (a_events, a_status) = rest(&mut a).await;
     assert!(a_status.is_none(), "{a_status:?}");
     assert_eq!(a_events.iter().map(text_of).collect::<Vec<_>>(), ["Answer to A."]);
-    let mut b = b.await.unwrap().expect("B waited, then ran").into_inner();
-    let (b_events, b_status) = rest(&mut b).await;
-    assert!(b_status.is_none(), "{b_status:?}");
-    let b_texts: Vec<String> = b_events.iter().map(text_of).collect();
-    assert_eq!(b_texts, ["B", "Answer to B."], "B's user event, then its answer");
+    for (call, text) in [(b, "B"), (c, "C")] {
+        let mut stream = call.await.unwrap().expect("waited, then ran").into_inner();
+        let (events, status) = rest(&mut stream).await;
+        assert!(status.is_none(), "{text}: {status:?}");
+        let texts: Vec<String> = events.iter().map(text_of).collect();
+        assert_eq!(
+            texts,
+            [text.to_string(), format!("Answer to {text}.")],
+            "its user event, then its answer"
+        );
+        assert!(events[0].sequence > a_user.sequence);
+    }
     let log: Vec<String> = replicas.events("queued", "s1").await.iter().map(text_of).collect();
-    assert_eq!(log, ["A", "Answer to A.", "B", "Answer to B."], "one after the other");
-    assert!(b_events[0].sequence > a_user.sequence);
+    assert_eq!(
+        log,
+        ["A", "Answer to A.", "B", "Answer to B.", "C", "Answer to C."],
+        "one after the other, in the order they arrived"
+    );
 }

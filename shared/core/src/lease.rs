@@ -50,6 +50,13 @@ pub trait SessionLease: Send + Sync {
     /// one already holds extends it.
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire>;
 
+    /// As [`acquire`](Self::acquire), but in turn: `owner` joins the session's line of
+    /// waiting owners (once; later calls keep its place) and takes the lease only when it
+    /// is free and `owner` is first in line. An owner that does not ask again within
+    /// `patience` (its replica died, its client gave up) loses its place, so it never
+    /// blocks the line. `Held` names the running holder (or the first in line).
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire>;
+
     /// Extends `owner`'s lease to `ttl` from now, and tells whether a cancel was requested.
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal>;
 

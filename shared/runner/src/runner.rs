@@ -84,7 +84,8 @@ pub enum OnBusy {
     #[default]
     Reject,
     /// Wait for the running invocation to end, then run (waiting runs go in the
-    /// order they asked, whichever replica they are on).
+    /// order they asked, whichever replica they are on; one whose replica died loses
+    /// its place within seconds).
     Enqueue,
     /// Cancel the running invocation (wherever it runs), then run.
     Interrupt,
@@ -576,23 +577,30 @@ struct LeaseSignals {
 
 impl LeaseGuard {
     async fn acquire(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Result<Self> {
-        match Self::try_acquire(lease, key, owner, ttl).await? {
+        match Self::try_acquire(lease, key, owner, ttl, false).await? {
             Ok(guard) => Ok(guard),
             Err((key, holder)) => Err(busy(&key, &holder)),
         }
     }
 
-    /// Takes the lease, or returns the key and the holder's owner token.
+    /// Takes the lease (`in_turn`: when it is `owner`'s turn among those waiting), or
+    /// returns the key and the holder's owner token.
     async fn try_acquire(
         lease: Arc<dyn SessionLease>,
         key: LeaseKey,
         owner: &str,
         ttl: Duration,
+        in_turn: bool,
     ) -> Result<std::result::Result<Self, (LeaseKey, String)>> {
         // Listening before the lease is taken: a cancel sent as soon as the
         // invocation id is known cannot be missed.
         let requests = lease.cancel_requests();
-        let interrupted = match lease.acquire(&key, owner, ttl).await? {
+        let acquired = if in_turn {
+            lease.acquire_in_turn(&key, owner, ttl, PLACE_IN_LINE_PATIENCE).await?
+        } else {
+            lease.acquire(&key, owner, ttl).await?
+        };
+        let interrupted = match acquired {
             Acquire::Acquired { interrupted } => interrupted,
             Acquire::Held(holder) => return Ok(Err((key, holder))),
         };
@@ -634,7 +642,8 @@ impl LeaseGuard {
         let mut key = key;
         let mut cancelled = None::<String>;
         loop {
-            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl).await? {
+            let in_turn = on_busy == OnBusy::Enqueue;
+            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl, in_turn).await? {
                 Ok(guard) => return Ok(guard),
                 Err((returned, holder)) => {
                     key = returned;
@@ -683,6 +692,9 @@ impl LeaseGuard {
 /// How long a run that waits for a busy session (enqueue, interrupt) waits at most,
 /// beyond two lease TTLs.
 const MAX_BUSY_WAIT: Duration = Duration::from_secs(600);
+/// An enqueued run asks again at least every 200 ms; one that has not asked for this
+/// long (its replica died) loses its place in the line.
+const PLACE_IN_LINE_PATIENCE: Duration = Duration::from_secs(2);
 
 fn busy(key: &LeaseKey, holder: &str) -> AdkError {
     AdkError::Aborted(format!(

@@ -167,6 +167,16 @@ impl SessionLease for SlowRelease {
         self.0.acquire(key, owner, ttl).await
     }
 
+    async fn acquire_in_turn(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        patience: Duration,
+    ) -> adk_core::Result<Acquire> {
+        self.0.acquire_in_turn(key, owner, ttl, patience).await
+    }
+
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> adk_core::Result<Renewal> {
         self.0.renew(key, owner, ttl).await
     }

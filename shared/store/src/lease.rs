@@ -24,7 +24,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use redis::{FromRedisValue, Script};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
@@ -53,6 +53,9 @@ fn cancel_stream(sender: &broadcast::Sender<String>) -> BoxStream<'static, Strin
 #[derive(Debug, Clone)]
 pub struct InMemorySessionLease {
     holders: Arc<Mutex<HashMap<LeaseKey, Holder>>>,
+    /// Per session, the owners waiting in turn (`acquire_in_turn`), first first, each
+    /// with the time its place lapses unless it asks again.
+    lines: Arc<Mutex<HashMap<LeaseKey, VecDeque<(String, Instant)>>>>,
     cancels: broadcast::Sender<String>,
 }
 
@@ -60,6 +63,7 @@ impl Default for InMemorySessionLease {
     fn default() -> Self {
         InMemorySessionLease {
             holders: Arc::default(),
+            lines: Arc::default(),
             cancels: broadcast::channel(CANCEL_BACKLOG).0,
         }
     }
@@ -118,6 +122,35 @@ impl SessionLease for InMemorySessionLease {
             },
         );
         Ok(Acquire::Acquired { interrupted })
+    }
+
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
+        let first = {
+            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let line = lines.entry(key.clone()).or_default();
+            let now = Instant::now();
+            match line.iter_mut().find(|(waiting, _)| waiting == owner) {
+                Some((_, lapses)) => *lapses = now + patience,
+                None => line.push_back((owner.to_string(), now + patience)),
+            }
+            line.retain(|(waiting, lapses)| waiting == owner || *lapses >= now);
+            line.front().map(|(first, _)| first.clone())
+        };
+        if first.as_deref() != Some(owner) {
+            let running = self.holders().get(key).map(|holder| holder.owner.clone());
+            return Ok(Acquire::Held(running.or(first).unwrap_or_default()));
+        }
+        let acquired = self.acquire(key, owner, ttl).await?;
+        if matches!(acquired, Acquire::Acquired { .. }) {
+            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(line) = lines.get_mut(key) {
+                line.retain(|(waiting, _)| waiting != owner);
+                if line.is_empty() {
+                    lines.remove(key);
+                }
+            }
+        }
+        Ok(acquired)
     }
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
@@ -179,6 +212,42 @@ if previous and previous ~= ARGV[1] then return {1, previous} end
 return {1, ''}
 ";
 
+/// ACQUIRE in turn: ARGV[1] joins the session's line (a sorted set by arrival ticket)
+/// unless it is in it, and its place lapses ARGV[4] ms from now unless it asks again;
+/// lapsed places at the head are dropped; the lease is taken only when free and ARGV[1]
+/// is first in line (it then leaves the line).
+///
+/// KEYS: 1 lease, 2 holder record, 3 line, 4 ticket counter, 5 places' lapse times (ms);
+/// ARGV: 1 owner, 2 TTL (ms), 3 record TTL (ms), 4 patience (ms).
+/// Returns as ACQUIRE; `{0, holder or first in line}` when it is not this owner's turn.
+const ACQUIRE_IN_TURN: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+  redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[1], now + tonumber(ARGV[4]))
+for _, key in ipairs({KEYS[3], KEYS[4], KEYS[5]}) do redis.call('PEXPIRE', key, ARGV[3]) end
+local first
+while true do
+  first = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if not first or tonumber(redis.call('HGET', KEYS[5], first) or '0') >= now then break end
+  redis.call('ZREM', KEYS[3], first)
+  redis.call('HDEL', KEYS[5], first)
+end
+local holder = redis.call('GET', KEYS[1])
+if first ~= ARGV[1] then return {0, holder or first} end
+if holder and holder ~= ARGV[1] then return {0, holder} end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return {1, ''} end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+if previous and previous ~= ARGV[1] then return {1, previous} end
+return {1, ''}
+";
+
 /// Extends the lease only while ARGV[1] holds it: 0 lost, 1 held, 2 held and cancel requested.
 ///
 /// KEYS: 1 lease, 2 cancel mark; ARGV: 1 owner, 2 TTL (ms).
@@ -221,6 +290,7 @@ pub struct RedisSessionLease {
 
 struct Scripts {
     acquire: Script,
+    acquire_in_turn: Script,
     renew: Script,
     release: Script,
     cancel: Script,
@@ -245,6 +315,7 @@ impl RedisSessionLease {
             store: RedisStore::connect(url, acks).await?,
             scripts: Arc::new(Scripts {
                 acquire: Script::new(ACQUIRE),
+                acquire_in_turn: Script::new(ACQUIRE_IN_TURN),
                 renew: Script::new(RENEW),
                 release: Script::new(RELEASE),
                 cancel: Script::new(CANCEL),
@@ -314,6 +385,28 @@ impl SessionLease for RedisSessionLease {
         let keys = [lease_key(key), holder_key(key)];
         let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL)];
         let (acquired, other): (i64, String) = self.eval("lease_acquire", &self.scripts.acquire, &keys, &args).await?;
+        Ok(if acquired == 1 {
+            Acquire::Acquired {
+                interrupted: Some(other).filter(|owner| !owner.is_empty()),
+            }
+        } else {
+            Acquire::Held(other)
+        })
+    }
+
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
+        let line = format!("{}:line", lease_key(key));
+        let keys = [
+            lease_key(key),
+            holder_key(key),
+            line.clone(),
+            format!("{line}:ticket"),
+            format!("{line}:lapses"),
+        ];
+        let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL), &millis(patience)];
+        let (acquired, other): (i64, String) = self
+            .eval("lease_acquire_in_turn", &self.scripts.acquire_in_turn, &keys, &args)
+            .await?;
         Ok(if acquired == 1 {
             Acquire::Acquired {
                 interrupted: Some(other).filter(|owner| !owner.is_empty()),
@@ -426,6 +519,29 @@ mod tests {
             lease.acquire(&k, "other", ttl).await.unwrap(),
             Acquire::Held("next".into())
         );
+        // In turn: waiting owners take the lease in the order they first asked; one that
+        // stops asking loses its place.
+        let k4 = key("s4");
+        let patience = Duration::from_millis(300);
+        assert_eq!(lease.acquire(&k4, "running", ttl).await.unwrap(), acquired());
+        for waiting in ["first", "gone", "second"] {
+            let turn = lease.acquire_in_turn(&k4, waiting, ttl, patience).await.unwrap();
+            assert_eq!(turn, Acquire::Held("running".into()), "{waiting} waits");
+        }
+        lease.release(&k4, "running").await.unwrap();
+        let early = lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap();
+        assert_eq!(early, Acquire::Held("first".into()), "not second's turn yet");
+        assert_eq!(
+            lease.acquire_in_turn(&k4, "first", ttl, patience).await.unwrap(),
+            acquired()
+        );
+        lease.release(&k4, "first").await.unwrap();
+        tokio::time::sleep(patience * 2).await; // the patience itself is under test ("gone" stopped asking)
+        assert_eq!(
+            lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap(),
+            acquired()
+        );
+
         // Reported once: after a release the next holder finds nothing interrupted.
         lease.release(&k, "next").await.unwrap();
         assert_eq!(lease.acquire(&k, "other", ttl).await.unwrap(), acquired());
