@@ -55,9 +55,13 @@ pub struct InMemorySessionLease {
     holders: Arc<Mutex<HashMap<LeaseKey, Holder>>>,
     /// Per session, the owners waiting in turn (`acquire_in_turn`), first first, each
     /// with the time its place lapses unless it asks again.
-    lines: Arc<Mutex<HashMap<LeaseKey, VecDeque<(String, Instant)>>>>,
+    lines: Arc<Mutex<HashMap<LeaseKey, Line>>>,
     cancels: broadcast::Sender<String>,
 }
+
+/// The owners waiting in turn for one session's lease, first first, each with the time
+/// its place lapses.
+type Line = VecDeque<(String, Instant)>;
 
 impl Default for InMemorySessionLease {
     fn default() -> Self {
