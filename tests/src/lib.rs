@@ -131,3 +131,23 @@ pub async fn sha256_of(mut chunks: ByteStream) -> adk_core::Result<(u64, String)
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// The events of a Run stream after the first, which must be the user's message as
+/// stored (author `user`, a sequence, the invocation's id): Run sends it before
+/// anything else. Empty input (the run failed before starting) stays empty.
+#[track_caller]
+pub fn after_user_event(mut events: Vec<adk_proto::v1::Event>) -> Vec<adk_proto::v1::Event> {
+    if events.is_empty() {
+        return events;
+    }
+    let user = events.remove(0);
+    assert!(
+        user.author == "user" && user.sequence > 0 && user.invocation_id.starts_with("e-"),
+        "a Run stream starts with the stored user event: {user:?}"
+    );
+    assert!(
+        events.iter().all(|event| event.invocation_id == user.invocation_id),
+        "every event of the run belongs to the user event's invocation"
+    );
+    events
+}

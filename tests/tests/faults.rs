@@ -16,7 +16,7 @@ use adk_core::{
     AppendEventRequest, ArtifactService, Content, CreateRequest, Event, GetRequest, ListEventsRequest, Part, PartKind,
     SessionService,
 };
-use adk_e2e::{connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
+use adk_e2e::{after_user_event, connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
 use adk_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -120,8 +120,8 @@ async fn run_to_end(
     loop {
         match tokio::time::timeout(Duration::from_secs(30), stream.message()).await {
             Ok(Ok(Some(event))) => events.push(event),
-            Ok(Ok(None)) => return (events, None),
-            Ok(Err(status)) => return (events, Some(status)),
+            Ok(Ok(None)) => return (after_user_event(events), None),
+            Ok(Err(status)) => return (after_user_event(events), Some(status)),
             Err(_) => panic!("the run stream stalled for 30 s after {} events", events.len()),
         }
     }
@@ -645,13 +645,14 @@ apps:
 }
 
 #[tokio::test]
-async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs_again_after_the_lease() {
+async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs_again_within_the_short_lease() {
     let provider = FakeServer::start().await;
     let tool_url = tool_server().await;
     let redis = RedisServer::start().await;
     let sessions = spawn_session_server(&redis.url(), &[]).await;
     let agents = agents_file(&tool_app(provider.url(), &tool_url));
-    let mut runner = spawn_runner(&redis.url(), &agents, &[]).await;
+    // A lease of 2 s (renewed every ~0.7 s while the runner lives).
+    let mut runner = spawn_runner(&redis.url(), &agents, &["--session-lease-ttl-ms".into(), "2000".into()]).await;
     let mut client = AgentRunnerClient::connect(runner.endpoint()).await.expect("connect");
 
     // A whole first turn: the user's message with its delta, a tool call, its result, a reply.
@@ -703,8 +704,11 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
         "turn one whole; of turn two the message, the call and its result"
     );
     let streamed_ids: Vec<&str> = streamed.iter().map(|e| e.id.as_str()).collect();
-    let stored_ids: Vec<&str> = session.events[5..].iter().map(|e| e.id.as_str()).collect();
-    assert_eq!(streamed_ids, stored_ids, "what was streamed is what was stored");
+    let stored_ids: Vec<&str> = session.events[4..].iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        streamed_ids, stored_ids,
+        "what was streamed (the user's event first) is what was stored"
+    );
     let state = pb_state(&session);
     assert_eq!(
         state,
@@ -716,38 +720,77 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
         json!({"user:name": "Ada", "phase": "two", "last_reply": "Done one."})
     );
 
-    // A restarted runner refuses the session while the dead invocation's lease lives,
-    // then runs it once the lease expired (default TTL 30 s; there is no flag for it).
+    // A restarted runner refuses the session only while the dead invocation's short
+    // lease lives (nothing renews it any more), then runs it.
     runner.restart().await;
-    let mut client = AgentRunnerClient::connect(runner.endpoint()).await.expect("connect");
+    let client = AgentRunnerClient::connect(runner.endpoint()).await.expect("connect");
     provider.push(openai::text("Back."));
-    let started = tokio::time::Instant::now();
-    let mut refused = 0;
-    let (events, error) = loop {
-        let (events, error) = run_to_end(&mut client, run_request("tooly", "s1", "Turn three")).await;
-        match &error {
-            Some(status) if status.code() == Code::Aborted && started.elapsed() < Duration::from_secs(50) => {
-                assert!(
-                    status.message().contains(&invocation),
-                    "busy with the dead invocation: {}",
-                    status.message()
-                );
-                refused += 1;
-                tokio::time::sleep(Duration::from_millis(500)).await;
+    let refused = Arc::new(AtomicUsize::new(0));
+    let third = Arc::new(std::sync::Mutex::new(None));
+    let freed = eventually(Duration::from_secs(15), || {
+        let (mut client, refused, third, invocation) =
+            (client.clone(), refused.clone(), third.clone(), invocation.clone());
+        async move {
+            let (events, error) = run_to_end(&mut client, run_request("tooly", "s1", "Turn three")).await;
+            match error {
+                Some(status) if status.code() == Code::Aborted => {
+                    assert!(
+                        status.message().contains(&invocation),
+                        "busy with the dead invocation: {}",
+                        status.message()
+                    );
+                    refused.fetch_add(1, Ordering::SeqCst);
+                    false
+                }
+                error => {
+                    *third.lock().unwrap() = Some((events, error));
+                    true
+                }
             }
-            _ => break (events, error),
         }
-    };
+    })
+    .await;
+    assert!(freed, "the session is free once the dead runner's lease ran out");
+    let (events, error) = third.lock().unwrap().take().expect("the run's outcome");
     assert!(error.is_none(), "the run after the lease expired succeeds: {error:?}");
     assert_eq!(texts(events.last().expect("a reply")), "Back.");
     println!(
-        "runner crash: {refused} runs refused (ABORTED) for {:.1} s until the lease expired",
-        started.elapsed().as_secs_f64()
+        "runner crash: {} runs refused (ABORTED) until the 2 s lease expired",
+        refused.load(Ordering::SeqCst)
     );
+
+    // The interrupted invocation is closed in the log by an event of its agent,
+    // before the new message, and the model saw a well-formed history.
     let session = get_pb_session(&sessions.endpoint(), "tooly", "s1").await;
     assert_whole_and_contiguous(&session.events, "after the new run");
-    assert_eq!(session.events.len(), 9);
+    assert_eq!(session.events.len(), 10);
+    let closing = &session.events[7];
+    assert_eq!(closing.invocation_id, invocation, "it closes the crashed invocation");
+    assert_eq!(closing.interrupted, Some(true));
+    assert_eq!(closing.error_code.as_deref(), Some("INTERRUPTED"));
+    assert_eq!(
+        closing.author, session.events[5].author,
+        "in the name of the agent that was answering"
+    );
+    assert_eq!(texts(&session.events[8]), "Turn three");
     assert_eq!(pb_state(&session), folded_state(&session.events));
+    let last_request = provider.requests().last().expect("the model was asked").json();
+    let roles: Vec<&str> = last_request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert!(
+        !roles.windows(2).any(|pair| pair == ["user", "user"]),
+        "no two user messages in a row: {roles:?}"
+    );
+    assert_eq!(roles.last(), Some(&"user"));
+    assert_eq!(
+        roles[roles.len() - 2],
+        "assistant",
+        "the interrupted turn is closed: {roles:?}"
+    );
 }
 
 // ---------- 3. Clients that walk away mid-stream ----------
@@ -857,12 +900,12 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
             .await
             .expect("the run starts")
             .into_inner();
-        let first = tokio::time::timeout(Duration::from_secs(20), stream.message())
-            .await
-            .expect("in time")
-            .expect("open")
-            .expect("a first event");
-        assert_eq!(first.partial, Some(true), "the model's first token");
+        assert_eq!(next_event(&mut stream).await.author, "user", "the stored user event");
+        assert_eq!(
+            next_event(&mut stream).await.partial,
+            Some(true),
+            "the model's first token"
+        );
         drop(stream);
     }
     assert!(

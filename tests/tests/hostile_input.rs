@@ -1065,6 +1065,7 @@ async fn runner_requests(stack: &Stack) {
         state_delta: Default::default(),
         run_config: None,
         create_session: true,
+        ..Default::default()
     };
     let hello = || {
         Some(pb::Content {

@@ -9,6 +9,7 @@
 //! into `~/.cache/adk`; `ADK_MCP_NODE_DIR` / `ADK_MCP_PYTHON` point elsewhere.
 
 use adk_core::convert::json_from_proto;
+use adk_e2e::after_user_event;
 use adk_models::testing::{FakeServer, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -145,7 +146,7 @@ impl Stack {
         loop {
             match stream.message().await {
                 Ok(Some(event)) => events.push(event),
-                Ok(None) => return events,
+                Ok(None) => return after_user_event(events),
                 Err(status) => panic!("the run failed: {status:?}\n{}", self.runner.tail_log(40)),
             }
         }
@@ -560,6 +561,8 @@ apps:
         .await
         .expect("the run starts")
         .into_inner();
+    let user = stream.message().await.expect("an event").expect("the user's event");
+    assert_eq!(user.author, "user");
     let call = stream.message().await.expect("an event").expect("the model's call");
     assert!(call.content.is_some());
     file_appears(state.path().join("started-dropped")).await;

@@ -5,7 +5,7 @@
 //! so what the session server shows is what the runner stored.
 
 use adk_core::convert::{json_from_proto, json_to_proto};
-use adk_e2e::{spawn_artifact_server, spawn_session_server};
+use adk_e2e::{after_user_event, spawn_artifact_server, spawn_session_server};
 use adk_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -161,10 +161,15 @@ async fn run(client: &mut AgentRunnerClient<Channel>, request: pb::RunRequest) -
     loop {
         match stream.message().await {
             Ok(Some(event)) => events.push(event),
-            Ok(None) => return Run { events, error: None },
+            Ok(None) => {
+                return Run {
+                    events: after_user_event(events),
+                    error: None,
+                };
+            }
             Err(status) => {
                 return Run {
-                    events,
+                    events: after_user_event(events),
                     error: Some(status),
                 };
             }
@@ -570,7 +575,9 @@ async fn hanging_run(
         .await
         .expect("the run starts")
         .into_inner();
-    let first = stream.message().await.expect("a first event").expect("not the end");
+    let user = stream.message().await.expect("a first event").expect("not the end");
+    assert_eq!(user.author, "user", "the stored user event comes first");
+    let first = stream.message().await.expect("a second event").expect("not the end");
     assert_eq!(first.partial, Some(true));
     (stream, first)
 }

@@ -213,6 +213,7 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
         state_delta,
         run_config: None,
         create_session: true,
+        ..Default::default()
     };
     let hello = pb::Content {
         role: "user".into(),

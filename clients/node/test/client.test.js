@@ -132,13 +132,19 @@ describe('AdkClient against adk-server', () => {
 
   it('streams a run: partial events, then the stored reply with output_key state', async () => {
     const user = uid('alice');
-    const events = await collect(
+    const [userEvent, ...events] = await collect(
       adk.run('assistant', user, 'chat1', 'Hello, agent!', {
         streaming: true,
         createSession: true,
         stateDelta: { 'user:name': 'Alice' },
       }),
     );
+    assert.deepEqual(
+      [userEvent.author, userEvent.sequence, eventText(userEvent)],
+      ['user', '1', 'Hello, agent!'],
+      'the stored user message comes first',
+    );
+    assert.ok(events.every((e) => e.invocation_id === userEvent.invocation_id));
     const partial = events.filter((e) => e.partial);
     assert.ok(partial.length >= 2, 'SSE mode streams the reply in chunks');
     assert.deepEqual(events.slice(0, partial.length), partial, 'partial events come first');
@@ -165,13 +171,22 @@ describe('AdkClient against adk-server', () => {
     assert.equal(session.state['user:name'], 'Alice');
 
     const plain = await collect(adk.run('assistant', user, 'chat1', 'Again'));
-    assert.deepEqual(plain.map((e) => [Boolean(e.partial), eventText(e)]), [[false, 'You said: Again']]);
+    assert.deepEqual(plain.map((e) => [e.author, Boolean(e.partial), eventText(e)]), [
+      ['user', false, 'Again'],
+      ['assistant', false, 'You said: Again'],
+    ]);
     assert.equal((await adk.getSession('assistant', user, 'chat1')).eventCount, 4);
   });
 
   it('cancels a run left early, cleanly, and the session takes the next run', async () => {
     const user = uid('alice');
+    let seen = 0;
     for await (const event of adk.run('assistant', user, 'c', 'first', { streaming: true, createSession: true })) {
+      seen += 1;
+      if (seen === 1) {
+        assert.equal(event.author, 'user', 'the stored user message comes first');
+        continue;
+      }
       assert.equal(event.partial, true);
       break; // cancels the call
     }

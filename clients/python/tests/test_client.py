@@ -114,6 +114,10 @@ def test_run_streams_partial_events_then_the_stored_reply(adk: AdkClient) -> Non
         "assistant", user, "chat1", "Hello, agent!",
         streaming=True, create_session=True, state_delta={"user:name": "Alice"},
     ))
+    user_event, events = events[0], events[1:]
+    assert (user_event.author, user_event.sequence, event_text(user_event)) == ("user", 1, "Hello, agent!"), \
+        "the stored user message comes first"
+    assert all(e.invocation_id == user_event.invocation_id for e in events)
     partial = [e for e in events if e.partial]
     assert len(partial) >= 2, "SSE mode streams the reply in chunks"
     assert events[: len(partial)] == partial, "partial events come first"
@@ -130,19 +134,24 @@ def test_run_streams_partial_events_then_the_stored_reply(adk: AdkClient) -> Non
         (1, "user", False, "Hello, agent!"),
         (2, "assistant", False, "You said: Hello, agent!"),
     ]
+    assert session.events[0].id == user_event.id
     assert session.events[1].id == final.id
     assert session.state["last_reply"] == "You said: Hello, agent!"
     assert session.state["user:name"] == "Alice"
 
-    # Without streaming: the complete reply only.
+    # Without streaming: the user's message as stored, then the complete reply only.
     events = list(adk.run("assistant", user, "chat1", "Again"))
-    assert [(e.partial, event_text(e)) for e in events] == [(False, "You said: Again")]
+    assert [(e.author, e.partial, event_text(e)) for e in events] == [
+        ("user", False, "Again"),
+        ("assistant", False, "You said: Again"),
+    ]
     assert adk.get_session("assistant", user, "chat1").event_count == 4
 
 
 def test_run_left_early_is_cancelled_and_the_session_takes_the_next_run(adk: AdkClient) -> None:
     user = uid("alice")
     events = adk.run("assistant", user, "c", "first", streaming=True, create_session=True)
+    assert next(events).author == "user"
     assert next(events).partial
     events.close()  # cancels the call (as dropping the iterator does)
     # The server frees the session once it has seen the cancellation: until then a new

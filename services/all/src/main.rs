@@ -3,7 +3,7 @@
 //! state with other processes.
 
 use adk_artifact_service::artifact_service;
-use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
+use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
     StoreArgs, run_binary,
@@ -31,6 +31,8 @@ struct Cli {
     sessions: SessionArgs,
     #[command(flatten)]
     artifacts: ArtifactArgs,
+    #[command(flatten)]
+    lease: LeaseArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -76,7 +78,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lease = adk_runner_service::open_session_lease(url, replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
-            let services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);
+            let services =
+                RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease).with_lease_args(&cli.lease);
             let apps = agents.build(&services).context("cannot build the agents")?;
             tracing::info!(apps = ?agents.app_names(), "agents loaded");
             Some(runner_service(apps, &cli.grpc, shutdown.clone())?)

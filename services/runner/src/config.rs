@@ -157,6 +157,10 @@ struct AppConfig {
     /// Event compaction and the model requests' token budget (adk_core::CompactionConfig).
     #[serde(default)]
     compaction: Option<CompactionFileConfig>,
+    /// What a Run does when the session is busy and the request does not say
+    /// [default: reject].
+    #[serde(default)]
+    on_busy: OnBusyConfig,
 }
 
 /// `compaction:` of an app, as written.
@@ -173,6 +177,28 @@ struct CompactionFileConfig {
     /// The most estimated tokens a model request may carry.
     #[serde(default)]
     token_budget: Option<usize>,
+}
+
+/// `on_busy` in the agents file: the names of `adk.v1.OnBusy`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum OnBusyConfig {
+    #[default]
+    Reject,
+    Enqueue,
+    Interrupt,
+    Rollback,
+}
+
+impl From<OnBusyConfig> for adk_runner::OnBusy {
+    fn from(config: OnBusyConfig) -> Self {
+        match config {
+            OnBusyConfig::Reject => adk_runner::OnBusy::Reject,
+            OnBusyConfig::Enqueue => adk_runner::OnBusy::Enqueue,
+            OnBusyConfig::Interrupt => adk_runner::OnBusy::Interrupt,
+            OnBusyConfig::Rollback => adk_runner::OnBusy::Rollback,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -429,6 +455,7 @@ impl AgentsConfig {
                     if let Some(compaction) = &app.compaction {
                         config = config.with_compaction(self.compaction(&place, compaction, &mut models)?);
                     }
+                    config.on_busy = app.on_busy.into();
                     let runner = Runner::new(config).map_err(|e| (place.clone(), library_message(&e)))?;
                     Ok(App::with_description(runner, description))
                 });

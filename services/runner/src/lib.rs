@@ -39,4 +39,4 @@ mod stores;
 pub use app::{AgentDescription, App, ToolDescription};
 pub use config::{AgentsConfig, ConfigError, Problem};
 pub use service::{RunnerGrpcService, runner_service};
-pub use stores::{RunnerServices, open_session_lease};
+pub use stores::{LeaseArgs, RunnerServices, open_session_lease};

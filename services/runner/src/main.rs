@@ -2,7 +2,7 @@
 //! file over the shared store (Redis by default), where it reads and writes
 //! sessions, artifacts and session leases directly.
 
-use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
+use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
     StoreArgs, run_binary,
@@ -30,6 +30,8 @@ struct Cli {
     #[command(flatten)]
     artifacts: ArtifactArgs,
     #[command(flatten)]
+    lease: LeaseArgs,
+    #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
     metrics: MetricsArgs,
@@ -56,7 +58,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let services = RunnerServices::open(&cli.store.store_url, config)
         .await
-        .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?;
+        .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?
+        .with_lease_args(&cli.lease);
     let apps = agents.build(&services).context("cannot build the agents")?;
     tracing::info!(store = %cli.store.redacted_url(), apps = ?agents.app_names(), "agents loaded");
 

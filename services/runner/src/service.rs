@@ -7,7 +7,7 @@ use adk_core::convert::value_map_from_proto;
 use adk_core::{AdkError, Content, RunConfig, StreamingMode, validate};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
-use adk_runner::RunOptions;
+use adk_runner::{OnBusy, RunOptions};
 use adk_server_kit::{GrpcArgs, Shutdown, message_too_large};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -107,6 +107,19 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
             )));
         }
     };
+    let on_busy = match pb::OnBusy::try_from(request.on_busy) {
+        Ok(pb::OnBusy::Unspecified) => None,
+        Ok(pb::OnBusy::Reject) => Some(OnBusy::Reject),
+        Ok(pb::OnBusy::Enqueue) => Some(OnBusy::Enqueue),
+        Ok(pb::OnBusy::Interrupt) => Some(OnBusy::Interrupt),
+        Ok(pb::OnBusy::Rollback) => Some(OnBusy::Rollback),
+        Err(_) => {
+            return Err(AdkError::invalid(format!(
+                "on_busy {} is not a known OnBusy",
+                request.on_busy
+            )));
+        }
+    };
     let state_delta = value_map_from_proto("state_delta", &request.state_delta)?;
     validate::state_keys("state_delta", &state_delta)?;
     validate::state_limits("state_delta", &state_delta)?;
@@ -117,6 +130,7 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
             max_llm_calls,
         },
         create_session_if_missing: request.create_session,
+        on_busy,
     };
     Ok((content, options))
 }
@@ -127,7 +141,8 @@ type EventStream = BoxStream<'static, Result<pb::Event, Status>>;
 impl AgentRunner for RunnerGrpcService {
     type RunStream = EventStream;
 
-    /// Streams the invocation's events. No task is spawned: the stream owns the
+    /// Streams the user's event as stored, then the invocation's events. Unless the
+    /// request says `keep_running`, no task is spawned: the stream owns the
     /// invocation, so a client that goes away (tonic drops the stream) stops the
     /// agent and its model request, and frees the session.
     #[tracing::instrument(skip_all, fields(
@@ -137,10 +152,21 @@ impl AgentRunner for RunnerGrpcService {
         let request = request.into_inner();
         let app = self.app(&request.app_name)?;
         let (content, options) = run_input(&request)?;
-        let mut events = app
+        let started = app
             .runner()
-            .run(&request.user_id, &request.session_id, content, options)
+            .start_run(&request.user_id, &request.session_id, content, options)
             .await?;
+        let events = if request.keep_running {
+            keep_running(started.events, self.shutdown.triggered())
+        } else {
+            started.events
+        };
+        // The stored user event first: the client has the invocation id (to cancel
+        // it) and the sequence (to re-attach after it) before the model answers.
+        let user_event = started.user_event;
+        let mut events = futures::stream::once(async move { Ok(user_event) })
+            .chain(events)
+            .boxed();
         let limit = self.max_message_bytes;
         let shutdown = self.shutdown.triggered();
         let stream = async_stream::stream! {
@@ -220,10 +246,11 @@ impl AgentRunner for RunnerGrpcService {
         if request.invocation_id.is_empty() {
             return Err(AdkError::invalid("invocation_id is required").into());
         }
-        // Only an invocation running on the named session is cancelled.
+        // Only an invocation running on the named session is cancelled, on whichever replica.
         let cancelled = app
             .runner()
-            .cancel(&request.user_id, &request.session_id, &request.invocation_id);
+            .cancel(&request.user_id, &request.session_id, &request.invocation_id)
+            .await?;
         Ok(Response::new(pb::CancelResponse { cancelled }))
     }
 
@@ -245,6 +272,40 @@ impl AgentRunner for RunnerGrpcService {
             .await?;
         Ok(Response::new(pb::Event::from(&event)))
     }
+}
+
+/// Runs the invocation in a task of its own, so that it continues when the client
+/// goes away: `events` are forwarded while the client listens and drained after.
+/// The invocation stops when the runner shuts down (`shutdown`): its stored events
+/// stay and its lease is released.
+fn keep_running(
+    mut events: adk_core::EventStream,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> adk_core::EventStream {
+    // A few events of slack; beyond that a slow client slows the invocation, as
+    // when the stream owns it.
+    let (sender, receiver) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(async move {
+        tokio::pin!(shutdown);
+        let mut attached = true;
+        loop {
+            let next = tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                next = events.next() => next,
+            };
+            let Some(next) = next else { break };
+            if attached && sender.send(next).await.is_err() {
+                tracing::debug!("the client went away; the invocation keeps running");
+                attached = false;
+            }
+        }
+    });
+    futures::stream::unfold(receiver, |mut receiver| async move {
+        let next = receiver.recv().await?;
+        Some((next, receiver))
+    })
+    .boxed()
 }
 
 #[cfg(test)]

@@ -6,6 +6,23 @@ use adk_runner::RunnerConfig;
 use adk_store::{
     InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, ReplicaAcks, StoreConfig,
 };
+
+/// The runner's session lease flags.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LeaseArgs {
+    /// How long a session stays locked after its runner died mid-invocation (a live
+    /// runner renews its lease every third of this); at least 300 ms [default: 5000]
+    #[arg(long, env = "ADK_SESSION_LEASE_TTL_MS", value_name = "MILLIS",
+          default_value_t = RunnerConfig::DEFAULT_LEASE_TTL.as_millis() as u64,
+          value_parser = clap::value_parser!(u64).range(300..=3_600_000))]
+    pub session_lease_ttl_ms: u64,
+}
+
+impl LeaseArgs {
+    pub fn lease_ttl(&self) -> Duration {
+        Duration::from_millis(self.session_lease_ttl_ms)
+    }
+}
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -39,11 +56,16 @@ impl RunnerServices {
     /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
         let artifacts = InMemoryArtifactService::new();
-        Self::new(
-            Arc::new(InMemorySessionService::new().with_artifacts(artifacts.clone())),
-            Some(Arc::new(artifacts)),
-            Arc::new(InMemorySessionLease::new()),
-        )
+        let sessions = InMemorySessionService::new().with_artifacts(artifacts.clone());
+        // The store's own leases, so that it fences the runners' appends.
+        let lease = sessions.leases();
+        Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease))
+    }
+
+    /// With the session lease TTL `args` ask for.
+    pub fn with_lease_args(mut self, args: &LeaseArgs) -> Self {
+        self.lease_ttl = args.lease_ttl();
+        self
     }
 
     /// Sessions, artifacts and leases at one store URL (`memory://`, `redis://…`, …).

@@ -91,8 +91,12 @@ async fn hanging_run(served: &mut Served, provider: &FakeServer) -> (tonic::Stre
         .await
         .expect("run starts")
         .into_inner();
-    let first = stream.message().await.expect("first event").expect("an event");
+    // The stored user event comes first, before the model has answered anything.
+    let user = stream.message().await.expect("first event").expect("an event");
+    assert_eq!((user.author.as_str(), user.sequence), ("user", 1), "{user:?}");
+    let first = stream.message().await.expect("second event").expect("an event");
     assert_eq!(first.partial, Some(true));
+    assert_eq!(first.invocation_id, user.invocation_id);
     (stream, first)
 }
 

@@ -448,11 +448,17 @@ impl From<&AppendEventRequest> for pb::AppendEventRequest {
             user_id: r.user_id.clone(),
             session_id: r.session_id.clone(),
             event: Some(pb::Event::from(&r.event)),
-            precondition: r.precondition.as_ref().map(|p| pb::AppendPrecondition {
-                expected: Some(match p {
+            // A lease fence has no wire form: leases live in the store, and only runners
+            // that write to the store directly (never through this API) take them.
+            precondition: r.precondition.as_ref().and_then(|p| {
+                let expected = match p {
                     Precondition::LastEventId(id) => Expected::LastEventId(id.clone()),
                     Precondition::LastSequence(seq) => Expected::LastSequence(*seq),
-                }),
+                    Precondition::LeaseHeldBy(_) => return None,
+                };
+                Some(pb::AppendPrecondition {
+                    expected: Some(expected),
+                })
             }),
         }
     }

@@ -46,6 +46,9 @@ pub enum AdkError {
     PermissionDenied(String),
     #[error("{0}")]
     Unauthenticated(String),
+    /// A feature asked for that this build does not have (yet).
+    #[error("{0}")]
+    Unimplemented(String),
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -67,6 +70,7 @@ impl AdkError {
             AdkError::Cancelled(_) => Code::Cancelled,
             AdkError::PermissionDenied(_) => Code::PermissionDenied,
             AdkError::Unauthenticated(_) => Code::Unauthenticated,
+            AdkError::Unimplemented(_) => Code::Unimplemented,
             AdkError::Agent(_)
             | AdkError::Tool(_)
             | AdkError::Model(_)
@@ -124,6 +128,7 @@ impl From<Status> for AdkError {
             Code::Cancelled => AdkError::Cancelled(message),
             Code::PermissionDenied => AdkError::PermissionDenied(message),
             Code::Unauthenticated => AdkError::Unauthenticated(message),
+            Code::Unimplemented => AdkError::Unimplemented(message),
             _ => AdkError::Internal(format!("{:?}: {message}", status.code())),
         }
     }

@@ -199,6 +199,30 @@ impl Event {
         &self.actions.state_delta
     }
 
+    /// True for an event that closes an interrupted invocation ([`Event::interrupted_by_crash`]).
+    pub fn interrupted(&self) -> bool {
+        self.llm_response.interrupted == Some(true)
+    }
+
+    /// The event that closes invocation `invocation_id`, cut short when its runner
+    /// died, in the name of `author` (the agent that was answering): `interrupted`,
+    /// error code [`Event::INTERRUPTED`], and a short model turn saying so, so that the
+    /// next model request does not see two user turns in a row.
+    pub fn interrupted_by_crash(invocation_id: &str, author: &str) -> Event {
+        let mut event = Event::new(invocation_id).with_author(author).with_content(
+            Content::new("model").with_text("(This reply was interrupted: the runner stopped before it finished.)"),
+        );
+        event.llm_response.interrupted = Some(true);
+        event.llm_response.turn_complete = Some(true);
+        event.llm_response.error_code = Some(Event::INTERRUPTED.to_string());
+        event.llm_response.error_message =
+            Some("the runner running this invocation stopped (crashed or was killed) before it finished".to_string());
+        event
+    }
+
+    /// The `error_code` of an event closing an interrupted invocation.
+    pub const INTERRUPTED: &'static str = "INTERRUPTED";
+
     pub fn is_partial(&self) -> bool {
         self.llm_response.partial == Some(true)
     }

@@ -186,6 +186,11 @@ pub enum Precondition {
     LastEventId(String),
     /// 0 means "no events yet".
     LastSequence(u64),
+    /// Fencing for runners: the session's lease ([`crate::SessionLease`]) is held by
+    /// this owner (the invocation id). A runner whose lease ran out (and may be
+    /// another's now) can no longer append; the check is atomic with the append.
+    /// Never sent by clients (the proto has no such precondition).
+    LeaseHeldBy(String),
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -225,6 +230,14 @@ pub struct WatchRequest {
 /// The message a client gets when its precondition no longer holds.
 pub const MODIFIED_SINCE_LOADED: &str =
     "the session was modified in storage since it was loaded; reload it before appending";
+
+/// The message a runner gets when it appends after losing the session's lease.
+pub fn lease_lost(owner: &str) -> String {
+    format!(
+        "invocation {owner} no longer holds the session's lease (it was not renewed in time and may be \
+         another invocation's now): it cannot append, so that two invocations never write one session"
+    )
+}
 
 /// Stores sessions, their scoped state and their event logs.
 #[async_trait]

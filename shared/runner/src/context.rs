@@ -86,6 +86,16 @@ impl Invocation {
         }
     }
 
+    /// The user's message as stored: the first event of the invocation's live view.
+    pub(crate) fn user_event(&self) -> Event {
+        let events = lock(&self.events);
+        events
+            .iter()
+            .find(|event| event.invocation_id == self.invocation_id)
+            .cloned()
+            .expect("the invocation's view holds its user event")
+    }
+
     /// Makes a stored event part of the live view. `delta` is the delta the agent
     /// emitted, before the store trimmed its `temp:` keys.
     pub(crate) fn record(&self, stored: Event, delta: HashMap<String, Value>) {

@@ -40,7 +40,7 @@ mod workflow;
 pub use adk_core::CompactionConfig;
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
-pub use runner::{RunOptions, Runner, RunnerConfig};
+pub use runner::{OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, McpToolset, McpTransport};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
 

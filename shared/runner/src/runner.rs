@@ -11,8 +11,14 @@
 //!    streamed; partial events are only streamed;
 //! 4. `temp:` state lives in the invocation's overlay and dies with it;
 //! 5. an error ends the stream with `Err`; dropping the stream, or
-//!    [`Runner::cancel`], stops the agent (and its model request) and releases
-//!    the lease.
+//!    [`Runner::cancel`] (from any replica: through the lease), stops the agent
+//!    (and its model request) and releases the lease.
+//!
+//! The lease follows the runner's life: a heartbeat renews it every third of its
+//! (short) TTL, so a crashed runner's sessions are free within one TTL; every
+//! append of the invocation is fenced with the lease (a runner that lost it can
+//! no longer write); and the next invocation closes one cut short by a crash
+//! with an `interrupted` event, so the history stays well-formed.
 
 use crate::compaction::{self, Trigger};
 use crate::context::{AgentContext, Invocation, session_artifacts};
@@ -21,8 +27,8 @@ use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::history;
 use adk_core::{
     Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, CompactionConfig, Content, CreateRequest, Event,
-    EventStream, GetRequest, InvocationContext, LeaseKey, PartKind, Result, RunConfig, Session, SessionLease,
-    SessionService, find_agent, validate,
+    EventStream, GetRequest, InvocationContext, LeaseKey, PartKind, Precondition, Renewal, Result, RunConfig, Session,
+    SessionLease, SessionService, find_agent, validate,
 };
 use async_stream::try_stream;
 use futures::StreamExt;
@@ -31,7 +37,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 use tracing::Instrument;
 
 /// What a runner needs.
@@ -45,15 +51,17 @@ pub struct RunnerConfig {
     /// in Redis for several.
     pub lease: Arc<dyn SessionLease>,
     /// How long a session stays locked after its runner died without releasing
-    /// it; a live run renews its lease every third of this.
+    /// it; a live run's heartbeat renews its lease every third of this.
     pub lease_ttl: Duration,
     /// Event compaction and the model requests' token budget; None keeps every event
     /// in the model's history.
     pub compaction: Option<CompactionConfig>,
+    /// What a run does when its session is busy, unless its [`RunOptions`] say otherwise.
+    pub on_busy: OnBusy,
 }
 
 impl RunnerConfig {
-    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(30);
+    pub const DEFAULT_LEASE_TTL: Duration = Duration::from_secs(5);
 
     /// A configuration without artifacts and with the default lease TTL.
     pub fn new(
@@ -70,6 +78,7 @@ impl RunnerConfig {
             lease,
             lease_ttl: Self::DEFAULT_LEASE_TTL,
             compaction: None,
+            on_busy: OnBusy::Reject,
         }
     }
 
@@ -80,6 +89,23 @@ impl RunnerConfig {
     }
 }
 
+/// What a run does when another invocation is running on its session (a user
+/// "double-texting"), as LangGraph's multitask strategies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnBusy {
+    /// Refuse it: `ABORTED`.
+    #[default]
+    Reject,
+    /// Wait for the running invocation to end, then run (waiting runs go in the
+    /// order they asked, whichever replica they are on; one whose replica died loses
+    /// its place within seconds).
+    Enqueue,
+    /// Cancel the running invocation (wherever it runs), then run.
+    Interrupt,
+    /// Interrupt, and rewind the session to before the interrupted invocation.
+    Rollback,
+}
+
 /// Per-run options.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -88,6 +114,15 @@ pub struct RunOptions {
     pub run_config: RunConfig,
     /// Create the session (empty) when it does not exist, instead of `NOT_FOUND`.
     pub create_session_if_missing: bool,
+    /// What to do when the session is busy; None: the runner's default ([`RunnerConfig::on_busy`]).
+    pub on_busy: Option<OnBusy>,
+}
+
+/// A started invocation: the user's message as stored (with its invocation id and
+/// sequence), then the stream of what the agents do.
+pub struct StartedRun {
+    pub user_event: Event,
+    pub events: EventStream,
 }
 
 /// Runs agents against sessions. Cheap to share (`Arc<Runner>`); runs are independent.
@@ -99,6 +134,7 @@ pub struct Runner {
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
     compaction: Option<Arc<CompactionConfig>>,
+    on_busy: OnBusy,
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
 }
 
@@ -129,6 +165,7 @@ impl Runner {
             lease: config.lease,
             lease_ttl: config.lease_ttl,
             compaction: config.compaction.map(Arc::new),
+            on_busy: config.on_busy,
             running: Arc::default(),
         })
     }
@@ -154,6 +191,18 @@ impl Runner {
         content: Content,
         options: RunOptions,
     ) -> Result<EventStream> {
+        Ok(self.start_run(user_id, session_id, content, options).await?.events)
+    }
+
+    /// As [`Runner::run`], and also returns the user's message as stored, so a
+    /// client learns the invocation id (to cancel it) before the agents answer.
+    pub async fn start_run(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        content: Content,
+        options: RunOptions,
+    ) -> Result<StartedRun> {
         validate::session_ids(&self.app_name, user_id, session_id)?;
         if content.parts.is_empty() {
             return Err(AdkError::invalid("new_message has no parts"));
@@ -168,18 +217,30 @@ impl Runner {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
         };
-        let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl)
+        let on_busy = options.on_busy.unwrap_or(self.on_busy);
+        let lease = self
+            .acquire_lease(key, &invocation_id, on_busy)
             .instrument(span.clone())
             .await;
-        let lease = match lease {
+        let mut lease = match lease {
             Ok(lease) => lease,
             Err(e) => {
                 observed.finish(Some(e.code()));
                 return Err(e);
             }
         };
+        if on_busy == OnBusy::Rollback
+            && let Err(e) = self
+                .roll_back_displaced(user_id, session_id, &mut lease)
+                .instrument(span.clone())
+                .await
+        {
+            lease.release().instrument(span).await;
+            observed.finish(Some(e.code()));
+            return Err(e);
+        }
         let started = self
-            .start(&invocation_id, user_id, session_id, content, options)
+            .start(&invocation_id, user_id, session_id, content, options, &lease)
             .instrument(span.clone())
             .await;
         let (invocation, events) = match started {
@@ -191,13 +252,14 @@ impl Runner {
             }
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
-        let cancel = CancellationToken::new();
+        let cancel = lease.signals.cancel.clone();
         let running = RunningInvocation {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
             cancel: cancel.clone(),
         };
         lock(&self.running).insert(invocation_id.clone(), running);
+        let user_event = invocation.user_event();
         let driver = Driver {
             session_service: self.session_service.clone(),
             app_name: self.app_name.clone(),
@@ -205,28 +267,76 @@ impl Runner {
             invocation,
             observed,
             events,
-            renew: renew_interval(self.lease_ttl),
             lease,
-            cancel,
             _registration: Registration {
                 running: self.running.clone(),
                 invocation_id,
             },
         };
-        Ok(driver.into_stream())
+        Ok(StartedRun {
+            user_event,
+            events: driver.into_stream(),
+        })
     }
 
-    /// Stops a running invocation of this runner on the given user's session: its
-    /// stream ends with `CANCELLED`. False when no such invocation is running here
-    /// for that session.
-    pub fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> bool {
-        match lock(&self.running).get(invocation_id) {
-            Some(running) if running.user_id == user_id && running.session_id == session_id => {
-                running.cancel.cancel();
-                true
-            }
-            _ => false,
+    /// Stops a running invocation on the given user's session, whichever replica
+    /// runs it: its stream ends with `CANCELLED`. True exactly when the invocation
+    /// was running (it held the session's lease); one running here stops at once,
+    /// one elsewhere as soon as its replica hears the request (at the latest at its
+    /// next lease renewal).
+    pub async fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> Result<bool> {
+        validate::session_ids(&self.app_name, user_id, session_id)?;
+        if let Some(running) = lock(&self.running).get(invocation_id)
+            && running.user_id == user_id
+            && running.session_id == session_id
+        {
+            running.cancel.cancel();
+            return Ok(true);
         }
+        self.lease
+            .request_cancel(&self.lease_key(user_id, session_id), invocation_id)
+            .await
+    }
+
+    fn lease_key(&self, user_id: &str, session_id: &str) -> LeaseKey {
+        LeaseKey {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+        }
+    }
+
+    /// Takes the session's lease for `invocation_id`, applying `on_busy` when it is held.
+    async fn acquire_lease(&self, key: LeaseKey, invocation_id: &str, on_busy: OnBusy) -> Result<LeaseGuard> {
+        match on_busy {
+            OnBusy::Reject => LeaseGuard::acquire(self.lease.clone(), key, invocation_id, self.lease_ttl).await,
+            OnBusy::Interrupt | OnBusy::Enqueue | OnBusy::Rollback => {
+                LeaseGuard::acquire_when_free(self.lease.clone(), key, invocation_id, self.lease_ttl, on_busy).await
+            }
+        }
+    }
+
+    /// `rollback`: rewinds the session to before the invocation this run interrupted
+    /// (or the one a crash cut short), so the new message replaces it. An invocation
+    /// that stored nothing leaves nothing to undo.
+    async fn roll_back_displaced(&self, user_id: &str, session_id: &str, lease: &mut LeaseGuard) -> Result<()> {
+        let Some(target) = lease.displaced.clone().or_else(|| lease.interrupted.clone()) else {
+            return Ok(());
+        };
+        let rewind_id = format!("e-{}", uuid::Uuid::new_v4());
+        match self
+            .rewind_holding_lease(user_id, session_id, &target, &rewind_id, lease)
+            .await
+        {
+            Ok(_) | Err(AdkError::NotFound(_)) => {}
+            Err(e) => return Err(e),
+        }
+        if lease.interrupted.as_deref() == Some(target.as_str()) {
+            // Rewound: there is nothing left to close.
+            lease.interrupted = None;
+        }
+        tracing::debug!(rolled_back = %target, session_id, "rolled back the interrupted invocation");
+        Ok(())
     }
 
     /// Undoes the session to just before invocation `rewind_before_invocation_id`
@@ -251,7 +361,7 @@ impl Runner {
         };
         let lease = LeaseGuard::acquire(self.lease.clone(), key, &invocation_id, self.lease_ttl).await?;
         let rewound = self
-            .rewind_holding_lease(user_id, session_id, rewind_before_invocation_id, &invocation_id)
+            .rewind_holding_lease(user_id, session_id, rewind_before_invocation_id, &invocation_id, &lease)
             .await;
         lease.release().await;
         rewound
@@ -263,6 +373,7 @@ impl Runner {
         session_id: &str,
         target: &str,
         invocation_id: &str,
+        lease: &LeaseGuard,
     ) -> Result<Event> {
         // The whole log: the state then is built from every delta before the target.
         let session = self.load_session(user_id, session_id, false, false).await?;
@@ -283,7 +394,7 @@ impl Runner {
                 event.actions.artifact_delta.insert(restore.file_name, version);
             }
         }
-        self.append(&session, event).await
+        append(self.session_service.as_ref(), &session, event, lease.fence()).await
     }
 
     /// Stores the user's event and starts the agent that should answer it.
@@ -294,17 +405,21 @@ impl Runner {
         session_id: &str,
         content: Content,
         options: RunOptions,
+        lease: &LeaseGuard,
     ) -> Result<(Arc<Invocation>, EventStream)> {
         // A message answering function calls needs the calls, which may be older than
         // the latest compaction: it reads the whole log, any other turn its window.
         let window = !has_function_responses(&content);
-        let session = self
+        let mut session = self
             .load_session(user_id, session_id, options.create_session_if_missing, window)
             .await?;
+        if let Some(interrupted) = &lease.interrupted {
+            self.close_interrupted(&mut session, interrupted, lease).await?;
+        }
         let (agent, branch) = self.agent_for(&session, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.actions.state_delta = options.state_delta.clone();
-        let stored = self.append(&session, user_event).await?;
+        let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         let artifacts = self
             .artifact_service
             .clone()
@@ -351,8 +466,31 @@ impl Runner {
         }
     }
 
-    async fn append(&self, session: &Session, event: Event) -> Result<Event> {
-        append(self.session_service.as_ref(), session, event).await
+    /// Closes an invocation whose runner died mid-run (its lease ran out unreleased)
+    /// with an `interrupted` event in the agent's name, when the log ends with it: the
+    /// next model request then sees the agent's turn end instead of two user turns
+    /// in a row. `session` is updated with the stored event.
+    async fn close_interrupted(&self, session: &mut Session, interrupted: &str, lease: &LeaseGuard) -> Result<()> {
+        let Some(last) = session.events.as_slice().last() else {
+            return Ok(());
+        };
+        if last.invocation_id != interrupted || last.interrupted() {
+            return Ok(());
+        }
+        let author = session
+            .events
+            .iter()
+            .rev()
+            .take_while(|event| event.invocation_id == interrupted)
+            .find(|event| event.author != USER_AUTHOR && find_agent(&self.root_agent, &event.author).is_some())
+            .map_or_else(|| self.root_agent.name().to_string(), |event| event.author.clone());
+        let closing = Event::interrupted_by_crash(interrupted, &author);
+        let stored = append(self.session_service.as_ref(), session, closing, lease.fence()).await?;
+        tracing::info!(invocation_id = %interrupted, session_id = %session.id, "closed an invocation interrupted by a runner crash");
+        let mut events = std::mem::take(&mut session.events).into_vec();
+        events.push(stored);
+        session.events = adk_core::Events::new(events);
+        Ok(())
     }
 
     /// The root agent, or for a message answering function calls, the agent that
@@ -460,14 +598,16 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
     Ok(caller)
 }
 
-async fn append(service: &dyn SessionService, session: &Session, event: Event) -> Result<Event> {
+/// Appends `event` fenced with the invocation's lease (`fence`): refused once the
+/// lease is lost, so a runner that stalled past its TTL cannot write after another took over.
+async fn append(service: &dyn SessionService, session: &Session, event: Event, fence: Precondition) -> Result<Event> {
     service
         .append_event(AppendEventRequest {
             app_name: session.app_name.clone(),
             user_id: session.user_id.clone(),
             session_id: session.id.clone(),
             event,
-            precondition: None,
+            precondition: Some(fence),
         })
         .await
 }
@@ -500,7 +640,8 @@ fn renew_interval(ttl: Duration) -> Interval {
     interval
 }
 
-/// One running invocation: pulls the agent's events, stores them, keeps the lease.
+/// One running invocation: pulls the agent's events, stores them; its lease's
+/// heartbeat keeps the lease and tells it to stop.
 struct Driver {
     session_service: Arc<dyn SessionService>,
     app_name: String,
@@ -510,8 +651,6 @@ struct Driver {
     observed: adk_telemetry::Invocation,
     events: EventStream,
     lease: LeaseGuard,
-    renew: Interval,
-    cancel: CancellationToken,
     _registration: Registration,
 }
 
@@ -561,11 +700,19 @@ impl Driver {
         let invocation_id = self.invocation.invocation_id.clone();
         let summarized = tokio::select! {
             biased;
-            _ = self.cancel.cancelled() => return,
+            _ = self.lease.signals.cancel.cancelled() => return,
             summary = compaction::summarize(&config, plan, &self.app_name, &invocation_id, Trigger::Interval) => summary,
         };
         let stored = match summarized {
-            Ok(event) => append(self.session_service.as_ref(), &self.invocation.session, event).await,
+            Ok(event) => {
+                append(
+                    self.session_service.as_ref(),
+                    &self.invocation.session,
+                    event,
+                    self.lease.fence(),
+                )
+                .await
+            }
             Err(e) => Err(e),
         };
         match stored {
@@ -579,18 +726,16 @@ impl Driver {
 
     /// The next event to stream (stored first unless partial); None when the agent is done.
     async fn next(&mut self) -> Result<Option<Event>> {
-        let event = loop {
-            tokio::select! {
-                biased;
-                _ = self.cancel.cancelled() => {
-                    return Err(AdkError::Cancelled(format!(
-                        "invocation {} was cancelled",
-                        self.invocation.invocation_id
-                    )));
-                }
-                _ = self.renew.tick() => self.lease.renew().await?,
-                event = self.events.next() => break event,
+        let event = tokio::select! {
+            biased;
+            _ = self.lease.signals.cancel.cancelled() => {
+                return Err(AdkError::Cancelled(format!(
+                    "invocation {} was cancelled",
+                    self.invocation.invocation_id
+                )));
             }
+            _ = self.lease.signals.lost.cancelled() => return Err(self.lease.lost()),
+            event = self.events.next() => event,
         };
         let Some(event) = event.transpose()? else {
             return Ok(None);
@@ -600,53 +745,152 @@ impl Driver {
         }
         // The store trims `temp:` keys; the overlay needs the delta as emitted.
         let delta = event.actions.state_delta.clone();
-        let stored = append(self.session_service.as_ref(), &self.invocation.session, event).await?;
+        let stored = append(
+            self.session_service.as_ref(),
+            &self.invocation.session,
+            event,
+            self.lease.fence(),
+        )
+        .await?;
         self.invocation.record(stored.clone(), delta);
         Ok(Some(stored))
     }
 }
 
-/// The session's lease while this invocation holds it.
+/// The session's lease while this invocation holds it, with the heartbeat that
+/// renews it (a task of its own, so the lease lives exactly as long as the runner
+/// process does, however slowly the client reads the stream).
 struct LeaseGuard {
     lease: Arc<dyn SessionLease>,
     key: LeaseKey,
     owner: String,
     ttl: Duration,
     held: bool,
+    /// The previous holder, when it died without releasing the lease.
+    interrupted: Option<String>,
+    /// The invocation this one asked to stop to take the session (`interrupt`,
+    /// `rollback`).
+    displaced: Option<String>,
+    signals: LeaseSignals,
+    /// Stops the heartbeat when the guard goes.
+    _heartbeat: DropGuard,
+}
+
+/// What the heartbeat tells the invocation.
+#[derive(Clone, Default)]
+struct LeaseSignals {
+    /// Stop: a cancel was requested (here, or from another replica through the lease).
+    cancel: CancellationToken,
+    /// Stop: the lease was lost (not renewed in time; it may be another's now).
+    lost: CancellationToken,
 }
 
 impl LeaseGuard {
     async fn acquire(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Result<Self> {
-        match lease.acquire(&key, owner, ttl).await? {
-            Acquire::Acquired => Ok(LeaseGuard {
-                lease,
-                key,
-                owner: owner.to_string(),
-                ttl,
-                held: true,
-            }),
-            Acquire::Held(holder) => Err(AdkError::Aborted(format!(
-                "session {} is busy with invocation {holder}: one invocation per session at a time",
-                key.session_id
-            ))),
+        match Self::try_acquire(lease, key, owner, ttl, false).await? {
+            Ok(guard) => Ok(guard),
+            Err((key, holder)) => Err(busy(&key, &holder)),
         }
     }
 
-    /// Keeps the lease. Losing it (it expired and may be someone else's now)
-    /// stops the invocation; a store hiccup does not, the next tick tries again.
-    async fn renew(&self) -> Result<()> {
-        match self.lease.renew(&self.key, &self.owner, self.ttl).await {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(AdkError::Aborted(format!(
-                "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
-                 invocations never run on one session",
-                self.owner, self.key.session_id, self.ttl
-            ))),
-            Err(e) => {
-                tracing::warn!(invocation_id = %self.owner, error = %e, "could not renew the session lease; retrying");
-                Ok(())
+    /// Takes the lease (`in_turn`: when it is `owner`'s turn among those waiting), or
+    /// returns the key and the holder's owner token.
+    async fn try_acquire(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        in_turn: bool,
+    ) -> Result<std::result::Result<Self, (LeaseKey, String)>> {
+        // Listening before the lease is taken: a cancel sent as soon as the
+        // invocation id is known cannot be missed.
+        let requests = lease.cancel_requests();
+        let acquired = if in_turn {
+            lease.acquire_in_turn(&key, owner, ttl, PLACE_IN_LINE_PATIENCE).await?
+        } else {
+            lease.acquire(&key, owner, ttl).await?
+        };
+        let interrupted = match acquired {
+            Acquire::Acquired { interrupted } => interrupted,
+            Acquire::Held(holder) => return Ok(Err((key, holder))),
+        };
+        let signals = LeaseSignals::default();
+        let stop = CancellationToken::new();
+        tokio::spawn(heartbeat(
+            lease.clone(),
+            key.clone(),
+            owner.to_string(),
+            ttl,
+            requests,
+            signals.clone(),
+            stop.clone(),
+        ));
+        Ok(Ok(LeaseGuard {
+            lease,
+            key,
+            owner: owner.to_string(),
+            ttl,
+            held: true,
+            interrupted,
+            displaced: None,
+            signals,
+            _heartbeat: stop.drop_guard(),
+        }))
+    }
+
+    /// Waits for a busy session's lease: `Interrupt` first asks the holder to stop
+    /// (wherever it runs), `Enqueue` lets it finish. Gives up with `ABORTED` when the
+    /// session stays busy for [`MAX_BUSY_WAIT`].
+    async fn acquire_when_free(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        on_busy: OnBusy,
+    ) -> Result<Self> {
+        let deadline = Instant::now() + MAX_BUSY_WAIT.max(ttl * 2);
+        let mut pause = Duration::from_millis(10);
+        let mut key = key;
+        let mut cancelled = None::<String>;
+        loop {
+            let in_turn = on_busy == OnBusy::Enqueue;
+            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl, in_turn).await? {
+                Ok(mut guard) => {
+                    guard.displaced = cancelled;
+                    return Ok(guard);
+                }
+                Err((returned, holder)) => {
+                    key = returned;
+                    holder
+                }
+            };
+            let interrupts = matches!(on_busy, OnBusy::Interrupt | OnBusy::Rollback);
+            if interrupts && cancelled.as_deref() != Some(holder.as_str()) {
+                lease.request_cancel(&key, &holder).await?;
+                tracing::debug!(interrupted = %holder, invocation_id = %owner, "interrupting the running invocation");
+                cancelled = Some(holder.clone());
             }
+            if Instant::now() >= deadline {
+                return Err(busy(&key, &holder));
+            }
+            // Pacing between attempts: the holder releases the lease when it stops,
+            // and a dead one's lease expires within one TTL.
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
         }
+    }
+
+    /// The precondition that fences this invocation's appends.
+    fn fence(&self) -> Precondition {
+        Precondition::LeaseHeldBy(self.owner.clone())
+    }
+
+    fn lost(&self) -> AdkError {
+        AdkError::Aborted(format!(
+            "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
+             invocations never run on one session",
+            self.owner, self.key.session_id, self.ttl
+        ))
     }
 
     async fn release(mut self) {
@@ -657,6 +901,55 @@ impl LeaseGuard {
         // cancelling as the run ends) must still release from `Drop`. Releasing is
         // compare-and-delete, so a second release is harmless.
         self.held = false;
+    }
+}
+
+/// How long a run that waits for a busy session (enqueue, interrupt) waits at most,
+/// beyond two lease TTLs.
+const MAX_BUSY_WAIT: Duration = Duration::from_secs(600);
+/// An enqueued run asks again at least every 200 ms; one that has not asked for this
+/// long (its replica died) loses its place in the line.
+const PLACE_IN_LINE_PATIENCE: Duration = Duration::from_secs(2);
+
+fn busy(key: &LeaseKey, holder: &str) -> AdkError {
+    AdkError::Aborted(format!(
+        "session {} is busy with invocation {holder}: one invocation per session at a time",
+        key.session_id
+    ))
+}
+
+/// Renews `owner`'s lease every third of its TTL until `stop`, and turns what it
+/// learns into `signals`: a cancel requested (through the lease or on
+/// `requests`), or the lease lost. A store hiccup is not a loss: the next tick
+/// tries again.
+async fn heartbeat(
+    lease: Arc<dyn SessionLease>,
+    key: LeaseKey,
+    owner: String,
+    ttl: Duration,
+    mut requests: futures::stream::BoxStream<'static, String>,
+    signals: LeaseSignals,
+    stop: CancellationToken,
+) {
+    let mut renew = renew_interval(ttl);
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            Some(cancelled) = requests.next() => {
+                if cancelled == owner {
+                    signals.cancel.cancel();
+                }
+            }
+            _ = renew.tick() => match lease.renew(&key, &owner, ttl).await {
+                Ok(Renewal::Held) => {}
+                Ok(Renewal::CancelRequested) => signals.cancel.cancel(),
+                Ok(Renewal::Lost) => {
+                    signals.lost.cancel();
+                    return;
+                }
+                Err(e) => tracing::warn!(invocation_id = %owner, error = %e, "could not renew the session lease; retrying"),
+            },
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod common;
 
-use adk_core::{Acquire, Agent, Content, LeaseKey, SessionLease, SessionService};
+use adk_core::{Acquire, Agent, Content, LeaseKey, Renewal, SessionLease, SessionService};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
@@ -167,8 +167,26 @@ impl SessionLease for SlowRelease {
         self.0.acquire(key, owner, ttl).await
     }
 
-    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> adk_core::Result<bool> {
+    async fn acquire_in_turn(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        patience: Duration,
+    ) -> adk_core::Result<Acquire> {
+        self.0.acquire_in_turn(key, owner, ttl, patience).await
+    }
+
+    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> adk_core::Result<Renewal> {
         self.0.renew(key, owner, ttl).await
+    }
+
+    async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> adk_core::Result<bool> {
+        self.0.request_cancel(key, owner).await
+    }
+
+    fn cancel_requests(&self) -> futures::stream::BoxStream<'static, String> {
+        self.0.cancel_requests()
     }
 
     async fn release(&self, key: &LeaseKey, owner: &str) -> adk_core::Result<()> {
@@ -212,7 +230,7 @@ async fn a_stream_dropped_during_the_final_release_still_frees_the_session() {
     };
     let acquired = lease.0.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap();
     assert!(
-        matches!(acquired, Acquire::Acquired),
+        matches!(acquired, Acquire::Acquired { .. }),
         "the session is free: {acquired:?}"
     );
 }

@@ -412,7 +412,7 @@ async fn rewind_undoes_invocations(stores: Stores) {
         .acquire(&key, "e-other", Duration::from_secs(30))
         .await
         .unwrap();
-    assert_eq!(held, Acquire::Acquired);
+    assert_eq!(held, Acquire::Acquired { interrupted: None });
     let busy = runner.rewind(USER, SESSION, &first_id).await.unwrap_err();
     assert_eq!(busy.code(), Code::Aborted, "{busy}");
     stores.lease.release(&key, "e-other").await.unwrap();

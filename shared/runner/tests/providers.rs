@@ -131,17 +131,25 @@ async fn cancel_stops_a_running_invocation() {
         .unwrap();
     let first = stream.next().await.unwrap().unwrap();
     assert!(
-        !h.runner.cancel("someone-else", SESSION, &first.invocation_id),
+        !h.runner
+            .cancel("someone-else", SESSION, &first.invocation_id)
+            .await
+            .unwrap(),
         "another user's cancel is refused"
     );
-    assert!(!h.runner.cancel(USER, "other-session", &first.invocation_id));
-    assert!(h.runner.cancel(USER, SESSION, &first.invocation_id));
+    assert!(
+        !h.runner
+            .cancel(USER, "other-session", &first.invocation_id)
+            .await
+            .unwrap()
+    );
+    assert!(h.runner.cancel(USER, SESSION, &first.invocation_id).await.unwrap());
     let error = stream.next().await.unwrap().unwrap_err();
     assert_eq!(error.code(), Code::Cancelled);
     assert!(error.to_string().contains(&first.invocation_id));
     assert!(stream.next().await.is_none());
     assert!(
-        !h.runner.cancel(USER, SESSION, &first.invocation_id),
+        !h.runner.cancel(USER, SESSION, &first.invocation_id).await.unwrap(),
         "no longer running"
     );
     assert!(server.wait_for_disconnects(1, Duration::from_secs(5)).await);

@@ -18,10 +18,10 @@ pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
 /// Default of `--max-streams-per-user`: WatchSession, UploadArtifact and DownloadArtifact calls one user may
 /// have open at once.
 pub const DEFAULT_MAX_STREAMS_PER_USER: u32 = 64;
-/// Default of `--max-watches`: WatchSession calls the whole server may have open at once. On
-/// Redis each watch holds a connection of its own; 1024 per server keeps several replicas
-/// well inside Redis's default `maxclients` (10000) beside their shared connections.
-pub const DEFAULT_MAX_WATCHES: u32 = 1024;
+/// Default of `--max-watches`: WatchSession calls the whole server may have open at once.
+/// Watches share the process's Redis connections (one reader per process), so this bounds
+/// the server's memory and fan-out work, not Redis connections.
+pub const DEFAULT_MAX_WATCHES: u32 = 16384;
 /// Default of `--max-runs-per-user`: AgentRunner/Run calls one user may have open at once.
 pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
 /// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.

@@ -1,33 +1,85 @@
 //! [`SessionLease`] backends: in memory (one process) and Redis (every replica
 //! that shares the Redis sees the same leases).
 //!
-//! Redis keeps one key per busy session, `adk:lease:{<app>:<user>}:<session>`,
-//! under the same hash tag as the session's own keys, holding the owner token
-//! and expiring after the TTL. Acquire is `SET key token NX PX ttl`; renew and
-//! release are compare-and-set scripts, so a holder whose lease expired and was
-//! taken by another can neither extend nor delete the new holder's lease.
+//! Redis keeps, per busy session, under the same hash tag as the session's own
+//! keys (so on a cluster they live beside the session they guard):
+//! - `adk:lease:{<app>:<user>}:<session>`: the owner token, expiring after the TTL;
+//!   the append script reads it to fence a runner that lost its lease;
+//! - `…:holder`: the owner too, without the short TTL, deleted on release: a
+//!   holder record that outlives the lease means its runner died mid-invocation;
+//! - `…:cancel`: the owner whose cancellation was requested, read by its renewal.
+//!
+//! Every change is one script, so a holder whose lease expired and was taken by
+//! another can neither extend nor delete the new holder's lease. Cancel requests
+//! are also published on [`CANCEL_CHANNEL`]; each process listens on one
+//! connection (a classic `PUBLISH` reaches every node of a cluster).
 
 use crate::ReplicaAcks;
 use crate::redis::conn::RedisStore;
-use crate::redis::user_tag;
+use crate::redis::pubsub::spawn_channel_listener;
+use crate::redis::{subscriber_clients, user_tag};
 use adk_core::validate::id_key;
-use adk_core::{Acquire, LeaseKey, Result, SessionLease};
+use adk_core::{Acquire, LeaseKey, Renewal, Result, SessionLease};
 use async_trait::async_trait;
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use redis::{FromRedisValue, Script};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::broadcast;
+use tokio_stream::wrappers::BroadcastStream;
 
-/// Leases in this process only: enough for one runner replica (and for tests).
-#[derive(Debug, Default, Clone)]
-pub struct InMemorySessionLease {
-    holders: Arc<Mutex<HashMap<LeaseKey, Holder>>>,
+/// The channel cancel requests are published on (payload: the owner token).
+pub const CANCEL_CHANNEL: &str = "adk:cancel";
+/// How many cancel requests a slow listener may fall behind by before it misses
+/// some (it then learns them from its next renewal).
+const CANCEL_BACKLOG: usize = 1024;
+/// How long a crashed holder's record is kept for the next holder to find.
+const HOLDER_RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a cancel request waits for its holder's renewal.
+const CANCEL_MARK_TTL: Duration = Duration::from_secs(60);
+
+fn cancel_stream(sender: &broadcast::Sender<String>) -> BoxStream<'static, String> {
+    // A listener that fell behind skips what it missed: renewals catch it up.
+    BroadcastStream::new(sender.subscribe())
+        .filter_map(|owner| async move { owner.ok() })
+        .boxed()
 }
 
+/// Leases in this process only: enough for one runner replica (and for tests).
+/// Clones share the leases. An [`InMemorySessionService`](crate::InMemorySessionService)
+/// fences appends with the leases it was given (`with_leases`).
+#[derive(Debug, Clone)]
+pub struct InMemorySessionLease {
+    holders: Arc<Mutex<HashMap<LeaseKey, Holder>>>,
+    /// Per session, the owners waiting in turn (`acquire_in_turn`), first first, each
+    /// with the time its place lapses unless it asks again.
+    lines: Arc<Mutex<HashMap<LeaseKey, Line>>>,
+    cancels: broadcast::Sender<String>,
+}
+
+/// The owners waiting in turn for one session's lease, first first, each with the time
+/// its place lapses.
+type Line = VecDeque<(String, Instant)>;
+
+impl Default for InMemorySessionLease {
+    fn default() -> Self {
+        InMemorySessionLease {
+            holders: Arc::default(),
+            lines: Arc::default(),
+            cancels: broadcast::channel(CANCEL_BACKLOG).0,
+        }
+    }
+}
+
+/// A lease, kept after it expires (until released or taken): an expired entry
+/// whose owner never released it is a crashed holder.
 #[derive(Debug)]
 struct Holder {
     owner: String,
     expires: Instant,
+    cancel_requested: bool,
 }
 
 impl InMemorySessionLease {
@@ -40,6 +92,16 @@ impl InMemorySessionLease {
         // (every change is one insert or remove), so a poisoned lock is still usable.
         self.holders.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+
+    /// The append fence: false when someone else holds the lease on `key`, or
+    /// `owner`'s lease ran out. A session these leases know nothing of passes: its
+    /// runner took its lease elsewhere (a lease not linked to the store, which then
+    /// cannot fence).
+    pub(crate) fn fence_allows(&self, key: &LeaseKey, owner: &str) -> bool {
+        self.holders()
+            .get(key)
+            .is_none_or(|holder| holder.owner == owner && holder.expires > Instant::now())
+    }
 }
 
 #[async_trait]
@@ -47,28 +109,67 @@ impl SessionLease for InMemorySessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
         let mut holders = self.holders();
         let now = Instant::now();
-        match holders.get(key) {
-            Some(holder) if holder.expires > now && holder.owner != owner => Ok(Acquire::Held(holder.owner.clone())),
-            _ => {
-                let holder = Holder {
-                    owner: owner.to_string(),
-                    expires: now + ttl,
-                };
-                holders.insert(key.clone(), holder);
-                Ok(Acquire::Acquired)
+        let interrupted = match holders.get(key) {
+            Some(holder) if holder.owner != owner && holder.expires > now => {
+                return Ok(Acquire::Held(holder.owner.clone()));
             }
-        }
+            Some(holder) if holder.owner != owner => Some(holder.owner.clone()),
+            _ => None,
+        };
+        let cancel_requested = holders.get(key).is_some_and(|h| h.owner == owner && h.cancel_requested);
+        holders.insert(
+            key.clone(),
+            Holder {
+                owner: owner.to_string(),
+                expires: now + ttl,
+                cancel_requested,
+            },
+        );
+        Ok(Acquire::Acquired { interrupted })
     }
 
-    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<bool> {
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
+        let first = {
+            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let line = lines.entry(key.clone()).or_default();
+            let now = Instant::now();
+            match line.iter_mut().find(|(waiting, _)| waiting == owner) {
+                Some((_, lapses)) => *lapses = now + patience,
+                None => line.push_back((owner.to_string(), now + patience)),
+            }
+            line.retain(|(waiting, lapses)| waiting == owner || *lapses >= now);
+            line.front().map(|(first, _)| first.clone())
+        };
+        if first.as_deref() != Some(owner) {
+            let running = self.holders().get(key).map(|holder| holder.owner.clone());
+            return Ok(Acquire::Held(running.or(first).unwrap_or_default()));
+        }
+        let acquired = self.acquire(key, owner, ttl).await?;
+        if matches!(acquired, Acquire::Acquired { .. }) {
+            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(line) = lines.get_mut(key) {
+                line.retain(|(waiting, _)| waiting != owner);
+                if line.is_empty() {
+                    lines.remove(key);
+                }
+            }
+        }
+        Ok(acquired)
+    }
+
+    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
         let mut holders = self.holders();
         let now = Instant::now();
         match holders.get_mut(key) {
             Some(holder) if holder.owner == owner && holder.expires > now => {
                 holder.expires = now + ttl;
-                Ok(true)
+                Ok(if holder.cancel_requested {
+                    Renewal::CancelRequested
+                } else {
+                    Renewal::Held
+                })
             }
-            _ => Ok(false),
+            _ => Ok(Renewal::Lost),
         }
     }
 
@@ -79,49 +180,124 @@ impl SessionLease for InMemorySessionLease {
         }
         Ok(())
     }
+
+    async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
+        let mut holders = self.holders();
+        match holders.get_mut(key) {
+            Some(holder) if holder.owner == owner && holder.expires > Instant::now() => {
+                holder.cancel_requested = true;
+                // No listener is fine: the holder's renewal sees the mark.
+                let _ = self.cancels.send(owner.to_string());
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, String> {
+        cancel_stream(&self.cancels)
+    }
 }
 
 /// Takes the lease, or extends it for the same owner; otherwise returns the holder.
+/// A free lease whose holder record names another owner was never released: that
+/// owner is returned as interrupted.
+///
+/// KEYS: 1 lease, 2 holder record; ARGV: 1 owner, 2 TTL (ms), 3 record TTL (ms).
+/// Returns `{1, interrupted owner or ''}` or `{0, holder}`.
 const ACQUIRE: &str = r"
-if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return {1, ARGV[1]}
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {0, holder} end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return {1, ''} end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+if previous and previous ~= ARGV[1] then return {1, previous} end
+return {1, ''}
+";
+
+/// ACQUIRE in turn: ARGV[1] joins the session's line (a sorted set by arrival ticket)
+/// unless it is in it, and its place lapses ARGV[4] ms from now unless it asks again;
+/// lapsed places at the head are dropped; the lease is taken only when free and ARGV[1]
+/// is first in line (it then leaves the line).
+///
+/// KEYS: 1 lease, 2 holder record, 3 line, 4 ticket counter, 5 places' lapse times (ms);
+/// ARGV: 1 owner, 2 TTL (ms), 3 record TTL (ms), 4 patience (ms).
+/// Returns as ACQUIRE; `{0, holder or first in line}` when it is not this owner's turn.
+const ACQUIRE_IN_TURN: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+  redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[1], now + tonumber(ARGV[4]))
+for _, key in ipairs({KEYS[3], KEYS[4], KEYS[5]}) do redis.call('PEXPIRE', key, ARGV[3]) end
+local first
+while true do
+  first = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if not first or tonumber(redis.call('HGET', KEYS[5], first) or '0') >= now then break end
+  redis.call('ZREM', KEYS[3], first)
+  redis.call('HDEL', KEYS[5], first)
 end
 local holder = redis.call('GET', KEYS[1])
-if holder == ARGV[1] then
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {1, holder}
-end
-return {0, holder}
+if first ~= ARGV[1] then return {0, holder or first} end
+if holder and holder ~= ARGV[1] then return {0, holder} end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return {1, ''} end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+if previous and previous ~= ARGV[1] then return {1, previous} end
+return {1, ''}
 ";
 
-/// Extends the lease only while ARGV[1] holds it.
+/// Extends the lease only while ARGV[1] holds it: 0 lost, 1 held, 2 held and cancel requested.
+///
+/// KEYS: 1 lease, 2 cancel mark; ARGV: 1 owner, 2 TTL (ms).
 const RENEW: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+if redis.call('GET', KEYS[2]) == ARGV[1] then return 2 end
+return 1
 ";
 
-/// Deletes the lease only while ARGV[1] holds it.
+/// Deletes the lease, the holder record and the cancel mark, each only while ARGV[1] is named in it.
+///
+/// KEYS: 1 lease, 2 holder record, 3 cancel mark; ARGV: 1 owner.
 const RELEASE: &str = r"
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('DEL', KEYS[1])
+for i = 1, 3 do
+  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
 end
-return 0
+return 1
+";
+
+/// Marks ARGV[1]'s cancellation and publishes it, only while ARGV[1] holds the lease.
+///
+/// KEYS: 1 lease, 2 cancel mark; ARGV: 1 owner, 2 mark TTL (ms), 3 channel. Returns 1 or 0.
+const CANCEL: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[1])
+return 1
 ";
 
 /// Leases in Redis, shared by every runner replica that uses the same Redis
-/// (standalone or cluster). Cheap to clone; clones share the connection.
+/// (standalone or cluster). Cheap to clone; clones share the connection and the
+/// one subscriber connection that hears cancel requests.
 #[derive(Clone)]
 pub struct RedisSessionLease {
     store: RedisStore,
     scripts: Arc<Scripts>,
+    cancels: Arc<broadcast::Sender<String>>,
 }
 
 struct Scripts {
     acquire: Script,
+    acquire_in_turn: Script,
     renew: Script,
     release: Script,
+    cancel: Script,
 }
 
 impl std::fmt::Debug for RedisSessionLease {
@@ -137,35 +313,61 @@ impl RedisSessionLease {
     /// `redis+cluster://h1:p1,h2:p2`, `rediss+cluster://…`. A lease change is
     /// acknowledged once the replicas `acks` asks for have it.
     pub async fn connect(url: &str, acks: ReplicaAcks) -> Result<Self> {
+        let cancels = Arc::new(broadcast::channel(CANCEL_BACKLOG).0);
+        spawn_cancel_listener(&cancels, subscriber_clients(url)?);
         Ok(RedisSessionLease {
             store: RedisStore::connect(url, acks).await?,
             scripts: Arc::new(Scripts {
                 acquire: Script::new(ACQUIRE),
+                acquire_in_turn: Script::new(ACQUIRE_IN_TURN),
                 renew: Script::new(RENEW),
                 release: Script::new(RELEASE),
+                cancel: Script::new(CANCEL),
             }),
+            cancels,
         })
     }
 
-    /// Runs one of the lease scripts, durably (each may change the lease); `name`
-    /// names it in spans and metrics.
-    async fn eval<T: FromRedisValue>(&self, name: &str, script: &Script, key: &LeaseKey, args: &[&str]) -> Result<T> {
-        let lease_key = lease_key(key);
-        let mut invocation = script.key(&lease_key);
+    /// Runs one of the lease scripts on `keys` (the lease's own first), durably
+    /// (each may change the lease); `name` names it in spans and metrics.
+    async fn eval<T: FromRedisValue>(&self, name: &str, script: &Script, keys: &[String], args: &[&str]) -> Result<T> {
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(key);
+        }
         for arg in args {
             invocation.arg(*arg);
         }
-        self.store.durable_eval(name, &invocation, &lease_key).await
+        self.store.durable_eval(name, &invocation, &keys[0]).await
     }
 }
 
-fn ttl_millis(ttl: Duration) -> String {
+/// Hands cancel requests heard on [`CANCEL_CHANNEL`] to `cancels`, until the lease
+/// (the sender) is dropped. A request published while the subscription is down is
+/// not lost: the holder's renewal reads its mark.
+fn spawn_cancel_listener(cancels: &Arc<broadcast::Sender<String>>, nodes: Vec<redis::Client>) {
+    let cancels: Weak<broadcast::Sender<String>> = Arc::downgrade(cancels);
+    spawn_channel_listener(
+        CANCEL_CHANNEL,
+        nodes,
+        Box::new(move |message| {
+            let Some(cancels) = cancels.upgrade() else { return false };
+            if let Some(owner) = message.filter(|owner| !owner.is_empty()) {
+                // No listener is fine: the holder's renewal sees the mark.
+                let _ = cancels.send(owner);
+            }
+            true
+        }),
+    );
+}
+
+fn millis(ttl: Duration) -> String {
     ttl.as_millis().max(1).to_string()
 }
 
 /// `adk:lease:{app:user}:<session>`: the session's hash tag, so on a cluster the
-/// lease lives beside the session it guards.
-fn lease_key(key: &LeaseKey) -> String {
+/// lease lives beside the session it guards (and the append script can read it).
+pub(crate) fn lease_key(key: &LeaseKey) -> String {
     format!(
         "adk:lease:{}:{}",
         user_tag(&key.app_name, &key.user_id),
@@ -173,29 +375,80 @@ fn lease_key(key: &LeaseKey) -> String {
     )
 }
 
+fn holder_key(key: &LeaseKey) -> String {
+    format!("{}:holder", lease_key(key))
+}
+
+fn cancel_key(key: &LeaseKey) -> String {
+    format!("{}:cancel", lease_key(key))
+}
+
 #[async_trait]
 impl SessionLease for RedisSessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
-        let (acquired, holder): (i64, String) = self
-            .eval("lease_acquire", &self.scripts.acquire, key, &[owner, &ttl_millis(ttl)])
-            .await?;
+        let keys = [lease_key(key), holder_key(key)];
+        let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL)];
+        let (acquired, other): (i64, String) = self.eval("lease_acquire", &self.scripts.acquire, &keys, &args).await?;
         Ok(if acquired == 1 {
-            Acquire::Acquired
+            Acquire::Acquired {
+                interrupted: Some(other).filter(|owner| !owner.is_empty()),
+            }
         } else {
-            Acquire::Held(holder)
+            Acquire::Held(other)
         })
     }
 
-    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<bool> {
-        let renewed: i64 = self
-            .eval("lease_renew", &self.scripts.renew, key, &[owner, &ttl_millis(ttl)])
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
+        let line = format!("{}:line", lease_key(key));
+        let keys = [
+            lease_key(key),
+            holder_key(key),
+            line.clone(),
+            format!("{line}:ticket"),
+            format!("{line}:lapses"),
+        ];
+        let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL), &millis(patience)];
+        let (acquired, other): (i64, String) = self
+            .eval("lease_acquire_in_turn", &self.scripts.acquire_in_turn, &keys, &args)
             .await?;
-        Ok(renewed == 1)
+        Ok(if acquired == 1 {
+            Acquire::Acquired {
+                interrupted: Some(other).filter(|owner| !owner.is_empty()),
+            }
+        } else {
+            Acquire::Held(other)
+        })
+    }
+
+    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
+        let keys = [lease_key(key), cancel_key(key)];
+        let renewed: i64 = self
+            .eval("lease_renew", &self.scripts.renew, &keys, &[owner, &millis(ttl)])
+            .await?;
+        Ok(match renewed {
+            0 => Renewal::Lost,
+            2 => Renewal::CancelRequested,
+            _ => Renewal::Held,
+        })
     }
 
     async fn release(&self, key: &LeaseKey, owner: &str) -> Result<()> {
-        let _deleted: i64 = self.eval("lease_release", &self.scripts.release, key, &[owner]).await?;
+        let keys = [lease_key(key), holder_key(key), cancel_key(key)];
+        let _: i64 = self
+            .eval("lease_release", &self.scripts.release, &keys, &[owner])
+            .await?;
         Ok(())
+    }
+
+    async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
+        let keys = [lease_key(key), cancel_key(key)];
+        let args = [owner, &millis(CANCEL_MARK_TTL), CANCEL_CHANNEL];
+        let marked: i64 = self.eval("lease_cancel", &self.scripts.cancel, &keys, &args).await?;
+        Ok(marked == 1)
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, String> {
+        cancel_stream(&self.cancels)
     }
 }
 
@@ -212,38 +465,90 @@ mod tests {
         }
     }
 
+    fn acquired() -> Acquire {
+        Acquire::Acquired { interrupted: None }
+    }
+
     /// The contract every backend keeps.
     async fn lease_contract(lease: &dyn SessionLease) {
         let ttl = Duration::from_secs(30);
         let k = key("s1");
-        assert_eq!(lease.acquire(&k, "a", ttl).await.unwrap(), Acquire::Acquired);
+        assert_eq!(lease.acquire(&k, "a", ttl).await.unwrap(), acquired());
         assert_eq!(lease.acquire(&k, "b", ttl).await.unwrap(), Acquire::Held("a".into()));
         // Re-acquiring one's own lease extends it.
-        assert_eq!(lease.acquire(&k, "a", ttl).await.unwrap(), Acquire::Acquired);
+        assert_eq!(lease.acquire(&k, "a", ttl).await.unwrap(), acquired());
         // Other sessions are independent.
-        assert_eq!(lease.acquire(&key("s2"), "b", ttl).await.unwrap(), Acquire::Acquired);
+        assert_eq!(lease.acquire(&key("s2"), "b", ttl).await.unwrap(), acquired());
         // Only the holder renews or releases.
-        assert!(lease.renew(&k, "a", ttl).await.unwrap());
-        assert!(!lease.renew(&k, "b", ttl).await.unwrap());
+        assert_eq!(lease.renew(&k, "a", ttl).await.unwrap(), Renewal::Held);
+        assert_eq!(lease.renew(&k, "b", ttl).await.unwrap(), Renewal::Lost);
         lease.release(&k, "b").await.unwrap();
         assert_eq!(lease.acquire(&k, "b", ttl).await.unwrap(), Acquire::Held("a".into()));
         lease.release(&k, "a").await.unwrap();
-        assert!(!lease.renew(&k, "a", ttl).await.unwrap());
-        assert_eq!(lease.acquire(&k, "b", ttl).await.unwrap(), Acquire::Acquired);
+        assert_eq!(lease.renew(&k, "a", ttl).await.unwrap(), Renewal::Lost);
+        // Released: the next holder finds nothing interrupted.
+        assert_eq!(lease.acquire(&k, "b", ttl).await.unwrap(), acquired());
+
+        // A cancel request reaches only the named holder: on its next renewal and
+        // on every process's cancel_requests.
+        let mut requests = lease.cancel_requests();
+        assert!(!lease.request_cancel(&k, "a").await.unwrap(), "a holds nothing");
+        assert!(lease.request_cancel(&k, "b").await.unwrap());
+        assert_eq!(lease.renew(&k, "b", ttl).await.unwrap(), Renewal::CancelRequested);
+        let heard = tokio::time::timeout(Duration::from_secs(10), requests.next()).await;
+        assert_eq!(heard.expect("the request is heard").as_deref(), Some("b"));
+        assert_eq!(
+            lease.renew(&key("s2"), "b", ttl).await.unwrap(),
+            Renewal::Held,
+            "per session"
+        );
 
         // A holder that stops renewing loses the lease after its TTL, and then
-        // cannot take back or delete the new holder's lease.
+        // cannot take back or delete the new holder's lease; the new holder learns
+        // that the dead one never released it (it was interrupted).
         let k = key("s3");
         let short = Duration::from_millis(100);
-        assert_eq!(lease.acquire(&k, "dead", short).await.unwrap(), Acquire::Acquired);
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        assert_eq!(lease.acquire(&k, "next", ttl).await.unwrap(), Acquire::Acquired);
-        assert!(!lease.renew(&k, "dead", ttl).await.unwrap());
+        assert_eq!(lease.acquire(&k, "dead", short).await.unwrap(), acquired());
+        tokio::time::sleep(Duration::from_millis(250)).await; // the TTL itself is under test
+        assert_eq!(
+            lease.acquire(&k, "next", ttl).await.unwrap(),
+            Acquire::Acquired {
+                interrupted: Some("dead".into())
+            }
+        );
+        assert_eq!(lease.renew(&k, "dead", ttl).await.unwrap(), Renewal::Lost);
+        assert!(!lease.request_cancel(&k, "dead").await.unwrap());
         lease.release(&k, "dead").await.unwrap();
         assert_eq!(
             lease.acquire(&k, "other", ttl).await.unwrap(),
             Acquire::Held("next".into())
         );
+        // In turn: waiting owners take the lease in the order they first asked; one that
+        // stops asking loses its place.
+        let k4 = key("s4");
+        let patience = Duration::from_millis(300);
+        assert_eq!(lease.acquire(&k4, "running", ttl).await.unwrap(), acquired());
+        for waiting in ["first", "gone", "second"] {
+            let turn = lease.acquire_in_turn(&k4, waiting, ttl, patience).await.unwrap();
+            assert_eq!(turn, Acquire::Held("running".into()), "{waiting} waits");
+        }
+        lease.release(&k4, "running").await.unwrap();
+        let early = lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap();
+        assert_eq!(early, Acquire::Held("first".into()), "not second's turn yet");
+        assert_eq!(
+            lease.acquire_in_turn(&k4, "first", ttl, patience).await.unwrap(),
+            acquired()
+        );
+        lease.release(&k4, "first").await.unwrap();
+        tokio::time::sleep(patience * 2).await; // the patience itself is under test ("gone" stopped asking)
+        assert_eq!(
+            lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap(),
+            acquired()
+        );
+
+        // Reported once: after a release the next holder finds nothing interrupted.
+        lease.release(&k, "next").await.unwrap();
+        assert_eq!(lease.acquire(&k, "other", ttl).await.unwrap(), acquired());
     }
 
     #[tokio::test]

@@ -8,17 +8,18 @@
 
 use crate::StoreConfig;
 use crate::artifact::memory::InMemoryArtifactService;
+use crate::lease::InMemorySessionLease;
 use adk_core::history::{WindowUpdate, session_state_through, window_from, window_start};
 use adk_core::session::{
-    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, lease_lost, next_event_token,
     session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::page_size;
 use adk_core::{
     AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
-    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
-    WatchRequest, new_event_id,
+    LeaseKey, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session,
+    SessionService, WatchRequest, new_event_id,
 };
 use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use async_trait::async_trait;
@@ -164,6 +165,9 @@ pub struct InMemorySessionService {
     reap_interval: Duration,
     /// The artifact store deployed with this one, if any: DeleteSession deletes the session's artifacts there.
     artifacts: Option<InMemoryArtifactService>,
+    /// The session leases runners over this store take (see [`Self::leases`]): appends
+    /// fenced with `Precondition::LeaseHeldBy` are checked against them.
+    leases: InMemorySessionLease,
 }
 
 impl Default for InMemorySessionService {
@@ -183,7 +187,15 @@ impl InMemorySessionService {
             config,
             reap_interval: REAP_INTERVAL,
             artifacts: None,
+            leases: InMemorySessionLease::new(),
         }
+    }
+
+    /// The session leases that fence appends to this store: the leases a runner over
+    /// this store should take (clones share them). Appends of a runner whose leases
+    /// are another instance are not fenced.
+    pub fn leases(&self) -> InMemorySessionLease {
+        self.leases.clone()
     }
 
     /// Links the artifact store used with this session store (the same process, as in
@@ -364,6 +376,18 @@ impl SessionService for InMemorySessionService {
             None => true,
             Some(Precondition::LastSequence(seq)) => *seq == stored.last_sequence(),
             Some(Precondition::LastEventId(id)) => stored.events.last().is_some_and(|e| e.id == *id),
+            Some(Precondition::LeaseHeldBy(owner)) => {
+                let lease = LeaseKey {
+                    app_name: req.app_name.clone(),
+                    user_id: req.user_id.clone(),
+                    session_id: req.session_id.clone(),
+                };
+                // Checked under the session lock, so atomic with the append as in Redis.
+                if !self.leases.fence_allows(&lease, owner) {
+                    return Err(AdkError::Aborted(lease_lost(owner)));
+                }
+                true
+            }
         };
         if !unchanged {
             return Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into()));

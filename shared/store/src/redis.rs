@@ -106,23 +106,26 @@ mod app_state;
 pub(crate) mod conn;
 pub mod durability;
 mod lua;
+pub(crate) mod pubsub;
+mod watch_hub;
 
 use self::app_index::ShardRegistry;
 use self::app_state::AppStateCache;
-use self::conn::{Conn, RedisStore, WATCH_BLOCK, decode_reply, store_error};
+use self::conn::{RedisStore, decode_reply};
+use self::watch_hub::{FeedKey, WatchHub};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
 use adk_core::history::{WindowUpdate, session_state_through, window_start};
 use adk_core::session::{
-    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, next_event_token,
+    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, lease_lost, next_event_token,
     session_update_time,
 };
 use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
 use adk_core::validate::{id_key, page_size};
 use adk_core::{
     AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
-    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session, SessionService,
-    WatchRequest, new_event_id,
+    LeaseKey, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session,
+    SessionService, WatchRequest, new_event_id,
 };
 use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use adk_proto::v1 as pb;
@@ -135,8 +138,6 @@ use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 
 /// How many index members one ListSessions step reads concurrently.
 const LIST_CONCURRENCY: usize = 32;
@@ -145,11 +146,6 @@ const MAX_INDEX_BATCH: usize = 1024;
 /// How many app index shards an app-wide ListSessions reads concurrently (one
 /// command each; the cluster connection pipelines them per node).
 const SHARD_CONCURRENCY: usize = 128;
-/// Events per `XREAD` of a watcher (replay and live).
-const WATCH_BATCH: usize = 100;
-/// A watcher whose new events could not be confirmed durable asks again after this,
-/// doubling up to 16 times as long while they stay unconfirmed.
-const UNCONFIRMED_RETRY: Duration = Duration::from_millis(50);
 
 type Fields = HashMap<String, Json>;
 /// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
@@ -170,6 +166,8 @@ pub struct RedisSessionService {
     app_states: Arc<AppStateCache>,
     /// Cluster: the app index shards this process has registered (see `app_index.rs`).
     shards: Arc<ShardRegistry>,
+    /// This process's one reader for all its watchers (see `watch_hub.rs`).
+    watches: Arc<WatchHub>,
 }
 
 struct Scripts {
@@ -209,12 +207,14 @@ impl RedisSessionService {
         };
         let app_states = Arc::new(AppStateCache::default());
         app_state::spawn_subscriber(&app_states, subscriber_clients(url)?);
+        let watches = WatchHub::start(store.clone(), subscriber_clients(url)?);
         Ok(RedisSessionService {
             store,
             scripts: Arc::new(scripts),
             config,
             app_states,
             shards: Arc::default(),
+            watches,
         })
     }
 
@@ -609,6 +609,7 @@ impl SessionService for RedisSessionService {
             None => ("", String::new()),
             Some(Precondition::LastEventId(id)) => ("id", id.clone()),
             Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
+            Some(Precondition::LeaseHeldBy(owner)) => ("lease", owner.clone()),
         };
         let app_in_script = !self.store.is_cluster();
 
@@ -616,6 +617,11 @@ impl SessionService for RedisSessionService {
         let mut invocation = self.scripts.append.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
+        invocation.key(crate::lease::lease_key(&LeaseKey {
+            app_name: req.app_name.clone(),
+            user_id: req.user_id.clone(),
+            session_id: req.session_id.clone(),
+        }));
         if app_in_script {
             invocation.key(&keys.app_state);
         }
@@ -624,7 +630,7 @@ impl SessionService for RedisSessionService {
         invocation
             .arg(&event.id)
             .arg(kind)
-            .arg(expected)
+            .arg(&expected)
             .arg(&update.us)
             .arg(&update.ns)
             .arg(&keys.user_member)
@@ -648,6 +654,7 @@ impl SessionService for RedisSessionService {
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
+            "LEASE" => Err(AdkError::Aborted(lease_lost(&expected))),
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
             "DUP" => decode_event(&stored),
@@ -801,131 +808,26 @@ impl SessionService for RedisSessionService {
             Some(after) => after,
             None => parse_field("seq", &seq)?,
         };
-        let conn = self.store.dedicated().await?;
-        let (tx, rx) = mpsc::channel(WATCH_BATCH);
-        let watcher = Watcher {
-            store: self.store.clone(),
-            conn,
-            keys,
+        let current: u64 = parse_field("seq", &seq)?;
+        let key = FeedKey {
+            meta: keys.meta.clone(),
+            events: keys.events.clone(),
             create_us,
-            last: start,
-            tx,
         };
-        tokio::spawn(watcher.run());
-        Ok(Box::pin(ReceiverStream::new(rx)))
+        // Listening before the catch-up read, so no event falls between the two.
+        let receiver = self.watches.subscribe(&key, current);
+        let not_found = keys.not_found().to_string();
+        Ok(watch_hub::watcher_stream(
+            self.watches.clone(),
+            key,
+            start,
+            receiver,
+            not_found,
+        ))
     }
 
     async fn ping(&self) -> Result<()> {
         self.store.ping().await
-    }
-}
-
-/// One client's watch: a task that sends stored events after `last`, then live
-/// ones, each once and in order, until the session is gone or the receiver is dropped.
-///
-/// Only durable events are sent: when writes wait for replicas (see `durability.rs`),
-/// the `XREAD` only wakes the watcher, which then re-reads the new entries in a
-/// pipeline that confirms them durable (`RedisStore::durable_read`) and sends what that
-/// read returned. An event a failover could still take back (its append is not
-/// acknowledged yet, or failed waiting for replicas) is held back until a later
-/// confirmation covers it, so a sequence a watcher saw never changes its event.
-struct Watcher {
-    store: RedisStore,
-    /// A connection of its own: `XREAD BLOCK` would stall a shared one.
-    conn: Conn,
-    keys: Keys,
-    /// Tells the watched session from a new one created later under the same id.
-    create_us: String,
-    /// The last sequence sent.
-    last: u64,
-    tx: mpsc::Sender<Result<Event>>,
-}
-
-impl Watcher {
-    async fn run(mut self) {
-        if let Err(err) = self.forward().await {
-            // Nobody may be listening any more; then there is nothing left to do.
-            let _ = self.tx.send(Err(err)).await;
-        }
-    }
-
-    /// Runs until an error ends the watch; Ok when the receiver went away.
-    async fn forward(&mut self) -> Result<()> {
-        // Confirmations that failed in a row (backs the retries off).
-        let mut unconfirmed = 0u32;
-        loop {
-            let mut read = redis::cmd("XREAD");
-            read.arg("COUNT")
-                .arg(WATCH_BATCH)
-                .arg("BLOCK")
-                .arg(WATCH_BLOCK.as_millis() as u64)
-                .arg("STREAMS")
-                .arg(&self.keys.events)
-                .arg(format!("{}-1", self.last));
-            let mut conn = self.conn.clone();
-            let reply = tokio::select! {
-                _ = self.tx.closed() => return Ok(()),
-                reply = read.query_async::<Value>(&mut conn) => reply.map_err(store_error)?,
-            };
-            let mut entries = xread_entries(reply)?;
-            // After a quiet block: was the session deleted or did it expire? With new
-            // entries: are they still the watched session's, not a new one's under its id?
-            if !self.session_unchanged().await? {
-                return Err(self.keys.not_found());
-            }
-            if entries.is_empty() {
-                continue;
-            }
-            let replicas = self.store.replicas_required(&self.keys.events).await?;
-            if replicas > 0 {
-                match self.durable_entries(replicas).await? {
-                    Some(durable) => {
-                        entries = durable;
-                        unconfirmed = 0;
-                    }
-                    None => {
-                        // Not durable yet (replicas lagging, or a failover under way):
-                        // ask again a little later, without spinning.
-                        let delay = UNCONFIRMED_RETRY.saturating_mul(1 << unconfirmed.min(4));
-                        unconfirmed += 1;
-                        tokio::select! {
-                            _ = self.tx.closed() => return Ok(()),
-                            _ = tokio::time::sleep(delay) => continue,
-                        }
-                    }
-                }
-            }
-            for (seq, bytes) in entries {
-                let event = decode_event(&bytes)?;
-                if self.tx.send(Ok(event)).await.is_err() {
-                    return Ok(());
-                }
-                self.last = seq;
-            }
-        }
-    }
-
-    /// The entries after `last` (one batch), once confirmed durable; None while they are not.
-    async fn durable_entries(&self, replicas: u32) -> Result<Option<Vec<(u64, Vec<u8>)>>> {
-        let mut read = redis::cmd("XRANGE");
-        read.arg(&self.keys.events)
-            .arg(format!("({}-1", self.last))
-            .arg("+")
-            .arg("COUNT")
-            .arg(WATCH_BATCH);
-        let reply: Option<Value> = self.store.durable_read(&read, &self.keys.events, replicas).await?;
-        reply.map(stream_entries).transpose()
-    }
-
-    /// False once the session was deleted, expired, or replaced by a new one with the same id.
-    async fn session_unchanged(&mut self) -> Result<bool> {
-        let create_us: Option<String> = redis::cmd("HGET")
-            .arg(&self.keys.meta)
-            .arg("create_us")
-            .query_async(&mut self.conn)
-            .await
-            .map_err(store_error)?;
-        Ok(create_us.as_deref() == Some(self.create_us.as_str()))
     }
 }
 
@@ -1010,7 +912,7 @@ fn app_state_key(app: &str) -> String {
 
 /// Clients for the `app:` state subscriber: the Redis, or each node a cluster URL names
 /// (any one of them hears every app's changes).
-fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
+pub(crate) fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
     let urls = conn::cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
     urls.iter()
         .map(|url| redis::Client::open(url.as_str()).map_err(|e| AdkError::Config(format!("invalid redis URL: {e}"))))
@@ -1184,27 +1086,6 @@ fn stream_entries(reply: Value) -> Result<Vec<(u64, Vec<u8>)>> {
         .collect()
 }
 
-/// The entries of an `XREAD` of one stream; empty when the blocking read timed out.
-fn xread_entries(reply: Value) -> Result<Vec<(u64, Vec<u8>)>> {
-    let streams = match reply {
-        Value::Nil => return Ok(Vec::new()),
-        Value::Array(streams) => streams
-            .into_iter()
-            .map(|stream| match stream {
-                Value::Array(mut pair) if pair.len() == 2 => Ok(pair.swap_remove(1)),
-                _ => Err(AdkError::Internal("unexpected XREAD reply from redis".into())),
-            })
-            .collect::<Result<Vec<_>>>()?,
-        Value::Map(streams) => streams.into_iter().map(|(_, entries)| entries).collect(),
-        _ => return Err(AdkError::Internal("unexpected XREAD reply from redis".into())),
-    };
-    let mut entries = Vec::new();
-    for stream in streams {
-        entries.extend(stream_entries(stream)?);
-    }
-    Ok(entries)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1280,9 +1161,6 @@ mod tests {
             stream_entries(reply.clone()).unwrap(),
             [(1, b"x".to_vec()), (2, b"y".to_vec())]
         );
-        let xread = Value::Array(vec![Value::Array(vec![Value::BulkString(b"k".to_vec()), reply])]);
-        assert_eq!(xread_entries(xread).unwrap().len(), 2);
-        assert!(xread_entries(Value::Nil).unwrap().is_empty());
         assert!(stream_entries(Value::Int(3)).is_err());
     }
 }

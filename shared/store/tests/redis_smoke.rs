@@ -405,31 +405,36 @@ async fn connected_clients(server: &RedisServer) -> usize {
         .expect("INFO clients reports connected_clients")
 }
 
+/// Watches share the process's connections (`watch_hub.rs`): opening and dropping
+/// one changes no connection count, and a dropped watch stops receiving.
 #[tokio::test]
-async fn a_dropped_watch_releases_its_connection() {
+async fn a_watch_opens_no_connection_of_its_own() {
     let server = RedisServer::start().await;
     let svc = connect(&server.url()).await;
     let app = unique_prefix("drop");
     svc.create(create_req(&app, "u", "s", json!({}))).await.unwrap();
-    let before = connected_clients(&server).await;
-    let watch = WatchRequest {
+    let watch = || WatchRequest {
         app_name: app.clone(),
         user_id: "u".into(),
         session_id: "s".into(),
         after_sequence: None,
     };
-    let stream = svc.watch(watch).await.unwrap();
-    assert_eq!(
-        connected_clients(&server).await,
-        before + 1,
-        "a watch has a connection of its own"
-    );
-    drop(stream);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while connected_clients(&server).await > before {
-        assert!(Instant::now() < deadline, "the watch's connection outlived its stream");
-        sleep(Duration::from_millis(100)).await;
-    }
+    // A first watch and event: the process's subscriber connections are up.
+    let mut first = svc.watch(watch()).await.unwrap();
+    svc.append_event(append_req(&app, "u", "s", text_event("one")))
+        .await
+        .unwrap();
+    timeout(Duration::from_secs(10), first.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    let before = connected_clients(&server).await;
+    let streams: Vec<_> = futures::future::join_all((0..20).map(|_| svc.watch(watch()))).await;
+    assert_eq!(connected_clients(&server).await, before, "no connection per watch");
+    drop(streams);
+    drop(first);
+    assert_eq!(connected_clients(&server).await, before);
 }
 
 #[tokio::test]

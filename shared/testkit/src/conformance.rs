@@ -46,6 +46,8 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
         list_events_pages_both_ways,
         watch_replays_then_follows_live,
         deleting_a_session_ends_its_watch_with_not_found,
+        many_watchers_of_one_session_each_get_every_event_once,
+        a_slow_watcher_misses_nothing_and_slows_no_one,
         bad_input_is_rejected_and_changes_nothing,
         page_tokens_are_bound_and_range_checked,
         ttls_have_one_maximum,
@@ -941,6 +943,87 @@ async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionServi
     }
     let after = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;
     assert!(matches!(after, Ok(None)), "nothing follows the NOT_FOUND: {after:?}");
+}
+
+/// Many watchers of one session (one reader per process on Redis) each get every
+/// event once, in order, whatever sequence each started after.
+async fn many_watchers_of_one_session_each_get_every_event_once(svc: &dyn SessionService) {
+    // Under the gRPC server's default per-user stream limit (64); the Redis tests
+    // (`redis_watch_fanout.rs`) run a thousand.
+    const WATCHERS: usize = 40;
+    let app = unique_prefix("watch-many");
+    create(svc, &app, "u", "s", &[]).await;
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    let mut watchers = Vec::new();
+    for i in 0..WATCHERS {
+        // Half replay the stored event first, half start from now.
+        let after_sequence = if i % 2 == 0 { Some(0) } else { Some(1) };
+        let watch = svc.watch(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence,
+        });
+        watchers.push((after_sequence.unwrap_or_default(), watch.await.expect("watch")));
+    }
+    let mut appended = Vec::new();
+    for _ in 0..3 {
+        appended.push(append(svc, &app, "u", "s", event_with(&[])).await.sequence);
+    }
+    let seen = futures::future::join_all(watchers.into_iter().map(|(after, mut watch)| async move {
+        let mut seen = Vec::new();
+        while seen.last() != Some(&4) {
+            seen.push(next_event(&mut watch).await.sequence);
+        }
+        (after, seen)
+    }))
+    .await;
+    for (after, seen) in seen {
+        let want: Vec<u64> = (after + 1..=4).collect();
+        assert_eq!(seen, want, "a watcher after {after} gets each event once, in order");
+    }
+    assert_eq!(appended, [2, 3, 4]);
+}
+
+/// A watcher whose client reads nothing while many events are appended (more than
+/// any buffer kept for it) does not hold the others back, and later receives every
+/// event once, in order: it continues from the last sequence it sent.
+async fn a_slow_watcher_misses_nothing_and_slows_no_one(svc: &dyn SessionService) {
+    const EVENTS: u64 = 400;
+    let app = unique_prefix("watch-slow");
+    create(svc, &app, "u", "s", &[]).await;
+    let mut slow = watch_from_start(svc, &app, "u", "s").await;
+    let mut fast = watch_from_start(svc, &app, "u", "s").await;
+    let appending = async {
+        for _ in 0..EVENTS {
+            append(svc, &app, "u", "s", event_with(&[])).await;
+        }
+    };
+    let following = async {
+        let mut seen = Vec::new();
+        while seen.len() < EVENTS as usize {
+            seen.push(next_event(&mut fast).await.sequence);
+        }
+        seen
+    };
+    let ((), fast_seen) = tokio::join!(appending, following);
+    let want: Vec<u64> = (1..=EVENTS).collect();
+    assert_eq!(
+        fast_seen, want,
+        "the fast watcher got everything while the slow one read nothing"
+    );
+    let mut slow_seen = Vec::new();
+    while slow_seen.len() < EVENTS as usize {
+        slow_seen.push(next_event(&mut slow).await.sequence);
+    }
+    assert_eq!(slow_seen, want, "the slow watcher misses nothing and repeats nothing");
+    append(svc, &app, "u", "s", event_with(&[])).await;
+    assert_eq!(
+        next_event(&mut slow).await.sequence,
+        EVENTS + 1,
+        "and then follows live"
+    );
+    assert_quiet(&mut slow).await;
 }
 
 async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {

@@ -8,6 +8,7 @@
 //!   cargo build --release --bins && target/release/adk-bench sessions
 //!   target/release/adk-bench artifacts
 //!   target/release/adk-bench runner      (also starts adk-runner-server; see adk_bench/runner.rs)
+//!   target/release/adk-bench watch       (WatchSession fan-out; see adk_bench/watch.rs)
 
 use adk_client::RemoteArtifactService;
 use adk_core::ArtifactService;
@@ -25,6 +26,8 @@ use tonic::transport::Channel;
 
 #[path = "adk_bench/runner.rs"]
 mod runner;
+#[path = "adk_bench/watch.rs"]
+mod watch;
 
 #[derive(Parser)]
 // A flag given twice takes its last value, so scripts/bench-smoke.sh can shrink a
@@ -43,6 +46,8 @@ enum Bench {
     Artifacts(ArtifactBenchArgs),
     /// Agent turns per second and time to first event with the mock model, and the runner's overhead per turn.
     Runner(runner::RunnerArgs),
+    /// WatchSession fan-out: delivery latency, server RSS and CPU, Redis connections for many watchers.
+    Watch(watch::WatchArgs),
 }
 
 #[derive(clap::Args)]
@@ -595,5 +600,6 @@ async fn main() -> Result<()> {
         Bench::Sessions(args) => bench_sessions(args).await,
         Bench::Artifacts(args) => bench_artifacts(args).await,
         Bench::Runner(args) => runner::bench_runner(args).await,
+        Bench::Watch(args) => watch::bench_watch(args).await,
     }
 }

@@ -234,7 +234,8 @@ class AdkClient:
         max_llm_calls: int = 0,
         timeout: Optional[float] = None,
     ) -> Generator[event_pb2.Event, None, None]:
-        """Runs the app's agent on a message and yields its events as they arrive.
+        """Runs the app's agent on a message and yields its events as they arrive, the
+        first being the message itself as stored (its ``invocation_id`` lets you cancel).
 
         ``message`` is the user's text, or a whole ``Content`` (e.g. from
         ``function_response()`` to answer a client tool). With ``streaming=True`` (SSE)

@@ -5,12 +5,12 @@
 use super::durability::{Durability, ReplicaAcks};
 use adk_core::{AdkError, Result};
 use adk_telemetry::RedisOp;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig, MultiplexedConnection};
-use redis::cluster::{ClusterClient, ClusterClientBuilder};
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::{
-    Arg, AsyncConnectionConfig, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture,
-    ScriptInvocation, ServerErrorKind, Value,
+    Arg, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, ScriptInvocation, ServerErrorKind,
+    Value,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,18 +20,12 @@ use tracing::Instrument;
 pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long an ordinary command may wait for its reply.
 pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
-/// How long a watcher's `XREAD BLOCK` waits for new entries before it checks the session still exists.
-pub(super) const WATCH_BLOCK: Duration = Duration::from_secs(2);
-/// Reply timeout of a watcher's dedicated connection: well above [`WATCH_BLOCK`].
-pub(super) const WATCH_RESPONSE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A connection the business code is written against once, whatever the deployment.
 #[derive(Clone)]
 pub(crate) enum Conn {
     /// Standalone Redis, shared by every request; reconnects by itself after a restart.
     Managed(ConnectionManager),
-    /// Standalone Redis, one watcher's own connection (blocking reads).
-    Dedicated(MultiplexedConnection),
     /// Redis Cluster; follows slot moves and reconnects to nodes by itself.
     Cluster(ClusterConnection),
 }
@@ -48,7 +42,6 @@ impl ConnectionLike for Conn {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Conn::Managed(c) => c.req_packed_command(cmd),
-            Conn::Dedicated(c) => c.req_packed_command(cmd),
             Conn::Cluster(c) => c.req_packed_command(cmd),
         }
     }
@@ -61,7 +54,6 @@ impl ConnectionLike for Conn {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Conn::Managed(c) => c.req_packed_commands(cmd, offset, count),
-            Conn::Dedicated(c) => c.req_packed_commands(cmd, offset, count),
             Conn::Cluster(c) => c.req_packed_commands(cmd, offset, count),
         }
     }
@@ -69,47 +61,17 @@ impl ConnectionLike for Conn {
     fn get_db(&self) -> i64 {
         match self {
             Conn::Managed(c) => c.get_db(),
-            Conn::Dedicated(c) => c.get_db(),
             Conn::Cluster(c) => c.get_db(),
         }
     }
 }
 
-/// Where new dedicated (watcher) connections come from.
-#[derive(Clone)]
-pub(crate) enum Endpoint {
-    Standalone(Arc<Client>),
-    /// A client configured with the long watcher response timeout.
-    Cluster(Arc<ClusterClient>),
-}
-
-impl Endpoint {
-    /// A new connection of its own, whose reply timeout outlasts a blocking read.
-    pub(crate) async fn dedicated(&self) -> Result<Conn> {
-        match self {
-            Endpoint::Standalone(client) => {
-                let config = AsyncConnectionConfig::new()
-                    .set_connection_timeout(Some(CONNECT_TIMEOUT))
-                    .set_response_timeout(Some(WATCH_RESPONSE_TIMEOUT));
-                let conn = client.get_multiplexed_async_connection_with_config(&config).await;
-                conn.map(Conn::Dedicated).map_err(store_error)
-            }
-            Endpoint::Cluster(client) => client
-                .get_async_connection()
-                .await
-                .map(Conn::Cluster)
-                .map_err(store_error),
-        }
-    }
-}
-
-/// One Redis deployment as a service uses it: the shared connection, where
-/// dedicated connections come from, and calls whose failures all go through
+/// One Redis deployment as a service uses it: the shared connection (watchers
+/// too share it: see `watch_hub.rs`), and calls whose failures all go through
 /// [`store_error`]. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub(crate) struct RedisStore {
     conn: Conn,
-    endpoint: Endpoint,
     /// When a write counts as acknowledged; see `durability.rs`.
     durability: Arc<Durability>,
 }
@@ -117,13 +79,9 @@ pub(crate) struct RedisStore {
 impl RedisStore {
     /// Connects to `url` (see [`open`]); writes are acknowledged as `acks` says.
     pub(crate) async fn connect(url: &str, acks: ReplicaAcks) -> Result<RedisStore> {
-        let (conn, endpoint) = open(url).await?;
+        let conn = open(url).await?;
         let durability = Arc::new(Durability::new(acks));
-        Ok(RedisStore {
-            conn,
-            endpoint,
-            durability,
-        })
+        Ok(RedisStore { conn, durability })
     }
 
     pub(crate) fn durability(&self) -> &Durability {
@@ -139,16 +97,9 @@ impl RedisStore {
         self.conn.clone()
     }
 
-    /// A new connection of its own (blocking reads); see [`Endpoint::dedicated`].
-    pub(crate) async fn dedicated(&self) -> Result<Conn> {
-        self.endpoint.dedicated().await
-    }
-
     // Every round trip of the services goes through `query`, `eval` or `pipeline`,
     // so this is where each gets its span and its latency/error metrics (see
     // `observe`). Spans and metrics name the operation only, never keys or values.
-    // Not here: a watcher's blocking XREAD on its own connection (it waits up to
-    // WATCH_BLOCK by design, which would only blur the latency histogram).
 
     pub(crate) async fn query<T: FromRedisValue>(&self, cmd: &Cmd) -> Result<T> {
         let op = RedisOp::command(&command_name(cmd));
@@ -210,24 +161,19 @@ pub(crate) fn decode_reply<T: FromRedisValue>(value: Value) -> Result<T> {
 }
 
 /// Opens the shared connection for `url` (`redis://`, `rediss://`, `redis+cluster://`
-/// or `rediss+cluster://`) and returns it with the endpoint for dedicated connections.
-/// A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
-async fn open(url: &str) -> Result<(Conn, Endpoint)> {
+/// or `rediss+cluster://`). A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
+async fn open(url: &str) -> Result<Conn> {
     if url.starts_with("rediss") {
         install_tls_crypto_provider();
     }
     if let Some(node_urls) = cluster_node_urls(url)? {
-        let builder = |response_timeout: Duration| {
-            ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
-                .connection_timeout(CONNECT_TIMEOUT)
-                .response_timeout(response_timeout)
-                .build()
-                .map_err(|e| AdkError::Config(format!("invalid redis cluster URL {}: {e}", redacted(url))))
-        };
-        let client = builder(RESPONSE_TIMEOUT)?;
-        let watch_client = builder(WATCH_RESPONSE_TIMEOUT)?;
+        let client = ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
+            .connection_timeout(CONNECT_TIMEOUT)
+            .response_timeout(RESPONSE_TIMEOUT)
+            .build()
+            .map_err(|e| AdkError::Config(format!("invalid redis cluster URL {}: {e}", redacted(url))))?;
         let conn = client.get_async_connection().await.map_err(startup_error)?;
-        return Ok((Conn::Cluster(conn), Endpoint::Cluster(Arc::new(watch_client))));
+        return Ok(Conn::Cluster(conn));
     }
     let client =
         Client::open(url).map_err(|e| AdkError::Config(format!("invalid redis URL {}: {e}", redacted(url))))?;
@@ -238,10 +184,10 @@ async fn open(url: &str) -> Result<(Conn, Endpoint)> {
         // queueing behind a long backoff; the next call starts a new attempt.
         .set_number_of_retries(2)
         .set_max_delay(Duration::from_millis(500));
-    let manager = ConnectionManager::new_with_config(client.clone(), config)
+    let manager = ConnectionManager::new_with_config(client, config)
         .await
         .map_err(startup_error)?;
-    Ok((Conn::Managed(manager), Endpoint::Standalone(Arc::new(client))))
+    Ok(Conn::Managed(manager))
 }
 
 /// Makes `ring` rustls's process-wide crypto provider unless one is installed

@@ -80,18 +80,21 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// AppendEvent. Guarantees, all in one step: `NOTFOUND` when the session is
 /// missing; when the event id is already in the session, the stored event
 /// unchanged and no write (`DUP`); `ABORTED` and no write when the precondition
-/// fails; otherwise the next sequence, the event in the stream under id
+/// fails (`LEASE` when the precondition names a lease holder that no longer
+/// holds the session's lease); otherwise the next sequence, the event in the stream under id
 /// `<seq>-1` (so order never depends on clocks), its id and timestamp indexed,
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
-/// updated, and the TTL renewed on every session key (`NEW`).
+/// updated, the TTL renewed on every session key, and the events key published
+/// on `adk:appended` for the watchers (`NEW`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
 /// any order, so the stored bytes decode to the event with its sequence.
 ///
-/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, [9 app state]
-/// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq'), 3 precondition value,
+/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, 9 the session's
+///       lease (`lease.rs`), [10 app state]
+/// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq' | 'lease'), 3 precondition value,
 ///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
 ///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
 ///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
@@ -100,7 +103,7 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///       it, else the compacted range's end in µs: the window then starts at the first
 ///       event stamped at or after it, found through the timestamp index in
 ///       O(events in the window)), then field/JSON pairs in that order.
-/// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, DUP, NEW.
+/// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, LEASE, DUP, NEW.
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
     r#"
@@ -126,6 +129,7 @@ local last_seq, last_id = meta[1] or '0', meta[2] or ''
 if (ARGV[2] == 'seq' and ARGV[3] ~= last_seq) or (ARGV[2] == 'id' and ARGV[3] ~= last_id) then
   return {'ABORTED', ''}
 end
+if ARGV[2] == 'lease' and redis.call('GET', KEYS[9]) ~= ARGV[3] then return {'LEASE', ''} end
 local seq = tonumber(last_seq) + 1
 local stored = ARGV[8] .. '\128\1' .. varint(seq)
 -- The only write that could fail on its own (an entry id not above the last):
@@ -146,11 +150,13 @@ end
 local at = 16
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
-write_app_state(KEYS[9], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
+write_app_state(KEYS[10], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
 redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[5], 'last_id', ARGV[1])
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
+-- Wakes the watchers of this session in every process (`watch_hub.rs`).
+redis.call('PUBLISH', 'adk:appended', KEYS[3])
 return {'NEW', stored}
 "#
 );

@@ -365,7 +365,8 @@ async fn drive(
             .context("Run")?
             .into_inner();
         let mut first = None;
-        let mut stored = 1; // the user's message
+        // The stream starts with the user's message as stored: it counts like the reply.
+        let mut stored = 0;
         while let Some(event) = events.message().await.context("the event stream")? {
             first.get_or_insert_with(|| started.elapsed());
             if event.partial != Some(true) {

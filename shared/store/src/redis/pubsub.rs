@@ -1,0 +1,45 @@
+//! One subscription per process to a pub/sub channel, kept up across failures.
+
+use super::conn::CONNECT_TIMEOUT;
+use futures::StreamExt;
+use std::time::Duration;
+
+/// What a listener is told: a message's payload, or `None` when it has (re)subscribed
+/// (messages published while it was not subscribed are lost). It returns false to stop.
+pub(crate) type Listener = Box<dyn FnMut(Option<String>) -> bool + Send>;
+
+/// Keeps one subscription to `channel` through one of `nodes` (tried in turn; any node
+/// of a cluster hears every classic `PUBLISH`), handing each message to `listener`;
+/// resubscribes after a failure. Ends when `listener` returns false.
+pub(crate) fn spawn_channel_listener(channel: &'static str, nodes: Vec<redis::Client>, mut listener: Listener) {
+    const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(200);
+    tokio::spawn(async move {
+        for client in nodes.iter().cycle() {
+            let subscribed = tokio::time::timeout(CONNECT_TIMEOUT, async {
+                let mut pubsub = client.get_async_pubsub().await?;
+                pubsub.subscribe(channel).await?;
+                redis::RedisResult::Ok(pubsub)
+            })
+            .await;
+            if let Ok(Ok(pubsub)) = subscribed {
+                if !listener(None) {
+                    return;
+                }
+                let mut messages = pubsub.into_on_message();
+                while let Some(message) = messages.next().await {
+                    if let Ok(payload) = message.get_payload::<String>()
+                        && !listener(Some(payload))
+                    {
+                        return;
+                    }
+                }
+                tracing::debug!("lost the subscription to {channel}; resubscribing");
+            }
+            // Pacing between attempts (the listener is asked whether to go on first).
+            if !listener(Some(String::new())) {
+                return;
+            }
+            tokio::time::sleep(RESUBSCRIBE_DELAY).await;
+        }
+    });
+}

@@ -1,0 +1,122 @@
+//! Fencing: an append carrying `Precondition::LeaseHeldBy(owner)` is stored only while
+//! `owner` holds the session's lease, atomically with the append (in the append script
+//! on Redis, under the store's lock in memory), so a runner that lost its lease can
+//! never write after another took over.
+
+use adk_core::{
+    Acquire, AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, LeaseKey, Precondition,
+    SessionLease, SessionService,
+};
+use adk_store::{InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
+use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use std::time::Duration;
+
+async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dyn SessionLease) {
+    let app = unique_prefix("fence");
+    sessions
+        .create(CreateRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: Some("s".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    let key = LeaseKey {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    let append = |owner: &str, text: &str| AppendEventRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        event: Event::new(owner)
+            .with_author("agent")
+            .with_content(Content::new("model").with_text(text)),
+        precondition: Some(Precondition::LeaseHeldBy(owner.into())),
+    };
+
+    let short = Duration::from_millis(300);
+    assert!(matches!(
+        lease.acquire(&key, "e-first", short).await.unwrap(),
+        Acquire::Acquired { .. }
+    ));
+    sessions
+        .append_event(append("e-first", "while held"))
+        .await
+        .expect("the holder appends");
+    let refused = sessions.append_event(append("e-other", "not mine")).await.unwrap_err();
+    assert!(matches!(refused, AdkError::Aborted(_)), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("e-other no longer holds the session's lease"),
+        "{refused}"
+    );
+
+    // The holder stalls past its TTL: from then on its appends are refused, and the
+    // next holder learns it was interrupted and appends.
+    tokio::time::sleep(short * 2).await; // the TTL itself is under test
+    let late = sessions.append_event(append("e-first", "too late")).await.unwrap_err();
+    assert!(matches!(late, AdkError::Aborted(_)), "{late}");
+    assert_eq!(
+        lease.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap(),
+        Acquire::Acquired {
+            interrupted: Some("e-first".into())
+        }
+    );
+    sessions
+        .append_event(append("e-next", "mine now"))
+        .await
+        .expect("the new holder appends");
+    let stale = sessions.append_event(append("e-first", "stale")).await.unwrap_err();
+    assert!(matches!(stale, AdkError::Aborted(_)), "{stale}");
+
+    let session = sessions
+        .get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let texts: Vec<String> = session
+        .events
+        .iter()
+        .map(|e| e.content().and_then(Content::text).unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["while held", "mine now"], "refused appends stored nothing");
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_in_memory() {
+    let sessions = InMemorySessionService::new();
+    let lease = sessions.leases();
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_on_redis() {
+    let server = RedisServer::start().await;
+    let sessions = RedisSessionService::connect(&server.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&server.url(), Default::default())
+        .await
+        .unwrap();
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_on_a_cluster() {
+    let cluster = RedisCluster::start(3).await;
+    let sessions = RedisSessionService::connect(&cluster.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&cluster.url(), Default::default())
+        .await
+        .unwrap();
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}
