@@ -171,7 +171,7 @@ impl Stack {
         {
             events.push(event);
         }
-        events
+        adk_e2e::after_user_event(events)
     }
 
     /// The value of one metric sample (0 when absent).
