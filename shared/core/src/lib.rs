@@ -10,6 +10,7 @@ pub mod convert;
 pub mod error;
 pub mod event;
 pub mod lease;
+pub mod memory;
 pub mod model;
 pub mod session;
 pub mod state;
@@ -26,6 +27,7 @@ pub use event::{
     Transcription, UsageMetadata, new_event_id,
 };
 pub use lease::{Acquire, LeaseKey, SessionLease};
+pub use memory::{MemoryEntry, MemoryService, SearchMemoryResponse};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,

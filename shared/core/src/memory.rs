@@ -1,0 +1,444 @@
+//! Long-term memory (ADK's `BaseMemoryService`): what an agent may recall of a
+//! user's earlier sessions, scoped to (app, user).
+//!
+//! Backends implement three primitives: [`MemoryService::upsert`] (write entries
+//! with their keyword index), [`MemoryService::postings`] (the index entries of
+//! some terms) with [`MemoryService::fetch`], and [`MemoryService::delete`]. Every
+//! rule lives here once, whatever the store: validation, which events become
+//! memories ([`entries_from_events`]), tokenization ([`terms`]) and BM25 ranking
+//! ([`rank`]), built into the provided methods `add_*` and `search`.
+
+use crate::content::Content;
+use crate::error::{AdkError, Result};
+use crate::event::Event;
+use crate::validate::{self, quoted};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+
+/// Most entries (or events) one add may carry.
+pub const MAX_ENTRIES_PER_ADD: usize = 1000;
+/// Longest query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Results of a search that asks for none in particular (ADK's `_MAX_SEARCH_RESULTS`).
+pub const DEFAULT_SEARCH_LIMIT: usize = 10;
+pub const MAX_SEARCH_LIMIT: usize = 100;
+/// Longest author name, in bytes.
+pub const MAX_AUTHOR_BYTES: usize = 256;
+/// Longest word indexed, in bytes: longer runs (base64, hashes) are no words.
+pub const MAX_TERM_BYTES: usize = 64;
+/// Most distinct words of a query that are looked up: bounds what a search costs.
+pub const MAX_QUERY_TERMS: usize = 32;
+/// The key of an entry's `custom_metadata` recording the session an event came from.
+pub const SESSION_ID_METADATA_KEY: &str = "session_id";
+
+/// One memory (ADK's `MemoryEntry`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryEntry {
+    /// Unique within (app, user); empty in an add gets a new id.
+    pub id: String,
+    pub content: Content,
+    /// Who said it (an event's author); may be empty.
+    pub author: String,
+    /// When the remembered content happened.
+    pub timestamp: Option<DateTime<Utc>>,
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+impl MemoryEntry {
+    /// The text search matches: the entry's text parts, joined by spaces.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self.content.parts.iter().filter_map(|p| p.text()).collect();
+        texts.join(" ")
+    }
+}
+
+/// An entry as stored: with its id assigned and its index terms counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedEntry {
+    pub entry: MemoryEntry,
+    /// Term -> how often it occurs in the entry's text.
+    pub term_counts: BTreeMap<String, u32>,
+    /// Number of terms of the text (the BM25 document length).
+    pub length: u32,
+}
+
+impl IndexedEntry {
+    fn new(entry: MemoryEntry) -> IndexedEntry {
+        let mut term_counts = BTreeMap::new();
+        let mut length = 0;
+        for term in terms(&entry.text()) {
+            *term_counts.entry(term).or_insert(0) += 1;
+            length += 1;
+        }
+        IndexedEntry {
+            entry,
+            term_counts,
+            length,
+        }
+    }
+}
+
+/// Adds explicit entries to a user's memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub memories: Vec<MemoryEntry>,
+    /// Merged into every entry's metadata; an entry's own keys win.
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+/// Adds events (those with content) to a user's memory, one entry per event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddEventsRequest {
+    pub app_name: String,
+    pub user_id: String,
+    /// Optional: the session the events come from.
+    pub session_id: String,
+    pub events: Vec<Event>,
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub query: String,
+    /// 0 means [`DEFAULT_SEARCH_LIMIT`].
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchMemoryResponse {
+    /// Best first.
+    pub memories: Vec<MemoryEntry>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub memory_id: String,
+}
+
+/// The keyword index of one user, as a search needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Postings {
+    /// How many entries the user has.
+    pub entries: u64,
+    /// Sum of their lengths (for the average length BM25 normalizes by).
+    pub total_length: u64,
+    /// Per query term: (entry id, count of the term in the entry, the entry's length).
+    pub terms: Vec<Vec<(String, u32, u32)>>,
+}
+
+fn user_ids(app_name: &str, user_id: &str) -> Result<()> {
+    validate::id("app_name", app_name)?;
+    validate::id("user_id", user_id)
+}
+
+impl AddMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        entry_count("memories", self.memories.len())?;
+        metadata("custom_metadata", &self.custom_metadata)?;
+        for (i, entry) in self.memories.iter().enumerate() {
+            validate_entry(&format!("memories[{i}]"), entry)?;
+        }
+        Ok(())
+    }
+}
+
+impl AddEventsRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        if !self.session_id.is_empty() {
+            validate::id("session_id", &self.session_id)?;
+        }
+        entry_count("events", self.events.len())?;
+        metadata("custom_metadata", &self.custom_metadata)?;
+        for (i, event) in self.events.iter().enumerate() {
+            // An event's id becomes its memory's id.
+            if event.content().is_some_and(|c| !c.parts.is_empty()) {
+                validate::id(&format!("events[{i}].id"), &event.id)?;
+            }
+            validate::event_limits(event)?;
+        }
+        Ok(())
+    }
+}
+
+impl SearchMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        if self.query.len() > MAX_QUERY_BYTES {
+            return Err(AdkError::invalid(format!(
+                "query is {} bytes, more than the maximum of {MAX_QUERY_BYTES}",
+                self.query.len()
+            )));
+        }
+        if self.limit > MAX_SEARCH_LIMIT {
+            return Err(AdkError::invalid(format!(
+                "limit must be 0 (the default, {DEFAULT_SEARCH_LIMIT}) to {MAX_SEARCH_LIMIT}, got {}",
+                self.limit
+            )));
+        }
+        Ok(())
+    }
+
+    fn effective_limit(&self) -> usize {
+        match self.limit {
+            0 => DEFAULT_SEARCH_LIMIT,
+            n => n,
+        }
+    }
+}
+
+impl DeleteMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        validate::id("memory_id", &self.memory_id)
+    }
+}
+
+fn entry_count(field: &str, count: usize) -> Result<()> {
+    if count > MAX_ENTRIES_PER_ADD {
+        return Err(AdkError::invalid(format!(
+            "{field} has {count} items, more than the limit of {MAX_ENTRIES_PER_ADD} per request"
+        )));
+    }
+    Ok(())
+}
+
+fn metadata(field: &str, map: &HashMap<String, Value>) -> Result<()> {
+    validate::state_keys(field, map)?;
+    validate::state_limits(field, map)
+}
+
+fn validate_entry(field: &str, entry: &MemoryEntry) -> Result<()> {
+    if !entry.id.is_empty() {
+        validate::id(&format!("{field}.id"), &entry.id)?;
+    }
+    if entry.content.parts.is_empty() {
+        return Err(AdkError::invalid(format!("{field}.content has no parts")));
+    }
+    validate::content_limits(&format!("{field}.content"), &entry.content)?;
+    if entry.author.len() > MAX_AUTHOR_BYTES {
+        return Err(AdkError::invalid(format!(
+            "{field}.author {} is longer than {MAX_AUTHOR_BYTES} bytes",
+            quoted(&entry.author)
+        )));
+    }
+    metadata(&format!("{field}.custom_metadata"), &entry.custom_metadata)?;
+    let size = adk_proto::v1::MemoryEntry::from(entry);
+    let size = prost::Message::encoded_len(&size);
+    if size > validate::MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{field} is {size} bytes encoded, more than the limit of {} bytes per memory",
+            validate::MAX_EVENT_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// The memories the events with content make: one per event, its id the event's id
+/// (so adding the same events again replaces them), author and timestamp the event's,
+/// the session id (when given) and `custom_metadata` in its metadata.
+pub fn entries_from_events(req: &AddEventsRequest) -> Vec<MemoryEntry> {
+    req.events
+        .iter()
+        .filter_map(|event| {
+            let content = event.content().filter(|c| !c.parts.is_empty())?;
+            let mut custom_metadata = req.custom_metadata.clone();
+            if !req.session_id.is_empty() {
+                custom_metadata.insert(SESSION_ID_METADATA_KEY.into(), Value::String(req.session_id.clone()));
+            }
+            Some(MemoryEntry {
+                id: event.id.clone(),
+                content: content.clone(),
+                author: event.author.clone(),
+                timestamp: Some(event.timestamp),
+                custom_metadata,
+            })
+        })
+        .collect()
+}
+
+// ---------- keyword search ----------
+
+/// English words too common to tell memories apart; left out of the index and of queries.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "so", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "what", "will", "with",
+];
+
+/// The index terms of a text: its words (maximal runs of Unicode letters and digits),
+/// lowercased, without stop words and without runs longer than [`MAX_TERM_BYTES`].
+pub fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty() && word.len() <= MAX_TERM_BYTES)
+        .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
+}
+
+/// The distinct terms of a query, at most [`MAX_QUERY_TERMS`] of them, in order.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for term in terms(query) {
+        if !seen.contains(&term) {
+            seen.push(term);
+            if seen.len() == MAX_QUERY_TERMS {
+                break;
+            }
+        }
+    }
+    seen
+}
+
+/// BM25's usual parameters: term-frequency saturation and length normalization.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
+/// The ids of the best `limit` entries by BM25 score, best first; equal scores by id.
+/// Only entries holding at least one query term score.
+pub fn rank(postings: &Postings, limit: usize) -> Vec<(String, f64)> {
+    let n = postings.entries.max(1) as f64;
+    let average_length = (postings.total_length as f64 / n).max(1.0);
+    let mut scores: HashMap<&str, f64> = HashMap::new();
+    for term in &postings.terms {
+        let df = term.len() as f64;
+        if df == 0.0 {
+            continue;
+        }
+        // The "+1" form of IDF: never negative, even for a term in most entries.
+        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+        for (id, count, length) in term {
+            let tf = f64::from(*count);
+            let norm = 1.0 - BM25_B + BM25_B * f64::from(*length) / average_length;
+            *scores.entry(id).or_default() += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm);
+        }
+    }
+    let mut ranked: Vec<(String, f64)> = scores.into_iter().map(|(id, s)| (id.to_string(), s)).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    ranked
+}
+
+// ---------- the service ----------
+
+/// A store of memories. Implement the primitives; use the provided methods.
+#[async_trait]
+pub trait MemoryService: Send + Sync {
+    /// Writes the entries (ids assigned) with their index terms, each replacing an
+    /// entry of the user with the same id, atomically per entry at least.
+    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()>;
+
+    /// The user's index entries of `terms` (in that order) and the user's totals.
+    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings>;
+
+    /// The user's entries with these ids, in that order; missing ids are skipped.
+    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>>;
+
+    /// Deletes one entry and its index terms; false when there was none.
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool>;
+
+    /// Ok while the store can serve (health checks).
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Adds explicit entries; returns their ids, in request order.
+    async fn add_memory(&self, req: AddMemoryRequest) -> Result<Vec<String>> {
+        req.validate()?;
+        let entries = req
+            .memories
+            .into_iter()
+            .map(|mut entry| {
+                if entry.id.is_empty() {
+                    entry.id = uuid::Uuid::new_v4().to_string();
+                }
+                for (key, value) in &req.custom_metadata {
+                    entry
+                        .custom_metadata
+                        .entry(key.clone())
+                        .or_insert_with(|| value.clone());
+                }
+                IndexedEntry::new(entry)
+            })
+            .collect::<Vec<_>>();
+        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        self.upsert(&req.app_name, &req.user_id, entries).await?;
+        Ok(ids)
+    }
+
+    /// Adds the events with content, one entry per event; returns their ids.
+    async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>> {
+        req.validate()?;
+        let entries: Vec<IndexedEntry> = entries_from_events(&req).into_iter().map(IndexedEntry::new).collect();
+        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        self.upsert(&req.app_name, &req.user_id, entries).await?;
+        Ok(ids)
+    }
+
+    /// The user's memories most relevant to the query (BM25), best first.
+    async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
+        req.validate()?;
+        let terms = query_terms(&req.query);
+        if terms.is_empty() {
+            return Ok(SearchMemoryResponse::default());
+        }
+        let postings = self.postings(&req.app_name, &req.user_id, &terms).await?;
+        let ids: Vec<String> = rank(&postings, req.effective_limit())
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        let memories = self.fetch(&req.app_name, &req.user_id, &ids).await?;
+        Ok(SearchMemoryResponse { memories })
+    }
+}
+
+/// The entries as stored for later tests and stores: indexed, ids kept.
+pub fn index_entries(entries: Vec<MemoryEntry>) -> Vec<IndexedEntry> {
+    entries.into_iter().map(IndexedEntry::new).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_lowercase_unicode_words_without_stop_words() {
+        let found: Vec<String> = terms("The Café's flat-white, and 2 CROISSANTS; naïve Ünïcode").collect();
+        assert_eq!(
+            found,
+            ["café", "s", "flat", "white", "2", "croissants", "naïve", "ünïcode"]
+        );
+        let long = "x".repeat(MAX_TERM_BYTES + 1);
+        assert_eq!(terms(&format!("{long} ok")).collect::<Vec<_>>(), ["ok"]);
+    }
+
+    #[test]
+    fn bm25_prefers_rarer_terms_and_shorter_entries() {
+        let postings = Postings {
+            entries: 3,
+            total_length: 30,
+            terms: vec![
+                // "common" is in every entry, "rare" in one.
+                vec![("a".into(), 1, 10), ("b".into(), 1, 10), ("c".into(), 1, 10)],
+                vec![("b".into(), 1, 10)],
+            ],
+        };
+        let ranked = rank(&postings, 10);
+        assert_eq!(ranked[0].0, "b");
+        assert_eq!(ranked.len(), 3);
+        let short = Postings {
+            entries: 2,
+            total_length: 22,
+            terms: vec![vec![("long".into(), 1, 20), ("short".into(), 1, 2)]],
+        };
+        assert_eq!(rank(&short, 1)[0].0, "short");
+    }
+}
