@@ -8,13 +8,13 @@ use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
     StoreArgs, run_binary,
 };
-use adk_session_service::session_service;
+use adk_session_service::{memory_service, session_service};
 use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService and, with --agents,
+/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService, adk.v1.MemoryService and, with --agents,
 /// adk.v1.AgentRunner), grpc.health.v1 and server reflection on one port.
 #[derive(Debug, Parser)]
 #[command(name = "adk-server", version)]
@@ -66,7 +66,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (sessions, artifacts) = adk_store::open_stores(url, config)
         .await
         .with_context(|| cannot_open("session and artifact"))?;
-    tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
+    // Long-term memory at the same URL; the runner's agents recall from the very instance served.
+    let memory = adk_store::open_memory_service(url, cli.store.store_config())
+        .await
+        .with_context(|| cannot_open("memory"))?;
+    tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
 
     // The runner uses the very store instances the session and artifact services
     // serve (with memory:// a second open would be a second, empty store), so a
@@ -76,7 +80,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lease = adk_runner_service::open_session_lease(url, replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
-            let services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);
+            let mut services = RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease);
+            services.memory = Some(memory.clone());
             let apps = agents.build(&services).context("cannot build the agents")?;
             tracing::info!(apps = ?agents.app_names(), "agents loaded");
             Some(runner_service(apps, &cli.grpc, shutdown.clone())?)
@@ -89,8 +94,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .metrics(&cli.metrics)
         .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
         .add_service(artifact_service(artifacts.clone(), &cli.grpc))
+        .add_service(memory_service(memory.clone(), sessions.clone(), &cli.grpc))
         .health_check("session store", sessions)
-        .health_check("artifact store", artifacts);
+        .health_check("artifact store", artifacts)
+        .health_check("memory store", memory);
     if let Some(runner) = runner {
         server = server.add_service(runner);
     }

@@ -37,8 +37,8 @@ use crate::stores::RunnerServices;
 use adk_core::{AdkError, Agent, GenerateContentConfig, Llm, Tool, Toolset};
 use adk_models::{ProviderConfig, build_model};
 use adk_runner::{
-    ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, McpToolset, McpTransport,
-    ParallelAgent, Runner, SequentialAgent,
+    AddToMemory, ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoadMemoryTool, LoopAgent,
+    McpToolset, McpTransport, ParallelAgent, PreloadMemoryTool, Runner, SequentialAgent,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,7 +49,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The tools the runner library provides; agents list them like declared tools.
-const BUILTIN_TOOLS: [&str; 2] = [ExitLoopTool::NAME, LoadArtifactsTool::NAME];
+const BUILTIN_TOOLS: [&str; 4] = [
+    ExitLoopTool::NAME,
+    LoadArtifactsTool::NAME,
+    LoadMemoryTool::NAME,
+    PreloadMemoryTool::NAME,
+];
 /// Offered by the library itself to every LLM agent with sub-agents: not declarable.
 const TRANSFER_TOOL: &str = "transfer_to_agent";
 /// The author of the user's events: no agent may be called that.
@@ -154,6 +159,32 @@ struct ToolConfig {
 #[serde(deny_unknown_fields)]
 struct AppConfig {
     root_agent: AgentConfig,
+    /// Long-term memory: what to add to it after each invocation.
+    #[serde(default)]
+    memory: Option<MemoryConfig>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryConfig {
+    /// `invocation` (its events) or `session` (the whole session) after each invocation.
+    add: AddToMemoryKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AddToMemoryKind {
+    Invocation,
+    Session,
+}
+
+impl From<AddToMemoryKind> for AddToMemory {
+    fn from(kind: AddToMemoryKind) -> Self {
+        match kind {
+            AddToMemoryKind::Invocation => AddToMemory::Invocation,
+            AddToMemoryKind::Session => AddToMemory::Session,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -406,8 +437,15 @@ impl AgentsConfig {
             let built = self
                 .build_agent(app_name, &app.root_agent, &mut models)
                 .and_then(|(agent, description)| {
-                    let runner = Runner::new(services.runner_config(app_name.clone(), agent))
-                        .map_err(|e| (place.clone(), library_message(&e)))?;
+                    let mut config = services.runner_config(app_name.clone(), agent);
+                    if let Some(memory) = &app.memory {
+                        if services.memory.is_none() {
+                            let message = "memory.add needs a memory store, and this runner has none";
+                            return Err((place.clone(), message.to_string()));
+                        }
+                        config.add_to_memory = Some(memory.add.into());
+                    }
+                    let runner = Runner::new(config).map_err(|e| (place.clone(), library_message(&e)))?;
                     Ok(App::with_description(runner, description))
                 });
             match built {
@@ -520,6 +558,8 @@ impl AgentsConfig {
         match name {
             ExitLoopTool::NAME => Some(Declared::Tool(Arc::new(ExitLoopTool))),
             LoadArtifactsTool::NAME => Some(Declared::Tool(Arc::new(LoadArtifactsTool))),
+            LoadMemoryTool::NAME => Some(Declared::Tool(Arc::new(LoadMemoryTool))),
+            PreloadMemoryTool::NAME => Some(Declared::Tool(Arc::new(PreloadMemoryTool))),
             _ => self.tools.get(name).cloned(),
         }
     }

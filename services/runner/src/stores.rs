@@ -1,10 +1,11 @@
 //! What every runner needs besides its agents: the session store, the artifact
-//! store and the session leases (one invocation per session at a time).
+//! store, long-term memory and the session leases (one invocation per session at a time).
 
-use adk_core::{Agent, ArtifactService, Result, SessionLease, SessionService};
+use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, ReplicaAcks, StoreConfig,
+    InMemoryArtifactService, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
+    ReplicaAcks, StoreConfig,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,6 +18,9 @@ pub struct RunnerServices {
     /// artifacts; None: agents see no artifacts.
     pub artifacts: Option<Arc<dyn ArtifactService>>,
     pub lease: Arc<dyn SessionLease>,
+    /// Long-term memory for `load_memory`, `preload_memory` and the agents file's
+    /// `memory.add`; None: agents have no memory.
+    pub memory: Option<Arc<dyn MemoryService>>,
     /// How long a session stays locked after a runner died mid-invocation.
     pub lease_ttl: Duration,
 }
@@ -31,6 +35,7 @@ impl RunnerServices {
             sessions,
             artifacts,
             lease,
+            memory: None,
             lease_ttl: RunnerConfig::DEFAULT_LEASE_TTL,
         }
     }
@@ -39,11 +44,13 @@ impl RunnerServices {
     /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
         let artifacts = InMemoryArtifactService::new();
-        Self::new(
+        let mut services = Self::new(
             Arc::new(InMemorySessionService::new().with_artifacts(artifacts.clone())),
             Some(Arc::new(artifacts)),
             Arc::new(InMemorySessionLease::new()),
-        )
+        );
+        services.memory = Some(Arc::new(InMemoryMemoryService::new()));
+        services
     }
 
     /// Sessions, artifacts and leases at one store URL (`memory://`, `redis://…`, …).
@@ -52,8 +59,11 @@ impl RunnerServices {
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
         let lease = open_session_lease(url, config.replica_acks).await?;
+        let memory = adk_store::open_memory_service(url, config.clone()).await?;
         let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
-        Ok(Self::new(sessions, Some(artifacts), lease))
+        let mut services = Self::new(sessions, Some(artifacts), lease);
+        services.memory = Some(memory);
+        Ok(services)
     }
 
     /// The library's runner configuration for one app over these stores.
@@ -61,6 +71,7 @@ impl RunnerServices {
         let mut config = RunnerConfig::new(app_name, root_agent, self.sessions.clone(), self.lease.clone());
         config.artifact_service = self.artifacts.clone();
         config.lease_ttl = self.lease_ttl;
+        config.memory_service = self.memory.clone();
         config
     }
 }

@@ -27,7 +27,7 @@ pub use event::{
     Transcription, UsageMetadata, new_event_id,
 };
 pub use lease::{Acquire, LeaseKey, SessionLease};
-pub use memory::{MemoryEntry, MemoryService, SearchMemoryResponse};
+pub use memory::{Memory, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,

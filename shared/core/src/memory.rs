@@ -11,11 +11,13 @@
 use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
+use crate::session::{GetRequest, SessionService};
 use crate::validate::{self, quoted};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 /// Most entries (or events) one add may carry.
 pub const MAX_ENTRIES_PER_ADD: usize = 1000;
@@ -400,9 +402,84 @@ pub trait MemoryService: Send + Sync {
     }
 }
 
-/// The entries as stored for later tests and stores: indexed, ids kept.
-pub fn index_entries(entries: Vec<MemoryEntry>) -> Vec<IndexedEntry> {
-    entries.into_iter().map(IndexedEntry::new).collect()
+/// One user's memory, as agents and tools see it (`CallbackContext::memory`).
+#[async_trait]
+pub trait Memory: Send + Sync {
+    /// The user's memories most relevant to `query`, best first (at most
+    /// [`DEFAULT_SEARCH_LIMIT`]).
+    async fn search(&self, query: &str) -> Result<SearchMemoryResponse>;
+}
+
+/// A [`MemoryService`] bound to one (app, user).
+pub struct ScopedMemory {
+    service: Arc<dyn MemoryService>,
+    app_name: String,
+    user_id: String,
+}
+
+impl ScopedMemory {
+    pub fn new(service: Arc<dyn MemoryService>, app_name: impl Into<String>, user_id: impl Into<String>) -> Self {
+        ScopedMemory {
+            service,
+            app_name: app_name.into(),
+            user_id: user_id.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Memory for ScopedMemory {
+    async fn search(&self, query: &str) -> Result<SearchMemoryResponse> {
+        self.service
+            .search(SearchMemoryRequest {
+                app_name: self.app_name.clone(),
+                user_id: self.user_id.clone(),
+                query: query.to_string(),
+                limit: 0,
+            })
+            .await
+    }
+}
+
+/// Adds a stored session to the user's memory (ADK's `add_session_to_memory`): its
+/// events with content, one memory each, ids the event ids, so adding a session again
+/// replaces its memories. `NOT_FOUND` when the session does not exist.
+pub async fn add_session_to_memory(
+    memory: &dyn MemoryService,
+    sessions: &dyn SessionService,
+    app_name: &str,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<String>> {
+    let session = sessions
+        .get(GetRequest {
+            app_name: app_name.to_string(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            ..Default::default()
+        })
+        .await?;
+    let mut ids = Vec::new();
+    // A long session goes in requests of the largest size an add accepts.
+    for events in session
+        .events
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .chunks(MAX_ENTRIES_PER_ADD)
+    {
+        let added = memory
+            .add_events(AddEventsRequest {
+                app_name: app_name.to_string(),
+                user_id: user_id.to_string(),
+                session_id: session_id.to_string(),
+                events: events.to_vec(),
+                custom_metadata: HashMap::new(),
+            })
+            .await?;
+        ids.extend(added);
+    }
+    Ok(ids)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! an [`AgentContext`] (agent + branch); tools through a [`ToolCallContext`].
 
 use adk_core::{
-    AdkError, Agent, Artifacts, CallbackContext, Content, Event, EventActions, Events, InvocationContext, Part,
+    AdkError, Agent, Artifacts, CallbackContext, Content, Event, EventActions, Events, InvocationContext, Memory, Part,
     ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session, State, ToolContext,
 };
 use async_trait::async_trait;
@@ -47,6 +47,8 @@ pub(crate) struct Invocation {
     state: LiveState,
     ended: AtomicBool,
     llm_calls: AtomicU32,
+    /// The user's long-term memory; None without a memory service.
+    memory: Option<Arc<dyn Memory>>,
 }
 
 impl Invocation {
@@ -79,7 +81,24 @@ impl Invocation {
             state: LiveState(RwLock::new(state)),
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(0),
+            memory: None,
         }
+    }
+
+    /// Gives agents and tools the user's long-term memory.
+    pub(crate) fn with_memory(mut self, memory: Option<Arc<dyn Memory>>) -> Self {
+        self.memory = memory;
+        self
+    }
+
+    /// The events this invocation stored (the user's message included), oldest first.
+    pub(crate) fn own_events(&self) -> Vec<Event> {
+        let events = lock(&self.events);
+        events
+            .iter()
+            .filter(|e| e.invocation_id == self.invocation_id)
+            .cloned()
+            .collect()
     }
 
     /// Makes a stored event part of the live view. `delta` is the delta the agent
@@ -137,6 +156,9 @@ impl ReadonlyContext for AgentContext {
 impl CallbackContext for AgentContext {
     fn artifacts(&self) -> Option<Arc<dyn Artifacts>> {
         self.invocation.artifacts.clone()
+    }
+    fn memory(&self) -> Option<Arc<dyn Memory>> {
+        self.invocation.memory.clone()
     }
 }
 
@@ -249,6 +271,9 @@ impl CallbackContext for ToolCallContext {
             inner,
             actions: self.actions.clone(),
         }))
+    }
+    fn memory(&self) -> Option<Arc<dyn Memory>> {
+        self.parent.memory()
     }
 }
 

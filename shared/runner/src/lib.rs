@@ -38,8 +38,11 @@ mod workflow;
 
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
-pub use runner::{RunOptions, Runner, RunnerConfig};
-pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, McpToolset, McpTransport};
+pub use runner::{AddToMemory, RunOptions, Runner, RunnerConfig};
+pub use tools::{
+    ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool, McpToolset, McpTransport,
+    PreloadMemoryTool,
+};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
 
 use adk_core::{AdkError, Result};

@@ -6,7 +6,7 @@ use super::{Principal, Subject};
 use adk_proto::v1 as pb;
 use adk_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
-    session_service_server::SERVICE_NAME as SESSIONS,
+    memory_service_server::SERVICE_NAME as MEMORY, session_service_server::SERVICE_NAME as SESSIONS,
 };
 use prost::Message;
 use std::collections::HashMap;
@@ -78,7 +78,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 22] = [
+        let entries: [(&str, &str, Extract); 27] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -174,6 +174,22 @@ impl ScopeTable {
             }),
             (RUNNER, "Cancel", |b| {
                 decode::<pb::CancelRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            // Memories are one user's data, like their sessions.
+            (MEMORY, "AddSessionToMemory", |b| {
+                decode::<pb::AddSessionToMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "AddEventsToMemory", |b| {
+                decode::<pb::AddEventsToMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "AddMemory", |b| {
+                decode::<pb::AddMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "SearchMemory", |b| {
+                decode::<pb::SearchMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "DeleteMemory", |b| {
+                decode::<pb::DeleteMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
         ];
         let methods = entries
