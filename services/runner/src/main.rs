@@ -67,6 +67,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(artifacts) = services.artifacts.clone() {
         server = server.health_check("artifact store", artifacts);
     }
+    if let Some(memory) = services.memory.clone() {
+        server = server.health_check("memory store", memory);
+    }
     server.serve(&cli.listen).await?;
     Ok(())
 }

@@ -579,3 +579,35 @@ fn the_examples_are_valid() {
     }
     assert!(checked >= 4, "examples/agents*.yaml: mock, OpenAI, Gemini, Ollama");
 }
+
+#[test]
+fn memory_add_is_invocation_or_session_and_needs_a_memory_store() {
+    let app = |memory: &str| {
+        format!(
+            "models:\n  fast: {{ provider: mock }}\napps:\n  diary:\n    memory: {memory}\n    \
+             root_agent: {{ name: d, model: fast, tools: [load_memory, preload_memory] }}\n"
+        )
+    };
+    for add in ["invocation", "session"] {
+        let config = valid(&app(&format!("{{ add: {add} }}")));
+        assert_eq!(config.build(&RunnerServices::in_memory()).unwrap().len(), 1);
+    }
+    assert_problem(
+        &app("{ add: forever }"),
+        "agents.yaml: apps.diary.memory.add: unknown variant `forever`, expected `invocation` or `session`",
+    );
+    assert_problem(
+        &app("{ add: session, keep: 1 }"),
+        "apps.diary.memory: unknown field `keep`",
+    );
+    // A runner without a memory store cannot add to one.
+    let mut services = RunnerServices::in_memory();
+    services.memory = None;
+    let Err(err) = valid(&app("{ add: session }")).build(&services) else {
+        panic!("built without a memory store");
+    };
+    assert_eq!(
+        err.to_string(),
+        r#"agents.yaml: app "diary": memory.add needs a memory store, and this runner has none"#
+    );
+}
