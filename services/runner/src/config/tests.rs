@@ -174,7 +174,7 @@ fn llm_agents_need_a_declared_model() {
 fn tools_must_be_declared_or_built_in_and_listed_once() {
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
-        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts)"#,
+        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory)"#,
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),

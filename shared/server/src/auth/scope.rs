@@ -380,6 +380,36 @@ mod tests {
             }
             .encode_to_vec(),
             "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
+            "AddSessionToMemory" => pb::AddSessionToMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "AddEventsToMemory" => pb::AddEventsToMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "AddMemory" => pb::AddMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "SearchMemory" => pb::SearchMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "DeleteMemory" => pb::DeleteMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
             other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
         }
     }
@@ -455,7 +485,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 22, "the adk.v1 services have 22 methods");
+        assert_eq!(checked, 27, "the adk.v1 services have 27 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 
