@@ -8,6 +8,7 @@
 //!   cargo build --release --bins && target/release/adk-bench sessions
 //!   target/release/adk-bench artifacts
 //!   target/release/adk-bench runner      (also starts adk-runner-server; see adk_bench/runner.rs)
+//!   target/release/adk-bench memory      (see adk_bench/memory.rs)
 
 use adk_client::RemoteArtifactService;
 use adk_core::ArtifactService;
@@ -23,6 +24,8 @@ use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+#[path = "adk_bench/memory.rs"]
+mod memory;
 #[path = "adk_bench/runner.rs"]
 mod runner;
 
@@ -43,6 +46,8 @@ enum Bench {
     Artifacts(ArtifactBenchArgs),
     /// Agent turns per second and time to first event with the mock model, and the runner's overhead per turn.
     Runner(runner::RunnerArgs),
+    /// AddMemory and SearchMemory (a rare word and typical words) at 1,000 and 10,000 memories per user.
+    Memory(memory::MemoryArgs),
 }
 
 #[derive(clap::Args)]
@@ -594,5 +599,6 @@ async fn main() -> Result<()> {
         Bench::Sessions(args) => bench_sessions(args).await,
         Bench::Artifacts(args) => bench_artifacts(args).await,
         Bench::Runner(args) => runner::bench_runner(args).await,
+        Bench::Memory(args) => memory::bench_memory(args).await,
     }
 }
