@@ -1,12 +1,15 @@
 //! Long-term memory (ADK's `BaseMemoryService`): what an agent may recall of a
 //! user's earlier sessions, scoped to (app, user).
 //!
-//! Backends implement three primitives: [`MemoryService::upsert`] (write entries
-//! with their keyword index), [`MemoryService::postings`] (the index entries of
-//! some terms) with [`MemoryService::fetch`], and [`MemoryService::delete`]. Every
-//! rule lives here once, whatever the store: validation, which events become
-//! memories ([`entries_from_events`]), tokenization ([`terms`]) and BM25 ranking
-//! ([`rank`]), built into the provided methods `add_*` and `search`.
+//! Backends implement the primitives: [`MemoryService::upsert`] (write entries
+//! with their keyword index and, with an embedding model, their vectors),
+//! [`MemoryService::postings`] (the index entries of some terms),
+//! [`MemoryService::vectors`] (the user's vectors), [`MemoryService::fetch`] and
+//! [`MemoryService::delete`]. Every rule lives here once, whatever the store:
+//! validation, which events become memories ([`entries_from_events`]),
+//! tokenization ([`terms`]), BM25 ranking ([`rank`]), cosine ranking
+//! ([`rank_by_similarity`]) and their fusion ([`fuse`]), built into the provided
+//! methods `add_*` and `search`.
 
 use crate::content::Content;
 use crate::error::{AdkError, Result};
@@ -64,6 +67,8 @@ pub struct IndexedEntry {
     pub term_counts: BTreeMap<String, u32>,
     /// Number of terms of the text (the BM25 document length).
     pub length: u32,
+    /// The text's embedding, when the app has an embedding model and the entry has text.
+    pub embedding: Option<Vec<f32>>,
 }
 
 impl IndexedEntry {
@@ -78,6 +83,7 @@ impl IndexedEntry {
             entry,
             term_counts,
             length,
+            embedding: None,
         }
     }
 }
@@ -329,6 +335,77 @@ pub fn rank(postings: &Postings, limit: usize) -> Vec<(String, f64)> {
     ranked
 }
 
+// ---------- semantic search ----------
+
+/// An embedding model (OpenAI-compatible `/v1/embeddings`, Gemini `embedContent`; see
+/// `adk_models::build_embedder`).
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// The embedding models of the apps that configure one: app name -> model, `*` for
+/// every app without its own.
+pub type Embedders = HashMap<String, Arc<dyn Embedder>>;
+
+/// The embedding model of `app_name` in `embedders`, if any.
+pub fn embedder_for(embedders: &Embedders, app_name: &str) -> Option<Arc<dyn Embedder>> {
+    embedders.get(app_name).or_else(|| embedders.get("*")).cloned()
+}
+
+/// Cosine similarity; 0 for vectors of different lengths (another model's) or zero vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
+/// Below this cosine similarity a memory is not related enough to be returned.
+pub const MIN_SIMILARITY: f32 = 0.3;
+
+/// The ids of the `limit` vectors most similar to `query` (at least [`MIN_SIMILARITY`]),
+/// best first; equal similarities by id. Brute force over every vector given.
+pub fn rank_by_similarity(query: &[f32], vectors: &[(String, Vec<f32>)], limit: usize) -> Vec<(String, f64)> {
+    let mut ranked: Vec<(String, f64)> = vectors
+        .iter()
+        .map(|(id, v)| (id, cosine(query, v)))
+        .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
+        .map(|(id, similarity)| (id.clone(), f64::from(similarity)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    ranked
+}
+
+/// Reciprocal rank fusion's constant: how much the top ranks weigh over the rest.
+const RRF_K: f64 = 60.0;
+
+/// Keyword and semantic rankings fused by reciprocal rank (each ranking adds
+/// `1 / (60 + rank)` to a memory's score): a memory both find comes first, and one only
+/// meaning-related (no shared word) still appears. Best `limit` first, ties by id.
+pub fn fuse(keyword: &[(String, f64)], semantic: &[(String, f64)], limit: usize) -> Vec<String> {
+    let mut scores: HashMap<&str, f64> = HashMap::new();
+    for ranking in [keyword, semantic] {
+        for (rank, (id, _)) in ranking.iter().enumerate() {
+            *scores.entry(id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    fused.into_iter().take(limit).map(|(id, _)| id.to_string()).collect()
+}
+
 // ---------- the service ----------
 
 /// A store of memories. Implement the primitives; use the provided methods.
@@ -340,6 +417,15 @@ pub trait MemoryService: Send + Sync {
 
     /// The user's index entries of `terms` (in that order) and the user's totals.
     async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings>;
+
+    /// Every vector of the user's entries (those embedded), for semantic search.
+    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>>;
+
+    /// The embedding model of `app_name`, when it configures one: its memories are then
+    /// embedded when added, and searches rank by meaning too.
+    fn embedder(&self, _app_name: &str) -> Option<Arc<dyn Embedder>> {
+        None
+    }
 
     /// The user's entries with these ids, in that order; missing ids are skipped.
     async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>>;
@@ -372,6 +458,7 @@ pub trait MemoryService: Send + Sync {
             })
             .collect::<Vec<_>>();
         let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
         self.upsert(&req.app_name, &req.user_id, entries).await?;
         Ok(ids)
     }
@@ -381,24 +468,75 @@ pub trait MemoryService: Send + Sync {
         req.validate()?;
         let entries: Vec<IndexedEntry> = entries_from_events(&req).into_iter().map(IndexedEntry::new).collect();
         let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
         self.upsert(&req.app_name, &req.user_id, entries).await?;
         Ok(ids)
     }
 
-    /// The user's memories most relevant to the query (BM25), best first.
+    /// The user's memories most relevant to the query, best first: by BM25, and with
+    /// an embedding model by BM25 and cosine similarity fused ([`fuse`]).
     async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
         req.validate()?;
+        let limit = req.effective_limit();
         let terms = query_terms(&req.query);
-        if terms.is_empty() {
+        let keyword = if terms.is_empty() {
+            Vec::new()
+        } else {
+            let postings = self.postings(&req.app_name, &req.user_id, &terms).await?;
+            rank(&postings, limit)
+        };
+        let ids: Vec<String> = match self.embedder(&req.app_name).filter(|_| !req.query.trim().is_empty()) {
+            None => keyword.into_iter().map(|(id, _)| id).collect(),
+            Some(embedder) => {
+                let query = embed_one(embedder.as_ref(), &req.query).await?;
+                let vectors = self.vectors(&req.app_name, &req.user_id).await?;
+                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
+            }
+        };
+        if ids.is_empty() {
             return Ok(SearchMemoryResponse::default());
         }
-        let postings = self.postings(&req.app_name, &req.user_id, &terms).await?;
-        let ids: Vec<String> = rank(&postings, req.effective_limit())
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
         let memories = self.fetch(&req.app_name, &req.user_id, &ids).await?;
         Ok(SearchMemoryResponse { memories })
+    }
+}
+
+/// The entries with their texts' embeddings, when there is a model (one request for all).
+async fn embed_entries(
+    embedder: Option<Arc<dyn Embedder>>,
+    mut entries: Vec<IndexedEntry>,
+) -> Result<Vec<IndexedEntry>> {
+    let Some(embedder) = embedder else {
+        return Ok(entries);
+    };
+    let texted: Vec<usize> = (0..entries.len())
+        .filter(|i| !entries[*i].entry.text().trim().is_empty())
+        .collect();
+    if texted.is_empty() {
+        return Ok(entries);
+    }
+    let texts: Vec<String> = texted.iter().map(|i| entries[*i].entry.text()).collect();
+    let vectors = embedder.embed(&texts).await?;
+    if vectors.len() != texts.len() {
+        return Err(AdkError::Model(format!(
+            "the embedding model returned {} vectors for {} texts",
+            vectors.len(),
+            texts.len()
+        )));
+    }
+    for (i, vector) in texted.into_iter().zip(vectors) {
+        entries[i].embedding = Some(vector);
+    }
+    Ok(entries)
+}
+
+async fn embed_one(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>> {
+    let mut vectors = embedder.embed(&[text.to_string()]).await?;
+    match (vectors.pop(), vectors.is_empty()) {
+        (Some(vector), true) => Ok(vector),
+        _ => Err(AdkError::Model(
+            "the embedding model did not return one vector for the query".into(),
+        )),
     }
 }
 
@@ -517,5 +655,18 @@ mod tests {
             terms: vec![vec![("long".into(), 1, 20), ("short".into(), 1, 2)]],
         };
         assert_eq!(rank(&short, 1)[0].0, "short");
+    }
+
+    #[test]
+    fn hybrid_ranking_fuses_keyword_and_meaning() {
+        let fused = fuse(
+            &[("k1".into(), 9.0), ("both".into(), 5.0)],
+            &[("both".into(), 0.9), ("s1".into(), 0.8)],
+            10,
+        );
+        assert_eq!(fused[0], "both", "found by both rankings first: {fused:?}");
+        assert_eq!(fused.len(), 3, "a memory found by meaning alone is kept");
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert_eq!(cosine(&[1.0, 0.0], &[1.0, 0.0, 0.0]), 0.0, "another model's vector");
     }
 }

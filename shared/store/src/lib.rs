@@ -117,8 +117,21 @@ pub async fn open_stores(
 /// Opens the long-term memory store a URL names (the same URLs as
 /// [`open_session_service`]); each `memory://` store is a store of its own.
 pub async fn open_memory_service(url: &str, config: StoreConfig) -> Result<Arc<dyn MemoryService>> {
+    open_memory_service_with(url, config, adk_core::memory::Embedders::new()).await
+}
+
+/// [`open_memory_service`] with the embedding models of the apps that configure one.
+pub async fn open_memory_service_with(
+    url: &str,
+    config: StoreConfig,
+    embedders: adk_core::memory::Embedders,
+) -> Result<Arc<dyn MemoryService>> {
     Ok(match Backend::of(url)? {
-        Backend::Memory => Arc::new(InMemoryMemoryService::new()),
-        Backend::Redis => Arc::new(RedisMemoryService::connect(url, config).await?),
+        Backend::Memory => Arc::new(InMemoryMemoryService::new().with_embedders(embedders)),
+        Backend::Redis => Arc::new(
+            RedisMemoryService::connect(url, config)
+                .await?
+                .with_embedders(embedders),
+        ),
     })
 }

@@ -5,7 +5,7 @@
 use adk_core::MemoryService;
 use adk_core::memory::{AddMemoryRequest, DeleteMemoryRequest};
 use adk_store::{InMemoryMemoryService, RedisMemoryService, StoreConfig};
-use adk_testkit::memory_conformance::run_memory_conformance;
+use adk_testkit::memory_conformance::{ConceptEmbedder, run_memory_conformance, run_semantic_memory_conformance};
 use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use redis::AsyncCommands;
 use std::collections::HashMap;
@@ -85,4 +85,26 @@ async fn redis_deletes_leave_no_index_behind() {
     assert_eq!(keys, [format!("adk:memstats:{{{app}:u}}")]);
     let stats: HashMap<String, i64> = conn.hgetall(&keys[0]).await.unwrap();
     assert_eq!(stats, HashMap::from([("n".to_string(), 0), ("len".to_string(), 0)]));
+}
+
+fn concept_embedders() -> adk_core::memory::Embedders {
+    let embedder: std::sync::Arc<dyn adk_core::memory::Embedder> = std::sync::Arc::new(ConceptEmbedder);
+    adk_core::memory::Embedders::from([("*".to_string(), embedder)])
+}
+
+#[tokio::test]
+async fn memory_backend_searches_by_meaning() {
+    run_semantic_memory_conformance(&InMemoryMemoryService::new().with_embedders(concept_embedders())).await;
+}
+
+#[tokio::test]
+async fn redis_backend_searches_by_meaning() {
+    let server = RedisServer::start().await;
+    run_semantic_memory_conformance(&connect(&server.url()).await.with_embedders(concept_embedders())).await;
+}
+
+#[tokio::test]
+async fn cluster_backend_searches_by_meaning() {
+    let cluster = RedisCluster::start(3).await;
+    run_semantic_memory_conformance(&connect(&cluster.url()).await.with_embedders(concept_embedders())).await;
 }

@@ -390,3 +390,104 @@ async fn concurrent_adds_are_all_found(svc: &dyn MemoryService) {
     assert_eq!(svc.search(req).await.unwrap().memories.len(), 20);
     assert_eq!(search_ids(svc, &app, "u", "number7").await, ["m07"]);
 }
+
+// ---------- semantic search ----------
+
+/// A deterministic embedding model for the semantic cases: one dimension per concept,
+/// a text's vector counts the words of each concept it holds. Words of different
+/// concepts never share a dimension, so a match by meaning is one without shared words.
+pub struct ConceptEmbedder;
+
+const CONCEPTS: [&[&str]; 3] = [
+    &["dog", "puppy", "canine", "hound", "beagle"],
+    &["car", "automobile", "vehicle", "tyres", "engine"],
+    &["rain", "weather", "storm", "umbrella"],
+];
+
+#[async_trait::async_trait]
+impl adk_core::memory::Embedder for ConceptEmbedder {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, AdkError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let words: Vec<String> = adk_core::memory::terms(text).collect();
+                CONCEPTS
+                    .iter()
+                    .map(|concept| words.iter().filter(|w| concept.contains(&w.as_str())).count() as f32)
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+/// The semantic cases, for a store whose apps (`*`) embed with [`ConceptEmbedder`].
+pub async fn run_semantic_memory_conformance(svc: &dyn MemoryService) {
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {$(
+            println!("semantic memory conformance: {}", stringify!($case));
+            $case(svc).await;
+        )*};
+    }
+    cases!(
+        memories_are_found_by_meaning_without_shared_words,
+        keyword_and_meaning_matches_come_first,
+        replaced_and_deleted_memories_leave_the_vector_search,
+    );
+}
+
+async fn memories_are_found_by_meaning_without_shared_words(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-meaning");
+    add(
+        svc,
+        &app,
+        "alice",
+        vec![
+            text_entry("pet", "Rex is a beagle who loves long walks"),
+            text_entry("garage", "The automobile needs new tyres"),
+            text_entry("other", "Dinner was pasta"),
+        ],
+    )
+    .await;
+    assert_eq!(search_ids(svc, &app, "alice", "my puppy").await, ["pet"]);
+    assert_eq!(search_ids(svc, &app, "alice", "car trouble").await, ["garage"]);
+    assert!(
+        search_ids(svc, &app, "bob", "my puppy").await.is_empty(),
+        "never another user's"
+    );
+}
+
+async fn keyword_and_meaning_matches_come_first(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-fuse");
+    add(
+        svc,
+        &app,
+        "u",
+        vec![
+            text_entry("both", "my dog sleeps"),
+            text_entry("meaning", "the puppy plays"),
+            text_entry("word", "my keys are lost"),
+        ],
+    )
+    .await;
+    // "dog" shares a word with `both` only; by meaning it matches `both` and `meaning`.
+    assert_eq!(search_ids(svc, &app, "u", "dog").await, ["both", "meaning"]);
+}
+
+async fn replaced_and_deleted_memories_leave_the_vector_search(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-vectors");
+    add(svc, &app, "u", vec![text_entry("m", "a beagle")]).await;
+    assert_eq!(search_ids(svc, &app, "u", "puppy").await, ["m"]);
+    add(svc, &app, "u", vec![text_entry("m", "an engine")]).await;
+    assert!(
+        search_ids(svc, &app, "u", "puppy").await.is_empty(),
+        "the old vector is gone"
+    );
+    assert_eq!(search_ids(svc, &app, "u", "vehicle").await, ["m"]);
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memory_id: "m".into(),
+    };
+    assert!(svc.delete(delete).await.unwrap());
+    assert!(search_ids(svc, &app, "u", "vehicle").await.is_empty());
+}

@@ -1,7 +1,9 @@
 //! `InMemoryMemoryService`: memories and their keyword index in this process.
 
 use adk_core::Result;
-use adk_core::memory::{DeleteMemoryRequest, IndexedEntry, MemoryEntry, MemoryService, Postings};
+use adk_core::memory::{
+    DeleteMemoryRequest, Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for,
+};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,6 +12,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 #[derive(Clone, Default)]
 pub struct InMemoryMemoryService {
     users: Arc<Mutex<HashMap<(String, String), UserMemories>>>,
+    embedders: Embedders,
 }
 
 /// One user's entries and inverted index.
@@ -54,6 +57,12 @@ impl InMemoryMemoryService {
         Self::default()
     }
 
+    /// Embeds the memories of the apps these models are for, and searches them by meaning too.
+    pub fn with_embedders(mut self, embedders: Embedders) -> Self {
+        self.embedders = embedders;
+        self
+    }
+
     fn users(&self) -> MutexGuard<'_, HashMap<(String, String), UserMemories>> {
         self.users.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -92,6 +101,22 @@ impl MemoryService for InMemoryMemoryService {
             total_length: user.total_length,
             terms,
         })
+    }
+
+    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>> {
+        let users = self.users();
+        let Some(user) = users.get(&user_key(app_name, user_id)) else {
+            return Ok(Vec::new());
+        };
+        Ok(user
+            .entries
+            .iter()
+            .filter_map(|(id, e)| e.embedding.clone().map(|v| (id.clone(), v)))
+            .collect())
+    }
+
+    fn embedder(&self, app_name: &str) -> Option<Arc<dyn Embedder>> {
+        embedder_for(&self.embedders, app_name)
     }
 
     async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>> {

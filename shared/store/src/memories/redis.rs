@@ -10,6 +10,7 @@
 //! | `adk:mem:{app:user}:<id>` | hash | `e`: the protobuf `adk.v1.MemoryEntry`; `len`: its length in terms; `t`: its terms, encoded, space-separated |
 //! | `adk:memterm:{app:user}:<term>` | hash | postings of one term: entry id -> `<count>:<entry length>` |
 //! | `adk:memstats:{app:user}` | hash | `n`: entries, `len`: their total length |
+//! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
 //!
 //! `<id>` and `<term>` are encoded with `id_key` (no `:`, `{`, `}` or space). A search
 //! reads the stats and the postings of its query's terms in one pipeline, then the
@@ -17,12 +18,15 @@
 //! user's total. An add (any number of entries) and a delete are one script each:
 //! an entry, its postings and the stats change together, and a replaced entry's old
 //! postings go in the same step. Writes are acknowledged like every other store
-//! write (see `durability.rs`).
+//! write (see `durability.rs`). A semantic search reads the user's vectors in one
+//! `HGETALL` and ranks them by brute force (see `adk_core::memory::rank_by_similarity`).
 
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
-use adk_core::memory::{DeleteMemoryRequest, IndexedEntry, MemoryEntry, MemoryService, Postings};
+use adk_core::memory::{
+    DeleteMemoryRequest, Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for,
+};
 use adk_core::validate::{id_from_key, id_key};
 use adk_core::{AdkError, Result};
 use adk_proto::v1 as pb;
@@ -34,7 +38,7 @@ use std::sync::Arc;
 
 /// Removes entry `mid` (encoded id) and its postings; shared by both scripts.
 const REMOVE_ENTRY: &str = r#"
-local function remove_entry(stats, entry_prefix, term_prefix, mid)
+local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
   local key = entry_prefix .. mid
   local old = redis.call('HMGET', key, 'len', 't')
   if not old[1] then return 0 end
@@ -44,19 +48,23 @@ local function remove_entry(stats, entry_prefix, term_prefix, mid)
   redis.call('HINCRBY', stats, 'n', -1)
   redis.call('HINCRBY', stats, 'len', -tonumber(old[1]))
   redis.call('DEL', key)
+  redis.call('HDEL', vectors, mid)
   return 1
 end
 "#;
 
-/// KEYS[1] stats; ARGV: entry prefix, term prefix, entry count, then per entry:
-/// encoded id, payload, length, term count, and (encoded term, count) pairs.
+/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, entry count, then
+/// per entry: encoded id, payload, vector (empty: none), length, term count, and
+/// (encoded term, count) pairs.
 const UPSERT: &str = r#"
-local stats, entry_prefix, term_prefix = KEYS[1], ARGV[1], ARGV[2]
+local stats, vectors, entry_prefix, term_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local at = 4
 for _ = 1, tonumber(ARGV[3]) do
-  local mid, payload, len, nterms = ARGV[at], ARGV[at + 1], ARGV[at + 2], tonumber(ARGV[at + 3])
-  at = at + 4
-  remove_entry(stats, entry_prefix, term_prefix, mid)
+  local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
+  at = at + 5
+  remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
+  if vector ~= '' then redis.call('HSET', vectors, mid, vector) end
   local terms = {}
   for _ = 1, nterms do
     redis.call('HSET', term_prefix .. ARGV[at], mid, ARGV[at + 1] .. ':' .. len)
@@ -70,15 +78,17 @@ end
 return 1
 "#;
 
-/// KEYS[1] stats; ARGV: entry prefix, term prefix, encoded id. Returns 1 if it existed.
+/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, encoded id.
+/// Returns 1 if it existed.
 const DELETE: &str = r#"
-return remove_entry(KEYS[1], ARGV[1], ARGV[2], ARGV[3])
+return remove_entry(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 "#;
 
 #[derive(Clone)]
 pub struct RedisMemoryService {
     store: RedisStore,
     scripts: Arc<(Script, Script)>,
+    embedders: Embedders,
 }
 
 impl std::fmt::Debug for RedisMemoryService {
@@ -92,6 +102,7 @@ impl std::fmt::Debug for RedisMemoryService {
 /// The keys of one user's memories.
 struct UserKeys {
     stats: String,
+    vectors: String,
     entry_prefix: String,
     term_prefix: String,
 }
@@ -101,6 +112,7 @@ impl UserKeys {
         let tag = user_tag(app_name, user_id);
         UserKeys {
             stats: format!("adk:memstats:{tag}"),
+            vectors: format!("adk:memvec:{tag}"),
             entry_prefix: format!("adk:mem:{tag}:"),
             term_prefix: format!("adk:memterm:{tag}:"),
         }
@@ -117,8 +129,30 @@ impl RedisMemoryService {
                 Script::new(&format!("{REMOVE_ENTRY}{UPSERT}")),
                 Script::new(&format!("{REMOVE_ENTRY}{DELETE}")),
             )),
+            embedders: Embedders::new(),
         })
     }
+
+    /// Embeds the memories of the apps these models are for, and searches them by meaning too.
+    pub fn with_embedders(mut self, embedders: Embedders) -> Self {
+        self.embedders = embedders;
+        self
+    }
+}
+
+/// A vector as stored: little-endian `f32`s.
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>> {
+    if bytes.len() % 4 != 0 {
+        return Err(AdkError::Internal("malformed memory vector in redis".into()));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
 }
 
 /// A posting's `<count>:<entry length>`.
@@ -137,6 +171,7 @@ impl MemoryService for RedisMemoryService {
         let keys = UserKeys::new(app_name, user_id);
         let mut invocation = self.scripts.0.key(&keys.stats);
         invocation
+            .key(&keys.vectors)
             .arg(&keys.entry_prefix)
             .arg(&keys.term_prefix)
             .arg(entries.len());
@@ -144,6 +179,7 @@ impl MemoryService for RedisMemoryService {
             invocation
                 .arg(id_key(&indexed.entry.id).as_ref())
                 .arg(pb::MemoryEntry::from(&indexed.entry).encode_to_vec())
+                .arg(indexed.embedding.as_deref().map(vector_bytes).unwrap_or_default())
                 .arg(indexed.length)
                 .arg(indexed.term_counts.len());
             for (term, count) in &indexed.term_counts {
@@ -194,6 +230,23 @@ impl MemoryService for RedisMemoryService {
         })
     }
 
+    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>> {
+        let keys = UserKeys::new(app_name, user_id);
+        let stored: HashMap<String, Vec<u8>> = self.store.query(redis::cmd("HGETALL").arg(&keys.vectors)).await?;
+        stored
+            .into_iter()
+            .map(|(mid, bytes)| {
+                let id = id_from_key(&mid)
+                    .ok_or_else(|| AdkError::Internal(format!("malformed memory id {mid:?} in redis")))?;
+                Ok((id, vector_from_bytes(&bytes)?))
+            })
+            .collect()
+    }
+
+    fn embedder(&self, app_name: &str) -> Option<Arc<dyn Embedder>> {
+        embedder_for(&self.embedders, app_name)
+    }
+
     async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>> {
         if ids.is_empty() {
             return Ok(Vec::new());
@@ -222,6 +275,7 @@ impl MemoryService for RedisMemoryService {
         let keys = UserKeys::new(&req.app_name, &req.user_id);
         let mut invocation = self.scripts.1.key(&keys.stats);
         invocation
+            .key(&keys.vectors)
             .arg(&keys.entry_prefix)
             .arg(&keys.term_prefix)
             .arg(id_key(&req.memory_id).as_ref());
