@@ -306,3 +306,66 @@ async fn the_memory_service_names_bad_fields_and_missing_sessions() {
         .into_inner();
     assert_eq!(memory_texts(&found), ["the kept memory"], "nothing stored changed");
 }
+
+/// An app with an embedding model (`--memory-embeddings`, here a fake OpenAI
+/// `/v1/embeddings` server): its memories are embedded when added, and a search finds a
+/// memory by meaning though they share no word; an app without one searches by keyword.
+#[tokio::test]
+async fn an_app_with_an_embedding_model_finds_memories_by_meaning() {
+    let provider = FakeServer::start().await;
+    let redis = RedisServer::start().await;
+    let embeddings = agents_file(&format!(
+        "semantic: {{ provider: openai, model: fake-embedding, base_url: '{}/v1' }}\n",
+        provider.url()
+    ));
+    let path = embeddings.path().display().to_string();
+    let sessions = spawn_session_server(&redis.url(), &["--memory-embeddings", &path]).await;
+    let mut memory = MemoryServiceClient::connect(sessions.endpoint())
+        .await
+        .expect("connect");
+
+    // The model's vectors: [pets, cars].
+    provider.push(openai::embeddings(&[vec![1.0, 0.0], vec![0.0, 1.0]]));
+    for app in ["semantic", "keyword"] {
+        memory
+            .add_memory(pb::AddMemoryRequest {
+                app_name: app.into(),
+                user_id: "alice".into(),
+                memories: vec![
+                    pb::MemoryEntry {
+                        id: "pet".into(),
+                        content: Some(text("Rex is a beagle")),
+                        ..Default::default()
+                    },
+                    pb::MemoryEntry {
+                        id: "garage".into(),
+                        content: Some(text("The automobile needs tyres")),
+                        ..Default::default()
+                    },
+                ],
+                custom_metadata: None,
+            })
+            .await
+            .expect("AddMemory");
+    }
+    let added = provider.last_request().json();
+    assert_eq!(added["input"], json!(["Rex is a beagle", "The automobile needs tyres"]));
+
+    provider.push(openai::embeddings(&[vec![0.9, 0.1]]));
+    let found = memory
+        .search_memory(search("semantic", "alice", "my puppy"))
+        .await
+        .expect("SearchMemory")
+        .into_inner();
+    let ids: Vec<&str> = found.memories.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["pet"], "found by meaning, no word shared");
+    assert_eq!(provider.last_request().json()["input"], json!(["my puppy"]));
+    assert_eq!(provider.requests().len(), 2, "the keyword app never calls the model");
+    let found = memory
+        .search_memory(search("keyword", "alice", "my puppy"))
+        .await
+        .expect("SearchMemory")
+        .into_inner();
+    assert!(found.memories.is_empty());
+    assert_eq!(provider.requests().len(), 2);
+}

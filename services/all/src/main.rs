@@ -5,8 +5,8 @@
 use adk_artifact_service::artifact_service;
 use adk_runner_service::{AgentsConfig, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
-    StoreArgs, run_binary,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs,
+    Shutdown, StoreArgs, run_binary,
 };
 use adk_session_service::{memory_service, session_service};
 use anyhow::Context;
@@ -31,6 +31,8 @@ struct Cli {
     sessions: SessionArgs,
     #[command(flatten)]
     artifacts: ArtifactArgs,
+    #[command(flatten)]
+    memory: MemoryArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -67,7 +69,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .await
         .with_context(|| cannot_open("session and artifact"))?;
     // Long-term memory at the same URL; the runner's agents recall from the very instance served.
-    let memory = adk_store::open_memory_service(url, cli.store.store_config())
+    let embedders = match &cli.memory.memory_embeddings {
+        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        None => Default::default(),
+    };
+    let memory = adk_store::open_memory_service_with(url, cli.store.store_config(), embedders)
         .await
         .with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");

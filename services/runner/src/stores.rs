@@ -1,6 +1,7 @@
 //! What every runner needs besides its agents: the session store, the artifact
 //! store, long-term memory and the session leases (one invocation per session at a time).
 
+use adk_core::memory::Embedders;
 use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
@@ -58,8 +59,13 @@ impl RunnerServices {
     /// also serves sessions must pass its own stores to [`RunnerServices::new`]
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
+        Self::open_with_embedders(url, config, Embedders::new()).await
+    }
+
+    /// [`RunnerServices::open`], the memory embedding with the models of the apps that configure one.
+    pub async fn open_with_embedders(url: &str, config: StoreConfig, embedders: Embedders) -> Result<Self> {
         let lease = open_session_lease(url, config.replica_acks).await?;
-        let memory = adk_store::open_memory_service(url, config.clone()).await?;
+        let memory = adk_store::open_memory_service_with(url, config.clone(), embedders).await?;
         let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
         let mut services = Self::new(sessions, Some(artifacts), lease);
         services.memory = Some(memory);

@@ -2,8 +2,8 @@
 //! which adds sessions from this very store), over the shared store (Redis by default).
 
 use adk_server_kit::{
-    GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown, StoreArgs,
-    run_binary,
+    GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
+    StoreArgs, run_binary,
 };
 use adk_session_service::{memory_service, session_service};
 use anyhow::Context;
@@ -21,6 +21,8 @@ struct Cli {
     store: StoreArgs<RedisByDefault>,
     #[command(flatten)]
     sessions: SessionArgs,
+    #[command(flatten)]
+    memory: MemoryArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -46,7 +48,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = adk_store::open_session_service(&cli.store.store_url, config)
         .await
         .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
-    let memory = adk_store::open_memory_service(&cli.store.store_url, cli.store.store_config())
+    let embedders = match &cli.memory.memory_embeddings {
+        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        None => Default::default(),
+    };
+    let memory = adk_store::open_memory_service_with(&cli.store.store_url, cli.store.store_config(), embedders)
         .await
         .with_context(|| format!("cannot open the memory store {}", cli.store.redacted_url()))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");

@@ -58,7 +58,8 @@ impl OpenAiEmbeddings {
     }
 
     pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self> {
-        self.http.set_auth(AUTHORIZATION, ApiKey::new("openai", key, "Bearer ")?);
+        self.http
+            .set_auth(AUTHORIZATION, ApiKey::new("openai", key, "Bearer ")?);
         Ok(self)
     }
 
@@ -82,7 +83,12 @@ impl Embedder for OpenAiEmbeddings {
         let mut vectors: Vec<(u64, Vec<f32>)> = data
             .iter()
             .enumerate()
-            .map(|(i, item)| Ok((item["index"].as_u64().unwrap_or(i as u64), floats("openai", &item["embedding"])?)))
+            .map(|(i, item)| {
+                Ok((
+                    item["index"].as_u64().unwrap_or(i as u64),
+                    floats("openai", &item["embedding"])?,
+                ))
+            })
             .collect::<Result<_>>()?;
         vectors.sort_by_key(|(index, _)| *index);
         Ok(vectors.into_iter().map(|(_, v)| v).collect())
@@ -116,8 +122,10 @@ impl GeminiEmbeddings {
 
     /// Sent in the `x-goog-api-key` header, never in the URL.
     pub fn with_api_key(mut self, key: impl Into<String>) -> Result<Self> {
-        self.http
-            .set_auth(HeaderName::from_static("x-goog-api-key"), ApiKey::new("gemini", key, "")?);
+        self.http.set_auth(
+            HeaderName::from_static("x-goog-api-key"),
+            ApiKey::new("gemini", key, "")?,
+        );
         Ok(self)
     }
 
@@ -153,8 +161,8 @@ pub fn build_embedder(config: &ProviderConfig) -> Result<Arc<dyn Embedder>> {
     let base_url = config.base_url.as_deref().map(str::trim).filter(|u| !u.is_empty());
     Ok(match config.provider {
         ProviderKind::Openai => {
-            let mut model =
-                OpenAiEmbeddings::new(base_url.unwrap_or(OPENAI_BASE_URL), config.require_model()?)?.with_timeout(timeout);
+            let mut model = OpenAiEmbeddings::new(base_url.unwrap_or(OPENAI_BASE_URL), config.require_model()?)?
+                .with_timeout(timeout);
             if let Some(key) = config.api_key()? {
                 model = model.with_api_key(key)?;
             }

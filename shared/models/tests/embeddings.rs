@@ -33,7 +33,10 @@ async fn openai_embeddings_send_every_text_in_one_request_and_read_the_vectors_i
     assert_eq!(vectors, [vec![1.0, 0.5], vec![0.0, 1.0]]);
     let request = server.last_request();
     assert_eq!(request.path, "/v1/embeddings");
-    assert_eq!(request.json(), json!({"model": "text-embedding-3-small", "input": ["first", "second"]}));
+    assert_eq!(
+        request.json(),
+        json!({"model": "text-embedding-3-small", "input": ["first", "second"]})
+    );
     assert_eq!(request.header("authorization"), Some("Bearer sk-test"));
 
     server.push(openai::embeddings(&[vec![0.25, 0.75]]));
@@ -91,8 +94,14 @@ fn the_embeddings_file_maps_apps_to_models_and_names_its_problems() {
     assert_eq!(apps, ["*", "support"]);
 
     let mock = write("support: { provider: mock }\n");
-    let err = load_embedders(mock.path()).err().expect("mock has no embeddings").to_string();
-    assert!(err.contains("app \"support\"") && err.contains("no embedding model"), "{err}");
+    let err = load_embedders(mock.path())
+        .err()
+        .expect("mock has no embeddings")
+        .to_string();
+    assert!(
+        err.contains("app \"support\"") && err.contains("no embedding model"),
+        "{err}"
+    );
     let typo = write("support: { provider: openai, model: m, modle: x }\n");
     let err = load_embedders(typo.path()).err().expect("a misspelt field").to_string();
     assert!(err.contains("unknown field `modle`"), "{err}");
