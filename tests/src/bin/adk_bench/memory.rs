@@ -4,6 +4,12 @@
 //! a search reads only its words' postings), and a "typical" query of three words
 //! drawn like the memories' words (their postings grow with the total, and so does
 //! its cost).
+//!
+//! With `--embedding-dims N` the server gets an embedding model for every app: a tiny
+//! OpenAI-compatible `/v1/embeddings` server of the bench's own, whose vectors (N
+//! dimensions, each word hashed to one) cost next to nothing to compute, so the figures
+//! are the suite's cost of semantic search (embedding call, reading the user's vectors,
+//! brute-force cosine), not a model's.
 
 use super::{Phase, StoreSetup, measure, start_target};
 use adk_proto::v1 as pb;
@@ -26,6 +32,50 @@ pub struct MemoryArgs {
     /// Memories per user to measure at (each user is filled up to it first; at least 10).
     #[arg(long, value_delimiter = ',', default_values_t = vec![1_000, 10_000])]
     sizes: Vec<usize>,
+    /// Give every app an embedding model with vectors of this many dimensions (semantic
+    /// search on top of keywords); 0: keyword search only. Needs the bench's own server.
+    #[arg(long, default_value_t = 0)]
+    embedding_dims: usize,
+}
+
+/// A word's dimension: FNV-1a of its bytes.
+fn dimension(word: &str, dims: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in word.bytes() {
+        hash = (hash ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash % dims as u64) as usize
+}
+
+/// Serves `POST /v1/embeddings` on a free loopback port: each text's vector counts its
+/// words per hashed dimension. Returns the base URL.
+async fn start_embedding_server(dims: usize) -> Result<String> {
+    use axum::body::Bytes;
+    use axum::http::header::CONTENT_TYPE;
+    use axum::routing::post;
+    use serde_json::{Value, json};
+    let embed = move |body: Bytes| async move {
+        let body: Value = serde_json::from_slice(&body).unwrap_or_default();
+        let inputs = body["input"].as_array().cloned().unwrap_or_default();
+        let data: Vec<Value> = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, text)| {
+                let mut vector = vec![0.0f32; dims];
+                for word in text.as_str().unwrap_or_default().split_whitespace() {
+                    vector[dimension(&word.to_lowercase(), dims)] += 1.0;
+                }
+                json!({"object": "embedding", "index": i, "embedding": vector})
+            })
+            .collect();
+        let reply = json!({"object": "list", "data": data, "model": "bench-hash"});
+        ([(CONTENT_TYPE, "application/json")], reply.to_string())
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let url = format!("http://{}/v1", listener.local_addr()?);
+    let app = axum::Router::new().route("/v1/embeddings", post(embed));
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    Ok(url)
 }
 
 /// Words the memories are made of: 4,000 made-up words, drawn skewed (low indexes far
@@ -120,7 +170,23 @@ async fn fill(
 }
 
 pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
-    let target = start_target(args.endpoint.clone(), "adk-session-server", StoreSetup::default()).await;
+    let mut setup = StoreSetup::default();
+    let mut _embeddings_file = None;
+    if args.embedding_dims > 0 {
+        anyhow::ensure!(
+            args.endpoint.is_none(),
+            "--embedding-dims needs the bench's own server (no --endpoint)"
+        );
+        let url = start_embedding_server(args.embedding_dims).await?;
+        let file = std::env::temp_dir().join(format!("{}-embeddings.yaml", unique_prefix("adk-bench")));
+        std::fs::write(
+            &file,
+            format!("\"*\": {{ provider: openai, model: bench-hash, base_url: '{url}' }}\n"),
+        )?;
+        setup.server_args = vec!["--memory-embeddings".into(), file.display().to_string()];
+        _embeddings_file = Some(TempFile(file));
+    }
+    let target = start_target(args.endpoint.clone(), "adk-session-server", setup).await;
     let endpoint = target.endpoint.clone();
     let mut clients = Vec::new();
     for _ in 0..args.concurrency {
@@ -131,8 +197,13 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
         );
     }
     println!(
-        "endpoint {endpoint}, {} clients (one user each), {} ops per client and phase\n",
-        args.concurrency, args.ops
+        "endpoint {endpoint}, {} clients (one user each), {} ops per client and phase, {}\n",
+        args.concurrency,
+        args.ops,
+        match args.embedding_dims {
+            0 => "keyword search".to_string(),
+            dims => format!("keyword + semantic search ({dims}-dimension vectors)"),
+        }
     );
     println!("| operation | ops/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|");
     let app = unique_prefix("bench-memory");
@@ -206,6 +277,15 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A file removed when dropped.
+struct TempFile(std::path::PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 fn search(app: &str, user: &str, query: &str) -> pb::SearchMemoryRequest {
