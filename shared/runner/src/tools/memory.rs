@@ -2,7 +2,6 @@
 //! memory) and `preload_memory` (every model request carries what memory holds
 //! about the user's message).
 
-use adk_core::convert::map_to_struct;
 use adk_core::{AdkError, CallbackContext, Content, LlmRequest, MemoryEntry, Result, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -20,14 +19,7 @@ fn entry_json(entry: &MemoryEntry) -> Value {
         json["timestamp"] = json!(timestamp.to_rfc3339());
     }
     if !entry.custom_metadata.is_empty() {
-        // Through the proto Struct's JSON form, so values stay as they were stored.
-        let fields = map_to_struct(entry.custom_metadata.iter()).fields;
-        json["custom_metadata"] = Value::Object(
-            fields
-                .keys()
-                .map(|k| (k.clone(), entry.custom_metadata[k].clone()))
-                .collect(),
-        );
+        json["custom_metadata"] = Value::Object(entry.custom_metadata.clone().into_iter().collect());
     }
     json
 }
