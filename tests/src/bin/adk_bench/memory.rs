@@ -85,7 +85,7 @@ const WORDS_PER_MEMORY: usize = 12;
 /// How many memories of each user hold the needle word.
 const NEEDLES: usize = 10;
 /// Memories per AddMemory request while filling.
-const FILL_BATCH: usize = 500;
+const FILL_BATCH: usize = 100;
 
 /// A deterministic generator (xorshift), so every run stores the same text.
 struct Words(u64);
@@ -164,7 +164,7 @@ async fn fill(
                 custom_metadata: None,
             })
             .await
-            .context("AddMemory (fill)")?;
+            .map_err(|status| anyhow::anyhow!("AddMemory (fill): {status:?}"))?;
     }
     Ok(())
 }
