@@ -146,7 +146,7 @@ fn vector_bytes(vector: &[f32]) -> Vec<u8> {
 }
 
 fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Err(AdkError::Internal("malformed memory vector in redis".into()));
     }
     Ok(bytes
