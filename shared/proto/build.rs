@@ -10,6 +10,7 @@ const PROTOS: &[&str] = &[
     "adk/v1/session.proto",
     "adk/v1/artifact.proto",
     "adk/v1/runner.proto",
+    "adk/v1/memory.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

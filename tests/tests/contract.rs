@@ -78,6 +78,7 @@ fn proof_file(prefix: &str) -> Option<&str> {
     match prefix {
         "conformance" => Some("shared/testkit/src/conformance.rs"),
         "artifact_conformance" => Some("shared/testkit/src/artifact_conformance.rs"),
+        "memory_conformance" => Some("shared/testkit/src/memory_conformance.rs"),
         path if path.ends_with(".rs") || path.ends_with(".py") => Some(path),
         _ => None,
     }

@@ -6,7 +6,12 @@ use adk_testkit::ServiceProcess;
 use prost::Message;
 use std::process::Command;
 
-const SERVICES: [&str; 3] = ["adk.v1.SessionService", "adk.v1.ArtifactService", "adk.v1.AgentRunner"];
+const SERVICES: [&str; 4] = [
+    "adk.v1.SessionService",
+    "adk.v1.ArtifactService",
+    "adk.v1.MemoryService",
+    "adk.v1.AgentRunner",
+];
 
 fn grpcurl(args: &[&str]) -> String {
     let output = Command::new("grpcurl")

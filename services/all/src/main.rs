@@ -5,16 +5,16 @@
 use adk_artifact_service::artifact_service;
 use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs, Shutdown,
-    StoreArgs, run_binary,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs,
+    Shutdown, StoreArgs, run_binary,
 };
-use adk_session_service::session_service;
+use adk_session_service::{memory_service, session_service};
 use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService and, with --agents,
+/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService, adk.v1.MemoryService and, with --agents,
 /// adk.v1.AgentRunner), grpc.health.v1 and server reflection on one port.
 #[derive(Debug, Parser)]
 #[command(name = "adk-server", version)]
@@ -33,6 +33,8 @@ struct Cli {
     artifacts: ArtifactArgs,
     #[command(flatten)]
     lease: LeaseArgs,
+    #[command(flatten)]
+    memory: MemoryArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -68,7 +70,15 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let (sessions, artifacts) = adk_store::open_stores(url, config)
         .await
         .with_context(|| cannot_open("session and artifact"))?;
-    tracing::info!(store = %cli.store.redacted_url(), "session and artifact stores open");
+    // Long-term memory at the same URL; the runner's agents recall from the very instance served.
+    let embedders = match &cli.memory.memory_embeddings {
+        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        None => Default::default(),
+    };
+    let memory = adk_store::open_memory_service_with(url, cli.store.store_config(), embedders)
+        .await
+        .with_context(|| cannot_open("memory"))?;
+    tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
 
     // The runner uses the very store instances the session and artifact services
     // serve (with memory:// a second open would be a second, empty store), so a
@@ -78,8 +88,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let lease = adk_runner_service::open_session_lease(url, replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
-            let services =
+            let mut services =
                 RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease).with_lease_args(&cli.lease);
+            services.memory = Some(memory.clone());
             let apps = agents.build(&services).context("cannot build the agents")?;
             tracing::info!(apps = ?agents.app_names(), "agents loaded");
             Some(runner_service(apps, &cli.grpc, shutdown.clone())?)
@@ -92,8 +103,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .metrics(&cli.metrics)
         .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
         .add_service(artifact_service(artifacts.clone(), &cli.grpc))
+        .add_service(memory_service(memory.clone(), sessions.clone(), &cli.grpc))
         .health_check("session store", sessions)
-        .health_check("artifact store", artifacts);
+        .health_check("artifact store", artifacts)
+        .health_check("memory store", memory);
     if let Some(runner) = runner {
         server = server.add_service(runner);
     }

@@ -37,8 +37,8 @@ use crate::stores::RunnerServices;
 use adk_core::{AdkError, Agent, CompactionConfig, GenerateContentConfig, Llm, Tool, Toolset};
 use adk_models::{ProviderConfig, build_model};
 use adk_runner::{
-    ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, McpToolset, McpTransport,
-    ParallelAgent, Runner, SequentialAgent,
+    AddToMemory, ClientTool, ExitLoopTool, HttpTool, LlmAgentBuilder, LoadArtifactsTool, LoadMemoryTool, LoopAgent,
+    McpToolset, McpTransport, ParallelAgent, PreloadMemoryTool, Runner, SequentialAgent,
 };
 use serde::Deserialize;
 use serde_json::Value;
@@ -49,7 +49,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The tools the runner library provides; agents list them like declared tools.
-const BUILTIN_TOOLS: [&str; 2] = [ExitLoopTool::NAME, LoadArtifactsTool::NAME];
+const BUILTIN_TOOLS: [&str; 4] = [
+    ExitLoopTool::NAME,
+    LoadArtifactsTool::NAME,
+    LoadMemoryTool::NAME,
+    PreloadMemoryTool::NAME,
+];
 /// Offered by the library itself to every LLM agent with sub-agents: not declarable.
 const TRANSFER_TOOL: &str = "transfer_to_agent";
 /// The author of the user's events: no agent may be called that.
@@ -161,6 +166,9 @@ struct AppConfig {
     /// [default: reject].
     #[serde(default)]
     on_busy: OnBusyConfig,
+    /// Long-term memory: what to add to it after each invocation.
+    #[serde(default)]
+    memory: Option<MemoryConfig>,
 }
 
 /// `compaction:` of an app, as written.
@@ -197,6 +205,29 @@ impl From<OnBusyConfig> for adk_runner::OnBusy {
             OnBusyConfig::Enqueue => adk_runner::OnBusy::Enqueue,
             OnBusyConfig::Interrupt => adk_runner::OnBusy::Interrupt,
             OnBusyConfig::Rollback => adk_runner::OnBusy::Rollback,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MemoryConfig {
+    /// `invocation` (its events) or `session` (the whole session) after each invocation.
+    add: AddToMemoryKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum AddToMemoryKind {
+    Invocation,
+    Session,
+}
+
+impl From<AddToMemoryKind> for AddToMemory {
+    fn from(kind: AddToMemoryKind) -> Self {
+        match kind {
+            AddToMemoryKind::Invocation => AddToMemory::Invocation,
+            AddToMemoryKind::Session => AddToMemory::Session,
         }
     }
 }
@@ -456,6 +487,13 @@ impl AgentsConfig {
                         config = config.with_compaction(self.compaction(&place, compaction, &mut models)?);
                     }
                     config.on_busy = app.on_busy.into();
+                    if let Some(memory) = &app.memory {
+                        if services.memory.is_none() {
+                            let message = "memory.add needs a memory store, and this runner has none";
+                            return Err((place.clone(), message.to_string()));
+                        }
+                        config.add_to_memory = Some(memory.add.into());
+                    }
                     let runner = Runner::new(config).map_err(|e| (place.clone(), library_message(&e)))?;
                     Ok(App::with_description(runner, description))
                 });
@@ -596,6 +634,8 @@ impl AgentsConfig {
         match name {
             ExitLoopTool::NAME => Some(Declared::Tool(Arc::new(ExitLoopTool))),
             LoadArtifactsTool::NAME => Some(Declared::Tool(Arc::new(LoadArtifactsTool))),
+            LoadMemoryTool::NAME => Some(Declared::Tool(Arc::new(LoadMemoryTool))),
+            PreloadMemoryTool::NAME => Some(Declared::Tool(Arc::new(PreloadMemoryTool))),
             _ => self.tools.get(name).cloned(),
         }
     }

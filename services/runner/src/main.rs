@@ -4,8 +4,8 @@
 
 use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
-    StoreArgs, run_binary,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs,
+    Shutdown, StoreArgs, run_binary,
 };
 use anyhow::Context;
 use clap::Parser;
@@ -32,6 +32,8 @@ struct Cli {
     #[command(flatten)]
     lease: LeaseArgs,
     #[command(flatten)]
+    memory: MemoryArgs,
+    #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
     metrics: MetricsArgs,
@@ -56,7 +58,11 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // API key is reported at once, whether or not Redis is up.
     let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
-    let services = RunnerServices::open(&cli.store.store_url, config)
+    let embedders = match &cli.memory.memory_embeddings {
+        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        None => Default::default(),
+    };
+    let services = RunnerServices::open_with_embedders(&cli.store.store_url, config, embedders)
         .await
         .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?
         .with_lease_args(&cli.lease);
@@ -69,6 +75,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .health_check("session store", services.sessions.clone());
     if let Some(artifacts) = services.artifacts.clone() {
         server = server.health_check("artifact store", artifacts);
+    }
+    if let Some(memory) = services.memory.clone() {
+        server = server.health_check("memory store", memory);
     }
     server.serve(&cli.listen).await?;
     Ok(())

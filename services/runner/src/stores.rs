@@ -1,10 +1,12 @@
 //! What every runner needs besides its agents: the session store, the artifact
-//! store and the session leases (one invocation per session at a time).
+//! store, long-term memory and the session leases (one invocation per session at a time).
 
-use adk_core::{Agent, ArtifactService, Result, SessionLease, SessionService};
+use adk_core::memory::Embedders;
+use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisSessionLease, ReplicaAcks, StoreConfig,
+    InMemoryArtifactService, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
+    ReplicaAcks, StoreConfig,
 };
 
 /// The runner's session lease flags.
@@ -34,6 +36,9 @@ pub struct RunnerServices {
     /// artifacts; None: agents see no artifacts.
     pub artifacts: Option<Arc<dyn ArtifactService>>,
     pub lease: Arc<dyn SessionLease>,
+    /// Long-term memory for `load_memory`, `preload_memory` and the agents file's
+    /// `memory.add`; None: agents have no memory.
+    pub memory: Option<Arc<dyn MemoryService>>,
     /// How long a session stays locked after a runner died mid-invocation.
     pub lease_ttl: Duration,
 }
@@ -48,6 +53,7 @@ impl RunnerServices {
             sessions,
             artifacts,
             lease,
+            memory: None,
             lease_ttl: RunnerConfig::DEFAULT_LEASE_TTL,
         }
     }
@@ -59,7 +65,9 @@ impl RunnerServices {
         let sessions = InMemorySessionService::new().with_artifacts(artifacts.clone());
         // The store's own leases, so that it fences the runners' appends.
         let lease = sessions.leases();
-        Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease))
+        let mut services = Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease));
+        services.memory = Some(Arc::new(InMemoryMemoryService::new()));
+        services
     }
 
     /// With the session lease TTL `args` ask for.
@@ -73,9 +81,17 @@ impl RunnerServices {
     /// also serves sessions must pass its own stores to [`RunnerServices::new`]
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
+        Self::open_with_embedders(url, config, Embedders::new()).await
+    }
+
+    /// [`RunnerServices::open`], the memory embedding with the models of the apps that configure one.
+    pub async fn open_with_embedders(url: &str, config: StoreConfig, embedders: Embedders) -> Result<Self> {
         let lease = open_session_lease(url, config.replica_acks).await?;
+        let memory = adk_store::open_memory_service_with(url, config.clone(), embedders).await?;
         let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
-        Ok(Self::new(sessions, Some(artifacts), lease))
+        let mut services = Self::new(sessions, Some(artifacts), lease);
+        services.memory = Some(memory);
+        Ok(services)
     }
 
     /// The library's runner configuration for one app over these stores.
@@ -83,6 +99,7 @@ impl RunnerServices {
         let mut config = RunnerConfig::new(app_name, root_agent, self.sessions.clone(), self.lease.clone());
         config.artifact_service = self.artifacts.clone();
         config.lease_ttl = self.lease_ttl;
+        config.memory_service = self.memory.clone();
         config
     }
 }

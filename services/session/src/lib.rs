@@ -3,6 +3,10 @@
 //! about sessions lives in core and the store; what is here is transport only
 //! (message size limits, streaming, shutdown).
 
+mod memory;
+
+pub use memory::{MemoryGrpcService, memory_service};
+
 use adk_core::convert::map_to_struct;
 use adk_core::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, ForkRequest, GetRequest, ListEventsRequest,

@@ -1,15 +1,16 @@
-//! `adk-session-server`: the SessionService alone, over the shared store (Redis by default).
+//! `adk-session-server`: the SessionService and the MemoryService (long-term memory,
+//! which adds sessions from this very store), over the shared store (Redis by default).
 
 use adk_server_kit::{
-    GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown, StoreArgs,
-    run_binary,
+    GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
+    StoreArgs, run_binary,
 };
-use adk_session_service::session_service;
+use adk_session_service::{memory_service, session_service};
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
 
-/// Serves adk.v1.SessionService (plus grpc.health.v1 and server reflection) over a shared session store.
+/// Serves adk.v1.SessionService and adk.v1.MemoryService (plus grpc.health.v1 and server reflection) over a shared session store.
 #[derive(Debug, Parser)]
 #[command(name = "adk-session-server", version)]
 struct Cli {
@@ -20,6 +21,8 @@ struct Cli {
     store: StoreArgs<RedisByDefault>,
     #[command(flatten)]
     sessions: SessionArgs,
+    #[command(flatten)]
+    memory: MemoryArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -45,12 +48,21 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = adk_store::open_session_service(&cli.store.store_url, config)
         .await
         .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
+    let embedders = match &cli.memory.memory_embeddings {
+        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        None => Default::default(),
+    };
+    let memory = adk_store::open_memory_service_with(&cli.store.store_url, cli.store.store_config(), embedders)
+        .await
+        .with_context(|| format!("cannot open the memory store {}", cli.store.redacted_url()))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");
 
     GrpcServer::new(&cli.grpc, shutdown.clone())
         .metrics(&cli.metrics)
         .add_service(session_service(store.clone(), &cli.grpc, shutdown))
+        .add_service(memory_service(memory.clone(), store.clone(), &cli.grpc))
         .health_check("session store", store)
+        .health_check("memory store", memory)
         .serve(&cli.listen)
         .await?;
     Ok(())

@@ -5,10 +5,13 @@
 use crate::agent::{Agent, RunConfig};
 use crate::artifact::Artifacts;
 use crate::content::Content;
+use crate::error::AdkError;
 use crate::error::Result;
 use crate::event::{Event, EventActions};
+use crate::memory::{Memory, SearchMemoryResponse};
 use crate::session::Session;
 use crate::state::ReadonlyState;
+use futures::future::BoxFuture;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -33,6 +36,12 @@ pub trait CallbackContext: ReadonlyContext {
     /// The artifacts of this session (and the user's `user:` ones); None when the
     /// runner has no artifact service.
     fn artifacts(&self) -> Option<Arc<dyn Artifacts>>;
+
+    /// The user's long-term memory (ADK's `memory_service`, bound to this app and
+    /// user); None when the runner has no memory service.
+    fn memory(&self) -> Option<Arc<dyn Memory>> {
+        None
+    }
 }
 
 /// What a tool gets while it executes one function call.
@@ -49,6 +58,17 @@ pub trait ToolContext: CallbackContext {
     fn actions(&self) -> EventActions;
     /// Replaces the actions of this call's response event (e.g. to transfer or escalate).
     fn set_actions(&self, actions: EventActions);
+
+    /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
+    /// `FAILED_PRECONDITION` when the runner has no memory service.
+    fn search_memory<'a>(&'a self, query: &'a str) -> BoxFuture<'a, Result<SearchMemoryResponse>> {
+        Box::pin(async move {
+            let memory = self
+                .memory()
+                .ok_or_else(|| AdkError::FailedPrecondition("this runner has no memory service to search".into()))?;
+            memory.search(query).await
+        })
+    }
 
     /// Records a state change in this call's `state_delta`.
     fn set_state(&self, key: &str, value: Value) {

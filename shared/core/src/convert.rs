@@ -19,6 +19,8 @@ use serde_json::{Number, Value};
 use std::collections::HashMap;
 
 mod event;
+/// `adk.v1.MemoryService` messages.
+pub mod memory;
 
 // ---------- JSON values ----------
 

@@ -11,6 +11,7 @@ pub mod error;
 pub mod event;
 pub mod history;
 pub mod lease;
+pub mod memory;
 pub mod model;
 pub mod session;
 pub mod state;
@@ -28,6 +29,7 @@ pub use event::{
 };
 pub use history::{CompactionConfig, ForkRequest};
 pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
+pub use memory::{Memory, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,

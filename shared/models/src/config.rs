@@ -74,7 +74,7 @@ impl ProviderConfig {
         }
     }
 
-    fn api_key(&self) -> Result<Option<String>> {
+    pub(crate) fn api_key(&self) -> Result<Option<String>> {
         let Some(var) = self.api_key_env.as_deref() else {
             return Ok(None);
         };
@@ -92,7 +92,7 @@ impl ProviderConfig {
         }
     }
 
-    fn require_model(&self) -> Result<&str> {
+    pub(crate) fn require_model(&self) -> Result<&str> {
         match self.model.trim() {
             "" => Err(AdkError::Config(format!(
                 "provider {:?} needs a `model`",

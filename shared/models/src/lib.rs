@@ -5,6 +5,9 @@
 //! - [`Gemini`]: Google's Gemini API;
 //! - [`MockModel`]: deterministic echo or scripted replies, no network.
 //!
+//! and embedding models for semantic memory search ([`OpenAiEmbeddings`],
+//! [`GeminiEmbeddings`], [`build_embedder`]).
+//!
 //! [`build_model`] turns a [`ProviderConfig`] (deserializable from the runner's
 //! YAML) into a model.
 //!
@@ -20,6 +23,7 @@
 //! loopback HTTP for tests.
 
 mod config;
+mod embedding;
 mod gemini;
 mod http;
 mod mock;
@@ -30,6 +34,7 @@ mod sse;
 pub mod testing;
 
 pub use config::{ProviderConfig, ProviderKind, build_model};
+pub use embedding::{GeminiEmbeddings, OpenAiEmbeddings, build_embedder, load_embedders};
 pub use gemini::{GEMINI_BASE_URL, Gemini};
 pub use http::DEFAULT_TIMEOUT;
 pub use mock::{MockConfig, MockFunctionCall, MockModel, MockTurn, WhenExhausted};

@@ -418,6 +418,16 @@ pub mod openai {
         completion(json!({"role": "assistant", "content": content}), "stop")
     }
 
+    /// An `/embeddings` reply with these vectors, in input order.
+    pub fn embeddings(vectors: &[Vec<f32>]) -> Value {
+        let data: Vec<Value> = vectors
+            .iter()
+            .enumerate()
+            .map(|(i, v)| json!({"object": "embedding", "index": i, "embedding": v}))
+            .collect();
+        json!({"object": "list", "data": data, "model": "fake-embedding", "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+    }
+
     /// A non-streamed reply asking for tool calls: `(id, name, arguments)`.
     pub fn tool_calls(calls: &[(&str, &str, Value)]) -> Value {
         let calls: Vec<Value> = calls
@@ -535,6 +545,11 @@ pub mod gemini {
 
     pub fn text(text: &str) -> Value {
         response(vec![json!({"text": text})], Some("STOP"))
+    }
+
+    /// An `embedContent` reply with this vector.
+    pub fn embedding(values: &[f32]) -> Value {
+        json!({"embedding": {"values": values}})
     }
 
     /// A reply asking for calls `(name, args)`, without ids as Gemini sends them.

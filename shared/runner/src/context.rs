@@ -8,8 +8,8 @@
 
 use adk_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session, State,
-    ToolContext,
+    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session,
+    State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -49,6 +49,8 @@ pub(crate) struct Invocation {
     ended: AtomicBool,
     llm_calls: AtomicU32,
     compaction: Option<Arc<CompactionConfig>>,
+    /// The user's long-term memory; None without a memory service.
+    memory: Option<Arc<dyn Memory>>,
 }
 
 impl Invocation {
@@ -83,7 +85,14 @@ impl Invocation {
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(0),
             compaction,
+            memory: None,
         }
+    }
+
+    /// Gives agents and tools the user's long-term memory.
+    pub(crate) fn with_memory(mut self, memory: Option<Arc<dyn Memory>>) -> Self {
+        self.memory = memory;
+        self
     }
 
     /// The user's message as stored: the first event of the invocation's live view.
@@ -94,6 +103,16 @@ impl Invocation {
             .find(|event| event.invocation_id == self.invocation_id)
             .cloned()
             .expect("the invocation's view holds its user event")
+    }
+
+    /// The events this invocation stored (the user's message included), oldest first.
+    pub(crate) fn own_events(&self) -> Vec<Event> {
+        let events = lock(&self.events);
+        events
+            .iter()
+            .filter(|e| e.invocation_id == self.invocation_id)
+            .cloned()
+            .collect()
     }
 
     /// Makes a stored event part of the live view. `delta` is the delta the agent
@@ -156,6 +175,9 @@ impl ReadonlyContext for AgentContext {
 impl CallbackContext for AgentContext {
     fn artifacts(&self) -> Option<Arc<dyn Artifacts>> {
         self.invocation.artifacts.clone()
+    }
+    fn memory(&self) -> Option<Arc<dyn Memory>> {
+        self.invocation.memory.clone()
     }
 }
 
@@ -271,6 +293,9 @@ impl CallbackContext for ToolCallContext {
             inner,
             actions: self.actions.clone(),
         }))
+    }
+    fn memory(&self) -> Option<Arc<dyn Memory>> {
+        self.parent.memory()
     }
 }
 

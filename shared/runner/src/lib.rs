@@ -40,8 +40,11 @@ mod workflow;
 pub use adk_core::CompactionConfig;
 pub use context::ToolCallContext;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
-pub use runner::{OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
-pub use tools::{ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, McpToolset, McpTransport};
+pub use runner::{AddToMemory, OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
+pub use tools::{
+    ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool, McpToolset, McpTransport,
+    PreloadMemoryTool,
+};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
 
 use adk_core::{AdkError, Result};

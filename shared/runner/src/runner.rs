@@ -25,10 +25,11 @@ use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::history::USER_AUTHOR;
 use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::history;
+use adk_core::memory::{AddEventsRequest, add_session_to_memory};
 use adk_core::{
     Acquire, AdkError, Agent, AppendEventRequest, ArtifactService, CompactionConfig, Content, CreateRequest, Event,
-    EventStream, GetRequest, InvocationContext, LeaseKey, PartKind, Precondition, Renewal, Result, RunConfig, Session,
-    SessionLease, SessionService, find_agent, validate,
+    EventStream, GetRequest, InvocationContext, LeaseKey, Memory, MemoryService, PartKind, Precondition, Renewal,
+    Result, RunConfig, ScopedMemory, Session, SessionLease, SessionService, find_agent, validate,
 };
 use async_stream::try_stream;
 use futures::StreamExt;
@@ -47,6 +48,11 @@ pub struct RunnerConfig {
     pub session_service: Arc<dyn SessionService>,
     /// Artifacts for agents and tools (`{artifact.x}`, `load_artifacts`, tool saves); optional.
     pub artifact_service: Option<Arc<dyn ArtifactService>>,
+    /// Long-term memory for agents and tools (`load_memory`, `preload_memory`,
+    /// `ToolContext::search_memory`); optional.
+    pub memory_service: Option<Arc<dyn MemoryService>>,
+    /// What to add to memory when an invocation finishes (needs `memory_service`).
+    pub add_to_memory: Option<AddToMemory>,
     /// Keeps one invocation per session at a time: in memory for one replica,
     /// in Redis for several.
     pub lease: Arc<dyn SessionLease>,
@@ -75,6 +81,8 @@ impl RunnerConfig {
             root_agent,
             session_service,
             artifact_service: None,
+            memory_service: None,
+            add_to_memory: None,
             lease,
             lease_ttl: Self::DEFAULT_LEASE_TTL,
             compaction: None,
@@ -106,6 +114,16 @@ pub enum OnBusy {
     Rollback,
 }
 
+/// What a runner adds to long-term memory after each invocation that finishes
+/// without error, before its stream ends (so a client that saw the end can recall it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AddToMemory {
+    /// The invocation's own events (the user's message and the agents' replies).
+    Invocation,
+    /// The whole session, as ADK's `add_session_to_memory` (adding again replaces).
+    Session,
+}
+
 /// Per-run options.
 #[derive(Debug, Clone, Default)]
 pub struct RunOptions {
@@ -131,6 +149,8 @@ pub struct Runner {
     root_agent: Arc<dyn Agent>,
     session_service: Arc<dyn SessionService>,
     artifact_service: Option<Arc<dyn ArtifactService>>,
+    memory_service: Option<Arc<dyn MemoryService>>,
+    add_to_memory: Option<AddToMemory>,
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
     compaction: Option<Arc<CompactionConfig>>,
@@ -157,11 +177,16 @@ impl Runner {
         if let Some(compaction) = &config.compaction {
             compaction.validate()?;
         }
+        if config.add_to_memory.is_some() && config.memory_service.is_none() {
+            return Err(AdkError::Config("add_to_memory needs a memory_service".into()));
+        }
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
             session_service: config.session_service,
             artifact_service: config.artifact_service,
+            memory_service: config.memory_service,
+            add_to_memory: config.add_to_memory,
             lease: config.lease,
             lease_ttl: config.lease_ttl,
             compaction: config.compaction.map(Arc::new),
@@ -260,10 +285,15 @@ impl Runner {
         };
         lock(&self.running).insert(invocation_id.clone(), running);
         let user_event = invocation.user_event();
+        let add_to_memory = match (&self.memory_service, self.add_to_memory) {
+            (Some(memory), Some(what)) => Some((memory.clone(), what)),
+            _ => None,
+        };
         let driver = Driver {
             session_service: self.session_service.clone(),
             app_name: self.app_name.clone(),
             compaction: self.compaction.clone(),
+            add_to_memory,
             invocation,
             observed,
             events,
@@ -424,15 +454,21 @@ impl Runner {
             .artifact_service
             .clone()
             .map(|service| session_artifacts(service, &session));
-        let invocation = Arc::new(Invocation::new(
-            invocation_id.to_string(),
-            session,
-            stored,
-            options.state_delta,
-            options.run_config,
-            artifacts,
-            self.compaction.clone(),
-        ));
+        let memory = self.memory_service.clone().map(|service| {
+            Arc::new(ScopedMemory::new(service, &session.app_name, &session.user_id)) as Arc<dyn Memory>
+        });
+        let invocation = Arc::new(
+            Invocation::new(
+                invocation_id.to_string(),
+                session,
+                stored,
+                options.state_delta,
+                options.run_config,
+                artifacts,
+                self.compaction.clone(),
+            )
+            .with_memory(memory),
+        );
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok((invocation, events))
@@ -646,6 +682,8 @@ struct Driver {
     session_service: Arc<dyn SessionService>,
     app_name: String,
     compaction: Option<Arc<CompactionConfig>>,
+    /// Where and what to add to memory once the invocation finishes.
+    add_to_memory: Option<(Arc<dyn MemoryService>, AddToMemory)>,
     invocation: Arc<Invocation>,
     /// Its span and metrics; dropped unfinished (the stream was dropped), it counts as CANCELLED.
     observed: adk_telemetry::Invocation,
@@ -671,6 +709,9 @@ impl Driver {
             }
             let invocation_id = self.invocation.invocation_id.clone();
             if failure.is_none() {
+                // Still under the lease, so the session added is the one this invocation left.
+                let added = add_to_memory(self.add_to_memory.clone(), self.invocation.clone(), self.session_service.clone());
+                failure = added.instrument(span.clone()).await.err();
                 // Still under the lease: no other invocation appends meanwhile. A
                 // failure is only logged: the next invocation tries again.
                 self.compact_if_due().instrument(span.clone()).await;
@@ -755,6 +796,43 @@ impl Driver {
         self.invocation.record(stored.clone(), delta);
         Ok(Some(stored))
     }
+}
+
+/// Adds the finished invocation (or its session) to long-term memory, if configured.
+/// A failure fails the invocation: its events are stored, but the client must know
+/// they were not remembered (a retry of the add is `AddSessionToMemory`).
+async fn add_to_memory(
+    add_to_memory: Option<(Arc<dyn MemoryService>, AddToMemory)>,
+    invocation: Arc<Invocation>,
+    session_service: Arc<dyn SessionService>,
+) -> Result<()> {
+    let Some((memory, what)) = add_to_memory else {
+        return Ok(());
+    };
+    let session = &invocation.session;
+    match what {
+        AddToMemory::Invocation => {
+            let events = AddEventsRequest {
+                app_name: session.app_name.clone(),
+                user_id: session.user_id.clone(),
+                session_id: session.id.clone(),
+                events: invocation.own_events(),
+                custom_metadata: HashMap::new(),
+            };
+            memory.add_events(events).await?;
+        }
+        AddToMemory::Session => {
+            add_session_to_memory(
+                memory.as_ref(),
+                session_service.as_ref(),
+                &session.app_name,
+                &session.user_id,
+                &session.id,
+            )
+            .await?;
+        }
+    }
+    Ok(())
 }
 
 /// The session's lease while this invocation holds it, with the heartbeat that

@@ -136,6 +136,16 @@ impl SessionArgs {
     }
 }
 
+/// Long-term memory settings, for the binaries that serve `adk.v1.MemoryService` or run agents.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MemoryArgs {
+    /// YAML file mapping app names (or "*" for every other app) to an embedding model
+    /// ({provider: openai|gemini, model, base_url, api_key_env, timeout_secs}): those apps' memories
+    /// are also searched by meaning [default: keyword search only]
+    #[arg(long, env = "ADK_MEMORY_EMBEDDINGS", value_name = "FILE")]
+    pub memory_embeddings: Option<std::path::PathBuf>,
+}
+
 /// Artifact limits, for the binaries that serve `adk.v1.ArtifactService`. A group of
 /// its own (rather than more [`StoreArgs`]) so `adk-session-server --help` lists no
 /// flag it would ignore.

@@ -3,7 +3,7 @@
 //! NOT_SERVING from the moment shutdown starts (so load balancers drain us).
 
 use crate::shutdown::Shutdown;
-use adk_core::{AdkError, ArtifactService, SessionService};
+use adk_core::{AdkError, ArtifactService, MemoryService, SessionService};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +28,13 @@ impl StoreProbe for Arc<dyn SessionService> {
 impl StoreProbe for Arc<dyn ArtifactService> {
     async fn ping(&self) -> adk_core::Result<()> {
         ArtifactService::ping(self.as_ref()).await
+    }
+}
+
+#[async_trait]
+impl StoreProbe for Arc<dyn MemoryService> {
+    async fn ping(&self) -> adk_core::Result<()> {
+        MemoryService::ping(self.as_ref()).await
     }
 }
 

@@ -45,8 +45,8 @@ mod shutdown;
 mod tls;
 
 pub use args::{
-    ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryByDefault,
-    MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
+    ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryArgs,
+    MemoryByDefault, MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
 };
 pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Principal, Subject};
 pub use cancel::CancelledRequestsFail;

@@ -5,16 +5,19 @@
 
 pub mod artifact;
 pub mod lease;
+pub mod memories;
 pub mod memory;
 pub mod redis;
 
-use adk_core::{AdkError, ArtifactService, Result, SessionService};
+use adk_core::{AdkError, ArtifactService, MemoryService, Result, SessionService};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use artifact::memory::InMemoryArtifactService;
 pub use artifact::redis::RedisArtifactService;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
+pub use memories::memory::InMemoryMemoryService;
+pub use memories::redis::RedisMemoryService;
 pub use memory::InMemorySessionService;
 pub use redis::RedisSessionService;
 pub use redis::durability::{self, MinReplicas, ReplicaAcks};
@@ -107,6 +110,28 @@ pub async fn open_stores(
         Backend::Redis => (
             Arc::new(RedisSessionService::connect(url, config.clone()).await?),
             Arc::new(RedisArtifactService::connect(url, config).await?),
+        ),
+    })
+}
+
+/// Opens the long-term memory store a URL names (the same URLs as
+/// [`open_session_service`]); each `memory://` store is a store of its own.
+pub async fn open_memory_service(url: &str, config: StoreConfig) -> Result<Arc<dyn MemoryService>> {
+    open_memory_service_with(url, config, adk_core::memory::Embedders::new()).await
+}
+
+/// [`open_memory_service`] with the embedding models of the apps that configure one.
+pub async fn open_memory_service_with(
+    url: &str,
+    config: StoreConfig,
+    embedders: adk_core::memory::Embedders,
+) -> Result<Arc<dyn MemoryService>> {
+    Ok(match Backend::of(url)? {
+        Backend::Memory => Arc::new(InMemoryMemoryService::new().with_embedders(embedders)),
+        Backend::Redis => Arc::new(
+            RedisMemoryService::connect(url, config)
+                .await?
+                .with_embedders(embedders),
         ),
     })
 }

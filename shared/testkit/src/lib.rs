@@ -11,6 +11,7 @@
 pub mod adk_events;
 pub mod artifact_conformance;
 pub mod conformance;
+pub mod memory_conformance;
 mod net;
 mod process;
 mod redis_server;

@@ -9,6 +9,7 @@
 //!   target/release/adk-bench artifacts
 //!   target/release/adk-bench runner      (also starts adk-runner-server; see adk_bench/runner.rs)
 //!   target/release/adk-bench watch       (WatchSession fan-out; see adk_bench/watch.rs)
+//!   target/release/adk-bench memory      (see adk_bench/memory.rs)
 
 use adk_client::RemoteArtifactService;
 use adk_core::ArtifactService;
@@ -24,6 +25,8 @@ use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+#[path = "adk_bench/memory.rs"]
+mod memory;
 #[path = "adk_bench/runner.rs"]
 mod runner;
 #[path = "adk_bench/watch.rs"]
@@ -48,6 +51,8 @@ enum Bench {
     Runner(runner::RunnerArgs),
     /// WatchSession fan-out: delivery latency, server RSS and CPU, Redis connections for many watchers.
     Watch(watch::WatchArgs),
+    /// AddMemory and SearchMemory (a rare word and typical words) at 1,000 and 10,000 memories per user.
+    Memory(memory::MemoryArgs),
 }
 
 #[derive(clap::Args)]
@@ -601,5 +606,6 @@ async fn main() -> Result<()> {
         Bench::Artifacts(args) => bench_artifacts(args).await,
         Bench::Runner(args) => runner::bench_runner(args).await,
         Bench::Watch(args) => watch::bench_watch(args).await,
+        Bench::Memory(args) => memory::bench_memory(args).await,
     }
 }

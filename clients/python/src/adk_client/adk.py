@@ -1,6 +1,6 @@
-"""This suite as a backend of ADK Python (google-adk >= 2.13): ``GrpcSessionService`` and
-``GrpcArtifactService`` implement ADK's ``BaseSessionService`` and ``BaseArtifactService``
-over gRPC (``grpc.aio``).
+"""This suite as a backend of ADK Python (google-adk >= 2.13): ``GrpcSessionService``,
+``GrpcArtifactService`` and ``GrpcMemoryService`` implement ADK's ``BaseSessionService``,
+``BaseArtifactService`` and ``BaseMemoryService`` over gRPC (``grpc.aio``).
 
     from adk_client.adk import GrpcSessionService, GrpcArtifactService
 
@@ -35,13 +35,15 @@ from google.adk.errors.already_exists_error import AlreadyExistsError
 from google.adk.errors.input_validation_error import InputValidationError
 from google.adk.errors.session_not_found_error import SessionNotFoundError
 from google.adk.events import Event
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 from google.genai import types
 
 from ._adk_events import event_from_proto, event_to_proto, float_to_timestamp, part_from_proto, part_to_proto, timestamp_to_float
 from ._convert import dict_to_struct, struct_to_dict
-from .v1 import artifact_pb2, artifact_pb2_grpc, session_pb2, session_pb2_grpc
+from .v1 import artifact_pb2, artifact_pb2_grpc, memory_pb2, memory_pb2_grpc, session_pb2, session_pb2_grpc
 
 #: The URI scheme ``register()`` adds to ADK's service registry: ``adk-grpc://host:port``.
 SCHEME = "adk-grpc"
@@ -364,14 +366,111 @@ class GrpcArtifactService(BaseArtifactService):
         )
 
 
+# ---- memory -----------------------------------------------------------------------------
+
+
+def _memory_entry_from_proto(pb: memory_pb2.MemoryEntry) -> MemoryEntry:
+    """A stored memory as ADK's ``MemoryEntry``; its timestamp as ADK writes it (ISO 8601)."""
+    from datetime import datetime, timezone
+
+    timestamp = None
+    if pb.HasField("timestamp"):
+        seconds = timestamp_to_float(pb.timestamp)
+        timestamp = datetime.fromtimestamp(seconds, tz=timezone.utc).isoformat()
+    content = types.Content(role=pb.content.role or None, parts=[part_from_proto(p) for p in pb.content.parts])
+    return MemoryEntry(id=pb.id or None, content=content, author=pb.author or None, timestamp=timestamp,
+                       custom_metadata=struct_to_dict(pb.custom_metadata))
+
+
+def _memory_entry_to_proto(entry: MemoryEntry) -> memory_pb2.MemoryEntry:
+    """ADK's ``MemoryEntry`` for AddMemory; an ISO 8601 timestamp becomes a Timestamp."""
+    from datetime import datetime, timezone
+
+    pb = memory_pb2.MemoryEntry(id=entry.id or "", author=entry.author or "",
+                                custom_metadata=dict_to_struct(entry.custom_metadata or {}))
+    pb.content.role = entry.content.role or ""
+    pb.content.parts.extend(part_to_proto(p) for p in entry.content.parts or [])
+    if entry.timestamp:
+        when = datetime.fromisoformat(entry.timestamp)
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        pb.timestamp.CopyFrom(float_to_timestamp(when.timestamp()))
+    return pb
+
+
+class GrpcMemoryService(BaseMemoryService):
+    """ADK's ``BaseMemoryService`` over ``adk.v1.MemoryService``: memories scoped to
+    (app, user), searched by keyword relevance (BM25) on the server. A session added again
+    replaces its memories (a memory's id is its event's id)."""
+
+    def __init__(self, uri: Optional[str] = None, *, target: Optional[str] = None,
+                 timeout: Optional[float] = 30.0, options: Optional[List[Tuple[str, Any]]] = None,
+                 **_registry_kwargs: Any) -> None:
+        address = target or (target_of(uri) if uri else None)
+        if not address:
+            raise ValueError("GrpcMemoryService needs uri='adk-grpc://host:port' or target='host:port'")
+        self._channel = _Channel(address, list(options or []))
+        self._timeout = timeout
+
+    def _stub(self) -> memory_pb2_grpc.MemoryServiceStub:
+        return memory_pb2_grpc.MemoryServiceStub(self._channel.get())
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def _call(self, method: str, request: Any) -> Any:
+        try:
+            return await getattr(self._stub(), method)(request, timeout=self._timeout)
+        except grpc.aio.AioRpcError as err:
+            if err.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                raise _invalid(err) from err
+            if err.code() == grpc.StatusCode.NOT_FOUND:
+                raise SessionNotFoundError(err.details() or "session not found") from err
+            raise
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        """Adds the session's events as the client holds them (ADK passes the session
+        object), so events not stored on this server are remembered too."""
+        await self.add_events_to_memory(app_name=session.app_name, user_id=session.user_id,
+                                        events=session.events, session_id=session.id)
+
+    async def add_events_to_memory(self, *, app_name: str, user_id: str, events: Any,
+                                   session_id: Optional[str] = None,
+                                   custom_metadata: Optional[Dict[str, Any]] = None) -> None:
+        request = memory_pb2.AddEventsToMemoryRequest(
+            app_name=app_name, user_id=user_id, session_id=session_id or "",
+            events=[event_to_proto(e) for e in events],
+            custom_metadata=dict_to_struct(dict(custom_metadata or {})))
+        await self._call("AddEventsToMemory", request)
+
+    async def add_memory(self, *, app_name: str, user_id: str, memories: Any,
+                         custom_metadata: Optional[Dict[str, Any]] = None) -> None:
+        request = memory_pb2.AddMemoryRequest(
+            app_name=app_name, user_id=user_id, memories=[_memory_entry_to_proto(m) for m in memories],
+            custom_metadata=dict_to_struct(dict(custom_metadata or {})))
+        await self._call("AddMemory", request)
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        reply = await self._call("SearchMemory",
+                                 memory_pb2.SearchMemoryRequest(app_name=app_name, user_id=user_id, query=query))
+        return SearchMemoryResponse(memories=[_memory_entry_from_proto(m) for m in reply.memories])
+
+    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: Optional[str] = None) -> None:
+        if not memory_id:
+            return
+        await self._call("DeleteMemory", memory_pb2.DeleteMemoryRequest(
+            app_name=app_name, user_id=user_id, memory_id=memory_id))
+
+
 # ---- ADK's service registry ------------------------------------------------------------
 
 
 def register(scheme: str = SCHEME) -> None:
-    """Adds ``adk-grpc://host:port`` to ADK's service registry, for session and artifact
-    services (``adk web --session_service_uri=adk-grpc://…``)."""
+    """Adds ``adk-grpc://host:port`` to ADK's service registry, for session, artifact and
+    memory services (``adk web --session_service_uri=adk-grpc://…``)."""
     from google.adk.cli.service_registry import get_service_registry
 
     registry = get_service_registry()
     registry.register_session_service(scheme, lambda uri, **kwargs: GrpcSessionService(uri, **kwargs))
     registry.register_artifact_service(scheme, lambda uri, **kwargs: GrpcArtifactService(uri, **kwargs))
+    registry.register_memory_service(scheme, lambda uri, **kwargs: GrpcMemoryService(uri, **kwargs))

@@ -174,7 +174,7 @@ fn llm_agents_need_a_declared_model() {
 fn tools_must_be_declared_or_built_in_and_listed_once() {
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
-        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts)"#,
+        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory)"#,
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
@@ -620,5 +620,37 @@ fn compaction_needs_an_interval_and_a_declared_model() {
     assert_problem(
         &with_compaction("interval: -1\nmodel: fast\n"),
         "apps.chat.compaction.interval: invalid type",
+    );
+}
+
+#[test]
+fn memory_add_is_invocation_or_session_and_needs_a_memory_store() {
+    let app = |memory: &str| {
+        format!(
+            "models:\n  fast: {{ provider: mock }}\napps:\n  diary:\n    memory: {memory}\n    \
+             root_agent: {{ name: d, model: fast, tools: [load_memory, preload_memory] }}\n"
+        )
+    };
+    for add in ["invocation", "session"] {
+        let config = valid(&app(&format!("{{ add: {add} }}")));
+        assert_eq!(config.build(&RunnerServices::in_memory()).unwrap().len(), 1);
+    }
+    assert_problem(
+        &app("{ add: forever }"),
+        "agents.yaml: apps.diary.memory.add: unknown variant `forever`, expected `invocation` or `session`",
+    );
+    assert_problem(
+        &app("{ add: session, keep: 1 }"),
+        "apps.diary.memory: unknown field `keep`",
+    );
+    // A runner without a memory store cannot add to one.
+    let mut services = RunnerServices::in_memory();
+    services.memory = None;
+    let Err(err) = valid(&app("{ add: session }")).build(&services) else {
+        panic!("built without a memory store");
+    };
+    assert_eq!(
+        err.to_string(),
+        r#"agents.yaml: app "diary": memory.add needs a memory store, and this runner has none"#
     );
 }

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// Appends a paragraph to the request's system instruction.
-fn append_instruction(request: &mut LlmRequest, text: &str) {
+pub(super) fn append_instruction(request: &mut LlmRequest, text: &str) {
     match &mut request.system_instruction {
         Some(existing) if !existing.is_empty() => {
             existing.push_str("\n\n");

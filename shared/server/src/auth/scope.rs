@@ -6,7 +6,7 @@ use super::{Principal, Subject};
 use adk_proto::v1 as pb;
 use adk_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
-    session_service_server::SERVICE_NAME as SESSIONS,
+    memory_service_server::SERVICE_NAME as MEMORY, session_service_server::SERVICE_NAME as SESSIONS,
 };
 use prost::Message;
 use std::collections::HashMap;
@@ -78,7 +78,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 24] = [
+        let entries: [(&str, &str, Extract); 29] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -180,6 +180,22 @@ impl ScopeTable {
             }),
             (SESSIONS, "ForkSession", |b| {
                 decode::<pb::ForkSessionRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            // Memories are one user's data, like their sessions.
+            (MEMORY, "AddSessionToMemory", |b| {
+                decode::<pb::AddSessionToMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "AddEventsToMemory", |b| {
+                decode::<pb::AddEventsToMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "AddMemory", |b| {
+                decode::<pb::AddMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "SearchMemory", |b| {
+                decode::<pb::SearchMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "DeleteMemory", |b| {
+                decode::<pb::DeleteMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
         ];
         let methods = entries
@@ -382,6 +398,36 @@ mod tests {
             }
             .encode_to_vec(),
             "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
+            "AddSessionToMemory" => pb::AddSessionToMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "AddEventsToMemory" => pb::AddEventsToMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "AddMemory" => pb::AddMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "SearchMemory" => pb::SearchMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "DeleteMemory" => pb::DeleteMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
             other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
         }
     }
@@ -457,7 +503,7 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 24, "the adk.v1 services have 24 methods");
+        assert_eq!(checked, 29, "the adk.v1 services have 29 methods");
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 

@@ -1,0 +1,140 @@
+"""ADK's memory on this suite: ``GrpcMemoryService`` (ADK's ``BaseMemoryService`` over
+``adk.v1.MemoryService``) under a real ADK ``Runner`` with ADK's own ``load_memory`` tool,
+on adk-server with its in-memory store and with a real redis-server; and the
+``adk-grpc://`` memory URI through ADK's service registry."""
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import AsyncGenerator, Iterator, List
+
+import pytest
+from google.adk.agents import LlmAgent
+from google.adk.errors.input_validation_error import InputValidationError
+from google.adk.memory.memory_entry import MemoryEntry
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.tools import load_memory
+from google.genai import types
+
+from adk_client.adk import GrpcMemoryService, GrpcSessionService
+from conftest import COMMON, start, start_redis
+
+FACT = "My locker code is 4711."
+
+
+class RecallingLlm(BaseLlm):
+    """Calls ``load_memory`` once per turn, then answers; records every request."""
+
+    requests: List[LlmRequest] = []
+
+    async def generate_content_async(self, llm_request: LlmRequest, stream: bool = False
+                                     ) -> AsyncGenerator[LlmResponse, None]:
+        self.requests.append(llm_request)
+        last = llm_request.contents[-1].parts[-1] if llm_request.contents else None
+        if last is not None and last.function_response is not None:
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(text="Done.")]))
+        else:
+            call = types.FunctionCall(name="load_memory", args={"query": "locker code"})
+            yield LlmResponse(content=types.Content(role="model", parts=[types.Part(function_call=call)]))
+
+
+@pytest.fixture(scope="module", params=["memory", "redis"])
+def server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """An adk-server on its in-memory store, or on a real redis-server."""
+    logs = tmp_path_factory.mktemp(f"adk-memory-{request.param}")
+    procs = []
+    try:
+        store = []
+        if request.param == "redis":
+            redis = start_redis(logs)
+            procs.append(redis)
+            store = ["--store-url", f"redis://{redis.address}"]
+        server = start("adk-server", [*store, *COMMON], logs)
+        procs.append(server)
+        yield server.address
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+
+
+async def _turn(runner: Runner, user: str, session_id: str, text: str) -> None:
+    message = types.Content(role="user", parts=[types.Part(text=text)])
+    async for _ in runner.run_async(user_id=user, session_id=session_id, new_message=message):
+        pass
+
+
+def test_an_adk_runner_recalls_an_earlier_session_through_the_suites_memory(server: str) -> None:
+    app = f"adk-mem-{uuid.uuid4().hex[:8]}"
+    model = RecallingLlm(model="recalling")
+    model.requests = []
+
+    async def scenario():
+        sessions, memory = GrpcSessionService(f"adk-grpc://{server}"), GrpcMemoryService(f"adk-grpc://{server}")
+        agent = LlmAgent(name="keeper", model=model, instruction="Answer from memory.", tools=[load_memory])
+        runner = Runner(agent=agent, app_name=app, session_service=sessions, memory_service=memory)
+        # Session 1: the fact is told, and the session goes to memory (ADK's call).
+        first = await sessions.create_session(app_name=app, user_id="alice", session_id="s1")
+        await sessions.append_event(first, _user_event(FACT))
+        await memory.add_session_to_memory(await sessions.get_session(app_name=app, user_id="alice",
+                                                                      session_id="s1"))
+        await memory.add_session_to_memory(await sessions.get_session(app_name=app, user_id="alice",
+                                                                      session_id="s1"))
+        found = await memory.search_memory(app_name=app, user_id="alice", query="locker")
+        # Session 2 of alice, and bob's: the model calls load_memory.
+        for user in ("alice", "bob"):
+            await sessions.create_session(app_name=app, user_id=user, session_id="s2")
+            await _turn(runner, user, "s2", "What is my locker code?")
+        return found
+
+    found = asyncio.run(scenario())
+    assert [m.content.parts[0].text for m in found.memories] == [FACT], "added twice, remembered once"
+    assert found.memories[0].author == "user" and found.memories[0].timestamp
+    tool_results = [str(r.contents[-1].parts[-1].function_response.response) for r in model.requests
+                    if r.contents[-1].parts[-1].function_response is not None]
+    assert len(tool_results) == 2
+    assert "4711" in tool_results[0], tool_results[0]
+    assert "4711" not in tool_results[1], "bob never sees alice's memories"
+
+
+def _user_event(text: str):
+    from google.adk.events import Event
+
+    return Event(author="user", invocation_id="e-1",
+                 content=types.Content(role="user", parts=[types.Part(text=text)]))
+
+
+def test_add_memory_delete_and_bad_input(server: str) -> None:
+    app = f"adk-mem-{uuid.uuid4().hex[:8]}"
+
+    async def scenario():
+        memory = GrpcMemoryService(target=server)
+        entry = MemoryEntry(id="m1", author="user", timestamp="2026-01-02T03:04:05+00:00",
+                            content=types.Content(role="user", parts=[types.Part(text="Maria lives in Oslo")]),
+                            custom_metadata={"source": "note"})
+        await memory.add_memory(app_name=app, user_id="alice", memories=[entry])
+        found = (await memory.search_memory(app_name=app, user_id="alice", query="oslo")).memories
+        with pytest.raises(InputValidationError, match="user_id"):
+            await memory.search_memory(app_name=app, user_id="", query="oslo")
+        await memory.delete_memory(app_name=app, user_id="alice", memory_id="m1")
+        after = (await memory.search_memory(app_name=app, user_id="alice", query="oslo")).memories
+        return found, after
+
+    found, after = asyncio.run(scenario())
+    assert len(found) == 1
+    got = found[0]
+    assert (got.id, got.author, got.custom_metadata) == ("m1", "user", {"source": "note"})
+    assert got.timestamp == "2026-01-02T03:04:05+00:00"
+    assert after == []
+
+
+def test_the_adk_grpc_scheme_makes_a_memory_service() -> None:
+    from google.adk.cli.service_registry import get_service_registry
+
+    from adk_client.adk import register
+
+    register()
+    service = get_service_registry().create_memory_service("adk-grpc://127.0.0.1:1")
+    assert isinstance(service, GrpcMemoryService)

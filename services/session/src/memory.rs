@@ -1,0 +1,106 @@
+//! The `adk.v1.MemoryService` gRPC handlers. Served next to the SessionService (by
+//! `adk-session-server` and `adk-server`) because AddSessionToMemory reads the
+//! session from the session store of the same deployment. Every rule lives in core
+//! (`adk_core::memory`); what is here is transport only.
+
+use adk_core::convert::memory::{add_events_from_proto, add_memory_from_proto, delete_from_proto, search_from_proto};
+use adk_core::memory::add_session_to_memory;
+use adk_core::{MemoryService, SessionService};
+use adk_proto::v1 as pb;
+use adk_proto::v1::memory_service_server::{MemoryService as MemoryServiceRpc, MemoryServiceServer};
+use adk_server_kit::{GrpcArgs, fit_in_message};
+use std::sync::Arc;
+use tonic::{Request, Response, Status};
+
+/// The server for `adk.v1.MemoryService`, with the message size limits of `grpc`.
+pub fn memory_service(
+    memory: Arc<dyn MemoryService>,
+    sessions: Arc<dyn SessionService>,
+    grpc: &GrpcArgs,
+) -> MemoryServiceServer<MemoryGrpcService> {
+    MemoryServiceServer::new(MemoryGrpcService {
+        memory,
+        sessions,
+        max_message_bytes: grpc.max_message_bytes,
+    })
+    .max_decoding_message_size(grpc.max_message_bytes)
+    .max_encoding_message_size(grpc.max_message_bytes)
+}
+
+/// The handlers, over any memory store and the session store sessions are added from.
+pub struct MemoryGrpcService {
+    memory: Arc<dyn MemoryService>,
+    sessions: Arc<dyn SessionService>,
+    /// Replies larger than this are refused with a hint instead of failing in the client's decoder.
+    max_message_bytes: usize,
+}
+
+fn added(memory_ids: Vec<String>) -> Response<pb::AddMemoryResponse> {
+    Response::new(pb::AddMemoryResponse { memory_ids })
+}
+
+#[tonic::async_trait]
+impl MemoryServiceRpc for MemoryGrpcService {
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
+    ))]
+    async fn add_session_to_memory(
+        &self,
+        request: Request<pb::AddSessionToMemoryRequest>,
+    ) -> Result<Response<pb::AddMemoryResponse>, Status> {
+        let r = request.into_inner();
+        let ids = add_session_to_memory(
+            self.memory.as_ref(),
+            self.sessions.as_ref(),
+            &r.app_name,
+            &r.user_id,
+            &r.session_id,
+        )
+        .await?;
+        Ok(added(ids))
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn add_events_to_memory(
+        &self,
+        request: Request<pb::AddEventsToMemoryRequest>,
+    ) -> Result<Response<pb::AddMemoryResponse>, Status> {
+        let req = add_events_from_proto(request.into_inner())?;
+        Ok(added(self.memory.add_events(req).await?))
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn add_memory(
+        &self,
+        request: Request<pb::AddMemoryRequest>,
+    ) -> Result<Response<pb::AddMemoryResponse>, Status> {
+        let req = add_memory_from_proto(request.into_inner())?;
+        Ok(added(self.memory.add_memory(req).await?))
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn search_memory(
+        &self,
+        request: Request<pb::SearchMemoryRequest>,
+    ) -> Result<Response<pb::SearchMemoryResponse>, Status> {
+        let found = self.memory.search(search_from_proto(request.into_inner())?).await?;
+        let reply = pb::SearchMemoryResponse {
+            memories: found.memories.iter().map(pb::MemoryEntry::from).collect(),
+        };
+        fit_in_message(
+            reply,
+            self.max_message_bytes,
+            "the search result",
+            "ask for fewer memories (limit)",
+        )
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn delete_memory(
+        &self,
+        request: Request<pb::DeleteMemoryRequest>,
+    ) -> Result<Response<pb::DeleteMemoryResponse>, Status> {
+        let deleted = self.memory.delete(delete_from_proto(request.into_inner())).await?;
+        Ok(Response::new(pb::DeleteMemoryResponse { deleted }))
+    }
+}

@@ -1,0 +1,672 @@
+//! Long-term memory (ADK's `BaseMemoryService`): what an agent may recall of a
+//! user's earlier sessions, scoped to (app, user).
+//!
+//! Backends implement the primitives: [`MemoryService::upsert`] (write entries
+//! with their keyword index and, with an embedding model, their vectors),
+//! [`MemoryService::postings`] (the index entries of some terms),
+//! [`MemoryService::vectors`] (the user's vectors), [`MemoryService::fetch`] and
+//! [`MemoryService::delete`]. Every rule lives here once, whatever the store:
+//! validation, which events become memories ([`entries_from_events`]),
+//! tokenization ([`terms`]), BM25 ranking ([`rank`]), cosine ranking
+//! ([`rank_by_similarity`]) and their fusion ([`fuse`]), built into the provided
+//! methods `add_*` and `search`.
+
+use crate::content::Content;
+use crate::error::{AdkError, Result};
+use crate::event::Event;
+use crate::session::{GetRequest, SessionService};
+use crate::validate::{self, quoted};
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+/// Most entries (or events) one add may carry.
+pub const MAX_ENTRIES_PER_ADD: usize = 1000;
+/// Longest query, in bytes.
+pub const MAX_QUERY_BYTES: usize = 4096;
+/// Results of a search that asks for none in particular (ADK's `_MAX_SEARCH_RESULTS`).
+pub const DEFAULT_SEARCH_LIMIT: usize = 10;
+pub const MAX_SEARCH_LIMIT: usize = 100;
+/// Longest author name, in bytes.
+pub const MAX_AUTHOR_BYTES: usize = 256;
+/// Longest word indexed, in bytes: longer runs (base64, hashes) are no words.
+pub const MAX_TERM_BYTES: usize = 64;
+/// Most distinct words of a query that are looked up: bounds what a search costs.
+pub const MAX_QUERY_TERMS: usize = 32;
+/// The key of an entry's `custom_metadata` recording the session an event came from.
+pub const SESSION_ID_METADATA_KEY: &str = "session_id";
+
+/// One memory (ADK's `MemoryEntry`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryEntry {
+    /// Unique within (app, user); empty in an add gets a new id.
+    pub id: String,
+    pub content: Content,
+    /// Who said it (an event's author); may be empty.
+    pub author: String,
+    /// When the remembered content happened.
+    pub timestamp: Option<DateTime<Utc>>,
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+impl MemoryEntry {
+    /// The text search matches: the entry's text parts, joined by spaces.
+    pub fn text(&self) -> String {
+        let texts: Vec<&str> = self.content.parts.iter().filter_map(|p| p.text()).collect();
+        texts.join(" ")
+    }
+}
+
+/// An entry as stored: with its id assigned and its index terms counted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedEntry {
+    pub entry: MemoryEntry,
+    /// Term -> how often it occurs in the entry's text.
+    pub term_counts: BTreeMap<String, u32>,
+    /// Number of terms of the text (the BM25 document length).
+    pub length: u32,
+    /// The text's embedding, when the app has an embedding model and the entry has text.
+    pub embedding: Option<Vec<f32>>,
+}
+
+impl IndexedEntry {
+    fn new(entry: MemoryEntry) -> IndexedEntry {
+        let mut term_counts = BTreeMap::new();
+        let mut length = 0;
+        for term in terms(&entry.text()) {
+            *term_counts.entry(term).or_insert(0) += 1;
+            length += 1;
+        }
+        IndexedEntry {
+            entry,
+            term_counts,
+            length,
+            embedding: None,
+        }
+    }
+}
+
+/// Adds explicit entries to a user's memory.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub memories: Vec<MemoryEntry>,
+    /// Merged into every entry's metadata; an entry's own keys win.
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+/// Adds events (those with content) to a user's memory, one entry per event.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AddEventsRequest {
+    pub app_name: String,
+    pub user_id: String,
+    /// Optional: the session the events come from.
+    pub session_id: String,
+    pub events: Vec<Event>,
+    pub custom_metadata: HashMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub query: String,
+    /// 0 means [`DEFAULT_SEARCH_LIMIT`].
+    pub limit: usize,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SearchMemoryResponse {
+    /// Best first.
+    pub memories: Vec<MemoryEntry>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DeleteMemoryRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub memory_id: String,
+}
+
+/// The keyword index of one user, as a search needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Postings {
+    /// How many entries the user has.
+    pub entries: u64,
+    /// Sum of their lengths (for the average length BM25 normalizes by).
+    pub total_length: u64,
+    /// Per query term: (entry id, count of the term in the entry, the entry's length).
+    pub terms: Vec<Vec<(String, u32, u32)>>,
+}
+
+fn user_ids(app_name: &str, user_id: &str) -> Result<()> {
+    validate::id("app_name", app_name)?;
+    validate::id("user_id", user_id)
+}
+
+impl AddMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        entry_count("memories", self.memories.len())?;
+        metadata("custom_metadata", &self.custom_metadata)?;
+        for (i, entry) in self.memories.iter().enumerate() {
+            validate_entry(&format!("memories[{i}]"), entry)?;
+        }
+        Ok(())
+    }
+}
+
+impl AddEventsRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        if !self.session_id.is_empty() {
+            validate::id("session_id", &self.session_id)?;
+        }
+        entry_count("events", self.events.len())?;
+        metadata("custom_metadata", &self.custom_metadata)?;
+        for (i, event) in self.events.iter().enumerate() {
+            // An event's id becomes its memory's id.
+            if event.content().is_some_and(|c| !c.parts.is_empty()) {
+                validate::id(&format!("events[{i}].id"), &event.id)?;
+            }
+            validate::event_limits(event)?;
+        }
+        Ok(())
+    }
+}
+
+impl SearchMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        if self.query.len() > MAX_QUERY_BYTES {
+            return Err(AdkError::invalid(format!(
+                "query is {} bytes, more than the maximum of {MAX_QUERY_BYTES}",
+                self.query.len()
+            )));
+        }
+        if self.limit > MAX_SEARCH_LIMIT {
+            return Err(AdkError::invalid(format!(
+                "limit must be 0 (the default, {DEFAULT_SEARCH_LIMIT}) to {MAX_SEARCH_LIMIT}, got {}",
+                self.limit
+            )));
+        }
+        Ok(())
+    }
+
+    fn effective_limit(&self) -> usize {
+        match self.limit {
+            0 => DEFAULT_SEARCH_LIMIT,
+            n => n,
+        }
+    }
+}
+
+impl DeleteMemoryRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        validate::id("memory_id", &self.memory_id)
+    }
+}
+
+fn entry_count(field: &str, count: usize) -> Result<()> {
+    if count > MAX_ENTRIES_PER_ADD {
+        return Err(AdkError::invalid(format!(
+            "{field} has {count} items, more than the limit of {MAX_ENTRIES_PER_ADD} per request"
+        )));
+    }
+    Ok(())
+}
+
+fn metadata(field: &str, map: &HashMap<String, Value>) -> Result<()> {
+    validate::state_keys(field, map)?;
+    validate::state_limits(field, map)
+}
+
+fn validate_entry(field: &str, entry: &MemoryEntry) -> Result<()> {
+    if !entry.id.is_empty() {
+        validate::id(&format!("{field}.id"), &entry.id)?;
+    }
+    if entry.content.parts.is_empty() {
+        return Err(AdkError::invalid(format!("{field}.content has no parts")));
+    }
+    validate::content_limits(&format!("{field}.content"), &entry.content)?;
+    if entry.author.len() > MAX_AUTHOR_BYTES {
+        return Err(AdkError::invalid(format!(
+            "{field}.author {} is longer than {MAX_AUTHOR_BYTES} bytes",
+            quoted(&entry.author)
+        )));
+    }
+    metadata(&format!("{field}.custom_metadata"), &entry.custom_metadata)?;
+    let size = adk_proto::v1::MemoryEntry::from(entry);
+    let size = prost::Message::encoded_len(&size);
+    if size > validate::MAX_EVENT_BYTES {
+        return Err(AdkError::ResourceExhausted(format!(
+            "{field} is {size} bytes encoded, more than the limit of {} bytes per memory",
+            validate::MAX_EVENT_BYTES
+        )));
+    }
+    Ok(())
+}
+
+/// The memories the events with content make: one per event, its id the event's id
+/// (so adding the same events again replaces them), author and timestamp the event's,
+/// the session id (when given) and `custom_metadata` in its metadata.
+pub fn entries_from_events(req: &AddEventsRequest) -> Vec<MemoryEntry> {
+    req.events
+        .iter()
+        .filter_map(|event| {
+            let content = event.content().filter(|c| !c.parts.is_empty())?;
+            let mut custom_metadata = req.custom_metadata.clone();
+            if !req.session_id.is_empty() {
+                custom_metadata.insert(SESSION_ID_METADATA_KEY.into(), Value::String(req.session_id.clone()));
+            }
+            Some(MemoryEntry {
+                id: event.id.clone(),
+                content: content.clone(),
+                author: event.author.clone(),
+                timestamp: Some(event.timestamp),
+                custom_metadata,
+            })
+        })
+        .collect()
+}
+
+// ---------- keyword search ----------
+
+/// English words too common to tell memories apart; left out of the index and of queries.
+const STOP_WORDS: &[&str] = &[
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "do", "for", "if", "in", "into", "is", "it", "no", "not",
+    "of", "on", "or", "so", "such", "that", "the", "their", "then", "there", "these", "they", "this", "to", "was",
+    "what", "will", "with",
+];
+
+/// The index terms of a text: its words (maximal runs of Unicode letters and digits),
+/// lowercased, without stop words and without runs longer than [`MAX_TERM_BYTES`].
+pub fn terms(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty() && word.len() <= MAX_TERM_BYTES)
+        .map(str::to_lowercase)
+        .filter(|word| !STOP_WORDS.contains(&word.as_str()))
+}
+
+/// The distinct terms of a query, at most [`MAX_QUERY_TERMS`] of them, in order.
+pub fn query_terms(query: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    for term in terms(query) {
+        if !seen.contains(&term) {
+            seen.push(term);
+            if seen.len() == MAX_QUERY_TERMS {
+                break;
+            }
+        }
+    }
+    seen
+}
+
+/// BM25's usual parameters: term-frequency saturation and length normalization.
+const BM25_K1: f64 = 1.2;
+const BM25_B: f64 = 0.75;
+
+/// The ids of the best `limit` entries by BM25 score, best first; equal scores by id.
+/// Only entries holding at least one query term score.
+pub fn rank(postings: &Postings, limit: usize) -> Vec<(String, f64)> {
+    let n = postings.entries.max(1) as f64;
+    let average_length = (postings.total_length as f64 / n).max(1.0);
+    let mut scores: HashMap<&str, f64> = HashMap::new();
+    for term in &postings.terms {
+        let df = term.len() as f64;
+        if df == 0.0 {
+            continue;
+        }
+        // The "+1" form of IDF: never negative, even for a term in most entries.
+        let idf = ((n - df + 0.5) / (df + 0.5) + 1.0).ln();
+        for (id, count, length) in term {
+            let tf = f64::from(*count);
+            let norm = 1.0 - BM25_B + BM25_B * f64::from(*length) / average_length;
+            *scores.entry(id).or_default() += idf * tf * (BM25_K1 + 1.0) / (tf + BM25_K1 * norm);
+        }
+    }
+    let mut ranked: Vec<(String, f64)> = scores.into_iter().map(|(id, s)| (id.to_string(), s)).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    ranked
+}
+
+// ---------- semantic search ----------
+
+/// An embedding model (OpenAI-compatible `/v1/embeddings`, Gemini `embedContent`; see
+/// `adk_models::build_embedder`).
+#[async_trait]
+pub trait Embedder: Send + Sync {
+    /// One vector per text, in order.
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+}
+
+/// The embedding models of the apps that configure one: app name -> model, `*` for
+/// every app without its own.
+pub type Embedders = HashMap<String, Arc<dyn Embedder>>;
+
+/// The embedding model of `app_name` in `embedders`, if any.
+pub fn embedder_for(embedders: &Embedders, app_name: &str) -> Option<Arc<dyn Embedder>> {
+    embedders.get(app_name).or_else(|| embedders.get("*")).cloned()
+}
+
+/// Cosine similarity; 0 for vectors of different lengths (another model's) or zero vectors.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (mut dot, mut na, mut nb) = (0.0f32, 0.0f32, 0.0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 0.0;
+    }
+    dot / (na.sqrt() * nb.sqrt())
+}
+
+/// Below this cosine similarity a memory is not related enough to be returned.
+pub const MIN_SIMILARITY: f32 = 0.3;
+
+/// The ids of the `limit` vectors most similar to `query` (at least [`MIN_SIMILARITY`]),
+/// best first; equal similarities by id. Brute force over every vector given.
+pub fn rank_by_similarity(query: &[f32], vectors: &[(String, Vec<f32>)], limit: usize) -> Vec<(String, f64)> {
+    let mut ranked: Vec<(String, f64)> = vectors
+        .iter()
+        .map(|(id, v)| (id, cosine(query, v)))
+        .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
+        .map(|(id, similarity)| (id.clone(), f64::from(similarity)))
+        .collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    ranked.truncate(limit);
+    ranked
+}
+
+/// Reciprocal rank fusion's constant: how much the top ranks weigh over the rest.
+const RRF_K: f64 = 60.0;
+
+/// Keyword and semantic rankings fused by reciprocal rank (each ranking adds
+/// `1 / (60 + rank)` to a memory's score): a memory both find comes first, and one only
+/// meaning-related (no shared word) still appears. Best `limit` first, ties by id.
+pub fn fuse(keyword: &[(String, f64)], semantic: &[(String, f64)], limit: usize) -> Vec<String> {
+    let mut scores: HashMap<&str, f64> = HashMap::new();
+    for ranking in [keyword, semantic] {
+        for (rank, (id, _)) in ranking.iter().enumerate() {
+            *scores.entry(id).or_default() += 1.0 / (RRF_K + rank as f64 + 1.0);
+        }
+    }
+    let mut fused: Vec<(&str, f64)> = scores.into_iter().collect();
+    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    fused.into_iter().take(limit).map(|(id, _)| id.to_string()).collect()
+}
+
+// ---------- the service ----------
+
+/// A store of memories. Implement the primitives; use the provided methods.
+#[async_trait]
+pub trait MemoryService: Send + Sync {
+    /// Writes the entries (ids assigned) with their index terms, each replacing an
+    /// entry of the user with the same id, atomically per entry at least.
+    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()>;
+
+    /// The user's index entries of `terms` (in that order) and the user's totals.
+    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings>;
+
+    /// Every vector of the user's entries (those embedded), for semantic search.
+    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>>;
+
+    /// The embedding model of `app_name`, when it configures one: its memories are then
+    /// embedded when added, and searches rank by meaning too.
+    fn embedder(&self, _app_name: &str) -> Option<Arc<dyn Embedder>> {
+        None
+    }
+
+    /// The user's entries with these ids, in that order; missing ids are skipped.
+    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>>;
+
+    /// Deletes one entry and its index terms; false when there was none.
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool>;
+
+    /// Ok while the store can serve (health checks).
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+
+    /// Adds explicit entries; returns their ids, in request order.
+    async fn add_memory(&self, req: AddMemoryRequest) -> Result<Vec<String>> {
+        req.validate()?;
+        let entries = req
+            .memories
+            .into_iter()
+            .map(|mut entry| {
+                if entry.id.is_empty() {
+                    entry.id = uuid::Uuid::new_v4().to_string();
+                }
+                for (key, value) in &req.custom_metadata {
+                    entry
+                        .custom_metadata
+                        .entry(key.clone())
+                        .or_insert_with(|| value.clone());
+                }
+                IndexedEntry::new(entry)
+            })
+            .collect::<Vec<_>>();
+        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
+        self.upsert(&req.app_name, &req.user_id, entries).await?;
+        Ok(ids)
+    }
+
+    /// Adds the events with content, one entry per event; returns their ids.
+    async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>> {
+        req.validate()?;
+        let entries: Vec<IndexedEntry> = entries_from_events(&req).into_iter().map(IndexedEntry::new).collect();
+        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
+        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
+        self.upsert(&req.app_name, &req.user_id, entries).await?;
+        Ok(ids)
+    }
+
+    /// The user's memories most relevant to the query, best first: by BM25, and with
+    /// an embedding model by BM25 and cosine similarity fused ([`fuse`]).
+    async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
+        req.validate()?;
+        let limit = req.effective_limit();
+        let terms = query_terms(&req.query);
+        let keyword = if terms.is_empty() {
+            Vec::new()
+        } else {
+            let postings = self.postings(&req.app_name, &req.user_id, &terms).await?;
+            rank(&postings, limit)
+        };
+        let ids: Vec<String> = match self.embedder(&req.app_name).filter(|_| !req.query.trim().is_empty()) {
+            None => keyword.into_iter().map(|(id, _)| id).collect(),
+            Some(embedder) => {
+                let query = embed_one(embedder.as_ref(), &req.query).await?;
+                let vectors = self.vectors(&req.app_name, &req.user_id).await?;
+                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
+            }
+        };
+        if ids.is_empty() {
+            return Ok(SearchMemoryResponse::default());
+        }
+        let memories = self.fetch(&req.app_name, &req.user_id, &ids).await?;
+        Ok(SearchMemoryResponse { memories })
+    }
+}
+
+/// The entries with their texts' embeddings, when there is a model (one request for all).
+async fn embed_entries(
+    embedder: Option<Arc<dyn Embedder>>,
+    mut entries: Vec<IndexedEntry>,
+) -> Result<Vec<IndexedEntry>> {
+    let Some(embedder) = embedder else {
+        return Ok(entries);
+    };
+    let texted: Vec<usize> = (0..entries.len())
+        .filter(|i| !entries[*i].entry.text().trim().is_empty())
+        .collect();
+    if texted.is_empty() {
+        return Ok(entries);
+    }
+    let texts: Vec<String> = texted.iter().map(|i| entries[*i].entry.text()).collect();
+    let vectors = embedder.embed(&texts).await?;
+    if vectors.len() != texts.len() {
+        return Err(AdkError::Model(format!(
+            "the embedding model returned {} vectors for {} texts",
+            vectors.len(),
+            texts.len()
+        )));
+    }
+    for (i, vector) in texted.into_iter().zip(vectors) {
+        entries[i].embedding = Some(vector);
+    }
+    Ok(entries)
+}
+
+async fn embed_one(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>> {
+    let mut vectors = embedder.embed(&[text.to_string()]).await?;
+    match (vectors.pop(), vectors.is_empty()) {
+        (Some(vector), true) => Ok(vector),
+        _ => Err(AdkError::Model(
+            "the embedding model did not return one vector for the query".into(),
+        )),
+    }
+}
+
+/// One user's memory, as agents and tools see it (`CallbackContext::memory`).
+#[async_trait]
+pub trait Memory: Send + Sync {
+    /// The user's memories most relevant to `query`, best first (at most
+    /// [`DEFAULT_SEARCH_LIMIT`]).
+    async fn search(&self, query: &str) -> Result<SearchMemoryResponse>;
+}
+
+/// A [`MemoryService`] bound to one (app, user).
+pub struct ScopedMemory {
+    service: Arc<dyn MemoryService>,
+    app_name: String,
+    user_id: String,
+}
+
+impl ScopedMemory {
+    pub fn new(service: Arc<dyn MemoryService>, app_name: impl Into<String>, user_id: impl Into<String>) -> Self {
+        ScopedMemory {
+            service,
+            app_name: app_name.into(),
+            user_id: user_id.into(),
+        }
+    }
+}
+
+#[async_trait]
+impl Memory for ScopedMemory {
+    async fn search(&self, query: &str) -> Result<SearchMemoryResponse> {
+        self.service
+            .search(SearchMemoryRequest {
+                app_name: self.app_name.clone(),
+                user_id: self.user_id.clone(),
+                query: query.to_string(),
+                limit: 0,
+            })
+            .await
+    }
+}
+
+/// Adds a stored session to the user's memory (ADK's `add_session_to_memory`): its
+/// events with content, one memory each, ids the event ids, so adding a session again
+/// replaces its memories. `NOT_FOUND` when the session does not exist.
+pub async fn add_session_to_memory(
+    memory: &dyn MemoryService,
+    sessions: &dyn SessionService,
+    app_name: &str,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Vec<String>> {
+    let session = sessions
+        .get(GetRequest {
+            app_name: app_name.to_string(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            ..Default::default()
+        })
+        .await?;
+    let mut ids = Vec::new();
+    // A long session goes in requests of the largest size an add accepts.
+    for events in session
+        .events
+        .iter()
+        .cloned()
+        .collect::<Vec<_>>()
+        .chunks(MAX_ENTRIES_PER_ADD)
+    {
+        let added = memory
+            .add_events(AddEventsRequest {
+                app_name: app_name.to_string(),
+                user_id: user_id.to_string(),
+                session_id: session_id.to_string(),
+                events: events.to_vec(),
+                custom_metadata: HashMap::new(),
+            })
+            .await?;
+        ids.extend(added);
+    }
+    Ok(ids)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn terms_are_lowercase_unicode_words_without_stop_words() {
+        let found: Vec<String> = terms("The Café's flat-white, and 2 CROISSANTS; naïve Ünïcode").collect();
+        assert_eq!(
+            found,
+            ["café", "s", "flat", "white", "2", "croissants", "naïve", "ünïcode"]
+        );
+        let long = "x".repeat(MAX_TERM_BYTES + 1);
+        assert_eq!(terms(&format!("{long} ok")).collect::<Vec<_>>(), ["ok"]);
+    }
+
+    #[test]
+    fn bm25_prefers_rarer_terms_and_shorter_entries() {
+        let postings = Postings {
+            entries: 3,
+            total_length: 30,
+            terms: vec![
+                // "common" is in every entry, "rare" in one.
+                vec![("a".into(), 1, 10), ("b".into(), 1, 10), ("c".into(), 1, 10)],
+                vec![("b".into(), 1, 10)],
+            ],
+        };
+        let ranked = rank(&postings, 10);
+        assert_eq!(ranked[0].0, "b");
+        assert_eq!(ranked.len(), 3);
+        let short = Postings {
+            entries: 2,
+            total_length: 22,
+            terms: vec![vec![("long".into(), 1, 20), ("short".into(), 1, 2)]],
+        };
+        assert_eq!(rank(&short, 1)[0].0, "short");
+    }
+
+    #[test]
+    fn hybrid_ranking_fuses_keyword_and_meaning() {
+        let fused = fuse(
+            &[("k1".into(), 9.0), ("both".into(), 5.0)],
+            &[("both".into(), 0.9), ("s1".into(), 0.8)],
+            10,
+        );
+        assert_eq!(fused[0], "both", "found by both rankings first: {fused:?}");
+        assert_eq!(fused.len(), 3, "a memory found by meaning alone is kept");
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert_eq!(cosine(&[1.0, 0.0], &[1.0, 0.0, 0.0]), 0.0, "another model's vector");
+    }
+}

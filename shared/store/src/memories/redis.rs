@@ -1,0 +1,292 @@
+//! `RedisMemoryService`: memories and their keyword index in Redis, standalone or
+//! Redis Cluster.
+//!
+//! Every key of one user's memories carries the user's hash tag `{<app>:<user>}`
+//! (the session keys' tag; ids enter keys only through `id_key`), so on a cluster
+//! they live on one node and one script changes an entry and its index together.
+//!
+//! | key | type | content |
+//! |---|---|---|
+//! | `adk:mem:{app:user}:<id>` | hash | `e`: the protobuf `adk.v1.MemoryEntry`; `len`: its length in terms; `t`: its terms, encoded, space-separated |
+//! | `adk:memterm:{app:user}:<term>` | hash | postings of one term: entry id -> `<count>:<entry length>` |
+//! | `adk:memstats:{app:user}` | hash | `n`: entries, `len`: their total length |
+//! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
+//!
+//! `<id>` and `<term>` are encoded with `id_key` (no `:`, `{`, `}` or space). A search
+//! reads the stats and the postings of its query's terms in one pipeline, then the
+//! best entries in a second one: it costs what its terms' postings cost, whatever the
+//! user's total. An add (any number of entries) and a delete are one script each:
+//! an entry, its postings and the stats change together, and a replaced entry's old
+//! postings go in the same step. Writes are acknowledged like every other store
+//! write (see `durability.rs`). A semantic search reads the user's vectors in one
+//! `HGETALL` and ranks them by brute force (see `adk_core::memory::rank_by_similarity`).
+
+use crate::StoreConfig;
+use crate::redis::conn::RedisStore;
+use crate::redis::user_tag;
+use adk_core::memory::{
+    DeleteMemoryRequest, Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for,
+};
+use adk_core::validate::{id_from_key, id_key};
+use adk_core::{AdkError, Result};
+use adk_proto::v1 as pb;
+use async_trait::async_trait;
+use prost::Message;
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+/// Removes entry `mid` (encoded id) and its postings; shared by both scripts.
+const REMOVE_ENTRY: &str = r#"
+local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
+  local key = entry_prefix .. mid
+  local old = redis.call('HMGET', key, 'len', 't')
+  if not old[1] then return 0 end
+  for term in string.gmatch(old[2] or '', '[^ ]+') do
+    redis.call('HDEL', term_prefix .. term, mid)
+  end
+  redis.call('HINCRBY', stats, 'n', -1)
+  redis.call('HINCRBY', stats, 'len', -tonumber(old[1]))
+  redis.call('DEL', key)
+  redis.call('HDEL', vectors, mid)
+  return 1
+end
+"#;
+
+/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, entry count, then
+/// per entry: encoded id, payload, vector (empty: none), length, term count, and
+/// (encoded term, count) pairs.
+const UPSERT: &str = r#"
+local stats, vectors, entry_prefix, term_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
+local at = 4
+for _ = 1, tonumber(ARGV[3]) do
+  local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+  local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
+  at = at + 5
+  remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
+  if vector ~= '' then redis.call('HSET', vectors, mid, vector) end
+  local terms = {}
+  for _ = 1, nterms do
+    redis.call('HSET', term_prefix .. ARGV[at], mid, ARGV[at + 1] .. ':' .. len)
+    terms[#terms + 1] = ARGV[at]
+    at = at + 2
+  end
+  redis.call('HSET', entry_prefix .. mid, 'e', payload, 'len', len, 't', table.concat(terms, ' '))
+  redis.call('HINCRBY', stats, 'n', 1)
+  redis.call('HINCRBY', stats, 'len', len)
+end
+return 1
+"#;
+
+/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, encoded id.
+/// Returns 1 if it existed.
+const DELETE: &str = r#"
+return remove_entry(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
+"#;
+
+#[derive(Clone)]
+pub struct RedisMemoryService {
+    store: RedisStore,
+    scripts: Arc<(Script, Script)>,
+    embedders: Embedders,
+}
+
+impl std::fmt::Debug for RedisMemoryService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisMemoryService")
+            .field("cluster", &self.store.is_cluster())
+            .finish()
+    }
+}
+
+/// The keys of one user's memories.
+struct UserKeys {
+    stats: String,
+    vectors: String,
+    entry_prefix: String,
+    term_prefix: String,
+}
+
+impl UserKeys {
+    fn new(app_name: &str, user_id: &str) -> UserKeys {
+        let tag = user_tag(app_name, user_id);
+        UserKeys {
+            stats: format!("adk:memstats:{tag}"),
+            vectors: format!("adk:memvec:{tag}"),
+            entry_prefix: format!("adk:mem:{tag}:"),
+            term_prefix: format!("adk:memterm:{tag}:"),
+        }
+    }
+}
+
+impl RedisMemoryService {
+    /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
+    /// `rediss+cluster://…` (the session store's URLs).
+    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
+        Ok(RedisMemoryService {
+            store: RedisStore::connect(url, config.replica_acks).await?,
+            scripts: Arc::new((
+                Script::new(&format!("{REMOVE_ENTRY}{UPSERT}")),
+                Script::new(&format!("{REMOVE_ENTRY}{DELETE}")),
+            )),
+            embedders: Embedders::new(),
+        })
+    }
+
+    /// Embeds the memories of the apps these models are for, and searches them by meaning too.
+    pub fn with_embedders(mut self, embedders: Embedders) -> Self {
+        self.embedders = embedders;
+        self
+    }
+}
+
+/// A vector as stored: little-endian `f32`s.
+fn vector_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn vector_from_bytes(bytes: &[u8]) -> Result<Vec<f32>> {
+    if !bytes.len().is_multiple_of(4) {
+        return Err(AdkError::Internal("malformed memory vector in redis".into()));
+    }
+    Ok(bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect())
+}
+
+/// A posting's `<count>:<entry length>`.
+fn parse_posting(value: &str) -> Result<(u32, u32)> {
+    let bad = || AdkError::Internal(format!("malformed memory posting {value:?} in redis"));
+    let (count, length) = value.split_once(':').ok_or_else(bad)?;
+    Ok((count.parse().map_err(|_| bad())?, length.parse().map_err(|_| bad())?))
+}
+
+#[async_trait]
+impl MemoryService for RedisMemoryService {
+    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let keys = UserKeys::new(app_name, user_id);
+        let mut invocation = self.scripts.0.key(&keys.stats);
+        invocation
+            .key(&keys.vectors)
+            .arg(&keys.entry_prefix)
+            .arg(&keys.term_prefix)
+            .arg(entries.len());
+        for indexed in &entries {
+            invocation
+                .arg(id_key(&indexed.entry.id).as_ref())
+                .arg(pb::MemoryEntry::from(&indexed.entry).encode_to_vec())
+                .arg(indexed.embedding.as_deref().map(vector_bytes).unwrap_or_default())
+                .arg(indexed.length)
+                .arg(indexed.term_counts.len());
+            for (term, count) in &indexed.term_counts {
+                invocation.arg(id_key(term).as_ref()).arg(*count);
+            }
+        }
+        let _: i64 = self
+            .store
+            .durable_eval("memory_upsert", &invocation, &keys.stats)
+            .await?;
+        Ok(())
+    }
+
+    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings> {
+        let keys = UserKeys::new(app_name, user_id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("HMGET").arg(&keys.stats).arg("n").arg("len");
+        for term in terms {
+            pipe.cmd("HGETALL").arg(format!("{}{}", keys.term_prefix, id_key(term)));
+        }
+        let (stats, postings): ((Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
+            let mut replies: Vec<redis::Value> = self.store.pipeline(&pipe).await?;
+            let rest = replies.split_off(1);
+            let stats = crate::redis::conn::decode_reply(replies.remove(0))?;
+            let postings = rest
+                .into_iter()
+                .map(crate::redis::conn::decode_reply)
+                .collect::<Result<_>>()?;
+            (stats, postings)
+        };
+        let terms = postings
+            .into_iter()
+            .map(|ids| {
+                ids.into_iter()
+                    .map(|(mid, value)| {
+                        let id = id_from_key(&mid)
+                            .ok_or_else(|| AdkError::Internal(format!("malformed memory id {mid:?} in redis")))?;
+                        let (count, length) = parse_posting(&value)?;
+                        Ok((id, count, length))
+                    })
+                    .collect::<Result<Vec<_>>>()
+            })
+            .collect::<Result<_>>()?;
+        Ok(Postings {
+            entries: stats.0.unwrap_or(0),
+            total_length: stats.1.unwrap_or(0),
+            terms,
+        })
+    }
+
+    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>> {
+        let keys = UserKeys::new(app_name, user_id);
+        let stored: HashMap<String, Vec<u8>> = self.store.query(redis::cmd("HGETALL").arg(&keys.vectors)).await?;
+        stored
+            .into_iter()
+            .map(|(mid, bytes)| {
+                let id = id_from_key(&mid)
+                    .ok_or_else(|| AdkError::Internal(format!("malformed memory id {mid:?} in redis")))?;
+                Ok((id, vector_from_bytes(&bytes)?))
+            })
+            .collect()
+    }
+
+    fn embedder(&self, app_name: &str) -> Option<Arc<dyn Embedder>> {
+        embedder_for(&self.embedders, app_name)
+    }
+
+    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys = UserKeys::new(app_name, user_id);
+        let mut pipe = redis::pipe();
+        for id in ids {
+            pipe.cmd("HGET")
+                .arg(format!("{}{}", keys.entry_prefix, id_key(id)))
+                .arg("e");
+        }
+        let payloads: Vec<Option<Vec<u8>>> = self.store.pipeline(&pipe).await?;
+        payloads
+            .into_iter()
+            .flatten()
+            .map(|bytes| {
+                let stored = pb::MemoryEntry::decode(bytes.as_slice())
+                    .map_err(|e| AdkError::Internal(format!("undecodable memory entry in redis: {e}")))?;
+                MemoryEntry::from_proto("memory", &stored)
+            })
+            .collect()
+    }
+
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
+        req.validate()?;
+        let keys = UserKeys::new(&req.app_name, &req.user_id);
+        let mut invocation = self.scripts.1.key(&keys.stats);
+        invocation
+            .key(&keys.vectors)
+            .arg(&keys.entry_prefix)
+            .arg(&keys.term_prefix)
+            .arg(id_key(&req.memory_id).as_ref());
+        let deleted: i64 = self
+            .store
+            .durable_eval("memory_delete", &invocation, &keys.stats)
+            .await?;
+        Ok(deleted == 1)
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.store.ping().await
+    }
+}

@@ -1,0 +1,493 @@
+//! The `MemoryService` conformance suite: every rule of `docs/semantics.md` (Memory)
+//! as a check, run against each backend — memory, Redis, Redis Cluster, and the gRPC
+//! client — so they cannot drift apart.
+//!
+//! Every case uses its own app name, so the suite can share a store with other tests.
+
+use crate::unique_prefix;
+use adk_core::memory::{
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MAX_ENTRIES_PER_ADD, MAX_QUERY_BYTES,
+    SESSION_ID_METADATA_KEY, SearchMemoryRequest,
+};
+use adk_core::{AdkError, Content, Event, MemoryEntry, MemoryService};
+use chrono::{TimeZone, Utc};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use tonic::Code;
+
+/// Runs every case, printing each name so a failure says which rule broke.
+pub async fn run_memory_conformance(svc: &dyn MemoryService) {
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {$(
+            println!("memory conformance: {}", stringify!($case));
+            $case(svc).await;
+        )*};
+    }
+    cases!(
+        search_ranks_matching_memories_best_first,
+        search_limit_bounds_the_results,
+        memories_never_cross_users_or_apps,
+        entries_round_trip_and_get_ids,
+        adding_an_id_again_replaces_the_memory,
+        events_become_memories_once,
+        delete_removes_a_memory_from_search,
+        queries_without_words_find_nothing,
+        bad_input_is_rejected_and_changes_nothing,
+        hostile_ids_and_unicode_words_stay_apart,
+        concurrent_adds_are_all_found,
+    );
+}
+
+fn text_entry(id: &str, text: &str) -> MemoryEntry {
+    MemoryEntry {
+        id: id.to_string(),
+        content: Content::new("user").with_text(text),
+        ..Default::default()
+    }
+}
+
+async fn add(svc: &dyn MemoryService, app: &str, user: &str, entries: Vec<MemoryEntry>) -> Vec<String> {
+    let req = AddMemoryRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        memories: entries,
+        custom_metadata: HashMap::new(),
+    };
+    svc.add_memory(req).await.expect("add memories")
+}
+
+fn search_request(app: &str, user: &str, query: &str) -> SearchMemoryRequest {
+    SearchMemoryRequest {
+        app_name: app.into(),
+        user_id: user.into(),
+        query: query.into(),
+        limit: 0,
+    }
+}
+
+/// The ids a search returns, best first.
+async fn search_ids(svc: &dyn MemoryService, app: &str, user: &str, query: &str) -> Vec<String> {
+    let found = svc.search(search_request(app, user, query)).await.expect("search");
+    found.memories.into_iter().map(|m| m.id).collect()
+}
+
+async fn search_ranks_matching_memories_best_first(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-rank");
+    add(
+        svc,
+        &app,
+        "u",
+        vec![
+            text_entry("weather", "It rained all day in Lisbon"),
+            text_entry("dog", "My dog Rex loves long walks; Rex is a beagle"),
+            text_entry("cat", "The neighbour has a cat who hates my dog"),
+            text_entry("food", "I had pasta for dinner"),
+        ],
+    )
+    .await;
+    // "rex" occurs twice in `dog` and nowhere else; "dog" in two entries.
+    assert_eq!(
+        search_ids(svc, &app, "u", "What is my dog Rex like?").await,
+        ["dog", "cat"]
+    );
+    assert_eq!(search_ids(svc, &app, "u", "DINNER").await, ["food"], "case-insensitive");
+    assert!(search_ids(svc, &app, "u", "spaceship").await.is_empty());
+}
+
+async fn search_limit_bounds_the_results(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-limit");
+    let entries = (0..15).map(|i| text_entry(&format!("m{i:02}"), "tea time")).collect();
+    add(svc, &app, "u", entries).await;
+    assert_eq!(
+        search_ids(svc, &app, "u", "tea").await.len(),
+        10,
+        "the default limit is 10"
+    );
+    let mut req = search_request(&app, "u", "tea");
+    req.limit = 3;
+    let found = svc.search(req).await.unwrap().memories;
+    // Equal scores are ordered by id.
+    let ids: Vec<_> = found.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["m00", "m01", "m02"]);
+}
+
+async fn memories_never_cross_users_or_apps(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-scope");
+    let other_app = unique_prefix("mem-scope");
+    add(
+        svc,
+        &app,
+        "alice",
+        vec![text_entry("secret", "alice's locker code is 4711")],
+    )
+    .await;
+    assert_eq!(search_ids(svc, &app, "alice", "locker code").await, ["secret"]);
+    assert!(search_ids(svc, &app, "bob", "locker code").await.is_empty());
+    assert!(search_ids(svc, &other_app, "alice", "locker code").await.is_empty());
+    // Bob deleting Alice's id deletes nothing of hers.
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "bob".into(),
+        memory_id: "secret".into(),
+    };
+    assert!(!svc.delete(delete).await.unwrap());
+    assert_eq!(search_ids(svc, &app, "alice", "locker").await, ["secret"]);
+}
+
+async fn entries_round_trip_and_get_ids(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-trip");
+    let timestamp = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
+    let entry = MemoryEntry {
+        id: String::new(),
+        content: Content::new("model")
+            .with_text("The meeting moved to Thursday")
+            .with_inline_data("image/png", vec![1, 2, 3]),
+        author: "planner".into(),
+        timestamp: Some(timestamp),
+        custom_metadata: HashMap::from([("source".to_string(), json!({"kind": "note", "n": 2}))]),
+    };
+    let req = AddMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memories: vec![entry.clone()],
+        custom_metadata: HashMap::from([
+            ("source".to_string(), json!("request")),
+            ("batch".to_string(), json!(7)),
+        ]),
+    };
+    let ids = svc.add_memory(req).await.unwrap();
+    assert_eq!(ids.len(), 1);
+    assert!(!ids[0].is_empty(), "an entry without an id gets one");
+    let found = svc
+        .search(search_request(&app, "u", "thursday"))
+        .await
+        .unwrap()
+        .memories;
+    let mut expected = entry;
+    expected.id = ids[0].clone();
+    // The request's metadata is merged in; the entry's own keys win.
+    expected.custom_metadata.insert("batch".into(), json!(7));
+    assert_eq!(found, [expected]);
+}
+
+async fn adding_an_id_again_replaces_the_memory(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-replace");
+    add(svc, &app, "u", vec![text_entry("m", "favourite colour is green")]).await;
+    add(svc, &app, "u", vec![text_entry("m", "favourite colour is purple")]).await;
+    assert!(
+        search_ids(svc, &app, "u", "green").await.is_empty(),
+        "old words are unindexed"
+    );
+    let found = svc
+        .search(search_request(&app, "u", "favourite colour"))
+        .await
+        .unwrap()
+        .memories;
+    assert_eq!(found.len(), 1, "one memory per id");
+    assert_eq!(found[0].content.text().as_deref(), Some("favourite colour is purple"));
+}
+
+async fn events_become_memories_once(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-events");
+    let timestamp = Utc.timestamp_opt(1_700_000_100, 0).unwrap();
+    let mut told = Event::new("inv-1")
+        .with_author("user")
+        .with_content(Content::new("user").with_text("My sister lives in Oslo"));
+    told.id = "e1".into();
+    told.timestamp = timestamp;
+    let mut answered = Event::new("inv-1")
+        .with_author("assistant")
+        .with_content(Content::new("model").with_text("Noted: Oslo"));
+    answered.id = "e2".into();
+    let mut no_content = Event::new("inv-1").with_author("assistant");
+    no_content.id = "e3".into();
+    let req = AddEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s1".into(),
+        events: vec![told, answered, no_content],
+        custom_metadata: HashMap::from([("topic".to_string(), json!("family"))]),
+    };
+    assert_eq!(svc.add_events(req.clone()).await.unwrap(), ["e1", "e2"]);
+    assert_eq!(
+        svc.add_events(req).await.unwrap(),
+        ["e1", "e2"],
+        "adding again is idempotent"
+    );
+    let found = svc
+        .search(search_request(&app, "u", "sister oslo"))
+        .await
+        .unwrap()
+        .memories;
+    assert_eq!(found.len(), 2, "each event once: {found:?}");
+    let first = &found[0];
+    assert_eq!((first.id.as_str(), first.author.as_str()), ("e1", "user"));
+    assert_eq!(first.timestamp, Some(timestamp));
+    assert_eq!(
+        first.custom_metadata,
+        HashMap::from([
+            (SESSION_ID_METADATA_KEY.to_string(), json!("s1")),
+            ("topic".to_string(), json!("family")),
+        ])
+    );
+}
+
+async fn delete_removes_a_memory_from_search(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-delete");
+    add(
+        svc,
+        &app,
+        "u",
+        vec![
+            text_entry("a", "piano lessons on monday"),
+            text_entry("b", "guitar lessons"),
+        ],
+    )
+    .await;
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memory_id: "a".into(),
+    };
+    assert!(svc.delete(delete.clone()).await.unwrap());
+    assert!(
+        !svc.delete(delete).await.unwrap(),
+        "deleting a missing memory succeeds with false"
+    );
+    assert!(search_ids(svc, &app, "u", "piano").await.is_empty());
+    assert_eq!(search_ids(svc, &app, "u", "lessons").await, ["b"]);
+}
+
+async fn queries_without_words_find_nothing(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-empty");
+    add(svc, &app, "u", vec![text_entry("a", "the and of it")]).await;
+    for query in ["", "   ", "?!…", "the and of"] {
+        assert!(search_ids(svc, &app, "u", query).await.is_empty(), "{query:?}");
+    }
+}
+
+/// Expects `INVALID_ARGUMENT` naming `field`.
+fn expect_invalid<T: std::fmt::Debug>(result: Result<T, AdkError>, field: &str) {
+    match result {
+        Err(e) => {
+            assert_eq!(e.code(), Code::InvalidArgument, "{field}: {e}");
+            assert!(e.to_string().contains(field), "message should name {field}: {e}");
+        }
+        Ok(v) => panic!("{field}: expected INVALID_ARGUMENT, got {v:?}"),
+    }
+}
+
+async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-bad");
+    add(svc, &app, "u", vec![text_entry("keep", "the keeper remembers")]).await;
+    let adding = |memories: Vec<MemoryEntry>| AddMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memories,
+        custom_metadata: HashMap::new(),
+    };
+    let mut bad_ids = adding(vec![text_entry("x", "keeper")]);
+    bad_ids.app_name = String::new();
+    expect_invalid(svc.add_memory(bad_ids).await, "app_name");
+    let mut bad_user = adding(vec![text_entry("x", "keeper")]);
+    bad_user.user_id = "a\nb".into();
+    expect_invalid(svc.add_memory(bad_user).await, "user_id");
+    // A bad entry anywhere in the request stores none of them.
+    let mut no_parts = text_entry("y", "");
+    no_parts.content.parts.clear();
+    expect_invalid(
+        svc.add_memory(adding(vec![text_entry("x", "keeper"), no_parts])).await,
+        "memories[1].content",
+    );
+    expect_invalid(
+        svc.add_memory(adding(vec![text_entry("bad\u{0}id", "keeper")])).await,
+        "memories[0].id",
+    );
+    let mut long_author = text_entry("x", "keeper");
+    long_author.author = "a".repeat(300);
+    expect_invalid(svc.add_memory(adding(vec![long_author])).await, "memories[0].author");
+    let mut empty_key = text_entry("x", "keeper");
+    empty_key.custom_metadata.insert(String::new(), Value::Null);
+    expect_invalid(
+        svc.add_memory(adding(vec![empty_key])).await,
+        "memories[0].custom_metadata",
+    );
+    let too_many = (0..=MAX_ENTRIES_PER_ADD)
+        .map(|i| text_entry(&i.to_string(), "keeper"))
+        .collect();
+    expect_invalid(svc.add_memory(adding(too_many)).await, "memories");
+
+    let mut no_id = Event::new("inv").with_content(Content::new("user").with_text("keeper"));
+    no_id.id = String::new();
+    let events = AddEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: String::new(),
+        events: vec![no_id],
+        custom_metadata: HashMap::new(),
+    };
+    expect_invalid(svc.add_events(events.clone()).await, "events[0].id");
+    let mut bad_session = events;
+    bad_session.events.clear();
+    bad_session.session_id = " ".into();
+    expect_invalid(svc.add_events(bad_session).await, "session_id");
+
+    let mut long_query = search_request(&app, "u", &"keeper ".repeat(MAX_QUERY_BYTES / 7 + 1));
+    expect_invalid(svc.search(long_query.clone()).await, "query");
+    long_query.query = "keeper".into();
+    long_query.limit = 101;
+    expect_invalid(svc.search(long_query).await, "limit");
+    expect_invalid(svc.search(search_request(&app, "", "keeper")).await, "user_id");
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memory_id: String::new(),
+    };
+    expect_invalid(svc.delete(delete).await, "memory_id");
+
+    assert_eq!(
+        search_ids(svc, &app, "u", "keeper").await,
+        ["keep"],
+        "nothing stored changed"
+    );
+}
+
+async fn hostile_ids_and_unicode_words_stay_apart(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-hostile");
+    // Ids that would forge another user's hash tag or key if put into keys raw.
+    let (user_a, user_b) = ("x}:{y", "x");
+    add(svc, &app, user_a, vec![text_entry("m:1 {x}", "Café crème in Zürich")]).await;
+    add(svc, &app, user_b, vec![text_entry("m", "tea in Zürich")]).await;
+    assert_eq!(search_ids(svc, &app, user_a, "zürich café").await, ["m:1 {x}"]);
+    assert_eq!(search_ids(svc, &app, user_b, "ZÜRICH").await, ["m"]);
+    assert!(search_ids(svc, &app, user_b, "café").await.is_empty());
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: user_a.into(),
+        memory_id: "m:1 {x}".into(),
+    };
+    assert!(svc.delete(delete).await.unwrap());
+    assert_eq!(search_ids(svc, &app, user_b, "zürich").await, ["m"]);
+}
+
+async fn concurrent_adds_are_all_found(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-concurrent");
+    let adds = (0..20).map(|i| {
+        let app = app.clone();
+        async move {
+            add(
+                svc,
+                &app,
+                "u",
+                vec![text_entry(&format!("m{i:02}"), &format!("river number{i}"))],
+            )
+            .await;
+        }
+    });
+    futures::future::join_all(adds).await;
+    let mut req = search_request(&app, "u", "river");
+    req.limit = 100;
+    assert_eq!(svc.search(req).await.unwrap().memories.len(), 20);
+    assert_eq!(search_ids(svc, &app, "u", "number7").await, ["m07"]);
+}
+
+// ---------- semantic search ----------
+
+/// A deterministic embedding model for the semantic cases: one dimension per concept,
+/// a text's vector counts the words of each concept it holds. Words of different
+/// concepts never share a dimension, so a match by meaning is one without shared words.
+pub struct ConceptEmbedder;
+
+const CONCEPTS: [&[&str]; 3] = [
+    &["dog", "puppy", "canine", "hound", "beagle"],
+    &["car", "automobile", "vehicle", "tyres", "engine"],
+    &["rain", "weather", "storm", "umbrella"],
+];
+
+#[async_trait::async_trait]
+impl adk_core::memory::Embedder for ConceptEmbedder {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, AdkError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let words: Vec<String> = adk_core::memory::terms(text).collect();
+                CONCEPTS
+                    .iter()
+                    .map(|concept| words.iter().filter(|w| concept.contains(&w.as_str())).count() as f32)
+                    .collect()
+            })
+            .collect())
+    }
+}
+
+/// The semantic cases, for a store whose apps (`*`) embed with [`ConceptEmbedder`].
+pub async fn run_semantic_memory_conformance(svc: &dyn MemoryService) {
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {$(
+            println!("semantic memory conformance: {}", stringify!($case));
+            $case(svc).await;
+        )*};
+    }
+    cases!(
+        memories_are_found_by_meaning_without_shared_words,
+        keyword_and_meaning_matches_come_first,
+        replaced_and_deleted_memories_leave_the_vector_search,
+    );
+}
+
+async fn memories_are_found_by_meaning_without_shared_words(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-meaning");
+    add(
+        svc,
+        &app,
+        "alice",
+        vec![
+            text_entry("pet", "Rex is a beagle who loves long walks"),
+            text_entry("garage", "The automobile needs new tyres"),
+            text_entry("other", "Dinner was pasta"),
+        ],
+    )
+    .await;
+    assert_eq!(search_ids(svc, &app, "alice", "my puppy").await, ["pet"]);
+    assert_eq!(search_ids(svc, &app, "alice", "car trouble").await, ["garage"]);
+    assert!(
+        search_ids(svc, &app, "bob", "my puppy").await.is_empty(),
+        "never another user's"
+    );
+}
+
+async fn keyword_and_meaning_matches_come_first(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-fuse");
+    add(
+        svc,
+        &app,
+        "u",
+        vec![
+            text_entry("both", "my dog sleeps"),
+            text_entry("meaning", "the puppy plays"),
+            text_entry("word", "my keys are lost"),
+        ],
+    )
+    .await;
+    // "dog" shares a word with `both` only; by meaning it matches `both` and `meaning`.
+    assert_eq!(search_ids(svc, &app, "u", "dog").await, ["both", "meaning"]);
+}
+
+async fn replaced_and_deleted_memories_leave_the_vector_search(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-vectors");
+    add(svc, &app, "u", vec![text_entry("m", "a beagle")]).await;
+    assert_eq!(search_ids(svc, &app, "u", "puppy").await, ["m"]);
+    add(svc, &app, "u", vec![text_entry("m", "an engine")]).await;
+    assert!(
+        search_ids(svc, &app, "u", "puppy").await.is_empty(),
+        "the old vector is gone"
+    );
+    assert_eq!(search_ids(svc, &app, "u", "vehicle").await, ["m"]);
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memory_id: "m".into(),
+    };
+    assert!(svc.delete(delete).await.unwrap());
+    assert!(search_ids(svc, &app, "u", "vehicle").await.is_empty());
+}
