@@ -178,6 +178,7 @@ struct Scripts {
     delete: Script,
     app_write: Script,
     fork: Script,
+    wake: Script,
 }
 
 impl std::fmt::Debug for RedisSessionService {
@@ -204,10 +205,17 @@ impl RedisSessionService {
             delete: Script::new(lua::DELETE),
             app_write: Script::new(lua::APP_WRITE),
             fork: Script::new(lua::FORK),
+            wake: Script::new(lua::WAKE),
         };
         let app_states = Arc::new(AppStateCache::default());
         app_state::spawn_subscriber(&app_states, subscriber_clients(url)?);
-        let watches = WatchHub::start(store.clone(), subscriber_clients(url)?);
+        // The watchers' reads (and their durability confirmations) and the wake-up
+        // messages go through a connection of their own, apart from the one appends are
+        // acknowledged on: sharing it let a frozen-master failover on a cluster take back
+        // an acknowledged append (`redis_failover.rs::cluster_frozen_master_loses_no_acknowledged_append`).
+        // Still one per process, whatever the number of watchers.
+        let watch_store = RedisStore::connect(url, config.replica_acks).await?;
+        let watches = WatchHub::start(watch_store, subscriber_clients(url)?);
         Ok(RedisSessionService {
             store,
             scripts: Arc::new(scripts),
@@ -321,6 +329,25 @@ impl RedisSessionService {
     /// request path, unless this process did already. Creates register before their
     /// script; this covers sessions indexed before shards existed (listed app-wide
     /// again after their next append). A failure is retried by a later append.
+    /// Tells the watchers of the session, in every process, that it has a new event
+    /// (`watch_hub.rs`), once the append is acknowledged (durable), on the watchers'
+    /// connection, never in the append's durable request. In the background: a lost
+    /// message only delays the watchers until their next poll.
+    fn wake_watchers_in_background(&self, keys: &Keys) {
+        let (store, wake) = (self.watches.store().clone(), self.scripts.wake.clone());
+        let events_key = keys.events.clone();
+        tokio::spawn(async move {
+            // A script keyed by the session, so the message leaves from the session's
+            // node: a plain PUBLISH would go to the node of the channel's name, one node
+            // for every append of every app.
+            let mut invocation = wake.prepare_invoke();
+            invocation.key(&events_key).arg(watch_hub::APPENDED_CHANNEL);
+            if let Err(e) = store.eval::<i64>("wake", &invocation).await {
+                tracing::debug!(error = %e, "watchers not woken; they poll");
+            }
+        });
+    }
+
     fn register_in_background(&self, keys: &Keys) {
         let (store, shards) = (self.store.clone(), self.shards.clone());
         let (app, tag) = (keys.app_name.clone(), user_tag(&keys.app_name, &keys.user_id));
@@ -657,12 +684,16 @@ impl SessionService for RedisSessionService {
             "LEASE" => Err(AdkError::Aborted(lease_lost(&expected))),
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
-            "DUP" => decode_event(&stored),
+            "DUP" => {
+                self.wake_watchers_in_background(&keys);
+                decode_event(&stored)
+            }
             _ => {
                 expect_status(&status, &["NEW"])?;
                 if !app_in_script {
                     self.register_in_background(&keys);
                 }
+                self.wake_watchers_in_background(&keys);
                 self.apply_app_writes(&keys, &delta.app).await?;
                 decode_event(&stored)
             }

@@ -85,8 +85,9 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// `<seq>-1` (so order never depends on clocks), its id and timestamp indexed,
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
-/// updated, the TTL renewed on every session key, and the events key published
-/// on `adk:appended` for the watchers (`NEW`).
+/// updated, and the TTL renewed on every session key (`NEW`). The watchers are
+/// woken by the caller once the write is acknowledged, not here (see
+/// `RedisSessionService::wake_watchers_in_background`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
@@ -155,8 +156,6 @@ redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
--- Wakes the watchers of this session in every process (`watch_hub.rs`).
-redis.call('PUBLISH', 'adk:appended', KEYS[3])
 return {'NEW', stored}
 "#
 );
@@ -291,3 +290,9 @@ redis.call('ZREM', KEYS[8], ARGV[6])
 return delete_scope(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 "#
 );
+
+/// Wakes the watchers of a session in every process (`watch_hub.rs`): publishes its
+/// events key. A script only so that it runs on the session's node (a plain
+/// `PUBLISH` is routed by the channel's name, the same node for every append).
+/// KEYS: 1 the session's events key. ARGV: 1 the channel.
+pub(super) const WAKE: &str = "return redis.call('PUBLISH', ARGV[1], KEYS[1])";

@@ -1,7 +1,7 @@
 //! WatchSession fan-out: one reader per process for every watched session.
 //!
-//! Every append publishes the session's events key on [`APPENDED_CHANNEL`] (in the
-//! append script). Each process holds one subscriber connection (a classic
+//! Every append, once acknowledged, publishes the session's events key on
+//! [`APPENDED_CHANNEL`]. Each process holds one subscriber connection (a classic
 //! `PUBLISH` reaches every node of a cluster, so any node will do) and, per watched
 //! session, one *feed*: a task that, when told of an append (or every
 //! [`FEED_POLL`], in case a message was missed), reads the new entries once on the
@@ -95,6 +95,11 @@ impl WatchHub {
             }),
         );
         hub
+    }
+
+    /// The watchers' own connection (see `RedisSessionService::open`).
+    pub(super) fn store(&self) -> &RedisStore {
+        &self.store
     }
 
     fn feeds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Arc<Feed>>>> {
