@@ -509,9 +509,16 @@ mod tests {
         let k = key("s3");
         let short = Duration::from_millis(100);
         assert_eq!(lease.acquire(&k, "dead", short).await.unwrap(), acquired());
-        tokio::time::sleep(Duration::from_millis(250)).await; // the TTL itself is under test
+        // Held until the TTL lapses; then "next" takes it (asking changes nothing meanwhile).
+        let next = adk_testkit::eventually(Duration::from_secs(5), || async {
+            match lease.acquire(&k, "next", ttl).await.unwrap() {
+                Acquire::Held(holder) => Err(format!("still held by {holder}")),
+                acquired => Ok(acquired),
+            }
+        })
+        .await;
         assert_eq!(
-            lease.acquire(&k, "next", ttl).await.unwrap(),
+            next,
             Acquire::Acquired {
                 interrupted: Some("dead".into())
             }
@@ -540,11 +547,15 @@ mod tests {
             acquired()
         );
         lease.release(&k4, "first").await.unwrap();
-        tokio::time::sleep(patience * 2).await; // the patience itself is under test ("gone" stopped asking)
-        assert_eq!(
-            lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap(),
-            acquired()
-        );
+        // "gone" stopped asking: once its patience lapses, "second" (still asking) is next.
+        let second = adk_testkit::eventually(Duration::from_secs(5), || async {
+            match lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap() {
+                Acquire::Held(ahead) => Err(format!("still behind {ahead}")),
+                acquired => Ok(acquired),
+            }
+        })
+        .await;
+        assert_eq!(second, acquired());
 
         // Reported once: after a release the next holder finds nothing interrupted.
         lease.release(&k, "next").await.unwrap();

@@ -55,17 +55,23 @@ async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dy
         "{refused}"
     );
 
-    // The holder stalls past its TTL: from then on its appends are refused, and the
-    // next holder learns it was interrupted and appends.
-    tokio::time::sleep(short * 2).await; // the TTL itself is under test
-    let late = sessions.append_event(append("e-first", "too late")).await.unwrap_err();
-    assert!(matches!(late, AdkError::Aborted(_)), "{late}");
+    // The holder stalls past its TTL: the next holder takes the session as soon as
+    // it lapses and learns it was interrupted; the stalled holder's appends are refused.
+    let next = adk_testkit::eventually(Duration::from_secs(5), || async {
+        match lease.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap() {
+            Acquire::Held(holder) => Err(format!("still held by {holder}")),
+            acquired => Ok(acquired),
+        }
+    })
+    .await;
     assert_eq!(
-        lease.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap(),
+        next,
         Acquire::Acquired {
             interrupted: Some("e-first".into())
         }
     );
+    let late = sessions.append_event(append("e-first", "too late")).await.unwrap_err();
+    assert!(matches!(late, AdkError::Aborted(_)), "{late}");
     sessions
         .append_event(append("e-next", "mine now"))
         .await
