@@ -27,7 +27,7 @@
 //!
 //! How many replicas: [`MinReplicas::Auto`] (the default) waits for every replica
 //! the primary has connected, up to [`AUTO_MAX_REPLICAS`], learned from `ROLE`
-//! (standalone) or `CLUSTER SLOTS` (cluster, per slot range) at most
+//! (standalone) or `CLUSTER NODES` (cluster, per slot range) at most
 //! [`REPLICA_COUNT_MAX_AGE`] ago, and at least one once it has seen a replica in the
 //! deployment (so a primary left without replicas by a failover refuses writes with
 //! `UNAVAILABLE` until one is back, instead of acknowledging them alone). On a Redis
@@ -191,29 +191,16 @@ impl Durability {
     }
 }
 
-/// Connected replicas per slot range: `ROLE` on standalone, `CLUSTER SLOTS` on a cluster
-/// (which lists a primary's replicas that are not marked failed).
+/// Replicas per slot range: `ROLE` on standalone (the replicas connected to the
+/// primary), `CLUSTER NODES` on a cluster (see [`cluster_replica_ranges`]).
 async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
-    let bad = || AdkError::Internal("unexpected ROLE / CLUSTER SLOTS reply from redis".into());
     let ranges = if conn.is_cluster() {
-        let slots: Vec<Vec<Value>> = redis::cmd("CLUSTER")
-            .arg("SLOTS")
+        let nodes: String = redis::cmd("CLUSTER")
+            .arg("NODES")
             .query_async(conn)
             .await
             .map_err(store_error)?;
-        slots
-            .into_iter()
-            .map(|range| {
-                let bound = |i: usize| {
-                    range
-                        .get(i)
-                        .and_then(|v| u16::from_redis_value_ref(v).ok())
-                        .ok_or_else(bad)
-                };
-                // [first, last, primary, replica…]
-                Ok((bound(0)?, bound(1)?, range.len().saturating_sub(3) as u32))
-            })
-            .collect::<Result<_>>()?
+        cluster_replica_ranges(&nodes)?
     } else {
         let role: Vec<Value> = redis::cmd("ROLE").query_async(conn).await.map_err(store_error)?;
         // ["master", offset, [[ip, port, offset], …]]; a replica has none of its own.
@@ -227,6 +214,52 @@ async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
         fetched: Instant::now(),
         ranges,
     })
+}
+
+/// (first slot, last slot, replicas) for every slot range of a `CLUSTER NODES` reply,
+/// counting each master's replicas that the cluster has not marked failed.
+///
+/// This is the deployment as configured, not `CLUSTER SLOTS`: that lists a replica only
+/// once gossip has carried its replication offset to the node asked, a second or so
+/// after it synced, and a write acknowledged alone in that window is lost if its master
+/// fails over before the next write. A replica still syncing is counted too, so such a
+/// write waits for it (or fails as `UNAVAILABLE`) instead.
+fn cluster_replica_ranges(nodes: &str) -> Result<Vec<(u16, u16, u32)>> {
+    let bad = |line: &str| AdkError::Internal(format!("unexpected CLUSTER NODES line from redis: {line:?}"));
+    // <id> <ip:port@cport> <flags> <master id|-> <ping> <pong> <epoch> <link> <slot>…
+    let lines: Vec<Vec<&str>> = nodes
+        .lines()
+        .filter(|line| !line.trim().is_empty())
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    let mut replicas: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+    for fields in &lines {
+        let flags: Vec<&str> = fields
+            .get(2)
+            .ok_or_else(|| bad(&fields.join(" ")))?
+            .split(',')
+            .collect();
+        let live = !flags
+            .iter()
+            .any(|flag| matches!(*flag, "fail" | "handshake" | "noaddr"));
+        if live
+            && flags.contains(&"slave")
+            && let Some(master) = fields.get(3).filter(|id| **id != "-")
+        {
+            *replicas.entry(master).or_default() += 1;
+        }
+    }
+    let mut ranges = Vec::new();
+    for fields in &lines {
+        let count = replicas.get(fields[0]).copied().unwrap_or(0);
+        // Slots are "a-b" or "a"; "[slot->-id]" / "[slot-<-id]" are migrations in progress.
+        for slots in fields.iter().skip(8).filter(|slots| !slots.starts_with('[')) {
+            let (first, last) = slots.split_once('-').unwrap_or((slots, slots));
+            let slot = |s: &str| s.parse::<u16>().map_err(|_| bad(&fields.join(" ")));
+            ranges.push((slot(first)?, slot(last)?, count));
+        }
+    }
+    Ok(ranges)
 }
 
 impl RedisStore {
@@ -425,6 +458,27 @@ mod tests {
         assert_eq!(marker_key(key), "adk:durable:{app:alice}");
         assert_eq!(Slot::for_key(marker_key(key)), Slot::for_key(key));
         assert_eq!(Slot::for_key(marker_key("plain")), Slot::for_key("plain"));
+    }
+
+    #[test]
+    fn cluster_nodes_give_each_range_its_masters_live_replicas() {
+        // Master a has a replica that is syncing (counted) and one the cluster marked
+        // failed (not counted); master b has none; c is migrating a slot to b.
+        let nodes = "\
+a 127.0.0.1:7000@17000 myself,master - 0 0 1 connected 0-5460
+b 127.0.0.1:7001@17001 master - 0 1 2 connected 5461-10922 10923
+c 127.0.0.1:7002@17002 master - 0 1 3 connected 10924-16383 [10924->-b]
+r1 127.0.0.1:7003@17003 slave a 0 1 1 connected
+r2 127.0.0.1:7004@17004 slave,fail a 0 1 1 disconnected
+r3 127.0.0.1:7005@17005 slave c 0 1 3 connected
+r4 127.0.0.1:7006@17006 slave,fail? c 0 1 3 connected
+";
+        let ranges = cluster_replica_ranges(nodes).unwrap();
+        assert_eq!(
+            ranges,
+            vec![(0, 5460, 1), (5461, 10922, 0), (10923, 10923, 0), (10924, 16383, 2)]
+        );
+        assert!(cluster_replica_ranges("a 127.0.0.1:7000@17000 master - 0 0 1 connected x-y").is_err());
     }
 
     #[test]
