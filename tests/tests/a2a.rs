@@ -223,7 +223,7 @@ apps:
     let call = input_call(asking).unwrap_or_else(|| panic!("no pending call: {events:#?}"));
     let call_id = call.id.clone().expect("an id");
     assert_eq!(asking.author, "echo");
-    assert_eq!(asking.long_running_tool_ids, [call_id.clone()]);
+    assert_eq!(asking.long_running_tool_ids, std::slice::from_ref(&call_id));
     assert!(text_of(asking).contains("Shall I go ahead?"), "{asking:#?}");
     let args = json_from_proto("args", call.args.as_ref().expect("args")).unwrap();
     let asked_task = args["task_id"].as_str().expect("task_id").to_string();

@@ -410,7 +410,7 @@ mod tests {
             },
             Some("a2a-1".into()),
         ));
-        let (args, response) = answered_input_call("remote", &[asked.clone()], &answer).unwrap();
+        let (args, response) = answered_input_call("remote", std::slice::from_ref(&asked), &answer).unwrap();
         assert_eq!(arg(&args, "task_id"), "t1");
         assert_eq!(response, json!({"result": "yes"}));
         assert!(answered_input_call("other", &[asked], &answer).is_none());
