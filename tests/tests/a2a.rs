@@ -133,11 +133,20 @@ fn input_call(event: &pb::Event) -> Option<&pb::FunctionCall> {
     })
 }
 
-#[tokio::test]
-async fn an_a2a_sdk_agent_is_a_sub_agent_whose_updates_are_events_and_whose_question_is_answered_like_a_client_tool() {
-    let remote = PythonA2aServer::start().await;
-    let agents = agents_file(&format!(
-        "
+/// A real `adk-server` on a real redis-server whose apps reach the a2a-sdk server:
+/// `frontdesk` transfers to it, `helpdesk` calls it as a tool.
+struct FrontDesk {
+    _remote: PythonA2aServer,
+    _redis: RedisServer,
+    server: ServiceProcess,
+    _agents: tempfile::NamedTempFile,
+}
+
+impl FrontDesk {
+    async fn start() -> FrontDesk {
+        let remote = PythonA2aServer::start().await;
+        let agents = agents_file(&format!(
+            "
 models:
   router:
     provider: mock
@@ -149,6 +158,18 @@ models:
               args: {{ agent_name: echo }}
       when_exhausted: echo
       per_conversation: true
+  caller:
+    provider: mock
+    model: mock-caller
+    mock:
+      turns:
+        - function_calls:
+            - name: echo_tool
+              args: {{ request: ping }}
+            - name: echo_tool
+              args: {{ request: please confirm }}
+        - text: relayed
+      per_conversation: true
 apps:
   frontdesk:
     root_agent:
@@ -158,22 +179,45 @@ apps:
         - name: echo
           kind: a2a
           description: Echoes what it is told.
-          endpoint: http://127.0.0.1:{}
+          endpoint: http://127.0.0.1:{port}
+  helpdesk:
+    root_agent:
+      name: helper
+      model: caller
+      sub_agents:
+        - name: echo_tool
+          kind: a2a
+          as_tool: true
+          description: Echoes what it is told.
+          endpoint: http://127.0.0.1:{port}
 ",
-        remote.port
-    ));
-    let redis = RedisServer::start().await;
-    let server = ServiceProcess::spawn(
-        "adk-server",
-        &[
-            "--store-url".into(),
-            redis.url(),
-            "--agents".into(),
-            agents.path().display().to_string(),
-        ],
-        &[],
-    )
-    .await;
+            port = remote.port
+        ));
+        let redis = RedisServer::start().await;
+        let server = ServiceProcess::spawn(
+            "adk-server",
+            &[
+                "--store-url".into(),
+                redis.url(),
+                "--agents".into(),
+                agents.path().display().to_string(),
+            ],
+            &[],
+        )
+        .await;
+        FrontDesk {
+            _remote: remote,
+            _redis: redis,
+            server,
+            _agents: agents,
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_a2a_sdk_agent_is_a_sub_agent_whose_updates_are_events_and_whose_question_is_answered_like_a_client_tool() {
+    let stack = FrontDesk::start().await;
+    let server = &stack.server;
     let mut runner = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
 
     // A transfer: the remote's status messages and artifact are events authored by it.
@@ -247,6 +291,37 @@ apps:
     );
     assert_eq!(metadata(last, "a2a_remote_task_id"), asked_task);
     assert_eq!(metadata(last, "a2a_remote_state"), "TASK_STATE_COMPLETED");
+}
+
+#[tokio::test]
+async fn an_a2a_sdk_agent_called_as_a_tool_answers_or_asks_for_input() {
+    let stack = FrontDesk::start().await;
+    let mut runner = AgentRunnerClient::connect(stack.server.endpoint())
+        .await
+        .expect("connect");
+    let mut request = run_request("s1", user_message(pb::part::Kind::Text("ask the echo".into())));
+    request.app_name = "helpdesk".into();
+    let events = run(&mut runner, request).await;
+    let responses: Vec<serde_json::Value> = events
+        .iter()
+        .flat_map(|e| e.content.iter().flat_map(|c| &c.parts))
+        .filter_map(|part| match &part.kind {
+            Some(pb::part::Kind::FunctionResponse(r)) if r.name == "echo_tool" => {
+                Some(json_from_proto("response", r.response.as_ref().expect("response")).unwrap())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(responses.len(), 2, "{events:#?}");
+    assert_eq!(responses[0]["state"], "completed");
+    assert_eq!(
+        responses[0]["result"],
+        "working on: ping\necho artifact: ping\necho: ping"
+    );
+    assert_eq!(responses[1]["state"], "input_required");
+    assert_eq!(responses[1]["question"], "Shall I go ahead?");
+    assert!(responses[1]["task_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(events.last().map(text_of).as_deref(), Some("relayed"));
 }
 
 // ---------- replicas ----------

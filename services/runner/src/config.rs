@@ -38,7 +38,7 @@
 //! default), then every rule is checked and every problem reported at once, each
 //! naming the file, the app, the agent and the field.
 
-use crate::a2a::{RemoteA2aAgent, RemoteA2aConfig};
+use crate::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use crate::app::{AgentDescription, App, ToolDescription};
 use crate::stores::RunnerServices;
 use adk_core::{AdkError, Agent, CompactionConfig, GenerateContentConfig, Llm, Tool, Toolset};
@@ -298,6 +298,9 @@ struct AgentConfig {
     /// a2a: the NAME of the environment variable holding a bearer token.
     #[serde(default)]
     bearer_token_env: Option<String>,
+    /// a2a: offered to the parent (an llm agent) as a tool it calls, not a transfer target.
+    #[serde(default)]
+    as_tool: bool,
 }
 
 /// The model's generation settings; any left out are the provider's defaults.
@@ -547,7 +550,20 @@ impl AgentsConfig {
         let fail = |e: AdkError| (place.clone(), library_message(&e));
         let mut sub_agents = Vec::new();
         let mut sub_descriptions = Vec::new();
-        for sub in &config.sub_agents {
+        let mut agent_tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for sub in config.sub_agents.iter().filter(|sub| sub.as_tool) {
+            let sub_place = format!("app {app_name:?}, agent {:?}", sub.name);
+            let remote = remote_config(&sub_place, sub, &mut Problems(Vec::new())).ok_or_else(|| {
+                (
+                    sub_place.clone(),
+                    "the a2a settings changed since the file was checked".into(),
+                )
+            })?;
+            let tool = RemoteA2aTool::new(&sub.name, &sub.description, remote)
+                .map_err(|e| (sub_place.clone(), library_message(&e)))?;
+            agent_tools.push(Arc::new(tool));
+        }
+        for sub in config.sub_agents.iter().filter(|sub| !sub.as_tool) {
             let (agent, description) = self.build_agent(app_name, sub, models)?;
             sub_agents.push(agent);
             sub_descriptions.push(description);
@@ -578,6 +594,12 @@ impl AgentsConfig {
                 let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
                 let mut toolsets: Vec<Arc<dyn Toolset>> = Vec::new();
                 description.model = model.name().to_string();
+                for tool in agent_tools {
+                    let mut described = ToolDescription::of(tool.as_ref());
+                    described.description = format!("A2A agent as a tool: {}", described.description);
+                    description.tools.push(described);
+                    tools.push(tool);
+                }
                 for name in &config.tools {
                     match self.tool(name) {
                         Some(Declared::Tool(tool)) => {
@@ -1108,6 +1130,13 @@ fn check_apps(spec: &AgentsFile, problems: &mut Problems) {
             problems.add(&format!("app {app_name:?}"), None, e.to_string());
         }
         let mut seen = HashSet::new();
+        if app.root_agent.as_tool {
+            problems.add(
+                &format!("app {app_name:?}, agent {:?}", app.root_agent.name),
+                Some("as_tool"),
+                "the root agent has no parent to call it as a tool",
+            );
+        }
         check_agent(spec, app_name, &app.root_agent, &mut seen, problems);
         if let Some(compaction) = &app.compaction {
             check_compaction(spec, &format!("app {app_name:?}"), compaction, problems);
@@ -1182,6 +1211,7 @@ fn check_agent(
         ("tenant", agent.tenant.is_some()),
         ("ca_file", agent.ca_file.is_some()),
         ("bearer_token_env", agent.bearer_token_env.is_some()),
+        ("as_tool", agent.as_tool),
     ];
     if agent.kind != AgentKind::A2a {
         for (field, set) in a2a_only {
@@ -1237,6 +1267,16 @@ fn check_agent(
         ),
     }
     for sub in &agent.sub_agents {
+        if sub.as_tool && agent.kind != AgentKind::Llm {
+            problems.add(
+                &format!("app {app_name:?}, agent {:?}", sub.name),
+                Some("as_tool"),
+                format!(
+                    "only an llm agent calls tools; its parent {:?} is a {kind} agent",
+                    agent.name
+                ),
+            );
+        }
         check_agent(spec, app_name, sub, seen, problems);
     }
 }

@@ -16,5 +16,5 @@ pub mod service;
 pub mod task;
 
 pub use card::{A2aArgs, CardArgs, agent_card, card_routes};
-pub use remote::{RemoteA2aAgent, RemoteA2aConfig};
+pub use remote::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 pub use service::{A2aGrpcService, DEFAULT_USER, USER_HEADER, a2a_service};

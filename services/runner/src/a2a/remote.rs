@@ -7,10 +7,15 @@
 //! the answer goes to the same remote task.
 
 use super::convert::{content_from_a2a, part_to_a2a};
-use adk_core::{AdkError, Agent, Content, Event, EventStream, InvocationContext, JsonObject, Part, PartKind, Result};
+use adk_core::{
+    AdkError, Agent, Content, Event, EventStream, InvocationContext, JsonObject, Part, PartKind, Result, Tool,
+    ToolContext,
+};
 use adk_proto::a2a;
 use adk_proto::a2a::a2a_service_client::A2aServiceClient;
 use async_trait::async_trait;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use serde_json::{Value, json};
 use std::sync::Arc;
 use tokio::sync::OnceCell;
@@ -38,19 +43,39 @@ pub struct RemoteA2aConfig {
     pub bearer_token: Option<String>,
 }
 
-/// An agent that runs elsewhere, reached over `lf.a2a.v1.A2AService`.
+/// An agent that runs elsewhere, reached over `lf.a2a.v1.A2AService`: a transfer target.
 pub struct RemoteA2aAgent {
     name: String,
     description: String,
+    remote: RemoteA2a,
+}
+
+impl RemoteA2aAgent {
+    /// Checks the settings (endpoint URI, TLS only over https, a token metadata can carry).
+    pub fn new(name: &str, description: &str, config: RemoteA2aConfig) -> Result<RemoteA2aAgent> {
+        Ok(RemoteA2aAgent {
+            name: name.to_string(),
+            description: description.to_string(),
+            remote: RemoteA2a::new(name, config)?,
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.remote.config.endpoint
+    }
+}
+
+/// The connection to one remote A2A agent, shared by its agent and tool forms.
+struct RemoteA2a {
+    name: String,
     config: RemoteA2aConfig,
     authorization: Option<AsciiMetadataValue>,
     /// Connected on first use (a channel needs the runtime; loading the file does not).
     channel: OnceCell<Channel>,
 }
 
-impl RemoteA2aAgent {
-    /// Checks the settings (endpoint URI, TLS only over https, a token metadata can carry).
-    pub fn new(name: &str, description: &str, config: RemoteA2aConfig) -> Result<RemoteA2aAgent> {
+impl RemoteA2a {
+    fn new(name: &str, config: RemoteA2aConfig) -> Result<RemoteA2a> {
         endpoint(&config)?;
         let authorization = match &config.bearer_token {
             Some(token) => {
@@ -61,17 +86,12 @@ impl RemoteA2aAgent {
             }
             None => None,
         };
-        Ok(RemoteA2aAgent {
+        Ok(RemoteA2a {
             name: name.to_string(),
-            description: description.to_string(),
             config,
             authorization,
             channel: OnceCell::new(),
         })
-    }
-
-    pub fn endpoint(&self) -> &str {
-        &self.config.endpoint
     }
 
     async fn client(&self) -> Result<A2aServiceClient<Channel>> {
@@ -100,6 +120,37 @@ impl RemoteA2aAgent {
         }
     }
 
+    /// Sends `message` and returns the remote's stream of updates.
+    async fn send(&self, message: a2a::Message) -> Result<BoxStream<'static, Result<a2a::StreamResponse>>> {
+        let mut request = tonic::Request::new(a2a::SendMessageRequest {
+            tenant: self.config.tenant.clone(),
+            message: Some(message),
+            ..Default::default()
+        });
+        if let Some(authorization) = &self.authorization {
+            request.metadata_mut().insert("authorization", authorization.clone());
+        }
+        let mut client = self.client().await?;
+        let updates = client
+            .send_streaming_message(request)
+            .await
+            .map_err(|status| self.remote_error(status))?
+            .into_inner();
+        let name = self.name.clone();
+        let endpoint = self.config.endpoint.clone();
+        Ok(updates
+            .map_err(move |status| {
+                AdkError::Unavailable(format!(
+                    "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
+                    status.code(),
+                    status.message()
+                ))
+            })
+            .boxed())
+    }
+}
+
+impl RemoteA2aAgent {
     /// The message to send for this invocation: the answer to our pending input call
     /// (to the remote task that asked), else the user's message in the remote context
     /// this session already talks to.
@@ -172,34 +223,12 @@ impl Agent for RemoteA2aAgent {
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
         let message = self.outgoing(ctx.as_ref())?;
-        let mut request = tonic::Request::new(a2a::SendMessageRequest {
-            tenant: self.config.tenant.clone(),
-            message: Some(message),
-            ..Default::default()
-        });
-        if let Some(authorization) = &self.authorization {
-            request.metadata_mut().insert("authorization", authorization.clone());
-        }
-        let mut client = self.client().await?;
-        let mut updates = client
-            .send_streaming_message(request)
-            .await
-            .map_err(|status| self.remote_error(status))?
-            .into_inner();
-        let name = self.name.clone();
-        let endpoint = self.config.endpoint.clone();
-        let remote_error = move |status: tonic::Status| {
-            AdkError::Unavailable(format!(
-                "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
-                status.code(),
-                status.message()
-            ))
-        };
+        let mut updates = self.remote.send(message).await?;
         let agent = self.name.clone();
         Ok(Box::pin(async_stream::try_stream! {
             let mut task = RemoteTask::default();
-            while let Some(update) = updates.message().await.map_err(&remote_error)? {
-                for event in task.events_of(&agent, ctx.as_ref(), update)? {
+            while let Some(update) = updates.next().await {
+                for event in task.events_of(&agent, ctx.invocation_id(), ctx.branch(), update?)? {
                     if !event.long_running_tool_ids.is_empty() {
                         // As after a client tool's call: nothing else in this invocation goes on.
                         ctx.end_invocation();
@@ -208,6 +237,100 @@ impl Agent for RemoteA2aAgent {
                 }
             }
         }))
+    }
+}
+
+/// A remote A2A agent offered to an LLM agent as a tool (as ADK's `AgentTool` offers an
+/// agent): the model sends a `request`, the remote's words come back as the result. When
+/// the remote task needs input, the result says so (`state: input_required`, the
+/// `question`, the `task_id` and `context_id`): the model asks the user, then calls the
+/// tool again with the answer as `request` and those ids, and the same task goes on.
+pub struct RemoteA2aTool {
+    description: String,
+    remote: RemoteA2a,
+}
+
+impl RemoteA2aTool {
+    pub fn new(name: &str, description: &str, config: RemoteA2aConfig) -> Result<RemoteA2aTool> {
+        Ok(RemoteA2aTool {
+            description: description.to_string(),
+            remote: RemoteA2a::new(name, config)?,
+        })
+    }
+
+    pub fn endpoint(&self) -> &str {
+        &self.remote.config.endpoint
+    }
+}
+
+#[async_trait]
+impl Tool for RemoteA2aTool {
+    fn name(&self) -> &str {
+        &self.remote.name
+    }
+
+    fn description(&self) -> &str {
+        &self.description
+    }
+
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "request": { "type": "string", "description": "what to ask the agent, or the answer to its question" },
+                "task_id": { "type": "string", "description": "when answering the agent's question: the task_id it gave" },
+                "context_id": { "type": "string", "description": "when answering the agent's question: the context_id it gave" },
+            },
+            "required": ["request"],
+        }))
+    }
+
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let request = args.get("request").and_then(Value::as_str).unwrap_or_default();
+        if request.trim().is_empty() {
+            return Err(AdkError::Tool(format!(
+                "{}: \"request\" must be a non-empty string",
+                self.remote.name
+            )));
+        }
+        let message = a2a::Message {
+            message_id: uuid::Uuid::new_v4().to_string(),
+            role: a2a::Role::User as i32,
+            task_id: arg(&args, "task_id"),
+            context_id: arg(&args, "context_id"),
+            parts: vec![a2a::Part {
+                content: Some(a2a::part::Content::Text(request.to_string())),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let mut updates = self.remote.send(message).await?;
+        let mut task = RemoteTask::default();
+        let mut said = Vec::new();
+        let mut last = None;
+        while let Some(update) = updates.next().await {
+            for event in task.events_of(&self.remote.name, ctx.invocation_id(), "", update?)? {
+                said.extend(event.content().and_then(Content::text));
+                last = Some(event);
+            }
+        }
+        let state = last
+            .as_ref()
+            .and_then(|e| metadata_str(e, REMOTE_STATE_KEY))
+            .unwrap_or_default();
+        if let Some(error) = last.as_ref().and_then(|e| e.llm_response.error_message.clone()) {
+            return Err(AdkError::Tool(format!("{}: {state}: {error}", self.remote.name)));
+        }
+        let ids = json!({ "task_id": task.task_id, "context_id": task.context_id });
+        Ok(match last.filter(|e| !e.long_running_tool_ids.is_empty()) {
+            Some(asking) => {
+                let question = asking.content().and_then(Content::text).unwrap_or_default();
+                json!({ "state": "input_required", "question": question, "task_id": ids["task_id"], "context_id": ids["context_id"] })
+            }
+            None => {
+                json!({ "state": "completed", "result": said.join("\n"), "task_id": ids["task_id"], "context_id": ids["context_id"] })
+            }
+        })
     }
 }
 
@@ -223,7 +346,8 @@ impl RemoteTask {
     fn events_of(
         &mut self,
         agent: &str,
-        ctx: &dyn InvocationContext,
+        invocation_id: &str,
+        branch: &str,
         update: a2a::StreamResponse,
     ) -> Result<Vec<Event>> {
         use a2a::stream_response::Payload;
@@ -267,8 +391,8 @@ impl RemoteTask {
                 Some(content)
             }
         };
-        let mut event = Event::new(ctx.invocation_id()).with_author(agent);
-        event.branch = ctx.branch().to_string();
+        let mut event = Event::new(invocation_id).with_author(agent);
+        event.branch = branch.to_string();
         let mut metadata = JsonObject::new();
         metadata.insert(REMOTE_TASK_KEY.into(), Value::String(self.task_id.clone()));
         metadata.insert(REMOTE_CONTEXT_KEY.into(), Value::String(self.context_id.clone()));

@@ -707,3 +707,25 @@ fn a2a_agents_are_checked_at_load_naming_their_field() {
         r#"agent "planner": field "endpoint": only a2a agents have it; this is a llm agent"#,
     );
 }
+
+#[test]
+fn an_a2a_agent_as_a_tool_is_offered_to_its_llm_parent_and_only_there() {
+    let config = valid(&with_remote("endpoint: http://127.0.0.1:50099\nas_tool: true\n"));
+    let apps = config.build(&RunnerServices::in_memory()).expect("build");
+    let root = apps[0].root_agent();
+    assert!(root.sub_agents.is_empty(), "a tool, not a transfer target");
+    assert_eq!(root.tools[0].name, "remote");
+    assert!(root.tools[0].parameters_schema.is_some());
+
+    let under_a_workflow = with_root(
+        "name: steps\nkind: sequential\nsub_agents:\n  - name: remote\n    kind: a2a\n    endpoint: http://127.0.0.1:1\n    as_tool: true\n",
+    );
+    assert_problem(
+        &under_a_workflow,
+        r#"agent "remote": field "as_tool": only an llm agent calls tools; its parent "steps" is a sequential agent"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nas_tool: true\n"),
+        r#"agent "planner": field "as_tool": the root agent has no parent to call it as a tool"#,
+    );
+}
