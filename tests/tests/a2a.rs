@@ -494,3 +494,54 @@ apps:
         .collect();
     assert_eq!(said, ["Done now."]);
 }
+
+#[tokio::test]
+async fn send_message_waits_at_most_a2a_wait_secs_then_the_task_goes_on() {
+    let redis = RedisServer::start().await;
+    let provider = FakeServer::start().await;
+    let agents = agents_file(&format!(
+        "
+models:
+  gpt: {{ provider: openai, model: fake-model, base_url: '{}', timeout_secs: 120 }}
+apps:
+  chat:
+    root_agent: {{ name: chatter, model: gpt }}
+",
+        provider.url()
+    ));
+    let server = ServiceProcess::spawn(
+        "adk-runner-server",
+        &[
+            "--store-url".into(),
+            redis.url(),
+            "--agents".into(),
+            agents.path().display().to_string(),
+            "--a2a-wait-secs".into(),
+            "1".into(),
+        ],
+        &[],
+    )
+    .await;
+    let mut client = a2a_client(&server).await;
+    provider.push(FakeReply::Stall);
+    let status = client
+        .send_message(a2a_message("m-1", "", "Take your time."))
+        .await
+        .expect_err("the model never answers");
+    assert_eq!(status.code(), tonic::Code::DeadlineExceeded, "{status:?}");
+    assert!(status.message().contains("--a2a-wait-secs"), "{status:?}");
+    let listed = client
+        .list_tasks(a2a::ListTasksRequest {
+            tenant: "chat".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("ListTasks")
+        .into_inner();
+    assert_eq!(listed.tasks.len(), 1);
+    assert_eq!(
+        listed.tasks[0].status.clone().expect("status").state(),
+        a2a::TaskState::Working,
+        "the run goes on"
+    );
+}

@@ -14,6 +14,9 @@ pub struct CardArgs {
     /// `host:port` of the gRPC port as clients reach it.
     pub url: String,
     pub bearer_required: bool,
+    /// How long SendMessage (unless `return_immediately`) and CancelTask wait for a run's
+    /// outcome before they answer DEADLINE_EXCEEDED (the run goes on).
+    pub wait: std::time::Duration,
 }
 
 /// The A2A agent card of `app`: its root agent's name and description, one skill per
@@ -215,6 +218,12 @@ pub struct A2aArgs {
     /// --listen address, with 127.0.0.1 for an unspecified host (0.0.0.0 / [::])
     #[arg(long, env = "ADK_A2A_URL", value_name = "HOST:PORT")]
     pub a2a_url: Option<String>,
+    /// How long A2A SendMessage (unless return_immediately) and CancelTask wait for the run's
+    /// outcome; after it they answer DEADLINE_EXCEEDED and the run goes on (GetTask and
+    /// SubscribeToTask follow it)
+    #[arg(long, env = "ADK_A2A_WAIT_SECS", value_name = "SECONDS", default_value_t = 300,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub a2a_wait_secs: u64,
 }
 
 impl A2aArgs {
@@ -227,6 +236,7 @@ impl A2aArgs {
         CardArgs {
             url,
             bearer_required: grpc.auth.auth == adk_server_kit::AuthMode::Required,
+            wait: std::time::Duration::from_secs(self.a2a_wait_secs),
         }
     }
 }

@@ -418,10 +418,19 @@ impl A2aGrpcService {
             user_id: caller.user_id.clone(),
         };
         let mut updates = self.run_updates(caller, task.clone(), invocation_id.to_string(), after_sequence);
-        while let Some(update) = updates.next().await {
-            update.map_err(|status| AdkError::Internal(status.message().to_string()))?;
-        }
-        Ok(())
+        let outcome = async {
+            while let Some(update) = updates.next().await {
+                update.map_err(|status| AdkError::Internal(status.message().to_string()))?;
+            }
+            Ok(())
+        };
+        tokio::time::timeout(self.card.wait, outcome).await.unwrap_or_else(|_| {
+            Err(AdkError::DeadlineExceeded(format!(
+                "task {task} has not finished within {} s (--a2a-wait-secs); its run goes on: \
+                 follow it with GetTask or SubscribeToTask",
+                self.card.wait.as_secs()
+            )))
+        })
     }
 }
 
