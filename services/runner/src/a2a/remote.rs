@@ -379,17 +379,17 @@ impl RemoteTask {
             Some(message) => message.parts,
             None => parts,
         };
-        let content = match parts.is_empty() {
-            true => None,
-            false => {
-                let mut content = content_from_a2a(&a2a::Message {
-                    parts,
-                    ..Default::default()
-                })
-                .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
-                content.role = "model".to_string();
-                Some(content)
-            }
+        // The remote's words as ours: the same conversion as a client's message, spoken by the model.
+        let content = if parts.is_empty() {
+            None
+        } else {
+            let mut content = content_from_a2a(&a2a::Message {
+                parts,
+                ..Default::default()
+            })
+            .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
+            content.role = "model".to_string();
+            Some(content)
         };
         let mut event = Event::new(invocation_id).with_author(agent);
         event.branch = branch.to_string();
