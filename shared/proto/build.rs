@@ -1,4 +1,4 @@
-//! Compiles `proto/adk/v1/*.proto` with protox (pure Rust, so a fresh machine
+//! Compiles `proto/adk/v1/*.proto` and `proto/lf/a2a/v1/a2a.proto` with protox (pure Rust, so a fresh machine
 //! needs no system `protoc`) and hands the descriptors to tonic-prost-build.
 
 use prost::Message;
@@ -11,6 +11,8 @@ const PROTOS: &[&str] = &[
     "adk/v1/artifact.proto",
     "adk/v1/runner.proto",
     "adk/v1/memory.proto",
+    // Agent2Agent v1.0 (gRPC binding), served by the runner beside adk.v1.AgentRunner.
+    "lf/a2a/v1/a2a.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

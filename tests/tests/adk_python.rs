@@ -8,27 +8,11 @@ use adk_client::{RemoteArtifactService, RemoteSessionService};
 use adk_core::artifact::LoadRequest;
 use adk_core::session::{GetRequest, UserStateRequest};
 use adk_core::{ArtifactService, PartKind, SessionService};
+use adk_e2e::venv_python as python;
 use adk_testkit::{RedisServer, ServiceProcess};
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-/// The Python of the venv scripts/setup-python.sh makes ($ADK_PYTHON overrides).
-fn python() -> PathBuf {
-    if let Some(python) = std::env::var_os("ADK_PYTHON") {
-        return python.into();
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"));
-    let python = cache.join("adk/python-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} not found: run scripts/setup-python.sh (scripts/test.sh does) first",
-        python.display()
-    );
-    python
-}
 
 fn run_python(python: &Path, dir: &Path, args: &[&str]) -> String {
     let output = Command::new(python)

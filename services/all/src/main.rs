@@ -3,6 +3,7 @@
 //! state with other processes.
 
 use adk_artifact_service::artifact_service;
+use adk_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
 use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs,
@@ -15,7 +16,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService, adk.v1.MemoryService and, with --agents,
-/// adk.v1.AgentRunner), grpc.health.v1 and server reflection on one port.
+/// adk.v1.AgentRunner and A2A's lf.a2a.v1.A2AService), grpc.health.v1 and server reflection on one port.
 #[derive(Debug, Parser)]
 #[command(name = "adk-server", version)]
 struct Cli {
@@ -35,6 +36,8 @@ struct Cli {
     lease: LeaseArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    #[command(flatten)]
+    a2a: A2aArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -93,7 +96,17 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             services.memory = Some(memory.clone());
             let apps = agents.build(&services).context("cannot build the agents")?;
             tracing::info!(apps = ?agents.app_names(), "agents loaded");
-            Some(runner_service(apps, &cli.grpc, shutdown.clone())?)
+            // Every app is also an A2A agent, on the same port; its card is on the HTTP (metrics) port too.
+            let cards = cli.a2a.card_args(&cli.listen, &cli.grpc);
+            let a2a = a2a_service(
+                apps.clone(),
+                Some(artifacts.clone()),
+                cards.clone(),
+                &cli.grpc,
+                shutdown.clone(),
+            )?;
+            let routes = card_routes(&apps, &cards);
+            Some((runner_service(apps, &cli.grpc, shutdown.clone())?, a2a, routes))
         }
         None => None,
     };
@@ -107,8 +120,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .health_check("session store", sessions)
         .health_check("artifact store", artifacts)
         .health_check("memory store", memory);
-    if let Some(runner) = runner {
-        server = server.add_service(runner);
+    if let Some((runner, a2a, card_routes)) = runner {
+        server = server.add_service(runner).add_service(a2a).http_routes(card_routes);
     }
     server.serve(&cli.listen).await?;
     Ok(())

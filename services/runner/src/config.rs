@@ -25,6 +25,12 @@
 //!       name: assistant
 //!       model: fast
 //!       tools: [get_weather, confirm]
+//!       sub_agents:
+//!         - name: forecaster     # an agent served elsewhere over A2A's gRPC binding
+//!           kind: a2a
+//!           description: Long-range forecasts.
+//!           endpoint: https://forecasts.example.com:443
+//!           bearer_token_env: FORECASTS_TOKEN
 //! ```
 //!
 //! `examples/agents.yaml` documents every field. The file is read with
@@ -32,6 +38,7 @@
 //! default), then every rule is checked and every problem reported at once, each
 //! naming the file, the app, the agent and the field.
 
+use crate::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use crate::app::{AgentDescription, App, ToolDescription};
 use crate::stores::RunnerServices;
 use adk_core::{AdkError, Agent, CompactionConfig, GenerateContentConfig, Llm, Tool, Toolset};
@@ -240,6 +247,8 @@ enum AgentKind {
     Sequential,
     Parallel,
     Loop,
+    /// Runs elsewhere, reached over A2A's gRPC binding (`lf.a2a.v1.A2AService`).
+    A2a,
 }
 
 impl AgentKind {
@@ -249,6 +258,7 @@ impl AgentKind {
             AgentKind::Sequential => "sequential",
             AgentKind::Parallel => "parallel",
             AgentKind::Loop => "loop",
+            AgentKind::A2a => "a2a",
         }
     }
 }
@@ -276,6 +286,21 @@ struct AgentConfig {
     max_iterations: Option<u32>,
     #[serde(default)]
     generation: Option<GenerationConfig>,
+    /// a2a: the remote agent's gRPC endpoint, `http://host:port` or `https://host:port`.
+    #[serde(default)]
+    endpoint: Option<String>,
+    /// a2a: the remote's tenant (on an ADK server: the app), when it serves several.
+    #[serde(default)]
+    tenant: Option<String>,
+    /// a2a over https: a CA certificate (PEM file) trusted besides the OS's roots.
+    #[serde(default)]
+    ca_file: Option<String>,
+    /// a2a: the NAME of the environment variable holding a bearer token.
+    #[serde(default)]
+    bearer_token_env: Option<String>,
+    /// a2a: offered to the parent (an llm agent) as a tool it calls, not a transfer target.
+    #[serde(default)]
+    as_tool: bool,
 }
 
 /// The model's generation settings; any left out are the provider's defaults.
@@ -525,7 +550,20 @@ impl AgentsConfig {
         let fail = |e: AdkError| (place.clone(), library_message(&e));
         let mut sub_agents = Vec::new();
         let mut sub_descriptions = Vec::new();
-        for sub in &config.sub_agents {
+        let mut agent_tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for sub in config.sub_agents.iter().filter(|sub| sub.as_tool) {
+            let sub_place = format!("app {app_name:?}, agent {:?}", sub.name);
+            let remote = remote_config(&sub_place, sub, &mut Problems(Vec::new())).ok_or_else(|| {
+                (
+                    sub_place.clone(),
+                    "the a2a settings changed since the file was checked".into(),
+                )
+            })?;
+            let tool = RemoteA2aTool::new(&sub.name, &sub.description, remote)
+                .map_err(|e| (sub_place.clone(), library_message(&e)))?;
+            agent_tools.push(Arc::new(tool));
+        }
+        for sub in config.sub_agents.iter().filter(|sub| !sub.as_tool) {
             let (agent, description) = self.build_agent(app_name, sub, models)?;
             sub_agents.push(agent);
             sub_descriptions.push(description);
@@ -556,6 +594,12 @@ impl AgentsConfig {
                 let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
                 let mut toolsets: Vec<Arc<dyn Toolset>> = Vec::new();
                 description.model = model.name().to_string();
+                for tool in agent_tools {
+                    let mut described = ToolDescription::of(tool.as_ref());
+                    described.description = format!("A2A agent as a tool: {}", described.description);
+                    description.tools.push(described);
+                    tools.push(tool);
+                }
                 for name in &config.tools {
                     match self.tool(name) {
                         Some(Declared::Tool(tool)) => {
@@ -597,6 +641,17 @@ impl AgentsConfig {
                 if let Some(max) = config.max_iterations {
                     agent = agent.max_iterations(max);
                 }
+                Arc::new(agent)
+            }
+            AgentKind::A2a => {
+                let remote = remote_config(&place, config, &mut Problems(Vec::new())).ok_or_else(|| {
+                    (
+                        place.clone(),
+                        "the a2a settings changed since the file was checked".into(),
+                    )
+                })?;
+                let agent = RemoteA2aAgent::new(&config.name, &config.description, remote).map_err(fail)?;
+                description.model = format!("A2A: {}", agent.endpoint());
                 Arc::new(agent)
             }
         };
@@ -1075,6 +1130,13 @@ fn check_apps(spec: &AgentsFile, problems: &mut Problems) {
             problems.add(&format!("app {app_name:?}"), None, e.to_string());
         }
         let mut seen = HashSet::new();
+        if app.root_agent.as_tool {
+            problems.add(
+                &format!("app {app_name:?}, agent {:?}", app.root_agent.name),
+                Some("as_tool"),
+                "the root agent has no parent to call it as a tool",
+            );
+        }
         check_agent(spec, app_name, &app.root_agent, &mut seen, problems);
         if let Some(compaction) = &app.compaction {
             check_compaction(spec, &format!("app {app_name:?}"), compaction, problems);
@@ -1144,8 +1206,28 @@ fn check_agent(
         );
     }
 
+    let a2a_only = [
+        ("endpoint", agent.endpoint.is_some()),
+        ("tenant", agent.tenant.is_some()),
+        ("ca_file", agent.ca_file.is_some()),
+        ("bearer_token_env", agent.bearer_token_env.is_some()),
+        ("as_tool", agent.as_tool),
+    ];
+    if agent.kind != AgentKind::A2a {
+        for (field, set) in a2a_only {
+            if set {
+                problems.add(
+                    &place,
+                    Some(field),
+                    format!("only a2a agents have it; this is a {kind} agent"),
+                );
+            }
+        }
+    }
     if agent.kind == AgentKind::Llm {
         check_llm_agent(spec, &place, agent, problems);
+    } else if agent.kind == AgentKind::A2a {
+        check_a2a_agent(&place, agent, problems);
     } else {
         let llm_only = [
             ("model", agent.model.is_some()),
@@ -1185,8 +1267,90 @@ fn check_agent(
         ),
     }
     for sub in &agent.sub_agents {
+        if sub.as_tool && agent.kind != AgentKind::Llm {
+            problems.add(
+                &format!("app {app_name:?}, agent {:?}", sub.name),
+                Some("as_tool"),
+                format!(
+                    "only an llm agent calls tools; its parent {:?} is a {kind} agent",
+                    agent.name
+                ),
+            );
+        }
         check_agent(spec, app_name, sub, seen, problems);
     }
+}
+
+/// A remote agent: its own settings, and nothing of the local kinds (it runs elsewhere).
+fn check_a2a_agent(place: &str, agent: &AgentConfig, problems: &mut Problems) {
+    let local_only = [
+        ("model", agent.model.is_some()),
+        ("instruction", agent.instruction.is_some()),
+        ("tools", !agent.tools.is_empty()),
+        ("output_key", agent.output_key.is_some()),
+        ("generation", agent.generation.is_some()),
+        ("sub_agents", !agent.sub_agents.is_empty()),
+    ];
+    for (field, set) in local_only {
+        if set {
+            problems.add(
+                place,
+                Some(field),
+                "an a2a agent runs elsewhere: its model, instruction, tools and sub_agents are the remote's",
+            );
+        }
+    }
+    remote_config(place, agent, problems);
+}
+
+/// The settings of an a2a agent, every problem with them added to `problems`; None
+/// when there is one.
+fn remote_config(place: &str, agent: &AgentConfig, problems: &mut Problems) -> Option<RemoteA2aConfig> {
+    let before = problems.0.len();
+    let Some(endpoint) = agent.endpoint.clone() else {
+        problems.add(
+            place,
+            Some("endpoint"),
+            "an a2a agent needs the remote's gRPC endpoint: http://host:port or https://host:port",
+        );
+        return None;
+    };
+    let ca_pem = agent.ca_file.as_ref().and_then(|file| match std::fs::read(file) {
+        Ok(pem) => Some(pem),
+        Err(e) => {
+            problems.add(place, Some("ca_file"), format!("cannot read {file:?}: {e}"));
+            None
+        }
+    });
+    let bearer_token = agent
+        .bearer_token_env
+        .as_ref()
+        .and_then(|var| match std::env::var(var) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => {
+                problems.add(
+                    place,
+                    Some("bearer_token_env"),
+                    format!("environment variable {var} (for the bearer token) is not set"),
+                );
+                None
+            }
+        });
+    let config = RemoteA2aConfig {
+        endpoint,
+        tenant: agent.tenant.clone().unwrap_or_default(),
+        ca_pem,
+        bearer_token,
+    };
+    if let Err(e) = RemoteA2aAgent::new(&agent.name, &agent.description, config.clone()) {
+        let field = if e.to_string().contains("bearer token") {
+            "bearer_token_env"
+        } else {
+            "endpoint"
+        };
+        problems.add(place, Some(field), library_message(&e));
+    }
+    (problems.0.len() == before).then_some(config)
 }
 
 fn check_llm_agent(spec: &AgentsFile, place: &str, agent: &AgentConfig, problems: &mut Problems) {

@@ -31,6 +31,7 @@
 //! The handlers are transport only: every rule about invocations (leases, what is
 //! stored, resumption, cancellation) lives in the runner library.
 
+pub mod a2a;
 mod app;
 mod config;
 mod service;

@@ -2,6 +2,7 @@
 //! file over the shared store (Redis by default), where it reads and writes
 //! sessions, artifacts and session leases directly.
 
+use adk_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
 use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs,
@@ -12,8 +13,8 @@ use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// Serves adk.v1.AgentRunner (plus grpc.health.v1 and server reflection): runs the agents of an agents file
-/// and streams their events, storing sessions and artifacts in the shared store.
+/// Serves adk.v1.AgentRunner and A2A (lf.a2a.v1.A2AService; plus grpc.health.v1 and server reflection): runs
+/// the agents of an agents file and streams their events, storing sessions and artifacts in the shared store.
 #[derive(Debug, Parser)]
 #[command(name = "adk-runner-server", version)]
 struct Cli {
@@ -33,6 +34,8 @@ struct Cli {
     lease: LeaseArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    #[command(flatten)]
+    a2a: A2aArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -69,9 +72,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let apps = agents.build(&services).context("cannot build the agents")?;
     tracing::info!(store = %cli.store.redacted_url(), apps = ?agents.app_names(), "agents loaded");
 
+    // Every app is also an A2A agent, on the same port; its card is on the HTTP (metrics) port too.
+    let cards = cli.a2a.card_args(&cli.listen, &cli.grpc);
+    let a2a = a2a_service(
+        apps.clone(),
+        services.artifacts.clone(),
+        cards.clone(),
+        &cli.grpc,
+        shutdown.clone(),
+    )?;
     let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
         .metrics(&cli.metrics)
+        .http_routes(card_routes(&apps, &cards))
         .add_service(runner_service(apps, &cli.grpc, shutdown)?)
+        .add_service(a2a)
         .health_check("session store", services.sessions.clone());
     if let Some(artifacts) = services.artifacts.clone() {
         server = server.health_check("artifact store", artifacts);

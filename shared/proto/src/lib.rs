@@ -9,7 +9,18 @@ pub mod adk {
 
 pub use adk::v1;
 
-/// The encoded `FileDescriptorSet` of every adk.v1 file and its imports, for
+/// The Agent2Agent protocol v1.0 (`lf.a2a.v1`, gRPC binding).
+pub mod lf {
+    pub mod a2a {
+        pub mod v1 {
+            tonic::include_proto!("lf.a2a.v1");
+        }
+    }
+}
+
+pub use lf::a2a::v1 as a2a;
+
+/// The encoded `FileDescriptorSet` of every adk.v1 file, lf.a2a.v1 and their imports, for
 /// gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/adk_descriptor.bin"));
 

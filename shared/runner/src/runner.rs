@@ -203,6 +203,11 @@ impl Runner {
         &self.root_agent
     }
 
+    /// The sessions this runner runs on (the A2A server reads tasks from their logs).
+    pub fn session_service(&self) -> Arc<dyn SessionService> {
+        self.session_service.clone()
+    }
+
     /// Runs the agents on `content` in the session and streams the events.
     ///
     /// Fails before streaming with `INVALID_ARGUMENT` (bad ids, an empty message,

@@ -1,7 +1,8 @@
 //! The Prometheus endpoint: `GET /metrics` on its own port (`--metrics-listen`),
 //! serving adk-telemetry's registry in the text exposition format. A tiny HTTP/1
 //! server (axum, already in the tree through tonic), separate from the gRPC port
-//! so scrapers need no gRPC and the port can stay cluster-internal.
+//! so scrapers need no gRPC and the port can stay cluster-internal. Services may add
+//! HTTP routes of their own to it (the runner's A2A agent cards).
 
 use crate::shutdown::Shutdown;
 use axum::http::{StatusCode, header};
@@ -24,9 +25,10 @@ impl MetricsEndpoint {
         Ok(MetricsEndpoint { listener, local_addr })
     }
 
-    /// Serves until the shutdown fires (a scrape in progress is answered first).
-    pub(crate) fn serve(self, shutdown: Shutdown) -> JoinHandle<()> {
-        let router = axum::Router::new().route("/metrics", get(scrape));
+    /// Serves `/metrics` and `extra` (e.g. A2A agent cards) until the shutdown fires
+    /// (a request in progress is answered first).
+    pub(crate) fn serve(self, extra: axum::Router, shutdown: Shutdown) -> JoinHandle<()> {
+        let router = axum::Router::new().route("/metrics", get(scrape)).merge(extra);
         let addr = self.local_addr;
         tokio::spawn(async move {
             let served = axum::serve(self.listener, router)

@@ -61,6 +61,8 @@ pub struct GrpcServer {
     probes: Vec<NamedProbe>,
     grpc: GrpcArgs,
     metrics: MetricsArgs,
+    /// Served on the metrics port beside `/metrics`.
+    http_routes: axum::Router,
     shutdown: Shutdown,
 }
 
@@ -73,8 +75,16 @@ impl GrpcServer {
             probes: Vec::new(),
             grpc: grpc.clone(),
             metrics: MetricsArgs::default(),
+            http_routes: axum::Router::new(),
             shutdown,
         }
+    }
+
+    /// Serves `routes` on the HTTP port of [`GrpcServer::metrics`] beside `/metrics`
+    /// (nowhere when that port is off).
+    pub fn http_routes(mut self, routes: axum::Router) -> Self {
+        self.http_routes = self.http_routes.merge(routes);
+        self
     }
 
     /// Serves the Prometheus endpoint as `metrics` says (its address, or off),
@@ -191,6 +201,7 @@ impl BoundServer {
             probes,
             grpc,
             metrics: _,
+            http_routes,
             shutdown,
         } = server;
 
@@ -208,7 +219,7 @@ impl BoundServer {
 
         let metrics_task = metrics.map(|metrics| {
             tracing::info!("serving metrics on http://{}/metrics", metrics.local_addr);
-            metrics.serve(shutdown.clone())
+            metrics.serve(http_routes, shutdown.clone())
         });
 
         // Every method this server can describe, for the RPC metrics' `method` label.

@@ -654,3 +654,78 @@ fn memory_add_is_invocation_or_session_and_needs_a_memory_store() {
         r#"agents.yaml: app "diary": memory.add needs a memory store, and this runner has none"#
     );
 }
+
+// ---------- kind: a2a ----------
+
+/// A root agent with one `kind: a2a` sub-agent whose settings are `remote` (YAML lines).
+fn with_remote(remote: &str) -> String {
+    let remote: String = remote.lines().map(|l| format!("    {l}\n")).collect();
+    with_root(&format!(
+        "name: planner\nmodel: fast\nsub_agents:\n  - name: remote\n    kind: a2a\n    description: Elsewhere.\n{remote}"
+    ))
+}
+
+#[test]
+fn an_a2a_agent_is_a_transfer_target_of_its_parent() {
+    let config = valid(&with_remote("endpoint: http://127.0.0.1:50099\ntenant: other_app\n"));
+    let apps = config.build(&RunnerServices::in_memory()).expect("build");
+    let root = apps[0].runner().root_agent().clone();
+    let remote = &root.sub_agents()[0];
+    assert_eq!((remote.name(), remote.description()), ("remote", "Elsewhere."));
+    let described = &apps[0].root_agent().sub_agents[0];
+    assert_eq!(described.kind, "a2a");
+    assert_eq!(described.model, "A2A: http://127.0.0.1:50099");
+}
+
+#[test]
+fn a2a_agents_are_checked_at_load_naming_their_field() {
+    let place = r#"agents.yaml: app "weather", agent "remote": field "#;
+    assert_problem(
+        &with_remote(""),
+        &format!(r#"{place}"endpoint": an a2a agent needs the remote's gRPC endpoint"#),
+    );
+    assert_problem(
+        &with_remote("endpoint: 127.0.0.1:50099\n"),
+        &format!(r#"{place}"endpoint": endpoint "127.0.0.1:50099" must start with http:// or https://"#),
+    );
+    assert_problem(
+        &with_remote("endpoint: http://127.0.0.1:1\nbearer_token_env: ADK_TEST_SURELY_UNSET_TOKEN\n"),
+        &format!(
+            r#"{place}"bearer_token_env": environment variable ADK_TEST_SURELY_UNSET_TOKEN (for the bearer token) is not set"#
+        ),
+    );
+    assert_problem(
+        &with_remote("endpoint: https://127.0.0.1:1\nca_file: /surely/not/a/file.pem\n"),
+        &format!(r#"{place}"ca_file": cannot read "/surely/not/a/file.pem""#),
+    );
+    assert_problem(
+        &with_remote("endpoint: http://127.0.0.1:1\nmodel: fast\n"),
+        &format!(r#"{place}"model": an a2a agent runs elsewhere"#),
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nendpoint: http://127.0.0.1:1\n"),
+        r#"agent "planner": field "endpoint": only a2a agents have it; this is a llm agent"#,
+    );
+}
+
+#[test]
+fn an_a2a_agent_as_a_tool_is_offered_to_its_llm_parent_and_only_there() {
+    let config = valid(&with_remote("endpoint: http://127.0.0.1:50099\nas_tool: true\n"));
+    let apps = config.build(&RunnerServices::in_memory()).expect("build");
+    let root = apps[0].root_agent();
+    assert!(root.sub_agents.is_empty(), "a tool, not a transfer target");
+    assert_eq!(root.tools[0].name, "remote");
+    assert!(root.tools[0].parameters_schema.is_some());
+
+    let under_a_workflow = with_root(
+        "name: steps\nkind: sequential\nsub_agents:\n  - name: remote\n    kind: a2a\n    endpoint: http://127.0.0.1:1\n    as_tool: true\n",
+    );
+    assert_problem(
+        &under_a_workflow,
+        r#"agent "remote": field "as_tool": only an llm agent calls tools; its parent "steps" is a sequential agent"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nas_tool: true\n"),
+        r#"agent "planner": field "as_tool": the root agent has no parent to call it as a tool"#,
+    );
+}

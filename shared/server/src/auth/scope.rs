@@ -1,8 +1,15 @@
 //! What each method touches, read from its (first) request message: the one table
 //! authorization is decided from. A method missing here is refused (fail closed);
 //! a unit test walks the adk.v1 descriptor set so no method can be forgotten.
+//!
+//! A2A (`lf.a2a.v1.A2AService`) requests name no user: their `tenant` is the app and
+//! the user is the credential's own (the handler reads the [`Principal`]), so they
+//! touch the app alone. An empty tenant (the server's only app) passes only a
+//! credential of every app.
 
 use super::{Principal, Subject};
+use adk_proto::a2a;
+use adk_proto::a2a::a2a_service_server::SERVICE_NAME as A2A;
 use adk_proto::v1 as pb;
 use adk_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
@@ -78,7 +85,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 29] = [
+        let entries: [(&str, &str, Extract); 40] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -196,6 +203,39 @@ impl ScopeTable {
             }),
             (MEMORY, "DeleteMemory", |b| {
                 decode::<pb::DeleteMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (A2A, "SendMessage", |b| {
+                decode::<a2a::SendMessageRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "SendStreamingMessage", |b| {
+                decode::<a2a::SendMessageRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "GetTask", |b| {
+                decode::<a2a::GetTaskRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "ListTasks", |b| {
+                decode::<a2a::ListTasksRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "CancelTask", |b| {
+                decode::<a2a::CancelTaskRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "SubscribeToTask", |b| {
+                decode::<a2a::SubscribeToTaskRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "CreateTaskPushNotificationConfig", |b| {
+                decode::<a2a::TaskPushNotificationConfig>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "GetTaskPushNotificationConfig", |b| {
+                decode::<a2a::GetTaskPushNotificationConfigRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "ListTaskPushNotificationConfigs", |b| {
+                decode::<a2a::ListTaskPushNotificationConfigsRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "DeleteTaskPushNotificationConfig", |b| {
+                decode::<a2a::DeleteTaskPushNotificationConfigRequest>(b).map(|m| Scope::App(m.tenant))
+            }),
+            (A2A, "GetExtendedAgentCard", |b| {
+                decode::<a2a::GetExtendedAgentCardRequest>(b).map(|m| Scope::App(m.tenant))
             }),
         ];
         let methods = entries
@@ -428,6 +468,53 @@ mod tests {
                 ..Default::default()
             }
             .encode_to_vec(),
+            // A2A: the tenant is the app; the user is the credential's own.
+            "SendMessage" | "SendStreamingMessage" => a2a::SendMessageRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GetTask" => a2a::GetTaskRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListTasks" => a2a::ListTasksRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "CancelTask" => a2a::CancelTaskRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "SubscribeToTask" => a2a::SubscribeToTaskRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "CreateTaskPushNotificationConfig" => a2a::TaskPushNotificationConfig {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GetTaskPushNotificationConfig" => a2a::GetTaskPushNotificationConfigRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListTaskPushNotificationConfigs" => a2a::ListTaskPushNotificationConfigsRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "DeleteTaskPushNotificationConfig" => a2a::DeleteTaskPushNotificationConfigRequest {
+                tenant: app,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GetExtendedAgentCard" => a2a::GetExtendedAgentCardRequest { tenant: app }.encode_to_vec(),
             other => panic!("method {other} has no sample here: add one, and its row in ScopeTable::new"),
         }
     }
@@ -485,6 +572,12 @@ mod tests {
                             Err(Code::PermissionDenied),
                             "{path}"
                         ),
+                        // A2A requests name the app (tenant), never a user: another app is refused.
+                        _ if file.package() == "lf.a2a.v1" => assert_eq!(
+                            check(&table, &path, &other, &alice(&["other"])),
+                            Err(Code::PermissionDenied),
+                            "{path}"
+                        ),
                         _ => {
                             assert_eq!(
                                 check(&table, &path, &other, &alice(&["support"])),
@@ -503,7 +596,10 @@ mod tests {
                 }
             }
         }
-        assert_eq!(checked, 29, "the adk.v1 services have 29 methods");
+        assert_eq!(
+            checked, 40,
+            "the adk.v1 services have 29 methods, lf.a2a.v1.A2AService 11"
+        );
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
 
