@@ -56,7 +56,7 @@ async function* noise(total, chunk) {
 }
 
 describe('sessions', () => {
-  test('state and events are plain JSON; int64 are bigints', async () => {
+  test('state_and_events_are_plain_json_and_int64_are_bigints', async () => {
     const u = user();
     const nested = { n: 1.5, list: [1, 'two', null, { deep: true }], empty: {}, zero: 0, no: false, text: '' };
     const s = await adk.createSession('app', u, {
@@ -78,7 +78,7 @@ describe('sessions', () => {
     assert.deepEqual(await adk.getUserState('app', u), { name: 'Alice' });
   });
 
-  test('a value that is not JSON is refused before anything is sent', async () => {
+  test('a_value_that_is_not_json_is_refused_before_anything_is_sent', async () => {
     const u = user();
     await adk.createSession('app', u, { sessionId: 's' });
     await assert.rejects(
@@ -88,7 +88,7 @@ describe('sessions', () => {
     assert.equal((await adk.getSession('app', u, 's')).eventCount, 0n);
   });
 
-  test('listSessions and listEvents iterate over every page', async () => {
+  test('list_sessions_and_list_events_iterate_over_every_page', async () => {
     const u = user();
     for (let i = 0; i < 5; i++) await adk.createSession('pages', u, { sessionId: `s${i}` });
     const sessions = await collect(adk.listSessions('pages', u, { pageSize: 2 }));
@@ -101,7 +101,7 @@ describe('sessions', () => {
     assert.deepEqual(newest.map((e) => e.text), ['e7', 'e6', 'e5', 'e4', 'e3', 'e2', 'e1']);
   });
 
-  test('an append with a stale precondition is refused and stores nothing', async () => {
+  test('an_append_with_a_stale_precondition_is_refused_and_stores_nothing', async () => {
     const u = user();
     await adk.createSession('app', u, { sessionId: 's' });
     const first = await adk.appendEvent('app', u, 's', { text: 'one', expectLastSequence: 0 });
@@ -166,7 +166,7 @@ describe('artifacts', () => {
     assert.deepEqual(await adk.listVersions('app', u, 's', 'notes.txt'), [2n]);
   });
 
-  test('streams larger than a message up and down, from and to iterables and files', async () => {
+  test('artifacts_larger_than_a_message_stream_up_and_down_from_iterables_and_files', async () => {
     const u = user();
     const total = 9 * 1024 * 1024; // over twice the 4 MiB message limit
     const expected = createHash('sha256');
@@ -203,7 +203,7 @@ describe('artifacts', () => {
 });
 
 describe('runner', () => {
-  test('run streams partial events, then the complete reply', async () => {
+  test('run_streams_partial_events_then_the_complete_reply', async () => {
     const u = user();
     const events = await collect(adk.run('assistant', u, 's', 'Hello, agent!', { streaming: true, createSession: true }));
     assert.equal(events[0]?.author, 'user');
@@ -216,7 +216,7 @@ describe('runner', () => {
     assert.ok((complete.at(-1)?.sequence ?? 0n) > 0n);
   });
 
-  test('runWithTools answers the client tool and the invocation resumes', async () => {
+  test('run_with_tools_answers_the_client_tool_and_the_invocation_resumes', async () => {
     const u = user();
     /** @type {import('../dist/index.js').FunctionCallView[]} */
     const asked = [];

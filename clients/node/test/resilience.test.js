@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import { AdkClient, AdkError, Code, connect, createGrpcTransport } from '../dist/index.js';
 import { freePort, startAdkServer, startRedis } from './server.js';
 
-test('only calls that are safe to repeat are retried', async () => {
+test('only_calls_safe_to_repeat_are_retried', async () => {
   const port = await freePort(); // nothing listens there: every attempt fails UNAVAILABLE
   let attempts = 0;
   /** @type {import('@connectrpc/connect').Interceptor} */
@@ -40,7 +40,7 @@ test('only calls that are safe to repeat are retried', async () => {
   }
 });
 
-test('watchSession resumes from the last sequence after the server is killed and restarted', async () => {
+test('watch_session_resumes_from_the_last_sequence_after_a_server_restart', async () => {
   const redis = await startRedis();
   const args = ['--store-url', redis.url];
   let server = await startAdkServer('adk-server', args);

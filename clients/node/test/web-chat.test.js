@@ -53,7 +53,7 @@ async function serveExample() {
   return { origin, stop: () => child.kill() };
 }
 
-test('the example chat page runs the assistant over gRPC-Web and shows the events live', async () => {
+test('the_example_chat_page_runs_the_assistant_over_grpc_web_and_shows_events_live', async () => {
   const web = await serveExample();
   const server = await startAdkServer('adk-server', ['--agents', AGENTS_FILE, '--grpc-web', '--cors-allowed-origins', web.origin]);
   const { chromium } = playwright();
@@ -97,7 +97,7 @@ test('the example chat page runs the assistant over gRPC-Web and shows the event
   }
 });
 
-test('a page of an origin not allowed cannot call the suite', async () => {
+test('a_page_of_an_origin_not_allowed_cannot_call_the_suite', async () => {
   const web = await serveExample();
   const server = await startAdkServer('adk-server', ['--agents', AGENTS_FILE, '--grpc-web', '--cors-allowed-origins', 'https://elsewhere.example']);
   const { chromium } = playwright();
