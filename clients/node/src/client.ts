@@ -260,7 +260,8 @@ export class AdkClient {
    * The session's events as they are appended (after `afterSequence`, if given: 0n replays the
    * whole log first), until the loop stops or `signal` aborts. A dropped connection or a server
    * restart is resumed from the last sequence seen, with backoff: nothing missed, nothing twice.
-   * Ends with an AdkError (SESSION_NOT_FOUND) when the session is deleted or expires.
+   * Ends with an AdkError (SESSION_NOT_FOUND) when the session is deleted or expires; keeps
+   * reconnecting (backoff capped at `retry.maxDelayMs`) while the server is unreachable.
    */
   async *watchSession(
     app: string,
@@ -272,6 +273,9 @@ export class AdkClient {
     let failures = 0;
     for (;;) {
       try {
+        // A watch "from now on" that dropped before its first event resumes after the last event
+        // stored when it reconnects: nothing appended from then on is missed.
+        after ??= failures > 0 ? await this.#lastSequence(app, user, sessionId, opts) : undefined;
         for await (const event of this.sessions.watchSession(
           { appName: app, userId: user, sessionId, afterSequence: after },
           this.#opts(opts, true),
@@ -285,7 +289,6 @@ export class AdkClient {
         const error = toAdkError(raw);
         if (!mayRetry(error, opts.signal)) throw error;
       }
-      if (after === undefined) after = await this.#lastSequence(app, user, sessionId, opts);
       failures++;
       await sleep(backoffMs(this.#retry, Math.min(failures, 8)), opts.signal);
     }
