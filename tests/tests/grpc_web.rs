@@ -5,8 +5,11 @@
 //! exercised by the chat page's Chromium test (clients/node/test/web-chat.test.js).
 
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_proto::v1::{CreateSessionRequest, GetSessionRequest, Session};
-use adk_testkit::ServiceProcess;
+use adk_proto::v1::{
+    CreateSessionRequest, GetSessionRequest, ListAppsRequest, ListAppsResponse, ListArtifactsRequest,
+    ListArtifactsResponse, Session,
+};
+use adk_testkit::{RedisServer, ServiceProcess};
 use prost::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -44,10 +47,14 @@ async fn http1(
         request.push_str(&format!("{name}: {value}\r\n"));
     }
     request.push_str("\r\n");
-    tcp.write_all(request.as_bytes()).await.expect("write request");
-    tcp.write_all(body).await.expect("write body");
+    let mut request = request.into_bytes();
+    // A server that does not speak HTTP/1.1 closes the connection, maybe before the request
+    // is all written: no answer either way.
+    request.extend_from_slice(body);
+    if tcp.write_all(&request).await.is_err() {
+        return None;
+    }
     let mut raw = Vec::new();
-    // A server that does not speak HTTP/1.1 resets the connection: no answer either way.
     let _ = tcp.read_to_end(&mut raw).await;
     parse_http1(&raw)
 }
@@ -257,4 +264,61 @@ async fn grpc_web_is_off_without_the_flag() {
         "HTTP/1.1 answered with status {:?}",
         answer.map(|a| a.status)
     );
+}
+
+/// The flag lives in the server kit, so each separate binary serves gRPC-Web too.
+#[tokio::test]
+async fn every_binary_serves_grpc_web() {
+    let redis = RedisServer::start().await;
+    let agents = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/agents.yaml");
+    let common = ["--grpc-web".to_string(), "--store-url".to_string(), redis.url()];
+    let spawn = |bin: &'static str, extra: Vec<String>| {
+        let mut args = common.to_vec();
+        args.extend(extra);
+        async move { ServiceProcess::spawn(bin, &args, &[]).await }
+    };
+
+    let sessions = spawn("adk-session-server", vec![]).await;
+    let create = CreateSessionRequest {
+        app_name: "web".into(),
+        user_id: "bob".into(),
+        ..Default::default()
+    };
+    let answer = grpc_web_call(&sessions, "/adk.v1.SessionService/CreateSession", create)
+        .await
+        .unwrap();
+    let (messages, trailers) = unframe(&answer.body);
+    assert!(trailers.contains("grpc-status:0"), "session server: {trailers:?}");
+    assert_eq!(Session::decode(messages[0].as_slice()).unwrap().user_id, "bob");
+
+    let artifacts = spawn("adk-artifact-server", vec![]).await;
+    let list = ListArtifactsRequest {
+        app_name: "web".into(),
+        user_id: "bob".into(),
+        session_id: "s".into(),
+    };
+    let answer = grpc_web_call(&artifacts, "/adk.v1.ArtifactService/ListArtifacts", list)
+        .await
+        .unwrap();
+    let (messages, trailers) = unframe(&answer.body);
+    assert!(trailers.contains("grpc-status:0"), "artifact server: {trailers:?}");
+    assert!(
+        ListArtifactsResponse::decode(messages[0].as_slice())
+            .unwrap()
+            .file_names
+            .is_empty()
+    );
+
+    let runner = spawn(
+        "adk-runner-server",
+        vec!["--agents".into(), agents.display().to_string()],
+    )
+    .await;
+    let answer = grpc_web_call(&runner, "/adk.v1.AgentRunner/ListApps", ListAppsRequest {})
+        .await
+        .unwrap();
+    let (messages, trailers) = unframe(&answer.body);
+    assert!(trailers.contains("grpc-status:0"), "runner server: {trailers:?}");
+    let apps = ListAppsResponse::decode(messages[0].as_slice()).unwrap().apps;
+    assert!(apps.iter().any(|app| app.name == "assistant"));
 }
