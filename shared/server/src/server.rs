@@ -239,7 +239,9 @@ impl BoundServer {
             // One span and one set of metrics per call, health and reflection included.
             .layer(RpcLayer::new(methods))
             // The client's deadline, and INVALID_ARGUMENT for undecodable messages (limits.rs).
-            .layer(crate::limits::LimitsLayer)
+            .layer(crate::limits::LimitsLayer {
+                max_message_bytes: grpc.max_message_bytes,
+            })
             // Authentication, authorization of what each call touches (auth/layer.rs), and
             // concurrent streams and runs per user and per connection (quota.rs).
             .layer(auth)
