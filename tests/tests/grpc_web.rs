@@ -202,6 +202,23 @@ async fn grpc_web_over_http1_calls_the_services() {
         })
         .expect("a grpc-status");
     assert_eq!(status, (tonic::Code::NotFound as i32).to_string());
+    // With its details (google.rpc.Status: the ErrorInfo reason), which CORS lets the page read.
+    let details = answer
+        .header("grpc-status-details-bin")
+        .map(str::to_string)
+        .or_else(|| {
+            let (_, trailers) = unframe(&answer.body);
+            trailers
+                .lines()
+                .find_map(|l| l.strip_prefix("grpc-status-details-bin:").map(|s| s.trim().to_string()))
+        })
+        .expect("grpc-status-details-bin");
+    use base64::Engine as _;
+    let status = base64::engine::general_purpose::STANDARD_NO_PAD
+        .decode(details.trim_end_matches('='))
+        .expect("base64 details");
+    let reason = String::from_utf8_lossy(&status);
+    assert!(reason.contains("SESSION_NOT_FOUND"), "details: {reason:?}");
 }
 
 /// A preflight from an allowed origin is answered with that origin and POST; from any
