@@ -5,11 +5,15 @@
 #   redis-server                      from apt (when missing)
 #   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #                                     clients/python/requirements-dev.txt (scripts/setup-python.sh)
-#   clients/node/node_modules         npm ci, from the committed package-lock.json
+#   clients/node/node_modules         npm ci, from the committed package-lock.json (its `prepare`
+#                                     generates the TypeScript from proto/ and builds dist/)
 #   chromium, and playwright-core     apt (when missing) and npm, into ${XDG_CACHE_HOME:-$HOME/.cache}/adk/adk-web-node,
-#                                     for the `adk web` dev-UI test (scripts/setup-adk-web.sh)
-# then generates the Python stubs from proto/ and runs pytest and `node --test`, and
-# finally runs each client's quickstart as its README writes it, twice against one server.
+#                                     for the `adk web` dev-UI test (scripts/setup-adk-web.sh) and the
+#                                     example chat page's test (clients/node/test/web-chat.test.js)
+# then generates the Python stubs from proto/ and runs pytest; type-checks the Node client
+# (tsc --noEmit), bundles the example chat page (examples/web), runs `node --test`, packs the
+# client (npm pack) and imports it from a fresh project; finally runs each client's
+# quickstart as its README writes it, twice against one server.
 #
 # The binaries are not built here: run `cargo build --workspace --bins` first (they are
 # looked up in ${CARGO_TARGET_DIR:-target}/debug). The tests start and stop their own
@@ -106,12 +110,28 @@ run_quickstart() {
 failed=()
 echo "== Python client: pytest (clients/python)"
 (cd clients/python && "$venv/bin/python" -m pytest -p no:cacheprovider) || failed+=(python)
-echo "== Node.js client: node --test (clients/node)"
-(cd clients/node && node --test test/*.test.js) || failed+=(node)
+echo "== Node.js client: tsc --noEmit, the chat page's bundle, node --test (clients/node)"
+(cd clients/node && npm run --silent typecheck && npm run --silent build:web-example && node --test test/*.test.js) \
+  || failed+=(node)
+echo "== Node.js client: npm pack, installed into a fresh project"
+pack_node_client() {
+  local dir tarball
+  dir=$(mktemp -d)
+  tarball=$(cd clients/node && npm pack --silent --pack-destination "$dir" | tail -1)
+  (cd "$dir" && npm init -y >/dev/null && npm install --no-audit --no-fund --prefer-offline --loglevel=error "./$tarball" \
+    && node --input-type=module -e "
+      import { connect, AdkError } from 'adk-client';
+      import { connectWeb } from 'adk-client/web';
+      if (typeof connect !== 'function' || typeof connectWeb !== 'function' || typeof AdkError !== 'function') process.exit(1);")
+  local status=$?
+  rm -rf "$dir"
+  return $status
+}
+pack_node_client || failed+=(node-pack)
 echo "== Python quickstart, as clients/python/README.md writes it, twice"
 run_quickstart clients/python/README.md clients/python/src/adk_client/v1 || failed+=(python-quickstart)
 echo "== Node.js quickstart, as clients/node/README.md writes it, twice"
-run_quickstart clients/node/README.md || failed+=(node-quickstart)
+run_quickstart clients/node/README.md clients/node/dist clients/node/src/gen || failed+=(node-quickstart)
 if [ ${#failed[@]} -gt 0 ]; then
   die "client tests failed: ${failed[*]}"
 fi

@@ -79,7 +79,7 @@ fn proof_file(prefix: &str) -> Option<&str> {
         "conformance" => Some("shared/testkit/src/conformance.rs"),
         "artifact_conformance" => Some("shared/testkit/src/artifact_conformance.rs"),
         "memory_conformance" => Some("shared/testkit/src/memory_conformance.rs"),
-        path if path.ends_with(".rs") || path.ends_with(".py") => Some(path),
+        path if path.ends_with(".rs") || path.ends_with(".py") || path.ends_with(".js") => Some(path),
         _ => None,
     }
 }
@@ -113,6 +113,9 @@ fn every_test_the_contract_names_exists() {
         let source = std::fs::read_to_string(root.join(path)).unwrap_or_default();
         let definition = if path.ends_with(".py") {
             format!("def {test}(")
+        } else if path.ends_with(".js") {
+            // node:test, its name written as an identifier so the contract can cite it
+            format!("test('{test}'")
         } else {
             format!("fn {test}(")
         };

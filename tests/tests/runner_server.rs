@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Code, Status};
+use tonic_types::StatusExt;
 
 const USER: &str = "alice";
 
@@ -597,6 +598,16 @@ async fn a_second_run_on_a_busy_session_is_aborted() {
         "{}",
         status.message()
     );
+    // A program tells busy from a stale precondition by reason, and learns when to retry.
+    let info = status
+        .get_details_error_info()
+        .expect("ErrorInfo in grpc-status-details-bin");
+    assert_eq!(
+        (info.reason.as_str(), info.domain.as_str()),
+        ("SESSION_BUSY", "adk.dev")
+    );
+    let retry = status.get_details_retry_info().expect("RetryInfo");
+    assert!(retry.retry_delay.is_some_and(|d| !d.is_zero()), "{retry:?}");
     // Another session of the same app is not affected.
     provider.push(openai::text("Hi"));
     let other = run(&mut runner, run_request("chat", "s2", text("Hi"))).await.ok();
@@ -652,6 +663,16 @@ async fn a_provider_rate_limit_ends_the_stream_saying_so() {
         status.message().contains("rate limit") && status.message().contains("retry after 7s"),
         "{}",
         status.message()
+    );
+    let info = status
+        .get_details_error_info()
+        .expect("ErrorInfo in the stream's trailers");
+    assert_eq!(info.reason, "RATE_LIMITED");
+    let retry = status.get_details_retry_info().expect("RetryInfo");
+    assert_eq!(
+        retry.retry_delay,
+        Some(Duration::from_secs(7)),
+        "the provider's Retry-After"
     );
 }
 

@@ -1,240 +1,286 @@
-// The client against the real adk-server binary (in-memory store, mock-model agents).
+// The client against the real adk-server (in-memory store, examples/agents.yaml): every
+// service, plain JSON for state and tool data, bigint int64s, page iterators, streamed
+// artifacts, runs with client tools, typed errors.
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, it } from 'node:test';
-import { AdkClient, eventText, functionCalls, functionResponse, grpc, stateDelta } from '../src/index.js';
+import { createHash, randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { AdkError, Code, connect, downloadFile, fromValue, isReason, uploadFile } from '../dist/index.js';
 import { startAdkServer } from './server.js';
 
-const uid = (prefix) => `${prefix}-${randomUUID().slice(0, 10)}`;
+/** @type {Awaited<ReturnType<typeof startAdkServer>>} */
+let server;
+/** @type {import('../dist/index.js').AdkClient} */
+let adk;
+before(async () => {
+  server = await startAdkServer();
+  adk = connect(server.address);
+});
+after(async () => {
+  await server?.stop();
+});
 
-/** Asserts that `promise` rejects with a gRPC status `code` whose details mention `text`. */
-async function rejectsWith(promise, code, text) {
-  await assert.rejects(promise, (err) => {
-    assert.equal(err.code, code, `expected ${grpc.status[code]}, got ${grpc.status[err.code]}: ${err.details}`);
-    if (text) assert.match(err.details, new RegExp(text));
-    return true;
-  });
+const user = () => `u-${randomUUID().slice(0, 8)}`;
+
+/**
+ * The rejection of `promise`, which must be an AdkError.
+ * @param {Promise<unknown>} promise
+ * @returns {Promise<AdkError>}
+ */
+async function failure(promise) {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof AdkError, `an AdkError, not ${error}`);
+    return error;
+  }
+  assert.fail('the call succeeded');
 }
 
-/** Collects a run's events. */
-async function collect(iterable) {
-  const events = [];
-  for await (const event of iterable) events.push(event);
-  return events;
+/** @template T @param {AsyncIterable<T>} items */
+async function collect(items) {
+  const all = [];
+  for await (const item of items) all.push(item);
+  return all;
 }
 
-describe('AdkClient against adk-server', () => {
-  let server;
-  /** @type {AdkClient} */
-  let adk;
+/** @param {number} total @param {number} chunk */
+async function* noise(total, chunk) {
+  for (let sent = 0; sent < total; sent += chunk) {
+    const bytes = new Uint8Array(Math.min(chunk, total - sent));
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (sent + i) * 7919 % 251;
+    yield bytes;
+  }
+}
 
-  before(async () => {
-    server = await startAdkServer();
-    adk = new AdkClient(server.address);
-    await adk.waitForReady();
-  });
-
-  after(async () => {
-    adk?.close();
-    await server?.stop();
-  });
-
-  it('creates sessions with state split by scope, temp: dropped', async () => {
-    const app = uid('weather');
-    const s1 = await adk.createSession(app, 'alice', {
+describe('sessions', () => {
+  test('state_and_events_are_plain_json_and_int64_are_bigints', async () => {
+    const u = user();
+    const nested = { n: 1.5, list: [1, 'two', null, { deep: true }], empty: {}, zero: 0, no: false, text: '' };
+    const s = await adk.createSession('app', u, {
       sessionId: 's1',
-      state: { 'app:units': 'metric', 'user:name': 'Alice', 'temp:draft': true, topic: 'travel' },
+      state: { 'user:name': 'Alice', 'temp:draft': true, nested },
     });
-    assert.deepEqual([s1.appName, s1.userId, s1.id], [app, 'alice', 's1']);
-    assert.deepEqual(s1.state, { 'app:units': 'metric', 'user:name': 'Alice', topic: 'travel' });
-    assert.deepEqual(s1.events, []);
-    assert.ok(s1.createTime instanceof Date);
+    assert.deepEqual(s.state, { 'user:name': 'Alice', nested });
+    assert.equal(s.eventCount, 0n);
 
-    const s2 = await adk.createSession(app, 'alice', { sessionId: 's2', state: { topic: 'other' } });
-    assert.deepEqual(s2.state, { 'app:units': 'metric', 'user:name': 'Alice', topic: 'other' });
-    const bob = await adk.createSession(app, 'bob');
-    assert.deepEqual(bob.state, { 'app:units': 'metric' });
-    assert.equal(bob.id.length, 36, 'a generated UUID');
-
-    const value = { n: 3, f: 1.5, b: false, none: null, list: [1, 'two', { three: 3 }] };
-    const s3 = await adk.createSession(app, 'carol', { state: { v: value } });
-    assert.deepEqual((await adk.getSession(app, 'carol', s3.id)).state.v, value);
-    assert.deepEqual((await adk.listSessions(app, 'alice')).map((s) => s.id).sort(), ['s1', 's2']);
-
-    await rejectsWith(adk.createSession(app, 'alice', { sessionId: 's1' }), grpc.status.ALREADY_EXISTS);
+    const ev = await adk.appendEvent('app', u, 's1', { text: 'Hi', stateDelta: { topic: 'tokyo', count: 0 } });
+    assert.equal(ev.sequence, 1n);
+    assert.equal(ev.text, 'Hi');
+    assert.deepEqual(ev.stateDelta, { topic: 'tokyo', count: 0 });
+    const got = await adk.getSession('app', u, 's1');
+    assert.deepEqual(got.state, { 'user:name': 'Alice', nested, topic: 'tokyo', count: 0 });
+    assert.equal(got.eventCount, 1n);
+    assert.equal(got.events[0]?.text, 'Hi');
+    assert.ok(got.createTime instanceof Date);
+    assert.deepEqual(await adk.getUserState('app', u), { name: 'Alice' });
   });
 
-  it('appends an event with a state delta and reads it back', async () => {
-    const app = uid('weather');
-    await adk.createSession(app, 'alice', { sessionId: 's1', state: { topic: 'travel' } });
-    await adk.createSession(app, 'alice', { sessionId: 's2' });
-
-    const event = await adk.appendEvent(app, 'alice', 's1', {
-      text: 'Weather in Tokyo?',
-      stateDelta: { 'user:city': 'Tokyo', topic: 'tokyo', 'temp:scratch': 1 },
-    });
-    assert.equal(event.sequence, '1'); // uint64: a string
-    assert.equal(event.id.length, 36);
-    assert.ok(event.timestamp);
-    assert.deepEqual(stateDelta(event), { 'user:city': 'Tokyo', topic: 'tokyo' });
-
-    const reply = await adk.appendEvent(app, 'alice', 's1', { author: 'forecaster', text: 'Sunny, 24 C' });
-    assert.equal(reply.sequence, '2');
-    assert.equal(reply.content.role, 'model');
-
-    const s1 = await adk.getSession(app, 'alice', 's1');
-    assert.deepEqual(s1.state, { 'user:city': 'Tokyo', topic: 'tokyo' });
-    assert.deepEqual(
-      s1.events.map((e) => [e.sequence, e.author, eventText(e)]),
-      [['1', 'user', 'Weather in Tokyo?'], ['2', 'forecaster', 'Sunny, 24 C']],
+  test('a_value_that_is_not_json_is_refused_before_anything_is_sent', async () => {
+    const u = user();
+    await adk.createSession('app', u, { sessionId: 's' });
+    await assert.rejects(
+      adk.appendEvent('app', u, 's', { stateDelta: { bad: /** @type {any} */ (undefined) } }),
+      /cannot decode|undefined|JSON/i,
     );
-    assert.equal(s1.events[0].id, event.id);
-    assert.equal(s1.eventCount, 2);
-    const recent = await adk.getSession(app, 'alice', 's1', { numRecentEvents: 1 });
-    assert.deepEqual(recent.events.map(eventText), ['Sunny, 24 C']);
-    assert.deepEqual((await adk.getSession(app, 'alice', 's2')).state, { 'user:city': 'Tokyo' });
-
-    await rejectsWith(adk.getSession(app, 'alice', 'missing'), grpc.status.NOT_FOUND);
+    assert.equal((await adk.getSession('app', u, 's')).eventCount, 0n);
   });
 
-  it('saves and loads artifact versions; user: artifacts are shared by sessions', async () => {
-    const app = uid('docs');
-    assert.equal(await adk.saveArtifact(app, 'alice', 's1', 'report.txt', 'Sunny, 24 C'), 1);
-    assert.equal(
-      await adk.saveArtifact(app, 'alice', 's1', 'report.txt', 'Rain later, 19 C', undefined, {
-        customMetadata: { source: 'forecast' },
-      }),
-      2,
-    );
-    assert.deepEqual(await adk.listVersions(app, 'alice', 's1', 'report.txt'), [2, 1]);
+  test('list_sessions_and_list_events_iterate_over_every_page', async () => {
+    const u = user();
+    for (let i = 0; i < 5; i++) await adk.createSession('pages', u, { sessionId: `s${i}` });
+    const sessions = await collect(adk.listSessions('pages', u, { pageSize: 2 }));
+    assert.deepEqual(sessions.map((s) => s.id).sort(), ['s0', 's1', 's2', 's3', 's4']);
 
-    const v1 = await adk.loadArtifact(app, 'alice', 's1', 'report.txt', { version: 1 });
-    assert.deepEqual([v1.version, v1.data, v1.mimeType, v1.isText], [1, 'Sunny, 24 C', 'text/plain', true]);
-    const latest = await adk.loadArtifact(app, 'alice', 's1', 'report.txt');
-    assert.deepEqual([latest.version, latest.data, latest.sizeBytes], [2, 'Rain later, 19 C', 16]);
-    assert.deepEqual(latest.customMetadata, { source: 'forecast' });
-
-    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0xff]);
-    assert.equal(await adk.saveArtifact(app, 'alice', 's1', 'user:avatar.png', png, 'image/png'), 1);
-    const avatar = await adk.loadArtifact(app, 'alice', 's2', 'user:avatar.png');
-    assert.ok(Buffer.isBuffer(avatar.data));
-    assert.deepEqual([avatar.data.equals(png), avatar.mimeType, avatar.isText], [true, 'image/png', false]);
-    assert.deepEqual(await adk.listArtifacts(app, 'alice', 's2'), ['user:avatar.png']);
-    assert.deepEqual(await adk.listArtifacts(app, 'alice', 's1'), ['report.txt', 'user:avatar.png']);
-
-    await rejectsWith(adk.loadArtifact(app, 'alice', 's2', 'report.txt'), grpc.status.NOT_FOUND);
-    await rejectsWith(adk.loadArtifact(app, 'bob', 's1', 'report.txt'), grpc.status.NOT_FOUND);
-    await rejectsWith(
-      adk.saveArtifact(app, 'alice', 's1', 'report.txt', 'again', undefined, { version: 1 }),
-      grpc.status.ALREADY_EXISTS,
-    );
+    for (let i = 1; i <= 7; i++) await adk.appendEvent('pages', u, 's0', { text: `e${i}` });
+    const events = await collect(adk.listEvents('pages', u, 's0', { pageSize: 3 }));
+    assert.deepEqual(events.map((e) => e.sequence), [1n, 2n, 3n, 4n, 5n, 6n, 7n]);
+    const newest = await collect(adk.listEvents('pages', u, 's0', { pageSize: 3, newestFirst: true }));
+    assert.deepEqual(newest.map((e) => e.text), ['e7', 'e6', 'e5', 'e4', 'e3', 'e2', 'e1']);
   });
 
-  it('streams a run: partial events, then the stored reply with output_key state', async () => {
-    const user = uid('alice');
-    const [userEvent, ...events] = await collect(
-      adk.run('assistant', user, 'chat1', 'Hello, agent!', {
-        streaming: true,
-        createSession: true,
-        stateDelta: { 'user:name': 'Alice' },
-      }),
-    );
-    assert.deepEqual(
-      [userEvent.author, userEvent.sequence, eventText(userEvent)],
-      ['user', '1', 'Hello, agent!'],
-      'the stored user message comes first',
-    );
-    assert.ok(events.every((e) => e.invocation_id === userEvent.invocation_id));
+  test('an_append_with_a_stale_precondition_is_refused_and_stores_nothing', async () => {
+    const u = user();
+    await adk.createSession('app', u, { sessionId: 's' });
+    const first = await adk.appendEvent('app', u, 's', { text: 'one', expectLastSequence: 0 });
+    await adk.appendEvent('app', u, 's', { text: 'two', expectLastEventId: first.id });
+    const stale = await failure(adk.appendEvent('app', u, 's', { text: 'three', expectLastSequence: 1n }));
+    assert.equal(stale.reason, 'PRECONDITION_FAILED');
+    assert.equal((await adk.getSession('app', u, 's')).eventCount, 2n);
+  });
+
+  test('an append with its id is stored once, however often it is sent', async () => {
+    const u = user();
+    await adk.createSession('app', u, { sessionId: 's' });
+    const a = await adk.appendEvent('app', u, 's', { id: 'ev-1', text: 'once' });
+    assert.equal(a.id, 'ev-1');
+    await adk.appendEvent('app', u, 's', { id: 'ev-1', text: 'once' }).catch(() => {});
+    assert.equal((await adk.getSession('app', u, 's')).eventCount, 1n);
+  });
+
+  test('app state, fork and delete', async () => {
+    const app = `app-${randomUUID().slice(0, 6)}`;
+    const u = user();
+    assert.deepEqual(await adk.updateAppState(app, { 'app:theme': 'dark', 'app:flags': [1, 2] }), { theme: 'dark', flags: [1, 2] });
+    assert.deepEqual(await adk.getAppState(app), { theme: 'dark', flags: [1, 2] });
+    await adk.createSession(app, u, { sessionId: 'src' });
+    const e1 = await adk.appendEvent(app, u, 'src', { text: 'a' });
+    await adk.appendEvent(app, u, 'src', { text: 'b' });
+    const fork = await adk.forkSession(app, u, 'src', { upToEventId: e1.id, newSessionId: 'copy' });
+    assert.equal(fork.id, 'copy');
+    assert.deepEqual((await adk.getSession(app, u, 'copy')).events.map((e) => e.text), ['a']);
+    await adk.deleteSession(app, u, 'src');
+    const gone = await failure(adk.getSession(app, u, 'src'));
+    assert.equal(gone.reason, 'SESSION_NOT_FOUND');
+  });
+
+  test('bad input is INVALID_ARGUMENT naming the field', async () => {
+    const bad = await failure(adk.createSession('not\tvalid', 'alice'));
+    assert.equal(bad.code, Code.InvalidArgument);
+    assert.deepEqual(bad.fieldViolations.map((v) => v.field), ['app_name']);
+  });
+});
+
+describe('artifacts', () => {
+  test('text and bytes in one message; versions are bigints, newest first', async () => {
+    const u = user();
+    assert.equal(await adk.saveArtifact('app', u, 's', 'notes.txt', { data: 'v1' }), 1n);
+    assert.equal(await adk.saveArtifact('app', u, 's', 'notes.txt', { data: 'v2', customMetadata: { by: 'test' } }), 2n);
+    const png = Uint8Array.from([0x89, 0x50, 0x4e, 0x47]);
+    await adk.saveArtifact('app', u, 's', 'user:avatar.png', { data: png, mimeType: 'image/png' });
+    const latest = await adk.loadArtifact('app', u, 's', 'notes.txt');
+    assert.equal(latest.data, 'v2');
+    assert.equal(latest.version, 2n);
+    assert.deepEqual(latest.customMetadata, { by: 'test' });
+    assert.equal((await adk.loadArtifact('app', u, 's', 'notes.txt', { version: 1 })).data, 'v1');
+    const avatar = await adk.loadArtifact('app', u, 's', 'user:avatar.png');
+    assert.deepEqual(avatar.data, png);
+    assert.equal(avatar.mimeType, 'image/png');
+    assert.deepEqual(await adk.listVersions('app', u, 's', 'notes.txt'), [2n, 1n]);
+    assert.deepEqual((await adk.listArtifacts('app', u, 's')).sort(), ['notes.txt', 'user:avatar.png']);
+    const meta = await adk.getArtifactMetadata('app', u, 's', 'user:avatar.png');
+    assert.equal(meta.sizeBytes, 4n);
+    await adk.deleteArtifact('app', u, 's', 'notes.txt', { version: 1 });
+    assert.deepEqual(await adk.listVersions('app', u, 's', 'notes.txt'), [2n]);
+  });
+
+  test('artifacts_larger_than_a_message_stream_up_and_down_from_iterables_and_files', async () => {
+    const u = user();
+    const total = 9 * 1024 * 1024; // over twice the 4 MiB message limit
+    const expected = createHash('sha256');
+    for await (const chunk of noise(total, 1 << 20)) expected.update(chunk);
+    const digest = expected.digest('hex');
+
+    const version = await adk.saveArtifact('app', u, 's', 'big.bin', { data: noise(total, 1 << 20), sizeBytes: total });
+    assert.equal(version, 1n);
+    const { metadata, chunks } = await adk.downloadArtifact('app', u, 's', 'big.bin', { chunkSize: 512 * 1024 });
+    assert.equal(metadata.sizeBytes, BigInt(total));
+    const got = createHash('sha256');
+    let count = 0;
+    for await (const chunk of chunks) {
+      got.update(chunk);
+      count++;
+    }
+    assert.equal(got.digest('hex'), digest);
+    assert.ok(count >= total / (512 * 1024), `${count} chunks`);
+
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'adk-node-files-'));
+    const source = path.join(dir, 'in.txt');
+    writeFileSync(source, 'line\n'.repeat(100000));
+    const v = await uploadFile(adk, 'app', u, 's', 'file.txt', source, { mimeType: 'text/plain' });
+    const target = path.join(dir, 'out.txt');
+    const meta = await downloadFile(adk, 'app', u, 's', 'file.txt', target, { version: v });
+    assert.equal(meta.sizeBytes, 500000n);
+    assert.deepEqual(readFileSync(target), readFileSync(source));
+  });
+
+  test('a missing artifact is NOT_FOUND', async () => {
+    const missing = await failure(adk.loadArtifact('app', user(), 's', 'nope.txt'));
+    assert.equal(missing.reason, 'ARTIFACT_NOT_FOUND');
+  });
+});
+
+describe('runner', () => {
+  test('run_streams_partial_events_then_the_complete_reply', async () => {
+    const u = user();
+    const events = await collect(adk.run('assistant', u, 's', 'Hello, agent!', { streaming: true, createSession: true }));
+    assert.equal(events[0]?.author, 'user');
     const partial = events.filter((e) => e.partial);
-    assert.ok(partial.length >= 2, 'SSE mode streams the reply in chunks');
-    assert.deepEqual(events.slice(0, partial.length), partial, 'partial events come first');
-    assert.ok(partial.every((e) => e.sequence === '0'), 'partial events are not stored');
-    assert.equal(partial.map(eventText).join(''), 'You said: Hello, agent!');
-    const final = events.at(-1);
-    // `partial` is optional: unset on complete events, which is not partial.
-    assert.equal(Boolean(final.partial), false);
-    assert.equal(final.author, 'assistant');
-    assert.equal(eventText(final), 'You said: Hello, agent!');
-    assert.deepEqual(stateDelta(final), { last_reply: 'You said: Hello, agent!' });
-    assert.equal(final.sequence, '2');
-
-    const session = await adk.getSession('assistant', user, 'chat1');
-    assert.deepEqual(
-      session.events.map((e) => [e.sequence, e.author, Boolean(e.partial), eventText(e)]),
-      [
-        ['1', 'user', false, 'Hello, agent!'],
-        ['2', 'assistant', false, 'You said: Hello, agent!'],
-      ],
-    );
-    assert.equal(session.events[1].id, final.id);
-    assert.equal(session.state.last_reply, 'You said: Hello, agent!');
-    assert.equal(session.state['user:name'], 'Alice');
-
-    const plain = await collect(adk.run('assistant', user, 'chat1', 'Again'));
-    assert.deepEqual(plain.map((e) => [e.author, Boolean(e.partial), eventText(e)]), [
-      ['user', false, 'Again'],
-      ['assistant', false, 'You said: Again'],
-    ]);
-    assert.equal((await adk.getSession('assistant', user, 'chat1')).eventCount, 4);
+    const complete = events.filter((e) => !e.partial && e.author !== 'user');
+    assert.ok(partial.length > 0, 'partial chunks');
+    assert.ok(partial.every((e) => e.sequence === 0n));
+    assert.equal(partial.map((e) => e.text).join(''), 'You said: Hello, agent!');
+    assert.equal(complete.at(-1)?.text, 'You said: Hello, agent!');
+    assert.ok((complete.at(-1)?.sequence ?? 0n) > 0n);
   });
 
-  it('cancels a run left early, cleanly, and the session takes the next run', async () => {
-    const user = uid('alice');
-    let seen = 0;
-    for await (const event of adk.run('assistant', user, 'c', 'first', { streaming: true, createSession: true })) {
-      seen += 1;
-      if (seen === 1) {
-        assert.equal(event.author, 'user', 'the stored user message comes first');
-        continue;
-      }
-      assert.equal(event.partial, true);
-      break; // cancels the call
+  test('run_with_tools_answers_the_client_tool_and_the_invocation_resumes', async () => {
+    const u = user();
+    /** @type {import('../dist/index.js').FunctionCallView[]} */
+    const asked = [];
+    const events = await collect(
+      adk.runWithTools(
+        'trip_planner',
+        u,
+        'trip',
+        'Two nights at Hotel Sakura',
+        (call) => {
+          asked.push(call);
+          return { confirmed: true };
+        },
+        { createSession: true },
+      ),
+    );
+    assert.deepEqual(asked.map((c) => [c.name, c.args]), [['confirm_booking', { hotel: 'Hotel Sakura', nights: 2 }]]);
+    assert.equal(events.at(-1)?.text, 'Booked: 2 nights at Hotel Sakura.');
+    const answered = events.flatMap((e) => e.functionResponses);
+    assert.deepEqual(answered.map((r) => r.response), [{ confirmed: true }]);
+  });
+
+  test('listApps, getApp with JSON tool schemas, cancel', async () => {
+    const apps = await adk.listApps();
+    assert.ok(apps.some((a) => a.name === 'assistant'));
+    const app = await adk.getApp('trip_planner');
+    const booker = app.rootAgent?.subAgents.find((a) => a.name === 'booker');
+    const tool = booker?.tools.find((t) => t.name === 'confirm_booking');
+    assert.ok(tool?.longRunning);
+    assert.equal(/** @type {any} */ (fromValue(tool?.parametersSchema)).type, 'object');
+    assert.equal(await adk.cancel('assistant', user(), 'idle', 'no-such-invocation'), false);
+    const missing = await failure(adk.getApp('no-such-app'));
+    assert.equal(missing.reason, 'APP_NOT_FOUND');
+  });
+
+  test('leaving the loop early cancels the run; the session is then free again', async () => {
+    const u = user();
+    for await (const event of adk.run('assistant', u, 's', 'first', { streaming: true, createSession: true })) {
+      if (event.author === 'user') break;
     }
-    // The server frees the session once it has seen the cancellation: until then a new
-    // run is ABORTED ("busy"), which a client retries.
-    const deadline = Date.now() + 10000;
-    let events;
-    for (;;) {
+    // The server frees the session once it has seen the cancellation: a run right after may
+    // find it busy for a moment, SESSION_BUSY with the server's RetryInfo delay (a run is not
+    // retried by the client: the program decides).
+    for (let attempt = 1; ; attempt++) {
       try {
-        events = await collect(adk.run('assistant', user, 'c', 'second'));
+        const events = await collect(adk.run('assistant', u, 's', 'second'));
+        assert.equal(events.at(-1)?.text, 'You said: second');
         break;
-      } catch (err) {
-        if (err.code !== grpc.status.ABORTED || Date.now() > deadline) throw err;
-        await new Promise((r) => setTimeout(r, 50));
+      } catch (error) {
+        if (!isReason(error, 'SESSION_BUSY') || error.retryDelayMs === undefined || attempt > 10) throw error;
+        await new Promise((r) => setTimeout(r, error.retryDelayMs));
       }
     }
-    assert.equal(eventText(events.at(-1)), 'You said: second');
   });
+});
 
-  it('pauses a run on a client tool and resumes it with a function_response', async () => {
-    // trip_planner's booker plays its mock script (a call, then "Booked: ...") afresh in every session.
-    const user = uid('alice');
-    await adk.createSession('trip_planner', user, { sessionId: 'trip1' });
-    const events = await collect(adk.run('trip_planner', user, 'trip1', 'Two nights at Hotel Sakura, please'));
-    const paused = events.at(-1);
-    const calls = functionCalls(paused);
-    assert.deepEqual(calls, [{ name: 'confirm_booking', id: 'booking-1', args: { hotel: 'Hotel Sakura', nights: 2 } }]);
-    assert.deepEqual(paused.long_running_tool_ids, ['booking-1']);
-
-    const answer = functionResponse(calls[0].name, calls[0].id, { confirmed: true });
-    const resumed = await collect(adk.run('trip_planner', user, 'trip1', answer));
-    assert.equal(eventText(resumed.at(-1)), 'Booked: 2 nights at Hotel Sakura.');
-    const session = await adk.getSession('trip_planner', user, 'trip1');
-    assert.equal(session.state.booking, 'Booked: 2 nights at Hotel Sakura.');
-  });
-
-  it('rejects bad input with INVALID_ARGUMENT naming the field', async () => {
-    const INVALID = grpc.status.INVALID_ARGUMENT;
-    await rejectsWith(adk.createSession('bad\napp', 'alice'), INVALID, 'app_name');
-    await rejectsWith(adk.getSession('weather', '', 's1'), INVALID, 'user_id');
-    await rejectsWith(adk.appendEvent('weather', 'alice', 's1\u0000', { text: 'hi' }), INVALID, 'session_id');
-    await rejectsWith(adk.saveArtifact('weather', 'alice', 's1', '../etc/passwd', 'x'), INVALID, 'file_name');
-    await rejectsWith(adk.loadArtifact('weather', 'alice', 's1', '/abs'), INVALID, 'file_name');
-    await rejectsWith(collect(adk.run('assistant', 'bad\tuser', 's1', 'hi')), INVALID, 'user_id');
-    await rejectsWith(
-      collect(adk.run('no_such_app', 'alice', 's1', 'hi', { createSession: true })),
-      grpc.status.NOT_FOUND,
-      'no_such_app',
-    );
+describe('memory', () => {
+  test('add, search and delete memories', async () => {
+    const u = user();
+    const [id] = await adk.addMemory('app', u, [{ text: 'Alice prefers window seats', author: 'user' }]);
+    assert.ok(id);
+    const found = await adk.searchMemory('app', u, 'window seats');
+    assert.equal(found[0]?.text, 'Alice prefers window seats');
+    assert.equal(await adk.deleteMemory('app', u, id), true);
+    assert.deepEqual(await adk.searchMemory('app', u, 'window seats'), []);
   });
 });

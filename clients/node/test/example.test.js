@@ -15,7 +15,7 @@ test('examples/quickstart.js runs against adk-server, again and again', async ()
       const { stdout } = await promisify(execFile)(process.execPath, [script, server.address], { timeout: 60000 });
       assert.match(stdout, /assistant: You said: Hello, agent!\n/, `run ${run}`);
       assert.match(stdout, /booker: Booked: 2 nights at Hotel Sakura\./, `run ${run}`);
-      assert.match(stdout, /invalid input -> code 3 /, `run ${run}`);
+      assert.match(stdout, /invalid input -> code 3 \(INVALID_ARGUMENT is 3\) INVALID_ARGUMENT app_name: /, `run ${run}`);
     }
   } finally {
     await server.stop();

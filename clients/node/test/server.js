@@ -52,10 +52,14 @@ for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
 }
 
 /**
- * Starts `adk-server --agents examples/agents.yaml` on a free port.
- * @returns {Promise<{address: string, stop: () => Promise<void>, log: () => string}>}
+ * Starts `adk-server --agents examples/agents.yaml` on a free port (or on `port`, e.g. to
+ * restart a server where its clients expect it).
+ * @param {string} [binary]
+ * @param {string[]} [extraArgs]
+ * @param {{port?: number}} [options]
+ * @returns {Promise<{address: string, port: number, stop: () => Promise<void>, kill: () => Promise<void>, log: () => string}>}
  */
-export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agents', AGENTS_FILE]) {
+export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agents', AGENTS_FILE], options = {}) {
   const exe = path.join(binDir(), binary);
   try {
     accessSync(exe, constants.X_OK);
@@ -65,7 +69,7 @@ export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agen
   const logPath = path.join(mkdtempSync(path.join(os.tmpdir(), 'adk-node-test-')), `${binary}.log`);
   let lastError;
   for (let attempt = 0; attempt < 3; attempt++) {
-    const port = await freePort();
+    const port = options.port ?? (await freePort());
     const logFile = createWriteStream(logPath);
     await new Promise((resolve) => logFile.once('open', resolve));
     const child = spawn(exe, [...extraArgs, '--listen', `127.0.0.1:${port}`, '--shutdown-grace-secs', '1'], {
@@ -88,12 +92,21 @@ export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agen
       running.delete(child);
       logFile.end();
     };
+    // Gone at once, as a crash: no graceful end of its streams.
+    const kill = async () => {
+      if (child.exitCode === null && child.signalCode === null) {
+        child.kill('SIGKILL');
+        await exited;
+      }
+      running.delete(child);
+      logFile.end();
+    };
     const deadline = Date.now() + 30000;
     while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
       if (await canConnect(port)) {
         await new Promise((r) => setTimeout(r, 50));
         // Still ours: not another process that took the port first.
-        if (child.exitCode === null && child.signalCode === null) return { address: `127.0.0.1:${port}`, stop, log };
+        if (child.exitCode === null && child.signalCode === null) return { address: `127.0.0.1:${port}`, port, stop, kill, log };
         continue;
       }
       await new Promise((r) => setTimeout(r, 50));
@@ -102,4 +115,30 @@ export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agen
     lastError = new Error(`${binary} did not start on port ${port}:\n${log()}`);
   }
   throw lastError;
+}
+
+/**
+ * Starts a throwaway redis-server (no persistence) on a free port.
+ * @returns {Promise<{url: string, stop: () => Promise<void>}>}
+ */
+export async function startRedis() {
+  const port = await freePort();
+  const child = spawn('redis-server', ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], {
+    stdio: 'ignore',
+  });
+  running.add(child);
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const deadline = Date.now() + 10000;
+  while (!(await canConnect(port))) {
+    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not start on port ${port}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return {
+    url: `redis://127.0.0.1:${port}`,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+      running.delete(child);
+    },
+  };
 }

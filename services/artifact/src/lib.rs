@@ -80,12 +80,14 @@ fn upload_chunks(messages: Streaming<pb::UploadArtifactRequest>) -> ByteStream {
             }) => Ok(bytes),
             Ok(pb::UploadArtifactRequest {
                 message: Some(UploadMessage::Header(_)),
-            }) => Err(AdkError::invalid(
+            }) => Err(AdkError::invalid_with(
+                "header",
                 "only the first message may be the header; every later message must be a chunk",
             )),
-            Ok(pb::UploadArtifactRequest { message: None }) => {
-                Err(AdkError::invalid("an upload message must carry a header or a chunk"))
-            }
+            Ok(pb::UploadArtifactRequest { message: None }) => Err(AdkError::invalid_with(
+                "message",
+                "an upload message must carry a header or a chunk",
+            )),
             Err(status) => Err(AdkError::from(status)),
         })
         .boxed()
@@ -220,7 +222,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
             Some(pb::UploadArtifactRequest {
                 message: Some(UploadMessage::Header(header)),
             }) => header,
-            _ => return Err(AdkError::invalid("the first message must be the header").into()),
+            _ => return Err(AdkError::invalid_with("header", "the first message must be the header").into()),
         };
         let upload = convert::upload_from_proto(header)?;
         record_artifact(&upload.app_name, &upload.user_id, &upload.session_id, &upload.file_name);

@@ -103,7 +103,7 @@ impl ArtifactService for ProbeStore {
                 Err(err) => {
                     let message = err.to_string();
                     let _ = self.uploads.send(UploadSeen::End(Err(err)));
-                    return Err(AdkError::Aborted(message));
+                    return Err(AdkError::Aborted(adk_core::Conflict::Other, message));
                 }
             }
         }
@@ -132,7 +132,7 @@ impl ArtifactService for ProbeStore {
     }
 
     async fn metadata(&self, _req: LoadRequest) -> Result<ArtifactMetadata> {
-        Err(AdkError::NotFound("probe".into()))
+        Err(AdkError::NotFound(adk_core::Missing::Artifact, "probe".into()))
     }
     async fn delete(&self, _req: DeleteRequest) -> Result<()> {
         Ok(())

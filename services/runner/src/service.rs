@@ -60,10 +60,10 @@ impl RunnerGrpcService {
         validate::id("app_name", app_name)?;
         self.apps.get(app_name).ok_or_else(|| {
             let served: Vec<&str> = self.apps.keys().map(String::as_str).collect();
-            AdkError::NotFound(format!(
-                "app {app_name} is not served here (served: {})",
-                served.join(", ")
-            ))
+            AdkError::NotFound(
+                adk_core::Missing::App,
+                format!("app {app_name} is not served here (served: {})", served.join(", ")),
+            )
         })
     }
 }
@@ -73,38 +73,42 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
     let message = request
         .new_message
         .as_ref()
-        .ok_or_else(|| AdkError::invalid("new_message is required"))?;
+        .ok_or_else(|| AdkError::invalid("new_message", "is required"))?;
     // Checked here, before anything is stored, so every message names the RunRequest's
     // own fields (the runner stores them as an event, whose rules say `event.…`).
     let content = Content::from_proto("new_message", message)?;
     validate::content_limits("new_message", &content)?;
     let size = message.encoded_len();
     if size > validate::MAX_EVENT_BYTES {
-        return Err(AdkError::ResourceExhausted(format!(
-            "new_message is {size} bytes encoded, more than the limit of {} bytes per event; \
+        return Err(AdkError::limit(
+            "max_event_bytes",
+            validate::MAX_EVENT_BYTES,
+            format!(
+                "new_message is {size} bytes encoded, more than the limit of {} bytes per event; \
              store large data as an artifact and reference it",
-            validate::MAX_EVENT_BYTES
-        )));
+                validate::MAX_EVENT_BYTES
+            ),
+        ));
     }
     let config = request.run_config.unwrap_or_default();
     let streaming_mode = match pb::StreamingMode::try_from(config.streaming_mode) {
         Ok(pb::StreamingMode::Unspecified | pb::StreamingMode::None) => StreamingMode::None,
         Ok(pb::StreamingMode::Sse) => StreamingMode::Sse,
         Err(_) => {
-            return Err(AdkError::invalid(format!(
-                "run_config.streaming_mode {} is not a known StreamingMode",
-                config.streaming_mode
-            )));
+            return Err(AdkError::invalid(
+                "run_config.streaming_mode",
+                format!("{} is not a known StreamingMode", config.streaming_mode),
+            ));
         }
     };
     let max_llm_calls = match u32::try_from(config.max_llm_calls) {
         Ok(0) => RunConfig::DEFAULT_MAX_LLM_CALLS,
         Ok(n) => n,
         Err(_) => {
-            return Err(AdkError::invalid(format!(
-                "run_config.max_llm_calls must not be negative, got {}",
-                config.max_llm_calls
-            )));
+            return Err(AdkError::invalid(
+                "run_config.max_llm_calls",
+                format!("must not be negative, got {}", config.max_llm_calls),
+            ));
         }
     };
     let on_busy = match pb::OnBusy::try_from(request.on_busy) {
@@ -114,10 +118,10 @@ fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError
         Ok(pb::OnBusy::Interrupt) => Some(OnBusy::Interrupt),
         Ok(pb::OnBusy::Rollback) => Some(OnBusy::Rollback),
         Err(_) => {
-            return Err(AdkError::invalid(format!(
-                "on_busy {} is not a known OnBusy",
-                request.on_busy
-            )));
+            return Err(AdkError::invalid(
+                "on_busy",
+                format!("{} is not a known OnBusy", request.on_busy),
+            ));
         }
     };
     let state_delta = value_map_from_proto("state_delta", &request.state_delta)?;
@@ -244,7 +248,7 @@ impl AgentRunner for RunnerGrpcService {
         validate::session_ids(&request.app_name, &request.user_id, &request.session_id)?;
         let app = self.app(&request.app_name)?;
         if request.invocation_id.is_empty() {
-            return Err(AdkError::invalid("invocation_id is required").into());
+            return Err(AdkError::invalid("invocation_id", "is required").into());
         }
         // Only an invocation running on the named session is cancelled, on whichever replica.
         let cancelled = app

@@ -193,7 +193,7 @@ async fn sessions_round_trip_through_grpc() {
         .await
         .expect("deleting a missing session succeeds");
     let missing = sessions.get(get("s1")).await.unwrap_err();
-    assert!(matches!(missing, AdkError::NotFound(_)), "{missing:?}");
+    assert!(matches!(missing, AdkError::NotFound(..)), "{missing:?}");
 
     server.stop().await;
 }

@@ -74,16 +74,17 @@ impl ConnectOptions {
     pub(crate) async fn connect(&self, endpoint: String) -> Result<AuthChannel> {
         let interceptor = BearerToken::new(self.token.as_deref())?;
         let mut builder = Endpoint::from_shared(endpoint.clone())
-            .map_err(|err| AdkError::invalid(format!("endpoint {endpoint:?} is not a valid URI: {err}")))?;
+            .map_err(|err| AdkError::invalid("endpoint", format!("{endpoint:?} is not a valid URI: {err}")))?;
         if let Some(tls) = &self.tls {
             if builder.uri().scheme_str() != Some("https") {
-                return Err(AdkError::invalid(format!(
-                    "endpoint {endpoint:?}: TLS settings need an https:// endpoint"
-                )));
+                return Err(AdkError::invalid(
+                    "endpoint",
+                    format!("{endpoint:?}: TLS settings need an https:// endpoint"),
+                ));
             }
             builder = builder
                 .tls_config(tls.clone())
-                .map_err(|err| AdkError::invalid(format!("the TLS settings are not valid: {err}")))?;
+                .map_err(|err| AdkError::invalid_with("tls", format!("the TLS settings are not valid: {err}")))?;
         }
         let channel = builder
             .connect()
@@ -125,7 +126,9 @@ impl BearerToken {
         let value = match token {
             Some(token) => {
                 let mut value: AsciiMetadataValue = MetadataValue::try_from(format!("Bearer {}", token.trim()))
-                    .map_err(|_| AdkError::invalid("the bearer token holds characters metadata cannot carry"))?;
+                    .map_err(|_| {
+                        AdkError::invalid_with("token", "the bearer token holds characters metadata cannot carry")
+                    })?;
                 value.set_sensitive(true);
                 Some(value)
             }

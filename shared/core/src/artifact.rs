@@ -4,7 +4,7 @@
 //! seed's API) are built on them, so small and large artifacts follow the same rules.
 
 use crate::content::{Part, PartKind};
-use crate::error::{AdkError, Result};
+use crate::error::{AdkError, Missing, Result};
 use crate::validate;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -34,9 +34,9 @@ pub fn is_user_scoped(file_name: &str) -> bool {
 
 /// File names: 1-1024 bytes of UTF-8, no NUL, not absolute, no `..` segment.
 pub fn validate_file_name(file_name: &str) -> Result<()> {
-    let bad = |why: &str| AdkError::invalid(format!("file_name {} {why}", validate::quoted(file_name)));
+    let bad = |why: &str| AdkError::invalid("file_name", format!("{} {why}", validate::quoted(file_name)));
     if file_name.is_empty() {
-        return Err(AdkError::invalid("file_name is required"));
+        return Err(AdkError::invalid("file_name", "is required"));
     }
     if file_name.len() > MAX_FILE_NAME_BYTES {
         return Err(bad(&format!("is longer than {MAX_FILE_NAME_BYTES} bytes")));
@@ -59,7 +59,7 @@ pub fn validate_file_name(file_name: &str) -> Result<()> {
 
 fn validate_version(version: Option<i64>) -> Result<()> {
     match version {
-        Some(v) if v < 1 => Err(AdkError::invalid(format!("version must be 1 or more, got {v}"))),
+        Some(v) if v < 1 => Err(AdkError::invalid("version", format!("must be 1 or more, got {v}"))),
         _ => Ok(()),
     }
 }
@@ -72,10 +72,13 @@ fn validate_location(app_name: &str, user_id: &str, session_id: &str, file_name:
     validate::id("user_id", user_id)?;
     validate_file_name(file_name)?;
     if session_id.is_empty() && !is_user_scoped(file_name) {
-        return Err(AdkError::invalid(format!(
-            "session_id is required for the session-scoped file_name {}; only \"{USER_SCOPE_PREFIX}\" names may omit it",
-            validate::quoted(file_name)
-        )));
+        return Err(AdkError::invalid(
+            "session_id",
+            format!(
+                "is required for the session-scoped file_name {}; only \"{USER_SCOPE_PREFIX}\" names may omit it",
+                validate::quoted(file_name)
+            ),
+        ));
     }
     optional_session_id(session_id)
 }
@@ -161,7 +164,7 @@ impl ArtifactUri {
     /// session-scoped target only that session (ADK's rule); `INVALID_ARGUMENT` naming
     /// `field` otherwise, and for a target that is no valid artifact location.
     fn check_scope(&self, field: &str, app_name: &str, user_id: &str, session_id: &str) -> Result<()> {
-        let refuse = |why: &str| AdkError::invalid(format!("{field} {}: {why}", validate::quoted(&self.to_string())));
+        let refuse = |why: &str| AdkError::invalid(field, format!("{}: {why}", validate::quoted(&self.to_string())));
         if self.app_name != app_name || self.user_id != user_id {
             return Err(refuse("artifact references must stay within the same app and user"));
         }
@@ -341,7 +344,7 @@ impl UploadRequest {
         validate_location(&self.app_name, &self.user_id, &self.session_id, &self.file_name)?;
         validate_version(self.version)?;
         if self.mime_type.is_empty() && !self.is_file_uri {
-            return Err(AdkError::invalid("mime_type is required"));
+            return Err(AdkError::invalid("mime_type", "is required"));
         }
         validate::state_keys("custom_metadata", &self.custom_metadata)
     }
@@ -357,7 +360,7 @@ impl UploadRequest {
             PartKind::Text { text } => (TEXT_MIME_TYPE.to_string(), true, false, text.clone().into_bytes()),
             PartKind::InlineData { mime_type, data } => {
                 if mime_type.is_empty() {
-                    return Err(AdkError::invalid("part.inline_data.mime_type is required"));
+                    return Err(AdkError::invalid("part.inline_data.mime_type", "is required"));
                 }
                 (mime_type.clone(), false, false, data.clone())
             }
@@ -369,7 +372,8 @@ impl UploadRequest {
             }
             _ => {
                 return Err(AdkError::invalid(
-                    "part must be text, inline_data or file_data to be saved as an artifact",
+                    "part",
+                    "must be text, inline_data or file_data to be saved as an artifact",
                 ));
             }
         };
@@ -395,17 +399,20 @@ impl UploadRequest {
 fn check_file_uri(save: &SaveRequest, uri: &str) -> Result<()> {
     const FIELD: &str = "part.file_data.file_uri";
     if uri.is_empty() {
-        return Err(AdkError::invalid(format!("{FIELD} is required")));
+        return Err(AdkError::invalid(FIELD, "is required"));
     }
     if !uri.starts_with(ARTIFACT_URI_SCHEME) {
         return Ok(());
     }
     let target = ArtifactUri::parse(uri).ok_or_else(|| {
-        AdkError::invalid(format!(
-            "{FIELD} {} is not an artifact reference: expected \
+        AdkError::invalid(
+            FIELD,
+            format!(
+                "{} is not an artifact reference: expected \
              artifact://apps/<app>/users/<user>[/sessions/<session>]/artifacts/<file_name>/versions/<version>",
-            validate::quoted(uri)
-        ))
+                validate::quoted(uri)
+            ),
+        )
     })?;
     target.check_scope(FIELD, &save.app_name, &save.user_id, &save.session_id)
 }
@@ -463,7 +470,7 @@ pub fn body_of_declared_size(chunks: ByteStream, declared: Option<u64>) -> ByteS
 }
 
 fn size_mismatch(what: String) -> AdkError {
-    AdkError::invalid(format!("{what}; nothing was stored"))
+    AdkError::invalid_with("header.size_bytes", format!("{what}; nothing was stored"))
 }
 
 /// A stream of one chunk, for saving bytes already in memory.
@@ -596,10 +603,10 @@ impl Artifacts for ScopedArtifacts {
         };
         let part = self.service.load(req).await?.part;
         if crate::history::is_rewind_tombstone(&part) {
-            return Err(AdkError::NotFound(format!(
-                "artifact {name} was removed by a rewind of session {}",
-                self.session_id
-            )));
+            return Err(AdkError::NotFound(
+                Missing::Artifact,
+                format!("artifact {name} was removed by a rewind of session {}", self.session_id),
+            ));
         }
         Ok(part)
     }

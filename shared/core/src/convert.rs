@@ -48,11 +48,12 @@ pub fn json_to_proto(value: &Value) -> prost_types::Value {
 /// would lose the client's data silently. An explicit `null_value` is `null`.
 pub fn json_from_proto(path: &str, value: &prost_types::Value) -> Result<Value> {
     json_at(value).map_err(|below| {
-        AdkError::invalid(format!(
-            "{path}{below} is a google.protobuf.Value with no kind set \
+        AdkError::invalid(
+            format!("{path}{below}"),
+            "is a google.protobuf.Value with no kind set \
              (null_value, number_value, string_value, bool_value, struct_value or list_value); \
-             send null_value for null"
-        ))
+             send null_value for null",
+        )
     })
 }
 
@@ -154,17 +155,20 @@ pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<D
         .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
         .filter(|time| validate::timestamp(field, time).is_ok());
     time.ok_or_else(|| {
-        AdkError::invalid(format!(
-            "{field} is not a valid timestamp ({}s {}ns): seconds must be within \
+        AdkError::invalid(
+            field,
+            format!(
+                "is not a valid timestamp ({}s {}ns): seconds must be within \
              0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, nanos within 0 to 999999999",
-            t.seconds, t.nanos
-        ))
+                t.seconds, t.nanos
+            ),
+        )
     })
 }
 
 pub fn duration_from_proto(field: &str, d: &prost_types::Duration) -> Result<std::time::Duration> {
     if d.seconds < 0 || d.nanos < 0 || d.nanos >= 1_000_000_000 || (d.seconds == 0 && d.nanos == 0) {
-        return Err(AdkError::invalid(format!("{field} must be a positive duration")));
+        return Err(AdkError::invalid(field, "must be a positive duration"));
     }
     Ok(std::time::Duration::new(d.seconds as u64, d.nanos as u32))
 }
@@ -177,7 +181,7 @@ pub fn duration_to_proto(d: std::time::Duration) -> prost_types::Duration {
 }
 
 fn non_negative(field: &str, n: i32) -> Result<usize> {
-    usize::try_from(n).map_err(|_| AdkError::invalid(format!("{field} must not be negative, got {n}")))
+    usize::try_from(n).map_err(|_| AdkError::invalid(field, format!("must not be negative, got {n}")))
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -208,7 +212,7 @@ impl TryFrom<&pb::Session> for Session {
         let time = |field: &str, t: &Option<prost_types::Timestamp>| -> Result<DateTime<Utc>> {
             t.as_ref()
                 .map(|t| timestamp_from_proto(field, t))
-                .unwrap_or_else(|| Err(AdkError::invalid(format!("{field} is missing"))))
+                .unwrap_or_else(|| Err(AdkError::invalid(field, "is missing")))
         };
         Ok(Session {
             id: s.id.clone(),
@@ -427,7 +431,10 @@ impl From<&crate::session::UpdateAppStateRequest> for pb::UpdateAppStateRequest 
 impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
     type Error = AdkError;
     fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
-        let event = r.event.as_ref().ok_or_else(|| AdkError::invalid("event is required"))?;
+        let event = r
+            .event
+            .as_ref()
+            .ok_or_else(|| AdkError::invalid("event", "is required"))?;
         let precondition = r.precondition.and_then(|p| p.expected).map(|expected| match expected {
             pb::append_precondition::Expected::LastEventId(id) => Precondition::LastEventId(id),
             pb::append_precondition::Expected::LastSequence(seq) => Precondition::LastSequence(seq),
@@ -933,7 +940,7 @@ pub mod artifact {
 
     /// The four coordinates of an artifact.
     fn location(r: Option<pb::ArtifactRef>) -> Result<pb::ArtifactRef> {
-        r.ok_or_else(|| AdkError::invalid("ref is required (app_name, user_id, session_id, file_name)"))
+        r.ok_or_else(|| AdkError::invalid("ref", "is required (app_name, user_id, session_id, file_name)"))
     }
 
     pub fn artifact_ref(app_name: &str, user_id: &str, session_id: &str, file_name: &str) -> pb::ArtifactRef {
@@ -948,7 +955,10 @@ pub mod artifact {
     /// A unary save: the upload it amounts to, and its bytes.
     pub fn save_from_proto(r: pb::SaveArtifactRequest) -> Result<(UploadRequest, Vec<u8>)> {
         let at = location(r.r#ref)?;
-        let part = r.part.as_ref().ok_or_else(|| AdkError::invalid("part is required"))?;
+        let part = r
+            .part
+            .as_ref()
+            .ok_or_else(|| AdkError::invalid("part", "is required"))?;
         let save = SaveRequest {
             part: Part::try_from(part)?,
             version: r.version,
@@ -1123,7 +1133,7 @@ pub mod artifact {
             let create_time = m
                 .create_time
                 .as_ref()
-                .ok_or_else(|| AdkError::invalid("metadata.create_time is missing"))
+                .ok_or_else(|| AdkError::invalid("metadata.create_time", "is missing"))
                 .and_then(|t| timestamp_from_proto("metadata.create_time", t))?;
             Ok(ArtifactMetadata {
                 file_name: m.file_name.clone(),

@@ -1,9 +1,217 @@
-//! The one error type of the suite, and its single mapping to and from gRPC status codes.
+//! The one error type of the suite, and its single mapping to and from gRPC statuses.
+//!
+//! Every non-OK status the suite sends carries `google.rpc` details in
+//! `grpc-status-details-bin`: an `ErrorInfo` whose `reason` names the failure stably
+//! (a program acts on it, never on the English message), with [`ERROR_DOMAIN`] as its
+//! domain; a `BadRequest` naming the request field for INVALID_ARGUMENT; a `RetryInfo`
+//! where repeating the call later makes sense. The reasons are listed in [`Reason`]
+//! and documented in `docs/semantics.md` and `clients/README.md`.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::time::Duration;
 
 use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+/// `ErrorInfo.domain` of every error the suite sends.
+pub const ERROR_DOMAIN: &str = "adk.dev";
+
+/// How long a client should wait before repeating a call that may succeed later
+/// (`RetryInfo.retry_delay`), unless the failure knows better (a provider's Retry-After).
+pub const RETRY_DELAY: Duration = Duration::from_secs(1);
+
+/// `ErrorInfo.metadata` keys.
+pub mod metadata {
+    /// LIMIT_EXCEEDED: the limit's name (e.g. `max_message_bytes`).
+    pub const LIMIT: &str = "limit";
+    /// LIMIT_EXCEEDED: the limit's value.
+    pub const VALUE: &str = "value";
+    /// INTERNAL (and the AGENT/TOOL/MODEL errors): the id of the server's log line.
+    pub const ERROR_ID: &str = "error_id";
+}
+
+/// What a NOT_FOUND is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Session,
+    /// An app the runner does not serve.
+    App,
+    /// An artifact, or the asked-for version of one.
+    Artifact,
+    /// An event id named by the request (a fork's up_to_event_id).
+    Event,
+    /// An invocation named by the request (a rewind's invocation id).
+    Invocation,
+    /// Anything else (or a peer's status without details).
+    Other,
+}
+
+/// What an ALREADY_EXISTS collides with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    Session,
+    /// Artifact versions are immutable: saving an explicit version twice.
+    ArtifactVersion,
+    Other,
+}
+
+/// Why a call was ABORTED.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conflict {
+    /// The caller's precondition (expected last event / sequence) no longer holds:
+    /// reload and decide again. Repeating the call unchanged fails again.
+    Precondition,
+    /// Another invocation runs on the session: retry later, or choose an on_busy.
+    SessionBusy,
+    /// The invocation lost its session lease (another took over) and stopped.
+    LeaseLost,
+    /// The client cancelled before its request was complete; nothing was stored.
+    RequestIncomplete,
+    Other,
+}
+
+/// Which RESOURCE_EXHAUSTED.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Exhausted {
+    /// A limit on size or count (a message, an event, the state, an artifact, model
+    /// calls): the same call fails again.
+    Limit {
+        name: Cow<'static, str>,
+        value: u64,
+    },
+    /// A limit on concurrent work (runs, streams, watches): it frees up as other calls
+    /// end, so a retry later may succeed.
+    Quota {
+        name: Cow<'static, str>,
+        value: u64,
+    },
+    /// The model provider's rate limit, with the delay it asked for.
+    RateLimited {
+        retry_after: Option<Duration>,
+    },
+    /// The store is out of memory.
+    StoreFull,
+    Other,
+}
+
+/// The stable reasons (`ErrorInfo.reason`). Each belongs to one gRPC code; the generic
+/// one named like its code covers what has no more specific reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    SessionNotFound,
+    AppNotFound,
+    ArtifactNotFound,
+    EventNotFound,
+    InvocationNotFound,
+    NotFound,
+    SessionAlreadyExists,
+    ArtifactVersionExists,
+    AlreadyExists,
+    InvalidArgument,
+    PreconditionFailed,
+    SessionBusy,
+    LeaseLost,
+    RequestIncomplete,
+    Aborted,
+    LimitExceeded,
+    RateLimited,
+    StoreFull,
+    ResourceExhausted,
+    Unavailable,
+    DeadlineExceeded,
+    FailedPrecondition,
+    Misconfigured,
+    Cancelled,
+    PermissionDenied,
+    Unauthenticated,
+    Unimplemented,
+    AgentError,
+    ToolError,
+    ModelError,
+    Internal,
+}
+
+impl Reason {
+    pub const ALL: [Reason; 31] = [
+        Reason::SessionNotFound,
+        Reason::AppNotFound,
+        Reason::ArtifactNotFound,
+        Reason::EventNotFound,
+        Reason::InvocationNotFound,
+        Reason::NotFound,
+        Reason::SessionAlreadyExists,
+        Reason::ArtifactVersionExists,
+        Reason::AlreadyExists,
+        Reason::InvalidArgument,
+        Reason::PreconditionFailed,
+        Reason::SessionBusy,
+        Reason::LeaseLost,
+        Reason::RequestIncomplete,
+        Reason::Aborted,
+        Reason::LimitExceeded,
+        Reason::RateLimited,
+        Reason::StoreFull,
+        Reason::ResourceExhausted,
+        Reason::Unavailable,
+        Reason::DeadlineExceeded,
+        Reason::FailedPrecondition,
+        Reason::Misconfigured,
+        Reason::Cancelled,
+        Reason::PermissionDenied,
+        Reason::Unauthenticated,
+        Reason::Unimplemented,
+        Reason::AgentError,
+        Reason::ToolError,
+        Reason::ModelError,
+        Reason::Internal,
+    ];
+
+    /// The name sent as `ErrorInfo.reason`: UPPER_SNAKE_CASE, never renamed.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::SessionNotFound => "SESSION_NOT_FOUND",
+            Reason::AppNotFound => "APP_NOT_FOUND",
+            Reason::ArtifactNotFound => "ARTIFACT_NOT_FOUND",
+            Reason::EventNotFound => "EVENT_NOT_FOUND",
+            Reason::InvocationNotFound => "INVOCATION_NOT_FOUND",
+            Reason::NotFound => "NOT_FOUND",
+            Reason::SessionAlreadyExists => "SESSION_ALREADY_EXISTS",
+            Reason::ArtifactVersionExists => "ARTIFACT_VERSION_EXISTS",
+            Reason::AlreadyExists => "ALREADY_EXISTS",
+            Reason::InvalidArgument => "INVALID_ARGUMENT",
+            Reason::PreconditionFailed => "PRECONDITION_FAILED",
+            Reason::SessionBusy => "SESSION_BUSY",
+            Reason::LeaseLost => "LEASE_LOST",
+            Reason::RequestIncomplete => "REQUEST_INCOMPLETE",
+            Reason::Aborted => "ABORTED",
+            Reason::LimitExceeded => "LIMIT_EXCEEDED",
+            Reason::RateLimited => "RATE_LIMITED",
+            Reason::StoreFull => "STORE_FULL",
+            Reason::ResourceExhausted => "RESOURCE_EXHAUSTED",
+            Reason::Unavailable => "UNAVAILABLE",
+            Reason::DeadlineExceeded => "DEADLINE_EXCEEDED",
+            Reason::FailedPrecondition => "FAILED_PRECONDITION",
+            Reason::Misconfigured => "MISCONFIGURED",
+            Reason::Cancelled => "CANCELLED",
+            Reason::PermissionDenied => "PERMISSION_DENIED",
+            Reason::Unauthenticated => "UNAUTHENTICATED",
+            Reason::Unimplemented => "UNIMPLEMENTED",
+            Reason::AgentError => "AGENT_ERROR",
+            Reason::ToolError => "TOOL_ERROR",
+            Reason::ModelError => "MODEL_ERROR",
+            Reason::Internal => "INTERNAL",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Reason> {
+        Reason::ALL.into_iter().find(|reason| reason.as_str() == name)
+    }
+}
 
 /// Every fallible ADK operation returns this. The first variants mirror the
-/// seed's `AdkError`; the rest name the gRPC outcome a client should see.
+/// seed's `AdkError`; the rest name the gRPC outcome a client should see, with what
+/// the failure's [`Reason`] needs to know.
 #[derive(Debug, thiserror::Error)]
 pub enum AdkError {
     #[error("agent error: {0}")]
@@ -22,22 +230,25 @@ pub enum AdkError {
     Io(#[from] std::io::Error),
     #[error("JSON error: {0}")]
     Json(#[from] serde_json::Error),
-    #[error("{0}")]
-    NotFound(String),
-    #[error("{0}")]
-    AlreadyExists(String),
-    #[error("{0}")]
-    InvalidArgument(String),
-    #[error("{0}")]
-    Aborted(String),
+    #[error("{1}")]
+    NotFound(Missing, String),
+    #[error("{1}")]
+    AlreadyExists(Existing, String),
+    /// Bad input. `field` is the request field at fault (`app_name`,
+    /// `event.state_delta`, `new_message.parts[0]`), sent as the BadRequest field
+    /// violation; the message names it too (see [`AdkError::invalid`]).
+    #[error("{message}")]
+    InvalidArgument { field: String, message: String },
+    #[error("{1}")]
+    Aborted(Conflict, String),
     /// A retryable failure: the store or a peer is unreachable right now.
     #[error("{0}")]
     Unavailable(String),
-    /// A retryable failure: the operation ran out of time.
+    /// The operation ran out of time.
     #[error("{0}")]
     DeadlineExceeded(String),
-    #[error("{0}")]
-    ResourceExhausted(String),
+    #[error("{1}")]
+    ResourceExhausted(Exhausted, String),
     #[error("{0}")]
     FailedPrecondition(String),
     #[error("{0}")]
@@ -59,13 +270,13 @@ impl AdkError {
     /// The gRPC code a client sees for this error.
     pub fn code(&self) -> Code {
         match self {
-            AdkError::NotFound(_) => Code::NotFound,
-            AdkError::AlreadyExists(_) => Code::AlreadyExists,
-            AdkError::InvalidArgument(_) => Code::InvalidArgument,
-            AdkError::Aborted(_) => Code::Aborted,
+            AdkError::NotFound(..) => Code::NotFound,
+            AdkError::AlreadyExists(..) => Code::AlreadyExists,
+            AdkError::InvalidArgument { .. } => Code::InvalidArgument,
+            AdkError::Aborted(..) => Code::Aborted,
             AdkError::Unavailable(_) | AdkError::Io(_) => Code::Unavailable,
             AdkError::DeadlineExceeded(_) => Code::DeadlineExceeded,
-            AdkError::ResourceExhausted(_) => Code::ResourceExhausted,
+            AdkError::ResourceExhausted(..) => Code::ResourceExhausted,
             AdkError::FailedPrecondition(_) | AdkError::Config(_) => Code::FailedPrecondition,
             AdkError::Cancelled(_) => Code::Cancelled,
             AdkError::PermissionDenied(_) => Code::PermissionDenied,
@@ -81,28 +292,161 @@ impl AdkError {
         }
     }
 
+    /// The stable reason a client sees (`ErrorInfo.reason`).
+    pub fn reason(&self) -> Reason {
+        match self {
+            AdkError::NotFound(missing, _) => match missing {
+                Missing::Session => Reason::SessionNotFound,
+                Missing::App => Reason::AppNotFound,
+                Missing::Artifact => Reason::ArtifactNotFound,
+                Missing::Event => Reason::EventNotFound,
+                Missing::Invocation => Reason::InvocationNotFound,
+                Missing::Other => Reason::NotFound,
+            },
+            AdkError::AlreadyExists(existing, _) => match existing {
+                Existing::Session => Reason::SessionAlreadyExists,
+                Existing::ArtifactVersion => Reason::ArtifactVersionExists,
+                Existing::Other => Reason::AlreadyExists,
+            },
+            AdkError::InvalidArgument { .. } => Reason::InvalidArgument,
+            AdkError::Aborted(conflict, _) => match conflict {
+                Conflict::Precondition => Reason::PreconditionFailed,
+                Conflict::SessionBusy => Reason::SessionBusy,
+                Conflict::LeaseLost => Reason::LeaseLost,
+                Conflict::RequestIncomplete => Reason::RequestIncomplete,
+                Conflict::Other => Reason::Aborted,
+            },
+            AdkError::ResourceExhausted(exhausted, _) => match exhausted {
+                Exhausted::Limit { .. } | Exhausted::Quota { .. } => Reason::LimitExceeded,
+                Exhausted::RateLimited { .. } => Reason::RateLimited,
+                Exhausted::StoreFull => Reason::StoreFull,
+                Exhausted::Other => Reason::ResourceExhausted,
+            },
+            AdkError::Unavailable(_) | AdkError::Io(_) => Reason::Unavailable,
+            AdkError::DeadlineExceeded(_) => Reason::DeadlineExceeded,
+            AdkError::FailedPrecondition(_) => Reason::FailedPrecondition,
+            AdkError::Config(_) => Reason::Misconfigured,
+            AdkError::Cancelled(_) => Reason::Cancelled,
+            AdkError::PermissionDenied(_) => Reason::PermissionDenied,
+            AdkError::Unauthenticated(_) => Reason::Unauthenticated,
+            AdkError::Unimplemented(_) => Reason::Unimplemented,
+            AdkError::Agent(_) => Reason::AgentError,
+            AdkError::Tool(_) => Reason::ToolError,
+            AdkError::Model(_) => Reason::ModelError,
+            AdkError::Session(_) | AdkError::Artifact(_) | AdkError::Json(_) | AdkError::Internal(_) => {
+                Reason::Internal
+            }
+        }
+    }
+
+    /// When repeating the call later may succeed, after how long (`RetryInfo`): the
+    /// store or a peer was unreachable, the session was busy, a concurrency quota or
+    /// a rate limit was hit. None where a retry would fail the same way.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        match self {
+            AdkError::Unavailable(_) | AdkError::Io(_) => Some(RETRY_DELAY),
+            AdkError::Aborted(Conflict::SessionBusy, _) => Some(RETRY_DELAY),
+            AdkError::ResourceExhausted(Exhausted::Quota { .. }, _) => Some(RETRY_DELAY),
+            AdkError::ResourceExhausted(Exhausted::RateLimited { retry_after }, _) => {
+                Some(retry_after.unwrap_or(RETRY_DELAY))
+            }
+            _ => None,
+        }
+    }
+
     /// True for failures worth retrying unchanged (the store was briefly unreachable).
     pub fn is_retryable(&self) -> bool {
         matches!(self.code(), Code::Unavailable | Code::DeadlineExceeded)
     }
 
-    pub fn invalid(message: impl Into<String>) -> Self {
-        AdkError::InvalidArgument(message.into())
+    /// INVALID_ARGUMENT for the request field `field`, with the message
+    /// "`field` `why`": the field is written once and named both in the message and
+    /// in the BadRequest field violation.
+    pub fn invalid(field: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        let field = field.into();
+        let message = format!("{field} {why}");
+        AdkError::InvalidArgument { field, message }
+    }
+
+    /// INVALID_ARGUMENT for `field` with a message phrased otherwise (it must still
+    /// name the field, or say which part of the request is wrong).
+    pub fn invalid_with(field: impl Into<String>, message: impl Into<String>) -> Self {
+        AdkError::InvalidArgument {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    /// RESOURCE_EXHAUSTED for a size or count limit `name` of `value`.
+    pub fn limit(name: impl Into<Cow<'static, str>>, value: impl TryInto<u64>, message: impl Into<String>) -> Self {
+        let value = value.try_into().unwrap_or(u64::MAX);
+        AdkError::ResourceExhausted(
+            Exhausted::Limit {
+                name: name.into(),
+                value,
+            },
+            message.into(),
+        )
+    }
+
+    /// RESOURCE_EXHAUSTED for a concurrency quota `name` of `value` (retry later).
+    pub fn quota(name: impl Into<Cow<'static, str>>, value: impl TryInto<u64>, message: impl Into<String>) -> Self {
+        let value = value.try_into().unwrap_or(u64::MAX);
+        AdkError::ResourceExhausted(
+            Exhausted::Quota {
+                name: name.into(),
+                value,
+            },
+            message.into(),
+        )
+    }
+
+    /// The same error with `prefix` put before the field it names (and its message),
+    /// for a check run on a part of the request (`events[3]` + `event.content`).
+    pub fn within(self, prefix: &str) -> Self {
+        match self {
+            AdkError::InvalidArgument { field, message } => AdkError::InvalidArgument {
+                message: format!("{prefix}: {message}"),
+                field: format!("{prefix}.{field}"),
+            },
+            other => other,
+        }
     }
 }
 
-/// The one mapping to a gRPC status. An INTERNAL error is the server's failure and its
-/// text is a backend's (a Redis reply, a decode error of stored data): the detail is
-/// logged under a short random id, and the client gets only that id to quote.
+/// The one mapping to a gRPC status, details included. An INTERNAL error is the
+/// server's failure and its text is a backend's (a Redis reply, a decode error of
+/// stored data): the detail is logged under a short random id, and the client gets
+/// only that id to quote.
 impl From<AdkError> for Status {
     fn from(err: AdkError) -> Self {
         let code = err.code();
-        if code == Code::Internal {
+        let reason = err.reason();
+        let mut meta = HashMap::new();
+        let message = if code == Code::Internal {
             let id = error_id();
             tracing::error!(error_id = %id, error = %err, "internal error");
-            return Status::new(code, format!("internal error (id {id}); see the server log"));
+            meta.insert(metadata::ERROR_ID.to_string(), id.clone());
+            format!("internal error (id {id}); see the server log")
+        } else {
+            err.to_string()
+        };
+        let mut details = ErrorDetails::new();
+        match &err {
+            AdkError::ResourceExhausted(Exhausted::Limit { name, value } | Exhausted::Quota { name, value }, _) => {
+                meta.insert(metadata::LIMIT.to_string(), name.to_string());
+                meta.insert(metadata::VALUE.to_string(), value.to_string());
+            }
+            AdkError::InvalidArgument { field, message } => {
+                details.add_bad_request_violation(field.clone(), message.clone());
+            }
+            _ => {}
         }
-        Status::new(code, err.to_string())
+        details.set_error_info(reason.as_str(), ERROR_DOMAIN, meta);
+        if let Some(delay) = err.retry_delay() {
+            details.set_retry_info(Some(delay));
+        }
+        Status::with_error_details(code, message, details)
     }
 }
 
@@ -113,17 +457,82 @@ fn error_id() -> String {
     id
 }
 
+/// A peer's status back into the error it was made from: by the `ErrorInfo` reason
+/// when the peer is this suite (so a remote store's SESSION_NOT_FOUND is the same
+/// error as a local one), else by code alone.
 impl From<Status> for AdkError {
     fn from(status: Status) -> Self {
         let message = status.message().to_string();
+        let details = status.get_error_details();
+        let info = details.error_info().filter(|info| info.domain == ERROR_DOMAIN);
+        let reason = info.and_then(|info| Reason::parse(&info.reason));
+        let meta = |key: &str| info.and_then(|info| info.metadata.get(key)).cloned();
+        let retry_delay = details.retry_info().and_then(|retry| retry.retry_delay);
+        let field = || {
+            details
+                .bad_request()
+                .and_then(|bad| bad.field_violations.first())
+                .map(|violation| violation.field.clone())
+                .unwrap_or_default()
+        };
+        let exhausted = |reason: Option<Reason>| match reason {
+            Some(Reason::LimitExceeded) => {
+                let name = Cow::Owned(meta(metadata::LIMIT).unwrap_or_default());
+                let value = meta(metadata::VALUE).and_then(|v| v.parse().ok()).unwrap_or(0);
+                match retry_delay {
+                    Some(_) => Exhausted::Quota { name, value },
+                    None => Exhausted::Limit { name, value },
+                }
+            }
+            Some(Reason::RateLimited) => Exhausted::RateLimited {
+                retry_after: retry_delay,
+            },
+            Some(Reason::StoreFull) => Exhausted::StoreFull,
+            _ => Exhausted::Other,
+        };
         match status.code() {
-            Code::NotFound => AdkError::NotFound(message),
-            Code::AlreadyExists => AdkError::AlreadyExists(message),
-            Code::InvalidArgument | Code::OutOfRange => AdkError::InvalidArgument(message),
-            Code::Aborted => AdkError::Aborted(message),
+            Code::NotFound => AdkError::NotFound(
+                match reason {
+                    Some(Reason::SessionNotFound) => Missing::Session,
+                    Some(Reason::AppNotFound) => Missing::App,
+                    Some(Reason::ArtifactNotFound) => Missing::Artifact,
+                    Some(Reason::EventNotFound) => Missing::Event,
+                    Some(Reason::InvocationNotFound) => Missing::Invocation,
+                    _ => Missing::Other,
+                },
+                message,
+            ),
+            Code::AlreadyExists => AdkError::AlreadyExists(
+                match reason {
+                    Some(Reason::SessionAlreadyExists) => Existing::Session,
+                    Some(Reason::ArtifactVersionExists) => Existing::ArtifactVersion,
+                    _ => Existing::Other,
+                },
+                message,
+            ),
+            Code::InvalidArgument | Code::OutOfRange => AdkError::InvalidArgument {
+                field: field(),
+                message,
+            },
+            Code::Aborted => AdkError::Aborted(
+                match reason {
+                    Some(Reason::PreconditionFailed) => Conflict::Precondition,
+                    Some(Reason::SessionBusy) => Conflict::SessionBusy,
+                    Some(Reason::LeaseLost) => Conflict::LeaseLost,
+                    Some(Reason::RequestIncomplete) => Conflict::RequestIncomplete,
+                    _ => Conflict::Other,
+                },
+                message,
+            ),
             Code::Unavailable => AdkError::Unavailable(message),
             Code::DeadlineExceeded => AdkError::DeadlineExceeded(message),
-            Code::ResourceExhausted => AdkError::ResourceExhausted(message),
+            Code::ResourceExhausted => AdkError::ResourceExhausted(exhausted(reason), message),
+            Code::FailedPrecondition if reason == Some(Reason::Misconfigured) => AdkError::Config(
+                message
+                    .strip_prefix("configuration error: ")
+                    .unwrap_or(&message)
+                    .to_string(),
+            ),
             Code::FailedPrecondition => AdkError::FailedPrecondition(message),
             Code::Cancelled => AdkError::Cancelled(message),
             Code::PermissionDenied => AdkError::PermissionDenied(message),
@@ -138,20 +547,278 @@ impl From<Status> for AdkError {
 mod tests {
     use super::*;
 
+    /// One error of every reason, with the code it must travel under.
+    fn one_of_each() -> Vec<(AdkError, Code, &'static str)> {
+        vec![
+            (
+                AdkError::NotFound(Missing::Session, "s".into()),
+                Code::NotFound,
+                "SESSION_NOT_FOUND",
+            ),
+            (
+                AdkError::NotFound(Missing::App, "a".into()),
+                Code::NotFound,
+                "APP_NOT_FOUND",
+            ),
+            (
+                AdkError::NotFound(Missing::Artifact, "f".into()),
+                Code::NotFound,
+                "ARTIFACT_NOT_FOUND",
+            ),
+            (
+                AdkError::NotFound(Missing::Event, "e".into()),
+                Code::NotFound,
+                "EVENT_NOT_FOUND",
+            ),
+            (
+                AdkError::NotFound(Missing::Invocation, "i".into()),
+                Code::NotFound,
+                "INVOCATION_NOT_FOUND",
+            ),
+            (
+                AdkError::NotFound(Missing::Other, "x".into()),
+                Code::NotFound,
+                "NOT_FOUND",
+            ),
+            (
+                AdkError::AlreadyExists(Existing::Session, "s".into()),
+                Code::AlreadyExists,
+                "SESSION_ALREADY_EXISTS",
+            ),
+            (
+                AdkError::AlreadyExists(Existing::ArtifactVersion, "v".into()),
+                Code::AlreadyExists,
+                "ARTIFACT_VERSION_EXISTS",
+            ),
+            (
+                AdkError::AlreadyExists(Existing::Other, "x".into()),
+                Code::AlreadyExists,
+                "ALREADY_EXISTS",
+            ),
+            (
+                AdkError::invalid("app_name", "is required"),
+                Code::InvalidArgument,
+                "INVALID_ARGUMENT",
+            ),
+            (
+                AdkError::Aborted(Conflict::Precondition, "p".into()),
+                Code::Aborted,
+                "PRECONDITION_FAILED",
+            ),
+            (
+                AdkError::Aborted(Conflict::SessionBusy, "b".into()),
+                Code::Aborted,
+                "SESSION_BUSY",
+            ),
+            (
+                AdkError::Aborted(Conflict::LeaseLost, "l".into()),
+                Code::Aborted,
+                "LEASE_LOST",
+            ),
+            (
+                AdkError::Aborted(Conflict::RequestIncomplete, "r".into()),
+                Code::Aborted,
+                "REQUEST_INCOMPLETE",
+            ),
+            (AdkError::Aborted(Conflict::Other, "x".into()), Code::Aborted, "ABORTED"),
+            (
+                AdkError::limit("max_event_bytes", 1024, "big"),
+                Code::ResourceExhausted,
+                "LIMIT_EXCEEDED",
+            ),
+            (
+                AdkError::quota("max_runs_per_user", 4, "busy"),
+                Code::ResourceExhausted,
+                "LIMIT_EXCEEDED",
+            ),
+            (
+                AdkError::ResourceExhausted(Exhausted::RateLimited { retry_after: None }, "429".into()),
+                Code::ResourceExhausted,
+                "RATE_LIMITED",
+            ),
+            (
+                AdkError::ResourceExhausted(Exhausted::StoreFull, "oom".into()),
+                Code::ResourceExhausted,
+                "STORE_FULL",
+            ),
+            (
+                AdkError::ResourceExhausted(Exhausted::Other, "x".into()),
+                Code::ResourceExhausted,
+                "RESOURCE_EXHAUSTED",
+            ),
+            (AdkError::Unavailable("down".into()), Code::Unavailable, "UNAVAILABLE"),
+            (
+                AdkError::Io(std::io::Error::other("reset")),
+                Code::Unavailable,
+                "UNAVAILABLE",
+            ),
+            (
+                AdkError::DeadlineExceeded("late".into()),
+                Code::DeadlineExceeded,
+                "DEADLINE_EXCEEDED",
+            ),
+            (
+                AdkError::FailedPrecondition("no".into()),
+                Code::FailedPrecondition,
+                "FAILED_PRECONDITION",
+            ),
+            (
+                AdkError::Config("bad flag".into()),
+                Code::FailedPrecondition,
+                "MISCONFIGURED",
+            ),
+            (AdkError::Cancelled("stop".into()), Code::Cancelled, "CANCELLED"),
+            (
+                AdkError::PermissionDenied("no".into()),
+                Code::PermissionDenied,
+                "PERMISSION_DENIED",
+            ),
+            (
+                AdkError::Unauthenticated("who".into()),
+                Code::Unauthenticated,
+                "UNAUTHENTICATED",
+            ),
+            (
+                AdkError::Unimplemented("later".into()),
+                Code::Unimplemented,
+                "UNIMPLEMENTED",
+            ),
+            (AdkError::Agent("a".into()), Code::Internal, "AGENT_ERROR"),
+            (AdkError::Tool("t".into()), Code::Internal, "TOOL_ERROR"),
+            (AdkError::Model("m".into()), Code::Internal, "MODEL_ERROR"),
+            (AdkError::Session("s".into()), Code::Internal, "INTERNAL"),
+            (AdkError::Artifact("a".into()), Code::Internal, "INTERNAL"),
+            (
+                AdkError::Json(serde_json::from_str::<u8>("x").unwrap_err()),
+                Code::Internal,
+                "INTERNAL",
+            ),
+            (AdkError::Internal("i".into()), Code::Internal, "INTERNAL"),
+        ]
+    }
+
     #[test]
-    fn status_round_trip_keeps_code_and_message() {
-        for err in [
-            AdkError::NotFound("session s1 not found".into()),
-            AdkError::Aborted("modified".into()),
-            AdkError::Unavailable("redis down".into()),
-            AdkError::InvalidArgument("bad app_name".into()),
-        ] {
-            let code = err.code();
+    fn every_error_carries_its_stable_reason_and_the_domain() {
+        for (err, code, reason) in one_of_each() {
+            assert_eq!(err.reason().as_str(), reason, "{err:?}");
+            let status = Status::from(err);
+            assert_eq!(status.code(), code, "{reason}");
+            assert!(!status.details().is_empty(), "{reason}: no grpc-status-details-bin");
+            let info = status
+                .get_details_error_info()
+                .unwrap_or_else(|| panic!("{reason}: no ErrorInfo"));
+            assert_eq!(info.reason, reason);
+            assert_eq!(info.domain, ERROR_DOMAIN);
+        }
+    }
+
+    #[test]
+    fn every_reason_is_produced_named_once_in_upper_snake_case() {
+        let produced: Vec<&str> = one_of_each().iter().map(|(_, _, reason)| *reason).collect();
+        for reason in Reason::ALL {
+            let name = reason.as_str();
+            assert!(produced.contains(&name), "no error produces {name}");
+            assert!(name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{name}");
+            assert_eq!(Reason::parse(name), Some(reason));
+        }
+    }
+
+    #[test]
+    fn a_status_maps_back_to_the_same_reason_code_and_message() {
+        for (err, code, reason) in one_of_each() {
             let text = err.to_string();
             let back = AdkError::from(Status::from(err));
-            assert_eq!(back.code(), code);
-            assert_eq!(back.to_string(), text);
+            assert_eq!(back.code(), code, "{reason}");
+            if code != Code::Internal {
+                assert_eq!(back.reason().as_str(), reason);
+                assert_eq!(back.to_string(), text, "{reason}");
+            }
         }
+    }
+
+    #[test]
+    fn a_status_without_details_maps_back_by_code() {
+        let back = AdkError::from(Status::not_found("gone"));
+        assert!(
+            matches!(back, AdkError::NotFound(Missing::Other, ref m) if m == "gone"),
+            "{back:?}"
+        );
+        let back = AdkError::from(Status::aborted("busy"));
+        assert_eq!(back.reason(), Reason::Aborted);
+    }
+
+    #[test]
+    fn invalid_argument_names_the_request_field_in_a_bad_request_violation() {
+        let err = AdkError::invalid("event.state_delta", "has an empty key");
+        assert_eq!(err.to_string(), "event.state_delta has an empty key");
+        let status = Status::from(err);
+        let bad = status.get_details_bad_request().expect("BadRequest");
+        assert_eq!(bad.field_violations.len(), 1);
+        assert_eq!(bad.field_violations[0].field, "event.state_delta");
+        assert_eq!(
+            bad.field_violations[0].description,
+            "event.state_delta has an empty key"
+        );
+        let within = AdkError::invalid("content", "has no parts").within("events[3]");
+        assert!(
+            matches!(&within, AdkError::InvalidArgument { field, .. } if field == "events[3].content"),
+            "{within:?}"
+        );
+        assert_eq!(within.to_string(), "events[3]: content has no parts");
+        match AdkError::from(Status::from(within)) {
+            AdkError::InvalidArgument { field, .. } => assert_eq!(field, "events[3].content"),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn limit_exceeded_names_the_limit_and_its_value() {
+        let status = Status::from(AdkError::limit("max_message_bytes", 4_194_304usize, "too big"));
+        let info = status.get_details_error_info().expect("ErrorInfo");
+        assert_eq!(
+            info.metadata.get(metadata::LIMIT).map(String::as_str),
+            Some("max_message_bytes")
+        );
+        assert_eq!(info.metadata.get(metadata::VALUE).map(String::as_str), Some("4194304"));
+        assert!(
+            status.get_details_retry_info().is_none(),
+            "a size limit is hit again on retry"
+        );
+        let status = Status::from(AdkError::quota("max_runs_per_user", 4, "too many runs"));
+        let info = status.get_details_error_info().expect("ErrorInfo");
+        assert_eq!(
+            info.metadata.get(metadata::LIMIT).map(String::as_str),
+            Some("max_runs_per_user")
+        );
+        assert_eq!(info.metadata.get(metadata::VALUE).map(String::as_str), Some("4"));
+        assert!(
+            status.get_details_retry_info().is_some(),
+            "a concurrency quota frees up"
+        );
+    }
+
+    #[test]
+    fn retry_info_only_where_a_retry_may_succeed() {
+        for (err, _, reason) in one_of_each() {
+            let expected = matches!(reason, "UNAVAILABLE" | "SESSION_BUSY" | "RATE_LIMITED")
+                || matches!(&err, AdkError::ResourceExhausted(Exhausted::Quota { .. }, _));
+            let retry = Status::from(err).get_details_retry_info();
+            assert_eq!(retry.is_some(), expected, "{reason}");
+            if let Some(retry) = retry {
+                assert_eq!(retry.retry_delay, Some(RETRY_DELAY), "{reason}");
+            }
+        }
+        let asked = Duration::from_secs(7);
+        let err = AdkError::ResourceExhausted(
+            Exhausted::RateLimited {
+                retry_after: Some(asked),
+            },
+            "429".into(),
+        );
+        assert_eq!(
+            Status::from(err).get_details_retry_info().and_then(|r| r.retry_delay),
+            Some(asked)
+        );
     }
 
     #[test]
@@ -165,6 +832,9 @@ mod tests {
             .and_then(|rest| rest.strip_suffix("); see the server log"))
             .unwrap_or_else(|| panic!("{}", status.message()));
         assert!(id.len() == 12 && id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        let info = status.get_details_error_info().expect("ErrorInfo");
+        assert_eq!(info.metadata.get(metadata::ERROR_ID).map(String::as_str), Some(id));
+        assert!(!format!("{:?}", status.details()).contains("WRONGTYPE"));
         let other = Status::from(AdkError::Model("x".into()));
         assert_ne!(other.message(), status.message(), "every error gets its own id");
     }
@@ -172,7 +842,7 @@ mod tests {
     #[test]
     fn store_outages_are_retryable_and_bad_input_is_not() {
         assert!(AdkError::Unavailable("x".into()).is_retryable());
-        assert!(!AdkError::InvalidArgument("x".into()).is_retryable());
+        assert!(!AdkError::invalid("x", "is bad").is_retryable());
         assert_eq!(AdkError::Io(std::io::Error::other("reset")).code(), Code::Unavailable);
     }
 }

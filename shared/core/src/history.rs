@@ -7,7 +7,7 @@
 //! (`actions.compaction`, `actions.rewind_before_invocation_id`), as in ADK.
 
 use crate::content::{Content, PartKind};
-use crate::error::{AdkError, Result};
+use crate::error::{AdkError, Missing, Result};
 use crate::event::Event;
 use crate::model::Llm;
 use crate::state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER};
@@ -266,9 +266,12 @@ pub fn rewind_point(events: &[Event], invocation_id: &str) -> Result<usize> {
         .iter()
         .position(|e| e.invocation_id == invocation_id)
         .ok_or_else(|| {
-            AdkError::NotFound(format!(
-                "rewind_before_invocation_id {invocation_id}: no event of the session belongs to that invocation"
-            ))
+            AdkError::NotFound(
+                Missing::Invocation,
+                format!(
+                    "rewind_before_invocation_id {invocation_id}: no event of the session belongs to that invocation"
+                ),
+            )
         })
 }
 
@@ -367,7 +370,8 @@ impl ForkRequest {
             validate::id("new_session_id", id)?;
             if id == self.session_id {
                 return Err(AdkError::invalid(
-                    "new_session_id is the source session's id: a fork needs an id of its own",
+                    "new_session_id",
+                    "is the source session's id: a fork needs an id of its own",
                 ));
             }
         }
@@ -384,10 +388,13 @@ impl ForkRequest {
 
     /// `NOT_FOUND` for an event id that is not in the source session.
     pub fn event_not_found(&self) -> AdkError {
-        AdkError::NotFound(format!(
-            "up_to_event_id {} is not an event of session {}",
-            self.up_to_event_id, self.session_id
-        ))
+        AdkError::NotFound(
+            Missing::Event,
+            format!(
+                "up_to_event_id {} is not an event of session {}",
+                self.up_to_event_id, self.session_id
+            ),
+        )
     }
 }
 

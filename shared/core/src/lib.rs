@@ -22,7 +22,7 @@ pub use agent::{Agent, RunConfig, StreamingMode, find_agent};
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
-pub use error::{AdkError, Result};
+pub use error::{AdkError, Conflict, Exhausted, Existing, Missing, Reason, Result};
 pub use event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata, new_event_id,

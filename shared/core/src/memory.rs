@@ -182,16 +182,22 @@ impl SearchMemoryRequest {
     pub fn validate(&self) -> Result<()> {
         user_ids(&self.app_name, &self.user_id)?;
         if self.query.len() > MAX_QUERY_BYTES {
-            return Err(AdkError::invalid(format!(
-                "query is {} bytes, more than the maximum of {MAX_QUERY_BYTES}",
-                self.query.len()
-            )));
+            return Err(AdkError::invalid(
+                "query",
+                format!(
+                    "is {} bytes, more than the maximum of {MAX_QUERY_BYTES}",
+                    self.query.len()
+                ),
+            ));
         }
         if self.limit > MAX_SEARCH_LIMIT {
-            return Err(AdkError::invalid(format!(
-                "limit must be 0 (the default, {DEFAULT_SEARCH_LIMIT}) to {MAX_SEARCH_LIMIT}, got {}",
-                self.limit
-            )));
+            return Err(AdkError::invalid(
+                "limit",
+                format!(
+                    "must be 0 (the default, {DEFAULT_SEARCH_LIMIT}) to {MAX_SEARCH_LIMIT}, got {}",
+                    self.limit
+                ),
+            ));
         }
         Ok(())
     }
@@ -213,9 +219,10 @@ impl DeleteMemoryRequest {
 
 fn entry_count(field: &str, count: usize) -> Result<()> {
     if count > MAX_ENTRIES_PER_ADD {
-        return Err(AdkError::invalid(format!(
-            "{field} has {count} items, more than the limit of {MAX_ENTRIES_PER_ADD} per request"
-        )));
+        return Err(AdkError::invalid(
+            field,
+            format!("has {count} items, more than the limit of {MAX_ENTRIES_PER_ADD} per request"),
+        ));
     }
     Ok(())
 }
@@ -230,23 +237,27 @@ fn validate_entry(field: &str, entry: &MemoryEntry) -> Result<()> {
         validate::id(&format!("{field}.id"), &entry.id)?;
     }
     if entry.content.parts.is_empty() {
-        return Err(AdkError::invalid(format!("{field}.content has no parts")));
+        return Err(AdkError::invalid(format!("{field}.content"), "has no parts"));
     }
     validate::content_limits(&format!("{field}.content"), &entry.content)?;
     if entry.author.len() > MAX_AUTHOR_BYTES {
-        return Err(AdkError::invalid(format!(
-            "{field}.author {} is longer than {MAX_AUTHOR_BYTES} bytes",
-            quoted(&entry.author)
-        )));
+        return Err(AdkError::invalid(
+            format!("{field}.author"),
+            format!("{} is longer than {MAX_AUTHOR_BYTES} bytes", quoted(&entry.author)),
+        ));
     }
     metadata(&format!("{field}.custom_metadata"), &entry.custom_metadata)?;
     let size = adk_proto::v1::MemoryEntry::from(entry);
     let size = prost::Message::encoded_len(&size);
     if size > validate::MAX_EVENT_BYTES {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{field} is {size} bytes encoded, more than the limit of {} bytes per memory",
-            validate::MAX_EVENT_BYTES
-        )));
+        return Err(AdkError::limit(
+            "max_memory_bytes",
+            validate::MAX_EVENT_BYTES,
+            format!(
+                "{field} is {size} bytes encoded, more than the limit of {} bytes per memory",
+                validate::MAX_EVENT_BYTES
+            ),
+        ));
     }
     Ok(())
 }

@@ -353,10 +353,13 @@ impl UpdateAppStateRequest {
         validate::id("app_name", &self.app_name)?;
         validate::state_keys("state_delta", &self.state_delta)?;
         if let Some(key) = self.state_delta.keys().find(|key| Scope::of(key).0 != Scope::App) {
-            return Err(AdkError::invalid(format!(
-                "state_delta key {} is not an app: key; UpdateAppState changes app: state only",
-                validate::quoted(key)
-            )));
+            return Err(AdkError::invalid(
+                "state_delta",
+                format!(
+                    "key {} is not an app: key; UpdateAppState changes app: state only",
+                    validate::quoted(key)
+                ),
+            ));
         }
         validate::state_limits("state_delta", &self.state_delta)
     }
@@ -391,7 +394,8 @@ impl ListEventsRequest {
         let cursor = token.map(|token| EventCursor::decode(token, self)).transpose()?;
         if cursor.as_ref().is_some_and(|c| c.newest_first != self.newest_first) {
             return Err(AdkError::invalid(
-                "page_token was issued for the other order: keep newest_first as in the first request",
+                "page_token",
+                "was issued for the other order: keep newest_first as in the first request",
             ));
         }
         Ok(cursor)
@@ -442,14 +446,16 @@ pub fn session_update_time(event_time: DateTime<Utc>, now: DateTime<Utc>) -> Dat
 // a log. Tokens are opaque to clients and may change with the version.
 
 fn bad_token(what: &str) -> AdkError {
-    AdkError::invalid(format!(
-        "page_token is malformed ({what}); pass the next_page_token of a previous response"
-    ))
+    AdkError::invalid(
+        "page_token",
+        format!("is malformed ({what}); pass the next_page_token of a previous response"),
+    )
 }
 
 fn other_listing() -> AdkError {
     AdkError::invalid(
-        "page_token was issued for another listing (another app, user or session); \
+        "page_token",
+        "was issued for another listing (another app, user or session); \
          pass the next_page_token of this listing's previous response",
     )
 }
@@ -518,9 +524,10 @@ impl SessionCursor {
         let update_micros: i64 = micros.parse().map_err(|_| bad_token("bad time"))?;
         let seconds = update_micros.div_euclid(1_000_000);
         if !(validate::MIN_TIMESTAMP_SECONDS..=validate::MAX_TIMESTAMP_SECONDS).contains(&seconds) {
-            return Err(AdkError::invalid(format!(
-                "page_token names the update time {update_micros} µs, outside google.protobuf.Timestamp's range"
-            )));
+            return Err(AdkError::invalid(
+                "page_token",
+                format!("names the update time {update_micros} µs, outside google.protobuf.Timestamp's range"),
+            ));
         }
         // A per-user listing names sessions by id, an app-wide one by `user:id` (both encoded).
         let parts: Vec<&str> = member.split(':').collect();
@@ -596,10 +603,13 @@ impl EventCursor {
         };
         let sequence: u64 = sequence.parse().map_err(|_| bad_token("bad sequence"))?;
         if sequence > validate::MAX_SEQUENCE {
-            return Err(AdkError::invalid(format!(
-                "page_token names event sequence {sequence}, beyond any log (at most {})",
-                validate::MAX_SEQUENCE
-            )));
+            return Err(AdkError::invalid(
+                "page_token",
+                format!(
+                    "names event sequence {sequence}, beyond any log (at most {})",
+                    validate::MAX_SEQUENCE
+                ),
+            ));
         }
         Ok(EventCursor { sequence, newest_first })
     }

@@ -50,7 +50,7 @@ pub const MAX_SEQUENCE: u64 = (1 << 53) - 1;
 /// as it is, only through [`id_key`], so no id can forge or collide with another's keys.
 pub fn id(field: &str, value: &str) -> Result<()> {
     if value.is_empty() {
-        return Err(AdkError::invalid(format!("{field} is required")));
+        return Err(AdkError::invalid(field, "is required"));
     }
     let why = if value.len() > MAX_ID_BYTES {
         format!("is {} bytes, more than the maximum of {MAX_ID_BYTES}", value.len())
@@ -61,10 +61,13 @@ pub fn id(field: &str, value: &str) -> Result<()> {
     } else {
         return Ok(());
     };
-    Err(AdkError::invalid(format!(
-        "{field} {} {why}; ids are 1-{MAX_ID_BYTES} bytes of UTF-8 without control characters",
-        quoted(value)
-    )))
+    Err(AdkError::invalid(
+        field,
+        format!(
+            "{} {why}; ids are 1-{MAX_ID_BYTES} bytes of UTF-8 without control characters",
+            quoted(value)
+        ),
+    ))
 }
 
 /// The bytes an id keeps as they are in a storage key: the alphabet ids were limited to
@@ -101,19 +104,19 @@ pub fn session_ids(app_name: &str, user_id: &str, session_id: &str) -> Result<()
 pub fn state_keys(field: &str, state: &HashMap<String, Value>) -> Result<()> {
     for key in state.keys() {
         if key.is_empty() {
-            return Err(AdkError::invalid(format!("{field} has an empty key")));
+            return Err(AdkError::invalid(field, "has an empty key"));
         }
         if key.len() > MAX_STATE_KEY_BYTES {
-            return Err(AdkError::invalid(format!(
-                "{field} key {} is longer than {MAX_STATE_KEY_BYTES} bytes",
-                quoted(key)
-            )));
+            return Err(AdkError::invalid(
+                field,
+                format!("key {} is longer than {MAX_STATE_KEY_BYTES} bytes", quoted(key)),
+            ));
         }
         if Scope::of(key).1.is_empty() {
-            return Err(AdkError::invalid(format!(
-                "{field} key {} has a scope prefix but no name",
-                quoted(key)
-            )));
+            return Err(AdkError::invalid(
+                field,
+                format!("key {} has a scope prefix but no name", quoted(key)),
+            ));
         }
     }
     Ok(())
@@ -124,10 +127,14 @@ pub fn state_keys(field: &str, state: &HashMap<String, Value>) -> Result<()> {
 /// [`MAX_JSON_DEPTH`] deep. `RESOURCE_EXHAUSTED` naming the limit otherwise.
 pub fn state_limits(field: &str, state: &HashMap<String, Value>) -> Result<()> {
     if state.len() > MAX_STATE_KEYS {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{field} has {} keys, more than the limit of {MAX_STATE_KEYS} keys per request",
-            state.len()
-        )));
+        return Err(AdkError::limit(
+            "max_state_keys",
+            MAX_STATE_KEYS,
+            format!(
+                "{field} has {} keys, more than the limit of {MAX_STATE_KEYS} keys per request",
+                state.len()
+            ),
+        ));
     }
     for (key, value) in state {
         json_value(
@@ -143,15 +150,19 @@ pub fn state_limits(field: &str, state: &HashMap<String, Value>) -> Result<()> {
 pub fn json_value(what: &str, value: &Value, max_bytes: usize) -> Result<()> {
     let depth = json_depth(value);
     if depth > MAX_JSON_DEPTH {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
-        )));
+        return Err(AdkError::limit(
+            "max_json_depth",
+            MAX_JSON_DEPTH,
+            format!("{what} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"),
+        ));
     }
     let size = json_size(value, max_bytes);
     if size > max_bytes {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{what} is more than the limit of {max_bytes} bytes of JSON"
-        )));
+        return Err(AdkError::limit(
+            "max_json_bytes",
+            max_bytes,
+            format!("{what} is more than the limit of {max_bytes} bytes of JSON"),
+        ));
     }
     Ok(())
 }
@@ -235,10 +246,14 @@ pub fn event_limits(event: &Event) -> Result<()> {
     }
     let size = adk_proto::v1::Event::from(event).encoded_len();
     if size > MAX_EVENT_BYTES {
-        return Err(AdkError::ResourceExhausted(format!(
-            "event is {size} bytes encoded, more than the limit of {MAX_EVENT_BYTES} bytes per event; \
+        return Err(AdkError::limit(
+            "max_event_bytes",
+            MAX_EVENT_BYTES,
+            format!(
+                "event is {size} bytes encoded, more than the limit of {MAX_EVENT_BYTES} bytes per event; \
              store large data as an artifact and reference it"
-        )));
+            ),
+        ));
     }
     Ok(())
 }
@@ -247,9 +262,11 @@ pub fn event_limits(event: &Event) -> Result<()> {
 fn value_depth(field: &str, value: &Value) -> Result<()> {
     let depth = json_depth(value);
     if depth > MAX_JSON_DEPTH {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
-        )));
+        return Err(AdkError::limit(
+            "max_json_depth",
+            MAX_JSON_DEPTH,
+            format!("{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"),
+        ));
     }
     Ok(())
 }
@@ -258,9 +275,11 @@ fn value_depth(field: &str, value: &Value) -> Result<()> {
 fn object_depth(field: &str, object: &serde_json::Map<String, Value>) -> Result<()> {
     let depth = 1 + object.values().map(json_depth).max().unwrap_or(0);
     if depth > MAX_JSON_DEPTH {
-        return Err(AdkError::ResourceExhausted(format!(
-            "{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"
-        )));
+        return Err(AdkError::limit(
+            "max_json_depth",
+            MAX_JSON_DEPTH,
+            format!("{field} is nested {depth} levels deep, more than the limit of {MAX_JSON_DEPTH} levels"),
+        ));
     }
     Ok(())
 }
@@ -289,14 +308,17 @@ pub fn content_limits(field: &str, content: &crate::content::Content) -> Result<
 /// A session TTL: positive and at most [`MAX_SESSION_TTL`]. `INVALID_ARGUMENT` naming `field` otherwise.
 pub fn session_ttl(field: &str, ttl: Duration) -> Result<()> {
     if ttl.is_zero() {
-        return Err(AdkError::invalid(format!("{field} must be positive")));
+        return Err(AdkError::invalid(field, "must be positive"));
     }
     if ttl > MAX_SESSION_TTL {
-        return Err(AdkError::invalid(format!(
-            "{field} is {} s, more than the maximum of {} s (100 years); omit the TTL to keep a session until deleted",
-            ttl.as_secs(),
-            MAX_SESSION_TTL.as_secs()
-        )));
+        return Err(AdkError::invalid(
+            field,
+            format!(
+                "is {} s, more than the maximum of {} s (100 years); omit the TTL to keep a session until deleted",
+                ttl.as_secs(),
+                MAX_SESSION_TTL.as_secs()
+            ),
+        ));
     }
     Ok(())
 }
@@ -304,11 +326,14 @@ pub fn session_ttl(field: &str, ttl: Duration) -> Result<()> {
 /// A time a client sent: within `google.protobuf.Timestamp`'s range (years 1 to 9999).
 pub fn timestamp(field: &str, t: &DateTime<Utc>) -> Result<()> {
     if !(MIN_TIMESTAMP_SECONDS..=MAX_TIMESTAMP_SECONDS).contains(&t.timestamp()) {
-        return Err(AdkError::invalid(format!(
-            "{field} {} is outside google.protobuf.Timestamp's range \
+        return Err(AdkError::invalid(
+            field,
+            format!(
+                "{} is outside google.protobuf.Timestamp's range \
              (0001-01-01T00:00:00Z to 9999-12-31T23:59:59.999999999Z)",
-            t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
-        )));
+                t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true)
+            ),
+        ));
     }
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! an SSE body into an `LlmResponseStream`.
 
 use crate::sse::{SseEvent, SseParser};
-use adk_core::{AdkError, LlmResponse, LlmResponseStream, Result};
+use adk_core::{AdkError, Exhausted, LlmResponse, LlmResponseStream, Result};
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -158,15 +158,20 @@ impl HttpClient {
         let detail = self.error_detail(body);
         match status {
             StatusCode::TOO_MANY_REQUESTS => {
-                let retry = headers
-                    .get(RETRY_AFTER)
-                    .and_then(|v| v.to_str().ok())
-                    .map(|v| match v.trim().parse::<u64>() {
-                        Ok(secs) => format!(" (retry after {secs}s)"),
-                        Err(_) => format!(" (retry after {})", v.trim()),
-                    })
-                    .unwrap_or_default();
-                AdkError::ResourceExhausted(format!("{provider} rate limit: {detail}{retry}"))
+                let retry_after = headers.get(RETRY_AFTER).and_then(|v| v.to_str().ok()).map(str::trim);
+                // Seconds become the RetryInfo delay; an HTTP date is only quoted.
+                let seconds = retry_after.and_then(|v| v.parse::<u64>().ok());
+                let retry = match (seconds, retry_after) {
+                    (Some(secs), _) => format!(" (retry after {secs}s)"),
+                    (None, Some(v)) => format!(" (retry after {v})"),
+                    (None, None) => String::new(),
+                };
+                AdkError::ResourceExhausted(
+                    Exhausted::RateLimited {
+                        retry_after: seconds.map(Duration::from_secs),
+                    },
+                    format!("{provider} rate limit: {detail}{retry}"),
+                )
             }
             // The provider refused the SERVER's API key (or its access to the model): not the
             // gRPC caller's credential, so not UNAUTHENTICATED / PERMISSION_DENIED, which a

@@ -205,22 +205,24 @@ fn user_content(parts: &[&Part]) -> Result<Value> {
                 json!({"type": "image_url", "image_url": {"url": file_uri}})
             }
             PartKind::FileData { mime_type, file_uri } => {
-                return Err(AdkError::InvalidArgument(format!(
-                    "chat completions cannot reference a {mime_type} file by URI ({file_uri}); send it inline"
-                )));
+                return Err(AdkError::invalid_with(
+                    "content.parts",
+                    format!("chat completions cannot reference a {mime_type} file by URI ({file_uri}); send it inline"),
+                ));
             }
             // A call in a user turn is meaningless to the API; say so instead of dropping it.
             PartKind::FunctionCall { name, .. } => {
-                return Err(AdkError::InvalidArgument(format!(
-                    "function call `{name}` in a non-model turn cannot be sent to chat completions"
-                )));
+                return Err(AdkError::invalid_with(
+                    "content.parts",
+                    format!("function call `{name}` in a non-model turn cannot be sent to chat completions"),
+                ));
             }
             PartKind::FunctionResponse { .. } => continue, // sent as tool messages by the caller
             PartKind::ExecutableCode { .. } | PartKind::CodeExecutionResult { .. } => {
-                return Err(AdkError::InvalidArgument(
+                return Err(AdkError::invalid_with(
+                    "content.parts",
                     "code execution parts (executable_code, code_execution_result) cannot be sent to chat \
-                     completions"
-                        .into(),
+                     completions",
                 ));
             }
         });

@@ -207,11 +207,15 @@ impl InvocationContext for AgentContext {
         let limit = self.invocation.run_config.max_llm_calls;
         let calls = self.invocation.llm_calls.fetch_add(1, Ordering::SeqCst) + 1;
         if limit > 0 && calls > limit {
-            return Err(AdkError::ResourceExhausted(format!(
-                "max_llm_calls exceeded: invocation {} may call the model at most {limit} times \
+            return Err(AdkError::limit(
+                "max_llm_calls",
+                limit,
+                format!(
+                    "max_llm_calls exceeded: invocation {} may call the model at most {limit} times \
                  (RunConfig::max_llm_calls)",
-                self.invocation.invocation_id
-            )));
+                    self.invocation.invocation_id
+                ),
+            ));
         }
         Ok(())
     }

@@ -235,7 +235,7 @@ impl Runner {
     ) -> Result<StartedRun> {
         validate::session_ids(&self.app_name, user_id, session_id)?;
         if content.parts.is_empty() {
-            return Err(AdkError::invalid("new_message has no parts"));
+            return Err(AdkError::invalid("new_message", "has no parts"));
         }
         let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
         // The invocation's span and metrics: everything it does, from taking the lease
@@ -363,7 +363,7 @@ impl Runner {
             .rewind_holding_lease(user_id, session_id, &target, &rewind_id, lease)
             .await
         {
-            Ok(_) | Err(AdkError::NotFound(_)) => {}
+            Ok(_) | Err(AdkError::NotFound(..)) => {}
             Err(e) => return Err(e),
         }
         if lease.interrupted.as_deref() == Some(target.as_str()) {
@@ -490,7 +490,7 @@ impl Runner {
             ..Default::default()
         };
         match self.session_service.get(get.clone()).await {
-            Err(AdkError::NotFound(_)) if create => {
+            Err(AdkError::NotFound(..)) if create => {
                 let create = CreateRequest {
                     app_name: self.app_name.clone(),
                     user_id: user_id.to_string(),
@@ -499,7 +499,7 @@ impl Runner {
                 };
                 match self.session_service.create(create).await {
                     // Created by someone else in the meantime: use theirs.
-                    Err(AdkError::AlreadyExists(_)) => self.session_service.get(get).await,
+                    Err(AdkError::AlreadyExists(..)) => self.session_service.get(get).await,
                     created => created,
                 }
             }
@@ -567,7 +567,7 @@ async fn restore_artifact(
             };
             match artifacts.load(load).await {
                 Ok(loaded) => loaded.part,
-                Err(AdkError::NotFound(_)) => {
+                Err(AdkError::NotFound(..)) => {
                     tracing::warn!(
                         file_name = %restore.file_name, version,
                         "artifact version gone at rewind; saving a tombstone instead"
@@ -608,10 +608,13 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
             continue;
         };
         let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
-            AdkError::invalid(format!(
-                "function_response {} has no id: give the id of the function call it answers",
-                function_response.name
-            ))
+            AdkError::invalid(
+                "function_response",
+                format!(
+                    "{} has no id: give the id of the function call it answers",
+                    function_response.name
+                ),
+            )
         })?;
         let call = session.events.iter().rev().find(|event| {
             event.content().is_some_and(|c| {
@@ -621,16 +624,17 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
             })
         });
         let call = call.ok_or_else(|| {
-            AdkError::invalid(format!(
-                "function_response {id} answers no function call in session {}",
-                session.id
-            ))
+            AdkError::invalid(
+                "function_response",
+                format!("{id} answers no function call in session {}", session.id),
+            )
         })?;
         let found = (call.author.clone(), call.branch.clone());
         match &caller {
             Some(first) if *first != found => {
                 return Err(AdkError::invalid(
-                    "function_response parts of one message must answer calls of one agent",
+                    "function_response",
+                    "parts of one message must answer calls of one agent",
                 ));
             }
             _ => caller = Some(found),
@@ -969,11 +973,14 @@ impl LeaseGuard {
     }
 
     fn lost(&self) -> AdkError {
-        AdkError::Aborted(format!(
-            "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
+        AdkError::Aborted(
+            adk_core::Conflict::LeaseLost,
+            format!(
+                "invocation {} lost its lease on session {} (not renewed within {:?}); it stops so that two \
              invocations never run on one session",
-            self.owner, self.key.session_id, self.ttl
-        ))
+                self.owner, self.key.session_id, self.ttl
+            ),
+        )
     }
 
     async fn release(mut self) {
@@ -995,10 +1002,13 @@ const MAX_BUSY_WAIT: Duration = Duration::from_secs(600);
 const PLACE_IN_LINE_PATIENCE: Duration = Duration::from_secs(2);
 
 fn busy(key: &LeaseKey, holder: &str) -> AdkError {
-    AdkError::Aborted(format!(
-        "session {} is busy with invocation {holder}: one invocation per session at a time",
-        key.session_id
-    ))
+    AdkError::Aborted(
+        adk_core::Conflict::SessionBusy,
+        format!(
+            "session {} is busy with invocation {holder}: one invocation per session at a time",
+            key.session_id
+        ),
+    )
 }
 
 /// Renews `owner`'s lease every third of its TTL until `stop`, and turns what it

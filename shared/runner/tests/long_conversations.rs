@@ -118,7 +118,7 @@ async fn runner(stores: &Stores, model: Arc<Recorder>, compaction: Option<Compac
             ..Default::default()
         })
         .await;
-    assert!(matches!(created, Ok(_) | Err(AdkError::AlreadyExists(_))));
+    assert!(matches!(created, Ok(_) | Err(AdkError::AlreadyExists(..))));
     runner
 }
 

@@ -300,6 +300,10 @@ pub struct GrpcArgs {
     /// Authentication and authorization (auth/).
     #[command(flatten)]
     pub auth: crate::auth::AuthArgs,
+
+    /// gRPC-Web and CORS for browsers (web.rs).
+    #[command(flatten)]
+    pub web: crate::web::GrpcWebArgs,
 }
 
 impl Default for GrpcArgs {
@@ -311,6 +315,7 @@ impl Default for GrpcArgs {
             limits: crate::limits::LimitArgs::default(),
             tls: crate::tls::TlsArgs::default(),
             auth: crate::auth::AuthArgs::default(),
+            web: crate::web::GrpcWebArgs::default(),
         }
     }
 }

@@ -9,6 +9,7 @@
 //! artifact. [`CancelledRequestsFail`] wraps a service so the same reset reaches the
 //! handler as an ABORTED error on its request stream instead.
 
+use adk_core::{AdkError, Conflict};
 use http_body::Frame;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -64,9 +65,12 @@ impl http_body::Body for CancelIsAnError {
         let frame = ready!(Pin::new(&mut self.get_mut().body).poll_frame(cx));
         Poll::Ready(frame.map(|frame| {
             frame.map_err(|status| match status.code() {
-                Code::Cancelled => Status::aborted(format!(
-                    "the client cancelled the call before its request was complete ({})",
-                    status.message()
+                Code::Cancelled => Status::from(AdkError::Aborted(
+                    Conflict::RequestIncomplete,
+                    format!(
+                        "the client cancelled the call before its request was complete ({})",
+                        status.message()
+                    ),
                 )),
                 _ => status,
             })

@@ -43,6 +43,7 @@ mod rpc;
 mod server;
 mod shutdown;
 mod tls;
+mod web;
 
 pub use args::{
     ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryArgs,
@@ -62,3 +63,4 @@ pub use otel::{ServiceInfo, Telemetry};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;
 pub use tls::{TlsArgs, TlsError};
+pub use web::{CorsOrigin, GrpcWebArgs};

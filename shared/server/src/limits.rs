@@ -3,6 +3,7 @@
 //! be decoded. Business limits (state value sizes, event size, ids) live in
 //! adk-core's validation, so every backend and transport gets them.
 
+use adk_core::AdkError;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -170,21 +171,30 @@ impl LimitArgs {
 /// starts with `DEADLINE_EXCEEDED`, dropping the handler (and so its store calls);
 /// turns tonic's `OUT_OF_RANGE` for a request over `--max-message-bytes` into
 /// `RESOURCE_EXHAUSTED` naming the flag; and turns tonic's `INTERNAL` for an undecodable request message (garbage bytes,
-/// JSON values nested past protobuf's recursion limit) into `INVALID_ARGUMENT`.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct LimitsLayer;
+/// JSON values nested past protobuf's recursion limit) into `INVALID_ARGUMENT`; and gives
+/// every status tonic makes itself (an unknown method, a bad request) the `google.rpc`
+/// details adk-core's error mapping gives the suite's own (ErrorInfo with a reason).
+#[derive(Debug, Clone, Copy)]
+pub struct LimitsLayer {
+    /// `--max-message-bytes`, named with its value when a request is over it.
+    pub max_message_bytes: usize,
+}
 
 impl<S> Layer<S> for LimitsLayer {
     type Service = LimitsService<S>;
 
     fn layer(&self, inner: S) -> LimitsService<S> {
-        LimitsService { inner }
+        LimitsService {
+            inner,
+            max_message_bytes: self.max_message_bytes,
+        }
     }
 }
 
 #[derive(Debug, Clone)]
 pub struct LimitsService<S> {
     inner: S,
+    max_message_bytes: usize,
 }
 
 /// tonic's own timeout (outside the layers) answers CANCELLED, and a tonic client
@@ -216,27 +226,35 @@ where
             .and_then(parse_grpc_timeout)
             .map(|t| tokio::time::Instant::now() + t.saturating_sub(ahead_of_deadline(t)));
         let response = self.inner.call(request);
+        let max_message_bytes = self.max_message_bytes;
         Box::pin(async move {
             let response = match deadline {
                 Some(deadline) => match tokio::time::timeout_at(deadline, response).await {
                     Ok(response) => response?,
                     Err(_) => {
-                        return Ok(Status::deadline_exceeded(
-                            "the call's deadline (grpc-timeout) passed before it completed; nothing more was done",
-                        )
+                        return Ok(Status::from(AdkError::DeadlineExceeded(
+                            "the call's deadline (grpc-timeout) passed before it completed; nothing more was done"
+                                .into(),
+                        ))
                         .into_http());
                     }
                 },
                 None => response.await?,
             };
-            Ok(decode_errors_are_invalid_arguments(response, &path))
+            let mut response = decode_errors_are_invalid_arguments(response, &path, max_message_bytes);
+            with_error_details(response.headers_mut());
+            Ok(response)
         })
     }
 }
 
 /// tonic reports a request message it cannot decode as INTERNAL ("failed to decode
 /// Protobuf message"); it is the client's input that is wrong.
-fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>, path: &str) -> http::Response<Body> {
+fn decode_errors_are_invalid_arguments(
+    mut response: http::Response<Body>,
+    path: &str,
+    max_message_bytes: usize,
+) -> http::Response<Body> {
     let headers = response.headers_mut();
     let internal = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"13");
     let undecodable = headers.get("grpc-message").is_some_and(|m| {
@@ -256,19 +274,38 @@ fn decode_errors_are_invalid_arguments(mut response: http::Response<Body>, path:
             .is_ok_and(|m| m.contains("message%20length%20too%20large") || m.contains("message length too large"))
     });
     if out_of_range && too_large {
-        let status = request_too_large(path, None);
-        headers.insert("grpc-status", http::HeaderValue::from(status.code() as i32));
-        if let Ok(message) = http::HeaderValue::from_str(status.message()) {
-            headers.insert("grpc-message", message);
-        }
+        let status = request_too_large(path, None, max_message_bytes);
+        // Only fails for a message a header cannot carry; ours are ASCII.
+        let _ = status.add_header(headers);
     }
     response
+}
+
+/// A trailers-only error response without `grpc-status-details-bin` (one tonic made:
+/// an unknown method, an undecodable request) gets the details of the error it maps
+/// back to, so a client finds an ErrorInfo reason on every non-OK status.
+fn with_error_details(headers: &mut http::HeaderMap) {
+    if headers.contains_key("grpc-status-details-bin") {
+        return;
+    }
+    let Some(status) = Status::from_header_map(headers) else {
+        return;
+    };
+    if status.code() == Code::Ok {
+        return;
+    }
+    let err = match AdkError::from(status) {
+        // tonic's own INVALID_ARGUMENTs are about the request message as a whole.
+        AdkError::InvalidArgument { field, message } if field.is_empty() => AdkError::invalid_with("request", message),
+        err => err,
+    };
+    let _ = Status::from(err).add_header(headers);
 }
 
 /// RESOURCE_EXHAUSTED for a request message of `size` bytes (when known) over
 /// `--max-message-bytes`, saying what to send instead for the method at `path`: a
 /// CreateSession is not told about artifacts, a SaveArtifact is.
-pub(crate) fn request_too_large(path: &str, size: Option<usize>) -> Status {
+pub(crate) fn request_too_large(path: &str, size: Option<usize>, max_message_bytes: usize) -> Status {
     let method = path.rsplit('/').next().unwrap_or_default();
     let what = match size {
         Some(size) => format!("the {method} request message is {size} bytes,"),
@@ -282,8 +319,10 @@ pub(crate) fn request_too_large(path: &str, size: Option<usize>) -> Status {
         "UploadArtifact" => "; send the bytes in smaller chunks",
         _ => "",
     };
-    Status::resource_exhausted(format!(
-        "{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES){instead}"
+    Status::from(AdkError::limit(
+        "max_message_bytes",
+        max_message_bytes,
+        format!("{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES){instead}"),
     ))
 }
 
@@ -349,7 +388,7 @@ mod tests {
 
     #[test]
     fn an_oversized_request_is_told_what_to_send_instead_for_its_method() {
-        let create = request_too_large("/adk.v1.SessionService/CreateSession", None);
+        let create = request_too_large("/adk.v1.SessionService/CreateSession", None, 4);
         assert_eq!(create.code(), Code::ResourceExhausted);
         assert!(
             create.message().contains("CreateSession request"),
@@ -358,10 +397,10 @@ mod tests {
         );
         assert!(create.message().contains("--max-message-bytes"), "{}", create.message());
         assert!(!create.message().contains("artifact"), "{}", create.message());
-        let save = request_too_large("/adk.v1.ArtifactService/SaveArtifact", Some(5));
+        let save = request_too_large("/adk.v1.ArtifactService/SaveArtifact", Some(5), 4);
         assert!(save.message().contains("is 5 bytes"), "{}", save.message());
         assert!(save.message().contains("UploadArtifact"), "{}", save.message());
-        let run = request_too_large("/adk.v1.AgentRunner/Run", None);
+        let run = request_too_large("/adk.v1.AgentRunner/Run", None, 4);
         assert!(run.message().contains("state_delta") && !run.message().contains("artifact"));
     }
 

@@ -11,9 +11,11 @@ use tonic::{Response, Status};
 /// names `what` is too large and what the client should do `instead`. Also for
 /// refusing early, before the reply is built, when its payload alone is too large.
 pub fn message_too_large(what: &str, size: u64, limit: usize, instead: &str) -> Status {
-    AdkError::ResourceExhausted(format!(
-        "{what} is {size} bytes, over the {limit}-byte message limit: {instead}"
-    ))
+    AdkError::limit(
+        "max_message_bytes",
+        limit,
+        format!("{what} is {size} bytes, over the {limit}-byte message limit: {instead}"),
+    )
     .into()
 }
 

@@ -6,6 +6,7 @@
 //! slot is held by a guard in the response body and freed when the response ends,
 //! fails or the client goes away.
 
+use adk_core::AdkError;
 use adk_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
     session_service_server::SERVICE_NAME as SESSIONS,
@@ -129,9 +130,13 @@ impl Quotas {
             self.streams
                 .acquire(user.to_string(), limits.streams_per_user)
                 .ok_or_else(|| {
-                    Status::resource_exhausted(format!(
-                        "too many concurrent streams for user {user} (--max-streams-per-user {})",
-                        limits.streams_per_user
+                    Status::from(AdkError::quota(
+                        "max_streams_per_user",
+                        limits.streams_per_user,
+                        format!(
+                            "too many concurrent streams for user {user} (--max-streams-per-user {})",
+                            limits.streams_per_user
+                        ),
                     ))
                 })
         };
@@ -142,10 +147,14 @@ impl Quotas {
             Kind::Watch => {
                 let user_slot = user_stream()?;
                 let server_slot = self.watches.acquire((), limits.watches).ok_or_else(|| {
-                    Status::resource_exhausted(format!(
-                        "this server has the most WatchSession streams it serves open ({}, --max-watches / \
-                         ADK_MAX_WATCHES); try again later",
-                        limits.watches
+                    Status::from(AdkError::quota(
+                        "max_watches",
+                        limits.watches,
+                        format!(
+                            "this server has the most WatchSession streams it serves open ({}, --max-watches / \
+                             ADK_MAX_WATCHES); try again later",
+                            limits.watches
+                        ),
                     ))
                 })?;
                 Ok(Held {
@@ -157,9 +166,13 @@ impl Quotas {
                     .runs
                     .acquire(user.to_string(), limits.runs_per_user)
                     .ok_or_else(|| {
-                        Status::resource_exhausted(format!(
-                            "too many concurrent runs for user {user} (--max-runs-per-user {})",
-                            limits.runs_per_user
+                        Status::from(AdkError::quota(
+                            "max_runs_per_user",
+                            limits.runs_per_user,
+                            format!(
+                                "too many concurrent runs for user {user} (--max-runs-per-user {})",
+                                limits.runs_per_user
+                            ),
                         ))
                     })?;
                 let mut held = vec![user_slot];
@@ -168,9 +181,13 @@ impl Quotas {
                         .connection_runs
                         .acquire(remote, limits.runs_per_connection)
                         .ok_or_else(|| {
-                            Status::resource_exhausted(format!(
-                                "too many concurrent runs on this connection (--max-runs-per-connection {})",
-                                limits.runs_per_connection
+                            Status::from(AdkError::quota(
+                                "max_runs_per_connection",
+                                limits.runs_per_connection,
+                                format!(
+                                    "too many concurrent runs on this connection (--max-runs-per-connection {})",
+                                    limits.runs_per_connection
+                                ),
                             ))
                         })?;
                     held.push(slot);

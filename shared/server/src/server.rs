@@ -229,7 +229,8 @@ impl BoundServer {
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
         ]);
-        let builder = Server::builder();
+        // gRPC-Web from a browser arrives over HTTP/1.1 (browsers speak HTTP/2 only over TLS).
+        let builder = Server::builder().accept_http1(grpc.web.grpc_web);
         let auth = AuthLayer::new(
             authenticator,
             grpc.auth.auth_public_health,
@@ -244,10 +245,14 @@ impl BoundServer {
             .http2_keepalive_interval(Some(grpc.limits.keepalive_interval()))
             .http2_keepalive_timeout(Some(grpc.limits.keepalive_timeout()))
             .max_concurrent_streams(Some(grpc.limits.max_concurrent_streams))
+            // With --grpc-web: CORS, then gRPC-Web translated to gRPC for every layer below (web.rs).
+            .layer(grpc.web.layers())
             // One span and one set of metrics per call, health and reflection included.
             .layer(RpcLayer::new(methods))
             // The client's deadline, and INVALID_ARGUMENT for undecodable messages (limits.rs).
-            .layer(crate::limits::LimitsLayer)
+            .layer(crate::limits::LimitsLayer {
+                max_message_bytes: grpc.max_message_bytes,
+            })
             // Authentication, authorization of what each call touches (auth/layer.rs), and
             // concurrent streams and runs per user and per connection (quota.rs).
             .layer(auth)

@@ -15,7 +15,7 @@ use crate::StoreConfig;
 use adk_core::artifact::{
     ByteStream, DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES, UploadRequest, body_of_declared_size, is_user_scoped,
 };
-use adk_core::{AdkError, Result};
+use adk_core::{AdkError, Existing, Missing, Result};
 use futures::StreamExt;
 
 /// The highest version a backend stores: 2^53 - 1, so that versions stay exact
@@ -70,28 +70,33 @@ pub(crate) fn next_version(file_name: &str, last: i64) -> Result<i64> {
 }
 
 pub(crate) fn no_version_left(file_name: &str) -> AdkError {
-    AdkError::ResourceExhausted(format!(
-        "artifact {file_name:?} has no version number left after {MAX_VERSION}"
-    ))
+    AdkError::limit(
+        "max_artifact_version",
+        MAX_VERSION,
+        format!("artifact {file_name:?} has no version number left after {MAX_VERSION}"),
+    )
 }
 
 pub(crate) fn not_found(file_name: &str, version: Option<i64>) -> AdkError {
     match version {
-        Some(v) => AdkError::NotFound(format!("artifact {file_name:?} has no version {v}")),
-        None => AdkError::NotFound(format!("artifact {file_name:?} not found")),
+        Some(v) => AdkError::NotFound(Missing::Artifact, format!("artifact {file_name:?} has no version {v}")),
+        None => AdkError::NotFound(Missing::Artifact, format!("artifact {file_name:?} not found")),
     }
 }
 
 pub(crate) fn version_exists(file_name: &str, version: i64) -> AdkError {
-    AdkError::AlreadyExists(format!(
-        "artifact {file_name:?} version {version} already exists; versions are immutable"
-    ))
+    AdkError::AlreadyExists(
+        Existing::ArtifactVersion,
+        format!("artifact {file_name:?} version {version} already exists; versions are immutable"),
+    )
 }
 
 fn too_large(max_bytes: u64) -> AdkError {
-    AdkError::ResourceExhausted(format!(
-        "artifact exceeds the maximum size of {max_bytes} bytes (--max-artifact-bytes)"
-    ))
+    AdkError::limit(
+        "max_artifact_bytes",
+        max_bytes,
+        format!("artifact exceeds the maximum size of {max_bytes} bytes (--max-artifact-bytes)"),
+    )
 }
 
 /// An upload's body as storage chunks: every chunk `chunk_bytes` long except a
@@ -116,9 +121,10 @@ impl ChunkedUpload {
     pub fn new(req: &UploadRequest, body: ByteStream, limits: Limits) -> Result<ChunkedUpload> {
         req.validate()?;
         if let Some(v) = req.version.filter(|v| *v > MAX_VERSION) {
-            return Err(AdkError::invalid(format!(
-                "version must be at most {MAX_VERSION}, got {v}"
-            )));
+            return Err(AdkError::invalid(
+                "version",
+                format!("must be at most {MAX_VERSION}, got {v}"),
+            ));
         }
         if req.size_hint.is_some_and(|size| size > limits.max_bytes) {
             return Err(too_large(limits.max_bytes));
@@ -187,7 +193,7 @@ impl ChunkedUpload {
 }
 
 fn not_utf8() -> AdkError {
-    AdkError::invalid("artifact marked as text is not valid UTF-8")
+    AdkError::invalid_with("chunk", "artifact marked as text is not valid UTF-8")
 }
 
 /// Checks that bytes arriving in pieces are UTF-8, without joining the pieces:
@@ -292,7 +298,7 @@ mod tests {
         let err = chunks_of(vec![b"abc".to_vec(), b"def".to_vec()], false, limits)
             .await
             .unwrap_err();
-        assert!(matches!(err, AdkError::ResourceExhausted(_)), "{err:?}");
+        assert!(matches!(err, AdkError::ResourceExhausted(..)), "{err:?}");
         assert!(err.to_string().contains("maximum size of 5 bytes"), "{err}");
         let req = UploadRequest {
             app_name: "a".into(),
@@ -305,7 +311,7 @@ mod tests {
         };
         let never = stream::pending().boxed();
         let err = ChunkedUpload::new(&req, never, limits).err().expect("refused at once");
-        assert!(matches!(err, AdkError::ResourceExhausted(_)), "{err:?}");
+        assert!(matches!(err, AdkError::ResourceExhausted(..)), "{err:?}");
     }
 
     #[tokio::test]
@@ -322,7 +328,7 @@ mod tests {
             vec![vec![0xe2], vec![0x41]],
         ] {
             let err = chunks_of(bad.clone(), true, LIMITS).await.unwrap_err();
-            assert!(matches!(err, AdkError::InvalidArgument(_)), "{bad:?}: {err:?}");
+            assert!(matches!(err, AdkError::InvalidArgument { .. }), "{bad:?}: {err:?}");
             assert!(chunks_of(bad, false, LIMITS).await.is_ok(), "binary needs no UTF-8");
         }
     }

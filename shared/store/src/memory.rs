@@ -151,10 +151,13 @@ impl Inner {
 }
 
 fn not_found(key: &SessionKey) -> AdkError {
-    AdkError::NotFound(format!(
-        "session {} not found in app {} for user {}",
-        key.session, key.app, key.user
-    ))
+    AdkError::NotFound(
+        adk_core::Missing::Session,
+        format!(
+            "session {} not found in app {} for user {}",
+            key.session, key.app, key.user
+        ),
+    )
 }
 
 /// Sessions held in this process's memory; gone when it exits.
@@ -263,10 +266,13 @@ impl SessionService for InMemorySessionService {
         let key = SessionKey::new(&req.app_name, &req.user_id, &session_id);
         let mut inner = self.lock();
         if inner.session_mut(&key).is_ok() {
-            return Err(AdkError::AlreadyExists(format!(
-                "session {session_id} already exists in app {} for user {}",
-                key.app, key.user
-            )));
+            return Err(AdkError::AlreadyExists(
+                adk_core::Existing::Session,
+                format!(
+                    "session {session_id} already exists in app {} for user {}",
+                    key.app, key.user
+                ),
+            ));
         }
         let mut delta = ScopedDelta::split(&req.state);
         inner.apply_shared_scopes(&key, &mut delta);
@@ -384,13 +390,16 @@ impl SessionService for InMemorySessionService {
                 };
                 // Checked under the session lock, so atomic with the append as in Redis.
                 if !self.leases.fence_allows(&lease, owner) {
-                    return Err(AdkError::Aborted(lease_lost(owner)));
+                    return Err(AdkError::Aborted(adk_core::Conflict::LeaseLost, lease_lost(owner)));
                 }
                 true
             }
         };
         if !unchanged {
-            return Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into()));
+            return Err(AdkError::Aborted(
+                adk_core::Conflict::Precondition,
+                MODIFIED_SINCE_LOADED.into(),
+            ));
         }
         event.sequence = stored.last_sequence() + 1;
         match WindowUpdate::of(&event) {
@@ -444,10 +453,13 @@ impl SessionService for InMemorySessionService {
         let events = source.events[..=last].to_vec();
         let ttl = source.ttl;
         if inner.session_mut(&fork_key).is_ok() {
-            return Err(AdkError::AlreadyExists(format!(
-                "session {fork_id} already exists in app {} for user {}",
-                fork_key.app, fork_key.user
-            )));
+            return Err(AdkError::AlreadyExists(
+                adk_core::Existing::Session,
+                format!(
+                    "session {fork_id} already exists in app {} for user {}",
+                    fork_key.app, fork_key.user
+                ),
+            ));
         }
         let now = Utc::now();
         let last_event_time = events.last().map_or(now, |e| session_update_time(e.timestamp, now));

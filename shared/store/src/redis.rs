@@ -563,10 +563,13 @@ impl SessionService for RedisSessionService {
         let (status, expire_ms, user): (String, String, HashMap<String, String>) =
             self.store.durable_eval("create", &invocation, &keys.meta).await?;
         if status == "EXISTS" {
-            return Err(AdkError::AlreadyExists(format!(
-                "session {session_id} already exists in app {} for user {}",
-                req.app_name, req.user_id
-            )));
+            return Err(AdkError::AlreadyExists(
+                adk_core::Existing::Session,
+                format!(
+                    "session {session_id} already exists in app {} for user {}",
+                    req.app_name, req.user_id
+                ),
+            ));
         }
         expect_status(&status, &["OK"])?;
         self.apply_app_writes(&keys, &delta.app).await?;
@@ -680,8 +683,11 @@ impl SessionService for RedisSessionService {
         let (status, stored): (String, Vec<u8>) = self.store.durable_eval("append", &invocation, &keys.meta).await?;
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
-            "ABORTED" => Err(AdkError::Aborted(MODIFIED_SINCE_LOADED.into())),
-            "LEASE" => Err(AdkError::Aborted(lease_lost(&expected))),
+            "ABORTED" => Err(AdkError::Aborted(
+                adk_core::Conflict::Precondition,
+                MODIFIED_SINCE_LOADED.into(),
+            )),
+            "LEASE" => Err(AdkError::Aborted(adk_core::Conflict::LeaseLost, lease_lost(&expected))),
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
             "DUP" => {
@@ -779,10 +785,13 @@ impl SessionService for RedisSessionService {
         match status.as_str() {
             "NOTFOUND" => return Err(source.not_found()),
             "EXISTS" => {
-                return Err(AdkError::AlreadyExists(format!(
-                    "session {fork_id} already exists in app {} for user {}",
-                    req.app_name, req.user_id
-                )));
+                return Err(AdkError::AlreadyExists(
+                    adk_core::Existing::Session,
+                    format!(
+                        "session {fork_id} already exists in app {} for user {}",
+                        req.app_name, req.user_id
+                    ),
+                ));
             }
             _ => expect_status(&status, &["OK"])?,
         }
@@ -917,10 +926,13 @@ impl Keys {
     }
 
     fn not_found(&self) -> AdkError {
-        AdkError::NotFound(format!(
-            "session {} not found in app {} for user {}",
-            self.session_id, self.app_name, self.user_id
-        ))
+        AdkError::NotFound(
+            adk_core::Missing::Session,
+            format!(
+                "session {} not found in app {} for user {}",
+                self.session_id, self.app_name, self.user_id
+            ),
+        )
     }
 }
 

@@ -20,7 +20,7 @@ macro_rules! assert_kind {
     ($err:expr, $kind:ident) => {{
         let err: &AdkError = &$err;
         assert!(
-            matches!(err, AdkError::$kind(_)),
+            matches!(err, AdkError::$kind { .. }),
             "expected {}, got {err:?}",
             stringify!($kind)
         );

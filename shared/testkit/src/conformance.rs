@@ -639,7 +639,7 @@ async fn app_wide_listing_merges_many_users(svc: &dyn SessionService) {
     append(svc, &app, "u05", "gone", event_at(base - ChronoDuration::seconds(1))).await;
     crate::eventually(Duration::from_secs(10), || async {
         match try_get(svc, &app, "u05", "gone").await {
-            Err(AdkError::NotFound(_)) => Ok(()),
+            Err(AdkError::NotFound(..)) => Ok(()),
             other => Err(format!("the session has not expired yet: {other:?}")),
         }
     })

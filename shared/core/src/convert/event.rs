@@ -100,10 +100,11 @@ impl Part {
         let mut will_continue = None;
         let kind = match &part.kind {
             None => {
-                return Err(AdkError::invalid(format!(
-                    "{path} has no kind set (text, inline_data, file_data, function_call, function_response, \
-                     executable_code or code_execution_result)"
-                )));
+                return Err(AdkError::invalid(
+                    path,
+                    "has no kind set (text, inline_data, file_data, function_call, function_response, \
+                     executable_code or code_execution_result)",
+                ));
             }
             Some(K::Text(text)) => PartKind::Text { text: text.clone() },
             Some(K::InlineData(b)) => {
@@ -240,9 +241,10 @@ fn finish_reason_from_proto(r: i32) -> Result<Option<FinishReason>> {
     match pb::FinishReason::try_from(r) {
         Ok(pb::FinishReason::Unspecified) => Ok(None),
         Ok(proto) => Ok(FINISH_REASONS.iter().find(|(_, p)| *p == proto).map(|(core, _)| *core)),
-        Err(_) => Err(AdkError::invalid(format!(
-            "event.finish_reason {r} is not a known FinishReason"
-        ))),
+        Err(_) => Err(AdkError::invalid(
+            "event.finish_reason",
+            format!("{r} is not a known FinishReason"),
+        )),
     }
 }
 
@@ -365,13 +367,13 @@ impl EventActions {
             .map(|c| {
                 let at = |field: &str, t: Option<&prost_types::Timestamp>| {
                     let field = format!("{path}.compaction.{field}");
-                    let t = t.ok_or_else(|| AdkError::invalid(format!("{field} is required")))?;
+                    let t = t.ok_or_else(|| AdkError::invalid(&field, "is required"))?;
                     timestamp_from_proto(&field, t)
                 };
                 let content = c
                     .compacted_content
                     .as_ref()
-                    .ok_or_else(|| AdkError::invalid(format!("{path}.compaction.compacted_content is required")))?;
+                    .ok_or_else(|| AdkError::invalid(format!("{path}.compaction.compacted_content"), "is required"))?;
                 Ok::<_, AdkError>(EventCompaction {
                     start_timestamp: at("start_timestamp", c.start_timestamp.as_ref())?,
                     end_timestamp: at("end_timestamp", c.end_timestamp.as_ref())?,

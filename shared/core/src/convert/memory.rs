@@ -69,12 +69,7 @@ pub fn add_events_from_proto(r: pb::AddEventsToMemoryRequest) -> Result<AddEvent
         .events
         .iter()
         .enumerate()
-        .map(|(i, e)| {
-            Event::try_from(e).map_err(|err| match err {
-                AdkError::InvalidArgument(m) => AdkError::InvalidArgument(format!("events[{i}]: {m}")),
-                other => other,
-            })
-        })
+        .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
         .collect::<Result<_>>()?;
     Ok(AddEventsRequest {
         app_name: r.app_name,
@@ -96,8 +91,8 @@ pub fn add_events_to_proto(r: &AddEventsRequest) -> pb::AddEventsToMemoryRequest
 }
 
 pub fn search_from_proto(r: pb::SearchMemoryRequest) -> Result<SearchMemoryRequest> {
-    let limit =
-        usize::try_from(r.limit).map_err(|_| AdkError::invalid(format!("limit must be 0 or more, got {}", r.limit)))?;
+    let limit = usize::try_from(r.limit)
+        .map_err(|_| AdkError::invalid("limit", format!("must be 0 or more, got {}", r.limit)))?;
     Ok(SearchMemoryRequest {
         app_name: r.app_name,
         user_id: r.user_id,

@@ -91,7 +91,7 @@ async fn artifact_text(file: &str, optional: bool, agent: &str, ctx: &dyn Callba
             ..
         }) if mime_type.starts_with("text/") => Ok(String::from_utf8_lossy(&data).into_owned()),
         Ok(_) => missing("it is not text".into()),
-        Err(AdkError::NotFound(_)) => missing("it does not exist".into()),
+        Err(AdkError::NotFound(..)) => missing("it does not exist".into()),
         Err(e) => Err(e),
     }
 }
@@ -162,7 +162,10 @@ mod tests {
         async fn load(&self, name: &str) -> Result<Part> {
             match name {
                 "notes.txt" => Ok(Part::text_part("remember the milk")),
-                _ => Err(AdkError::NotFound(format!("artifact {name} not found"))),
+                _ => Err(AdkError::NotFound(
+                    adk_core::Missing::Artifact,
+                    format!("artifact {name} not found"),
+                )),
             }
         }
         async fn list(&self) -> Result<Vec<String>> {

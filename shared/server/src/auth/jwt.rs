@@ -4,6 +4,7 @@
 //! (array of app names, `"*"` for all) the apps, `role: "admin"` an admin.
 
 use super::{Apps, AuthArgs, Principal, Subject};
+use adk_core::AdkError;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use std::path::{Path, PathBuf};
@@ -112,7 +113,7 @@ impl JwtVerifier {
     }
 
     pub(crate) fn verify(&self, token: &str) -> Result<Principal, Status> {
-        let invalid = |why: &str| Status::unauthenticated(format!("the JWT is not valid: {why}"));
+        let invalid = |why: &str| Status::from(AdkError::Unauthenticated(format!("the JWT is not valid: {why}")));
         let header = jsonwebtoken::decode_header(token).map_err(|_| invalid("its header does not decode"))?;
         // Each algorithm only with its own kind of key: no HS256 token is ever checked
         // against a public key (the classic algorithm-confusion attack).

@@ -11,6 +11,7 @@
 use super::scope::{Scope, ScopeTable, authorize};
 use super::{Authenticator, Principal};
 use crate::quota::{self, Quotas};
+use adk_core::AdkError;
 use http_body::{Body as _, Frame};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -123,9 +124,9 @@ where
             Err(status) => return refuse(status),
         };
         let Some(extract) = shared.scopes.extractor(path) else {
-            return refuse(Status::permission_denied(format!(
+            return refuse(Status::from(AdkError::PermissionDenied(format!(
                 "{path} is not a method this server authorizes"
-            )));
+            ))));
         };
         // The service that was polled ready serves this call; a fresh clone takes its place.
         let clone = self.inner.clone();
@@ -213,11 +214,13 @@ async fn first_message(mut body: Body, path: &str, max_message_bytes: usize) -> 
     loop {
         if buffered.len() >= PREFIX_BYTES {
             if buffered[0] != 0 {
-                return Err(Status::unimplemented("compressed requests are not accepted"));
+                return Err(Status::from(AdkError::Unimplemented(
+                    "compressed requests are not accepted".into(),
+                )));
             }
             let length = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]) as usize;
             if length > max_message_bytes {
-                return Err(crate::limits::request_too_large(path, Some(length)));
+                return Err(crate::limits::request_too_large(path, Some(length), max_message_bytes));
             }
             if buffered.len() >= PREFIX_BYTES + length {
                 let message = Bytes::copy_from_slice(&buffered[PREFIX_BYTES..PREFIX_BYTES + length]);
@@ -241,7 +244,10 @@ async fn first_message(mut body: Body, path: &str, max_message_bytes: usize) -> 
                         ended,
                     }),
                 )),
-                false => Err(Status::invalid_argument("the request ended inside a message")),
+                false => Err(Status::from(AdkError::invalid_with(
+                    "request",
+                    "the request ended inside a message",
+                ))),
             };
         }
         match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {

@@ -14,6 +14,7 @@ mod keys;
 pub(crate) mod layer;
 pub(crate) mod scope;
 
+use adk_core::AdkError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tonic::Status;
@@ -177,9 +178,9 @@ impl Authenticator {
     /// quoting the token) when it is missing or not valid.
     pub(crate) fn authenticate(&self, authorization: Option<&[u8]>) -> Result<Principal, Status> {
         let Some(value) = authorization else {
-            return Err(Status::unauthenticated(
+            return Err(Status::from(AdkError::Unauthenticated(String::from(
                 "this server requires a credential: send `authorization: Bearer <API key or JWT>` metadata",
-            ));
+            ))));
         };
         let token = std::str::from_utf8(value)
             .ok()
@@ -188,12 +189,18 @@ impl Authenticator {
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             })
             .filter(|token| !token.is_empty())
-            .ok_or_else(|| Status::unauthenticated("the `authorization` metadata must be `Bearer <token>`"))?;
+            .ok_or_else(|| {
+                Status::from(AdkError::Unauthenticated(String::from(
+                    "the `authorization` metadata must be `Bearer <token>`",
+                )))
+            })?;
         if let Some(jwt) = self.jwt.as_ref().filter(|_| jwt::looks_like_jwt(token)) {
             return jwt.verify(token);
         }
-        self.keys
-            .find(token)
-            .ok_or_else(|| Status::unauthenticated("the bearer token is not a valid credential for this server"))
+        self.keys.find(token).ok_or_else(|| {
+            Status::from(AdkError::Unauthenticated(String::from(
+                "the bearer token is not a valid credential for this server",
+            )))
+        })
     }
 }

@@ -8,6 +8,7 @@
 //! credential of every app.
 
 use super::{Principal, Subject};
+use adk_core::AdkError;
 use adk_proto::a2a;
 use adk_proto::a2a::a2a_service_server::SERVICE_NAME as A2A;
 use adk_proto::v1 as pb;
@@ -71,7 +72,12 @@ pub(crate) struct ScopeTable {
 }
 
 fn decode<M: Message + Default>(bytes: &[u8]) -> Result<M, Status> {
-    M::decode(bytes).map_err(|err| Status::invalid_argument(format!("the request message does not decode: {err}")))
+    M::decode(bytes).map_err(|err| {
+        Status::from(AdkError::invalid_with(
+            "request",
+            format!("the request message does not decode: {err}"),
+        ))
+    })
 }
 
 fn user(app: &str, user: &str) -> Scope {
@@ -161,7 +167,10 @@ impl ScopeTable {
                 use pb::upload_artifact_request::Message as Upload;
                 match decode::<pb::UploadArtifactRequest>(b)?.message {
                     Some(Upload::Header(header)) => Ok(artifact_ref(header.r#ref.as_ref())),
-                    _ => Err(Status::invalid_argument("the first upload message must be the header")),
+                    _ => Err(Status::from(AdkError::invalid_with(
+                        "header",
+                        "the first upload message must be the header",
+                    ))),
                 }
             }),
             (ARTIFACTS, "DownloadArtifact", |b| {
@@ -266,9 +275,9 @@ pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Stat
         Scope::App(app) | Scope::AppWide(app) | Scope::User { app, .. } | Scope::AppState { app, .. } => app,
     };
     if !principal.apps.allows(app) {
-        return Err(Status::permission_denied(format!(
+        return Err(Status::from(AdkError::PermissionDenied(format!(
             "the credential does not grant app {app:?}"
-        )));
+        ))));
     }
     match (&principal.subject, scope) {
         (Subject::Admin, _) | (_, Scope::App(_)) | (_, Scope::Nothing) => Ok(()),
@@ -284,21 +293,21 @@ pub(crate) fn authorize(principal: &Principal, scope: &Scope) -> Result<(), Stat
         ) if own == user => Err(app_state_denied(own, write)),
         (Subject::User(own), Scope::AppState { write, .. }) => Err(app_state_denied(own, write)),
         (Subject::User(own), Scope::User { user, .. }) if own == user => Ok(()),
-        (Subject::User(own), Scope::User { .. }) => Err(Status::permission_denied(format!(
+        (Subject::User(own), Scope::User { .. }) => Err(Status::from(AdkError::PermissionDenied(format!(
             "the credential of user {own:?} may only touch that user's data"
-        ))),
-        (Subject::User(own), Scope::AppWide(_)) => Err(Status::permission_denied(format!(
+        )))),
+        (Subject::User(own), Scope::AppWide(_)) => Err(Status::from(AdkError::PermissionDenied(format!(
             "the credential of user {own:?} may not list every user's sessions: set user_id to {own:?}"
-        ))),
+        )))),
     }
 }
 
 fn app_state_denied(own: &str, write: &AppStateWrite) -> Status {
-    Status::permission_denied(format!(
+    Status::from(AdkError::PermissionDenied(format!(
         "the credential of user {own:?} may not write app-wide state: {} key {:?} is shared by every user \
          of the app; only an admin credential may write app: keys",
         write.field, write.key
-    ))
+    )))
 }
 
 #[cfg(test)]

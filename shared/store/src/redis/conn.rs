@@ -279,7 +279,10 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
         AdkError::Unavailable(REDIS_UNAVAILABLE.to_string())
     } else if e.code() == Some("OOM") {
         tracing::warn!(error = %e, "redis is out of memory");
-        AdkError::ResourceExhausted("the store (redis) is out of memory".to_string())
+        AdkError::ResourceExhausted(
+            adk_core::Exhausted::StoreFull,
+            "the store (redis) is out of memory".to_string(),
+        )
     } else {
         // Mapped to a status, the detail is logged with an id and only the id is sent (adk-core's error.rs).
         AdkError::Internal(format!("redis error: {e}"))

@@ -281,7 +281,7 @@ pub(super) fn watcher_stream(
                         tokio::time::sleep(UNCONFIRMED_RETRY.saturating_mul(1 << unconfirmed.min(4))).await;
                         unconfirmed += 1;
                     }
-                    Read::Gone => Err(AdkError::NotFound(not_found.clone()))?,
+                    Read::Gone => Err(AdkError::NotFound(adk_core::Missing::Session, not_found.clone()))?,
                 }
                 continue;
             }
@@ -296,7 +296,7 @@ pub(super) fn watcher_stream(
                         behind = true;
                     }
                 }
-                Ok(FeedItem::Gone) => Err(AdkError::NotFound(not_found.clone()))?,
+                Ok(FeedItem::Gone) => Err(AdkError::NotFound(adk_core::Missing::Session, not_found.clone()))?,
                 Ok(FeedItem::Failed(message)) => Err(AdkError::Unavailable(message.to_string()))?,
                 // Overflow: more than WATCHER_BUFFER events behind; resume from `last`.
                 Err(broadcast::error::RecvError::Lagged(_)) => behind = true,
