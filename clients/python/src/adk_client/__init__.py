@@ -29,11 +29,16 @@ from ._convert import (
     value_map_to_dict,
     value_to_python,
 )
+from . import errors
 from .client import AdkClient, event_text, function_calls, function_response, state_delta
+from .errors import AdkError, from_rpc_error
 from .types import Artifact, Session
 
 __all__ = [
     "AdkClient",
+    "AdkError",
+    "errors",
+    "from_rpc_error",
     "Artifact",
     "JsonValue",
     "Session",

@@ -1,13 +1,15 @@
 """AdkClient: the ADK gRPC services (sessions, artifacts, runner) behind plain Python calls."""
 from __future__ import annotations
 
+import time
 from datetime import timedelta
-from typing import Any, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
 
 import grpc
 from google.protobuf import duration_pb2
 
 from ._convert import JsonValue, dict_to_struct, python_to_value, value_map_to_dict
+from .errors import AdkError, from_rpc_error
 from .types import Artifact, Session
 from .v1 import (
     artifact_pb2,
@@ -28,10 +30,18 @@ class AdkClient:
 
     ``AdkClient("localhost:50051")`` talks to ``adk-server``, which serves all three on one
     port. With the services deployed separately, give the artifact and runner addresses
-    too. Failed calls raise ``grpc.RpcError`` (``.code()``, ``.details()``) unchanged.
+    too. Failed calls raise the exception of their ``ErrorInfo`` reason
+    (``adk_client.errors``: ``SessionNotFound``, ``SessionBusy``, ``LimitExceeded``…), each
+    a ``grpc.RpcError`` with ``.code()`` and ``.details()``.
+
+    Calls that are safe to repeat are retried on ``UNAVAILABLE`` up to ``retries`` times,
+    with exponential backoff (or the server's RetryInfo delay): reads, an append whose
+    event has an id, a save with an explicit version. Nothing else is ever retried: a
+    create, a run or an append without an event id could happen twice.
 
     The generated stubs stay available as ``client.sessions``, ``client.artifacts`` and
-    ``client.runner`` for every RPC this wrapper does not cover.
+    ``client.runner`` for every RPC this wrapper does not cover (their errors typed the
+    same way, never retried).
     """
 
     def __init__(
@@ -43,11 +53,17 @@ class AdkClient:
         timeout: Optional[float] = 30.0,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Sequence[Tuple[str, Any]] = (),
+        retries: int = 3,
+        backoff: float = 0.1,
+        interceptors: Sequence[Any] = (),
     ) -> None:
         """``timeout`` (seconds) bounds each unary call; ``run`` streams have none unless
         given one. ``credentials`` makes the channels TLS; without, they are plaintext."""
         self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
         self._channels: Dict[str, grpc.Channel] = {}
+        self._intercepted: Dict[str, grpc.Channel] = {}
 
         def channel(addr: str) -> grpc.Channel:
             if addr not in self._channels:
@@ -55,11 +71,27 @@ class AdkClient:
                     self._channels[addr] = grpc.secure_channel(addr, credentials, options=list(options))
                 else:
                     self._channels[addr] = grpc.insecure_channel(addr, options=list(options))
-            return self._channels[addr]
+            if addr not in self._intercepted:
+                ch = self._channels[addr]
+                self._intercepted[addr] = grpc.intercept_channel(ch, *interceptors) if interceptors else ch
+            return self._intercepted[addr]
 
-        self.sessions = session_pb2_grpc.SessionServiceStub(channel(target))
-        self.artifacts = artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target))
-        self.runner = runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target))
+        self.sessions: Any = _Typed(session_pb2_grpc.SessionServiceStub(channel(target)))
+        self.artifacts: Any = _Typed(artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target)))
+        self.runner: Any = _Typed(runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target)))
+
+    def _call(self, method: Callable[..., Any], request: Any, *, safe: bool) -> Any:
+        """One unary call; a ``safe`` one (repeating it changes nothing) is retried while
+        the server says a retry may succeed (UNAVAILABLE)."""
+        attempt = 0
+        while True:
+            try:
+                return method(request, timeout=self.timeout)
+            except AdkError as err:
+                if not (safe and err.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries):
+                    raise
+                time.sleep(min(err.retry_delay or 0.0, 5.0) or self.backoff * (2**attempt))
+                attempt += 1
 
     def wait_for_ready(self, timeout: float = 10.0) -> None:
         """Blocks until every channel is connected; ``grpc.FutureTimeoutError`` otherwise."""
@@ -96,7 +128,7 @@ class AdkClient:
         )
         if ttl is not None:
             request.ttl.CopyFrom(_duration(ttl))
-        return Session.from_proto(self.sessions.CreateSession(request, timeout=self.timeout))
+        return Session.from_proto(self._call(self.sessions.CreateSession, request, safe=False))
 
     def get_session(
         self, app: str, user: str, session_id: str, *, num_recent_events: Optional[int] = None
@@ -105,16 +137,17 @@ class AdkClient:
         request = session_pb2.GetSessionRequest(app_name=app, user_id=user, session_id=session_id)
         if num_recent_events is not None:
             request.num_recent_events = num_recent_events
-        return Session.from_proto(self.sessions.GetSession(request, timeout=self.timeout))
+        return Session.from_proto(self._call(self.sessions.GetSession, request, safe=True))
 
     def list_sessions(self, app: str, user: str = "") -> List[Session]:
         """Every session of a user (or of the whole app), merged state, no events."""
         sessions: List[Session] = []
         token = ""
         while True:
-            page = self.sessions.ListSessions(
+            page = self._call(
+                self.sessions.ListSessions,
                 session_pb2.ListSessionsRequest(app_name=app, user_id=user, page_token=token),
-                timeout=self.timeout,
+                safe=True,
             )
             sessions.extend(Session.from_proto(s) for s in page.sessions)
             token = page.next_page_token
@@ -122,9 +155,11 @@ class AdkClient:
                 return sessions
 
     def delete_session(self, app: str, user: str, session_id: str) -> None:
-        self.sessions.DeleteSession(
+        # Deleting is idempotent (a missing session deletes fine): safe to repeat.
+        self._call(
+            self.sessions.DeleteSession,
             session_pb2.DeleteSessionRequest(app_name=app, user_id=user, session_id=session_id),
-            timeout=self.timeout,
+            safe=True,
         )
 
     def append_event(
@@ -152,7 +187,8 @@ class AdkClient:
         elif text is not None or state_delta is not None:
             raise TypeError("append_event: pass either event, or text/state_delta")
         request = session_pb2.AppendEventRequest(app_name=app, user_id=user, session_id=session_id, event=event)
-        stored: event_pb2.Event = self.sessions.AppendEvent(request, timeout=self.timeout)
+        # With an id, a repeated append returns the stored event instead of a second one.
+        stored: event_pb2.Event = self._call(self.sessions.AppendEvent, request, safe=bool(event.id))
         return stored
 
     # ---- artifacts --------------------------------------------------------------
@@ -188,7 +224,10 @@ class AdkClient:
             request.custom_metadata.CopyFrom(dict_to_struct(custom_metadata))
         if version is not None:
             request.version = version
-        reply: artifact_pb2.SaveArtifactResponse = self.artifacts.SaveArtifact(request, timeout=self.timeout)
+        # Versions are immutable: repeating an explicit version cannot store a second one.
+        reply: artifact_pb2.SaveArtifactResponse = self._call(
+            self.artifacts.SaveArtifact, request, safe=version is not None
+        )
         return reply.version
 
     def load_artifact(
@@ -198,17 +237,17 @@ class AdkClient:
         request = artifact_pb2.LoadArtifactRequest(ref=_ref(app, user, session_id, file_name))
         if version is not None:
             request.version = version
-        return Artifact.from_proto(self.artifacts.LoadArtifact(request, timeout=self.timeout))
+        return Artifact.from_proto(self._call(self.artifacts.LoadArtifact, request, safe=True))
 
     def list_artifacts(self, app: str, user: str, session_id: str) -> List[str]:
         """File names visible from a session (its own and the user's ``user:`` ones), sorted."""
         request = artifact_pb2.ListArtifactsRequest(app_name=app, user_id=user, session_id=session_id)
-        return list(self.artifacts.ListArtifacts(request, timeout=self.timeout).file_names)
+        return list(self._call(self.artifacts.ListArtifacts, request, safe=True).file_names)
 
     def list_versions(self, app: str, user: str, session_id: str, file_name: str) -> List[int]:
         """An artifact's versions, newest first."""
         request = artifact_pb2.ListVersionsRequest(ref=_ref(app, user, session_id, file_name))
-        return list(self.artifacts.ListVersions(request, timeout=self.timeout).versions)
+        return list(self._call(self.artifacts.ListVersions, request, safe=True).versions)
 
     def delete_artifact(
         self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
@@ -217,7 +256,7 @@ class AdkClient:
         request = artifact_pb2.DeleteArtifactRequest(ref=_ref(app, user, session_id, file_name))
         if version is not None:
             request.version = version
-        self.artifacts.DeleteArtifact(request, timeout=self.timeout)
+        self._call(self.artifacts.DeleteArtifact, request, safe=True)
 
     # ---- runner -----------------------------------------------------------------
 
@@ -240,7 +279,8 @@ class AdkClient:
         ``message`` is the user's text, or a whole ``Content`` (e.g. from
         ``function_response()`` to answer a client tool). With ``streaming=True`` (SSE)
         the reply comes as ``partial`` events first, then complete; only complete events
-        are stored. Errors raise ``grpc.RpcError`` while iterating. Closing the iterator
+        are stored. Errors raise the typed ``adk_client.errors`` exceptions while iterating
+        (``SessionBusy`` when another invocation runs); a run is never retried. Closing the iterator
         early (``.close()``, or dropping it) cancels the call, which stops the invocation."""
         content = (
             message
@@ -262,7 +302,7 @@ class AdkClient:
 
     def list_apps(self) -> List[runner_pb2.App]:
         """The apps the runner serves (name and agent tree)."""
-        return list(self.runner.ListApps(runner_pb2.ListAppsRequest(), timeout=self.timeout).apps)
+        return list(self._call(self.runner.ListApps, runner_pb2.ListAppsRequest(), safe=True).apps)
 
 
 # ---- helpers ----------------------------------------------------------------------
@@ -304,5 +344,26 @@ def _duration(ttl: Union[timedelta, float]) -> duration_pb2.Duration:
 def _cancel_on_close(call: Any) -> Generator[event_pb2.Event, None, None]:
     try:
         yield from call
+    except grpc.RpcError as err:
+        raise from_rpc_error(err) from err
     finally:
         call.cancel()  # a no-op once the stream has ended
+
+
+class _Typed:
+    """A generated stub whose unary calls raise the typed exceptions of ``errors.py``
+    (streaming calls return the call as it is; ``_cancel_on_close`` types their errors)."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except grpc.RpcError as err:
+                raise from_rpc_error(err) from err
+
+        return call
