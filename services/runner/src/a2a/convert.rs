@@ -35,9 +35,10 @@ impl TaskId {
             Some((session_id, invocation_id)) if !session_id.is_empty() && !invocation_id.is_empty() => {
                 Ok(TaskId::new(session_id, invocation_id))
             }
-            _ => Err(AdkError::invalid(format!(
-                "{field} {id:?} is not a task id of this server (<context id>:<invocation id>)"
-            ))),
+            _ => Err(AdkError::invalid_with(
+                field.to_string(),
+                format!("{field} {id:?} is not a task id of this server (<context id>:<invocation id>)"),
+            )),
         }
     }
 }
@@ -119,9 +120,10 @@ pub fn content_from_a2a(message: &a2a::Message) -> Result<Content> {
     for (i, part) in message.parts.iter().enumerate() {
         let field = format!("message.parts[{i}]");
         let Some(kind) = &part.content else {
-            return Err(AdkError::invalid(format!(
-                "{field} has no content (text, raw, url or data)"
-            )));
+            return Err(AdkError::invalid_with(
+                field.to_string(),
+                format!("{field} has no content (text, raw, url or data)"),
+            ));
         };
         let mut converted = match kind {
             a2a::part::Content::Text(text) => Part::text_part(text.clone()),
@@ -142,7 +144,8 @@ pub fn content_from_a2a(message: &a2a::Message) -> Result<Content> {
         content.parts.push(converted);
     }
     if content.parts.is_empty() {
-        return Err(AdkError::invalid(
+        return Err(AdkError::invalid_with(
+            "message.parts",
             "message.parts is empty: a message needs at least one part",
         ));
     }
@@ -171,9 +174,10 @@ fn is_marked(part: &a2a::Part, kind: &str) -> bool {
 fn function_response_from_data(field: &str, data: &Value) -> Result<Part> {
     let name = data.get("name").and_then(Value::as_str).unwrap_or_default();
     if name.is_empty() {
-        return Err(AdkError::invalid(format!(
-            "{field}.data: a function_response needs a \"name\""
-        )));
+        return Err(AdkError::invalid_with(
+            format!("{field}.data"),
+            format!("{field}.data: a function_response needs a \"name\""),
+        ));
     }
     let id = data.get("id").and_then(Value::as_str).map(str::to_string);
     let response = data.get("response").cloned().unwrap_or(Value::Null);

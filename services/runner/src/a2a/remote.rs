@@ -175,10 +175,10 @@ impl RemoteA2aAgent {
             .unwrap_or_default();
         message.parts = ctx.user_content().parts.iter().filter_map(part_to_a2a).collect();
         if message.parts.is_empty() {
-            return Err(AdkError::invalid(format!(
-                "nothing of the message can be sent to remote A2A agent {}",
-                self.name
-            )));
+            return Err(AdkError::invalid_with(
+                "new_message.parts",
+                format!("nothing of the message can be sent to remote A2A agent {}", self.name),
+            ));
         }
         Ok(message)
     }

@@ -9,7 +9,7 @@ use super::convert::{TaskId, answer_pending, content_from_a2a, message_of_event}
 use super::task::{TaskLog, ends_run, outcome_event, recorded_outcome, tasks_of};
 use crate::app::App;
 use adk_core::artifact::LoadRequest;
-use adk_core::{AdkError, ArtifactService, Event, GetRequest, ListRequest, Result, WatchRequest, validate};
+use adk_core::{AdkError, ArtifactService, Event, GetRequest, ListRequest, Missing, Result, WatchRequest, validate};
 use adk_proto::a2a;
 use adk_proto::a2a::a2a_service_server::{A2aService, A2aServiceServer};
 use adk_runner::RunOptions;
@@ -83,17 +83,23 @@ impl A2aGrpcService {
         if tenant.is_empty() {
             return match self.apps.values().collect::<Vec<_>>().as_slice() {
                 [only] => Ok((*only).clone()),
-                _ => Err(AdkError::invalid(format!(
-                    "tenant is required: this server serves several apps ({}); the agent card of each names its tenant",
-                    self.served()
-                ))),
+                _ => Err(AdkError::invalid_with(
+                    "tenant",
+                    format!(
+                        "tenant is required: this server serves several apps ({}); the agent card of each names its tenant",
+                        self.served()
+                    ),
+                )),
             };
         }
         self.apps.get(tenant).cloned().ok_or_else(|| {
-            AdkError::NotFound(format!(
-                "tenant {tenant:?} is not an app served here (served: {})",
-                self.served()
-            ))
+            AdkError::NotFound(
+                Missing::App,
+                format!(
+                    "tenant {tenant:?} is not an app served here (served: {})",
+                    self.served()
+                ),
+            )
         })
     }
 
@@ -146,9 +152,9 @@ impl A2aGrpcService {
     }
 
     async fn find_task(&self, caller: &Caller, id: &TaskId) -> Result<(Vec<Event>, TaskLog)> {
-        let not_found = || AdkError::NotFound(format!("task {id} does not exist"));
+        let not_found = || AdkError::NotFound(Missing::Other, format!("task {id} does not exist"));
         let (events, tasks) = self.read_tasks(caller, &id.session_id).await.map_err(|e| match e {
-            AdkError::NotFound(_) => not_found(),
+            AdkError::NotFound(..) => not_found(),
             other => other,
         })?;
         let task = tasks.into_iter().find(|t| t.id == *id).ok_or_else(not_found)?;
@@ -195,7 +201,7 @@ impl A2aGrpcService {
         let message = request
             .message
             .as_ref()
-            .ok_or_else(|| AdkError::invalid("message is required"))?;
+            .ok_or_else(|| AdkError::invalid("message", "is required"))?;
         let mut content = content_from_a2a(message)?;
         let (task_id, session_id) = if message.task_id.is_empty() {
             let session_id = match message.context_id.as_str() {
@@ -209,10 +215,13 @@ impl A2aGrpcService {
         } else {
             let id = TaskId::parse("message.task_id", &message.task_id)?;
             if !message.context_id.is_empty() && message.context_id != id.session_id {
-                return Err(AdkError::invalid(format!(
-                    "message.context_id {:?} is not the context of task {id}",
-                    message.context_id
-                )));
+                return Err(AdkError::invalid_with(
+                    "message.context_id",
+                    format!(
+                        "message.context_id {:?} is not the context of task {id}",
+                        message.context_id
+                    ),
+                ));
             }
             let (_, task) = self.find_task(caller, &id).await?;
             let state = task.state();
@@ -393,9 +402,10 @@ impl A2aGrpcService {
     async fn task(&self, caller: &Caller, id: &TaskId, history_length: Option<i32>) -> Result<a2a::Task> {
         let history_length = match history_length {
             Some(n) if n < 0 => {
-                return Err(AdkError::invalid(format!(
-                    "history_length must not be negative, got {n}"
-                )));
+                return Err(AdkError::invalid_with(
+                    "history_length",
+                    format!("history_length must not be negative, got {n}"),
+                ));
             }
             Some(n) => Some(n as usize),
             None => None,
@@ -525,16 +535,22 @@ impl A2aService for A2aGrpcService {
         let page_size = match request.page_size {
             None | Some(0) => 50,
             Some(n) if (1..=100).contains(&n) => n as usize,
-            Some(n) => return Err(AdkError::invalid(format!("page_size must be 1-100, got {n}")).into()),
+            Some(n) => {
+                return Err(AdkError::invalid_with("page_size", format!("page_size must be 1-100, got {n}")).into());
+            }
         };
         let offset = match request.page_token.as_str() {
             "" => 0,
-            token => token
-                .parse::<usize>()
-                .map_err(|_| AdkError::invalid(format!("page_token {token:?} is not one this server returned")))?,
+            token => token.parse::<usize>().map_err(|_| {
+                AdkError::invalid_with(
+                    "page_token",
+                    format!("page_token {token:?} is not one this server returned"),
+                )
+            })?,
         };
-        let filter = a2a::TaskState::try_from(request.status)
-            .map_err(|_| AdkError::invalid(format!("status {} is not a known TaskState", request.status)))?;
+        let filter = a2a::TaskState::try_from(request.status).map_err(|_| {
+            AdkError::invalid_with("status", format!("status {} is not a known TaskState", request.status))
+        })?;
         let sessions = match request.context_id.as_str() {
             "" => {
                 let mut ids = Vec::new();
@@ -568,7 +584,7 @@ impl A2aService for A2aGrpcService {
         for session_id in sessions {
             let (_, found) = match self.read_tasks(&caller, &session_id).await {
                 Ok(read) => read,
-                Err(AdkError::NotFound(_)) => continue,
+                Err(AdkError::NotFound(..)) => continue,
                 Err(e) => return Err(e.into()),
             };
             tasks.extend(
