@@ -18,7 +18,7 @@ import uuid
 
 import grpc
 
-from adk_client import AdkClient, event_text, function_calls, function_response, value_to_python
+from adk_client import AdkClient, function_response
 
 
 def main() -> int:
@@ -46,7 +46,7 @@ def main() -> int:
         print("assistant: ", end="", flush=True)
         for ev in adk.run("assistant", user, session.id, "Hello, agent!", streaming=True):
             if ev.partial:
-                print(event_text(ev), end="", flush=True)
+                print(ev.text, end="", flush=True)
         print()
         state = adk.get_session("assistant", user, session.id).state
         print(f"last_reply in state: {state['last_reply']!r}")
@@ -55,14 +55,13 @@ def main() -> int:
         # (The booker's mock model plays its script afresh in every session.)
         answer = None
         for ev in adk.run("trip_planner", user, "trip", "Two nights at Hotel Sakura", create_session=True):
-            print(f"{ev.author}: {event_text(ev)}" if event_text(ev) else f"{ev.author}: (tool call)")
-            for call in function_calls(ev):
-                if call.id in ev.long_running_tool_ids:
-                    print(f"the agent asks: {call.name}({value_to_python(call.args)}) -> confirming")
-                    answer = function_response(call.name, call.id, {"confirmed": True})
+            print(f"{ev.author}: {ev.text}" if ev.text else f"{ev.author}: (tool call)")
+            for call in ev.client_tool_calls:  # the calls the client answers
+                print(f"the agent asks: {call.name}({call.args}) -> confirming")
+                answer = function_response(call, {"confirmed": True})
         if answer is not None:
             for ev in adk.run("trip_planner", user, "trip", answer):
-                print(f"{ev.author}: {event_text(ev)}")
+                print(f"{ev.author}: {ev.text}")
         else:
             print("(the agent asked for no confirmation)")
 

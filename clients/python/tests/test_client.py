@@ -53,7 +53,7 @@ def test_append_event_applies_delta_and_get_session_returns_it(adk: AdkClient) -
         app, "alice", "s1", text="Weather in Tokyo?",
         state_delta={"user:city": "Tokyo", "topic": "tokyo", "temp:scratch": 1},
     )
-    assert event.sequence == 1 and len(event.id) == 36 and event.HasField("timestamp")
+    assert event.sequence == 1 and len(event.id) == 36 and event.timestamp is not None
     assert state_delta(event) == {"user:city": "Tokyo", "topic": "tokyo"}  # temp: is never stored
 
     reply = adk.append_event(app, "alice", "s1", author="forecaster", text="Sunny, 24 C")
@@ -179,7 +179,7 @@ def test_run_client_tool_pauses_then_resumes(adk: AdkClient) -> None:
     assert list(paused.long_running_tool_ids) == [call.id] == ["booking-1"]
     assert call.name == "confirm_booking"
 
-    answer = function_response(call.name, call.id, {"confirmed": True})
+    answer = function_response(call, {"confirmed": True})
     events = list(adk.run("trip_planner", user, "trip1", answer))
     assert event_text(events[-1]) == "Booked: 2 nights at Hotel Sakura."
     assert adk.get_session("trip_planner", user, "trip1").state["booking"] == "Booked: 2 nights at Hotel Sakura."

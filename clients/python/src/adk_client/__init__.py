@@ -1,12 +1,14 @@
 """Python client of the ADK gRPC services.
 
-    from adk_client import AdkClient, event_text
+    from adk_client import AdkClient
 
     with AdkClient("localhost:50051") as adk:
         adk.create_session("assistant", "alice", session_id="chat1", state={"user:name": "Alice"})
         for event in adk.run("assistant", "alice", "chat1", "Hello!", streaming=True):
-            print(event.partial, event_text(event))
+            print(event.partial, event.text)
 
+``AsyncAdkClient`` is the same over ``grpc.aio``. Results are plain dataclasses
+(``adk_client.types``): state and tool data are dicts, never ``Struct``/``Value``.
 The protobuf messages and gRPC stubs (generated from proto/adk/v1 by generate.py) are
 in ``adk_client.v1``, e.g. ``adk_client.v1.event_pb2.Event``.
 """
@@ -30,20 +32,59 @@ from ._convert import (
     value_to_python,
 )
 from . import errors
-from .client import AdkClient, event_text, function_calls, function_response, state_delta
+from ._calls import MemoryInput, OnBusy
+from ._retry import RetryPolicy
+from .aio import AsyncAdkClient, AsyncDownload
+from .client import AdkClient, Download, event_text, function_calls, state_delta
 from .errors import AdkError, from_rpc_error
-from .types import Artifact, Session
+from .types import (
+    AgentInfo,
+    App,
+    Artifact,
+    ArtifactMetadata,
+    Blob,
+    Content,
+    Event,
+    FileData,
+    FunctionCall,
+    FunctionResponse,
+    Memory,
+    MessageInput,
+    Part,
+    Session,
+    ToolInfo,
+    function_response,
+)
 
 __all__ = [
     "AdkClient",
     "AdkError",
-    "errors",
-    "from_rpc_error",
+    "AgentInfo",
+    "App",
     "Artifact",
+    "ArtifactMetadata",
+    "AsyncAdkClient",
+    "AsyncDownload",
+    "Blob",
+    "Content",
+    "Download",
+    "Event",
+    "FileData",
+    "FunctionCall",
+    "FunctionResponse",
     "JsonValue",
+    "Memory",
+    "MemoryInput",
+    "MessageInput",
+    "OnBusy",
+    "Part",
+    "RetryPolicy",
     "Session",
+    "ToolInfo",
     "dict_to_struct",
+    "errors",
     "event_text",
+    "from_rpc_error",
     "function_calls",
     "function_response",
     "python_to_value",

@@ -374,7 +374,7 @@ def event_to_proto(event: Event) -> event_pb2.Event:
     if "finish_reason" in rest:
         value = _finish_reason_to_proto(rest["finish_reason"])
         if value is not None:
-            pb.finish_reason = value
+            pb.finish_reason = value  # type: ignore[assignment]  # an enum value is its int
             del rest["finish_reason"]
     _set_optional(
         pb,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from typing import Any, Dict, List, Optional, Tuple, Union
+from typing import Any, Dict, List, Mapping, Optional, Tuple, Union, cast
 from urllib.parse import urlparse
 
 import grpc
@@ -40,9 +40,10 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.sessions.base_session_service import BaseSessionService, GetSessionConfig, ListSessionsResponse
 from google.adk.sessions.session import Session
 from google.genai import types
+from google.protobuf import struct_pb2
 
 from ._adk_events import event_from_proto, event_to_proto, float_to_timestamp, part_from_proto, part_to_proto, timestamp_to_float
-from ._convert import dict_to_struct, struct_to_dict
+from ._convert import JsonValue, dict_to_struct, struct_to_dict
 from .v1 import artifact_pb2, artifact_pb2_grpc, memory_pb2, memory_pb2_grpc, session_pb2, session_pb2_grpc
 
 #: The URI scheme ``register()`` adds to ADK's service registry: ``adk-grpc://host:port``.
@@ -297,7 +298,7 @@ class GrpcArtifactService(BaseArtifactService):
         request = artifact_pb2.SaveArtifactRequest(
             ref=self._ref(app_name, user_id, filename, session_id), part=pb,
             custom_metadata=dict_to_struct(custom_metadata or {}))
-        reply = await self._call("SaveArtifact", request)
+        reply: artifact_pb2.SaveArtifactResponse = await self._call("SaveArtifact", request)
         return reply.version - 1
 
     async def load_artifact(self, *, app_name: str, user_id: str, filename: str,
@@ -436,18 +437,18 @@ class GrpcMemoryService(BaseMemoryService):
 
     async def add_events_to_memory(self, *, app_name: str, user_id: str, events: Any,
                                    session_id: Optional[str] = None,
-                                   custom_metadata: Optional[Dict[str, Any]] = None) -> None:
+                                   custom_metadata: Optional[Mapping[str, object]] = None) -> None:
         request = memory_pb2.AddEventsToMemoryRequest(
             app_name=app_name, user_id=user_id, session_id=session_id or "",
             events=[event_to_proto(e) for e in events],
-            custom_metadata=dict_to_struct(dict(custom_metadata or {})))
+            custom_metadata=_metadata_struct(custom_metadata))
         await self._call("AddEventsToMemory", request)
 
     async def add_memory(self, *, app_name: str, user_id: str, memories: Any,
-                         custom_metadata: Optional[Dict[str, Any]] = None) -> None:
+                         custom_metadata: Optional[Mapping[str, object]] = None) -> None:
         request = memory_pb2.AddMemoryRequest(
             app_name=app_name, user_id=user_id, memories=[_memory_entry_to_proto(m) for m in memories],
-            custom_metadata=dict_to_struct(dict(custom_metadata or {})))
+            custom_metadata=_metadata_struct(custom_metadata))
         await self._call("AddMemory", request)
 
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
@@ -474,3 +475,8 @@ def register(scheme: str = SCHEME) -> None:
     registry.register_session_service(scheme, lambda uri, **kwargs: GrpcSessionService(uri, **kwargs))
     registry.register_artifact_service(scheme, lambda uri, **kwargs: GrpcArtifactService(uri, **kwargs))
     registry.register_memory_service(scheme, lambda uri, **kwargs: GrpcMemoryService(uri, **kwargs))
+
+
+def _metadata_struct(custom_metadata: Optional[Mapping[str, object]]) -> struct_pb2.Struct:
+    # ADK types custom metadata as objects; a value that is not JSON raises TypeError here.
+    return dict_to_struct(cast(Mapping[str, JsonValue], custom_metadata or {}))

@@ -1,47 +1,89 @@
-"""AdkClient: the ADK gRPC services (sessions, artifacts, runner) behind plain Python calls."""
+"""AdkClient: every RPC of adk.v1 (sessions, artifacts, memory, runner) behind plain,
+blocking Python calls. ``adk_client.aio.AsyncAdkClient`` is the same over ``grpc.aio``; both
+build their requests and views in ``_calls`` and retry by ``_retry``."""
 from __future__ import annotations
 
+import os
 import time
-from datetime import timedelta
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 import grpc
-from google.protobuf import duration_pb2
 
-from ._convert import JsonValue, dict_to_struct, python_to_value, value_map_to_dict
+from . import _calls as calls
+from ._calls import Chunks, MemoryInput, OnBusy, StateDict, Unary
+from ._convert import JsonValue, value_map_to_dict
+from ._retry import RetryPolicy, call_with_retry
 from .errors import AdkError, from_rpc_error
-from .types import Artifact, Session
+from .types import (
+    App,
+    Artifact,
+    ArtifactMetadata,
+    Event,
+    FunctionCall,
+    Memory,
+    MessageInput,
+    Part,
+    Session,
+)
 from .v1 import (
-    artifact_pb2,
     artifact_pb2_grpc,
-    content_pb2,
     event_pb2,
-    runner_pb2,
+    memory_pb2_grpc,
     runner_pb2_grpc,
-    session_pb2,
     session_pb2_grpc,
 )
 
-StateDict = Mapping[str, JsonValue]
+T = TypeVar("T")
+PathLike = Union[str, "os.PathLike[str]"]
+#: Answers a client tool's call (``run_with_tools``): the tool's result, as JSON.
+ToolAnswer = Callable[[FunctionCall, Event], JsonValue]
+
+
+@dataclass
+class Download:
+    """A streamed artifact: its metadata, then its bytes in chunks as they arrive (never
+    all in memory). Iterate it; ``close()`` (or leaving a ``with``) stops the stream."""
+
+    metadata: ArtifactMetadata
+    chunks: Iterator[bytes]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self.chunks
+
+    def close(self) -> None:
+        close = getattr(self.chunks, "close", None)
+        if close is not None:
+            close()
+
+    def __enter__(self) -> "Download":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 class AdkClient:
-    """A client of ``adk.v1.SessionService``, ``ArtifactService`` and ``AgentRunner``.
+    """A client of ``adk.v1.SessionService``, ``ArtifactService``, ``MemoryService`` and
+    ``AgentRunner``.
 
-    ``AdkClient("localhost:50051")`` talks to ``adk-server``, which serves all three on one
-    port. With the services deployed separately, give the artifact and runner addresses
-    too. Failed calls raise the exception of their ``ErrorInfo`` reason
-    (``adk_client.errors``: ``SessionNotFound``, ``SessionBusy``, ``LimitExceeded``…), each
-    a ``grpc.RpcError`` with ``.code()`` and ``.details()``.
+    ``AdkClient("localhost:50051")`` talks to ``adk-server``, which serves them all on one
+    port; with the services deployed separately, give the other addresses too (memory is
+    served by the session server). Failed calls raise the exception of their ``ErrorInfo``
+    reason (``adk_client.errors``: ``SessionNotFound``, ``SessionBusy``, ``LimitExceeded``…),
+    each a ``grpc.RpcError`` with ``.code()`` and ``.details()``.
 
-    Calls that are safe to repeat are retried on ``UNAVAILABLE`` up to ``retries`` times,
-    with exponential backoff (or the server's RetryInfo delay): reads, an append whose
-    event has an id, a save with an explicit version. Nothing else is ever retried: a
-    create, a run or an append without an event id could happen twice.
+    Calls that are safe to repeat are retried up to ``retries`` times when the server is
+    unreachable (UNAVAILABLE) or says a retry may succeed (RetryInfo), after ``backoff``
+    seconds doubling up to ``max_backoff`` (with jitter; the server's RetryInfo delay when
+    it gives one): reads, an append whose event has an id, a save or upload with an explicit
+    version, a cancel. Nothing else is ever retried: a create, a run, a delete or an append
+    without an event id could happen twice.
 
-    The generated stubs stay available as ``client.sessions``, ``client.artifacts`` and
-    ``client.runner`` for every RPC this wrapper does not cover (their errors typed the
-    same way, never retried).
+    The generated stubs stay available as ``client.sessions``, ``client.artifacts``,
+    ``client.memory`` and ``client.runner`` (their unary errors typed the same way, never
+    retried).
     """
 
     def __init__(
@@ -50,18 +92,22 @@ class AdkClient:
         *,
         artifacts_target: Optional[str] = None,
         runner_target: Optional[str] = None,
+        memory_target: Optional[str] = None,
         timeout: Optional[float] = 30.0,
         credentials: Optional[grpc.ChannelCredentials] = None,
         options: Sequence[Tuple[str, Any]] = (),
+        metadata: Sequence[Tuple[str, str]] = (),
         retries: int = 3,
         backoff: float = 0.1,
+        max_backoff: float = 5.0,
         interceptors: Sequence[Any] = (),
     ) -> None:
-        """``timeout`` (seconds) bounds each unary call; ``run`` streams have none unless
-        given one. ``credentials`` makes the channels TLS; without, they are plaintext."""
+        """``timeout`` (seconds) bounds each unary call; streams have none unless given one.
+        ``credentials`` makes the channels TLS; without, they are plaintext. ``metadata`` is
+        sent with every call (e.g. ``[("authorization", "Bearer …")]``)."""
         self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.retry = RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
+        self.metadata = tuple(metadata)
         self._channels: Dict[str, grpc.Channel] = {}
         self._intercepted: Dict[str, grpc.Channel] = {}
 
@@ -71,27 +117,36 @@ class AdkClient:
                     self._channels[addr] = grpc.secure_channel(addr, credentials, options=list(options))
                 else:
                     self._channels[addr] = grpc.insecure_channel(addr, options=list(options))
-            if addr not in self._intercepted:
                 ch = self._channels[addr]
                 self._intercepted[addr] = grpc.intercept_channel(ch, *interceptors) if interceptors else ch
             return self._intercepted[addr]
 
-        self.sessions: Any = _Typed(session_pb2_grpc.SessionServiceStub(channel(target)))
-        self.artifacts: Any = _Typed(artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target)))
-        self.runner: Any = _Typed(runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target)))
+        self._stubs: Dict[str, Any] = {
+            "sessions": session_pb2_grpc.SessionServiceStub(channel(target)),
+            "artifacts": artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target)),
+            "memory": memory_pb2_grpc.MemoryServiceStub(channel(memory_target or target)),
+            "runner": runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target)),
+        }
+        self.sessions: Any = _Typed(self._stubs["sessions"])
+        self.artifacts: Any = _Typed(self._stubs["artifacts"])
+        self.memory: Any = _Typed(self._stubs["memory"])
+        self.runner: Any = _Typed(self._stubs["runner"])
 
-    def _call(self, method: Callable[..., Any], request: Any, *, safe: bool) -> Any:
-        """One unary call; a ``safe`` one (repeating it changes nothing) is retried while
-        the server says a retry may succeed (UNAVAILABLE)."""
-        attempt = 0
+    def _unary(self, call: Unary[T]) -> T:
+        method = getattr(self._stubs[call.service], call.method)
+        reply = call_with_retry(
+            self.retry, call.safe, lambda: method(call.request, timeout=self.timeout, metadata=self.metadata)
+        )
+        return call.result(reply)
+
+    def _pages(self, page: Callable[[str], Unary[calls.Page[T]]]) -> Iterator[T]:
+        token = ""
         while True:
-            try:
-                return method(request, timeout=self.timeout)
-            except AdkError as err:
-                if not (safe and err.code() == grpc.StatusCode.UNAVAILABLE and attempt < self.retries):
-                    raise
-                time.sleep(min(err.retry_delay or 0.0, 5.0) or self.backoff * (2**attempt))
-                attempt += 1
+            result = self._unary(page(token))
+            yield from result.items
+            token = result.next_page_token
+            if not token:
+                return
 
     def wait_for_ready(self, timeout: float = 10.0) -> None:
         """Blocks until every channel is connected; ``grpc.FutureTimeoutError`` otherwise."""
@@ -122,45 +177,36 @@ class AdkClient:
         """Creates a session (``session_id=None``: the server generates a UUID).
 
         ``state`` keys are split by prefix: ``app:`` and ``user:`` go to the shared
-        scopes, ``temp:`` is dropped, the rest is this session's."""
-        request = session_pb2.CreateSessionRequest(
-            app_name=app, user_id=user, session_id=session_id or "", state=dict_to_struct(state)
-        )
-        if ttl is not None:
-            request.ttl.CopyFrom(_duration(ttl))
-        return Session.from_proto(self._call(self.sessions.CreateSession, request, safe=False))
+        scopes, ``temp:`` is dropped, the rest is this session's. ``ttl`` (seconds or a
+        timedelta) expires it after that long without an append."""
+        return self._unary(calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl))
 
     def get_session(
-        self, app: str, user: str, session_id: str, *, num_recent_events: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        num_recent_events: Optional[int] = None,
+        after: Optional[datetime] = None,
+        since_compaction: bool = False,
     ) -> Session:
-        """Reads a session: merged state and its events, oldest first (``NOT_FOUND`` when missing)."""
-        request = session_pb2.GetSessionRequest(app_name=app, user_id=user, session_id=session_id)
-        if num_recent_events is not None:
-            request.num_recent_events = num_recent_events
-        return Session.from_proto(self._call(self.sessions.GetSession, request, safe=True))
-
-    def list_sessions(self, app: str, user: str = "") -> List[Session]:
-        """Every session of a user (or of the whole app), merged state, no events."""
-        sessions: List[Session] = []
-        token = ""
-        while True:
-            page = self._call(
-                self.sessions.ListSessions,
-                session_pb2.ListSessionsRequest(app_name=app, user_id=user, page_token=token),
-                safe=True,
+        """Reads a session: merged state and its events, oldest first (only the last
+        ``num_recent_events``, only those at or ``after`` a time). ``SessionNotFound`` when missing."""
+        return self._unary(
+            calls.get_session(
+                app, user, session_id, num_recent_events=num_recent_events, after=after, since_compaction=since_compaction
             )
-            sessions.extend(Session.from_proto(s) for s in page.sessions)
-            token = page.next_page_token
-            if not token:
-                return sessions
+        )
+
+    def list_sessions(self, app: str, user: str = "", *, page_size: int = 0) -> Iterator[Session]:
+        """Every session of a user (or of the whole app): merged state, no events. Pages
+        (``page_size`` each, 0: the server's 100) are fetched as the loop asks for them."""
+        return self._pages(lambda token: calls.list_sessions(app, user, page_size, token))
 
     def delete_session(self, app: str, user: str, session_id: str) -> None:
-        # Deleting is idempotent (a missing session deletes fine): safe to repeat.
-        self._call(
-            self.sessions.DeleteSession,
-            session_pb2.DeleteSessionRequest(app_name=app, user_id=user, session_id=session_id),
-            safe=True,
-        )
+        """Deletes a session with its events, state and artifacts (missing: fine)."""
+        self._unary(calls.delete_session(app, user, session_id))
 
     def append_event(
         self,
@@ -170,26 +216,89 @@ class AdkClient:
         *,
         author: str = "user",
         text: Optional[str] = None,
+        parts: Sequence[Part] = (),
         state_delta: Optional[StateDict] = None,
+        id: Optional[str] = None,
+        invocation_id: Optional[str] = None,
         event: Optional[event_pb2.Event] = None,
-    ) -> event_pb2.Event:
+        expect_last_event_id: Optional[str] = None,
+        expect_last_sequence: Optional[int] = None,
+    ) -> Event:
         """Appends an event and returns it as stored (id, timestamp and sequence set).
 
-        Either build it from ``author``, ``text`` (a one-part message; role "user" for the
-        user, "model" otherwise) and ``state_delta``, or pass a whole ``event``."""
-        if event is None:
-            event = event_pb2.Event(author=author)
-            if text is not None:
-                role = "user" if author == "user" else "model"
-                event.content.CopyFrom(content_pb2.Content(role=role, parts=[content_pb2.Part(text=text)]))
-            for key, value in (state_delta or {}).items():
-                event.actions.state_delta[key].CopyFrom(python_to_value(value))
-        elif text is not None or state_delta is not None:
-            raise TypeError("append_event: pass either event, or text/state_delta")
-        request = session_pb2.AppendEventRequest(app_name=app, user_id=user, session_id=session_id, event=event)
-        # With an id, a repeated append returns the stored event instead of a second one.
-        stored: event_pb2.Event = self._call(self.sessions.AppendEvent, request, safe=bool(event.id))
-        return stored
+        Build it from ``author``, ``text`` (role "user" for the user, "model" otherwise),
+        ``parts``, ``state_delta``, ``id`` and ``invocation_id``, or pass a whole ``event``.
+        With ``expect_last_event_id`` / ``expect_last_sequence`` (0: no events yet) it is
+        stored only if the session's last event is still that one, else
+        ``PreconditionFailed`` and nothing is stored. With an ``id`` it is retried: the
+        server stores an id once."""
+        return self._unary(
+            calls.append_event(
+                app,
+                user,
+                session_id,
+                author=author,
+                text=text,
+                parts=parts,
+                state_delta=state_delta,
+                id=id,
+                invocation_id=invocation_id,
+                event=event,
+                expect_last_event_id=expect_last_event_id,
+                expect_last_sequence=expect_last_sequence,
+            )
+        )
+
+    def list_events(
+        self, app: str, user: str, session_id: str, *, page_size: int = 0, newest_first: bool = False
+    ) -> Iterator[Event]:
+        """The session's events, oldest first (or newest first), a page at a time as the loop asks."""
+        return self._pages(lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token))
+
+    def watch_session(
+        self, app: str, user: str, session_id: str, *, after_sequence: Optional[int] = None
+    ) -> Iterator[Event]:
+        """The session's events as they are appended (those after ``after_sequence`` first,
+        when given: 0 replays the whole log), until the loop stops. A dropped connection or
+        a restarted server is resumed from the last sequence seen, with backoff: nothing
+        missed, nothing twice. Raises ``SessionNotFound`` when the session is deleted or
+        expires; keeps reconnecting while the server is unreachable."""
+        cursor = calls.WatchCursor(app, user, session_id, after_sequence, self.retry)
+        stub = self._stubs["sessions"]
+        while True:
+            err: Optional[AdkError] = None
+            try:
+                if cursor.needs_start:
+                    cursor.after = self._unary(calls.last_sequence(app, user, session_id))
+                stream = stub.WatchSession(cursor.request(), metadata=self.metadata)
+                try:
+                    for message in stream:
+                        yield cursor.seen(message)
+                finally:
+                    stream.cancel()  # a no-op once the stream has ended
+            except grpc.RpcError as raw:
+                err = from_rpc_error(raw)
+            time.sleep(cursor.dropped(err))
+
+    def get_user_state(self, app: str, user: str) -> Dict[str, JsonValue]:
+        """The user's ``user:`` state, keys without their prefix."""
+        return self._unary(calls.get_user_state(app, user))
+
+    def get_app_state(self, app: str) -> Dict[str, JsonValue]:
+        """The app's ``app:`` state, keys without their prefix."""
+        return self._unary(calls.get_app_state(app))
+
+    def update_app_state(self, app: str, state_delta: StateDict) -> Dict[str, JsonValue]:
+        """Sets ``app:`` keys (every key must carry the prefix); returns the app's state after."""
+        return self._unary(calls.update_app_state(app, state_delta))
+
+    def fork_session(
+        self, app: str, user: str, session_id: str, up_to_event_id: str, *, new_session_id: Optional[str] = None
+    ) -> Session:
+        """A new session with the events up to and including ``up_to_event_id`` (the source is untouched)."""
+        return self._unary(
+            calls.fork_session(app, user, session_id, up_to_event_id=up_to_event_id, new_session_id=new_session_id)
+        )
 
     # ---- artifacts --------------------------------------------------------------
 
@@ -205,58 +314,208 @@ class AdkClient:
         custom_metadata: Optional[StateDict] = None,
         version: Optional[int] = None,
     ) -> int:
-        """Saves the next version (or ``version``) and returns its number.
+        """Saves the next version (or ``version``) in one message and returns its number.
 
         ``str`` data is stored as a text part (loaded back as ``str``) unless a MIME type
         other than text/plain is given: then it is stored as its UTF-8 bytes. ``bytes``
         are stored with ``mime_type`` (default application/octet-stream). A ``user:``
-        file name is visible from every session of the user. Parts larger than one gRPC
-        message (4 MiB by default) need the streaming ``UploadArtifact`` RPC."""
-        if isinstance(data, str) and mime_type in (None, "text/plain"):
-            part = content_pb2.Part(text=data)
-        else:
-            raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-            part = content_pb2.Part(
-                inline_data=content_pb2.Blob(mime_type=mime_type or "application/octet-stream", data=raw)
+        file name is visible from every session of the user. For more than one message
+        (4 MiB) use ``upload_artifact`` or ``upload_file``."""
+        return self._unary(
+            calls.save_artifact(
+                app, user, session_id, file_name, data, mime_type, custom_metadata=custom_metadata, version=version
             )
-        request = artifact_pb2.SaveArtifactRequest(ref=_ref(app, user, session_id, file_name), part=part)
-        if custom_metadata:
-            request.custom_metadata.CopyFrom(dict_to_struct(custom_metadata))
-        if version is not None:
-            request.version = version
-        # Versions are immutable: repeating an explicit version cannot store a second one.
-        reply: artifact_pb2.SaveArtifactResponse = self._call(
-            self.artifacts.SaveArtifact, request, safe=version is not None
         )
-        return reply.version
+
+    def upload_artifact(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        chunks: Chunks,
+        *,
+        mime_type: Optional[str] = None,
+        version: Optional[int] = None,
+        custom_metadata: Optional[StateDict] = None,
+        size_bytes: Optional[int] = None,
+        is_text: bool = False,
+        timeout: Optional[float] = None,
+    ) -> int:
+        """Streams an artifact up (UploadArtifact) from an iterable of byte chunks or a
+        binary file object, never holding it all in memory; returns its version. Nothing
+        is visible until the upload completes. ``size_bytes``, when known, is checked by
+        the server before it stores anything; ``is_text`` stores UTF-8 bytes as text. A
+        stream is consumed by its first attempt, so it is never retried (``upload_file``
+        is, with a version)."""
+        header = calls.upload_header(
+            app,
+            user,
+            session_id,
+            file_name,
+            mime_type=mime_type,
+            version=version,
+            custom_metadata=custom_metadata,
+            size_bytes=size_bytes,
+            is_text=is_text,
+        )
+        return self._upload(header, lambda: chunks, safe=False, timeout=timeout)
+
+    def upload_file(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        path: PathLike,
+        *,
+        mime_type: Optional[str] = None,
+        version: Optional[int] = None,
+        custom_metadata: Optional[StateDict] = None,
+        timeout: Optional[float] = None,
+    ) -> int:
+        """Streams a file up, a chunk at a time; returns its version. The MIME type is
+        guessed from the path unless given; the size is sent for the server to check. With
+        an explicit ``version`` it is retried (the file is read again)."""
+        guessed, size = calls.file_header_args(path, mime_type)
+        header = calls.upload_header(
+            app,
+            user,
+            session_id,
+            file_name,
+            mime_type=guessed,
+            version=version,
+            custom_metadata=custom_metadata,
+            size_bytes=size,
+            is_text=False,
+        )
+        return self._upload(header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout)
+
+    def _upload(self, header: Any, chunks: Callable[[], Chunks], *, safe: bool, timeout: Optional[float]) -> int:
+        method = self._stubs["artifacts"].UploadArtifact
+        reply = call_with_retry(
+            self.retry,
+            safe,
+            lambda: method(calls.upload_messages(header, chunks()), timeout=timeout, metadata=self.metadata),
+        )
+        return int(reply.version)
 
     def load_artifact(
         self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
     ) -> Artifact:
-        """Loads the latest version (or ``version``); ``NOT_FOUND`` when missing."""
-        request = artifact_pb2.LoadArtifactRequest(ref=_ref(app, user, session_id, file_name))
-        if version is not None:
-            request.version = version
-        return Artifact.from_proto(self._call(self.artifacts.LoadArtifact, request, safe=True))
+        """Loads the latest version (or ``version``) in one message; ``ArtifactNotFound`` when missing."""
+        return self._unary(calls.load_artifact(app, user, session_id, file_name, version))
+
+    def download_artifact(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        chunk_size: int = 0,
+        timeout: Optional[float] = None,
+    ) -> Download:
+        """Streams an artifact down (DownloadArtifact): its metadata at once, then its
+        bytes as the returned ``Download`` is iterated. Opening it is retried (nothing has
+        been handed out yet); ``ArtifactNotFound`` when missing."""
+        request = calls.download_request(app, user, session_id, file_name, version, chunk_size)
+        method = self._stubs["artifacts"].DownloadArtifact
+
+        def start() -> Tuple[Any, ArtifactMetadata]:
+            stream = method(request, timeout=timeout, metadata=self.metadata)
+            try:
+                return stream, calls.download_metadata(next(stream, None))
+            except BaseException:
+                stream.cancel()
+                raise
+
+        stream, metadata = call_with_retry(self.retry, True, start)
+        return Download(metadata, _chunks(stream))
+
+    def download_file(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        path: PathLike,
+        version: Optional[int] = None,
+        *,
+        timeout: Optional[float] = None,
+    ) -> ArtifactMetadata:
+        """Streams an artifact into a file, a chunk at a time; returns its metadata. The
+        file appears at ``path`` only once complete (``path + ".part"`` until then)."""
+        partial = calls.part_file(path)
+        with self.download_artifact(app, user, session_id, file_name, version, timeout=timeout) as download:
+            try:
+                with open(partial, "wb") as out:
+                    for chunk in download:
+                        out.write(chunk)
+            except BaseException:
+                if os.path.exists(partial):
+                    os.remove(partial)
+                raise
+        os.replace(partial, path)
+        return download.metadata
+
+    def get_artifact_metadata(
+        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+    ) -> ArtifactMetadata:
+        """One version's metadata (the latest unless ``version``), without its bytes."""
+        return self._unary(calls.get_artifact_metadata(app, user, session_id, file_name, version))
 
     def list_artifacts(self, app: str, user: str, session_id: str) -> List[str]:
         """File names visible from a session (its own and the user's ``user:`` ones), sorted."""
-        request = artifact_pb2.ListArtifactsRequest(app_name=app, user_id=user, session_id=session_id)
-        return list(self._call(self.artifacts.ListArtifacts, request, safe=True).file_names)
+        return self._unary(calls.list_artifacts(app, user, session_id))
 
     def list_versions(self, app: str, user: str, session_id: str, file_name: str) -> List[int]:
         """An artifact's versions, newest first."""
-        request = artifact_pb2.ListVersionsRequest(ref=_ref(app, user, session_id, file_name))
-        return list(self._call(self.artifacts.ListVersions, request, safe=True).versions)
+        return self._unary(calls.list_versions(app, user, session_id, file_name))
 
     def delete_artifact(
         self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
     ) -> None:
-        """Deletes one version, or all of them."""
-        request = artifact_pb2.DeleteArtifactRequest(ref=_ref(app, user, session_id, file_name))
-        if version is not None:
-            request.version = version
-        self._call(self.artifacts.DeleteArtifact, request, safe=True)
+        """Deletes one version, or all of them (missing: fine)."""
+        self._unary(calls.delete_artifact(app, user, session_id, file_name, version))
+
+    # ---- memory -----------------------------------------------------------------
+
+    def add_session_to_memory(self, app: str, user: str, session_id: str) -> List[str]:
+        """Adds a stored session's events to the user's memory; returns the memory ids."""
+        return self._unary(calls.add_session_to_memory(app, user, session_id))
+
+    def add_events_to_memory(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        events: Sequence[Union[Event, event_pb2.Event]],
+        *,
+        custom_metadata: Optional[StateDict] = None,
+    ) -> List[str]:
+        """Adds some events (e.g. the latest turn) to the user's memory; returns the memory ids."""
+        return self._unary(calls.add_events_to_memory(app, user, session_id, events, custom_metadata))
+
+    def add_memory(
+        self,
+        app: str,
+        user: str,
+        memories: Sequence[Union[MemoryInput, str]],
+        *,
+        custom_metadata: Optional[StateDict] = None,
+    ) -> List[str]:
+        """Adds memories written by the app (texts, or ``MemoryInput``); returns their ids."""
+        return self._unary(calls.add_memory(app, user, memories, custom_metadata))
+
+    def search_memory(self, app: str, user: str, query: str, *, limit: int = 0) -> List[Memory]:
+        """The user's memories most relevant to ``query``, best first (``limit`` 0: 10)."""
+        return self._unary(calls.search_memory(app, user, query, limit))
+
+    def delete_memory(self, app: str, user: str, memory_id: str) -> bool:
+        """Deletes one memory; False when the user had none with that id."""
+        return self._unary(calls.delete_memory(app, user, memory_id))
 
     # ---- runner -----------------------------------------------------------------
 
@@ -265,94 +524,145 @@ class AdkClient:
         app: str,
         user: str,
         session_id: str,
-        message: Union[str, content_pb2.Content],
+        message: MessageInput,
         *,
         streaming: bool = False,
         state_delta: Optional[StateDict] = None,
         create_session: bool = False,
         max_llm_calls: int = 0,
+        keep_running: bool = False,
+        on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
-    ) -> Generator[event_pb2.Event, None, None]:
+    ) -> Iterator[Event]:
         """Runs the app's agent on a message and yields its events as they arrive, the
-        first being the message itself as stored (its ``invocation_id`` lets you cancel).
+        first being the message itself as stored (its ``invocation_id`` lets you ``cancel``).
 
-        ``message`` is the user's text, or a whole ``Content`` (e.g. from
-        ``function_response()`` to answer a client tool). With ``streaming=True`` (SSE)
-        the reply comes as ``partial`` events first, then complete; only complete events
-        are stored. Errors raise the typed ``adk_client.errors`` exceptions while iterating
-        (``SessionBusy`` when another invocation runs); a run is never retried. Closing the iterator
-        early (``.close()``, or dropping it) cancels the call, which stops the invocation."""
-        content = (
-            message
-            if isinstance(message, content_pb2.Content)
-            else content_pb2.Content(role="user", parts=[content_pb2.Part(text=message)])
-        )
-        mode = runner_pb2.STREAMING_MODE_SSE if streaming else runner_pb2.STREAMING_MODE_NONE
-        request = runner_pb2.RunRequest(
-            app_name=app,
-            user_id=user,
-            session_id=session_id,
-            new_message=content,
-            run_config=runner_pb2.RunConfig(streaming_mode=mode, max_llm_calls=max_llm_calls),
+        ``message`` is the user's text or a ``Content`` (e.g. ``function_response(call,
+        result)`` answering a client tool). With ``streaming=True`` (SSE) the reply comes
+        as ``partial`` events first, then complete; only complete events are stored.
+        ``on_busy`` ("reject", "enqueue", "interrupt", "rollback") says what to do when
+        another invocation runs on the session. Errors raise the typed exceptions while
+        iterating (``SessionBusy``…); a run is never retried. Closing the iterator early
+        (``.close()``, or dropping it) cancels the call, which stops the invocation unless
+        ``keep_running``."""
+        request = calls.run_request(
+            app,
+            user,
+            session_id,
+            message,
+            streaming=streaming,
+            state_delta=state_delta,
             create_session=create_session,
+            max_llm_calls=max_llm_calls,
+            keep_running=keep_running,
+            on_busy=on_busy,
         )
-        for key, value in (state_delta or {}).items():
-            request.state_delta[key].CopyFrom(python_to_value(value))
-        return _cancel_on_close(self.runner.Run(request, timeout=timeout))
+        return _events(self._stubs["runner"].Run(request, timeout=timeout, metadata=self.metadata))
 
-    def list_apps(self) -> List[runner_pb2.App]:
-        """The apps the runner serves (name and agent tree)."""
-        return list(self._call(self.runner.ListApps, runner_pb2.ListAppsRequest(), safe=True).apps)
+    def run_with_tools(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        message: MessageInput,
+        answer: ToolAnswer,
+        *,
+        streaming: bool = False,
+        state_delta: Optional[StateDict] = None,
+        create_session: bool = False,
+        max_llm_calls: int = 0,
+        on_busy: Optional[OnBusy] = None,
+        timeout: Optional[float] = None,
+    ) -> Iterator[Event]:
+        """``run``, answering every client-tool call the agent makes (``event.client_tool_calls``)
+        with ``answer(call, event)`` and resuming the invocation each time, until it asks for
+        nothing more. Yields every event of every round."""
+        next_message: Optional[MessageInput] = message
+        first = True
+        while next_message is not None:
+            pending: List[Tuple[FunctionCall, Event]] = []
+            for event in self.run(
+                app,
+                user,
+                session_id,
+                next_message,
+                streaming=streaming,
+                state_delta=state_delta if first else None,
+                create_session=create_session and first,
+                max_llm_calls=max_llm_calls,
+                on_busy=on_busy,
+                timeout=timeout,
+            ):
+                pending.extend((call, event) for call in event.client_tool_calls)
+                yield event
+            first = False
+            next_message = calls.tool_answers([(c, answer(c, e)) for c, e in pending]) if pending else None
+
+    def cancel(self, app: str, user: str, session_id: str, invocation_id: str) -> bool:
+        """Stops a running invocation (on any replica); False when none was running."""
+        return self._unary(calls.cancel(app, user, session_id, invocation_id))
+
+    def rewind(self, app: str, user: str, session_id: str, rewind_before_invocation_id: str) -> Event:
+        """Rewinds the session to before an invocation; returns the stored rewind event."""
+        return self._unary(calls.rewind(app, user, session_id, rewind_before_invocation_id))
+
+    def list_apps(self) -> List[App]:
+        """The apps the runner serves, with their agent trees and tools."""
+        return self._unary(calls.list_apps())
+
+    def get_app(self, app: str) -> App:
+        """One app's agent tree and tools (schemas as JSON); ``AppNotFound`` when unknown."""
+        return self._unary(calls.get_app(app))
 
 
 # ---- helpers ----------------------------------------------------------------------
 
+AnyEvent = Union[Event, event_pb2.Event]
 
-def event_text(event: event_pb2.Event) -> str:
+
+def _view(event: AnyEvent) -> Event:
+    return event if isinstance(event, Event) else Event.from_proto(event)
+
+
+def event_text(event: AnyEvent) -> str:
     """The text of an event's parts, concatenated ("" when it has none)."""
-    return "".join(p.text for p in event.content.parts if p.WhichOneof("kind") == "text")
+    return _view(event).text
 
 
-def state_delta(event: event_pb2.Event) -> Dict[str, JsonValue]:
+def state_delta(event: AnyEvent) -> Dict[str, JsonValue]:
     """An event's ``actions.state_delta`` as a dict."""
-    return value_map_to_dict(event.actions.state_delta)
+    return event.state_delta if isinstance(event, Event) else value_map_to_dict(event.actions.state_delta)
 
 
-def function_calls(event: event_pb2.Event) -> List[content_pb2.FunctionCall]:
-    """The tool calls an event asks for (answer long-running ones with ``function_response``)."""
-    return [p.function_call for p in event.content.parts if p.WhichOneof("kind") == "function_call"]
+def function_calls(event: AnyEvent) -> List[FunctionCall]:
+    """The tool calls an event asks for (answer the client's with ``function_response``)."""
+    return _view(event).function_calls
 
 
-def function_response(name: str, call_id: Optional[str], response: JsonValue) -> content_pb2.Content:
-    """A user message answering a tool call; pass it to ``AdkClient.run`` to resume the run."""
-    fr = content_pb2.FunctionResponse(name=name, response=python_to_value(response))
-    if call_id is not None:
-        fr.id = call_id
-    return content_pb2.Content(role="user", parts=[content_pb2.Part(function_response=fr)])
-
-
-def _ref(app: str, user: str, session_id: str, file_name: str) -> artifact_pb2.ArtifactRef:
-    return artifact_pb2.ArtifactRef(app_name=app, user_id=user, session_id=session_id, file_name=file_name)
-
-
-def _duration(ttl: Union[timedelta, float]) -> duration_pb2.Duration:
-    d = duration_pb2.Duration()
-    d.FromTimedelta(ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl))
-    return d
-
-
-def _cancel_on_close(call: Any) -> Generator[event_pb2.Event, None, None]:
+def _events(call: Any) -> Iterator[Event]:
     try:
-        yield from call
+        for message in call:
+            yield Event.from_proto(message)
     except grpc.RpcError as err:
         raise from_rpc_error(err) from err
     finally:
         call.cancel()  # a no-op once the stream has ended
 
 
+def _chunks(call: Any) -> Iterator[bytes]:
+    try:
+        for message in call:
+            if message.WhichOneof("message") == "chunk":
+                yield message.chunk
+    except grpc.RpcError as err:
+        raise from_rpc_error(err) from err
+    finally:
+        call.cancel()
+
+
 class _Typed:
     """A generated stub whose unary calls raise the typed exceptions of ``errors.py``
-    (streaming calls return the call as it is; ``_cancel_on_close`` types their errors)."""
+    (streaming calls return the call as it is)."""
 
     def __init__(self, stub: Any) -> None:
         self._stub = stub
@@ -367,3 +677,4 @@ class _Typed:
                 raise from_rpc_error(err) from err
 
         return call
+
