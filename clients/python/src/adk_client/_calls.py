@@ -82,6 +82,19 @@ class Page(Generic[T]):
     next_page_token: str
 
 
+def channel_options(policy: RetryPolicy, options: Sequence[Tuple[str, Any]]) -> List[Tuple[str, Any]]:
+    """The channel options: gRPC reconnects a lost connection with its own backoff (1 s
+    doubling to 120 s by default), and calls fail at once while it waits; it follows the
+    retry policy instead, so a restarted server is reached again within ``max_backoff``.
+    Options given by the caller win."""
+    given = {key for key, _ in options}
+    ours = [
+        ("grpc.initial_reconnect_backoff_ms", max(1, int(policy.backoff * 1000))),
+        ("grpc.max_reconnect_backoff_ms", max(1, int(policy.max_backoff * 1000))),
+    ]
+    return [option for option in ours if option[0] not in given] + list(options)
+
+
 def _none(_reply: Any) -> None:
     return None
 

@@ -98,6 +98,7 @@ class AsyncAdkClient:
         self.timeout = timeout
         self.retry = RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
         self.metadata = tuple(metadata)
+        options = calls.channel_options(self.retry, options)
         self._channels: Dict[str, grpc.aio.Channel] = {}
 
         def channel(addr: str) -> grpc.aio.Channel:
@@ -391,10 +392,13 @@ class AsyncAdkClient:
         path: PathLike,
         version: Optional[int] = None,
         *,
+        chunk_size: int = 0,
         timeout: Optional[float] = None,
     ) -> ArtifactMetadata:
         partial = calls.part_file(path)
-        async with await self.download_artifact(app, user, session_id, file_name, version, timeout=timeout) as download:
+        async with await self.download_artifact(
+            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout
+        ) as download:
             try:
                 with open(partial, "wb") as out:
                     async for chunk in download:

@@ -108,6 +108,7 @@ class AdkClient:
         self.timeout = timeout
         self.retry = RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
         self.metadata = tuple(metadata)
+        options = calls.channel_options(self.retry, options)
         self._channels: Dict[str, grpc.Channel] = {}
         self._intercepted: Dict[str, grpc.Channel] = {}
 
@@ -443,12 +444,15 @@ class AdkClient:
         path: PathLike,
         version: Optional[int] = None,
         *,
+        chunk_size: int = 0,
         timeout: Optional[float] = None,
     ) -> ArtifactMetadata:
         """Streams an artifact into a file, a chunk at a time; returns its metadata. The
         file appears at ``path`` only once complete (``path + ".part"`` until then)."""
         partial = calls.part_file(path)
-        with self.download_artifact(app, user, session_id, file_name, version, timeout=timeout) as download:
+        with self.download_artifact(
+            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout
+        ) as download:
             try:
                 with open(partial, "wb") as out:
                     for chunk in download:
