@@ -71,13 +71,23 @@ def test_a_limit_is_named_with_its_value(adk: AdkClient, user: str) -> None:
         adk.get_session(APP, user, "big")
 
 
-class _Counting(grpc.UnaryUnaryClientInterceptor):  # type: ignore[misc]
+class _Counting(
+    grpc.UnaryUnaryClientInterceptor, grpc.StreamUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor
+):  # type: ignore[misc]
     """Counts the attempts of each method that leave the client."""
 
     def __init__(self) -> None:
         self.calls: List[str] = []
 
     def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        self.calls.append(details.method.rsplit("/", 1)[-1])
+        return continuation(details, request)
+
+    def intercept_stream_unary(self, continuation: Callable[..., Any], details: Any, requests: Any) -> Any:
+        self.calls.append(details.method.rsplit("/", 1)[-1])
+        return continuation(details, requests)
+
+    def intercept_unary_stream(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
         self.calls.append(details.method.rsplit("/", 1)[-1])
         return continuation(details, request)
 
@@ -106,3 +116,18 @@ def test_only_calls_safe_to_repeat_are_retried() -> None:
         with pytest.raises(errors.Unavailable):
             client.save_artifact(APP, "u", "s1", "a.txt", "x", version=1)
         assert counting.calls.count("SaveArtifact") == 1 + 3, counting.calls  # explicit version
+        with pytest.raises(errors.Unavailable):
+            client.delete_session(APP, "u", "s1")
+        assert counting.calls.count("DeleteSession") == 1, counting.calls  # a write: never
+        with pytest.raises(errors.Unavailable):
+            client.upload_artifact(APP, "u", "s1", "big.bin", [b"x"], version=1)
+        assert counting.calls.count("UploadArtifact") == 1, counting.calls  # a stream is consumed once
+        with pytest.raises(errors.Unavailable):
+            client.upload_file(APP, "u", "s1", "big.bin", __file__, version=1)
+        assert counting.calls.count("UploadArtifact") == 1 + 3, counting.calls  # a file is read again
+        with pytest.raises(errors.Unavailable):
+            client.download_artifact(APP, "u", "s1", "big.bin")
+        assert counting.calls.count("DownloadArtifact") == 3, counting.calls  # nothing handed out yet
+        with pytest.raises(errors.Unavailable):
+            list(client.run(APP, "u", "s1", "hi"))
+        assert counting.calls.count("Run") == 1, counting.calls  # a run: never
