@@ -5,12 +5,16 @@
 #   redis-server                      from apt (when missing)
 #   a Python venv                     ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #                                     clients/python/requirements-dev.txt (scripts/setup-python.sh)
+#   another Python venv               ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-wheel-venv, for the
+#                                     Python client's wheel and its runtime dependencies only
 #   clients/node/node_modules         npm ci, from the committed package-lock.json (its `prepare`
 #                                     generates the TypeScript from proto/ and builds dist/)
 #   chromium, and playwright-core     apt (when missing) and npm, into ${XDG_CACHE_HOME:-$HOME/.cache}/adk/adk-web-node,
 #                                     for the `adk web` dev-UI test (scripts/setup-adk-web.sh) and the
 #                                     example chat page's test (clients/node/test/web-chat.test.js)
-# then generates the Python stubs from proto/ and runs pytest; type-checks the Node client
+# then generates the Python stubs from proto/ and runs pytest; type-checks the Python client
+# (mypy --strict), builds its sdist and wheel (python -m build) and calls a server from the
+# wheel installed into a fresh venv; type-checks the Node client
 # (tsc --noEmit), bundles the example chat page (examples/web), runs `node --test`, packs the
 # client (npm pack) and imports it from a fresh project; finally runs each client's
 # quickstart as its README writes it, twice against one server.
@@ -70,6 +74,19 @@ stop_quickstart_servers() {
   for pid in "${quickstart_servers[@]}"; do kill "$pid" 2>/dev/null || true; done
 }
 trap stop_quickstart_servers EXIT
+# Starts adk-server with ARGS on a free port (set in $port), its metrics endpoint off, logging
+# to LOG; returns once the port accepts a connection (15 s at most). Stopped on exit.
+start_adk_server() {
+  local log=$1
+  shift
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  "$ADK_BIN_DIR/adk-server" "$@" --listen "127.0.0.1:$port" --metrics-listen off >"$log" 2>&1 &
+  quickstart_servers+=($!)
+  for _ in $(seq 150); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
+    sleep 0.1
+  done
+}
 run_quickstart() {
   local readme=$1 block server_line args port steps out run
   shift
@@ -83,15 +100,8 @@ run_quickstart() {
   esac
   args=${server_line#cargo run --release --bin adk-server -- }
   args=${args%%#*}
-  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   # shellcheck disable=SC2086 # ARGS are words, as in the README
-  "$ADK_BIN_DIR/adk-server" $args --listen "127.0.0.1:$port" --metrics-listen off \
-    >"$cache/quickstart-server.log" 2>&1 &
-  quickstart_servers+=($!)
-  for _ in $(seq 150); do # ready once the port accepts a connection (15 s at most)
-    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-    sleep 0.1
-  done
+  start_adk_server "$cache/quickstart-server.log" $args
   steps=$(grep -v -e '# in another terminal' -e '# once' <<<"$block" | sed "s/localhost:50051/127.0.0.1:$port/g")
   for run in 1 2; do
     echo "   run $run: $(tr '\n' ';' <<<"$steps")"
@@ -110,6 +120,57 @@ run_quickstart() {
 failed=()
 echo "== Python client: pytest (clients/python)"
 (cd clients/python && "$venv/bin/python" -m pytest -p no:cacheprovider) || failed+=(python)
+echo "== Python client: mypy --strict (clients/python)"
+(cd clients/python && "$venv/bin/python" -m mypy) || failed+=(python-mypy)
+echo "== Python client: python -m build (the sdist, then the wheel from it), the wheel in a fresh venv"
+# The wheel goes into a venv of its own (${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-wheel-venv,
+# made once, the wheel reinstalled every time), then a script run from outside the repository
+# imports it and calls adk-server with the sync and the async client.
+package_python_client() {
+  local dist wheel_venv=$cache/python-wheel-venv port status=0
+  dist=$(mktemp -d)
+  if ! "$venv/bin/python" -m build --outdir "$dist" clients/python >"$dist/build.log" 2>&1; then
+    tail -30 "$dist/build.log" >&2
+    rm -rf "$dist"
+    return 1
+  fi
+  grep -q '/proto/adk/v1/session.proto$' <(tar tzf "$dist"/adk_client-*.tar.gz) \
+    || { echo "the sdist does not carry the protos" >&2; rm -rf "$dist"; return 1; }
+  (
+    if command -v flock >/dev/null; then flock 9; fi
+    [ -x "$wheel_venv/bin/python" ] || python3 -m venv "$wheel_venv"
+    "$wheel_venv/bin/python" -m pip install --quiet --disable-pip-version-check "$dist"/adk_client-*.whl
+    "$wheel_venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
+      "$dist"/adk_client-*.whl
+  ) 9>"$cache/python-wheel-venv.lock" || status=1
+  if [ $status = 0 ]; then
+    start_adk_server "$cache/wheel-server.log" --agents examples/agents.yaml
+    (cd "$dist" && "$wheel_venv/bin/python" - "127.0.0.1:$port" "$wheel_venv" <<'PY') || status=1
+import asyncio, sys, uuid
+import adk_client
+from adk_client import AdkClient, AsyncAdkClient
+
+target, venv = sys.argv[1], sys.argv[2]
+assert adk_client.__file__.startswith(venv), f"imported {adk_client.__file__}, not the installed wheel"
+user = f"wheel-{uuid.uuid4().hex[:8]}"
+with AdkClient(target) as adk:
+    reply = list(adk.run("assistant", user, "s", "Hello, wheel!", create_session=True))[-1]
+    assert reply.text == "You said: Hello, wheel!", reply
+
+async def main() -> None:
+    async with AsyncAdkClient(target) as adk:
+        events = [e async for e in adk.run("assistant", user, "s", "Hello, aio!")]
+        assert events[-1].text == "You said: Hello, aio!", events[-1]
+
+asyncio.run(main())
+print("the installed wheel works")
+PY
+    kill "${quickstart_servers[-1]}"
+  fi
+  rm -rf "$dist"
+  return $status
+}
+package_python_client || failed+=(python-package)
 echo "== Node.js client: tsc --noEmit, the chat page's bundle, node --test (clients/node)"
 (cd clients/node && npm run --silent typecheck && npm run --silent build:web-example && node --test test/*.test.js) \
   || failed+=(node)
