@@ -10,8 +10,9 @@ import os
 import tracemalloc
 import uuid
 from pathlib import Path
-from typing import AsyncIterator, Iterator, List
+from typing import Any, AsyncIterator, Callable, Iterator, List
 
+import grpc.aio
 import pytest
 
 from adk_client import AdkClient, AsyncAdkClient, Event, errors
@@ -129,6 +130,54 @@ def test_async_watch_session_resumes_from_the_last_sequence_after_a_server_resta
 
     seen = asyncio.run(scenario())
     assert [(e.sequence, e.text) for e in seen] == [(1, "e1"), (2, "e2"), (3, "e3"), (4, "e4")]
+
+
+class _ListEventsDone(grpc.aio.UnaryUnaryClientInterceptor):
+    """Sets ``done`` once a ListEvents call has been answered."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+
+    async def intercept_unary_unary(self, continuation: Callable[..., Any], details: Any, request: Any) -> Any:
+        call = await continuation(details, request)
+        await call
+        method = details.method.decode() if isinstance(details.method, bytes) else details.method
+        if method.endswith("/ListEvents"):
+            self.done.set()
+        return call
+
+
+def test_async_watch_from_now_misses_nothing_appended_after_it_started(restartable: RestartableServer) -> None:
+    async def scenario() -> List[Event]:
+        user = uid("alice")
+        listed = _ListEventsDone()
+        async with AsyncAdkClient(
+            restartable.server.address, backoff=0.02, max_backoff=0.2, interceptors=[listed]
+        ) as adk:
+            await adk.create_session("app", user, session_id="watched")
+            await adk.append_event("app", user, "watched", text="before")
+            received: asyncio.Queue[Event] = asyncio.Queue()
+
+            async def watch() -> None:
+                async for event in adk.watch_session("app", user, "watched"):  # from now on
+                    await received.put(event)
+
+            watcher = asyncio.create_task(watch())
+            try:
+                # Started: it has read where the log ends. Then the server dies before the first
+                # event, and one is appended while the watch is reconnecting.
+                await asyncio.wait_for(listed.done.wait(), 10)
+                await asyncio.to_thread(restartable.kill_and_restart)
+                async with AsyncAdkClient(restartable.server.address) as writer:
+                    await writer.append_event("app", user, "watched", id="after", text="after")
+                seen = [await asyncio.wait_for(received.get(), 30)]
+                assert received.empty()
+                return seen
+            finally:
+                watcher.cancel()
+
+    seen = asyncio.run(scenario())
+    assert [(e.sequence, e.text) for e in seen] == [(2, "after")]
 
 
 def _sha256(path: Path) -> str:

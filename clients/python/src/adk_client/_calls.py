@@ -230,10 +230,11 @@ class WatchCursor:
         self.failures = 0
 
     @property
-    def needs_start(self) -> bool:
-        """A watch "from now on" that dropped before its first event resumes after the last
-        event stored when it reconnects (``last_sequence``): nothing appended since is missed."""
-        return self.after is None and self.failures > 0
+    def needs_anchor(self) -> bool:
+        """A watch "from now on" first reads where the log ends (``last_sequence``) and
+        watches after that: were it to drop before its first event, it resumes from there,
+        so nothing appended after it started is missed, even while it was reconnecting."""
+        return self.after is None
 
     def request(self) -> session_pb2.WatchSessionRequest:
         request = session_pb2.WatchSessionRequest(app_name=self.app, user_id=self.user, session_id=self.session_id)

@@ -236,7 +236,7 @@ class AsyncAdkClient:
         while True:
             err: Optional[AdkError] = None
             try:
-                if cursor.needs_start:
+                if cursor.needs_anchor:
                     cursor.after = await self._unary(calls.last_sequence(app, user, session_id))
                 stream = self.sessions.WatchSession(cursor.request(), metadata=self.metadata)
                 try:

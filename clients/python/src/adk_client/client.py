@@ -259,8 +259,8 @@ class AdkClient:
     def watch_session(
         self, app: str, user: str, session_id: str, *, after_sequence: Optional[int] = None
     ) -> Iterator[Event]:
-        """The session's events as they are appended (those after ``after_sequence`` first,
-        when given: 0 replays the whole log), until the loop stops. A dropped connection or
+        """The session's events as they are appended from the time the loop starts (those
+        after ``after_sequence`` first, when given: 0 replays the whole log), until the loop stops. A dropped connection or
         a restarted server is resumed from the last sequence seen, with backoff: nothing
         missed, nothing twice. Raises ``SessionNotFound`` when the session is deleted or
         expires; keeps reconnecting while the server is unreachable."""
@@ -269,7 +269,7 @@ class AdkClient:
         while True:
             err: Optional[AdkError] = None
             try:
-                if cursor.needs_start:
+                if cursor.needs_anchor:
                     cursor.after = self._unary(calls.last_sequence(app, user, session_id))
                 stream = stub.WatchSession(cursor.request(), metadata=self.metadata)
                 try:
