@@ -310,7 +310,7 @@ def save_artifact(
         part = Part(text=data)
     else:
         raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
-        part = Part(inline_data=_blob(mime_type, raw))
+        part = Part(inline_data=Blob(mime_type or "application/octet-stream", raw))
     request = artifact_pb2.SaveArtifactRequest(ref=ref(app, user, session_id, file_name), part=part.to_proto())
     if custom_metadata:
         request.custom_metadata.CopyFrom(dict_to_struct(custom_metadata))
@@ -318,10 +318,6 @@ def save_artifact(
         request.version = version
     # Versions are immutable: repeating an explicit version cannot store a second one.
     return Unary("artifacts", "SaveArtifact", request, version is not None, lambda r: r.version)
-
-
-def _blob(mime_type: Optional[str], data: bytes) -> Blob:
-    return Blob(mime_type or "application/octet-stream", data)
 
 
 def load_artifact(app: str, user: str, session_id: str, file_name: str, version: Optional[int]) -> Unary[Artifact]:

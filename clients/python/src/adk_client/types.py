@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Dict, List, Optional, Union
 
-from ._convert import JsonValue, python_to_value, struct_to_dict, timestamp_to_datetime, value_map_to_dict, value_to_python
+from ._convert import (
+    JsonValue,
+    python_to_value,
+    struct_to_dict,
+    timestamp_to_datetime,
+    value_map_to_dict,
+    value_to_python,
+)
 from .v1 import artifact_pb2, content_pb2, event_pb2, memory_pb2, runner_pb2, session_pb2
 
 
