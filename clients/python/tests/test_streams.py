@@ -189,12 +189,15 @@ def _sha256(path: Path) -> str:
 
 
 @pytest.fixture
-def big_file(tmp_path: Path) -> Path:
+def big_file(tmp_path: Path) -> Iterator[Path]:
     path = tmp_path / "big.bin"
     with open(path, "wb") as f:
         for _ in range(9):
             f.write(os.urandom(1024 * 1024))
-    return path
+    yield path
+    # pytest keeps the last runs' temporary directories: not their 9 MiB files.
+    for written in tmp_path.glob("*.bin"):
+        written.unlink()
 
 
 def test_upload_and_download_files_larger_than_one_message_without_holding_them(
