@@ -273,9 +273,9 @@ export class AdkClient {
     let failures = 0;
     for (;;) {
       try {
-        // A watch "from now on" that dropped before its first event resumes after the last event
-        // stored when it reconnects: nothing appended from then on is missed.
-        after ??= failures > 0 ? await this.#lastSequence(app, user, sessionId, opts) : undefined;
+        // A watch "from now on" starts after the last event stored when it starts, so a drop
+        // before its first event resumes from there: nothing appended meanwhile is missed.
+        after ??= await this.#lastSequence(app, user, sessionId, opts);
         for await (const event of this.sessions.watchSession(
           { appName: app, userId: user, sessionId, afterSequence: after },
           this.#opts(opts, true),
@@ -294,7 +294,7 @@ export class AdkClient {
     }
   }
 
-  /** Where a watch "from now on" resumes: nothing appended after the drop is missed. */
+  /** Where a watch "from now on" starts: the sequence of the last stored event (0n if none). */
   async #lastSequence(app: string, user: string, sessionId: string, opts: CallOpts): Promise<bigint> {
     for await (const event of this.listEvents(app, user, sessionId, { ...opts, pageSize: 1, newestFirst: true })) {
       return event.sequence;
