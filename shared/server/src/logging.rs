@@ -75,11 +75,16 @@ pub fn init_tracing(args: &LogArgs, service: ServiceInfo) -> anyhow::Result<Tele
             .with_tracked_inactivity(false)
             .with_filter(LevelFilter::INFO)
     });
+    // RpcIds only reads the spans the exporter gets. Without an exporter its filter lets
+    // nothing through: a layer without a filter would be interested in every span and
+    // event of every crate (h2's and tonic's TRACE ones too), so each would be built,
+    // registered and filtered per request although nothing listens to it.
+    let ids = RpcIds::new().with_filter(if exporting { LevelFilter::INFO } else { LevelFilter::OFF });
     // Err only means a subscriber is already installed, which is fine.
     let _ = tracing_subscriber::registry()
         .with(lines)
         .with(spans)
-        .with(RpcIds::new(exporting))
+        .with(ids)
         .try_init();
     match failure {
         Some(err) => Err(err),

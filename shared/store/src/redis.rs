@@ -147,6 +147,10 @@ const MAX_INDEX_BATCH: usize = 1024;
 /// command each; the cluster connection pipelines them per node).
 const SHARD_CONCURRENCY: usize = 128;
 
+/// The AppendEvent script's source (see `lua::APPEND`): `adk-bench append-path` times a raw
+/// `EVALSHA` of it next to the AppendEvent call that runs it.
+pub const APPEND_SCRIPT: &str = lua::APPEND;
+
 type Fields = HashMap<String, Json>;
 /// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
 type RawSnapshot = (
@@ -680,7 +684,8 @@ impl SessionService for RedisSessionService {
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, stored): (String, Vec<u8>) = self.store.durable_eval("append", &invocation, &keys.meta).await?;
+        let (status, stored, sequence): (String, Vec<u8>, u64) =
+            self.store.durable_eval("append", &invocation, &keys.meta).await?;
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(
@@ -701,7 +706,10 @@ impl SessionService for RedisSessionService {
                 }
                 self.wake_watchers_in_background(&keys);
                 self.apply_app_writes(&keys, &delta.app).await?;
-                decode_event(&stored)
+                // What the script stored is this event's encoding plus its sequence, so the
+                // reply is the event itself: no bytes back from Redis, no second decode.
+                event.sequence = sequence;
+                Ok(event)
             }
         }
     }
@@ -958,7 +966,7 @@ fn app_state_key(app: &str) -> String {
 pub(crate) fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
     let urls = conn::cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
     urls.iter()
-        .map(|url| redis::Client::open(url.as_str()).map_err(|e| AdkError::Config(format!("invalid redis URL: {e}"))))
+        .map(|url| conn::client(url))
         .collect()
 }
 
