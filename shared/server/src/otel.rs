@@ -143,7 +143,7 @@ const ID_FIELDS: [&str; 4] = ["app", "user", "session", "invocation"];
 ///
 /// Installed in every subscriber (tracing-subscriber's `Option<Layer>` would not pass
 /// on the dispatch this layer needs), behind a filter that lets nothing through unless
-/// spans are exported: see `init_tracing`.
+/// spans are exported (see logging.rs).
 pub(crate) struct RpcIds {
     dispatch: OnceLock<WeakDispatch>,
 }
