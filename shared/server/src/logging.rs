@@ -85,7 +85,11 @@ fn subscriber(
     // without a filter (an `Option` layer that is `None` included) is interested in
     // every span and event at any level, so each would be built and registered per
     // request although nothing listens to it.
-    let export_level = if tracer.is_some() { LevelFilter::INFO } else { LevelFilter::OFF };
+    let export_level = if tracer.is_some() {
+        LevelFilter::INFO
+    } else {
+        LevelFilter::OFF
+    };
     let spans = tracer
         .map(|tracer| {
             tracing_opentelemetry::layer()

@@ -30,8 +30,16 @@ fn sequence_is_field_16_a_uint64_in_event_proto() {
         .iter()
         .find(|field| field.name() == "sequence")
         .expect("Event has a sequence field");
-    assert_eq!(sequence.number(), 16, "the stored events carry their sequence as field 16");
-    assert_eq!(sequence.r#type(), Type::Uint64, "the append script writes the sequence as a varint");
+    assert_eq!(
+        sequence.number(),
+        16,
+        "the stored events carry their sequence as field 16"
+    );
+    assert_eq!(
+        sequence.r#type(),
+        Type::Uint64,
+        "the append script writes the sequence as a varint"
+    );
     // The tag the script writes is exactly this field's tag.
     assert_eq!(
         u64::from(SEQUENCE_TAG[0] & 0x7f) | (u64::from(SEQUENCE_TAG[1]) << 7),

@@ -86,8 +86,9 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
 /// updated, and the TTL renewed on every session key (`NEW`). The watchers are
-/// woken by the caller once the write is acknowledged, not here (see
-/// `RedisSessionService::wake_watchers_in_background`).
+/// woken once the write is acknowledged: here when ARGV 16 names their channel (no
+/// replica to wait for: running is acknowledging), else by the caller after the
+/// replicas confirmed it (`RedisSessionService::wake_watchers_in_background`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
@@ -104,7 +105,10 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///       bounded-read window (`adk_core::history::WindowUpdate`: '' keeps it, 'reset' clears
 ///       it, else the compacted range's end in µs: the window then starts at the first
 ///       event stamped at or after it, found through the timestamp index in
-///       O(events in the window)), then field/JSON pairs in that order.
+///       O(events in the window)), 16 the channel to wake the session's watchers on
+///       when the event is stored or found (`DUP`), or '' (the caller wakes them once the
+///       write is acknowledged: see `RedisSessionService::append_event`), then field/JSON
+///       pairs in that order.
 /// Returns `{status, stored event bytes or '', sequence or 0}`, status one of NOTFOUND,
 /// ABORTED, LEASE, DUP (with the stored event's bytes), NEW (with the new sequence: the
 /// caller has the event, so its bytes do not travel back).
@@ -126,7 +130,10 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {'NOTFOUND', '', 0} end
 local seen = redis.call('HGET', KEYS[4], ARGV[1])
 if seen then
   local entry = redis.call('XRANGE', KEYS[3], seen .. '-1', seen .. '-1')
-  if #entry > 0 then return {'DUP', entry[1][2][2], 0} end
+  if #entry > 0 then
+    if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], KEYS[3]) end
+    return {'DUP', entry[1][2][2], 0}
+  end
 end
 local meta = redis.call('HMGET', KEYS[1], 'seq', 'last_id', 'ttl_ms')
 local last_seq, last_id = meta[1] or '0', meta[2] or ''
@@ -150,7 +157,7 @@ elseif window ~= '' then
   end
   redis.call('HSET', KEYS[1], 'window', first)
 end
-local at = 16
+local at = 17
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 write_app_state(KEYS[10], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
@@ -158,6 +165,7 @@ redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
+if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], KEYS[3]) end
 return {'NEW', '', seq}
 "#
 );

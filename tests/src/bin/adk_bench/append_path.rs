@@ -88,46 +88,41 @@ pub async fn bench_append_path(args: AppendPathArgs) -> Result<()> {
     let mut appended = 1; // the captured append
     for round in 0..args.rounds {
         health_totals.add(
-            measure("Health/Check".into(), std::slice::from_ref(&health), args.ops, |mut client, _, _| async move {
-                client.check(HealthCheckRequest::default()).await?;
-                Ok(())
-            })
+            measure(
+                "Health/Check".into(),
+                std::slice::from_ref(&health),
+                args.ops,
+                |mut client, _, _| async move {
+                    client.check(HealthCheckRequest::default()).await?;
+                    Ok(())
+                },
+            )
             .await?,
         );
-        let raw = measure(
-            "EVALSHA append script".into(),
-            std::slice::from_ref(&conn),
-            args.ops,
-            {
-                let script = script.clone();
-                move |mut conn, _, i| {
-                    let call = script.call(&format!("raw-{round}-{i}"));
-                    async move {
-                        let reply: Vec<redis::Value> = call.query_async(&mut conn).await?;
-                        let status: String = redis::from_redis_value(reply.into_iter().next().context("an empty reply")?)?;
-                        anyhow::ensure!(status == "NEW", "the script answered {status}, not NEW");
-                        Ok(())
-                    }
+        let raw = measure("EVALSHA append script".into(), std::slice::from_ref(&conn), args.ops, {
+            let script = script.clone();
+            move |mut conn, _, i| {
+                let call = script.call(&format!("raw-{round}-{i}"));
+                async move {
+                    let reply: Vec<redis::Value> = call.query_async(&mut conn).await?;
+                    let status: String = redis::from_redis_value(reply.into_iter().next().context("an empty reply")?)?;
+                    anyhow::ensure!(status == "NEW", "the script answered {status}, not NEW");
+                    Ok(())
                 }
-            },
-        )
+            }
+        })
         .await?;
         script_totals.add(raw);
-        let append = measure(
-            "AppendEvent".into(),
-            std::slice::from_ref(&sessions),
-            args.ops,
-            {
-                let app = app.clone();
-                move |mut client, _, i| {
-                    let request = append_request(&app, session, appended + i);
-                    async move {
-                        client.append_event(request).await?;
-                        Ok(())
-                    }
+        let append = measure("AppendEvent".into(), std::slice::from_ref(&sessions), args.ops, {
+            let app = app.clone();
+            move |mut client, _, i| {
+                let request = append_request(&app, session, appended + i);
+                async move {
+                    client.append_event(request).await?;
+                    Ok(())
                 }
-            },
-        )
+            }
+        })
         .await?;
         appended += args.ops;
         append_totals.add(append);
@@ -177,7 +172,9 @@ async fn captured_append_script(
     app: &str,
     session: &str,
 ) -> Result<CapturedScript> {
-    let sha = redis::Script::new(adk_store::redis::APPEND_SCRIPT).get_hash().to_string();
+    let sha = redis::Script::new(adk_store::redis::APPEND_SCRIPT)
+        .get_hash()
+        .to_string();
     let mut monitor = tokio::process::Command::new("redis-cli")
         .args(["-p", &redis_port.to_string(), "monitor"])
         .stdout(Stdio::piped())
@@ -187,7 +184,10 @@ async fn captured_append_script(
     let mut lines = BufReader::new(monitor.stdout.take().context("monitor's stdout")?).lines();
     // MONITOR answers OK once it listens.
     let ready = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
-    anyhow::ensure!(matches!(ready, Ok(Ok(Some(ref line))) if line == "OK"), "redis-cli monitor did not start");
+    anyhow::ensure!(
+        matches!(ready, Ok(Ok(Some(ref line))) if line == "OK"),
+        "redis-cli monitor did not start"
+    );
     sessions.append_event(append_request(app, session, 0)).await?;
     let wanted = format!("\"EVALSHA\" \"{sha}\" ");
     let captured = tokio::time::timeout(Duration::from_secs(10), async {
@@ -250,6 +250,9 @@ mod tests {
     #[test]
     fn monitor_lines_unquote() {
         let args = super::monitor_arguments(r#""EVALSHA" "ab" "a\"b\\c\x00\xff\n""#).unwrap();
-        assert_eq!(args, vec![b"EVALSHA".to_vec(), b"ab".to_vec(), b"a\"b\\c\x00\xff\n".to_vec()]);
+        assert_eq!(
+            args,
+            vec![b"EVALSHA".to_vec(), b"ab".to_vec(), b"a\"b\\c\x00\xff\n".to_vec()]
+        );
     }
 }
