@@ -52,6 +52,9 @@ fn sequence_is_field_16_a_uint64_in_event_proto() {
     );
 }
 
+/// An `XRANGE` entry: its id and its field/value pairs.
+type StreamEntry = (String, Vec<(String, Vec<u8>)>);
+
 /// Protobuf base-128 varint.
 fn varint(mut n: u64) -> Vec<u8> {
     let mut out = Vec::new();
@@ -82,7 +85,7 @@ async fn stored_event_bytes_are_the_encoding_then_field_16_and_decode_with_the_s
     // 130 events: sequences from one varint byte (1..=127) to two (128..=130).
     let mut appended = Vec::new();
     for i in 0..130 {
-        let event = Event::new(&format!("e-{i}"))
+        let event = Event::new(format!("e-{i}"))
             .with_author("user")
             .with_content(Content::new("user").with_text(format!("message {i}")));
         let stored = service
@@ -107,7 +110,7 @@ async fn stored_event_bytes_are_the_encoding_then_field_16_and_decode_with_the_s
     let [events_key] = keys.as_slice() else {
         panic!("one session's events stream expected, found {keys:?}")
     };
-    let entries: Vec<(String, Vec<(String, Vec<u8>)>)> = redis::cmd("XRANGE")
+    let entries: Vec<StreamEntry> = redis::cmd("XRANGE")
         .arg(events_key)
         .arg("-")
         .arg("+")
