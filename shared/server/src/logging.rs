@@ -3,7 +3,9 @@
 
 use crate::args::{LogArgs, LogFormat};
 use crate::otel::{self, RpcIds, ServiceInfo, Telemetry};
+use opentelemetry_sdk::trace::SdkTracer;
 use std::io::IsTerminal;
+use tracing::Subscriber;
 use tracing::field::{Field, Visit};
 use tracing_subscriber::field::{MakeVisitor, VisitFmt, VisitOutput};
 use tracing_subscriber::filter::LevelFilter;
@@ -33,14 +35,29 @@ pub fn init_tracing(args: &LogArgs, service: ServiceInfo) -> anyhow::Result<Tele
         (Telemetry::default(), None, None)
     };
 
+    // Err only means a subscriber is already installed, which is fine.
+    let _ = subscriber(args, tracer, std::env::var("RUST_LOG").ok().as_deref()).try_init();
+    match failure {
+        Some(err) => Err(err),
+        None => Ok(telemetry),
+    }
+}
+
+/// The subscriber [`init_tracing`] installs: log lines as `rust_log` (`RUST_LOG`) says,
+/// and the trace export when `tracer` is given.
+fn subscriber(
+    args: &LogArgs,
+    tracer: Option<SdkTracer>,
+    rust_log: Option<&str>,
+) -> impl Subscriber + Send + Sync + 'static {
     let mut filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
-        .from_env_lossy();
+        .parse_lossy(rust_log.unwrap_or_default());
     // The choke-point spans of adk-telemetry (one per Redis round trip, model call,
     // tool call, invocation) are for the trace export. Log lines keep out of them
     // unless RUST_LOG names them, so without an exporter no layer wants them and
     // they cost next to nothing; the log lines inside still carry the RPC's context.
-    if !std::env::var("RUST_LOG").is_ok_and(|directives| directives.contains("adk_telemetry"))
+    if !rust_log.is_some_and(|directives| directives.contains("adk_telemetry"))
         && let Ok(directive) = "adk_telemetry=warn".parse()
     {
         filter = filter.add_directive(directive);
@@ -63,28 +80,31 @@ pub fn init_tracing(args: &LogArgs, service: ServiceInfo) -> anyhow::Result<Tele
             .with_filter(filter)
             .boxed(),
     };
-    let exporting = tracer.is_some();
-    let spans = tracer.map(|tracer| {
-        tracing_opentelemetry::layer()
-            .with_tracer(tracer)
-            // tracing's own bookkeeping (source location, thread, module, busy/idle
-            // nanoseconds) would add bulk to every span, not insight.
-            .with_location(false)
-            .with_threads(false)
-            .with_target(false)
-            .with_tracked_inactivity(false)
-            .with_filter(LevelFilter::INFO)
-    });
-    // Err only means a subscriber is already installed, which is fine.
-    let _ = tracing_subscriber::registry()
-        .with(lines)
-        .with(spans)
-        .with(RpcIds::new(exporting))
-        .try_init();
-    match failure {
-        Some(err) => Err(err),
-        None => Ok(telemetry),
-    }
+    // Spans go to the exporter at INFO and above, and to nothing without one. Both
+    // layers below sit behind a filter that is OFF without an exporter: a layer
+    // without a filter (an `Option` layer that is `None` included) is interested in
+    // every span and event at any level, so each would be built and registered per
+    // request although nothing listens to it.
+    let export_level = if tracer.is_some() {
+        LevelFilter::INFO
+    } else {
+        LevelFilter::OFF
+    };
+    let spans = tracer
+        .map(|tracer| {
+            tracing_opentelemetry::layer()
+                .with_tracer(tracer)
+                // tracing's own bookkeeping (source location, thread, module, busy/idle
+                // nanoseconds) would add bulk to every span, not insight.
+                .with_location(false)
+                .with_threads(false)
+                .with_target(false)
+                .with_tracked_inactivity(false)
+        })
+        .with_filter(export_level);
+    // RpcIds only reads the spans the exporter gets.
+    let ids = RpcIds::new().with_filter(export_level);
+    tracing_subscriber::registry().with(lines).with(spans).with(ids)
 }
 
 /// The text format's fields: tracing-subscriber's default, minus the `otel.*`
@@ -184,4 +204,25 @@ pub async fn run_binary(
     // The last spans (the drain's included) reach the collector before the exit.
     telemetry.shutdown().await;
     exit_code(result)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tracing::Level;
+
+    /// Without an exporter nothing below INFO listens (RUST_LOG unset): the DEBUG and
+    /// TRACE spans and events of every crate (h2's, tonic's, ours) are off at their
+    /// call sites, so a request builds none of them.
+    #[test]
+    fn without_an_exporter_nothing_below_info_is_built() {
+        tracing::subscriber::with_default(subscriber(&LogArgs::default(), None, None), || {
+            assert!(tracing::enabled!(Level::INFO), "INFO lines are logged");
+            assert!(!tracing::enabled!(Level::DEBUG));
+            assert!(!tracing::enabled!(target: "h2::proto", Level::TRACE));
+            assert!(tracing::span!(Level::DEBUG, "rpc").is_disabled());
+            // The choke-point spans (a Redis round trip…) are for the export only.
+            assert!(tracing::info_span!(target: "adk_telemetry::spans", "redis").is_disabled());
+        });
+    }
 }

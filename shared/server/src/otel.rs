@@ -141,17 +141,16 @@ const ID_FIELDS: [&str; 4] = ["app", "user", "session", "invocation"];
 /// onto the RPC's own server span as attributes, so a trace backend finds the
 /// call by them without opening its children. The children keep them too.
 ///
-/// Installed in every subscriber but inert unless `exporting` (tracing-subscriber's
-/// `Option<Layer>` would not pass on the dispatch this layer needs).
+/// Installed in every subscriber (tracing-subscriber's `Option<Layer>` would not pass
+/// on the dispatch this layer needs), behind a filter that lets nothing through unless
+/// spans are exported (see logging.rs).
 pub(crate) struct RpcIds {
-    exporting: bool,
     dispatch: OnceLock<WeakDispatch>,
 }
 
 impl RpcIds {
-    pub(crate) fn new(exporting: bool) -> Self {
+    pub(crate) fn new() -> Self {
         RpcIds {
-            exporting,
             dispatch: OnceLock::new(),
         }
     }
@@ -189,18 +188,12 @@ where
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        if !self.exporting {
-            return;
-        }
         let mut ids = IdVisitor::default();
         attrs.record(&mut ids);
         self.copy(id, ids.0, &ctx);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
-        if !self.exporting {
-            return;
-        }
         let mut ids = IdVisitor::default();
         values.record(&mut ids);
         self.copy(id, ids.0, &ctx);

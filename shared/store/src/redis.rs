@@ -147,6 +147,10 @@ const MAX_INDEX_BATCH: usize = 1024;
 /// command each; the cluster connection pipelines them per node).
 const SHARD_CONCURRENCY: usize = 128;
 
+/// The AppendEvent script's source (see `lua::APPEND`): `adk-bench append-path` times a raw
+/// `EVALSHA` of it next to the AppendEvent call that runs it.
+pub const APPEND_SCRIPT: &str = lua::APPEND;
+
 type Fields = HashMap<String, Json>;
 /// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
 type RawSnapshot = (
@@ -330,9 +334,10 @@ impl RedisSessionService {
     /// script; this covers sessions indexed before shards existed (listed app-wide
     /// again after their next append). A failure is retried by a later append.
     /// Tells the watchers of the session, in every process, that it has a new event
-    /// (`watch_hub.rs`), once the append is acknowledged (durable), on the watchers'
-    /// connection, never in the append's durable request. In the background: a lost
-    /// message only delays the watchers until their next poll.
+    /// (`watch_hub.rs`), once an append that waited for replicas is acknowledged
+    /// (durable), never in that append's durable request. (An append with no replica to
+    /// wait for has its script do it.) In the background: a lost message only delays
+    /// the watchers until their next poll.
     fn wake_watchers_in_background(&self, keys: &Keys) {
         let (store, wake) = (self.watches.store().clone(), self.scripts.wake.clone());
         let events_key = keys.events.clone();
@@ -642,6 +647,11 @@ impl SessionService for RedisSessionService {
             Some(Precondition::LeaseHeldBy(owner)) => ("lease", owner.clone()),
         };
         let app_in_script = !self.store.is_cluster();
+        // Watchers are woken once the append is acknowledged. Without replicas to wait
+        // for, that is when the script has run: the script itself wakes them then, which
+        // spares a request of its own per append. Otherwise they are woken below, once
+        // the replicas have confirmed the write.
+        let wake_in_script = self.store.acknowledged_when_run(&keys.meta).await?;
 
         let app_index = self.app_index(&keys);
         let mut invocation = self.scripts.append.prepare_invoke();
@@ -676,11 +686,17 @@ impl SessionService for RedisSessionService {
                 WindowUpdate::Keep => String::new(),
                 WindowUpdate::Reset => "reset".to_string(),
                 WindowUpdate::From { micros } => micros.to_string(),
+            })
+            .arg(if wake_in_script {
+                watch_hub::APPENDED_CHANNEL
+            } else {
+                ""
             });
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, stored): (String, Vec<u8>) = self.store.durable_eval("append", &invocation, &keys.meta).await?;
+        let (status, stored, sequence): (String, Vec<u8>, u64) =
+            self.store.durable_eval("append", &invocation, &keys.meta).await?;
         match status.as_str() {
             "NOTFOUND" => Err(keys.not_found()),
             "ABORTED" => Err(AdkError::Aborted(
@@ -691,7 +707,9 @@ impl SessionService for RedisSessionService {
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
             "DUP" => {
-                self.wake_watchers_in_background(&keys);
+                if !wake_in_script {
+                    self.wake_watchers_in_background(&keys);
+                }
                 decode_event(&stored)
             }
             _ => {
@@ -699,9 +717,14 @@ impl SessionService for RedisSessionService {
                 if !app_in_script {
                     self.register_in_background(&keys);
                 }
-                self.wake_watchers_in_background(&keys);
+                if !wake_in_script {
+                    self.wake_watchers_in_background(&keys);
+                }
                 self.apply_app_writes(&keys, &delta.app).await?;
-                decode_event(&stored)
+                // What the script stored is this event's encoding plus its sequence, so the
+                // reply is the event itself: no bytes back from Redis, no second decode.
+                event.sequence = sequence;
+                Ok(event)
             }
         }
     }
@@ -957,9 +980,7 @@ fn app_state_key(app: &str) -> String {
 /// (any one of them hears every app's changes).
 pub(crate) fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
     let urls = conn::cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
-    urls.iter()
-        .map(|url| redis::Client::open(url.as_str()).map_err(|e| AdkError::Config(format!("invalid redis URL: {e}"))))
-        .collect()
+    urls.iter().map(|url| conn::client(url)).collect()
 }
 
 /// The app index on standalone Redis (a cluster shards it: see `app_index.rs`).

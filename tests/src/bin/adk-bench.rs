@@ -10,6 +10,7 @@
 //!   target/release/adk-bench runner      (also starts adk-runner-server; see adk_bench/runner.rs)
 //!   target/release/adk-bench watch       (WatchSession fan-out; see adk_bench/watch.rs)
 //!   target/release/adk-bench memory      (see adk_bench/memory.rs)
+//!   target/release/adk-bench append-path (one client: Health/Check, EVALSHA, AppendEvent; see adk_bench/append_path.rs)
 
 use adk_client::RemoteArtifactService;
 use adk_core::ArtifactService;
@@ -25,6 +26,8 @@ use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
+#[path = "adk_bench/append_path.rs"]
+mod append_path;
 #[path = "adk_bench/memory.rs"]
 mod memory;
 #[path = "adk_bench/runner.rs"]
@@ -53,6 +56,8 @@ enum Bench {
     Watch(watch::WatchArgs),
     /// AddMemory and SearchMemory (a rare word and typical words) at 1,000 and 10,000 memories per user.
     Memory(memory::MemoryArgs),
+    /// One client: Health/Check, a raw EVALSHA of the append script and AppendEvent side by side.
+    AppendPath(append_path::AppendPathArgs),
 }
 
 #[derive(clap::Args)]
@@ -277,7 +282,7 @@ async fn measure_watch_delivery(
 struct Target {
     endpoint: String,
     server: Option<ServiceProcess>,
-    _redis: Vec<RedisServer>,
+    redis: Vec<RedisServer>,
 }
 
 /// The store a bench starts: one redis-server, or a primary with one replica, and the
@@ -293,7 +298,7 @@ async fn start_target(endpoint: Option<String>, bin: &str, setup: StoreSetup) ->
         return Target {
             endpoint,
             server: None,
-            _redis: Vec::new(),
+            redis: Vec::new(),
         };
     }
     let redis = if setup.replica {
@@ -312,7 +317,7 @@ async fn start_target(endpoint: Option<String>, bin: &str, setup: StoreSetup) ->
     Target {
         endpoint: server.endpoint(),
         server: Some(server),
-        _redis: redis,
+        redis,
     }
 }
 
@@ -607,5 +612,6 @@ async fn main() -> Result<()> {
         Bench::Runner(args) => runner::bench_runner(args).await,
         Bench::Watch(args) => watch::bench_watch(args).await,
         Bench::Memory(args) => memory::bench_memory(args).await,
+        Bench::AppendPath(args) => append_path::bench_append_path(args).await,
     }
 }

@@ -8,9 +8,10 @@ use adk_telemetry::RedisOp;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
+use redis::io::tcp::TcpSettings;
 use redis::{
-    Arg, Client, Cmd, ErrorKind, FromRedisValue, Pipeline, RedisError, RedisFuture, ScriptInvocation, ServerErrorKind,
-    Value,
+    Arg, Client, Cmd, ErrorKind, FromRedisValue, IntoConnectionInfo, Pipeline, RedisError, RedisFuture,
+    ScriptInvocation, ServerErrorKind, Value,
 };
 use std::sync::Arc;
 use std::time::Duration;
@@ -168,6 +169,7 @@ async fn open(url: &str) -> Result<Conn> {
     }
     if let Some(node_urls) = cluster_node_urls(url)? {
         let client = ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
+            .tcp_settings(tcp_settings())
             .connection_timeout(CONNECT_TIMEOUT)
             .response_timeout(RESPONSE_TIMEOUT)
             .build()
@@ -175,8 +177,7 @@ async fn open(url: &str) -> Result<Conn> {
         let conn = client.get_async_connection().await.map_err(startup_error)?;
         return Ok(Conn::Cluster(conn));
     }
-    let client =
-        Client::open(url).map_err(|e| AdkError::Config(format!("invalid redis URL {}: {e}", redacted(url))))?;
+    let client = client(url)?;
     let config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(CONNECT_TIMEOUT))
         .set_response_timeout(Some(RESPONSE_TIMEOUT))
@@ -188,6 +189,23 @@ async fn open(url: &str) -> Result<Conn> {
         .await
         .map_err(startup_error)?;
     Ok(Conn::Managed(manager))
+}
+
+/// A client for one Redis URL (not a cluster one) whose connections have [`tcp_settings`].
+/// A malformed URL is a `Config` error.
+pub(crate) fn client(url: &str) -> Result<Client> {
+    let info = url
+        .into_connection_info()
+        .map_err(|e| AdkError::Config(format!("invalid redis URL {}: {e}", redacted(url))))?
+        .set_tcp_settings(tcp_settings());
+    Client::open(info).map_err(|e| AdkError::Config(format!("invalid redis URL {}: {e}", redacted(url))))
+}
+
+/// `TCP_NODELAY` on every connection to Redis. Requests from concurrent calls share one
+/// connection, so a request is often written while an earlier one is unanswered; Nagle's
+/// algorithm would hold it back until that earlier write is acknowledged.
+pub(crate) fn tcp_settings() -> TcpSettings {
+    TcpSettings::default().set_nodelay(true)
 }
 
 /// Makes `ring` rustls's process-wide crypto provider unless one is installed

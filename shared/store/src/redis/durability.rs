@@ -263,6 +263,12 @@ fn cluster_replica_ranges(nodes: &str) -> Result<Vec<(u16, u16, u32)>> {
 }
 
 impl RedisStore {
+    /// Whether a write of `key` counts as acknowledged as soon as its node has run it
+    /// (no replica to wait for), as [`RedisStore::durable_eval`] would decide now.
+    pub(crate) async fn acknowledged_when_run(&self, key: &str) -> Result<bool> {
+        Ok(self.durability().required(&mut self.conn(), key).await? == 0)
+    }
+
     /// Runs a write script like [`RedisStore::eval`] and acknowledges it only once
     /// it is durable (see the module docs). `key` is one of the script's keys.
     pub(crate) async fn durable_eval<T: FromRedisValue>(

@@ -86,12 +86,14 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
 /// updated, and the TTL renewed on every session key (`NEW`). The watchers are
-/// woken by the caller once the write is acknowledged, not here (see
-/// `RedisSessionService::wake_watchers_in_background`).
+/// woken once the write is acknowledged: here when ARGV 16 names their channel (no
+/// replica to wait for: running is acknowledging), else by the caller after the
+/// replicas confirmed it (`RedisSessionService::wake_watchers_in_background`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
-/// any order, so the stored bytes decode to the event with its sequence.
+/// any order, so the stored bytes decode to the event with its sequence (the
+/// stored-bytes contract written at `sequence` in `proto/adk/v1/event.proto`).
 ///
 /// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, 9 the session's
 ///       lease (`lease.rs`), [10 app state]
@@ -103,8 +105,13 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///       bounded-read window (`adk_core::history::WindowUpdate`: '' keeps it, 'reset' clears
 ///       it, else the compacted range's end in µs: the window then starts at the first
 ///       event stamped at or after it, found through the timestamp index in
-///       O(events in the window)), then field/JSON pairs in that order.
-/// Returns `{status, stored event bytes or ''}`, status one of NOTFOUND, ABORTED, LEASE, DUP, NEW.
+///       O(events in the window)), 16 the channel to wake the session's watchers on
+///       when the event is stored or found (`DUP`), or '' (the caller wakes them once the
+///       write is acknowledged: see `RedisSessionService::append_event`), then field/JSON
+///       pairs in that order.
+/// Returns `{status, stored event bytes or '', sequence or 0}`, status one of NOTFOUND,
+/// ABORTED, LEASE, DUP (with the stored event's bytes), NEW (with the new sequence: the
+/// caller has the event, so its bytes do not travel back).
 pub(super) const APPEND: &str = concat!(
     lua_helpers!(),
     r#"
@@ -119,23 +126,25 @@ local function varint(n)
   return table.concat(out)
 end
 
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'NOTFOUND', ''} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'NOTFOUND', '', 0} end
 local seen = redis.call('HGET', KEYS[4], ARGV[1])
 if seen then
   local entry = redis.call('XRANGE', KEYS[3], seen .. '-1', seen .. '-1')
-  if #entry > 0 then return {'DUP', entry[1][2][2]} end
+  if #entry > 0 then
+    if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], KEYS[3]) end
+    return {'DUP', entry[1][2][2], 0}
+  end
 end
 local meta = redis.call('HMGET', KEYS[1], 'seq', 'last_id', 'ttl_ms')
 local last_seq, last_id = meta[1] or '0', meta[2] or ''
 if (ARGV[2] == 'seq' and ARGV[3] ~= last_seq) or (ARGV[2] == 'id' and ARGV[3] ~= last_id) then
-  return {'ABORTED', ''}
+  return {'ABORTED', '', 0}
 end
-if ARGV[2] == 'lease' and redis.call('GET', KEYS[9]) ~= ARGV[3] then return {'LEASE', ''} end
+if ARGV[2] == 'lease' and redis.call('GET', KEYS[9]) ~= ARGV[3] then return {'LEASE', '', 0} end
 local seq = tonumber(last_seq) + 1
-local stored = ARGV[8] .. '\128\1' .. varint(seq)
 -- The only write that could fail on its own (an entry id not above the last):
 -- it comes first, so a failure leaves everything unchanged.
-redis.call('XADD', KEYS[3], seq .. '-1', 'e', stored)
+redis.call('XADD', KEYS[3], seq .. '-1', 'e', ARGV[8] .. '\128\1' .. varint(seq))
 redis.call('HSET', KEYS[4], ARGV[1], seq)
 redis.call('ZADD', KEYS[5], ARGV[12], seq)
 local window = ARGV[15]
@@ -148,7 +157,7 @@ elseif window ~= '' then
   end
   redis.call('HSET', KEYS[1], 'window', first)
 end
-local at = 16
+local at = 17
 at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 write_app_state(KEYS[10], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
@@ -156,7 +165,8 @@ redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[
 redis.call('ZADD', KEYS[7], ARGV[4], ARGV[6])
 redis.call('ZADD', KEYS[8], ARGV[4], ARGV[7])
 apply_ttl(tonumber(meta[3]) or 0)
-return {'NEW', stored}
+if ARGV[16] ~= '' then redis.call('PUBLISH', ARGV[16], KEYS[3]) end
+return {'NEW', '', seq}
 "#
 );
 
