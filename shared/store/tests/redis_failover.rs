@@ -48,15 +48,26 @@ fn append_req(app: &str, user: &str, event_id: &str) -> AppendEventRequest {
     }
 }
 
+/// Creates the session as a client would: a create the replicas did not confirm in
+/// time (a loaded machine) is retried, and finding the session then means the first
+/// attempt stored it (the retry's reply is confirmed durable like any write).
 async fn create(svc: &RedisSessionService, app: &str, user: &str) {
-    svc.create(CreateRequest {
-        app_name: app.into(),
-        user_id: user.into(),
-        session_id: Some("s".into()),
-        ..Default::default()
-    })
-    .await
-    .expect("create the session");
+    let attempt = || async {
+        let created = svc
+            .create(CreateRequest {
+                app_name: app.into(),
+                user_id: user.into(),
+                session_id: Some("s".into()),
+                ..Default::default()
+            })
+            .await;
+        match created {
+            Ok(_) | Err(AdkError::AlreadyExists(..)) => Ok(()),
+            Err(err) if err.is_retryable() => Err(format!("create {user}'s session: {err}")),
+            Err(err) => panic!("create {user}'s session: {err}"),
+        }
+    };
+    eventually(RECOVERY_DEADLINE, attempt).await
 }
 
 /// Every session's log as (sequence -> event id).

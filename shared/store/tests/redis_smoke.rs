@@ -561,16 +561,31 @@ async fn conformance_cluster() {
     adk_testkit::conformance::run_session_conformance(&connect(&cluster.url()).await).await;
 }
 
+/// A store on a replicated deployment, waiting for its replicas as long as the store
+/// allows: the suite checks rules, not how fast a loaded test machine replicates.
+async fn connect_replicated(url: &str) -> RedisSessionService {
+    let config = StoreConfig {
+        replica_acks: adk_store::ReplicaAcks {
+            timeout: adk_store::durability::MAX_REPLICA_ACK_TIMEOUT,
+            ..Default::default()
+        },
+        ..StoreConfig::default()
+    };
+    RedisSessionService::connect(url, config)
+        .await
+        .expect("connect to test redis")
+}
+
 /// Replicated deployments: every write waits for the replica (`auto`), and watches
 /// deliver only confirmed events; the rules are the same.
 #[tokio::test]
 async fn conformance_primary_with_replica() {
     let pair = RedisPrimaryReplica::start().await;
-    adk_testkit::conformance::run_session_conformance(&connect(&pair.primary.url()).await).await;
+    adk_testkit::conformance::run_session_conformance(&connect_replicated(&pair.primary.url()).await).await;
 }
 
 #[tokio::test]
 async fn conformance_cluster_with_replicas() {
     let cluster = RedisCluster::start_with_replicas(3).await;
-    adk_testkit::conformance::run_session_conformance(&connect(&cluster.url()).await).await;
+    adk_testkit::conformance::run_session_conformance(&connect_replicated(&cluster.url()).await).await;
 }
