@@ -1436,6 +1436,23 @@ async fn a_passed_deadline_is_deadline_exceeded() {
     request.set_timeout(Duration::from_millis(200));
     let status = stack.artifacts().list_versions(request).await.unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded, "{}", status.message());
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Once the pause ends, reads are answered again.
+    adk_testkit::eventually(Duration::from_secs(10), || {
+        let mut c = stack.sessions();
+        async move {
+            let mut request = Request::new(pb::GetSessionRequest {
+                app_name: APP.into(),
+                user_id: USER.into(),
+                session_id: SESSION.into(),
+                ..Default::default()
+            });
+            request.set_timeout(Duration::from_millis(500));
+            c.get_session(request)
+                .await
+                .map(drop)
+                .map_err(|status| status.to_string())
+        }
+    })
+    .await;
     stack.still_serving(&before, "after the deadline").await;
 }
