@@ -69,3 +69,31 @@ async fn delete_session_deletes_its_artifacts() {
         .await;
     }
 }
+
+/// The binaries the tests spawn are built from the current sources: `workspace_bin`
+/// brings them up to date first, so none is older than a file cargo's dep-info says it
+/// was built from.
+#[test]
+fn spawned_binaries_are_never_older_than_their_sources() {
+    for name in [
+        "adk-server",
+        "adk-session-server",
+        "adk-artifact-server",
+        "adk-runner-server",
+    ] {
+        let binary = adk_testkit::workspace_bin(name);
+        let built = std::fs::metadata(&binary)
+            .and_then(|m| m.modified())
+            .expect("the binary's mtime");
+        let dep_info = std::fs::read_to_string(binary.with_extension("d")).expect("cargo's dep-info of the binary");
+        let (_, sources) = dep_info.split_once(": ").expect("`binary: sources`");
+        let sources: Vec<&str> = sources.split_whitespace().collect();
+        assert!(sources.iter().any(|s| s.ends_with("main.rs")), "{name}: {sources:?}");
+        for source in sources {
+            let Ok(changed) = std::fs::metadata(source).and_then(|m| m.modified()) else {
+                continue; // gone since the build: cargo rebuilds then, and so did workspace_bin
+            };
+            assert!(changed <= built, "{name} is older than {source}");
+        }
+    }
+}

@@ -10,7 +10,7 @@ use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::download_artifact_response::Message as DownloadMessage;
 use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
-use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
 use futures::StreamExt;
 use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
@@ -95,17 +95,18 @@ async fn adk_keys(redis: &RedisServer) -> Vec<String> {
     }
 }
 
-/// Waits up to 10 s for `check` to hold over the `adk:*` keys; the last keys seen otherwise.
-async fn wait_for_keys(redis: &RedisServer, check: impl Fn(&[String]) -> bool) -> Result<Vec<String>, Vec<String>> {
-    let mut keys = Vec::new();
-    for _ in 0..100 {
-        keys = adk_keys(redis).await;
+/// Waits up to 10 s for `check` (named `what`) to hold over the `adk:*` keys, and
+/// returns them; fails naming the last keys seen otherwise.
+async fn wait_for_keys(redis: &RedisServer, what: &str, check: impl Fn(&[String]) -> bool) -> Vec<String> {
+    eventually(Duration::from_secs(10), || async {
+        let keys = adk_keys(redis).await;
         if check(&keys) {
-            return Ok(keys);
+            Ok(keys)
+        } else {
+            Err(format!("{what}: {keys:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(keys)
+    })
+    .await
 }
 
 fn header_message(header: pb::UploadHeader) -> pb::UploadArtifactRequest {
@@ -244,8 +245,7 @@ async fn oversized_uploads_are_refused_and_leave_nothing() {
         Vec::<i64>::new(),
         "no version"
     );
-    let keys = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
-    assert!(keys.is_ok(), "no artifact keys left in Redis: {keys:?}");
+    wait_for_keys(&stack.redis, "no artifact keys left in Redis", <[String]>::is_empty).await;
 
     // Exactly the limit is allowed.
     let saved = client
@@ -282,8 +282,10 @@ async fn interrupted_uploads_leave_no_version_and_no_orphan_chunks() {
             .await
             .expect("send chunk");
     }
-    let pending = wait_for_keys(&stack.redis, |keys| !keys.is_empty()).await;
-    assert!(pending.is_ok(), "the server stores chunks while they arrive");
+    wait_for_keys(&stack.redis, "the server stores chunks while they arrive", |keys| {
+        !keys.is_empty()
+    })
+    .await;
     call.abort();
     assert!(
         call.await.is_err_and(|err| err.is_cancelled()),
@@ -309,8 +311,7 @@ async fn interrupted_uploads_leave_no_version_and_no_orphan_chunks() {
             "{name}: no version"
         );
     }
-    let left = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
-    assert!(left.is_ok(), "no orphan chunk keys: {left:?}");
+    wait_for_keys(&stack.redis, "no orphan chunk keys", <[String]>::is_empty).await;
     drop(tx);
 }
 
@@ -719,7 +720,6 @@ async fn an_upload_that_breaks_its_declared_size_fails_and_stores_nothing() {
             );
         }
         assert_eq!(versions(&client, &app, "f.bin").await, Vec::<i64>::new(), "no version");
-        let keys = wait_for_keys(&stack.redis, <[String]>::is_empty).await;
-        assert!(keys.is_ok(), "no pending chunk left in Redis: {keys:?}");
+        wait_for_keys(&stack.redis, "no pending chunk left in Redis", <[String]>::is_empty).await;
     }
 }

@@ -243,22 +243,18 @@ async fn keys(redis: &mut redis::aio::MultiplexedConnection, pattern: &str) -> V
     redis::cmd("KEYS").arg(pattern).query_async(redis).await.expect("KEYS")
 }
 
-/// Polls `check` every 100 ms for up to `within`; true once it held.
+/// Whether `check` holds within `within`: the test kit's wait, for checks whose
+/// failure message is written after the test stopped its load.
 async fn eventually<F, Fut>(within: Duration, mut check: F) -> bool
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if check().await {
-            return true;
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return false;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let attempt = || {
+        let held = check();
+        async move { if held.await { Ok(()) } else { Err(String::new()) } }
+    };
+    adk_testkit::try_eventually(within, attempt).await.is_ok()
 }
 
 // ---------- 1. Redis crashes under concurrent writes ----------
@@ -959,30 +955,28 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
             metric_sum(port, "adk_grpc_server_active_streams").await
         );
     }
-    let mut redis_after = connected_clients(&mut redis_conn).await;
-    for _ in 0..150 {
-        if redis_after <= redis_before {
-            break;
+    let redis_after = adk_testkit::eventually(Duration::from_secs(15), || {
+        let mut redis_conn = redis_conn.clone();
+        async move {
+            match connected_clients(&mut redis_conn).await {
+                now if now <= redis_before => Ok(now),
+                now => Err(format!("Redis connected_clients back to {redis_before} (now {now})")),
+            }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        redis_after = connected_clients(&mut redis_conn).await;
-    }
-    assert!(
-        redis_after <= redis_before,
-        "Redis connected_clients back to {redis_before} (now {redis_after})"
-    );
-    let mut pending = keys(&mut redis_conn, "adk:artup:*").await;
-    for _ in 0..150 {
-        if pending.is_empty() {
-            break;
+    })
+    .await;
+    adk_testkit::eventually(Duration::from_secs(15), || {
+        let mut redis_conn = redis_conn.clone();
+        async move {
+            match keys(&mut redis_conn, "adk:artup:*").await {
+                pending if pending.is_empty() => Ok(()),
+                pending => Err(format!(
+                    "the pending chunks of dropped uploads are deleted, left: {pending:?}"
+                )),
+            }
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        pending = keys(&mut redis_conn, "adk:artup:*").await;
-    }
-    assert!(
-        pending.is_empty(),
-        "the pending chunks of dropped uploads are deleted, left: {pending:?}"
-    );
+    })
+    .await;
     let after = [indicators(&sessions), indicators(&artifacts), indicators(&runner)];
     for ((name, before), after) in ["session", "artifact", "runner"].iter().zip(before).zip(after) {
         println!(

@@ -329,8 +329,101 @@ async fn hostile_requests_get_exact_codes_and_change_nothing() {
     stack.still_serving(&before, "transport abuse").await;
 }
 
+/// A hostile call whose reply does not matter, only its status.
+type Call = futures::future::BoxFuture<'static, Result<(), tonic::Status>>;
+
+/// Every SessionService call that names one session, as (RPC, call) rows, for the ids
+/// given. Create is left out for an empty session id, which means "generate one".
+fn calls_naming_a_session(
+    c: &SessionServiceClient<Channel>,
+    app: &str,
+    user: &str,
+    session: &str,
+) -> Vec<(&'static str, Call)> {
+    let (app, user, session) = (app.to_string(), user.to_string(), session.to_string());
+    let mut rows: Vec<(&'static str, Call)> = Vec::new();
+    if !session.is_empty() {
+        let (mut c, request) = (
+            c.clone(),
+            pb::CreateSessionRequest {
+                app_name: app.clone(),
+                user_id: user.clone(),
+                session_id: session.clone(),
+                ..Default::default()
+            },
+        );
+        rows.push((
+            "create",
+            Box::pin(async move { c.create_session(request).await.map(drop) }),
+        ));
+    }
+    let (mut c1, get) = (
+        c.clone(),
+        pb::GetSessionRequest {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: session.clone(),
+            ..Default::default()
+        },
+    );
+    rows.push(("get", Box::pin(async move { c1.get_session(get).await.map(drop) })));
+    let (mut c2, delete) = (
+        c.clone(),
+        pb::DeleteSessionRequest {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: session.clone(),
+        },
+    );
+    rows.push((
+        "delete",
+        Box::pin(async move { c2.delete_session(delete).await.map(drop) }),
+    ));
+    let (mut c3, append) = (
+        c.clone(),
+        pb::AppendEventRequest {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: session.clone(),
+            event: Some(user_event("x")),
+            precondition: None,
+        },
+    );
+    rows.push((
+        "append",
+        Box::pin(async move { c3.append_event(append).await.map(drop) }),
+    ));
+    let (mut c4, list_events) = (
+        c.clone(),
+        pb::ListEventsRequest {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: session.clone(),
+            ..Default::default()
+        },
+    );
+    rows.push((
+        "list events",
+        Box::pin(async move { c4.list_events(list_events).await.map(drop) }),
+    ));
+    let (mut c5, watch) = (
+        c.clone(),
+        pb::WatchSessionRequest {
+            app_name: app,
+            user_id: user,
+            session_id: session,
+            after_sequence: None,
+        },
+    );
+    rows.push((
+        "watch",
+        Box::pin(async move { stream_status(c5.watch_session(watch).await).await.map(drop) }),
+    ));
+    rows
+}
+
 async fn session_ids(stack: &Stack) {
-    let mut c = stack.sessions();
+    let c = stack.sessions();
     for bad in bad_ids() {
         let case = format!("id {:?}", adk_core::validate::quoted(&bad));
         let ids = [
@@ -339,76 +432,11 @@ async fn session_ids(stack: &Stack) {
             (APP, USER, bad.as_str()),
         ];
         for (i, (app, user, session)) in ids.into_iter().enumerate() {
-            // An empty session id on create means "generate one": skip that case.
-            if !(i == 2 && session.is_empty()) {
-                let create = pb::CreateSessionRequest {
-                    app_name: app.into(),
-                    user_id: user.into(),
-                    session_id: session.into(),
-                    ..Default::default()
-                };
-                expect(
-                    &format!("create {case} at {i}"),
-                    Code::InvalidArgument,
-                    c.create_session(create).await,
-                );
+            for (rpc, call) in calls_naming_a_session(&c, app, user, session) {
+                expect(&format!("{rpc} {case} at {i}"), Code::InvalidArgument, call.await);
             }
-            let get = pb::GetSessionRequest {
-                app_name: app.into(),
-                user_id: user.into(),
-                session_id: session.into(),
-                ..Default::default()
-            };
-            expect(
-                &format!("get {case} at {i}"),
-                Code::InvalidArgument,
-                c.get_session(get).await,
-            );
-            let delete = pb::DeleteSessionRequest {
-                app_name: app.into(),
-                user_id: user.into(),
-                session_id: session.into(),
-            };
-            expect(
-                &format!("delete {case} at {i}"),
-                Code::InvalidArgument,
-                c.delete_session(delete).await,
-            );
-            let append = pb::AppendEventRequest {
-                app_name: app.into(),
-                user_id: user.into(),
-                session_id: session.into(),
-                event: Some(user_event("x")),
-                precondition: None,
-            };
-            expect(
-                &format!("append {case} at {i}"),
-                Code::InvalidArgument,
-                c.append_event(append).await,
-            );
-            let list_events = pb::ListEventsRequest {
-                app_name: app.into(),
-                user_id: user.into(),
-                session_id: session.into(),
-                ..Default::default()
-            };
-            expect(
-                &format!("list events {case} at {i}"),
-                Code::InvalidArgument,
-                c.list_events(list_events).await,
-            );
-            let watch = pb::WatchSessionRequest {
-                app_name: app.into(),
-                user_id: user.into(),
-                session_id: session.into(),
-                after_sequence: None,
-            };
-            expect(
-                &format!("watch {case} at {i}"),
-                Code::InvalidArgument,
-                stream_status(c.watch_session(watch).await).await,
-            );
         }
+        let mut c = c.clone();
         let list = pb::ListSessionsRequest {
             app_name: bad.clone(),
             user_id: USER.into(),
@@ -1408,6 +1436,23 @@ async fn a_passed_deadline_is_deadline_exceeded() {
     request.set_timeout(Duration::from_millis(200));
     let status = stack.artifacts().list_versions(request).await.unwrap_err();
     assert_eq!(status.code(), Code::DeadlineExceeded, "{}", status.message());
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Once the pause ends, reads are answered again.
+    adk_testkit::eventually(Duration::from_secs(10), || {
+        let mut c = stack.sessions();
+        async move {
+            let mut request = Request::new(pb::GetSessionRequest {
+                app_name: APP.into(),
+                user_id: USER.into(),
+                session_id: SESSION.into(),
+                ..Default::default()
+            });
+            request.set_timeout(Duration::from_millis(500));
+            c.get_session(request)
+                .await
+                .map(drop)
+                .map_err(|status| status.to_string())
+        }
+    })
+    .await;
     stack.still_serving(&before, "after the deadline").await;
 }

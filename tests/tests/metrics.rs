@@ -257,23 +257,22 @@ async fn rpc_runner_model_and_tool_metrics_count_real_traffic() {
     assert_eq!(after.value("adk_grpc_server_active_streams", &[("method", GET)]), 0.0);
 
     drop(watch);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    let ended = adk_testkit::eventually(Duration::from_secs(10), || async {
         let now = scrape(port).await;
-        if now.value("adk_grpc_server_active_streams", &[("method", WATCH)]) == 0.0 {
-            assert_eq!(
-                now.value(
-                    "adk_grpc_server_requests_total",
-                    &[("method", WATCH), ("code", "CANCELLED")]
-                ),
-                1.0,
-                "a watch the client dropped ends CANCELLED"
-            );
-            break;
+        match now.value("adk_grpc_server_active_streams", &[("method", WATCH)]) {
+            0.0 => Ok(now),
+            active => Err(format!("the watch never ended: {active} active")),
         }
-        assert!(tokio::time::Instant::now() < deadline, "the watch never ended");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
+    assert_eq!(
+        ended.value(
+            "adk_grpc_server_requests_total",
+            &[("method", WATCH), ("code", "CANCELLED")]
+        ),
+        1.0,
+        "a watch the client dropped ends CANCELLED"
+    );
 }
 
 #[tokio::test]

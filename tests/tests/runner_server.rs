@@ -628,17 +628,17 @@ async fn a_client_that_disconnects_cancels_the_provider_request_and_frees_the_se
     );
     // The lease is released as the invocation stops; the session takes a new run.
     provider.push(openai::text("Back"));
-    let mut attempts = 0;
-    let next = loop {
-        let next = run(&mut runner, run_request("chat", "s1", text("Again"))).await;
-        match &next.error {
-            Some(status) if status.code() == Code::Aborted && attempts < 100 => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
+    let next = adk_testkit::eventually(Duration::from_secs(5), || {
+        let mut runner = runner.clone();
+        async move {
+            let next = run(&mut runner, run_request("chat", "s1", text("Again"))).await;
+            match &next.error {
+                Some(status) if status.code() == Code::Aborted => Err(format!("still busy: {status:?}")),
+                _ => Ok(next.ok()),
             }
-            _ => break next.ok(),
         }
-    };
+    })
+    .await;
     assert_eq!(texts(next.events.last().expect("a reply")), "Back");
     // Nothing of the cancelled reply was stored: it never completed.
     let session = stack.get_session("chat", "s1").await;

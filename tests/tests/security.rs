@@ -21,7 +21,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tempfile::TempDir;
 use tonic::Code;
 use tonic::metadata::MetadataValue;
@@ -232,33 +232,23 @@ async fn spawn_server(args: Vec<String>) -> ServiceProcess {
 
 /// Runs the binary with `args` on a free port and expects it to exit with an
 /// error within 30 s (it is killed otherwise); returns what it printed.
-fn startup_failure(bin: &str, args: &[String]) -> String {
+async fn startup_failure(bin: &str, args: &[String]) -> String {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("out.log");
     let file = std::fs::File::create(&log).unwrap();
-    let mut child = Command::new(workspace_bin(bin))
+    let mut child = tokio::process::Command::new(workspace_bin(bin))
         .args(args)
         .args(["--listen", "127.0.0.1:0", "--metrics-listen", "off"])
         .stdout(file.try_clone().unwrap())
         .stderr(file)
+        .kill_on_drop(true)
         .spawn()
         .unwrap();
-    let started = std::time::Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break Some(status);
-        }
-        if started.elapsed() > std::time::Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await;
     let text = std::fs::read_to_string(&log).unwrap();
     match status {
-        Some(status) => assert!(!status.success(), "{bin} {args:?} exited 0:\n{text}"),
-        None => panic!("{bin} {args:?} kept running instead of failing at startup:\n{text}"),
+        Ok(status) => assert!(!status.unwrap().success(), "{bin} {args:?} exited 0:\n{text}"),
+        Err(_) => panic!("{bin} {args:?} kept running instead of failing at startup:\n{text}"),
     }
     text
 }
@@ -451,40 +441,53 @@ fn rand_nanos() -> u64 {
 async fn bad_tls_and_auth_settings_stop_the_server_at_startup() {
     let pki = Pki::new();
     let creds = Credentials::new();
-    let missing = startup_failure(
-        "adk-server",
-        &[
-            "--tls-cert".into(),
-            pki.path("nope.pem"),
-            "--tls-key".into(),
-            pki.path("server.key"),
-        ],
-    );
-    assert!(missing.contains("nope.pem"), "{missing}");
-    let garbage = startup_failure(
-        "adk-server",
-        &[
-            "--tls-cert".into(),
-            pki.path("ca.pem"),
-            "--tls-key".into(),
-            pki.path("ca.pem"),
-        ],
-    );
-    assert!(garbage.contains("--tls-cert"), "{garbage}");
-    let unused = startup_failure("adk-server", &["--api-keys".into(), creds.path("keys.jsonl")]);
-    assert!(unused.contains("--auth is off"), "{unused}");
-    let no_source = startup_failure("adk-server", &["--auth".into(), "required".into()]);
-    assert!(no_source.contains("at least one credential source"), "{no_source}");
-    let bad_keys = startup_failure(
-        "adk-server",
-        &[
-            "--auth".into(),
-            "required".into(),
-            "--api-keys".into(),
-            creds.path("jwks.json"),
-        ],
-    );
-    assert!(bad_keys.contains("jwks.json, line 1"), "{bad_keys}");
+    // (case, arguments, what the error output must say)
+    let cases: [(&str, Vec<String>, &str); 5] = [
+        (
+            "a missing certificate file",
+            vec![
+                "--tls-cert".into(),
+                pki.path("nope.pem"),
+                "--tls-key".into(),
+                pki.path("server.key"),
+            ],
+            "nope.pem",
+        ),
+        (
+            "a certificate that is no certificate",
+            vec![
+                "--tls-cert".into(),
+                pki.path("ca.pem"),
+                "--tls-key".into(),
+                pki.path("ca.pem"),
+            ],
+            "--tls-cert",
+        ),
+        (
+            "API keys with auth off",
+            vec!["--api-keys".into(), creds.path("keys.jsonl")],
+            "--auth is off",
+        ),
+        (
+            "auth required with no credential source",
+            vec!["--auth".into(), "required".into()],
+            "at least one credential source",
+        ),
+        (
+            "an API key file that is not JSON lines",
+            vec![
+                "--auth".into(),
+                "required".into(),
+                "--api-keys".into(),
+                creds.path("jwks.json"),
+            ],
+            "jwks.json, line 1",
+        ),
+    ];
+    for (case, args, says) in cases {
+        let output = startup_failure("adk-server", &args).await;
+        assert!(output.contains(says), "{case}: {says:?} not in:\n{output}");
+    }
 }
 
 // ---------------------------------------------------------------- authentication
@@ -1292,7 +1295,7 @@ async fn redis_passwords_and_acl_users_come_from_the_store_url() {
         (format!("redis://:wrong-pass@127.0.0.1:{port}"), "wrong-pass"),
         (format!("redis://adk:nope-pass@127.0.0.1:{port}"), "nope-pass"),
     ] {
-        let output = startup_failure("adk-session-server", &["--store-url".into(), url.clone()]);
+        let output = startup_failure("adk-session-server", &["--store-url".into(), url.clone()]).await;
         assert!(
             output.contains("cannot open the store") || output.contains("store"),
             "{url}: {output}"

@@ -7,7 +7,7 @@ use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_session_delete_conformance};
 use adk_testkit::conformance::run_session_conformance;
-use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
+use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
 use std::time::Duration;
@@ -63,13 +63,13 @@ async fn health(endpoint: &str) -> Option<ServingStatus> {
 }
 
 async fn wait_for_health(endpoint: &str, want: ServingStatus) {
-    for _ in 0..100 {
-        if health(endpoint).await == Some(want) {
-            return;
+    eventually(Duration::from_secs(20), || async {
+        match health(endpoint).await {
+            Some(status) if status == want => Ok(()),
+            other => Err(format!("health is {other:?}, not {want:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    panic!("health never became {want:?}");
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -149,18 +149,16 @@ async fn server_recovers_by_itself_when_redis_restarts() {
 
     stack.redis.restart().await;
     wait_for_health(&stack.server.endpoint(), ServingStatus::Serving).await;
-    let mut recovered = None;
-    for _ in 0..50 {
+    let session = eventually(Duration::from_secs(10), || async {
         match client.get(get_req(&app, "s")).await {
-            Ok(session) => {
-                recovered = Some(session);
-                break;
+            Ok(session) => Ok(session),
+            Err(err) => {
+                assert!(err.is_retryable(), "only retryable errors while reconnecting: {err}");
+                Err(format!("the server has not reconnected without a restart: {err}"))
             }
-            Err(err) => assert!(err.is_retryable(), "only retryable errors while reconnecting: {err}"),
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    let session = recovered.expect("the server reconnected without a restart");
+    })
+    .await;
     assert_eq!(
         session.events.as_slice(),
         &[before],

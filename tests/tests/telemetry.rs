@@ -126,17 +126,17 @@ impl Collector {
 
     /// Waits (10 s at most) until the spans of the test's trace satisfy `done`; returns them.
     async fn wait_for(&self, what: &str, done: impl Fn(&[Collected]) -> bool) -> Vec<Collected> {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
+        adk_testkit::eventually(Duration::from_secs(10), || async {
             let spans: Vec<Collected> = self.spans().into_iter().filter(|s| s.trace_id == TRACE_ID).collect();
             if done(&spans) {
-                return spans;
+                Ok(spans)
+            } else {
+                Err(format!(
+                    "the collector never got {what}; spans of the trace: {spans:#?}"
+                ))
             }
-            if tokio::time::Instant::now() >= deadline {
-                panic!("the collector never got {what}; spans of the trace: {spans:#?}");
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -297,6 +297,8 @@ async fn spans_still_queued_are_exported_on_a_graceful_shutdown() {
         .await
         .expect("CreateSession");
     drop(client);
+    // A check that nothing happens has no condition to wait for: give an export that
+    // should not come a fair chance to arrive.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(
         collector.spans().is_empty(),

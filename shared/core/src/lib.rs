@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod artifact;
+pub mod clock;
 pub mod content;
 pub mod context;
 pub mod convert;
@@ -20,6 +21,7 @@ pub mod validate;
 
 pub use agent::{Agent, RunConfig, StreamingMode, find_agent};
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
+pub use clock::Clock;
 pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Conflict, Exhausted, Existing, Missing, Reason, Result};

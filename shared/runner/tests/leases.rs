@@ -3,11 +3,11 @@
 
 mod common;
 
-use adk_core::{Acquire, Agent, Content, LeaseKey, Renewal, SessionLease, SessionService};
+use adk_core::{Acquire, Agent, Clock, Content, LeaseKey, Renewal, SessionLease, SessionService};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
-use adk_testkit::RedisServer;
+use adk_testkit::{RedisServer, eventually};
 use common::*;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -28,13 +28,20 @@ fn hi() -> Content {
 /// sessions are not affected; once `first` ends the session is free.
 async fn second_run_is_aborted(first: &Runner, second: &Runner, server: &FakeServer) {
     server.push(FakeReply::json(openai::text("slow answer")).delayed(Duration::from_millis(2500)));
+    let requests_before = server.requests().len();
     let mut running = first.run(USER, SESSION, hi(), RunOptions::default()).await.unwrap();
     // Drive the first run until its model request is in flight.
     let first_event = tokio::spawn(async move {
         let event = running.next().await;
         (event, running)
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually(Duration::from_secs(10), || async {
+        match server.requests().len() {
+            n if n > requests_before => Ok(()),
+            _ => Err("the first run's model request has not arrived".to_string()),
+        }
+    })
+    .await;
 
     let error = second
         .run(USER, SESSION, hi(), RunOptions::default())
@@ -136,7 +143,8 @@ async fn replicas_sharing_redis_run_one_invocation_per_session() {
 #[tokio::test]
 async fn a_lease_left_by_a_dead_runner_expires() {
     let server = FakeServer::start().await;
-    let lease = Arc::new(InMemorySessionLease::new());
+    let clock = Clock::manual();
+    let lease = Arc::new(InMemorySessionLease::new().with_clock(clock.clone()));
     let h = Harness::build(
         agent(&server),
         Arc::new(adk_store::InMemorySessionService::new()),
@@ -149,10 +157,10 @@ async fn a_lease_left_by_a_dead_runner_expires() {
         user_id: USER.into(),
         session_id: SESSION.into(),
     };
-    lease.acquire(&key, "e-dead", Duration::from_millis(200)).await.unwrap();
+    lease.acquire(&key, "e-dead", Duration::from_secs(60)).await.unwrap();
     let error = h.say("hi").await.error.unwrap();
     assert!(error.to_string().contains("busy with invocation e-dead"), "{error}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    clock.advance(Duration::from_secs(61));
     server.push(openai::text("after expiry"));
     assert_eq!(h.say("hi").await.ok().texts(), ["after expiry"]);
 }
@@ -222,15 +230,19 @@ async fn a_stream_dropped_during_the_final_release_still_frees_the_session() {
     );
     drop(stream);
 
-    tokio::time::sleep(Duration::from_millis(800)).await;
     let key = LeaseKey {
         app_name: APP.into(),
         user_id: USER.into(),
         session_id: SESSION.into(),
     };
-    let acquired = lease.0.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap();
-    assert!(
-        matches!(acquired, Acquire::Acquired { .. }),
-        "the session is free: {acquired:?}"
-    );
+    // Well within the run's lease TTL, so only the release can free the session.
+    const FREED_WITHIN: Duration = Duration::from_secs(3);
+    const _: () = assert!(FREED_WITHIN.as_nanos() < RunnerConfig::DEFAULT_LEASE_TTL.as_nanos());
+    eventually(FREED_WITHIN, || async {
+        match lease.0.acquire(&key, "e-next", Duration::from_secs(30)).await {
+            Ok(Acquire::Acquired { .. }) => Ok(()),
+            other => Err(format!("the session is still busy: {other:?}")),
+        }
+    })
+    .await;
 }

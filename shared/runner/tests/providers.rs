@@ -97,17 +97,14 @@ async fn dropping_the_run_stream_cancels_the_provider_request_and_frees_the_sess
 
     // The lease is released by the dropped run; the next one proceeds.
     server.push(openai::text("back"));
-    let mut attempts = 0;
-    let run = loop {
+    let run = adk_testkit::eventually(Duration::from_secs(5), || async {
         let run = h.say("again").await;
         match &run.error {
-            Some(e) if e.code() == Code::Aborted && attempts < 50 => {
-                attempts += 1;
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
-            _ => break run,
+            Some(e) if e.code() == Code::Aborted => Err(format!("still busy: {e}")),
+            _ => Ok(run),
         }
-    };
+    })
+    .await;
     assert_eq!(run.ok().texts(), ["back"]);
 }
 

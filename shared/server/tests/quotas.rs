@@ -186,15 +186,15 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<Streaming<pb::Event>, Status>>,
 {
-    let mut last = None;
-    for _ in 0..100 {
-        match open().await {
-            Ok(stream) => return stream,
-            Err(status) => last = Some(status),
+    let attempt = || {
+        let opened = open();
+        async move {
+            opened
+                .await
+                .map_err(|status| format!("the slot was never freed: {status:?}"))
         }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("the slot was never freed: {last:?}");
+    };
+    adk_testkit::eventually(Duration::from_secs(5), attempt).await
 }
 
 #[tokio::test]

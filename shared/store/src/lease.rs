@@ -19,7 +19,7 @@ use crate::redis::conn::RedisStore;
 use crate::redis::pubsub::spawn_channel_listener;
 use crate::redis::{subscriber_clients, user_tag};
 use adk_core::validate::id_key;
-use adk_core::{Acquire, LeaseKey, Renewal, Result, SessionLease};
+use adk_core::{Acquire, Clock, LeaseKey, Renewal, Result, SessionLease};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -57,6 +57,8 @@ pub struct InMemorySessionLease {
     /// with the time its place lapses unless it asks again.
     lines: Arc<Mutex<HashMap<LeaseKey, Line>>>,
     cancels: broadcast::Sender<String>,
+    /// When leases expire (tests advance a manual one instead of waiting).
+    clock: Clock,
 }
 
 /// The owners waiting in turn for one session's lease, first first, each with the time
@@ -69,6 +71,7 @@ impl Default for InMemorySessionLease {
             holders: Arc::default(),
             lines: Arc::default(),
             cancels: broadcast::channel(CANCEL_BACKLOG).0,
+            clock: Clock::system(),
         }
     }
 }
@@ -87,6 +90,13 @@ impl InMemorySessionLease {
         Self::default()
     }
 
+    /// The same leases expiring by `clock`: tests pass a [`Clock::manual`] and advance
+    /// it past a lease's TTL instead of sleeping.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     fn holders(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Holder>> {
         // A panic while holding this lock cannot leave the map half-updated
         // (every change is one insert or remove), so a poisoned lock is still usable.
@@ -100,7 +110,7 @@ impl InMemorySessionLease {
     pub(crate) fn fence_allows(&self, key: &LeaseKey, owner: &str) -> bool {
         self.holders()
             .get(key)
-            .is_none_or(|holder| holder.owner == owner && holder.expires > Instant::now())
+            .is_none_or(|holder| holder.owner == owner && holder.expires > self.clock.instant())
     }
 }
 
@@ -108,7 +118,7 @@ impl InMemorySessionLease {
 impl SessionLease for InMemorySessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
         let mut holders = self.holders();
-        let now = Instant::now();
+        let now = self.clock.instant();
         let interrupted = match holders.get(key) {
             Some(holder) if holder.owner != owner && holder.expires > now => {
                 return Ok(Acquire::Held(holder.owner.clone()));
@@ -132,7 +142,7 @@ impl SessionLease for InMemorySessionLease {
         let first = {
             let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             let line = lines.entry(key.clone()).or_default();
-            let now = Instant::now();
+            let now = self.clock.instant();
             match line.iter_mut().find(|(waiting, _)| waiting == owner) {
                 Some((_, lapses)) => *lapses = now + patience,
                 None => line.push_back((owner.to_string(), now + patience)),
@@ -159,7 +169,7 @@ impl SessionLease for InMemorySessionLease {
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
         let mut holders = self.holders();
-        let now = Instant::now();
+        let now = self.clock.instant();
         match holders.get_mut(key) {
             Some(holder) if holder.owner == owner && holder.expires > now => {
                 holder.expires = now + ttl;
@@ -184,7 +194,7 @@ impl SessionLease for InMemorySessionLease {
     async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
         let mut holders = self.holders();
         match holders.get_mut(key) {
-            Some(holder) if holder.owner == owner && holder.expires > Instant::now() => {
+            Some(holder) if holder.owner == owner && holder.expires > self.clock.instant() => {
                 holder.cancel_requested = true;
                 // No listener is fine: the holder's renewal sees the mark.
                 let _ = self.cancels.send(owner.to_string());

@@ -21,7 +21,7 @@ use adk_core::{
     LeaseKey, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session,
     SessionService, WatchRequest, new_event_id,
 };
-use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
+use adk_core::{AppStateRequest, Clock, ScopeState, UpdateAppStateRequest, UserStateRequest};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -99,12 +99,14 @@ struct Inner {
     sessions: BTreeMap<SessionKey, StoredSession>,
     /// The background task dropping expired sessions, once a session has a TTL.
     reaper: Option<JoinHandle<()>>,
+    /// What "now" is for timestamps and expiry (tests advance a manual one).
+    clock: Clock,
 }
 
 impl Inner {
     /// The live session under `key`; an expired one is removed on the way, as Redis would.
     fn session_mut(&mut self, key: &SessionKey) -> Result<&mut StoredSession> {
-        if self.sessions.get(key).is_some_and(|s| s.is_expired(Utc::now())) {
+        if self.sessions.get(key).is_some_and(|s| s.is_expired(self.clock.now())) {
             self.sessions.remove(key);
         }
         self.sessions.get_mut(key).ok_or_else(|| not_found(key))
@@ -171,6 +173,8 @@ pub struct InMemorySessionService {
     /// The session leases runners over this store take (see [`Self::leases`]): appends
     /// fenced with `Precondition::LeaseHeldBy` are checked against them.
     leases: InMemorySessionLease,
+    /// The same clock as `Inner::clock` (clones share it), read without the lock.
+    clock: Clock,
 }
 
 impl Default for InMemorySessionService {
@@ -191,6 +195,7 @@ impl InMemorySessionService {
             reap_interval: REAP_INTERVAL,
             artifacts: None,
             leases: InMemorySessionLease::new(),
+            clock: Clock::system(),
         }
     }
 
@@ -232,6 +237,15 @@ impl InMemorySessionService {
         inner.reaper = Some(runtime.spawn(reap_until_dropped(store, self.reap_interval)));
     }
 
+    /// The same store reading time from `clock` (and its leases too): tests pass a
+    /// [`Clock::manual`] and advance it past a TTL instead of sleeping.
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.lock().clock = clock.clone();
+        self.clock = clock.clone();
+        self.leases = InMemorySessionLease::new().with_clock(clock);
+        self
+    }
+
     /// The same store with the reaper running every `every` instead of [`REAP_INTERVAL`]
     /// (tests use a short one).
     pub fn with_reap_interval(mut self, every: Duration) -> Self {
@@ -253,7 +267,9 @@ async fn reap_until_dropped(store: Weak<Mutex<Inner>>, every: Duration) {
     loop {
         ticks.tick().await;
         let Some(inner) = store.upgrade() else { return };
-        lock(&inner).reap(Utc::now());
+        let mut inner = lock(&inner);
+        let now = inner.clock.now();
+        inner.reap(now);
     }
 }
 
@@ -276,7 +292,7 @@ impl SessionService for InMemorySessionService {
         }
         let mut delta = ScopedDelta::split(&req.state);
         inner.apply_shared_scopes(&key, &mut delta);
-        let now = Utc::now();
+        let now = self.clock.now();
         let mut stored = StoredSession {
             create_time: now,
             last_update_time: now,
@@ -313,7 +329,7 @@ impl SessionService for InMemorySessionService {
 
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
         let cursor = req.validate()?;
-        let now = Utc::now();
+        let now = self.clock.now();
         let inner = self.lock();
         // Listing order is (last update, index member), as in the Redis backend.
         let mut rows: Vec<(i64, String, &SessionKey, &StoredSession)> = inner
@@ -411,7 +427,7 @@ impl SessionService for InMemorySessionService {
         stored.state.extend(std::mem::take(&mut delta.session));
         stored.event_index.insert(event.id.clone(), stored.events.len());
         stored.events.push(event.clone());
-        let now = Utc::now();
+        let now = self.clock.now();
         stored.last_update_time = session_update_time(event.timestamp, now);
         stored.refresh_expiry(now);
         stored.appended.send_replace(event.sequence);
@@ -461,7 +477,7 @@ impl SessionService for InMemorySessionService {
                 ),
             ));
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let last_event_time = events.last().map_or(now, |e| session_update_time(e.timestamp, now));
         let mut fork = StoredSession {
             create_time: now,

@@ -1,11 +1,14 @@
 //! The SessionService conformance suite against the in-memory backend.
 
+use adk_core::Clock;
 use adk_store::InMemorySessionService;
-use adk_testkit::conformance::run_session_conformance;
+use adk_testkit::conformance::run_session_conformance_with_clock;
 
+/// On a manual clock: the TTL case jumps over its TTLs instead of waiting them out.
 #[tokio::test]
 async fn memory_backend_conforms() {
-    run_session_conformance(&InMemorySessionService::new()).await;
+    let clock = Clock::manual();
+    run_session_conformance_with_clock(&InMemorySessionService::new().with_clock(clock.clone()), &clock).await;
 }
 
 mod reaping {
@@ -31,16 +34,20 @@ mod reaping {
 
     #[tokio::test]
     async fn expired_sessions_are_reaped_though_nobody_reads_them() {
-        let svc = InMemorySessionService::new().with_reap_interval(Duration::from_millis(50));
+        let clock = adk_core::Clock::manual();
+        let svc = InMemorySessionService::new()
+            .with_clock(clock.clone())
+            .with_reap_interval(Duration::from_millis(50));
         svc.create(create("kept".into(), None))
             .await
             .expect("a session without a TTL");
         for i in 0..100 {
-            svc.create(create(format!("brief-{i}"), Some(Duration::from_millis(200))))
+            svc.create(create(format!("brief-{i}"), Some(Duration::from_secs(60))))
                 .await
                 .expect("a session with a TTL");
         }
         assert_eq!(svc.stored_session_count(), 101);
+        clock.advance(Duration::from_secs(61));
         // Nothing reads them: only the reaper can drop them.
         wait_until(Duration::from_secs(10), "the expired sessions are dropped", || {
             svc.stored_session_count() == 1

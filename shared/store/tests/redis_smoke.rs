@@ -8,12 +8,12 @@ use adk_core::{
     ListRequest, Precondition, SessionService, WatchRequest,
 };
 use adk_store::{RedisSessionService, StoreConfig};
-use adk_testkit::{RedisCluster, RedisPrimaryReplica, RedisServer, unique_prefix};
+use adk_testkit::{RedisCluster, RedisPrimaryReplica, RedisServer, eventually, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::HashMap;
 use std::time::Duration;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::{Instant, timeout};
 
 /// Asserts the error is the given `AdkError` variant, showing it otherwise.
 macro_rules! assert_kind {
@@ -471,8 +471,13 @@ async fn expired_sessions_leave_the_listings() {
         .unwrap();
     assert_eq!(listed.sessions.len(), 2);
 
-    sleep(Duration::from_millis(900)).await;
-    assert_kind!(svc.get(get_req(&app, "u", "short")).await.unwrap_err(), NotFound);
+    eventually(Duration::from_secs(10), || async {
+        match svc.get(get_req(&app, "u", "short")).await {
+            Err(AdkError::NotFound(..)) => Ok(()),
+            other => Err(format!("the short session has not expired: {other:?}")),
+        }
+    })
+    .await;
     for user in [None, Some("u".to_string())] {
         let listed = svc
             .list(ListRequest {
@@ -530,14 +535,14 @@ async fn a_redis_crash_is_survived_without_a_new_service() {
     assert_kind!(svc.ping().await.unwrap_err(), Unavailable);
 
     server.restart().await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let session = loop {
+    let session = eventually(Duration::from_secs(15), || async {
         match svc.get(get_req(&app, "u", "s")).await {
-            Ok(session) => break session,
-            Err(err) if err.is_retryable() && Instant::now() < deadline => sleep(Duration::from_millis(100)).await,
-            Err(err) => panic!("redis restarted but the service still fails: {err}"),
+            Ok(session) => Ok(session),
+            Err(err) if err.is_retryable() => Err(format!("redis restarted but the service still fails: {err}")),
+            Err(err) => panic!("redis restarted but the service fails for good: {err}"),
         }
-    };
+    })
+    .await;
     assert_eq!(session.events.as_slice(), [before]);
     assert_eq!(session.state.as_map().get("k"), Some(&json!("v")));
     // Scripts are loaded again after the restart emptied Redis's script cache.

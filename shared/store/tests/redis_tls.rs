@@ -247,15 +247,13 @@ async fn a_tls_server_restarted_with_its_arguments_keeps_serving_the_store() {
     };
     // The shared connection reconnects (over TLS) by itself; calls in the
     // meantime fail retryably.
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    let session = loop {
+    let session = adk_testkit::eventually(STEP_TIMEOUT, || async {
         match within("get after restart", svc.get(get.clone())).await {
-            Ok(session) => break session,
-            Err(err) if err.is_retryable() && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(err) => panic!("no reconnect to the restarted TLS server: {err:?}"),
+            Ok(session) => Ok(session),
+            Err(err) if err.is_retryable() => Err(format!("no reconnect to the restarted TLS server: {err:?}")),
+            Err(err) => panic!("the restarted TLS server fails for good: {err:?}"),
         }
-    };
+    })
+    .await;
     assert_eq!(session.id, "s", "the AOF kept the session across the crash");
 }

@@ -24,7 +24,7 @@ pub use redis_server::{
     FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, patient_connection, redis_cli,
 };
 pub use service::{ServiceProcess, workspace_bin};
-pub use wait::eventually;
+pub use wait::{eventually, try_eventually};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 

@@ -2,6 +2,7 @@ use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use tempfile::TempDir;
@@ -17,14 +18,25 @@ const PORT_ATTEMPTS: usize = 3;
 const LOG_TAIL_LINES: usize = 40;
 const LOG_FILE: &str = "service.log";
 
-/// Path of a binary built from this workspace.
+/// Path of a binary built from this workspace, freshly built.
 ///
-/// Uses `CARGO_BIN_EXE_<name>` if set; otherwise the test executable's own
-/// `target/<profile>/` directory. Panics if the binary is not built.
+/// Uses `CARGO_BIN_EXE_<name>` if set (cargo built it for this very test). Otherwise
+/// the binary lives in the test executable's own `target/<profile>/` directory, and
+/// the first call in a `cargo test` run brings every workspace binary up to date
+/// with `cargo build --workspace --bins` (see [`build_workspace_bins`]): a test never
+/// runs a binary older than the sources. Panics if the build fails.
 pub fn workspace_bin(name: &str) -> PathBuf {
     if let Some(path) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")) {
         return PathBuf::from(path);
     }
+    let dir = bin_dir();
+    build_workspace_bins(&dir);
+    bin_in(&dir, name)
+}
+
+/// `target/<profile>/`: where cargo puts the workspace's binaries for the profile
+/// this test executable was built with.
+fn bin_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("cannot determine the test executable's path");
     let mut dir = exe
         .parent()
@@ -34,14 +46,108 @@ pub fn workspace_bin(name: &str) -> PathBuf {
     if dir.ends_with("deps") {
         dir.pop();
     }
+    dir
+}
+
+fn bin_in(dir: &Path, name: &str) -> PathBuf {
     let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     if !path.is_file() {
         panic!(
-            "binary `{name}` not built: run `cargo build --workspace --bins` first \
-             (the README's test command does this)"
+            "binary `{name}` not built in {}: no such binary in the workspace",
+            dir.display()
         );
     }
     path
+}
+
+/// Runs `cargo build --workspace --bins` for the profile and target directory of
+/// `bin_dir` once per `cargo test` run.
+///
+/// The same command as the README's (and `scripts/test.sh`'s) build step, with the
+/// same feature set, so after that step it only checks fingerprints (about half a
+/// second). It runs once per test process (a `OnceLock`), and the test processes of
+/// one `cargo test` run share it through a stamp file naming their parent (cargo)
+/// process; cargo's own lock on the build directory serialises concurrent runs.
+/// The e2e crate cannot simply depend on the server binaries: artifact dependencies
+/// are unstable.
+fn build_workspace_bins(bin_dir: &Path) {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let run = parent_process_identity();
+        let stamp = bin_dir.join(".adk-testkit-bins-built");
+        if run.is_some() && std::fs::read_to_string(&stamp).ok() == run {
+            return;
+        }
+        let profile = bin_dir
+            .file_name()
+            .and_then(|name| name.to_str())
+            .expect("target/<profile> has a name");
+        let target_dir = bin_dir.parent().expect("target/<profile> has a parent");
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
+        let mut command = Command::new(cargo);
+        // Cargo describes the test's own package to it in these variables; some build
+        // scripts watch them (ring's CARGO_MANIFEST_DIR), so passing them on would make
+        // this build and the README's differ, each rebuilding what the other built.
+        for (key, _) in std::env::vars_os() {
+            let key = key.to_string_lossy();
+            if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_") || CARGO_TEST_VARS.contains(&&*key) {
+                command.env_remove(&*key);
+            }
+        }
+        command
+            .args(["build", "--quiet", "--workspace", "--bins", "--manifest-path"])
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(target_dir);
+        match profile {
+            "debug" => {}
+            "release" => {
+                command.arg("--release");
+            }
+            other => {
+                command.args(["--profile", other]);
+            }
+        }
+        let output = command
+            .output()
+            .unwrap_or_else(|err| panic!("cannot run {command:?}: {err}"));
+        if !output.status.success() {
+            panic!(
+                "building the workspace binaries the tests run failed ({command:?}, {}):\n{}",
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        if let Some(run) = run {
+            // Best effort: without the stamp the next test process checks again.
+            let _ = std::fs::write(&stamp, run);
+        }
+    });
+}
+
+/// What cargo sets, besides `CARGO_PKG_*` and `CARGO_BIN_*`, for the test it runs.
+const CARGO_TEST_VARS: &[&str] = &[
+    "CARGO_MANIFEST_DIR",
+    "CARGO_MANIFEST_PATH",
+    "CARGO_CRATE_NAME",
+    "CARGO_PRIMARY_PACKAGE",
+    "CARGO_TARGET_TMPDIR",
+    "CARGO_RUSTC_CURRENT_DIR",
+    "OUT_DIR",
+];
+
+/// The parent process (the `cargo test` running this test executable) as
+/// `pid:start time`, unique on this machine even once the pid is reused; `None`
+/// where `/proc` cannot tell (then every test process builds).
+fn parent_process_identity() -> Option<String> {
+    let parent = std::os::unix::process::parent_id();
+    let stat = std::fs::read_to_string(format!("/proc/{parent}/stat")).ok()?;
+    // The command name (field 2) is in parentheses and may hold spaces; the start
+    // time is the 20th field after it.
+    let after_name = &stat[stat.rfind(')')? + 1..];
+    let start_time = after_name.split_whitespace().nth(19)?;
+    Some(format!("{parent}:{start_time}"))
 }
 
 /// A workspace service binary running as a real process, listening on
@@ -260,7 +366,16 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "binary `adk-no-such-binary` not built")]
-    fn workspace_bin_panics_for_missing_binary() {
-        workspace_bin("adk-no-such-binary");
+    fn a_missing_binary_is_named() {
+        bin_in(&bin_dir(), "adk-no-such-binary");
+    }
+
+    #[test]
+    fn the_parent_process_is_identified_by_pid_and_start_time() {
+        let identity = parent_process_identity().expect("/proc tells");
+        let (pid, start) = identity.split_once(':').expect("pid:start");
+        assert_eq!(pid, std::os::unix::process::parent_id().to_string());
+        assert!(start.parse::<u64>().is_ok(), "{identity}");
+        assert_eq!(parent_process_identity(), Some(identity), "stable");
     }
 }

@@ -10,7 +10,20 @@ const POLL_INTERVAL: Duration = Duration::from_millis(20);
 
 /// Calls `attempt` until it returns `Ok`, and returns that value; panics with the last
 /// `Err` reason once `limit` has passed. A check that is true at once costs no wait.
-pub async fn eventually<T, F, Fut>(limit: Duration, mut attempt: F) -> T
+pub async fn eventually<T, F, Fut>(limit: Duration, attempt: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, String>>,
+{
+    match try_eventually(limit, attempt).await {
+        Ok(value) => value,
+        Err(reason) => panic!("not within {limit:?}: {reason}"),
+    }
+}
+
+/// [`eventually`] for a test that has more to do before it fails (stop its load, show
+/// a server's log): the last `Err` reason once `limit` has passed, instead of a panic.
+pub async fn try_eventually<T, F, Fut>(limit: Duration, mut attempt: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, String>>,
@@ -18,8 +31,8 @@ where
     let deadline = Instant::now() + limit;
     loop {
         match attempt().await {
-            Ok(value) => return value,
-            Err(reason) if Instant::now() >= deadline => panic!("not within {limit:?}: {reason}"),
+            Ok(value) => return Ok(value),
+            Err(reason) if Instant::now() >= deadline => return Err(reason),
             Err(_) => sleep(POLL_INTERVAL).await,
         }
     }
