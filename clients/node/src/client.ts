@@ -290,6 +290,7 @@ export class AdkClient {
         if (!mayRetry(error, opts.signal)) throw error;
       }
       failures++;
+      // Reconnect backoff of a dropped watch (cut short by `signal`); it then resumes from `after`.
       await sleep(backoffMs(this.#retry, Math.min(failures, 8)), opts.signal);
     }
   }

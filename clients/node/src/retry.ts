@@ -63,6 +63,7 @@ export async function withRetry<T>(
     } catch (raw) {
       const error = toAdkError(raw);
       if (!safe || attempt >= policy.maxAttempts || !mayRetry(error, signal)) throw error;
+      // Backoff between retries of a safe call (RetryInfo or exponential), not a wait for a condition.
       await sleep(backoffMs(policy, attempt, error), signal);
     }
   }

@@ -28,6 +28,22 @@ export function freePort() {
 }
 
 /** @param {number} port */
+/**
+ * Resolves once `condition()` is truthy, asking again every 20 ms (the poll interval of the
+ * tests' one wait helper); throws naming `what` after `deadlineMs`, or at once when
+ * `condition` throws (a process that died cannot start listening any more).
+ * @param {string} what
+ * @param {number} deadlineMs
+ * @param {() => Promise<unknown>} condition
+ */
+export async function waitFor(what, deadlineMs, condition) {
+  const deadline = Date.now() + deadlineMs;
+  while (!(await condition())) {
+    if (Date.now() > deadline) throw new Error(`${what}: not ready within ${deadlineMs} ms`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 function canConnect(port) {
   return new Promise((resolve) => {
     const sock = net.connect({ host: '127.0.0.1', port }, () => {
@@ -128,11 +144,10 @@ export async function startRedis() {
   });
   running.add(child);
   const exited = new Promise((resolve) => child.once('exit', resolve));
-  const deadline = Date.now() + 10000;
-  while (!(await canConnect(port))) {
-    if (Date.now() > deadline || child.exitCode !== null) throw new Error(`redis-server did not start on port ${port}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitFor(`redis-server on port ${port}`, 10_000, async () => {
+    if (child.exitCode !== null) throw new Error(`redis-server exited (${child.exitCode}) before listening on ${port}`);
+    return canConnect(port);
+  });
   return {
     url: `redis://127.0.0.1:${port}`,
     stop: async () => {

@@ -14,7 +14,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { test } from 'node:test';
 import { connect } from '../dist/index.js';
-import { AGENTS_FILE, REPO, freePort, startAdkServer } from './server.js';
+import { AGENTS_FILE, REPO, freePort, startAdkServer, waitFor } from './server.js';
 
 const SETUP = 'scripts/setup-adk-web.sh';
 const STEP_TIMEOUT_MS = 60_000;
@@ -43,13 +43,10 @@ async function serveExample() {
     stdio: 'ignore',
   });
   const origin = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const up = await fetch(`${origin}/index.html`).then((r) => r.ok, () => false);
-    if (up) break;
-    assert.ok(Date.now() < deadline && child.exitCode === null, 'python3 -m http.server did not start');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor('python3 -m http.server', 20_000, async () => {
+    assert.equal(child.exitCode, null, 'python3 -m http.server exited');
+    return fetch(`${origin}/index.html`).then((r) => r.ok, () => false);
+  });
   return { origin, stop: () => child.kill() };
 }
 

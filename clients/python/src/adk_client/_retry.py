@@ -61,6 +61,7 @@ def call_with_retry(policy: RetryPolicy, safe: bool, call: Callable[[], T]) -> T
             delay = policy.next_delay(safe, attempt, err)
             if delay is None:
                 raise err from (None if err is raw else raw)
+            # Backoff between retries of a safe call (the server's RetryInfo or exponential), not a wait for a condition.
             time.sleep(delay)
             attempt += 1
 
@@ -76,5 +77,6 @@ async def call_with_retry_async(policy: RetryPolicy, safe: bool, call: Callable[
             delay = policy.next_delay(safe, attempt, err)
             if delay is None:
                 raise err from (None if err is raw else raw)
+            # Backoff between retries of a safe call, as in the sync client above.
             await asyncio.sleep(delay)
             attempt += 1

@@ -246,6 +246,7 @@ class AsyncAdkClient:
                     stream.cancel()  # a no-op once the stream has ended
             except grpc.RpcError as raw:
                 err = from_rpc_error(raw)
+            # Reconnect backoff of a dropped watch; it then resumes from its last sequence.
             await asyncio.sleep(cursor.dropped(err))
 
     async def get_user_state(self, app: str, user: str) -> Dict[str, JsonValue]:

@@ -279,6 +279,7 @@ class AdkClient:
                     stream.cancel()  # a no-op once the stream has ended
             except grpc.RpcError as raw:
                 err = from_rpc_error(raw)
+            # Reconnect backoff of a dropped watch; it then resumes from its last sequence.
             time.sleep(cursor.dropped(err))
 
     def get_user_state(self, app: str, user: str) -> Dict[str, JsonValue]:
