@@ -27,7 +27,6 @@ export function freePort() {
   });
 }
 
-/** @param {number} port */
 /**
  * Resolves once `condition()` is truthy, asking again every 20 ms (the poll interval of the
  * tests' one wait helper); throws naming `what` after `deadlineMs`, or at once when
@@ -44,6 +43,7 @@ export async function waitFor(what, deadlineMs, condition) {
   }
 }
 
+/** @param {number} port */
 function canConnect(port) {
   return new Promise((resolve) => {
     const sock = net.connect({ host: '127.0.0.1', port }, () => {
