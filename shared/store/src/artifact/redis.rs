@@ -128,7 +128,7 @@ impl RedisArtifactBackend {
             delete: Script::new(lua::DELETE),
         };
         Ok(RedisArtifactBackend {
-            store: RedisStore::connect(url, config.replica_acks.clone()).await?,
+            store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new(scripts),
             pending_ttl: DEFAULT_PENDING_TTL,
         })
