@@ -1,6 +1,7 @@
-//! The `ArtifactService` conformance suite: every store rule of `docs/semantics.md`
-//! (Artifacts, and the file-name rule of Identifiers) as a check, run against each backend —
-//! memory, Redis, Redis Cluster, and the gRPC client — so they cannot drift apart.
+//! The `ArtifactService` conformance suite: every artifact rule of `docs/semantics.md`
+//! (Artifacts, and the file-name rule of Identifiers) as a check, run against the core
+//! service over each backend — memory, Redis, Redis Cluster, a rule-less map — and
+//! through the gRPC client, so they cannot drift apart.
 //!
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
