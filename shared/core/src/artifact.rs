@@ -379,7 +379,8 @@ impl UploadRequest {
     /// with its MIME type, `file_data` as its URI (with its MIME type, which may be
     /// empty). An `artifact://` URI must be a reference in ADK's format within the
     /// saver's scope (see [`ArtifactUri`]); any other URI is stored as it is, as ADK does.
-    /// Other part kinds cannot be artifacts.
+    /// Other part kinds cannot be artifacts. Only the part is checked here: the upload
+    /// checks the rest (ids, file name, version, custom metadata) when it runs.
     pub fn for_part(save: &SaveRequest, custom_metadata: HashMap<String, Value>) -> Result<(UploadRequest, Vec<u8>)> {
         let part = &save.part;
         let (mime_type, is_text, is_file_uri, bytes) = match &part.kind {
@@ -463,7 +464,7 @@ pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Pa
 /// the bytes pass the declared size, or at the end when they fall short, so that a
 /// truncated or overlong upload fails (INVALID_ARGUMENT, naming both sizes) instead of
 /// storing other bytes than the client meant. Without a declared size, the body as is.
-/// Every backend reads upload bodies through this.
+/// Every upload body is read through this (see [`UploadBody`]).
 pub fn body_of_declared_size(chunks: ByteStream, declared: Option<u64>) -> ByteStream {
     let Some(declared) = declared else {
         return chunks;
@@ -504,7 +505,8 @@ pub fn single_chunk(bytes: Vec<u8>) -> ByteStream {
     futures::stream::once(async move { Ok(bytes) }).boxed()
 }
 
-/// Stores versioned artifacts.
+/// Stores versioned artifacts. [`CoreArtifactService`] is the implementation over a store
+/// (it owns every rule); the gRPC client implements it too, its server applying the rules.
 #[async_trait]
 pub trait ArtifactService: Send + Sync {
     /// Stores the bytes of `chunks` as a new version (the next one, or `req.version`:
