@@ -2,7 +2,7 @@
 //! validated, as the servers do: nothing may panic, whatever the bytes.
 #![no_main]
 
-use adk_core::convert::artifact as conv;
+use adk_core::artifact as art;
 use adk_core::session::{
     AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest, WatchRequest,
 };
@@ -37,28 +37,29 @@ fuzz_target!(|data: &[u8]| {
             Ok(WatchRequest::from(r).validate().is_ok())
         }),
         7 => decode(bytes, |r: pb::SaveArtifactRequest| {
-            conv::save_from_proto(r).map(|(r, _)| r.validate().is_ok())
+            art::SaveWithMetadata::try_from(r).and_then(|r| art::UploadRequest::for_part(&r.save, r.custom_metadata))
+                .map(|(r, _)| r.validate().is_ok())
         }),
         8 => decode(bytes, |r: pb::UploadHeader| {
-            conv::upload_from_proto(r).map(|r| r.validate().is_ok())
+            art::UploadRequest::try_from(r).map(|r| r.validate().is_ok())
         }),
         9 => decode(bytes, |r: pb::LoadArtifactRequest| {
-            conv::load_from_proto(r).map(|r| r.validate().is_ok())
+            art::LoadRequest::try_from(r).map(|r| r.validate().is_ok())
         }),
         10 => decode(bytes, |r: pb::GetArtifactMetadataRequest| {
-            conv::metadata_request_from_proto(r).map(|r| r.validate().is_ok())
+            art::LoadRequest::try_from(r).map(|r| r.validate().is_ok())
         }),
         11 => decode(bytes, |r: pb::DownloadArtifactRequest| {
-            conv::download_from_proto(r).map(|(r, _)| r.validate().is_ok())
+            art::DownloadRequest::try_from(r).map(|r| r.load.validate().is_ok())
         }),
         12 => decode(bytes, |r: pb::DeleteArtifactRequest| {
-            conv::delete_from_proto(r).map(|r| r.validate().is_ok())
+            art::DeleteRequest::try_from(r).map(|r| r.validate().is_ok())
         }),
         13 => decode(bytes, |r: pb::ListArtifactsRequest| {
-            Ok(conv::list_from_proto(r).validate().is_ok())
+            Ok(art::ListRequest::from(r).validate().is_ok())
         }),
         14 => decode(bytes, |r: pb::ListVersionsRequest| {
-            conv::versions_from_proto(r).map(|r| r.validate().is_ok())
+            art::VersionsRequest::try_from(r).map(|r| r.validate().is_ok())
         }),
         _ => decode(bytes, |e: pb::Event| {
             // The whole event path: proto -> core -> proto -> core must agree.

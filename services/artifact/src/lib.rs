@@ -1,12 +1,14 @@
 //! The `adk.v1.ArtifactService` gRPC handlers: convert the request with core's
 //! conversions, call the [`ArtifactService`] trait, convert the reply. Every rule
 //! about artifacts (names, versions, size limits, what a failed upload leaves)
-//! lives in core and the store; what is here is transport only: message size
-//! limits and moving bytes between gRPC streams and the store's chunk streams
+//! lives in core's `CoreArtifactService`; what is here is transport only: message
+//! size limits and moving bytes between gRPC streams and the store's chunk streams
 //! without holding a whole artifact.
 
-use adk_core::artifact::{ArtifactService, ByteStream, DEFAULT_CHUNK_BYTES, part_from_bytes, single_chunk};
-use adk_core::convert::artifact as convert;
+use adk_core::artifact::{
+    ArtifactService, ByteStream, DEFAULT_CHUNK_BYTES, DeleteRequest, DownloadRequest, LoadRequest, SaveWithMetadata,
+    UploadRequest, VersionsRequest, part_from_bytes, single_chunk,
+};
 use adk_core::{AdkError, ArtifactMetadata};
 use adk_proto::v1 as pb;
 use adk_proto::v1::artifact_service_server::{ArtifactService as ArtifactServiceRpc, ArtifactServiceServer};
@@ -104,7 +106,10 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::SaveArtifactRequest>,
     ) -> Result<Response<pb::SaveArtifactResponse>, Status> {
-        let (upload, bytes) = convert::save_from_proto(request.into_inner())?;
+        let SaveWithMetadata { save, custom_metadata } = request.into_inner().try_into()?;
+        // The part becomes an upload's header and body (core's rule for parts); the
+        // upload checks the rest.
+        let (upload, bytes) = UploadRequest::for_part(&save, custom_metadata)?;
         record_artifact(&upload.app_name, &upload.user_id, &upload.session_id, &upload.file_name);
         let saved = self.store.upload(upload, single_chunk(bytes)).await?;
         tracing::Span::current().record("version", saved.version);
@@ -118,7 +123,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::LoadArtifactRequest>,
     ) -> Result<Response<pb::LoadArtifactResponse>, Status> {
-        let load = convert::load_from_proto(request.into_inner())?;
+        let load = LoadRequest::try_from(request.into_inner())?;
         record_artifact(&load.app_name, &load.user_id, &load.session_id, &load.file_name);
         let limit = self.max_message_bytes;
         let (metadata, chunks) = self.store.download_resolved(load, DEFAULT_CHUNK_BYTES).await?;
@@ -152,7 +157,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::DeleteArtifactRequest>,
     ) -> Result<Response<pb::DeleteArtifactResponse>, Status> {
-        let delete = convert::delete_from_proto(request.into_inner())?;
+        let delete = DeleteRequest::try_from(request.into_inner())?;
         record_artifact(&delete.app_name, &delete.user_id, &delete.session_id, &delete.file_name);
         self.store.delete(delete).await?;
         Ok(Response::new(pb::DeleteArtifactResponse {}))
@@ -165,7 +170,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::ListArtifactsRequest>,
     ) -> Result<Response<pb::ListArtifactsResponse>, Status> {
-        let listed = self.store.list(convert::list_from_proto(request.into_inner())).await?;
+        let listed = self.store.list(request.into_inner().into()).await?;
         let what = format!("a list of {} artifact names", listed.file_names.len());
         fit_in_message(
             pb::ListArtifactsResponse {
@@ -182,7 +187,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::ListVersionsRequest>,
     ) -> Result<Response<pb::ListVersionsResponse>, Status> {
-        let versions = convert::versions_from_proto(request.into_inner())?;
+        let versions = VersionsRequest::try_from(request.into_inner())?;
         record_artifact(
             &versions.app_name,
             &versions.user_id,
@@ -200,7 +205,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::GetArtifactMetadataRequest>,
     ) -> Result<Response<pb::ArtifactMetadata>, Status> {
-        let load = convert::metadata_request_from_proto(request.into_inner())?;
+        let load = LoadRequest::try_from(request.into_inner())?;
         record_artifact(&load.app_name, &load.user_id, &load.session_id, &load.file_name);
         let metadata = self.store.metadata(load).await?;
         Ok(Response::new(pb::ArtifactMetadata::from(&metadata)))
@@ -224,7 +229,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
             }) => header,
             _ => return Err(AdkError::invalid_with("header", "the first message must be the header").into()),
         };
-        let upload = convert::upload_from_proto(header)?;
+        let upload = UploadRequest::try_from(header)?;
         record_artifact(&upload.app_name, &upload.user_id, &upload.session_id, &upload.file_name);
         let store = self.store.clone();
         let chunks = upload_chunks(messages);
@@ -245,7 +250,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         &self,
         request: Request<pb::DownloadArtifactRequest>,
     ) -> Result<Response<Self::DownloadArtifactStream>, Status> {
-        let (load, chunk_bytes) = convert::download_from_proto(request.into_inner())?;
+        let DownloadRequest { load, chunk_bytes } = request.into_inner().try_into()?;
         record_artifact(&load.app_name, &load.user_id, &load.session_id, &load.file_name);
         let chunk_bytes = chunk_bytes.min(self.max_message_bytes.saturating_sub(CHUNK_FRAMING_BYTES).max(1));
         let (metadata, chunks) = self.store.download_resolved(load, chunk_bytes).await?;

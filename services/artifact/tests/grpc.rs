@@ -16,7 +16,7 @@ use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::download_artifact_response::Message as DownloadMessage;
 use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
 use adk_server_kit::{GrpcArgs, GrpcServer, Shutdown};
-use adk_store::{InMemoryArtifactService, StoreConfig};
+use adk_store::{InMemoryArtifactBackend, StoreConfig};
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -56,11 +56,12 @@ async fn the_memory_store_conforms_through_grpc() {
         max_artifact_bytes: 2 * 1024 * 1024,
         chunk_bytes: 64 * 1024,
     };
-    let store = InMemoryArtifactService::with_config(StoreConfig {
+    let config = StoreConfig {
         max_artifact_bytes: limits.max_artifact_bytes,
         artifact_chunk_bytes: limits.chunk_bytes,
         ..StoreConfig::default()
-    });
+    };
+    let store = adk_store::memory_artifacts(InMemoryArtifactBackend::new(), &config);
     let (addr, shutdown) = serve(Arc::new(store)).await;
     let client = RemoteArtifactService::connect(format!("http://{addr}"))
         .await

@@ -5,7 +5,7 @@ use adk_core::memory::Embedders;
 use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactService, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
+    InMemoryArtifactBackend, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
     ReplicaAcks, StoreConfig,
 };
 
@@ -61,8 +61,9 @@ impl RunnerServices {
     /// Fresh in-memory stores: one process, nothing to set up (tests, demos). Deleting
     /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
-        let artifacts = InMemoryArtifactService::new();
-        let sessions = InMemorySessionService::new().with_artifacts(artifacts.clone());
+        let backend = InMemoryArtifactBackend::new();
+        let artifacts = adk_store::memory_artifacts(backend.clone(), &StoreConfig::default());
+        let sessions = InMemorySessionService::new().with_artifacts(backend);
         // The store's own leases, so that it fences the runners' appends.
         let lease = sessions.leases();
         let mut services = Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease));

@@ -5,10 +5,9 @@
 use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
 use adk_core::artifact::{
-    ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveRequest, SaveResponse,
-    UploadRequest, VersionsRequest, VersionsResponse, single_chunk,
+    ArtifactService, ByteStream, DeleteRequest, DownloadRequest, ListRequest, ListResponse, LoadRequest, SaveRequest,
+    SaveResponse, UploadRequest, VersionsRequest, VersionsResponse, single_chunk,
 };
-use adk_core::convert::artifact as convert;
 use adk_core::{AdkError, ArtifactMetadata, Result};
 use adk_proto::v1 as pb;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
@@ -208,7 +207,7 @@ impl ArtifactService for RemoteArtifactService {
     /// `chunks` stream cancels the call, so the server stores nothing, and its error is returned.
     async fn upload(&self, req: UploadRequest, chunks: ByteStream) -> Result<SaveResponse> {
         let header = pb::UploadArtifactRequest {
-            message: Some(UploadMessage::Header(convert::upload_to_proto(&req))),
+            message: Some(UploadMessage::Header(pb::UploadHeader::from(&req))),
         };
         let (failed_tx, failed_rx) = oneshot::channel();
         let body = futures::stream::once(future::ready(header)).chain(upload_messages(
@@ -240,7 +239,7 @@ impl ArtifactService for RemoteArtifactService {
         let reply = self
             .artifacts
             .clone()
-            .save_artifact(convert::save_to_proto(&req))
+            .save_artifact(pb::SaveArtifactRequest::from(&req))
             .await?;
         Ok(SaveResponse {
             version: reply.get_ref().version,
@@ -248,12 +247,14 @@ impl ArtifactService for RemoteArtifactService {
     }
 
     /// DownloadArtifact: the metadata arrives first, the bytes follow as the stream is read.
-    /// Dropping the stream cancels the call on the server.
+    /// Dropping the stream cancels the call on the server. The server follows `artifact://`
+    /// references, so this is also the trait's `download_resolved`.
     async fn download(&self, req: LoadRequest, chunk_bytes: usize) -> Result<(ArtifactMetadata, ByteStream)> {
+        let request = DownloadRequest { load: req, chunk_bytes };
         let mut replies = self
             .artifacts
             .clone()
-            .download_artifact(convert::download_to_proto(&req, chunk_bytes))
+            .download_artifact(pb::DownloadArtifactRequest::from(&request))
             .await?
             .into_inner();
         let metadata = match replies.message().await? {
@@ -274,7 +275,7 @@ impl ArtifactService for RemoteArtifactService {
         let reply = self
             .artifacts
             .clone()
-            .get_artifact_metadata(convert::metadata_request_to_proto(&req))
+            .get_artifact_metadata(pb::GetArtifactMetadataRequest::from(&req))
             .await?;
         ArtifactMetadata::try_from(reply.get_ref())
     }
@@ -282,7 +283,7 @@ impl ArtifactService for RemoteArtifactService {
     async fn delete(&self, req: DeleteRequest) -> Result<()> {
         self.artifacts
             .clone()
-            .delete_artifact(convert::delete_to_proto(&req))
+            .delete_artifact(pb::DeleteArtifactRequest::from(&req))
             .await?;
         Ok(())
     }
@@ -291,7 +292,7 @@ impl ArtifactService for RemoteArtifactService {
         let reply = self
             .artifacts
             .clone()
-            .list_artifacts(convert::list_to_proto(&req))
+            .list_artifacts(pb::ListArtifactsRequest::from(&req))
             .await?;
         Ok(ListResponse {
             file_names: reply.into_inner().file_names,
@@ -302,7 +303,7 @@ impl ArtifactService for RemoteArtifactService {
         let reply = self
             .artifacts
             .clone()
-            .list_versions(convert::versions_to_proto(&req))
+            .list_versions(pb::ListVersionsRequest::from(&req))
             .await?;
         Ok(VersionsResponse {
             versions: reply.into_inner().versions,

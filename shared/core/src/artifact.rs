@@ -1,6 +1,7 @@
 //! Artifacts: versioned binary and text files scoped to a session, or to a user
-//! with the `user:` name prefix. Backends implement one streaming write path
-//! (`upload`) and one streaming read path (`download`); `save` and `load` (the
+//! with the `user:` name prefix. [`ArtifactService`] is what callers use; every rule
+//! lives once in [`CoreArtifactService`], over an [`ArtifactBackend`] that only stores
+//! and reads (memory, Redis). Uploads and downloads stream; `save` and `load` (the
 //! seed's API) are built on them, so small and large artifacts follow the same rules.
 
 use crate::content::{Part, PartKind};
@@ -13,6 +14,16 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::Arc;
+
+mod backend;
+mod service;
+mod upload;
+
+pub use backend::{
+    ArtifactBackend, ArtifactScope, MAX_VERSION, NewVersion, StoredBytes, StoredName, WriteOutcome, choose_version,
+};
+pub use service::CoreArtifactService;
+pub use upload::{UploadBody, UploadLimits, piece_size};
 
 /// A stream of byte chunks: an upload's body or a download's.
 pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>>> + Send>>;
@@ -231,6 +242,13 @@ pub struct SaveRequest {
     pub version: Option<i64>,
 }
 
+/// SaveArtifact: a part to save, and the custom metadata recorded with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SaveWithMetadata {
+    pub save: SaveRequest,
+    pub custom_metadata: HashMap<String, Value>,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SaveResponse {
     pub version: i64,
@@ -244,6 +262,14 @@ pub struct LoadRequest {
     pub file_name: String,
     /// None loads the latest version.
     pub version: Option<i64>,
+}
+
+/// DownloadArtifact: which version, and the size of the pieces it comes in.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct DownloadRequest {
+    pub load: LoadRequest,
+    /// As [`piece_size`] takes it: 0 is the default, too much is capped.
+    pub chunk_bytes: usize,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -353,7 +379,8 @@ impl UploadRequest {
     /// with its MIME type, `file_data` as its URI (with its MIME type, which may be
     /// empty). An `artifact://` URI must be a reference in ADK's format within the
     /// saver's scope (see [`ArtifactUri`]); any other URI is stored as it is, as ADK does.
-    /// Other part kinds cannot be artifacts.
+    /// Other part kinds cannot be artifacts. Only the part is checked here: the upload
+    /// checks the rest (ids, file name, version, custom metadata) when it runs.
     pub fn for_part(save: &SaveRequest, custom_metadata: HashMap<String, Value>) -> Result<(UploadRequest, Vec<u8>)> {
         let part = &save.part;
         let (mime_type, is_text, is_file_uri, bytes) = match &part.kind {
@@ -389,7 +416,7 @@ impl UploadRequest {
             custom_metadata,
             size_hint: Some(bytes.len() as u64),
         };
-        upload.validate()?;
+        // The rest (ids, name, version, metadata keys) is checked once, by the upload.
         Ok((upload, bytes))
     }
 }
@@ -437,7 +464,7 @@ pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Pa
 /// the bytes pass the declared size, or at the end when they fall short, so that a
 /// truncated or overlong upload fails (INVALID_ARGUMENT, naming both sizes) instead of
 /// storing other bytes than the client meant. Without a declared size, the body as is.
-/// Every backend reads upload bodies through this.
+/// Every upload body is read through this (see [`UploadBody`]).
 pub fn body_of_declared_size(chunks: ByteStream, declared: Option<u64>) -> ByteStream {
     let Some(declared) = declared else {
         return chunks;
@@ -478,7 +505,8 @@ pub fn single_chunk(bytes: Vec<u8>) -> ByteStream {
     futures::stream::once(async move { Ok(bytes) }).boxed()
 }
 
-/// Stores versioned artifacts.
+/// Stores versioned artifacts. [`CoreArtifactService`] is the implementation over a store
+/// (it owns every rule); the gRPC client implements it too, its server applying the rules.
 #[async_trait]
 pub trait ArtifactService: Send + Sync {
     /// Stores the bytes of `chunks` as a new version (the next one, or `req.version`:
@@ -502,30 +530,12 @@ pub trait ArtifactService: Send + Sync {
         self.upload(upload, single_chunk(bytes)).await
     }
 
-    /// [`ArtifactService::download`], following `artifact://` references to the version
-    /// they name (at most [`MAX_REFERENCE_DEPTH`]), as ADK's load does: the metadata and
-    /// bytes are those of the version finally reached. Each reference is checked against
-    /// the scope it is loaded from (`INVALID_ARGUMENT`); a missing target is `NOT_FOUND`.
+    /// [`ArtifactService::download`] of the version an `artifact://` reference names,
+    /// following references as ADK's load does (see [`CoreArtifactService`], which owns
+    /// that rule). By default the download as it is: right for a service whose `download`
+    /// already resolves, as a remote one's server does.
     async fn download_resolved(&self, req: LoadRequest, chunk_bytes: usize) -> Result<(ArtifactMetadata, ByteStream)> {
-        let mut req = req;
-        for _ in 0..=MAX_REFERENCE_DEPTH {
-            let (metadata, chunks) = self.download(req.clone(), chunk_bytes).await?;
-            if !metadata.is_file_uri {
-                return Ok((metadata, chunks));
-            }
-            let bytes = chunks.try_concat().await?;
-            let Some(target) = std::str::from_utf8(&bytes).ok().and_then(ArtifactUri::parse) else {
-                // Any other file URI is the content itself.
-                return Ok((metadata, single_chunk(bytes)));
-            };
-            let field = format!("the reference in artifact {}", validate::quoted(&metadata.file_name));
-            target.check_scope(&field, &req.app_name, &req.user_id, &req.session_id)?;
-            req = target.load_request();
-        }
-        Err(AdkError::FailedPrecondition(format!(
-            "artifact {} is a chain of more than {MAX_REFERENCE_DEPTH} references (or a cycle)",
-            validate::quoted(&req.file_name)
-        )))
+        self.download(req, chunk_bytes).await
     }
 
     /// Loads a whole version as the part it was saved from (a reference: the part it names).
@@ -691,14 +701,6 @@ mod tests {
             let err = UploadRequest::for_part(&save(part), HashMap::new()).unwrap_err();
             assert!(err.to_string().contains(needle), "{err}");
         }
-        let mut bad_version = save(Part::text_part("x"));
-        bad_version.version = Some(0);
-        assert!(
-            UploadRequest::for_part(&bad_version, HashMap::new())
-                .unwrap_err()
-                .to_string()
-                .contains("version")
-        );
     }
 
     #[tokio::test]

@@ -11,8 +11,8 @@ use adk_core::{
 };
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisArtifactService, RedisSessionLease,
-    RedisSessionService, StoreConfig,
+    InMemoryArtifactBackend, InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService,
+    StoreConfig,
 };
 use adk_testkit::{RedisCluster, RedisServer};
 use async_trait::async_trait;
@@ -81,10 +81,10 @@ struct Stores {
 }
 
 fn in_memory() -> Stores {
-    let artifacts = InMemoryArtifactService::new();
+    let backend = InMemoryArtifactBackend::new();
     Stores {
-        sessions: Arc::new(InMemorySessionService::new().with_artifacts(artifacts.clone())),
-        artifacts: Arc::new(artifacts),
+        sessions: Arc::new(InMemorySessionService::new().with_artifacts(backend.clone())),
+        artifacts: Arc::new(adk_store::memory_artifacts(backend, &StoreConfig::default())),
         lease: Arc::new(InMemorySessionLease::new()),
     }
 }
@@ -92,11 +92,7 @@ fn in_memory() -> Stores {
 async fn on_redis(url: &str) -> Stores {
     Stores {
         sessions: Arc::new(RedisSessionService::connect(url, StoreConfig::default()).await.unwrap()),
-        artifacts: Arc::new(
-            RedisArtifactService::connect(url, StoreConfig::default())
-                .await
-                .unwrap(),
-        ),
+        artifacts: Arc::new(adk_store::redis_artifacts(url, &StoreConfig::default()).await.unwrap()),
         lease: Arc::new(RedisSessionLease::connect(url, Default::default()).await.unwrap()),
     }
 }

@@ -1,7 +1,8 @@
 //! Backends of the core traits: in memory (one process, nothing to set up) and
 //! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2` /
 //! `rediss+cluster://h1:p1,h2:p2`), for sessions ([`SessionService`]) and
-//! artifacts ([`ArtifactService`]).
+//! artifacts ([`ArtifactService`]: the core's [`CoreArtifactService`] over an
+//! artifact backend of this crate).
 
 pub mod artifact;
 pub mod lease;
@@ -9,12 +10,13 @@ pub mod memories;
 pub mod memory;
 pub mod redis;
 
+use adk_core::artifact::CoreArtifactService;
 use adk_core::{AdkError, ArtifactService, MemoryService, Result, SessionService};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use artifact::memory::InMemoryArtifactService;
-pub use artifact::redis::RedisArtifactService;
+pub use artifact::memory::InMemoryArtifactBackend;
+pub use artifact::redis::RedisArtifactBackend;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
 pub use memories::memory::InMemoryMemoryService;
 pub use memories::redis::RedisMemoryService;
@@ -88,8 +90,8 @@ pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<
 /// store of a process that also serves sessions from memory.
 pub async fn open_artifact_service(url: &str, config: StoreConfig) -> Result<Arc<dyn ArtifactService>> {
     Ok(match Backend::of(url)? {
-        Backend::Memory => Arc::new(InMemoryArtifactService::with_config(config)),
-        Backend::Redis => Arc::new(RedisArtifactService::connect(url, config).await?),
+        Backend::Memory => Arc::new(memory_artifacts(InMemoryArtifactBackend::new(), &config)),
+        Backend::Redis => Arc::new(redis_artifacts(url, &config).await?),
     })
 }
 
@@ -103,15 +105,34 @@ pub async fn open_stores(
 ) -> Result<(Arc<dyn SessionService>, Arc<dyn ArtifactService>)> {
     Ok(match Backend::of(url)? {
         Backend::Memory => {
-            let artifacts = InMemoryArtifactService::with_config(config.clone());
-            let sessions = InMemorySessionService::with_config(config).with_artifacts(artifacts.clone());
+            let backend = InMemoryArtifactBackend::new();
+            let artifacts = memory_artifacts(backend.clone(), &config);
+            let sessions = InMemorySessionService::with_config(config).with_artifacts(backend);
             (Arc::new(sessions), Arc::new(artifacts))
         }
         Backend::Redis => (
             Arc::new(RedisSessionService::connect(url, config.clone()).await?),
-            Arc::new(RedisArtifactService::connect(url, config).await?),
+            Arc::new(redis_artifacts(url, &config).await?),
         ),
     })
+}
+
+/// The artifact service over an in-memory backend, with the config's limits. Share
+/// `backend` with [`InMemorySessionService::with_artifacts`] so that DeleteSession
+/// deletes the session's artifacts.
+pub fn memory_artifacts(
+    backend: InMemoryArtifactBackend,
+    config: &StoreConfig,
+) -> CoreArtifactService<InMemoryArtifactBackend> {
+    CoreArtifactService::new(backend, config.artifact_limits())
+}
+
+/// The artifact service over Redis (standalone or cluster) at `url`, with the config's limits.
+pub async fn redis_artifacts(url: &str, config: &StoreConfig) -> Result<CoreArtifactService<RedisArtifactBackend>> {
+    Ok(CoreArtifactService::new(
+        RedisArtifactBackend::connect(url, config).await?,
+        config.artifact_limits(),
+    ))
 }
 
 /// Opens the long-term memory store a URL names (the same URLs as

@@ -1,11 +1,16 @@
-//! The ArtifactService conformance suite against every backend (memory, Redis,
-//! a 3-node Redis Cluster), and what only Redis can get wrong: keys left behind
-//! by deletes and by failed, oversized or abandoned uploads, and chunk sizes.
+//! The ArtifactService conformance suite: the core service (`CoreArtifactService`, every
+//! rule) over every backend (memory, Redis, a 3-node Redis Cluster, one with replicas, and
+//! a minimal backend written here to show a new one needs no rule), and what only Redis can
+//! get wrong: keys left behind by deletes and by failed, oversized or abandoned uploads,
+//! and chunk sizes.
 
-use adk_core::artifact::{DeleteRequest, LoadRequest, SaveRequest, UploadRequest, VersionsRequest};
-use adk_core::{AdkError, ArtifactService, ByteStream, Part, SessionService};
+use adk_core::artifact::{
+    ArtifactBackend, ArtifactMetadata, ArtifactScope, CoreArtifactService, DeleteRequest, LoadRequest, NewVersion,
+    StoredBytes, StoredName, UploadBody, UploadRequest, WriteOutcome, choose_version,
+};
+use adk_core::{AdkError, ArtifactService, ByteStream, SessionService};
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionService, RedisArtifactService, RedisSessionService, StoreConfig,
+    InMemoryArtifactBackend, InMemorySessionService, RedisArtifactBackend, RedisSessionService, StoreConfig,
 };
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
 use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
@@ -27,15 +32,26 @@ fn config() -> StoreConfig {
     }
 }
 
-async fn connect(url: &str, config: StoreConfig) -> RedisArtifactService {
-    RedisArtifactService::connect(url, config)
+type RedisArtifacts = CoreArtifactService<RedisArtifactBackend>;
+
+async fn connect(url: &str, config: StoreConfig) -> RedisArtifacts {
+    adk_store::redis_artifacts(url, &config)
         .await
         .expect("connect to test redis")
 }
 
+/// The core service over Redis, with pending chunks that expire after `ttl`.
+async fn connect_with_pending_ttl(url: &str, ttl: Duration) -> RedisArtifacts {
+    let backend = RedisArtifactBackend::connect(url, &config())
+        .await
+        .expect("connect to test redis");
+    CoreArtifactService::new(backend.with_pending_ttl(ttl), config().artifact_limits())
+}
+
 #[tokio::test]
 async fn memory_backend_conforms() {
-    run_artifact_conformance(&InMemoryArtifactService::with_config(config()), LIMITS).await;
+    let artifacts = adk_store::memory_artifacts(InMemoryArtifactBackend::new(), &config());
+    run_artifact_conformance(&artifacts, LIMITS).await;
 }
 
 #[tokio::test]
@@ -60,8 +76,9 @@ async fn cluster_with_replicas_conforms() {
 /// In memory, DeleteSession reaches the artifact store it is linked to.
 #[tokio::test]
 async fn memory_session_delete_deletes_the_sessions_artifacts() {
-    let artifacts = InMemoryArtifactService::with_config(config());
-    let sessions = InMemorySessionService::with_config(config()).with_artifacts(artifacts.clone());
+    let backend = InMemoryArtifactBackend::new();
+    let artifacts = adk_store::memory_artifacts(backend.clone(), &config());
+    let sessions = InMemorySessionService::with_config(config()).with_artifacts(backend);
     run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
 }
 
@@ -229,7 +246,7 @@ fn stalling(total: usize, piece: usize) -> ByteStream {
 // ---------- Redis-specific ----------
 
 /// Saves, deletes and every kind of failed upload, then checks that nothing of the app is left in Redis.
-async fn nothing_is_left_behind(svc: &RedisArtifactService, node_urls: &[String]) {
+async fn nothing_is_left_behind(svc: &RedisArtifacts, node_urls: &[String]) {
     let app = unique_prefix("art-leftovers");
     let chunk = LIMITS.chunk_bytes;
     // Versions of several chunks, in a session and in the user scope, with awkward names.
@@ -307,7 +324,7 @@ async fn cluster_leaves_no_keys_behind() {
 
 /// An upload whose body does not match its declared size fails and, by the time it
 /// has failed, has deleted every pending chunk it wrote (no waiting for a background task).
-async fn mismatched_sizes_leave_no_pending_chunks(svc: &RedisArtifactService, node_urls: &[String]) {
+async fn mismatched_sizes_leave_no_pending_chunks(svc: &RedisArtifacts, node_urls: &[String]) {
     let app = unique_prefix("art-declared");
     let chunk = LIMITS.chunk_bytes as u64;
     // Truncated after three full chunks were written, and overlong after two.
@@ -408,9 +425,7 @@ async fn wait_for_pending(node_urls: &[String], app: &str, count: usize, limit: 
 #[tokio::test]
 async fn a_slow_upload_keeps_its_pending_chunks_alive() {
     let server = RedisServer::start().await;
-    let svc = connect(&server.url(), config())
-        .await
-        .with_pending_ttl(SHORT_PENDING_TTL);
+    let svc = connect_with_pending_ttl(&server.url(), SHORT_PENDING_TTL).await;
     let app = unique_prefix("art-slow");
     const PIECE: usize = 2 * 1024;
     const PIECES: usize = 80;
@@ -441,9 +456,7 @@ async fn a_slow_upload_keeps_its_pending_chunks_alive() {
 async fn an_idle_upload_loses_its_pending_chunks_and_fails() {
     let server = RedisServer::start().await;
     let nodes = [server.url()];
-    let svc = connect(&server.url(), config())
-        .await
-        .with_pending_ttl(SHORT_PENDING_TTL);
+    let svc = connect_with_pending_ttl(&server.url(), SHORT_PENDING_TTL).await;
     let app = unique_prefix("art-idle");
     let (resume, resumed) = tokio::sync::oneshot::channel::<()>();
     let rest = stream::once(async move {
@@ -548,35 +561,106 @@ async fn a_version_deleted_mid_download_ends_the_stream_with_not_found() {
     assert!(matches!(err, AdkError::NotFound(..)), "{err:?}");
 }
 
-/// Explicit versions near the top of the range stay exact through Redis's Lua.
+// ---------- a new backend needs no rule ----------
+
+/// A backend as small as one can be: a map behind a lock, storing what it is given. It
+/// knows no rule — no validation, no scope, no limit, no error wording, no reference —
+/// yet the core service over it passes the whole conformance suite.
+#[derive(Default)]
+struct MapBackend {
+    names: std::sync::Mutex<std::collections::HashMap<StoredName, MapName>>,
+}
+
+#[derive(Default)]
+struct MapName {
+    /// The highest version the name ever had.
+    last: i64,
+    versions: std::collections::BTreeMap<i64, (ArtifactMetadata, Vec<u8>)>,
+}
+
+impl MapBackend {
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<StoredName, MapName>> {
+        self.names.lock().unwrap()
+    }
+
+    fn version(&self, name: &StoredName, version: Option<i64>) -> Option<(ArtifactMetadata, Vec<u8>)> {
+        let names = self.lock();
+        let versions = &names.get(name)?.versions;
+        match version {
+            Some(v) => versions.get(&v).cloned(),
+            None => versions.values().next_back().cloned(),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ArtifactBackend for MapBackend {
+    async fn write(&self, name: &StoredName, new: NewVersion, mut body: UploadBody) -> adk_core::Result<WriteOutcome> {
+        let mut bytes = Vec::new();
+        while let Some(chunk) = body.next_chunk().await? {
+            bytes.extend(chunk);
+        }
+        let mut names = self.lock();
+        let entry = names.entry(name.clone()).or_default();
+        let outcome = choose_version(new.requested, entry.last, |v| entry.versions.contains_key(&v));
+        if let WriteOutcome::Stored(v) = outcome {
+            entry.last = entry.last.max(v);
+            let metadata = new.metadata(name.file_name(), v, body.size());
+            entry.versions.insert(v, (metadata, bytes));
+        }
+        Ok(outcome)
+    }
+
+    async fn metadata(&self, name: &StoredName, version: Option<i64>) -> adk_core::Result<Option<ArtifactMetadata>> {
+        Ok(self.version(name, version).map(|(metadata, _)| metadata))
+    }
+
+    async fn read(
+        &self,
+        name: &StoredName,
+        version: Option<i64>,
+        piece_bytes: usize,
+    ) -> adk_core::Result<Option<(ArtifactMetadata, StoredBytes)>> {
+        Ok(self.version(name, version).map(|(metadata, bytes)| {
+            let pieces: Vec<_> = bytes
+                .chunks(piece_bytes)
+                .map(|piece| Ok(Some(piece.to_vec())))
+                .collect();
+            (metadata, stream::iter(pieces).boxed())
+        }))
+    }
+
+    async fn delete(&self, name: &StoredName, version: Option<i64>) -> adk_core::Result<()> {
+        let mut names = self.lock();
+        if let (Some(v), Some(entry)) = (version, names.get_mut(name)) {
+            entry.versions.remove(&v);
+            if !entry.versions.is_empty() {
+                return Ok(());
+            }
+        }
+        names.remove(name);
+        Ok(())
+    }
+
+    async fn names(&self, scopes: &[ArtifactScope]) -> adk_core::Result<Vec<String>> {
+        let names = self.lock();
+        let stored = names
+            .iter()
+            .filter(|(name, entry)| !entry.versions.is_empty() && scopes.contains(name.scope()));
+        Ok(stored.map(|(name, _)| name.file_name().to_string()).collect())
+    }
+
+    async fn versions(&self, name: &StoredName) -> adk_core::Result<Vec<i64>> {
+        Ok(self
+            .lock()
+            .get(name)
+            .map(|entry| entry.versions.keys().copied().collect())
+            .unwrap_or_default())
+    }
+}
+
 #[tokio::test]
-async fn the_highest_versions_stay_exact() {
-    let server = RedisServer::start().await;
-    let svc = connect(&server.url(), config()).await;
-    let app = unique_prefix("art-max");
-    let max = adk_store::artifact::MAX_VERSION;
-    let save = |version: Option<i64>| SaveRequest {
-        app_name: app.clone(),
-        user_id: "u".into(),
-        session_id: "s".into(),
-        file_name: "f".into(),
-        part: Part::text_part("x"),
-        version,
-    };
-    assert_eq!(svc.save(save(Some(max - 1))).await.unwrap().version, max - 1);
-    assert_eq!(svc.save(save(None)).await.unwrap().version, max);
-    let err = svc.save(save(None)).await.unwrap_err();
-    assert!(matches!(err, AdkError::ResourceExhausted(..)), "{err:?}");
-    let err = svc.save(save(Some(max + 1))).await.unwrap_err();
-    assert!(matches!(err, AdkError::InvalidArgument { .. }), "{err:?}");
-    let versions = svc
-        .versions(VersionsRequest {
-            app_name: app.clone(),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            file_name: "f".into(),
-        })
-        .await
-        .unwrap();
-    assert_eq!(versions.versions, [max, max - 1]);
+async fn a_backend_that_only_stores_conforms() {
+    let artifacts = CoreArtifactService::new(MapBackend::default(), config().artifact_limits());
+    run_artifact_conformance(&artifacts, LIMITS).await;
 }

@@ -1,12 +1,13 @@
-//! The `ArtifactService` conformance suite: every store rule of `docs/semantics.md`
-//! (Artifacts, and the file-name rule of Identifiers) as a check, run against each backend —
-//! memory, Redis, Redis Cluster, and the gRPC client — so they cannot drift apart.
+//! The `ArtifactService` conformance suite: every artifact rule of `docs/semantics.md`
+//! (Artifacts, and the file-name rule of Identifiers) as a check, run against the core
+//! service over each backend — memory, Redis, Redis Cluster, a rule-less map — and
+//! through the gRPC client, so they cannot drift apart.
 //!
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
 use adk_core::artifact::{
-    DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, SaveRequest, TEXT_MIME_TYPE, UploadRequest,
+    DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, MAX_VERSION, SaveRequest, TEXT_MIME_TYPE, UploadRequest,
     VersionsRequest,
 };
 use adk_core::{
@@ -67,6 +68,8 @@ pub async fn run_artifact_conformance(svc: &dyn ArtifactService, limits: Artifac
         references_stay_in_their_scope,
         reference_chains_are_bounded,
         hostile_ids_keep_artifacts_apart,
+        versions_end_at_the_maximum,
+        errors_are_worded_alike,
     );
 }
 
@@ -1255,4 +1258,51 @@ async fn hostile_ids_keep_artifacts_apart(svc: &dyn ArtifactService, _: Artifact
     assert_eq!(load(svc, &places[0].0, "f", None).await, text("place 0"));
     delete(svc, &places[6].0, "f", None).await;
     assert_eq!(load(svc, &places[7].0, "f", None).await, text("place 7"));
+}
+
+/// Versions run from 1 to 2^53 - 1 (exact in Redis's Lua): the highest ones are stored and
+/// listed exactly; past the last one a save is `RESOURCE_EXHAUSTED`, and an explicit
+/// version above it `INVALID_ARGUMENT`, storing nothing.
+async fn versions_end_at_the_maximum(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let at = Loc::new(&unique_prefix("art-max"), "u", "s");
+    let saved = svc.save(at.save_req("f", text("x"), Some(MAX_VERSION - 1))).await;
+    assert_eq!(saved.expect("the second highest version").version, MAX_VERSION - 1);
+    assert_eq!(save(svc, &at, "f", text("y")).await, MAX_VERSION);
+    let err = expect_code(
+        svc.save(at.save_req("f", text("z"), None)).await,
+        Code::ResourceExhausted,
+        "no version left",
+    );
+    assert!(err.to_string().contains("no version number left"), "{err}");
+    let err = expect_code(
+        svc.save(at.save_req("g", text("z"), Some(MAX_VERSION + 1))).await,
+        Code::InvalidArgument,
+        "a version above the maximum",
+    );
+    assert!(err.to_string().starts_with("version must be at most"), "{err}");
+    assert_eq!(versions(svc, &at, "f").await, [MAX_VERSION, MAX_VERSION - 1]);
+    assert_absent(svc, &at, "g", "a refused version stores nothing").await;
+}
+
+/// NOT_FOUND and ALREADY_EXISTS read the same whatever stores the artifacts.
+async fn errors_are_worded_alike(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let at = Loc::new(&unique_prefix("art-words"), "u", "s");
+    save(svc, &at, "f.txt", text("x")).await;
+    let missing = expect_code(svc.load(at.load_req("none.txt", None)).await, Code::NotFound, "name");
+    assert_eq!(missing.to_string(), r#"artifact "none.txt" not found"#);
+    let missing = expect_code(
+        svc.metadata(at.load_req("f.txt", Some(7))).await,
+        Code::NotFound,
+        "version",
+    );
+    assert_eq!(missing.to_string(), r#"artifact "f.txt" has no version 7"#);
+    let taken = expect_code(
+        svc.save(at.save_req("f.txt", text("y"), Some(1))).await,
+        Code::AlreadyExists,
+        "taken",
+    );
+    assert_eq!(
+        taken.to_string(),
+        r#"artifact "f.txt" version 1 already exists; versions are immutable"#
+    );
 }

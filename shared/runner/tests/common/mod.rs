@@ -9,7 +9,7 @@ use adk_core::{
 use adk_models::OpenAiCompatible;
 use adk_models::testing::FakeServer;
 use adk_runner::{RunOptions, Runner, RunnerConfig};
-use adk_store::{InMemoryArtifactService, InMemorySessionLease, InMemorySessionService};
+use adk_store::{InMemorySessionLease, InMemorySessionService};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
@@ -77,7 +77,10 @@ impl Harness {
         lease: Arc<dyn SessionLease>,
         state: HashMap<String, Value>,
     ) -> Harness {
-        let artifacts: Arc<dyn ArtifactService> = Arc::new(InMemoryArtifactService::new());
+        let artifacts: Arc<dyn ArtifactService> = Arc::new(adk_store::memory_artifacts(
+            adk_store::InMemoryArtifactBackend::new(),
+            &adk_store::StoreConfig::default(),
+        ));
         let mut config = RunnerConfig::new(APP, root, sessions.clone(), lease);
         config.artifact_service = Some(artifacts.clone());
         let runner = Arc::new(Runner::new(config).expect("valid runner"));

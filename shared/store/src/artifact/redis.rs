@@ -1,6 +1,8 @@
-//! `RedisArtifactService`: versioned artifacts in Redis, standalone or Redis
+//! `RedisArtifactBackend`: artifact versions in Redis, standalone or Redis
 //! Cluster, on the same connection layer and error mapping as the sessions
-//! (`crate::redis::conn`).
+//! (`crate::redis::conn`). It stores and reads; the rules are the core service's
+//! (`adk_core::artifact::CoreArtifactService`), except the checks that must be
+//! atomic with a write, which the commit script makes and reports back.
 //!
 //! # Data model
 //!
@@ -59,16 +61,12 @@
 
 pub(crate) mod lua;
 
-use super::{
-    ChunkedUpload, Limits, MAX_VERSION, chunk_size, no_version_left, not_found, session_scope, version_exists,
-    visible_names,
-};
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
 use adk_core::artifact::{
-    ArtifactMetadata, ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse,
-    UploadRequest, VersionsRequest, VersionsResponse,
+    ArtifactBackend, ArtifactMetadata, ArtifactScope, MAX_VERSION, NewVersion, StoredBytes, StoredName, UploadBody,
+    WriteOutcome,
 };
 use adk_core::validate::id_key;
 use adk_core::{AdkError, Result};
@@ -80,12 +78,12 @@ use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::convert::Infallible;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::MissedTickBehavior;
 
 /// Default of how long an upload's pending chunks outlive the last piece that
-/// arrived (see [`RedisArtifactService::with_pending_ttl`]).
+/// arrived (see [`RedisArtifactBackend::with_pending_ttl`]).
 pub const DEFAULT_PENDING_TTL: Duration = Duration::from_secs(60);
 /// The shortest pending TTL a service takes; shorter ones are raised to it.
 const MIN_PENDING_TTL: Duration = Duration::from_millis(100);
@@ -98,10 +96,9 @@ const USER_SCOPE: &str = "~user";
 
 /// Artifacts in Redis (standalone or cluster). Cheap to clone; clones share connections.
 #[derive(Clone)]
-pub struct RedisArtifactService {
+pub struct RedisArtifactBackend {
     store: RedisStore,
     scripts: Arc<Scripts>,
-    limits: Limits,
     pending_ttl: Duration,
 }
 
@@ -111,31 +108,28 @@ struct Scripts {
     delete: Script,
 }
 
-impl std::fmt::Debug for RedisArtifactService {
+impl std::fmt::Debug for RedisArtifactBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisArtifactService")
+        f.debug_struct("RedisArtifactBackend")
             .field("cluster", &self.store.is_cluster())
-            .field("limits", &self.limits)
             .field("pending_ttl", &self.pending_ttl)
             .finish()
     }
 }
 
-impl RedisArtifactService {
+impl RedisArtifactBackend {
     /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
-    /// `rediss+cluster://…`; uses `max_artifact_bytes` and `artifact_chunk_bytes`
-    /// of the config. Fails with `Config` for a malformed URL and `Unavailable`
-    /// when Redis cannot be reached now.
-    pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
+    /// `rediss+cluster://…`; uses `replica_acks` of the config. Fails with `Config`
+    /// for a malformed URL and `Unavailable` when Redis cannot be reached now.
+    pub async fn connect(url: &str, config: &StoreConfig) -> Result<Self> {
         let scripts = Scripts {
             commit: Script::new(lua::COMMIT),
             read_meta: Script::new(lua::READ_META),
             delete: Script::new(lua::DELETE),
         };
-        Ok(RedisArtifactService {
+        Ok(RedisArtifactBackend {
             store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new(scripts),
-            limits: Limits::of(&config),
             pending_ttl: DEFAULT_PENDING_TTL,
         })
     }
@@ -153,28 +147,22 @@ impl RedisArtifactService {
         self.pending_ttl.as_millis() as u64
     }
 
-    /// A version's metadata and storage layout; the latest when `version` is None.
-    async fn read_meta(&self, keys: &NameKeys, version: Option<i64>) -> Result<(ArtifactMetadata, Layout)> {
+    /// A version's metadata and storage layout (the latest when `version` is None); None
+    /// when there is no such version.
+    async fn read_meta(&self, keys: &NameKeys, version: Option<i64>) -> Result<Option<(ArtifactMetadata, Layout)>> {
         let mut invocation = self.scripts.read_meta.key(&keys.versions);
         invocation
             .arg(version.map_or(String::new(), |v| v.to_string()))
             .arg(&keys.meta_prefix)
             .arg(&keys.name);
         let reply: Option<(i64, HashMap<String, String>)> = self.store.eval("artifact_read_meta", &invocation).await?;
-        let (version, fields) = reply.ok_or_else(|| not_found(&keys.name, version))?;
-        parse_meta(&keys.name, version, &fields)
-    }
-
-    async fn version_taken(&self, keys: &NameKeys, version: i64) -> Result<bool> {
-        let score: Option<f64> = self
-            .store
-            .query(redis::cmd("ZSCORE").arg(&keys.versions).arg(version))
-            .await?;
-        Ok(score.is_some())
+        reply
+            .map(|(version, fields)| parse_meta(&keys.name, version, &fields))
+            .transpose()
     }
 
     /// Writes the body to pending keys, chunk by chunk.
-    async fn write_pending(&self, body: &mut ChunkedUpload, pending: &PendingChunks) -> Result<()> {
+    async fn write_pending(&self, body: &mut UploadBody, pending: &PendingChunks) -> Result<()> {
         while let Some(chunk) = body.next_chunk().await? {
             // Counted before the write: should this future be dropped mid-write, the cleanup covers it.
             let key = pending.next_key();
@@ -190,15 +178,18 @@ impl RedisArtifactService {
     }
 
     /// Slides the TTL of the upload's pending chunks while pieces keep arriving: every
-    /// TTL / [`RENEWALS_PER_TTL`], when `arrived` says a piece came since the last look,
-    /// one pipeline renews them all. Runs beside [`Self::write_pending`] until dropped.
-    /// A failed renewal is only logged: the commit then finds any chunk that expired.
-    async fn keep_pending_alive(&self, pending: &PendingChunks, arrived: &AtomicBool) -> Infallible {
+    /// TTL / [`RENEWALS_PER_TTL`], when the client sent a piece since the last look
+    /// (`pieces` counts them), one pipeline renews them all. Runs beside
+    /// [`Self::write_pending`] until dropped. A failed renewal is only logged: the commit
+    /// then finds any chunk that expired.
+    async fn keep_pending_alive(&self, pending: &PendingChunks, pieces: &AtomicU64) -> Infallible {
         let mut looks = tokio::time::interval(self.pending_ttl / RENEWALS_PER_TTL);
         looks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let mut seen = 0;
         loop {
             looks.tick().await;
-            if arrived.swap(false, Ordering::Relaxed)
+            let now = pieces.load(Ordering::Relaxed);
+            if std::mem::replace(&mut seen, now) != now
                 && let Err(err) = self.renew(pending).await
             {
                 tracing::warn!("cannot renew the TTL of an upload's pending chunks: {err}");
@@ -219,17 +210,24 @@ impl RedisArtifactService {
         self.store.pipeline::<()>(&pipe).await
     }
 
-    /// Makes the pending chunks the next (or the requested) version; see [`lua::COMMIT`].
-    async fn commit(&self, req: &UploadRequest, keys: &NameKeys, pending: &PendingChunks, size: u64) -> Result<i64> {
-        let now = Utc::now();
-        let custom = serde_json::to_string(&req.custom_metadata)
+    /// Makes the pending chunks the next (or the requested) version; see [`lua::COMMIT`]:
+    /// `size` bytes in chunks of `chunk_bytes` (the last one shorter).
+    async fn commit(
+        &self,
+        new: &NewVersion,
+        keys: &NameKeys,
+        pending: &PendingChunks,
+        (size, chunk_bytes): (u64, usize),
+    ) -> Result<WriteOutcome> {
+        let now = new.create_time();
+        let custom = serde_json::to_string(&new.custom_metadata)
             .map_err(|e| AdkError::Internal(format!("cannot encode custom metadata: {e}")))?;
         let mut invocation = self.scripts.commit.prepare_invoke();
         invocation
             .key(&keys.names)
             .key(&keys.seq)
             .key(&keys.versions)
-            .arg(req.version.map_or(String::new(), |v| v.to_string()))
+            .arg(new.requested.map_or(String::new(), |v| v.to_string()))
             .arg(&keys.name)
             .arg(&keys.meta_prefix)
             .arg(&keys.chunk_prefix)
@@ -237,7 +235,7 @@ impl RedisArtifactService {
             .arg(pending.count())
             .arg(MAX_VERSION)
             .arg("mime")
-            .arg(&req.mime_type)
+            .arg(&new.mime_type)
             .arg("size")
             .arg(size)
             .arg("create_us")
@@ -247,22 +245,22 @@ impl RedisArtifactService {
             .arg("custom")
             .arg(custom)
             .arg("text")
-            .arg(if req.is_text { "1" } else { "0" })
+            .arg(if new.is_text { "1" } else { "0" })
             .arg("file_uri")
-            .arg(if req.is_file_uri { "1" } else { "0" })
+            .arg(if new.is_file_uri { "1" } else { "0" })
             .arg("chunk_bytes")
-            .arg(self.limits.chunk_bytes);
+            .arg(chunk_bytes);
         let (status, version): (String, String) = self
             .store
             .durable_eval("artifact_commit", &invocation, &keys.versions)
             .await?;
         let version = || parse_number::<i64>("version", &version);
         match status.as_str() {
-            "OK" => version(),
+            "OK" => Ok(WriteOutcome::Stored(version()?)),
             // Confirmed durable like any reply (see `durability.rs`): a retry whose first
             // attempt saved this version learns of it only once it cannot be lost.
-            "EXISTS" => Err(version_exists(&req.file_name, version()?)),
-            "FULL" => Err(no_version_left(&req.file_name)),
+            "EXISTS" => Ok(WriteOutcome::VersionTaken(version()?)),
+            "FULL" => Ok(WriteOutcome::NoVersionLeft),
             "EXPIRED" => Err(AdkError::DeadlineExceeded(format!(
                 "the upload paused too long between pieces and its pending chunks expired \
                  (they outlive the last piece by {} ms)",
@@ -276,77 +274,70 @@ impl RedisArtifactService {
 }
 
 #[async_trait]
-impl ArtifactService for RedisArtifactService {
-    async fn upload(&self, req: UploadRequest, chunks: ByteStream) -> Result<SaveResponse> {
-        // Set on every piece the client sends, so the pending chunks' TTL slides with them.
-        let arrived = Arc::new(AtomicBool::new(false));
-        let chunks = {
-            let arrived = arrived.clone();
-            chunks.inspect(move |_| arrived.store(true, Ordering::Relaxed)).boxed()
-        };
-        let mut body = ChunkedUpload::new(&req, chunks, self.limits)?;
-        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
-        // Refuse a taken version before streaming the body; the commit checks again.
-        if let Some(v) = req.version
-            && self.version_taken(&keys, v).await?
-        {
-            return Err(version_exists(&req.file_name, v));
-        }
+impl ArtifactBackend for RedisArtifactBackend {
+    async fn write(&self, name: &StoredName, new: NewVersion, mut body: UploadBody) -> Result<WriteOutcome> {
+        let pieces = body.pieces_received();
+        let keys = NameKeys::of(name);
         let pending = PendingChunks::new(self.store.clone(), &keys.tag);
         let result = async {
             tokio::select! {
                 written = self.write_pending(&mut body, &pending) => written?,
-                never = self.keep_pending_alive(&pending, &arrived) => match never {},
+                never = self.keep_pending_alive(&pending, &pieces) => match never {},
             }
-            self.commit(&req, &keys, &pending, body.size()).await
+            let written = (body.size(), body.chunk_bytes());
+            self.commit(&new, &keys, &pending, written).await
         }
         .await;
         match result {
-            Ok(version) => {
+            Ok(WriteOutcome::Stored(version)) => {
                 pending.committed();
-                Ok(SaveResponse { version })
+                Ok(WriteOutcome::Stored(version))
             }
-            Err(err) => {
+            refused_or_failed => {
                 pending.discard().await;
-                Err(err)
+                refused_or_failed
             }
         }
     }
 
-    async fn download(&self, req: LoadRequest, chunk_bytes: usize) -> Result<(ArtifactMetadata, ByteStream)> {
-        req.validate()?;
-        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
-        let (metadata, layout) = self.read_meta(&keys, req.version).await?;
+    async fn metadata(&self, name: &StoredName, version: Option<i64>) -> Result<Option<ArtifactMetadata>> {
+        let meta = self.read_meta(&NameKeys::of(name), version).await?;
+        Ok(meta.map(|(metadata, _)| metadata))
+    }
+
+    async fn read(
+        &self,
+        name: &StoredName,
+        version: Option<i64>,
+        piece_bytes: usize,
+    ) -> Result<Option<(ArtifactMetadata, StoredBytes)>> {
+        let keys = NameKeys::of(name);
+        let Some((metadata, layout)) = self.read_meta(&keys, version).await? else {
+            return Ok(None);
+        };
         let reader = ChunkReader {
             store: self.store.clone(),
             keys,
             version: metadata.version,
             layout,
             size: metadata.size_bytes,
-            piece: chunk_size(chunk_bytes) as u64,
+            piece: piece_bytes as u64,
             offset: 0,
         };
-        let chunks = futures::stream::try_unfold(reader, |mut reader| async move {
+        let pieces = futures::stream::try_unfold(reader, |mut reader| async move {
             Ok(reader.next_piece().await?.map(|piece| (piece, reader)))
         });
-        Ok((metadata, chunks.boxed()))
+        Ok(Some((metadata, pieces.boxed())))
     }
 
-    async fn metadata(&self, req: LoadRequest) -> Result<ArtifactMetadata> {
-        req.validate()?;
-        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
-        Ok(self.read_meta(&keys, req.version).await?.0)
-    }
-
-    async fn delete(&self, req: DeleteRequest) -> Result<()> {
-        req.validate()?;
-        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
+    async fn delete(&self, name: &StoredName, version: Option<i64>) -> Result<()> {
+        let keys = NameKeys::of(name);
         let mut invocation = self.scripts.delete.prepare_invoke();
         invocation
             .key(&keys.names)
             .key(&keys.seq)
             .key(&keys.versions)
-            .arg(req.version.map_or(String::new(), |v| v.to_string()))
+            .arg(version.map_or(String::new(), |v| v.to_string()))
             .arg(&keys.name)
             .arg(&keys.meta_prefix)
             .arg(&keys.chunk_prefix);
@@ -357,38 +348,21 @@ impl ArtifactService for RedisArtifactService {
         Ok(())
     }
 
-    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
-        req.validate()?;
-        let tag = user_tag(&req.app_name, &req.user_id);
-        let user_names = names_key(&tag, USER_SCOPE);
-        let (session, user): (Vec<String>, Vec<String>) = match req.session_id.as_str() {
-            // No session: the user's `user:` names only.
-            "" => (
-                Vec::new(),
-                self.store.query(redis::cmd("SMEMBERS").arg(user_names)).await?,
-            ),
-            session => {
-                let mut pipe = redis::pipe();
-                pipe.cmd("SMEMBERS")
-                    .arg(names_key(&tag, &id_key(session)))
-                    .cmd("SMEMBERS")
-                    .arg(user_names);
-                self.store.pipeline(&pipe).await?
-            }
-        };
-        Ok(ListResponse {
-            file_names: visible_names(session, user),
-        })
+    /// One round trip for all the scopes (a listing asks for two: the session's and the user's).
+    async fn names(&self, scopes: &[ArtifactScope]) -> Result<Vec<String>> {
+        let mut pipe = redis::pipe();
+        for scope in scopes {
+            pipe.cmd("SMEMBERS").arg(ScopeKeys::of(scope).names);
+        }
+        let names: Vec<Vec<String>> = self.store.pipeline(&pipe).await?;
+        Ok(names.concat())
     }
 
-    async fn versions(&self, req: VersionsRequest) -> Result<VersionsResponse> {
-        req.validate()?;
-        let keys = NameKeys::new(&req.app_name, &req.user_id, &req.session_id, &req.file_name);
-        let versions = self
-            .store
-            .query(redis::cmd("ZREVRANGE").arg(&keys.versions).arg(0).arg(-1))
-            .await?;
-        Ok(VersionsResponse { versions })
+    async fn versions(&self, name: &StoredName) -> Result<Vec<i64>> {
+        let keys = NameKeys::of(name);
+        self.store
+            .query(redis::cmd("ZRANGE").arg(&keys.versions).arg(0).arg(-1))
+            .await
     }
 
     async fn ping(&self) -> Result<()> {
@@ -429,6 +403,15 @@ impl ScopeKeys {
         ScopeKeys::new(&user_tag(app, user), &id_key(session))
     }
 
+    /// The keys of a scope the core service names.
+    fn of(scope: &ArtifactScope) -> ScopeKeys {
+        let tag = user_tag(scope.app_name(), scope.user_id());
+        match scope.session_id() {
+            Some(session) => ScopeKeys::new(&tag, &id_key(session)),
+            None => ScopeKeys::new(&tag, USER_SCOPE),
+        }
+    }
+
     /// The arguments of `delete_scope` (see [`lua::artifact_delete_fns`]) for a script
     /// that calls it: the name set as its next key, the four prefixes as its next arguments.
     pub(crate) fn push_for_delete(&self, invocation: &mut ScriptInvocation<'_>) {
@@ -455,10 +438,17 @@ struct NameKeys {
 }
 
 impl NameKeys {
-    /// Only for validated requests: ids cannot contain `:`, `{` or `}`, so they cannot forge a key.
-    fn new(app: &str, user: &str, session: &str, file_name: &str) -> NameKeys {
+    /// The keys of a name the core service validated and placed in its scope.
+    fn of(name: &StoredName) -> NameKeys {
+        let scope = name.scope();
+        NameKeys::new(scope.app_name(), scope.user_id(), scope.session_id(), name.file_name())
+    }
+
+    /// Only for validated ids: encoded (`id_key`), they cannot contain `:`, `{` or `}`,
+    /// so they cannot forge a key. `session` is None for a `user:` name.
+    fn new(app: &str, user: &str, session: Option<&str>, file_name: &str) -> NameKeys {
         let tag = user_tag(app, user);
-        let scope = match session_scope(session, file_name) {
+        let scope = match session {
             Some(session) => ScopeKeys::new(&tag, &id_key(session)),
             None => ScopeKeys::new(&tag, USER_SCOPE),
         };
@@ -589,15 +579,20 @@ struct ChunkReader {
 }
 
 impl ChunkReader {
-    /// The next piece of at most `piece` bytes; None at the end.
-    async fn next_piece(&mut self) -> Result<Option<Vec<u8>>> {
+    /// The next piece of at most `piece` bytes (`Some(None)` when the version is gone);
+    /// None at the end.
+    async fn next_piece(&mut self) -> Result<Option<Option<Vec<u8>>>> {
         if self.offset >= self.size {
             return Ok(None);
         }
         let end = (self.offset + self.piece).min(self.size);
         let mut out: Vec<u8> = Vec::new();
         while self.offset < end {
-            let part = self.read_part(end).await?;
+            let Some(part) = self.read_part(end).await? else {
+                // Ends the stream: nothing is read past a vanished version.
+                self.offset = self.size;
+                return Ok(Some(None));
+            };
             self.offset += part.len() as u64;
             if out.is_empty() {
                 out = part;
@@ -605,12 +600,12 @@ impl ChunkReader {
                 out.extend_from_slice(&part);
             }
         }
-        Ok(Some(out))
+        Ok(Some(Some(out)))
     }
 
     /// The bytes from `offset` to `end` that lie in one chunk key: the whole
-    /// key with `GET`, or a slice of it with `GETRANGE`.
-    async fn read_part(&self, end: u64) -> Result<Vec<u8>> {
+    /// key with `GET`, or a slice of it with `GETRANGE`; None when the key is gone.
+    async fn read_part(&self, end: u64) -> Result<Option<Vec<u8>>> {
         let cb = self.layout.chunk_bytes;
         let index = self.offset / cb;
         let from = self.offset % cb;
@@ -625,9 +620,9 @@ impl ChunkReader {
             self.store.query(&cmd).await?
         };
         match part {
-            Some(part) if part.len() as u64 == to - from => Ok(part),
+            Some(part) if part.len() as u64 == to - from => Ok(Some(part)),
             // The version was deleted (and perhaps saved again) since the download began.
-            _ => Err(not_found(&self.keys.name, Some(self.version))),
+            _ => Ok(None),
         }
     }
 }
@@ -683,7 +678,7 @@ mod tests {
 
     #[test]
     fn keys_share_the_user_tag_and_end_with_the_name() {
-        let keys = NameKeys::new("app", "alice", "s1", "a:{b}.txt");
+        let keys = NameKeys::new("app", "alice", Some("s1"), "a:{b}.txt");
         for key in [
             &keys.names,
             &keys.seq,
@@ -696,7 +691,7 @@ mod tests {
         }
         assert_eq!(keys.seq, "adk:artseq:{app:alice}:s1:a:{b}.txt");
         assert_eq!(keys.chunk(3, 7), "adk:artchunk:{app:alice}:s1:3:7:a:{b}.txt");
-        let user = NameKeys::new("app", "alice", "s1", "user:x");
+        let user = NameKeys::new("app", "alice", None, "user:x");
         assert_eq!(user.versions, "adk:artvers:{app:alice}:~user:user:x");
         assert_eq!(user.names, "adk:artnames:{app:alice}:~user");
     }

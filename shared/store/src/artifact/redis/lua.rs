@@ -15,9 +15,11 @@
 //! Writing scripts check everything that can fail before their first write, so
 //! they apply all of their writes or none.
 
-/// Commits an upload as one version. Picks the version: the given one
+/// Commits an upload as one version. Picks the version as the core's
+/// `choose_version` does, atomically with the write: the given one
 /// (`EXISTS` and no write if the name has it), or one above the name's counter
-/// (`FULL` when that would pass the maximum); checks every pending chunk is
+/// (`FULL` when that would pass the maximum); the core service turns `EXISTS` and
+/// `FULL` into its errors. Checks every pending chunk is
 /// still there (`EXPIRED` and no write if one timed out); then renames the
 /// pending chunks into place without their TTL, writes the metadata, raises the
 /// counter, and adds the version and the name.
