@@ -21,6 +21,7 @@ use std::collections::HashMap;
 mod event;
 /// `adk.v1.MemoryService` messages.
 pub mod memory;
+mod runner;
 
 // ---------- JSON values ----------
 

@@ -32,6 +32,7 @@
 
 mod compaction;
 mod context;
+mod convert;
 mod llm;
 mod rules;
 mod runner;
@@ -40,6 +41,7 @@ mod workflow;
 
 pub use adk_core::CompactionConfig;
 pub use context::ToolCallContext;
+pub use convert::RunRequest;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
