@@ -178,7 +178,9 @@ impl Runner {
             compaction.validate()?;
         }
         if config.add_to_memory.is_some() && config.memory_service.is_none() {
-            return Err(AdkError::Config("add_to_memory needs a memory_service".into()));
+            return Err(AdkError::Config(
+                "add_to_memory needs a memory service, and this runner has none".into(),
+            ));
         }
         Ok(Runner {
             app_name: config.app_name,
