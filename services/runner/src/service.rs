@@ -180,9 +180,6 @@ impl AgentRunner for RunnerGrpcService {
         let request = request.into_inner();
         validate::session_ids(&request.app_name, &request.user_id, &request.session_id)?;
         let app = self.app(&request.app_name)?;
-        if request.invocation_id.is_empty() {
-            return Err(AdkError::invalid("invocation_id", "is required").into());
-        }
         // Only an invocation running on the named session is cancelled, on whichever replica.
         let cancelled = app
             .runner()

@@ -323,6 +323,9 @@ impl Runner {
     /// next lease renewal).
     pub async fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> Result<bool> {
         validate::session_ids(&self.app_name, user_id, session_id)?;
+        if invocation_id.is_empty() {
+            return Err(AdkError::invalid("invocation_id", "is required"));
+        }
         if let Some(running) = lock(&self.running).get(invocation_id)
             && running.user_id == user_id
             && running.session_id == session_id
