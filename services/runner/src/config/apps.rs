@@ -11,10 +11,10 @@ use super::problems::{Problems, library_message, names};
 use super::tools::{Declared, toolset_description};
 use crate::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use crate::app::{AgentDescription, ToolDescription};
-use adk_core::{AdkError, Agent, CompactionConfig, Tool, Toolset};
+use adk_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use adk_runner::{
-    AddToMemory, AgentNames, BUILTIN_TOOLS, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent, SequentialAgent,
-    TRANSFER_TOOL_NAME,
+    AddToMemory, AgentNames, BUILTIN_TOOLS, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent,
+    SequentialAgent, TRANSFER_TOOL_NAME,
 };
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -93,6 +93,51 @@ fn loaded(
 enum Built {
     Agent(Arc<dyn Agent>, AgentDescription),
     Tool(Arc<dyn Tool>),
+}
+
+/// An llm agent's checked model and tools, waiting for its sub-agents.
+struct LlmParts {
+    model: Arc<dyn Llm>,
+    tools: Vec<Arc<dyn Tool>>,
+    toolsets: Vec<Arc<dyn Toolset>>,
+    descriptions: Vec<ToolDescription>,
+}
+
+impl LlmParts {
+    /// The agent, with the library's builder; `sub_tools` (its a2a sub-agents
+    /// offered as tools) come first among its tools.
+    fn build(
+        self,
+        agent: &AgentConfig,
+        sub_tools: Vec<Arc<dyn Tool>>,
+        sub_agents: Vec<Arc<dyn Agent>>,
+        description: &mut AgentDescription,
+    ) -> adk_core::Result<LlmAgent> {
+        description.model = self.model.name().to_string();
+        for tool in &sub_tools {
+            let mut described = ToolDescription::of(tool.as_ref());
+            described.description = format!("A2A agent as a tool: {}", described.description);
+            description.tools.push(described);
+        }
+        description.tools.extend(self.descriptions);
+        let mut builder = LlmAgentBuilder::new(&agent.name)
+            .description(&agent.description)
+            .model(self.model)
+            .tools(sub_tools)
+            .tools(self.tools)
+            .toolsets(self.toolsets)
+            .sub_agents(sub_agents);
+        if let Some(instruction) = &agent.instruction {
+            builder = builder.instruction(instruction);
+        }
+        if let Some(key) = &agent.output_key {
+            builder = builder.output_key(key);
+        }
+        if let Some(generation) = &agent.generation {
+            builder = builder.generate_content_config(generation.into());
+        }
+        builder.build()
+    }
 }
 
 /// One app's agent tree while it is checked and built.
@@ -174,9 +219,14 @@ impl Tree<'_> {
         if agent.kind == AgentKind::A2a {
             return self.remote(&place, agent, before);
         }
-        if agent.kind != AgentKind::Llm {
-            self.workflow_fields(&place, agent);
-        }
+        // The agent's own fields first, then its sub-agents', as the file reads.
+        let llm = match agent.kind {
+            AgentKind::Llm => self.llm_parts(&place, agent),
+            _ => {
+                self.workflow_fields(&place, agent);
+                None
+            }
+        };
 
         // Sub-agents: transfer targets, or (a2a with as_tool) tools of this agent.
         let mut sub_agents = Vec::new();
@@ -193,6 +243,9 @@ impl Tree<'_> {
                 None => complete = false,
             }
         }
+        if !complete || self.problems.0.len() > before {
+            return None;
+        }
         let mut description = AgentDescription {
             name: agent.name.clone(),
             description: agent.description.clone(),
@@ -203,14 +256,9 @@ impl Tree<'_> {
         };
         let built: Arc<dyn Agent> = match agent.kind {
             AgentKind::Llm => {
-                let builder = self.llm_agent(&place, agent, sub_tools, &mut description);
-                if !complete || self.problems.0.len() > before {
-                    return None;
-                }
-                let built = builder?.sub_agents(sub_agents).build();
+                let built = llm?.build(agent, sub_tools, sub_agents, &mut description);
                 Arc::new(self.built(&place, built)?)
             }
-            _ if !complete || self.problems.0.len() > before => return None,
             AgentKind::Sequential => {
                 Arc::new(SequentialAgent::new(&agent.name, sub_agents).description(&agent.description))
             }
@@ -251,15 +299,9 @@ impl Tree<'_> {
         }
     }
 
-    /// An llm agent's model, tools and settings, checked, in a builder (None when
-    /// one of them is missing). `sub_tools` are its a2a sub-agents offered as tools.
-    fn llm_agent(
-        &mut self,
-        place: &str,
-        agent: &AgentConfig,
-        sub_tools: Vec<Arc<dyn Tool>>,
-        description: &mut AgentDescription,
-    ) -> Option<LlmAgentBuilder> {
+    /// An llm agent's model, tools and settings, checked; None when one of them
+    /// is missing. Its a2a sub-agents offered `as_tool` count among its tools.
+    fn llm_parts(&mut self, place: &str, agent: &AgentConfig) -> Option<LlmParts> {
         let declared_models = names(self.spec.models.keys());
         let model = match &agent.model {
             None => {
@@ -282,31 +324,27 @@ impl Tree<'_> {
             Some(model) => self.models.get(model).cloned(),
         };
         let listed = agent.tools.iter().map(String::as_str);
-        if let Err(e) = adk_runner::validate_tool_list(listed.chain(sub_tools.iter().map(|t| t.name()))) {
+        let sub_tools = agent.sub_agents.iter().filter(|sub| sub.as_tool);
+        if let Err(e) = adk_runner::validate_tool_list(listed.chain(sub_tools.map(|sub| sub.name.as_str()))) {
             self.add(place, "tools", library_message(&e));
         }
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         let mut toolsets: Vec<Arc<dyn Toolset>> = Vec::new();
-        for tool in sub_tools {
-            let mut described = ToolDescription::of(tool.as_ref());
-            described.description = format!("A2A agent as a tool: {}", described.description);
-            description.tools.push(described);
-            tools.push(tool);
-        }
+        let mut descriptions = Vec::new();
         let mut all_tools = true;
         for name in &agent.tools {
             if let Some(tool) = adk_runner::builtin_tool(name) {
-                description.tools.push(ToolDescription::of(tool.as_ref()));
+                descriptions.push(ToolDescription::of(tool.as_ref()));
                 tools.push(tool);
                 continue;
             }
             match self.tools.get(name) {
                 Some(Declared::Tool(tool)) => {
-                    description.tools.push(ToolDescription::of(tool.as_ref()));
+                    descriptions.push(ToolDescription::of(tool.as_ref()));
                     tools.push(tool.clone());
                 }
                 Some(Declared::Toolset(toolset)) => {
-                    description.tools.push(toolset_description(name, toolset));
+                    descriptions.push(toolset_description(name, toolset));
                     toolsets.push(toolset.clone());
                 }
                 // Declared but not built: reported at the tool.
@@ -338,25 +376,12 @@ impl Tree<'_> {
             self.add(place, "generation", "max_output_tokens must be at least 1");
         }
         let model = model?;
-        if !all_tools {
-            return None;
-        }
-        description.model = model.name().to_string();
-        let mut builder = LlmAgentBuilder::new(&agent.name)
-            .description(&agent.description)
-            .model(model)
-            .tools(tools)
-            .toolsets(toolsets);
-        if let Some(instruction) = &agent.instruction {
-            builder = builder.instruction(instruction);
-        }
-        if let Some(key) = &agent.output_key {
-            builder = builder.output_key(key);
-        }
-        if let Some(generation) = &agent.generation {
-            builder = builder.generate_content_config(generation.into());
-        }
-        Some(builder)
+        all_tools.then_some(LlmParts {
+            model,
+            tools,
+            toolsets,
+            descriptions,
+        })
     }
 
     /// A remote agent: its own settings, nothing of the local kinds (it runs
