@@ -296,6 +296,16 @@ fn a_missing_api_key_variable_fails_the_start_naming_it() {
         problems(yaml),
         [r#"agents.yaml: model "smart": environment variable ADK_TEST_SURELY_UNSET_KEY (api_key_env) is not set"#]
     );
+    // Reported once though two apps use the model, and also when no app does.
+    let two_apps = "models:\n  smart: { provider: openai, model: gpt-4o-mini, api_key_env: ADK_TEST_SURELY_UNSET_KEY }\n\
+                    apps:\n  a:\n    root_agent: { name: x, model: smart }\n  b:\n    root_agent: { name: y, model: smart }\n";
+    assert_eq!(problems(two_apps).len(), 1, "{:#?}", problems(two_apps));
+    let unused = "models:\n  m: { provider: mock }\n  smart: { provider: openai, model: gpt-4o-mini, api_key_env: ADK_TEST_SURELY_UNSET_KEY }\n\
+                  apps:\n  a:\n    root_agent: { name: x, model: m }\n";
+    assert_problem(
+        unused,
+        r#"model "smart": environment variable ADK_TEST_SURELY_UNSET_KEY"#,
+    );
 }
 
 #[test]
