@@ -1,13 +1,12 @@
 //! The `adk.v1.AgentRunner` handlers: find the app, convert the request with
-//! core's conversions, call the [`Runner`](adk_runner::Runner), stream its
+//! the core's and the runner library's conversions, call the [`Runner`](adk_runner::Runner), stream its
 //! events. Errors go through the one `AdkError` → `Status` mapping.
 
 use crate::app::App;
-use adk_core::convert::value_map_from_proto;
-use adk_core::{AdkError, Content, RunConfig, StreamingMode, validate};
+use adk_core::{AdkError, validate};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
-use adk_runner::{OnBusy, RunOptions};
+use adk_runner::RunRequest;
 use adk_server_kit::{GrpcArgs, Shutdown, message_too_large};
 use futures::StreamExt;
 use futures::stream::BoxStream;
@@ -68,77 +67,6 @@ impl RunnerGrpcService {
     }
 }
 
-/// The request's message and options, in the runner library's terms.
-fn run_input(request: &pb::RunRequest) -> Result<(Content, RunOptions), AdkError> {
-    let message = request
-        .new_message
-        .as_ref()
-        .ok_or_else(|| AdkError::invalid("new_message", "is required"))?;
-    // Checked here, before anything is stored, so every message names the RunRequest's
-    // own fields (the runner stores them as an event, whose rules say `event.…`).
-    let content = Content::from_proto("new_message", message)?;
-    validate::content_limits("new_message", &content)?;
-    let size = message.encoded_len();
-    if size > validate::MAX_EVENT_BYTES {
-        return Err(AdkError::limit(
-            "max_event_bytes",
-            validate::MAX_EVENT_BYTES,
-            format!(
-                "new_message is {size} bytes encoded, more than the limit of {} bytes per event; \
-             store large data as an artifact and reference it",
-                validate::MAX_EVENT_BYTES
-            ),
-        ));
-    }
-    let config = request.run_config.unwrap_or_default();
-    let streaming_mode = match pb::StreamingMode::try_from(config.streaming_mode) {
-        Ok(pb::StreamingMode::Unspecified | pb::StreamingMode::None) => StreamingMode::None,
-        Ok(pb::StreamingMode::Sse) => StreamingMode::Sse,
-        Err(_) => {
-            return Err(AdkError::invalid(
-                "run_config.streaming_mode",
-                format!("{} is not a known StreamingMode", config.streaming_mode),
-            ));
-        }
-    };
-    let max_llm_calls = match u32::try_from(config.max_llm_calls) {
-        Ok(0) => RunConfig::DEFAULT_MAX_LLM_CALLS,
-        Ok(n) => n,
-        Err(_) => {
-            return Err(AdkError::invalid(
-                "run_config.max_llm_calls",
-                format!("must not be negative, got {}", config.max_llm_calls),
-            ));
-        }
-    };
-    let on_busy = match pb::OnBusy::try_from(request.on_busy) {
-        Ok(pb::OnBusy::Unspecified) => None,
-        Ok(pb::OnBusy::Reject) => Some(OnBusy::Reject),
-        Ok(pb::OnBusy::Enqueue) => Some(OnBusy::Enqueue),
-        Ok(pb::OnBusy::Interrupt) => Some(OnBusy::Interrupt),
-        Ok(pb::OnBusy::Rollback) => Some(OnBusy::Rollback),
-        Err(_) => {
-            return Err(AdkError::invalid(
-                "on_busy",
-                format!("{} is not a known OnBusy", request.on_busy),
-            ));
-        }
-    };
-    let state_delta = value_map_from_proto("state_delta", &request.state_delta)?;
-    validate::state_keys("state_delta", &state_delta)?;
-    validate::state_limits("state_delta", &state_delta)?;
-    let options = RunOptions {
-        state_delta,
-        run_config: RunConfig {
-            streaming_mode,
-            max_llm_calls,
-        },
-        create_session_if_missing: request.create_session,
-        on_busy,
-    };
-    Ok((content, options))
-}
-
 type EventStream = BoxStream<'static, Result<pb::Event, Status>>;
 
 #[tonic::async_trait]
@@ -155,10 +83,15 @@ impl AgentRunner for RunnerGrpcService {
     async fn run(&self, request: Request<pb::RunRequest>) -> Result<Response<Self::RunStream>, Status> {
         let request = request.into_inner();
         let app = self.app(&request.app_name)?;
-        let (content, options) = run_input(&request)?;
+        let request = RunRequest::try_from(request)?;
         let started = app
             .runner()
-            .start_run(&request.user_id, &request.session_id, content, options)
+            .start_run(
+                &request.user_id,
+                &request.session_id,
+                request.new_message,
+                request.options,
+            )
             .await?;
         let events = if request.keep_running {
             keep_running(started.events, self.shutdown.triggered())
@@ -247,9 +180,6 @@ impl AgentRunner for RunnerGrpcService {
         let request = request.into_inner();
         validate::session_ids(&request.app_name, &request.user_id, &request.session_id)?;
         let app = self.app(&request.app_name)?;
-        if request.invocation_id.is_empty() {
-            return Err(AdkError::invalid("invocation_id", "is required").into());
-        }
         // Only an invocation running on the named session is cancelled, on whichever replica.
         let cancelled = app
             .runner()
@@ -310,59 +240,4 @@ fn keep_running(
         Some((next, receiver))
     })
     .boxed()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn request(config: Option<pb::RunConfig>) -> pb::RunRequest {
-        pb::RunRequest {
-            app_name: "app".into(),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            new_message: Some(pb::Content::from(&Content::new("user").with_text("hi"))),
-            run_config: config,
-            ..Default::default()
-        }
-    }
-
-    #[test]
-    fn run_config_defaults_and_bounds() {
-        let (content, options) = run_input(&request(None)).unwrap();
-        assert_eq!(content.text().as_deref(), Some("hi"));
-        assert_eq!(options.run_config, RunConfig::default());
-
-        let sse = pb::RunConfig {
-            streaming_mode: pb::StreamingMode::Sse as i32,
-            max_llm_calls: 3,
-        };
-        let (_, options) = run_input(&request(Some(sse))).unwrap();
-        assert_eq!(options.run_config.streaming_mode, StreamingMode::Sse);
-        assert_eq!(options.run_config.max_llm_calls, 3);
-
-        for (bad, field) in [
-            (
-                pb::RunConfig {
-                    streaming_mode: 9,
-                    max_llm_calls: 0,
-                },
-                "streaming_mode",
-            ),
-            (
-                pb::RunConfig {
-                    streaming_mode: 0,
-                    max_llm_calls: -1,
-                },
-                "max_llm_calls",
-            ),
-        ] {
-            let err = run_input(&request(Some(bad))).unwrap_err();
-            assert_eq!(err.code(), tonic::Code::InvalidArgument);
-            assert!(err.to_string().contains(field), "{err}");
-        }
-        let mut missing = request(None);
-        missing.new_message = None;
-        assert!(run_input(&missing).unwrap_err().to_string().contains("new_message"));
-    }
 }

@@ -23,6 +23,7 @@ mod artifact;
 mod event;
 /// `adk.v1.MemoryService` messages.
 pub mod memory;
+mod runner;
 
 // ---------- JSON values ----------
 

@@ -32,33 +32,24 @@
 
 mod compaction;
 mod context;
+mod convert;
 mod llm;
+mod rules;
 mod runner;
 mod tools;
 mod workflow;
 
 pub use adk_core::CompactionConfig;
 pub use context::ToolCallContext;
+pub use convert::RunRequest;
 pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
+pub use rules::{
+    AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
+    validate_output_key, validate_tool_list, validate_tool_name,
+};
 pub use runner::{AddToMemory, OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use tools::{
-    ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool, McpToolset, McpTransport,
-    PreloadMemoryTool,
+    BUILTIN_TOOLS, ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool, McpToolset,
+    McpTransport, PreloadMemoryTool, builtin_tool,
 };
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
-
-use adk_core::{AdkError, Result};
-
-/// Agent names are identifiers (they appear in branches `parent.child` and in
-/// `transfer_to_agent` calls) and never `user`, the author of the user's events.
-pub(crate) fn validate_agent_name(name: &str) -> Result<()> {
-    let mut chars = name.chars();
-    let identifier = chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if !identifier || name == llm::history::USER_AUTHOR {
-        return Err(AdkError::Config(format!(
-            "agent name {name:?} must be an identifier ([A-Za-z_][A-Za-z0-9_]*) other than \"user\""
-        )));
-    }
-    Ok(())
-}

@@ -22,7 +22,7 @@
 
 use crate::compaction::{self, Trigger};
 use crate::context::{AgentContext, Invocation, session_artifacts};
-use crate::llm::history::USER_AUTHOR;
+use crate::{AgentNames, USER_AUTHOR};
 use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::history;
 use adk_core::memory::{AddEventsRequest, add_session_to_memory};
@@ -34,7 +34,7 @@ use adk_core::{
 use async_stream::try_stream;
 use futures::StreamExt;
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, Interval, MissedTickBehavior};
@@ -170,7 +170,7 @@ impl Runner {
     /// transfer or a resumption finds its agent by name).
     pub fn new(config: RunnerConfig) -> Result<Runner> {
         validate::id("app_name", &config.app_name)?;
-        check_agent_tree(&config.root_agent, &mut HashSet::new())?;
+        check_agent_tree(&config.root_agent, &mut AgentNames::default())?;
         if config.lease_ttl.is_zero() {
             return Err(AdkError::Config("lease_ttl must be positive".into()));
         }
@@ -178,7 +178,9 @@ impl Runner {
             compaction.validate()?;
         }
         if config.add_to_memory.is_some() && config.memory_service.is_none() {
-            return Err(AdkError::Config("add_to_memory needs a memory_service".into()));
+            return Err(AdkError::Config(
+                "add_to_memory needs a memory service, and this runner has none".into(),
+            ));
         }
         Ok(Runner {
             app_name: config.app_name,
@@ -321,6 +323,9 @@ impl Runner {
     /// next lease renewal).
     pub async fn cancel(&self, user_id: &str, session_id: &str, invocation_id: &str) -> Result<bool> {
         validate::session_ids(&self.app_name, user_id, session_id)?;
+        if invocation_id.is_empty() {
+            return Err(AdkError::invalid("invocation_id", "is required"));
+        }
         if let Some(running) = lock(&self.running).get(invocation_id)
             && running.user_id == user_id
             && running.session_id == session_id
@@ -657,21 +662,15 @@ async fn append(service: &dyn SessionService, session: &Session, event: Event, f
         .await
 }
 
-/// Agent names are identifiers (they appear in branches `a.b` and in the
-/// model's `transfer_to_agent` calls), never "user" (the user's events carry
-/// that author), and unique in the tree.
-fn check_agent_tree(agent: &Arc<dyn Agent>, seen: &mut HashSet<String>) -> Result<()> {
+/// Every agent name of the tree follows the library's rules: an identifier other
+/// than "user", unique in the tree.
+fn check_agent_tree(agent: &Arc<dyn Agent>, names: &mut AgentNames) -> Result<()> {
     crate::validate_agent_name(agent.name())?;
-    if !seen.insert(agent.name().to_string()) {
-        return Err(AdkError::Config(format!(
-            "two agents are named {}: names must be unique in the agent tree",
-            agent.name()
-        )));
-    }
+    names.insert(agent.name())?;
     agent
         .sub_agents()
         .iter()
-        .try_for_each(|sub| check_agent_tree(sub, seen))
+        .try_for_each(|sub| check_agent_tree(sub, names))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

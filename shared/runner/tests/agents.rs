@@ -701,7 +701,28 @@ fn bad_definitions_are_refused() {
         .build()
         .err()
         .unwrap();
-    assert!(err.to_string().contains("two tools named t"));
+    assert!(err.to_string().contains("agent a: t is listed twice"), "{err}");
+    // The rules the agents file applies field by field are the builder's own.
+    for (tool, needle) in [
+        ("get weather", "a tool name is what the model calls"),
+        ("transfer_to_agent", "transfer_to_agent is offered by itself"),
+    ] {
+        let named = FunctionTool::new(tool, "", |_ctx, _args| async { Ok(Value::Null) });
+        let err = LlmAgentBuilder::new("a")
+            .model(model.clone())
+            .tool(Arc::new(named))
+            .build()
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(needle), "{tool}: {err}");
+    }
+    let err = LlmAgentBuilder::new("a")
+        .model(model.clone())
+        .output_key("user:")
+        .build()
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("agent a: output_key"), "{err}");
 
     // Agent names are unique across the tree the runner runs.
     let twin =

@@ -149,13 +149,50 @@ fn agent_names_are_unique_within_an_app() {
     assert_eq!(
         problems(&yaml),
         [
-            r#"agents.yaml: app "weather", agent "worker": field "name": another agent of this app has the same name: names are unique within an app"#
+            r#"agents.yaml: app "weather", agent "worker": field "name": two agents are named worker: names are unique in an agent tree (transfers and resumptions find agents by name)"#
         ]
     );
     // The same name in two apps is fine.
     valid(
         "models:\n  m: { provider: mock }\napps:\n  a:\n    root_agent: { name: x, model: m }\n  b:\n    root_agent: { name: x, model: m }\n",
     );
+}
+
+/// The file's agents follow the runner library's rules, applied by the library's
+/// own functions: each problem is the library's message, at the field.
+#[test]
+fn agents_follow_the_runner_librarys_own_rules() {
+    let library = |rule: adk_core::Result<()>| library_message(&rule.unwrap_err());
+    assert_problem(
+        &with_root("name: \"1st\"\nmodel: fast\n"),
+        &format!(r#"field "name": {}"#, library(adk_runner::validate_agent_name("1st"))),
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\noutput_key: \"temp:\"\n"),
+        &format!(
+            r#"field "output_key": {}"#,
+            library(adk_runner::validate_output_key("temp:"))
+        ),
+    );
+    assert_problem(
+        &with_tool("\"get weather\": { kind: client, description: d }"),
+        &format!(
+            r#"tool "get weather": {}"#,
+            library(adk_runner::validate_tool_name("get weather"))
+        ),
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
+        &format!(
+            r#"field "tools": {}"#,
+            library(adk_runner::validate_tool_list(["lookup", "lookup"]))
+        ),
+    );
+    // An a2a sub-agent offered as a tool counts among its parent's tools.
+    let yaml = with_root(
+        "name: planner\nmodel: fast\ntools: [lookup]\nsub_agents:\n  - { name: lookup, kind: a2a, endpoint: \"http://127.0.0.1:1\", as_tool: true }\n",
+    );
+    assert_problem(&yaml, r#"agent "planner": field "tools": lookup is listed twice"#);
 }
 
 #[test]
@@ -258,6 +295,16 @@ fn a_missing_api_key_variable_fails_the_start_naming_it() {
     assert_eq!(
         problems(yaml),
         [r#"agents.yaml: model "smart": environment variable ADK_TEST_SURELY_UNSET_KEY (api_key_env) is not set"#]
+    );
+    // Reported once though two apps use the model, and also when no app does.
+    let two_apps = "models:\n  smart: { provider: openai, model: gpt-4o-mini, api_key_env: ADK_TEST_SURELY_UNSET_KEY }\n\
+                    apps:\n  a:\n    root_agent: { name: x, model: smart }\n  b:\n    root_agent: { name: y, model: smart }\n";
+    assert_eq!(problems(two_apps).len(), 1, "{:#?}", problems(two_apps));
+    let unused = "models:\n  m: { provider: mock }\n  smart: { provider: openai, model: gpt-4o-mini, api_key_env: ADK_TEST_SURELY_UNSET_KEY }\n\
+                  apps:\n  a:\n    root_agent: { name: x, model: m }\n";
+    assert_problem(
+        unused,
+        r#"model "smart": environment variable ADK_TEST_SURELY_UNSET_KEY"#,
     );
 }
 
@@ -599,7 +646,7 @@ fn compaction_needs_an_interval_and_a_declared_model() {
     );
     assert_problem(
         &with_compaction("interval: 0\nmodel: fast\n"),
-        r#"app "chat": field "compaction.interval": interval must be at least 1"#,
+        r#"app "chat": field "compaction.interval": compaction interval must be at least 1 invocation"#,
     );
     assert_problem(
         &with_compaction("interval: 2\n"),
@@ -611,7 +658,7 @@ fn compaction_needs_an_interval_and_a_declared_model() {
     );
     assert_problem(
         &with_compaction("interval: 2\nmodel: fast\ntoken_budget: 0\n"),
-        r#"app "chat": field "compaction.token_budget": token_budget must be at least 1"#,
+        r#"app "chat": field "compaction.token_budget": compaction token_budget must be positive"#,
     );
     assert_problem(
         &with_compaction("interval: 2\nmodel: fast\nevery: 3\n"),
@@ -651,7 +698,7 @@ fn memory_add_is_invocation_or_session_and_needs_a_memory_store() {
     };
     assert_eq!(
         err.to_string(),
-        r#"agents.yaml: app "diary": memory.add needs a memory store, and this runner has none"#
+        r#"agents.yaml: app "diary": field "memory.add": add_to_memory needs a memory service, and this runner has none"#
     );
 }
 

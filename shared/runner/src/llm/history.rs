@@ -3,8 +3,7 @@
 use adk_core::history::{apply_compactions, apply_rewinds};
 use adk_core::{Content, Event, Part, PartKind};
 
-/// The author of the user's messages.
-pub(crate) const USER_AUTHOR: &str = "user";
+use crate::USER_AUTHOR;
 
 /// The contents of `events` that belong in `agent`'s conversation on `branch`,
 /// oldest first, as ADK builds them: rewound invocations left out; each summary

@@ -7,14 +7,13 @@ mod instruction;
 
 pub use callbacks::BeforeModel;
 
-use crate::tools::TransferToAgentTool;
 use adk_core::{
     AdkError, Agent, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm, LlmRequest,
     LlmResponse, Result, Tool, Toolset,
 };
 use async_trait::async_trait;
 use callbacks::{AfterModelFn, BeforeModelFn};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -163,22 +162,22 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// Checks the definition: a valid name, a model, unique tool and sub-agent names.
+    /// Checks the definition with the library's [rules](crate::validate_agent_name): a
+    /// valid name, a model, tools with unique valid names, unique sub-agent names, a
+    /// state key for `output_key`.
     pub fn build(self) -> Result<LlmAgent> {
         crate::validate_agent_name(&self.name)?;
+        let in_agent = |e: AdkError| match e {
+            AdkError::Config(message) => AdkError::Config(format!("agent {}: {message}", self.name)),
+            other => other,
+        };
         let model = self
             .model
             .ok_or_else(|| AdkError::Config(format!("agent {} has no model", self.name)))?;
-        let mut names = HashSet::new();
-        let builtin = (!self.sub_agents.is_empty()).then_some(TransferToAgentTool::NAME);
-        for tool in self.tools.iter().map(|t| t.name()).chain(builtin) {
-            if !names.insert(tool) {
-                return Err(AdkError::Config(format!(
-                    "agent {} has two tools named {tool}",
-                    self.name
-                )));
-            }
+        for tool in &self.tools {
+            crate::validate_tool_name(tool.name()).map_err(in_agent)?;
         }
+        crate::validate_tool_list(self.tools.iter().map(|t| t.name())).map_err(in_agent)?;
         let mut agents = HashSet::new();
         for agent in &self.sub_agents {
             if !agents.insert(agent.name()) {
@@ -190,9 +189,7 @@ impl LlmAgentBuilder {
             }
         }
         if let Some(key) = &self.output_key {
-            let probe = HashMap::from([(key.clone(), serde_json::Value::Null)]);
-            adk_core::validate::state_keys("output_key", &probe)
-                .map_err(|e| AdkError::Config(format!("agent {}: {e}", self.name)))?;
+            crate::validate_output_key(key).map_err(in_agent)?;
         }
         Ok(LlmAgent {
             inner: Arc::new(Inner {

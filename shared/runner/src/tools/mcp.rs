@@ -35,8 +35,6 @@ const INHERITED_ENV: [&str; 8] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "U
 /// A connection that lived this long was healthy: the next failure starts the
 /// backoff from its shortest delay again.
 const HEALTHY_CONNECTION: Duration = Duration::from_secs(60);
-/// The longest function name OpenAI and Gemini accept.
-const MAX_TOOL_NAME_CHARS: usize = 64;
 
 /// How the runner reaches the MCP server.
 #[derive(Debug, Clone)]
@@ -370,7 +368,7 @@ impl Shared {
                 Some(prefix) => format!("{prefix}_{remote}"),
                 None => remote.clone(),
             };
-            if !is_function_name(&name) {
+            if !crate::is_tool_name(&name) {
                 tracing::warn!(toolset = %self.name, tool = %name, "MCP tool left out: a model can only call 1-64 characters of [A-Za-z0-9_-]");
                 continue;
             }
@@ -653,14 +651,6 @@ fn tool_output(result: &Value) -> ToolOutput {
         response: Value::Object(response),
         parts,
     }
-}
-
-/// What OpenAI and Gemini accept as a function name.
-fn is_function_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().count() <= MAX_TOOL_NAME_CHARS
-        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
 #[cfg(test)]
