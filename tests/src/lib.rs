@@ -1,6 +1,8 @@
 //! Helpers shared by the end-to-end tests and the bench binary: starting the
 //! real binaries against a real Redis and connecting real gRPC clients.
 
+pub mod cases;
+
 use adk_client::{RemoteArtifactService, RemoteSessionService};
 use adk_core::ByteStream;
 use adk_testkit::{RedisServer, ServiceProcess};

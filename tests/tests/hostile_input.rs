@@ -7,17 +7,15 @@
 //! be byte for byte what it was (a DUMP of every Redis key).
 
 use adk_e2e::InProcessServer;
+use adk_e2e::cases::{Call, Case, check, on, row, stream_status};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
 use adk_testkit::RedisServer;
-use futures::StreamExt;
-use futures::future::BoxFuture;
 use prost_types::value::Kind;
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::time::Duration;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
@@ -121,102 +119,6 @@ fn b64(text: &str) -> String {
         }
     }
     out
-}
-
-/// A hostile call whose reply does not matter, only its status.
-type Call = BoxFuture<'static, Result<(), tonic::Status>>;
-
-/// `call` on a clone of `client`, as a [`Call`].
-fn on<C: Clone, T, Fut>(client: &C, call: impl FnOnce(C) -> Fut) -> Call
-where
-    Fut: Future<Output = Result<T, tonic::Status>> + Send + 'static,
-{
-    let reply = call(client.clone());
-    Box::pin(async move { reply.await.map(drop) })
-}
-
-/// One row of a table: a call, the code it must get (`Code::Ok`: it must succeed), texts
-/// its message must hold (the request's field) and texts it must not (another request's
-/// field or advice).
-struct Case {
-    name: String,
-    call: Call,
-    want: Code,
-    names: Vec<&'static str>,
-    foreign: Vec<&'static str>,
-}
-
-fn row(name: impl Into<String>, want: Code, call: Call) -> Case {
-    Case {
-        name: name.into(),
-        call,
-        want,
-        names: Vec::new(),
-        foreign: Vec::new(),
-    }
-}
-
-impl Case {
-    fn naming(mut self, names: &[&'static str], foreign: &[&'static str]) -> Case {
-        self.names.extend(names);
-        self.foreign.extend(foreign);
-        self
-    }
-
-    /// What is wrong with the reply, if anything.
-    async fn failure(self) -> Option<String> {
-        let Case {
-            name,
-            call,
-            want,
-            names,
-            foreign,
-        } = self;
-        let status = match call.await {
-            Ok(()) if want == Code::Ok => return None,
-            Ok(()) => return Some(format!("{name}: expected {want:?}, got a reply")),
-            Err(status) => status,
-        };
-        let message = status.message();
-        if status.code() != want {
-            return Some(format!("{name}: expected {want:?}, got {:?}: {message}", status.code()));
-        }
-        if let Some(missing) = names.iter().find(|text| !message.contains(**text)) {
-            return Some(format!("{name}: {missing:?} not in {message:?}"));
-        }
-        if let Some(found) = foreign.iter().find(|text| message.contains(**text)) {
-            return Some(format!("{name}: {found:?} in {message:?}"));
-        }
-        None
-    }
-}
-
-/// Runs every row of `batch` in order and fails naming each row that did not get its
-/// status; returns how many rows ran.
-async fn check(batch: &str, rows: Vec<Case>) -> usize {
-    let count = rows.len();
-    let mut failures = Vec::new();
-    for case in rows {
-        failures.extend(case.failure().await);
-    }
-    assert!(
-        failures.is_empty(),
-        "{batch}: {} of {count} rows failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    count
-}
-
-/// The first status of a server stream: the call's or its first item's.
-async fn stream_status<T: std::fmt::Debug>(
-    call: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
-) -> Result<T, tonic::Status> {
-    let mut stream = call?.into_inner();
-    match stream.next().await {
-        Some(item) => item,
-        None => Err(tonic::Status::ok("the stream ended without an item or a status")),
-    }
 }
 
 struct Stack {
