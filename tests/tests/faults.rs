@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
@@ -300,13 +300,17 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
     // Writers run until told to stop; each counts its successes after the restart.
     let stop = Arc::new(AtomicBool::new(false));
     let restarted = Arc::new(AtomicBool::new(false));
-    let ok_after_restart: Arc<Vec<AtomicUsize>> =
-        Arc::new((0..APPEND_TASKS + SAVE_TASKS).map(|_| AtomicUsize::new(0)).collect());
+    let per_writer =
+        || -> Arc<Vec<AtomicUsize>> { Arc::new((0..APPEND_TASKS + SAVE_TASKS).map(|_| AtomicUsize::new(0)).collect()) };
+    let ok_after_restart = per_writer();
+    // Every writer's acknowledged and failed calls, whenever they happened.
+    let (acked, failed) = (per_writer(), per_writer());
 
     let mut appenders = Vec::new();
     for task in 0..APPEND_TASKS {
         let (sessions, app, stop) = (sessions.clone(), app.clone(), stop.clone());
         let (restarted, ok_after_restart) = (restarted.clone(), ok_after_restart.clone());
+        let (acked, failed) = (acked.clone(), failed.clone());
         appenders.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut i = 0;
@@ -323,7 +327,10 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     precondition: None,
                 };
                 let after_restart = restarted.load(Ordering::SeqCst);
-                match tokio::time::timeout(CALL_TIMEOUT, sessions.append_event(req)).await {
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, sessions.append_event(req)).await;
+                let counts = if matches!(outcome, Ok(Ok(_))) { &acked } else { &failed };
+                counts[task].fetch_add(1, Ordering::SeqCst);
+                match outcome {
                     Ok(Ok(stored)) => {
                         if after_restart {
                             ok_after_restart[task].fetch_add(1, Ordering::SeqCst);
@@ -334,6 +341,8 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     Err(_) => outcomes.push(AppendOutcome::Failed(event, Code::DeadlineExceeded)),
                 }
                 i += 1;
+                // Pacing, not a wait: it bounds each writer's rate so the outcome logs
+                // the test verifies stay small; nothing waits for a condition here.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             outcomes
@@ -343,6 +352,7 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
     for task in 0..SAVE_TASKS {
         let (artifacts, app, stop) = (artifacts.clone(), app.clone(), stop.clone());
         let (restarted, ok_after_restart) = (restarted.clone(), ok_after_restart.clone());
+        let (acked, failed) = (acked.clone(), failed.clone());
         savers.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut i = 0u64;
@@ -359,7 +369,10 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     version: None,
                 };
                 let after_restart = restarted.load(Ordering::SeqCst);
-                match tokio::time::timeout(CALL_TIMEOUT, artifacts.save(req)).await {
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, artifacts.save(req)).await;
+                let counts = if matches!(outcome, Ok(Ok(_))) { &acked } else { &failed };
+                counts[APPEND_TASKS + task].fetch_add(1, Ordering::SeqCst);
+                match outcome {
                     Ok(Ok(saved)) => {
                         if after_restart {
                             ok_after_restart[APPEND_TASKS + task].fetch_add(1, Ordering::SeqCst);
@@ -370,16 +383,30 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     Err(_) => outcomes.push(SaveOutcome::Failed(name, sha, Code::DeadlineExceeded)),
                 }
                 i += 1;
+                // Pacing, not a wait: it bounds each writer's rate so the outcome logs
+                // the test verifies stay small; nothing waits for a condition here.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             outcomes
         }));
     }
 
-    // Writes flow, Redis crashes mid-flight, stays down a while, and comes back from its AOF.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Writes flow (every writer has had some acknowledged), Redis crashes mid-flight,
+    // stays down until every writer has seen a call fail, and comes back from its AOF.
+    let every_writer = |counts: Arc<Vec<AtomicUsize>>, at_least: usize| async move {
+        counts.iter().all(|n| n.load(Ordering::SeqCst) >= at_least)
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || every_writer(acked.clone(), 3)).await,
+        "writes flow before the crash"
+    );
+    // Failures from here on are the outage's.
+    failed.iter().for_each(|n| n.store(0, Ordering::SeqCst));
     redis.kill9().await;
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(
+        eventually(CALL_TIMEOUT * 2, || every_writer(failed.clone(), 1)).await,
+        "every writer sees Redis down"
+    );
     redis.restart().await;
     restarted.store(true, Ordering::SeqCst);
     // The same server processes recover by themselves: every writer succeeds again.
@@ -866,7 +893,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     provider.push(openai::text("Warm."));
     let (_, error) = run_to_end(&mut run_client, run_request("chat", "warm", "Hi")).await;
     assert!(error.is_none(), "{error:?}");
-    upload(&mut artifact_client, &app, "warm.bin", 3, true)
+    upload(&mut artifact_client, artifacts_metrics, &app, "warm.bin", 3, true)
         .await
         .expect("a whole upload");
     let mut watching = open_watch(&mut session_client, &app).await;
@@ -878,8 +905,20 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     for port in [sessions_metrics, artifacts_metrics, runner_metrics] {
         assert!(eventually(Duration::from_secs(10), || streams_zero(port)).await);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let redis_before = connected_clients(&mut redis_conn).await;
+    // The baseline once the warm-up's Redis connections have settled: the same count on
+    // two reads in a row.
+    let last_count = Arc::new(AtomicU64::new(u64::MAX));
+    let redis_before = adk_testkit::eventually(Duration::from_secs(10), || {
+        let (mut conn, last_count) = (redis_conn.clone(), last_count.clone());
+        async move {
+            let now = connected_clients(&mut conn).await;
+            match last_count.swap(now, Ordering::SeqCst) {
+                last if last == now => Ok(now),
+                last => Err(format!("Redis connected_clients still moving ({last} then {now})")),
+            }
+        }
+    })
+    .await;
     let before = [indicators(&sessions), indicators(&artifacts), indicators(&runner)];
 
     // Runs dropped once the model has started answering (each on its own session).
@@ -914,7 +953,15 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     // writes, so the drops really happened mid-write.
     let sets_before = set_calls(&mut redis_conn).await;
     for i in 0..DROPS {
-        let result = upload(&mut artifact_client, &app, &format!("drop{i}.bin"), 2 + i % 4, false).await;
+        let result = upload(
+            &mut artifact_client,
+            artifacts_metrics,
+            &app,
+            &format!("drop{i}.bin"),
+            2 + i % 4,
+            false,
+        )
+        .await;
         assert!(result.is_none(), "a dropped upload returns nothing");
     }
     let pending_writes = set_calls(&mut redis_conn).await - sets_before;
@@ -1046,6 +1093,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
 /// and `None` returned.
 async fn upload(
     client: &mut ArtifactServiceClient<Channel>,
+    metrics_port: u16,
     app: &str,
     name: &str,
     chunks: usize,
@@ -1082,8 +1130,13 @@ async fn upload(
         let saved = call.await.expect("the upload task").expect("UploadArtifact");
         return Some(saved.into_inner().version);
     }
-    // Let the server take the chunks in, then walk away mid-stream.
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Walk away mid-stream once the server is in the upload (its handler holds the open
+    // stream: the UploadArtifact gauge counts it).
+    let in_upload = || async move { metric_sum(metrics_port, "adk_grpc_server_active_streams").await >= 1.0 };
+    assert!(
+        eventually(Duration::from_secs(10), in_upload).await,
+        "the server never took the upload in"
+    );
     call.abort();
     let _ = call.await;
     drop(tx);

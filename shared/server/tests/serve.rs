@@ -84,10 +84,12 @@ async fn serve_returns_once_shutdown_fires() {
     let serving = tokio::spawn(server.serve());
     // Shut down a server that is known to be serving (it answered a health check), so
     // the test proves serve() returns from the running state, not from before it.
-    let mut health = tonic_health::pb::health_client::HealthClient::connect(endpoint)
+    let channel = tonic::transport::Channel::from_shared(endpoint)
+        .unwrap()
+        .connect()
         .await
         .unwrap();
-    health
+    tonic_health::pb::health_client::HealthClient::new(channel)
         .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
         .await
         .unwrap();
