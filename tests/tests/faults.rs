@@ -16,21 +16,22 @@ use adk_core::{
     AppendEventRequest, ArtifactService, Content, CreateRequest, Event, GetRequest, ListEventsRequest, Part, PartKind,
     SessionService,
 };
-use adk_e2e::{after_user_event, connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
+use adk_e2e::runs::{
+    self, agents_file, chat_app, run_to_end, spawn_runner, spawn_with_metrics, text_of as texts, user_text,
+};
+use adk_e2e::{connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
 use adk_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, free_port, unique_prefix};
+use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -47,27 +48,6 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
     adk_e2e::Noise::new(seed).bytes(len)
 }
 
-fn user_text(text: &str) -> pb::Content {
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::Text(text.into())),
-            ..Default::default()
-        }],
-    }
-}
-
-fn texts(event: &pb::Event) -> String {
-    let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|p| match &p.kind {
-            Some(pb::part::Kind::Text(t)) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn has_function_response(event: &pb::Event) -> bool {
     let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
     parts
@@ -75,56 +55,8 @@ fn has_function_response(event: &pb::Event) -> bool {
         .any(|p| matches!(p.kind, Some(pb::part::Kind::FunctionResponse(_))))
 }
 
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
-}
-
-async fn spawn_runner(store_url: &str, agents: &tempfile::NamedTempFile, extra_args: &[String]) -> ServiceProcess {
-    let mut args = vec![
-        "--store-url".to_string(),
-        store_url.to_string(),
-        "--agents".to_string(),
-        agents.path().display().to_string(),
-    ];
-    args.extend(extra_args.iter().cloned());
-    ServiceProcess::spawn("adk-runner-server", &args, &[]).await
-}
-
 fn run_request(app: &str, session: &str, text: &str) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: app.into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(user_text(text)),
-        create_session: true,
-        ..Default::default()
-    }
-}
-
-/// Reads a Run stream to its end: the events, and the status it ended with.
-async fn run_to_end(
-    client: &mut AgentRunnerClient<Channel>,
-    request: pb::RunRequest,
-) -> (Vec<pb::Event>, Option<tonic::Status>) {
-    let mut stream = match client.run(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => return (Vec::new(), Some(status)),
-    };
-    let mut events = Vec::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(30), stream.message()).await {
-            Ok(Ok(Some(event))) => events.push(event),
-            Ok(Ok(None)) => return (after_user_event(events), None),
-            Ok(Err(status)) => return (after_user_event(events), Some(status)),
-            Err(_) => panic!("the run stream stalled for 30 s after {} events", events.len()),
-        }
-    }
+    runs::run_request(app, USER, session, user_text(text))
 }
 
 async fn get_pb_session(endpoint: &str, app: &str, session: &str) -> pb::Session {
@@ -185,15 +117,7 @@ fn assert_whole_and_contiguous(events: &[pb::Event], context: &str) {
 
 /// GET /metrics over plain HTTP/1.1; the sum of the samples of `name`.
 async fn metric_sum(port: u16, name: &str) -> f64 {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.expect("read");
+    let reply = runs::metrics_reply(port).await;
     let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.lines()
@@ -821,15 +745,7 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
 const DROPS: usize = 50;
 
 fn hanging_app(provider_url: &str) -> String {
-    format!(
-        "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{provider_url}', timeout_secs: 120 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-"
-    )
+    chat_app(provider_url, 120)
 }
 
 /// One server's leak indicators.
@@ -846,26 +762,19 @@ fn indicators(server: &ServiceProcess) -> Indicators {
     }
 }
 
-async fn spawn_with_metrics(bin: &str, args: Vec<String>) -> (ServiceProcess, u16) {
-    let port = free_port();
-    let mut args = args;
-    args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
-    (ServiceProcess::spawn(bin, &args, &[]).await, port)
-}
-
 #[tokio::test]
 async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_nothing() {
     let provider = FakeServer::start().await;
     let redis = RedisServer::start().await;
     let store = || vec!["--store-url".to_string(), redis.url()];
-    let (sessions, sessions_metrics) = spawn_with_metrics("adk-session-server", store()).await;
+    let (sessions, sessions_metrics) = spawn_with_metrics("adk-session-server", &store()).await;
     let mut artifact_args = store();
     artifact_args.extend(["--artifact-chunk-bytes".to_string(), "4096".to_string()]);
-    let (artifacts, artifacts_metrics) = spawn_with_metrics("adk-artifact-server", artifact_args).await;
+    let (artifacts, artifacts_metrics) = spawn_with_metrics("adk-artifact-server", &artifact_args).await;
     let agents = agents_file(&hanging_app(provider.url()));
     let mut runner_args = store();
     runner_args.extend(["--agents".to_string(), agents.path().display().to_string()]);
-    let (runner, runner_metrics) = spawn_with_metrics("adk-runner-server", runner_args).await;
+    let (runner, runner_metrics) = spawn_with_metrics("adk-runner-server", &runner_args).await;
     let mut redis_conn = redis.connection().await;
 
     let app = unique_prefix("faults-drop");
