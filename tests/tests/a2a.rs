@@ -335,7 +335,7 @@ async fn get_task(client: &mut A2aServiceClient<Channel>, id: &str) -> a2a::Task
 async fn a_task_started_on_one_replica_is_read_subscribed_to_and_canceled_through_another() {
     let redis = RedisServer::start().await;
     let provider = FakeServer::start().await;
-    let agents = agents_file(&chat_app(&provider.url(), 120));
+    let agents = agents_file(&chat_app(provider.url(), 120));
     let url = redis.url();
     let (first, second) = tokio::join!(spawn_runner(&url, &agents, &[]), spawn_runner(&url, &agents, &[]));
     let (mut on_first, mut on_second) = (a2a_client(&first).await, a2a_client(&second).await);
@@ -447,7 +447,7 @@ async fn a_task_started_on_one_replica_is_read_subscribed_to_and_canceled_throug
 async fn send_message_waits_at_most_a2a_wait_secs_then_the_task_goes_on() {
     let redis = RedisServer::start().await;
     let provider = FakeServer::start().await;
-    let agents = agents_file(&chat_app(&provider.url(), 120));
+    let agents = agents_file(&chat_app(provider.url(), 120));
     let server = spawn_runner(&redis.url(), &agents, &["--a2a-wait-secs".into(), "1".into()]).await;
     let mut client = a2a_client(&server).await;
     provider.push(FakeReply::Stall);

@@ -32,7 +32,7 @@ impl Replicas {
         let redis = RedisServer::start().await;
         let provider = FakeServer::start().await;
         let queued = "  queued:\n    on_busy: enqueue\n    root_agent: { name: chatter, model: gpt }\n";
-        let agents = agents_file(&(chat_app(&provider.url(), 120) + queued));
+        let agents = agents_file(&(chat_app(provider.url(), 120) + queued));
         let url = redis.url();
         let (s0, s1, r0, r1) = tokio::join!(
             spawn_session_server(&url, &[]),
