@@ -3,6 +3,7 @@
 
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{ServiceProcess, free_port};
 use std::io::Write;
 use std::time::Duration;
@@ -140,4 +141,19 @@ pub async fn spawn_runner(store_url: &str, agents: &tempfile::NamedTempFile, ext
     ];
     args.extend(extra_args.iter().cloned());
     ServiceProcess::spawn("adk-runner-server", &args, &[]).await
+}
+
+/// `session` of `user` in `app`, read with GetSession over a new connection to `endpoint`.
+pub async fn get_session(endpoint: String, app: &str, user: &str, session: &str) -> pb::Session {
+    let mut client = SessionServiceClient::connect(endpoint).await.expect("connect");
+    client
+        .get_session(pb::GetSessionRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: session.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("GetSession")
+        .into_inner()
 }

@@ -60,19 +60,7 @@ fn run_request(app: &str, session: &str, text: &str) -> pb::RunRequest {
 }
 
 async fn get_pb_session(endpoint: &str, app: &str, session: &str) -> pb::Session {
-    let mut client = SessionServiceClient::connect(endpoint.to_string())
-        .await
-        .expect("connect");
-    client
-        .get_session(pb::GetSessionRequest {
-            app_name: app.into(),
-            user_id: USER.into(),
-            session_id: session.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("GetSession")
-        .into_inner()
+    runs::get_session(endpoint.to_string(), app, USER, session).await
 }
 
 fn pb_state(session: &pb::Session) -> Map<String, Value> {

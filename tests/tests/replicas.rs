@@ -62,17 +62,8 @@ impl Replicas {
     }
 
     async fn events(&self, app: &str, session: &str) -> Vec<pb::Event> {
-        let mut client = self.sessions(0).await;
-        client
-            .get_session(pb::GetSessionRequest {
-                app_name: app.into(),
-                user_id: USER.into(),
-                session_id: session.into(),
-                ..Default::default()
-            })
+        runs::get_session(self.sessions[0].endpoint(), app, USER, session)
             .await
-            .expect("GetSession")
-            .into_inner()
             .events
     }
 

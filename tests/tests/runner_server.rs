@@ -65,19 +65,7 @@ impl Stack {
     }
 
     async fn get_session(&self, app: &str, session: &str) -> pb::Session {
-        let mut client = SessionServiceClient::connect(self.sessions.endpoint())
-            .await
-            .expect("connect");
-        client
-            .get_session(pb::GetSessionRequest {
-                app_name: app.into(),
-                user_id: USER.into(),
-                session_id: session.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("GetSession")
-            .into_inner()
+        runs::get_session(self.sessions.endpoint(), app, USER, session).await
     }
 }
 
