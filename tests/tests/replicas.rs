@@ -86,6 +86,22 @@ impl Replicas {
         (stream, user)
     }
 
+    /// Waits until `invocation` no longer holds the session's lease (a read: a Cancel
+    /// would end a run that still held it).
+    async fn lease_released(&self, app: &str, session: &str, invocation: &str) {
+        let key = format!("adk:lease:{{{app}:{USER}}}:{session}");
+        let port = self.redis.port().to_string();
+        adk_testkit::eventually(Duration::from_secs(20), || async {
+            let holder = adk_testkit::redis_cli(&["-p", &port, "get", &key]).await;
+            if holder.trim() == invocation {
+                Err(format!("{invocation} still holds {key}"))
+            } else {
+                Ok(())
+            }
+        })
+        .await;
+    }
+
     /// Waits until `count` runs wait in the session's line (`enqueue`).
     async fn line_length(&self, app: &str, session: &str, count: u64) {
         let key = format!("adk:lease:{{{app}:{USER}}}:{session}:line");
@@ -242,6 +258,9 @@ async fn a_kept_run_outlives_its_client_who_reattaches_through_the_other_session
         replicas.provider.wait_for_disconnects(2, Duration::from_secs(10)).await,
         "the dropped run's model request was dropped"
     );
+    // The run ends after its model request does: wait (reading only) until it no longer
+    // holds the session, then Cancel finds nothing to cancel.
+    replicas.lease_released("chat", "s3", &user.invocation_id).await;
     let reply = replicas
         .runner(1)
         .await
