@@ -1,11 +1,17 @@
 //! Helpers shared by the end-to-end tests and the bench binary: starting the
 //! real binaries against a real Redis and connecting real gRPC clients.
 
+pub mod cases;
+pub mod runs;
+
 use adk_client::{RemoteArtifactService, RemoteSessionService};
 use adk_core::ByteStream;
 use adk_testkit::{RedisServer, ServiceProcess};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
+use std::net::SocketAddr;
+use tokio::task::JoinHandle;
+use tonic::transport::Channel;
 
 /// A real `adk-session-server` process in front of a real `redis-server`.
 pub struct SessionStack {
@@ -65,6 +71,75 @@ pub async fn connect_artifacts(server: &ServiceProcess) -> RemoteArtifactService
     RemoteArtifactService::connect(server.endpoint())
         .await
         .unwrap_or_else(|e| panic!("connect to {}: {e}\n{}", server.endpoint(), server.tail_log(30)))
+}
+
+/// A server in the test's own process on an ephemeral port, for tests that are about
+/// what the server answers rather than about the process (its signals, exit codes,
+/// flags, logs): nothing to build or spawn, so it can never be a stale binary. It stops
+/// (health NOT_SERVING, streams end, listener closed) when dropped.
+pub struct InProcessServer {
+    addr: SocketAddr,
+    shutdown: adk_server_kit::Shutdown,
+    serving: JoinHandle<Result<(), adk_server_kit::ServeError>>,
+}
+
+impl InProcessServer {
+    /// `adk-server` with `args`, parsed and assembled exactly as the binary does
+    /// (`adk_server::server`); the listen address is an ephemeral port and the metrics
+    /// endpoint is off, as for every spawned test server.
+    pub async fn all_in_one(args: &[&str]) -> InProcessServer {
+        use clap::Parser;
+        let flags = ["adk-server", "--listen", "127.0.0.1:0", "--metrics-listen", "off"];
+        let cli = adk_server::Cli::try_parse_from(flags.iter().chain(args))
+            .unwrap_or_else(|e| panic!("adk-server {args:?}: {e}"));
+        let shutdown = adk_server_kit::Shutdown::new();
+        let server = adk_server::server(&cli, shutdown.clone())
+            .await
+            .unwrap_or_else(|e| panic!("adk-server {args:?}: {e:#}"));
+        InProcessServer::serve(server, shutdown).await
+    }
+
+    /// Binds `server` (built with `shutdown`) to an ephemeral port and serves it in the background.
+    pub async fn serve(server: adk_server_kit::GrpcServer, shutdown: adk_server_kit::Shutdown) -> InProcessServer {
+        let bound = server.bind("127.0.0.1:0").await.expect("bind an ephemeral port");
+        let addr = bound.local_addr();
+        let serving = tokio::spawn(bound.serve());
+        InProcessServer {
+            addr,
+            shutdown,
+            serving,
+        }
+    }
+
+    pub fn endpoint(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.addr.port()
+    }
+
+    /// Whether the serve loop still runs (a handler's panic must not end it).
+    pub fn is_running(&self) -> bool {
+        !self.serving.is_finished()
+    }
+
+    /// A connected channel (the port is bound before [`InProcessServer::serve`] returns,
+    /// so the first connect succeeds).
+    pub async fn channel(&self) -> Channel {
+        Channel::from_shared(self.endpoint())
+            .unwrap()
+            .connect()
+            .await
+            .unwrap_or_else(|e| panic!("connect to {}: {e}", self.endpoint()))
+    }
+}
+
+impl Drop for InProcessServer {
+    fn drop(&mut self) {
+        self.shutdown.trigger();
+        self.serving.abort();
+    }
 }
 
 /// Deterministic bytes that do not compress (xorshift64*), generated as they are

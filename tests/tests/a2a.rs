@@ -8,7 +8,8 @@
 //!   re-attached (SubscribeToTask) and canceled through another on the same Redis.
 
 use adk_core::convert::{json_from_proto, json_to_proto};
-use adk_e2e::{after_user_event, venv_python};
+use adk_e2e::runs::{self, agents_file, chat_app, spawn_runner, text_of};
+use adk_e2e::venv_python;
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_proto::a2a;
 use adk_proto::a2a::a2a_service_client::A2aServiceClient;
@@ -17,7 +18,6 @@ use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{RedisServer, ServiceProcess, eventually};
 use serde_json::json;
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -58,16 +58,6 @@ impl PythonA2aServer {
     }
 }
 
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
-}
-
 fn user_message(part: pb::part::Kind) -> pb::Content {
     pb::Content {
         role: "user".into(),
@@ -79,39 +69,14 @@ fn user_message(part: pb::part::Kind) -> pb::Content {
 }
 
 fn run_request(session: &str, message: pb::Content) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: "frontdesk".into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(message),
-        create_session: true,
-        ..Default::default()
-    }
+    runs::run_request("frontdesk", USER, session, message)
 }
 
 /// Every event of a Run (after the user's message); panics on an error status.
 async fn run(client: &mut AgentRunnerClient<Channel>, request: pb::RunRequest) -> Vec<pb::Event> {
-    let mut stream = client.run(request).await.expect("Run").into_inner();
-    let mut events = Vec::new();
-    while let Some(event) = tokio::time::timeout(WAIT, stream.message())
-        .await
-        .expect("the run answers within 30 s")
-        .expect("the run succeeds")
-    {
-        events.push(event);
-    }
-    after_user_event(events)
-}
-
-fn text_of(event: &pb::Event) -> String {
-    let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            Some(pb::part::Kind::Text(text)) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
+    let (events, status) = runs::run_to_end(client, request).await;
+    assert!(status.is_none(), "the run fails: {status:?}");
+    events
 }
 
 fn metadata(event: &pb::Event, key: &str) -> String {
@@ -370,26 +335,9 @@ async fn get_task(client: &mut A2aServiceClient<Channel>, id: &str) -> a2a::Task
 async fn a_task_started_on_one_replica_is_read_subscribed_to_and_canceled_through_another() {
     let redis = RedisServer::start().await;
     let provider = FakeServer::start().await;
-    let agents = agents_file(&format!(
-        "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{}', timeout_secs: 120 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-",
-        provider.url()
-    ));
-    let args = [
-        "--store-url".to_string(),
-        redis.url(),
-        "--agents".to_string(),
-        agents.path().display().to_string(),
-    ];
-    let (first, second) = tokio::join!(
-        ServiceProcess::spawn("adk-runner-server", &args, &[]),
-        ServiceProcess::spawn("adk-runner-server", &args, &[]),
-    );
+    let agents = agents_file(&chat_app(provider.url(), 120));
+    let url = redis.url();
+    let (first, second) = tokio::join!(spawn_runner(&url, &agents, &[]), spawn_runner(&url, &agents, &[]));
     let (mut on_first, mut on_second) = (a2a_client(&first).await, a2a_client(&second).await);
 
     // A run that waits on its model, started through the first replica.
@@ -499,29 +447,8 @@ apps:
 async fn send_message_waits_at_most_a2a_wait_secs_then_the_task_goes_on() {
     let redis = RedisServer::start().await;
     let provider = FakeServer::start().await;
-    let agents = agents_file(&format!(
-        "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{}', timeout_secs: 120 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-",
-        provider.url()
-    ));
-    let server = ServiceProcess::spawn(
-        "adk-runner-server",
-        &[
-            "--store-url".into(),
-            redis.url(),
-            "--agents".into(),
-            agents.path().display().to_string(),
-            "--a2a-wait-secs".into(),
-            "1".into(),
-        ],
-        &[],
-    )
-    .await;
+    let agents = agents_file(&chat_app(provider.url(), 120));
+    let server = spawn_runner(&redis.url(), &agents, &["--a2a-wait-secs".into(), "1".into()]).await;
     let mut client = a2a_client(&server).await;
     provider.push(FakeReply::Stall);
     let status = client

@@ -1,38 +1,26 @@
-//! Rich errors over real gRPC: every non-OK status of the real `adk-server` carries
+//! Rich errors over real gRPC: every non-OK status of `adk-server` (in-process) carries
 //! `google.rpc` details in `grpc-status-details-bin` (an ErrorInfo with a stable
 //! reason and the domain "adk.dev"; a BadRequest naming the field for INVALID_ARGUMENT;
 //! RetryInfo where a retry may succeed), including the statuses tonic makes itself.
 
+use adk_e2e::InProcessServer;
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess};
+use adk_testkit::RedisServer;
 use std::time::Duration;
-use tonic::transport::Channel;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 const APP: &str = "assistant";
 const USER: &str = "u";
 
-async fn spawn_server(extra: &[&str]) -> ServiceProcess {
+/// The all-in-one server with the runner on, in the test's process: these tests are
+/// about the statuses it sends, not about the process.
+async fn start_server(extra: &[&str]) -> InProcessServer {
     let agents = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/agents.yaml");
-    let mut args: Vec<String> = vec![
-        "--agents".into(),
-        agents.into(),
-        "--metrics-listen".into(),
-        "off".into(),
-    ];
-    args.extend(extra.iter().map(|arg| arg.to_string()));
-    ServiceProcess::spawn("adk-server", &args, &[]).await
-}
-
-async fn channel(server: &ServiceProcess) -> Channel {
-    Channel::from_shared(server.endpoint())
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect")
+    let args: Vec<&str> = ["--agents", agents].iter().chain(extra).copied().collect();
+    InProcessServer::all_in_one(&args).await
 }
 
 /// The status of a refused call, checked to carry `code` and the ErrorInfo `reason` of
@@ -85,8 +73,8 @@ fn text_event(id: &str) -> pb::Event {
 
 #[tokio::test]
 async fn every_refusal_carries_a_stable_reason_in_grpc_status_details() {
-    let server = spawn_server(&["--max-message-bytes", "65536"]).await;
-    let channel = channel(&server).await;
+    let server = start_server(&["--max-message-bytes", "65536"]).await;
+    let channel = server.channel().await;
     let mut sessions = SessionServiceClient::new(channel.clone());
     let mut runner = AgentRunnerClient::new(channel.clone());
 
@@ -183,8 +171,8 @@ async fn every_refusal_carries_a_stable_reason_in_grpc_status_details() {
 /// A status tonic makes itself (a method the server does not have) gets details too.
 #[tokio::test]
 async fn statuses_tonic_makes_itself_carry_a_reason_too() {
-    let server = spawn_server(&[]).await;
-    let mut grpc = tonic::client::Grpc::new(channel(&server).await);
+    let server = start_server(&[]).await;
+    let mut grpc = tonic::client::Grpc::new(server.channel().await);
     grpc.ready().await.expect("ready");
     let path = tonic::codegen::http::uri::PathAndQuery::from_static("/adk.v1.SessionService/NoSuchMethod");
     let codec = tonic_prost::ProstCodec::<pb::GetSessionRequest, pb::Session>::default();
@@ -196,8 +184,8 @@ async fn statuses_tonic_makes_itself_carry_a_reason_too() {
 #[tokio::test]
 async fn a_store_outage_is_unavailable_with_retry_info() {
     let mut redis = RedisServer::start().await;
-    let server = spawn_server(&["--store-url", &redis.url()]).await;
-    let mut sessions = SessionServiceClient::new(channel(&server).await);
+    let server = start_server(&["--store-url", &redis.url()]).await;
+    let mut sessions = SessionServiceClient::new(server.channel().await);
     sessions.create_session(create("s1")).await.expect("created");
     redis.stop().await;
     let mut request = tonic::Request::new(get("s1"));

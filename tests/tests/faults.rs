@@ -16,21 +16,22 @@ use adk_core::{
     AppendEventRequest, ArtifactService, Content, CreateRequest, Event, GetRequest, ListEventsRequest, Part, PartKind,
     SessionService,
 };
-use adk_e2e::{after_user_event, connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
+use adk_e2e::runs::{
+    self, agents_file, chat_app, run_to_end, spawn_runner, spawn_with_metrics, text_of as texts, user_text,
+};
+use adk_e2e::{connect, connect_artifacts, spawn_artifact_server, spawn_session_server};
 use adk_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, free_port, unique_prefix};
+use adk_testkit::{RedisServer, ServiceProcess, unique_prefix};
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use std::collections::{HashMap, HashSet};
-use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -47,27 +48,6 @@ fn noise(len: usize, seed: u64) -> Vec<u8> {
     adk_e2e::Noise::new(seed).bytes(len)
 }
 
-fn user_text(text: &str) -> pb::Content {
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::Text(text.into())),
-            ..Default::default()
-        }],
-    }
-}
-
-fn texts(event: &pb::Event) -> String {
-    let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|p| match &p.kind {
-            Some(pb::part::Kind::Text(t)) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
-}
-
 fn has_function_response(event: &pb::Event) -> bool {
     let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
     parts
@@ -75,72 +55,12 @@ fn has_function_response(event: &pb::Event) -> bool {
         .any(|p| matches!(p.kind, Some(pb::part::Kind::FunctionResponse(_))))
 }
 
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
-}
-
-async fn spawn_runner(store_url: &str, agents: &tempfile::NamedTempFile, extra_args: &[String]) -> ServiceProcess {
-    let mut args = vec![
-        "--store-url".to_string(),
-        store_url.to_string(),
-        "--agents".to_string(),
-        agents.path().display().to_string(),
-    ];
-    args.extend(extra_args.iter().cloned());
-    ServiceProcess::spawn("adk-runner-server", &args, &[]).await
-}
-
 fn run_request(app: &str, session: &str, text: &str) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: app.into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(user_text(text)),
-        create_session: true,
-        ..Default::default()
-    }
-}
-
-/// Reads a Run stream to its end: the events, and the status it ended with.
-async fn run_to_end(
-    client: &mut AgentRunnerClient<Channel>,
-    request: pb::RunRequest,
-) -> (Vec<pb::Event>, Option<tonic::Status>) {
-    let mut stream = match client.run(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => return (Vec::new(), Some(status)),
-    };
-    let mut events = Vec::new();
-    loop {
-        match tokio::time::timeout(Duration::from_secs(30), stream.message()).await {
-            Ok(Ok(Some(event))) => events.push(event),
-            Ok(Ok(None)) => return (after_user_event(events), None),
-            Ok(Err(status)) => return (after_user_event(events), Some(status)),
-            Err(_) => panic!("the run stream stalled for 30 s after {} events", events.len()),
-        }
-    }
+    runs::run_request(app, USER, session, user_text(text))
 }
 
 async fn get_pb_session(endpoint: &str, app: &str, session: &str) -> pb::Session {
-    let mut client = SessionServiceClient::connect(endpoint.to_string())
-        .await
-        .expect("connect");
-    client
-        .get_session(pb::GetSessionRequest {
-            app_name: app.into(),
-            user_id: USER.into(),
-            session_id: session.into(),
-            ..Default::default()
-        })
-        .await
-        .expect("GetSession")
-        .into_inner()
+    runs::get_session(endpoint.to_string(), app, USER, session).await
 }
 
 fn pb_state(session: &pb::Session) -> Map<String, Value> {
@@ -185,15 +105,7 @@ fn assert_whole_and_contiguous(events: &[pb::Event], context: &str) {
 
 /// GET /metrics over plain HTTP/1.1; the sum of the samples of `name`.
 async fn metric_sum(port: u16, name: &str) -> f64 {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.expect("read");
+    let reply = runs::metrics_reply(port).await;
     let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     body.lines()
@@ -300,13 +212,17 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
     // Writers run until told to stop; each counts its successes after the restart.
     let stop = Arc::new(AtomicBool::new(false));
     let restarted = Arc::new(AtomicBool::new(false));
-    let ok_after_restart: Arc<Vec<AtomicUsize>> =
-        Arc::new((0..APPEND_TASKS + SAVE_TASKS).map(|_| AtomicUsize::new(0)).collect());
+    let per_writer =
+        || -> Arc<Vec<AtomicUsize>> { Arc::new((0..APPEND_TASKS + SAVE_TASKS).map(|_| AtomicUsize::new(0)).collect()) };
+    let ok_after_restart = per_writer();
+    // Every writer's acknowledged and failed calls, whenever they happened.
+    let (acked, failed) = (per_writer(), per_writer());
 
     let mut appenders = Vec::new();
     for task in 0..APPEND_TASKS {
         let (sessions, app, stop) = (sessions.clone(), app.clone(), stop.clone());
         let (restarted, ok_after_restart) = (restarted.clone(), ok_after_restart.clone());
+        let (acked, failed) = (acked.clone(), failed.clone());
         appenders.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut i = 0;
@@ -323,7 +239,10 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     precondition: None,
                 };
                 let after_restart = restarted.load(Ordering::SeqCst);
-                match tokio::time::timeout(CALL_TIMEOUT, sessions.append_event(req)).await {
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, sessions.append_event(req)).await;
+                let counts = if matches!(outcome, Ok(Ok(_))) { &acked } else { &failed };
+                counts[task].fetch_add(1, Ordering::SeqCst);
+                match outcome {
                     Ok(Ok(stored)) => {
                         if after_restart {
                             ok_after_restart[task].fetch_add(1, Ordering::SeqCst);
@@ -334,6 +253,8 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     Err(_) => outcomes.push(AppendOutcome::Failed(event, Code::DeadlineExceeded)),
                 }
                 i += 1;
+                // Pacing, not a wait: it bounds each writer's rate so the outcome logs
+                // the test verifies stay small; nothing waits for a condition here.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             outcomes
@@ -343,6 +264,7 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
     for task in 0..SAVE_TASKS {
         let (artifacts, app, stop) = (artifacts.clone(), app.clone(), stop.clone());
         let (restarted, ok_after_restart) = (restarted.clone(), ok_after_restart.clone());
+        let (acked, failed) = (acked.clone(), failed.clone());
         savers.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
             let mut i = 0u64;
@@ -359,7 +281,10 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     version: None,
                 };
                 let after_restart = restarted.load(Ordering::SeqCst);
-                match tokio::time::timeout(CALL_TIMEOUT, artifacts.save(req)).await {
+                let outcome = tokio::time::timeout(CALL_TIMEOUT, artifacts.save(req)).await;
+                let counts = if matches!(outcome, Ok(Ok(_))) { &acked } else { &failed };
+                counts[APPEND_TASKS + task].fetch_add(1, Ordering::SeqCst);
+                match outcome {
                     Ok(Ok(saved)) => {
                         if after_restart {
                             ok_after_restart[APPEND_TASKS + task].fetch_add(1, Ordering::SeqCst);
@@ -370,16 +295,30 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     Err(_) => outcomes.push(SaveOutcome::Failed(name, sha, Code::DeadlineExceeded)),
                 }
                 i += 1;
+                // Pacing, not a wait: it bounds each writer's rate so the outcome logs
+                // the test verifies stay small; nothing waits for a condition here.
                 tokio::time::sleep(Duration::from_millis(5)).await;
             }
             outcomes
         }));
     }
 
-    // Writes flow, Redis crashes mid-flight, stays down a while, and comes back from its AOF.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Writes flow (every writer has had some acknowledged), Redis crashes mid-flight,
+    // stays down until every writer has seen a call fail, and comes back from its AOF.
+    let every_writer = |counts: Arc<Vec<AtomicUsize>>, at_least: usize| async move {
+        counts.iter().all(|n| n.load(Ordering::SeqCst) >= at_least)
+    };
+    assert!(
+        eventually(Duration::from_secs(30), || every_writer(acked.clone(), 3)).await,
+        "writes flow before the crash"
+    );
+    // Failures from here on are the outage's.
+    failed.iter().for_each(|n| n.store(0, Ordering::SeqCst));
     redis.kill9().await;
-    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert!(
+        eventually(CALL_TIMEOUT * 2, || every_writer(failed.clone(), 1)).await,
+        "every writer sees Redis down"
+    );
     redis.restart().await;
     restarted.store(true, Ordering::SeqCst);
     // The same server processes recover by themselves: every writer succeeds again.
@@ -794,15 +733,7 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
 const DROPS: usize = 50;
 
 fn hanging_app(provider_url: &str) -> String {
-    format!(
-        "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{provider_url}', timeout_secs: 120 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-"
-    )
+    chat_app(provider_url, 120)
 }
 
 /// One server's leak indicators.
@@ -819,26 +750,19 @@ fn indicators(server: &ServiceProcess) -> Indicators {
     }
 }
 
-async fn spawn_with_metrics(bin: &str, args: Vec<String>) -> (ServiceProcess, u16) {
-    let port = free_port();
-    let mut args = args;
-    args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
-    (ServiceProcess::spawn(bin, &args, &[]).await, port)
-}
-
 #[tokio::test]
 async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_nothing() {
     let provider = FakeServer::start().await;
     let redis = RedisServer::start().await;
     let store = || vec!["--store-url".to_string(), redis.url()];
-    let (sessions, sessions_metrics) = spawn_with_metrics("adk-session-server", store()).await;
+    let (sessions, sessions_metrics) = spawn_with_metrics("adk-session-server", &store()).await;
     let mut artifact_args = store();
     artifact_args.extend(["--artifact-chunk-bytes".to_string(), "4096".to_string()]);
-    let (artifacts, artifacts_metrics) = spawn_with_metrics("adk-artifact-server", artifact_args).await;
+    let (artifacts, artifacts_metrics) = spawn_with_metrics("adk-artifact-server", &artifact_args).await;
     let agents = agents_file(&hanging_app(provider.url()));
     let mut runner_args = store();
     runner_args.extend(["--agents".to_string(), agents.path().display().to_string()]);
-    let (runner, runner_metrics) = spawn_with_metrics("adk-runner-server", runner_args).await;
+    let (runner, runner_metrics) = spawn_with_metrics("adk-runner-server", &runner_args).await;
     let mut redis_conn = redis.connection().await;
 
     let app = unique_prefix("faults-drop");
@@ -866,7 +790,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     provider.push(openai::text("Warm."));
     let (_, error) = run_to_end(&mut run_client, run_request("chat", "warm", "Hi")).await;
     assert!(error.is_none(), "{error:?}");
-    upload(&mut artifact_client, &app, "warm.bin", 3, true)
+    upload(&mut artifact_client, artifacts_metrics, &app, "warm.bin", 3, true)
         .await
         .expect("a whole upload");
     let mut watching = open_watch(&mut session_client, &app).await;
@@ -878,8 +802,20 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     for port in [sessions_metrics, artifacts_metrics, runner_metrics] {
         assert!(eventually(Duration::from_secs(10), || streams_zero(port)).await);
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let redis_before = connected_clients(&mut redis_conn).await;
+    // The baseline once the warm-up's Redis connections have settled: the same count on
+    // two reads in a row.
+    let last_count = Arc::new(AtomicU64::new(u64::MAX));
+    let redis_before = adk_testkit::eventually(Duration::from_secs(10), || {
+        let (mut conn, last_count) = (redis_conn.clone(), last_count.clone());
+        async move {
+            let now = connected_clients(&mut conn).await;
+            match last_count.swap(now, Ordering::SeqCst) {
+                last if last == now => Ok(now),
+                last => Err(format!("Redis connected_clients still moving ({last} then {now})")),
+            }
+        }
+    })
+    .await;
     let before = [indicators(&sessions), indicators(&artifacts), indicators(&runner)];
 
     // Runs dropped once the model has started answering (each on its own session).
@@ -914,7 +850,15 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
     // writes, so the drops really happened mid-write.
     let sets_before = set_calls(&mut redis_conn).await;
     for i in 0..DROPS {
-        let result = upload(&mut artifact_client, &app, &format!("drop{i}.bin"), 2 + i % 4, false).await;
+        let result = upload(
+            &mut artifact_client,
+            artifacts_metrics,
+            &app,
+            &format!("drop{i}.bin"),
+            2 + i % 4,
+            false,
+        )
+        .await;
         assert!(result.is_none(), "a dropped upload returns nothing");
     }
     let pending_writes = set_calls(&mut redis_conn).await - sets_before;
@@ -1046,6 +990,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
 /// and `None` returned.
 async fn upload(
     client: &mut ArtifactServiceClient<Channel>,
+    metrics_port: u16,
     app: &str,
     name: &str,
     chunks: usize,
@@ -1082,8 +1027,13 @@ async fn upload(
         let saved = call.await.expect("the upload task").expect("UploadArtifact");
         return Some(saved.into_inner().version);
     }
-    // Let the server take the chunks in, then walk away mid-stream.
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Walk away mid-stream once the server is in the upload (its handler holds the open
+    // stream: the UploadArtifact gauge counts it).
+    let in_upload = || async move { metric_sum(metrics_port, "adk_grpc_server_active_streams").await >= 1.0 };
+    assert!(
+        eventually(Duration::from_secs(10), in_upload).await,
+        "the server never took the upload in"
+    );
     call.abort();
     let _ = call.await;
     drop(tx);

@@ -1,9 +1,10 @@
-//! gRPC-Web (`--grpc-web`) on the real `adk-server` binary, spoken the way a browser
-//! does: HTTP/1.1, `application/grpc-web+proto`, the status in a trailer frame at the
+//! gRPC-Web (`--grpc-web`) on `adk-server` (served in the test's process; each separate
+//! binary as a real process), spoken the way a browser does: HTTP/1.1, `application/grpc-web+proto`, the status in a trailer frame at the
 //! end of the body (or in the headers when the call fails before any message), and
 //! CORS preflights answered only for `--cors-allowed-origins`. The browser itself is
 //! exercised by the chat page's Chromium test (clients/node/test/web-chat.test.js).
 
+use adk_e2e::InProcessServer;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_proto::v1::{
     CreateSessionRequest, GetSessionRequest, ListAppsRequest, ListAppsResponse, ListArtifactsRequest,
@@ -31,14 +32,8 @@ impl HttpResponse {
 
 /// Sends one request on a fresh connection (`Connection: close`) and reads the whole answer.
 /// None when the server closes the connection without an HTTP/1.1 answer.
-async fn http1(
-    server: &ServiceProcess,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Option<HttpResponse> {
-    let mut tcp = TcpStream::connect(("127.0.0.1", server.port())).await.expect("connect");
+async fn http1(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<HttpResponse> {
+    let mut tcp = TcpStream::connect(("127.0.0.1", port)).await.expect("connect");
     let mut request = format!(
         "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\nContent-Length: {}\r\n",
         body.len()
@@ -121,19 +116,20 @@ fn unframe(mut body: &[u8]) -> (Vec<Vec<u8>>, String) {
     (messages, trailers)
 }
 
-async fn grpc_web_call(server: &ServiceProcess, method: &str, request: impl Message) -> Option<HttpResponse> {
+async fn grpc_web_call(port: u16, method: &str, request: impl Message) -> Option<HttpResponse> {
     let headers = [
         ("Content-Type", "application/grpc-web+proto"),
         ("X-Grpc-Web", "1"),
         ("Origin", ALLOWED_ORIGIN),
     ];
-    http1(server, "POST", method, &headers, &frame(0, &request.encode_to_vec())).await
+    http1(port, "POST", method, &headers, &frame(0, &request.encode_to_vec())).await
 }
 
-async fn web_server(extra: &[&str]) -> ServiceProcess {
-    let mut args: Vec<String> = vec!["--grpc-web".into()];
-    args.extend(extra.iter().map(|a| a.to_string()));
-    ServiceProcess::spawn("adk-server", &args, &[]).await
+/// `adk-server --grpc-web` with `extra`, in the test's process: these tests are about what
+/// it answers to a browser, not about the process.
+async fn web_server(extra: &[&str]) -> InProcessServer {
+    let args: Vec<&str> = ["--grpc-web"].iter().chain(extra).copied().collect();
+    InProcessServer::all_in_one(&args).await
 }
 
 /// A browser-style gRPC-Web call over HTTP/1.1 creates a session that a plain gRPC
@@ -148,10 +144,10 @@ async fn grpc_web_over_http1_calls_the_services() {
         session_id: "from-browser".into(),
         ..Default::default()
     };
-    let answer = grpc_web_call(&server, "/adk.v1.SessionService/CreateSession", create)
+    let answer = grpc_web_call(server.port(), "/adk.v1.SessionService/CreateSession", create)
         .await
         .expect("an HTTP/1.1 answer");
-    assert_eq!(answer.status, 200, "{}", server.tail_log(20));
+    assert_eq!(answer.status, 200);
     assert!(
         answer
             .header("content-type")
@@ -188,7 +184,7 @@ async fn grpc_web_over_http1_calls_the_services() {
         session_id: "nope".into(),
         ..Default::default()
     };
-    let answer = grpc_web_call(&server, "/adk.v1.SessionService/GetSession", missing)
+    let answer = grpc_web_call(server.port(), "/adk.v1.SessionService/GetSession", missing)
         .await
         .unwrap();
     let status = answer
@@ -238,9 +234,15 @@ async fn cors_preflight_answers_only_allowed_origins() {
                 ("Access-Control-Request-Method", "POST"),
                 ("Access-Control-Request-Headers", "content-type,x-grpc-web,x-user-agent"),
             ];
-            http1(server, "OPTIONS", "/adk.v1.SessionService/CreateSession", &headers, b"")
-                .await
-                .expect("an HTTP/1.1 answer")
+            http1(
+                server.port(),
+                "OPTIONS",
+                "/adk.v1.SessionService/CreateSession",
+                &headers,
+                b"",
+            )
+            .await
+            .expect("an HTTP/1.1 answer")
         }
     };
     let allowed = preflight(ALLOWED_ORIGIN).await;
@@ -269,13 +271,13 @@ async fn cors_preflight_answers_only_allowed_origins() {
 /// gets no answer, and no CORS header ever.
 #[tokio::test]
 async fn grpc_web_is_off_without_the_flag() {
-    let server = ServiceProcess::spawn("adk-server", &[], &[]).await;
+    let server = InProcessServer::all_in_one(&[]).await;
     let create = CreateSessionRequest {
         app_name: "web".into(),
         user_id: "alice".into(),
         ..Default::default()
     };
-    let answer = grpc_web_call(&server, "/adk.v1.SessionService/CreateSession", create).await;
+    let answer = grpc_web_call(server.port(), "/adk.v1.SessionService/CreateSession", create).await;
     assert!(
         answer.is_none(),
         "HTTP/1.1 answered with status {:?}",
@@ -301,7 +303,7 @@ async fn every_binary_serves_grpc_web() {
         user_id: "bob".into(),
         ..Default::default()
     };
-    let answer = grpc_web_call(&sessions, "/adk.v1.SessionService/CreateSession", create)
+    let answer = grpc_web_call(sessions.port(), "/adk.v1.SessionService/CreateSession", create)
         .await
         .unwrap();
     let (messages, trailers) = unframe(&answer.body);
@@ -314,7 +316,7 @@ async fn every_binary_serves_grpc_web() {
         user_id: "bob".into(),
         session_id: "s".into(),
     };
-    let answer = grpc_web_call(&artifacts, "/adk.v1.ArtifactService/ListArtifacts", list)
+    let answer = grpc_web_call(artifacts.port(), "/adk.v1.ArtifactService/ListArtifacts", list)
         .await
         .unwrap();
     let (messages, trailers) = unframe(&answer.body);
@@ -331,7 +333,7 @@ async fn every_binary_serves_grpc_web() {
         vec!["--agents".into(), agents.display().to_string()],
     )
     .await;
-    let answer = grpc_web_call(&runner, "/adk.v1.AgentRunner/ListApps", ListAppsRequest {})
+    let answer = grpc_web_call(runner.port(), "/adk.v1.AgentRunner/ListApps", ListAppsRequest {})
         .await
         .unwrap();
     let (messages, trailers) = unframe(&answer.body);

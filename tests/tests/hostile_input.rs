@@ -1,16 +1,19 @@
-//! Hostile input against the real all-in-one binary (`adk-server` with the runner on,
-//! a real redis-server behind it): a corpus of bad requests for every RPC of
-//! SessionService, ArtifactService and AgentRunner. Each must get its exact status
-//! code, the server must stay up (health and a good request after every batch), and
-//! the stored data must be byte for byte what it was (a DUMP of every Redis key).
+//! Hostile input against the all-in-one server (`adk-server`'s own assembly with the
+//! runner on, served in the test's process over real gRPC, a real redis-server behind
+//! it): a corpus of bad requests for every RPC of SessionService, ArtifactService and
+//! AgentRunner, written as tables of rows (name, call, expected code, texts the message
+//! must and must not hold) that one loop runs, naming every row that fails. The server
+//! must stay up (health and a good request after every batch), and the stored data must
+//! be byte for byte what it was (a DUMP of every Redis key).
 
+use adk_e2e::InProcessServer;
+use adk_e2e::cases::{Call, Case, check, on, row, stream_status};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
-use adk_testkit::{RedisServer, ServiceProcess};
-use futures::StreamExt;
+use adk_testkit::RedisServer;
 use prost_types::value::Kind;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -118,58 +121,9 @@ fn b64(text: &str) -> String {
     out
 }
 
-/// Asserts the code of one hostile call, naming the case on failure.
-fn expect<T: std::fmt::Debug>(case: &str, want: Code, got: Result<T, tonic::Status>) {
-    match got {
-        Ok(reply) => panic!("{case}: expected {want:?}, got a reply: {reply:?}"),
-        Err(status) => assert_eq!(status.code(), want, "{case}: {}", status.message()),
-    }
-}
-
-/// Asserts the code of one hostile call and that its message names `field` (the field
-/// of the request the client sent) and says nothing of `foreign` (another request's
-/// field or advice).
-fn expect_naming<T: std::fmt::Debug>(
-    case: &str,
-    want: Code,
-    field: &str,
-    foreign: &[&str],
-    got: Result<T, tonic::Status>,
-) {
-    match got {
-        Ok(reply) => panic!("{case}: expected {want:?}, got a reply: {reply:?}"),
-        Err(status) => {
-            assert_eq!(status.code(), want, "{case}: {}", status.message());
-            assert!(
-                status.message().contains(field),
-                "{case}: {field:?} not in {:?}",
-                status.message()
-            );
-            for foreign in foreign {
-                assert!(
-                    !status.message().contains(foreign),
-                    "{case}: {foreign:?} in {:?}",
-                    status.message()
-                );
-            }
-        }
-    }
-}
-
-/// The first status of a server stream: the call's or its first item's.
-async fn stream_status<T: std::fmt::Debug>(
-    call: Result<tonic::Response<tonic::Streaming<T>>, tonic::Status>,
-) -> Result<T, tonic::Status> {
-    let mut stream = call?.into_inner();
-    match stream.next().await {
-        Some(item) => item,
-        None => Err(tonic::Status::ok("the stream ended without an item or a status")),
-    }
-}
-
 struct Stack {
     redis: RedisServer,
-    server: ServiceProcess,
+    server: InProcessServer,
     channel: Channel,
 }
 
@@ -177,24 +131,10 @@ impl Stack {
     async fn start() -> Stack {
         let redis = RedisServer::start().await;
         let agents = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/agents.yaml");
-        let args = [
-            "--store-url",
-            &redis.url(),
-            "--agents",
-            agents,
-            "--metrics-listen",
-            "off",
-        ]
-        .map(String::from);
-        let server = ServiceProcess::spawn("adk-server", &args, &[]).await;
-        let channel = Channel::from_shared(server.endpoint())
-            .unwrap()
-            .connect()
-            .await
-            .expect("connect");
+        let server = InProcessServer::all_in_one(&["--store-url", &redis.url(), "--agents", agents]).await;
+        let channel = server.channel().await;
         Stack { redis, server, channel }
     }
-
     fn sessions(&self) -> SessionServiceClient<Channel> {
         SessionServiceClient::new(self.channel.clone()).max_decoding_message_size(64 * MIB)
     }
@@ -238,12 +178,8 @@ impl Stack {
     }
 
     /// The server answers health and a good read after a batch, and stored nothing.
-    async fn still_serving(&mut self, before: &BTreeMap<String, (String, Vec<u8>)>, batch: &str) {
-        assert!(
-            self.server.is_running(),
-            "{batch}: the server died\n{}",
-            self.server.tail_log(40)
-        );
+    async fn still_serving(&self, before: &BTreeMap<String, (String, Vec<u8>)>, batch: &str) {
+        assert!(self.server.is_running(), "{batch}: the server stopped");
         let health = HealthClient::new(self.channel.clone())
             .check(HealthCheckRequest { service: String::new() })
             .await
@@ -308,29 +244,43 @@ async fn seed(stack: &Stack) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_requests_get_exact_codes_and_change_nothing() {
-    let mut stack = Stack::start().await;
+    let stack = Stack::start().await;
     seed(&stack).await;
     let before = stack.snapshot().await;
     assert!(!before.is_empty());
 
-    session_ids(&stack).await;
-    stack.still_serving(&before, "session ids").await;
-    session_values(&stack).await;
-    stack.still_serving(&before, "session values").await;
-    session_numbers_and_tokens(&stack).await;
-    stack.still_serving(&before, "session numbers and tokens").await;
-    artifact_requests(&stack).await;
-    stack.still_serving(&before, "artifact requests").await;
-    upload_and_download_misuse(&stack).await;
-    stack.still_serving(&before, "upload and download").await;
-    runner_requests(&stack).await;
-    stack.still_serving(&before, "runner requests").await;
-    transport_abuse(&stack).await;
-    stack.still_serving(&before, "transport abuse").await;
+    let batches = [
+        ("session ids", session_ids(&stack)),
+        ("session values", session_values(&stack)),
+        ("session numbers and tokens", session_numbers_and_tokens(&stack).await),
+        ("artifact requests", artifact_requests(&stack)),
+        ("upload and download", upload_and_download_misuse(&stack)),
+        ("runner requests", runner_requests(&stack)),
+        ("transport abuse", transport_abuse(&stack)),
+    ];
+    let mut rows = 0;
+    for (batch, cases) in batches {
+        rows += check(batch, cases).await;
+        stack.still_serving(&before, batch).await;
+    }
+    // The corpus only grows: fewer rows means a case was lost in an edit.
+    assert!(rows >= HOSTILE_ROWS, "{rows} rows, fewer than {HOSTILE_ROWS}");
+
+    // A chunk size over the maximum is capped or refused; either way nothing breaks.
+    let download = pb::DownloadArtifactRequest {
+        r#ref: good_ref(),
+        version: None,
+        chunk_size: u32::MAX,
+    };
+    if let Err(status) = stream_status(stack.artifacts().download_artifact(download).await).await {
+        assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
+    }
+    stack.still_serving(&before, "chunk size").await;
 }
 
-/// A hostile call whose reply does not matter, only its status.
-type Call = futures::future::BoxFuture<'static, Result<(), tonic::Status>>;
+/// How many rows the corpus had when it became tables (the calls of the hand-written
+/// version, one row each).
+const HOSTILE_ROWS: usize = 548;
 
 /// Every SessionService call that names one session, as (RPC, call) rows, for the ids
 /// given. Create is left out for an empty session id, which means "generate one".
@@ -343,87 +293,64 @@ fn calls_naming_a_session(
     let (app, user, session) = (app.to_string(), user.to_string(), session.to_string());
     let mut rows: Vec<(&'static str, Call)> = Vec::new();
     if !session.is_empty() {
-        let (mut c, request) = (
-            c.clone(),
-            pb::CreateSessionRequest {
-                app_name: app.clone(),
-                user_id: user.clone(),
-                session_id: session.clone(),
-                ..Default::default()
-            },
-        );
-        rows.push((
-            "create",
-            Box::pin(async move { c.create_session(request).await.map(drop) }),
-        ));
+        let create = pb::CreateSessionRequest {
+            app_name: app.clone(),
+            user_id: user.clone(),
+            session_id: session.clone(),
+            ..Default::default()
+        };
+        rows.push(("create", on(c, |mut c| async move { c.create_session(create).await })));
     }
-    let (mut c1, get) = (
-        c.clone(),
-        pb::GetSessionRequest {
-            app_name: app.clone(),
-            user_id: user.clone(),
-            session_id: session.clone(),
-            ..Default::default()
-        },
-    );
-    rows.push(("get", Box::pin(async move { c1.get_session(get).await.map(drop) })));
-    let (mut c2, delete) = (
-        c.clone(),
-        pb::DeleteSessionRequest {
-            app_name: app.clone(),
-            user_id: user.clone(),
-            session_id: session.clone(),
-        },
-    );
-    rows.push((
-        "delete",
-        Box::pin(async move { c2.delete_session(delete).await.map(drop) }),
-    ));
-    let (mut c3, append) = (
-        c.clone(),
-        pb::AppendEventRequest {
-            app_name: app.clone(),
-            user_id: user.clone(),
-            session_id: session.clone(),
-            event: Some(user_event("x")),
-            precondition: None,
-        },
-    );
-    rows.push((
-        "append",
-        Box::pin(async move { c3.append_event(append).await.map(drop) }),
-    ));
-    let (mut c4, list_events) = (
-        c.clone(),
-        pb::ListEventsRequest {
-            app_name: app.clone(),
-            user_id: user.clone(),
-            session_id: session.clone(),
-            ..Default::default()
-        },
-    );
+    let get = pb::GetSessionRequest {
+        app_name: app.clone(),
+        user_id: user.clone(),
+        session_id: session.clone(),
+        ..Default::default()
+    };
+    rows.push(("get", on(c, |mut c| async move { c.get_session(get).await })));
+    let delete = pb::DeleteSessionRequest {
+        app_name: app.clone(),
+        user_id: user.clone(),
+        session_id: session.clone(),
+    };
+    rows.push(("delete", on(c, |mut c| async move { c.delete_session(delete).await })));
+    let append = pb::AppendEventRequest {
+        app_name: app.clone(),
+        user_id: user.clone(),
+        session_id: session.clone(),
+        event: Some(user_event("x")),
+        precondition: None,
+    };
+    rows.push(("append", on(c, |mut c| async move { c.append_event(append).await })));
+    let list_events = pb::ListEventsRequest {
+        app_name: app.clone(),
+        user_id: user.clone(),
+        session_id: session.clone(),
+        ..Default::default()
+    };
     rows.push((
         "list events",
-        Box::pin(async move { c4.list_events(list_events).await.map(drop) }),
+        on(c, |mut c| async move { c.list_events(list_events).await }),
     ));
-    let (mut c5, watch) = (
-        c.clone(),
-        pb::WatchSessionRequest {
-            app_name: app,
-            user_id: user,
-            session_id: session,
-            after_sequence: None,
-        },
-    );
+    let watch = pb::WatchSessionRequest {
+        app_name: app,
+        user_id: user,
+        session_id: session,
+        after_sequence: None,
+    };
     rows.push((
         "watch",
-        Box::pin(async move { stream_status(c5.watch_session(watch).await).await.map(drop) }),
+        on(
+            c,
+            |mut c| async move { stream_status(c.watch_session(watch).await).await },
+        ),
     ));
     rows
 }
 
-async fn session_ids(stack: &Stack) {
+fn session_ids(stack: &Stack) -> Vec<Case> {
     let c = stack.sessions();
+    let mut rows = Vec::new();
     for bad in bad_ids() {
         let case = format!("id {:?}", adk_core::validate::quoted(&bad));
         let ids = [
@@ -433,24 +360,23 @@ async fn session_ids(stack: &Stack) {
         ];
         for (i, (app, user, session)) in ids.into_iter().enumerate() {
             for (rpc, call) in calls_naming_a_session(&c, app, user, session) {
-                expect(&format!("{rpc} {case} at {i}"), Code::InvalidArgument, call.await);
+                rows.push(row(format!("{rpc} {case} at {i}"), Code::InvalidArgument, call));
             }
         }
-        let mut c = c.clone();
         let list = pb::ListSessionsRequest {
             app_name: bad.clone(),
             user_id: USER.into(),
             ..Default::default()
         };
-        expect(
-            &format!("list {case}"),
+        rows.push(row(
+            format!("list {case}"),
             Code::InvalidArgument,
-            c.list_sessions(list).await,
-        );
+            on(&c, |mut c| async move { c.list_sessions(list).await }),
+        ));
         // An event id and a precondition id are ids too.
-        let mut event = user_event("x");
-        event.id = bad.clone();
         if !bad.is_empty() {
+            let mut event = user_event("x");
+            event.id = bad.clone();
             let append = pb::AppendEventRequest {
                 app_name: APP.into(),
                 user_id: USER.into(),
@@ -460,19 +386,44 @@ async fn session_ids(stack: &Stack) {
                     expected: Some(pb::append_precondition::Expected::LastEventId(bad.clone())),
                 }),
             };
-            expect(
-                &format!("append event.id {case}"),
+            rows.push(row(
+                format!("append event.id {case}"),
                 Code::InvalidArgument,
-                c.append_event(append).await,
-            );
+                on(&c, |mut c| async move { c.append_event(append).await }),
+            ));
         }
+    }
+    rows
+}
+
+/// An AppendEvent of `event` to the seeded session.
+fn append_to_seeded(event: pb::Event) -> pb::AppendEventRequest {
+    pb::AppendEventRequest {
+        app_name: APP.into(),
+        user_id: USER.into(),
+        session_id: SESSION.into(),
+        event: Some(event),
+        precondition: None,
     }
 }
 
-async fn session_values(stack: &Stack) {
-    let mut c = stack.sessions();
-    let oversized = string_value("x".repeat(MIB + 1));
-    let too_deep_for_protobuf = nested(200);
+fn session_values(stack: &Stack) -> Vec<Case> {
+    let c = stack.sessions();
+    let append = |event: pb::Event| {
+        let request = append_to_seeded(event);
+        on(&c, |mut c| async move { c.append_event(request).await })
+    };
+    let create = |state: Option<prost_types::Struct>, ttl: Option<prost_types::Duration>| {
+        let request = pb::CreateSessionRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: "fresh".into(),
+            state,
+            ttl,
+        };
+        on(&c, |mut c| async move { c.create_session(request).await })
+    };
+    let mut rows = Vec::new();
     let many_keys: Vec<_> = (0..1001)
         .map(|i| (format!("k{i}"), string_value(String::new())))
         .collect();
@@ -481,16 +432,12 @@ async fn session_values(stack: &Stack) {
         (
             "1 MiB + 1 value",
             Code::ResourceExhausted,
-            vec![("big".into(), oversized.clone())],
+            vec![("big".into(), string_value("x".repeat(MIB + 1)))],
         ),
         ("1001 keys", Code::ResourceExhausted, many_keys),
         // Protobuf decoding stops at 100 levels of messages (two per list level, so about
         // 48 JSON levels): deeper values never reach the core's 64-level rule over gRPC.
-        (
-            "200 levels",
-            Code::InvalidArgument,
-            vec![("deep".into(), too_deep_for_protobuf)],
-        ),
+        ("200 levels", Code::InvalidArgument, vec![("deep".into(), nested(200))]),
         (
             "empty key",
             Code::InvalidArgument,
@@ -503,60 +450,30 @@ async fn session_values(stack: &Stack) {
         ),
     ];
     for (case, want, pairs) in values {
-        let create = pb::CreateSessionRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            session_id: "fresh".into(),
-            state: state(pairs.clone()),
-            ttl: None,
-        };
-        expect(&format!("create state {case}"), want, c.create_session(create).await);
+        rows.push(row(
+            format!("create state {case}"),
+            want,
+            create(state(pairs.clone()), None),
+        ));
         let mut event = user_event("x");
         event.actions = Some(pb::EventActions {
             state_delta: pairs.into_iter().collect(),
             ..Default::default()
         });
-        let append = pb::AppendEventRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            session_id: SESSION.into(),
-            event: Some(event),
-            precondition: None,
-        };
-        expect(&format!("append delta {case}"), want, c.append_event(append).await);
+        rows.push(row(format!("append delta {case}"), want, append(event)));
     }
     // An event over 1 MiB encoded, though within the 4 MiB message limit.
-    let append = pb::AppendEventRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: SESSION.into(),
-        event: Some(user_event(&"x".repeat(MIB + 10))),
-        precondition: None,
-    };
-    expect(
+    rows.push(row(
         "append 1 MiB event",
         Code::ResourceExhausted,
-        c.append_event(append).await,
-    );
-
-    // A part with no kind; a bad timestamp; a ttl of zero.
-    let mut event = user_event("x");
-    event.content.as_mut().unwrap().parts.push(pb::Part {
+        append(user_event(&"x".repeat(MIB + 10))),
+    ));
+    let mut no_kind = user_event("x");
+    no_kind.content.as_mut().unwrap().parts.push(pb::Part {
         kind: None,
         ..Default::default()
     });
-    let append = |event| pb::AppendEventRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: SESSION.into(),
-        event: Some(event),
-        precondition: None,
-    };
-    expect(
-        "append part with no kind",
-        Code::InvalidArgument,
-        c.append_event(append(event)).await,
-    );
+    rows.push(row("append part with no kind", Code::InvalidArgument, append(no_kind)));
     for (seconds, nanos) in [
         (0, -1),
         (0, 1_000_000_000),
@@ -566,11 +483,11 @@ async fn session_values(stack: &Stack) {
     ] {
         let mut event = user_event("x");
         event.timestamp = Some(prost_types::Timestamp { seconds, nanos });
-        expect(
-            &format!("append timestamp {seconds}s {nanos}ns"),
+        rows.push(row(
+            format!("append timestamp {seconds}s {nanos}ns"),
             Code::InvalidArgument,
-            c.append_event(append(event)).await,
-        );
+            append(event),
+        ));
         let get = pb::GetSessionRequest {
             app_name: APP.into(),
             user_id: USER.into(),
@@ -579,51 +496,44 @@ async fn session_values(stack: &Stack) {
             after: Some(prost_types::Timestamp { seconds, nanos }),
             since_compaction: false,
         };
-        expect(
-            &format!("get after {seconds}s {nanos}ns"),
+        rows.push(row(
+            format!("get after {seconds}s {nanos}ns"),
             Code::InvalidArgument,
-            c.get_session(get).await,
-        );
+            on(&c, |mut c| async move { c.get_session(get).await }),
+        ));
     }
-    let create = pb::CreateSessionRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: "fresh".into(),
-        state: None,
-        ttl: Some(prost_types::Duration { seconds: -1, nanos: 0 }),
-    };
-    expect("create ttl -1s", Code::InvalidArgument, c.create_session(create).await);
+    let ttl = prost_types::Duration { seconds: -1, nanos: 0 };
+    rows.push(row("create ttl -1s", Code::InvalidArgument, create(None, Some(ttl))));
+    rows
 }
 
-async fn session_numbers_and_tokens(stack: &Stack) {
-    let mut c = stack.sessions();
-    // A real event token, valid base64 of other content, garbage, a huge string.
-    let event_token = {
-        let page = c
-            .list_events(pb::ListEventsRequest {
-                app_name: APP.into(),
-                user_id: USER.into(),
-                session_id: SESSION.into(),
-                page_size: 1,
-                ..Default::default()
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        // One event, one page: forge the token of the same kind the server writes.
-        assert!(page.next_page_token.is_empty());
-        let log = adk_core::ListEventsRequest {
+async fn session_numbers_and_tokens(stack: &Stack) -> Vec<Case> {
+    let c = stack.sessions();
+    // One event, one page: forge a token of the same kind the server writes.
+    let page = c
+        .clone()
+        .list_events(pb::ListEventsRequest {
             app_name: APP.into(),
             user_id: USER.into(),
             session_id: SESSION.into(),
+            page_size: 1,
             ..Default::default()
-        };
-        adk_core::session::EventCursor {
-            sequence: 1,
-            newest_first: false,
-        }
-        .encode(&log)
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(page.next_page_token.is_empty());
+    let log = adk_core::ListEventsRequest {
+        app_name: APP.into(),
+        user_id: USER.into(),
+        session_id: SESSION.into(),
+        ..Default::default()
     };
+    let event_token = adk_core::session::EventCursor {
+        sequence: 1,
+        newest_first: false,
+    }
+    .encode(&log);
     let listing = adk_core::ListRequest {
         app_name: APP.into(),
         user_id: Some(USER.into()),
@@ -634,6 +544,7 @@ async fn session_numbers_and_tokens(stack: &Stack) {
         member: SESSION.into(),
     }
     .encode(&listing);
+    // Valid base64 of other content, garbage, a huge string.
     let forged = [
         b64("hello world"),
         b64("sessions.v1.notatime.s1"),
@@ -645,72 +556,68 @@ async fn session_numbers_and_tokens(stack: &Stack) {
         "!!!not base64!!!".to_string(),
         "x".repeat(100_000),
     ];
-    for token in forged.iter().chain([&event_token]) {
-        let list = pb::ListSessionsRequest {
+    let list_sessions = |page_token: String, page_size: i32| {
+        let request = pb::ListSessionsRequest {
             app_name: APP.into(),
             user_id: USER.into(),
-            page_size: 10,
-            page_token: token.clone(),
+            page_size,
+            page_token,
         };
-        expect(
-            &format!("list sessions token {}", &token[..token.len().min(40)]),
+        on(&c, |mut c| async move { c.list_sessions(request).await })
+    };
+    let list_events = |page_token: String, page_size: i32, newest_first: bool| {
+        let request = pb::ListEventsRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            page_size,
+            page_token,
+            newest_first,
+        };
+        on(&c, |mut c| async move { c.list_events(request).await })
+    };
+    let append = |session: &str, event: Option<pb::Event>, precondition: Option<pb::AppendPrecondition>| {
+        let request = pb::AppendEventRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: session.into(),
+            event,
+            precondition,
+        };
+        on(&c, |mut c| async move { c.append_event(request).await })
+    };
+    let short = |token: &str| token[..token.len().min(40)].to_string();
+    let mut rows = Vec::new();
+    for token in forged.iter().chain([&event_token]) {
+        rows.push(row(
+            format!("list sessions token {}", short(token)),
             Code::InvalidArgument,
-            c.list_sessions(list).await,
-        );
+            list_sessions(token.clone(), 10),
+        ));
     }
     for token in forged.iter().chain([&session_token]) {
-        let list = pb::ListEventsRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            session_id: SESSION.into(),
-            page_size: 10,
-            page_token: token.clone(),
-            newest_first: false,
-        };
-        expect(
-            &format!("list events token {}", &token[..token.len().min(40)]),
+        rows.push(row(
+            format!("list events token {}", short(token)),
             Code::InvalidArgument,
-            c.list_events(list).await,
-        );
+            list_events(token.clone(), 10, false),
+        ));
     }
-    // A token of the other direction.
-    let list = pb::ListEventsRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: SESSION.into(),
-        page_size: 10,
-        page_token: event_token.clone(),
-        newest_first: true,
-    };
-    expect(
+    rows.push(row(
         "list events token of the other order",
         Code::InvalidArgument,
-        c.list_events(list).await,
-    );
+        list_events(event_token.clone(), 10, true),
+    ));
     for size in [-1, i32::MIN] {
-        let list = pb::ListSessionsRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            page_size: size,
-            page_token: String::new(),
-        };
-        expect(
-            &format!("list sessions page_size {size}"),
+        rows.push(row(
+            format!("list sessions page_size {size}"),
             Code::InvalidArgument,
-            c.list_sessions(list).await,
-        );
-        let list = pb::ListEventsRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            session_id: SESSION.into(),
-            page_size: size,
-            ..Default::default()
-        };
-        expect(
-            &format!("list events page_size {size}"),
+            list_sessions(String::new(), size),
+        ));
+        rows.push(row(
+            format!("list events page_size {size}"),
             Code::InvalidArgument,
-            c.list_events(list).await,
-        );
+            list_events(String::new(), size, false),
+        ));
         let get = pb::GetSessionRequest {
             app_name: APP.into(),
             user_id: USER.into(),
@@ -719,72 +626,53 @@ async fn session_numbers_and_tokens(stack: &Stack) {
             after: None,
             since_compaction: false,
         };
-        expect(
-            &format!("get num_recent_events {size}"),
+        rows.push(row(
+            format!("get num_recent_events {size}"),
             Code::InvalidArgument,
-            c.get_session(get).await,
-        );
+            on(&c, |mut c| async move { c.get_session(get).await }),
+        ));
     }
-    // Absurd but valid sizes are capped, not refused.
-    let list = pb::ListSessionsRequest {
+    // Absurd but valid sizes are capped, not refused: the one session comes back.
+    let whole = pb::ListSessionsRequest {
         app_name: APP.into(),
         user_id: USER.into(),
         page_size: i32::MAX,
         page_token: String::new(),
     };
-    assert_eq!(
-        c.list_sessions(list)
-            .await
-            .expect("i32::MAX page")
-            .into_inner()
-            .sessions
-            .len(),
-        1
-    );
-    // A precondition far in the future of the log.
-    let append = pb::AppendEventRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: SESSION.into(),
-        event: Some(user_event("x")),
-        precondition: Some(pb::AppendPrecondition {
-            expected: Some(pb::append_precondition::Expected::LastSequence(u64::MAX)),
+    rows.push(row(
+        "list sessions page_size i32::MAX",
+        Code::Ok,
+        on(&c, |mut c| async move {
+            let page = c.list_sessions(whole).await?.into_inner();
+            match page.sessions.len() {
+                1 => Ok(()),
+                n => Err(tonic::Status::unknown(format!("{n} sessions, not 1"))),
+            }
         }),
+    ));
+    let far_ahead = pb::AppendPrecondition {
+        expected: Some(pb::append_precondition::Expected::LastSequence(u64::MAX)),
     };
-    expect(
+    rows.push(row(
         "append precondition u64::MAX",
         Code::Aborted,
-        c.append_event(append).await,
-    );
-    // Missing sessions.
-    let append = pb::AppendEventRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: "missing".into(),
-        event: Some(user_event("x")),
-        precondition: None,
-    };
-    expect(
+        append(SESSION, Some(user_event("x")), Some(far_ahead)),
+    ));
+    rows.push(row(
         "append to a missing session",
         Code::NotFound,
-        c.append_event(append).await,
-    );
-    let append = pb::AppendEventRequest {
-        app_name: APP.into(),
-        user_id: USER.into(),
-        session_id: SESSION.into(),
-        event: None,
-        precondition: None,
-    };
-    expect(
+        append("missing", Some(user_event("x")), None),
+    ));
+    rows.push(row(
         "append without an event",
         Code::InvalidArgument,
-        c.append_event(append).await,
-    );
+        append(SESSION, None, None),
+    ));
+    rows
 }
 
-async fn artifact_requests(stack: &Stack) {
-    let mut c = stack.artifacts();
+fn artifact_requests(stack: &Stack) -> Vec<Case> {
+    let c = stack.artifacts();
     let mut refs: Vec<(String, Option<pb::ArtifactRef>)> = Vec::new();
     for bad in bad_ids() {
         let q = adk_core::validate::quoted(&bad);
@@ -799,71 +687,65 @@ async fn artifact_requests(stack: &Stack) {
         ));
     }
     refs.push(("no ref".into(), None));
-    for (case, r) in &refs {
-        let save = pb::SaveArtifactRequest {
-            r#ref: r.clone(),
-            part: text_part("x"),
-            version: None,
+    let save = |r#ref: Option<pb::ArtifactRef>, part: Option<pb::Part>, version: Option<i64>| {
+        let request = pb::SaveArtifactRequest {
+            r#ref,
+            part,
+            version,
             custom_metadata: None,
         };
-        expect(
-            &format!("save {case}"),
-            Code::InvalidArgument,
-            c.save_artifact(save).await,
-        );
-        let load = pb::LoadArtifactRequest {
-            r#ref: r.clone(),
-            version: None,
-        };
-        expect(
-            &format!("load {case}"),
-            Code::InvalidArgument,
-            c.load_artifact(load).await,
-        );
-        let meta = pb::GetArtifactMetadataRequest {
-            r#ref: r.clone(),
-            version: None,
-        };
-        expect(
-            &format!("metadata {case}"),
-            Code::InvalidArgument,
-            c.get_artifact_metadata(meta).await,
-        );
-        let delete = pb::DeleteArtifactRequest {
-            r#ref: r.clone(),
-            version: None,
-        };
-        expect(
-            &format!("delete {case}"),
-            Code::InvalidArgument,
-            c.delete_artifact(delete).await,
-        );
-        let versions = pb::ListVersionsRequest { r#ref: r.clone() };
-        expect(
-            &format!("versions {case}"),
-            Code::InvalidArgument,
-            c.list_versions(versions).await,
-        );
-        let download = pb::DownloadArtifactRequest {
-            r#ref: r.clone(),
-            version: None,
+        on(&c, |mut c| async move { c.save_artifact(request).await })
+    };
+    let load = |r#ref: Option<pb::ArtifactRef>, version: Option<i64>| {
+        let request = pb::LoadArtifactRequest { r#ref, version };
+        on(&c, |mut c| async move { c.load_artifact(request).await })
+    };
+    let metadata = |r#ref: Option<pb::ArtifactRef>, version: Option<i64>| {
+        let request = pb::GetArtifactMetadataRequest { r#ref, version };
+        on(&c, |mut c| async move { c.get_artifact_metadata(request).await })
+    };
+    let delete = |r#ref: Option<pb::ArtifactRef>, version: Option<i64>| {
+        let request = pb::DeleteArtifactRequest { r#ref, version };
+        on(&c, |mut c| async move { c.delete_artifact(request).await })
+    };
+    let download = |r#ref: Option<pb::ArtifactRef>, version: Option<i64>| {
+        let request = pb::DownloadArtifactRequest {
+            r#ref,
+            version,
             chunk_size: 0,
         };
-        expect(
-            &format!("download {case}"),
-            Code::InvalidArgument,
-            stream_status(c.download_artifact(download).await).await,
-        );
+        on(&c, |mut c| async move {
+            stream_status(c.download_artifact(request).await).await
+        })
+    };
+    let invalid = Code::InvalidArgument;
+    let mut rows = Vec::new();
+    for (case, r) in refs {
+        rows.push(row(
+            format!("save {case}"),
+            invalid,
+            save(r.clone(), text_part("x"), None),
+        ));
+        rows.push(row(format!("load {case}"), invalid, load(r.clone(), None)));
+        rows.push(row(format!("metadata {case}"), invalid, metadata(r.clone(), None)));
+        rows.push(row(format!("delete {case}"), invalid, delete(r.clone(), None)));
+        let versions = pb::ListVersionsRequest { r#ref: r.clone() };
+        rows.push(row(
+            format!("versions {case}"),
+            invalid,
+            on(&c, |mut c| async move { c.list_versions(versions).await }),
+        ));
+        rows.push(row(format!("download {case}"), invalid, download(r.clone(), None)));
         let header = pb::UploadHeader {
-            r#ref: r.clone(),
+            r#ref: r,
             mime_type: "text/plain".into(),
             ..Default::default()
         };
-        expect(
-            &format!("upload {case}"),
-            Code::InvalidArgument,
-            upload(&mut c, vec![header_msg(header), chunk_msg(b"x")]).await,
-        );
+        rows.push(row(
+            format!("upload {case}"),
+            invalid,
+            upload(&c, vec![header_msg(header), chunk_msg(b"x")]),
+        ));
     }
     // An empty session id lists the user's "user:" names: not an error.
     for bad in bad_ids().into_iter().filter(|bad| !bad.is_empty()) {
@@ -872,121 +754,72 @@ async fn artifact_requests(stack: &Stack) {
             user_id: USER.into(),
             session_id: bad.clone(),
         };
-        expect(
-            &format!("list session {bad:?}"),
-            Code::InvalidArgument,
-            c.list_artifacts(list).await,
-        );
+        rows.push(row(
+            format!("list session {bad:?}"),
+            invalid,
+            on(&c, |mut c| async move { c.list_artifacts(list).await }),
+        ));
     }
     // Versions: 0, negative and absurd.
     for version in [0, -1, i64::MIN] {
-        let case = format!("version {version}");
-        let load = pb::LoadArtifactRequest {
-            r#ref: good_ref(),
-            version: Some(version),
-        };
-        expect(
-            &format!("load {case}"),
-            Code::InvalidArgument,
-            c.load_artifact(load).await,
-        );
-        let save = pb::SaveArtifactRequest {
-            r#ref: good_ref(),
-            part: text_part("x"),
-            version: Some(version),
-            custom_metadata: None,
-        };
-        expect(
-            &format!("save {case}"),
-            Code::InvalidArgument,
-            c.save_artifact(save).await,
-        );
-        let delete = pb::DeleteArtifactRequest {
-            r#ref: good_ref(),
-            version: Some(version),
-        };
-        expect(
-            &format!("delete {case}"),
-            Code::InvalidArgument,
-            c.delete_artifact(delete).await,
-        );
+        rows.push(row(
+            format!("load version {version}"),
+            invalid,
+            load(good_ref(), Some(version)),
+        ));
+        rows.push(row(
+            format!("save version {version}"),
+            invalid,
+            save(good_ref(), text_part("x"), Some(version)),
+        ));
+        rows.push(row(
+            format!("delete version {version}"),
+            invalid,
+            delete(good_ref(), Some(version)),
+        ));
     }
-    let load = pb::LoadArtifactRequest {
-        r#ref: good_ref(),
-        version: Some(i64::MAX),
-    };
-    expect("load version i64::MAX", Code::NotFound, c.load_artifact(load).await);
-    let meta = pb::GetArtifactMetadataRequest {
-        r#ref: good_ref(),
-        version: Some(i64::MAX),
-    };
-    expect(
+    rows.push(row(
+        "load version i64::MAX",
+        Code::NotFound,
+        load(good_ref(), Some(i64::MAX)),
+    ));
+    rows.push(row(
         "metadata version i64::MAX",
         Code::NotFound,
-        c.get_artifact_metadata(meta).await,
-    );
-    let save = pb::SaveArtifactRequest {
-        r#ref: good_ref(),
-        part: text_part("x"),
-        version: Some(1),
-        custom_metadata: None,
-    };
-    expect(
+        metadata(good_ref(), Some(i64::MAX)),
+    ));
+    rows.push(row(
         "save an existing version",
         Code::AlreadyExists,
-        c.save_artifact(save).await,
-    );
+        save(good_ref(), text_part("x"), Some(1)),
+    ));
     // Parts the artifact store cannot hold.
+    let function_call = pb::Part {
+        kind: Some(pb::part::Kind::FunctionCall(pb::FunctionCall {
+            name: "f".into(),
+            ..Default::default()
+        })),
+        ..Default::default()
+    };
     for (case, part) in [
         ("no part", None),
-        (
-            "part with no kind",
-            Some(pb::Part {
-                kind: None,
-                ..Default::default()
-            }),
-        ),
-        (
-            "function call part",
-            Some(pb::Part {
-                kind: Some(pb::part::Kind::FunctionCall(pb::FunctionCall {
-                    name: "f".into(),
-                    ..Default::default()
-                })),
-                ..Default::default()
-            }),
-        ),
+        ("part with no kind", Some(pb::Part::default())),
+        ("function call part", Some(function_call)),
     ] {
-        let save = pb::SaveArtifactRequest {
-            r#ref: good_ref(),
-            part,
-            version: None,
-            custom_metadata: None,
-        };
-        expect(
-            &format!("save {case}"),
-            Code::InvalidArgument,
-            c.save_artifact(save).await,
-        );
+        rows.push(row(format!("save {case}"), invalid, save(good_ref(), part, None)));
     }
     // A unary save over the message limit.
-    let save = pb::SaveArtifactRequest {
-        r#ref: good_ref(),
-        part: text_part(&"x".repeat(5 * MIB)),
-        version: None,
-        custom_metadata: None,
-    };
-    expect("save 5 MiB unary", Code::ResourceExhausted, c.save_artifact(save).await);
-    let download = pb::DownloadArtifactRequest {
-        r#ref: good_ref(),
-        version: Some(i64::MAX),
-        chunk_size: 0,
-    };
-    expect(
+    rows.push(row(
+        "save 5 MiB unary",
+        Code::ResourceExhausted,
+        save(good_ref(), text_part(&"x".repeat(5 * MIB)), None),
+    ));
+    rows.push(row(
         "download version i64::MAX",
         Code::NotFound,
-        stream_status(c.download_artifact(download).await).await,
-    );
+        download(good_ref(), Some(i64::MAX)),
+    ));
+    rows
 }
 
 fn header_msg(header: pb::UploadHeader) -> pb::UploadArtifactRequest {
@@ -1001,106 +834,94 @@ fn chunk_msg(bytes: &[u8]) -> pb::UploadArtifactRequest {
     }
 }
 
-async fn upload(
-    c: &mut ArtifactServiceClient<Channel>,
-    messages: Vec<pb::UploadArtifactRequest>,
-) -> Result<pb::SaveArtifactResponse, tonic::Status> {
-    c.upload_artifact(futures::stream::iter(messages))
-        .await
-        .map(|r| r.into_inner())
+/// An UploadArtifact of `messages`, as a [`Call`].
+fn upload(c: &ArtifactServiceClient<Channel>, messages: Vec<pb::UploadArtifactRequest>) -> Call {
+    on(c, |mut c| async move {
+        c.upload_artifact(futures::stream::iter(messages)).await
+    })
 }
 
-async fn upload_and_download_misuse(stack: &Stack) {
-    let mut c = stack.artifacts();
+fn upload_and_download_misuse(stack: &Stack) -> Vec<Case> {
+    let c = stack.artifacts();
     let header = || pb::UploadHeader {
         r#ref: good_ref(),
         mime_type: "text/plain".into(),
         ..Default::default()
     };
-    expect(
-        "upload chunk first",
-        Code::InvalidArgument,
-        upload(&mut c, vec![chunk_msg(b"x"), header_msg(header())]).await,
-    );
-    expect(
-        "upload two headers",
-        Code::InvalidArgument,
-        upload(&mut c, vec![header_msg(header()), header_msg(header())]).await,
-    );
-    expect("upload nothing", Code::InvalidArgument, upload(&mut c, vec![]).await);
-    expect(
-        "upload empty oneof",
-        Code::InvalidArgument,
-        upload(&mut c, vec![pb::UploadArtifactRequest { message: None }]).await,
-    );
-    let mut no_mime = header();
-    no_mime.mime_type = String::new();
-    expect(
-        "upload without a MIME type",
-        Code::InvalidArgument,
-        upload(&mut c, vec![header_msg(no_mime)]).await,
-    );
-    let mut huge = header();
-    huge.size_bytes = Some(u64::MAX);
-    expect(
-        "upload declaring u64::MAX bytes",
-        Code::ResourceExhausted,
-        upload(&mut c, vec![header_msg(huge)]).await,
-    );
+    let with = |change: &dyn Fn(&mut pb::UploadHeader)| {
+        let mut header = header();
+        change(&mut header);
+        header_msg(header)
+    };
+    let invalid = Code::InvalidArgument;
+    let mut rows = vec![
+        row(
+            "upload chunk first",
+            invalid,
+            upload(&c, vec![chunk_msg(b"x"), header_msg(header())]),
+        ),
+        row(
+            "upload two headers",
+            invalid,
+            upload(&c, vec![header_msg(header()), header_msg(header())]),
+        ),
+        row("upload nothing", invalid, upload(&c, vec![])),
+        row(
+            "upload empty oneof",
+            invalid,
+            upload(&c, vec![pb::UploadArtifactRequest { message: None }]),
+        ),
+        row(
+            "upload without a MIME type",
+            invalid,
+            upload(&c, vec![with(&|h| h.mime_type = String::new())]),
+        ),
+        row(
+            "upload declaring u64::MAX bytes",
+            Code::ResourceExhausted,
+            upload(&c, vec![with(&|h| h.size_bytes = Some(u64::MAX))]),
+        ),
+    ];
     for version in [0, -1] {
-        let mut h = header();
-        h.version = Some(version);
-        expect(
-            &format!("upload version {version}"),
-            Code::InvalidArgument,
-            upload(&mut c, vec![header_msg(h), chunk_msg(b"x")]).await,
-        );
+        rows.push(row(
+            format!("upload version {version}"),
+            invalid,
+            upload(&c, vec![with(&|h| h.version = Some(version)), chunk_msg(b"x")]),
+        ));
     }
     // A chunk message over --max-message-bytes.
-    let big = vec![b'x'; 5 * MIB];
-    expect(
+    rows.push(row(
         "upload 5 MiB chunk message",
         Code::ResourceExhausted,
-        upload(&mut c, vec![header_msg(header()), chunk_msg(&big)]).await,
-    );
-    let mut exists = header();
-    exists.version = Some(1);
-    expect(
+        upload(&c, vec![header_msg(header()), chunk_msg(&vec![b'x'; 5 * MIB])]),
+    ));
+    rows.push(row(
         "upload existing version",
         Code::AlreadyExists,
-        upload(&mut c, vec![header_msg(exists), chunk_msg(b"x")]).await,
-    );
-    // Chunk sizes the download refuses.
-    let download = pb::DownloadArtifactRequest {
-        r#ref: good_ref(),
-        version: None,
-        chunk_size: u32::MAX,
-    };
-    let got = stream_status(c.download_artifact(download).await).await;
-    // A chunk size over the maximum is capped or refused; either way nothing breaks.
-    if let Err(status) = got {
-        assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
-    }
+        upload(&c, vec![with(&|h| h.version = Some(1)), chunk_msg(b"x")]),
+    ));
+    rows
 }
 
-async fn runner_requests(stack: &Stack) {
-    let mut c = stack.runner();
-    let run = |app: &str, user: &str, session: &str, message: Option<pb::Content>| pb::RunRequest {
+fn runner_requests(stack: &Stack) -> Vec<Case> {
+    let c = stack.runner();
+    let request = |app: &str, user: &str, session: &str, message: Option<pb::Content>| pb::RunRequest {
         app_name: app.into(),
         user_id: user.into(),
         session_id: session.into(),
         new_message: message,
-        state_delta: Default::default(),
-        run_config: None,
         create_session: true,
         ..Default::default()
     };
+    let run = |request: pb::RunRequest| on(&c, |mut c| async move { stream_status(c.run(request).await).await });
     let hello = || {
         Some(pb::Content {
             role: "user".into(),
             parts: vec![text_part("hi").unwrap()],
         })
     };
+    let invalid = Code::InvalidArgument;
+    let mut rows = Vec::new();
     for bad in bad_ids() {
         let q = adk_core::validate::quoted(&bad);
         for (i, (app, user, session)) in [
@@ -1112,134 +933,133 @@ async fn runner_requests(stack: &Stack) {
         .enumerate()
         {
             // An unknown (or invalid) app is NOT_FOUND or INVALID_ARGUMENT; ids are INVALID_ARGUMENT.
-            let got = stream_status(c.run(run(app, user, session, hello())).await).await;
             let want = if i == 0 && !bad.is_empty() && adk_core::validate::id("a", &bad).is_ok() {
                 Code::NotFound
             } else {
-                Code::InvalidArgument
+                invalid
             };
-            expect(&format!("run {q} at {i}"), want, got);
+            rows.push(row(
+                format!("run {q} at {i}"),
+                want,
+                run(request(app, user, session, hello())),
+            ));
             let cancel = pb::CancelRequest {
                 app_name: app.into(),
                 user_id: user.into(),
                 session_id: session.into(),
                 invocation_id: "e-1".into(),
             };
-            expect(
-                &format!("cancel {q} at {i}"),
-                Code::InvalidArgument,
-                c.cancel(cancel).await,
-            );
+            rows.push(row(
+                format!("cancel {q} at {i}"),
+                invalid,
+                on(&c, |mut c| async move { c.cancel(cancel).await }),
+            ));
         }
-        expect(
-            &format!("get app {q}"),
-            Code::InvalidArgument,
-            c.get_app(pb::GetAppRequest { app_name: bad.clone() }).await,
-        );
+        let get_app = pb::GetAppRequest { app_name: bad.clone() };
+        rows.push(row(
+            format!("get app {q}"),
+            invalid,
+            on(&c, |mut c| async move { c.get_app(get_app).await }),
+        ));
     }
-    expect(
+    let unknown = pb::GetAppRequest {
+        app_name: "nope".into(),
+    };
+    rows.push(row(
         "get unknown app",
         Code::NotFound,
-        c.get_app(pb::GetAppRequest {
-            app_name: "nope".into(),
-        })
-        .await,
-    );
-    expect(
+        on(&c, |mut c| async move { c.get_app(unknown).await }),
+    ));
+    rows.push(row(
         "run unknown app",
         Code::NotFound,
-        stream_status(c.run(run("nope", USER, SESSION, hello())).await).await,
-    );
-    expect(
+        run(request("nope", USER, SESSION, hello())),
+    ));
+    rows.push(row(
         "run without a message",
-        Code::InvalidArgument,
-        stream_status(c.run(run(APP, USER, SESSION, None)).await).await,
-    );
+        invalid,
+        run(request(APP, USER, SESSION, None)),
+    ));
     let no_kind = Some(pb::Content {
         role: "user".into(),
-        parts: vec![
-            text_part("hi").unwrap(),
-            pb::Part {
-                kind: None,
-                ..Default::default()
-            },
-        ],
+        parts: vec![text_part("hi").unwrap(), pb::Part::default()],
     });
-    expect_naming(
-        "run part with no kind",
-        Code::InvalidArgument,
-        "new_message.parts[1]",
-        &["event."],
-        stream_status(c.run(run(APP, USER, SESSION, no_kind)).await).await,
+    rows.push(
+        row(
+            "run part with no kind",
+            invalid,
+            run(request(APP, USER, SESSION, no_kind)),
+        )
+        .naming(&["new_message.parts[1]"], &["event."]),
     );
     // Every message names the RunRequest's own fields, not those of the event the runner
     // would store; and a refused run creates no session (create_session is set).
     for session in [SESSION, "fresh-run"] {
-        let mut oversized = run(APP, USER, session, hello());
+        let mut oversized = request(APP, USER, session, hello());
         oversized
             .state_delta
             .insert("big".into(), string_value("x".repeat(MIB + 1)));
-        expect_naming(
-            "run state_delta 1 MiB + 1",
-            Code::ResourceExhausted,
-            "state_delta value of key \"big\"",
-            &["event."],
-            stream_status(c.run(oversized).await).await,
+        rows.push(
+            row(
+                format!("run state_delta 1 MiB + 1 in {session}"),
+                Code::ResourceExhausted,
+                run(oversized),
+            )
+            .naming(&["state_delta value of key \"big\""], &["event."]),
         );
-        let mut bad_key = run(APP, USER, session, hello());
+        let mut bad_key = request(APP, USER, session, hello());
         bad_key.state_delta.insert("user:".into(), string_value("x".into()));
-        expect_naming(
-            "run state_delta key without a name",
-            Code::InvalidArgument,
-            "state_delta key \"user:\"",
-            &["event."],
-            stream_status(c.run(bad_key).await).await,
+        rows.push(
+            row(
+                format!("run state_delta key without a name in {session}"),
+                invalid,
+                run(bad_key),
+            )
+            .naming(&["state_delta key \"user:\""], &["event."]),
         );
         let huge = Some(pb::Content {
             role: "user".into(),
             parts: vec![text_part(&"x".repeat(MIB + 1)).unwrap()],
         });
-        expect_naming(
-            "run new_message over the event limit",
-            Code::ResourceExhausted,
-            "new_message is",
-            &["event "],
-            stream_status(c.run(run(APP, USER, session, huge)).await).await,
+        rows.push(
+            row(
+                format!("run new_message over the event limit in {session}"),
+                Code::ResourceExhausted,
+                run(request(APP, USER, session, huge)),
+            )
+            .naming(&["new_message is"], &["event "]),
         );
     }
-    let mut deep = run(APP, USER, SESSION, hello());
+    let mut deep = request(APP, USER, SESSION, hello());
     deep.state_delta.insert("deep".into(), nested(200));
-    expect(
-        "run state_delta 200 levels",
-        Code::InvalidArgument,
-        stream_status(c.run(deep).await).await,
-    );
-    let mut bad_max = run(APP, USER, SESSION, hello());
-    bad_max.run_config = Some(pb::RunConfig {
+    rows.push(row("run state_delta 200 levels", invalid, run(deep)));
+    let mut bad_config = request(APP, USER, SESSION, hello());
+    bad_config.run_config = Some(pb::RunConfig {
         streaming_mode: 77,
         max_llm_calls: -1,
     });
-    expect(
-        "run bad run_config",
-        Code::InvalidArgument,
-        stream_status(c.run(bad_max).await).await,
-    );
-    // ListApps has no input; it must still answer.
-    assert!(
-        !c.list_apps(pb::ListAppsRequest {})
-            .await
-            .expect("list apps")
-            .into_inner()
-            .apps
-            .is_empty()
-    );
+    rows.push(row("run bad run_config", invalid, run(bad_config)));
+    // ListApps has no input; it must still answer, with the apps.
+    rows.push(row(
+        "list apps",
+        Code::Ok,
+        on(&c, |mut c| async move {
+            let apps = c.list_apps(pb::ListAppsRequest {}).await?.into_inner().apps;
+            match apps.is_empty() {
+                false => Ok(()),
+                true => Err(tonic::Status::unknown("no apps listed")),
+            }
+        }),
+    ));
+    rows
 }
 
-/// Transport-level abuse: garbage bytes as a message, a forged traceparent, a
-/// request over the message limit, and a deadline that passes mid-call.
-async fn transport_abuse(stack: &Stack) {
+/// Transport-level abuse: garbage bytes as a message, a forged traceparent, requests
+/// over the message limit.
+fn transport_abuse(stack: &Stack) -> Vec<Case> {
+    let c = stack.sessions();
+    let mut rows = Vec::new();
     // A forged traceparent is ignored (a new trace starts), not an error.
-    let mut c = stack.sessions();
     for forged in [
         "00-zzzz-yyyy-01",
         "ff-00000000000000000000000000000000-0000000000000000-ff",
@@ -1253,11 +1073,15 @@ async fn transport_abuse(stack: &Stack) {
         });
         request.metadata_mut().insert("traceparent", forged.parse().unwrap());
         request.metadata_mut().insert("tracestate", "@@@,===".parse().unwrap());
-        c.get_session(request)
-            .await
-            .unwrap_or_else(|e| panic!("traceparent {forged:?}: {e}"));
+        rows.push(row(
+            format!("traceparent {}", &forged[..forged.len().min(60)]),
+            Code::Ok,
+            on(&c, |mut c| async move { c.get_session(request).await }),
+        ));
     }
-    // A request over --max-message-bytes (4 MiB): RESOURCE_EXHAUSTED naming the flag.
+    // Requests over --max-message-bytes (4 MiB): RESOURCE_EXHAUSTED naming the flag and
+    // the request; each says what to send instead for its own method: only SaveArtifact
+    // is told about UploadArtifact.
     let create = pb::CreateSessionRequest {
         app_name: APP.into(),
         user_id: USER.into(),
@@ -1265,36 +1089,27 @@ async fn transport_abuse(stack: &Stack) {
         state: state(vec![("big".into(), string_value("x".repeat(5 * MIB)))]),
         ttl: None,
     };
-    // Each says what to send instead for its own method: only SaveArtifact is told about
-    // UploadArtifact.
-    let status = c.create_session(create).await.unwrap_err();
-    assert_eq!(status.code(), Code::ResourceExhausted, "{}", status.message());
-    assert!(status.message().contains("--max-message-bytes"), "{}", status.message());
-    expect_naming(
-        "CreateSession over the message limit",
-        Code::ResourceExhausted,
-        "CreateSession request",
-        &["rtifact"],
-        Err::<(), _>(status),
+    rows.push(
+        row(
+            "CreateSession over the message limit",
+            Code::ResourceExhausted,
+            on(&c, |mut c| async move { c.create_session(create).await }),
+        )
+        .naming(&["--max-message-bytes", "CreateSession request"], &["rtifact"]),
     );
     let mut big_event = user_event("big");
     big_event.content = Some(pb::Content {
         role: "user".into(),
         parts: vec![text_part(&"x".repeat(5 * MIB)).unwrap()],
     });
-    expect_naming(
-        "AppendEvent over the message limit",
-        Code::ResourceExhausted,
-        "AppendEvent request",
-        &["rtifact"],
-        c.append_event(pb::AppendEventRequest {
-            app_name: APP.into(),
-            user_id: USER.into(),
-            session_id: SESSION.into(),
-            event: Some(big_event),
-            precondition: None,
-        })
-        .await,
+    let append = append_to_seeded(big_event);
+    rows.push(
+        row(
+            "AppendEvent over the message limit",
+            Code::ResourceExhausted,
+            on(&c, |mut c| async move { c.append_event(append).await }),
+        )
+        .naming(&["AppendEvent request"], &["rtifact"]),
     );
     let mut big_run = pb::RunRequest {
         app_name: APP.into(),
@@ -1306,56 +1121,60 @@ async fn transport_abuse(stack: &Stack) {
     big_run
         .state_delta
         .insert("big".into(), string_value("x".repeat(5 * MIB)));
-    expect_naming(
-        "Run over the message limit",
-        Code::ResourceExhausted,
-        "Run request",
-        &["rtifact"],
-        stream_status(
-            AgentRunnerClient::new(stack.channel.clone())
-                .max_encoding_message_size(64 * MIB)
-                .run(big_run)
-                .await,
+    let runner = AgentRunnerClient::new(stack.channel.clone()).max_encoding_message_size(64 * MIB);
+    rows.push(
+        row(
+            "Run over the message limit",
+            Code::ResourceExhausted,
+            on(
+                &runner,
+                |mut c| async move { stream_status(c.run(big_run).await).await },
+            ),
         )
-        .await,
+        .naming(&["Run request"], &["rtifact"]),
     );
-    expect_naming(
-        "SaveArtifact over the message limit",
-        Code::ResourceExhausted,
-        "UploadArtifact",
-        &[],
-        stack
-            .artifacts()
-            .save_artifact(pb::SaveArtifactRequest {
-                r#ref: at(APP, USER, SESSION, "big.bin"),
-                part: Some(pb::Part {
-                    kind: Some(pb::part::Kind::InlineData(pb::Blob {
-                        mime_type: "application/octet-stream".into(),
-                        data: vec![7; 5 * MIB],
-                        ..Default::default()
-                    })),
-                    ..Default::default()
-                }),
-                version: None,
-                custom_metadata: None,
-            })
-            .await,
+    let save = pb::SaveArtifactRequest {
+        r#ref: at(APP, USER, SESSION, "big.bin"),
+        part: Some(pb::Part {
+            kind: Some(pb::part::Kind::InlineData(pb::Blob {
+                mime_type: "application/octet-stream".into(),
+                data: vec![7; 5 * MIB],
+                ..Default::default()
+            })),
+            ..Default::default()
+        }),
+        version: None,
+        custom_metadata: None,
+    };
+    rows.push(
+        row(
+            "SaveArtifact over the message limit",
+            Code::ResourceExhausted,
+            on(&stack.artifacts(), |mut c| async move { c.save_artifact(save).await }),
+        )
+        .naming(&["UploadArtifact"], &[]),
     );
     // Bytes that are no protobuf message: INVALID_ARGUMENT, not INTERNAL.
-    let status = raw_unary(stack, "/adk.v1.SessionService/GetSession", vec![0xff; 64]).await;
-    assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
-    let status = raw_unary(
-        stack,
-        "/adk.v1.ArtifactService/LoadArtifact",
-        vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
-    )
-    .await;
-    assert_eq!(status.code(), Code::InvalidArgument, "{}", status.message());
+    for (path, body) in [
+        ("/adk.v1.SessionService/GetSession", vec![0xff; 64]),
+        (
+            "/adk.v1.ArtifactService/LoadArtifact",
+            vec![0x0a, 0xff, 0xff, 0xff, 0xff, 0x0f],
+        ),
+    ] {
+        let channel = stack.channel.clone();
+        rows.push(row(
+            format!("garbage bytes to {path}"),
+            Code::InvalidArgument,
+            Box::pin(async move { Err(raw_unary(channel, path, body).await) }),
+        ));
+    }
+    rows
 }
 
 /// Sends `body` as the encoded request message of `path` and returns the call's status.
-async fn raw_unary(stack: &Stack, path: &'static str, body: Vec<u8>) -> tonic::Status {
-    let mut grpc = tonic::client::Grpc::new(stack.channel.clone());
+async fn raw_unary(channel: Channel, path: &'static str, body: Vec<u8>) -> tonic::Status {
+    let mut grpc = tonic::client::Grpc::new(channel);
     grpc.ready().await.unwrap();
     let path = tonic::codegen::http::uri::PathAndQuery::from_static(path);
     let result: Result<tonic::Response<Vec<u8>>, tonic::Status> = grpc.unary(Request::new(body), path, RawCodec).await;
@@ -1403,7 +1222,7 @@ impl tonic::codec::Decoder for RawCodec {
 /// answers normally once the store is back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_passed_deadline_is_deadline_exceeded() {
-    let mut stack = Stack::start().await;
+    let stack = Stack::start().await;
     seed(&stack).await;
     let before = stack.snapshot().await;
     // Stall every Redis client for 1.5 s, as a slow store would.

@@ -1,4 +1,5 @@
-//! How deep a JSON value can be over gRPC, measured against the real `adk-server`.
+//! How deep a JSON value can be over gRPC, measured against `adk-server` (its own
+//! assembly, served in the test's process).
 //!
 //! The core refuses values deeper than `MAX_JSON_DEPTH` (64) with
 //! `RESOURCE_EXHAUSTED`, but over gRPC protobuf decoding stops first: prost refuses a
@@ -13,9 +14,10 @@
 //!
 //! Depth counts as the core counts it: a scalar is 1, `[1]` and `{"k": 1}` are 2.
 
+use adk_e2e::InProcessServer;
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{ServiceProcess, unique_prefix};
+use adk_testkit::unique_prefix;
 use prost_types::value::Kind;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -170,7 +172,7 @@ async fn deepest_accepted(client: &mut SessionServiceClient<Channel>, place: Pla
 
 #[tokio::test]
 async fn json_nesting_limits_over_grpc_are_exact() {
-    let server = ServiceProcess::spawn("adk-server", &[], &[]).await;
+    let server = InProcessServer::all_in_one(&[]).await;
     let mut client = SessionServiceClient::connect(server.endpoint()).await.expect("connect");
     let mut measured = Vec::new();
     for place in [

@@ -5,6 +5,7 @@
 //! (log line + metric) instead of sending a request the provider refuses. Rewind
 //! and ForkSession over gRPC.
 
+use adk_e2e::runs::{agents_file, metrics_reply};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
@@ -13,10 +14,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
 const USER: &str = "alice";
@@ -100,8 +99,7 @@ async fn start(provider_url: &str, compaction: &str) -> Stack {
         "models:\n  gpt: {{ provider: openai, model: fake-model, base_url: '{provider_url}', timeout_secs: 30 }}\n\
          apps:\n  {APP}:\n    root_agent: {{ name: assistant, model: gpt }}\n    compaction: {compaction}\n"
     );
-    let mut agents = tempfile::Builder::new().suffix(".yaml").tempfile().unwrap();
-    agents.write_all(yaml.as_bytes()).unwrap();
+    let agents = agents_file(&yaml);
     let metrics_port = free_port();
     let args = [
         "--store-url".to_string(),
@@ -176,15 +174,7 @@ impl Stack {
 
     /// The value of one metric sample (0 when absent).
     async fn metric(&self, sample: &str) -> f64 {
-        let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", self.metrics_port))
-            .await
-            .unwrap();
-        stream
-            .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-            .await
-            .unwrap();
-        let mut reply = String::new();
-        stream.read_to_string(&mut reply).await.unwrap();
+        let reply = metrics_reply(self.metrics_port).await;
         reply
             .lines()
             .find(|line| line.starts_with(sample))

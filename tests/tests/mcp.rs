@@ -10,6 +10,7 @@
 
 use adk_core::convert::json_from_proto;
 use adk_e2e::after_user_event;
+use adk_e2e::runs::{self, user_text};
 use adk_models::testing::{FakeServer, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -154,20 +155,7 @@ impl Stack {
 }
 
 fn run_request(app: &str, session: &str, message: &str) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: app.into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(pb::Content {
-            role: "user".into(),
-            parts: vec![pb::Part {
-                kind: Some(pb::part::Kind::Text(message.into())),
-                ..Default::default()
-            }],
-        }),
-        create_session: true,
-        ..Default::default()
-    }
+    runs::run_request(app, USER, session, user_text(message))
 }
 
 fn parts(events: &[pb::Event]) -> impl Iterator<Item = &pb::part::Kind> {
@@ -219,20 +207,6 @@ fn last_text(events: &[pb::Event]) -> String {
 const PNG_SIGNATURE: &[u8] = b"\x89PNG";
 
 /// The runner's Prometheus text (GET /metrics on its metrics port).
-async fn metrics(port: u16) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.expect("read");
-    reply
-}
-
 /// The samples of `adk_tool_calls_total` for `tool`.
 fn tool_calls<'a>(metrics: &'a str, tool: &str) -> Vec<&'a str> {
     let label = format!("tool=\"{tool}\"");
@@ -512,7 +486,7 @@ apps:
     );
 
     // Counted like every tool call, by tool and outcome.
-    let metrics = metrics(metrics_port).await;
+    let metrics = runs::metrics_reply(metrics_port).await;
     assert_eq!(
         tool_calls(&metrics, "weather"),
         [r#"adk_tool_calls_total{outcome="OK",tool="weather"} 1"#]

@@ -3,54 +3,25 @@
 //! all-in-one `adk-server`; the model is a fake OpenAI server on loopback HTTP that
 //! records every request, so the tests see exactly what the model was told.
 
-use adk_e2e::spawn_session_server;
+use adk_e2e::runs::{self, agents_file, user_text as text};
+use adk_e2e::{InProcessServer, spawn_session_server};
 use adk_models::testing::{FakeServer, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{ChildGuard, RedisServer, ServiceProcess, wait_for_port, workspace_bin};
+use adk_testkit::{RedisServer, ServiceProcess};
 use serde_json::json;
-use std::io::Write;
-use std::process::Command;
-use std::time::Duration;
 use tonic::Code;
 use tonic::transport::Channel;
 
 const FACT: &str = "My locker code is 4711.";
 
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
-}
-
-fn text(text: &str) -> pb::Content {
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::Text(text.into())),
-            ..Default::default()
-        }],
-    }
-}
-
 /// Runs one message to the end of its stream; panics if the run fails.
 async fn run(client: &mut AgentRunnerClient<Channel>, app: &str, user: &str, session: &str, message: &str) {
-    let request = pb::RunRequest {
-        app_name: app.into(),
-        user_id: user.into(),
-        session_id: session.into(),
-        new_message: Some(text(message)),
-        create_session: true,
-        ..Default::default()
-    };
-    let mut stream = client.run(request).await.expect("Run").into_inner();
-    while let Some(_event) = stream.message().await.expect("the run fails") {}
+    let request = runs::run_request(app, user, session, text(message));
+    let (_, status) = runs::run_to_end(client, request).await;
+    assert!(status.is_none(), "the run fails: {status:?}");
 }
 
 fn search(app: &str, user: &str, query: &str) -> pb::SearchMemoryRequest {
@@ -165,20 +136,9 @@ apps:
 ",
         provider.url()
     ));
-    let port = adk_testkit::free_port();
-    let log_dir = tempfile::tempdir().expect("temp dir");
-    let mut command = Command::new(workspace_bin("adk-server"));
-    command
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--agents"])
-        .arg(agents.path())
-        .env("ADK_METRICS_LISTEN", "off");
-    let mut server = ChildGuard::spawn(command, log_dir.path().join("adk-server.log")).expect("spawn adk-server");
-    assert!(
-        wait_for_port(port, Duration::from_secs(15)).await && server.is_running(),
-        "adk-server did not start\n{}",
-        server.tail_log(20)
-    );
-    let endpoint = format!("http://127.0.0.1:{port}");
+    // In the test's process: the test is about the store the services share, not the process.
+    let server = InProcessServer::all_in_one(&["--agents", &agents.path().display().to_string()]).await;
+    let endpoint = server.endpoint();
     let mut memory = MemoryServiceClient::connect(endpoint.clone()).await.expect("connect");
     let added = memory
         .add_memory(pb::AddMemoryRequest {

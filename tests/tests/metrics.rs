@@ -2,13 +2,13 @@
 //! `--metrics-listen 127.0.0.1:<port>`, scraped over plain HTTP before and after
 //! real traffic; the exposition text is parsed and the series compared.
 
+use adk_e2e::runs::{metrics_reply, spawn_with_metrics, user_text};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess, free_port, workspace_bin};
+use adk_testkit::{RedisServer, workspace_bin};
 use std::path::PathBuf;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tonic::Code;
 
 /// A sample: metric name, labels, value.
@@ -65,15 +65,7 @@ impl Scrape {
 
 /// GET /metrics over a plain TCP connection (HTTP/1.1, closed after the reply).
 async fn scrape(port: u16) -> Scrape {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
-        .await
-        .expect("connect to the metrics port");
-    stream
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
-        .await
-        .expect("send");
-    let mut reply = String::new();
-    stream.read_to_string(&mut reply).await.expect("read");
+    let reply = metrics_reply(port).await;
     let (head, body) = reply.split_once("\r\n\r\n").expect("an HTTP reply");
     assert!(head.starts_with("HTTP/1.1 200"), "{head}");
     assert!(
@@ -86,25 +78,6 @@ async fn scrape(port: u16) -> Scrape {
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn user_message(text: &str) -> pb::Content {
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::Text(text.into())),
-            ..Default::default()
-        }],
-    }
-}
-
-/// Starts `bin` with the metrics endpoint on a port of its own.
-async fn spawn_with_metrics(bin: &str, args: &[String]) -> (ServiceProcess, u16) {
-    let port = free_port();
-    let mut args = args.to_vec();
-    args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
-    let server = ServiceProcess::spawn(bin, &args, &[]).await;
-    (server, port)
 }
 
 const CREATE: &str = "/adk.v1.SessionService/CreateSession";
@@ -148,7 +121,7 @@ async fn rpc_runner_model_and_tool_metrics_count_real_traffic() {
             app_name: "trip_planner".into(),
             user_id: "alice".into(),
             session_id: "trip".into(),
-            new_message: Some(user_message("Two nights in Kyoto, please")),
+            new_message: Some(user_text("Two nights in Kyoto, please")),
             create_session: true,
             ..Default::default()
         })

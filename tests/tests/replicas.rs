@@ -5,16 +5,16 @@
 //! through the other session server, two messages sent at once with each
 //! `on_busy` policy.
 
+use adk_e2e::runs::{self, agents_file, chat_app, next, rest, spawn_runner, text_of, user_text};
 use adk_e2e::spawn_session_server;
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{RedisServer, ServiceProcess};
-use std::io::Write;
 use std::time::Duration;
 use tonic::transport::Channel;
-use tonic::{Code, Status, Streaming};
+use tonic::{Code, Streaming};
 
 const USER: &str = "alice";
 
@@ -31,31 +31,14 @@ impl Replicas {
     async fn start() -> Replicas {
         let redis = RedisServer::start().await;
         let provider = FakeServer::start().await;
-        let agents = agents_file(&format!(
-            "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{}', timeout_secs: 120 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-  queued:
-    on_busy: enqueue
-    root_agent: {{ name: chatter, model: gpt }}
-",
-            provider.url()
-        ));
-        let args = [
-            "--store-url".to_string(),
-            redis.url(),
-            "--agents".to_string(),
-            agents.path().display().to_string(),
-        ];
+        let queued = "  queued:\n    on_busy: enqueue\n    root_agent: { name: chatter, model: gpt }\n";
+        let agents = agents_file(&(chat_app(provider.url(), 120) + queued));
         let url = redis.url();
         let (s0, s1, r0, r1) = tokio::join!(
             spawn_session_server(&url, &[]),
             spawn_session_server(&url, &[]),
-            ServiceProcess::spawn("adk-runner-server", &args, &[]),
-            ServiceProcess::spawn("adk-runner-server", &args, &[]),
+            spawn_runner(&url, &agents, &[]),
+            spawn_runner(&url, &agents, &[]),
         );
         Replicas {
             redis,
@@ -79,17 +62,8 @@ apps:
     }
 
     async fn events(&self, app: &str, session: &str) -> Vec<pb::Event> {
-        let mut client = self.sessions(0).await;
-        client
-            .get_session(pb::GetSessionRequest {
-                app_name: app.into(),
-                user_id: USER.into(),
-                session_id: session.into(),
-                ..Default::default()
-            })
+        runs::get_session(self.sessions[0].endpoint(), app, USER, session)
             .await
-            .expect("GetSession")
-            .into_inner()
             .events
     }
 
@@ -110,6 +84,22 @@ apps:
         assert_eq!(user.author, "user", "the stored user event comes first: {user:?}");
         assert!(user.invocation_id.starts_with("e-") && user.sequence > 0, "{user:?}");
         (stream, user)
+    }
+
+    /// Waits until `invocation` no longer holds the session's lease (a read: a Cancel
+    /// would end a run that still held it).
+    async fn lease_released(&self, app: &str, session: &str, invocation: &str) {
+        let key = format!("adk:lease:{{{app}:{USER}}}:{session}");
+        let port = self.redis.port().to_string();
+        adk_testkit::eventually(Duration::from_secs(20), || async {
+            let holder = adk_testkit::redis_cli(&["-p", &port, "get", &key]).await;
+            if holder.trim() == invocation {
+                Err(format!("{invocation} still holds {key}"))
+            } else {
+                Ok(())
+            }
+        })
+        .await;
     }
 
     /// Waits until `count` runs wait in the session's line (`enqueue`).
@@ -141,31 +131,8 @@ apps:
     }
 }
 
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
-}
-
 fn run_request(app: &str, session: &str, text: &str) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: app.into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(pb::Content {
-            role: "user".into(),
-            parts: vec![pb::Part {
-                kind: Some(pb::part::Kind::Text(text.into())),
-                ..Default::default()
-            }],
-        }),
-        create_session: true,
-        ..Default::default()
-    }
+    runs::run_request(app, USER, session, user_text(text))
 }
 
 fn with_policy(mut request: pb::RunRequest, on_busy: pb::OnBusy) -> pb::RunRequest {
@@ -180,36 +147,6 @@ fn cancel_request(app: &str, session: &str, invocation_id: &str) -> pb::CancelRe
         session_id: session.into(),
         invocation_id: invocation_id.into(),
     }
-}
-
-/// The next message of a stream within 30 s: Some(event), None at its end, or its status.
-async fn next(stream: &mut Streaming<pb::Event>) -> Result<Option<pb::Event>, Status> {
-    tokio::time::timeout(Duration::from_secs(30), stream.message())
-        .await
-        .expect("the stream answers within 30 s")
-}
-
-/// The rest of a stream: its events and the status it ended with.
-async fn rest(stream: &mut Streaming<pb::Event>) -> (Vec<pb::Event>, Option<Status>) {
-    let mut events = Vec::new();
-    loop {
-        match next(stream).await {
-            Ok(Some(event)) => events.push(event),
-            Ok(None) => return (events, None),
-            Err(status) => return (events, Some(status)),
-        }
-    }
-}
-
-fn text_of(event: &pb::Event) -> String {
-    let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            Some(pb::part::Kind::Text(text)) => Some(text.as_str()),
-            _ => None,
-        })
-        .collect()
 }
 
 #[tokio::test]
@@ -321,6 +258,9 @@ async fn a_kept_run_outlives_its_client_who_reattaches_through_the_other_session
         replicas.provider.wait_for_disconnects(2, Duration::from_secs(10)).await,
         "the dropped run's model request was dropped"
     );
+    // The run ends after its model request does: wait (reading only) until it no longer
+    // holds the session, then Cancel finds nothing to cancel.
+    replicas.lease_released("chat", "s3", &user.invocation_id).await;
     let reply = replicas
         .runner(1)
         .await

@@ -5,15 +5,15 @@
 //! so what the session server shows is what the runner stored.
 
 use adk_core::convert::{json_from_proto, json_to_proto};
-use adk_e2e::{after_user_event, spawn_artifact_server, spawn_session_server};
+use adk_e2e::runs::{self, agents_file, chat_app, text_of as texts, user_text as text};
+use adk_e2e::{InProcessServer, spawn_artifact_server, spawn_session_server};
 use adk_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, openai};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{ChildGuard, RedisServer, ServiceProcess, wait_for_port, workspace_bin};
+use adk_testkit::{RedisServer, ServiceProcess, workspace_bin};
 use serde_json::{Value, json};
-use std::io::Write;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -65,55 +65,16 @@ impl Stack {
     }
 
     async fn get_session(&self, app: &str, session: &str) -> pb::Session {
-        let mut client = SessionServiceClient::connect(self.sessions.endpoint())
-            .await
-            .expect("connect");
-        client
-            .get_session(pb::GetSessionRequest {
-                app_name: app.into(),
-                user_id: USER.into(),
-                session_id: session.into(),
-                ..Default::default()
-            })
-            .await
-            .expect("GetSession")
-            .into_inner()
+        runs::get_session(self.sessions.endpoint(), app, USER, session).await
     }
-}
-
-fn agents_file(yaml: &str) -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .prefix("agents-")
-        .suffix(".yaml")
-        .tempfile()
-        .expect("temp file");
-    file.write_all(yaml.as_bytes()).expect("write the agents file");
-    file
 }
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn text(text: &str) -> pb::Content {
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::Text(text.into())),
-            ..Default::default()
-        }],
-    }
-}
-
 fn run_request(app: &str, session: &str, message: pb::Content) -> pb::RunRequest {
-    pb::RunRequest {
-        app_name: app.into(),
-        user_id: USER.into(),
-        session_id: session.into(),
-        new_message: Some(message),
-        create_session: true,
-        ..Default::default()
-    }
+    runs::run_request(app, USER, session, message)
 }
 
 fn sse(mut request: pb::RunRequest) -> pb::RunRequest {
@@ -149,44 +110,8 @@ impl Run {
 }
 
 async fn run(client: &mut AgentRunnerClient<Channel>, request: pb::RunRequest) -> Run {
-    let mut stream = match client.run(request).await {
-        Ok(response) => response.into_inner(),
-        Err(status) => {
-            return Run {
-                events: Vec::new(),
-                error: Some(status),
-            };
-        }
-    };
-    let mut events = Vec::new();
-    loop {
-        match stream.message().await {
-            Ok(Some(event)) => events.push(event),
-            Ok(None) => {
-                return Run {
-                    events: after_user_event(events),
-                    error: None,
-                };
-            }
-            Err(status) => {
-                return Run {
-                    events: after_user_event(events),
-                    error: Some(status),
-                };
-            }
-        }
-    }
-}
-
-fn texts(event: &pb::Event) -> String {
-    let parts = event.content.as_ref().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|p| match &p.kind {
-            Some(pb::part::Kind::Text(t)) => Some(t.as_str()),
-            _ => None,
-        })
-        .collect()
+    let (events, error) = runs::run_to_end(client, request).await;
+    Run { events, error }
 }
 
 fn function_calls(event: &pb::Event) -> Vec<&pb::FunctionCall> {
@@ -553,15 +478,7 @@ apps:
 
 /// A config whose model is the fake OpenAI server at `url`.
 fn openai_app(url: &str) -> String {
-    format!(
-        "
-models:
-  gpt: {{ provider: openai, model: fake-model, base_url: '{url}', timeout_secs: 30 }}
-apps:
-  chat:
-    root_agent: {{ name: chatter, model: gpt }}
-"
-    )
+    chat_app(url, 30)
 }
 
 /// Starts a run whose provider streams one chunk and then hangs; returns it
@@ -800,21 +717,10 @@ apps:
 
 #[tokio::test]
 async fn adk_server_runs_agents_on_the_stores_it_serves() {
-    let port = adk_testkit::free_port();
-    let log_dir = tempfile::tempdir().expect("temp dir");
-    let mut command = Command::new(workspace_bin("adk-server"));
-    command
-        .args(["--listen", &format!("127.0.0.1:{port}"), "--agents"])
-        .arg(repo_root().join("examples/agents.yaml"))
-        // The metrics endpoint's default port is one per machine; other tests run beside this one.
-        .env("ADK_METRICS_LISTEN", "off");
-    let mut server = ChildGuard::spawn(command, log_dir.path().join("adk-server.log")).expect("spawn adk-server");
-    assert!(
-        wait_for_port(port, Duration::from_secs(15)).await && server.is_running(),
-        "adk-server did not start\n{}",
-        server.tail_log(20)
-    );
-    let endpoint = format!("http://127.0.0.1:{port}");
+    // In the test's process: the test is about the stores the server shares, not the process.
+    let agents = repo_root().join("examples/agents.yaml");
+    let server = InProcessServer::all_in_one(&["--agents", &agents.display().to_string()]).await;
+    let endpoint = server.endpoint();
     let mut runner = AgentRunnerClient::connect(endpoint.clone()).await.expect("connect");
     let result = run(&mut runner, run_request("assistant", "s1", text("Hello")))
         .await

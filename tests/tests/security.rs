@@ -7,6 +7,7 @@
 use adk_client::{ConnectOptions, RemoteArtifactService, RemoteSessionService};
 use adk_core::artifact::UploadRequest;
 use adk_core::{ArtifactService, ByteStream, CreateRequest, GetRequest, SessionService};
+use adk_e2e::cases::{check, on, row};
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
@@ -770,118 +771,123 @@ async fn a_user_key_touches_only_its_own_user_and_apps_and_an_admin_key_everythi
     assert!(!events.is_empty() && events.iter().all(Result::is_ok), "{events:?}");
 
     // Everything of bob's, another app, app-wide listing: PERMISSION_DENIED.
-    let denied = [
-        (
+    let denied = Code::PermissionDenied;
+    let (sessions, runner, artifacts) = (&alice.sessions, &alice.runner, &alice.artifacts);
+    let bobs_artifact = pb::ArtifactRef {
+        app_name: APP.into(),
+        user_id: "bob".into(),
+        session_id: "s1".into(),
+        file_name: "notes.txt".into(),
+    };
+    let rows = vec![
+        row(
             "bob's session",
-            code(alice.sessions.get_session(get(APP, "bob", "b1")).await),
+            denied,
+            on(
+                sessions,
+                |mut c| async move { c.get_session(get(APP, "bob", "b1")).await },
+            ),
         ),
-        (
+        row(
             "creating as bob",
-            code(alice.sessions.create_session(create("bob", "b2")).await),
+            denied,
+            on(
+                sessions,
+                |mut c| async move { c.create_session(create("bob", "b2")).await },
+            ),
         ),
-        (
+        row(
             "another app",
-            code(alice.sessions.get_session(get("other-app", "alice", "a1")).await),
+            denied,
+            on(sessions, |mut c| async move {
+                c.get_session(get("other-app", "alice", "a1")).await
+            }),
         ),
-        (
+        row(
             "app-wide ListSessions",
-            code(
-                alice
-                    .sessions
-                    .list_sessions(pb::ListSessionsRequest {
-                        app_name: APP.into(),
-                        ..Default::default()
-                    })
-                    .await,
-            ),
+            denied,
+            on(sessions, |mut c| async move {
+                c.list_sessions(pb::ListSessionsRequest {
+                    app_name: APP.into(),
+                    ..Default::default()
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "watching bob's session",
-            code(
-                alice
-                    .sessions
-                    .watch_session(pb::WatchSessionRequest {
-                        app_name: APP.into(),
-                        user_id: "bob".into(),
-                        session_id: "b1".into(),
-                        ..Default::default()
-                    })
-                    .await,
-            ),
+            denied,
+            on(sessions, |mut c| async move {
+                c.watch_session(pb::WatchSessionRequest {
+                    app_name: APP.into(),
+                    user_id: "bob".into(),
+                    session_id: "b1".into(),
+                    ..Default::default()
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "a run as bob",
-            code(
-                alice
-                    .runner
-                    .run(pb::RunRequest {
-                        app_name: APP.into(),
-                        user_id: "bob".into(),
-                        session_id: "b1".into(),
-                        ..Default::default()
-                    })
-                    .await,
-            ),
+            denied,
+            on(runner, |mut c| async move {
+                c.run(pb::RunRequest {
+                    app_name: APP.into(),
+                    user_id: "bob".into(),
+                    session_id: "b1".into(),
+                    ..Default::default()
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "cancelling bob's run",
-            code(
-                alice
-                    .runner
-                    .cancel(pb::CancelRequest {
-                        app_name: APP.into(),
-                        user_id: "bob".into(),
-                        session_id: "b1".into(),
-                        ..Default::default()
-                    })
-                    .await,
-            ),
+            denied,
+            on(runner, |mut c| async move {
+                c.cancel(pb::CancelRequest {
+                    app_name: APP.into(),
+                    user_id: "bob".into(),
+                    session_id: "b1".into(),
+                    ..Default::default()
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "downloading bob's artifact",
-            code(
-                alice
-                    .artifacts
-                    .download_artifact(pb::DownloadArtifactRequest {
-                        r#ref: Some(pb::ArtifactRef {
-                            app_name: APP.into(),
-                            user_id: "bob".into(),
-                            session_id: "s1".into(),
-                            file_name: "notes.txt".into(),
-                        }),
-                        ..Default::default()
-                    })
-                    .await,
-            ),
+            denied,
+            on(artifacts, |mut c| async move {
+                c.download_artifact(pb::DownloadArtifactRequest {
+                    r#ref: Some(bobs_artifact),
+                    ..Default::default()
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "listing bob's artifacts",
-            code(
-                alice
-                    .artifacts
-                    .list_artifacts(pb::ListArtifactsRequest {
-                        app_name: APP.into(),
-                        user_id: "bob".into(),
-                        session_id: "s1".into(),
-                    })
-                    .await,
-            ),
+            denied,
+            on(artifacts, |mut c| async move {
+                c.list_artifacts(pb::ListArtifactsRequest {
+                    app_name: APP.into(),
+                    user_id: "bob".into(),
+                    session_id: "s1".into(),
+                })
+                .await
+            }),
         ),
-        (
+        row(
             "an app outside her list",
-            code(
-                alice
-                    .runner
-                    .get_app(pb::GetAppRequest {
-                        app_name: "other-app".into(),
-                    })
-                    .await,
-            ),
+            denied,
+            on(runner, |mut c| async move {
+                c.get_app(pb::GetAppRequest {
+                    app_name: "other-app".into(),
+                })
+                .await
+            }),
         ),
     ];
-    for (what, code) in denied {
-        assert_eq!(code, Code::PermissionDenied, "{what}");
-    }
+    check("alice's key", rows).await;
     let upload = alice_artifacts
         .upload(upload_request("bob"), bytes(b"into bob's"))
         .await;
@@ -945,17 +951,6 @@ fn hello() -> Option<pb::Content> {
     })
 }
 
-/// PERMISSION_DENIED naming the request field and the app: key.
-fn assert_app_state_denied<T: std::fmt::Debug>(what: &str, field: &str, result: Result<T, tonic::Status>) {
-    let status = result.expect_err(what);
-    assert_eq!(status.code(), Code::PermissionDenied, "{what}: {}", status.message());
-    assert!(
-        status.message().contains(field) && status.message().contains("\"app:banner\""),
-        "{what}: {}",
-        status.message()
-    );
-}
-
 /// App state is shared by every user of the app: a user credential may not write app:
 /// keys through any of the three requests that carry state (CreateSession `state`,
 /// AppendEvent `event.actions.state_delta`, Run `state_delta`), and nothing of a refused
@@ -977,21 +972,6 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         ]
     };
 
-    let mut with_banner = create("alice", "a0");
-    with_banner.state = Some(prost_types::Struct {
-        fields: banner().into_iter().collect(),
-    });
-    assert_app_state_denied(
-        "CreateSession",
-        "state",
-        alice.sessions.create_session(with_banner).await,
-    );
-    assert_eq!(
-        code(admin.sessions.get_session(get(APP, "alice", "a0")).await),
-        Code::NotFound,
-        "the refused create stored nothing"
-    );
-
     let mut own = create("alice", "a1");
     own.state = Some(prost_types::Struct {
         fields: [("user:lang".to_string(), text_value("en"))].into_iter().collect(),
@@ -1001,6 +981,12 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .create_session(own)
         .await
         .expect("user: keys are hers to write");
+
+    // Each request that carries state, refused naming its own field and the app: key.
+    let mut with_banner = create("alice", "a0");
+    with_banner.state = Some(prost_types::Struct {
+        fields: banner().into_iter().collect(),
+    });
     let append = pb::AppendEventRequest {
         app_name: APP.into(),
         user_id: "alice".into(),
@@ -1016,11 +1002,6 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         }),
         precondition: None,
     };
-    assert_app_state_denied(
-        "AppendEvent",
-        "event.actions.state_delta",
-        alice.sessions.append_event(append.clone()).await,
-    );
     let run = pb::RunRequest {
         app_name: APP.into(),
         user_id: "alice".into(),
@@ -1029,7 +1010,57 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         state_delta: banner().into_iter().collect(),
         ..Default::default()
     };
-    assert_app_state_denied("Run", "state_delta", alice.runner.run(run).await);
+    let update = || pb::UpdateAppStateRequest {
+        app_name: APP.into(),
+        state_delta: Some(prost_types::Struct {
+            fields: [("app:banner".to_string(), text_value("welcome"))].into(),
+        }),
+    };
+    let denied = Code::PermissionDenied;
+    let refused_append = append.clone();
+    let refused_update = update();
+    let rows = vec![
+        row(
+            "CreateSession",
+            denied,
+            on(
+                &alice.sessions,
+                |mut c| async move { c.create_session(with_banner).await },
+            ),
+        )
+        .naming(&["state", "\"app:banner\""], &[]),
+        row(
+            "AppendEvent",
+            denied,
+            on(
+                &alice.sessions,
+                |mut c| async move { c.append_event(refused_append).await },
+            ),
+        )
+        .naming(&["event.actions.state_delta", "\"app:banner\""], &[]),
+        row(
+            "Run",
+            denied,
+            on(&alice.runner, |mut c| async move { c.run(run).await }),
+        )
+        .naming(&["state_delta", "\"app:banner\""], &[]),
+        row(
+            "UpdateAppState",
+            denied,
+            on(&alice.sessions, |mut c| async move {
+                c.update_app_state(refused_update).await
+            }),
+        )
+        .naming(&["state_delta", "\"app:banner\""], &[]),
+    ];
+    check("alice writing app: state", rows).await;
+
+    // Nothing of a refused request was stored.
+    assert_eq!(
+        code(admin.sessions.get_session(get(APP, "alice", "a0")).await),
+        Code::NotFound,
+        "the refused create stored nothing"
+    );
     let session = admin
         .sessions
         .get_session(get(APP, "alice", "a1"))
@@ -1041,6 +1072,12 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
     assert!(
         !state.contains_key("app:banner") && !state.contains_key("topic"),
         "{state:?}"
+    );
+    let app_state = pb::GetAppStateRequest { app_name: APP.into() };
+    let untouched = alice.sessions.get_app_state(app_state).await.unwrap().into_inner();
+    assert!(
+        !untouched.state.unwrap_or_default().fields.contains_key("banner"),
+        "the refused update changed nothing"
     );
 
     // The admin writes app state; alice reads it.
@@ -1061,29 +1098,6 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
     );
 
     // UpdateAppState changes app: state without an event: admins only.
-    let update = || pb::UpdateAppStateRequest {
-        app_name: APP.into(),
-        state_delta: Some(prost_types::Struct {
-            fields: [("app:banner".to_string(), text_value("welcome"))].into(),
-        }),
-    };
-    assert_app_state_denied(
-        "UpdateAppState",
-        "state_delta",
-        alice.sessions.update_app_state(update()).await,
-    );
-    let app_state = pb::GetAppStateRequest { app_name: APP.into() };
-    let unchanged = alice
-        .sessions
-        .get_app_state(app_state.clone())
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(
-        unchanged.state.unwrap_or_default().fields.get("banner"),
-        Some(&text_value("hacked")),
-        "the refused update changed nothing"
-    );
     let updated = admin
         .sessions
         .update_app_state(update())

@@ -1,14 +1,15 @@
 //! Session inputs that used to crash a handler or store garbage, sent as raw protobuf
-//! messages to the real `adk-server` (runner on), on the embedded memory store and on a
-//! real redis-server: each gets `INVALID_ARGUMENT` naming the field, stores nothing,
+//! messages to `adk-server` (runner on, served in the test's process), on the embedded
+//! memory store and on a real redis-server: each gets `INVALID_ARGUMENT` naming the field, stores nothing,
 //! and the server stays up.
 
 use adk_core::session::EventCursor;
 use adk_core::validate::{MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS};
+use adk_e2e::InProcessServer;
 use adk_proto::v1 as pb;
 use adk_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess};
+use adk_testkit::RedisServer;
 use prost_types::value::Kind;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -16,29 +17,17 @@ use tonic::transport::Channel;
 const APP: &str = "assistant";
 const USER: &str = "u";
 
-async fn spawn_server(store_url: Option<String>) -> ServiceProcess {
+/// The all-in-one server with the runner on, in the test's process, on the memory
+/// store or on `store_url`: these tests are about what it answers, not the process.
+async fn start_server(store_url: Option<String>) -> InProcessServer {
     let agents = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/agents.yaml");
-    let mut args = vec![
-        "--agents".to_string(),
-        agents.into(),
-        "--metrics-listen".into(),
-        "off".into(),
-    ];
-    if let Some(url) = store_url {
-        args.extend(["--store-url".into(), url]);
+    let mut args = vec!["--agents", agents];
+    if let Some(url) = &store_url {
+        args.extend(["--store-url", url.as_str()]);
     }
-    ServiceProcess::spawn("adk-server", &args, &[]).await
+    InProcessServer::all_in_one(&args).await
 }
 
-async fn channel(server: &ServiceProcess) -> Channel {
-    Channel::from_shared(server.endpoint())
-        .unwrap()
-        .connect()
-        .await
-        .expect("connect")
-}
-
-/// The status of a refused call: `INVALID_ARGUMENT`, naming `field`.
 fn refused<T: std::fmt::Debug>(case: &str, field: &str, got: Result<T, tonic::Status>) {
     match got {
         Ok(reply) => panic!("{case}: expected INVALID_ARGUMENT, got a reply: {reply:?}"),
@@ -352,11 +341,11 @@ async fn forged_tokens_huge_ttls_and_far_times_are_refused(channel: Channel) {
 }
 
 async fn check(store_url: Option<String>) {
-    let mut server = spawn_server(store_url).await;
-    let channel = channel(&server).await;
+    let server = start_server(store_url).await;
+    let channel = server.channel().await;
     values_with_no_kind_are_refused_naming_the_key(channel.clone()).await;
     forged_tokens_huge_ttls_and_far_times_are_refused(channel).await;
-    assert!(server.is_running(), "the server died\n{}", server.tail_log(40));
+    assert!(server.is_running(), "the server stopped");
 }
 
 #[tokio::test]

@@ -39,6 +39,8 @@ struct Collected {
     attributes: HashMap<String, String>,
     /// The span's status code: 0 unset, 1 ok, 2 error.
     status: i32,
+    /// Whether it arrived after the test marked the server's shutdown as begun.
+    after_shutdown: bool,
 }
 
 impl Collected {
@@ -51,6 +53,9 @@ impl Collected {
 #[derive(Clone, Default)]
 struct Collector {
     spans: Arc<Mutex<Vec<Collected>>>,
+    /// Set by a test just before it stops the server, so each span records which side
+    /// of the shutdown it arrived on.
+    shutdown_begun: Arc<std::sync::atomic::AtomicBool>,
 }
 
 fn text(value: &Option<opentelemetry_proto::tonic::common::v1::AnyValue>) -> String {
@@ -77,6 +82,7 @@ impl TraceService for Collector {
         &self,
         request: Request<ExportTraceServiceRequest>,
     ) -> Result<Response<ExportTraceServiceResponse>, Status> {
+        let after_shutdown = self.shutdown_begun.load(std::sync::atomic::Ordering::SeqCst);
         let mut spans = self.spans.lock().expect("lock");
         for resource_spans in request.into_inner().resource_spans {
             let resource = resource_spans
@@ -95,6 +101,7 @@ impl TraceService for Collector {
                         kind: span.kind,
                         attributes: attributes(&span.attributes),
                         status: span.status.as_ref().map_or(0, |s| s.code),
+                        after_shutdown,
                     });
                 }
             }
@@ -297,14 +304,12 @@ async fn spans_still_queued_are_exported_on_a_graceful_shutdown() {
         .await
         .expect("CreateSession");
     drop(client);
-    // A check that nothing happens has no condition to wait for: give an export that
-    // should not come a fair chance to arrive.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(
-        collector.spans().is_empty(),
-        "nothing is exported before the batch is due"
-    );
 
+    // Each span records whether it arrived before or after the shutdown began: the RPC's
+    // span must come, and only after, so it was still queued and the exit's flush sent it.
+    collector
+        .shutdown_begun
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let status = server.terminate().await;
     assert!(status.success(), "graceful exit: {status:?}\n{}", server.tail_log(20));
     let spans = collector.spans();
@@ -313,6 +318,10 @@ async fn spans_still_queued_are_exported_on_a_graceful_shutdown() {
             .iter()
             .any(|s| s.name == "adk.v1.SessionService/CreateSession" && s.trace_id == TRACE_ID),
         "the RPC's span was flushed at exit: {spans:#?}"
+    );
+    assert!(
+        spans.iter().all(|s| s.after_shutdown),
+        "nothing is exported before the batch is due, only at exit: {spans:#?}"
     );
 }
 

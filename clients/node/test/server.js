@@ -1,7 +1,7 @@
 // Starts the real adk-server binary on a free port for the tests, and stops it.
 // The binary comes from $ADK_BIN_DIR, else ${CARGO_TARGET_DIR:-target}/debug of the repository.
 import { spawn } from 'node:child_process';
-import { accessSync, constants, createWriteStream, mkdtempSync, readFileSync } from 'node:fs';
+import { accessSync, constants, createWriteStream, mkdtempSync, readFileSync, readdirSync, readlinkSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -52,6 +52,45 @@ function canConnect(port) {
     });
     sock.once('error', () => resolve(false));
   });
+}
+
+/**
+ * Whether process `pid` holds a listening TCP socket on `port`, read from Linux's /proc
+ * (its socket inodes, and the LISTEN rows of the TCP tables).
+ * @param {number | undefined} pid
+ * @param {number} port
+ */
+function listensOn(pid, port) {
+  /** @type {Set<string>} */
+  const inodes = new Set();
+  try {
+    for (const fd of readdirSync(`/proc/${pid}/fd`)) {
+      try {
+        const target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+        if (target.startsWith('socket:[')) inodes.add(target.slice('socket:['.length, -1));
+      } catch {
+        // The descriptor closed while being read.
+      }
+    }
+  } catch {
+    return false;
+  }
+  const localPort = `:${port.toString(16).toUpperCase().padStart(4, '0')}`;
+  const LISTEN = '0A';
+  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+    let rows;
+    try {
+      rows = readFileSync(table, 'utf8').split('\n').slice(1);
+    } catch {
+      continue;
+    }
+    for (const row of rows) {
+      // sl local_address rem_address st tx_queue:rx_queue tr:tm->when retrnsmt uid timeout inode
+      const fields = row.trim().split(/\s+/);
+      if (fields[1]?.endsWith(localPort) && fields[3] === LISTEN && inodes.has(fields[9] ?? '')) return true;
+    }
+  }
+  return false;
 }
 
 const running = new Set();
@@ -117,18 +156,19 @@ export async function startAdkServer(binary = 'adk-server', extraArgs = ['--agen
       running.delete(child);
       logFile.end();
     };
-    const deadline = Date.now() + 30000;
-    while (Date.now() < deadline && child.exitCode === null && child.signalCode === null) {
-      if (await canConnect(port)) {
-        await new Promise((r) => setTimeout(r, 50));
-        // Still ours: not another process that took the port first.
-        if (child.exitCode === null && child.signalCode === null) return { address: `127.0.0.1:${port}`, port, stop, kill, log };
-        continue;
-      }
-      await new Promise((r) => setTimeout(r, 50));
+    const alive = () => child.exitCode === null && child.signalCode === null;
+    try {
+      await waitFor(`${binary} on port ${port}`, 30000, async () => {
+        if (!alive()) throw new Error(`${binary} exited before listening on port ${port}`);
+        // The child's own listening socket: the server is up, and the port is not another
+        // process's that happened to take it first.
+        return listensOn(child.pid, port);
+      });
+      return { address: `127.0.0.1:${port}`, port, stop, kill, log };
+    } catch (error) {
+      await stop();
+      lastError = new Error(`${binary} did not start on port ${port}: ${error instanceof Error ? error.message : error}\n${log()}`);
     }
-    await stop();
-    lastError = new Error(`${binary} did not start on port ${port}:\n${log()}`);
   }
   throw lastError;
 }

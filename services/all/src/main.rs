@@ -1,50 +1,10 @@
-//! `adk-server`: every ADK service in one process on one port. The store defaults
-//! to `memory://`, so it runs with zero setup; point `--store-url` at Redis to share
-//! state with other processes.
+//! `adk-server`: every ADK service in one process on one port (see the library).
 
-use adk_artifact_service::artifact_service;
-use adk_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
-use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
-use adk_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, ServiceInfo, SessionArgs,
-    Shutdown, StoreArgs, run_binary,
-};
-use adk_session_service::{memory_service, session_service};
+use adk_server::{Cli, server};
+use adk_server_kit::{ServiceInfo, Shutdown, run_binary};
 use anyhow::Context;
 use clap::Parser;
-use std::path::PathBuf;
 use std::process::ExitCode;
-
-/// Serves every ADK gRPC service (adk.v1.SessionService, adk.v1.ArtifactService, adk.v1.MemoryService and, with --agents,
-/// adk.v1.AgentRunner and A2A's lf.a2a.v1.A2AService), grpc.health.v1 and server reflection on one port.
-#[derive(Debug, Parser)]
-#[command(name = "adk-server", version)]
-struct Cli {
-    /// Address to listen on (host:port)
-    #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50051")]
-    listen: String,
-    /// The agents file (YAML) to run with adk.v1.AgentRunner; see examples/agents.yaml [default: no runner]
-    #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
-    agents: Option<PathBuf>,
-    #[command(flatten)]
-    store: StoreArgs<MemoryByDefault>,
-    #[command(flatten)]
-    sessions: SessionArgs,
-    #[command(flatten)]
-    artifacts: ArtifactArgs,
-    #[command(flatten)]
-    lease: LeaseArgs,
-    #[command(flatten)]
-    memory: MemoryArgs,
-    #[command(flatten)]
-    a2a: A2aArgs,
-    #[command(flatten)]
-    grpc: GrpcArgs,
-    #[command(flatten)]
-    metrics: MetricsArgs,
-    #[command(flatten)]
-    log: LogArgs,
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -59,70 +19,6 @@ async fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
-    // Checked before any store is opened, so a bad file fails the start at once.
-    let agents = match &cli.agents {
-        Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
-        None => None,
-    };
-    // Both services use the same store URL, opened as one deployment: DeleteSession
-    // deletes the session's artifacts (with memory://, in this process's artifact store).
-    let url = &cli.store.store_url;
-    let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
-    let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
-    let replica_acks = config.replica_acks;
-    let (sessions, artifacts) = adk_store::open_stores(url, config)
-        .await
-        .with_context(|| cannot_open("session and artifact"))?;
-    // Long-term memory at the same URL; the runner's agents recall from the very instance served.
-    let embedders = match &cli.memory.memory_embeddings {
-        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
-        None => Default::default(),
-    };
-    let memory = adk_store::open_memory_service_with(url, cli.store.store_config(), embedders)
-        .await
-        .with_context(|| cannot_open("memory"))?;
-    tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
-
-    // The runner uses the very store instances the session and artifact services
-    // serve (with memory:// a second open would be a second, empty store), so a
-    // Run's events show in GetSession on the same port.
-    let runner = match &agents {
-        Some(agents) => {
-            let lease = adk_runner_service::open_session_lease(url, replica_acks)
-                .await
-                .with_context(|| cannot_open("session lease"))?;
-            let mut services =
-                RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease).with_lease_args(&cli.lease);
-            services.memory = Some(memory.clone());
-            let apps = agents.build(&services).context("cannot build the agents")?;
-            tracing::info!(apps = ?agents.app_names(), "agents loaded");
-            // Every app is also an A2A agent, on the same port; its card is on the HTTP (metrics) port too.
-            let cards = cli.a2a.card_args(&cli.listen, &cli.grpc);
-            let a2a = a2a_service(
-                apps.clone(),
-                Some(artifacts.clone()),
-                cards.clone(),
-                &cli.grpc,
-                shutdown.clone(),
-            )?;
-            let routes = card_routes(&apps, &cards);
-            Some((runner_service(apps, &cli.grpc, shutdown.clone())?, a2a, routes))
-        }
-        None => None,
-    };
-
-    // One line per service; each store it uses gets a health check.
-    let mut server = GrpcServer::new(&cli.grpc, shutdown.clone())
-        .metrics(&cli.metrics)
-        .add_service(session_service(sessions.clone(), &cli.grpc, shutdown))
-        .add_service(artifact_service(artifacts.clone(), &cli.grpc))
-        .add_service(memory_service(memory.clone(), sessions.clone(), &cli.grpc))
-        .health_check("session store", sessions)
-        .health_check("artifact store", artifacts)
-        .health_check("memory store", memory);
-    if let Some((runner, a2a, card_routes)) = runner {
-        server = server.add_service(runner).add_service(a2a).http_routes(card_routes);
-    }
-    server.serve(&cli.listen).await?;
+    server(&cli, shutdown).await?.serve(&cli.listen).await?;
     Ok(())
 }

@@ -80,8 +80,19 @@ async fn serve_returns_once_shutdown_fires() {
         .bind("127.0.0.1:0")
         .await
         .unwrap();
+    let endpoint = format!("http://{}", server.local_addr());
     let serving = tokio::spawn(server.serve());
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // Shut down a server that is known to be serving (it answered a health check), so
+    // the test proves serve() returns from the running state, not from before it.
+    let channel = tonic::transport::Channel::from_shared(endpoint)
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    tonic_health::pb::health_client::HealthClient::new(channel)
+        .check(tonic_health::pb::HealthCheckRequest { service: String::new() })
+        .await
+        .unwrap();
     shutdown.trigger();
     tokio::time::timeout(Duration::from_secs(5), serving)
         .await

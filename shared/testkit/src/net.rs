@@ -2,7 +2,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tokio::time::{Instant, sleep, timeout};
+use tokio::time::timeout;
 
 /// Asks the kernel for an unused loopback port.
 ///
@@ -19,16 +19,14 @@ pub fn free_port() -> u16 {
 /// Retries a TCP connect to `127.0.0.1:port` until it succeeds or `timeout_after`
 /// elapses. Returns whether the port accepted a connection.
 pub async fn wait_for_port(port: u16, timeout_after: Duration) -> bool {
-    let deadline = Instant::now() + timeout_after;
-    loop {
-        if port_accepts(port).await {
-            return true;
+    crate::try_eventually(timeout_after, || async move {
+        match port_accepts(port).await {
+            true => Ok(()),
+            false => Err(format!("port {port} refuses connections")),
         }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
+    .is_ok()
 }
 
 pub(crate) async fn port_accepts(port: u16) -> bool {

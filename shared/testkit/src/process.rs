@@ -4,8 +4,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
-use tokio::time::{Instant, sleep};
-
 /// How long [`ChildGuard::terminate`] waits after SIGTERM before it SIGKILLs.
 pub const DEFAULT_TERMINATE_GRACE: Duration = Duration::from_secs(10);
 
@@ -62,16 +60,12 @@ impl ChildGuard {
 
     /// Waits up to `timeout` for the process to exit on its own.
     pub async fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exit_status() {
-                return Some(status);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            sleep(Duration::from_millis(10)).await;
-        }
+        crate::try_eventually(timeout, || {
+            let status = self.exit_status();
+            async move { status.ok_or_else(|| "still running".to_string()) }
+        })
+        .await
+        .ok()
     }
 
     /// Sends a signal by name (`"TERM"`, `"STOP"`, `"CONT"`, ...) via `kill(1)`.
@@ -180,14 +174,16 @@ mod tests {
             dir.path(),
         );
         // SIGTERM before the trap is installed would end the shell gracefully.
-        let trap_installed = async {
-            while !stubborn.tail_log(1).contains("trap-installed") {
-                sleep(Duration::from_millis(5)).await;
+        crate::eventually(Duration::from_secs(5), || {
+            let log = stubborn.tail_log(1);
+            async move {
+                match log.contains("trap-installed") {
+                    true => Ok(()),
+                    false => Err("shell never installed its TERM trap".to_string()),
+                }
             }
-        };
-        tokio::time::timeout(Duration::from_secs(5), trap_installed)
-            .await
-            .expect("shell never installed its TERM trap");
+        })
+        .await;
         let status = stubborn.terminate_within(Duration::from_millis(200)).await;
         assert_eq!(status.signal(), Some(9));
 
