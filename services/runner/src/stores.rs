@@ -2,10 +2,10 @@
 //! store, long-term memory and the session leases (one invocation per session at a time).
 
 use adk_core::memory::Embedders;
-use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
+use adk_core::{Agent, ArtifactService, CoreSessionService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactService, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
+    InMemoryArtifactService, InMemoryMemoryService, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
     ReplicaAcks, StoreConfig,
 };
 
@@ -62,10 +62,11 @@ impl RunnerServices {
     /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
         let artifacts = InMemoryArtifactService::new();
-        let sessions = InMemorySessionService::new().with_artifacts(artifacts.clone());
+        let sessions = InMemorySessionBackend::new().with_artifacts(artifacts.clone());
         // The store's own leases, so that it fences the runners' appends.
         let lease = sessions.leases();
-        let mut services = Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease));
+        let sessions = Arc::new(CoreSessionService::new(sessions));
+        let mut services = Self::new(sessions, Some(Arc::new(artifacts)), Arc::new(lease));
         services.memory = Some(Arc::new(InMemoryMemoryService::new()));
         services
     }

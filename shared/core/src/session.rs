@@ -15,6 +15,9 @@ use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;
 
+pub mod backend;
+pub mod service;
+
 /// A stream of events: a watch on a session, or an agent's output.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event>> + Send>>;
 

@@ -3,6 +3,7 @@
 
 mod common;
 
+use adk_core::CoreSessionService;
 use adk_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{
@@ -710,7 +711,9 @@ fn bad_definitions_are_refused() {
         "root",
         vec![twin(), Arc::new(SequentialAgent::new("inner", vec![twin()]))],
     );
-    let sessions = Arc::new(adk_store::InMemorySessionService::new());
+    let sessions = Arc::new(adk_core::CoreSessionService::new(
+        adk_store::InMemorySessionBackend::new(),
+    ));
     let lease = Arc::new(adk_store::InMemorySessionLease::new());
     let err = adk_runner::Runner::new(adk_runner::RunnerConfig::new("app", Arc::new(root), sessions, lease))
         .err()

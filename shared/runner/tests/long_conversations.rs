@@ -3,6 +3,7 @@
 
 mod common;
 
+use adk_core::CoreSessionService;
 use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::{
     Acquire, AdkError, AppendEventRequest, ArtifactService, Artifacts, CompactionConfig, Content, CreateRequest, Event,
@@ -11,8 +12,8 @@ use adk_core::{
 };
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{
-    InMemoryArtifactService, InMemorySessionLease, InMemorySessionService, RedisArtifactService, RedisSessionLease,
-    RedisSessionService, StoreConfig,
+    InMemoryArtifactService, InMemorySessionBackend, InMemorySessionLease, RedisArtifactService, RedisSessionBackend,
+    RedisSessionLease, StoreConfig,
 };
 use adk_testkit::{RedisCluster, RedisServer};
 use async_trait::async_trait;
@@ -83,7 +84,9 @@ struct Stores {
 fn in_memory() -> Stores {
     let artifacts = InMemoryArtifactService::new();
     Stores {
-        sessions: Arc::new(InMemorySessionService::new().with_artifacts(artifacts.clone())),
+        sessions: Arc::new(CoreSessionService::new(
+            InMemorySessionBackend::new().with_artifacts(artifacts.clone()),
+        )),
         artifacts: Arc::new(artifacts),
         lease: Arc::new(InMemorySessionLease::new()),
     }
@@ -91,7 +94,11 @@ fn in_memory() -> Stores {
 
 async fn on_redis(url: &str) -> Stores {
     Stores {
-        sessions: Arc::new(RedisSessionService::connect(url, StoreConfig::default()).await.unwrap()),
+        sessions: Arc::new(
+            RedisSessionBackend::connect_service(url, StoreConfig::default())
+                .await
+                .unwrap(),
+        ),
         artifacts: Arc::new(
             RedisArtifactService::connect(url, StoreConfig::default())
                 .await

@@ -1,7 +1,8 @@
 //! Backends of the core traits: in memory (one process, nothing to set up) and
 //! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2` /
 //! `rediss+cluster://h1:p1,h2:p2`), for sessions ([`SessionService`]) and
-//! artifacts ([`ArtifactService`]).
+//! artifacts ([`ArtifactService`]). Session stores are [`SessionBackend`]s served by the
+//! core's [`CoreSessionService`], which owns every session rule ([`session_service`]).
 
 pub mod artifact;
 pub mod lease;
@@ -9,7 +10,7 @@ pub mod memories;
 pub mod memory;
 pub mod redis;
 
-use adk_core::{AdkError, ArtifactService, MemoryService, Result, SessionService};
+use adk_core::{AdkError, ArtifactService, CoreSessionService, MemoryService, Result, SessionBackend, SessionService};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ pub use artifact::redis::RedisArtifactService;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
 pub use memories::memory::InMemoryMemoryService;
 pub use memories::redis::RedisMemoryService;
-pub use memory::InMemorySessionService;
-pub use redis::RedisSessionService;
+pub use memory::InMemorySessionBackend;
+pub use redis::RedisSessionBackend;
 pub use redis::durability::{self, MinReplicas, ReplicaAcks};
 
 /// Default of [`StoreConfig::max_artifact_bytes`]: 256 MiB.
@@ -51,6 +52,11 @@ impl Default for StoreConfig {
     }
 }
 
+/// The session service over `backend`: the core's rules, with `config`'s default TTL.
+pub fn session_service<B: SessionBackend>(backend: B, config: &StoreConfig) -> CoreSessionService<B> {
+    CoreSessionService::new(backend).with_default_ttl(config.default_session_ttl)
+}
+
 /// The kinds of store a URL can name.
 enum Backend {
     Memory,
@@ -78,8 +84,8 @@ impl Backend {
 /// `#insecure` to a `rediss` URL to skip certificate verification).
 pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<dyn SessionService>> {
     Ok(match Backend::of(url)? {
-        Backend::Memory => Arc::new(InMemorySessionService::with_config(config)),
-        Backend::Redis => Arc::new(RedisSessionService::connect(url, config).await?),
+        Backend::Memory => Arc::new(session_service(InMemorySessionBackend::new(), &config)),
+        Backend::Redis => Arc::new(RedisSessionBackend::connect_service(url, config).await?),
     })
 }
 
@@ -96,7 +102,7 @@ pub async fn open_artifact_service(url: &str, config: StoreConfig) -> Result<Arc
 /// Opens the session and the artifact store a URL names, as one deployment: DeleteSession
 /// deletes the session's own artifacts. On Redis the two share the Redis (a session
 /// store opened alone does the same); with `memory://` the session store is linked to
-/// the new artifact store ([`InMemorySessionService::with_artifacts`]).
+/// the new artifact store ([`InMemorySessionBackend::with_artifacts`]).
 pub async fn open_stores(
     url: &str,
     config: StoreConfig,
@@ -104,11 +110,11 @@ pub async fn open_stores(
     Ok(match Backend::of(url)? {
         Backend::Memory => {
             let artifacts = InMemoryArtifactService::with_config(config.clone());
-            let sessions = InMemorySessionService::with_config(config).with_artifacts(artifacts.clone());
-            (Arc::new(sessions), Arc::new(artifacts))
+            let sessions = InMemorySessionBackend::new().with_artifacts(artifacts.clone());
+            (Arc::new(session_service(sessions, &config)), Arc::new(artifacts))
         }
         Backend::Redis => (
-            Arc::new(RedisSessionService::connect(url, config.clone()).await?),
+            Arc::new(RedisSessionBackend::connect_service(url, config.clone()).await?),
             Arc::new(RedisArtifactService::connect(url, config).await?),
         ),
     })

@@ -1,19 +1,20 @@
 //! The SessionService conformance suite against the in-memory backend.
 
-use adk_core::Clock;
-use adk_store::InMemorySessionService;
+use adk_core::{Clock, CoreSessionService};
+use adk_store::InMemorySessionBackend;
 use adk_testkit::conformance::run_session_conformance_with_clock;
 
 /// On a manual clock: the TTL case jumps over its TTLs instead of waiting them out.
 #[tokio::test]
 async fn memory_backend_conforms() {
     let clock = Clock::manual();
-    run_session_conformance_with_clock(&InMemorySessionService::new().with_clock(clock.clone()), &clock).await;
+    let sessions = CoreSessionService::new(InMemorySessionBackend::new().with_clock(clock.clone()));
+    run_session_conformance_with_clock(&sessions, &clock).await;
 }
 
 mod reaping {
-    use adk_core::{CreateRequest, SessionService};
-    use adk_store::InMemorySessionService;
+    use adk_core::{CoreSessionService, CreateRequest, SessionService};
+    use adk_store::InMemorySessionBackend;
     use std::time::Duration;
 
     /// Waits until `done` holds, failing after `limit`.
@@ -35,9 +36,11 @@ mod reaping {
     #[tokio::test]
     async fn expired_sessions_are_reaped_though_nobody_reads_them() {
         let clock = adk_core::Clock::manual();
-        let svc = InMemorySessionService::new()
-            .with_clock(clock.clone())
-            .with_reap_interval(Duration::from_millis(50));
+        let svc = CoreSessionService::new(
+            InMemorySessionBackend::new()
+                .with_clock(clock.clone())
+                .with_reap_interval(Duration::from_millis(50)),
+        );
         svc.create(create("kept".into(), None))
             .await
             .expect("a session without a TTL");
@@ -46,11 +49,11 @@ mod reaping {
                 .await
                 .expect("a session with a TTL");
         }
-        assert_eq!(svc.stored_session_count(), 101);
+        assert_eq!(svc.backend().stored_session_count(), 101);
         clock.advance(Duration::from_secs(61));
         // Nothing reads them: only the reaper can drop them.
         wait_until(Duration::from_secs(10), "the expired sessions are dropped", || {
-            svc.stored_session_count() == 1
+            svc.backend().stored_session_count() == 1
         })
         .await;
     }
@@ -58,7 +61,7 @@ mod reaping {
     #[tokio::test]
     async fn the_reaper_stops_with_the_store() {
         let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
-        let svc = InMemorySessionService::new().with_reap_interval(Duration::from_millis(10));
+        let svc = CoreSessionService::new(InMemorySessionBackend::new().with_reap_interval(Duration::from_millis(10)));
         svc.create(create("plain".into(), None)).await.expect("create");
         assert_eq!(tasks(), 0, "no reaper until a session has a TTL");
         svc.create(create("brief".into(), Some(Duration::from_secs(60))))
