@@ -1,4 +1,6 @@
-//! Sessions and the `SessionService` trait every backend implements.
+//! Sessions, their requests and the `SessionService` trait. Every store serves it through
+//! [`service::CoreSessionService`], which owns the rules, over a [`backend::SessionBackend`]
+//! that only stores and reads; the gRPC client and test doubles implement it directly.
 
 use crate::error::{AdkError, Result};
 use crate::event::Event;

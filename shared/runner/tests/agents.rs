@@ -3,7 +3,6 @@
 
 mod common;
 
-use adk_core::CoreSessionService;
 use adk_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{

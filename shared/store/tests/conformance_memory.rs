@@ -12,6 +12,49 @@ async fn memory_backend_conforms() {
     run_session_conformance_with_clock(&sessions, &clock).await;
 }
 
+/// The store's default TTL is the core's rule: a session created without a TTL gets it,
+/// one with its own keeps its own, and the default expires it like any TTL.
+#[tokio::test]
+async fn the_default_ttl_applies_to_sessions_created_without_one() {
+    use adk_core::{CreateRequest, GetRequest, SessionService};
+    use std::time::Duration;
+    let clock = Clock::manual();
+    let config = adk_store::StoreConfig {
+        default_session_ttl: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let sessions = adk_store::session_service(InMemorySessionBackend::new().with_clock(clock.clone()), &config);
+    let create = |id: &str, ttl: Option<Duration>| CreateRequest {
+        app_name: "app".into(),
+        user_id: "u".into(),
+        session_id: Some(id.into()),
+        ttl,
+        ..Default::default()
+    };
+    let defaulted = sessions.create(create("defaulted", None)).await.unwrap();
+    let expected = clock.now() + chrono::TimeDelta::seconds(60);
+    let expires = defaulted.expire_time.expect("the default TTL");
+    assert!(
+        (expires - expected).abs() < chrono::TimeDelta::seconds(1),
+        "{expires} vs {expected}"
+    );
+    let own = sessions
+        .create(create("own", Some(Duration::from_secs(3600))))
+        .await
+        .unwrap();
+    assert!(own.expire_time.unwrap() > expires + chrono::TimeDelta::seconds(3000));
+    clock.advance(Duration::from_secs(61));
+    let get = |id: &str| GetRequest {
+        app_name: "app".into(),
+        user_id: "u".into(),
+        session_id: id.into(),
+        ..Default::default()
+    };
+    let gone = sessions.get(get("defaulted")).await.unwrap_err();
+    assert!(matches!(gone, adk_core::AdkError::NotFound(..)), "{gone}");
+    sessions.get(get("own")).await.expect("its own TTL runs on");
+}
+
 mod reaping {
     use adk_core::{CoreSessionService, CreateRequest, SessionService};
     use adk_store::InMemorySessionBackend;

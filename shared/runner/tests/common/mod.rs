@@ -68,7 +68,7 @@ impl Harness {
 
     pub async fn with_state(root: Arc<dyn Agent>, state: HashMap<String, Value>) -> Harness {
         let sessions: Arc<dyn SessionService> =
-            Arc::new(adk_core::CoreSessionService::new(InMemorySessionBackend::new()));
+            Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
         let lease: Arc<dyn SessionLease> = Arc::new(InMemorySessionLease::new());
         Self::build(root, sessions, lease, state).await
     }
