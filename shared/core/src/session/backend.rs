@@ -24,10 +24,16 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Marks a value the core built: the field is private to the crate, so a backend (in
-/// another crate) can read such a value but never make one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+/// Marks a value the core built: the field holding it is private to the crate, so a
+/// backend (in another crate) can read such a value but never make one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Checked(());
+
+impl Checked {
+    pub(crate) const fn new() -> Self {
+        Checked(())
+    }
+}
 
 /// A request the core has validated; a backend reads it through `Deref`.
 #[derive(Debug, Clone, PartialEq)]
@@ -65,7 +71,7 @@ impl SessionKey {
             app_name: app_name.to_string(),
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         }
     }
 

@@ -74,7 +74,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             key: key.clone(),
             ttl,
             now: self.backend.now(),
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         match self.backend.create(new).await? {
             Created::Stored(session) => Ok(session),
@@ -89,7 +89,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             num_recent_events: req.num_recent_events,
             after: req.after,
             since_compaction: req.since_compaction,
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         let mut session = self.backend.read(&key, &read).await?.ok_or_else(|| key.not_found())?;
         let events = std::mem::take(&mut session.events).into_vec();
@@ -104,7 +104,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             request: req,
             after,
             limit: size + 1,
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         let mut page = self.backend.list(&listing).await?;
         let next_page_token = (page.len() > size).then(|| page[size - 1].position.encode(&listing.request));
@@ -153,7 +153,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             key,
             event,
             precondition,
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         match self.backend.append(new).await? {
             Appended::New(event) | Appended::Duplicate(event) => Ok(event),
@@ -175,7 +175,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             cursor,
             newest_first: req.newest_first,
             size: page_size(req.page_size),
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         let read = self.backend.events(&key, &page).await?.ok_or_else(|| key.not_found())?;
         let mut events = read.events;
@@ -213,7 +213,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
         let write = AppStateWrite {
             fields: req.app_fields(),
             app_name: req.app_name,
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         self.backend.update_app_state(write).await
     }
@@ -227,7 +227,7 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             fork: fork.clone(),
             up_to_event_id: req.up_to_event_id.clone(),
             now: self.backend.now(),
-            _checked: Checked::default(),
+            _checked: Checked::new(),
         };
         match self.backend.fork(plan).await? {
             Forked::Stored(session) => Ok(session),
@@ -239,5 +239,35 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
 
     async fn ping(&self) -> Result<()> {
         self.backend.ping().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::filter_events;
+    use chrono::TimeZone;
+
+    #[test]
+    fn filtering_in_place_keeps_what_the_filters_keep() {
+        let events: Vec<Event> = (1..=6)
+            .map(|i| {
+                let mut e = Event::new("i");
+                e.sequence = i;
+                // Clocks are not order: the last event is stamped first.
+                e.timestamp = Utc.timestamp_opt(if i == 6 { 0 } else { i as i64 * 10 }, 0).unwrap();
+                e
+            })
+            .collect();
+        let at = |secs| Some(Utc.timestamp_opt(secs, 0).unwrap());
+        for recent in [None, Some(0), Some(2), Some(99)] {
+            for after in [None, at(30), at(0), at(99)] {
+                assert_eq!(
+                    keep_filtered(events.clone(), recent, after),
+                    filter_events(&events, recent, after),
+                    "recent {recent:?}, after {after:?}"
+                );
+            }
+        }
     }
 }

@@ -67,8 +67,7 @@ impl Harness {
     }
 
     pub async fn with_state(root: Arc<dyn Agent>, state: HashMap<String, Value>) -> Harness {
-        let sessions: Arc<dyn SessionService> =
-            Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
+        let sessions: Arc<dyn SessionService> = Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
         let lease: Arc<dyn SessionLease> = Arc::new(InMemorySessionLease::new());
         Self::build(root, sessions, lease, state).await
     }
