@@ -2,10 +2,10 @@
 //! store, long-term memory and the session leases (one invocation per session at a time).
 
 use adk_core::memory::Embedders;
-use adk_core::{Agent, ArtifactService, MemoryService, Result, SessionLease, SessionService};
+use adk_core::{Agent, ArtifactService, CoreSessionService, MemoryService, Result, SessionLease, SessionService};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactBackend, InMemoryMemoryService, InMemorySessionLease, InMemorySessionService, RedisSessionLease,
+    InMemoryArtifactBackend, InMemoryMemoryService, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
     ReplicaAcks, StoreConfig,
 };
 
@@ -63,10 +63,11 @@ impl RunnerServices {
     pub fn in_memory() -> Self {
         let backend = InMemoryArtifactBackend::new();
         let artifacts = adk_store::memory_artifacts(backend.clone(), &StoreConfig::default());
-        let sessions = InMemorySessionService::new().with_artifacts(backend);
+        let sessions = InMemorySessionBackend::new().with_artifacts(backend);
         // The store's own leases, so that it fences the runners' appends.
         let lease = sessions.leases();
-        let mut services = Self::new(Arc::new(sessions), Some(Arc::new(artifacts)), Arc::new(lease));
+        let sessions = Arc::new(CoreSessionService::new(sessions));
+        let mut services = Self::new(sessions, Some(Arc::new(artifacts)), Arc::new(lease));
         services.memory = Some(Arc::new(InMemoryMemoryService::new()));
         services
     }

@@ -3,13 +3,14 @@
 //! without Redis or spawned processes.
 
 use adk_client::RemoteSessionService;
+use adk_core::CoreSessionService;
 use adk_core::{
     AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListRequest, ReadonlyState, Session, SessionService, WatchRequest,
 };
 use adk_server_kit::{GrpcArgs, GrpcServer, ServeError, Shutdown};
 use adk_session_service::session_service;
-use adk_store::InMemorySessionService;
+use adk_store::InMemorySessionBackend;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
@@ -52,7 +53,11 @@ impl TestServer {
     }
 
     async fn in_memory() -> TestServer {
-        TestServer::start(Arc::new(InMemorySessionService::new()), GrpcArgs::default()).await
+        TestServer::start(
+            Arc::new(CoreSessionService::new(InMemorySessionBackend::new())),
+            GrpcArgs::default(),
+        )
+        .await
     }
 
     fn endpoint(&self) -> String {
@@ -227,7 +232,7 @@ async fn an_oversized_session_is_refused_with_a_paging_hint() {
         max_message_bytes: LIMIT,
         ..GrpcArgs::default()
     };
-    let server = TestServer::start(Arc::new(InMemorySessionService::new()), grpc).await;
+    let server = TestServer::start(Arc::new(CoreSessionService::new(InMemorySessionBackend::new())), grpc).await;
     let sessions = server.client().await;
 
     sessions.create(create("big")).await.unwrap();
@@ -314,7 +319,7 @@ async fn watches_end_cleanly_when_the_server_shuts_down() {
 
 /// A store whose outage can be switched on: stands in for Redis going away.
 struct SwitchableStore {
-    inner: InMemorySessionService,
+    inner: CoreSessionService<InMemorySessionBackend>,
     reachable: AtomicBool,
 }
 
@@ -389,7 +394,7 @@ async fn wait_for_health(health: &mut HealthClient<tonic::transport::Channel>, e
 #[tokio::test]
 async fn health_follows_the_store_ping() {
     let store = Arc::new(SwitchableStore {
-        inner: InMemorySessionService::new(),
+        inner: CoreSessionService::new(InMemorySessionBackend::new()),
         reachable: AtomicBool::new(true),
     });
     let grpc = GrpcArgs {

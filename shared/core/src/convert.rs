@@ -5,14 +5,7 @@
 //! an out-of-range timestamp, a negative count).
 
 use crate::error::{AdkError, Result};
-use crate::event::Event;
-use crate::session::{
-    AppendEventRequest, CreateRequest, DeleteRequest, Events, GetRequest, ListEventsRequest, ListEventsResponse,
-    ListRequest, ListResponse, Precondition, Session, WatchRequest,
-};
-use crate::state::StateMap;
 use crate::validate::{self, quoted};
-use adk_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 use prost_types::value::Kind;
 use serde_json::{Number, Value};
@@ -24,6 +17,7 @@ mod event;
 /// `adk.v1.MemoryService` messages.
 pub mod memory;
 mod runner;
+mod session;
 
 // ---------- JSON values ----------
 
@@ -191,363 +185,13 @@ fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
-// ---------- sessions ----------
-
-impl From<&Session> for pb::Session {
-    fn from(s: &Session) -> Self {
-        pb::Session {
-            app_name: s.app_name.clone(),
-            user_id: s.user_id.clone(),
-            id: s.id.clone(),
-            state: Some(map_to_struct(s.state.iter())),
-            events: s.events.iter().map(pb::Event::from).collect(),
-            last_update_time: Some(timestamp_to_proto(s.last_update_time)),
-            create_time: Some(timestamp_to_proto(s.create_time)),
-            event_count: s.event_count,
-            expire_time: s.expire_time.map(timestamp_to_proto),
-        }
-    }
-}
-
-impl TryFrom<&pb::Session> for Session {
-    type Error = AdkError;
-    fn try_from(s: &pb::Session) -> Result<Self> {
-        let time = |field: &str, t: &Option<prost_types::Timestamp>| -> Result<DateTime<Utc>> {
-            t.as_ref()
-                .map(|t| timestamp_from_proto(field, t))
-                .unwrap_or_else(|| Err(AdkError::invalid(field, "is missing")))
-        };
-        Ok(Session {
-            id: s.id.clone(),
-            app_name: s.app_name.clone(),
-            user_id: s.user_id.clone(),
-            state: StateMap::new(map_from_struct("session.state", s.state.as_ref())?),
-            events: Events::new(s.events.iter().map(Event::try_from).collect::<Result<_>>()?),
-            create_time: time("session.create_time", &s.create_time)?,
-            last_update_time: time("session.last_update_time", &s.last_update_time)?,
-            event_count: s.event_count,
-            expire_time: s
-                .expire_time
-                .as_ref()
-                .map(|t| timestamp_from_proto("session.expire_time", t))
-                .transpose()?,
-        })
-    }
-}
-
-// ---------- requests (server side: proto -> core; client side: core -> proto) ----------
-
-impl TryFrom<pb::CreateSessionRequest> for CreateRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::CreateSessionRequest) -> Result<Self> {
-        Ok(CreateRequest {
-            state: map_from_struct("state", r.state.as_ref())?,
-            ttl: r.ttl.as_ref().map(|d| duration_from_proto("ttl", d)).transpose()?,
-            session_id: non_empty(&r.session_id),
-            app_name: r.app_name,
-            user_id: r.user_id,
-        })
-    }
-}
-
-impl From<&CreateRequest> for pb::CreateSessionRequest {
-    fn from(r: &CreateRequest) -> Self {
-        pb::CreateSessionRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone().unwrap_or_default(),
-            state: Some(map_to_struct(r.state.iter())),
-            ttl: r.ttl.map(duration_to_proto),
-        }
-    }
-}
-
-impl TryFrom<pb::GetSessionRequest> for GetRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::GetSessionRequest) -> Result<Self> {
-        Ok(GetRequest {
-            num_recent_events: r
-                .num_recent_events
-                .map(|n| non_negative("num_recent_events", n))
-                .transpose()?,
-            after: r.after.as_ref().map(|t| timestamp_from_proto("after", t)).transpose()?,
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-            since_compaction: r.since_compaction,
-        })
-    }
-}
-
-impl From<&GetRequest> for pb::GetSessionRequest {
-    fn from(r: &GetRequest) -> Self {
-        pb::GetSessionRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-            num_recent_events: r.num_recent_events.map(|n| n.min(i32::MAX as usize) as i32),
-            after: r.after.map(timestamp_to_proto),
-            since_compaction: r.since_compaction,
-        }
-    }
-}
-
-impl TryFrom<pb::ListSessionsRequest> for ListRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::ListSessionsRequest) -> Result<Self> {
-        Ok(ListRequest {
-            page_size: non_negative("page_size", r.page_size)?,
-            user_id: non_empty(&r.user_id),
-            page_token: non_empty(&r.page_token),
-            app_name: r.app_name,
-        })
-    }
-}
-
-impl From<&ListRequest> for pb::ListSessionsRequest {
-    fn from(r: &ListRequest) -> Self {
-        pb::ListSessionsRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone().unwrap_or_default(),
-            page_size: r.page_size.min(i32::MAX as usize) as i32,
-            page_token: r.page_token.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl From<&ListResponse> for pb::ListSessionsResponse {
-    fn from(r: &ListResponse) -> Self {
-        pb::ListSessionsResponse {
-            sessions: r.sessions.iter().map(pb::Session::from).collect(),
-            next_page_token: r.next_page_token.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl TryFrom<&pb::ListSessionsResponse> for ListResponse {
-    type Error = AdkError;
-    fn try_from(r: &pb::ListSessionsResponse) -> Result<Self> {
-        Ok(ListResponse {
-            sessions: r.sessions.iter().map(Session::try_from).collect::<Result<_>>()?,
-            next_page_token: non_empty(&r.next_page_token),
-        })
-    }
-}
-
-impl From<pb::DeleteSessionRequest> for DeleteRequest {
-    fn from(r: pb::DeleteSessionRequest) -> Self {
-        DeleteRequest {
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-        }
-    }
-}
-
-impl From<&DeleteRequest> for pb::DeleteSessionRequest {
-    fn from(r: &DeleteRequest) -> Self {
-        pb::DeleteSessionRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-        }
-    }
-}
-
-impl From<pb::ForkSessionRequest> for crate::history::ForkRequest {
-    fn from(r: pb::ForkSessionRequest) -> Self {
-        crate::history::ForkRequest {
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-            up_to_event_id: r.up_to_event_id,
-            new_session_id: Some(r.new_session_id).filter(|id| !id.is_empty()),
-        }
-    }
-}
-
-impl From<&crate::history::ForkRequest> for pb::ForkSessionRequest {
-    fn from(r: &crate::history::ForkRequest) -> Self {
-        pb::ForkSessionRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-            up_to_event_id: r.up_to_event_id.clone(),
-            new_session_id: r.new_session_id.clone().unwrap_or_default(),
-        }
-    }
-}
-
-// ---------- scope state reads (GetUserState, GetAppState) ----------
-
-impl From<pb::GetUserStateRequest> for crate::session::UserStateRequest {
-    fn from(r: pb::GetUserStateRequest) -> Self {
-        crate::session::UserStateRequest {
-            app_name: r.app_name,
-            user_id: r.user_id,
-        }
-    }
-}
-
-impl From<&crate::session::UserStateRequest> for pb::GetUserStateRequest {
-    fn from(r: &crate::session::UserStateRequest) -> Self {
-        pb::GetUserStateRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-        }
-    }
-}
-
-impl From<pb::GetAppStateRequest> for crate::session::AppStateRequest {
-    fn from(r: pb::GetAppStateRequest) -> Self {
-        crate::session::AppStateRequest { app_name: r.app_name }
-    }
-}
-
-impl From<&crate::session::AppStateRequest> for pb::GetAppStateRequest {
-    fn from(r: &crate::session::AppStateRequest) -> Self {
-        pb::GetAppStateRequest {
-            app_name: r.app_name.clone(),
-        }
-    }
-}
-
-impl TryFrom<pb::UpdateAppStateRequest> for crate::session::UpdateAppStateRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::UpdateAppStateRequest) -> Result<Self> {
-        Ok(crate::session::UpdateAppStateRequest {
-            app_name: r.app_name,
-            state_delta: map_from_struct("state_delta", r.state_delta.as_ref())?,
-        })
-    }
-}
-
-impl From<&crate::session::UpdateAppStateRequest> for pb::UpdateAppStateRequest {
-    fn from(r: &crate::session::UpdateAppStateRequest) -> Self {
-        pb::UpdateAppStateRequest {
-            app_name: r.app_name.clone(),
-            state_delta: Some(map_to_struct(r.state_delta.iter())),
-        }
-    }
-}
-
-impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
-        let event = r
-            .event
-            .as_ref()
-            .ok_or_else(|| AdkError::invalid("event", "is required"))?;
-        let precondition = r.precondition.and_then(|p| p.expected).map(|expected| match expected {
-            pb::append_precondition::Expected::LastEventId(id) => Precondition::LastEventId(id),
-            pb::append_precondition::Expected::LastSequence(seq) => Precondition::LastSequence(seq),
-        });
-        Ok(AppendEventRequest {
-            event: Event::try_from(event)?,
-            precondition,
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-        })
-    }
-}
-
-impl From<&AppendEventRequest> for pb::AppendEventRequest {
-    fn from(r: &AppendEventRequest) -> Self {
-        use pb::append_precondition::Expected;
-        pb::AppendEventRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-            event: Some(pb::Event::from(&r.event)),
-            // A lease fence has no wire form: leases live in the store, and only runners
-            // that write to the store directly (never through this API) take them.
-            precondition: r.precondition.as_ref().and_then(|p| {
-                let expected = match p {
-                    Precondition::LastEventId(id) => Expected::LastEventId(id.clone()),
-                    Precondition::LastSequence(seq) => Expected::LastSequence(*seq),
-                    Precondition::LeaseHeldBy(_) => return None,
-                };
-                Some(pb::AppendPrecondition {
-                    expected: Some(expected),
-                })
-            }),
-        }
-    }
-}
-
-impl TryFrom<pb::ListEventsRequest> for ListEventsRequest {
-    type Error = AdkError;
-    fn try_from(r: pb::ListEventsRequest) -> Result<Self> {
-        Ok(ListEventsRequest {
-            page_size: non_negative("page_size", r.page_size)?,
-            page_token: non_empty(&r.page_token),
-            newest_first: r.newest_first,
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-        })
-    }
-}
-
-impl From<&ListEventsRequest> for pb::ListEventsRequest {
-    fn from(r: &ListEventsRequest) -> Self {
-        pb::ListEventsRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-            page_size: r.page_size.min(i32::MAX as usize) as i32,
-            page_token: r.page_token.clone().unwrap_or_default(),
-            newest_first: r.newest_first,
-        }
-    }
-}
-
-impl From<&ListEventsResponse> for pb::ListEventsResponse {
-    fn from(r: &ListEventsResponse) -> Self {
-        pb::ListEventsResponse {
-            events: r.events.iter().map(pb::Event::from).collect(),
-            next_page_token: r.next_page_token.clone().unwrap_or_default(),
-        }
-    }
-}
-
-impl TryFrom<&pb::ListEventsResponse> for ListEventsResponse {
-    type Error = AdkError;
-    fn try_from(r: &pb::ListEventsResponse) -> Result<Self> {
-        Ok(ListEventsResponse {
-            events: r.events.iter().map(Event::try_from).collect::<Result<_>>()?,
-            next_page_token: non_empty(&r.next_page_token),
-        })
-    }
-}
-
-impl From<pb::WatchSessionRequest> for WatchRequest {
-    fn from(r: pb::WatchSessionRequest) -> Self {
-        WatchRequest {
-            app_name: r.app_name,
-            user_id: r.user_id,
-            session_id: r.session_id,
-            after_sequence: r.after_sequence,
-        }
-    }
-}
-
-impl From<&WatchRequest> for pb::WatchSessionRequest {
-    fn from(r: &WatchRequest) -> Self {
-        pb::WatchSessionRequest {
-            app_name: r.app_name.clone(),
-            user_id: r.user_id.clone(),
-            session_id: r.session_id.clone(),
-            after_sequence: r.after_sequence,
-        }
-    }
-}
-
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use crate::event::Event;
+    use crate::session::CreateRequest;
     use crate::{Content, FunctionResponseData, Part};
+    use adk_proto::v1 as pb;
     use serde_json::json;
 
     fn object(value: serde_json::Value) -> crate::JsonObject {
@@ -558,7 +202,7 @@ mod tests {
     }
 
     /// An event with every field set, optional flags set to false (not unset).
-    fn rich_event() -> Event {
+    pub(crate) fn rich_event() -> Event {
         use crate::{
             EventCompaction, FinishReason, ModalityTokenCount, PartKind, ToolConfirmation, Transcription,
             UsageMetadata, VideoMetadata,
@@ -755,47 +399,6 @@ mod tests {
                 .to_string()
                 .contains("finish_reason")
         );
-
-        let negative = pb::GetSessionRequest {
-            num_recent_events: Some(-1),
-            ..Default::default()
-        };
-        assert!(
-            GetRequest::try_from(negative)
-                .unwrap_err()
-                .to_string()
-                .contains("num_recent_events")
-        );
-
-        let negative = pb::ListSessionsRequest {
-            page_size: -5,
-            ..Default::default()
-        };
-        assert!(
-            ListRequest::try_from(negative)
-                .unwrap_err()
-                .to_string()
-                .contains("page_size")
-        );
-
-        let no_event = pb::AppendEventRequest::default();
-        assert!(
-            AppendEventRequest::try_from(no_event)
-                .unwrap_err()
-                .to_string()
-                .contains("event is required")
-        );
-
-        let zero_ttl = pb::CreateSessionRequest {
-            ttl: Some(prost_types::Duration { seconds: 0, nanos: 0 }),
-            ..Default::default()
-        };
-        assert!(
-            CreateRequest::try_from(zero_ttl)
-                .unwrap_err()
-                .to_string()
-                .contains("ttl")
-        );
     }
 
     #[test]
@@ -897,32 +500,5 @@ mod tests {
             let t = prost_types::Timestamp { seconds, nanos };
             assert_eq!(timestamp_to_proto(timestamp_from_proto("t", &t).unwrap()), t);
         }
-    }
-
-    #[test]
-    fn requests_round_trip_through_proto() {
-        let req = AppendEventRequest {
-            app_name: "a".into(),
-            user_id: "u".into(),
-            session_id: "s".into(),
-            event: rich_event(),
-            precondition: Some(Precondition::LastSequence(0)),
-        };
-        assert_eq!(
-            AppendEventRequest::try_from(pb::AppendEventRequest::from(&req)).unwrap(),
-            req
-        );
-
-        let req = CreateRequest {
-            app_name: "a".into(),
-            user_id: "u".into(),
-            session_id: Some("s".into()),
-            state: HashMap::from([("user:x".into(), json!([1]))]),
-            ttl: Some(std::time::Duration::from_millis(1500)),
-        };
-        assert_eq!(
-            CreateRequest::try_from(pb::CreateSessionRequest::from(&req)).unwrap(),
-            req
-        );
     }
 }

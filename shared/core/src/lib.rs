@@ -33,6 +33,8 @@ pub use history::{CompactionConfig, ForkRequest};
 pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
 pub use memory::{Memory, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
+pub use session::backend::SessionBackend;
+pub use session::service::CoreSessionService;
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState, Session,

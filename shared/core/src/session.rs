@@ -1,4 +1,6 @@
-//! Sessions and the `SessionService` trait every backend implements.
+//! Sessions, their requests and the `SessionService` trait. Every store serves it through
+//! [`service::CoreSessionService`], which owns the rules, over a [`backend::SessionBackend`]
+//! that only stores and reads; the gRPC client and test doubles implement it directly.
 
 use crate::error::{AdkError, Result};
 use crate::event::Event;
@@ -14,6 +16,9 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::time::Duration;
+
+pub mod backend;
+pub mod service;
 
 /// A stream of events: a watch on a session, or an agent's output.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<Event>> + Send>>;

@@ -731,7 +731,9 @@ fn bad_definitions_are_refused() {
         "root",
         vec![twin(), Arc::new(SequentialAgent::new("inner", vec![twin()]))],
     );
-    let sessions = Arc::new(adk_store::InMemorySessionService::new());
+    let sessions = Arc::new(adk_core::CoreSessionService::new(
+        adk_store::InMemorySessionBackend::new(),
+    ));
     let lease = Arc::new(adk_store::InMemorySessionLease::new());
     let err = adk_runner::Runner::new(adk_runner::RunnerConfig::new("app", Arc::new(root), sessions, lease))
         .err()

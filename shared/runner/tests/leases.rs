@@ -3,10 +3,11 @@
 
 mod common;
 
+use adk_core::CoreSessionService;
 use adk_core::{Acquire, Agent, Clock, Content, LeaseKey, Renewal, SessionLease, SessionService};
 use adk_models::testing::{FakeReply, FakeServer, openai};
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
-use adk_store::{InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
+use adk_store::{InMemorySessionBackend, InMemorySessionLease, RedisSessionBackend, RedisSessionLease, StoreConfig};
 use adk_testkit::{RedisServer, eventually};
 use common::*;
 use futures::StreamExt;
@@ -94,7 +95,7 @@ async fn replicas_sharing_redis_run_one_invocation_per_session() {
     let server = FakeServer::start().await;
     let replica = || async {
         let sessions: Arc<dyn SessionService> = Arc::new(
-            RedisSessionService::connect(&redis.url(), StoreConfig::default())
+            RedisSessionBackend::connect_service(&redis.url(), StoreConfig::default())
                 .await
                 .unwrap(),
         );
@@ -147,7 +148,7 @@ async fn a_lease_left_by_a_dead_runner_expires() {
     let lease = Arc::new(InMemorySessionLease::new().with_clock(clock.clone()));
     let h = Harness::build(
         agent(&server),
-        Arc::new(adk_store::InMemorySessionService::new()),
+        Arc::new(CoreSessionService::new(InMemorySessionBackend::new())),
         lease.clone(),
         HashMap::new(),
     )
@@ -212,7 +213,7 @@ async fn a_stream_dropped_during_the_final_release_still_frees_the_session() {
     let lease = Arc::new(SlowRelease(InMemorySessionLease::new()));
     let h = Harness::build(
         agent(&server),
-        Arc::new(InMemorySessionService::new()),
+        Arc::new(CoreSessionService::new(InMemorySessionBackend::new())),
         lease.clone(),
         HashMap::new(),
     )

@@ -3,6 +3,7 @@
 
 mod common;
 
+use adk_core::CoreSessionService;
 use adk_core::artifact::{LoadRequest, SaveRequest};
 use adk_core::{
     Acquire, AdkError, AppendEventRequest, ArtifactService, Artifacts, CompactionConfig, Content, CreateRequest, Event,
@@ -11,7 +12,7 @@ use adk_core::{
 };
 use adk_runner::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig};
 use adk_store::{
-    InMemoryArtifactBackend, InMemorySessionLease, InMemorySessionService, RedisSessionLease, RedisSessionService,
+    InMemoryArtifactBackend, InMemorySessionBackend, InMemorySessionLease, RedisSessionBackend, RedisSessionLease,
     StoreConfig,
 };
 use adk_testkit::{RedisCluster, RedisServer};
@@ -83,7 +84,9 @@ struct Stores {
 fn in_memory() -> Stores {
     let backend = InMemoryArtifactBackend::new();
     Stores {
-        sessions: Arc::new(InMemorySessionService::new().with_artifacts(backend.clone())),
+        sessions: Arc::new(CoreSessionService::new(
+            InMemorySessionBackend::new().with_artifacts(backend.clone()),
+        )),
         artifacts: Arc::new(adk_store::memory_artifacts(backend, &StoreConfig::default())),
         lease: Arc::new(InMemorySessionLease::new()),
     }
@@ -91,7 +94,11 @@ fn in_memory() -> Stores {
 
 async fn on_redis(url: &str) -> Stores {
     Stores {
-        sessions: Arc::new(RedisSessionService::connect(url, StoreConfig::default()).await.unwrap()),
+        sessions: Arc::new(
+            RedisSessionBackend::connect_service(url, StoreConfig::default())
+                .await
+                .unwrap(),
+        ),
         artifacts: Arc::new(adk_store::redis_artifacts(url, &StoreConfig::default()).await.unwrap()),
         lease: Arc::new(RedisSessionLease::connect(url, Default::default()).await.unwrap()),
     }

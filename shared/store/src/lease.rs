@@ -48,7 +48,7 @@ fn cancel_stream(sender: &broadcast::Sender<String>) -> BoxStream<'static, Strin
 }
 
 /// Leases in this process only: enough for one runner replica (and for tests).
-/// Clones share the leases. An [`InMemorySessionService`](crate::InMemorySessionService)
+/// Clones share the leases. An [`InMemorySessionBackend`](crate::InMemorySessionBackend)
 /// fences appends with the leases it was given (`with_leases`).
 #[derive(Debug, Clone)]
 pub struct InMemorySessionLease {

@@ -1,8 +1,10 @@
 //! Backends of the core traits: in memory (one process, nothing to set up) and
 //! Redis (standalone `redis://` / `rediss://`, or cluster `redis+cluster://h1:p1,h2:p2` /
 //! `rediss+cluster://h1:p1,h2:p2`), for sessions ([`SessionService`]) and
-//! artifacts ([`ArtifactService`]: the core's [`CoreArtifactService`] over an
-//! artifact backend of this crate).
+//! artifacts ([`ArtifactService`]). Session stores are [`SessionBackend`]s served by the
+//! core's [`CoreSessionService`], which owns every session rule ([`session_service`]);
+//! artifact stores are artifact backends served by the core's [`CoreArtifactService`],
+//! which owns every artifact rule ([`memory_artifacts`], [`redis_artifacts`]).
 
 pub mod artifact;
 pub mod lease;
@@ -11,7 +13,7 @@ pub mod memory;
 pub mod redis;
 
 use adk_core::artifact::CoreArtifactService;
-use adk_core::{AdkError, ArtifactService, MemoryService, Result, SessionService};
+use adk_core::{AdkError, ArtifactService, CoreSessionService, MemoryService, Result, SessionBackend, SessionService};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -20,8 +22,8 @@ pub use artifact::redis::RedisArtifactBackend;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
 pub use memories::memory::InMemoryMemoryService;
 pub use memories::redis::RedisMemoryService;
-pub use memory::InMemorySessionService;
-pub use redis::RedisSessionService;
+pub use memory::InMemorySessionBackend;
+pub use redis::RedisSessionBackend;
 pub use redis::durability::{self, MinReplicas, ReplicaAcks};
 
 /// Default of [`StoreConfig::max_artifact_bytes`]: 256 MiB.
@@ -53,6 +55,11 @@ impl Default for StoreConfig {
     }
 }
 
+/// The session service over `backend`: the core's rules, with `config`'s default TTL.
+pub fn session_service<B: SessionBackend>(backend: B, config: &StoreConfig) -> CoreSessionService<B> {
+    CoreSessionService::new(backend).with_default_ttl(config.default_session_ttl)
+}
+
 /// The kinds of store a URL can name.
 enum Backend {
     Memory,
@@ -80,8 +87,8 @@ impl Backend {
 /// `#insecure` to a `rediss` URL to skip certificate verification).
 pub async fn open_session_service(url: &str, config: StoreConfig) -> Result<Arc<dyn SessionService>> {
     Ok(match Backend::of(url)? {
-        Backend::Memory => Arc::new(InMemorySessionService::with_config(config)),
-        Backend::Redis => Arc::new(RedisSessionService::connect(url, config).await?),
+        Backend::Memory => Arc::new(session_service(InMemorySessionBackend::new(), &config)),
+        Backend::Redis => Arc::new(RedisSessionBackend::connect_service(url, config).await?),
     })
 }
 
@@ -98,7 +105,7 @@ pub async fn open_artifact_service(url: &str, config: StoreConfig) -> Result<Arc
 /// Opens the session and the artifact store a URL names, as one deployment: DeleteSession
 /// deletes the session's own artifacts. On Redis the two share the Redis (a session
 /// store opened alone does the same); with `memory://` the session store is linked to
-/// the new artifact store ([`InMemorySessionService::with_artifacts`]).
+/// the new artifact store ([`InMemorySessionBackend::with_artifacts`]).
 pub async fn open_stores(
     url: &str,
     config: StoreConfig,
@@ -107,18 +114,18 @@ pub async fn open_stores(
         Backend::Memory => {
             let backend = InMemoryArtifactBackend::new();
             let artifacts = memory_artifacts(backend.clone(), &config);
-            let sessions = InMemorySessionService::with_config(config).with_artifacts(backend);
-            (Arc::new(sessions), Arc::new(artifacts))
+            let sessions = InMemorySessionBackend::new().with_artifacts(backend);
+            (Arc::new(session_service(sessions, &config)), Arc::new(artifacts))
         }
         Backend::Redis => (
-            Arc::new(RedisSessionService::connect(url, config.clone()).await?),
+            Arc::new(RedisSessionBackend::connect_service(url, config.clone()).await?),
             Arc::new(redis_artifacts(url, &config).await?),
         ),
     })
 }
 
 /// The artifact service over an in-memory backend, with the config's limits. Share
-/// `backend` with [`InMemorySessionService::with_artifacts`] so that DeleteSession
+/// `backend` with [`InMemorySessionBackend::with_artifacts`] so that DeleteSession
 /// deletes the session's artifacts.
 pub fn memory_artifacts(
     backend: InMemoryArtifactBackend,

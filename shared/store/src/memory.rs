@@ -1,27 +1,23 @@
-//! `InMemorySessionService`: every rule of the contract, in one process, with
-//! nothing to set up. The reference the Redis backend is tested against.
+//! `InMemorySessionBackend`: sessions in one process's memory, with nothing to set up,
+//! under the core session service (`adk_core::CoreSessionService`), which owns every
+//! rule; this file only stores and reads, under one lock (so each write is atomic).
 //!
 //! Expired sessions are dropped when looked up, and by a background reaper every
 //! [`REAP_INTERVAL`] (started by the first session created with a TTL; it holds only a
 //! weak reference, so it ends once the store is dropped), so sessions nobody asks for
 //! again do not stay in memory.
 
-use crate::StoreConfig;
-use crate::artifact::memory::InMemoryArtifactService;
+use crate::artifact::memory::InMemoryArtifactBackend;
 use crate::lease::InMemorySessionLease;
-use adk_core::history::{WindowUpdate, session_state_through, window_from, window_start};
-use adk_core::session::{
-    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, lease_lost, next_event_token,
-    session_update_time,
+use adk_core::history::{WindowUpdate, window_from};
+use adk_core::session::backend::{
+    AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
+    NewSession, SessionBackend, SessionKey, SessionListing, Valid,
 };
-use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
-use adk_core::validate::page_size;
-use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
-    LeaseKey, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session,
-    SessionService, WatchRequest, new_event_id,
-};
-use adk_core::{AppStateRequest, Clock, ScopeState, UpdateAppStateRequest, UserStateRequest};
+use adk_core::session::{SessionCursor, filter_events};
+use adk_core::state::{ScopedDelta, merge_state};
+use adk_core::{AppStateRequest, Clock, ScopeState, UserStateRequest};
+use adk_core::{Event, EventStream, Events, Result, Session};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -37,23 +33,6 @@ use tokio::task::JoinHandle;
 pub const REAP_INTERVAL: Duration = Duration::from_secs(10);
 
 type StateFields = HashMap<String, Value>;
-
-#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-struct SessionKey {
-    app: String,
-    user: String,
-    session: String,
-}
-
-impl SessionKey {
-    fn new(app: &str, user: &str, session: &str) -> Self {
-        SessionKey {
-            app: app.into(),
-            user: user.into(),
-            session: session.into(),
-        }
-    }
-}
 
 struct StoredSession {
     create_time: DateTime<Utc>,
@@ -105,11 +84,11 @@ struct Inner {
 
 impl Inner {
     /// The live session under `key`; an expired one is removed on the way, as Redis would.
-    fn session_mut(&mut self, key: &SessionKey) -> Result<&mut StoredSession> {
+    fn session_mut(&mut self, key: &SessionKey) -> Option<&mut StoredSession> {
         if self.sessions.get(key).is_some_and(|s| s.is_expired(self.clock.now())) {
             self.sessions.remove(key);
         }
-        self.sessions.get_mut(key).ok_or_else(|| not_found(key))
+        self.sessions.get_mut(key)
     }
 
     /// Drops every expired session (their watchers end with `NOT_FOUND`).
@@ -118,10 +97,10 @@ impl Inner {
     }
 
     fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_core::StateMap {
-        let app = self.app_state.get(&key.app).cloned().unwrap_or_default();
+        let app = self.app_state.get(&key.app_name).cloned().unwrap_or_default();
         let user = self
             .user_state
-            .get(&(key.app.clone(), key.user.clone()))
+            .get(&(key.app_name.clone(), key.user_id.clone()))
             .cloned()
             .unwrap_or_default();
         merge_state(app, user, session.state.clone())
@@ -130,18 +109,18 @@ impl Inner {
     fn apply_shared_scopes(&mut self, key: &SessionKey, delta: &mut ScopedDelta) {
         let app = std::mem::take(&mut delta.app);
         let user = std::mem::take(&mut delta.user);
-        self.app_state.entry(key.app.clone()).or_default().extend(app);
+        self.app_state.entry(key.app_name.clone()).or_default().extend(app);
         self.user_state
-            .entry((key.app.clone(), key.user.clone()))
+            .entry((key.app_name.clone(), key.user_id.clone()))
             .or_default()
             .extend(user);
     }
 
     fn to_session(&self, key: &SessionKey, stored: &StoredSession, events: Vec<Event>) -> Session {
         Session {
-            id: key.session.clone(),
-            app_name: key.app.clone(),
-            user_id: key.user.clone(),
+            id: key.session_id.clone(),
+            app_name: key.app_name.clone(),
+            user_id: key.user_id.clone(),
             state: self.merged_state(key, stored),
             events: Events::new(events),
             create_time: stored.create_time,
@@ -152,24 +131,13 @@ impl Inner {
     }
 }
 
-fn not_found(key: &SessionKey) -> AdkError {
-    AdkError::NotFound(
-        adk_core::Missing::Session,
-        format!(
-            "session {} not found in app {} for user {}",
-            key.session, key.app, key.user
-        ),
-    )
-}
-
 /// Sessions held in this process's memory; gone when it exits.
 #[derive(Clone)]
-pub struct InMemorySessionService {
+pub struct InMemorySessionBackend {
     inner: Arc<Mutex<Inner>>,
-    config: StoreConfig,
     reap_interval: Duration,
     /// The artifact store deployed with this one, if any: DeleteSession deletes the session's artifacts there.
-    artifacts: Option<InMemoryArtifactService>,
+    artifacts: Option<InMemoryArtifactBackend>,
     /// The session leases runners over this store take (see [`Self::leases`]): appends
     /// fenced with `Precondition::LeaseHeldBy` are checked against them.
     leases: InMemorySessionLease,
@@ -177,21 +145,16 @@ pub struct InMemorySessionService {
     clock: Clock,
 }
 
-impl Default for InMemorySessionService {
+impl Default for InMemorySessionBackend {
     fn default() -> Self {
-        Self::with_config(StoreConfig::default())
+        Self::new()
     }
 }
 
-impl InMemorySessionService {
+impl InMemorySessionBackend {
     pub fn new() -> Self {
-        Self::default()
-    }
-
-    pub fn with_config(config: StoreConfig) -> Self {
-        InMemorySessionService {
+        InMemorySessionBackend {
             inner: Arc::default(),
-            config,
             reap_interval: REAP_INTERVAL,
             artifacts: None,
             leases: InMemorySessionLease::new(),
@@ -209,7 +172,7 @@ impl InMemorySessionService {
     /// Links the artifact store used with this session store (the same process, as in
     /// `adk-server` with `memory://`): DeleteSession then deletes the session's own
     /// artifacts in it, as the Redis stores do through the Redis they share.
-    pub fn with_artifacts(mut self, artifacts: InMemoryArtifactService) -> Self {
+    pub fn with_artifacts(mut self, artifacts: InMemoryArtifactBackend) -> Self {
         self.artifacts = Some(artifacts);
         self
     }
@@ -274,29 +237,28 @@ async fn reap_until_dropped(store: Weak<Mutex<Inner>>, every: Duration) {
 }
 
 #[async_trait]
-impl SessionService for InMemorySessionService {
-    async fn create(&self, req: CreateRequest) -> Result<Session> {
-        req.validate()?;
-        let ttl = req.effective_ttl(self.config.default_session_ttl)?;
-        let session_id = req.session_id.filter(|id| !id.is_empty()).unwrap_or_else(new_event_id);
-        let key = SessionKey::new(&req.app_name, &req.user_id, &session_id);
+impl SessionBackend for InMemorySessionBackend {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    async fn create(&self, new: NewSession) -> Result<Created> {
+        let NewSession {
+            key,
+            mut state,
+            ttl,
+            now,
+            ..
+        } = new;
         let mut inner = self.lock();
-        if inner.session_mut(&key).is_ok() {
-            return Err(AdkError::AlreadyExists(
-                adk_core::Existing::Session,
-                format!(
-                    "session {session_id} already exists in app {} for user {}",
-                    key.app, key.user
-                ),
-            ));
+        if inner.session_mut(&key).is_some() {
+            return Ok(Created::Exists);
         }
-        let mut delta = ScopedDelta::split(&req.state);
-        inner.apply_shared_scopes(&key, &mut delta);
-        let now = self.clock.now();
+        inner.apply_shared_scopes(&key, &mut state);
         let mut stored = StoredSession {
             create_time: now,
             last_update_time: now,
-            state: delta.session,
+            state: state.session,
             events: Vec::new(),
             event_index: HashMap::new(),
             ttl,
@@ -310,249 +272,202 @@ impl SessionService for InMemorySessionService {
         }
         let session = inner.to_session(&key, &stored, Vec::new());
         inner.sessions.insert(key, stored);
-        Ok(session)
+        Ok(Created::Stored(session))
     }
 
-    async fn get(&self, req: GetRequest) -> Result<Session> {
-        req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn read(&self, key: &SessionKey, read: &EventRead) -> Result<Option<Session>> {
         let mut inner = self.lock();
-        let stored = inner.session_mut(&key)?;
-        let window = match req.since_compaction {
+        let Some(stored) = inner.session_mut(key) else {
+            return Ok(None);
+        };
+        let window = match read.since_compaction {
             true => &stored.events[stored.window_start.saturating_sub(1) as usize..],
             false => &stored.events[..],
         };
-        let events = filter_events(window, req.num_recent_events, req.after);
-        let stored = &inner.sessions[&key];
-        Ok(inner.to_session(&key, stored, events))
+        // Copies only the events the filters keep.
+        let events = filter_events(window, read.num_recent_events, read.after);
+        let stored = &inner.sessions[key];
+        Ok(Some(inner.to_session(key, stored, events)))
     }
 
-    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
-        let cursor = req.validate()?;
+    async fn list(&self, listing: &SessionListing) -> Result<Vec<ListedSession>> {
+        let req = &listing.request;
         let now = self.clock.now();
         let inner = self.lock();
-        // Listing order is (last update, index member), as in the Redis backend.
-        let mut rows: Vec<(i64, String, &SessionKey, &StoredSession)> = inner
+        let mut rows: Vec<(SessionCursor, &SessionKey, &StoredSession)> = inner
             .sessions
             .iter()
             .filter(|(key, stored)| {
-                key.app == req.app_name
-                    && req.user_id.as_ref().is_none_or(|u| *u == key.user)
+                key.app_name == req.app_name
+                    && req.user_id.as_ref().is_none_or(|u| *u == key.user_id)
                     && !stored.is_expired(now)
             })
             .map(|(key, stored)| {
-                let member = SessionCursor::member(&req, &key.user, &key.session);
-                (stored.last_update_time.timestamp_micros(), member, key, stored)
+                let position = listing.position(stored.last_update_time, &key.user_id, &key.session_id);
+                (position, key, stored)
             })
-            .filter(|(micros, member, ..)| cursor.as_ref().is_none_or(|c| c.is_before(*micros, member)))
+            .filter(|(position, ..)| listing.follows_cursor(position))
             .collect();
-        rows.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
-        let size = page_size(req.page_size);
-        let next_page_token = (rows.len() > size).then(|| {
-            let (micros, member, ..) = &rows[size - 1];
-            SessionCursor {
-                update_micros: *micros,
-                member: member.clone(),
-            }
-            .encode(&req)
-        });
-        let sessions = rows
-            .iter()
-            .take(size)
-            .map(|(_, _, key, stored)| inner.to_session(key, stored, Vec::new()));
-        Ok(ListResponse {
-            sessions: sessions.collect(),
-            next_page_token,
-        })
+        rows.sort_by(|a, b| (a.0.update_micros, &a.0.member).cmp(&(b.0.update_micros, &b.0.member)));
+        Ok(rows
+            .into_iter()
+            .take(listing.limit)
+            .map(|(position, key, stored)| ListedSession {
+                position,
+                session: inner.to_session(key, stored, Vec::new()),
+            })
+            .collect())
     }
 
-    async fn delete(&self, req: DeleteRequest) -> Result<()> {
-        req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
         let mut inner = self.lock();
-        inner.sessions.remove(&key);
+        inner.sessions.remove(key);
         // Still under the session lock, so a re-create of this id cannot come in between.
         if let Some(artifacts) = &self.artifacts {
-            artifacts.delete_session_artifacts(&key.app, &key.user, &key.session);
+            artifacts.delete_session_artifacts(&key.app_name, &key.user_id, &key.session_id);
         }
         Ok(())
     }
 
-    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
-        req.validate()?;
-        let mut event = req.event;
-        if event.is_partial() {
-            return Ok(event);
-        }
-        if event.id.is_empty() {
-            event.id = new_event_id();
-        }
-        without_temp_keys(&mut event.actions.state_delta);
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn append(&self, new: NewEvent) -> Result<Appended> {
         let mut inner = self.lock();
-        let stored = inner.session_mut(&key)?;
-        if let Some(&index) = stored.event_index.get(&event.id) {
-            return Ok(stored.events[index].clone());
-        }
-        let unchanged = match &req.precondition {
-            None => true,
-            Some(Precondition::LastSequence(seq)) => *seq == stored.last_sequence(),
-            Some(Precondition::LastEventId(id)) => stored.events.last().is_some_and(|e| e.id == *id),
-            Some(Precondition::LeaseHeldBy(owner)) => {
-                let lease = LeaseKey {
-                    app_name: req.app_name.clone(),
-                    user_id: req.user_id.clone(),
-                    session_id: req.session_id.clone(),
-                };
-                // Checked under the session lock, so atomic with the append as in Redis.
-                if !self.leases.fence_allows(&lease, owner) {
-                    return Err(AdkError::Aborted(adk_core::Conflict::LeaseLost, lease_lost(owner)));
-                }
-                true
-            }
+        let Some(stored) = inner.session_mut(&new.key) else {
+            return Ok(Appended::NotFound);
         };
-        if !unchanged {
-            return Err(AdkError::Aborted(
-                adk_core::Conflict::Precondition,
-                MODIFIED_SINCE_LOADED.into(),
-            ));
+        if let Some(&index) = stored.event_index.get(&new.event.id) {
+            return Ok(Appended::Duplicate(stored.events[index].clone()));
         }
+        // Checked under the session lock, so atomic with the append as in Redis.
+        let last_id = stored.events.last().map(|e| e.id.as_str());
+        if let Some(refusal) = new.refusal(stored.last_sequence(), last_id, |lease, owner| {
+            self.leases.fence_allows(lease, owner)
+        }) {
+            return Ok(Appended::Refused(refusal));
+        }
+        let NewEvent {
+            key,
+            mut event,
+            mut delta,
+            window,
+            update_time,
+            now,
+            ..
+        } = new;
         event.sequence = stored.last_sequence() + 1;
-        match WindowUpdate::of(&event) {
+        match window {
             WindowUpdate::Keep => {}
             WindowUpdate::Reset => stored.window_start = 0,
             WindowUpdate::From { micros } => stored.window_start = window_from(&stored.events, micros, event.sequence),
         }
-        let mut delta = ScopedDelta::split(&event.actions.state_delta);
         stored.state.extend(std::mem::take(&mut delta.session));
         stored.event_index.insert(event.id.clone(), stored.events.len());
         stored.events.push(event.clone());
-        let now = self.clock.now();
-        stored.last_update_time = session_update_time(event.timestamp, now);
+        stored.last_update_time = update_time;
         stored.refresh_expiry(now);
         stored.appended.send_replace(event.sequence);
         inner.apply_shared_scopes(&key, &mut delta);
-        Ok(event)
+        Ok(Appended::New(event))
     }
 
-    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
-        req.validate()?;
+    async fn user_state(&self, req: &Valid<UserStateRequest>) -> Result<ScopeState> {
         let inner = self.lock();
-        let key = (req.app_name, req.user_id);
+        let key = (req.app_name.clone(), req.user_id.clone());
         Ok(inner.user_state.get(&key).cloned().unwrap_or_default())
     }
 
-    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
-        req.validate()?;
+    async fn app_state(&self, req: &Valid<AppStateRequest>) -> Result<ScopeState> {
         Ok(self.lock().app_state.get(&req.app_name).cloned().unwrap_or_default())
     }
 
-    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
-        req.validate()?;
+    async fn update_app_state(&self, write: AppStateWrite) -> Result<ScopeState> {
         let mut inner = self.lock();
-        let state = inner.app_state.entry(req.app_name.clone()).or_default();
-        state.extend(req.app_fields());
+        let state = inner.app_state.entry(write.app_name).or_default();
+        state.extend(write.fields);
         Ok(state.clone())
     }
 
-    async fn fork(&self, req: ForkRequest) -> Result<Session> {
-        req.validate()?;
-        let fork_id = req.fork_id();
-        let source_key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
-        let fork_key = SessionKey::new(&req.app_name, &req.user_id, &fork_id);
+    async fn fork(&self, plan: ForkPlan) -> Result<Forked> {
         let mut inner = self.lock();
-        let source = inner.session_mut(&source_key)?;
-        let &last = source
-            .event_index
-            .get(&req.up_to_event_id)
-            .ok_or_else(|| req.event_not_found())?;
+        let Some(source) = inner.session_mut(&plan.source) else {
+            return Ok(Forked::SourceNotFound);
+        };
+        let Some(&last) = source.event_index.get(&plan.up_to_event_id) else {
+            return Ok(Forked::EventNotFound);
+        };
         let events = source.events[..=last].to_vec();
         let ttl = source.ttl;
-        if inner.session_mut(&fork_key).is_ok() {
-            return Err(AdkError::AlreadyExists(
-                adk_core::Existing::Session,
-                format!(
-                    "session {fork_id} already exists in app {} for user {}",
-                    fork_key.app, fork_key.user
-                ),
-            ));
+        if inner.session_mut(&plan.fork).is_some() {
+            return Ok(Forked::Exists);
         }
-        let now = self.clock.now();
-        let last_event_time = events.last().map_or(now, |e| session_update_time(e.timestamp, now));
+        let contents = plan.contents(&events);
         let mut fork = StoredSession {
-            create_time: now,
-            last_update_time: last_event_time,
-            state: ScopedDelta::split(&session_state_through(&events)).session,
+            create_time: plan.now,
+            last_update_time: contents.update_time,
+            state: contents.session_state,
             event_index: events.iter().enumerate().map(|(i, e)| (e.id.clone(), i)).collect(),
             appended: watch::Sender::new(events.len() as u64),
             events,
             ttl,
             expire_time: None,
-            window_start: 0,
+            window_start: contents.window_start,
         };
-        fork.window_start = window_start(&fork.events);
-        fork.refresh_expiry(now);
+        fork.refresh_expiry(plan.now);
         if ttl.is_some() {
             self.ensure_reaper(&mut inner);
         }
-        let session = inner.to_session(&fork_key, &fork, fork.events.clone());
-        inner.sessions.insert(fork_key, fork);
-        Ok(session)
+        let session = inner.to_session(&plan.fork, &fork, fork.events.clone());
+        inner.sessions.insert(plan.fork, fork);
+        Ok(Forked::Stored(session))
     }
 
-    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
-        let cursor: Option<EventCursor> = req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>> {
         let mut inner = self.lock();
-        let stored = inner.session_mut(&key)?;
-        let last = stored.last_sequence();
-        let mut events: Vec<Event> = match event_page_range(cursor, req.newest_first, page_size(req.page_size), last) {
+        let Some(stored) = inner.session_mut(key) else {
+            return Ok(None);
+        };
+        let last_sequence = stored.last_sequence();
+        let events = match page.range(last_sequence) {
             Some((from, to)) => stored.events[(from - 1) as usize..to as usize].to_vec(),
             None => Vec::new(),
         };
-        if req.newest_first {
-            events.reverse();
-        }
-        let next_page_token = next_event_token(&req, &events, last);
-        Ok(ListEventsResponse {
-            events,
-            next_page_token,
-        })
+        Ok(Some(EventsRead { events, last_sequence }))
     }
 
-    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
-        req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn watch(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EventStream>> {
         let (appended, start) = {
             let mut inner = self.lock();
-            let stored = inner.session_mut(&key)?;
+            let Some(stored) = inner.session_mut(key) else {
+                return Ok(None);
+            };
             (
                 stored.appended.subscribe(),
-                req.after_sequence.unwrap_or(stored.last_sequence()),
+                after_sequence.unwrap_or(stored.last_sequence()),
             )
         };
         let watcher = Watcher {
             store: self.clone(),
-            key,
+            key: key.clone(),
             appended,
             sent: start,
             pending: VecDeque::new(),
         };
-        Ok(futures::stream::unfold(Some(watcher), |watcher| async move {
-            let mut watcher = watcher?;
-            match watcher.next_event().await {
-                Ok(event) => Some((Ok(event), Some(watcher))),
-                // After an error the stream ends.
-                Err(err) => Some((Err(err), None)),
-            }
-        })
-        .boxed())
+        Ok(Some(
+            futures::stream::unfold(Some(watcher), |watcher| async move {
+                let mut watcher = watcher?;
+                match watcher.next_event().await {
+                    Ok(event) => Some((Ok(event), Some(watcher))),
+                    // After an error the stream ends.
+                    Err(err) => Some((Err(err), None)),
+                }
+            })
+            .boxed(),
+        ))
     }
 }
 
 /// One client's position in a watched session.
 struct Watcher {
-    store: InMemorySessionService,
+    store: InMemorySessionBackend,
     key: SessionKey,
     appended: watch::Receiver<u64>,
     sent: u64,
@@ -568,14 +483,14 @@ impl Watcher {
             }
             {
                 let mut inner = self.store.lock();
-                let stored = inner.session_mut(&self.key)?;
+                let stored = inner.session_mut(&self.key).ok_or_else(|| self.key.not_found())?;
                 self.appended.mark_unchanged();
                 let unsent = stored.events.get(self.sent as usize..).unwrap_or_default();
                 self.pending.extend(unsent.iter().cloned());
             }
             if self.pending.is_empty() && self.appended.changed().await.is_err() {
                 // The sender lives in the session: it is gone when the session is deleted.
-                return Err(not_found(&self.key));
+                return Err(self.key.not_found());
             }
         }
     }

@@ -1,4 +1,4 @@
-//! `RedisSessionService`: sessions, scoped state and event logs in Redis, standalone
+//! `RedisSessionBackend`: sessions, scoped state and event logs in Redis, standalone
 //! (`redis://`, `rediss://`) or Redis Cluster (`redis+cluster://h1:p1,h2:p2`,
 //! `rediss+cluster://…` for TLS). Needs Redis 6.2 or later.
 //!
@@ -115,19 +115,16 @@ use self::conn::{RedisStore, decode_reply};
 use self::watch_hub::{FeedKey, WatchHub};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
-use adk_core::history::{WindowUpdate, session_state_through, window_start};
-use adk_core::session::{
-    EventCursor, MODIFIED_SINCE_LOADED, SessionCursor, event_page_range, filter_events, lease_lost, next_event_token,
-    session_update_time,
+use adk_core::history::WindowUpdate;
+use adk_core::session::SessionCursor;
+use adk_core::session::backend::{
+    AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
+    NewSession, Refusal, SessionBackend, SessionKey, SessionListing, Valid,
 };
-use adk_core::state::{ScopedDelta, merge_state, without_temp_keys};
-use adk_core::validate::{id_key, page_size};
-use adk_core::{
-    AdkError, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, Events, ForkRequest, GetRequest,
-    LeaseKey, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Result, Session,
-    SessionService, WatchRequest, new_event_id,
-};
-use adk_core::{AppStateRequest, ScopeState, UpdateAppStateRequest, UserStateRequest};
+use adk_core::state::merge_state;
+use adk_core::validate::id_key;
+use adk_core::{AdkError, CoreSessionService, Event, EventStream, Events, Precondition, Result, Session};
+use adk_core::{AppStateRequest, ScopeState, UserStateRequest};
 use adk_proto::v1 as pb;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -162,7 +159,7 @@ type RawSnapshot = (
 
 /// Sessions in Redis (standalone or cluster). Cheap to clone; clones share connections.
 #[derive(Clone)]
-pub struct RedisSessionService {
+pub struct RedisSessionBackend {
     store: RedisStore,
     scripts: Arc<Scripts>,
     config: StoreConfig,
@@ -185,16 +182,16 @@ struct Scripts {
     wake: Script,
 }
 
-impl std::fmt::Debug for RedisSessionService {
+impl std::fmt::Debug for RedisSessionBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisSessionService")
+        f.debug_struct("RedisSessionBackend")
             .field("cluster", &self.store.is_cluster())
             .field("config", &self.config)
             .finish()
     }
 }
 
-impl RedisSessionService {
+impl RedisSessionBackend {
     /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
     /// `rediss+cluster://…`. Fails with `Config` for a malformed URL and with
     /// `Unavailable` when Redis cannot be reached now; once connected, the service
@@ -220,7 +217,7 @@ impl RedisSessionService {
         // Still one per process, whatever the number of watchers.
         let watch_store = RedisStore::connect(url, config.replica_acks).await?;
         let watches = WatchHub::start(watch_store, subscriber_clients(url)?);
-        Ok(RedisSessionService {
+        Ok(RedisSessionBackend {
             store,
             scripts: Arc::new(scripts),
             config,
@@ -228,6 +225,13 @@ impl RedisSessionService {
             shards: Arc::default(),
             watches,
         })
+    }
+
+    /// The session service over a new backend at `url` ([`Self::connect`]), with
+    /// `config`'s default TTL ([`crate::session_service`]).
+    pub async fn connect_service(url: &str, config: StoreConfig) -> Result<CoreSessionService<Self>> {
+        let backend = Self::connect(url, config.clone()).await?;
+        Ok(crate::session_service(backend, &config))
     }
 
     /// The app index key a session's scripts write: on a cluster the shard on the
@@ -363,22 +367,23 @@ impl RedisSessionService {
         });
     }
 
-    /// A page of a listing: the sessions after `cursor` in (update time, member) order,
+    /// Up to `listing.limit` sessions after its cursor in (update time, member) order,
     /// merged over the listing's index keys (one per-user index, or every app index
     /// shard). Members whose session has expired are removed from their index and skipped.
-    async fn list_index(&self, req: &ListRequest, cursor: Option<SessionCursor>) -> Result<ListResponse> {
+    async fn list_index(&self, listing: &SessionListing) -> Result<Vec<ListedSession>> {
+        let (req, cursor) = (&listing.request, &listing.after);
         let app = req.app_name.as_str();
         let indexes = match &req.user_id {
             Some(user) => vec![user_index_key(app, user)],
             None => self.app_index_shards(app).await?,
         };
-        let size = page_size(req.page_size);
+        let limit = listing.limit.max(1);
         let min = cursor
             .as_ref()
             .map_or("-inf".to_string(), |c| c.update_micros.to_string());
         // Enough of every index for its share of the page, and at least two positions,
         // so that one taken position rarely leaves an index's next one unknown.
-        let first_batch = ((size + 1).div_ceil(indexes.len().max(1)) + 1).clamp(2, size + 1);
+        let first_batch = (limit.div_ceil(indexes.len().max(1)) + 1).clamp(2, limit.max(2));
         let mut walks: Vec<IndexWalk> = indexes
             .into_iter()
             .map(|key| IndexWalk::new(key, first_batch))
@@ -386,8 +391,7 @@ impl RedisSessionService {
         let app_state = self.cached_app_state(app).await?;
         let mut found: Vec<(SessionCursor, Snapshot, Keys)> = Vec::new();
         let mut stale: Vec<(usize, String, f64)> = Vec::new();
-        // Read one more than a page to know whether another page follows.
-        while found.len() <= size {
+        while found.len() < limit {
             let refills: Vec<usize> = (0..walks.len()).filter(|&i| walks[i].needs_read()).collect();
             let ranges: Vec<_> = refills
                 .iter()
@@ -415,7 +419,7 @@ impl RedisSessionService {
             }
             // Take positions in order as long as every index's next one is known.
             let mut picks: Vec<(usize, SessionCursor, f64)> = Vec::new();
-            while picks.len() < size + 1 - found.len() && !walks.iter().any(IndexWalk::needs_read) {
+            while picks.len() < limit - found.len() && !walks.iter().any(IndexWalk::needs_read) {
                 let next = walks
                     .iter()
                     .enumerate()
@@ -430,7 +434,7 @@ impl RedisSessionService {
                 .into_iter()
                 .filter_map(|(i, position, score)| {
                     let (user, session) = SessionCursor::ids_of_member(req, &position.member)?;
-                    let keys = Keys::new(app, &user, &session);
+                    let keys = Keys::of(app, &user, &session);
                     Some((i, position, score, keys))
                 })
                 .collect();
@@ -458,16 +462,13 @@ impl RedisSessionService {
             invocation.arg(&member).arg(score.to_string());
             let _: i64 = self.eval("drop_stale", &invocation).await?;
         }
-        let next_page_token = (found.len() > size).then(|| found[size - 1].0.encode(req));
-        found.truncate(size);
-        let sessions = found
+        Ok(found
             .into_iter()
-            .map(|(_, snapshot, keys)| snapshot.into_session(&keys, &app_state, Vec::new()))
-            .collect();
-        Ok(ListResponse {
-            sessions,
-            next_page_token,
-        })
+            .map(|(position, snapshot, keys)| ListedSession {
+                position,
+                session: snapshot.into_session(&keys, &app_state, Vec::new()),
+            })
+            .collect())
     }
 }
 
@@ -520,20 +521,17 @@ impl IndexWalk {
 }
 
 #[async_trait]
-impl SessionService for RedisSessionService {
-    async fn create(&self, req: CreateRequest) -> Result<Session> {
-        req.validate()?;
-        let session_id = req
-            .session_id
-            .clone()
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(new_event_id);
-        let keys = Keys::new(&req.app_name, &req.user_id, &session_id);
-        let delta = ScopedDelta::split(&req.state);
-        let ttl_ms = req
-            .effective_ttl(self.config.default_session_ttl)?
-            .map_or(0, ttl_millis);
-        let now = Utc::now();
+impl SessionBackend for RedisSessionBackend {
+    async fn create(&self, new: NewSession) -> Result<Created> {
+        let NewSession {
+            key,
+            state: delta,
+            ttl,
+            now,
+            ..
+        } = new;
+        let keys = Keys::new(&key);
+        let ttl_ms = ttl.map_or(0, ttl_millis);
         let created = Micros::of(now);
         let app_in_script = !self.store.is_cluster();
         if !app_in_script {
@@ -568,17 +566,11 @@ impl SessionService for RedisSessionService {
         let (status, expire_ms, user): (String, String, HashMap<String, String>) =
             self.store.durable_eval("create", &invocation, &keys.meta).await?;
         if status == "EXISTS" {
-            return Err(AdkError::AlreadyExists(
-                adk_core::Existing::Session,
-                format!(
-                    "session {session_id} already exists in app {} for user {}",
-                    req.app_name, req.user_id
-                ),
-            ));
+            return Ok(Created::Exists);
         }
         expect_status(&status, &["OK"])?;
         self.apply_app_writes(&keys, &delta.app).await?;
-        let app_state = self.cached_app_state(&req.app_name).await?;
+        let app_state = self.cached_app_state(&keys.app_name).await?;
         let snapshot = Snapshot {
             meta: Meta {
                 create_time: now,
@@ -590,57 +582,55 @@ impl SessionService for RedisSessionService {
             user: json_fields(user)?,
             events: Vec::new(),
         };
-        Ok(snapshot.into_session(&keys, &app_state, Vec::new()))
+        Ok(Created::Stored(snapshot.into_session(&keys, &app_state, Vec::new())))
     }
 
-    async fn get(&self, req: GetRequest) -> Result<Session> {
-        req.validate()?;
-        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn read(&self, key: &SessionKey, read: &EventRead) -> Result<Option<Session>> {
+        let keys = Keys::new(key);
         let (snapshot, app_state) = tokio::try_join!(
-            self.read_session(&keys, req.num_recent_events, req.after, req.since_compaction),
-            self.cached_app_state(&req.app_name)
+            self.read_session(&keys, read.num_recent_events, read.after, read.since_compaction),
+            self.cached_app_state(&key.app_name)
         )?;
-        let mut snapshot = snapshot.ok_or_else(|| keys.not_found())?;
-        let events = filter_events(&std::mem::take(&mut snapshot.events), req.num_recent_events, req.after);
-        Ok(snapshot.into_session(&keys, &app_state, events))
+        Ok(snapshot.map(|mut snapshot| {
+            let events = std::mem::take(&mut snapshot.events);
+            snapshot.into_session(&keys, &app_state, events)
+        }))
     }
 
-    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
-        let cursor = req.validate()?;
-        self.list_index(&req, cursor).await
+    async fn list(&self, listing: &SessionListing) -> Result<Vec<ListedSession>> {
+        self.list_index(listing).await
     }
 
-    async fn delete(&self, req: DeleteRequest) -> Result<()> {
-        req.validate()?;
-        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn delete(&self, key: &SessionKey) -> Result<()> {
+        let keys = Keys::new(key);
         // One script (`lua::DELETE`) on the user's slot: the session, its index entries
         // (the app index shard shares the slot) and its artifacts, whichever server
         // stored them.
         let mut invocation = self.scripts.delete.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_index).arg(&keys.user_member);
-        ScopeKeys::of_session(&req.app_name, &req.user_id, &req.session_id).push_for_delete(&mut invocation);
+        ScopeKeys::of_session(&key.app_name, &key.user_id, &key.session_id).push_for_delete(&mut invocation);
         invocation.key(self.app_index(&keys)).arg(&keys.app_member);
         let _names: i64 = self.store.durable_eval("delete", &invocation, &keys.meta).await?;
         Ok(())
     }
 
-    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
-        req.validate()?;
-        let mut event = req.event;
-        if event.is_partial() {
-            return Ok(event);
-        }
-        if event.id.is_empty() {
-            event.id = new_event_id();
-        }
-        without_temp_keys(&mut event.actions.state_delta);
-        event.sequence = 0; // assigned by the script
-        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
-        let delta = ScopedDelta::split(&event.actions.state_delta);
+    async fn append(&self, new: NewEvent) -> Result<Appended> {
+        let NewEvent {
+            key,
+            mut event,
+            delta,
+            window,
+            update_time,
+            precondition,
+            ..
+        } = new;
+        let keys = Keys::new(&key);
         let event_us = event.timestamp.timestamp_micros().to_string();
-        let update = Micros::of(session_update_time(event.timestamp, Utc::now()));
-        let (kind, expected) = match &req.precondition {
+        let update = Micros::of(update_time);
+        // The script checks the precondition atomically with the write, as
+        // `NewEvent::refusal` words it, and reports a refusal by status.
+        let (kind, expected) = match &precondition {
             None => ("", String::new()),
             Some(Precondition::LastEventId(id)) => ("id", id.clone()),
             Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
@@ -657,11 +647,7 @@ impl SessionService for RedisSessionService {
         let mut invocation = self.scripts.append.prepare_invoke();
         keys.push_session_keys(&mut invocation);
         invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
-        invocation.key(crate::lease::lease_key(&LeaseKey {
-            app_name: req.app_name.clone(),
-            user_id: req.user_id.clone(),
-            session_id: req.session_id.clone(),
-        }));
+        invocation.key(crate::lease::lease_key(&key.lease_key()));
         if app_in_script {
             invocation.key(&keys.app_state);
         }
@@ -682,7 +668,7 @@ impl SessionService for RedisSessionService {
             .arg(event_us)
             .arg(&keys.app_name)
             .arg(app_state::CHANNEL)
-            .arg(match WindowUpdate::of(&event) {
+            .arg(match window {
                 WindowUpdate::Keep => String::new(),
                 WindowUpdate::Reset => "reset".to_string(),
                 WindowUpdate::From { micros } => micros.to_string(),
@@ -698,19 +684,16 @@ impl SessionService for RedisSessionService {
         let (status, stored, sequence): (String, Vec<u8>, u64) =
             self.store.durable_eval("append", &invocation, &keys.meta).await?;
         match status.as_str() {
-            "NOTFOUND" => Err(keys.not_found()),
-            "ABORTED" => Err(AdkError::Aborted(
-                adk_core::Conflict::Precondition,
-                MODIFIED_SINCE_LOADED.into(),
-            )),
-            "LEASE" => Err(AdkError::Aborted(adk_core::Conflict::LeaseLost, lease_lost(&expected))),
+            "NOTFOUND" => Ok(Appended::NotFound),
+            "ABORTED" => Ok(Appended::Refused(Refusal::Modified)),
+            "LEASE" => Ok(Appended::Refused(Refusal::LeaseLost)),
             // A retry: its first attempt may have failed waiting for the replicas; the
             // reply is confirmed durable like any (see `durability.rs`).
             "DUP" => {
                 if !wake_in_script {
                     self.wake_watchers_in_background(&keys);
                 }
-                decode_event(&stored)
+                decode_event(&stored).map(Appended::Duplicate)
             }
             _ => {
                 expect_status(&status, &["NEW"])?;
@@ -724,48 +707,44 @@ impl SessionService for RedisSessionService {
                 // What the script stored is this event's encoding plus its sequence, so the
                 // reply is the event itself: no bytes back from Redis, no second decode.
                 event.sequence = sequence;
-                Ok(event)
+                Ok(Appended::New(event))
             }
         }
     }
 
-    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
-        req.validate()?;
+    async fn user_state(&self, req: &Valid<UserStateRequest>) -> Result<ScopeState> {
         let key = user_state_key(&req.app_name, &req.user_id);
         let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(key)).await?;
         json_fields(raw)
     }
 
-    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
-        req.validate()?;
+    async fn app_state(&self, req: &Valid<AppStateRequest>) -> Result<ScopeState> {
         Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
     }
 
-    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
-        req.validate()?;
-        let fields = req.app_fields();
-        if !fields.is_empty() {
-            let written = self.write_app_state(&req.app_name, &fields).await;
+    async fn update_app_state(&self, write: AppStateWrite) -> Result<ScopeState> {
+        if !write.fields.is_empty() {
+            let written = self.write_app_state(&write.app_name, &write.fields).await;
             // As every app: writer: this process reads its own write at once.
-            self.app_states.invalidate(&req.app_name);
+            self.app_states.invalidate(&write.app_name);
             written?;
         }
-        Ok(self.cached_app_state(&req.app_name).await?.as_ref().clone())
+        Ok(self.cached_app_state(&write.app_name).await?.as_ref().clone())
     }
 
-    async fn fork(&self, req: ForkRequest) -> Result<Session> {
-        req.validate()?;
-        let fork_id = req.fork_id();
-        let source = Keys::new(&req.app_name, &req.user_id, &req.session_id);
-        let fork = Keys::new(&req.app_name, &req.user_id, &fork_id);
+    async fn fork(&self, plan: ForkPlan) -> Result<Forked> {
+        let source = Keys::new(&plan.source);
+        let fork = Keys::new(&plan.fork);
         let seq: Option<u64> = self
-            .query(redis::cmd("HGET").arg(&source.event_ids).arg(&req.up_to_event_id))
+            .query(redis::cmd("HGET").arg(&source.event_ids).arg(&plan.up_to_event_id))
             .await?;
         let exists: bool = self.query(redis::cmd("EXISTS").arg(&source.meta)).await?;
         if !exists {
-            return Err(source.not_found());
+            return Ok(Forked::SourceNotFound);
         }
-        let last = seq.ok_or_else(|| req.event_not_found())?;
+        let Some(last) = seq else {
+            return Ok(Forked::EventNotFound);
+        };
         let reply: Value = self
             .query(
                 redis::cmd("XRANGE")
@@ -778,12 +757,8 @@ impl SessionService for RedisSessionService {
             .into_iter()
             .map(|(_, bytes)| decode_event(&bytes))
             .collect::<Result<Vec<_>>>()?;
-        let state = ScopedDelta::split(&session_state_through(&events)).session;
-        let now = Utc::now();
-        let (created, updated) = (
-            Micros::of(now),
-            Micros::of(events.last().map_or(now, |e| session_update_time(e.timestamp, now))),
-        );
+        let contents = plan.contents(&events);
+        let (created, updated) = (Micros::of(plan.now), Micros::of(contents.update_time));
         let mut invocation = self.scripts.fork.prepare_invoke();
         source.push_session_keys(&mut invocation);
         fork.push_session_keys(&mut invocation);
@@ -797,53 +772,49 @@ impl SessionService for RedisSessionService {
             .arg(&updated.ns)
             .arg(&fork.user_member)
             .arg(&fork.app_member)
-            .arg(&req.up_to_event_id)
-            .arg(window_start(&events))
-            .arg(state.len());
+            .arg(&plan.up_to_event_id)
+            .arg(contents.window_start)
+            .arg(contents.session_state.len());
         for event in &events {
             invocation.arg(&event.id).arg(event.timestamp.timestamp_micros());
         }
-        push_pairs(&mut invocation, &state)?;
+        push_pairs(&mut invocation, &contents.session_state)?;
         let (status, _expire): (String, String) = self.store.durable_eval("fork", &invocation, &fork.meta).await?;
         match status.as_str() {
-            "NOTFOUND" => return Err(source.not_found()),
-            "EXISTS" => {
-                return Err(AdkError::AlreadyExists(
-                    adk_core::Existing::Session,
-                    format!(
-                        "session {fork_id} already exists in app {} for user {}",
-                        req.app_name, req.user_id
-                    ),
-                ));
-            }
+            "NOTFOUND" => return Ok(Forked::SourceNotFound),
+            "EXISTS" => return Ok(Forked::Exists),
             _ => expect_status(&status, &["OK"])?,
         }
         if self.store.is_cluster() {
             self.register_in_background(&fork);
         }
-        self.get(GetRequest {
-            app_name: req.app_name,
-            user_id: req.user_id,
-            session_id: fork_id,
-            ..Default::default()
-        })
-        .await
+        let (snapshot, app_state) = tokio::try_join!(
+            self.read_session(&fork, None, None, false),
+            self.cached_app_state(&plan.fork.app_name)
+        )?;
+        // Deleted (or expired) right after the fork: reported as a Get would find it.
+        let Some(mut snapshot) = snapshot else {
+            return Ok(Forked::SourceNotFound);
+        };
+        let events = std::mem::take(&mut snapshot.events);
+        Ok(Forked::Stored(snapshot.into_session(&fork, &app_state, events)))
     }
 
-    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
-        let cursor: Option<EventCursor> = req.validate()?;
-        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>> {
+        let keys = Keys::new(key);
         let seq: Option<String> = self.query(redis::cmd("HGET").arg(&keys.meta).arg("seq")).await?;
-        let last = parse_field::<u64>("seq", seq.as_deref().ok_or_else(|| keys.not_found())?)?;
-        let events = match event_page_range(cursor, req.newest_first, page_size(req.page_size), last) {
+        let Some(seq) = seq else {
+            return Ok(None);
+        };
+        let last_sequence = parse_field::<u64>("seq", &seq)?;
+        let events = match page.range(last_sequence) {
             None => Vec::new(),
             Some((from, to)) => {
-                let (from, to) = (format!("{from}-1"), format!("{to}-1"));
-                let range = if req.newest_first {
-                    redis::cmd("XREVRANGE").arg(&keys.events).arg(to).arg(from).clone()
-                } else {
-                    redis::cmd("XRANGE").arg(&keys.events).arg(from).arg(to).clone()
-                };
+                let range = redis::cmd("XRANGE")
+                    .arg(&keys.events)
+                    .arg(format!("{from}-1"))
+                    .arg(format!("{to}-1"))
+                    .clone();
                 let reply: Value = self.query(&range).await?;
                 stream_entries(reply)?
                     .into_iter()
@@ -851,42 +822,34 @@ impl SessionService for RedisSessionService {
                     .collect::<Result<Vec<_>>>()?
             }
         };
-        let next_page_token = next_event_token(&req, &events, last);
-        Ok(ListEventsResponse {
-            events,
-            next_page_token,
-        })
+        Ok(Some(EventsRead { events, last_sequence }))
     }
 
-    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
-        req.validate()?;
-        let keys = Keys::new(&req.app_name, &req.user_id, &req.session_id);
+    async fn watch(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EventStream>> {
+        let keys = Keys::new(key);
         let (create_us, seq): (Option<String>, Option<String>) = self
             .query(redis::cmd("HMGET").arg(&keys.meta).arg("create_us").arg("seq"))
             .await?;
         let (Some(create_us), Some(seq)) = (create_us, seq) else {
-            return Err(keys.not_found());
-        };
-        let start = match req.after_sequence {
-            Some(after) => after,
-            None => parse_field("seq", &seq)?,
+            return Ok(None);
         };
         let current: u64 = parse_field("seq", &seq)?;
-        let key = FeedKey {
+        let start = after_sequence.unwrap_or(current);
+        let feed = FeedKey {
             meta: keys.meta.clone(),
             events: keys.events.clone(),
             create_us,
         };
         // Listening before the catch-up read, so no event falls between the two.
-        let receiver = self.watches.subscribe(&key, current);
-        let not_found = keys.not_found().to_string();
-        Ok(watch_hub::watcher_stream(
+        let receiver = self.watches.subscribe(&feed, current);
+        let not_found = key.not_found().to_string();
+        Ok(Some(watch_hub::watcher_stream(
             self.watches.clone(),
-            key,
+            feed,
             start,
             receiver,
             not_found,
-        ))
+        )))
     }
 
     async fn ping(&self) -> Result<()> {
@@ -918,7 +881,11 @@ struct Keys {
 impl Keys {
     /// Every id enters a key through [`id_key`] (see the module docs), so no id can forge
     /// or collide with another session's keys.
-    fn new(app: &str, user: &str, session: &str) -> Keys {
+    fn new(key: &SessionKey) -> Keys {
+        Keys::of(&key.app_name, &key.user_id, &key.session_id)
+    }
+
+    fn of(app: &str, user: &str, session: &str) -> Keys {
         let tag = user_tag(app, user);
         let sid = id_key(session);
         Keys {
@@ -946,16 +913,6 @@ impl Keys {
             .key(&self.events)
             .key(&self.event_ids)
             .key(&self.event_times);
-    }
-
-    fn not_found(&self) -> AdkError {
-        AdkError::NotFound(
-            adk_core::Missing::Session,
-            format!(
-                "session {} not found in app {} for user {}",
-                self.session_id, self.app_name, self.user_id
-            ),
-        )
     }
 }
 
@@ -1157,7 +1114,7 @@ mod tests {
 
     #[test]
     fn keys_share_the_user_tag() {
-        let keys = Keys::new("app", "alice", "s1");
+        let keys = Keys::of("app", "alice", "s1");
         for key in [
             &keys.meta,
             &keys.state,

@@ -4,13 +4,14 @@
 //! get wrong: keys left behind by deletes and by failed, oversized or abandoned uploads,
 //! and chunk sizes.
 
+use adk_core::CoreSessionService;
 use adk_core::artifact::{
     ArtifactBackend, ArtifactMetadata, ArtifactScope, CoreArtifactService, DeleteRequest, LoadRequest, NewVersion,
     StoredBytes, StoredName, UploadBody, UploadRequest, WriteOutcome, choose_version,
 };
 use adk_core::{AdkError, ArtifactService, ByteStream, SessionService};
 use adk_store::{
-    InMemoryArtifactBackend, InMemorySessionService, RedisArtifactBackend, RedisSessionService, StoreConfig,
+    InMemoryArtifactBackend, InMemorySessionBackend, RedisArtifactBackend, RedisSessionBackend, StoreConfig,
 };
 use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance, run_session_delete_conformance};
 use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
@@ -78,7 +79,7 @@ async fn cluster_with_replicas_conforms() {
 async fn memory_session_delete_deletes_the_sessions_artifacts() {
     let backend = InMemoryArtifactBackend::new();
     let artifacts = adk_store::memory_artifacts(backend.clone(), &config());
-    let sessions = InMemorySessionService::with_config(config()).with_artifacts(backend);
+    let sessions = CoreSessionService::new(InMemorySessionBackend::new().with_artifacts(backend));
     run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
 }
 
@@ -97,7 +98,9 @@ async fn open_stores_deletes_the_sessions_artifacts_with_the_session() {
 #[tokio::test]
 async fn redis_session_delete_deletes_the_sessions_artifacts() {
     let server = RedisServer::start().await;
-    let sessions = RedisSessionService::connect(&server.url(), config()).await.unwrap();
+    let sessions = RedisSessionBackend::connect_service(&server.url(), config())
+        .await
+        .unwrap();
     let artifacts = connect(&server.url(), config()).await;
     run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
 }
@@ -105,14 +108,16 @@ async fn redis_session_delete_deletes_the_sessions_artifacts() {
 #[tokio::test]
 async fn cluster_session_delete_deletes_the_sessions_artifacts() {
     let cluster = RedisCluster::start(3).await;
-    let sessions = RedisSessionService::connect(&cluster.url(), config()).await.unwrap();
+    let sessions = RedisSessionBackend::connect_service(&cluster.url(), config())
+        .await
+        .unwrap();
     let artifacts = connect(&cluster.url(), config()).await;
     run_session_delete_conformance(&sessions, &artifacts, LIMITS).await;
 }
 
 /// DeleteSession leaves none of the session's artifact keys in Redis, the moment it returns.
 async fn session_delete_leaves_no_artifact_keys(url: &str, node_urls: &[String]) {
-    let sessions = RedisSessionService::connect(url, config()).await.unwrap();
+    let sessions = RedisSessionBackend::connect_service(url, config()).await.unwrap();
     let artifacts = connect(url, config()).await;
     let app = unique_prefix("art-session-keys");
     let create = adk_core::CreateRequest {

@@ -1,19 +1,63 @@
 //! The SessionService conformance suite against the in-memory backend.
 
-use adk_core::Clock;
-use adk_store::InMemorySessionService;
+use adk_core::{Clock, CoreSessionService};
+use adk_store::InMemorySessionBackend;
 use adk_testkit::conformance::run_session_conformance_with_clock;
 
 /// On a manual clock: the TTL case jumps over its TTLs instead of waiting them out.
 #[tokio::test]
 async fn memory_backend_conforms() {
     let clock = Clock::manual();
-    run_session_conformance_with_clock(&InMemorySessionService::new().with_clock(clock.clone()), &clock).await;
+    let sessions = CoreSessionService::new(InMemorySessionBackend::new().with_clock(clock.clone()));
+    run_session_conformance_with_clock(&sessions, &clock).await;
+}
+
+/// The store's default TTL is the core's rule: a session created without a TTL gets it,
+/// one with its own keeps its own, and the default expires it like any TTL.
+#[tokio::test]
+async fn the_default_ttl_applies_to_sessions_created_without_one() {
+    use adk_core::{CreateRequest, GetRequest, SessionService};
+    use std::time::Duration;
+    let clock = Clock::manual();
+    let config = adk_store::StoreConfig {
+        default_session_ttl: Some(Duration::from_secs(60)),
+        ..Default::default()
+    };
+    let sessions = adk_store::session_service(InMemorySessionBackend::new().with_clock(clock.clone()), &config);
+    let create = |id: &str, ttl: Option<Duration>| CreateRequest {
+        app_name: "app".into(),
+        user_id: "u".into(),
+        session_id: Some(id.into()),
+        ttl,
+        ..Default::default()
+    };
+    let defaulted = sessions.create(create("defaulted", None)).await.unwrap();
+    let expected = clock.now() + chrono::TimeDelta::seconds(60);
+    let expires = defaulted.expire_time.expect("the default TTL");
+    assert!(
+        (expires - expected).abs() < chrono::TimeDelta::seconds(1),
+        "{expires} vs {expected}"
+    );
+    let own = sessions
+        .create(create("own", Some(Duration::from_secs(3600))))
+        .await
+        .unwrap();
+    assert!(own.expire_time.unwrap() > expires + chrono::TimeDelta::seconds(3000));
+    clock.advance(Duration::from_secs(61));
+    let get = |id: &str| GetRequest {
+        app_name: "app".into(),
+        user_id: "u".into(),
+        session_id: id.into(),
+        ..Default::default()
+    };
+    let gone = sessions.get(get("defaulted")).await.unwrap_err();
+    assert!(matches!(gone, adk_core::AdkError::NotFound(..)), "{gone}");
+    sessions.get(get("own")).await.expect("its own TTL runs on");
 }
 
 mod reaping {
-    use adk_core::{CreateRequest, SessionService};
-    use adk_store::InMemorySessionService;
+    use adk_core::{CoreSessionService, CreateRequest, SessionService};
+    use adk_store::InMemorySessionBackend;
     use std::time::Duration;
 
     /// Waits until `done` holds, failing after `limit`.
@@ -35,9 +79,11 @@ mod reaping {
     #[tokio::test]
     async fn expired_sessions_are_reaped_though_nobody_reads_them() {
         let clock = adk_core::Clock::manual();
-        let svc = InMemorySessionService::new()
-            .with_clock(clock.clone())
-            .with_reap_interval(Duration::from_millis(50));
+        let svc = CoreSessionService::new(
+            InMemorySessionBackend::new()
+                .with_clock(clock.clone())
+                .with_reap_interval(Duration::from_millis(50)),
+        );
         svc.create(create("kept".into(), None))
             .await
             .expect("a session without a TTL");
@@ -46,11 +92,11 @@ mod reaping {
                 .await
                 .expect("a session with a TTL");
         }
-        assert_eq!(svc.stored_session_count(), 101);
+        assert_eq!(svc.backend().stored_session_count(), 101);
         clock.advance(Duration::from_secs(61));
         // Nothing reads them: only the reaper can drop them.
         wait_until(Duration::from_secs(10), "the expired sessions are dropped", || {
-            svc.stored_session_count() == 1
+            svc.backend().stored_session_count() == 1
         })
         .await;
     }
@@ -58,7 +104,7 @@ mod reaping {
     #[tokio::test]
     async fn the_reaper_stops_with_the_store() {
         let tasks = || tokio::runtime::Handle::current().metrics().num_alive_tasks();
-        let svc = InMemorySessionService::new().with_reap_interval(Duration::from_millis(10));
+        let svc = CoreSessionService::new(InMemorySessionBackend::new().with_reap_interval(Duration::from_millis(10)));
         svc.create(create("plain".into(), None)).await.expect("create");
         assert_eq!(tasks(), 0, "no reaper until a session has a TTL");
         svc.create(create("brief".into(), Some(Duration::from_secs(60))))

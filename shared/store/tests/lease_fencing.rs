@@ -3,11 +3,12 @@
 //! on Redis, under the store's lock in memory), so a runner that lost its lease can
 //! never write after another took over.
 
+use adk_core::CoreSessionService;
 use adk_core::{
     Acquire, AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, LeaseKey, Precondition,
     SessionLease, SessionService,
 };
-use adk_store::{InMemorySessionService, RedisSessionLease, RedisSessionService, StoreConfig};
+use adk_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLease, StoreConfig};
 use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use std::time::Duration;
 
@@ -98,15 +99,16 @@ async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dy
 
 #[tokio::test]
 async fn fenced_appends_need_the_lease_in_memory() {
-    let sessions = InMemorySessionService::new();
-    let lease = sessions.leases();
+    let backend = InMemorySessionBackend::new();
+    let lease = backend.leases();
+    let sessions = CoreSessionService::new(backend);
     fenced_appends_need_the_lease(&sessions, &lease).await;
 }
 
 #[tokio::test]
 async fn fenced_appends_need_the_lease_on_redis() {
     let server = RedisServer::start().await;
-    let sessions = RedisSessionService::connect(&server.url(), StoreConfig::default())
+    let sessions = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
         .await
         .unwrap();
     let lease = RedisSessionLease::connect(&server.url(), Default::default())
@@ -118,7 +120,7 @@ async fn fenced_appends_need_the_lease_on_redis() {
 #[tokio::test]
 async fn fenced_appends_need_the_lease_on_a_cluster() {
     let cluster = RedisCluster::start(3).await;
-    let sessions = RedisSessionService::connect(&cluster.url(), StoreConfig::default())
+    let sessions = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
         .await
         .unwrap();
     let lease = RedisSessionLease::connect(&cluster.url(), Default::default())

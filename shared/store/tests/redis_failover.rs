@@ -7,8 +7,9 @@
 //! acknowledged twice, every event a watcher saw must be the stored one, and the
 //! same store object serves again without a restart.
 
+use adk_core::CoreSessionService;
 use adk_core::{AdkError, AppendEventRequest, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
-use adk_store::{MinReplicas, RedisSessionService, ReplicaAcks, StoreConfig};
+use adk_store::{MinReplicas, RedisSessionBackend, ReplicaAcks, StoreConfig};
 use adk_testkit::{RedisCluster, RedisPrimaryReplica, eventually, unique_prefix};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -22,7 +23,7 @@ const USERS: usize = 9;
 /// How long the failover may take before a test gives up.
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
 
-async fn connect(url: &str, min_replicas: MinReplicas) -> RedisSessionService {
+async fn connect(url: &str, min_replicas: MinReplicas) -> CoreSessionService<RedisSessionBackend> {
     let config = StoreConfig {
         replica_acks: ReplicaAcks {
             min_replicas,
@@ -30,7 +31,7 @@ async fn connect(url: &str, min_replicas: MinReplicas) -> RedisSessionService {
         },
         ..StoreConfig::default()
     };
-    RedisSessionService::connect(url, config)
+    RedisSessionBackend::connect_service(url, config)
         .await
         .expect("connect to test redis")
 }
@@ -51,7 +52,7 @@ fn append_req(app: &str, user: &str, event_id: &str) -> AppendEventRequest {
 /// Creates the session as a client would: a create the replicas did not confirm in
 /// time (a loaded machine) is retried, and finding the session then means the first
 /// attempt stored it (the retry's reply is confirmed durable like any write).
-async fn create(svc: &RedisSessionService, app: &str, user: &str) {
+async fn create(svc: &CoreSessionService<RedisSessionBackend>, app: &str, user: &str) {
     let attempt = || async {
         let created = svc
             .create(CreateRequest {
@@ -71,7 +72,10 @@ async fn create(svc: &RedisSessionService, app: &str, user: &str) {
 }
 
 /// Every session's log as (sequence -> event id).
-async fn stored_logs(svc: &RedisSessionService, app: &str) -> HashMap<String, BTreeMap<u64, String>> {
+async fn stored_logs(
+    svc: &CoreSessionService<RedisSessionBackend>,
+    app: &str,
+) -> HashMap<String, BTreeMap<u64, String>> {
     let mut logs = HashMap::new();
     for user in users() {
         let session = svc
@@ -113,7 +117,11 @@ impl Ledger {
 
 /// One appender per user: appends until told to stop; after a failure it retries
 /// the same event id (which the store promises is safe) before moving on.
-fn spawn_appenders(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -> Vec<JoinHandle<()>> {
+fn spawn_appenders(
+    svc: &CoreSessionService<RedisSessionBackend>,
+    app: &str,
+    ledger: &Arc<Ledger>,
+) -> Vec<JoinHandle<()>> {
     users()
         .into_iter()
         .map(|user| {
@@ -146,7 +154,11 @@ fn spawn_appenders(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -
 }
 
 /// One watcher per user, resuming with `after_sequence` whenever its stream breaks.
-fn spawn_watchers(svc: &RedisSessionService, app: &str, ledger: &Arc<Ledger>) -> Vec<JoinHandle<()>> {
+fn spawn_watchers(
+    svc: &CoreSessionService<RedisSessionBackend>,
+    app: &str,
+    ledger: &Arc<Ledger>,
+) -> Vec<JoinHandle<()>> {
     users()
         .into_iter()
         .map(|user| {
@@ -203,7 +215,12 @@ async fn wait_for_acks(ledger: &Ledger, user: Option<&str>, from: usize, more: u
 /// event a watcher saw is the stored event at its sequence (none was taken back by
 /// the failover), and each user's watchers, resuming with `after_sequence`, saw the
 /// log in order without a gap or a repeat.
-async fn verify(ledger: &Ledger, workers: Vec<JoinHandle<()>>, svc: &RedisSessionService, app: &str) {
+async fn verify(
+    ledger: &Ledger,
+    workers: Vec<JoinHandle<()>>,
+    svc: &CoreSessionService<RedisSessionBackend>,
+    app: &str,
+) {
     ledger.stop.store(true, Ordering::SeqCst);
     for worker in workers {
         worker.await.expect("a worker panicked");
@@ -305,7 +322,7 @@ async fn a_watcher_never_sees_an_event_a_failover_takes_back() {
     let svc = connect(&pair.primary.url(), MinReplicas::Exactly(1)).await;
     let app = unique_prefix("watchlost");
     create(&svc, &app, "u0").await;
-    let watch = |svc: RedisSessionService, after: u64| {
+    let watch = |svc: CoreSessionService<RedisSessionBackend>, after: u64| {
         let app = app.clone();
         async move {
             svc.watch(WatchRequest {

@@ -3,8 +3,9 @@
 //! explicit `app:` state writes and app-wide listings), proved by counting the
 //! commands every node of a real 3-master cluster receives from clients (`MONITOR`).
 
+use adk_core::CoreSessionService;
 use adk_core::{AppendEventRequest, CreateRequest, Event, GetRequest, ListRequest, SessionService};
-use adk_store::{RedisSessionService, StoreConfig};
+use adk_store::{RedisSessionBackend, StoreConfig};
 use adk_testkit::{RedisCluster, unique_prefix};
 use futures::{StreamExt, TryStreamExt, stream};
 use std::collections::BTreeMap;
@@ -12,8 +13,8 @@ use std::collections::BTreeMap;
 /// In-flight calls of the load the tests generate.
 const CONCURRENCY: usize = 64;
 
-async fn connect(url: &str) -> RedisSessionService {
-    RedisSessionService::connect(url, StoreConfig::default())
+async fn connect(url: &str) -> CoreSessionService<RedisSessionBackend> {
+    RedisSessionBackend::connect_service(url, StoreConfig::default())
         .await
         .expect("connect to the test cluster")
 }
@@ -215,7 +216,7 @@ fn app_write(app: &str, user: &str, value: i64) -> AppendEventRequest {
     }
 }
 
-async fn app_x(svc: &RedisSessionService, app: &str, user: &str) -> Option<serde_json::Value> {
+async fn app_x(svc: &CoreSessionService<RedisSessionBackend>, app: &str, user: &str) -> Option<serde_json::Value> {
     let session = svc.get(get_req(app, user)).await.expect("get");
     session.state.as_map().get("app:x").cloned()
 }
@@ -240,7 +241,7 @@ async fn app_state_subscribers(cluster: &RedisCluster) -> u64 {
 /// reads `user`'s session `reads` times.
 async fn app_state_loads(
     cluster: &RedisCluster,
-    svc: &RedisSessionService,
+    svc: &CoreSessionService<RedisSessionBackend>,
     app: &str,
     user: &str,
     reads: usize,

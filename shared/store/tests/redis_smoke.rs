@@ -1,13 +1,14 @@
-//! Smoke tests of `RedisSessionService` against a real `redis-server` (standalone
+//! Smoke tests of `RedisSessionBackend` against a real `redis-server` (standalone
 //! and a 3-node cluster). The complete behaviour is checked by the shared
 //! conformance suite; these prove the Redis-specific parts: the data model on
 //! both topologies, TTL expiry, and surviving a Redis crash.
 
+use adk_core::CoreSessionService;
 use adk_core::{
     AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, GetRequest, ListEventsRequest,
     ListRequest, Precondition, SessionService, WatchRequest,
 };
-use adk_store::{RedisSessionService, StoreConfig};
+use adk_store::{RedisSessionBackend, StoreConfig};
 use adk_testkit::{RedisCluster, RedisPrimaryReplica, RedisServer, eventually, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
@@ -27,8 +28,8 @@ macro_rules! assert_kind {
     }};
 }
 
-async fn connect(url: &str) -> RedisSessionService {
-    RedisSessionService::connect(url, StoreConfig::default())
+async fn connect(url: &str) -> CoreSessionService<RedisSessionBackend> {
+    RedisSessionBackend::connect_service(url, StoreConfig::default())
         .await
         .expect("connect to test redis")
 }
@@ -70,7 +71,7 @@ fn text_event(text: &str) -> Event {
 }
 
 /// Create / get / append / list / list_events / delete on any topology.
-async fn basics(svc: &RedisSessionService) {
+async fn basics(svc: &CoreSessionService<RedisSessionBackend>) {
     let app = unique_prefix("basics");
     let created = svc
         .create(create_req(
@@ -334,7 +335,7 @@ async fn next(stream: &mut adk_core::EventStream) -> adk_core::Result<Event> {
 }
 
 /// Watch: replay after a sequence, live events, end when the session is deleted.
-async fn watching(svc: &RedisSessionService) {
+async fn watching(svc: &CoreSessionService<RedisSessionBackend>) {
     let app = unique_prefix("watch");
     svc.create(create_req(&app, "u", "s", json!({}))).await.unwrap();
     let e1 = svc
@@ -452,7 +453,9 @@ async fn expired_sessions_leave_the_listings() {
         default_session_ttl: Some(Duration::from_millis(400)),
         ..Default::default()
     };
-    let svc = RedisSessionService::connect(&server.url(), config).await.unwrap();
+    let svc = RedisSessionBackend::connect_service(&server.url(), config)
+        .await
+        .unwrap();
     let app = unique_prefix("ttl");
     let short = svc
         .create(create_req(&app, "u", "short", json!({"user:kept": 1})))
@@ -568,7 +571,7 @@ async fn conformance_cluster() {
 
 /// A store on a replicated deployment, waiting for its replicas as long as the store
 /// allows: the suite checks rules, not how fast a loaded test machine replicates.
-async fn connect_replicated(url: &str) -> RedisSessionService {
+async fn connect_replicated(url: &str) -> CoreSessionService<RedisSessionBackend> {
     let config = StoreConfig {
         replica_acks: adk_store::ReplicaAcks {
             timeout: adk_store::durability::MAX_REPLICA_ACK_TIMEOUT,
@@ -576,7 +579,7 @@ async fn connect_replicated(url: &str) -> RedisSessionService {
         },
         ..StoreConfig::default()
     };
-    RedisSessionService::connect(url, config)
+    RedisSessionBackend::connect_service(url, config)
         .await
         .expect("connect to test redis")
 }

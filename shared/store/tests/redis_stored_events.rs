@@ -8,7 +8,7 @@ use adk_core::{AppendEventRequest, Content, CreateRequest, Event, SessionService
 use adk_proto::prost_types::FileDescriptorSet;
 use adk_proto::prost_types::field_descriptor_proto::Type;
 use adk_proto::v1 as pb;
-use adk_store::{RedisSessionService, StoreConfig};
+use adk_store::{RedisSessionBackend, StoreConfig};
 use adk_testkit::{RedisServer, unique_prefix};
 use prost::Message;
 
@@ -69,7 +69,7 @@ fn varint(mut n: u64) -> Vec<u8> {
 #[tokio::test]
 async fn stored_event_bytes_are_the_encoding_then_field_16_and_decode_with_the_sequence() {
     let redis = RedisServer::start().await;
-    let service = RedisSessionService::connect(&redis.url(), StoreConfig::default())
+    let service = RedisSessionBackend::connect_service(&redis.url(), StoreConfig::default())
         .await
         .expect("connect");
     let app = unique_prefix("stored");

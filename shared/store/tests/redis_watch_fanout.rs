@@ -2,8 +2,9 @@
 //! watchers a process serves, on one session or on many, it holds the same Redis
 //! connections, and every watcher gets every event.
 
+use adk_core::CoreSessionService;
 use adk_core::{AppendEventRequest, Content, CreateRequest, Event, EventStream, SessionService, WatchRequest};
-use adk_store::{RedisSessionService, StoreConfig};
+use adk_store::{RedisSessionBackend, StoreConfig};
 use adk_testkit::{RedisCluster, RedisServer, eventually, unique_prefix};
 use futures::StreamExt;
 use std::time::Duration;
@@ -29,7 +30,7 @@ async fn connected_clients(urls: &[String]) -> u64 {
     total
 }
 
-async fn create(svc: &RedisSessionService, app: &str, session: &str) {
+async fn create(svc: &CoreSessionService<RedisSessionBackend>, app: &str, session: &str) {
     svc.create(CreateRequest {
         app_name: app.into(),
         user_id: "u".into(),
@@ -40,7 +41,7 @@ async fn create(svc: &RedisSessionService, app: &str, session: &str) {
     .expect("create");
 }
 
-async fn append(svc: &RedisSessionService, app: &str, session: &str, text: &str) -> Event {
+async fn append(svc: &CoreSessionService<RedisSessionBackend>, app: &str, session: &str, text: &str) -> Event {
     svc.append_event(AppendEventRequest {
         app_name: app.into(),
         user_id: "u".into(),
@@ -54,7 +55,7 @@ async fn append(svc: &RedisSessionService, app: &str, session: &str, text: &str)
     .expect("append")
 }
 
-async fn watch(svc: &RedisSessionService, app: &str, session: &str) -> EventStream {
+async fn watch(svc: &CoreSessionService<RedisSessionBackend>, app: &str, session: &str) -> EventStream {
     svc.watch(WatchRequest {
         app_name: app.into(),
         user_id: "u".into(),
@@ -75,7 +76,7 @@ async fn next(stream: &mut EventStream) -> Event {
 
 /// 10 watchers, then 1,000 more (half on one session, half on 50 others): the
 /// process's Redis connections stay the same, and every watcher gets its event.
-async fn watchers_share_the_connections(svc: &RedisSessionService, node_urls: &[String]) {
+async fn watchers_share_the_connections(svc: &CoreSessionService<RedisSessionBackend>, node_urls: &[String]) {
     let app = unique_prefix("fanout");
     let sessions: Vec<String> = (0..=50).map(|i| format!("s{i}")).collect();
     for session in &sessions {
@@ -136,7 +137,7 @@ async fn watchers_share_the_connections(svc: &RedisSessionService, node_urls: &[
 #[tokio::test]
 async fn watchers_share_one_reader_per_process_on_redis() {
     let server = RedisServer::start().await;
-    let svc = RedisSessionService::connect(&server.url(), StoreConfig::default())
+    let svc = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
         .await
         .expect("connect");
     watchers_share_the_connections(&svc, &[server.url()]).await;
@@ -145,7 +146,7 @@ async fn watchers_share_one_reader_per_process_on_redis() {
 #[tokio::test]
 async fn watchers_share_one_reader_per_process_on_a_cluster() {
     let cluster = RedisCluster::start(3).await;
-    let svc = RedisSessionService::connect(&cluster.url(), StoreConfig::default())
+    let svc = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
         .await
         .expect("connect");
     watchers_share_the_connections(&svc, &cluster.node_urls()).await;

@@ -72,6 +72,46 @@ pub async fn run_session_conformance_with_clock(svc: &dyn SessionService, clock:
     );
 }
 
+/// The cases about the rules the core session service owns (validation, ids, scopes,
+/// preconditions, paging, limits, forks, not-found), without live watches or expiry,
+/// which are a backend's own machinery: what a new backend, even a minimal one, must
+/// pass under `adk_core::CoreSessionService` without writing any rule itself.
+pub async fn run_session_rules_conformance(svc: &dyn SessionService) {
+    macro_rules! cases {
+        ($($case:ident),* $(,)?) => {$(
+            println!("conformance: {}", stringify!($case));
+            $case(svc).await;
+        )*};
+    }
+    cases!(
+        create_splits_state_by_scope,
+        shared_scopes_are_read_fresh,
+        create_generates_ids_and_rejects_duplicates,
+        missing_sessions_are_not_found,
+        append_assigns_id_and_sequence_and_updates_time,
+        temp_keys_are_never_stored,
+        partial_events_are_not_stored,
+        deltas_replace_values_and_store_null,
+        re_append_is_idempotent,
+        precondition_detects_concurrent_changes,
+        a_retry_wins_over_its_stale_precondition,
+        get_filters_recent_and_after,
+        list_orders_by_last_update_and_pages,
+        delete_removes_session_but_not_shared_state,
+        list_events_pages_both_ways,
+        bad_input_is_rejected_and_changes_nothing,
+        page_tokens_are_bound_and_range_checked,
+        ttls_have_one_maximum,
+        client_timestamps_stay_in_protobufs_range,
+        adk_events_round_trip_on_every_read_path,
+        user_and_app_state_read_without_a_session,
+        app_state_changes_without_an_event,
+        hostile_ids_keep_sessions_apart,
+        bounded_reads_start_at_the_latest_compaction,
+        fork_copies_a_prefix_into_a_new_session,
+    );
+}
+
 // ---------- helpers ----------
 
 fn map(pairs: &[(&str, Value)]) -> HashMap<String, Value> {

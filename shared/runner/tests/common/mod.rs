@@ -2,6 +2,7 @@
 //! the check every test ends with (the stored log is exactly what was streamed).
 #![allow(dead_code)]
 
+use adk_core::CoreSessionService;
 use adk_core::{
     AdkError, Agent, ArtifactService, Content, CreateRequest, Event, FunctionResponseData, GetRequest, Llm, LlmRequest,
     LlmResponse, LlmResponseStream, PartKind, Result, Session, SessionLease, SessionService,
@@ -9,7 +10,7 @@ use adk_core::{
 use adk_models::OpenAiCompatible;
 use adk_models::testing::FakeServer;
 use adk_runner::{RunOptions, Runner, RunnerConfig};
-use adk_store::{InMemorySessionLease, InMemorySessionService};
+use adk_store::{InMemorySessionBackend, InMemorySessionLease};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::Value;
@@ -66,7 +67,7 @@ impl Harness {
     }
 
     pub async fn with_state(root: Arc<dyn Agent>, state: HashMap<String, Value>) -> Harness {
-        let sessions: Arc<dyn SessionService> = Arc::new(InMemorySessionService::new());
+        let sessions: Arc<dyn SessionService> = Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
         let lease: Arc<dyn SessionLease> = Arc::new(InMemorySessionLease::new());
         Self::build(root, sessions, lease, state).await
     }

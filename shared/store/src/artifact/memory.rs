@@ -12,10 +12,6 @@ use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The name the memory session store still uses for this backend (it links the two
-/// for DeleteSession); the backend is no artifact service by itself.
-pub(crate) type InMemoryArtifactService = InMemoryArtifactBackend;
-
 /// One scope's names: (app, user, session), or (app, user, None) for `user:` names.
 type ScopeKey = (String, String, Option<String>);
 
@@ -56,7 +52,7 @@ impl InMemoryArtifactBackend {
     }
 
     /// Deletes one session's own artifacts, every version (DeleteSession; see
-    /// `InMemorySessionService::with_artifacts`). The user's `user:` names stay.
+    /// `InMemorySessionBackend::with_artifacts`). The user's `user:` names stay.
     pub(crate) fn delete_session_artifacts(&self, app: &str, user: &str, session: &str) {
         self.lock().remove(&(app.into(), user.into(), Some(session.into())));
     }

@@ -88,7 +88,7 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// updated, and the TTL renewed on every session key (`NEW`). The watchers are
 /// woken once the write is acknowledged: here when ARGV 16 names their channel (no
 /// replica to wait for: running is acknowledging), else by the caller after the
-/// replicas confirmed it (`RedisSessionService::wake_watchers_in_background`).
+/// replicas confirmed it (`RedisSessionBackend::wake_watchers_in_background`).
 ///
 /// The event arrives protobuf-encoded without a sequence; the script appends
 /// field 16 (`sequence`, a varint) to it. Protobuf decoders accept fields in
@@ -107,7 +107,7 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 ///       event stamped at or after it, found through the timestamp index in
 ///       O(events in the window)), 16 the channel to wake the session's watchers on
 ///       when the event is stored or found (`DUP`), or '' (the caller wakes them once the
-///       write is acknowledged: see `RedisSessionService::append_event`), then field/JSON
+///       write is acknowledged: see `RedisSessionBackend::append`), then field/JSON
 ///       pairs in that order.
 /// Returns `{status, stored event bytes or '', sequence or 0}`, status one of NOTFOUND,
 /// ABORTED, LEASE, DUP (with the stored event's bytes), NEW (with the new sequence: the

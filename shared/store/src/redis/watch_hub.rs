@@ -97,7 +97,7 @@ impl WatchHub {
         hub
     }
 
-    /// The watchers' own connection (see `RedisSessionService::open`).
+    /// The watchers' own connection (see `RedisSessionBackend::connect`).
     pub(super) fn store(&self) -> &RedisStore {
         &self.store
     }

@@ -1,0 +1,273 @@
+//! [`CoreSessionService`]: the session contract's rules, once, over any
+//! [`SessionBackend`] (see `backend.rs`).
+
+use super::backend::{
+    AppStateWrite, Appended, Checked, Created, EventPage, EventRead, ForkPlan, Forked, NewEvent, NewSession, Refusal,
+    SessionBackend, SessionKey, SessionListing, Valid,
+};
+use super::{
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, MODIFIED_SINCE_LOADED, Precondition, ScopeState,
+    Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest, lease_lost, next_event_token,
+    session_update_time,
+};
+use crate::error::{AdkError, Conflict, Result};
+use crate::event::{Event, new_event_id};
+use crate::history::{ForkRequest, WindowUpdate};
+use crate::state::{ScopedDelta, without_temp_keys};
+use crate::validate::page_size;
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use std::time::Duration;
+
+/// The [`SessionService`] every store serves: validates and prepares each request, has
+/// the backend store or read, and turns the backend's outcome into the answer or the
+/// error the contract names.
+#[derive(Debug, Clone)]
+pub struct CoreSessionService<B> {
+    backend: B,
+    /// The TTL of sessions created without one.
+    default_ttl: Option<Duration>,
+}
+
+impl<B: SessionBackend> CoreSessionService<B> {
+    pub fn new(backend: B) -> Self {
+        CoreSessionService {
+            backend,
+            default_ttl: None,
+        }
+    }
+
+    /// Sessions created without a TTL get `ttl` (None keeps them until deleted).
+    pub fn with_default_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.default_ttl = ttl;
+        self
+    }
+
+    /// The backend, for what is its own (a memory store's leases, a test's peek).
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+}
+
+/// `events` with `num_recent_events` and `after` applied (see [`super::filter_events`]),
+/// without copying the events kept.
+fn keep_filtered(mut events: Vec<Event>, num_recent_events: Option<usize>, after: Option<DateTime<Utc>>) -> Vec<Event> {
+    if let Some(n) = num_recent_events {
+        events.drain(..events.len().saturating_sub(n));
+    }
+    if let Some(after) = after {
+        events.retain(|e| e.timestamp >= after);
+    }
+    events
+}
+
+#[async_trait]
+impl<B: SessionBackend> SessionService for CoreSessionService<B> {
+    async fn create(&self, req: CreateRequest) -> Result<Session> {
+        req.validate()?;
+        let ttl = req.effective_ttl(self.default_ttl)?;
+        let session_id = req.session_id.filter(|id| !id.is_empty()).unwrap_or_else(new_event_id);
+        let key = SessionKey::new(&req.app_name, &req.user_id, &session_id);
+        let new = NewSession {
+            state: ScopedDelta::split(&req.state),
+            key: key.clone(),
+            ttl,
+            now: self.backend.now(),
+            _checked: Checked::new(),
+        };
+        match self.backend.create(new).await? {
+            Created::Stored(session) => Ok(session),
+            Created::Exists => Err(key.already_exists()),
+        }
+    }
+
+    async fn get(&self, req: GetRequest) -> Result<Session> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let read = EventRead {
+            num_recent_events: req.num_recent_events,
+            after: req.after,
+            since_compaction: req.since_compaction,
+            _checked: Checked::new(),
+        };
+        let mut session = self.backend.read(&key, &read).await?.ok_or_else(|| key.not_found())?;
+        let events = std::mem::take(&mut session.events).into_vec();
+        session.events = Events::new(keep_filtered(events, req.num_recent_events, req.after));
+        Ok(session)
+    }
+
+    async fn list(&self, req: ListRequest) -> Result<ListResponse> {
+        let after = req.validate()?;
+        let size = page_size(req.page_size);
+        let listing = SessionListing {
+            request: req,
+            after,
+            limit: size + 1,
+            _checked: Checked::new(),
+        };
+        let mut page = self.backend.list(&listing).await?;
+        let next_page_token = (page.len() > size).then(|| page[size - 1].position.encode(&listing.request));
+        page.truncate(size);
+        Ok(ListResponse {
+            sessions: page.into_iter().map(|listed| listed.session).collect(),
+            next_page_token,
+        })
+    }
+
+    async fn delete(&self, req: DeleteRequest) -> Result<()> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        self.backend.delete(&key).await
+    }
+
+    async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
+        req.validate()?;
+        let AppendEventRequest {
+            app_name,
+            user_id,
+            session_id,
+            mut event,
+            precondition,
+        } = req;
+        // A partial event is a streaming fragment: the client sees it, the log never does.
+        if event.is_partial() {
+            return Ok(event);
+        }
+        if event.id.is_empty() {
+            event.id = new_event_id();
+        }
+        without_temp_keys(&mut event.actions.state_delta);
+        event.sequence = 0;
+        let now = self.backend.now();
+        let lease_owner = match &precondition {
+            Some(Precondition::LeaseHeldBy(owner)) => Some(owner.clone()),
+            _ => None,
+        };
+        let key = SessionKey::new(&app_name, &user_id, &session_id);
+        let new = NewEvent {
+            delta: ScopedDelta::split(&event.actions.state_delta),
+            window: WindowUpdate::of(&event),
+            update_time: session_update_time(event.timestamp, now),
+            now,
+            key,
+            event,
+            precondition,
+            _checked: Checked::new(),
+        };
+        match self.backend.append(new).await? {
+            Appended::New(event) | Appended::Duplicate(event) => Ok(event),
+            Appended::NotFound => Err(SessionKey::new(&app_name, &user_id, &session_id).not_found()),
+            Appended::Refused(Refusal::Modified) => {
+                Err(AdkError::Aborted(Conflict::Precondition, MODIFIED_SINCE_LOADED.into()))
+            }
+            Appended::Refused(Refusal::LeaseLost) => Err(AdkError::Aborted(
+                Conflict::LeaseLost,
+                lease_lost(lease_owner.as_deref().unwrap_or_default()),
+            )),
+        }
+    }
+
+    async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
+        let cursor = req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let page = EventPage {
+            cursor,
+            newest_first: req.newest_first,
+            size: page_size(req.page_size),
+            _checked: Checked::new(),
+        };
+        let read = self.backend.events(&key, &page).await?.ok_or_else(|| key.not_found())?;
+        let mut events = read.events;
+        if req.newest_first {
+            events.reverse();
+        }
+        let next_page_token = next_event_token(&req, &events, read.last_sequence);
+        Ok(ListEventsResponse {
+            events,
+            next_page_token,
+        })
+    }
+
+    async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        self.backend
+            .watch(&key, req.after_sequence)
+            .await?
+            .ok_or_else(|| key.not_found())
+    }
+
+    async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        self.backend.user_state(&Valid::new(req)).await
+    }
+
+    async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        self.backend.app_state(&Valid::new(req)).await
+    }
+
+    async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
+        req.validate()?;
+        let write = AppStateWrite {
+            fields: req.app_fields(),
+            app_name: req.app_name,
+            _checked: Checked::new(),
+        };
+        self.backend.update_app_state(write).await
+    }
+
+    async fn fork(&self, req: ForkRequest) -> Result<Session> {
+        req.validate()?;
+        let source = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let fork = SessionKey::new(&req.app_name, &req.user_id, &req.fork_id());
+        let plan = ForkPlan {
+            source: source.clone(),
+            fork: fork.clone(),
+            up_to_event_id: req.up_to_event_id.clone(),
+            now: self.backend.now(),
+            _checked: Checked::new(),
+        };
+        match self.backend.fork(plan).await? {
+            Forked::Stored(session) => Ok(session),
+            Forked::SourceNotFound => Err(source.not_found()),
+            Forked::EventNotFound => Err(req.event_not_found()),
+            Forked::Exists => Err(fork.already_exists()),
+        }
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.backend.ping().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::filter_events;
+    use chrono::TimeZone;
+
+    #[test]
+    fn filtering_in_place_keeps_what_the_filters_keep() {
+        let events: Vec<Event> = (1..=6)
+            .map(|i| {
+                let mut e = Event::new("i");
+                e.sequence = i;
+                // Clocks are not order: the last event is stamped first.
+                e.timestamp = Utc.timestamp_opt(if i == 6 { 0 } else { i as i64 * 10 }, 0).unwrap();
+                e
+            })
+            .collect();
+        let at = |secs| Some(Utc.timestamp_opt(secs, 0).unwrap());
+        for recent in [None, Some(0), Some(2), Some(99)] {
+            for after in [None, at(30), at(0), at(99)] {
+                assert_eq!(
+                    keep_filtered(events.clone(), recent, after),
+                    filter_events(&events, recent, after),
+                    "recent {recent:?}, after {after:?}"
+                );
+            }
+        }
+    }
+}
