@@ -441,12 +441,18 @@ pub trait MemoryService: Send + Sync {
     /// The user's entries with these ids, in that order; missing ids are skipped.
     async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>>;
 
-    /// Deletes one entry and its index terms; false when there was none.
-    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool>;
+    /// Deletes one entry of the user and its index terms; false when there was none.
+    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool>;
 
     /// Ok while the store can serve (health checks).
     async fn ping(&self) -> Result<()> {
         Ok(())
+    }
+
+    /// Deletes one entry (DeleteMemory); false when there was none.
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
+        req.validate()?;
+        self.remove(&req.app_name, &req.user_id, &req.memory_id).await
     }
 
     /// Adds explicit entries; returns their ids, in request order.

@@ -25,51 +25,30 @@ pub async fn run_session_conformance(svc: &dyn SessionService) {
     run_session_conformance_with_clock(svc, &Clock::system()).await;
 }
 
+/// Runs each named case on `svc`, printing its name first (so a failure's output says
+/// which case was running).
+macro_rules! cases {
+    ($svc:expr, $($case:ident),* $(,)?) => {$(
+        println!("conformance: {}", stringify!($case));
+        $case($svc).await;
+    )*};
+}
+
 /// [`run_session_conformance`] for a store reading time from `clock`: with a
 /// [`Clock::manual`] the TTL case advances it instead of waiting for real time to pass.
 pub async fn run_session_conformance_with_clock(svc: &dyn SessionService, clock: &Clock) {
-    macro_rules! cases {
-        ($($case:ident),* $(,)?) => {$(
-            println!("conformance: {}", stringify!($case));
-            $case(svc).await;
-        )*};
-    }
+    run_session_rules_conformance(svc).await;
+    // What a backend's own machinery does: app-wide listings, live watches, expiry.
     cases!(
-        create_splits_state_by_scope,
-        shared_scopes_are_read_fresh,
-        create_generates_ids_and_rejects_duplicates,
-        missing_sessions_are_not_found,
-        append_assigns_id_and_sequence_and_updates_time,
-        temp_keys_are_never_stored,
-        partial_events_are_not_stored,
-        deltas_replace_values_and_store_null,
-        re_append_is_idempotent,
-        precondition_detects_concurrent_changes,
-        a_retry_wins_over_its_stale_precondition,
-        get_filters_recent_and_after,
-        list_orders_by_last_update_and_pages,
+        svc,
         app_wide_listing_merges_many_users,
-        delete_removes_session_but_not_shared_state,
-        list_events_pages_both_ways,
         watch_replays_then_follows_live,
         deleting_a_session_ends_its_watch_with_not_found,
         many_watchers_of_one_session_each_get_every_event_once,
         a_slow_watcher_misses_nothing_and_slows_no_one,
-        bad_input_is_rejected_and_changes_nothing,
-        page_tokens_are_bound_and_range_checked,
-        ttls_have_one_maximum,
-        client_timestamps_stay_in_protobufs_range,
     );
     println!("conformance: ttl_expires_sessions_and_appends_refresh_it");
     ttl_expires_sessions_and_appends_refresh_it(svc, clock).await;
-    cases!(
-        adk_events_round_trip_on_every_read_path,
-        user_and_app_state_read_without_a_session,
-        app_state_changes_without_an_event,
-        hostile_ids_keep_sessions_apart,
-        bounded_reads_start_at_the_latest_compaction,
-        fork_copies_a_prefix_into_a_new_session,
-    );
 }
 
 /// The cases about the rules the core session service owns (validation, ids, scopes,
@@ -77,13 +56,8 @@ pub async fn run_session_conformance_with_clock(svc: &dyn SessionService, clock:
 /// which are a backend's own machinery: what a new backend, even a minimal one, must
 /// pass under `adk_core::CoreSessionService` without writing any rule itself.
 pub async fn run_session_rules_conformance(svc: &dyn SessionService) {
-    macro_rules! cases {
-        ($($case:ident),* $(,)?) => {$(
-            println!("conformance: {}", stringify!($case));
-            $case(svc).await;
-        )*};
-    }
     cases!(
+        svc,
         create_splits_state_by_scope,
         shared_scopes_are_read_fresh,
         create_generates_ids_and_rejects_duplicates,

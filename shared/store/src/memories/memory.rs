@@ -1,9 +1,7 @@
 //! `InMemoryMemoryService`: memories and their keyword index in this process.
 
 use adk_core::Result;
-use adk_core::memory::{
-    DeleteMemoryRequest, Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for,
-};
+use adk_core::memory::{Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -130,10 +128,9 @@ impl MemoryService for InMemoryMemoryService {
             .collect())
     }
 
-    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
-        req.validate()?;
+    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool> {
         let mut users = self.users();
-        let user = users.get_mut(&user_key(&req.app_name, &req.user_id));
-        Ok(user.is_some_and(|user| user.remove(&req.memory_id)))
+        let user = users.get_mut(&user_key(app_name, user_id));
+        Ok(user.is_some_and(|user| user.remove(memory_id)))
     }
 }

@@ -24,9 +24,7 @@
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
-use adk_core::memory::{
-    DeleteMemoryRequest, Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for,
-};
+use adk_core::memory::{Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for};
 use adk_core::validate::{id_from_key, id_key};
 use adk_core::{AdkError, Result};
 use adk_proto::v1 as pb;
@@ -270,15 +268,14 @@ impl MemoryService for RedisMemoryService {
             .collect()
     }
 
-    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
-        req.validate()?;
-        let keys = UserKeys::new(&req.app_name, &req.user_id);
+    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool> {
+        let keys = UserKeys::new(app_name, user_id);
         let mut invocation = self.scripts.1.key(&keys.stats);
         invocation
             .key(&keys.vectors)
             .arg(&keys.entry_prefix)
             .arg(&keys.term_prefix)
-            .arg(id_key(&req.memory_id).as_ref());
+            .arg(id_key(memory_id).as_ref());
         let deleted: i64 = self
             .store
             .durable_eval("memory_delete", &invocation, &keys.stats)
