@@ -232,6 +232,7 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     .with_content(Content::new("user").with_text(format!("task {task} write {i}")))
                     .with_state_delta(format!("last_{task}"), json!(i));
                 let req = AppendEventRequest {
+                    timestamp_missing: false,
                     app_name: app.clone(),
                     user_id: USER.into(),
                     session_id: format!("s{task}"),
@@ -409,6 +410,7 @@ async fn acknowledged_writes_survive_a_redis_crash_and_failed_ones_are_unavailab
                     }
                     let retry = sessions
                         .append_event(AppendEventRequest {
+                            timestamp_missing: false,
                             app_name: app.clone(),
                             user_id: USER.into(),
                             session_id: session_id.clone(),
@@ -1064,6 +1066,7 @@ async fn next_event(stream: &mut tonic::Streaming<pb::Event>) -> pb::Event {
 async fn append_text(writer: &adk_client::RemoteSessionService, app: &str, text: &str) -> Event {
     writer
         .append_event(AppendEventRequest {
+            timestamp_missing: false,
             app_name: app.into(),
             user_id: USER.into(),
             session_id: "w".into(),

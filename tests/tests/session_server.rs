@@ -41,6 +41,7 @@ fn get_req(app: &str, id: &str) -> GetRequest {
 
 fn append_req(app: &str, id: &str, text: &str) -> AppendEventRequest {
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: "u".into(),
         session_id: id.into(),

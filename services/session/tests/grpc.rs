@@ -97,6 +97,7 @@ fn get(session_id: &str) -> GetRequest {
 
 fn append(session_id: &str, event: Event) -> AppendEventRequest {
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: APP.into(),
         user_id: USER.into(),
         session_id: session_id.into(),

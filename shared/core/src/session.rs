@@ -204,6 +204,10 @@ pub struct AppendEventRequest {
     pub user_id: String,
     pub session_id: String,
     pub event: Event,
+    /// True for an event sent without a timestamp (a client may leave it out): the
+    /// session service then stamps it with the store's clock on append, and
+    /// `event.timestamp` is not read.
+    pub timestamp_missing: bool,
     pub precondition: Option<Precondition>,
 }
 
@@ -381,7 +385,9 @@ impl AppendEventRequest {
         if !self.event.id.is_empty() {
             validate::id("event.id", &self.event.id)?;
         }
-        validate::timestamp("event.timestamp", &self.event.timestamp)?;
+        if !self.timestamp_missing {
+            validate::timestamp("event.timestamp", &self.event.timestamp)?;
+        }
         if let Some(Precondition::LastEventId(id)) = &self.precondition {
             validate::id("precondition.last_event_id", id)?;
         }

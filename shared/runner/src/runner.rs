@@ -653,6 +653,7 @@ fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, Str
 async fn append(service: &dyn SessionService, session: &Session, event: Event, fence: Precondition) -> Result<Event> {
     service
         .append_event(AppendEventRequest {
+            timestamp_missing: false,
             app_name: session.app_name.clone(),
             user_id: session.user_id.clone(),
             session_id: session.id.clone(),

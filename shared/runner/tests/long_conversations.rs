@@ -314,6 +314,7 @@ async fn save_artifact(stores: &Stores, name: &str, text: &str, invocation_id: &
     stores
         .sessions
         .append_event(AppendEventRequest {
+            timestamp_missing: false,
             app_name: APP.into(),
             user_id: USER.into(),
             session_id: SESSION.into(),

@@ -641,7 +641,8 @@ impl SessionBackend for RedisSessionBackend {
         // for, that is when the script has run: the script itself wakes them then, which
         // spares a request of its own per append. Otherwise they are woken below, once
         // the replicas have confirmed the write.
-        let wake_in_script = self.store.acknowledged_when_run(&keys.meta).await?;
+        let replicas = self.store.replicas_required(&keys.meta).await?;
+        let wake_in_script = replicas == 0;
 
         let app_index = self.app_index(&keys);
         let mut invocation = self.scripts.append.prepare_invoke();
@@ -681,8 +682,10 @@ impl SessionBackend for RedisSessionBackend {
         for fields in [&delta.session, &delta.user, app_delta] {
             push_pairs(&mut invocation, fields)?;
         }
-        let (status, stored, sequence): (String, Vec<u8>, u64) =
-            self.store.durable_eval("append", &invocation, &keys.meta).await?;
+        let (status, stored, sequence): (String, Vec<u8>, u64) = self
+            .store
+            .durable_eval_with(replicas, "append", &invocation, &keys.meta)
+            .await?;
         match status.as_str() {
             "NOTFOUND" => Ok(Appended::NotFound),
             "ABORTED" => Ok(Appended::Refused(Refusal::Modified)),

@@ -29,6 +29,7 @@ async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dy
         session_id: "s".into(),
     };
     let append = |owner: &str, text: &str| AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.clone(),
         user_id: "u".into(),
         session_id: "s".into(),

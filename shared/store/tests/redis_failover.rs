@@ -38,6 +38,7 @@ async fn connect(url: &str, min_replicas: MinReplicas) -> CoreSessionService<Red
 
 fn append_req(app: &str, user: &str, event_id: &str) -> AppendEventRequest {
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: user.into(),
         session_id: "s".into(),

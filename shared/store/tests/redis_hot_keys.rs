@@ -47,6 +47,7 @@ fn append_req(app: &str, user: &str, n: usize) -> AppendEventRequest {
     event.actions.state_delta.insert("n".into(), n.into());
     event.actions.state_delta.insert("user:last".into(), n.into());
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: user.into(),
         session_id: "s".into(),
@@ -208,6 +209,7 @@ fn app_write(app: &str, user: &str, value: i64) -> AppendEventRequest {
     let mut event = Event::new("inv").with_author("user");
     event.actions.state_delta.insert("app:x".into(), value.into());
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: user.into(),
         session_id: "s".into(),

@@ -56,6 +56,7 @@ fn get_req(app: &str, user: &str, id: &str) -> GetRequest {
 
 fn append_req(app: &str, user: &str, id: &str, event: Event) -> AppendEventRequest {
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: user.into(),
         session_id: id.into(),

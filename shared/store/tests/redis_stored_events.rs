@@ -90,6 +90,7 @@ async fn stored_event_bytes_are_the_encoding_then_field_16_and_decode_with_the_s
             .with_content(Content::new("user").with_text(format!("message {i}")));
         let stored = service
             .append_event(AppendEventRequest {
+                timestamp_missing: false,
                 app_name: app.clone(),
                 user_id: "u".into(),
                 session_id: "s".into(),

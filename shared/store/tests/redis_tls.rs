@@ -144,6 +144,7 @@ async fn rediss_insecure_url_creates_appends_and_gets_a_session() {
     assert_eq!(created.id, "s1");
 
     let append = AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.clone(),
         user_id: "alice".into(),
         session_id: "s1".into(),

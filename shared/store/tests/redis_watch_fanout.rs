@@ -43,6 +43,7 @@ async fn create(svc: &CoreSessionService<RedisSessionBackend>, app: &str, sessio
 
 async fn append(svc: &CoreSessionService<RedisSessionBackend>, app: &str, session: &str, text: &str) -> Event {
     svc.append_event(AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: "u".into(),
         session_id: session.into(),

@@ -12,7 +12,7 @@ use adk_core::{
     EventCompaction, EventStream, ForkRequest, GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState,
     Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
-use chrono::{DateTime, Duration as ChronoDuration, Utc};
+use chrono::{DateTime, Duration as ChronoDuration, TimeZone, Utc};
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -49,6 +49,8 @@ pub async fn run_session_conformance_with_clock(svc: &dyn SessionService, clock:
     );
     println!("conformance: ttl_expires_sessions_and_appends_refresh_it");
     ttl_expires_sessions_and_appends_refresh_it(svc, clock).await;
+    println!("conformance: events_without_a_timestamp_take_the_stores_time");
+    events_without_a_timestamp_take_the_stores_time(svc, clock).await;
 }
 
 /// The cases about the rules the core session service owns (validation, ids, scopes,
@@ -122,6 +124,7 @@ async fn try_get(svc: &dyn SessionService, app: &str, user: &str, id: &str) -> R
 
 fn append_req(app: &str, user: &str, id: &str, event: Event) -> AppendEventRequest {
     AppendEventRequest {
+        timestamp_missing: false,
         app_name: app.into(),
         user_id: user.into(),
         session_id: id.into(),
@@ -416,6 +419,52 @@ async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionServic
     assert_eq!(s.state.get("k"), Some(json!("v")));
 }
 
+/// The session service stamps an event sent without a timestamp with its store's clock
+/// (the placeholder in `event.timestamp` is not read); a given timestamp is kept.
+async fn events_without_a_timestamp_take_the_stores_time(svc: &dyn SessionService, clock: &Clock) {
+    let app = unique_prefix("stamp");
+    create(svc, &app, "u", "s", &[]).await;
+    let unstamped = |event: Event| AppendEventRequest {
+        timestamp_missing: true,
+        ..append_req(&app, "u", "s", event)
+    };
+    let mut placeholder = Event::new("i").with_author("user");
+    placeholder.timestamp = Utc.timestamp_opt(0, 0).unwrap();
+    let before = clock.now();
+    let stamped = svc.append_event(unstamped(placeholder.clone())).await.expect("append");
+    let after = clock.now();
+    assert!(
+        (before..=after).contains(&stamped.timestamp),
+        "stamped {} while the store's clock went from {before} to {after}",
+        stamped.timestamp
+    );
+
+    // A partial event is stamped too, though it is not stored.
+    let mut partial = placeholder.clone();
+    partial.id = String::new();
+    partial.llm_response.partial = Some(true);
+    let before = clock.now();
+    let fragment = svc.append_event(unstamped(partial)).await.expect("partial append");
+    assert!(
+        (before..=clock.now()).contains(&fragment.timestamp),
+        "{}",
+        fragment.timestamp
+    );
+
+    let given = Utc.timestamp_opt(1_000_000_000, 123_456_000).unwrap();
+    let mut timed = Event::new("i").with_author("user");
+    timed.timestamp = given;
+    let kept = append(svc, &app, "u", "s", timed).await;
+    assert_eq!(kept.timestamp, given, "a given timestamp is kept");
+
+    let stored = get(svc, &app, "u", "s").await;
+    assert_eq!(
+        stored.events.as_slice(),
+        &[stamped, kept],
+        "the store holds the times the appends answered with"
+    );
+}
+
 async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
     let app = unique_prefix("temp");
     create(svc, &app, "u", "s", &[]).await;
@@ -506,6 +555,7 @@ async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
     let app = unique_prefix("precond");
     create(svc, &app, "u", "s", &[]).await;
     let with = |precondition, delta: &[(&str, Value)]| AppendEventRequest {
+        timestamp_missing: false,
         precondition: Some(precondition),
         ..append_req(&app, "u", "s", event_with(delta))
     };
@@ -550,6 +600,7 @@ async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
     create(svc, &app, "u", "s", &[]).await;
     let first = event_with(&[("n", json!(1))]);
     let guarded = |event: Event| AppendEventRequest {
+        timestamp_missing: false,
         precondition: Some(Precondition::LastSequence(0)),
         ..append_req(&app, "u", "s", event)
     };
@@ -561,6 +612,7 @@ async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
         .expect("a retry with a stale precondition returns the stored event");
     assert_eq!(retried, stored);
     let stale_by_id = AppendEventRequest {
+        timestamp_missing: false,
         precondition: Some(Precondition::LastEventId("no-such-event".into())),
         ..append_req(&app, "u", "s", first)
     };

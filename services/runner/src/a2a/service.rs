@@ -281,6 +281,7 @@ impl A2aGrpcService {
             let outcome = outcome_event(&run_invocation, &author, state, error.as_deref());
             let recorded = sessions
                 .append_event(adk_core::AppendEventRequest {
+                    timestamp_missing: false,
                     app_name,
                     user_id,
                     session_id: run_session,

@@ -13,7 +13,7 @@ use crate::event::{
     Transcription, UsageMetadata,
 };
 use adk_proto::v1 as pb;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 /// An optional `Struct` field as an optional JSON object.
 fn opt_object(path: &str, s: Option<&prost_types::Struct>) -> Result<Option<JsonObject>> {
@@ -454,11 +454,26 @@ impl From<&Event> for pb::Event {
 
 impl TryFrom<&pb::Event> for Event {
     type Error = AdkError;
-    /// A missing timestamp becomes "now": the server fills in what the client left out.
+    /// A missing timestamp becomes "now". Only events outside the session log meet
+    /// one (a memory request's): stored and returned events always have theirs, and an
+    /// appended event without one is stamped by the session service with its store's
+    /// clock (see [`Event::from_proto_unstamped`]).
     fn try_from(e: &pb::Event) -> Result<Self> {
+        let (mut event, timestamp_missing) = Event::from_proto_unstamped(e)?;
+        if timestamp_missing {
+            event.timestamp = Utc::now();
+        }
+        Ok(event)
+    }
+}
+
+impl Event {
+    /// The event, and whether it came without a timestamp: then its `timestamp` is a
+    /// placeholder (the Unix epoch) for whoever owns the rule that fills it in.
+    pub(crate) fn from_proto_unstamped(e: &pb::Event) -> Result<(Event, bool)> {
         let timestamp = match &e.timestamp {
             Some(t) => timestamp_from_proto("event.timestamp", t)?,
-            None => Utc::now(),
+            None => DateTime::<Utc>::UNIX_EPOCH,
         };
         let actions = match &e.actions {
             None => EventActions::default(),
@@ -468,7 +483,7 @@ impl TryFrom<&pb::Event> for Event {
             t.map(|t| Transcription::from_proto(&format!("event.{field}"), t))
                 .transpose()
         };
-        Ok(Event {
+        let event = Event {
             id: e.id.clone(),
             timestamp,
             invocation_id: e.invocation_id.clone(),
@@ -501,6 +516,7 @@ impl TryFrom<&pb::Event> for Event {
             long_running_tool_ids: e.long_running_tool_ids.clone(),
             sequence: e.sequence,
             extensions: extensions("event.extensions", e.extensions.as_ref())?,
-        })
+        };
+        Ok((event, e.timestamp.is_none()))
     }
 }

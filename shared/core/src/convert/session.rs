@@ -263,8 +263,10 @@ impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
             pb::append_precondition::Expected::LastEventId(id) => Precondition::LastEventId(id),
             pb::append_precondition::Expected::LastSequence(seq) => Precondition::LastSequence(seq),
         });
+        let (event, timestamp_missing) = Event::from_proto_unstamped(event)?;
         Ok(AppendEventRequest {
-            event: Event::try_from(event)?,
+            timestamp_missing,
+            event,
             precondition,
             app_name: r.app_name,
             user_id: r.user_id,
@@ -280,7 +282,10 @@ impl From<&AppendEventRequest> for pb::AppendEventRequest {
             app_name: r.app_name.clone(),
             user_id: r.user_id.clone(),
             session_id: r.session_id.clone(),
-            event: Some(pb::Event::from(&r.event)),
+            event: Some(pb::Event {
+                timestamp: (!r.timestamp_missing).then(|| timestamp_to_proto(r.event.timestamp)),
+                ..pb::Event::from(&r.event)
+            }),
             // A lease fence has no wire form: leases live in the store, and only runners
             // that write to the store directly (never through this API) take them.
             precondition: r.precondition.as_ref().and_then(|p| {
@@ -419,6 +424,7 @@ mod tests {
     #[test]
     fn requests_round_trip_through_proto() {
         let req = AppendEventRequest {
+            timestamp_missing: false,
             app_name: "a".into(),
             user_id: "u".into(),
             session_id: "s".into(),
@@ -429,6 +435,12 @@ mod tests {
             AppendEventRequest::try_from(pb::AppendEventRequest::from(&req)).unwrap(),
             req
         );
+        // An event without a timestamp stays without one: the session service stamps it.
+        let mut unstamped = pb::AppendEventRequest::from(&req);
+        unstamped.event.as_mut().unwrap().timestamp = None;
+        let back = AppendEventRequest::try_from(unstamped.clone()).unwrap();
+        assert!(back.timestamp_missing);
+        assert_eq!(pb::AppendEventRequest::from(&back), unstamped);
 
         let req = CreateRequest {
             app_name: "a".into(),

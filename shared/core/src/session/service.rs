@@ -128,8 +128,14 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             user_id,
             session_id,
             mut event,
+            timestamp_missing,
             precondition,
         } = req;
+        let now = self.backend.now();
+        // An event sent without a time happened when the store received it.
+        if timestamp_missing {
+            event.timestamp = now;
+        }
         // A partial event is a streaming fragment: the client sees it, the log never does.
         if event.is_partial() {
             return Ok(event);
@@ -139,7 +145,6 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
         }
         without_temp_keys(&mut event.actions.state_delta);
         event.sequence = 0;
-        let now = self.backend.now();
         let lease_owner = match &precondition {
             Some(Precondition::LeaseHeldBy(owner)) => Some(owner.clone()),
             _ => None,

@@ -263,12 +263,6 @@ fn cluster_replica_ranges(nodes: &str) -> Result<Vec<(u16, u16, u32)>> {
 }
 
 impl RedisStore {
-    /// Whether a write of `key` counts as acknowledged as soon as its node has run it
-    /// (no replica to wait for), as [`RedisStore::durable_eval`] would decide now.
-    pub(crate) async fn acknowledged_when_run(&self, key: &str) -> Result<bool> {
-        Ok(self.durability().required(&mut self.conn(), key).await? == 0)
-    }
-
     /// Runs a write script like [`RedisStore::eval`] and acknowledges it only once
     /// it is durable (see the module docs). `key` is one of the script's keys.
     pub(crate) async fn durable_eval<T: FromRedisValue>(
@@ -277,8 +271,21 @@ impl RedisStore {
         invocation: &ScriptInvocation<'_>,
         key: &str,
     ) -> Result<T> {
+        let replicas = self.replicas_required(key).await?;
+        self.durable_eval_with(replicas, script, invocation, key).await
+    }
+
+    /// [`RedisStore::durable_eval`] for a caller that asked [`RedisStore::replicas_required`]
+    /// for `key` already (the append, whose script does more when there is no replica to
+    /// wait for): one decision per write.
+    pub(crate) async fn durable_eval_with<T: FromRedisValue>(
+        &self,
+        replicas: u32,
+        script: &str,
+        invocation: &ScriptInvocation<'_>,
+        key: &str,
+    ) -> Result<T> {
         let mut conn = self.conn();
-        let replicas = self.durability().required(&mut conn, key).await?;
         if replicas == 0 {
             return self.eval(script, invocation).await;
         }
