@@ -3,8 +3,8 @@
 //! session from the session store of the same deployment. Every rule lives in core
 //! (`adk_core::memory`); what is here is transport only.
 
-use adk_core::convert::memory::{add_events_from_proto, add_memory_from_proto, delete_from_proto, search_from_proto};
 use adk_core::memory::add_session_to_memory;
+use adk_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
 use adk_core::{MemoryService, SessionService};
 use adk_proto::v1 as pb;
 use adk_proto::v1::memory_service_server::{MemoryService as MemoryServiceRpc, MemoryServiceServer};
@@ -65,7 +65,7 @@ impl MemoryServiceRpc for MemoryGrpcService {
         &self,
         request: Request<pb::AddEventsToMemoryRequest>,
     ) -> Result<Response<pb::AddMemoryResponse>, Status> {
-        let req = add_events_from_proto(request.into_inner())?;
+        let req = AddEventsRequest::try_from(request.into_inner())?;
         Ok(added(self.memory.add_events(req).await?))
     }
 
@@ -74,7 +74,7 @@ impl MemoryServiceRpc for MemoryGrpcService {
         &self,
         request: Request<pb::AddMemoryRequest>,
     ) -> Result<Response<pb::AddMemoryResponse>, Status> {
-        let req = add_memory_from_proto(request.into_inner())?;
+        let req = AddMemoryRequest::try_from(request.into_inner())?;
         Ok(added(self.memory.add_memory(req).await?))
     }
 
@@ -83,7 +83,10 @@ impl MemoryServiceRpc for MemoryGrpcService {
         &self,
         request: Request<pb::SearchMemoryRequest>,
     ) -> Result<Response<pb::SearchMemoryResponse>, Status> {
-        let found = self.memory.search(search_from_proto(request.into_inner())?).await?;
+        let found = self
+            .memory
+            .search(SearchMemoryRequest::try_from(request.into_inner())?)
+            .await?;
         let reply = pb::SearchMemoryResponse {
             memories: found.memories.iter().map(pb::MemoryEntry::from).collect(),
         };
@@ -100,7 +103,10 @@ impl MemoryServiceRpc for MemoryGrpcService {
         &self,
         request: Request<pb::DeleteMemoryRequest>,
     ) -> Result<Response<pb::DeleteMemoryResponse>, Status> {
-        let deleted = self.memory.delete(delete_from_proto(request.into_inner())).await?;
+        let deleted = self
+            .memory
+            .delete(DeleteMemoryRequest::from(request.into_inner()))
+            .await?;
         Ok(Response::new(pb::DeleteMemoryResponse { deleted }))
     }
 }

@@ -40,80 +40,100 @@ impl MemoryEntry {
     }
 }
 
-pub fn add_memory_from_proto(r: pb::AddMemoryRequest) -> Result<AddMemoryRequest> {
-    let memories = r
-        .memories
-        .iter()
-        .enumerate()
-        .map(|(i, m)| MemoryEntry::from_proto(&format!("memories[{i}]"), m))
-        .collect::<Result<_>>()?;
-    Ok(AddMemoryRequest {
-        app_name: r.app_name,
-        user_id: r.user_id,
-        memories,
-        custom_metadata: map_from_struct("custom_metadata", r.custom_metadata.as_ref())?,
-    })
-}
+impl TryFrom<pb::AddMemoryRequest> for AddMemoryRequest {
+    type Error = AdkError;
 
-pub fn add_memory_to_proto(r: &AddMemoryRequest) -> pb::AddMemoryRequest {
-    pb::AddMemoryRequest {
-        app_name: r.app_name.clone(),
-        user_id: r.user_id.clone(),
-        memories: r.memories.iter().map(pb::MemoryEntry::from).collect(),
-        custom_metadata: (!r.custom_metadata.is_empty()).then(|| map_to_struct(r.custom_metadata.iter())),
+    fn try_from(r: pb::AddMemoryRequest) -> Result<Self> {
+        let memories = r
+            .memories
+            .iter()
+            .enumerate()
+            .map(|(i, m)| MemoryEntry::from_proto(&format!("memories[{i}]"), m))
+            .collect::<Result<_>>()?;
+        Ok(AddMemoryRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            memories,
+            custom_metadata: map_from_struct("custom_metadata", r.custom_metadata.as_ref())?,
+        })
     }
 }
 
-pub fn add_events_from_proto(r: pb::AddEventsToMemoryRequest) -> Result<AddEventsRequest> {
-    let events = r
-        .events
-        .iter()
-        .enumerate()
-        .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
-        .collect::<Result<_>>()?;
-    Ok(AddEventsRequest {
-        app_name: r.app_name,
-        user_id: r.user_id,
-        session_id: r.session_id,
-        events,
-        custom_metadata: map_from_struct("custom_metadata", r.custom_metadata.as_ref())?,
-    })
-}
-
-pub fn add_events_to_proto(r: &AddEventsRequest) -> pb::AddEventsToMemoryRequest {
-    pb::AddEventsToMemoryRequest {
-        app_name: r.app_name.clone(),
-        user_id: r.user_id.clone(),
-        session_id: r.session_id.clone(),
-        events: r.events.iter().map(pb::Event::from).collect(),
-        custom_metadata: (!r.custom_metadata.is_empty()).then(|| map_to_struct(r.custom_metadata.iter())),
+impl From<&AddMemoryRequest> for pb::AddMemoryRequest {
+    fn from(r: &AddMemoryRequest) -> Self {
+        pb::AddMemoryRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            memories: r.memories.iter().map(pb::MemoryEntry::from).collect(),
+            custom_metadata: (!r.custom_metadata.is_empty()).then(|| map_to_struct(r.custom_metadata.iter())),
+        }
     }
 }
 
-pub fn search_from_proto(r: pb::SearchMemoryRequest) -> Result<SearchMemoryRequest> {
-    let limit = usize::try_from(r.limit)
-        .map_err(|_| AdkError::invalid("limit", format!("must be 0 or more, got {}", r.limit)))?;
-    Ok(SearchMemoryRequest {
-        app_name: r.app_name,
-        user_id: r.user_id,
-        query: r.query,
-        limit,
-    })
-}
+impl TryFrom<pb::AddEventsToMemoryRequest> for AddEventsRequest {
+    type Error = AdkError;
 
-pub fn search_to_proto(r: &SearchMemoryRequest) -> pb::SearchMemoryRequest {
-    pb::SearchMemoryRequest {
-        app_name: r.app_name.clone(),
-        user_id: r.user_id.clone(),
-        query: r.query.clone(),
-        limit: i32::try_from(r.limit).unwrap_or(i32::MAX),
+    fn try_from(r: pb::AddEventsToMemoryRequest) -> Result<Self> {
+        let events = r
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
+            .collect::<Result<_>>()?;
+        Ok(AddEventsRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            session_id: r.session_id,
+            events,
+            custom_metadata: map_from_struct("custom_metadata", r.custom_metadata.as_ref())?,
+        })
     }
 }
 
-pub fn delete_from_proto(r: pb::DeleteMemoryRequest) -> DeleteMemoryRequest {
-    DeleteMemoryRequest {
-        app_name: r.app_name,
-        user_id: r.user_id,
-        memory_id: r.memory_id,
+impl From<&AddEventsRequest> for pb::AddEventsToMemoryRequest {
+    fn from(r: &AddEventsRequest) -> Self {
+        pb::AddEventsToMemoryRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            session_id: r.session_id.clone(),
+            events: r.events.iter().map(pb::Event::from).collect(),
+            custom_metadata: (!r.custom_metadata.is_empty()).then(|| map_to_struct(r.custom_metadata.iter())),
+        }
+    }
+}
+
+impl TryFrom<pb::SearchMemoryRequest> for SearchMemoryRequest {
+    type Error = AdkError;
+
+    fn try_from(r: pb::SearchMemoryRequest) -> Result<Self> {
+        let limit = usize::try_from(r.limit)
+            .map_err(|_| AdkError::invalid("limit", format!("must be 0 or more, got {}", r.limit)))?;
+        Ok(SearchMemoryRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            query: r.query,
+            limit,
+        })
+    }
+}
+
+impl From<&SearchMemoryRequest> for pb::SearchMemoryRequest {
+    fn from(r: &SearchMemoryRequest) -> Self {
+        pb::SearchMemoryRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            query: r.query.clone(),
+            limit: i32::try_from(r.limit).unwrap_or(i32::MAX),
+        }
+    }
+}
+
+impl From<pb::DeleteMemoryRequest> for DeleteMemoryRequest {
+    fn from(r: pb::DeleteMemoryRequest) -> Self {
+        DeleteMemoryRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            memory_id: r.memory_id,
+        }
     }
 }
