@@ -109,3 +109,30 @@ for command in "${commands[@]}"; do
 done
 [ $ran -gt 0 ] || die "BENCHMARKS.md has no adk-bench command"
 echo "bench-smoke.sh: all $ran benchmark commands of BENCHMARKS.md ran"
+
+# adk-bench shipped without its build tree (a release, another machine): it starts the
+# servers beside it and never builds; a missing one is named, with exit status 2, before
+# anything starts. Either way it leaves no process behind: each run gets a session of its
+# own (setsid), which must be empty once adk-bench has exited.
+shipped=$(mktemp -d)
+run_shipped() { # EXPECTED_STATUS ARGS...: runs $shipped/adk-bench, checks status and leftovers
+  local want=$1 status=0; shift
+  # The session's id is the pid of its first process: the shell that execs adk-bench.
+  setsid --wait bash -c 'echo $$ >"$0"; exec "$@"' "$logs/sid" "$shipped/adk-bench" "$@" \
+    >"$logs/shipped.log" 2>&1 || status=$?
+  [ "$status" = "$want" ] || { cat "$logs/shipped.log" >&2; die "shipped adk-bench $*: status $status, not $want"; }
+  local sid left
+  sid=$(cat "$logs/sid")
+  left=$(ps -eo sid=,pid=,args= | awk -v sid="$sid" '$1 == sid' || true)
+  [ -z "$left" ] || die "shipped adk-bench $* left processes running: $left"
+}
+cp "$bin/adk-bench" "$shipped/"
+run_shipped 2 sessions --ops 2 --lengths 2
+grep -q "adk-session-server not found beside $shipped/adk-bench" "$logs/shipped.log" ||
+  { cat "$logs/shipped.log" >&2; die "shipped adk-bench did not name the missing adk-session-server"; }
+grep -qi "panicked\|cargo" "$logs/shipped.log" && { cat "$logs/shipped.log" >&2; die "shipped adk-bench panicked or built"; }
+echo "== adk-bench alone in $shipped: names the missing adk-session-server, exit 2, nothing left running"
+cp "$bin/adk-session-server" "$shipped/"
+run_shipped 0 sessions --ops 2 --lengths 2
+echo "== adk-bench beside adk-session-server in $shipped: ran, nothing left running"
+rm -rf "$shipped"

@@ -415,10 +415,14 @@ export ADK_LOCAL_REDIS_PORT="$redis_port" ADK_LOCAL_SESSION_PORT="$session_port"
   ADK_LOCAL_RUNNER_METRICS_PORT="$runner_metrics"
 data="$work/data"
 
-start_run() { # LOG ARGS...: starts run.sh in its own process group (so SIGINT is not ignored)
+# Starts run.sh in its own process group, with SIGINT at its default disposition. A suite
+# started as a background job of a non-interactive shell (`nohup ./scripts/test.sh &`, some
+# schedulers and CI runners) has SIGINT ignored in every child, and a shell cannot trap a
+# signal that was ignored when it started: run.sh would never hear the Ctrl-C it is sent.
+start_run() { # LOG ARGS...
   local out="$1"; shift
   set -m
-  deploy/local/run.sh --profile "$profile" --data-dir "$data" "$@" > "$out" 2>&1 &
+  env --default-signal=INT deploy/local/run.sh --profile "$profile" --data-dir "$data" "$@" > "$out" 2>&1 &
   run_pid=$!
   set +m
   # Up once it prints its endpoints; gone if it failed. The first run may build.
@@ -509,7 +513,10 @@ smoke_without_runner() {
   expect adk.v1.SessionService grpcurl -plaintext "$s" list || return 1
   stop_run INT
 }
-check "run.sh: without adk-runner-server it warns and runs the other two" smoke_without_runner
+# As a background job of a non-interactive shell would run it: with SIGINT ignored.
+with_sigint_ignored() { ( trap '' INT; "$@" ); }
+check "run.sh: without adk-runner-server it warns and runs the other two (SIGINT ignored by the suite)" \
+  with_sigint_ignored smoke_without_runner
 
 # ---------------------------------------------------------------------------------
 log ""

@@ -4,16 +4,8 @@
 use prost::Message;
 use std::path::PathBuf;
 
-const PROTOS: &[&str] = &[
-    "adk/v1/content.proto",
-    "adk/v1/event.proto",
-    "adk/v1/session.proto",
-    "adk/v1/artifact.proto",
-    "adk/v1/runner.proto",
-    "adk/v1/memory.proto",
-    // Agent2Agent v1.0 (gRPC binding), served by the runner beside adk.v1.AgentRunner.
-    "lf/a2a/v1/a2a.proto",
-];
+/// Agent2Agent v1.0 (gRPC binding), served by the runner beside adk.v1.AgentRunner.
+const A2A_PROTO: &str = "lf/a2a/v1/a2a.proto";
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR")?).join("../../proto");
@@ -22,7 +14,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Source info keeps the proto comments, which reflection serves to grpcurl `describe`.
     let mut compiler = protox::Compiler::new([&root])?;
     compiler.include_imports(true).include_source_info(true);
-    compiler.open_files(PROTOS)?;
+    // Every file of adk/v1, read from the directory, so a new one (errors.proto holds an enum
+    // no message uses) cannot be left out of the code and the reflection set.
+    let mut protos = Vec::new();
+    for entry in std::fs::read_dir(root.join("adk/v1"))? {
+        let name = entry?
+            .file_name()
+            .into_string()
+            .map_err(|name| format!("{name:?} is not UTF-8"))?;
+        if name.ends_with(".proto") {
+            protos.push(format!("adk/v1/{name}"));
+        }
+    }
+    protos.sort();
+    protos.push(A2A_PROTO.to_string());
+    compiler.open_files(&protos)?;
     let descriptors = compiler.file_descriptor_set();
 
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);

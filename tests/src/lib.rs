@@ -2,6 +2,7 @@
 //! real binaries against a real Redis and connecting real gRPC clients.
 
 pub mod cases;
+pub mod raw;
 pub mod runs;
 
 use adk_client::{RemoteArtifactService, RemoteSessionService};

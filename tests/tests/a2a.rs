@@ -5,7 +5,9 @@
 //!   its streamed updates are stored as events, and its `input-required` state is
 //!   answered like a client tool;
 //! - replicas: a task started through one `adk-runner-server` is read (GetTask, ListTasks),
-//!   re-attached (SubscribeToTask) and canceled through another on the same Redis.
+//!   re-attached (SubscribeToTask) and canceled through another on the same Redis;
+//! - cost: GetTask and ListTasks read from Redis about what they return, however long the
+//!   context, and ListTasks pages with opaque tokens bound to their listing.
 
 use adk_core::convert::{json_from_proto, json_to_proto};
 use adk_e2e::runs::{self, agents_file, chat_app, spawn_runner, text_of};
@@ -471,4 +473,197 @@ async fn send_message_waits_at_most_a2a_wait_secs_then_the_task_goes_on() {
         a2a::TaskState::Working,
         "the run goes on"
     );
+}
+
+// ---------- what reads cost ----------
+
+/// The bytes redis-server has sent its clients so far (`INFO stats`).
+async fn redis_output_bytes(redis: &mut redis::aio::MultiplexedConnection) -> u64 {
+    let info: String = redis::cmd("INFO")
+        .arg("stats")
+        .query_async(redis)
+        .await
+        .expect("INFO stats");
+    info.lines()
+        .find_map(|line| line.strip_prefix("total_net_output_bytes:"))
+        .and_then(|bytes| bytes.trim().parse().ok())
+        .expect("total_net_output_bytes")
+}
+
+/// The task of a SendMessage answer.
+fn task_of(reply: a2a::SendMessageResponse) -> a2a::Task {
+    match reply.payload {
+        Some(a2a::send_message_response::Payload::Task(task)) => task,
+        other => panic!("a task: {other:?}"),
+    }
+}
+
+fn list_request(context_id: &str, page_size: i32, page_token: &str) -> a2a::ListTasksRequest {
+    a2a::ListTasksRequest {
+        tenant: "chat".into(),
+        context_id: context_id.into(),
+        page_size: Some(page_size),
+        page_token: page_token.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn get_task_and_list_tasks_read_from_redis_about_what_they_return_however_long_the_context() {
+    let redis = RedisServer::start().await;
+    let provider = FakeServer::start().await;
+    let agents = agents_file(&chat_app(provider.url(), 120));
+    let server = spawn_runner(&redis.url(), &agents, &[]).await;
+    let mut client = a2a_client(&server).await;
+
+    // A long context: 300 earlier turns of about 4 KB each, written through the store.
+    let sessions = adk_store::open_session_service(&redis.url(), Default::default())
+        .await
+        .expect("open the store");
+    let (app, user, context) = ("chat", "a2a", "long");
+    sessions
+        .create(adk_core::CreateRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: Some(context.into()),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    let words = "lorem ipsum ".repeat(340);
+    for i in 0..300 {
+        let (author, role) = if i % 2 == 0 {
+            ("user", "user")
+        } else {
+            ("chatter", "model")
+        };
+        let event = adk_core::Event::new(format!("e-old-{}", i / 2))
+            .with_author(author)
+            .with_content(adk_core::Content::new(role).with_text(format!("{i}: {words}")));
+        sessions
+            .append_event(adk_core::AppendEventRequest {
+                app_name: app.into(),
+                user_id: user.into(),
+                session_id: context.into(),
+                event,
+                timestamp_missing: false,
+                precondition: None,
+            })
+            .await
+            .expect("append");
+    }
+    // Then a short task in it.
+    provider.push(openai::text("Short answer."));
+    let task = task_of(
+        client
+            .send_message(a2a_message("m-1", context, "A short question."))
+            .await
+            .expect("SendMessage")
+            .into_inner(),
+    );
+    assert_eq!(task.status.clone().expect("status").state(), a2a::TaskState::Completed);
+
+    let mut conn = redis::Client::open(redis.url())
+        .expect("redis url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connect to redis");
+    // What reading the whole context costs, for comparison.
+    let before = redis_output_bytes(&mut conn).await;
+    let whole = sessions
+        .get(adk_core::GetRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: context.into(),
+            ..Default::default()
+        })
+        .await
+        .expect("GetSession");
+    let whole_bytes = redis_output_bytes(&mut conn).await - before;
+    assert_eq!(whole.events.len(), 303);
+
+    let before = redis_output_bytes(&mut conn).await;
+    let read = get_task(&mut client, &task.id).await;
+    let get_bytes = redis_output_bytes(&mut conn).await - before;
+    assert_eq!(read.history.len(), 2, "{read:?}");
+
+    let before = redis_output_bytes(&mut conn).await;
+    let listed = client
+        .list_tasks(list_request(context, 1, ""))
+        .await
+        .expect("ListTasks")
+        .into_inner();
+    let list_bytes = redis_output_bytes(&mut conn).await - before;
+    assert_eq!(
+        listed.tasks.iter().map(|t| t.id.as_str()).collect::<Vec<_>>(),
+        [task.id.as_str()]
+    );
+
+    eprintln!(
+        "redis bytes sent: whole context {whole_bytes}, GetTask {get_bytes}, ListTasks(page_size 1) {list_bytes}"
+    );
+    assert!(
+        get_bytes * 10 < whole_bytes,
+        "GetTask of a 3-event task read {get_bytes} bytes from redis; the whole context is {whole_bytes}"
+    );
+    assert!(
+        list_bytes * 10 < whole_bytes,
+        "a ListTasks page of one task read {list_bytes} bytes from redis; the whole context is {whole_bytes}"
+    );
+}
+
+#[tokio::test]
+async fn list_tasks_pages_with_opaque_tokens_bound_to_their_listing() {
+    let redis = RedisServer::start().await;
+    let provider = FakeServer::start().await;
+    let agents = agents_file(&chat_app(provider.url(), 120));
+    let server = spawn_runner(&redis.url(), &agents, &[]).await;
+    let mut client = a2a_client(&server).await;
+    let mut started = Vec::new();
+    for (i, context) in ["ctx", "ctx", "ctx", "other"].into_iter().enumerate() {
+        provider.push(openai::text("Noted."));
+        let reply = client
+            .send_message(a2a_message(&format!("m-{i}"), context, "Note this."))
+            .await
+            .expect("SendMessage");
+        started.push(task_of(reply.into_inner()).id);
+    }
+
+    // One task a page, newest first, each once; the tokens are no bare offsets.
+    let mut listed = Vec::new();
+    let mut tokens = Vec::new();
+    let mut token = String::new();
+    loop {
+        let page = client
+            .list_tasks(list_request("ctx", 1, &token))
+            .await
+            .expect("ListTasks")
+            .into_inner();
+        assert_eq!(page.tasks.len(), 1, "{page:?}");
+        listed.push(page.tasks[0].id.clone());
+        if page.next_page_token.is_empty() {
+            assert_eq!(page.total_size, 3);
+            break;
+        }
+        assert!(
+            page.next_page_token.parse::<u64>().is_err(),
+            "an opaque token, not an offset: {}",
+            page.next_page_token
+        );
+        token = page.next_page_token;
+        tokens.push(token.clone());
+        assert!(tokens.len() < 10, "the listing does not end");
+    }
+    assert_eq!(listed, [started[2].clone(), started[1].clone(), started[0].clone()]);
+
+    // A token this listing did not issue is INVALID_ARGUMENT naming page_token: garbage,
+    // a bare offset, or a token of another context's listing.
+    for (bad, context) in [("garbage!", "ctx"), ("1", "ctx"), (tokens[0].as_str(), "other")] {
+        let status = client
+            .list_tasks(list_request(context, 1, bad))
+            .await
+            .expect_err("a token this listing did not issue");
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{bad}: {status:?}");
+        assert!(status.message().contains("page_token"), "{bad}: {status:?}");
+    }
 }

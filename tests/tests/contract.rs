@@ -134,3 +134,120 @@ fn every_test_the_contract_names_exists() {
         missing.join("\n")
     );
 }
+
+/// Each reason of `adk.v1.ErrorReason` (proto/adk/v1/errors.proto, the one list of them)
+/// with the gRPC code and the retry advice its comment gives:
+/// "NOT_FOUND. No session of that id for that app and user. Retry: no."
+fn proto_reasons() -> Vec<(String, String, String)> {
+    let values = adk_proto::enum_value_comments("adk.v1.ErrorReason");
+    assert_eq!(
+        values.first().map(|(name, _)| name.as_str()),
+        Some("ERROR_REASON_UNSPECIFIED")
+    );
+    values
+        .into_iter()
+        .skip(1) // the zero value, never sent
+        .map(|(name, comment)| {
+            let code = comment.split_once(". ").map(|(code, _)| code.to_string());
+            let retry = comment.split_once("Retry: ").map(|(_, retry)| retry.to_string());
+            match (code, retry) {
+                (Some(code), Some(retry)) => (name, code, retry),
+                _ => panic!("{name}'s comment does not start with its gRPC code and say `Retry: …`: {comment}"),
+            }
+        })
+        .collect()
+}
+
+/// The spans between backticks of a piece of markdown.
+fn backticked(text: &str) -> impl Iterator<Item = &str> {
+    text.split('`').skip(1).step_by(2)
+}
+
+#[test]
+fn the_error_table_of_the_clients_readme_is_the_proto_enum() {
+    let readme = std::fs::read_to_string(repo_root().join("clients/README.md")).expect("clients/README.md");
+    let header = "| gRPC code | `ErrorInfo.reason` | meaning | RetryInfo |";
+    let start = readme.find(header).expect("clients/README.md has the table of reasons");
+    // (reason, code, RetryInfo column); a row without a code continues the one above.
+    let mut tabled = Vec::new();
+    let mut code = "";
+    for row in readme[start..].lines().skip(2).take_while(|line| line.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').skip(1).map(str::trim).collect();
+        assert!(cells.len() >= 4, "a row of four cells: {row}");
+        if !cells[0].is_empty() {
+            code = cells[0].trim_matches('`');
+        }
+        for reason in backticked(cells[1]) {
+            tabled.push((reason, code, cells[3]));
+        }
+    }
+    let proto = proto_reasons();
+    let tabled_names: Vec<&str> = tabled.iter().map(|(reason, ..)| *reason).collect();
+    let missing: Vec<&str> = proto
+        .iter()
+        .map(|(name, ..)| name.as_str())
+        .filter(|name| !tabled_names.contains(name))
+        .collect();
+    let unknown: Vec<&str> = tabled_names
+        .iter()
+        .copied()
+        .filter(|name| !proto.iter().any(|(reason, ..)| reason == name))
+        .collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "clients/README.md's table of reasons differs from adk.v1.ErrorReason: it lacks {missing:?} and names {unknown:?}, \
+         which errors.proto lacks"
+    );
+    assert_eq!(tabled.len(), proto.len(), "a reason is tabled twice: {tabled_names:?}");
+    for (reason, code, retry_column) in tabled {
+        let (_, proto_code, proto_retry) = proto.iter().find(|(name, ..)| name == reason).expect("checked above");
+        assert_eq!(
+            code, proto_code,
+            "{reason}: the table's gRPC code against errors.proto's"
+        );
+        // The table's RetryInfo column: empty where errors.proto says no retry makes sense,
+        // "yes" where it always does, and the condition where it depends.
+        let agrees = match proto_retry {
+            retry if retry.starts_with("no") => retry_column.is_empty(),
+            retry if retry.starts_with("yes") => retry_column.starts_with("yes"),
+            _ => !retry_column.is_empty() && !retry_column.starts_with("yes"),
+        };
+        assert!(
+            agrees,
+            "{reason}: the table's RetryInfo column `{retry_column}` against errors.proto's `Retry: {proto_retry}`"
+        );
+    }
+}
+
+#[test]
+fn the_contract_names_only_reasons_the_proto_has() {
+    let contract = std::fs::read_to_string(repo_root().join("docs/semantics.md")).expect("docs/semantics.md");
+    let start = contract.find("\n## 8. Limits and errors").expect("the errors section");
+    let end = contract[start + 1..]
+        .find("\n## ")
+        .map_or(contract.len(), |end| start + 1 + end);
+    let proto = proto_reasons();
+    // The gRPC code names (each also a reason's name, the generic one of its code) and the
+    // health status the section names beside the reasons.
+    let not_reasons = ["OK", "UNKNOWN", "OUT_OF_RANGE", "DATA_LOSS", "NOT_SERVING", "SERVING"];
+    let mut named = 0;
+    let mut unknown = Vec::new();
+    for span in backticked(&contract[start..end]) {
+        let shaped = span.len() > 1 && span.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+        if !shaped || not_reasons.contains(&span) {
+            continue;
+        }
+        named += 1;
+        if !proto.iter().any(|(reason, ..)| reason == span) {
+            unknown.push(span);
+        }
+    }
+    assert!(
+        named > 20,
+        "the errors section names only {named} reasons: did the parsing break?"
+    );
+    assert!(
+        unknown.is_empty(),
+        "docs/semantics.md names reasons adk.v1.ErrorReason (proto/adk/v1/errors.proto) lacks: {unknown:?}"
+    );
+}

@@ -1275,3 +1275,148 @@ async fn a_passed_deadline_is_deadline_exceeded() {
     .await;
     stack.still_serving(&before, "after the deadline").await;
 }
+
+/// 1 GiB of zeros as one compressed gzip member (about 1 MB).
+fn gzip_bomb() -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; MIB];
+    for _ in 0..1024 {
+        encoder.write_all(&zeros).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// 1 GiB of zeros as one zlib stream (gRPC's `deflate`, about 1 MB).
+fn deflate_bomb() -> Vec<u8> {
+    use std::io::Write;
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::best());
+    let zeros = vec![0u8; MIB];
+    for _ in 0..1024 {
+        encoder.write_all(&zeros).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// 1 GiB of zeros as one zstd frame of 8192 RLE blocks of 128 KiB (32 KiB on the wire),
+/// with a 128 KiB window: nothing a decoder may refuse but its size.
+fn zstd_bomb() -> Vec<u8> {
+    const BLOCK: u32 = 128 * 1024;
+    // Magic number; frame header: no content size, not single-segment; window 2^17.
+    let mut frame = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 7 << 3];
+    let blocks = (1u32 << 30) / BLOCK;
+    for i in 0..blocks {
+        let last = u32::from(i + 1 == blocks);
+        // Block header (3 bytes, little-endian): last flag, type 1 (RLE), size; then the byte.
+        let header = (BLOCK << 3) | (1 << 1) | last;
+        frame.extend_from_slice(&header.to_le_bytes()[..3]);
+        frame.push(0);
+    }
+    frame
+}
+
+/// A decompression bomb (1 GiB of zeros: gzip and deflate about 1 MB each, zstd 32 KiB)
+/// as the one request message of a unary call, a client-streaming upload and a
+/// server-streaming run (whose first message the server reads before the handler, to
+/// count the user's streams), sent to a real adk-server process: each is refused with
+/// RESOURCE_EXHAUSTED naming --max-message-bytes within a fraction of a second, having
+/// decompressed no more than the 4 MiB limit: the server's peak RSS (VmHWM, from /proc)
+/// grows by a few MiB, not by a GiB, and does not grow from one round of bombs to the
+/// next. Nothing reaches the store, and the server serves on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decompression_bombs_are_refused_at_once_without_memory() {
+    use adk_e2e::raw::{frame, raw_call};
+    let bombs = [
+        ("gzip", frame(1, &gzip_bomb())),
+        ("deflate", frame(1, &deflate_bomb())),
+        ("zstd", frame(1, &zstd_bomb())),
+    ];
+    for (encoding, bomb) in &bombs {
+        println!("{encoding} bomb: {} bytes on the wire for 1 GiB", bomb.len());
+        assert!(bomb.len() < 2 * MIB, "{encoding}");
+    }
+    let redis = RedisServer::start().await;
+    let agents = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/agents.yaml");
+    let args = ["--store-url".to_string(), redis.url(), "--agents".into(), agents.into()];
+    let server = adk_testkit::ServiceProcess::spawn("adk-server", &args, &[]).await;
+    let channel = Channel::from_shared(server.endpoint())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let health = || async {
+        HealthClient::new(channel.clone())
+            .check(HealthCheckRequest { service: String::new() })
+            .await
+            .expect("health")
+            .into_inner()
+            .status
+    };
+    // The first calls warm up what any call allocates once (connection, tables).
+    assert_eq!(health().await, ServingStatus::Serving as i32);
+    let pid = server.pid();
+    let rss_before = server.rss_kib().expect("running");
+    // VmHWM from here on (Linux clear_refs 5 resets the peak to the current RSS).
+    std::fs::write(format!("/proc/{pid}/clear_refs"), "5").expect("reset the peak RSS");
+    // Three rounds of the 12 bombs: what the first round leaves with the allocator for
+    // reuse, the later ones reuse; a leak would grow with every round.
+    let mut slowest = Duration::ZERO;
+    let mut rss_after_rounds = Vec::new();
+    for round in 1..=3 {
+        for (encoding, bomb) in &bombs {
+            for path in [
+                "/adk.v1.SessionService/CreateSession",
+                "/adk.v1.SessionService/AppendEvent",
+                "/adk.v1.ArtifactService/UploadArtifact",
+                "/adk.v1.AgentRunner/Run",
+            ] {
+                let started = std::time::Instant::now();
+                let reply = raw_call(&channel, path, &[("grpc-encoding", encoding)], bomb.clone()).await;
+                let took = started.elapsed();
+                if round == 1 {
+                    println!("{encoding} bomb to {path}: refused in {took:?}");
+                }
+                slowest = slowest.max(took);
+                let status = &reply.status;
+                assert_eq!(status.code(), Code::ResourceExhausted, "{encoding} {path}: {status:?}");
+                assert!(
+                    status.message().contains("decompresses to more than")
+                        && status.message().contains("--max-message-bytes")
+                        && status.message().contains(encoding),
+                    "{encoding} {path}: {}",
+                    status.message()
+                );
+                assert!(
+                    took < Duration::from_secs(1),
+                    "{encoding} {path}: refused after {took:?}"
+                );
+            }
+        }
+        rss_after_rounds.push(server.rss_kib().expect("running"));
+    }
+    assert_eq!(health().await, ServingStatus::Serving as i32);
+    let peak = server.peak_rss_kib().expect("running");
+    let mib = |kib: u64| format!("{:.1} MiB", kib as f64 / 1024.0);
+    println!(
+        "adk-server RSS around 3 x 12 bombs of 1 GiB: before {}, peak {}, after each round {:?}; slowest refusal {slowest:?}",
+        mib(rss_before),
+        mib(peak),
+        rss_after_rounds.iter().map(|kib| mib(*kib)).collect::<Vec<_>>()
+    );
+    // Unbounded, one bomb alone would take 1 GiB.
+    assert!(
+        peak < rss_before + 64 * 1024,
+        "the peak RSS grew from {rss_before} KiB to {peak} KiB"
+    );
+    // The allocator keeps freed buffers per thread, so a later round may settle a few MiB
+    // higher; a bomb's 4 MiB leaking would add 48 MiB a round.
+    assert!(
+        rss_after_rounds[2] < rss_after_rounds[0] + 24 * 1024,
+        "the RSS grew from round to round: {rss_after_rounds:?} KiB"
+    );
+    let keys: u64 = redis::cmd("DBSIZE")
+        .query_async(&mut redis.connection().await)
+        .await
+        .unwrap();
+    assert_eq!(keys, 0, "a refused request stored nothing");
+}

@@ -206,14 +206,170 @@ fn last_text(events: &[pb::Event]) -> String {
 
 const PNG_SIGNATURE: &[u8] = b"\x89PNG";
 
-/// The runner's Prometheus text (GET /metrics on its metrics port).
 /// The samples of `adk_tool_calls_total` for `tool`.
 fn tool_calls<'a>(metrics: &'a str, tool: &str) -> Vec<&'a str> {
-    let label = format!("tool=\"{tool}\"");
+    samples(metrics, "adk_tool_calls_total", &format!("tool=\"{tool}\""))
+}
+
+/// The samples of `metric` whose labels include `label`.
+fn samples<'a>(metrics: &'a str, metric: &str, label: &str) -> Vec<&'a str> {
     metrics
         .lines()
-        .filter(|line| line.starts_with("adk_tool_calls_total{") && line.contains(&label))
+        .filter(|line| line.starts_with(&format!("{metric}{{")) && line.contains(label))
         .collect()
+}
+
+/// The value of a sample line (`name{labels} value`).
+fn sample_value(line: &str) -> f64 {
+    line.rsplit(' ').next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN)
+}
+
+/// The app as GetApp describes it.
+async fn get_app(stack: &Stack, app: &str) -> pb::App {
+    stack
+        .client()
+        .await
+        .get_app(pb::GetAppRequest { app_name: app.into() })
+        .await
+        .unwrap_or_else(|e| panic!("GetApp: {e:?}\n{}", stack.runner.tail_log(30)))
+        .into_inner()
+}
+
+/// The root agent's entry for toolset `name` in GetApp's reply, with its toolset part.
+fn toolset_entry(app: &pb::App, name: &str) -> (pb::ToolInfo, pb::ToolsetInfo) {
+    let root = app.root_agent.as_ref().expect("a root agent");
+    let entry = root
+        .tools
+        .iter()
+        .find(|tool| tool.name == name)
+        .unwrap_or_else(|| panic!("no tool {name} in {:#?}", root.tools))
+        .clone();
+    let toolset = entry
+        .toolset
+        .clone()
+        .unwrap_or_else(|| panic!("{name} is not described as a toolset: {entry:#?}"));
+    (entry, toolset)
+}
+
+fn schema_of(tool: &pb::ToolInfo) -> Value {
+    json_from_proto("parameters_schema", tool.parameters_schema.as_ref().expect("a schema")).expect("JSON")
+}
+
+/// A Run that must fail: the events streamed before the status (the user's event
+/// first) and the status.
+async fn failed_run(stack: &Stack, app: &str, session: &str) -> (Vec<pb::Event>, tonic::Status) {
+    let mut client = stack.client().await;
+    let (events, status) = runs::run_to_end(&mut client, run_request(app, session, "Use the tools")).await;
+    let status = status.unwrap_or_else(|| panic!("the run ended OK: {events:#?}\n{}", stack.runner.tail_log(40)));
+    (events, status)
+}
+
+// ---------- toolsets that cannot start ----------
+
+/// A model that calls the tools of an MCP toolset it was never offered (the server
+/// never answered); the toolset `broken`, declared by `tool`, is the agent's only one.
+fn agents_with_toolset(tool: &str) -> String {
+    format!(
+        "
+models:
+  script:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+        - function_calls: [{{ name: x_echo, args: {{ message: hello }} }}]
+        - text: done
+tools:
+  broken:
+{tool}    tool_prefix: x
+    connect_timeout_secs: 10
+apps:
+  demo:
+    root_agent: {{ name: helper, model: script, tools: [broken] }}
+"
+    )
+}
+
+/// What the client of Run, GetApp and the metrics show of toolset `broken` that
+/// cannot connect: the run fails UNAVAILABLE naming the toolset, its server and
+/// `cause`, before the model is called, each time; GetApp says FAILING with the
+/// same error and no tools; the attempts are counted.
+async fn a_toolset_that_cannot_connect_is_reported(stack: &Stack, metrics_port: u16, server: &str, cause: &str) {
+    for session in ["s1", "s2"] {
+        let (events, status) = failed_run(stack, "demo", session).await;
+        assert_eq!(status.code(), tonic::Code::Unavailable, "{status:?}");
+        let message = status.message();
+        for expected in ["MCP toolset broken", server, cause] {
+            assert!(message.contains(expected), "{expected:?} missing from {message:?}");
+        }
+        // The model was not called: nothing but the user's event was stored and streamed.
+        assert!(events.is_empty(), "{events:#?}");
+    }
+
+    let app = get_app(stack, "demo").await;
+    let (_, toolset) = toolset_entry(&app, "broken");
+    assert_eq!(toolset.state(), pb::ToolsetState::Failing, "{toolset:#?}");
+    assert!(
+        toolset.error.contains("MCP toolset broken") && toolset.error.contains(cause),
+        "{toolset:#?}"
+    );
+    assert!(!toolset.tools_known && toolset.tools.is_empty(), "{toolset:#?}");
+
+    let metrics = runs::metrics_reply(metrics_port).await;
+    let failed = samples(&metrics, "adk_mcp_connection_attempts_total", "toolset=\"broken\"");
+    assert!(
+        failed.len() == 1 && failed[0].contains("outcome=\"UNAVAILABLE\"") && sample_value(failed[0]) >= 1.0,
+        "{failed:?}"
+    );
+    assert_eq!(
+        samples(&metrics, "adk_mcp_toolset_connected", "toolset=\"broken\""),
+        ["adk_mcp_toolset_connected{toolset=\"broken\"} 0"]
+    );
+    let runs = samples(&metrics, "adk_runner_invocations_finished_total", "app=\"demo\"");
+    assert_eq!(
+        runs,
+        ["adk_runner_invocations_finished_total{app=\"demo\",outcome=\"UNAVAILABLE\"} 2"]
+    );
+}
+
+async fn start_with_metrics(agents: &str) -> (Stack, u16) {
+    let metrics_port = free_port();
+    let stack = Stack::start_with_args(
+        agents,
+        &[],
+        &["--metrics-listen".to_string(), format!("127.0.0.1:{metrics_port}")],
+    )
+    .await;
+    (stack, metrics_port)
+}
+
+#[tokio::test]
+async fn a_stdio_server_that_exits_at_once_fails_the_run_naming_the_toolset_and_its_stderr() {
+    let tool = "    kind: mcp\n    transport: stdio\n    command: sh\n    args: [-c, 'echo \"ModuleNotFoundError: No module named weather_mcp\" >&2; exit 3']\n";
+    let (stack, metrics_port) = start_with_metrics(&agents_with_toolset(tool)).await;
+    a_toolset_that_cannot_connect_is_reported(
+        &stack,
+        metrics_port,
+        "stdio `sh`",
+        "ModuleNotFoundError: No module named weather_mcp",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_http_url_where_nothing_listens_fails_the_run_naming_the_toolset_and_the_refusal() {
+    // Bound and closed: nothing listens there.
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let tool = format!("    kind: mcp\n    transport: http\n    url: '{url}'\n");
+    let (stack, metrics_port) = start_with_metrics(&agents_with_toolset(&tool)).await;
+    a_toolset_that_cannot_connect_is_reported(
+        &stack,
+        metrics_port,
+        &format!("streamable HTTP {url}"),
+        "Connection refused",
+    )
+    .await;
 }
 
 // ---------- server-everything ----------
@@ -250,6 +406,12 @@ apps:
 "
     );
     let stack = Stack::start(&agents, &[]).await;
+    // Describing the app does not start the server: its tools are not known yet.
+    let (entry, toolset) = toolset_entry(&get_app(&stack, "demo").await, "everything");
+    assert!(entry.description.contains("MCP toolset"), "{entry:#?}");
+    assert_eq!(toolset.state(), pb::ToolsetState::NotStarted, "{toolset:#?}");
+    assert!(!toolset.tools_known && toolset.tools.is_empty() && toolset.error.is_empty());
+
     let events = stack.run("demo", "s1", "Use the tools").await;
     let all = responses(&events);
 
@@ -290,19 +452,30 @@ apps:
     );
     assert_eq!(last_text(&events), "done");
 
-    // The app's description names the toolset and its server.
-    let app = stack
+    // Known once connected: the filtered tools, as the model calls them, with their schemas.
+    let (_, toolset) = toolset_entry(&get_app(&stack, "demo").await, "everything");
+    assert_eq!(toolset.state(), pb::ToolsetState::Connected, "{toolset:#?}");
+    assert!(toolset.tools_known && toolset.error.is_empty(), "{toolset:#?}");
+    let mut names: Vec<&str> = toolset.tools.iter().map(|tool| tool.name.as_str()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["ev_echo", "ev_get-sum", "ev_get-tiny-image"]);
+    let tool = |name: &str| toolset.tools.iter().find(|tool| tool.name == name).expect("listed");
+    let echo = tool("ev_echo");
+    assert!(!echo.description.is_empty(), "{echo:#?}");
+    assert_eq!(schema_of(echo)["properties"]["message"]["type"], "string", "{echo:#?}");
+    let sum = schema_of(tool("ev_get-sum"));
+    assert_eq!(sum["properties"]["a"]["type"], "number", "{sum}");
+    assert_eq!(sum["properties"]["b"]["type"], "number", "{sum}");
+    // ListApps describes it the same way.
+    let listed = stack
         .client()
         .await
-        .get_app(pb::GetAppRequest {
-            app_name: "demo".into(),
-        })
+        .list_apps(pb::ListAppsRequest {})
         .await
-        .expect("GetApp")
+        .expect("ListApps")
         .into_inner();
-    let tool = &app.root_agent.expect("root").tools[0];
-    assert_eq!(tool.name, "everything");
-    assert!(tool.description.contains("MCP toolset"), "{}", tool.description);
+    let (_, in_list) = toolset_entry(&listed.apps[0], "everything");
+    assert_eq!(in_list.tools.len(), 3, "{in_list:#?}");
 }
 
 #[tokio::test]
@@ -708,6 +881,20 @@ apps:
         .to_string();
     assert!(error.contains("MCP tool echo (everything)"), "{error}");
     assert_eq!(last_text(&events), "done");
+    // GetApp: failing, saying why, and still the last tools (their calls fail as above).
+    let toolset = eventually(SERVER_START, || async {
+        let (_, toolset) = toolset_entry(&get_app(&stack, "demo").await, "everything");
+        if toolset.state() == pb::ToolsetState::Failing {
+            Ok(toolset)
+        } else {
+            Err(format!("{toolset:#?}"))
+        }
+    })
+    .await;
+    assert!(toolset.error.contains("MCP toolset everything"), "{toolset:#?}");
+    assert!(toolset.tools_known, "{toolset:#?}");
+    let names: Vec<&str> = toolset.tools.iter().map(|tool| tool.name.as_str()).collect();
+    assert_eq!(names, ["echo"]);
 
     // Back (a new process, which knows nothing of the old MCP session): calls work again.
     let _server = start_server();

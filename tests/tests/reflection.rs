@@ -1,6 +1,6 @@
 //! Operators inspect the suite with grpcurl and nothing else: every public RPC of
 //! every service is listed and described (with its documentation) through server
-//! reflection on the all-in-one binary.
+//! reflection on the all-in-one binary, and so are the error reasons.
 
 use adk_testkit::ServiceProcess;
 use prost::Message;
@@ -79,4 +79,11 @@ async fn every_public_rpc_is_listed_and_documented_through_reflection() {
             "{service}.{method} carries its documentation:\n{described}"
         );
     }
+
+    // The error reasons are an enum no message uses: reflection serves it, documented, too.
+    let reasons = grpcurl(&["-plaintext", &address, "describe", "adk.v1.ErrorReason"]);
+    assert!(
+        reasons.contains("SESSION_NOT_FOUND = 1;") && reasons.contains("NOT_FOUND. No session of that id"),
+        "adk.v1.ErrorReason is described with its documentation:\n{reasons}"
+    );
 }

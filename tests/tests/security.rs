@@ -338,6 +338,7 @@ fn upload_request(user: &str) -> UploadRequest {
         version: None,
         custom_metadata: Default::default(),
         size_hint: None,
+        display_name: None,
     }
 }
 

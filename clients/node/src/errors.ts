@@ -3,48 +3,26 @@
 // BadRequest field violations and the RetryInfo delay. Programs branch on `reason`, never on
 // the English message.
 import { Code, ConnectError } from '@connectrpc/connect';
+import { ErrorReasonSchema, ErrorReason as ErrorReasonValue } from './gen/adk/v1/errors_pb.js';
 import { BadRequestSchema, ErrorInfoSchema, RetryInfoSchema } from './gen/google/rpc/error_details_pb.js';
 
 export { Code };
 
+/** A reason the servers send: a value of the enum `adk.v1.ErrorReason` but its zero value. */
+export type KnownErrorReason = Exclude<keyof typeof ErrorReasonValue, 'ERROR_REASON_UNSPECIFIED'>;
+
 /**
- * The reasons the servers send (ErrorInfo.reason, domain `adk.dev`); `clients/README.md` lists
- * what each means. A newer server may send others, so `reason` is typed as any string too.
+ * The reasons the servers send (ErrorInfo.reason, domain `adk.dev`), in the proto's order: the
+ * values of the enum `adk.v1.ErrorReason` of `proto/adk/v1/errors.proto`, whose comments say
+ * what each means, read from the code generated from it. A newer server may send others, so
+ * `reason` is typed as any string too.
  */
-export const ERROR_REASONS = [
-  'SESSION_NOT_FOUND',
-  'APP_NOT_FOUND',
-  'ARTIFACT_NOT_FOUND',
-  'EVENT_NOT_FOUND',
-  'INVOCATION_NOT_FOUND',
-  'NOT_FOUND',
-  'SESSION_ALREADY_EXISTS',
-  'ARTIFACT_VERSION_EXISTS',
-  'ALREADY_EXISTS',
-  'INVALID_ARGUMENT',
-  'PRECONDITION_FAILED',
-  'SESSION_BUSY',
-  'LEASE_LOST',
-  'REQUEST_INCOMPLETE',
-  'ABORTED',
-  'LIMIT_EXCEEDED',
-  'RATE_LIMITED',
-  'STORE_FULL',
-  'RESOURCE_EXHAUSTED',
-  'UNAVAILABLE',
-  'DEADLINE_EXCEEDED',
-  'FAILED_PRECONDITION',
-  'MISCONFIGURED',
-  'CANCELLED',
-  'PERMISSION_DENIED',
-  'UNAUTHENTICATED',
-  'UNIMPLEMENTED',
-  'AGENT_ERROR',
-  'TOOL_ERROR',
-  'MODEL_ERROR',
-  'INTERNAL',
-] as const;
-export type KnownErrorReason = (typeof ERROR_REASONS)[number];
+export const ERROR_REASONS: readonly KnownErrorReason[] = Object.freeze(
+  ErrorReasonSchema.values
+    .filter((value) => value.number !== ErrorReasonValue.ERROR_REASON_UNSPECIFIED)
+    // The wire string is the value's proto name, which is also its name in the generated enum.
+    .map((value) => value.name as KnownErrorReason),
+);
 // `string & {}` keeps editor completion for the known reasons while accepting any string.
 export type ErrorReason = KnownErrorReason | (string & {});
 

@@ -3,8 +3,9 @@
 // (BadRequest), a limit's name and value, and RetryInfo where a retry makes sense.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { after, before, test } from 'node:test';
-import { AdkError, Code, connect, isReason, toAdkError } from '../dist/index.js';
+import { AdkError, Code, ERROR_REASONS, connect, isReason, toAdkError } from '../dist/index.js';
 import { startAdkServer, AGENTS_FILE } from './server.js';
 
 /** @type {Awaited<ReturnType<typeof startAdkServer>>} */
@@ -35,6 +36,17 @@ async function failure(promise) {
   assert.fail('the call succeeded');
 }
 
+test('error_reasons_are_the_values_of_the_proto_enum', () => {
+  // Read from the proto source, not from the code generated from it: a stale or hand-edited
+  // list fails here.
+  const proto = readFileSync(new URL('../../../proto/adk/v1/errors.proto', import.meta.url), 'utf8');
+  const body = proto.match(/^enum ErrorReason \{([^}]*)\}/m)?.[1];
+  assert.ok(body, 'errors.proto declares enum ErrorReason');
+  const values = [...body.matchAll(/^\s*([A-Z][A-Z0-9_]*) = (\d+);/gm)].map(([, name, number]) => [name, Number(number)]);
+  assert.deepEqual(values[0], ['ERROR_REASON_UNSPECIFIED', 0]);
+  assert.deepEqual(ERROR_REASONS, values.slice(1).map(([name]) => name));
+});
+
 test('errors_carry_their_reason_domain_and_field', async () => {
   const user = `u-${randomUUID().slice(0, 8)}`;
   await adk.createSession('app', user, { sessionId: 's' });
@@ -52,6 +64,7 @@ test('errors_carry_their_reason_domain_and_field', async () => {
   for (const [reason, code, call] of cases) {
     const error = await failure(call());
     assert.equal(error.reason, reason, `${reason}: got ${error.reason} (${error.rawMessage})`);
+    assert.ok(ERROR_REASONS.includes(error.reason), `${reason} is a known reason`);
     assert.equal(error.code, code, reason);
     assert.ok(isReason(error, reason));
   }

@@ -19,6 +19,7 @@ from typing import Iterator, List
 import grpc
 import pytest
 from a2a.client import ClientConfig, ClientFactory
+from a2a.client.errors import A2AClientError
 from a2a.types import a2a_pb2 as a2a
 
 from conftest import COMMON, Process, binary, free_port
@@ -239,6 +240,29 @@ def test_input_required_then_resume(a2a_server: Server) -> None:
     assert resumed[-1].status_update.status.state == a2a.TASK_STATE_COMPLETED
     assert "Booked: 2 nights at Hotel Sakura." in texts(resumed[-1].status_update.status.message)
     assert stored.status.state == a2a.TASK_STATE_COMPLETED
+
+
+def test_cancel_an_input_required_task(a2a_server: Server) -> None:
+    # A2A allows canceling any task not in a terminal state; input-required is not one.
+    async def scenario():
+        client = await client_for(a2a_server, "booking")
+        first = [e async for e in client.send_message(user_message("Book Hotel Sakura"))]
+        task = first[0].task
+        waiting = first[-1].status_update.status
+        cancelled = await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+        stored = await client.get_task(a2a.GetTaskRequest(id=task.id))
+        with pytest.raises(A2AClientError) as again:  # canceled is terminal
+            await client.cancel_task(a2a.CancelTaskRequest(id=task.id))
+        with pytest.raises(A2AClientError) as answer:  # and takes no answer
+            [e async for e in client.send_message(user_message("yes", task_id=task.id))]
+        return waiting, cancelled, stored, str(again.value), str(answer.value)
+
+    waiting, cancelled, stored, again, answer = run(scenario())
+    assert waiting.state == a2a.TASK_STATE_INPUT_REQUIRED
+    assert cancelled.status.state == a2a.TASK_STATE_CANCELED
+    assert stored.status.state == a2a.TASK_STATE_CANCELED
+    assert "FAILED_PRECONDITION" in again and "TASK_STATE_CANCELED" in again, again
+    assert "FAILED_PRECONDITION" in answer, answer
 
 
 def test_subscribe_after_a_disconnect(a2a_server: Server) -> None:

@@ -136,3 +136,54 @@ def test_adk_exceptions_and_missing_things(server: str) -> None:
         assert listed[0].mime_type == "text/plain"
 
     asyncio.run(scenario())
+
+
+def test_the_adapter_behaves_as_adks_own_services(server: str) -> None:
+    """What ADK's in-memory services do, the adapter does over the suite: artifacts keep
+    their display names, and ADK's internal custom_metadata (`__adk_internal_…`) is stored
+    and read back as ADK writes it, while a caller's RunConfig cannot set it."""
+    from google.adk.agents.run_config import RunConfig
+    from google.adk.artifacts import InMemoryArtifactService
+    from google.adk.events._internal_metadata import RESTORED_EVENT_KEY, mark_restored, public_session
+    from google.adk.sessions import InMemorySessionService
+
+    async def scenario(sessions, artifacts, app: str):
+        await sessions.create_session(app_name=app, user_id="u", session_id="s")
+        chart = types.Part(inline_data=types.Blob(mime_type="image/png", data=b"\x89PNG", display_name="Q3.png"))
+        report = types.Part(file_data=types.FileData(mime_type="application/pdf", file_uri="gs://b/r.pdf",
+                                                     display_name="Report"))
+        for name, part in (("chart.png", chart), ("report", report)):
+            await artifacts.save_artifact(app_name=app, user_id="u", session_id="s", filename=name, artifact=part)
+        loaded = [await artifacts.load_artifact(app_name=app, user_id="u", session_id="s", filename=name)
+                  for name in ("chart.png", "report")]
+        # An event restored into the session from outside (ADK's own marking), then a run whose
+        # RunConfig tries to set an internal key beside a public one.
+        session = await sessions.get_session(app_name=app, user_id="u", session_id="s")
+        restored = Event(author="user", invocation_id="old", custom_metadata={"origin": "import"},
+                         content=types.Content(role="user", parts=[types.Part(text="earlier")]))
+        await sessions.append_event(session, mark_restored(restored))
+        runner = Runner(agent=build_agent(), app_name=app, session_service=sessions, artifact_service=artifacts)
+        config = RunConfig(custom_metadata={"__adk_internal_forged": True, "tenant": "t1"})
+        message = types.Content(role="user", parts=[types.Part(text="Book 2 nights, please")])
+        async for _ in runner.run_async(user_id="u", session_id="s", new_message=message, run_config=config):
+            pass
+        stored = await sessions.get_session(app_name=app, user_id="u", session_id="s")
+        return loaded, stored
+
+    async def both():
+        suite = await scenario(GrpcSessionService(target=server), GrpcArtifactService(target=server),
+                               f"adk-py-{uuid.uuid4().hex[:8]}")
+        own = await scenario(InMemorySessionService(), InMemoryArtifactService(), "adk-own")
+        return suite, own
+
+    (loaded, stored), (own_loaded, own_stored) = asyncio.run(both())
+    assert [p.inline_data.display_name if p.inline_data else p.file_data.display_name for p in loaded] == \
+        ["Q3.png", "Report"]
+    assert loaded == own_loaded
+    metadata = [e.custom_metadata for e in stored.events]
+    assert metadata == [e.custom_metadata for e in own_stored.events]
+    # Stored as ADK wrote it: the restored mark kept, the caller's forged key dropped.
+    assert metadata[0] == {"origin": "import", RESTORED_EVENT_KEY: True}
+    assert all(m.get("tenant") == "t1" and "__adk_internal_forged" not in m for m in metadata[1:])
+    # What ADK shows callers (its API server, saved files) leaves the internal keys out.
+    assert public_session(stored).events[0].custom_metadata == {"origin": "import"}

@@ -3,13 +3,13 @@ against the real servers; and retries only for calls that are safe to repeat."""
 from __future__ import annotations
 
 import uuid
-from typing import Any, Callable, List
+from typing import Any, Callable, List, Tuple, Type
 
 import grpc
 import pytest
 
 from adk_client import AdkClient, errors
-from adk_client.v1 import event_pb2, session_pb2
+from adk_client.v1 import errors_pb2, event_pb2, session_pb2
 
 from conftest import free_port
 
@@ -19,6 +19,25 @@ APP = "assistant"
 @pytest.fixture
 def user() -> str:
     return f"errors-{uuid.uuid4().hex[:10]}"
+
+
+def test_every_reason_of_the_proto_has_its_class_and_no_class_names_another() -> None:
+    proto = [name for name in errors_pb2.ErrorReason.keys() if name != "ERROR_REASON_UNSPECIFIED"]
+    assert list(errors.KNOWN_REASONS) == proto
+    missing = [reason for reason in proto if reason not in errors.REASONS]
+    assert not missing, f"adk.v1.ErrorReason values without an exception class: {missing}"
+    # Every class that names a reason (not by inheritance) names one of the proto's.
+    named: List[Tuple[str, str]] = []
+    pending: List[Type[errors.AdkError]] = [errors.AdkError]
+    while pending:
+        cls = pending.pop()
+        pending.extend(cls.__subclasses__())
+        if "REASON" in vars(cls) and cls.REASON:
+            named.append((cls.__name__, cls.REASON))
+    assert [(n, r) for n, r in named if r not in proto] == []
+    assert len(named) == len(proto), f"two classes name one reason: {sorted(named)}"
+    for reason, cls in errors.REASONS.items():
+        assert cls.REASON == reason
 
 
 def test_missing_session_and_app_are_told_apart_by_reason(adk: AdkClient, user: str) -> None:

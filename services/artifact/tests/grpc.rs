@@ -123,6 +123,7 @@ impl ArtifactService for ProbeStore {
             custom_metadata: Default::default(),
             is_text: false,
             is_file_uri: false,
+            display_name: None,
         };
         let produced = self.produced.clone();
         let chunks = futures::stream::iter(0..CHUNKS).map(move |_| {

@@ -8,7 +8,7 @@
 use adk_core::convert::json_to_proto;
 use adk_core::{Agent, Tool};
 use adk_proto::v1 as pb;
-use adk_runner::Runner;
+use adk_runner::{McpConnectionState, McpToolset, McpTransport, Runner};
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -102,7 +102,7 @@ impl From<&AgentDescription> for pb::AgentInfo {
     }
 }
 
-/// A tool as the model sees it.
+/// A tool as the model sees it, or a toolset whose tools the model gets at run time.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolDescription {
     pub name: String,
@@ -110,6 +110,9 @@ pub struct ToolDescription {
     pub parameters_schema: Option<Value>,
     pub response_schema: Option<Value>,
     pub long_running: bool,
+    /// For a toolset: asked, each time the app is described, for its connection
+    /// and its tools as last listed.
+    pub toolset: Option<DescribedToolset>,
 }
 
 impl ToolDescription {
@@ -120,6 +123,64 @@ impl ToolDescription {
             parameters_schema: tool.parameters_schema(),
             response_schema: tool.response_schema(),
             long_running: tool.is_long_running(),
+            toolset: None,
+        }
+    }
+
+    /// An MCP toolset: named as declared, described by its server; `GetApp` adds
+    /// its tools once the runner has listed them.
+    pub fn mcp_toolset(toolset: &Arc<McpToolset>) -> Self {
+        let server = match toolset.transport() {
+            McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" ")),
+            McpTransport::Http { url, .. } => format!("streamable HTTP: {url}"),
+        };
+        ToolDescription {
+            name: adk_core::Toolset::name(toolset.as_ref()).to_string(),
+            description: format!("MCP toolset: the tools of the MCP server ({})", server.trim_end()),
+            toolset: Some(DescribedToolset(toolset.clone())),
+            ..ToolDescription::default()
+        }
+    }
+}
+
+/// The toolset a [`ToolDescription`] stands for; equal when it is the same toolset.
+#[derive(Clone)]
+pub struct DescribedToolset(pub Arc<McpToolset>);
+
+impl PartialEq for DescribedToolset {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for DescribedToolset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DescribedToolset")
+            .field(&adk_core::Toolset::name(self.0.as_ref()))
+            .finish()
+    }
+}
+
+impl From<&DescribedToolset> for pb::ToolsetInfo {
+    /// What the toolset knows now; describing never connects it.
+    fn from(toolset: &DescribedToolset) -> Self {
+        let status = toolset.0.status();
+        let state = match status.state {
+            McpConnectionState::NotStarted => pb::ToolsetState::NotStarted,
+            McpConnectionState::Connecting => pb::ToolsetState::Connecting,
+            McpConnectionState::Connected => pb::ToolsetState::Connected,
+            McpConnectionState::Failing => pb::ToolsetState::Failing,
+        };
+        pb::ToolsetInfo {
+            state: state.into(),
+            error: status.error.unwrap_or_default(),
+            tools_known: status.tools.is_some(),
+            tools: status
+                .tools
+                .unwrap_or_default()
+                .iter()
+                .map(|tool| pb::ToolInfo::from(&ToolDescription::of(tool.as_ref())))
+                .collect(),
         }
     }
 }
@@ -132,6 +193,7 @@ impl From<&ToolDescription> for pb::ToolInfo {
             parameters_schema: tool.parameters_schema.as_ref().map(json_to_proto),
             response_schema: tool.response_schema.as_ref().map(json_to_proto),
             long_running: tool.long_running,
+            toolset: tool.toolset.as_ref().map(pb::ToolsetInfo::from),
         }
     }
 }

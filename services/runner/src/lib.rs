@@ -37,7 +37,7 @@ mod config;
 mod service;
 mod stores;
 
-pub use app::{AgentDescription, App, ToolDescription};
+pub use app::{AgentDescription, App, DescribedToolset, ToolDescription};
 pub use config::{AgentsConfig, ConfigError, Problem};
 pub use service::{RunnerGrpcService, runner_service};
 pub use stores::{LeaseArgs, RunnerServices, open_session_lease};

@@ -2,10 +2,12 @@
 //! store, long-term memory and the session leases (one invocation per session at a time).
 
 use adk_core::memory::Embedders;
-use adk_core::{Agent, ArtifactService, CoreSessionService, MemoryService, Result, SessionLease, SessionService};
+use adk_core::{
+    Agent, ArtifactService, CoreMemoryService, CoreSessionService, MemoryService, Result, SessionLease, SessionService,
+};
 use adk_runner::RunnerConfig;
 use adk_store::{
-    InMemoryArtifactBackend, InMemoryMemoryService, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
+    InMemoryArtifactBackend, InMemoryMemoryBackend, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
     ReplicaAcks, StoreConfig,
 };
 
@@ -68,7 +70,7 @@ impl RunnerServices {
         let lease = sessions.leases();
         let sessions = Arc::new(CoreSessionService::new(sessions));
         let mut services = Self::new(sessions, Some(Arc::new(artifacts)), Arc::new(lease));
-        services.memory = Some(Arc::new(InMemoryMemoryService::new()));
+        services.memory = Some(Arc::new(CoreMemoryService::new(InMemoryMemoryBackend::new())));
         services
     }
 

@@ -14,10 +14,11 @@ use adk_core::{
 };
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
-use adk_server_kit::{GrpcArgs, Shutdown, fit_in_message};
+use adk_server_kit::{GrpcArgs, Shutdown, check_fits, fit_in_message};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
+use std::fmt::Display;
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
@@ -53,7 +54,7 @@ impl SessionGrpcService {
 
     /// RESOURCE_EXHAUSTED, saying what to do instead, when `reply` would exceed the
     /// message size limit (see [`adk_server_kit::fit_in_message`]).
-    fn fit_in_message<M: Message>(&self, reply: M, what: &str, instead: &str) -> Result<Response<M>, Status> {
+    fn fit_in_message<M: Message>(&self, reply: M, what: impl Display, instead: &str) -> Result<Response<M>, Status> {
         fit_in_message(reply, self.max_message_bytes, what, instead)
     }
 }
@@ -82,12 +83,15 @@ impl SessionServiceRpc for SessionGrpcService {
     ))]
     async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<pb::Session>, Status> {
         let session = self.store.get(GetRequest::try_from(request.into_inner())?).await?;
-        let what = format!("session {} with {} events", session.id, session.events.len());
-        self.fit_in_message(
-            pb::Session::from(&session),
-            &what,
+        // The reply takes the session's events over instead of copying them.
+        let reply = pb::Session::from(session);
+        check_fits(
+            &reply,
+            self.max_message_bytes,
+            format_args!("session {} with {} events", reply.id, reply.events.len()),
             "page through its events with ListEvents, or get fewer with num_recent_events or after",
-        )
+        )?;
+        Ok(Response::new(reply))
     }
 
     #[tracing::instrument(skip_all, fields(
@@ -95,10 +99,9 @@ impl SessionServiceRpc for SessionGrpcService {
     ))]
     async fn fork_session(&self, request: Request<pb::ForkSessionRequest>) -> Result<Response<pb::Session>, Status> {
         let fork = self.store.fork(ForkRequest::from(request.into_inner())).await?;
-        let what = format!("forked session {} with {} events", fork.id, fork.events.len());
         self.fit_in_message(
             pb::Session::from(&fork),
-            &what,
+            format_args!("forked session {} with {} events", fork.id, fork.events.len()),
             "the fork was made: read it with ListEvents",
         )
     }
@@ -109,10 +112,9 @@ impl SessionServiceRpc for SessionGrpcService {
         request: Request<pb::ListSessionsRequest>,
     ) -> Result<Response<pb::ListSessionsResponse>, Status> {
         let page = self.store.list(ListRequest::try_from(request.into_inner())?).await?;
-        let what = format!("a page of {} sessions", page.sessions.len());
         self.fit_in_message(
             pb::ListSessionsResponse::from(&page),
-            &what,
+            format_args!("a page of {} sessions", page.sessions.len()),
             "ask for a smaller page_size",
         )
     }
@@ -136,7 +138,7 @@ impl SessionServiceRpc for SessionGrpcService {
             .store
             .append_event(AppendEventRequest::try_from(request.into_inner())?)
             .await?;
-        Ok(Response::new(pb::Event::from(&event)))
+        Ok(Response::new(pb::Event::from(event)))
     }
 
     #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
@@ -193,10 +195,10 @@ impl SessionServiceRpc for SessionGrpcService {
             .store
             .list_events(ListEventsRequest::try_from(request.into_inner())?)
             .await?;
-        let what = format!("a page of {} events", page.events.len());
+        let page_len = page.events.len();
         self.fit_in_message(
-            pb::ListEventsResponse::from(&page),
-            &what,
+            pb::ListEventsResponse::from(page),
+            format_args!("a page of {page_len} events"),
             "ask for a smaller page_size",
         )
     }
@@ -215,7 +217,7 @@ impl SessionServiceRpc for SessionGrpcService {
     ) -> Result<Response<Self::WatchSessionStream>, Status> {
         let events = self.store.watch(WatchRequest::from(request.into_inner())).await?;
         let stream = events
-            .map(|event| event.map(|event| pb::Event::from(&event)).map_err(Status::from))
+            .map(|event| event.map(pb::Event::from).map_err(Status::from))
             .take_until(self.shutdown.triggered());
         Ok(Response::new(stream.boxed()))
     }

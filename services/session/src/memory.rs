@@ -1,7 +1,8 @@
 //! The `adk.v1.MemoryService` gRPC handlers. Served next to the SessionService (by
 //! `adk-session-server` and `adk-server`) because AddSessionToMemory reads the
-//! session from the session store of the same deployment. Every rule lives in core
-//! (`adk_core::memory`); what is here is transport only.
+//! session from the session store of the same deployment. Each handler converts the
+//! request, calls the [`MemoryService`] (every rule is `adk_core::CoreMemoryService`'s)
+//! and converts the reply; what is here is transport only.
 
 use adk_core::memory::add_session_to_memory;
 use adk_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
@@ -87,11 +88,8 @@ impl MemoryServiceRpc for MemoryGrpcService {
             .memory
             .search(SearchMemoryRequest::try_from(request.into_inner())?)
             .await?;
-        let reply = pb::SearchMemoryResponse {
-            memories: found.memories.iter().map(pb::MemoryEntry::from).collect(),
-        };
         fit_in_message(
-            reply,
+            pb::SearchMemoryResponse::from(&found),
             self.max_message_bytes,
             "the search result",
             "ask for fewer memories (limit)",

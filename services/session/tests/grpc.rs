@@ -1,16 +1,18 @@
 //! The session gRPC server in-process on 127.0.0.1:0 over the memory store,
-//! driven through `RemoteSessionService`: what a Rust client sees end to end,
-//! without Redis or spawned processes.
+//! driven through `RemoteSessionService` (and its MemoryService through
+//! `RemoteMemoryService`): what a Rust client sees end to end, without Redis or
+//! spawned processes.
 
-use adk_client::RemoteSessionService;
-use adk_core::CoreSessionService;
+use adk_client::{RemoteMemoryService, RemoteSessionService};
 use adk_core::{
     AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListRequest, ReadonlyState, Session, SessionService, WatchRequest,
 };
+use adk_core::{CoreMemoryService, CoreSessionService, MemoryService};
 use adk_server_kit::{GrpcArgs, GrpcServer, ServeError, Shutdown};
-use adk_session_service::session_service;
-use adk_store::InMemorySessionBackend;
+use adk_session_service::{memory_service, session_service};
+use adk_store::{InMemoryMemoryBackend, InMemorySessionBackend};
+use adk_testkit::memory_conformance::{ConceptEmbedder, run_memory_conformance, run_semantic_memory_conformance};
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
@@ -37,13 +39,25 @@ struct TestServer {
 
 impl TestServer {
     async fn start(store: Arc<dyn SessionService>, grpc: GrpcArgs) -> TestServer {
+        TestServer::serve(store, None, grpc).await
+    }
+
+    /// With `memory` served beside the sessions too, as `adk-session-server` does.
+    async fn serve(
+        store: Arc<dyn SessionService>,
+        memory: Option<Arc<dyn MemoryService>>,
+        grpc: GrpcArgs,
+    ) -> TestServer {
         let shutdown = Shutdown::new();
-        let bound = GrpcServer::new(&grpc, shutdown.clone())
+        let mut server = GrpcServer::new(&grpc, shutdown.clone())
             .add_service(session_service(store.clone(), &grpc, shutdown.clone()))
-            .health_check("session store", store)
-            .bind("127.0.0.1:0")
-            .await
-            .expect("bind 127.0.0.1:0");
+            .health_check("session store", store.clone());
+        if let Some(memory) = memory {
+            server = server
+                .add_service(memory_service(memory.clone(), store, &grpc))
+                .health_check("memory store", memory);
+        }
+        let bound = server.bind("127.0.0.1:0").await.expect("bind 127.0.0.1:0");
         let addr = bound.local_addr();
         TestServer {
             addr,
@@ -493,5 +507,63 @@ async fn reflection_lists_the_served_services_in_both_versions() {
         "{reply:?}"
     );
 
+    server.stop().await;
+}
+
+// ---------- memory ----------
+
+/// A session server with memory over in-memory stores.
+async fn memory_server(embedders: adk_core::memory::Embedders) -> TestServer {
+    let memory = CoreMemoryService::new(InMemoryMemoryBackend::new()).with_embedders(embedders);
+    let sessions = Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
+    TestServer::serve(sessions, Some(Arc::new(memory)), GrpcArgs::default()).await
+}
+
+/// `RemoteMemoryService` is the MemoryService a Rust program uses over gRPC: the whole
+/// conformance suite holds through it, every rule applied by the server's core service
+/// and every error arriving with its code and field.
+#[tokio::test]
+async fn the_grpc_memory_client_conforms() {
+    let server = memory_server(Default::default()).await;
+    let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
+    run_memory_conformance(&memory).await;
+    memory.ping().await.expect("the memory service is serving");
+    server.stop().await;
+
+    // Its semantic cases, on a server embedding every app with the suite's model.
+    let embedder: Arc<dyn adk_core::memory::Embedder> = Arc::new(ConceptEmbedder);
+    let server = memory_server([("*".to_string(), embedder)].into()).await;
+    let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
+    run_semantic_memory_conformance(&memory).await;
+    server.stop().await;
+}
+
+/// AddSessionToMemory through the client: the session's events with content become
+/// memories a search finds; a missing session is NOT_FOUND.
+#[tokio::test]
+async fn the_grpc_memory_client_adds_sessions() {
+    let server = memory_server(Default::default()).await;
+    let sessions = server.client().await;
+    let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
+    sessions.create(create("s1")).await.unwrap();
+    let told = sessions
+        .append_event(append("s1", text_event("my bicycle is red")))
+        .await
+        .unwrap();
+    let ids = memory.add_session_to_memory(APP, USER, "s1").await.unwrap();
+    assert_eq!(ids, [told.id.clone()]);
+    let search = adk_core::memory::SearchMemoryRequest {
+        app_name: APP.into(),
+        user_id: USER.into(),
+        query: "bicycle".into(),
+        limit: 0,
+    };
+    let found = memory.search(search).await.unwrap().memories;
+    assert_eq!(
+        found.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        [told.id.as_str()]
+    );
+    let missing = memory.add_session_to_memory(APP, USER, "nope").await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound, "{missing}");
     server.stop().await;
 }

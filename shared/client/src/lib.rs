@@ -1,6 +1,6 @@
 //! Rust clients that implement the ADK core traits over gRPC, so code written
-//! against `Arc<dyn SessionService>` or `Arc<dyn ArtifactService>` runs unchanged
-//! against a remote server.
+//! against `Arc<dyn SessionService>`, `Arc<dyn ArtifactService>` or
+//! `Arc<dyn MemoryService>` runs unchanged against a remote server.
 //!
 //! ```ignore
 //! let sessions: Arc<dyn SessionService> = Arc::new(RemoteSessionService::connect("http://127.0.0.1:50051").await?);
@@ -9,9 +9,11 @@
 
 mod artifact;
 mod connect;
+mod memory;
 
 pub use artifact::{RemoteArtifactService, UPLOAD_CHUNK_BYTES};
 pub use connect::ConnectOptions;
+pub use memory::RemoteMemoryService;
 
 use connect::{AuthChannel, BearerToken};
 
@@ -103,7 +105,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .create_session(pb::CreateSessionRequest::from(&req))
             .await?;
-        Session::try_from(reply.get_ref())
+        Session::try_from(reply.into_inner())
     }
 
     async fn get(&self, req: GetRequest) -> Result<Session> {
@@ -112,7 +114,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .get_session(pb::GetSessionRequest::from(&req))
             .await?;
-        Session::try_from(reply.get_ref())
+        Session::try_from(reply.into_inner())
     }
 
     async fn fork(&self, req: adk_core::ForkRequest) -> Result<Session> {
@@ -121,7 +123,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .fork_session(pb::ForkSessionRequest::from(&req))
             .await?;
-        Session::try_from(reply.get_ref())
+        Session::try_from(reply.into_inner())
     }
 
     async fn list(&self, req: ListRequest) -> Result<ListResponse> {
@@ -147,7 +149,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .append_event(pb::AppendEventRequest::from(&req))
             .await?;
-        Event::try_from(reply.get_ref())
+        Event::try_from(reply.into_inner())
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
@@ -156,7 +158,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .list_events(pb::ListEventsRequest::from(&req))
             .await?;
-        ListEventsResponse::try_from(reply.get_ref())
+        ListEventsResponse::try_from(reply.into_inner())
     }
 
     /// Dropping the stream cancels the call on the server.
@@ -167,7 +169,7 @@ impl SessionService for RemoteSessionService {
             .watch_session(pb::WatchSessionRequest::from(&req))
             .await?
             .into_inner();
-        Ok(events.map(|received| Event::try_from(&received?)).boxed())
+        Ok(events.map(|received| Event::try_from(received?)).boxed())
     }
 
     async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {

@@ -31,6 +31,8 @@ pub type ByteStream = Pin<Box<dyn Stream<Item = Result<Vec<u8>>> + Send>>;
 /// File names starting with this are scoped to the user, visible from all of their sessions.
 pub const USER_SCOPE_PREFIX: &str = "user:";
 pub const MAX_FILE_NAME_BYTES: usize = 1024;
+/// The longest display name a saved part may carry (bytes of UTF-8).
+pub const MAX_DISPLAY_NAME_BYTES: usize = 1024;
 /// MIME type recorded for text parts.
 pub const TEXT_MIME_TYPE: &str = "text/plain";
 /// Default size of streamed chunks (downloads, storage).
@@ -228,6 +230,8 @@ pub struct ArtifactMetadata {
     /// Saved from a `file_data` part: the bytes are its URI, and it loads back as that
     /// part (an `artifact://` reference loads as the version it names).
     pub is_file_uri: bool,
+    /// The saved part's `display_name`, given back on load as ADK does.
+    pub display_name: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -334,6 +338,8 @@ pub struct UploadRequest {
     /// oversized upload is refused before any byte is stored, and a body of another size
     /// fails (see [`body_of_declared_size`]). A promise, despite the name: not a hint.
     pub size_hint: Option<u64>,
+    /// The part's `display_name` (inline or file data), at most [`MAX_DISPLAY_NAME_BYTES`].
+    pub display_name: Option<String>,
 }
 
 impl LoadRequest {
@@ -371,6 +377,9 @@ impl UploadRequest {
         validate_version(self.version)?;
         if self.mime_type.is_empty() && !self.is_file_uri {
             return Err(AdkError::invalid("mime_type", "is required"));
+        }
+        if let Some(name) = &self.display_name {
+            validate_display_name(name)?;
         }
         validate::state_keys("custom_metadata", &self.custom_metadata)
     }
@@ -415,6 +424,8 @@ impl UploadRequest {
             version: save.version,
             custom_metadata,
             size_hint: Some(bytes.len() as u64),
+            // A text part has no display name on the wire (only Blob and FileData carry one).
+            display_name: if is_text { None } else { part.display_name.clone() },
         };
         // The rest (ids, name, version, metadata keys) is checked once, by the upload.
         Ok((upload, bytes))
@@ -446,18 +457,35 @@ fn check_file_uri(save: &SaveRequest, uri: &str) -> Result<()> {
 
 /// Rebuilds the saved part from its metadata and bytes.
 pub fn part_from_bytes(metadata: &ArtifactMetadata, bytes: Vec<u8>) -> Result<Part> {
-    if metadata.is_file_uri {
-        let uri = String::from_utf8(bytes)
-            .map_err(|_| AdkError::Internal(format!("stored file URI of {} is not UTF-8", metadata.file_name)))?;
-        return Ok(Part::file_data(metadata.mime_type.clone(), uri));
-    }
     if metadata.is_text {
         let text = String::from_utf8(bytes)
             .map_err(|_| AdkError::Internal(format!("stored text artifact {} is not UTF-8", metadata.file_name)))?;
-        Ok(Part::text_part(text))
-    } else {
-        Ok(Part::inline_data(metadata.mime_type.clone(), bytes))
+        return Ok(Part::text_part(text));
     }
+    let mut part = if metadata.is_file_uri {
+        let uri = String::from_utf8(bytes)
+            .map_err(|_| AdkError::Internal(format!("stored file URI of {} is not UTF-8", metadata.file_name)))?;
+        Part::file_data(metadata.mime_type.clone(), uri)
+    } else {
+        Part::inline_data(metadata.mime_type.clone(), bytes)
+    };
+    part.display_name = metadata.display_name.clone();
+    Ok(part)
+}
+
+/// A display name: at most [`MAX_DISPLAY_NAME_BYTES`] bytes, no NUL.
+fn validate_display_name(name: &str) -> Result<()> {
+    const FIELD: &str = "display_name";
+    if name.len() > MAX_DISPLAY_NAME_BYTES {
+        return Err(AdkError::invalid(
+            FIELD,
+            format!("is longer than {MAX_DISPLAY_NAME_BYTES} bytes"),
+        ));
+    }
+    if name.contains('\0') {
+        return Err(AdkError::invalid(FIELD, "contains NUL"));
+    }
+    Ok(())
 }
 
 /// An upload's body held to the size its request declared: an error item as soon as
@@ -897,15 +925,16 @@ mod tests {
             custom_metadata: HashMap::new(),
             is_text: true,
             is_file_uri: false,
+            display_name: None,
         };
         assert_eq!(
             part_from_bytes(&metadata, b"hi".to_vec()).unwrap(),
             Part::text_part("hi")
         );
         metadata.is_text = false;
-        assert_eq!(
-            part_from_bytes(&metadata, b"hi".to_vec()).unwrap(),
-            Part::inline_data(TEXT_MIME_TYPE, b"hi".to_vec())
-        );
+        metadata.display_name = Some("greeting".into());
+        let mut named = Part::inline_data(TEXT_MIME_TYPE, b"hi".to_vec());
+        named.display_name = Some("greeting".into());
+        assert_eq!(part_from_bytes(&metadata, b"hi".to_vec()).unwrap(), named);
     }
 }

@@ -3,6 +3,11 @@
 //! Core -> proto never fails. Proto -> core fails with `InvalidArgument` naming
 //! the field when the message cannot mean anything valid (a part with no kind,
 //! an out-of-range timestamp, a negative count).
+//!
+//! Field paths (`event.content.parts[0].part_metadata`) are taken as `impl Display`
+//! and built with `format_args!`, so a path is only written out when it names an
+//! error: every event a GetSession returns passes through here, and formatting the
+//! paths of its parts and maps up front cost an allocation each, for nothing.
 
 use crate::error::{AdkError, Result};
 use crate::validate::{self, quoted};
@@ -10,6 +15,7 @@ use chrono::{DateTime, Utc};
 use prost_types::value::Kind;
 use serde_json::{Number, Value};
 use std::collections::HashMap;
+use std::fmt::Display;
 
 /// `adk.v1.ArtifactService` messages.
 mod artifact;
@@ -43,15 +49,18 @@ pub fn json_to_proto(value: &Value) -> prost_types::Value {
 /// `INVALID_ARGUMENT` naming where (`path` and the keys and indexes below it): it is what
 /// a misspelled field produces in common client libraries, and storing it as `null`
 /// would lose the client's data silently. An explicit `null_value` is `null`.
-pub fn json_from_proto(path: &str, value: &prost_types::Value) -> Result<Value> {
-    json_at(value).map_err(|below| {
-        AdkError::invalid(
-            format!("{path}{below}"),
-            "is a google.protobuf.Value with no kind set \
-             (null_value, number_value, string_value, bool_value, struct_value or list_value); \
-             send null_value for null",
-        )
-    })
+pub fn json_from_proto(path: impl Display, value: &prost_types::Value) -> Result<Value> {
+    json_at(value).map_err(|below| no_kind(format_args!("{path}{below}")))
+}
+
+/// INVALID_ARGUMENT for the `google.protobuf.Value` at `path` that has no kind set.
+fn no_kind(path: impl Display) -> AdkError {
+    AdkError::invalid(
+        path.to_string(),
+        "is a google.protobuf.Value with no kind set \
+         (null_value, number_value, string_value, bool_value, struct_value or list_value); \
+         send null_value for null",
+    )
 }
 
 /// The JSON of `value`, or the place below it (`["key"][2]`…) of a value with no kind.
@@ -96,7 +105,7 @@ pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> 
 }
 
 /// A `Struct` field (`state`, `custom_metadata`) as a JSON map; see [`json_from_proto`].
-pub fn map_from_struct(field: &str, s: Option<&prost_types::Struct>) -> Result<HashMap<String, Value>> {
+pub fn map_from_struct(field: impl Display, s: Option<&prost_types::Struct>) -> Result<HashMap<String, Value>> {
     s.map_or_else(|| Ok(HashMap::new()), |s| values_from_proto(field, &s.fields))
 }
 
@@ -105,18 +114,24 @@ fn value_map_to_proto(map: &HashMap<String, Value>) -> HashMap<String, prost_typ
 }
 
 /// A map of `Value`s (`state_delta`) as a JSON map; see [`json_from_proto`].
-pub fn value_map_from_proto(field: &str, map: &HashMap<String, prost_types::Value>) -> Result<HashMap<String, Value>> {
+pub fn value_map_from_proto(
+    field: impl Display,
+    map: &HashMap<String, prost_types::Value>,
+) -> Result<HashMap<String, Value>> {
     values_from_proto(field, map)
 }
 
 /// `(key, Value)` pairs as a JSON map, naming `field[key]` for a value with no kind.
 fn values_from_proto<'a>(
-    field: &str,
+    field: impl Display,
     pairs: impl IntoIterator<Item = (&'a String, &'a prost_types::Value)>,
 ) -> Result<HashMap<String, Value>> {
     pairs
         .into_iter()
-        .map(|(k, v)| Ok((k.clone(), json_from_proto(&format!("{field}[{}]", quoted(k)), v)?)))
+        .map(|(k, v)| {
+            let value = json_at(v).map_err(|below| no_kind(format_args!("{field}[{}]{below}", quoted(k))))?;
+            Ok((k.clone(), value))
+        })
         .collect()
 }
 
@@ -126,12 +141,12 @@ fn object_to_struct(object: &serde_json::Map<String, Value>) -> prost_types::Str
 }
 
 /// A `Struct` as a JSON object, naming `path[key]` for a value with no kind.
-fn object_from_struct(path: &str, s: &prost_types::Struct) -> Result<serde_json::Map<String, Value>> {
+fn object_from_struct(path: impl Display, s: &prost_types::Struct) -> Result<serde_json::Map<String, Value>> {
     Ok(values_from_proto(path, &s.fields)?.into_iter().collect())
 }
 
 /// An optional `Value` field: absent is `null`.
-fn opt_json_from_proto(path: &str, value: Option<&prost_types::Value>) -> Result<Value> {
+fn opt_json_from_proto(path: impl Display, value: Option<&prost_types::Value>) -> Result<Value> {
     value.map_or(Ok(Value::Null), |v| json_from_proto(path, v))
 }
 
@@ -145,15 +160,16 @@ pub fn timestamp_to_proto(t: DateTime<Utc>) -> prost_types::Timestamp {
 }
 
 /// A valid `google.protobuf.Timestamp`: nanos in 0..1e9 and seconds within years 1 to 9999.
-pub fn timestamp_from_proto(field: &str, t: &prost_types::Timestamp) -> Result<DateTime<Utc>> {
+pub fn timestamp_from_proto(field: impl Display, t: &prost_types::Timestamp) -> Result<DateTime<Utc>> {
     let time = u32::try_from(t.nanos)
         .ok()
         .filter(|n| *n < 1_000_000_000)
         .and_then(|nanos| DateTime::from_timestamp(t.seconds, nanos))
-        .filter(|time| validate::timestamp(field, time).is_ok());
+        // Only whether it is in range counts here: the error below names the field.
+        .filter(|time| validate::timestamp("", time).is_ok());
     time.ok_or_else(|| {
         AdkError::invalid(
-            field,
+            field.to_string(),
             format!(
                 "is not a valid timestamp ({}s {}ns): seconds must be within \
              0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, nanos within 0 to 999999999",

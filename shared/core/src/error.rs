@@ -4,8 +4,8 @@
 //! `grpc-status-details-bin`: an `ErrorInfo` whose `reason` names the failure stably
 //! (a program acts on it, never on the English message), with [`ERROR_DOMAIN`] as its
 //! domain; a `BadRequest` naming the request field for INVALID_ARGUMENT; a `RetryInfo`
-//! where repeating the call later makes sense. The reasons are listed in [`Reason`]
-//! and documented in `docs/semantics.md` and `clients/README.md`.
+//! where repeating the call later makes sense. The reasons are the enum
+//! `adk.v1.ErrorReason` of `proto/adk/v1/errors.proto` ([`Reason`]), documented there.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -95,118 +95,23 @@ pub enum Exhausted {
     Other,
 }
 
-/// The stable reasons (`ErrorInfo.reason`). Each belongs to one gRPC code; the generic
-/// one named like its code covers what has no more specific reason.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
-    SessionNotFound,
-    AppNotFound,
-    ArtifactNotFound,
-    EventNotFound,
-    InvocationNotFound,
-    NotFound,
-    SessionAlreadyExists,
-    ArtifactVersionExists,
-    AlreadyExists,
-    InvalidArgument,
-    PreconditionFailed,
-    SessionBusy,
-    LeaseLost,
-    RequestIncomplete,
-    Aborted,
-    LimitExceeded,
-    RateLimited,
-    StoreFull,
-    ResourceExhausted,
-    Unavailable,
-    DeadlineExceeded,
-    FailedPrecondition,
-    Misconfigured,
-    Cancelled,
-    PermissionDenied,
-    Unauthenticated,
-    Unimplemented,
-    AgentError,
-    ToolError,
-    ModelError,
-    Internal,
+/// The stable reasons (`ErrorInfo.reason`): the enum `adk.v1.ErrorReason` of
+/// `proto/adk/v1/errors.proto`, the one list the clients take theirs from too, where each
+/// value's comment gives its gRPC code, meaning and whether a retry makes sense. The name
+/// sent is the value's proto name (`as_str_name()`: `"SESSION_NOT_FOUND"`); its zero value
+/// `Unspecified` is never sent.
+pub use adk_proto::v1::ErrorReason as Reason;
+
+/// Every reason the suite sends, in the proto's order: the enum's values but the zero one.
+pub fn reasons() -> impl Iterator<Item = Reason> {
+    // errors.proto numbers them from 1 without a gap (a test checks it against the proto).
+    (1..).map_while(|number| Reason::try_from(number).ok())
 }
 
-impl Reason {
-    pub const ALL: [Reason; 31] = [
-        Reason::SessionNotFound,
-        Reason::AppNotFound,
-        Reason::ArtifactNotFound,
-        Reason::EventNotFound,
-        Reason::InvocationNotFound,
-        Reason::NotFound,
-        Reason::SessionAlreadyExists,
-        Reason::ArtifactVersionExists,
-        Reason::AlreadyExists,
-        Reason::InvalidArgument,
-        Reason::PreconditionFailed,
-        Reason::SessionBusy,
-        Reason::LeaseLost,
-        Reason::RequestIncomplete,
-        Reason::Aborted,
-        Reason::LimitExceeded,
-        Reason::RateLimited,
-        Reason::StoreFull,
-        Reason::ResourceExhausted,
-        Reason::Unavailable,
-        Reason::DeadlineExceeded,
-        Reason::FailedPrecondition,
-        Reason::Misconfigured,
-        Reason::Cancelled,
-        Reason::PermissionDenied,
-        Reason::Unauthenticated,
-        Reason::Unimplemented,
-        Reason::AgentError,
-        Reason::ToolError,
-        Reason::ModelError,
-        Reason::Internal,
-    ];
-
-    /// The name sent as `ErrorInfo.reason`: UPPER_SNAKE_CASE, never renamed.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Reason::SessionNotFound => "SESSION_NOT_FOUND",
-            Reason::AppNotFound => "APP_NOT_FOUND",
-            Reason::ArtifactNotFound => "ARTIFACT_NOT_FOUND",
-            Reason::EventNotFound => "EVENT_NOT_FOUND",
-            Reason::InvocationNotFound => "INVOCATION_NOT_FOUND",
-            Reason::NotFound => "NOT_FOUND",
-            Reason::SessionAlreadyExists => "SESSION_ALREADY_EXISTS",
-            Reason::ArtifactVersionExists => "ARTIFACT_VERSION_EXISTS",
-            Reason::AlreadyExists => "ALREADY_EXISTS",
-            Reason::InvalidArgument => "INVALID_ARGUMENT",
-            Reason::PreconditionFailed => "PRECONDITION_FAILED",
-            Reason::SessionBusy => "SESSION_BUSY",
-            Reason::LeaseLost => "LEASE_LOST",
-            Reason::RequestIncomplete => "REQUEST_INCOMPLETE",
-            Reason::Aborted => "ABORTED",
-            Reason::LimitExceeded => "LIMIT_EXCEEDED",
-            Reason::RateLimited => "RATE_LIMITED",
-            Reason::StoreFull => "STORE_FULL",
-            Reason::ResourceExhausted => "RESOURCE_EXHAUSTED",
-            Reason::Unavailable => "UNAVAILABLE",
-            Reason::DeadlineExceeded => "DEADLINE_EXCEEDED",
-            Reason::FailedPrecondition => "FAILED_PRECONDITION",
-            Reason::Misconfigured => "MISCONFIGURED",
-            Reason::Cancelled => "CANCELLED",
-            Reason::PermissionDenied => "PERMISSION_DENIED",
-            Reason::Unauthenticated => "UNAUTHENTICATED",
-            Reason::Unimplemented => "UNIMPLEMENTED",
-            Reason::AgentError => "AGENT_ERROR",
-            Reason::ToolError => "TOOL_ERROR",
-            Reason::ModelError => "MODEL_ERROR",
-            Reason::Internal => "INTERNAL",
-        }
-    }
-
-    pub fn parse(name: &str) -> Option<Reason> {
-        Reason::ALL.into_iter().find(|reason| reason.as_str() == name)
-    }
+/// `ErrorInfo.reason` back into its reason; None for a name this build's proto lacks (a
+/// newer peer's) and for the zero value, which no one sends.
+pub fn parse_reason(name: &str) -> Option<Reason> {
+    Reason::from_str_name(name).filter(|reason| *reason != Reason::Unspecified)
 }
 
 /// Every fallible ADK operation returns this. The first variants mirror the
@@ -442,7 +347,7 @@ impl From<AdkError> for Status {
             }
             _ => {}
         }
-        details.set_error_info(reason.as_str(), ERROR_DOMAIN, meta);
+        details.set_error_info(reason.as_str_name(), ERROR_DOMAIN, meta);
         if let Some(delay) = err.retry_delay() {
             details.set_retry_info(Some(delay));
         }
@@ -465,7 +370,7 @@ impl From<Status> for AdkError {
         let message = status.message().to_string();
         let details = status.get_error_details();
         let info = details.error_info().filter(|info| info.domain == ERROR_DOMAIN);
-        let reason = info.and_then(|info| Reason::parse(&info.reason));
+        let reason = info.and_then(|info| parse_reason(&info.reason));
         let meta = |key: &str| info.and_then(|info| info.metadata.get(key)).cloned();
         let retry_delay = details.retry_info().and_then(|retry| retry.retry_delay);
         let field = || {
@@ -700,7 +605,7 @@ mod tests {
     #[test]
     fn every_error_carries_its_stable_reason_and_the_domain() {
         for (err, code, reason) in one_of_each() {
-            assert_eq!(err.reason().as_str(), reason, "{err:?}");
+            assert_eq!(err.reason().as_str_name(), reason, "{err:?}");
             let status = Status::from(err);
             assert_eq!(status.code(), code, "{reason}");
             assert!(!status.details().is_empty(), "{reason}: no grpc-status-details-bin");
@@ -712,14 +617,73 @@ mod tests {
         }
     }
 
+    /// Each value of `adk.v1.ErrorReason` with its comment in errors.proto.
+    fn documented() -> Vec<(String, String)> {
+        adk_proto::enum_value_comments("adk.v1.ErrorReason")
+    }
+
     #[test]
-    fn every_reason_is_produced_named_once_in_upper_snake_case() {
+    fn every_reason_of_the_proto_is_produced_and_parsed_back() {
+        let documented = documented();
+        assert_eq!(
+            documented.first().map(|(name, _)| name.as_str()),
+            Some("ERROR_REASON_UNSPECIFIED")
+        );
+        let listed: Vec<&str> = reasons().map(|reason| reason.as_str_name()).collect();
+        let declared: Vec<&str> = documented[1..].iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            listed, declared,
+            "errors.proto numbers its reasons from 1 without a gap"
+        );
         let produced: Vec<&str> = one_of_each().iter().map(|(_, _, reason)| *reason).collect();
-        for reason in Reason::ALL {
-            let name = reason.as_str();
+        for reason in reasons() {
+            let name = reason.as_str_name();
             assert!(produced.contains(&name), "no error produces {name}");
             assert!(name.bytes().all(|b| b.is_ascii_uppercase() || b == b'_'), "{name}");
-            assert_eq!(Reason::parse(name), Some(reason));
+            assert_eq!(parse_reason(name), Some(reason));
+        }
+        assert_eq!(
+            parse_reason("ERROR_REASON_UNSPECIFIED"),
+            None,
+            "the zero value is never a reason"
+        );
+        assert_eq!(parse_reason("A_REASON_FROM_A_NEWER_PEER"), None);
+    }
+
+    /// `NotFound` as the proto and the docs spell a gRPC code: `NOT_FOUND`.
+    fn code_name(code: Code) -> String {
+        let mut name = String::new();
+        for (i, c) in format!("{code:?}").chars().enumerate() {
+            if i > 0 && c.is_ascii_uppercase() {
+                name.push('_');
+            }
+            name.push(c.to_ascii_uppercase());
+        }
+        name
+    }
+
+    #[test]
+    fn every_reason_travels_with_the_code_and_retry_info_its_proto_comment_gives() {
+        let documented = documented();
+        for (err, code, reason) in one_of_each() {
+            let comment = &documented
+                .iter()
+                .find(|(name, _)| name == reason)
+                .unwrap_or_else(|| panic!("errors.proto lacks {reason}"))
+                .1;
+            // "NOT_FOUND. No session of that id for that app and user. Retry: no."
+            let (documented_code, _) = comment.split_once(". ").unwrap_or_default();
+            assert_eq!(documented_code, code_name(code), "{reason}: {comment}");
+            let retry = comment
+                .split_once("Retry: ")
+                .unwrap_or_else(|| panic!("{reason}'s comment says nothing of a retry: {comment}"))
+                .1;
+            let sent = Status::from(err).get_details_retry_info().is_some();
+            if retry.starts_with("yes") {
+                assert!(sent, "{reason} comes with a RetryInfo: {comment}");
+            } else if retry.starts_with("no") {
+                assert!(!sent, "{reason} comes without a RetryInfo: {comment}");
+            }
         }
     }
 
@@ -730,7 +694,7 @@ mod tests {
             let back = AdkError::from(Status::from(err));
             assert_eq!(back.code(), code, "{reason}");
             if code != Code::Internal {
-                assert_eq!(back.reason().as_str(), reason);
+                assert_eq!(back.reason().as_str_name(), reason);
                 assert_eq!(back.to_string(), text, "{reason}");
             }
         }

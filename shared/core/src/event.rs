@@ -246,6 +246,14 @@ impl Event {
     }
 }
 
+/// The prefix of the `custom_metadata` keys only ADK itself writes (google-adk 2.13's
+/// `__adk_internal_` keys, e.g. the mark on an event restored into a session). The session
+/// service stores and returns them as they were appended, as ADK's own session services
+/// do, so an ADK runner on the Python adapter reads back what it wrote; nothing the suite
+/// sends elsewhere (A2A tasks) carries an event's `custom_metadata`. See
+/// docs/semantics.md §10 rule 8.
+pub const INTERNAL_METADATA_PREFIX: &str = "__adk_internal_";
+
 /// Event ids are UUIDv4 strings.
 pub fn new_event_id() -> String {
     uuid::Uuid::new_v4().to_string()

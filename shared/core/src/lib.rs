@@ -26,12 +26,12 @@ pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Conflict, Exhausted, Existing, Missing, Reason, Result};
 pub use event::{
-    Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
-    Transcription, UsageMetadata, new_event_id,
+    Event, EventActions, EventCompaction, FinishReason, INTERNAL_METADATA_PREFIX, JsonObject, LlmResponse,
+    ModalityTokenCount, ToolConfirmation, Transcription, UsageMetadata, new_event_id,
 };
 pub use history::{CompactionConfig, ForkRequest};
 pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
-pub use memory::{Memory, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
+pub use memory::{CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;

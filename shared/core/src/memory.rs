@@ -1,15 +1,19 @@
 //! Long-term memory (ADK's `BaseMemoryService`): what an agent may recall of a
 //! user's earlier sessions, scoped to (app, user).
 //!
-//! Backends implement the primitives: [`MemoryService::upsert`] (write entries
-//! with their keyword index and, with an embedding model, their vectors),
-//! [`MemoryService::postings`] (the index entries of some terms),
-//! [`MemoryService::vectors`] (the user's vectors), [`MemoryService::fetch`] and
-//! [`MemoryService::delete`]. Every rule lives here once, whatever the store:
-//! validation, which events become memories ([`entries_from_events`]),
-//! tokenization ([`terms`]), BM25 ranking ([`rank`]), cosine ranking
-//! ([`rank_by_similarity`]) and their fusion ([`fuse`]), built into the provided
-//! methods `add_*` and `search`.
+//! [`MemoryService`] is what callers use (the runner, its tools, the gRPC handlers;
+//! `adk-client` serves it over gRPC). Every rule lives once in [`CoreMemoryService`],
+//! whatever the store: validation, which events become memories
+//! ([`entries_from_events`]), tokenization ([`terms`]), BM25 ranking ([`rank`]),
+//! cosine ranking ([`rank_by_similarity`]) and their fusion ([`fuse`]). A store
+//! implements the narrow [`MemoryBackend`] (upsert, postings, vectors, fetch,
+//! remove), called only with values the core has checked.
+
+mod backend;
+mod service;
+
+pub use backend::{IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms};
+pub use service::CoreMemoryService;
 
 use crate::content::Content;
 use crate::error::{AdkError, Result};
@@ -19,7 +23,7 @@ use crate::validate::{self, quoted};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// Most entries (or events) one add may carry.
@@ -56,35 +60,6 @@ impl MemoryEntry {
     pub fn text(&self) -> String {
         let texts: Vec<&str> = self.content.parts.iter().filter_map(|p| p.text()).collect();
         texts.join(" ")
-    }
-}
-
-/// An entry as stored: with its id assigned and its index terms counted.
-#[derive(Debug, Clone, PartialEq)]
-pub struct IndexedEntry {
-    pub entry: MemoryEntry,
-    /// Term -> how often it occurs in the entry's text.
-    pub term_counts: BTreeMap<String, u32>,
-    /// Number of terms of the text (the BM25 document length).
-    pub length: u32,
-    /// The text's embedding, when the app has an embedding model and the entry has text.
-    pub embedding: Option<Vec<f32>>,
-}
-
-impl IndexedEntry {
-    fn new(entry: MemoryEntry) -> IndexedEntry {
-        let mut term_counts = BTreeMap::new();
-        let mut length = 0;
-        for term in terms(&entry.text()) {
-            *term_counts.entry(term).or_insert(0) += 1;
-            length += 1;
-        }
-        IndexedEntry {
-            entry,
-            term_counts,
-            length,
-            embedding: None,
-        }
     }
 }
 
@@ -129,17 +104,6 @@ pub struct DeleteMemoryRequest {
     pub app_name: String,
     pub user_id: String,
     pub memory_id: String,
-}
-
-/// The keyword index of one user, as a search needs it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Postings {
-    /// How many entries the user has.
-    pub entries: u64,
-    /// Sum of their lengths (for the average length BM25 normalizes by).
-    pub total_length: u64,
-    /// Per query term: (entry id, count of the term in the entry, the entry's length).
-    pub terms: Vec<Vec<(String, u32, u32)>>,
 }
 
 fn user_ids(app_name: &str, user_id: &str) -> Result<()> {
@@ -419,141 +383,25 @@ pub fn fuse(keyword: &[(String, f64)], semantic: &[(String, f64)], limit: usize)
 
 // ---------- the service ----------
 
-/// A store of memories. Implement the primitives; use the provided methods.
+/// Long-term memory, as its callers use it: served by [`CoreMemoryService`] over any
+/// [`MemoryBackend`], and over gRPC by `adk-client`.
 #[async_trait]
 pub trait MemoryService: Send + Sync {
-    /// Writes the entries (ids assigned) with their index terms, each replacing an
-    /// entry of the user with the same id, atomically per entry at least.
-    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()>;
+    /// Adds explicit entries; returns their ids, in request order.
+    async fn add_memory(&self, req: AddMemoryRequest) -> Result<Vec<String>>;
 
-    /// The user's index entries of `terms` (in that order) and the user's totals.
-    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings>;
+    /// Adds the events with content, one entry per event; returns their ids.
+    async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>>;
 
-    /// Every vector of the user's entries (those embedded), for semantic search.
-    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>>;
+    /// The user's memories most relevant to the query, best first.
+    async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse>;
 
-    /// The embedding model of `app_name`, when it configures one: its memories are then
-    /// embedded when added, and searches rank by meaning too.
-    fn embedder(&self, _app_name: &str) -> Option<Arc<dyn Embedder>> {
-        None
-    }
-
-    /// The user's entries with these ids, in that order; missing ids are skipped.
-    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>>;
-
-    /// Deletes one entry of the user and its index terms; false when there was none.
-    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool>;
+    /// Deletes one entry (DeleteMemory); false when there was none.
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool>;
 
     /// Ok while the store can serve (health checks).
     async fn ping(&self) -> Result<()> {
         Ok(())
-    }
-
-    /// Deletes one entry (DeleteMemory); false when there was none.
-    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
-        req.validate()?;
-        self.remove(&req.app_name, &req.user_id, &req.memory_id).await
-    }
-
-    /// Adds explicit entries; returns their ids, in request order.
-    async fn add_memory(&self, req: AddMemoryRequest) -> Result<Vec<String>> {
-        req.validate()?;
-        let entries = req
-            .memories
-            .into_iter()
-            .map(|mut entry| {
-                if entry.id.is_empty() {
-                    entry.id = uuid::Uuid::new_v4().to_string();
-                }
-                for (key, value) in &req.custom_metadata {
-                    entry
-                        .custom_metadata
-                        .entry(key.clone())
-                        .or_insert_with(|| value.clone());
-                }
-                IndexedEntry::new(entry)
-            })
-            .collect::<Vec<_>>();
-        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
-        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
-        self.upsert(&req.app_name, &req.user_id, entries).await?;
-        Ok(ids)
-    }
-
-    /// Adds the events with content, one entry per event; returns their ids.
-    async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>> {
-        req.validate()?;
-        let entries: Vec<IndexedEntry> = entries_from_events(&req).into_iter().map(IndexedEntry::new).collect();
-        let ids = entries.iter().map(|e| e.entry.id.clone()).collect();
-        let entries = embed_entries(self.embedder(&req.app_name), entries).await?;
-        self.upsert(&req.app_name, &req.user_id, entries).await?;
-        Ok(ids)
-    }
-
-    /// The user's memories most relevant to the query, best first: by BM25, and with
-    /// an embedding model by BM25 and cosine similarity fused ([`fuse`]).
-    async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
-        req.validate()?;
-        let limit = req.effective_limit();
-        let terms = query_terms(&req.query);
-        let keyword = if terms.is_empty() {
-            Vec::new()
-        } else {
-            let postings = self.postings(&req.app_name, &req.user_id, &terms).await?;
-            rank(&postings, limit)
-        };
-        let ids: Vec<String> = match self.embedder(&req.app_name).filter(|_| !req.query.trim().is_empty()) {
-            None => keyword.into_iter().map(|(id, _)| id).collect(),
-            Some(embedder) => {
-                let query = embed_one(embedder.as_ref(), &req.query).await?;
-                let vectors = self.vectors(&req.app_name, &req.user_id).await?;
-                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
-            }
-        };
-        if ids.is_empty() {
-            return Ok(SearchMemoryResponse::default());
-        }
-        let memories = self.fetch(&req.app_name, &req.user_id, &ids).await?;
-        Ok(SearchMemoryResponse { memories })
-    }
-}
-
-/// The entries with their texts' embeddings, when there is a model (one request for all).
-async fn embed_entries(
-    embedder: Option<Arc<dyn Embedder>>,
-    mut entries: Vec<IndexedEntry>,
-) -> Result<Vec<IndexedEntry>> {
-    let Some(embedder) = embedder else {
-        return Ok(entries);
-    };
-    let texted: Vec<usize> = (0..entries.len())
-        .filter(|i| !entries[*i].entry.text().trim().is_empty())
-        .collect();
-    if texted.is_empty() {
-        return Ok(entries);
-    }
-    let texts: Vec<String> = texted.iter().map(|i| entries[*i].entry.text()).collect();
-    let vectors = embedder.embed(&texts).await?;
-    if vectors.len() != texts.len() {
-        return Err(AdkError::Model(format!(
-            "the embedding model returned {} vectors for {} texts",
-            vectors.len(),
-            texts.len()
-        )));
-    }
-    for (i, vector) in texted.into_iter().zip(vectors) {
-        entries[i].embedding = Some(vector);
-    }
-    Ok(entries)
-}
-
-async fn embed_one(embedder: &dyn Embedder, text: &str) -> Result<Vec<f32>> {
-    let mut vectors = embedder.embed(&[text.to_string()]).await?;
-    match (vectors.pop(), vectors.is_empty()) {
-        (Some(vector), true) => Ok(vector),
-        _ => Err(AdkError::Model(
-            "the embedding model did not return one vector for the query".into(),
-        )),
     }
 }
 

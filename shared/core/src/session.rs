@@ -504,6 +504,19 @@ fn decode_token(token: &str, kind: &str, listing: &str) -> Result<String> {
     Ok(position.to_string())
 }
 
+/// A page token of another listing built on the stores' data (A2A's ListTasks over
+/// session logs), in the same opaque form as the session and event tokens: `kind` and a
+/// digest of `listing` (the request fields that name the listing) are checked on decode.
+pub fn encode_page_token(kind: &str, listing: &[&str], position: &str) -> String {
+    encode_token(kind, &listing_digest(listing), position)
+}
+
+/// The position in a token [`encode_page_token`] made for the same `kind` and `listing`;
+/// `INVALID_ARGUMENT` naming `page_token` for any other token.
+pub fn decode_page_token(token: &str, kind: &str, listing: &[&str]) -> Result<String> {
+    decode_token(token, kind, &listing_digest(listing))
+}
+
 /// Position in a session listing ordered by (last update time, index member).
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionCursor {

@@ -9,7 +9,10 @@
 //!   [`ExitLoopTool`] and [`LoadArtifactsTool`] (`transfer_to_agent` is offered
 //!   by itself to agents with sub-agents);
 //! - [`Runner`]: runs an agent tree on a session, stores every complete event
-//!   before streaming it, keeps one invocation per session at a time.
+//!   before streaming it, keeps one invocation per session at a time;
+//! - [`a2a`]: Agent2Agent both ways: an app served as an A2A agent
+//!   ([`a2a::A2aTaskService`]), and agents served elsewhere over A2A as agents or tools
+//!   of ours ([`a2a::RemoteA2aAgent`], [`a2a::RemoteA2aTool`]).
 //!
 //! ```no_run
 //! # use adk_runner::*;
@@ -30,6 +33,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod a2a;
 mod compaction;
 mod context;
 mod convert;
@@ -49,7 +53,7 @@ pub use rules::{
 };
 pub use runner::{AddToMemory, OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use tools::{
-    BUILTIN_TOOLS, ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool, McpToolset,
-    McpTransport, PreloadMemoryTool, builtin_tool,
+    BUILTIN_TOOLS, ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool,
+    McpConnectionState, McpToolset, McpToolsetStatus, McpTransport, PreloadMemoryTool, builtin_tool,
 };
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};

@@ -304,6 +304,10 @@ pub struct GrpcArgs {
     /// gRPC-Web and CORS for browsers (web.rs).
     #[command(flatten)]
     pub web: crate::web::GrpcWebArgs,
+
+    /// Message compression (compression.rs).
+    #[command(flatten)]
+    pub compression: crate::compression::CompressionArgs,
 }
 
 impl Default for GrpcArgs {
@@ -316,6 +320,7 @@ impl Default for GrpcArgs {
             tls: crate::tls::TlsArgs::default(),
             auth: crate::auth::AuthArgs::default(),
             web: crate::web::GrpcWebArgs::default(),
+            compression: crate::compression::CompressionArgs::default(),
         }
     }
 }

@@ -31,6 +31,7 @@
 mod args;
 mod auth;
 mod cancel;
+mod compression;
 mod handshake;
 mod health;
 mod limits;
@@ -51,6 +52,7 @@ pub use args::{
 };
 pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Principal, Subject};
 pub use cancel::CancelledRequestsFail;
+pub use compression::{CompressionArgs, DEFAULT_COMPRESSION_MIN_BYTES, ResponseCompression};
 pub use health::StoreProbe;
 pub use limits::{
     DEFAULT_HANDSHAKE_TIMEOUT_MS, DEFAULT_KEEPALIVE_INTERVAL_MS, DEFAULT_KEEPALIVE_TIMEOUT_MS,
@@ -58,7 +60,7 @@ pub use limits::{
     DEFAULT_MAX_STREAMS_PER_USER, DEFAULT_MAX_WATCHES, LimitArgs, LimitsLayer,
 };
 pub use logging::{exit_code, init_tracing, run_binary};
-pub use message::{fit_in_message, message_too_large};
+pub use message::{check_fits, fit_in_message, message_too_large};
 pub use otel::{ServiceInfo, Telemetry};
 pub use server::{BoundServer, GrpcServer, ServeError};
 pub use shutdown::Shutdown;

@@ -62,8 +62,9 @@ pub struct LimitArgs {
     )]
     pub max_streams_per_user: u32,
 
-    /// Most WatchSession calls this server may have open at once, all users together (on Redis each holds a
-    /// connection of its own); one more fails with RESOURCE_EXHAUSTED
+    /// Most WatchSession calls this server may have open at once, all users together; one more fails with
+    /// RESOURCE_EXHAUSTED. Watches open no Redis connection: one reader per process serves them all, so this
+    /// bounds the server's memory and fan-out work
     #[arg(
         long,
         env = "ADK_MAX_WATCHES",
@@ -257,8 +258,13 @@ fn decode_errors_are_invalid_arguments(
 ) -> http::Response<Body> {
     let headers = response.headers_mut();
     let internal = headers.get("grpc-status").is_some_and(|s| s.as_bytes() == b"13");
+    // Also a message flagged compressed in a call without grpc-encoding (compressed ones
+    // arrive decompressed: compression.rs), as the auth layer says when it reads one first.
     let undecodable = headers.get("grpc-message").is_some_and(|m| {
-        m.as_bytes().starts_with(b"failed%20to%20decode") || m.as_bytes().starts_with(b"failed to decode")
+        let m = m.as_bytes();
+        m.starts_with(b"failed%20to%20decode")
+            || m.starts_with(b"failed to decode")
+            || m.windows(b"compressed-flag".len()).any(|w| w == b"compressed-flag")
     });
     if internal && undecodable {
         headers.insert("grpc-status", http::HeaderValue::from(Code::InvalidArgument as i32));
@@ -306,12 +312,33 @@ fn with_error_details(headers: &mut http::HeaderMap) {
 /// `--max-message-bytes`, saying what to send instead for the method at `path`: a
 /// CreateSession is not told about artifacts, a SaveArtifact is.
 pub(crate) fn request_too_large(path: &str, size: Option<usize>, max_message_bytes: usize) -> Status {
-    let method = path.rsplit('/').next().unwrap_or_default();
+    let method = method_of(path);
     let what = match size {
         Some(size) => format!("the {method} request message is {size} bytes,"),
         None => format!("the {method} request message is"),
     };
-    let instead = match method {
+    let what = format!("{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES)");
+    too_large(what, path, max_message_bytes)
+}
+
+/// RESOURCE_EXHAUSTED for a compressed request message that decompresses to more than
+/// `--max-message-bytes` (found out before more than that is decompressed: compression.rs).
+pub(crate) fn request_decompresses_too_large(path: &str, encoding: &str, max_message_bytes: usize) -> Status {
+    let what = format!(
+        "the {} request message ({encoding}) decompresses to more than the server's message limit of \
+         {max_message_bytes} bytes (--max-message-bytes, ADK_MAX_MESSAGE_BYTES)",
+        method_of(path)
+    );
+    too_large(what, path, max_message_bytes)
+}
+
+fn method_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or_default()
+}
+
+/// `what` (which limit the message is over), then what to send instead for the method at `path`.
+fn too_large(what: String, path: &str, max_message_bytes: usize) -> Status {
+    let instead = match method_of(path) {
         "CreateSession" => "; create the session with less state and add the rest with AppendEvent",
         "AppendEvent" => "; append a smaller event (state_delta and content)",
         "Run" => "; send a smaller new_message and state_delta",
@@ -322,7 +349,7 @@ pub(crate) fn request_too_large(path: &str, size: Option<usize>, max_message_byt
     Status::from(AdkError::limit(
         "max_message_bytes",
         max_message_bytes,
-        format!("{what} larger than the server's message limit (--max-message-bytes, ADK_MAX_MESSAGE_BYTES){instead}"),
+        format!("{what}{instead}"),
     ))
 }
 

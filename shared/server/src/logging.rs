@@ -200,6 +200,13 @@ pub async fn run_binary(
         Ok(telemetry) => telemetry,
         Err(err) => return exit_code(Err(err)),
     };
+    // `#[tokio::main]` starts one worker per CPU this process may run on (its CPU
+    // affinity and cgroup quota, through `std::thread::available_parallelism`), not one
+    // per CPU of the host; `TOKIO_WORKER_THREADS` overrides it. Said once, so a
+    // deployment can see what it got.
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        tracing::info!(worker_threads = runtime.metrics().num_workers(), "runtime started");
+    }
     let result = body.await;
     // The last spans (the drain's included) reach the collector before the exit.
     telemetry.shutdown().await;

@@ -5,12 +5,13 @@
 
 use adk_core::AdkError;
 use prost::Message;
+use std::fmt::Display;
 use tonic::{Response, Status};
 
 /// RESOURCE_EXHAUSTED for a reply of (at least) `size` bytes over the `limit`:
 /// names `what` is too large and what the client should do `instead`. Also for
 /// refusing early, before the reply is built, when its payload alone is too large.
-pub fn message_too_large(what: &str, size: u64, limit: usize, instead: &str) -> Status {
+pub fn message_too_large(what: impl Display, size: u64, limit: usize, instead: &str) -> Status {
     AdkError::limit(
         "max_message_bytes",
         limit,
@@ -20,13 +21,25 @@ pub fn message_too_large(what: &str, size: u64, limit: usize, instead: &str) -> 
 }
 
 /// `reply` as a response when its encoding fits in `limit` bytes; otherwise
-/// [`message_too_large`].
-pub fn fit_in_message<M: Message>(reply: M, limit: usize, what: &str, instead: &str) -> Result<Response<M>, Status> {
+/// [`message_too_large`]. `what` is only written out for the refusal (`format_args!`
+/// costs nothing on the way of a reply that fits).
+pub fn fit_in_message<M: Message>(
+    reply: M,
+    limit: usize,
+    what: impl Display,
+    instead: &str,
+) -> Result<Response<M>, Status> {
+    check_fits(&reply, limit, what, instead)?;
+    Ok(Response::new(reply))
+}
+
+/// [`fit_in_message`]'s check alone, for a `what` that describes the reply itself.
+pub fn check_fits<M: Message>(reply: &M, limit: usize, what: impl Display, instead: &str) -> Result<(), Status> {
     let size = reply.encoded_len();
     if size > limit {
         return Err(message_too_large(what, size as u64, limit, instead));
     }
-    Ok(Response::new(reply))
+    Ok(())
 }
 
 #[cfg(test)]

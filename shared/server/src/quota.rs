@@ -1,6 +1,7 @@
 //! Concurrency quotas of the long-lived calls: streams (WatchSession, UploadArtifact,
-//! DownloadArtifact) per user, WatchSession streams per server (each holds a Redis
-//! connection of its own), runs (AgentRunner/Run) per user and per connection.
+//! DownloadArtifact) per user, WatchSession streams per server (they share one reader per
+//! process, so this bounds memory and fan-out work, not Redis connections), runs
+//! (AgentRunner/Run) per user and per connection.
 //! Checked by the auth layer (auth/layer.rs) with the user it decodes from the first
 //! request message, before the handler runs, so a refused call stores nothing; a
 //! slot is held by a guard in the response body and freed when the response ends,

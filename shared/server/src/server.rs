@@ -253,6 +253,12 @@ impl BoundServer {
             .layer(crate::limits::LimitsLayer {
                 max_message_bytes: grpc.max_message_bytes,
             })
+            // gzip, deflate and zstd: requests decompressed (within the message limit) before
+            // auth reads them, responses compressed for clients that accept it (compression.rs).
+            .layer(crate::compression::CompressionLayer {
+                max_message_bytes: grpc.max_message_bytes,
+                responses: grpc.compression.compression_min_bytes,
+            })
             // Authentication, authorization of what each call touches (auth/layer.rs), and
             // concurrent streams and runs per user and per connection (quota.rs).
             .layer(auth)

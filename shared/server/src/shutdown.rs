@@ -39,6 +39,12 @@ impl Shutdown {
         self.token.is_cancelled()
     }
 
+    /// A token cancelled when the shutdown is triggered, for libraries that stop on a
+    /// `CancellationToken` (the runner library's A2A service).
+    pub fn token(&self) -> CancellationToken {
+        self.token.clone()
+    }
+
     /// Completes once the shutdown has been triggered (at once if it already was).
     /// Owned, so it can be moved into streams and spawned tasks.
     pub fn triggered(&self) -> WaitForCancellationFutureOwned {

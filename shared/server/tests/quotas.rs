@@ -272,8 +272,8 @@ async fn runs_per_user_and_per_connection_are_limited_and_the_refused_run_reache
     served.shutdown.trigger();
 }
 
-/// Watches of every user together are limited server-wide (each holds a Redis
-/// connection of its own): the watch past `--max-watches` fails whoever asks, reaches no
+/// Watches of every user together are limited server-wide (bounding the server's memory
+/// and fan-out work): the watch past `--max-watches` fails whoever asks, reaches no
 /// handler, and a watch that ends frees its slot. Uploads and downloads are not watches.
 #[tokio::test]
 async fn watches_are_limited_server_wide_across_users() {

@@ -4,7 +4,9 @@
 //! artifacts ([`ArtifactService`]). Session stores are [`SessionBackend`]s served by the
 //! core's [`CoreSessionService`], which owns every session rule ([`session_service`]);
 //! artifact stores are artifact backends served by the core's [`CoreArtifactService`],
-//! which owns every artifact rule ([`memory_artifacts`], [`redis_artifacts`]).
+//! which owns every artifact rule ([`memory_artifacts`], [`redis_artifacts`]); memory
+//! stores are memory backends served by the core's [`CoreMemoryService`], which owns
+//! every long-term memory rule ([`open_memory_service`]).
 
 pub mod artifact;
 pub mod lease;
@@ -13,15 +15,18 @@ pub mod memory;
 pub mod redis;
 
 use adk_core::artifact::CoreArtifactService;
-use adk_core::{AdkError, ArtifactService, CoreSessionService, MemoryService, Result, SessionBackend, SessionService};
+use adk_core::{
+    AdkError, ArtifactService, CoreMemoryService, CoreSessionService, MemoryService, Result, SessionBackend,
+    SessionService,
+};
 use std::sync::Arc;
 use std::time::Duration;
 
 pub use artifact::memory::InMemoryArtifactBackend;
 pub use artifact::redis::RedisArtifactBackend;
 pub use lease::{InMemorySessionLease, RedisSessionLease};
-pub use memories::memory::InMemoryMemoryService;
-pub use memories::redis::RedisMemoryService;
+pub use memories::memory::InMemoryMemoryBackend;
+pub use memories::redis::RedisMemoryBackend;
 pub use memory::InMemorySessionBackend;
 pub use redis::RedisSessionBackend;
 pub use redis::durability::{self, MinReplicas, ReplicaAcks};
@@ -155,11 +160,9 @@ pub async fn open_memory_service_with(
     embedders: adk_core::memory::Embedders,
 ) -> Result<Arc<dyn MemoryService>> {
     Ok(match Backend::of(url)? {
-        Backend::Memory => Arc::new(InMemoryMemoryService::new().with_embedders(embedders)),
-        Backend::Redis => Arc::new(
-            RedisMemoryService::connect(url, config)
-                .await?
-                .with_embedders(embedders),
-        ),
+        Backend::Memory => Arc::new(CoreMemoryService::new(InMemoryMemoryBackend::new()).with_embedders(embedders)),
+        Backend::Redis => {
+            Arc::new(CoreMemoryService::new(RedisMemoryBackend::connect(url, config).await?).with_embedders(embedders))
+        }
     })
 }

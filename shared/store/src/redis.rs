@@ -91,18 +91,19 @@
 //! # Connections
 //!
 //! Standalone: one `ConnectionManager` (multiplexed; reconnects after a Redis
-//! restart). Cluster: one `ClusterConnection` (follows slot moves, reconnects).
-//! Commands time out after 2 s. Each watcher blocks in `XREAD BLOCK` (2 s) on a
-//! connection of its own, whose reply timeout (10 s) outlasts the block; between
-//! blocks it checks the session still exists, so a deleted or expired session
-//! ends the watch with `NOT_FOUND` within about 2 s. A watcher whose connection
-//! breaks ends with `UNAVAILABLE`; the client resumes with `after_sequence`.
-//! Dropping the stream stops the watcher's task and closes its connection.
+//! restart). Cluster: one `ClusterConnection` (follows slot moves, reconnects),
+//! replaced when the cluster's view changes under it, so that a failed master that
+//! went silent pins nothing (`cluster.rs`). Commands time out after 2 s. Watchers
+//! share one reader per process and session, on a connection of their own, woken by
+//! pub/sub (`watch_hub.rs`); a deleted or expired session ends its watches with
+//! `NOT_FOUND` within about 2 s (the reader's poll), a watcher whose reads fail ends
+//! with `UNAVAILABLE`, and the client resumes with `after_sequence`.
 //! Redis failures map to `UNAVAILABLE` (retryable) or `INTERNAL` in one place,
 //! `store_error`.
 
 mod app_index;
 mod app_state;
+mod cluster;
 pub(crate) mod conn;
 pub mod durability;
 mod lua;
@@ -374,7 +375,7 @@ impl RedisSessionBackend {
         let (req, cursor) = (&listing.request, &listing.after);
         let app = req.app_name.as_str();
         let indexes = match &req.user_id {
-            Some(user) => vec![user_index_key(app, user)],
+            Some(user) => vec![user_index_key(&user_tag(app, user))],
             None => self.app_index_shards(app).await?,
         };
         let limit = listing.limit.max(1);
@@ -716,7 +717,7 @@ impl SessionBackend for RedisSessionBackend {
     }
 
     async fn user_state(&self, req: &Valid<UserStateRequest>) -> Result<ScopeState> {
-        let key = user_state_key(&req.app_name, &req.user_id);
+        let key = user_state_key(&user_tag(&req.app_name, &req.user_id));
         let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(key)).await?;
         json_fields(raw)
     }
@@ -888,23 +889,27 @@ impl Keys {
         Keys::of(&key.app_name, &key.user_id, &key.session_id)
     }
 
+    // Every call builds these (each request of a session), so they are concatenated
+    // into strings of the exact size rather than formatted: `format!` cost about as
+    // much as the rest of a read's own work together.
     fn of(app: &str, user: &str, session: &str) -> Keys {
-        let tag = user_tag(app, user);
-        let sid = id_key(session);
+        let (app_key, user_key, sid) = (id_key(app), id_key(user), id_key(session));
+        let tag = tag_of(&app_key, &user_key);
+        let session_key = |kind: &str| concat(&["adk:", kind, ":", &tag, ":", &sid]);
         Keys {
             app_name: app.to_string(),
             user_id: user.to_string(),
             session_id: session.to_string(),
-            meta: format!("adk:sess:{tag}:{sid}"),
-            state: format!("adk:state:{tag}:{sid}"),
-            events: format!("adk:events:{tag}:{sid}"),
-            event_ids: format!("adk:eids:{tag}:{sid}"),
-            event_times: format!("adk:ets:{tag}:{sid}"),
-            user_state: user_state_key(app, user),
-            user_index: user_index_key(app, user),
-            app_state: app_state_key(app),
+            meta: session_key("sess"),
+            state: session_key("state"),
+            events: session_key("events"),
+            event_ids: session_key("eids"),
+            event_times: session_key("ets"),
+            user_state: user_state_key(&tag),
+            user_index: user_index_key(&tag),
+            app_state: concat(&["adk:app:{", &app_key, "}"]),
             user_member: sid.to_string(),
-            app_member: format!("{}:{sid}", id_key(user)),
+            app_member: concat(&[&user_key, ":", &sid]),
         }
     }
 
@@ -921,19 +926,31 @@ impl Keys {
 
 /// The hash tag of every key of one user in one app, artifacts included.
 pub(crate) fn user_tag(app: &str, user: &str) -> String {
-    format!("{{{}:{}}}", id_key(app), id_key(user))
+    tag_of(&id_key(app), &id_key(user))
 }
 
-fn user_state_key(app: &str, user: &str) -> String {
-    format!("adk:user:{}", user_tag(app, user))
+/// [`user_tag`] of the encoded ids.
+fn tag_of(app_key: &str, user_key: &str) -> String {
+    concat(&["{", app_key, ":", user_key, "}"])
 }
 
-fn user_index_key(app: &str, user: &str) -> String {
-    format!("adk:idx:{}", user_tag(app, user))
+/// The user's state hash; `tag` is [`user_tag`]'s (a session's keys reuse theirs).
+fn user_state_key(tag: &str) -> String {
+    concat(&["adk:user:", tag])
+}
+
+/// The user's session index; `tag` is [`user_tag`]'s.
+fn user_index_key(tag: &str) -> String {
+    concat(&["adk:idx:", tag])
 }
 
 fn app_state_key(app: &str) -> String {
-    format!("adk:app:{{{}}}", id_key(app))
+    concat(&["adk:app:{", &id_key(app), "}"])
+}
+
+/// `parts` joined, in one allocation of the exact size.
+fn concat(parts: &[&str]) -> String {
+    parts.concat()
 }
 
 /// Clients for the `app:` state subscriber: the Redis, or each node a cluster URL names
@@ -1068,7 +1085,7 @@ fn push_pairs(invocation: &mut ScriptInvocation<'_>, fields: &Fields) -> Result<
 fn decode_event(bytes: &[u8]) -> Result<Event> {
     let proto =
         pb::Event::decode(bytes).map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
-    Event::try_from(&proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
+    Event::try_from(proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
 }
 
 fn expect_status(status: &str, expected: &[&str]) -> Result<()> {

@@ -1,24 +1,30 @@
-//! The MemoryService conformance suite against every backend (memory, Redis, a
-//! 3-node Redis Cluster, one with replicas), and what only Redis can get wrong:
-//! index keys left behind by deletes and replacements, and where the keys live.
+//! The MemoryService conformance suite: the core service (`CoreMemoryService`, every
+//! rule) over every backend (memory, Redis, a 3-node Redis Cluster, one with replicas,
+//! and a minimal backend written here to show a new one needs no rule), and what only
+//! Redis can get wrong: index keys left behind by deletes and replacements, and where
+//! the keys live.
 
-use adk_core::MemoryService;
-use adk_core::memory::{AddMemoryRequest, DeleteMemoryRequest};
-use adk_store::{InMemoryMemoryService, RedisMemoryService, StoreConfig};
+use adk_core::memory::{
+    AddMemoryRequest, DeleteMemoryRequest, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
+};
+use adk_core::{CoreMemoryService, MemoryEntry, MemoryService};
+use adk_store::{InMemoryMemoryBackend, RedisMemoryBackend, StoreConfig};
 use adk_testkit::memory_conformance::{ConceptEmbedder, run_memory_conformance, run_semantic_memory_conformance};
 use adk_testkit::{RedisCluster, RedisServer, unique_prefix};
 use redis::AsyncCommands;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, MutexGuard};
 
-async fn connect(url: &str) -> RedisMemoryService {
-    RedisMemoryService::connect(url, StoreConfig::default())
+async fn connect(url: &str) -> CoreMemoryService<RedisMemoryBackend> {
+    let backend = RedisMemoryBackend::connect(url, StoreConfig::default())
         .await
-        .expect("connect to test redis")
+        .expect("connect to test redis");
+    CoreMemoryService::new(backend)
 }
 
 #[tokio::test]
 async fn memory_backend_conforms() {
-    run_memory_conformance(&InMemoryMemoryService::new()).await;
+    run_memory_conformance(&CoreMemoryService::new(InMemoryMemoryBackend::new())).await;
 }
 
 #[tokio::test]
@@ -94,7 +100,8 @@ fn concept_embedders() -> adk_core::memory::Embedders {
 
 #[tokio::test]
 async fn memory_backend_searches_by_meaning() {
-    run_semantic_memory_conformance(&InMemoryMemoryService::new().with_embedders(concept_embedders())).await;
+    let memories = CoreMemoryService::new(InMemoryMemoryBackend::new()).with_embedders(concept_embedders());
+    run_semantic_memory_conformance(&memories).await;
 }
 
 #[tokio::test]
@@ -107,4 +114,117 @@ async fn redis_backend_searches_by_meaning() {
 async fn cluster_backend_searches_by_meaning() {
     let cluster = RedisCluster::start(3).await;
     run_semantic_memory_conformance(&connect(&cluster.url()).await.with_embedders(concept_embedders())).await;
+}
+
+// ---------- a new backend needs no rule ----------
+
+/// A backend as small as one can be: each user's entries in a map behind a lock,
+/// stored as given. It keeps no inverted index (postings and vectors are read by
+/// scanning the user's entries) and knows no rule - no validation, no scope check, no
+/// id, no metadata, no tokenizing, no ranking, no embedding - yet the core service over
+/// it passes the whole conformance suite, the semantic cases too.
+#[derive(Default)]
+struct MapBackend {
+    users: Mutex<HashMap<MemoryScope, BTreeMap<String, IndexedEntry>>>,
+}
+
+impl MapBackend {
+    fn lock(&self) -> MutexGuard<'_, HashMap<MemoryScope, BTreeMap<String, IndexedEntry>>> {
+        self.users.lock().unwrap()
+    }
+}
+
+#[async_trait::async_trait]
+impl MemoryBackend for MapBackend {
+    async fn upsert(&self, scope: &MemoryScope, entries: Vec<IndexedEntry>) -> adk_core::Result<()> {
+        let mut users = self.lock();
+        let user = users.entry(scope.clone()).or_default();
+        for indexed in entries {
+            user.insert(indexed.entry.id.clone(), indexed);
+        }
+        Ok(())
+    }
+
+    async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> adk_core::Result<Postings> {
+        let users = self.lock();
+        let Some(user) = users.get(scope) else {
+            return Ok(Postings::default());
+        };
+        let postings = terms.iter().map(|term| {
+            let holding = user
+                .values()
+                .filter_map(|e| Some((e.entry.id.clone(), *e.term_counts.get(term)?, e.length)));
+            holding.collect()
+        });
+        Ok(Postings {
+            entries: user.len() as u64,
+            total_length: user.values().map(|e| u64::from(e.length)).sum(),
+            terms: postings.collect(),
+        })
+    }
+
+    async fn vectors(&self, scope: &MemoryScope) -> adk_core::Result<Vec<(String, Vec<f32>)>> {
+        let users = self.lock();
+        let entries = users.get(scope).into_iter().flat_map(|user| user.values());
+        Ok(entries
+            .filter_map(|e| Some((e.entry.id.clone(), e.embedding.clone()?)))
+            .collect())
+    }
+
+    async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> adk_core::Result<Vec<MemoryEntry>> {
+        let users = self.lock();
+        let Some(user) = users.get(scope) else {
+            return Ok(Vec::new());
+        };
+        Ok(ids
+            .iter()
+            .filter_map(|id| Some(user.get(id.as_str())?.entry.clone()))
+            .collect())
+    }
+
+    async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> adk_core::Result<bool> {
+        Ok(self
+            .lock()
+            .get_mut(scope)
+            .is_some_and(|user| user.remove(id.as_str()).is_some()))
+    }
+}
+
+#[tokio::test]
+async fn a_backend_that_only_stores_conforms() {
+    run_memory_conformance(&CoreMemoryService::new(MapBackend::default())).await;
+    run_semantic_memory_conformance(&CoreMemoryService::new(MapBackend::default()).with_embedders(concept_embedders()))
+        .await;
+}
+
+/// The core stores an id given twice in one add once, as its last entry: the embedding
+/// model is asked for that entry's text only.
+#[tokio::test]
+async fn an_id_given_twice_is_embedded_once() {
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<String>>);
+    #[async_trait::async_trait]
+    impl adk_core::memory::Embedder for Recording {
+        async fn embed(&self, texts: &[String]) -> adk_core::Result<Vec<Vec<f32>>> {
+            self.0.lock().unwrap().extend_from_slice(texts);
+            Ok(texts.iter().map(|_| vec![1.0]).collect())
+        }
+    }
+    let recording = std::sync::Arc::new(Recording::default());
+    let embedder: std::sync::Arc<dyn adk_core::memory::Embedder> = recording.clone();
+    let memories = CoreMemoryService::new(InMemoryMemoryBackend::new())
+        .with_embedders(adk_core::memory::Embedders::from([("*".to_string(), embedder)]));
+    let entry = |text: &str| MemoryEntry {
+        id: "m".into(),
+        content: adk_core::Content::new("user").with_text(text),
+        ..Default::default()
+    };
+    let add = AddMemoryRequest {
+        app_name: "app".into(),
+        user_id: "u".into(),
+        memories: vec![entry("first draft"), entry("final text")],
+        custom_metadata: HashMap::new(),
+    };
+    assert_eq!(memories.add_memory(add).await.unwrap(), ["m", "m"]);
+    assert_eq!(*recording.0.lock().unwrap(), ["final text"]);
 }

@@ -164,7 +164,8 @@ async fn rediss_insecure_url_creates_appends_and_gets_a_session() {
     assert_eq!(session.events.as_slice(), std::slice::from_ref(&stored));
     assert_eq!(session.state.as_map().get("topic"), Some(&json!("encrypted")));
 
-    // A watch opens a connection of its own; it must speak TLS too.
+    // Watches read and hear appends on connections apart from the writes' (the process's
+    // one reader and its subscriber); they must speak TLS too.
     let watch = WatchRequest {
         app_name: app,
         user_id: "alice".into(),

@@ -40,6 +40,8 @@ struct Metrics {
     tool_duration: HistogramVec,
     compactions: IntCounterVec,
     history_events_dropped: IntCounterVec,
+    mcp_connection_attempts: IntCounterVec,
+    mcp_connected: IntGaugeVec,
 }
 
 /// The definitions are constants; building or registering them fails only for a
@@ -166,6 +168,20 @@ impl Metrics {
                  (when compaction could not), by app",
                 &["app"],
             ),
+            mcp_connection_attempts: counter(
+                &r,
+                "adk_mcp_connection_attempts_total",
+                "Attempts to connect to an MCP toolset's server (start or reach it, then the MCP handshake), by \
+                 toolset and outcome (OK; UNAVAILABLE when it failed; DEADLINE_EXCEEDED when it timed out)",
+                &["toolset", "outcome"],
+            ),
+            mcp_connected: gauge(
+                &r,
+                "adk_mcp_toolset_connected",
+                "1 while an MCP toolset is connected to its server, 0 once an attempt failed or the connection \
+                 closed (absent until the toolset is first used)",
+                &["toolset"],
+            ),
             registry: r,
         }
     }
@@ -270,6 +286,22 @@ pub fn tool_call_finished(tool: &str, outcome: &str, elapsed: Duration) {
         .observe(elapsed.as_secs_f64());
 }
 
+/// One attempt of an MCP toolset to connect; `outcome` is `OK` or the gRPC code
+/// name of the failure. The toolset counts as connected after an `OK`, as not
+/// connected after a failure.
+pub fn mcp_connection_attempt(toolset: &str, outcome: &str) {
+    let m = &*METRICS;
+    m.mcp_connection_attempts.with_label_values(&[toolset, outcome]).inc();
+    m.mcp_connected
+        .with_label_values(&[toolset])
+        .set(i64::from(outcome == "OK"));
+}
+
+/// An MCP toolset's connection closed.
+pub fn mcp_disconnected(toolset: &str) {
+    METRICS.mcp_connected.with_label_values(&[toolset]).set(0);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -291,6 +323,7 @@ mod tests {
         };
         model_call_finished("mock", "m", "OK", Duration::from_millis(5), Some(&usage));
         tool_call_finished("t", "OK", Duration::from_millis(1));
+        mcp_connection_attempt("everything", "UNAVAILABLE");
         let text = encode_text().unwrap();
         for line in [
             "adk_grpc_server_requests_total{code=\"NOT_FOUND\",method=\"/adk.v1.SessionService/GetSession\"} 1",
@@ -300,6 +333,8 @@ mod tests {
             "adk_runner_invocations_finished_total{app=\"app\",outcome=\"OK\"} 1",
             "adk_model_tokens_total{kind=\"prompt\",model=\"m\",provider=\"mock\"} 7",
             "adk_tool_calls_total{outcome=\"OK\",tool=\"t\"} 1",
+            "adk_mcp_connection_attempts_total{outcome=\"UNAVAILABLE\",toolset=\"everything\"} 1",
+            "adk_mcp_toolset_connected{toolset=\"everything\"} 0",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

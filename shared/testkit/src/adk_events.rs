@@ -103,7 +103,11 @@ pub fn rich_event() -> Event {
     r.citation_metadata = Some(object(
         json!({"citations": [{"uri": "https://example.com", "start_index": 0}]}),
     ));
-    r.custom_metadata = Some(object(json!({"trace": "abc", "nested": {"ok": true}})));
+    // ADK's internal keys are stored and read back as appended (docs/semantics.md,
+    // "ADK's internal metadata"): ADK's runner reads its own marks back from the session.
+    r.custom_metadata = Some(object(
+        json!({"trace": "abc", "nested": {"ok": true}, "__adk_internal_restored_event": true}),
+    ));
     r.input_transcription = Some(Transcription {
         text: Some("what's the weather".into()),
         finished: Some(false),

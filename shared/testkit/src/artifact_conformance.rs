@@ -50,6 +50,7 @@ pub async fn run_artifact_conformance(svc: &dyn ArtifactService, limits: Artifac
         versions_start_at_one_and_count_up,
         explicit_versions_are_immutable,
         parts_load_back_as_saved,
+        display_names_come_back_on_every_read,
         missing_artifacts_are_not_found,
         delete_one_version_then_the_rest,
         delete_all_versions,
@@ -383,6 +384,71 @@ async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) 
             }
         }
     }
+}
+
+/// A part's `display_name` (inline or file data) is stored with its version and given
+/// back by every read: load, metadata, download, an upload that declares one, and a
+/// reference (which loads as its target, with the target's name). Too long a name is
+/// `INVALID_ARGUMENT` naming `display_name`, and stores nothing.
+async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: ArtifactLimits) {
+    let at = Loc::new(&unique_prefix("art-display"), "u", "s");
+    let named = |mut part: Part, name: &str| {
+        part.display_name = Some(name.into());
+        part
+    };
+    let chart = named(Part::inline_data("image/png", vec![1, 2, 3]), "Q3 chart.png");
+    let report = named(Part::file_data("application/pdf", "gs://b/r.pdf"), "Report (final)");
+    save(svc, &at, "chart.png", chart.clone()).await;
+    save(svc, &at, "report", report.clone()).await;
+    save(svc, &at, "plain.png", Part::inline_data("image/png", vec![9])).await;
+    for (name, part, display_name) in [
+        ("chart.png", &chart, Some("Q3 chart.png")),
+        ("report", &report, Some("Report (final)")),
+        ("plain.png", &Part::inline_data("image/png", vec![9]), None),
+    ] {
+        let loaded = svc.load(at.load_req(name, None)).await.expect("load");
+        assert_eq!(&loaded.part, part, "{name}: load gives the part back with its display name");
+        assert_eq!(loaded.metadata.display_name.as_deref(), display_name, "{name}: load's metadata");
+        let metadata = svc.metadata(at.load_req(name, Some(1))).await.expect("metadata");
+        assert_eq!(metadata.display_name.as_deref(), display_name, "{name}: metadata");
+        let (metadata, _) = svc.download(at.load_req(name, None), 0).await.expect("download");
+        assert_eq!(metadata.display_name.as_deref(), display_name, "{name}: download's metadata");
+    }
+
+    // An upload declares it in its header.
+    let upload = UploadRequest {
+        display_name: Some("Big upload".into()),
+        ..at.upload_req("big.bin", "application/octet-stream")
+    };
+    svc.upload(upload, pieces(b"bytes", 2)).await.expect("upload");
+    assert_eq!(
+        load(svc, &at, "big.bin", None).await,
+        named(Part::inline_data("application/octet-stream", b"bytes".to_vec()), "Big upload")
+    );
+
+    // A reference loads as its target, display name included.
+    save(svc, &at, "ref", reference(artifact_uri(&at, "chart.png", 1))).await;
+    assert_eq!(load(svc, &at, "ref", None).await, chart);
+
+    let before = snapshot(svc, &at).await;
+    let too_long = named(Part::inline_data("image/png", vec![1]), &"n".repeat(1025));
+    let err = expect_code(
+        svc.save(at.save_req("chart.png", too_long, None)).await,
+        Code::InvalidArgument,
+        "a display name over 1024 bytes",
+    );
+    assert!(err.to_string().starts_with("display_name "), "{err}");
+    let with_nul = UploadRequest {
+        display_name: Some("a\0b".into()),
+        ..at.upload_req("chart.png", "image/png")
+    };
+    let err = expect_code(
+        svc.upload(with_nul, pieces(b"x", 1)).await,
+        Code::InvalidArgument,
+        "a display name with NUL",
+    );
+    assert!(err.to_string().starts_with("display_name "), "{err}");
+    assert_eq!(snapshot(svc, &at).await, before, "a refused display name stores nothing");
 }
 
 async fn missing_artifacts_are_not_found(svc: &dyn ArtifactService, _: ArtifactLimits) {

@@ -23,7 +23,7 @@ pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
 pub use redis_server::{
     FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, patient_connection, redis_cli,
 };
-pub use service::{ServiceProcess, workspace_bin};
+pub use service::{ServiceProcess, use_binaries_beside_this_executable, workspace_bin};
 pub use wait::{eventually, try_eventually};
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -1,6 +1,6 @@
 //! The `MemoryService` conformance suite: every rule of `docs/semantics.md` (Memory)
-//! as a check, run against each backend — memory, Redis, Redis Cluster, and the gRPC
-//! client — so they cannot drift apart.
+//! as a check, run against the core service over each backend (memory, Redis, Redis
+//! Cluster, a minimal one) and against the gRPC client, so they cannot drift apart.
 //!
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
@@ -29,6 +29,7 @@ pub async fn run_memory_conformance(svc: &dyn MemoryService) {
         memories_never_cross_users_or_apps,
         entries_round_trip_and_get_ids,
         adding_an_id_again_replaces_the_memory,
+        an_id_given_twice_in_one_add_is_stored_once,
         events_become_memories_once,
         delete_removes_a_memory_from_search,
         queries_without_words_find_nothing,
@@ -185,6 +186,45 @@ async fn adding_an_id_again_replaces_the_memory(svc: &dyn MemoryService) {
         .memories;
     assert_eq!(found.len(), 1, "one memory per id");
     assert_eq!(found[0].content.text().as_deref(), Some("favourite colour is purple"));
+}
+
+async fn an_id_given_twice_in_one_add_is_stored_once(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-twice");
+    let entries = vec![
+        text_entry("m", "kayak trip"),
+        text_entry("other", "kayak rental"),
+        text_entry("m", "sailing trip"),
+    ];
+    assert_eq!(
+        add(svc, &app, "u", entries).await,
+        ["m", "other", "m"],
+        "one id per entry, in request order"
+    );
+    let found = svc.search(search_request(&app, "u", "trip")).await.unwrap().memories;
+    assert_eq!(found.len(), 1, "one memory per id: {found:?}");
+    assert_eq!(
+        found[0].content.text().as_deref(),
+        Some("sailing trip"),
+        "the last entry wins"
+    );
+    assert_eq!(
+        search_ids(svc, &app, "u", "kayak").await,
+        ["other"],
+        "the first entry's words are unindexed"
+    );
+
+    let mut event = Event::new("inv").with_content(Content::new("user").with_text("canoe club"));
+    event.id = "e".into();
+    let req = AddEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: String::new(),
+        events: vec![event.clone(), event],
+        custom_metadata: HashMap::new(),
+    };
+    assert_eq!(svc.add_events(req).await.unwrap(), ["e", "e"]);
+    let found = svc.search(search_request(&app, "u", "canoe")).await.unwrap().memories;
+    assert_eq!(found.len(), 1, "an event given twice is one memory: {found:?}");
 }
 
 async fn events_become_memories_once(svc: &dyn MemoryService) {

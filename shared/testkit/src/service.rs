@@ -26,12 +26,50 @@ const LOG_FILE: &str = "service.log";
 /// with `cargo build --workspace --bins` (see [`build_workspace_bins`]): a test never
 /// runs a binary older than the sources. Panics if the build fails.
 pub fn workspace_bin(name: &str) -> PathBuf {
+    if let Some(dir) = SHIPPED_BIN_DIR.get() {
+        return bin_in(dir, name);
+    }
     if let Some(path) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")) {
         return PathBuf::from(path);
     }
     let dir = bin_dir();
     build_workspace_bins(&dir);
     bin_in(&dir, name)
+}
+
+/// Set by [`use_binaries_beside_this_executable`]: the directory every later
+/// [`workspace_bin`] takes its binaries from, as they are.
+static SHIPPED_BIN_DIR: OnceLock<PathBuf> = OnceLock::new();
+
+/// For a program shipped beside the servers (`adk-bench` in a release, or copied to
+/// another machine): from now on [`workspace_bin`] and [`ServiceProcess`] start the
+/// binaries in this executable's own directory, as they are, and never build anything
+/// (there may be no sources, no cargo, and no profile to build with). Checks first that
+/// each of `required` is there, and `redis-server` on the `PATH` when `redis` is true, so
+/// that a missing one is reported before any process is started: the error names it and
+/// where it was looked for.
+pub fn use_binaries_beside_this_executable(required: &[&str], redis: bool) -> Result<(), String> {
+    let exe = std::env::current_exe().map_err(|err| format!("cannot find this program's own path: {err}"))?;
+    let dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    for name in required {
+        let path = dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+        if !path.is_file() {
+            return Err(format!(
+                "{name} not found beside {}: it starts the servers next to it; copy {name} to {}, \
+                 or give --endpoint to measure a server that is already running",
+                exe.display(),
+                dir.display()
+            ));
+        }
+    }
+    if redis && crate::redis_server::find_on_path("redis-server").is_none() {
+        return Err("redis-server not found on the PATH: install it (`apt-get install redis-server`), \
+                    or give --endpoint to measure a server that is already running"
+            .into());
+    }
+    SHIPPED_BIN_DIR
+        .set(dir)
+        .map_err(|_| "the binaries' directory was chosen already".to_string())
 }
 
 /// `target/<profile>/`: where cargo puts the workspace's binaries for the profile

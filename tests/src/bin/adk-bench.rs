@@ -2,8 +2,8 @@
 //! latency percentiles.
 //!
 //! Without `--endpoint` it starts its own redis-server (AOF, `appendfsync everysec`,
-//! Redis's recommended policy) and the server binary (`adk-session-server`,
-//! `adk-artifact-server`) from the same target directory.
+//! Redis's recommended policy) and the server binaries (`adk-session-server`,
+//! `adk-artifact-server`, …) that sit beside it; it never builds them (see `main`).
 //!
 //!   cargo build --release --bins && target/release/adk-bench sessions
 //!   target/release/adk-bench artifacts
@@ -22,12 +22,15 @@ use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{RedisPrimaryReplica, RedisServer, ServiceProcess, unique_prefix};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
+use cpu::CpuSample;
 use hdrhistogram::Histogram;
 use std::time::{Duration, Instant};
 use tonic::transport::Channel;
 
 #[path = "adk_bench/append_path.rs"]
 mod append_path;
+#[path = "adk_bench/cpu.rs"]
+mod cpu;
 #[path = "adk_bench/memory.rs"]
 mod memory;
 #[path = "adk_bench/runner.rs"]
@@ -42,6 +45,21 @@ mod watch;
 struct Cli {
     #[command(subcommand)]
     bench: Bench,
+}
+
+impl Bench {
+    /// The servers this bench starts: none when it measures a given --endpoint.
+    fn servers(&self) -> &'static [&'static str] {
+        match self {
+            Bench::Sessions(SessionArgs { endpoint: None, .. })
+            | Bench::Watch(_)
+            | Bench::AppendPath(_)
+            | Bench::Memory(memory::MemoryArgs { endpoint: None, .. }) => &["adk-session-server"],
+            Bench::Artifacts(ArtifactBenchArgs { endpoint: None, .. }) => &["adk-artifact-server"],
+            Bench::Runner(runner::RunnerArgs { endpoint: None, .. }) => &["adk-session-server", "adk-runner-server"],
+            _ => &[],
+        }
+    }
 }
 
 #[derive(Subcommand)]
@@ -157,6 +175,20 @@ impl Phase {
             elapsed: started.elapsed(),
             latency_us,
         })
+    }
+
+    /// [`Self::row`] with the CPU per operation of the server and of Redis (µs, from
+    /// /proc) during the phase, and their ratio.
+    fn row_with_cpu(&self, cpu: &[Option<f64>]) -> String {
+        let (server, redis) = (cpu.first().copied().flatten(), cpu.get(1).copied().flatten());
+        let ratio = server.zip(redis).filter(|(_, r)| *r > 0.0).map(|(s, r)| s / r);
+        format!(
+            "{} {} | {} | {} |",
+            self.row(),
+            cpu::cell(server, 0),
+            cpu::cell(redis, 0),
+            cpu::cell(ratio, 2)
+        )
     }
 
     fn p50_ms(&self) -> f64 {
@@ -344,7 +376,16 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
         "endpoint {endpoint}, {} clients, {} ops per client and phase\n",
         args.concurrency, args.ops
     );
-    println!("| operation | ops/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|");
+    println!(
+        "| operation | ops/s | p50 ms | p99 ms | max ms | server CPU µs/op | Redis CPU µs/op | server ÷ Redis |\n\
+         |---|---|---|---|---|---|---|---|"
+    );
+    // The CPU each phase costs the server and Redis (the primary): only for processes
+    // this bench started.
+    let pids = [
+        target.server.as_ref().map(ServiceProcess::pid),
+        target.redis.first().map(RedisServer::pid),
+    ];
     let mut p50 = Vec::new();
     for &length in &args.lengths {
         let app = unique_prefix("bench");
@@ -379,6 +420,7 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             fill.elapsed.as_secs_f64()
         );
 
+        let before_append = CpuSample::take(&pids);
         let append = measure(format!("AppendEvent @ {length} events"), &clients, args.ops, {
             let app = app.clone();
             move |mut client, worker, i| {
@@ -390,6 +432,7 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             }
         })
         .await?;
+        let before_get = CpuSample::take(&pids);
         let get = measure(
             format!("GetSession(num_recent_events=20) @ {length} events"),
             &clients,
@@ -417,15 +460,19 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             },
         )
         .await?;
-        println!("{}\n{}", append.row(), get.row());
+        let after_get = CpuSample::take(&pids);
+        let ops = append.ops;
+        println!(
+            "{}\n{}",
+            append.row_with_cpu(&before_append.per_op_us(&before_get, ops)),
+            get.row_with_cpu(&before_get.per_op_us(&after_get, get.ops))
+        );
         if args.watch {
             let name = format!("AppendEvent → WatchSession delivery @ {length} events");
-            println!(
-                "{}",
-                measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops)
-                    .await?
-                    .row()
-            );
+            let before = CpuSample::take(&pids);
+            let delivery = measure_watch_delivery(name, &clients, &app, length + args.ops, args.ops).await?;
+            let cpu = before.per_op_us(&CpuSample::take(&pids), delivery.ops);
+            println!("{}", delivery.row_with_cpu(&cpu));
         }
         p50.push((length, append.p50_ms(), get.p50_ms()));
     }
@@ -606,7 +653,16 @@ async fn bench_artifacts(args: ArtifactBenchArgs) -> Result<()> {
 
 #[tokio::main]
 async fn main() -> Result<()> {
-    match Cli::parse().bench {
+    let cli = Cli::parse();
+    // Started beside the servers (a release, another machine) or in the build tree, the
+    // bench runs the binaries next to it and never builds: a missing one is named before
+    // anything starts, so nothing is left running.
+    let servers = cli.bench.servers();
+    if let Err(missing) = adk_testkit::use_binaries_beside_this_executable(servers, !servers.is_empty()) {
+        eprintln!("adk-bench: {missing}");
+        std::process::exit(2);
+    }
+    match cli.bench {
         Bench::Sessions(args) => bench_sessions(args).await,
         Bench::Artifacts(args) => bench_artifacts(args).await,
         Bench::Runner(args) => runner::bench_runner(args).await,

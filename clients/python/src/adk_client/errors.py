@@ -14,14 +14,20 @@ catches ``SessionNotFound`` or ``SessionBusy`` instead of parsing English::
 
 Each class is also a ``grpc.RpcError`` with ``code()`` and ``details()``, so code
 catching ``grpc.RpcError`` keeps working.
+
+The reasons are the values of the enum ``adk.v1.ErrorReason`` (``proto/adk/v1/errors.proto``,
+whose comments say each one's gRPC code, meaning and whether a retry makes sense), read from
+the stubs generated from it; each class names the reason it stands for in ``REASON``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Optional, Tuple, Type
+from typing import ClassVar, Dict, Iterator, List, Mapping, Optional, Tuple, Type
 
 import grpc
 from google.rpc import error_details_pb2, status_pb2
+
+from .v1 import errors_pb2
 
 #: ``ErrorInfo.domain`` of every error the ADK servers send.
 ERROR_DOMAIN = "adk.dev"
@@ -42,6 +48,9 @@ class AdkError(grpc.RpcError):
     server sent none); ``metadata`` its metadata; ``field_violations`` the ``BadRequest``;
     ``retry_delay`` the ``RetryInfo`` delay in seconds, None where a retry would fail
     the same way."""
+
+    #: The ``ErrorInfo.reason`` this class stands for; "" for a class that stands for none.
+    REASON: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -81,69 +90,87 @@ class AdkError(grpc.RpcError):
 class NotFound(AdkError):
     """``NOT_FOUND``; the subclasses say what is missing."""
 
+    REASON = "NOT_FOUND"
+
 
 class SessionNotFound(NotFound):
-    pass
+    REASON = "SESSION_NOT_FOUND"
 
 
 class AppNotFound(NotFound):
-    pass
+    REASON = "APP_NOT_FOUND"
 
 
 class ArtifactNotFound(NotFound):
     """The artifact, or the asked-for version of it."""
 
+    REASON = "ARTIFACT_NOT_FOUND"
+
 
 class EventNotFound(NotFound):
     """An event id the request named (a fork's ``up_to_event_id``)."""
+
+    REASON = "EVENT_NOT_FOUND"
 
 
 class InvocationNotFound(NotFound):
     """An invocation the request named (a rewind)."""
 
+    REASON = "INVOCATION_NOT_FOUND"
+
 
 class AlreadyExists(AdkError):
-    pass
+    REASON = "ALREADY_EXISTS"
 
 
 class SessionAlreadyExists(AlreadyExists):
-    pass
+    REASON = "SESSION_ALREADY_EXISTS"
 
 
 class ArtifactVersionExists(AlreadyExists):
     """Versions are immutable: that explicit version was saved before."""
 
+    REASON = "ARTIFACT_VERSION_EXISTS"
+
 
 class InvalidArgument(AdkError):
     """Bad input; ``field`` is the request field at fault."""
 
+    REASON = "INVALID_ARGUMENT"
+
 
 class Aborted(AdkError):
-    pass
+    REASON = "ABORTED"
 
 
 class PreconditionFailed(Aborted):
     """The expected last event / sequence no longer holds: reload and decide again."""
 
+    REASON = "PRECONDITION_FAILED"
+
 
 class SessionBusy(Aborted):
     """Another invocation runs on the session; ``retry_delay`` says when to try again."""
 
+    REASON = "SESSION_BUSY"
+
 
 class LeaseLost(Aborted):
-    pass
+    REASON = "LEASE_LOST"
 
 
 class RequestIncomplete(Aborted):
-    pass
+    REASON = "REQUEST_INCOMPLETE"
 
 
 class ResourceExhausted(AdkError):
-    pass
+    REASON = "RESOURCE_EXHAUSTED"
 
 
 class LimitExceeded(ResourceExhausted):
     """A limit was hit: ``limit`` names it (``max_message_bytes``…), ``value`` is its value."""
+
+    REASON = "LIMIT_EXCEEDED"
 
     @property
     def limit(self) -> str:
@@ -158,92 +185,88 @@ class LimitExceeded(ResourceExhausted):
 class RateLimited(ResourceExhausted):
     """The model provider's rate limit; retry after ``retry_delay`` seconds."""
 
+    REASON = "RATE_LIMITED"
+
 
 class StoreFull(ResourceExhausted):
-    pass
+    REASON = "STORE_FULL"
 
 
 class Unavailable(AdkError):
     """The store or a peer is unreachable right now; worth retrying."""
 
+    REASON = "UNAVAILABLE"
+
 
 class DeadlineExceeded(AdkError):
-    pass
+    REASON = "DEADLINE_EXCEEDED"
 
 
 class FailedPrecondition(AdkError):
-    pass
+    REASON = "FAILED_PRECONDITION"
 
 
 class Misconfigured(FailedPrecondition):
     """The server's own configuration is wrong."""
 
+    REASON = "MISCONFIGURED"
+
 
 class Cancelled(AdkError):
-    pass
+    REASON = "CANCELLED"
 
 
 class PermissionDenied(AdkError):
-    pass
+    REASON = "PERMISSION_DENIED"
 
 
 class Unauthenticated(AdkError):
-    pass
+    REASON = "UNAUTHENTICATED"
 
 
 class Unimplemented(AdkError):
-    pass
+    REASON = "UNIMPLEMENTED"
 
 
 class InternalError(AdkError):
     """The server's failure; ``metadata["error_id"]`` finds its log line."""
 
+    REASON = "INTERNAL"
+
 
 class AgentError(InternalError):
-    pass
+    REASON = "AGENT_ERROR"
 
 
 class ToolError(InternalError):
-    pass
+    REASON = "TOOL_ERROR"
 
 
 class ModelError(InternalError):
-    pass
+    REASON = "MODEL_ERROR"
 
 
-#: The exception class of each ``ErrorInfo`` reason the servers send.
+#: Every reason the servers send: the values of ``adk.v1.ErrorReason`` but its zero value.
+KNOWN_REASONS: Tuple[str, ...] = tuple(
+    name for name in errors_pb2.ErrorReason.keys() if name != "ERROR_REASON_UNSPECIFIED"
+)
+
+
+def _declared(cls: Type[AdkError]) -> Iterator[Type[AdkError]]:
+    """``cls`` and its subclasses that name a reason of their own (not an inherited one)."""
+    if "REASON" in vars(cls) and cls.REASON:
+        yield cls
+    for sub in cls.__subclasses__():
+        yield from _declared(sub)
+
+
+_CLASS_OF_REASON: Dict[str, Type[AdkError]] = {cls.REASON: cls for cls in _declared(AdkError)}
+
+#: The exception class of each reason, in the proto's order. Every reason has one (a test
+#: holds this to the proto); a reason a newer server sends that this client does not know
+#: gets the class of its gRPC code.
 REASONS: Dict[str, Type[AdkError]] = {
-    "SESSION_NOT_FOUND": SessionNotFound,
-    "APP_NOT_FOUND": AppNotFound,
-    "ARTIFACT_NOT_FOUND": ArtifactNotFound,
-    "EVENT_NOT_FOUND": EventNotFound,
-    "INVOCATION_NOT_FOUND": InvocationNotFound,
-    "NOT_FOUND": NotFound,
-    "SESSION_ALREADY_EXISTS": SessionAlreadyExists,
-    "ARTIFACT_VERSION_EXISTS": ArtifactVersionExists,
-    "ALREADY_EXISTS": AlreadyExists,
-    "INVALID_ARGUMENT": InvalidArgument,
-    "PRECONDITION_FAILED": PreconditionFailed,
-    "SESSION_BUSY": SessionBusy,
-    "LEASE_LOST": LeaseLost,
-    "REQUEST_INCOMPLETE": RequestIncomplete,
-    "ABORTED": Aborted,
-    "LIMIT_EXCEEDED": LimitExceeded,
-    "RATE_LIMITED": RateLimited,
-    "STORE_FULL": StoreFull,
-    "RESOURCE_EXHAUSTED": ResourceExhausted,
-    "UNAVAILABLE": Unavailable,
-    "DEADLINE_EXCEEDED": DeadlineExceeded,
-    "FAILED_PRECONDITION": FailedPrecondition,
-    "MISCONFIGURED": Misconfigured,
-    "CANCELLED": Cancelled,
-    "PERMISSION_DENIED": PermissionDenied,
-    "UNAUTHENTICATED": Unauthenticated,
-    "UNIMPLEMENTED": Unimplemented,
-    "AGENT_ERROR": AgentError,
-    "TOOL_ERROR": ToolError,
-    "MODEL_ERROR": ModelError,
-    "INTERNAL": InternalError,
+    reason: _CLASS_OF_REASON[reason] for reason in KNOWN_REASONS if reason in _CLASS_OF_REASON
 }
 
 # A status without (our) details falls back to the class of its code.

@@ -257,6 +257,8 @@ class ArtifactMetadata:
     is_file_uri: bool
     custom_metadata: Dict[str, JsonValue]
     create_time: Optional[datetime]
+    #: The saved part's display name (inline or file data), if it had one.
+    display_name: Optional[str] = None
 
     @classmethod
     def from_proto(cls, msg: artifact_pb2.ArtifactMetadata) -> "ArtifactMetadata":
@@ -269,6 +271,7 @@ class ArtifactMetadata:
             is_file_uri=msg.is_file_uri,
             custom_metadata=struct_to_dict(msg.custom_metadata),
             create_time=timestamp_to_datetime(msg, "create_time"),
+            display_name=msg.display_name if msg.HasField("display_name") else None,
         )
 
 
@@ -342,14 +345,37 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class ToolsetInfo:
+    """What the runner knows of a toolset (an MCP server): ``state`` is "NOT_STARTED",
+    "CONNECTING", "CONNECTED" or "FAILING" (``error`` says why); ``tools`` are the server's
+    tools as the model sees them, known once it connected (``tools_known``)."""
+
+    state: str
+    error: str
+    tools_known: bool
+    tools: List["ToolInfo"]
+
+    @classmethod
+    def from_proto(cls, msg: runner_pb2.ToolsetInfo) -> "ToolsetInfo":
+        return cls(
+            state=runner_pb2.ToolsetState.Name(msg.state).removeprefix("TOOLSET_STATE_"),
+            error=msg.error,
+            tools_known=msg.tools_known,
+            tools=[ToolInfo.from_proto(t) for t in msg.tools],
+        )
+
+
+@dataclass(frozen=True)
 class ToolInfo:
-    """A tool as the model sees it; the schemas are JSON Schema documents."""
+    """A tool as the model sees it; the schemas are JSON Schema documents. ``toolset`` is set
+    when the entry is a toolset rather than one tool."""
 
     name: str
     description: str
     parameters_schema: JsonValue
     response_schema: JsonValue
     long_running: bool
+    toolset: Optional[ToolsetInfo] = None
 
     @classmethod
     def from_proto(cls, msg: runner_pb2.ToolInfo) -> "ToolInfo":
@@ -359,6 +385,7 @@ class ToolInfo:
             parameters_schema=value_to_python(msg.parameters_schema),
             response_schema=value_to_python(msg.response_schema),
             long_running=msg.long_running,
+            toolset=ToolsetInfo.from_proto(msg.toolset) if msg.HasField("toolset") else None,
         )
 
 

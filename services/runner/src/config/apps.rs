@@ -8,10 +8,10 @@
 use super::file::{AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig};
 use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
-use super::tools::{Declared, toolset_description};
-use crate::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
+use super::tools::Declared;
 use crate::app::{AgentDescription, ToolDescription};
 use adk_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
+use adk_runner::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_runner::{
     AddToMemory, AgentNames, BUILTIN_TOOLS, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent,
     SequentialAgent, TRANSFER_TOOL_NAME,
@@ -344,7 +344,7 @@ impl Tree<'_> {
                     tools.push(tool.clone());
                 }
                 Some(Declared::Toolset(toolset)) => {
-                    descriptions.push(toolset_description(name, toolset));
+                    descriptions.push(ToolDescription::mcp_toolset(toolset));
                     toolsets.push(toolset.clone());
                 }
                 // Declared but not built: reported at the tool.

@@ -4,9 +4,8 @@
 
 use super::file::{AgentsFile, McpTransportKind, ToolConfig, ToolKind};
 use super::problems::{Problems, library_message};
-use crate::app::ToolDescription;
 use adk_core::Tool;
-use adk_runner::{BUILTIN_TOOLS, ClientTool, HttpTool, McpToolset, McpTransport, TRANSFER_TOOL_NAME};
+use adk_runner::{BUILTIN_TOOLS, ClientTool, HttpTool, McpToolset, TRANSFER_TOOL_NAME};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -17,22 +16,6 @@ use std::time::Duration;
 pub(super) enum Declared {
     Tool(Arc<dyn Tool>),
     Toolset(Arc<McpToolset>),
-}
-
-/// An MCP toolset in an app's description: its tools are only known once the
-/// server answers, so the entry names the toolset and its server.
-pub(super) fn toolset_description(name: &str, toolset: &McpToolset) -> ToolDescription {
-    let server = match toolset.transport() {
-        McpTransport::Stdio { command, args, .. } => format!("stdio: {command} {}", args.join(" ")),
-        McpTransport::Http { url, .. } => format!("streamable HTTP: {url}"),
-    };
-    ToolDescription {
-        name: name.to_string(),
-        description: format!("MCP toolset: the tools of the MCP server ({})", server.trim_end()),
-        parameters_schema: None,
-        response_schema: None,
-        long_running: false,
-    }
 }
 
 pub(super) fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, Declared> {

@@ -84,6 +84,7 @@ pub struct NewVersion {
     pub custom_metadata: HashMap<String, Value>,
     pub is_text: bool,
     pub is_file_uri: bool,
+    pub display_name: Option<String>,
 }
 
 impl NewVersion {
@@ -103,6 +104,7 @@ impl NewVersion {
             custom_metadata: self.custom_metadata.clone(),
             is_text: self.is_text,
             is_file_uri: self.is_file_uri,
+            display_name: self.display_name.clone(),
         }
     }
 }

@@ -78,6 +78,7 @@ impl<B: ArtifactBackend> ArtifactService for CoreArtifactService<B> {
             custom_metadata: req.custom_metadata,
             is_text: req.is_text,
             is_file_uri: req.is_file_uri,
+            display_name: req.display_name,
         };
         match self.backend.write(&name, new, body).await? {
             WriteOutcome::Stored(version) => Ok(SaveResponse { version }),

@@ -89,6 +89,7 @@ impl TryFrom<pb::UploadHeader> for UploadRequest {
             version: h.version,
             custom_metadata: map_from_struct("header.custom_metadata", h.custom_metadata.as_ref())?,
             size_hint: h.size_bytes,
+            display_name: h.display_name,
         })
     }
 }
@@ -102,6 +103,7 @@ impl From<&UploadRequest> for pb::UploadHeader {
             custom_metadata: Some(map_to_struct(u.custom_metadata.iter())),
             is_text: u.is_text,
             size_bytes: u.size_hint,
+            display_name: u.display_name.clone(),
         }
     }
 }
@@ -234,6 +236,7 @@ impl From<&ArtifactMetadata> for pb::ArtifactMetadata {
             custom_metadata: Some(map_to_struct(m.custom_metadata.iter())),
             is_text: m.is_text,
             is_file_uri: m.is_file_uri,
+            display_name: m.display_name.clone(),
         }
     }
 }
@@ -255,6 +258,7 @@ impl TryFrom<&pb::ArtifactMetadata> for ArtifactMetadata {
             custom_metadata: map_from_struct("metadata.custom_metadata", m.custom_metadata.as_ref())?,
             is_text: m.is_text,
             is_file_uri: m.is_file_uri,
+            display_name: m.display_name.clone(),
         })
     }
 }
@@ -334,6 +338,7 @@ mod tests {
             version: Some(4),
             custom_metadata: [("k".to_string(), json!("v"))].into(),
             size_hint: Some(9),
+            display_name: Some("notes".into()),
             ..Default::default()
         };
         assert_eq!(
@@ -384,6 +389,7 @@ mod tests {
             custom_metadata: [("k".to_string(), json!([1, "x"]))].into(),
             is_text: false,
             is_file_uri: false,
+            display_name: Some("chart.png".into()),
         };
         assert_eq!(ArtifactMetadata::try_from(&pb::ArtifactMetadata::from(&m)).unwrap(), m);
     }

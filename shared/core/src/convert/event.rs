@@ -14,14 +14,15 @@ use crate::event::{
 };
 use adk_proto::v1 as pb;
 use chrono::{DateTime, Utc};
+use std::fmt::Display;
 
 /// An optional `Struct` field as an optional JSON object.
-fn opt_object(path: &str, s: Option<&prost_types::Struct>) -> Result<Option<JsonObject>> {
+fn opt_object(path: impl Display, s: Option<&prost_types::Struct>) -> Result<Option<JsonObject>> {
     s.map(|s| object_from_struct(path, s)).transpose()
 }
 
 /// An `extensions` field: absent is empty.
-fn extensions(path: &str, s: Option<&prost_types::Struct>) -> Result<JsonObject> {
+fn extensions(path: impl Display, s: Option<&prost_types::Struct>) -> Result<JsonObject> {
     Ok(opt_object(path, s)?.unwrap_or_default())
 }
 
@@ -85,6 +86,27 @@ impl From<&Part> for pb::Part {
     }
 }
 
+/// The text or the bytes of the part move (a reply built from a part the server is
+/// done with); the rest converts as [`From<&Part>`] does.
+impl From<Part> for pb::Part {
+    fn from(mut part: Part) -> Self {
+        use pb::part::Kind as K;
+        let kind = match &mut part.kind {
+            PartKind::Text { text } => K::Text(std::mem::take(text)),
+            PartKind::InlineData { mime_type, data } => K::InlineData(pb::Blob {
+                mime_type: std::mem::take(mime_type),
+                data: std::mem::take(data),
+                display_name: part.display_name.take(),
+            }),
+            _ => return pb::Part::from(&part),
+        };
+        pb::Part {
+            kind: Some(kind),
+            ..pb::Part::from(&part)
+        }
+    }
+}
+
 impl TryFrom<&pb::Part> for Part {
     type Error = AdkError;
     fn try_from(part: &pb::Part) -> Result<Self> {
@@ -94,78 +116,84 @@ impl TryFrom<&pb::Part> for Part {
 
 impl Part {
     /// The part at `path` (e.g. `event.content.parts[0]`), which names a bad value inside it.
-    pub fn from_proto(path: &str, part: &pb::Part) -> Result<Self> {
+    pub fn from_proto(path: impl Display, part: &pb::Part) -> Result<Self> {
+        Part::from_owned_proto(path, part.clone())
+    }
+
+    /// [`Part::from_proto`] of a part the caller is done with: its strings and bytes
+    /// move instead of being copied.
+    pub fn from_owned_proto(path: impl Display, part: pb::Part) -> Result<Self> {
         use pb::part::Kind as K;
         let mut display_name = None;
         let mut will_continue = None;
-        let kind = match &part.kind {
+        let kind = match part.kind {
             None => {
                 return Err(AdkError::invalid(
-                    path,
+                    path.to_string(),
                     "has no kind set (text, inline_data, file_data, function_call, function_response, \
                      executable_code or code_execution_result)",
                 ));
             }
-            Some(K::Text(text)) => PartKind::Text { text: text.clone() },
+            Some(K::Text(text)) => PartKind::Text { text },
             Some(K::InlineData(b)) => {
-                display_name = b.display_name.clone();
+                display_name = b.display_name;
                 PartKind::InlineData {
-                    mime_type: b.mime_type.clone(),
-                    data: b.data.clone(),
+                    mime_type: b.mime_type,
+                    data: b.data,
                 }
             }
             Some(K::FileData(f)) => {
-                display_name = f.display_name.clone();
+                display_name = f.display_name;
                 PartKind::FileData {
-                    mime_type: f.mime_type.clone(),
-                    file_uri: f.file_uri.clone(),
+                    mime_type: f.mime_type,
+                    file_uri: f.file_uri,
                 }
             }
             Some(K::FunctionCall(c)) => {
                 will_continue = c.will_continue;
                 PartKind::FunctionCall {
-                    name: c.name.clone(),
-                    args: opt_json_from_proto(&format!("{path}.function_call.args"), c.args.as_ref())?,
-                    id: c.id.clone(),
+                    args: opt_json_from_proto(format_args!("{path}.function_call.args"), c.args.as_ref())?,
+                    name: c.name,
+                    id: c.id,
                 }
             }
             Some(K::FunctionResponse(r)) => {
                 will_continue = r.will_continue;
                 PartKind::FunctionResponse {
                     function_response: FunctionResponseData {
-                        name: r.name.clone(),
                         response: opt_json_from_proto(
-                            &format!("{path}.function_response.response"),
+                            format_args!("{path}.function_response.response"),
                             r.response.as_ref(),
                         )?,
+                        name: r.name,
                     },
-                    id: r.id.clone(),
+                    id: r.id,
                 }
             }
             Some(K::ExecutableCode(c)) => PartKind::ExecutableCode {
-                code: c.code.clone(),
-                language: c.language.clone(),
-                id: c.id.clone(),
+                code: c.code,
+                language: c.language,
+                id: c.id,
             },
             Some(K::CodeExecutionResult(r)) => PartKind::CodeExecutionResult {
-                outcome: r.outcome.clone(),
-                output: r.output.clone(),
-                id: r.id.clone(),
+                outcome: r.outcome,
+                output: r.output,
+                id: r.id,
             },
         };
         Ok(Part {
             kind,
             thought: part.thought,
-            thought_signature: part.thought_signature.clone(),
+            thought_signature: part.thought_signature,
             display_name,
             will_continue,
-            video_metadata: part.video_metadata.as_ref().map(|v| VideoMetadata {
-                start_offset: v.start_offset.clone(),
-                end_offset: v.end_offset.clone(),
+            video_metadata: part.video_metadata.map(|v| VideoMetadata {
+                start_offset: v.start_offset,
+                end_offset: v.end_offset,
                 fps: v.fps,
             }),
-            part_metadata: opt_object(&format!("{path}.part_metadata"), part.part_metadata.as_ref())?,
-            extensions: extensions(&format!("{path}.extensions"), part.extensions.as_ref())?,
+            part_metadata: opt_object(format_args!("{path}.part_metadata"), part.part_metadata.as_ref())?,
+            extensions: extensions(format_args!("{path}.extensions"), part.extensions.as_ref())?,
         })
     }
 }
@@ -179,6 +207,15 @@ impl From<&Content> for pb::Content {
     }
 }
 
+impl From<Content> for pb::Content {
+    fn from(c: Content) -> Self {
+        pb::Content {
+            role: c.role,
+            parts: c.parts.into_iter().map(pb::Part::from).collect(),
+        }
+    }
+}
+
 impl TryFrom<&pb::Content> for Content {
     type Error = AdkError;
     fn try_from(c: &pb::Content) -> Result<Self> {
@@ -188,17 +225,19 @@ impl TryFrom<&pb::Content> for Content {
 
 impl Content {
     /// The content at `path` (e.g. `new_message`), which names a bad value inside it.
-    pub fn from_proto(path: &str, c: &pb::Content) -> Result<Self> {
+    pub fn from_proto(path: impl Display, c: &pb::Content) -> Result<Self> {
+        Content::from_owned_proto(path, c.clone())
+    }
+
+    /// [`Content::from_proto`] of content the caller is done with (its parts move).
+    pub fn from_owned_proto(path: impl Display, c: pb::Content) -> Result<Self> {
         let parts = c
             .parts
-            .iter()
+            .into_iter()
             .enumerate()
-            .map(|(i, part)| Part::from_proto(&format!("{path}.parts[{i}]"), part))
+            .map(|(i, part)| Part::from_owned_proto(format_args!("{path}.parts[{i}]"), part))
             .collect::<Result<_>>()?;
-        Ok(Content {
-            role: c.role.clone(),
-            parts,
-        })
+        Ok(Content { role: c.role, parts })
     }
 }
 
@@ -315,11 +354,11 @@ impl From<&Transcription> for pb::Transcription {
 }
 
 impl Transcription {
-    fn from_proto(path: &str, t: &pb::Transcription) -> Result<Self> {
+    fn from_proto(path: impl Display, t: pb::Transcription) -> Result<Self> {
         Ok(Transcription {
-            text: t.text.clone(),
+            text: t.text,
             finished: t.finished,
-            extensions: extensions(&format!("{path}.extensions"), t.extensions.as_ref())?,
+            extensions: extensions(format_args!("{path}.extensions"), t.extensions.as_ref())?,
         })
     }
 }
@@ -360,10 +399,9 @@ impl From<&EventActions> for pb::EventActions {
 }
 
 impl EventActions {
-    fn from_proto(path: &str, a: &pb::EventActions) -> Result<Self> {
+    fn from_proto(path: impl Display, a: pb::EventActions) -> Result<Self> {
         let compaction = a
             .compaction
-            .as_ref()
             .map(|c| {
                 let at = |field: &str, t: Option<&prost_types::Timestamp>| {
                     let field = format!("{path}.compaction.{field}");
@@ -372,48 +410,50 @@ impl EventActions {
                 };
                 let content = c
                     .compacted_content
-                    .as_ref()
                     .ok_or_else(|| AdkError::invalid(format!("{path}.compaction.compacted_content"), "is required"))?;
                 Ok::<_, AdkError>(EventCompaction {
                     start_timestamp: at("start_timestamp", c.start_timestamp.as_ref())?,
                     end_timestamp: at("end_timestamp", c.end_timestamp.as_ref())?,
-                    compacted_content: Content::from_proto(&format!("{path}.compaction.compacted_content"), content)?,
+                    compacted_content: Content::from_owned_proto(
+                        format_args!("{path}.compaction.compacted_content"),
+                        content,
+                    )?,
                 })
             })
             .transpose()?;
         let requested_tool_confirmations = a
             .requested_tool_confirmations
-            .iter()
+            .into_iter()
             .map(|(id, c)| {
                 let payload = opt_json_from_proto(
-                    &format!("{path}.requested_tool_confirmations[{id:?}].payload"),
+                    format_args!("{path}.requested_tool_confirmations[{id:?}].payload"),
                     c.payload.as_ref(),
                 )?;
                 let confirmation = ToolConfirmation {
-                    hint: c.hint.clone(),
+                    hint: c.hint,
                     confirmed: c.confirmed,
                     payload,
                 };
-                Ok((id.clone(), confirmation))
+                Ok((id, confirmation))
             })
             .collect::<Result<_>>()?;
         Ok(EventActions {
-            state_delta: value_map_from_proto(&format!("{path}.state_delta"), &a.state_delta)?,
-            artifact_delta: a.artifact_delta.clone(),
+            state_delta: value_map_from_proto(format_args!("{path}.state_delta"), &a.state_delta)?,
+            artifact_delta: a.artifact_delta,
             skip_summarization: a.skip_summarization,
-            transfer_to_agent: a.transfer_to_agent.clone(),
+            transfer_to_agent: a.transfer_to_agent,
             escalate: a.escalate,
-            transfer_reason: a.transfer_reason.clone(),
+            transfer_reason: a.transfer_reason,
             requested_auth_configs: extensions(
-                &format!("{path}.requested_auth_configs"),
+                format_args!("{path}.requested_auth_configs"),
                 a.requested_auth_configs.as_ref(),
             )?,
             requested_tool_confirmations,
             compaction,
             end_of_agent: a.end_of_agent,
-            agent_state: opt_object(&format!("{path}.agent_state"), a.agent_state.as_ref())?,
-            rewind_before_invocation_id: a.rewind_before_invocation_id.clone(),
-            extensions: extensions(&format!("{path}.extensions"), a.extensions.as_ref())?,
+            agent_state: opt_object(format_args!("{path}.agent_state"), a.agent_state.as_ref())?,
+            rewind_before_invocation_id: a.rewind_before_invocation_id,
+            extensions: extensions(format_args!("{path}.extensions"), a.extensions.as_ref())?,
         })
     }
 }
@@ -452,13 +492,45 @@ impl From<&Event> for pb::Event {
     }
 }
 
+/// The event's strings and its content's text and bytes move (a reply built from an
+/// event the server is done with); the rest converts as [`From<&Event>`] does.
+impl From<Event> for pb::Event {
+    fn from(mut e: Event) -> Self {
+        let r = &mut e.llm_response;
+        let content = r.content.take().map(pb::Content::from);
+        let (error_code, error_message) = (r.error_code.take(), r.error_message.take());
+        let (model_version, turn_complete_reason) = (r.model_version.take(), r.turn_complete_reason.take());
+        pb::Event {
+            id: std::mem::take(&mut e.id),
+            invocation_id: std::mem::take(&mut e.invocation_id),
+            branch: std::mem::take(&mut e.branch),
+            author: std::mem::take(&mut e.author),
+            long_running_tool_ids: std::mem::take(&mut e.long_running_tool_ids),
+            content,
+            error_code,
+            error_message,
+            model_version,
+            turn_complete_reason,
+            ..pb::Event::from(&e)
+        }
+    }
+}
+
 impl TryFrom<&pb::Event> for Event {
+    type Error = AdkError;
+    /// See the owned conversion below.
+    fn try_from(e: &pb::Event) -> Result<Self> {
+        Event::try_from(e.clone())
+    }
+}
+
+impl TryFrom<pb::Event> for Event {
     type Error = AdkError;
     /// A missing timestamp becomes "now". Only events outside the session log meet
     /// one (a memory request's): stored and returned events always have theirs, and an
     /// appended event without one is stamped by the session service with its store's
-    /// clock (see [`Event::from_proto_unstamped`]).
-    fn try_from(e: &pb::Event) -> Result<Self> {
+    /// clock (see [`Event::from_proto_unstamped`]). The event's strings and bytes move.
+    fn try_from(e: pb::Event) -> Result<Self> {
         let (mut event, timestamp_missing) = Event::from_proto_unstamped(e)?;
         if timestamp_missing {
             event.timestamp = Utc::now();
@@ -470,53 +542,53 @@ impl TryFrom<&pb::Event> for Event {
 impl Event {
     /// The event, and whether it came without a timestamp: then its `timestamp` is a
     /// placeholder (the Unix epoch) for whoever owns the rule that fills it in.
-    pub(crate) fn from_proto_unstamped(e: &pb::Event) -> Result<(Event, bool)> {
+    pub(crate) fn from_proto_unstamped(e: pb::Event) -> Result<(Event, bool)> {
+        let timestamp_missing = e.timestamp.is_none();
         let timestamp = match &e.timestamp {
             Some(t) => timestamp_from_proto("event.timestamp", t)?,
             None => DateTime::<Utc>::UNIX_EPOCH,
         };
-        let actions = match &e.actions {
+        let actions = match e.actions {
             None => EventActions::default(),
             Some(a) => EventActions::from_proto("event.actions", a)?,
         };
-        let transcription = |field: &str, t: Option<&pb::Transcription>| {
-            t.map(|t| Transcription::from_proto(&format!("event.{field}"), t))
+        let transcription = |field: &str, t: Option<pb::Transcription>| {
+            t.map(|t| Transcription::from_proto(format_args!("event.{field}"), t))
                 .transpose()
         };
         let event = Event {
-            id: e.id.clone(),
+            id: e.id,
             timestamp,
-            invocation_id: e.invocation_id.clone(),
-            branch: e.branch.clone(),
-            author: e.author.clone(),
+            invocation_id: e.invocation_id,
+            branch: e.branch,
+            author: e.author,
             llm_response: LlmResponse {
                 content: e
                     .content
-                    .as_ref()
-                    .map(|c| Content::from_proto("event.content", c))
+                    .map(|c| Content::from_owned_proto("event.content", c))
                     .transpose()?,
                 usage_metadata: e.usage_metadata.as_ref().map(UsageMetadata::from),
                 finish_reason: finish_reason_from_proto(e.finish_reason)?,
                 partial: e.partial,
                 turn_complete: e.turn_complete,
                 interrupted: e.interrupted,
-                error_code: e.error_code.clone(),
-                error_message: e.error_message.clone(),
-                model_version: e.model_version.clone(),
+                error_code: e.error_code,
+                error_message: e.error_message,
+                model_version: e.model_version,
                 grounding_metadata: opt_object("event.grounding_metadata", e.grounding_metadata.as_ref())?,
                 citation_metadata: opt_object("event.citation_metadata", e.citation_metadata.as_ref())?,
                 custom_metadata: opt_object("event.custom_metadata", e.custom_metadata.as_ref())?,
-                input_transcription: transcription("input_transcription", e.input_transcription.as_ref())?,
-                output_transcription: transcription("output_transcription", e.output_transcription.as_ref())?,
+                input_transcription: transcription("input_transcription", e.input_transcription)?,
+                output_transcription: transcription("output_transcription", e.output_transcription)?,
                 avg_logprobs: e.avg_logprobs,
                 logprobs_result: opt_object("event.logprobs_result", e.logprobs_result.as_ref())?,
-                turn_complete_reason: e.turn_complete_reason.clone(),
+                turn_complete_reason: e.turn_complete_reason,
             },
             actions,
-            long_running_tool_ids: e.long_running_tool_ids.clone(),
+            long_running_tool_ids: e.long_running_tool_ids,
             sequence: e.sequence,
             extensions: extensions("event.extensions", e.extensions.as_ref())?,
         };
-        Ok((event, e.timestamp.is_none()))
+        Ok((event, timestamp_missing))
     }
 }

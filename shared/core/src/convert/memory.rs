@@ -4,7 +4,9 @@ use super::{map_from_struct, map_to_struct, timestamp_from_proto, timestamp_to_p
 use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
-use crate::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MemoryEntry, SearchMemoryRequest};
+use crate::memory::{
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MemoryEntry, SearchMemoryRequest, SearchMemoryResponse,
+};
 use adk_proto::v1 as pb;
 
 impl From<&MemoryEntry> for pb::MemoryEntry {
@@ -135,5 +137,37 @@ impl From<pb::DeleteMemoryRequest> for DeleteMemoryRequest {
             user_id: r.user_id,
             memory_id: r.memory_id,
         }
+    }
+}
+
+impl From<&DeleteMemoryRequest> for pb::DeleteMemoryRequest {
+    fn from(r: &DeleteMemoryRequest) -> Self {
+        pb::DeleteMemoryRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            memory_id: r.memory_id.clone(),
+        }
+    }
+}
+
+impl From<&SearchMemoryResponse> for pb::SearchMemoryResponse {
+    fn from(r: &SearchMemoryResponse) -> Self {
+        pb::SearchMemoryResponse {
+            memories: r.memories.iter().map(pb::MemoryEntry::from).collect(),
+        }
+    }
+}
+
+impl TryFrom<pb::SearchMemoryResponse> for SearchMemoryResponse {
+    type Error = AdkError;
+
+    fn try_from(r: pb::SearchMemoryResponse) -> Result<Self> {
+        let memories = r
+            .memories
+            .iter()
+            .enumerate()
+            .map(|(i, m)| MemoryEntry::from_proto(&format!("memories[{i}]"), m))
+            .collect::<Result<_>>()?;
+        Ok(SearchMemoryResponse { memories })
     }
 }

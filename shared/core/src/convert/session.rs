@@ -30,20 +30,39 @@ impl From<&Session> for pb::Session {
     }
 }
 
+/// The session's ids and events move (a reply built from a session the server is done with).
+impl From<Session> for pb::Session {
+    fn from(mut s: Session) -> Self {
+        let events = std::mem::take(&mut s.events).into_vec();
+        pb::Session {
+            app_name: std::mem::take(&mut s.app_name),
+            user_id: std::mem::take(&mut s.user_id),
+            id: std::mem::take(&mut s.id),
+            events: events.into_iter().map(pb::Event::from).collect(),
+            ..pb::Session::from(&s)
+        }
+    }
+}
+
 impl TryFrom<&pb::Session> for Session {
     type Error = AdkError;
     fn try_from(s: &pb::Session) -> Result<Self> {
+        Session::try_from(s.clone())
+    }
+}
+
+impl TryFrom<pb::Session> for Session {
+    type Error = AdkError;
+    /// The session's events and strings move.
+    fn try_from(s: pb::Session) -> Result<Self> {
         let time = |field: &str, t: &Option<prost_types::Timestamp>| -> Result<DateTime<Utc>> {
             t.as_ref()
                 .map(|t| timestamp_from_proto(field, t))
                 .unwrap_or_else(|| Err(AdkError::invalid(field, "is missing")))
         };
         Ok(Session {
-            id: s.id.clone(),
-            app_name: s.app_name.clone(),
-            user_id: s.user_id.clone(),
             state: StateMap::new(map_from_struct("session.state", s.state.as_ref())?),
-            events: Events::new(s.events.iter().map(Event::try_from).collect::<Result<_>>()?),
+            events: Events::new(s.events.into_iter().map(Event::try_from).collect::<Result<_>>()?),
             create_time: time("session.create_time", &s.create_time)?,
             last_update_time: time("session.last_update_time", &s.last_update_time)?,
             event_count: s.event_count,
@@ -52,6 +71,9 @@ impl TryFrom<&pb::Session> for Session {
                 .as_ref()
                 .map(|t| timestamp_from_proto("session.expire_time", t))
                 .transpose()?,
+            id: s.id,
+            app_name: s.app_name,
+            user_id: s.user_id,
         })
     }
 }
@@ -255,10 +277,7 @@ impl From<&crate::session::UpdateAppStateRequest> for pb::UpdateAppStateRequest 
 impl TryFrom<pb::AppendEventRequest> for AppendEventRequest {
     type Error = AdkError;
     fn try_from(r: pb::AppendEventRequest) -> Result<Self> {
-        let event = r
-            .event
-            .as_ref()
-            .ok_or_else(|| AdkError::invalid("event", "is required"))?;
+        let event = r.event.ok_or_else(|| AdkError::invalid("event", "is required"))?;
         let precondition = r.precondition.and_then(|p| p.expected).map(|expected| match expected {
             pb::append_precondition::Expected::LastEventId(id) => Precondition::LastEventId(id),
             pb::append_precondition::Expected::LastSequence(seq) => Precondition::LastSequence(seq),
@@ -338,11 +357,27 @@ impl From<&ListEventsResponse> for pb::ListEventsResponse {
     }
 }
 
+impl From<ListEventsResponse> for pb::ListEventsResponse {
+    fn from(r: ListEventsResponse) -> Self {
+        pb::ListEventsResponse {
+            events: r.events.into_iter().map(pb::Event::from).collect(),
+            next_page_token: r.next_page_token.unwrap_or_default(),
+        }
+    }
+}
+
 impl TryFrom<&pb::ListEventsResponse> for ListEventsResponse {
     type Error = AdkError;
     fn try_from(r: &pb::ListEventsResponse) -> Result<Self> {
+        ListEventsResponse::try_from(r.clone())
+    }
+}
+
+impl TryFrom<pb::ListEventsResponse> for ListEventsResponse {
+    type Error = AdkError;
+    fn try_from(r: pb::ListEventsResponse) -> Result<Self> {
         Ok(ListEventsResponse {
-            events: r.events.iter().map(Event::try_from).collect::<Result<_>>()?,
+            events: r.events.into_iter().map(Event::try_from).collect::<Result<_>>()?,
             next_page_token: non_empty(&r.next_page_token),
         })
     }

@@ -7,7 +7,11 @@
 //! server went away), until the toolset is dropped. The tool list is read on
 //! connect and again after the server's `notifications/tools/list_changed`;
 //! while the server is down the last list stays offered and its calls fail as
-//! tool errors the model reads, so a dead server never fails a run.
+//! tool errors the model reads, so a server that went away never fails a run.
+//! A toolset whose tools were never listed (its server never answered) fails the
+//! agent's step with `Unavailable` naming the toolset, its server and the cause,
+//! as ADK's `McpToolset.get_tools` raises `ConnectionError`: the model cannot be
+//! offered tools nobody knows, and the client must learn why.
 
 use adk_core::{AdkError, Part, ReadonlyContext, Result, Tool, ToolContext, ToolOutput, Toolset};
 use async_trait::async_trait;
@@ -16,15 +20,20 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use reqwest::header::{HeaderName, HeaderValue};
 use rmcp::model::CallToolRequestParams;
-use rmcp::service::{NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt};
-use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
+};
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::io::Write;
 use std::path::PathBuf;
+use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -35,6 +44,12 @@ const INHERITED_ENV: [&str; 8] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "U
 /// A connection that lived this long was healthy: the next failure starts the
 /// backoff from its shortest delay again.
 const HEALTHY_CONNECTION: Duration = Duration::from_secs(60);
+/// The last lines a stdio server wrote to stderr, kept to say why it failed
+/// (a traceback's last lines, "command not found").
+const STDERR_TAIL_LINES: usize = 4;
+const STDERR_TAIL_LINE_CHARS: usize = 300;
+/// How long a failed stdio server's stderr is read for its last words.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
 /// How the runner reaches the MCP server.
 #[derive(Debug, Clone)]
@@ -98,8 +113,9 @@ struct Shared {
     call_timeout: Duration,
     connect_timeout: Duration,
     connection: watch::Sender<Connection>,
-    /// The tools last listed, offered while the server is away.
-    tools: Mutex<Vec<Arc<dyn Tool>>>,
+    /// The tools last listed, offered while the server is away; None until the
+    /// first listing succeeds.
+    tools: Mutex<Option<Vec<Arc<dyn Tool>>>>,
     /// Set by the server's `tools/list_changed`: list again before the next use.
     tools_changed: Arc<AtomicBool>,
     supervisor: Once,
@@ -169,7 +185,7 @@ impl McpToolset {
                 call_timeout: Self::DEFAULT_CALL_TIMEOUT,
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
                 connection: watch::Sender::new(Connection::Starting),
-                tools: Mutex::new(Vec::new()),
+                tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
                 supervisor: Once::new(),
                 stop: stop.clone(),
@@ -261,6 +277,49 @@ impl McpToolset {
     pub fn transport(&self) -> &McpTransport {
         &self.shared.transport
     }
+
+    /// Where the connection stands and the tools as last listed, without
+    /// connecting (what `GetApp` shows).
+    pub fn status(&self) -> McpToolsetStatus {
+        let shared = &self.shared;
+        let connection = shared.connection.borrow().clone();
+        let (state, error) = match connection {
+            Connection::Starting if !shared.supervisor.is_completed() => (McpConnectionState::NotStarted, None),
+            Connection::Starting => (McpConnectionState::Connecting, None),
+            Connection::Up { .. } => (McpConnectionState::Connected, None),
+            Connection::Down(reason) => (McpConnectionState::Failing, Some(shared.unavailable(&reason))),
+        };
+        McpToolsetStatus {
+            state,
+            error,
+            tools: shared.tools.lock().expect("tool list lock").clone(),
+        }
+    }
+}
+
+/// What an [`McpToolset`] knows of its server right now.
+#[derive(Clone)]
+pub struct McpToolsetStatus {
+    pub state: McpConnectionState,
+    /// Why the toolset is not connected (state `Failing`), naming the toolset,
+    /// its server and the cause.
+    pub error: Option<String>,
+    /// The tools as last listed (filter and prefix applied); None until the
+    /// server's tools were listed once.
+    pub tools: Option<Vec<Arc<dyn Tool>>>,
+}
+
+/// The connection of an [`McpToolset`] to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpConnectionState {
+    /// Never used: nothing has tried to connect.
+    NotStarted,
+    /// The first attempt is under way.
+    Connecting,
+    Connected,
+    /// The last attempt failed or the connection closed; the supervisor tries
+    /// again with backoff.
+    Failing,
 }
 
 #[async_trait]
@@ -269,9 +328,9 @@ impl Toolset for McpToolset {
         &self.shared.name
     }
 
-    /// The server's tools. Never fails: when the server cannot be reached the
-    /// last list (empty before the first connection) is offered, and the calls
-    /// say what is wrong.
+    /// The server's tools. When the server cannot be reached the last list is
+    /// offered and the calls say what is wrong; before any list is known, fails
+    /// with `Unavailable` naming the toolset, its server and the cause.
     async fn tools(&self, _ctx: Arc<dyn ReadonlyContext>) -> Result<Vec<Arc<dyn Tool>>> {
         let shared = &self.shared;
         shared
@@ -282,19 +341,48 @@ impl Toolset for McpToolset {
         let first_attempt = connection.wait_for(|c| !matches!(c, Connection::Starting));
         let _ = tokio::time::timeout(shared.connect_timeout + Duration::from_secs(1), first_attempt).await;
         let current = connection.borrow().clone();
-        if let Connection::Up { peer, .. } = current
+        let mut list_failure = None;
+        if let Connection::Up { peer, .. } = &current
             && shared.tools_changed.swap(false, Ordering::SeqCst)
-            && let Err(e) = shared.list_tools(&peer).await
+            && let Err(e) = shared.list_tools(peer).await
         {
             shared.tools_changed.store(true, Ordering::SeqCst);
-            tracing::warn!(toolset = %shared.name, error = %e, "MCP server: listing its changed tools failed; offering the previous list");
+            tracing::warn!(toolset = %shared.name, error = %e, "MCP server: listing its tools failed; offering the previous list");
+            list_failure = Some(e);
         }
-        Ok(shared.tools.lock().expect("tool list lock").clone())
+        if let Some(tools) = shared.tools.lock().expect("tool list lock").clone() {
+            return Ok(tools);
+        }
+        let cause = match (current, list_failure) {
+            (_, Some(e)) => format!("it connected, but listing its tools failed: {e}"),
+            (Connection::Down(reason), None) => reason,
+            (Connection::Starting, None) => format!(
+                "it has not answered yet (connecting, {:?} allowed)",
+                shared.connect_timeout
+            ),
+            (Connection::Up { .. }, None) => "its tools are not listed yet".to_string(),
+        };
+        Err(AdkError::Unavailable(shared.unavailable(&cause)))
     }
 }
 
 impl Shared {
-    async fn connect(&self) -> std::result::Result<RunningService<RoleClient, Notifications>, String> {
+    /// Why the toolset's tools cannot be used now, for the client: the toolset,
+    /// its server and the cause.
+    fn unavailable(&self, cause: &str) -> String {
+        format!(
+            "MCP toolset {} ({}) is not connected: {cause}; the runner retries with backoff",
+            self.name,
+            self.transport.describe()
+        )
+    }
+
+    /// Opens the connection and does the MCP handshake. For stdio, also what the
+    /// child writes to stderr (passed on to the runner's), whose last lines say
+    /// why it failed or exited.
+    async fn connect(
+        &self,
+    ) -> std::result::Result<(RunningService<RoleClient, Notifications>, Option<StderrTail>), String> {
         let handler = Notifications {
             tools_changed: self.tools_changed.clone(),
         };
@@ -316,10 +404,21 @@ impl Shared {
                 if let Some(dir) = working_dir {
                     cmd.current_dir(dir);
                 }
-                let (child, _) = TokioChildProcess::builder(cmd)
+                let (child, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
                     .spawn()
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
-                handler.serve(child).await.map_err(|e| e.to_string())
+                let stderr = stderr.map(StderrTail::follow);
+                match handler.serve(child).await {
+                    Ok(service) => Ok((service, stderr)),
+                    Err(e) => {
+                        let last_words = match stderr {
+                            Some(stderr) => stderr.last_words().await,
+                            None => String::new(),
+                        };
+                        Err(format!("the MCP handshake failed: {}{last_words}", error_chain(&e)))
+                    }
+                }
             }
             McpTransport::Http {
                 url,
@@ -346,7 +445,10 @@ impl Shared {
                     config = config.auth_header(token.clone());
                 }
                 let transport = StreamableHttpClientTransport::with_client(client, config);
-                handler.serve(transport).await.map_err(|e| e.to_string())
+                match handler.serve(transport).await {
+                    Ok(service) => Ok((service, None)),
+                    Err(e) => Err(format!("the MCP handshake failed: {}", error_chain(&e))),
+                }
             }
         }
     }
@@ -390,7 +492,7 @@ impl Shared {
             }));
         }
         tracing::info!(toolset = %self.name, tools = tools.len(), "MCP server's tools listed");
-        *self.tools.lock().expect("tool list lock") = tools;
+        *self.tools.lock().expect("tool list lock") = Some(tools);
         Ok(())
     }
 }
@@ -414,7 +516,8 @@ async fn supervise(shared: Arc<Shared>) {
             () = stop.cancelled() => return,
         };
         match attempt {
-            Ok(Ok(service)) => {
+            Ok(Ok((service, stderr))) => {
+                adk_telemetry::metrics::mcp_connection_attempt(&shared.name, "OK");
                 let connected = Instant::now();
                 let peer = service.peer().clone();
                 shared.tools_changed.store(false, Ordering::SeqCst);
@@ -438,21 +541,28 @@ async fn supervise(shared: Arc<Shared>) {
                     () = broken.cancelled() => "a call found the transport broken".to_string(),
                     () = stop.cancelled() => return,
                 };
+                let last_words = match stderr {
+                    Some(stderr) => stderr.last_words().await,
+                    None => String::new(),
+                };
                 tracing::warn!(toolset = %shared.name, reason = %reason, "MCP server connection closed; reconnecting");
+                adk_telemetry::metrics::mcp_disconnected(&shared.name);
                 shared
                     .connection
-                    .send_replace(Connection::Down(format!("the connection closed: {reason}")));
+                    .send_replace(Connection::Down(format!("the connection closed: {reason}{last_words}")));
                 if connected.elapsed() >= HEALTHY_CONNECTION {
                     delays = backoff();
                 }
             }
             Ok(Err(e)) => {
                 tracing::warn!(toolset = %shared.name, server = %shared.transport.describe(), error = %e, "MCP server: cannot connect");
+                adk_telemetry::metrics::mcp_connection_attempt(&shared.name, "UNAVAILABLE");
                 shared.connection.send_replace(Connection::Down(e));
             }
             Err(_) => {
                 let reason = format!("connecting timed out after {:?}", shared.connect_timeout);
                 tracing::warn!(toolset = %shared.name, server = %shared.transport.describe(), "MCP server: {reason}");
+                adk_telemetry::metrics::mcp_connection_attempt(&shared.name, "DEADLINE_EXCEEDED");
                 shared.connection.send_replace(Connection::Down(reason));
             }
         }
@@ -462,6 +572,82 @@ async fn supervise(shared: Arc<Shared>) {
             () = stop.cancelled() => return,
         }
     }
+}
+
+/// The last lines a stdio server wrote to stderr, each also passed on to the
+/// runner's stderr as before (servers log there).
+struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StderrTail {
+    fn follow(stderr: tokio::process::ChildStderr) -> StderrTail {
+        let lines = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = lines.clone();
+        let reader = tokio::spawn(async move {
+            let mut stderr = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while matches!(stderr.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+                // As the runner's own log lines are written: a short blocking write.
+                let _ = std::io::stderr().lock().write_all(&line);
+                let text: String = String::from_utf8_lossy(&line)
+                    .trim_end()
+                    .chars()
+                    .take(STDERR_TAIL_LINE_CHARS)
+                    .collect();
+                if !text.is_empty() {
+                    let mut kept = kept.lock().expect("stderr tail lock");
+                    if kept.len() == STDERR_TAIL_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(text);
+                }
+                line.clear();
+            }
+        });
+        StderrTail { lines, reader }
+    }
+
+    /// `; its stderr ended with: …` (or that it wrote nothing), once the server
+    /// closed its stderr or after a short wait: a dying process's last lines are
+    /// often still in the pipe when the handshake fails.
+    async fn last_words(mut self) -> String {
+        if tokio::time::timeout(STDERR_DRAIN, &mut self.reader).await.is_err() {
+            self.reader.abort();
+        }
+        let lines = self.lines.lock().expect("stderr tail lock");
+        if lines.is_empty() {
+            "; it wrote nothing to stderr".to_string()
+        } else {
+            format!("; its stderr ended with: {}", Vec::from(lines.clone()).join(" | "))
+        }
+    }
+}
+
+/// An error with its causes (`a: b: c`), each said once: rmcp's and reqwest's
+/// messages leave the cause that matters ("Connection refused") to their sources.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    // The handshake's transport error keeps its cause in fields, not as its
+    // source: what was being done, then the HTTP client's error with its causes.
+    if let Some(ClientInitializeError::TransportError { error, context }) = error.downcast_ref() {
+        let cause: &(dyn std::error::Error + 'static) =
+            match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(e)) => e,
+                _ => error.error.as_ref(),
+            };
+        return format!("{context}: {}", error_chain(cause));
+    }
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    message
 }
 
 /// What the runner does with the server's notifications: a changed tool list is

@@ -11,7 +11,7 @@ pub(crate) use builtin::TransferToAgentTool;
 pub use builtin::{ExitLoopTool, LoadArtifactsTool};
 pub use function::{ClientTool, FunctionTool};
 pub use http::HttpTool;
-pub use mcp::{McpToolset, McpTransport};
+pub use mcp::{McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 
 use adk_core::Tool;

@@ -213,9 +213,12 @@ async fn first_message(mut body: Body, path: &str, max_message_bytes: usize) -> 
     let mut ended = false;
     loop {
         if buffered.len() >= PREFIX_BYTES {
+            // Compressed messages arrive decompressed (compression.rs): a flag still set is a
+            // message marked compressed in a call that names no grpc-encoding.
             if buffered[0] != 0 {
-                return Err(Status::from(AdkError::Unimplemented(
-                    "compressed requests are not accepted".into(),
+                return Err(Status::from(AdkError::invalid_with(
+                    "request",
+                    "the request message is marked compressed but the call has no grpc-encoding header saying how",
                 )));
             }
             let length = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]) as usize;

@@ -250,6 +250,9 @@ impl RedisArtifactBackend {
             .arg(if new.is_file_uri { "1" } else { "0" })
             .arg("chunk_bytes")
             .arg(chunk_bytes);
+        if let Some(display_name) = &new.display_name {
+            invocation.arg("display_name").arg(display_name);
+        }
         let (status, version): (String, String) = self
             .store
             .durable_eval("artifact_commit", &invocation, &keys.versions)
@@ -662,6 +665,7 @@ fn parse_meta(file_name: &str, version: i64, h: &HashMap<String, String>) -> Res
         is_text: get("text")? == "1",
         // Absent from versions stored before file_data parts could be artifacts.
         is_file_uri: h.get("file_uri").is_some_and(|v| v == "1"),
+        display_name: h.get("display_name").cloned(),
     };
     Ok((metadata, layout))
 }

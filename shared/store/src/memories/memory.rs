@@ -1,20 +1,21 @@
-//! `InMemoryMemoryService`: memories and their keyword index in this process.
+//! `InMemoryMemoryBackend`: memories and their keyword index in this process, under
+//! the core memory service (`adk_core::CoreMemoryService`), which owns every rule; this
+//! file only stores and reads, under one lock (so each write is atomic).
 
 use adk_core::Result;
-use adk_core::memory::{Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for};
+use adk_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One process's memories. Cloning shares them.
-#[derive(Clone, Default)]
-pub struct InMemoryMemoryService {
-    users: Arc<Mutex<HashMap<(String, String), UserMemories>>>,
-    embedders: Embedders,
+#[derive(Debug, Clone, Default)]
+pub struct InMemoryMemoryBackend {
+    users: Arc<Mutex<HashMap<MemoryScope, UserMemories>>>,
 }
 
 /// One user's entries and inverted index.
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct UserMemories {
     entries: HashMap<String, IndexedEntry>,
     /// Term -> entry id -> (count of the term in the entry, the entry's length).
@@ -50,38 +51,28 @@ impl UserMemories {
     }
 }
 
-impl InMemoryMemoryService {
+impl InMemoryMemoryBackend {
     pub fn new() -> Self {
         Self::default()
     }
 
-    /// Embeds the memories of the apps these models are for, and searches them by meaning too.
-    pub fn with_embedders(mut self, embedders: Embedders) -> Self {
-        self.embedders = embedders;
-        self
-    }
-
-    fn users(&self) -> MutexGuard<'_, HashMap<(String, String), UserMemories>> {
+    fn users(&self) -> MutexGuard<'_, HashMap<MemoryScope, UserMemories>> {
         self.users.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
-fn user_key(app_name: &str, user_id: &str) -> (String, String) {
-    (app_name.to_string(), user_id.to_string())
-}
-
 #[async_trait]
-impl MemoryService for InMemoryMemoryService {
-    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()> {
+impl MemoryBackend for InMemoryMemoryBackend {
+    async fn upsert(&self, scope: &MemoryScope, entries: Vec<IndexedEntry>) -> Result<()> {
         let mut users = self.users();
-        let user = users.entry(user_key(app_name, user_id)).or_default();
+        let user = users.entry(scope.clone()).or_default();
         entries.into_iter().for_each(|entry| user.insert(entry));
         Ok(())
     }
 
-    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings> {
+    async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> Result<Postings> {
         let users = self.users();
-        let Some(user) = users.get(&user_key(app_name, user_id)) else {
+        let Some(user) = users.get(scope) else {
             return Ok(Postings::default());
         };
         let terms = terms
@@ -101,9 +92,9 @@ impl MemoryService for InMemoryMemoryService {
         })
     }
 
-    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>> {
+    async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>> {
         let users = self.users();
-        let Some(user) = users.get(&user_key(app_name, user_id)) else {
+        let Some(user) = users.get(scope) else {
             return Ok(Vec::new());
         };
         Ok(user
@@ -113,24 +104,19 @@ impl MemoryService for InMemoryMemoryService {
             .collect())
     }
 
-    fn embedder(&self, app_name: &str) -> Option<Arc<dyn Embedder>> {
-        embedder_for(&self.embedders, app_name)
-    }
-
-    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>> {
+    async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {
         let users = self.users();
-        let Some(user) = users.get(&user_key(app_name, user_id)) else {
+        let Some(user) = users.get(scope) else {
             return Ok(Vec::new());
         };
         Ok(ids
             .iter()
-            .filter_map(|id| user.entries.get(id).map(|e| e.entry.clone()))
+            .filter_map(|id| user.entries.get(id.as_str()).map(|e| e.entry.clone()))
             .collect())
     }
 
-    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool> {
+    async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool> {
         let mut users = self.users();
-        let user = users.get_mut(&user_key(app_name, user_id));
-        Ok(user.is_some_and(|user| user.remove(memory_id)))
+        Ok(users.get_mut(scope).is_some_and(|user| user.remove(id)))
     }
 }

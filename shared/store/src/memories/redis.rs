@@ -1,5 +1,6 @@
-//! `RedisMemoryService`: memories and their keyword index in Redis, standalone or
-//! Redis Cluster.
+//! `RedisMemoryBackend`: memories and their keyword index in Redis, standalone or
+//! Redis Cluster, under the core memory service (`adk_core::CoreMemoryService`), which
+//! owns every rule; this file only stores and reads.
 //!
 //! Every key of one user's memories carries the user's hash tag `{<app>:<user>}`
 //! (the session keys' tag; ids enter keys only through `id_key`), so on a cluster
@@ -24,7 +25,7 @@
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
 use crate::redis::user_tag;
-use adk_core::memory::{Embedder, Embedders, IndexedEntry, MemoryEntry, MemoryService, Postings, embedder_for};
+use adk_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
 use adk_core::validate::{id_from_key, id_key};
 use adk_core::{AdkError, Result};
 use adk_proto::v1 as pb;
@@ -83,15 +84,14 @@ return remove_entry(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
 "#;
 
 #[derive(Clone)]
-pub struct RedisMemoryService {
+pub struct RedisMemoryBackend {
     store: RedisStore,
     scripts: Arc<(Script, Script)>,
-    embedders: Embedders,
 }
 
-impl std::fmt::Debug for RedisMemoryService {
+impl std::fmt::Debug for RedisMemoryBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("RedisMemoryService")
+        f.debug_struct("RedisMemoryBackend")
             .field("cluster", &self.store.is_cluster())
             .finish()
     }
@@ -106,8 +106,8 @@ struct UserKeys {
 }
 
 impl UserKeys {
-    fn new(app_name: &str, user_id: &str) -> UserKeys {
-        let tag = user_tag(app_name, user_id);
+    fn new(scope: &MemoryScope) -> UserKeys {
+        let tag = user_tag(scope.app_name(), scope.user_id());
         UserKeys {
             stats: format!("adk:memstats:{tag}"),
             vectors: format!("adk:memvec:{tag}"),
@@ -117,24 +117,17 @@ impl UserKeys {
     }
 }
 
-impl RedisMemoryService {
+impl RedisMemoryBackend {
     /// Connects to `redis://…`, `rediss://…`, `redis+cluster://h1:p1,h2:p2` or
     /// `rediss+cluster://…` (the session store's URLs).
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
-        Ok(RedisMemoryService {
+        Ok(RedisMemoryBackend {
             store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new((
                 Script::new(&format!("{REMOVE_ENTRY}{UPSERT}")),
                 Script::new(&format!("{REMOVE_ENTRY}{DELETE}")),
             )),
-            embedders: Embedders::new(),
         })
-    }
-
-    /// Embeds the memories of the apps these models are for, and searches them by meaning too.
-    pub fn with_embedders(mut self, embedders: Embedders) -> Self {
-        self.embedders = embedders;
-        self
     }
 }
 
@@ -161,12 +154,12 @@ fn parse_posting(value: &str) -> Result<(u32, u32)> {
 }
 
 #[async_trait]
-impl MemoryService for RedisMemoryService {
-    async fn upsert(&self, app_name: &str, user_id: &str, entries: Vec<IndexedEntry>) -> Result<()> {
+impl MemoryBackend for RedisMemoryBackend {
+    async fn upsert(&self, scope: &MemoryScope, entries: Vec<IndexedEntry>) -> Result<()> {
         if entries.is_empty() {
             return Ok(());
         }
-        let keys = UserKeys::new(app_name, user_id);
+        let keys = UserKeys::new(scope);
         let mut invocation = self.scripts.0.key(&keys.stats);
         invocation
             .key(&keys.vectors)
@@ -191,11 +184,11 @@ impl MemoryService for RedisMemoryService {
         Ok(())
     }
 
-    async fn postings(&self, app_name: &str, user_id: &str, terms: &[String]) -> Result<Postings> {
-        let keys = UserKeys::new(app_name, user_id);
+    async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> Result<Postings> {
+        let keys = UserKeys::new(scope);
         let mut pipe = redis::pipe();
         pipe.cmd("HMGET").arg(&keys.stats).arg("n").arg("len");
-        for term in terms {
+        for term in terms.iter() {
             pipe.cmd("HGETALL").arg(format!("{}{}", keys.term_prefix, id_key(term)));
         }
         let (stats, postings): ((Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
@@ -228,8 +221,8 @@ impl MemoryService for RedisMemoryService {
         })
     }
 
-    async fn vectors(&self, app_name: &str, user_id: &str) -> Result<Vec<(String, Vec<f32>)>> {
-        let keys = UserKeys::new(app_name, user_id);
+    async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>> {
+        let keys = UserKeys::new(scope);
         let stored: HashMap<String, Vec<u8>> = self.store.query(redis::cmd("HGETALL").arg(&keys.vectors)).await?;
         stored
             .into_iter()
@@ -241,15 +234,11 @@ impl MemoryService for RedisMemoryService {
             .collect()
     }
 
-    fn embedder(&self, app_name: &str) -> Option<Arc<dyn Embedder>> {
-        embedder_for(&self.embedders, app_name)
-    }
-
-    async fn fetch(&self, app_name: &str, user_id: &str, ids: &[String]) -> Result<Vec<MemoryEntry>> {
+    async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = UserKeys::new(app_name, user_id);
+        let keys = UserKeys::new(scope);
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HGET")
@@ -268,14 +257,14 @@ impl MemoryService for RedisMemoryService {
             .collect()
     }
 
-    async fn remove(&self, app_name: &str, user_id: &str, memory_id: &str) -> Result<bool> {
-        let keys = UserKeys::new(app_name, user_id);
+    async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool> {
+        let keys = UserKeys::new(scope);
         let mut invocation = self.scripts.1.key(&keys.stats);
         invocation
             .key(&keys.vectors)
             .arg(&keys.entry_prefix)
             .arg(&keys.term_prefix)
-            .arg(id_key(memory_id).as_ref());
+            .arg(id_key(id).as_ref());
         let deleted: i64 = self
             .store
             .durable_eval("memory_delete", &invocation, &keys.stats)

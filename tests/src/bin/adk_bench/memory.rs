@@ -22,7 +22,7 @@ use tonic::transport::Channel;
 pub struct MemoryArgs {
     /// A running MemoryService (http://host:port); default: start redis-server and adk-session-server.
     #[arg(long)]
-    endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// Concurrent clients, each with its own connection and user.
     #[arg(long, default_value_t = 16)]
     concurrency: usize,

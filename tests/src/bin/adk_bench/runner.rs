@@ -67,7 +67,7 @@ pub struct RunnerArgs {
     /// A running AgentRunner (http://host:port) serving --app; default: start redis-server, adk-session-server
     /// and adk-runner-server with a mock-model agent.
     #[arg(long)]
-    endpoint: Option<String>,
+    pub(crate) endpoint: Option<String>,
     /// The app to run; the bench's own runner serves "bench" (an echo mock with an instruction and an output_key).
     #[arg(long, default_value = "bench")]
     app: String,

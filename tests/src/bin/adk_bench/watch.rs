@@ -9,6 +9,7 @@
 //! per connection). 10,000 calls need more open files than a shell's default 1024:
 //! the bench raises its own limit (and so its servers') to the hard limit.
 
+use super::cpu::cpu_time;
 use adk_proto::v1 as pb;
 use adk_proto::v1::session_service_client::SessionServiceClient;
 use adk_testkit::{RedisServer, ServiceProcess};
@@ -74,17 +75,6 @@ fn raise_open_files_limit() {
             libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
         }
     }
-}
-
-/// The process's CPU time (user + system) so far, from /proc.
-fn cpu_time(pid: u32) -> Option<Duration> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name (which may hold spaces) start at the state, field 3.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    // SAFETY: sysconf only reads a configuration value.
-    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
-    Some(Duration::from_micros(ticks * 1_000_000 / per_second))
 }
 
 async fn redis_clients(redis: &RedisServer) -> u64 {

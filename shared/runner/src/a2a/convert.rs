@@ -97,7 +97,7 @@ pub fn message_of_event(event: &Event, task_id: &TaskId) -> Option<a2a::Message>
     if parts.is_empty() {
         return None;
     }
-    let role = if event.author == adk_runner::USER_AUTHOR {
+    let role = if event.author == crate::USER_AUTHOR {
         a2a::Role::User
     } else {
         a2a::Role::Agent
@@ -130,7 +130,7 @@ pub fn content_from_a2a(message: &a2a::Message) -> Result<Content> {
             a2a::part::Content::Raw(bytes) => Part::inline_data(media_type_or_default(&part.media_type), bytes.clone()),
             a2a::part::Content::Url(url) => Part::file_data(media_type_or_default(&part.media_type), url.clone()),
             a2a::part::Content::Data(data) => {
-                let data = json_from_proto(&format!("{field}.data"), data)?;
+                let data = json_from_proto(format_args!("{field}.data"), data)?;
                 if is_marked(part, FUNCTION_RESPONSE) {
                     function_response_from_data(&field, &data)?
                 } else {

@@ -1,17 +1,25 @@
 //! A2A tasks read from a session's log, so any replica answers GetTask, ListTasks
 //! and SubscribeToTask the same.
 //!
-//! A task is the invocation a message started, joined by the invocations that answer
-//! its pending (long-running or client) function calls: an `input-required` task
-//! resumed keeps its id. Its state is the last invocation's:
+//! A task starts with a user message (a user event with content) of a new invocation,
+//! and is joined by the invocations whose message answers its pending (long-running or
+//! client) function calls: an `input-required` task resumed keeps its id. Every event of
+//! its invocations is the task's, wherever it lies in the log (an outcome recorded after
+//! the next run began included); invocations without a message (a rewind's marker)
+//! belong to no task. Its state is the last invocation's:
 //! - the outcome the A2A server records when the run ends (an event without content,
 //!   so no model reads it, whose `custom_metadata` says the state), when present;
 //! - failed, when the invocation was closed as interrupted (its runner crashed);
 //! - input-required, while a call it made waits for an answer;
 //! - completed, once another invocation ran after it (a run started over AgentRunner);
 //! - working otherwise.
+//!
+//! A [`Region`] is a stretch of the log read newest first, down to some event: the tasks
+//! whose first message lies in it are whole (everything after a task's start is read),
+//! so a reader reads back only as far as the tasks it answers with reach.
 
 use super::convert::{TaskId, message_of_event};
+use crate::USER_AUTHOR;
 use adk_core::{Event, JsonObject, PartKind};
 use adk_proto::a2a;
 use serde_json::Value;
@@ -19,6 +27,8 @@ use std::collections::{HashMap, HashSet};
 
 /// The `custom_metadata` key of the event recording how an A2A task's run ended.
 pub const OUTCOME_KEY: &str = "a2a_task_state";
+/// The `custom_metadata` key of a failed run's error, beside [`OUTCOME_KEY`].
+pub const ERROR_KEY: &str = "a2a_error";
 
 /// One task of a session: its invocations' events, in log order.
 #[derive(Debug, Clone)]
@@ -30,45 +40,126 @@ pub struct TaskLog {
     pub followed: bool,
 }
 
-/// The tasks of a session whose log is `events` (oldest first), oldest first.
+/// The tasks of a session whose whole log is `events` (oldest first), oldest first.
 pub fn tasks_of(session_id: &str, events: &[Event]) -> Vec<TaskLog> {
-    let mut tasks: Vec<TaskLog> = Vec::new();
-    let mut task_of_invocation: HashMap<&str, usize> = HashMap::new();
-    let mut task_of_call: HashMap<String, usize> = HashMap::new();
-    for event in events {
-        let index = match task_of_invocation.get(event.invocation_id.as_str()) {
-            Some(&index) => index,
-            None => {
-                // A new invocation: joins the task whose call it answers, or starts one.
-                let answered = answered_calls(event).find_map(|id| task_of_call.get(&id).copied());
-                let index = answered.unwrap_or_else(|| {
-                    tasks.push(TaskLog {
-                        id: TaskId::new(session_id, &event.invocation_id),
-                        invocations: Vec::new(),
-                        events: Vec::new(),
-                        followed: false,
-                    });
-                    tasks.len() - 1
-                });
-                tasks[index].invocations.push(event.invocation_id.clone());
-                task_of_invocation.insert(&event.invocation_id, index);
-                index
-            }
-        };
-        for call in calls(event) {
-            task_of_call.insert(call, index);
+    Region {
+        events: events.to_vec(),
+        at_start: true,
+        above: false,
+    }
+    .tasks(session_id)
+    .tasks
+}
+
+/// A stretch of a session's log: `events` (oldest first) run to the log's last event, or
+/// to an event every later one of which belongs to tasks that start later.
+#[derive(Debug, Clone, Default)]
+pub struct Region {
+    pub events: Vec<Event>,
+    /// The region begins with the log's first event.
+    pub at_start: bool,
+    /// Events follow the region's last (left unread: they belong to later tasks).
+    pub above: bool,
+}
+
+/// What a region says about its tasks.
+#[derive(Debug, Default)]
+pub struct RegionTasks {
+    /// The tasks whose first message is in the region, whole, oldest first.
+    pub tasks: Vec<TaskLog>,
+    /// The sequences of events the region cannot place: of invocations that began
+    /// below it (a run's late outcome, an answer to an older call). Their tasks start
+    /// below the region; None of them once the region reaches the log's start.
+    pub unplaced: Vec<u64>,
+}
+
+impl RegionTasks {
+    /// The highest sequence a reader of the tasks that start below `start` must read
+    /// (at least `start`): their events above it, and every event not placed.
+    pub fn reach_below(&self, start: u64) -> u64 {
+        let placed = self
+            .tasks
+            .iter()
+            .filter(|task| task.start() < start)
+            .flat_map(|task| task.events.iter().map(|e| e.sequence));
+        placed.chain(self.unplaced.iter().copied()).fold(start, u64::max)
+    }
+}
+
+/// True for the event that starts an invocation of a run: the user's message.
+pub(crate) fn is_message(event: &Event) -> bool {
+    event.author == USER_AUTHOR && event.content().is_some_and(|c| !c.parts.is_empty())
+}
+
+impl Region {
+    /// The sequence of the region's last event (0 when empty).
+    pub fn top(&self) -> u64 {
+        self.events.last().map_or(0, |e| e.sequence)
+    }
+
+    /// The region's tasks, as the module's rules say.
+    pub fn tasks(&self, session_id: &str) -> RegionTasks {
+        // Where each invocation of the region went: a task, nowhere (no task), or unplaced.
+        #[derive(Clone, Copy)]
+        enum Placed {
+            Task(usize),
+            NoTask,
+            Unplaced,
         }
-        tasks[index].events.push(event.clone());
+        let mut tasks: Vec<TaskLog> = Vec::new();
+        let mut unplaced = Vec::new();
+        let mut placed: HashMap<&str, Placed> = HashMap::new();
+        let mut task_of_call: HashMap<String, usize> = HashMap::new();
+        for event in &self.events {
+            let invocation = event.invocation_id.as_str();
+            if !placed.contains_key(invocation) {
+                let place = if is_message(event) {
+                    let answered: Vec<String> = answered_calls(event).collect();
+                    match answered.iter().find_map(|id| task_of_call.get(id).copied()) {
+                        Some(index) => Placed::Task(index),
+                        // An answer to calls made below the region: whose, only a longer read tells.
+                        None if !answered.is_empty() && !self.at_start => Placed::Unplaced,
+                        None => {
+                            tasks.push(TaskLog {
+                                id: TaskId::new(session_id, invocation),
+                                invocations: Vec::new(),
+                                events: Vec::new(),
+                                followed: false,
+                            });
+                            Placed::Task(tasks.len() - 1)
+                        }
+                    }
+                } else if self.at_start || event.actions.rewind_before_invocation_id.is_some() {
+                    Placed::NoTask
+                } else {
+                    // Began below the region, or holds no message at all: a longer read tells.
+                    Placed::Unplaced
+                };
+                if let Placed::Task(index) = place {
+                    tasks[index].invocations.push(invocation.to_string());
+                }
+                placed.insert(invocation, place);
+            }
+            match placed[invocation] {
+                Placed::Task(index) => {
+                    for call in calls(event) {
+                        task_of_call.insert(call, index);
+                    }
+                    tasks[index].events.push(event.clone());
+                }
+                Placed::Unplaced => unplaced.push(event.sequence),
+                Placed::NoTask => {}
+            }
+        }
+        // Followed: another invocation stored an event after the task's last (every event of
+        // the task's own invocations is the task's, so any later event is another's).
+        let top = self.top();
+        for task in tasks.iter_mut() {
+            let last = task.events.last().map_or(0, |e| e.sequence);
+            task.followed = self.above || last < top;
+        }
+        RegionTasks { tasks, unplaced }
     }
-    // Followed: an invocation outside the task stored an event after the task's last.
-    for task in tasks.iter_mut() {
-        let last = task.events.last().map_or(0, |e| e.sequence);
-        let last_invocation = task.invocations.last().cloned().unwrap_or_default();
-        task.followed = events.iter().any(|e| {
-            e.sequence > last && e.invocation_id != last_invocation && !task.invocations.contains(&e.invocation_id)
-        });
-    }
-    tasks
 }
 
 fn calls(event: &Event) -> impl Iterator<Item = String> + '_ {
@@ -98,7 +189,7 @@ pub fn outcome_event(invocation_id: &str, author: &str, state: a2a::TaskState, e
     let mut metadata = JsonObject::new();
     metadata.insert(OUTCOME_KEY.into(), Value::String(state.as_str_name().to_string()));
     if let Some(error) = error {
-        metadata.insert("a2a_error".into(), Value::String(error.to_string()));
+        metadata.insert(ERROR_KEY.into(), Value::String(error.to_string()));
     }
     let mut event = Event::new(invocation_id).with_author(author);
     event.llm_response.custom_metadata = Some(metadata);
@@ -124,9 +215,30 @@ pub fn ends_run(state: a2a::TaskState) -> bool {
     )
 }
 
+/// True for A2A's terminal states: nothing follows them (no message, no cancel). The
+/// interrupted states (input-required, auth-required) end a run but not the task.
+pub fn is_terminal(state: a2a::TaskState) -> bool {
+    matches!(
+        state,
+        a2a::TaskState::Completed | a2a::TaskState::Failed | a2a::TaskState::Canceled | a2a::TaskState::Rejected
+    )
+}
+
 impl TaskLog {
-    fn last_invocation(&self) -> &str {
+    /// The sequence of the task's first event, its opening message.
+    pub fn start(&self) -> u64 {
+        self.events.first().map_or(0, |e| e.sequence)
+    }
+
+    /// The invocation that runs (or last ran) the task.
+    pub fn last_invocation(&self) -> &str {
         self.invocations.last().map_or("", String::as_str)
+    }
+
+    /// The sequence just before the last invocation's first event: a watch from there
+    /// sees all it does.
+    pub fn before_last_run(&self) -> u64 {
+        self.last_run().next().map_or(0, |e| e.sequence.saturating_sub(1))
     }
 
     fn last_run(&self) -> impl Iterator<Item = &Event> {
@@ -176,7 +288,7 @@ impl TaskLog {
     pub fn status_message(&self) -> Option<a2a::Message> {
         if let Some(error) = self
             .last_run()
-            .filter_map(|e| e.llm_response.custom_metadata.as_ref()?.get("a2a_error")?.as_str())
+            .filter_map(|e| e.llm_response.custom_metadata.as_ref()?.get(ERROR_KEY)?.as_str())
             .last()
         {
             return Some(text_message(&self.id, error));
@@ -248,31 +360,31 @@ fn uuid_like() -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use adk_core::{Content, FunctionResponseData, Part};
     use serde_json::json;
 
-    fn stored(mut events: Vec<Event>) -> Vec<Event> {
+    pub(crate) fn stored(mut events: Vec<Event>) -> Vec<Event> {
         for (i, e) in events.iter_mut().enumerate() {
             e.sequence = i as u64 + 1;
         }
         events
     }
 
-    fn user(invocation: &str, text: &str) -> Event {
+    pub(crate) fn user(invocation: &str, text: &str) -> Event {
         Event::new(invocation)
             .with_author("user")
             .with_content(Content::new("user").with_text(text))
     }
 
-    fn agent(invocation: &str, text: &str) -> Event {
+    pub(crate) fn agent(invocation: &str, text: &str) -> Event {
         Event::new(invocation)
             .with_author("bot")
             .with_content(Content::new("model").with_text(text))
     }
 
-    fn client_call(invocation: &str, id: &str) -> Event {
+    pub(crate) fn client_call(invocation: &str, id: &str) -> Event {
         let mut e = Event::new(invocation)
             .with_author("bot")
             .with_content(Content::new("model").with_part(Part::function_call("confirm", json!({}), Some(id.into()))));
@@ -280,7 +392,7 @@ mod tests {
         e
     }
 
-    fn answer(invocation: &str, id: &str) -> Event {
+    pub(crate) fn answer(invocation: &str, id: &str) -> Event {
         Event::new(invocation)
             .with_author("user")
             .with_content(Content::new("user").with_part(Part::function_response(
@@ -349,5 +461,70 @@ mod tests {
         assert_eq!(tasks[0].state(), a2a::TaskState::Completed);
         let task = tasks[0].to_a2a(Some(2), vec![]);
         assert_eq!(task.history.len(), 2);
+    }
+
+    #[test]
+    fn a_region_places_what_it_can_and_leaves_the_rest_to_a_longer_read() {
+        let log = stored(vec![
+            user("e-a", "book it"),
+            client_call("e-a", "call-1"),
+            user("e-b", "hi"),
+            outcome_event("e-a", "bot", a2a::TaskState::InputRequired, None),
+            answer("e-c", "call-1"),
+            agent("e-c", "booked"),
+        ]);
+        // From e-b's message up: e-b is whole; e-a's late outcome and e-c's answer to a
+        // call made further back belong to a task that starts below.
+        let region = Region {
+            events: log[2..].to_vec(),
+            at_start: false,
+            above: false,
+        };
+        let found = region.tasks("s");
+        let ids: Vec<String> = found.tasks.iter().map(|t| t.id.to_string()).collect();
+        assert_eq!(ids, ["s:e-b"]);
+        assert_eq!(found.unplaced, [4, 5, 6]);
+        assert_eq!(found.reach_below(3), 6, "a reader of the older tasks reads up to e-c");
+        assert!(found.tasks[0].followed);
+
+        // The whole log places every event: e-c joins e-a, which it completes.
+        let whole = Region {
+            events: log,
+            at_start: true,
+            above: false,
+        }
+        .tasks("s");
+        assert!(whole.unplaced.is_empty());
+        assert_eq!(whole.tasks.len(), 2);
+        assert_eq!(whole.tasks[0].invocations, ["e-a", "e-c"]);
+        assert_eq!(
+            whole.tasks[0].state(),
+            a2a::TaskState::Working,
+            "e-c has no outcome yet"
+        );
+        assert_eq!(whole.reach_below(3), 6);
+    }
+
+    #[test]
+    fn invocations_without_a_message_are_no_task() {
+        let mut rewind = Event::new("e-r").with_author("user");
+        rewind.actions.rewind_before_invocation_id = Some("e-0".into());
+        let log = stored(vec![
+            rewind.clone(),
+            agent("e-x", "a note appended by hand"),
+            user("e-1", "hi"),
+        ]);
+        let ids: Vec<String> = tasks_of("s", &log).iter().map(|t| t.id.to_string()).collect();
+        assert_eq!(ids, ["s:e-1"]);
+        // Read from the middle, a rewind's marker is still no task; the note could be a
+        // late event of an older run, so it waits for a longer read.
+        let found = Region {
+            events: log[..2].to_vec(),
+            at_start: false,
+            above: true,
+        }
+        .tasks("s");
+        assert!(found.tasks.is_empty());
+        assert_eq!(found.unplaced, [2]);
     }
 }

@@ -1,0 +1,110 @@
+//! [`MemoryService`] over gRPC: every call goes to an `adk.v1.MemoryService` server
+//! (`adk-session-server`, `adk-server`), whose core service applies the rules.
+
+use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
+use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
+use adk_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
+use adk_core::{MemoryService, Result, SearchMemoryResponse};
+use adk_proto::v1 as pb;
+use adk_proto::v1::memory_service_client::MemoryServiceClient;
+use adk_proto::v1::memory_service_server::SERVICE_NAME as MEMORY_SERVICE_NAME;
+use async_trait::async_trait;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic_health::pb::health_client::HealthClient;
+
+/// [`MemoryService`] over gRPC; its status comes back as the matching
+/// [`AdkError`](adk_core::AdkError). Cheap to clone: clones share one connection.
+#[derive(Debug, Clone)]
+pub struct RemoteMemoryService {
+    memory: MemoryServiceClient<AuthChannel>,
+    health: HealthClient<AuthChannel>,
+}
+
+impl RemoteMemoryService {
+    /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
+    /// INVALID_ARGUMENT when the endpoint is not a URI.
+    pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
+        Self::connect_with(endpoint, &ConnectOptions::new()).await
+    }
+
+    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
+    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
+    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
+        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
+    }
+
+    /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
+    pub fn from_channel(channel: Channel) -> Self {
+        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
+    }
+
+    fn from_auth_channel(channel: AuthChannel) -> Self {
+        RemoteMemoryService {
+            memory: MemoryServiceClient::new(channel.clone()),
+            health: HealthClient::new(channel),
+        }
+        .with_max_message_bytes(DEFAULT_MAX_MESSAGE_BYTES)
+    }
+
+    /// Largest message sent or accepted; match the server's `--max-message-bytes`.
+    pub fn with_max_message_bytes(mut self, max_message_bytes: usize) -> Self {
+        self.memory = self
+            .memory
+            .max_decoding_message_size(max_message_bytes)
+            .max_encoding_message_size(max_message_bytes);
+        self
+    }
+
+    /// Adds a stored session to the user's memory on the server (AddSessionToMemory:
+    /// see `adk_core::memory::add_session_to_memory`); returns the memories' ids.
+    pub async fn add_session_to_memory(&self, app_name: &str, user_id: &str, session_id: &str) -> Result<Vec<String>> {
+        let request = pb::AddSessionToMemoryRequest {
+            app_name: app_name.to_string(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+        };
+        let reply = self.memory.clone().add_session_to_memory(request).await?;
+        Ok(reply.into_inner().memory_ids)
+    }
+}
+
+#[async_trait]
+impl MemoryService for RemoteMemoryService {
+    async fn add_memory(&self, req: AddMemoryRequest) -> Result<Vec<String>> {
+        let reply = self.memory.clone().add_memory(pb::AddMemoryRequest::from(&req)).await?;
+        Ok(reply.into_inner().memory_ids)
+    }
+
+    async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>> {
+        let reply = self
+            .memory
+            .clone()
+            .add_events_to_memory(pb::AddEventsToMemoryRequest::from(&req))
+            .await?;
+        Ok(reply.into_inner().memory_ids)
+    }
+
+    async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
+        let reply = self
+            .memory
+            .clone()
+            .search_memory(pb::SearchMemoryRequest::from(&req))
+            .await?;
+        SearchMemoryResponse::try_from(reply.into_inner())
+    }
+
+    async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool> {
+        let reply = self
+            .memory
+            .clone()
+            .delete_memory(pb::DeleteMemoryRequest::from(&req))
+            .await?;
+        Ok(reply.into_inner().deleted)
+    }
+
+    /// Ok while the server reports its memory service SERVING.
+    async fn ping(&self) -> Result<()> {
+        check_health(&self.health, MEMORY_SERVICE_NAME, "memory service").await
+    }
+}

@@ -1,0 +1,169 @@
+//! What a memory store must do and nothing more: store a user's entries with their
+//! keyword index (and vectors), and read them back. Every rule (validation, limits,
+//! scoping, ids, merging the request's metadata, which events become memories, one
+//! entry per id, tokenization, embedding, BM25 and cosine ranking and their fusion) is
+//! [`super::CoreMemoryService`]'s. A backend is called only with values the core
+//! built (their types have a field only the core can set, so no backend can be handed
+//! an unchecked id) and answers with data, never a rule's error.
+
+use super::{MemoryEntry, terms};
+use crate::error::Result;
+use crate::session::backend::Checked;
+use async_trait::async_trait;
+use std::collections::BTreeMap;
+
+/// One user's memories: a validated (app, user). Built by the core only.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemoryScope {
+    app_name: String,
+    user_id: String,
+    _checked: Checked,
+}
+
+impl MemoryScope {
+    pub(super) fn new(app_name: &str, user_id: &str) -> MemoryScope {
+        MemoryScope {
+            app_name: app_name.to_string(),
+            user_id: user_id.to_string(),
+            _checked: Checked::new(),
+        }
+    }
+
+    pub fn app_name(&self) -> &str {
+        &self.app_name
+    }
+
+    pub fn user_id(&self) -> &str {
+        &self.user_id
+    }
+}
+
+/// A memory's id, as the core hands it to a backend: validated (or made by the core)
+/// when it names a memory to delete, or one the backend itself reported when it names
+/// a memory to fetch.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MemoryId {
+    id: String,
+    _checked: Checked,
+}
+
+impl MemoryId {
+    pub(super) fn new(id: impl Into<String>) -> MemoryId {
+        MemoryId {
+            id: id.into(),
+            _checked: Checked::new(),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.id
+    }
+}
+
+impl std::ops::Deref for MemoryId {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.id
+    }
+}
+
+/// An entry to store: validated, its id assigned, the request's metadata merged in,
+/// its index terms counted and, with an embedding model, its text's vector. Built by
+/// the core only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexedEntry {
+    pub entry: MemoryEntry,
+    /// Term -> how often it occurs in the entry's text.
+    pub term_counts: BTreeMap<String, u32>,
+    /// Number of terms of the text (the BM25 document length).
+    pub length: u32,
+    /// The text's embedding, when the app has an embedding model and the entry has text.
+    pub embedding: Option<Vec<f32>>,
+    _checked: Checked,
+}
+
+impl IndexedEntry {
+    /// The entry with its index terms counted ([`terms`] of its text).
+    pub(super) fn new(entry: MemoryEntry) -> IndexedEntry {
+        let mut term_counts = BTreeMap::new();
+        let mut length = 0;
+        for term in terms(&entry.text()) {
+            *term_counts.entry(term).or_insert(0) += 1;
+            length += 1;
+        }
+        IndexedEntry {
+            entry,
+            term_counts,
+            length,
+            embedding: None,
+            _checked: Checked::new(),
+        }
+    }
+}
+
+/// The distinct index terms of a query, in order (see [`super::query_terms`]). Built by
+/// the core only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueryTerms {
+    terms: Vec<String>,
+    _checked: Checked,
+}
+
+impl QueryTerms {
+    pub(super) fn new(terms: Vec<String>) -> QueryTerms {
+        QueryTerms {
+            terms,
+            _checked: Checked::new(),
+        }
+    }
+}
+
+impl std::ops::Deref for QueryTerms {
+    type Target = [String];
+    fn deref(&self) -> &[String] {
+        &self.terms
+    }
+}
+
+/// The keyword index of one user, as a search needs it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Postings {
+    /// How many entries the user has.
+    pub entries: u64,
+    /// Sum of their lengths (for the average length BM25 normalizes by).
+    pub total_length: u64,
+    /// Per query term, in the query's order: (entry id, count of the term in the entry,
+    /// the entry's length).
+    pub terms: Vec<Vec<(String, u32, u32)>>,
+}
+
+/// Stores one user's memories, their keyword index and their vectors. Implementations:
+/// in memory and Redis (standalone and cluster) in `adk-store`. Errors are the store's
+/// own failures (unreachable, corrupt data); what a request may not do is decided by
+/// the core before the call.
+#[async_trait]
+pub trait MemoryBackend: Send + Sync + 'static {
+    /// Writes the entries (their ids distinct) with their index terms and vectors, each
+    /// replacing the user's entry with the same id together with that entry's terms and
+    /// vector, and keeps the user's totals ([`Postings::entries`],
+    /// [`Postings::total_length`]); atomically per entry at least.
+    async fn upsert(&self, scope: &MemoryScope, entries: Vec<IndexedEntry>) -> Result<()>;
+
+    /// The user's index entries of `terms` (in that order) and the user's totals.
+    async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> Result<Postings>;
+
+    /// Every vector of the user's entries (those embedded), by entry id.
+    async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>>;
+
+    /// The user's entries with these ids, in that order; missing ids are skipped.
+    async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>>;
+
+    /// Deletes one entry of the user with its index terms and vector; false when there
+    /// was none.
+    async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool>;
+
+    /// Ok while the backing store answers.
+    async fn ping(&self) -> Result<()> {
+        Ok(())
+    }
+}
