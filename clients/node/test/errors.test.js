@@ -64,7 +64,7 @@ test('errors_carry_their_reason_domain_and_field', async () => {
   for (const [reason, code, call] of cases) {
     const error = await failure(call());
     assert.equal(error.reason, reason, `${reason}: got ${error.reason} (${error.rawMessage})`);
-    assert.ok(ERROR_REASONS.includes(error.reason), `${reason} is a known reason`);
+    assert.ok(/** @type {readonly string[]} */ (ERROR_REASONS).includes(error.reason), `${reason} is a known reason`);
     assert.equal(error.code, code, reason);
     assert.ok(isReason(error, reason));
   }

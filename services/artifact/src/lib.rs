@@ -129,7 +129,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
         let (metadata, chunks) = self.store.download_resolved(load, DEFAULT_CHUNK_BYTES).await?;
         if metadata.size_bytes > limit as u64 {
             return Err(message_too_large(
-                &describe(&metadata),
+                describe(&metadata),
                 metadata.size_bytes,
                 limit,
                 USE_DOWNLOAD,
@@ -149,7 +149,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
             metadata: Some(pb::ArtifactMetadata::from(&metadata)),
         };
         // The bytes fit; the metadata next to them may still tip the reply over.
-        fit_in_message(reply, limit, &describe(&metadata), USE_DOWNLOAD)
+        fit_in_message(reply, limit, describe(&metadata), USE_DOWNLOAD)
     }
 
     #[tracing::instrument(skip_all, fields(app = Empty, user = Empty, session = Empty, file = Empty))]
@@ -177,7 +177,7 @@ impl ArtifactServiceRpc for ArtifactGrpcService {
                 file_names: listed.file_names,
             },
             self.max_message_bytes,
-            &what,
+            what,
             "delete artifacts the session no longer needs, or raise the message limit of server and client",
         )
     }

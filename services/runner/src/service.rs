@@ -141,7 +141,7 @@ impl AgentRunner for RunnerGrpcService {
                             let what = format!("event {} of invocation {invocation_id}", event.id);
                             let stored = if event.partial == Some(true) { "it was not stored" } else { "it is stored in the session" };
                             yield Err(message_too_large(
-                                &what,
+                                what,
                                 size as u64,
                                 limit,
                                 &format!("{stored}; raise --max-message-bytes on the server and in the client"),

@@ -551,7 +551,7 @@ async fn the_grpc_memory_client_adds_sessions() {
         .await
         .unwrap();
     let ids = memory.add_session_to_memory(APP, USER, "s1").await.unwrap();
-    assert_eq!(ids, [told.id.clone()]);
+    assert_eq!(ids, [told.id.as_str()]);
     let search = adk_core::memory::SearchMemoryRequest {
         app_name: APP.into(),
         user_id: USER.into(),

@@ -335,6 +335,36 @@ pub(crate) mod tests {
         e
     }
 
+    /// The owned conversions (a reply built from a value the server is done with, a
+    /// stored event decoded) move strings instead of copying them, and must give exactly
+    /// what the borrowed ones give, for every field and part kind.
+    #[test]
+    fn owned_conversions_match_the_borrowed_ones() {
+        let event = rich_event();
+        let proto = pb::Event::from(&event);
+        assert_eq!(pb::Event::from(event.clone()), proto);
+        assert_eq!(
+            Event::try_from(proto.clone()).unwrap(),
+            Event::try_from(&proto).unwrap()
+        );
+        assert_eq!(Event::try_from(proto).unwrap(), event);
+
+        let session = crate::Session {
+            id: "s".into(),
+            app_name: "a".into(),
+            user_id: "u".into(),
+            state: crate::StateMap::new([("k".to_string(), json!([1, "x"]))].into()),
+            events: crate::Events::new(vec![rich_event(), Event::new("i")]),
+            create_time: Utc::now(),
+            last_update_time: Utc::now(),
+            event_count: 2,
+            expire_time: Some(Utc::now()),
+        };
+        let proto = pb::Session::from(&session);
+        assert_eq!(pb::Session::from(session.clone()), proto);
+        assert_eq!(crate::Session::try_from(proto).unwrap(), session);
+    }
+
     #[test]
     fn unset_and_false_flags_stay_apart() {
         let mut e = Event::new("i");

@@ -31,7 +31,9 @@ pub use event::{
 };
 pub use history::{CompactionConfig, ForkRequest};
 pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
-pub use memory::{CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse};
+pub use memory::{
+    CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
+};
 pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;

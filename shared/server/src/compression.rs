@@ -57,6 +57,9 @@ const ACCEPTED: &str = "gzip,deflate,zstd,identity";
 const ZSTD_MIN_WINDOW_LOG: u32 = 23;
 /// zstd's own ceiling.
 const ZSTD_MAX_WINDOW_LOG: u32 = 31;
+/// A message of at least 4 times this is compressed only if this much of its start shrinks
+/// by a tenth.
+const SAMPLE_BYTES: usize = 16 * 1024;
 /// Fast levels (gzip and deflate: 1 too): a response is compressed once per call, on the
 /// server's CPU.
 const ZSTD_LEVEL: i32 = 1;
@@ -510,12 +513,21 @@ impl Compressing {
                 out.extend_from_slice(&message);
                 continue;
             }
-            let packed = self
-                .encoding
-                .compress(&message[PREFIX_BYTES..])
-                .map_err(|err| Status::internal(format!("cannot compress a response message: {err}")))?;
+            let payload = &message[PREFIX_BYTES..];
+            let compress = |bytes: &[u8]| {
+                self.encoding
+                    .compress(bytes)
+                    .map_err(|err| Status::internal(format!("cannot compress a response message: {err}")))
+            };
+            // A big message is tried on its start first: media and archives (an artifact's
+            // chunks) do not shrink, and compressing megabytes of them costs milliseconds.
+            if len >= 4 * SAMPLE_BYTES && compress(&payload[..SAMPLE_BYTES])?.len() * 10 > SAMPLE_BYTES * 9 {
+                out.extend_from_slice(&message);
+                continue;
+            }
+            let packed = compress(payload)?;
             if packed.len() >= len {
-                // Incompressible (media, already compressed): the client is spared decompressing it.
+                // Incompressible after all: the client is spared decompressing it.
                 out.extend_from_slice(&message);
                 continue;
             }
@@ -767,7 +779,7 @@ mod tests {
         let small = b"ok".to_vec();
         // xorshift64: bytes no encoder can shrink.
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let noise: Vec<u8> = (0..4096)
+        let mut noise: Vec<u8> = (0..SAMPLE_BYTES + 8)
             .map(|_| {
                 state ^= state << 13;
                 state ^= state >> 7;
@@ -775,6 +787,8 @@ mod tests {
                 state as u8
             })
             .collect();
+        let media = noise.clone();
+        noise.truncate(4096);
         for encoding in ALL {
             let mut wire = framed(0, &small);
             wire.extend(framed(0, &big));
@@ -798,6 +812,14 @@ mod tests {
                 );
             }
         }
+        // A big message whose start does not shrink is not compressed at all, though its rest would.
+        let mut media = media;
+        media.extend(b"compressible ".repeat(50_000));
+        let wire = framed(0, &media);
+        let (data, _) = drain(compressing(Encoding::Gzip, 1024, body(vec![wire.clone()], false)))
+            .await
+            .unwrap();
+        assert!(data == wire, "sent as it is");
         // Small messages only: the very bytes, not a copy.
         let wire = Bytes::from([framed(0, &small), framed(0, &small)].concat());
         let mut body = compressing(Encoding::Gzip, 1024, body(vec![], false));

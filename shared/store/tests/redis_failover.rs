@@ -668,7 +668,7 @@ async fn cluster_failover(fault: Fault) {
     let appenders = spawn_appenders(&svc, &app, &ledger);
     let watchers = spawn_watchers(&svc, &app, &ledger);
     wait_for_acks(&ledger, None, 0, 300, "before the fault").await;
-    let promoted = || { eprintln!("DEBUG {:?} PROMOTED", std::time::SystemTime::now()); *ledger.promoted.lock().unwrap() = Some(Instant::now()) };
+    let promoted = || *ledger.promoted.lock().unwrap() = Some(Instant::now());
 
     match fault {
         Fault::Kill => {
@@ -701,7 +701,6 @@ async fn cluster_failover(fault: Fault) {
         Fault::Vanish => {
             let ports = cluster.ports();
             let observer = ports[(0..ports.len()).find(|&node| node != victim).expect("another node")];
-            eprintln!("DEBUG {:?} STOP", std::time::SystemTime::now());
             cluster.send_signal(victim, "STOP");
             wait_for_new_master(observer, &victim_key, ports[victim]).await;
             promoted();

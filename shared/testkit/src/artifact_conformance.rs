@@ -407,12 +407,23 @@ async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: Art
         ("plain.png", &Part::inline_data("image/png", vec![9]), None),
     ] {
         let loaded = svc.load(at.load_req(name, None)).await.expect("load");
-        assert_eq!(&loaded.part, part, "{name}: load gives the part back with its display name");
-        assert_eq!(loaded.metadata.display_name.as_deref(), display_name, "{name}: load's metadata");
+        assert_eq!(
+            &loaded.part, part,
+            "{name}: load gives the part back with its display name"
+        );
+        assert_eq!(
+            loaded.metadata.display_name.as_deref(),
+            display_name,
+            "{name}: load's metadata"
+        );
         let metadata = svc.metadata(at.load_req(name, Some(1))).await.expect("metadata");
         assert_eq!(metadata.display_name.as_deref(), display_name, "{name}: metadata");
         let (metadata, _) = svc.download(at.load_req(name, None), 0).await.expect("download");
-        assert_eq!(metadata.display_name.as_deref(), display_name, "{name}: download's metadata");
+        assert_eq!(
+            metadata.display_name.as_deref(),
+            display_name,
+            "{name}: download's metadata"
+        );
     }
 
     // An upload declares it in its header.
@@ -423,7 +434,10 @@ async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: Art
     svc.upload(upload, pieces(b"bytes", 2)).await.expect("upload");
     assert_eq!(
         load(svc, &at, "big.bin", None).await,
-        named(Part::inline_data("application/octet-stream", b"bytes".to_vec()), "Big upload")
+        named(
+            Part::inline_data("application/octet-stream", b"bytes".to_vec()),
+            "Big upload"
+        )
     );
 
     // A reference loads as its target, display name included.
@@ -448,7 +462,11 @@ async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: Art
         "a display name with NUL",
     );
     assert!(err.to_string().starts_with("display_name "), "{err}");
-    assert_eq!(snapshot(svc, &at).await, before, "a refused display name stores nothing");
+    assert_eq!(
+        snapshot(svc, &at).await,
+        before,
+        "a refused display name stores nothing"
+    );
 }
 
 async fn missing_artifacts_are_not_found(svc: &dyn ArtifactService, _: ArtifactLimits) {

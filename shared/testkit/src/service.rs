@@ -63,9 +63,11 @@ pub fn use_binaries_beside_this_executable(required: &[&str], redis: bool) -> Re
         }
     }
     if redis && crate::redis_server::find_on_path("redis-server").is_none() {
-        return Err("redis-server not found on the PATH: install it (`apt-get install redis-server`), \
+        return Err(
+            "redis-server not found on the PATH: install it (`apt-get install redis-server`), \
                     or give --endpoint to measure a server that is already running"
-            .into());
+                .into(),
+        );
     }
     SHIPPED_BIN_DIR
         .set(dir)

@@ -8,6 +8,7 @@ use crate::memory::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MemoryEntry, SearchMemoryRequest, SearchMemoryResponse,
 };
 use adk_proto::v1 as pb;
+use std::fmt::Display;
 
 impl From<&MemoryEntry> for pb::MemoryEntry {
     fn from(m: &MemoryEntry) -> Self {
@@ -23,9 +24,9 @@ impl From<&MemoryEntry> for pb::MemoryEntry {
 
 impl MemoryEntry {
     /// The entry at `path` (e.g. `memories[0]`), naming a bad value inside it.
-    pub fn from_proto(path: &str, m: &pb::MemoryEntry) -> Result<Self> {
+    pub fn from_proto(path: impl Display, m: &pb::MemoryEntry) -> Result<Self> {
         let content = match &m.content {
-            Some(c) => Content::from_proto(&format!("{path}.content"), c)?,
+            Some(c) => Content::from_proto(format_args!("{path}.content"), c)?,
             None => Content::default(),
         };
         Ok(MemoryEntry {
@@ -35,9 +36,9 @@ impl MemoryEntry {
             timestamp: m
                 .timestamp
                 .as_ref()
-                .map(|t| timestamp_from_proto(&format!("{path}.timestamp"), t))
+                .map(|t| timestamp_from_proto(format_args!("{path}.timestamp"), t))
                 .transpose()?,
-            custom_metadata: map_from_struct(&format!("{path}.custom_metadata"), m.custom_metadata.as_ref())?,
+            custom_metadata: map_from_struct(format_args!("{path}.custom_metadata"), m.custom_metadata.as_ref())?,
         })
     }
 }
@@ -50,7 +51,7 @@ impl TryFrom<pb::AddMemoryRequest> for AddMemoryRequest {
             .memories
             .iter()
             .enumerate()
-            .map(|(i, m)| MemoryEntry::from_proto(&format!("memories[{i}]"), m))
+            .map(|(i, m)| MemoryEntry::from_proto(format_args!("memories[{i}]"), m))
             .collect::<Result<_>>()?;
         Ok(AddMemoryRequest {
             app_name: r.app_name,
@@ -166,7 +167,7 @@ impl TryFrom<pb::SearchMemoryResponse> for SearchMemoryResponse {
             .memories
             .iter()
             .enumerate()
-            .map(|(i, m)| MemoryEntry::from_proto(&format!("memories[{i}]"), m))
+            .map(|(i, m)| MemoryEntry::from_proto(format_args!("memories[{i}]"), m))
             .collect::<Result<_>>()?;
         Ok(SearchMemoryResponse { memories })
     }

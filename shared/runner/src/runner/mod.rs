@@ -19,6 +19,11 @@
 //! append of the invocation is fenced with the lease (a runner that lost it can
 //! no longer write); and the next invocation closes one cut short by a crash
 //! with an `interrupted` event, so the history stays well-formed.
+//!
+//! Here is the public API and how a run starts and ends; the parts it uses live
+//! beside it: `lease` (the lease client: take, heartbeat, cancel and loss signals,
+//! release), `driver` (the running invocation's event stream), `session` (what the
+//! runner reads and appends), `artifacts` (restore on rewind), `memory` (ingestion).
 
 mod artifacts;
 mod driver;

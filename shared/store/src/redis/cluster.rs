@@ -11,31 +11,32 @@
 //! same process, which happened to see a redirect, served appends
 //! (`redis_failover.rs::cluster_master_gone_silent_for_good_pins_no_connection`).
 //!
-//! So a task asks one node for the cluster's view (`CLUSTER NODES`) every
-//! [`TOPOLOGY_CHECK`]. When that view is newer than the one the connection was built
-//! from (a slot owned by another master with a higher config epoch, or a master at a
-//! new address), it opens a new connection seeded by the node that reported it (its
-//! slot map is then that node's view, and it connects to no node that left the
-//! cluster) and swaps it in. Requests still waiting on the old one fail at once as
-//! `UNAVAILABLE` (they may have run, and are safe to retry, as after a timeout) rather
-//! than wait out their timeout on a node that may be gone. A stale view (a node that
-//! has not heard of the failover yet, an old master that wakes up) has lower epochs
-//! and is ignored.
+//! So a task asks a node for the cluster's view (`CLUSTER NODES`) every
+//! [`TOPOLOGY_CHECK`], on a connection of its own (the cluster connection may be the
+//! stuck one), keeping to a node while it answers and moving to another when it does
+//! not. When that view is newer than the one the connection was built from (a slot
+//! owned by another master with a higher config epoch, or a master at a new address),
+//! it opens a new connection seeded by the node that reported it (its slot map is then
+//! that node's view, and it connects to no node that left the cluster) and swaps it in.
+//! Requests still waiting on the old one fail at once as `UNAVAILABLE` (they may have
+//! run, and are safe to retry, as after a timeout) rather than wait out their timeout
+//! on a node that may be gone. A stale view (a node that has not heard of the failover
+//! yet, an old master that wakes up) has lower epochs and is ignored.
 
-use super::conn::{cluster_client, store_error};
+use super::conn::{client, cluster_client};
 use adk_core::{AdkError, Result};
-use redis::aio::ConnectionLike;
+use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::watch;
 
-/// How often the cluster's view is compared with the connection's. A failover is
-/// followed within this (plus one connection set-up) of the cluster promoting a replica.
+/// How often the cluster's view is compared with the connection's: a failover is
+/// followed within this (plus one connection set-up) of the node asked learning of it.
 const TOPOLOGY_CHECK: Duration = Duration::from_millis(500);
-/// How long one check may wait for a node's view; a silent node is skipped, the next
-/// check asks another (redis-rs routes `CLUSTER NODES` to a random node).
+/// How long one check may wait for a node's view; a node that does not answer in time
+/// is left for another.
 const CHECK_TIMEOUT: Duration = TOPOLOGY_CHECK;
 /// How long building a new connection may take: connecting to its seeds, then
 /// reading the slot map and connecting to every node in it.
@@ -54,19 +55,26 @@ struct Routed {
     conn: ClusterConnection,
     /// The view the connection was built from (None until a node first answered).
     view: Option<Topology>,
+    /// How many times the connection was replaced.
+    generation: u64,
 }
 
 impl ClusterLink {
     /// Connects through the URL's nodes and starts following the cluster's view.
     pub(crate) async fn connect(url: ClusterUrl) -> std::result::Result<Arc<ClusterLink>, redis::RedisError> {
         let conn = url.client(&url.hosts)?.get_async_connection().await?;
-        let view = fetch_view(&conn).await;
+        let mut checker = Checker::new(&url);
+        let view = checker.view().await;
         let link = Arc::new(ClusterLink {
             url,
-            routed: RwLock::new(Routed { conn, view }),
+            routed: RwLock::new(Routed {
+                conn,
+                view,
+                generation: 0,
+            }),
             replaced: watch::Sender::new(()),
         });
-        tokio::spawn(follow_topology(Arc::downgrade(&link)));
+        tokio::spawn(follow_topology(Arc::downgrade(&link), checker));
         Ok(link)
     }
 
@@ -75,6 +83,7 @@ impl ClusterLink {
         let routed = self.routed();
         ClusterConn {
             conn: routed.conn.clone(),
+            generation: routed.generation,
             // Subscribed while `routed` cannot change: only a later replacement counts.
             replaced: self.replaced.subscribe(),
         }
@@ -85,11 +94,8 @@ impl ClusterLink {
         self.routed.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// One check (see the module docs).
-    async fn check(&self) {
-        let conn = self.routed().conn.clone();
-        let t0 = std::time::Instant::now();
-        let Some(view) = fetch_view(&conn).await else { eprintln!("DEBUG {:?} check failed after {:?}", std::time::SystemTime::now(), t0.elapsed()); return };
+    /// Replaces the connection when `view` is newer than the one it was built from.
+    async fn follow(&self, view: Topology) {
         let newer = match &self.routed().view {
             Some(built_from) => view.is_newer_than(built_from),
             // The first view any node gave: the connection was built from about the same.
@@ -103,14 +109,18 @@ impl ClusterLink {
         }
         match tokio::time::timeout(REBUILD_TIMEOUT, self.rebuild(&view)).await {
             Ok(Ok(conn)) => {
-                eprintln!("DEBUG {:?} swapped (check+rebuild {:?})", std::time::SystemTime::now(), t0.elapsed());
                 tracing::info!("the redis cluster changed (a failover?); reconnected to its current nodes");
                 let mut routed = self.routed.write().unwrap_or_else(|p| p.into_inner());
-                *routed = Routed { conn, view: Some(view) };
+                let generation = routed.generation + 1;
+                *routed = Routed {
+                    conn,
+                    view: Some(view),
+                    generation,
+                };
                 self.replaced.send_replace(());
             }
             // The next check tries again.
-            Ok(Err(e)) => tracing::warn!(error = %store_error(e), "cannot reconnect to the changed redis cluster"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "cannot reconnect to the changed redis cluster"),
             Err(_) => tracing::warn!("cannot reconnect to the changed redis cluster: timed out"),
         }
     }
@@ -141,10 +151,16 @@ impl ClusterLink {
 #[derive(Clone)]
 pub(crate) struct ClusterConn {
     conn: ClusterConnection,
+    generation: u64,
     replaced: watch::Receiver<()>,
 }
 
 impl ClusterConn {
+    /// Which connection of its link this is: 0 for the first, one more per replacement.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation
+    }
+
     /// `request`'s reply, or an I/O error once the link has replaced the connection.
     fn unless_replaced<'a, T: Send + 'a>(
         mut replaced: watch::Receiver<()>,
@@ -188,24 +204,70 @@ impl ConnectionLike for ClusterConn {
 }
 
 /// Checks every [`TOPOLOGY_CHECK`] while the link is in use.
-async fn follow_topology(link: Weak<ClusterLink>) {
+async fn follow_topology(link: Weak<ClusterLink>, mut checker: Checker) {
     let mut ticks = tokio::time::interval(TOPOLOGY_CHECK);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
+        let view = checker.view().await;
         let Some(link) = link.upgrade() else { return };
-        link.check().await;
+        if let Some(view) = view {
+            link.follow(view).await;
+        }
     }
 }
 
-/// A random node's view, or None when it does not answer in time.
-async fn fetch_view(conn: &ClusterConnection) -> Option<Topology> {
-    let mut conn = conn.clone();
-    let mut cmd = redis::cmd("CLUSTER");
-    cmd.arg("NODES");
-    match tokio::time::timeout(CHECK_TIMEOUT, cmd.query_async::<String>(&mut conn)).await {
-        Ok(Ok(nodes)) => Topology::parse(&nodes).ok(),
-        _ => None,
+/// Asks one node at a time for the cluster's view, on a connection of its own.
+struct Checker {
+    url: ClusterUrl,
+    /// Nodes to ask, `host:port`: the URL's, then the live ones of the last view.
+    nodes: Vec<String>,
+    next: usize,
+    asking: Option<MultiplexedConnection>,
+}
+
+impl Checker {
+    fn new(url: &ClusterUrl) -> Checker {
+        Checker {
+            url: url.clone(),
+            nodes: url.hosts.clone(),
+            next: 0,
+            asking: None,
+        }
+    }
+
+    /// A node's view, or None when the node asked does not answer in time (the next
+    /// call asks another).
+    async fn view(&mut self) -> Option<Topology> {
+        let view = tokio::time::timeout(CHECK_TIMEOUT, self.ask()).await;
+        match view.ok().flatten() {
+            Some(view) => {
+                let live = view.live_addresses();
+                if !live.is_empty() {
+                    self.nodes = live;
+                }
+                Some(view)
+            }
+            None => {
+                self.asking = None;
+                None
+            }
+        }
+    }
+
+    async fn ask(&mut self) -> Option<Topology> {
+        let mut asking = match self.asking.take() {
+            Some(asking) => asking,
+            None => {
+                let node = &self.nodes[self.next % self.nodes.len()];
+                self.next += 1;
+                let node = client(&self.url.node_url(node)).ok()?;
+                node.get_multiplexed_async_connection().await.ok()?
+            }
+        };
+        let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut asking).await.ok()?;
+        self.asking = Some(asking);
+        Topology::parse(&nodes).ok()
     }
 }
 

@@ -38,6 +38,15 @@ impl Conn {
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
     }
+
+    /// Which connection of its store this is: on a cluster, one more each time the
+    /// cluster changed under the last one (what was learned through it may be stale).
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Conn::Managed(_) => 0,
+            Conn::Cluster(conn) => conn.generation(),
+        }
+    }
 }
 
 impl ConnectionLike for Conn {

@@ -127,6 +127,9 @@ pub(crate) struct Durability {
 /// Connected replicas per primary, as of `fetched`.
 struct ReplicaCounts {
     fetched: Instant,
+    /// The store's connection they were read through ([`Conn::generation`]): a newer
+    /// one means the cluster changed (a failover), so they are read again at once.
+    generation: u64,
     /// Standalone: one entry covering every slot. Cluster: (first slot, last slot, replicas).
     ranges: Vec<(u16, u16, u32)>,
 }
@@ -168,12 +171,14 @@ impl Durability {
         }
     }
 
-    /// The replica counts, read again once older than [`REPLICA_COUNT_MAX_AGE`].
+    /// The replica counts, read again once older than [`REPLICA_COUNT_MAX_AGE`] or read
+    /// through a connection the cluster's changes have replaced since.
     async fn counts(&self, conn: &mut Conn) -> Result<Arc<ReplicaCounts>> {
+        let generation = conn.generation();
         let fresh = |counts: &Option<Arc<ReplicaCounts>>| {
             counts
                 .as_ref()
-                .filter(|counts| counts.fetched.elapsed() < REPLICA_COUNT_MAX_AGE)
+                .filter(|counts| counts.fetched.elapsed() < REPLICA_COUNT_MAX_AGE && counts.generation == generation)
                 .cloned()
         };
         let cached = self.cached();
@@ -252,6 +257,7 @@ async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
     };
     Ok(ReplicaCounts {
         fetched: Instant::now(),
+        generation: conn.generation(),
         ranges,
     })
 }
@@ -519,6 +525,7 @@ r4 127.0.0.1:7006@17006 slave,fail? c 0 1 3 connected
     fn slot_ranges_give_their_replicas() {
         let counts = ReplicaCounts {
             fetched: Instant::now(),
+            generation: 0,
             ranges: vec![(0, 5460, 1), (5461, 10922, 0), (10923, 16383, 2)],
         };
         assert_eq!(counts.for_slot(0), 1);

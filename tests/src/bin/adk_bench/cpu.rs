@@ -45,3 +45,26 @@ impl CpuSample {
 pub fn cell(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "n/a".to_string(), |v| format!("{v:.decimals$}"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn cpu_time_counts_this_process_work() {
+        let pid = std::process::id();
+        let before = CpuSample::take(&[Some(pid), None]);
+        let start = cpu_time(pid).expect("this process's /proc/PID/stat");
+        // Spin until the kernel has charged 50 ms of CPU (clock ticks are 10 ms), or fail.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while cpu_time(pid).expect("stat") < start + Duration::from_millis(50) {
+            assert!(Instant::now() < deadline, "no CPU time charged after 30 s of spinning");
+            std::hint::black_box((0..1000u64).sum::<u64>());
+        }
+        let per_op = before.per_op_us(&CpuSample::take(&[Some(pid), None]), 10);
+        assert!(per_op[0].expect("a reading") >= 5_000.0, "{per_op:?}");
+        assert_eq!(per_op[1], None, "no process, no reading");
+        assert_eq!(cell(per_op[1], 0), "n/a");
+    }
+}
