@@ -91,8 +91,9 @@
 //! # Connections
 //!
 //! Standalone: one `ConnectionManager` (multiplexed; reconnects after a Redis
-//! restart). Cluster: one `ClusterConnection` (follows slot moves, reconnects).
-//! Commands time out after 2 s. Watchers
+//! restart). Cluster: one `ClusterConnection` (follows slot moves, reconnects),
+//! replaced when the cluster's view changes under it, so that a failed master that
+//! went silent pins nothing (`cluster.rs`). Commands time out after 2 s. Watchers
 //! share one reader per process and session, on a connection of their own, woken by
 //! pub/sub (`watch_hub.rs`); a deleted or expired session ends its watches with
 //! `NOT_FOUND` within about 2 s (the reader's poll), a watcher whose reads fail ends
@@ -102,6 +103,7 @@
 
 mod app_index;
 mod app_state;
+mod cluster;
 pub(crate) mod conn;
 pub mod durability;
 mod lua;

@@ -4,24 +4,38 @@
 //! (`kill -9`), frozen past the cluster node timeout (SIGSTOP, then SIGCONT), or
 //! killed while its replica lags behind (frozen); afterwards every acknowledged
 //! append must be in the store with its sequence, no sequence may have been
-//! acknowledged twice, every event a watcher saw must be the stored one, and the
-//! same store object serves again without a restart.
+//! acknowledged twice, every event a watcher saw must be the stored one, every
+//! watcher on a cluster (resuming with `after_sequence` whenever its stream ends, as
+//! a client does) must have seen every acknowledged event within [`CATCH_UP`] after
+//! the failover and caught up with the stored log, and the same store object serves
+//! again without a restart. A fourth cluster fault leaves the old master silent for
+//! good (a host gone from the network), which must pin no connection to it.
 
 use adk_core::CoreSessionService;
 use adk_core::{AdkError, AppendEventRequest, CreateRequest, Event, GetRequest, SessionService, WatchRequest};
 use adk_store::{MinReplicas, RedisSessionBackend, ReplicaAcks, StoreConfig};
-use adk_testkit::{RedisCluster, RedisPrimaryReplica, eventually, unique_prefix};
+use adk_testkit::{
+    FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, eventually, free_port, redis_cli,
+    try_eventually, unique_prefix,
+};
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::task::JoinHandle;
 use tokio::time::sleep;
 
 const USERS: usize = 9;
 /// How long the failover may take before a test gives up.
 const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
+/// How late a watcher may see an acknowledged event on a cluster: the node timeout
+/// plus 2 s (`docs/semantics.md`), counted from the event's acknowledgement or, for
+/// an event acknowledged before the failover, from the moment appends to its session
+/// were acknowledged again after the test saw the new master promoted (at once on the
+/// other masters; on the failed one, once the new master has the replica writes wait
+/// for, which `Fault::Vanish` also requires within this bound of the promotion).
+const CATCH_UP: Duration = Duration::from_millis(FAILOVER_NODE_TIMEOUT_MS + 2000);
 
 async fn connect(url: &str, min_replicas: MinReplicas) -> CoreSessionService<RedisSessionBackend> {
     let config = StoreConfig {
@@ -98,21 +112,23 @@ fn users() -> Vec<String> {
     (0..USERS).map(|i| format!("u{i}")).collect()
 }
 
-/// What the appenders and watchers saw, per user: (sequence, event id).
+/// What the appenders and watchers saw, per user: (user, sequence, event id, when).
 #[derive(Default)]
 struct Ledger {
-    acked: Mutex<Vec<(String, u64, String)>>,
-    watched: Mutex<Vec<(String, u64, String)>>,
-    stop: AtomicBool,
+    acked: Mutex<Vec<(String, u64, String, Instant)>>,
+    watched: Mutex<Vec<(String, u64, String, Instant)>>,
+    /// Streams that ended (or watches refused) and were resumed, per user.
+    resumed: Mutex<HashMap<String, usize>>,
+    stop_appenders: AtomicBool,
+    stop_watchers: AtomicBool,
+    /// When the test saw the new master promoted (cluster faults only).
+    promoted: Mutex<Option<Instant>>,
 }
 
 impl Ledger {
     fn acked_count(&self, user: Option<&str>) -> usize {
         let acked = self.acked.lock().unwrap();
-        acked
-            .iter()
-            .filter(|(u, _, _)| user.is_none_or(|user| u == user))
-            .count()
+        acked.iter().filter(|(u, ..)| user.is_none_or(|user| u == user)).count()
     }
 }
 
@@ -129,7 +145,7 @@ fn spawn_appenders(
             let (svc, app, ledger) = (svc.clone(), app.to_string(), ledger.clone());
             tokio::spawn(async move {
                 let mut next = 0;
-                while !ledger.stop.load(Ordering::SeqCst) {
+                while !ledger.stop_appenders.load(Ordering::SeqCst) {
                     let event_id = format!("{user}-{next}");
                     match svc.append_event(append_req(&app, &user, &event_id)).await {
                         Ok(event) => {
@@ -138,7 +154,7 @@ fn spawn_appenders(
                                 .acked
                                 .lock()
                                 .unwrap()
-                                .push((user.clone(), event.sequence, event_id));
+                                .push((user.clone(), event.sequence, event_id, Instant::now()));
                             next += 1;
                         }
                         Err(err) => {
@@ -154,7 +170,9 @@ fn spawn_appenders(
         .collect()
 }
 
-/// One watcher per user, resuming with `after_sequence` whenever its stream breaks.
+/// One watcher per user, as a client: it keeps its stream open however long it is
+/// silent, and whenever the stream ends (an error, a refused watch) resumes it with
+/// `after_sequence` = the last sequence it saw.
 fn spawn_watchers(
     svc: &CoreSessionService<RedisSessionBackend>,
     app: &str,
@@ -166,7 +184,8 @@ fn spawn_watchers(
             let (svc, app, ledger) = (svc.clone(), app.to_string(), ledger.clone());
             tokio::spawn(async move {
                 let mut last = 0;
-                while !ledger.stop.load(Ordering::SeqCst) {
+                let stopped = || ledger.stop_watchers.load(Ordering::SeqCst);
+                while !stopped() {
                     let watch = svc
                         .watch(WatchRequest {
                             app_name: app.clone(),
@@ -175,28 +194,38 @@ fn spawn_watchers(
                             after_sequence: Some(last),
                         })
                         .await;
-                    let Ok(mut stream) = watch else {
-                        // The client's retry pace while the node is down, not a synchronisation.
-                        sleep(Duration::from_millis(20)).await;
-                        continue;
-                    };
-                    while let Ok(Some(Ok(event))) =
-                        tokio::time::timeout(Duration::from_millis(500), stream.next()).await
-                    {
-                        last = event.sequence;
-                        ledger
-                            .watched
-                            .lock()
-                            .unwrap()
-                            .push((user.clone(), event.sequence, event.id));
-                        if ledger.stop.load(Ordering::SeqCst) {
-                            break;
+                    if let Ok(mut stream) = watch {
+                        loop {
+                            // The timeout only lets the watcher notice the end of the test;
+                            // the stream stays open across it.
+                            match tokio::time::timeout(Duration::from_millis(100), stream.next()).await {
+                                Ok(Some(Ok(event))) => {
+                                    last = event.sequence;
+                                    let seen = (user.clone(), event.sequence, event.id, Instant::now());
+                                    ledger.watched.lock().unwrap().push(seen);
+                                }
+                                Ok(Some(Err(_)) | None) => break,
+                                Err(_) if stopped() => return,
+                                Err(_) => {}
+                            }
                         }
                     }
+                    *ledger.resumed.lock().unwrap().entry(user.clone()).or_default() += 1;
+                    // The client's retry pace while the node is down, not a synchronisation.
+                    sleep(Duration::from_millis(20)).await;
                 }
             })
         })
         .collect()
+}
+
+/// When `user`'s first entry at or after `since` in `ledger` (acknowledged or watched) was made.
+fn first_at_or_after(ledger: &[(String, u64, String, Instant)], user: &str, since: Instant) -> Option<Instant> {
+    ledger
+        .iter()
+        .filter(|(u, .., at)| u == user && *at >= since)
+        .map(|(.., at)| *at)
+        .min()
 }
 
 /// Waits (with a deadline) until `user` has `more` acknowledged appends beyond `from`.
@@ -215,21 +244,59 @@ async fn wait_for_acks(ledger: &Ledger, user: Option<&str>, from: usize, more: u
 /// appends lost, 0 sequences acknowledged twice, and 0 watcher divergence: every
 /// event a watcher saw is the stored event at its sequence (none was taken back by
 /// the failover), and each user's watchers, resuming with `after_sequence`, saw the
-/// log in order without a gap or a repeat.
+/// log in order without a gap or a repeat. With `catch_up` (a cluster, where the
+/// test saw the promotion), every watcher must also have seen the whole stored log,
+/// and each acknowledged event within [`CATCH_UP`] (see there).
 async fn verify(
     ledger: &Ledger,
-    workers: Vec<JoinHandle<()>>,
+    appenders: Vec<JoinHandle<()>>,
+    watchers: Vec<JoinHandle<()>>,
     svc: &CoreSessionService<RedisSessionBackend>,
     app: &str,
+    catch_up: bool,
 ) {
-    ledger.stop.store(true, Ordering::SeqCst);
-    for worker in workers {
-        worker.await.expect("a worker panicked");
+    ledger.stop_appenders.store(true, Ordering::SeqCst);
+    for worker in appenders {
+        worker.await.expect("an appender panicked");
     }
     let logs = stored_logs(svc, app).await;
+    // The last acknowledged events have CATCH_UP to reach the watchers, like every other.
+    let behind = || async {
+        let watched = ledger.watched.lock().unwrap();
+        let mut seen: HashMap<&str, u64> = HashMap::new();
+        for (user, seq, ..) in watched.iter() {
+            let max = seen.entry(user.as_str()).or_default();
+            *max = (*max).max(*seq);
+        }
+        let behind: Vec<String> = logs
+            .iter()
+            .filter(|(user, log)| seen.get(user.as_str()).copied().unwrap_or(0) < log.len() as u64)
+            .map(|(user, log)| {
+                format!(
+                    "{user} saw up to {} of {}",
+                    seen.get(user.as_str()).unwrap_or(&0),
+                    log.len()
+                )
+            })
+            .collect();
+        if behind.is_empty() {
+            Ok(())
+        } else {
+            Err(behind.join(", "))
+        }
+    };
+    let caught_up = if catch_up {
+        try_eventually(CATCH_UP, behind).await
+    } else {
+        Ok(())
+    };
+    ledger.stop_watchers.store(true, Ordering::SeqCst);
+    for worker in watchers {
+        worker.await.expect("a watcher panicked");
+    }
     let acked = ledger.acked.lock().unwrap();
     let mut acked_by_seq: HashMap<(String, u64), String> = HashMap::new();
-    for (user, seq, id) in acked.iter() {
+    for (user, seq, id, _) in acked.iter() {
         if let Some(other) = acked_by_seq.insert((user.clone(), *seq), id.clone()) {
             assert_eq!(&other, id, "{user}: sequence {seq} was acknowledged for two events");
         }
@@ -249,22 +316,65 @@ async fn verify(
         );
     }
     let watched = ledger.watched.lock().unwrap();
+    let resumed = ledger.resumed.lock().unwrap();
+    let promoted = *ledger.promoted.lock().unwrap();
+    let mut late = Vec::new();
     for user in users() {
-        let seen: Vec<(u64, &String)> = watched
+        let seen: Vec<(u64, &String, Instant)> = watched
             .iter()
-            .filter(|(u, _, _)| *u == user)
-            .map(|(_, seq, id)| (*seq, id))
+            .filter(|(u, ..)| *u == user)
+            .map(|(_, seq, id, at)| (*seq, id, *at))
             .collect();
-        for (seq, id) in &seen {
+        for (seq, id, _) in &seen {
             assert_eq!(
                 logs[&user].get(seq),
                 Some(*id),
                 "{user}: a watcher was shown {id} at sequence {seq}, which the store does not hold"
             );
         }
-        let order: Vec<u64> = seen.iter().map(|(seq, _)| *seq).collect();
+        let order: Vec<u64> = seen.iter().map(|(seq, ..)| *seq).collect();
         let expected: Vec<u64> = (1..=order.len() as u64).collect();
         assert_eq!(order, expected, "{user}: watchers saw a gap or a repeat");
+        if !catch_up {
+            continue;
+        }
+        // How late each acknowledged event reached the watcher (see CATCH_UP).
+        let seen_at: HashMap<u64, Instant> = seen.iter().map(|(seq, _, at)| (*seq, *at)).collect();
+        let mut missed = 0;
+        let mut latest = Duration::ZERO;
+        let acked_by_user = || acked.iter().filter(|(u, ..)| *u == user);
+        // Appends to the session recovered with its first acknowledgement after the promotion.
+        let recovered = promoted.map(|promoted| first_at_or_after(&acked, &user, promoted).unwrap_or(promoted));
+        for (_, seq, _, acked_at) in acked_by_user() {
+            let due = recovered.map_or(*acked_at, |recovered| recovered.max(*acked_at));
+            match seen_at.get(seq) {
+                Some(at) => latest = latest.max(at.saturating_duration_since(due)),
+                None => missed += 1,
+            }
+        }
+        eprintln!(
+            "{user}: {} acknowledged, {} watched, {missed} missed; appends recovered {:?} after the promotion; \
+             an event seen at worst {latest:?} after it was due; the stream resumed {} times",
+            acked_by_user().count(),
+            seen.len(),
+            recovered
+                .zip(promoted)
+                .map(|(recovered, promoted)| recovered - promoted),
+            resumed.get(&user).unwrap_or(&0),
+        );
+        if missed > 0 || latest > CATCH_UP {
+            late.push(format!(
+                "{user}: {missed} acknowledged events never seen, the latest seen {latest:?} after it was due"
+            ));
+        }
+    }
+    assert!(
+        late.is_empty(),
+        "watchers did not catch up within {CATCH_UP:?} of the promotion: {}",
+        late.join("; ")
+    );
+    if let Err(behind) = caught_up {
+        panic!("watchers did not catch up with the stored log within {CATCH_UP:?}: {behind}");
     }
     assert!(!acked.is_empty());
     assert!(!watched.is_empty());
@@ -426,14 +536,16 @@ async fn acknowledged_appends_survive_losing_the_primary() {
         create(&svc, &app, &user).await;
     }
     let ledger = Arc::new(Ledger::default());
-    let mut workers = spawn_appenders(&svc, &app, &ledger);
-    workers.extend(spawn_watchers(&svc, &app, &ledger));
+    let appenders = spawn_appenders(&svc, &app, &ledger);
+    let watchers = spawn_watchers(&svc, &app, &ledger);
     wait_for_acks(&ledger, None, 0, 300, "before the crash").await;
 
     pair.primary.kill9().await;
     pair.promote_replica().await;
     let promoted = connect(&pair.replica.url(), MinReplicas::Auto).await;
-    verify(&ledger, workers, &promoted, &app).await;
+    // The old service object's connection stays on the dead primary's address (a
+    // standalone URL names one server), so its watchers cannot catch up: not checked.
+    verify(&ledger, appenders, watchers, &promoted, &app, false).await;
 
     // The promoted primary takes appends, after the last acknowledged sequence.
     let last = stored_logs(&promoted, &app).await["u0"].len() as u64;
@@ -449,6 +561,93 @@ enum Fault {
     /// The master's replica falls behind (frozen while the master takes appends),
     /// then the master is killed and the stale replica takes over.
     LaggingReplica,
+    /// The master goes silent for good, as a host that vanished from the network
+    /// (SIGSTOP until the test ends: connections to it neither answer nor fail).
+    /// Its shard has a second replica, so the new master has one to confirm writes.
+    Vanish,
+}
+
+/// Adds a node to the cluster as one more replica of the master on `master_port`, and
+/// returns once it is in sync.
+async fn add_replica(master_port: u16) -> RedisServer {
+    let bus_port = free_port().to_string();
+    let node_timeout = FAILOVER_NODE_TIMEOUT_MS.to_string();
+    let node = RedisServer::start_with_args(&[
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        &node_timeout,
+        "--cluster-port",
+        &bus_port,
+    ])
+    .await;
+    let master_id = node_query::<String>(master_port, redis::cmd("CLUSTER").arg("MYID").clone())
+        .await
+        .expect("the master's node id");
+    let (node_address, master_address) = (format!("127.0.0.1:{}", node.port()), format!("127.0.0.1:{master_port}"));
+    redis_cli(&[
+        "--cluster",
+        "add-node",
+        &node_address,
+        &master_address,
+        "--cluster-slave",
+        "--cluster-master-id",
+        &master_id,
+    ])
+    .await;
+    eventually(RECOVERY_DEADLINE, || async {
+        let info = node_query::<String>(master_port, redis::cmd("INFO").arg("replication").clone()).await;
+        let online = info.map_or(0, |info| {
+            info.lines().filter(|line| line.contains("state=online")).count()
+        });
+        if online == 2 {
+            Ok(())
+        } else {
+            Err(format!("{online} of 2 replicas online"))
+        }
+    })
+    .await;
+    node
+}
+
+/// A reply from the node on `port`, or None when it does not answer within a second.
+async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: redis::Cmd) -> Option<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let query = async {
+        cmd.query_async::<T>(&mut client.get_multiplexed_async_connection().await?)
+            .await
+    };
+    tokio::time::timeout(Duration::from_secs(1), query).await.ok()?.ok()
+}
+
+/// Waits until a node other than the one on `failed_port` serves `key`'s slot as
+/// master, as `observer` sees it, with the cluster state ok.
+async fn wait_for_new_master(observer: u16, key: &str, failed_port: u16) {
+    eventually(RECOVERY_DEADLINE, || async {
+        let slot: Option<u16> = node_query(observer, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).clone()).await;
+        let ranges: Option<Vec<Vec<redis::Value>>> =
+            node_query(observer, redis::cmd("CLUSTER").arg("SLOTS").clone()).await;
+        let state_ok = node_query::<String>(observer, redis::cmd("CLUSTER").arg("INFO").clone())
+            .await
+            .is_some_and(|info| info.lines().any(|line| line.trim() == "cluster_state:ok"));
+        let number = |value: Option<&redis::Value>| value.and_then(|v| redis::from_redis_value_ref::<u16>(v).ok());
+        let master = slot.zip(ranges).and_then(|(slot, ranges)| {
+            ranges.iter().find_map(|range| {
+                let (first, last) = (number(range.first())?, number(range.get(1))?);
+                match range.get(2) {
+                    Some(redis::Value::Array(master)) if (first..=last).contains(&slot) => number(master.get(1)),
+                    _ => None,
+                }
+            })
+        });
+        match master {
+            Some(port) if port != failed_port && state_ok => Ok(()),
+            _ => Err(format!("no replica took over from the node on port {failed_port}")),
+        }
+    })
+    .await
 }
 
 async fn cluster_failover(fault: Fault) {
@@ -460,16 +659,22 @@ async fn cluster_failover(fault: Fault) {
     }
     let victim_key = format!("adk:sess:{{{app}:u0}}:s");
     let victim = cluster.master_of(&victim_key, None).await.expect("u0's master");
+    let _extra_replica = match fault {
+        Fault::Vanish => Some(add_replica(cluster.ports()[victim]).await),
+        _ => None,
+    };
 
     let ledger = Arc::new(Ledger::default());
-    let mut workers = spawn_appenders(&svc, &app, &ledger);
-    workers.extend(spawn_watchers(&svc, &app, &ledger));
+    let appenders = spawn_appenders(&svc, &app, &ledger);
+    let watchers = spawn_watchers(&svc, &app, &ledger);
     wait_for_acks(&ledger, None, 0, 300, "before the fault").await;
+    let promoted = || *ledger.promoted.lock().unwrap() = Some(Instant::now());
 
     match fault {
         Fault::Kill => {
             cluster.kill9(victim).await;
             cluster.wait_for_failover(&victim_key, victim).await;
+            promoted();
             // As Kubernetes restarts a crashed pod: it rejoins as the new master's
             // replica, and u0's writes can be confirmed by a replica again.
             cluster.restart(victim).await;
@@ -477,6 +682,7 @@ async fn cluster_failover(fault: Fault) {
         Fault::Freeze => {
             cluster.send_signal(victim, "STOP");
             cluster.wait_for_failover(&victim_key, victim).await;
+            promoted();
             cluster.send_signal(victim, "CONT");
         }
         Fault::LaggingReplica => {
@@ -489,13 +695,34 @@ async fn cluster_failover(fault: Fault) {
             cluster.kill9(victim).await;
             cluster.send_signal(replica, "CONT");
             cluster.wait_for_failover(&victim_key, victim).await;
+            promoted();
             cluster.restart(victim).await;
+        }
+        Fault::Vanish => {
+            let ports = cluster.ports();
+            let observer = ports[(0..ports.len()).find(|&node| node != victim).expect("another node")];
+            cluster.send_signal(victim, "STOP");
+            wait_for_new_master(observer, &victim_key, ports[victim]).await;
+            promoted();
+            // It stays frozen: the store must recover without ever hearing from it.
         }
     }
     // The same store object recovers by itself: u0's appends succeed again.
     let u0_acked = ledger.acked_count(Some("u0"));
     wait_for_acks(&ledger, Some("u0"), u0_acked, 20, "after the failover").await;
-    verify(&ledger, workers, &svc, &app).await;
+    if matches!(fault, Fault::Vanish) {
+        // The new master had a replica at once, so nothing but the store's connection
+        // stood between the promotion and u0's next acknowledged append.
+        let promoted = ledger.promoted.lock().unwrap().expect("the promotion was seen");
+        let recovered =
+            first_at_or_after(&ledger.acked.lock().unwrap(), "u0", promoted).expect("u0's appends recovered");
+        assert!(
+            recovered - promoted <= CATCH_UP,
+            "u0's appends recovered {:?} after the promotion, more than {CATCH_UP:?}",
+            recovered - promoted
+        );
+    }
+    verify(&ledger, appenders, watchers, &svc, &app, true).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -511,4 +738,9 @@ async fn cluster_frozen_master_loses_no_acknowledged_append() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cluster_master_lost_with_a_lagging_replica_loses_no_acknowledged_append() {
     cluster_failover(Fault::LaggingReplica).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cluster_master_gone_silent_for_good_pins_no_connection() {
+    cluster_failover(Fault::Vanish).await;
 }

@@ -2,12 +2,12 @@
 //! URL parser, and the one mapping from Redis failures to `AdkError`. Every
 //! Redis-backed service (sessions, artifacts) talks to Redis through [`RedisStore`].
 
+use super::cluster::{ClusterConn, ClusterLink, ClusterUrl};
 use super::durability::{Durability, ReplicaAcks};
 use adk_core::{AdkError, Result};
 use adk_telemetry::RedisOp;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster::ClusterClientBuilder;
-use redis::cluster_async::ClusterConnection;
+use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::io::tcp::TcpSettings;
 use redis::{
     Arg, Client, Cmd, ErrorKind, FromRedisValue, IntoConnectionInfo, Pipeline, RedisError, RedisFuture,
@@ -27,8 +27,9 @@ pub(crate) const RESPONSE_TIMEOUT: Duration = Duration::from_secs(2);
 pub(crate) enum Conn {
     /// Standalone Redis, shared by every request; reconnects by itself after a restart.
     Managed(ConnectionManager),
-    /// Redis Cluster; follows slot moves and reconnects to nodes by itself.
-    Cluster(ClusterConnection),
+    /// Redis Cluster; follows slot moves and reconnects to nodes by itself, and is
+    /// replaced when the cluster changes under it (see `cluster.rs`).
+    Cluster(ClusterConn),
 }
 
 impl Conn {
@@ -36,6 +37,15 @@ impl Conn {
     /// script or pipeline may span the app tag and a user tag.
     pub(crate) fn is_cluster(&self) -> bool {
         matches!(self, Conn::Cluster(_))
+    }
+
+    /// Which connection of its store this is: on a cluster, one more each time the
+    /// cluster changed under the last one (what was learned through it may be stale).
+    pub(crate) fn generation(&self) -> u64 {
+        match self {
+            Conn::Managed(_) => 0,
+            Conn::Cluster(conn) => conn.generation(),
+        }
     }
 }
 
@@ -67,22 +77,28 @@ impl ConnectionLike for Conn {
     }
 }
 
-/// One Redis deployment as a service uses it: the shared connection (watchers
-/// too share it: see `watch_hub.rs`), and calls whose failures all go through
-/// [`store_error`]. Cheap to clone; clones share the connection.
+/// One Redis deployment as a service uses it: the shared connection, and calls whose
+/// failures all go through [`store_error`]. Cheap to clone; clones share the connection.
 #[derive(Clone)]
 pub(crate) struct RedisStore {
-    conn: Conn,
+    link: Link,
     /// When a write counts as acknowledged; see `durability.rs`.
     durability: Arc<Durability>,
+}
+
+/// Where [`RedisStore::conn`] takes each request's connection from.
+#[derive(Clone)]
+enum Link {
+    Managed(ConnectionManager),
+    Cluster(Arc<ClusterLink>),
 }
 
 impl RedisStore {
     /// Connects to `url` (see [`open`]); writes are acknowledged as `acks` says.
     pub(crate) async fn connect(url: &str, acks: ReplicaAcks) -> Result<RedisStore> {
-        let conn = open(url).await?;
+        let link = open(url).await?;
         let durability = Arc::new(Durability::new(acks));
-        Ok(RedisStore { conn, durability })
+        Ok(RedisStore { link, durability })
     }
 
     pub(crate) fn durability(&self) -> &Durability {
@@ -90,12 +106,16 @@ impl RedisStore {
     }
 
     pub(crate) fn is_cluster(&self) -> bool {
-        self.conn.is_cluster()
+        matches!(self.link, Link::Cluster(_))
     }
 
-    /// A handle on the shared connection, for pipelines and calls the helpers below do not cover.
+    /// A handle on the shared connection, for pipelines and calls the helpers below do
+    /// not cover. On a cluster it is the connection of the moment: take one per request.
     pub(crate) fn conn(&self) -> Conn {
-        self.conn.clone()
+        match &self.link {
+            Link::Managed(manager) => Conn::Managed(manager.clone()),
+            Link::Cluster(link) => Conn::Cluster(link.current()),
+        }
     }
 
     // Every round trip of the services goes through `query`, `eval` or `pipeline`,
@@ -163,19 +183,16 @@ pub(crate) fn decode_reply<T: FromRedisValue>(value: Value) -> Result<T> {
 
 /// Opens the shared connection for `url` (`redis://`, `rediss://`, `redis+cluster://`
 /// or `rediss+cluster://`). A malformed URL is a `Config` error; an unreachable server is `Unavailable`.
-async fn open(url: &str) -> Result<Conn> {
+async fn open(url: &str) -> Result<Link> {
     if url.starts_with("rediss") {
         install_tls_crypto_provider();
     }
-    if let Some(node_urls) = cluster_node_urls(url)? {
-        let client = ClusterClientBuilder::new(node_urls.iter().map(String::as_str))
-            .tcp_settings(tcp_settings())
-            .connection_timeout(CONNECT_TIMEOUT)
-            .response_timeout(RESPONSE_TIMEOUT)
-            .build()
-            .map_err(|e| AdkError::Config(format!("invalid redis cluster URL {}: {e}", redacted(url))))?;
-        let conn = client.get_async_connection().await.map_err(startup_error)?;
-        return Ok(Conn::Cluster(conn));
+    if let Some(cluster_url) = ClusterUrl::parse(url) {
+        let invalid = |why: String| AdkError::Config(format!("invalid redis cluster URL {}: {why}", redacted(url)));
+        let cluster_url = cluster_url.map_err(|why| invalid(why.to_string()))?;
+        cluster_url.validate().map_err(|e| invalid(e.to_string()))?;
+        let link = ClusterLink::connect(cluster_url).await.map_err(startup_error)?;
+        return Ok(Link::Cluster(link));
     }
     let client = client(url)?;
     let config = ConnectionManagerConfig::new()
@@ -188,7 +205,26 @@ async fn open(url: &str) -> Result<Conn> {
     let manager = ConnectionManager::new_with_config(client, config)
         .await
         .map_err(startup_error)?;
-    Ok(Conn::Managed(manager))
+    Ok(Link::Managed(manager))
+}
+
+/// The first pause before redis-rs retries a cluster request that a node refused for the
+/// moment (`CLUSTERDOWN` while a failover is under way, `TRYAGAIN`, `LOADING`) or that
+/// found no connection to its node; later pauses grow from it. Its default, 1.28 s, let a
+/// request refused just before a promotion wait out most of its 2 s and often time out,
+/// so watchers and writes on healthy masters too stalled for a second or two after each
+/// failover; 100 ms brings them back soon after the promotion.
+const CLUSTER_RETRY_MIN_WAIT: Duration = Duration::from_millis(100);
+
+/// A client for a Redis Cluster through `node_urls`: every cluster connection of the
+/// stores is built here (`cluster.rs` builds new ones as the cluster changes).
+pub(super) fn cluster_client(node_urls: Vec<String>) -> redis::RedisResult<ClusterClient> {
+    ClusterClientBuilder::new(node_urls)
+        .tcp_settings(tcp_settings())
+        .connection_timeout(CONNECT_TIMEOUT)
+        .response_timeout(RESPONSE_TIMEOUT)
+        .min_retry_wait(CLUSTER_RETRY_MIN_WAIT.as_millis() as u64)
+        .build()
 }
 
 /// A client for one Redis URL (not a cluster one) whose connections have [`tcp_settings`].
@@ -221,30 +257,18 @@ fn install_tls_crypto_provider() {
 /// (`rediss+cluster://` gives `rediss://` node URLs for TLS; `#insecure` skips their
 /// certificate verification). None for a non-cluster URL.
 pub(super) fn cluster_node_urls(url: &str) -> Result<Option<Vec<String>>> {
-    let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
-        ("redis", rest)
-    } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
-        ("rediss", rest)
-    } else {
+    let Some(cluster_url) = ClusterUrl::parse(url) else {
         return Ok(None);
     };
-    let bad = |why: &str| AdkError::Config(format!("invalid redis cluster URL {}: {why}", redacted(url)));
-    let (userinfo, rest) = match rest.rsplit_once('@') {
-        Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
-        None => (String::new(), rest),
-    };
-    let (hosts, suffix) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-    let nodes: Vec<String> = hosts
-        .split(',')
-        .map(|host| {
-            if host.is_empty() {
-                Err(bad("empty node address; expected h1:p1,h2:p2"))
-            } else {
-                Ok(format!("{scheme}://{userinfo}{host}{suffix}"))
-            }
-        })
-        .collect::<Result<_>>()?;
-    Ok(Some(nodes))
+    let cluster_url =
+        cluster_url.map_err(|why| AdkError::Config(format!("invalid redis cluster URL {}: {why}", redacted(url))))?;
+    Ok(Some(
+        cluster_url
+            .hosts
+            .iter()
+            .map(|host| cluster_url.node_url(host))
+            .collect(),
+    ))
 }
 
 /// The URL without its password, for error messages.
@@ -274,6 +298,10 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
                     | ServerErrorKind::Moved
                     | ServerErrorKind::Ask
                     | ServerErrorKind::ReadOnly
+                    // Every call loads a script the node does not know and retries once;
+                    // a second NOSCRIPT means the node changed in between (a failover, a
+                    // restart), and the client's retry loads it on the new one.
+                    | ServerErrorKind::NoScript
             )
     );
     // A pipeline's error carries one server error per failed command: a `WAIT` unblocked
@@ -343,6 +371,11 @@ mod tests {
         assert!(matches!(store_error(unblocked), AdkError::Unavailable(_)));
         let wrong_type = redis::make_extension_error("WRONGTYPE".into(), None);
         assert!(matches!(store_error(wrong_type), AdkError::Internal(_)));
+        let no_script = redis::RedisError::from((
+            ErrorKind::Server(ServerErrorKind::NoScript),
+            "No matching script. Please use EVAL.",
+        ));
+        assert!(matches!(store_error(no_script), AdkError::Unavailable(_)));
     }
 
     #[test]

@@ -28,16 +28,19 @@
 //! How many replicas: [`MinReplicas::Auto`] (the default) waits for every replica
 //! the primary has connected, up to [`AUTO_MAX_REPLICAS`], learned from `ROLE`
 //! (standalone) or `CLUSTER NODES` (cluster, per slot range) at most
-//! [`REPLICA_COUNT_MAX_AGE`] ago, and at least one once it has seen a replica in the
+//! [`REPLICA_COUNT_MAX_AGE`] ago (while one call reads them again, the others use the
+//! last ones), and at least one once it has seen a replica in the
 //! deployment (so a primary left without replicas by a failover refuses writes with
 //! `UNAVAILABLE` until one is back, instead of acknowledging them alone). On a Redis
 //! that never had a replica, no `WAIT` is sent at all.
 
+use super::cluster::parse_cluster_nodes;
 use super::conn::{Conn, RedisStore, decode_reply, store_error};
 use adk_core::{AdkError, Result};
 use adk_telemetry::RedisOp;
 use redis::{FromRedisValue, Pipeline, ScriptInvocation, ServerErrorKind, Value};
 use std::str::FromStr;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
@@ -110,7 +113,9 @@ impl Default for ReplicaAcks {
 /// One store's acknowledgement policy and, for `auto`, what it last learned of the replicas.
 pub(crate) struct Durability {
     acks: ReplicaAcks,
-    replicas: Mutex<Option<ReplicaCounts>>,
+    replicas: std::sync::Mutex<Option<Arc<ReplicaCounts>>>,
+    /// Held by the one call reading the counts again.
+    fetching: Mutex<()>,
     /// Set once `auto` has seen a replica anywhere in the deployment: from then on a
     /// write needs at least one replica's confirmation, even on a primary that has
     /// none connected right now. Right after a failover the promoted replica has none,
@@ -122,6 +127,9 @@ pub(crate) struct Durability {
 /// Connected replicas per primary, as of `fetched`.
 struct ReplicaCounts {
     fetched: Instant,
+    /// The store's connection they were read through ([`Conn::generation`]): a newer
+    /// one means the cluster changed (a failover), so they are read again at once.
+    generation: u64,
     /// Standalone: one entry covering every slot. Cluster: (first slot, last slot, replicas).
     ranges: Vec<(u16, u16, u32)>,
 }
@@ -141,7 +149,8 @@ impl Durability {
         let timeout = acks.timeout.clamp(Duration::from_millis(1), MAX_REPLICA_ACK_TIMEOUT);
         Durability {
             acks: ReplicaAcks { timeout, ..acks },
-            replicas: Mutex::new(None),
+            replicas: std::sync::Mutex::new(None),
+            fetching: Mutex::new(()),
             replicated: AtomicBool::new(false),
         }
     }
@@ -151,20 +160,7 @@ impl Durability {
         match self.acks.min_replicas {
             MinReplicas::Exactly(n) => Ok(n),
             MinReplicas::Auto => {
-                let mut cached = self.replicas.lock().await;
-                let fresh = cached
-                    .as_ref()
-                    .is_some_and(|c| c.fetched.elapsed() < REPLICA_COUNT_MAX_AGE);
-                if !fresh {
-                    match fetch_replica_counts(conn).await {
-                        Ok(counts) => *cached = Some(counts),
-                        // Keep the last counts while Redis is unreachable; the write
-                        // itself will report the outage.
-                        Err(_) if cached.is_some() => {}
-                        Err(e) => return Err(e),
-                    }
-                }
-                let counts = cached.as_ref().expect("replica counts were fetched above");
+                let counts = self.counts(conn).await?;
                 if counts.ranges.iter().any(|(_, _, replicas)| *replicas > 0) {
                     self.replicated.store(true, Ordering::Relaxed);
                 }
@@ -173,6 +169,55 @@ impl Durability {
                 Ok(replicas.min(AUTO_MAX_REPLICAS))
             }
         }
+    }
+
+    /// The replica counts, read again once older than [`REPLICA_COUNT_MAX_AGE`] or read
+    /// through a connection the cluster's changes have replaced since.
+    async fn counts(&self, conn: &mut Conn) -> Result<Arc<ReplicaCounts>> {
+        let generation = conn.generation();
+        let fresh = |counts: &Option<Arc<ReplicaCounts>>| {
+            counts
+                .as_ref()
+                .filter(|counts| counts.fetched.elapsed() < REPLICA_COUNT_MAX_AGE && counts.generation == generation)
+                .cloned()
+        };
+        let cached = self.cached();
+        if let Some(counts) = fresh(&cached) {
+            return Ok(counts);
+        }
+        let _fetching = match (self.fetching.try_lock(), cached) {
+            (Ok(fetching), _) => fetching,
+            // Another call is reading them: the last counts serve meanwhile, so a node
+            // slow to answer (or silent, until the cluster fails it over) holds up
+            // that one call, not every write and watcher of the process.
+            (Err(_), Some(counts)) => return Ok(counts),
+            (Err(_), None) => self.fetching.lock().await,
+        };
+        let cached = self.cached();
+        if let Some(counts) = fresh(&cached) {
+            return Ok(counts);
+        }
+        match fetch_replica_counts(conn).await {
+            Ok(counts) => {
+                let counts = Arc::new(counts);
+                *self.replicas.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(counts.clone());
+                Ok(counts)
+            }
+            Err(e) => match cached {
+                // Keep the last counts while Redis is unreachable; the write itself
+                // will report the outage.
+                Some(counts) => Ok(counts),
+                None => Err(e),
+            },
+        }
+    }
+
+    fn cached(&self) -> Option<Arc<ReplicaCounts>> {
+        // Every write replaces the whole value: a poisoned lock still holds a consistent one.
+        self.replicas
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 
     fn wait_cmd(&self, replicas: u32) -> redis::Cmd {
@@ -212,6 +257,7 @@ async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
     };
     Ok(ReplicaCounts {
         fetched: Instant::now(),
+        generation: conn.generation(),
         ranges,
     })
 }
@@ -225,41 +271,22 @@ async fn fetch_replica_counts(conn: &mut Conn) -> Result<ReplicaCounts> {
 /// fails over before the next write. A replica still syncing is counted too, so such a
 /// write waits for it (or fails as `UNAVAILABLE`) instead.
 fn cluster_replica_ranges(nodes: &str) -> Result<Vec<(u16, u16, u32)>> {
-    let bad = |line: &str| AdkError::Internal(format!("unexpected CLUSTER NODES line from redis: {line:?}"));
-    // <id> <ip:port@cport> <flags> <master id|-> <ping> <pong> <epoch> <link> <slot>…
-    let lines: Vec<Vec<&str>> = nodes
-        .lines()
-        .filter(|line| !line.trim().is_empty())
-        .map(|line| line.split_whitespace().collect())
-        .collect();
+    let nodes = parse_cluster_nodes(nodes)?;
     let mut replicas: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-    for fields in &lines {
-        let flags: Vec<&str> = fields
-            .get(2)
-            .ok_or_else(|| bad(&fields.join(" ")))?
-            .split(',')
-            .collect();
-        let live = !flags
-            .iter()
-            .any(|flag| matches!(*flag, "fail" | "handshake" | "noaddr"));
+    for node in &nodes {
+        let live = !["fail", "handshake", "noaddr"].iter().any(|flag| node.has_flag(flag));
         if live
-            && flags.contains(&"slave")
-            && let Some(master) = fields.get(3).filter(|id| **id != "-")
+            && node.has_flag("slave")
+            && let Some(master) = &node.master
         {
             *replicas.entry(master).or_default() += 1;
         }
     }
-    let mut ranges = Vec::new();
-    for fields in &lines {
-        let count = replicas.get(fields[0]).copied().unwrap_or(0);
-        // Slots are "a-b" or "a"; "[slot->-id]" / "[slot-<-id]" are migrations in progress.
-        for slots in fields.iter().skip(8).filter(|slots| !slots.starts_with('[')) {
-            let (first, last) = slots.split_once('-').unwrap_or((slots, slots));
-            let slot = |s: &str| s.parse::<u16>().map_err(|_| bad(&fields.join(" ")));
-            ranges.push((slot(first)?, slot(last)?, count));
-        }
-    }
-    Ok(ranges)
+    let ranges = nodes.iter().flat_map(|node| {
+        let count = replicas.get(node.id.as_str()).copied().unwrap_or(0);
+        node.slots.iter().map(move |(first, last)| (*first, *last, count))
+    });
+    Ok(ranges.collect())
 }
 
 impl RedisStore {
@@ -498,6 +525,7 @@ r4 127.0.0.1:7006@17006 slave,fail? c 0 1 3 connected
     fn slot_ranges_give_their_replicas() {
         let counts = ReplicaCounts {
             fetched: Instant::now(),
+            generation: 0,
             ranges: vec![(0, 5460, 1), (5461, 10922, 0), (10923, 16383, 2)],
         };
         assert_eq!(counts.for_slot(0), 1);

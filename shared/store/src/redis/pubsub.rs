@@ -1,6 +1,6 @@
 //! One subscription per process to a pub/sub channel, kept up across failures.
 
-use super::conn::CONNECT_TIMEOUT;
+use super::conn::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -8,9 +8,15 @@ use std::time::Duration;
 /// (messages published while it was not subscribed are lost). It returns false to stop.
 pub(crate) type Listener = Box<dyn FnMut(Option<String>) -> bool + Send>;
 
+/// How often a subscription checks that its node still answers.
+const LIVENESS_CHECK: Duration = Duration::from_secs(1);
+
 /// Keeps one subscription to `channel` through one of `nodes` (tried in turn; any node
 /// of a cluster hears every classic `PUBLISH`), handing each message to `listener`;
-/// resubscribes after a failure. Ends when `listener` returns false.
+/// resubscribes after a failure, or when the node stops answering a `PING` within
+/// [`RESPONSE_TIMEOUT`]: a node that is frozen or gone from the network neither sends
+/// messages nor closes the connection, and the listener would wait on it for good.
+/// Ends when `listener` returns false.
 pub(crate) fn spawn_channel_listener(channel: &'static str, nodes: Vec<redis::Client>, mut listener: Listener) {
     const RESUBSCRIBE_DELAY: Duration = Duration::from_millis(200);
     tokio::spawn(async move {
@@ -25,12 +31,25 @@ pub(crate) fn spawn_channel_listener(channel: &'static str, nodes: Vec<redis::Cl
                 if !listener(None) {
                     return;
                 }
-                let mut messages = pubsub.into_on_message();
-                while let Some(message) = messages.next().await {
-                    if let Ok(payload) = message.get_payload::<String>()
-                        && !listener(Some(payload))
-                    {
-                        return;
+                let (mut sink, mut messages) = pubsub.split();
+                let mut checks = tokio::time::interval(LIVENESS_CHECK);
+                checks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tokio::select! {
+                        message = messages.next() => {
+                            let Some(message) = message else { break };
+                            if let Ok(payload) = message.get_payload::<String>()
+                                && !listener(Some(payload))
+                            {
+                                return;
+                            }
+                        }
+                        _ = checks.tick() => {
+                            let pong = tokio::time::timeout(RESPONSE_TIMEOUT, sink.ping::<redis::Value>()).await;
+                            if !matches!(pong, Ok(Ok(_))) {
+                                break;
+                            }
+                        }
                     }
                 }
                 tracing::debug!("lost the subscription to {channel}; resubscribing");
