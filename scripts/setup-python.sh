@@ -3,7 +3,7 @@
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #   clients/python/requirements-dev.txt (grpcio, grpcio-tools, protobuf, pytest, google-adk)
 # reinstalled only when that file changes, then generates the Python stubs from proto/.
-# Run by scripts/test.sh before `cargo test` (tests/tests/adk_python.rs runs this venv's
+# Run by scripts/test.sh before `cargo test` (tests/tests/e2e/adk_python.rs runs this venv's
 # Python) and by scripts/test-clients.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tests the Python and Node.js clients (clients/) against the real server binaries.
+# Tests the Python, Node.js, Go and Java clients (clients/) against the real server binaries.
 #
 # Installs what the tests need, idempotently (only what is missing or changed):
 #   redis-server                      from apt (when missing)
@@ -12,12 +12,17 @@
 #   chromium, and playwright-core     apt (when missing) and npm, into ${XDG_CACHE_HOME:-$HOME/.cache}/adk/adk-web-node,
 #                                     for the `adk web` dev-UI test (scripts/setup-adk-web.sh) and the
 #                                     example chat page's test (clients/node/test/web-chat.test.js)
+#   Go, protoc and grpc-java          Debian 12's packages, from apt (when missing), and the go.mod that
+#                                     builds clients/go offline from their sources
+#                                     (scripts/setup-go-java.sh; no Go module proxy, no Maven)
 # then generates the Python stubs from proto/ and runs pytest; type-checks the Python client
 # (mypy --strict), builds its sdist and wheel (python -m build) and calls a server from the
 # wheel installed into a fresh venv; type-checks the Node client
 # (tsc --noEmit), bundles the example chat page (examples/web), runs `node --test`, packs the
-# client (npm pack) and imports it from a fresh project; finally runs each client's
-# quickstart as its README writes it, twice against one server.
+# client (npm pack) and imports it from a fresh project; generates, vets and tests the Go client
+# (go generate, gofmt, go vet, go test); builds and tests the Java client (clients/java/build.sh,
+# then its ClientTests); finally runs each client's quickstart as its README writes it, twice
+# against one server.
 #
 # The binaries are not built here: run `cargo build --workspace --bins` first (they are
 # looked up in ${CARGO_TARGET_DIR:-target}/debug). The tests start and stop their own
@@ -52,6 +57,9 @@ venv=$cache/python-venv
 
 # --- the dev-UI test's browser: system chromium, driven by playwright-core from npm ------
 ./scripts/setup-adk-web.sh
+
+# --- Go and Java: Debian's packages, and the offline go.mod --------------------------------
+go_env=$(./scripts/setup-go-java.sh)
 
 # --- Node: the locked dependencies --------------------------------------------------
 # npm ci installs exactly package-lock.json (it reuses npm's cache, so a rerun is quick).
@@ -189,10 +197,20 @@ pack_node_client() {
   return $status
 }
 pack_node_client || failed+=(node-pack)
+echo "== Go client: go generate, gofmt, go vet, go test (clients/go)"
+(eval "$go_env" && cd clients/go && go generate ./... && unformatted=$(gofmt -l .) \
+  && { [ -z "$unformatted" ] || { echo "gofmt: $unformatted" >&2; false; }; } \
+  && go vet ./... && go test -count=1 ./...) || failed+=(go)
+echo "== Java client: build.sh, then its tests (clients/java)"
+(cd clients/java && ./build.sh && java @build/java.args dev.adk.client.ClientTests) || failed+=(java)
 echo "== Python quickstart, as clients/python/README.md writes it, twice"
 run_quickstart clients/python/README.md clients/python/src/adk_client/v1 || failed+=(python-quickstart)
 echo "== Node.js quickstart, as clients/node/README.md writes it, twice"
 run_quickstart clients/node/README.md clients/node/dist clients/node/src/gen || failed+=(node-quickstart)
+echo "== Go quickstart, as clients/go/README.md writes it, twice"
+run_quickstart clients/go/README.md clients/go/adkv1/*.pb.go || failed+=(go-quickstart)
+echo "== Java quickstart, as clients/java/README.md writes it, twice"
+run_quickstart clients/java/README.md clients/java/build || failed+=(java-quickstart)
 if [ ${#failed[@]} -gt 0 ]; then
   die "client tests failed: ${failed[*]}"
 fi

@@ -2,8 +2,8 @@
 //! never panic, and what it accepts must encode back to a token it accepts again.
 #![no_main]
 
-use adk_core::session::{EventCursor, SessionCursor};
-use adk_core::{ListEventsRequest, ListRequest};
+use adk_grpc_core::session::{EventCursor, SessionCursor};
+use adk_grpc_core::{ListEventsRequest, ListRequest};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

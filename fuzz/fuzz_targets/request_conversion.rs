@@ -2,11 +2,11 @@
 //! validated, as the servers do: nothing may panic, whatever the bytes.
 #![no_main]
 
-use adk_core::artifact as art;
-use adk_core::session::{
+use adk_grpc_core::artifact as art;
+use adk_grpc_core::session::{
     AppendEventRequest, CreateRequest, DeleteRequest, GetRequest, ListEventsRequest, ListRequest, WatchRequest,
 };
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 use libfuzzer_sys::fuzz_target;
 use prost::Message;
 
@@ -63,17 +63,17 @@ fuzz_target!(|data: &[u8]| {
         }),
         _ => decode(bytes, |e: pb::Event| {
             // The whole event path: proto -> core -> proto -> core must agree.
-            adk_core::Event::try_from(&e).map(|core| {
+            adk_grpc_core::Event::try_from(&e).map(|core| {
                 let again =
-                    adk_core::Event::try_from(&pb::Event::from(&core)).expect("a converted event converts back");
+                    adk_grpc_core::Event::try_from(&pb::Event::from(&core)).expect("a converted event converts back");
                 assert_eq!(core.id, again.id);
-                adk_core::validate::event_limits(&core).is_ok()
+                adk_grpc_core::validate::event_limits(&core).is_ok()
             })
         }),
     }
 });
 
-fn decode<M: Message + Default>(bytes: &[u8], check: impl FnOnce(M) -> adk_core::Result<bool>) {
+fn decode<M: Message + Default>(bytes: &[u8], check: impl FnOnce(M) -> adk_grpc_core::Result<bool>) {
     if let Ok(message) = M::decode(bytes) {
         let _ = check(message);
     }

@@ -34,9 +34,28 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("adk_descriptor.bin"), descriptors.encode_to_vec())?;
 
+    // A second server for adk.v1.SessionService whose `Session` replies are `crate::SessionReply`:
+    // GetSession passes the stored events on in their encoding instead of decoding and
+    // re-encoding them (see lib.rs). Every other type is the one generated above.
+    let mut session_proto = descriptors.clone();
+    session_proto.file.retain(|file| file.name() == "adk/v1/session.proto");
+    if session_proto.file.len() != 1 {
+        return Err("adk/v1/session.proto is not among the compiled files".into());
+    }
+    let reply_dir = out_dir.join("session_reply");
+    std::fs::create_dir_all(&reply_dir)?;
+
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
+
+    tonic_prost_build::configure()
+        .build_client(false)
+        .build_server(true)
+        .out_dir(&reply_dir)
+        .extern_path(".adk.v1", "crate::v1")
+        .extern_path(".adk.v1.Session", "crate::SessionReply")
+        .compile_fds(session_proto)?;
     Ok(())
 }

@@ -5,9 +5,9 @@ pub mod cases;
 pub mod raw;
 pub mod runs;
 
-use adk_client::{RemoteArtifactService, RemoteSessionService};
-use adk_core::ByteStream;
-use adk_testkit::{RedisServer, ServiceProcess};
+use adk_grpc_client::{RemoteArtifactService, RemoteSessionService};
+use adk_grpc_core::ByteStream;
+use adk_grpc_testkit::{RedisServer, ServiceProcess};
 use futures::StreamExt;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -80,28 +80,31 @@ pub async fn connect_artifacts(server: &ServiceProcess) -> RemoteArtifactService
 /// (health NOT_SERVING, streams end, listener closed) when dropped.
 pub struct InProcessServer {
     addr: SocketAddr,
-    shutdown: adk_server_kit::Shutdown,
-    serving: JoinHandle<Result<(), adk_server_kit::ServeError>>,
+    shutdown: adk_grpc_server_kit::Shutdown,
+    serving: JoinHandle<Result<(), adk_grpc_server_kit::ServeError>>,
 }
 
 impl InProcessServer {
     /// `adk-server` with `args`, parsed and assembled exactly as the binary does
-    /// (`adk_server::server`); the listen address is an ephemeral port and the metrics
+    /// (`adk_grpc_all_in_one::server`); the listen address is an ephemeral port and the metrics
     /// endpoint is off, as for every spawned test server.
     pub async fn all_in_one(args: &[&str]) -> InProcessServer {
         use clap::Parser;
         let flags = ["adk-server", "--listen", "127.0.0.1:0", "--metrics-listen", "off"];
-        let cli = adk_server::Cli::try_parse_from(flags.iter().chain(args))
+        let cli = adk_grpc_all_in_one::Cli::try_parse_from(flags.iter().chain(args))
             .unwrap_or_else(|e| panic!("adk-server {args:?}: {e}"));
-        let shutdown = adk_server_kit::Shutdown::new();
-        let server = adk_server::server(&cli, shutdown.clone())
+        let shutdown = adk_grpc_server_kit::Shutdown::new();
+        let server = adk_grpc_all_in_one::server(&cli, shutdown.clone())
             .await
             .unwrap_or_else(|e| panic!("adk-server {args:?}: {e:#}"));
         InProcessServer::serve(server, shutdown).await
     }
 
     /// Binds `server` (built with `shutdown`) to an ephemeral port and serves it in the background.
-    pub async fn serve(server: adk_server_kit::GrpcServer, shutdown: adk_server_kit::Shutdown) -> InProcessServer {
+    pub async fn serve(
+        server: adk_grpc_server_kit::GrpcServer,
+        shutdown: adk_grpc_server_kit::Shutdown,
+    ) -> InProcessServer {
         let bound = server.bind("127.0.0.1:0").await.expect("bind an ephemeral port");
         let addr = bound.local_addr();
         let serving = tokio::spawn(bound.serve());
@@ -193,7 +196,7 @@ pub fn noise_sha256(total: u64, chunk_bytes: usize, seed: u64) -> String {
 }
 
 /// Reads a stream of chunks to its end: (bytes read, SHA-256 hex), holding one chunk at a time.
-pub async fn sha256_of(mut chunks: ByteStream) -> adk_core::Result<(u64, String)> {
+pub async fn sha256_of(mut chunks: ByteStream) -> adk_grpc_core::Result<(u64, String)> {
     let mut hasher = Sha256::new();
     let mut len = 0u64;
     while let Some(chunk) = chunks.next().await {
@@ -212,7 +215,7 @@ fn hex(bytes: &[u8]) -> String {
 /// stored (author `user`, a sequence, the invocation's id): Run sends it before
 /// anything else. Empty input (the run failed before starting) stays empty.
 #[track_caller]
-pub fn after_user_event(mut events: Vec<adk_proto::v1::Event>) -> Vec<adk_proto::v1::Event> {
+pub fn after_user_event(mut events: Vec<adk_grpc_proto::v1::Event>) -> Vec<adk_grpc_proto::v1::Event> {
     if events.is_empty() {
         return events;
     }

@@ -1,10 +1,10 @@
 //! Agents files, Run requests and streams, and metrics scrapes: what the runner and
 //! fault tests all need, written once.
 
-use adk_proto::v1 as pb;
-use adk_proto::v1::agent_runner_client::AgentRunnerClient;
-use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{ServiceProcess, free_port};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
+use adk_grpc_testkit::{ServiceProcess, free_port};
 use std::io::Write;
 use std::time::Duration;
 use tonic::transport::Channel;

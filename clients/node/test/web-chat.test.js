@@ -1,4 +1,4 @@
-// The example chat page (examples/web) in headless Chromium, as its README runs it: the page
+// The example chat page (examples/web) in headless Chromium, as docs/security-and-limits.md runs it: the page
 // served by `python3 -m http.server` on one origin, adk-server with --grpc-web and
 // --cors-allowed-origins naming that origin on another. The page creates a session, runs the
 // mock-model assistant with streaming and shows the events live; the suite then holds them.
@@ -33,7 +33,7 @@ function playwright() {
   return createRequire(import.meta.url)(module);
 }
 
-/** `python3 -m http.server` serving examples/web, as the README says; resolves once it answers. */
+/** `python3 -m http.server` serving examples/web, as docs/security-and-limits.md says; resolves once it answers. */
 async function serveExample() {
   const bundle = path.join(REPO, 'examples', 'web', 'dist', 'chat.js');
   assert.ok(existsSync(bundle), `${bundle} is missing: run npm run build:web-example in clients/node`);

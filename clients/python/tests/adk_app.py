@@ -1,6 +1,6 @@
 """A multi-agent ADK app on a deterministic model, run by a real ADK ``Runner`` on this
 suite (adk_client.adk). Used by test_adk_runner.py, by the Rust end-to-end test
-tests/tests/adk_python.rs (as a script) and, as an agents dir, by ``adk api_server``.
+tests/tests/e2e/adk_python.rs (as a script) and, as an agents dir, by ``adk api_server``.
 
     python adk_app.py --target HOST:PORT --app APP --user USER --session SESSION
 

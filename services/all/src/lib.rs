@@ -3,14 +3,14 @@
 //! state with other processes. The flags and the server they assemble live here, so
 //! tests start the very server the binary runs without spawning a process.
 
-use adk_artifact_service::artifact_service;
-use adk_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
-use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
-use adk_server_kit::{
+use adk_grpc_artifact_service::artifact_service;
+use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
+use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
+use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, SessionArgs, Shutdown,
     StoreArgs,
 };
-use adk_session_service::{memory_service, session_service};
+use adk_grpc_session_service::{memory_service, session_service};
 use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
@@ -61,15 +61,15 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
     let replica_acks = config.replica_acks;
-    let (sessions, artifacts) = adk_store::open_stores(url, config)
+    let (sessions, artifacts) = adk_grpc_store::open_stores(url, config)
         .await
         .with_context(|| cannot_open("session and artifact"))?;
     // Long-term memory at the same URL; the runner's agents recall from the very instance served.
     let embedders = match &cli.memory.memory_embeddings {
-        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
-    let memory = adk_store::open_memory_service_with(url, cli.store.store_config(), embedders)
+    let memory = adk_grpc_store::open_memory_service_with(url, cli.store.store_config(), embedders)
         .await
         .with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
@@ -79,7 +79,7 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
     // Run's events show in GetSession on the same port.
     let runner = match &agents {
         Some(agents) => {
-            let lease = adk_runner_service::open_session_lease(url, replica_acks)
+            let lease = adk_grpc_runner_service::open_session_lease(url, replica_acks)
                 .await
                 .with_context(|| cannot_open("session lease"))?;
             let mut services =

@@ -1,7 +1,7 @@
 //! `adk-server`: every ADK service in one process on one port (see the library).
 
-use adk_server::{Cli, server};
-use adk_server_kit::{ServiceInfo, Shutdown, run_binary};
+use adk_grpc_all_in_one::{Cli, server};
+use adk_grpc_server_kit::{ServiceInfo, Shutdown, run_binary};
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;

@@ -5,16 +5,16 @@
 //! size limits and moving bytes between gRPC streams and the store's chunk streams
 //! without holding a whole artifact.
 
-use adk_core::artifact::{
+use adk_grpc_core::artifact::{
     ArtifactService, ByteStream, DEFAULT_CHUNK_BYTES, DeleteRequest, DownloadRequest, LoadRequest, SaveWithMetadata,
     UploadRequest, VersionsRequest, part_from_bytes, single_chunk,
 };
-use adk_core::{AdkError, ArtifactMetadata};
-use adk_proto::v1 as pb;
-use adk_proto::v1::artifact_service_server::{ArtifactService as ArtifactServiceRpc, ArtifactServiceServer};
-use adk_proto::v1::download_artifact_response::Message as DownloadMessage;
-use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
-use adk_server_kit::{GrpcArgs, fit_in_message, message_too_large};
+use adk_grpc_core::{AdkError, ArtifactMetadata};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::artifact_service_server::{ArtifactService as ArtifactServiceRpc, ArtifactServiceServer};
+use adk_grpc_proto::v1::download_artifact_response::Message as DownloadMessage;
+use adk_grpc_proto::v1::upload_artifact_request::Message as UploadMessage;
+use adk_grpc_server_kit::{GrpcArgs, fit_in_message, message_too_large};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use std::sync::Arc;

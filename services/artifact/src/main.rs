@@ -1,7 +1,7 @@
 //! `adk-artifact-server`: the ArtifactService alone, over the shared store (Redis by default).
 
-use adk_artifact_service::artifact_service;
-use adk_server_kit::{
+use adk_grpc_artifact_service::artifact_service;
+use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, Shutdown, StoreArgs,
     run_binary,
 };
@@ -43,7 +43,7 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
     let config = cli.artifacts.apply(cli.store.store_config());
-    let store = adk_store::open_artifact_service(&cli.store.store_url, config)
+    let store = adk_grpc_store::open_artifact_service(&cli.store.store_url, config)
         .await
         .with_context(|| format!("cannot open the artifact store {}", cli.store.redacted_url()))?;
     tracing::info!(

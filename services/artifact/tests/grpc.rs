@@ -4,20 +4,21 @@
 //! still arriving, a cancelled upload reaches it as an error, and a download is
 //! produced only as fast as the client reads it.
 
-use adk_artifact_service::artifact_service;
-use adk_client::RemoteArtifactService;
-use adk_core::artifact::{
+use adk_grpc_artifact_service::artifact_service;
+use adk_grpc_client::RemoteArtifactService;
+use adk_grpc_core::artifact::{
     ArtifactMetadata, ArtifactService, ByteStream, DeleteRequest, ListRequest, ListResponse, LoadRequest, SaveResponse,
     UploadRequest, VersionsRequest, VersionsResponse,
 };
-use adk_core::{AdkError, Result};
-use adk_proto::v1 as pb;
-use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
-use adk_proto::v1::download_artifact_response::Message as DownloadMessage;
-use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
-use adk_server_kit::{GrpcArgs, GrpcServer, Shutdown};
-use adk_store::{InMemoryArtifactBackend, StoreConfig};
-use adk_testkit::artifact_conformance::{ArtifactLimits, run_artifact_conformance};
+use adk_grpc_core::{AdkError, Result};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::artifact_service_client::ArtifactServiceClient;
+use adk_grpc_proto::v1::download_artifact_response::Message as DownloadMessage;
+use adk_grpc_proto::v1::upload_artifact_request::Message as UploadMessage;
+use adk_grpc_server_kit::{GrpcArgs, GrpcServer, Shutdown};
+use adk_grpc_store::{InMemoryArtifactBackend, StoreConfig};
+use adk_grpc_testkit::Fixture;
+use adk_grpc_testkit::artifact_conformance::ArtifactLimits;
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::net::SocketAddr;
@@ -50,8 +51,9 @@ async fn raw_client(addr: SocketAddr) -> ArtifactServiceClient<tonic::transport:
         .expect("connect")
 }
 
-#[tokio::test]
-async fn the_memory_store_conforms_through_grpc() {
+/// The memory store behind the real handlers, over a real channel; the server runs on the
+/// case's own runtime and ends with it.
+async fn memory_store_through_grpc() -> Fixture {
     let limits = ArtifactLimits {
         max_artifact_bytes: 2 * 1024 * 1024,
         chunk_bytes: 64 * 1024,
@@ -61,14 +63,18 @@ async fn the_memory_store_conforms_through_grpc() {
         artifact_chunk_bytes: limits.chunk_bytes,
         ..StoreConfig::default()
     };
-    let store = adk_store::memory_artifacts(InMemoryArtifactBackend::new(), &config);
+    let store = adk_grpc_store::memory_artifacts(InMemoryArtifactBackend::new(), &config);
     let (addr, shutdown) = serve(Arc::new(store)).await;
     let client = RemoteArtifactService::connect(format!("http://{addr}"))
         .await
         .expect("connect");
     client.ping().await.expect("SERVING");
-    run_artifact_conformance(&client, limits).await;
-    shutdown.trigger();
+    Fixture::artifacts(client, limits).keeping(shutdown)
+}
+
+mod the_memory_store_conforms_through_grpc {
+    use super::*;
+    adk_grpc_testkit::artifact_conformance_tests!(memory_store_through_grpc().await);
 }
 
 /// What the probe store saw of an upload.
@@ -104,7 +110,7 @@ impl ArtifactService for ProbeStore {
                 Err(err) => {
                     let message = err.to_string();
                     let _ = self.uploads.send(UploadSeen::End(Err(err)));
-                    return Err(AdkError::Aborted(adk_core::Conflict::Other, message));
+                    return Err(AdkError::Aborted(adk_grpc_core::Conflict::Other, message));
                 }
             }
         }
@@ -134,7 +140,7 @@ impl ArtifactService for ProbeStore {
     }
 
     async fn metadata(&self, _req: LoadRequest) -> Result<ArtifactMetadata> {
-        Err(AdkError::NotFound(adk_core::Missing::Artifact, "probe".into()))
+        Err(AdkError::NotFound(adk_grpc_core::Missing::Artifact, "probe".into()))
     }
     async fn delete(&self, _req: DeleteRequest) -> Result<()> {
         Ok(())

@@ -5,10 +5,10 @@
 //! only names, descriptions and sub-agents: an agent's kind, model and tools are
 //! known to whoever built it (the agents file, or Rust code), not to the trait.
 
-use adk_core::convert::json_to_proto;
-use adk_core::{Agent, Tool};
-use adk_proto::v1 as pb;
-use adk_runner::{McpConnectionState, McpToolset, McpTransport, Runner};
+use adk_grpc_agents::{McpConnectionState, McpToolset, McpTransport, Runner};
+use adk_grpc_core::convert::json_to_proto;
+use adk_grpc_core::{Agent, Tool};
+use adk_grpc_proto::v1 as pb;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -135,7 +135,7 @@ impl ToolDescription {
             McpTransport::Http { url, .. } => format!("streamable HTTP: {url}"),
         };
         ToolDescription {
-            name: adk_core::Toolset::name(toolset.as_ref()).to_string(),
+            name: adk_grpc_core::Toolset::name(toolset.as_ref()).to_string(),
             description: format!("MCP toolset: the tools of the MCP server ({})", server.trim_end()),
             toolset: Some(DescribedToolset(toolset.clone())),
             ..ToolDescription::default()
@@ -156,7 +156,7 @@ impl PartialEq for DescribedToolset {
 impl std::fmt::Debug for DescribedToolset {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_tuple("DescribedToolset")
-            .field(&adk_core::Toolset::name(self.0.as_ref()))
+            .field(&adk_grpc_core::Toolset::name(self.0.as_ref()))
             .finish()
     }
 }

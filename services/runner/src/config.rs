@@ -2,7 +2,7 @@
 //! loaded and turned into runners with the runner library's builders.
 //!
 //! ```yaml
-//! models:                      # named model providers (adk_models::ProviderConfig)
+//! models:                      # named model providers (adk_grpc_models::ProviderConfig)
 //!   fast: { provider: mock }
 //!   smart: { provider: openai, model: gpt-4o-mini, api_key_env: OPENAI_API_KEY }
 //! tools:                       # named tools agents refer to
@@ -37,7 +37,7 @@
 //! `deny_unknown_fields` everywhere (a misspelt key is an error, not a silent
 //! default), then checked and built in one pass, every problem reported at once,
 //! each naming the file, the app, the agent and the field. An agent's rules are
-//! the runner library's own (`adk_runner::validate_agent_name` and its siblings,
+//! the runner library's own (`adk_grpc_agents::validate_agent_name` and its siblings,
 //! the builders); the file adds only its own: references to declared models and
 //! tools, and no field that does not fit an agent's or a tool's kind.
 //!
@@ -56,7 +56,7 @@ pub use problems::{ConfigError, Problem};
 
 use crate::app::App;
 use crate::stores::RunnerServices;
-use adk_runner::Runner;
+use adk_grpc_agents::Runner;
 use apps::LoadedApp;
 use file::AgentsFile;
 use problems::{Problems, library_message};

@@ -1,5 +1,5 @@
 //! The `adk.v1.AgentRunner` gRPC service: runs agents built with the runner
-//! library (`adk-runner`) and streams their events.
+//! library (`adk-grpc-agents`) and streams their events.
 //!
 //! Two ways to get the [`App`]s it serves:
 //! - from an agents file (YAML, see [`AgentsConfig`] and `examples/agents.yaml`):
@@ -9,14 +9,14 @@
 //!   [`App`], and serve them with [`runner_service`].
 //!
 //! ```no_run
-//! # use adk_runner::{LlmAgentBuilder, Runner};
-//! # use adk_runner_service::{App, RunnerServices, runner_service};
-//! # use adk_server_kit::{GrpcArgs, GrpcServer, Shutdown};
+//! # use adk_grpc_agents::{LlmAgentBuilder, Runner};
+//! # use adk_grpc_runner_service::{App, RunnerServices, runner_service};
+//! # use adk_grpc_server_kit::{GrpcArgs, GrpcServer, Shutdown};
 //! # use std::sync::Arc;
 //! # async fn demo() -> anyhow::Result<()> {
 //! let services = RunnerServices::in_memory();
 //! let agent = LlmAgentBuilder::new("assistant")
-//!     .model(Arc::new(adk_models::MockModel::echo()))
+//!     .model(Arc::new(adk_grpc_models::MockModel::echo()))
 //!     .build()?;
 //! let runner = Runner::new(services.runner_config("my_app", Arc::new(agent)))?;
 //! let grpc = GrpcArgs::default();

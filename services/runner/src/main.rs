@@ -2,9 +2,9 @@
 //! file over the shared store (Redis by default), where it reads and writes
 //! sessions, artifacts and session leases directly.
 
-use adk_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
-use adk_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
-use adk_server_kit::{
+use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
+use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
+use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs,
     Shutdown, StoreArgs, run_binary,
 };
@@ -62,7 +62,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let embedders = match &cli.memory.memory_embeddings {
-        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
     let services = RunnerServices::open_with_embedders(&cli.store.store_url, config, embedders)

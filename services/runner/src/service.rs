@@ -1,13 +1,13 @@
 //! The `adk.v1.AgentRunner` handlers: find the app, convert the request with
-//! the core's and the runner library's conversions, call the [`Runner`](adk_runner::Runner), stream its
+//! the core's and the runner library's conversions, call the [`Runner`](adk_grpc_agents::Runner), stream its
 //! events. Errors go through the one `AdkError` → `Status` mapping.
 
 use crate::app::App;
-use adk_core::{AdkError, validate};
-use adk_proto::v1 as pb;
-use adk_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
-use adk_runner::RunRequest;
-use adk_server_kit::{GrpcArgs, Shutdown, message_too_large};
+use adk_grpc_agents::RunRequest;
+use adk_grpc_core::{AdkError, validate};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::agent_runner_server::{AgentRunner, AgentRunnerServer};
+use adk_grpc_server_kit::{GrpcArgs, Shutdown, message_too_large};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
@@ -21,7 +21,7 @@ pub fn runner_service(
     apps: Vec<App>,
     grpc: &GrpcArgs,
     shutdown: Shutdown,
-) -> adk_core::Result<AgentRunnerServer<RunnerGrpcService>> {
+) -> adk_grpc_core::Result<AgentRunnerServer<RunnerGrpcService>> {
     Ok(
         AgentRunnerServer::new(RunnerGrpcService::new(apps, grpc.max_message_bytes, shutdown)?)
             .max_decoding_message_size(grpc.max_message_bytes)
@@ -40,7 +40,7 @@ pub struct RunnerGrpcService {
 }
 
 impl RunnerGrpcService {
-    pub fn new(apps: Vec<App>, max_message_bytes: usize, shutdown: Shutdown) -> adk_core::Result<Self> {
+    pub fn new(apps: Vec<App>, max_message_bytes: usize, shutdown: Shutdown) -> adk_grpc_core::Result<Self> {
         let mut by_name = BTreeMap::new();
         for app in apps {
             let name = app.name().to_string();
@@ -60,7 +60,7 @@ impl RunnerGrpcService {
         self.apps.get(app_name).ok_or_else(|| {
             let served: Vec<&str> = self.apps.keys().map(String::as_str).collect();
             AdkError::NotFound(
-                adk_core::Missing::App,
+                adk_grpc_core::Missing::App,
                 format!("app {app_name} is not served here (served: {})", served.join(", ")),
             )
         })
@@ -213,9 +213,9 @@ impl AgentRunner for RunnerGrpcService {
 /// The invocation stops when the runner shuts down (`shutdown`): its stored events
 /// stay and its lease is released.
 fn keep_running(
-    mut events: adk_core::EventStream,
+    mut events: adk_grpc_core::EventStream,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> adk_core::EventStream {
+) -> adk_grpc_core::EventStream {
     // A few events of slack; beyond that a slow client slows the invocation, as
     // when the stream owns it.
     let (sender, receiver) = tokio::sync::mpsc::channel(16);

@@ -1,12 +1,12 @@
 //! What every runner needs besides its agents: the session store, the artifact
 //! store, long-term memory and the session leases (one invocation per session at a time).
 
-use adk_core::memory::Embedders;
-use adk_core::{
+use adk_grpc_agents::RunnerConfig;
+use adk_grpc_core::memory::Embedders;
+use adk_grpc_core::{
     Agent, ArtifactService, CoreMemoryService, CoreSessionService, MemoryService, Result, SessionLease, SessionService,
 };
-use adk_runner::RunnerConfig;
-use adk_store::{
+use adk_grpc_store::{
     InMemoryArtifactBackend, InMemoryMemoryBackend, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
     ReplicaAcks, StoreConfig,
 };
@@ -64,7 +64,7 @@ impl RunnerServices {
     /// a session deletes its artifacts, as with Redis.
     pub fn in_memory() -> Self {
         let backend = InMemoryArtifactBackend::new();
-        let artifacts = adk_store::memory_artifacts(backend.clone(), &StoreConfig::default());
+        let artifacts = adk_grpc_store::memory_artifacts(backend.clone(), &StoreConfig::default());
         let sessions = InMemorySessionBackend::new().with_artifacts(backend);
         // The store's own leases, so that it fences the runners' appends.
         let lease = sessions.leases();
@@ -91,8 +91,8 @@ impl RunnerServices {
     /// [`RunnerServices::open`], the memory embedding with the models of the apps that configure one.
     pub async fn open_with_embedders(url: &str, config: StoreConfig, embedders: Embedders) -> Result<Self> {
         let lease = open_session_lease(url, config.replica_acks).await?;
-        let memory = adk_store::open_memory_service_with(url, config.clone(), embedders).await?;
-        let (sessions, artifacts) = adk_store::open_stores(url, config).await?;
+        let memory = adk_grpc_store::open_memory_service_with(url, config.clone(), embedders).await?;
+        let (sessions, artifacts) = adk_grpc_store::open_stores(url, config).await?;
         let mut services = Self::new(sessions, Some(artifacts), lease);
         services.memory = Some(memory);
         Ok(services)
@@ -111,7 +111,7 @@ impl RunnerServices {
 /// The session leases at a store URL: in this process for `memory://`, in Redis
 /// (seen by every replica sharing it) otherwise. Any other URL is refused by
 /// the Redis backend with the same message as the session store's.
-// adk-store has `open_session_service` and `open_artifact_service` but no
+// adk-grpc-store has `open_session_service` and `open_artifact_service` but no
 // equivalent for leases yet; this is the one place that picks the backend.
 pub async fn open_session_lease(url: &str, acks: ReplicaAcks) -> Result<Arc<dyn SessionLease>> {
     if url == "memory://" || url == "memory" {

@@ -1,15 +1,15 @@
 //! The gRPC handlers in process, over a real loopback connection: apps built in
 //! Rust code, shutdown, Cancel, message limits and request validation. The
-//! end-to-end tests in `tests/tests/runner_server.rs` run the real binaries.
+//! end-to-end tests in `tests/tests/e2e/runner_server.rs` run the real binaries.
 
-use adk_core::{Agent, Llm};
-use adk_models::testing::{FakeServer, SseEnd, SseScript, openai};
-use adk_models::{MockModel, OpenAiCompatible};
-use adk_proto::v1 as pb;
-use adk_proto::v1::agent_runner_client::AgentRunnerClient;
-use adk_runner::{FunctionTool, LlmAgentBuilder, Runner, SequentialAgent};
-use adk_runner_service::{AgentDescription, App, RunnerServices, ToolDescription, runner_service};
-use adk_server_kit::{GrpcArgs, GrpcServer, Shutdown};
+use adk_grpc_agents::{FunctionTool, LlmAgentBuilder, Runner, SequentialAgent};
+use adk_grpc_core::{Agent, Llm};
+use adk_grpc_models::testing::{FakeServer, SseEnd, SseScript, openai};
+use adk_grpc_models::{MockModel, OpenAiCompatible};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_runner_service::{AgentDescription, App, RunnerServices, ToolDescription, runner_service};
+use adk_grpc_server_kit::{GrpcArgs, GrpcServer, Shutdown};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Duration;
@@ -276,7 +276,7 @@ async fn apps_built_in_code_are_described_from_the_agent_trait_or_as_told() {
     assert_eq!(tool.name, "lookup");
     assert!(!tool.long_running);
     let schema =
-        adk_core::convert::json_from_proto("parameters_schema", tool.parameters_schema.as_ref().unwrap()).unwrap();
+        adk_grpc_core::convert::json_from_proto("parameters_schema", tool.parameters_schema.as_ref().unwrap()).unwrap();
     assert_eq!(schema["properties"]["word"]["type"], "string");
 }
 

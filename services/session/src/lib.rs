@@ -7,14 +7,18 @@ mod memory;
 
 pub use memory::{MemoryGrpcService, memory_service};
 
-use adk_core::convert::map_to_struct;
-use adk_core::{
+use adk_grpc_core::convert::map_to_struct;
+use adk_grpc_core::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, ForkRequest, GetRequest, ListEventsRequest,
     ListRequest, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
-use adk_proto::v1 as pb;
-use adk_proto::v1::session_service_server::{SessionService as SessionServiceRpc, SessionServiceServer};
-use adk_server_kit::{GrpcArgs, Shutdown, check_fits, fit_in_message};
+use adk_grpc_proto::SessionReply;
+// The server whose `Session` replies carry stored events as they are (see `get_session`).
+use adk_grpc_proto::session_reply::session_service_server::{
+    SessionService as SessionServiceRpc, SessionServiceServer,
+};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_server_kit::{GrpcArgs, Shutdown, check_fits, fit_in_message};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use prost::Message;
@@ -53,7 +57,7 @@ impl SessionGrpcService {
     }
 
     /// RESOURCE_EXHAUSTED, saying what to do instead, when `reply` would exceed the
-    /// message size limit (see [`adk_server_kit::fit_in_message`]).
+    /// message size limit (see [`adk_grpc_server_kit::fit_in_message`]).
     fn fit_in_message<M: Message>(&self, reply: M, what: impl Display, instead: &str) -> Result<Response<M>, Status> {
         fit_in_message(reply, self.max_message_bytes, what, instead)
     }
@@ -69,26 +73,34 @@ impl SessionServiceRpc for SessionGrpcService {
     async fn create_session(
         &self,
         request: Request<pb::CreateSessionRequest>,
-    ) -> Result<Response<pb::Session>, Status> {
+    ) -> Result<Response<SessionReply>, Status> {
         let session = self
             .store
             .create(CreateRequest::try_from(request.into_inner())?)
             .await?;
         tracing::Span::current().record("session", session.id.as_str());
-        Ok(Response::new(pb::Session::from(&session)))
+        Ok(Response::new(pb::Session::from(&session).into()))
     }
 
     #[tracing::instrument(skip_all, fields(
         app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
     ))]
-    async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<pb::Session>, Status> {
-        let session = self.store.get(GetRequest::try_from(request.into_inner())?).await?;
-        // The reply takes the session's events over instead of copying them.
-        let reply = pb::Session::from(session);
+    async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<SessionReply>, Status> {
+        // The events come as the store keeps them, encoded, and go into the reply as they
+        // are: no decoding, converting and encoding of each (BENCHMARKS.md).
+        let session = self
+            .store
+            .get_encoded(GetRequest::try_from(request.into_inner())?)
+            .await?;
+        let reply = SessionReply::from(session);
         check_fits(
             &reply,
             self.max_message_bytes,
-            format_args!("session {} with {} events", reply.id, reply.events.len()),
+            format_args!(
+                "session {} with {} events",
+                reply.session.id,
+                reply.encoded_events.len()
+            ),
             "page through its events with ListEvents, or get fewer with num_recent_events or after",
         )?;
         Ok(Response::new(reply))
@@ -97,10 +109,10 @@ impl SessionServiceRpc for SessionGrpcService {
     #[tracing::instrument(skip_all, fields(
         app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
     ))]
-    async fn fork_session(&self, request: Request<pb::ForkSessionRequest>) -> Result<Response<pb::Session>, Status> {
+    async fn fork_session(&self, request: Request<pb::ForkSessionRequest>) -> Result<Response<SessionReply>, Status> {
         let fork = self.store.fork(ForkRequest::from(request.into_inner())).await?;
         self.fit_in_message(
-            pb::Session::from(&fork),
+            SessionReply::from(pb::Session::from(&fork)),
             format_args!("forked session {} with {} events", fork.id, fork.events.len()),
             "the fork was made: read it with ListEvents",
         )

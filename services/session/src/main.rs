@@ -1,11 +1,11 @@
 //! `adk-session-server`: the SessionService and the MemoryService (long-term memory,
 //! which adds sessions from this very store), over the shared store (Redis by default).
 
-use adk_server_kit::{
+use adk_grpc_server_kit::{
     GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
     StoreArgs, run_binary,
 };
-use adk_session_service::{memory_service, session_service};
+use adk_grpc_session_service::{memory_service, session_service};
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
@@ -45,14 +45,14 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
     let config = cli.sessions.apply(cli.store.store_config());
-    let store = adk_store::open_session_service(&cli.store.store_url, config)
+    let store = adk_grpc_store::open_session_service(&cli.store.store_url, config)
         .await
         .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
     let embedders = match &cli.memory.memory_embeddings {
-        Some(path) => adk_models::load_embedders(path).context("the memory embeddings file is not valid")?,
+        Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
-    let memory = adk_store::open_memory_service_with(&cli.store.store_url, cli.store.store_config(), embedders)
+    let memory = adk_grpc_store::open_memory_service_with(&cli.store.store_url, cli.store.store_config(), embedders)
         .await
         .with_context(|| format!("cannot open the memory store {}", cli.store.redacted_url()))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");

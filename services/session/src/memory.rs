@@ -1,15 +1,15 @@
 //! The `adk.v1.MemoryService` gRPC handlers. Served next to the SessionService (by
 //! `adk-session-server` and `adk-server`) because AddSessionToMemory reads the
 //! session from the session store of the same deployment. Each handler converts the
-//! request, calls the [`MemoryService`] (every rule is `adk_core::CoreMemoryService`'s)
+//! request, calls the [`MemoryService`] (every rule is `adk_grpc_core::CoreMemoryService`'s)
 //! and converts the reply; what is here is transport only.
 
-use adk_core::memory::add_session_to_memory;
-use adk_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
-use adk_core::{MemoryService, SessionService};
-use adk_proto::v1 as pb;
-use adk_proto::v1::memory_service_server::{MemoryService as MemoryServiceRpc, MemoryServiceServer};
-use adk_server_kit::{GrpcArgs, fit_in_message};
+use adk_grpc_core::memory::add_session_to_memory;
+use adk_grpc_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
+use adk_grpc_core::{MemoryService, SessionService};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::memory_service_server::{MemoryService as MemoryServiceRpc, MemoryServiceServer};
+use adk_grpc_server_kit::{GrpcArgs, fit_in_message};
 use std::sync::Arc;
 use tonic::{Request, Response, Status};
 

@@ -3,16 +3,17 @@
 //! `RemoteMemoryService`): what a Rust client sees end to end, without Redis or
 //! spawned processes.
 
-use adk_client::{RemoteMemoryService, RemoteSessionService};
-use adk_core::{
+use adk_grpc_client::{RemoteMemoryService, RemoteSessionService};
+use adk_grpc_core::{
     AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListRequest, ReadonlyState, Session, SessionService, WatchRequest,
 };
-use adk_core::{CoreMemoryService, CoreSessionService, MemoryService};
-use adk_server_kit::{GrpcArgs, GrpcServer, ServeError, Shutdown};
-use adk_session_service::{memory_service, session_service};
-use adk_store::{InMemoryMemoryBackend, InMemorySessionBackend};
-use adk_testkit::memory_conformance::{ConceptEmbedder, run_memory_conformance, run_semantic_memory_conformance};
+use adk_grpc_core::{CoreMemoryService, CoreSessionService, MemoryService};
+use adk_grpc_server_kit::{GrpcArgs, GrpcServer, ServeError, Shutdown};
+use adk_grpc_session_service::{memory_service, session_service};
+use adk_grpc_store::{InMemoryMemoryBackend, InMemorySessionBackend};
+use adk_grpc_testkit::Fixture;
+use adk_grpc_testkit::memory_conformance::ConceptEmbedder;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::json;
@@ -340,37 +341,43 @@ struct SwitchableStore {
 
 #[async_trait]
 impl SessionService for SwitchableStore {
-    async fn create(&self, req: CreateRequest) -> adk_core::Result<Session> {
+    async fn create(&self, req: CreateRequest) -> adk_grpc_core::Result<Session> {
         self.inner.create(req).await
     }
-    async fn get(&self, req: GetRequest) -> adk_core::Result<Session> {
+    async fn get(&self, req: GetRequest) -> adk_grpc_core::Result<Session> {
         self.inner.get(req).await
     }
-    async fn list(&self, req: ListRequest) -> adk_core::Result<adk_core::ListResponse> {
+    async fn list(&self, req: ListRequest) -> adk_grpc_core::Result<adk_grpc_core::ListResponse> {
         self.inner.list(req).await
     }
-    async fn delete(&self, req: DeleteRequest) -> adk_core::Result<()> {
+    async fn delete(&self, req: DeleteRequest) -> adk_grpc_core::Result<()> {
         self.inner.delete(req).await
     }
-    async fn append_event(&self, req: AppendEventRequest) -> adk_core::Result<Event> {
+    async fn append_event(&self, req: AppendEventRequest) -> adk_grpc_core::Result<Event> {
         self.inner.append_event(req).await
     }
-    async fn list_events(&self, req: ListEventsRequest) -> adk_core::Result<adk_core::ListEventsResponse> {
+    async fn list_events(&self, req: ListEventsRequest) -> adk_grpc_core::Result<adk_grpc_core::ListEventsResponse> {
         self.inner.list_events(req).await
     }
-    async fn watch(&self, req: WatchRequest) -> adk_core::Result<EventStream> {
+    async fn watch(&self, req: WatchRequest) -> adk_grpc_core::Result<EventStream> {
         self.inner.watch(req).await
     }
-    async fn user_state(&self, req: adk_core::UserStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+    async fn user_state(
+        &self,
+        req: adk_grpc_core::UserStateRequest,
+    ) -> adk_grpc_core::Result<adk_grpc_core::ScopeState> {
         self.inner.user_state(req).await
     }
-    async fn app_state(&self, req: adk_core::AppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+    async fn app_state(&self, req: adk_grpc_core::AppStateRequest) -> adk_grpc_core::Result<adk_grpc_core::ScopeState> {
         self.inner.app_state(req).await
     }
-    async fn update_app_state(&self, req: adk_core::UpdateAppStateRequest) -> adk_core::Result<adk_core::ScopeState> {
+    async fn update_app_state(
+        &self,
+        req: adk_grpc_core::UpdateAppStateRequest,
+    ) -> adk_grpc_core::Result<adk_grpc_core::ScopeState> {
         self.inner.update_app_state(req).await
     }
-    async fn ping(&self) -> adk_core::Result<()> {
+    async fn ping(&self) -> adk_grpc_core::Result<()> {
         if self.reachable.load(Ordering::SeqCst) {
             Ok(())
         } else {
@@ -513,7 +520,7 @@ async fn reflection_lists_the_served_services_in_both_versions() {
 // ---------- memory ----------
 
 /// A session server with memory over in-memory stores.
-async fn memory_server(embedders: adk_core::memory::Embedders) -> TestServer {
+async fn memory_server(embedders: adk_grpc_core::memory::Embedders) -> TestServer {
     let memory = CoreMemoryService::new(InMemoryMemoryBackend::new()).with_embedders(embedders);
     let sessions = Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
     TestServer::serve(sessions, Some(Arc::new(memory)), GrpcArgs::default()).await
@@ -522,20 +529,21 @@ async fn memory_server(embedders: adk_core::memory::Embedders) -> TestServer {
 /// `RemoteMemoryService` is the MemoryService a Rust program uses over gRPC: the whole
 /// conformance suite holds through it, every rule applied by the server's core service
 /// and every error arriving with its code and field.
-#[tokio::test]
-async fn the_grpc_memory_client_conforms() {
-    let server = memory_server(Default::default()).await;
-    let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
-    run_memory_conformance(&memory).await;
-    memory.ping().await.expect("the memory service is serving");
-    server.stop().await;
-
+mod the_grpc_memory_client_conforms {
+    use super::*;
+    adk_grpc_testkit::memory_conformance_tests!({
+        let server = memory_server(Default::default()).await;
+        let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
+        memory.ping().await.expect("the memory service is serving");
+        Fixture::memory(memory).keeping(server)
+    });
     // Its semantic cases, on a server embedding every app with the suite's model.
-    let embedder: Arc<dyn adk_core::memory::Embedder> = Arc::new(ConceptEmbedder);
-    let server = memory_server([("*".to_string(), embedder)].into()).await;
-    let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
-    run_semantic_memory_conformance(&memory).await;
-    server.stop().await;
+    adk_grpc_testkit::semantic_memory_conformance_tests!({
+        let embedder: Arc<dyn adk_grpc_core::memory::Embedder> = Arc::new(ConceptEmbedder);
+        let server = memory_server([("*".to_string(), embedder)].into()).await;
+        let memory = RemoteMemoryService::connect(server.endpoint()).await.expect("connect");
+        Fixture::memory(memory).keeping(server)
+    });
 }
 
 /// AddSessionToMemory through the client: the session's events with content become
@@ -552,7 +560,7 @@ async fn the_grpc_memory_client_adds_sessions() {
         .unwrap();
     let ids = memory.add_session_to_memory(APP, USER, "s1").await.unwrap();
     assert_eq!(ids, [told.id.as_str()]);
-    let search = adk_core::memory::SearchMemoryRequest {
+    let search = adk_grpc_core::memory::SearchMemoryRequest {
         app_name: APP.into(),
         user_id: USER.into(),
         query: "bicycle".into(),

@@ -2,25 +2,23 @@
 //! DownloadArtifact), and the trait's `save` and `load` are built on them, so an
 //! artifact of any size moves in bounded messages; the other calls are unary.
 
-use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
+use crate::connect::AuthChannel;
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
-use adk_core::artifact::{
+use adk_grpc_core::artifact::{
     ArtifactService, ByteStream, DeleteRequest, DownloadRequest, ListRequest, ListResponse, LoadRequest, SaveRequest,
     SaveResponse, UploadRequest, VersionsRequest, VersionsResponse, single_chunk,
 };
-use adk_core::{AdkError, ArtifactMetadata, Result};
-use adk_proto::v1 as pb;
-use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
-use adk_proto::v1::artifact_service_server::SERVICE_NAME as ARTIFACT_SERVICE_NAME;
-use adk_proto::v1::download_artifact_response::Message as DownloadMessage;
-use adk_proto::v1::upload_artifact_request::Message as UploadMessage;
+use adk_grpc_core::{AdkError, ArtifactMetadata, Result};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::artifact_service_client::ArtifactServiceClient;
+use adk_grpc_proto::v1::artifact_service_server::SERVICE_NAME as ARTIFACT_SERVICE_NAME;
+use adk_grpc_proto::v1::download_artifact_response::Message as DownloadMessage;
+use adk_grpc_proto::v1::upload_artifact_request::Message as UploadMessage;
 use async_trait::async_trait;
 use futures::channel::oneshot;
 use futures::future::{self, Either};
 use futures::{Stream, StreamExt};
 use tonic::Streaming;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tonic_health::pb::health_client::HealthClient;
 
 /// Largest chunk sent in one UploadArtifact message, however large the caller's
@@ -43,22 +41,7 @@ pub struct RemoteArtifactService {
 }
 
 impl RemoteArtifactService {
-    /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
-    /// INVALID_ARGUMENT when the endpoint is not a URI.
-    pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        Self::connect_with(endpoint, &ConnectOptions::new()).await
-    }
-
-    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
-    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
-    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
-        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
-    }
-
-    /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
-    pub fn from_channel(channel: Channel) -> Self {
-        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
-    }
+    crate::connect::remote_constructors!();
 
     fn from_auth_channel(channel: AuthChannel) -> Self {
         RemoteArtifactService {

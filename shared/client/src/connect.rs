@@ -8,7 +8,7 @@
 //! let sessions = RemoteSessionService::connect_with("https://sessions.internal:50051", &options).await?;
 //! ```
 
-use adk_core::{AdkError, Result};
+use adk_grpc_core::{AdkError, Result};
 use tonic::metadata::{AsciiMetadataValue, MetadataValue};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
@@ -146,3 +146,33 @@ impl Interceptor for BearerToken {
         Ok(request)
     }
 }
+
+/// The constructors every remote service has alike, over its own `from_auth_channel`
+/// (which makes its stubs from the channel).
+macro_rules! remote_constructors {
+    () => {
+        /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
+        /// INVALID_ARGUMENT when the endpoint is not a URI.
+        pub async fn connect(endpoint: impl Into<String>) -> ::adk_grpc_core::Result<Self> {
+            Self::connect_with(endpoint, &$crate::ConnectOptions::new()).await
+        }
+
+        /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
+        /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
+        pub async fn connect_with(
+            endpoint: impl Into<String>,
+            options: &$crate::ConnectOptions,
+        ) -> ::adk_grpc_core::Result<Self> {
+            Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
+        }
+
+        /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
+        pub fn from_channel(channel: ::tonic::transport::Channel) -> Self {
+            Self::from_auth_channel(::tonic::service::interceptor::InterceptedService::new(
+                channel,
+                $crate::connect::BearerToken::default(),
+            ))
+        }
+    };
+}
+pub(crate) use remote_constructors;

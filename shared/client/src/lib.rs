@@ -15,20 +15,18 @@ pub use artifact::{RemoteArtifactService, UPLOAD_CHUNK_BYTES};
 pub use connect::ConnectOptions;
 pub use memory::RemoteMemoryService;
 
-use connect::{AuthChannel, BearerToken};
+use connect::AuthChannel;
 
-use adk_core::{
+use adk_grpc_core::{
     AdkError, AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, Event, EventStream, GetRequest,
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Result, ScopeState, Session, SessionService,
     UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
-use adk_proto::v1 as pb;
-use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_proto::v1::session_service_server::SERVICE_NAME as SESSION_SERVICE_NAME;
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
+use adk_grpc_proto::v1::session_service_server::SERVICE_NAME as SESSION_SERVICE_NAME;
 use async_trait::async_trait;
 use futures::StreamExt;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
@@ -46,22 +44,7 @@ pub struct RemoteSessionService {
 }
 
 impl RemoteSessionService {
-    /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
-    /// INVALID_ARGUMENT when the endpoint is not a URI.
-    pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        Self::connect_with(endpoint, &ConnectOptions::new()).await
-    }
-
-    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
-    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
-    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
-        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
-    }
-
-    /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
-    pub fn from_channel(channel: Channel) -> Self {
-        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
-    }
+    crate::connect::remote_constructors!();
 
     fn from_auth_channel(channel: AuthChannel) -> Self {
         RemoteSessionService {
@@ -117,7 +100,7 @@ impl SessionService for RemoteSessionService {
         Session::try_from(reply.into_inner())
     }
 
-    async fn fork(&self, req: adk_core::ForkRequest) -> Result<Session> {
+    async fn fork(&self, req: adk_grpc_core::ForkRequest) -> Result<Session> {
         let reply = self
             .sessions
             .clone()
@@ -178,7 +161,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .get_user_state(pb::GetUserStateRequest::from(&req))
             .await?;
-        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+        adk_grpc_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
     }
 
     async fn app_state(&self, req: AppStateRequest) -> Result<ScopeState> {
@@ -187,7 +170,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .get_app_state(pb::GetAppStateRequest::from(&req))
             .await?;
-        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+        adk_grpc_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
     }
 
     async fn update_app_state(&self, req: UpdateAppStateRequest) -> Result<ScopeState> {
@@ -196,7 +179,7 @@ impl SessionService for RemoteSessionService {
             .clone()
             .update_app_state(pb::UpdateAppStateRequest::from(&req))
             .await?;
-        adk_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
+        adk_grpc_core::convert::map_from_struct("state", reply.get_ref().state.as_ref())
     }
 
     /// Asks the server's grpc.health.v1 for the session service: Ok while it is

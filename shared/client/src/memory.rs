@@ -1,20 +1,18 @@
 //! [`MemoryService`] over gRPC: every call goes to an `adk.v1.MemoryService` server
 //! (`adk-session-server`, `adk-server`), whose core service applies the rules.
 
-use crate::connect::{AuthChannel, BearerToken, ConnectOptions};
+use crate::connect::AuthChannel;
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
-use adk_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
-use adk_core::{MemoryService, Result, SearchMemoryResponse};
-use adk_proto::v1 as pb;
-use adk_proto::v1::memory_service_client::MemoryServiceClient;
-use adk_proto::v1::memory_service_server::SERVICE_NAME as MEMORY_SERVICE_NAME;
+use adk_grpc_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
+use adk_grpc_core::{MemoryService, Result, SearchMemoryResponse};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
+use adk_grpc_proto::v1::memory_service_server::SERVICE_NAME as MEMORY_SERVICE_NAME;
 use async_trait::async_trait;
-use tonic::service::interceptor::InterceptedService;
-use tonic::transport::Channel;
 use tonic_health::pb::health_client::HealthClient;
 
 /// [`MemoryService`] over gRPC; its status comes back as the matching
-/// [`AdkError`](adk_core::AdkError). Cheap to clone: clones share one connection.
+/// [`AdkError`](adk_grpc_core::AdkError). Cheap to clone: clones share one connection.
 #[derive(Debug, Clone)]
 pub struct RemoteMemoryService {
     memory: MemoryServiceClient<AuthChannel>,
@@ -22,22 +20,7 @@ pub struct RemoteMemoryService {
 }
 
 impl RemoteMemoryService {
-    /// Connects to `endpoint` (`http://host:port`). UNAVAILABLE when nothing answers there;
-    /// INVALID_ARGUMENT when the endpoint is not a URI.
-    pub async fn connect(endpoint: impl Into<String>) -> Result<Self> {
-        Self::connect_with(endpoint, &ConnectOptions::new()).await
-    }
-
-    /// Connects to `endpoint` (`https://host:port` with TLS) with TLS and bearer-token
-    /// settings. UNAVAILABLE when nothing answers or the TLS handshake fails.
-    pub async fn connect_with(endpoint: impl Into<String>, options: &ConnectOptions) -> Result<Self> {
-        Ok(Self::from_auth_channel(options.connect(endpoint.into()).await?))
-    }
-
-    /// Uses an existing channel (TLS, timeouts, load balancing configured by the caller).
-    pub fn from_channel(channel: Channel) -> Self {
-        Self::from_auth_channel(InterceptedService::new(channel, BearerToken::default()))
-    }
+    crate::connect::remote_constructors!();
 
     fn from_auth_channel(channel: AuthChannel) -> Self {
         RemoteMemoryService {
@@ -57,7 +40,7 @@ impl RemoteMemoryService {
     }
 
     /// Adds a stored session to the user's memory on the server (AddSessionToMemory:
-    /// see `adk_core::memory::add_session_to_memory`); returns the memories' ids.
+    /// see `adk_grpc_core::memory::add_session_to_memory`); returns the memories' ids.
     pub async fn add_session_to_memory(&self, app_name: &str, user_id: &str, session_id: &str) -> Result<Vec<String>> {
         let request = pb::AddSessionToMemoryRequest {
             app_name: app_name.to_string(),

@@ -207,7 +207,7 @@ pub(crate) mod tests {
     use crate::event::Event;
     use crate::session::CreateRequest;
     use crate::{Content, FunctionResponseData, Part};
-    use adk_proto::v1 as pb;
+    use adk_grpc_proto::v1 as pb;
     use serde_json::json;
 
     fn object(value: serde_json::Value) -> crate::JsonObject {

@@ -100,7 +100,7 @@ pub enum Exhausted {
 /// value's comment gives its gRPC code, meaning and whether a retry makes sense. The name
 /// sent is the value's proto name (`as_str_name()`: `"SESSION_NOT_FOUND"`); its zero value
 /// `Unspecified` is never sent.
-pub use adk_proto::v1::ErrorReason as Reason;
+pub use adk_grpc_proto::v1::ErrorReason as Reason;
 
 /// Every reason the suite sends, in the proto's order: the enum's values but the zero one.
 pub fn reasons() -> impl Iterator<Item = Reason> {
@@ -619,7 +619,7 @@ mod tests {
 
     /// Each value of `adk.v1.ErrorReason` with its comment in errors.proto.
     fn documented() -> Vec<(String, String)> {
-        adk_proto::enum_value_comments("adk.v1.ErrorReason")
+        adk_grpc_proto::enum_value_comments("adk.v1.ErrorReason")
     }
 
     #[test]

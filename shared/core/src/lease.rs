@@ -1,6 +1,6 @@
 //! One invocation per session at a time, across replicas: a lease on the session,
 //! taken by the runner before it reads the session and held (renewed by a
-//! heartbeat) while the invocation runs. Backends live in `adk-store`.
+//! heartbeat) while the invocation runs. Backends live in `adk-grpc-store`.
 //!
 //! The lease is also how replicas reach a running invocation: a cancel request
 //! is addressed to the lease holder (whichever replica runs it), and an append

@@ -16,6 +16,7 @@ pub mod memory;
 pub mod model;
 pub mod session;
 pub mod state;
+pub mod sync;
 pub mod tool;
 pub mod validate;
 
@@ -38,9 +39,9 @@ pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolD
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{
-    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
-    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState, Session,
-    SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedSession, EventStream,
+    Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState,
+    Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
 pub use tool::{Tool, ToolOutput, Toolset};

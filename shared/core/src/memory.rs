@@ -2,7 +2,7 @@
 //! user's earlier sessions, scoped to (app, user).
 //!
 //! [`MemoryService`] is what callers use (the runner, its tools, the gRPC handlers;
-//! `adk-client` serves it over gRPC). Every rule lives once in [`CoreMemoryService`],
+//! `adk-grpc-client` serves it over gRPC). Every rule lives once in [`CoreMemoryService`],
 //! whatever the store: validation, which events become memories
 //! ([`entries_from_events`]), tokenization ([`terms`]), BM25 ranking ([`rank`]),
 //! cosine ranking ([`rank_by_similarity`]) and their fusion ([`fuse`]). A store
@@ -211,7 +211,7 @@ fn validate_entry(field: &str, entry: &MemoryEntry) -> Result<()> {
         ));
     }
     metadata(&format!("{field}.custom_metadata"), &entry.custom_metadata)?;
-    let size = adk_proto::v1::MemoryEntry::from(entry);
+    let size = adk_grpc_proto::v1::MemoryEntry::from(entry);
     let size = prost::Message::encoded_len(&size);
     if size > validate::MAX_EVENT_BYTES {
         return Err(AdkError::limit(
@@ -313,7 +313,7 @@ pub fn rank(postings: &Postings, limit: usize) -> Vec<(String, f64)> {
 // ---------- semantic search ----------
 
 /// An embedding model (OpenAI-compatible `/v1/embeddings`, Gemini `embedContent`; see
-/// `adk_models::build_embedder`).
+/// `adk_grpc_models::build_embedder`).
 #[async_trait]
 pub trait Embedder: Send + Sync {
     /// One vector per text, in order.
@@ -384,7 +384,7 @@ pub fn fuse(keyword: &[(String, f64)], semantic: &[(String, f64)], limit: usize)
 // ---------- the service ----------
 
 /// Long-term memory, as its callers use it: served by [`CoreMemoryService`] over any
-/// [`MemoryBackend`], and over gRPC by `adk-client`.
+/// [`MemoryBackend`], and over gRPC by `adk-grpc-client`.
 #[async_trait]
 pub trait MemoryService: Send + Sync {
     /// Adds explicit entries; returns their ids, in request order.

@@ -107,6 +107,46 @@ impl Events {
     }
 }
 
+/// An event in its protobuf encoding (`adk.v1.Event`, sequence included), as a store
+/// keeps it. GetSession's reply carries these as they are: a store that keeps events
+/// encoded hands them over without decoding them (see [`SessionService::get_encoded`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedEvent(Vec<u8>);
+
+impl EncodedEvent {
+    /// Bytes a store wrote from an event's encoding (see [`EncodedEvent::encode`]).
+    pub fn from_stored(bytes: Vec<u8>) -> Self {
+        EncodedEvent(bytes)
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+/// A session whose events are encoded: what [`SessionService::get_encoded`] returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EncodedSession {
+    /// The session, its `events` empty.
+    pub session: Session,
+    /// The events the request asked for, oldest first.
+    pub events: Vec<EncodedEvent>,
+}
+
+impl From<Session> for EncodedSession {
+    fn from(mut session: Session) -> Self {
+        let events = std::mem::take(&mut session.events).into_vec();
+        EncodedSession {
+            session,
+            events: events.iter().map(EncodedEvent::encode).collect(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateRequest {
     pub app_name: String,
@@ -253,6 +293,11 @@ pub fn lease_lost(owner: &str) -> String {
 pub trait SessionService: Send + Sync {
     async fn create(&self, req: CreateRequest) -> Result<Session>;
     async fn get(&self, req: GetRequest) -> Result<Session>;
+    /// [`get`](Self::get), the events in their protobuf encoding: what a GetSession reply
+    /// carries. A store that keeps its events encoded hands them over undecoded.
+    async fn get_encoded(&self, req: GetRequest) -> Result<EncodedSession> {
+        self.get(req).await.map(EncodedSession::from)
+    }
     async fn list(&self, req: ListRequest) -> Result<ListResponse>;
     async fn delete(&self, req: DeleteRequest) -> Result<()>;
     /// Applies the event's state delta by scope and adds it to the log, atomically.

@@ -244,7 +244,7 @@ pub fn event_limits(event: &Event) -> Result<()> {
             &compaction.compacted_content,
         )?;
     }
-    let size = adk_proto::v1::Event::from(event).encoded_len();
+    let size = adk_grpc_proto::v1::Event::from(event).encoded_len();
     if size > MAX_EVENT_BYTES {
         return Err(AdkError::limit(
             "max_event_bytes",
@@ -483,7 +483,7 @@ mod tests {
 
     #[test]
     fn values_nested_past_protobufs_limit_fail_to_decode_without_panicking() {
-        use adk_proto::v1 as pb;
+        use adk_grpc_proto::v1 as pb;
         use prost::Message;
         use prost_types::value::Kind;
         let mut value = prost_types::Value {

@@ -5,13 +5,13 @@
 //! then waits) and drops an expired session when it is next looked up; the suite's
 //! live-watch and expiry cases stay with the real backends.
 
-use adk_core::history::{WindowUpdate, window_from};
-use adk_core::session::backend::{
+use adk_grpc_core::history::{WindowUpdate, window_from};
+use adk_grpc_core::session::backend::{
     AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
     NewSession, SessionBackend, SessionKey, SessionListing, Valid,
 };
-use adk_core::state::merge_state;
-use adk_core::{
+use adk_grpc_core::state::merge_state;
+use adk_grpc_core::{
     AppStateRequest, CoreSessionService, Event, EventStream, Events, Result, ScopeState, Session, UserStateRequest,
 };
 use async_trait::async_trait;
@@ -246,8 +246,9 @@ impl SessionBackend for MapBackend {
     }
 }
 
-#[tokio::test]
-async fn a_minimal_backend_needs_no_rule_of_its_own() {
-    let sessions = CoreSessionService::new(MapBackend::default());
-    adk_testkit::conformance::run_session_rules_conformance(&sessions).await;
+mod a_minimal_backend_needs_no_rule_of_its_own {
+    use super::*;
+    adk_grpc_testkit::session_rules_conformance_tests!(adk_grpc_testkit::Fixture::sessions(CoreSessionService::new(
+        MapBackend::default()
+    )));
 }

@@ -4,7 +4,7 @@
 use crate::gemini::{GEMINI_BASE_URL, Gemini};
 use crate::mock::{MockConfig, MockModel};
 use crate::openai::{OPENAI_BASE_URL, OpenAiCompatible};
-use adk_core::{AdkError, Llm, Result};
+use adk_grpc_core::{AdkError, Llm, Result};
 use serde::Deserialize;
 use std::sync::Arc;
 use std::time::Duration;

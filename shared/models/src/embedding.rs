@@ -1,5 +1,5 @@
-//! Embedding models for semantic memory search, behind adk-core's
-//! [`Embedder`](adk_core::memory::Embedder):
+//! Embedding models for semantic memory search, behind adk-grpc-core's
+//! [`Embedder`](adk_grpc_core::memory::Embedder):
 //!
 //! - [`OpenAiEmbeddings`]: `POST {base_url}/embeddings` (OpenAI and compatible servers:
 //!   Ollama, vLLM, LM Studio…), every text of a call in one request;
@@ -13,8 +13,8 @@ use crate::config::{ProviderConfig, ProviderKind};
 use crate::gemini::GEMINI_BASE_URL;
 use crate::http::{ApiKey, HttpClient};
 use crate::openai::OPENAI_BASE_URL;
-use adk_core::memory::{Embedder, Embedders};
-use adk_core::{AdkError, Result};
+use adk_grpc_core::memory::{Embedder, Embedders};
+use adk_grpc_core::{AdkError, Result};
 use async_trait::async_trait;
 use reqwest::header::{AUTHORIZATION, HeaderName};
 use serde_json::{Value, json};
@@ -203,7 +203,7 @@ pub fn load_embedders(path: &Path) -> Result<Embedders> {
         .into_iter()
         .map(|(app, config)| {
             if app != "*" {
-                adk_core::validate::id("app name", &app).map_err(|e| AdkError::Config(format!("{file}: {e}")))?;
+                adk_grpc_core::validate::id("app name", &app).map_err(|e| AdkError::Config(format!("{file}: {e}")))?;
             }
             let embedder = build_embedder(&config).map_err(|e| match e {
                 AdkError::Config(message) => AdkError::Config(format!("{file}: app {app:?}: {message}")),

@@ -3,7 +3,7 @@
 use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
-use adk_core::{
+use adk_grpc_core::{
     AdkError, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result, UsageMetadata,
 };
 use async_trait::async_trait;
@@ -439,7 +439,7 @@ mod tests {
     #[test]
     fn bare_tool_results_are_wrapped_in_an_object() {
         let wire = part_kind(&PartKind::FunctionResponse {
-            function_response: adk_core::FunctionResponseData {
+            function_response: adk_grpc_core::FunctionResponseData {
                 name: "f".into(),
                 response: json!("done"),
             },

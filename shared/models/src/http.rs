@@ -3,7 +3,7 @@
 //! an SSE body into an `LlmResponseStream`.
 
 use crate::sse::{SseEvent, SseParser};
-use adk_core::{AdkError, Exhausted, LlmResponse, LlmResponseStream, Result};
+use adk_grpc_core::{AdkError, Exhausted, LlmResponse, LlmResponseStream, Result};
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -67,7 +67,7 @@ impl HttpClient {
     pub(crate) fn new(provider: &'static str, model: &str) -> Result<Self> {
         let client = reqwest::Client::builder()
             .tls_backend_preconfigured(tls_config()?)
-            .user_agent(concat!("adk-models/", env!("CARGO_PKG_VERSION")))
+            .user_agent(concat!("adk-grpc-models/", env!("CARGO_PKG_VERSION")))
             .build()
             .map_err(|e| AdkError::Config(format!("cannot build the {provider} HTTP client: {}", chain(&e))))?;
         Ok(HttpClient {
@@ -92,7 +92,7 @@ impl HttpClient {
         // span), so the provider, or a tracing gateway in front of it, continues the
         // client's trace. Adds nothing while traces are not exported.
         let mut trace_context = HeaderMap::new();
-        adk_telemetry::inject_current_context(&mut trace_context);
+        adk_grpc_telemetry::inject_current_context(&mut trace_context);
         request.headers(trace_context)
     }
 

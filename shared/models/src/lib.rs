@@ -1,4 +1,4 @@
-//! Model providers for ADK agents, behind adk-core's [`Llm`](adk_core::Llm) trait:
+//! Model providers for ADK agents, behind adk-grpc-core's [`Llm`](adk_grpc_core::Llm) trait:
 //!
 //! - [`OpenAiCompatible`]: chat completions at any OpenAI-compatible base URL
 //!   (OpenAI, Ollama, vLLM, LM Studio, llama.cpp's server…);
@@ -11,7 +11,7 @@
 //! [`build_model`] turns a [`ProviderConfig`] (deserializable from the runner's
 //! YAML) into a model.
 //!
-//! Every failure is an [`AdkError`](adk_core::AdkError) whose gRPC code says
+//! Every failure is an [`AdkError`](adk_grpc_core::AdkError) whose gRPC code says
 //! what happened: a rate limit is `RESOURCE_EXHAUSTED`, a provider outage or a
 //! stream cut short `UNAVAILABLE`, silence past the timeout `DEADLINE_EXCEEDED`,
 //! a rejected key `UNAUTHENTICATED`. A streamed reply is a series of partial

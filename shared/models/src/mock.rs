@@ -13,7 +13,7 @@
 //! ran before it on the same server.
 
 use crate::response;
-use adk_core::{
+use adk_grpc_core::{
     AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, Result, UsageMetadata,
 };
 use async_trait::async_trait;

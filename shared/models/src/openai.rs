@@ -5,7 +5,7 @@
 use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
-use adk_core::{
+use adk_grpc_core::{
     AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
     UsageMetadata,
 };
@@ -570,7 +570,7 @@ impl SseDecoder for StreamDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use adk_core::FunctionResponseData;
+    use adk_grpc_core::FunctionResponseData;
 
     #[test]
     fn ids_pair_results_with_calls_that_have_none() {

@@ -1,6 +1,6 @@
 //! Building the responses every provider returns, so they all look alike.
 
-use adk_core::{Content, FinishReason, LlmResponse, Part, PartKind, UsageMetadata};
+use adk_grpc_core::{Content, FinishReason, LlmResponse, Part, PartKind, UsageMetadata};
 
 /// One streamed text chunk.
 pub(crate) fn partial_text(text: impl Into<String>) -> LlmResponse {

@@ -10,13 +10,14 @@
 //!
 //! ```no_run
 //! # async fn demo() {
-//! use adk_models::testing::{FakeServer, openai};
+//! use adk_grpc_models::testing::{FakeServer, openai};
 //! let server = FakeServer::start().await;
 //! server.push(openai::stream_text(&["Hel", "lo"]));
 //! // point an OpenAiCompatible at server.url() ...
 //! # }
 //! ```
 
+use adk_grpc_core::sync;
 use axum::Router;
 use axum::body::{Body, to_bytes};
 use axum::extract::{Request, State};
@@ -24,7 +25,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
@@ -164,12 +165,6 @@ struct Shared {
     disconnects: watch::Sender<usize>,
 }
 
-/// Locks, shrugging off poisoning: a panicking test thread must not hide its
-/// own failure behind a second panic here.
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// A scriptable fake provider. Stops when dropped.
 pub struct FakeServer {
     url: String,
@@ -210,13 +205,13 @@ impl FakeServer {
 
     /// Queues the reply to the next request not yet answered.
     pub fn push(&self, reply: impl Into<FakeReply>) -> &Self {
-        lock(&self.shared.script).push_back(reply.into());
+        sync::lock(&self.shared.script).push_back(reply.into());
         self
     }
 
     /// Every request received so far, oldest first.
     pub fn requests(&self) -> Vec<RecordedRequest> {
-        lock(&self.shared.requests).clone()
+        sync::lock(&self.shared.requests).clone()
     }
 
     /// The most recent request.
@@ -300,8 +295,8 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         body,
     };
     let what = format!("{} {}", recorded.method, recorded.path);
-    lock(&shared.requests).push(recorded);
-    let next = lock(&shared.script).pop_front();
+    sync::lock(&shared.requests).push(recorded);
+    let next = sync::lock(&shared.script).pop_front();
     match next {
         Some(reply) => answer(shared, reply).await,
         None => (

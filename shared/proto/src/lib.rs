@@ -9,6 +9,67 @@ pub mod adk {
 
 pub use adk::v1;
 
+/// The `adk.v1.SessionService` server whose `Session` replies are [`SessionReply`]s (the
+/// session service's handlers use it; `v1::session_service_server` is the same service over
+/// the plain `v1::Session`).
+pub mod session_reply {
+    include!(concat!(env!("OUT_DIR"), "/session_reply/adk.v1.rs"));
+}
+
+/// An `adk.v1.Session` reply whose events may already be encoded: `encoded_events` holds
+/// `adk.v1.Event` encodings (as a store keeps them), written into the reply as they are,
+/// so a GetSession reply costs one copy of each event instead of a decode and an encode
+/// (BENCHMARKS.md, "What a call costs the server"). On the wire it is a `Session`: field 5
+/// (`events`) is a repeated length-delimited field, which an `Event` and its bytes encode
+/// alike, and decoders accept fields in any order. Decoded, its events land in
+/// `session.events`.
+#[derive(Clone, PartialEq, Default, Debug)]
+pub struct SessionReply {
+    /// The session; its `events` come first in the reply.
+    pub session: v1::Session,
+    /// Encoded events, after `session.events`.
+    pub encoded_events: Vec<Vec<u8>>,
+}
+
+/// `adk.v1.Session.events`.
+const SESSION_EVENTS_FIELD: u32 = 5;
+
+impl From<v1::Session> for SessionReply {
+    fn from(session: v1::Session) -> Self {
+        SessionReply {
+            session,
+            encoded_events: Vec::new(),
+        }
+    }
+}
+
+impl prost::Message for SessionReply {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        self.session.encode_raw(buf);
+        prost::encoding::bytes::encode_repeated(SESSION_EVENTS_FIELD, &self.encoded_events, buf);
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        self.session.merge_field(tag, wire_type, buf, ctx)
+    }
+
+    fn encoded_len(&self) -> usize {
+        self.session.encoded_len()
+            + prost::encoding::bytes::encoded_len_repeated(SESSION_EVENTS_FIELD, &self.encoded_events)
+    }
+
+    fn clear(&mut self) {
+        self.session.clear();
+        self.encoded_events.clear();
+    }
+}
+
 /// The Agent2Agent protocol v1.0 (`lf.a2a.v1`, gRPC binding).
 pub mod lf {
     pub mod a2a {
@@ -64,4 +125,45 @@ pub fn enum_value_comments(full_name: &str) -> Vec<(String, String)> {
             .collect();
     }
     Vec::new()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn a_reply_with_encoded_events_is_the_session_with_those_events() {
+        let event = |id: &str, sequence| v1::Event {
+            id: id.into(),
+            author: "user".into(),
+            sequence,
+            ..Default::default()
+        };
+        let session = v1::Session {
+            id: "s".into(),
+            app_name: "app".into(),
+            event_count: 3,
+            ..Default::default()
+        };
+        let reply = SessionReply {
+            session: v1::Session {
+                events: vec![event("a", 1)],
+                ..session.clone()
+            },
+            encoded_events: vec![event("b", 2).encode_to_vec(), event("c", 3).encode_to_vec()],
+        };
+        let bytes = reply.encode_to_vec();
+        assert_eq!(bytes.len(), reply.encoded_len());
+        let expected = v1::Session {
+            events: vec![event("a", 1), event("b", 2), event("c", 3)],
+            ..session
+        };
+        assert_eq!(v1::Session::decode(bytes.as_slice()).unwrap(), expected);
+        // Decoded as a reply, the events are the session's.
+        assert_eq!(
+            SessionReply::decode(bytes.as_slice()).unwrap(),
+            SessionReply::from(expected)
+        );
+    }
 }

@@ -2,9 +2,9 @@
 //! Each flag has an `ADK_*` environment fallback so containers are configured
 //! without a command line.
 
-use adk_core::artifact::{DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES};
-use adk_store::durability::{DEFAULT_REPLICA_ACK_TIMEOUT, MAX_REPLICA_ACK_TIMEOUT};
-use adk_store::{DEFAULT_MAX_ARTIFACT_BYTES, MinReplicas, ReplicaAcks, StoreConfig};
+use adk_grpc_core::artifact::{DEFAULT_CHUNK_BYTES, MAX_CHUNK_BYTES};
+use adk_grpc_store::durability::{DEFAULT_REPLICA_ACK_TIMEOUT, MAX_REPLICA_ACK_TIMEOUT};
+use adk_grpc_store::{DEFAULT_MAX_ARTIFACT_BYTES, MinReplicas, ReplicaAcks, StoreConfig};
 use clap::builder::RangedU64ValueParser;
 use std::marker::PhantomData;
 use std::time::Duration;
@@ -77,7 +77,7 @@ impl<D: DefaultStoreUrl> StoreArgs<D> {
         }
     }
 
-    /// The settings the `adk_store::open_*` functions take, at their defaults; the
+    /// The settings the `adk_grpc_store::open_*` functions take, at their defaults; the
     /// service flag groups ([`SessionArgs::apply`], [`ArtifactArgs::apply`]) set theirs.
     pub fn store_config(&self) -> StoreConfig {
         StoreConfig {
@@ -122,7 +122,7 @@ pub struct SessionArgs {
     /// Expire sessions created without their own TTL after this many seconds without an append,
     /// at most 3153600000 (100 years) [default: keep until deleted]
     #[arg(long, env = "ADK_SESSION_TTL", value_name = "SECONDS",
-          value_parser = clap::value_parser!(u64).range(1..=adk_core::validate::MAX_SESSION_TTL.as_secs()))]
+          value_parser = clap::value_parser!(u64).range(1..=adk_grpc_core::validate::MAX_SESSION_TTL.as_secs()))]
     pub session_ttl: Option<u64>,
 }
 
@@ -202,7 +202,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// Logging. The level comes from `RUST_LOG` (e.g. `debug`, `info,adk_store=trace`), default `info`.
+/// Logging. The level comes from `RUST_LOG` (e.g. `debug`, `info,adk_grpc_store=trace`), default `info`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LogArgs {
     /// Log line format (level: RUST_LOG, default info)
@@ -415,7 +415,7 @@ mod tests {
         assert_eq!(memory.grpc.max_message_bytes, 2048);
 
         assert!(Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", "0"]).is_err());
-        let longest = adk_core::validate::MAX_SESSION_TTL.as_secs();
+        let longest = adk_grpc_core::validate::MAX_SESSION_TTL.as_secs();
         assert_eq!(longest, 3_153_600_000, "the help text names this number");
         let cli = Cli::<MemoryByDefault>::try_parse_from(["bin", "--session-ttl", &longest.to_string()]).unwrap();
         assert_eq!(cli.sessions.session_ttl, Some(longest));

@@ -9,7 +9,7 @@
 //! artifact. [`CancelledRequestsFail`] wraps a service so the same reset reaches the
 //! handler as an ABORTED error on its request stream instead.
 
-use adk_core::{AdkError, Conflict};
+use adk_grpc_core::{AdkError, Conflict};
 use http_body::Frame;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};

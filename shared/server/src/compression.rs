@@ -23,6 +23,7 @@
 //! compresses every message of a response, however small; and it decodes zstd with
 //! libzstd's 128 MiB window limit.
 
+use crate::message::{PREFIX_BYTES, message_len};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use http_body::Frame;
 use std::cell::RefCell;
@@ -36,16 +37,13 @@ use tonic::body::Body;
 use tonic::codegen::{Service, http};
 use tower_layer::Layer;
 
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 
 /// Default of `--compression-min-bytes`: response messages of at least this many bytes
 /// are compressed for a client that accepts it. Below about a kilobyte compression
 /// saves a few dozen bytes at best (gzip alone adds 18) for the CPU it costs; the
 /// Connect clients use the same default (`compressMinBytes`).
 pub const DEFAULT_COMPRESSION_MIN_BYTES: usize = 1024;
-
-/// The gRPC message prefix: a compression flag and a 4-byte big-endian length.
-const PREFIX_BYTES: usize = 5;
 
 const ENCODING: &str = "grpc-encoding";
 const ACCEPT_ENCODING: &str = "grpc-accept-encoding";
@@ -380,12 +378,6 @@ fn compressed(mut response: http::Response<Body>, encoding: Encoding, min_bytes:
             trailers: None,
         })
     })
-}
-
-/// The length of the message at the start of `buf` when its prefix is there.
-fn message_len(buf: &[u8]) -> Option<usize> {
-    let prefix = buf.get(..PREFIX_BYTES)?;
-    Some(u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize)
 }
 
 /// A request body whose compressed messages come out decompressed, one whole message

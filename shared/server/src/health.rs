@@ -3,7 +3,7 @@
 //! NOT_SERVING from the moment shutdown starts (so load balancers drain us).
 
 use crate::shutdown::Shutdown;
-use adk_core::{AdkError, ArtifactService, MemoryService, SessionService};
+use adk_grpc_core::{AdkError, ArtifactService, MemoryService, SessionService};
 use async_trait::async_trait;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,26 +14,26 @@ use tonic_health::server::HealthReporter;
 #[async_trait]
 pub trait StoreProbe: Send + Sync + 'static {
     /// Ok while the store answers.
-    async fn ping(&self) -> adk_core::Result<()>;
+    async fn ping(&self) -> adk_grpc_core::Result<()>;
 }
 
 #[async_trait]
 impl StoreProbe for Arc<dyn SessionService> {
-    async fn ping(&self) -> adk_core::Result<()> {
+    async fn ping(&self) -> adk_grpc_core::Result<()> {
         SessionService::ping(self.as_ref()).await
     }
 }
 
 #[async_trait]
 impl StoreProbe for Arc<dyn ArtifactService> {
-    async fn ping(&self) -> adk_core::Result<()> {
+    async fn ping(&self) -> adk_grpc_core::Result<()> {
         ArtifactService::ping(self.as_ref()).await
     }
 }
 
 #[async_trait]
 impl StoreProbe for Arc<dyn MemoryService> {
-    async fn ping(&self) -> adk_core::Result<()> {
+    async fn ping(&self) -> adk_grpc_core::Result<()> {
         MemoryService::ping(self.as_ref()).await
     }
 }

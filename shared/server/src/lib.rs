@@ -21,7 +21,7 @@
 //! Observability: every RPC gets a span (the OpenTelemetry server span, parented
 //! on the client's W3C trace context) and RPC metrics; spans are exported over
 //! OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set; `/metrics` serves the
-//! Prometheus registry of adk-telemetry.
+//! Prometheus registry of adk-grpc-telemetry.
 //!
 //! Security, also part of [`GrpcArgs`] so no binary can leave it out: TLS and
 //! mutual TLS on the gRPC port ([`TlsArgs`]), and authentication plus per-call

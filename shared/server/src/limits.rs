@@ -1,9 +1,9 @@
 //! Transport limits of the server kit: concurrent streams per connection, the
 //! client's deadline (`grpc-timeout`), and a clean status for messages that cannot
 //! be decoded. Business limits (state value sizes, event size, ids) live in
-//! adk-core's validation, so every backend and transport gets them.
+//! adk-grpc-core's validation, so every backend and transport gets them.
 
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -174,7 +174,7 @@ impl LimitArgs {
 /// `RESOURCE_EXHAUSTED` naming the flag; and turns tonic's `INTERNAL` for an undecodable request message (garbage bytes,
 /// JSON values nested past protobuf's recursion limit) into `INVALID_ARGUMENT`; and gives
 /// every status tonic makes itself (an unknown method, a bad request) the `google.rpc`
-/// details adk-core's error mapping gives the suite's own (ErrorInfo with a reason).
+/// details adk-grpc-core's error mapping gives the suite's own (ErrorInfo with a reason).
 #[derive(Debug, Clone, Copy)]
 pub struct LimitsLayer {
     /// `--max-message-bytes`, named with its value when a request is over it.

@@ -53,12 +53,12 @@ fn subscriber(
     let mut filter = EnvFilter::builder()
         .with_default_directive(LevelFilter::INFO.into())
         .parse_lossy(rust_log.unwrap_or_default());
-    // The choke-point spans of adk-telemetry (one per Redis round trip, model call,
+    // The choke-point spans of adk-grpc-telemetry (one per Redis round trip, model call,
     // tool call, invocation) are for the trace export. Log lines keep out of them
     // unless RUST_LOG names them, so without an exporter no layer wants them and
     // they cost next to nothing; the log lines inside still carry the RPC's context.
-    if !rust_log.is_some_and(|directives| directives.contains("adk_telemetry"))
-        && let Ok(directive) = "adk_telemetry=warn".parse()
+    if !rust_log.is_some_and(|directives| directives.contains("adk_grpc_telemetry"))
+        && let Ok(directive) = "adk_grpc_telemetry=warn".parse()
     {
         filter = filter.add_directive(directive);
     }
@@ -229,7 +229,7 @@ mod tests {
             assert!(!tracing::enabled!(target: "h2::proto", Level::TRACE));
             assert!(tracing::span!(Level::DEBUG, "rpc").is_disabled());
             // The choke-point spans (a Redis round trip…) are for the export only.
-            assert!(tracing::info_span!(target: "adk_telemetry::spans", "redis").is_disabled());
+            assert!(tracing::info_span!(target: "adk_grpc_telemetry::spans", "redis").is_disabled());
         });
     }
 }

@@ -3,7 +3,23 @@
 //! limit would only produce an opaque error after the work is done, and a client
 //! decoder over its limit gives an error that does not name the way out.
 
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
+
+/// The prefix of every gRPC message on the wire: a compression flag and a 4-byte
+/// big-endian length. The layers that read request bodies before tonic does
+/// (compression, authentication) parse it here.
+pub(crate) const PREFIX_BYTES: usize = 5;
+
+/// The length of the message at the start of `buf`, once its whole prefix is there.
+pub(crate) fn message_len(buf: &[u8]) -> Option<usize> {
+    let prefix = buf.get(..PREFIX_BYTES)?;
+    Some(u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize)
+}
+
+/// Whether the message at the start of `buf` is flagged compressed.
+pub(crate) fn is_compressed(buf: &[u8]) -> bool {
+    buf.first().is_some_and(|flag| *flag != 0)
+}
 use prost::Message;
 use std::fmt::Display;
 use tonic::{Response, Status};
@@ -48,7 +64,7 @@ mod tests {
 
     #[test]
     fn replies_over_the_limit_name_the_way_out() {
-        let reply = adk_proto::v1::ListArtifactsResponse {
+        let reply = adk_grpc_proto::v1::ListArtifactsResponse {
             file_names: vec!["x".repeat(100)],
         };
         assert!(fit_in_message(reply.clone(), 1024, "a list", "page").is_ok());

@@ -1,5 +1,5 @@
 //! The Prometheus endpoint: `GET /metrics` on its own port (`--metrics-listen`),
-//! serving adk-telemetry's registry in the text exposition format. A tiny HTTP/1
+//! serving adk-grpc-telemetry's registry in the text exposition format. A tiny HTTP/1
 //! server (axum, already in the tree through tonic), separate from the gRPC port
 //! so scrapers need no gRPC and the port can stay cluster-internal. Services may add
 //! HTTP routes of their own to it (the runner's A2A agent cards).
@@ -42,9 +42,9 @@ impl MetricsEndpoint {
 }
 
 async fn scrape() -> Response {
-    match adk_telemetry::metrics::encode_text() {
+    match adk_grpc_telemetry::metrics::encode_text() {
         Ok(text) => (
-            [(header::CONTENT_TYPE, adk_telemetry::metrics::TEXT_CONTENT_TYPE)],
+            [(header::CONTENT_TYPE, adk_grpc_telemetry::metrics::TEXT_CONTENT_TYPE)],
             text,
         )
             .into_response(),

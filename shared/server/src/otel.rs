@@ -1,7 +1,7 @@
 //! OpenTelemetry trace export: when `OTEL_EXPORTER_OTLP_ENDPOINT` (or
 //! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`) is set, `tracing` spans are exported over
 //! OTLP/gRPC through tracing-opentelemetry, and W3C trace context is read from
-//! incoming calls and written on outgoing requests (adk-telemetry). Without it,
+//! incoming calls and written on outgoing requests (adk-grpc-telemetry). Without it,
 //! nothing is installed and nothing changes.
 //!
 //! The standard variables are honoured by the SDK itself: `OTEL_EXPORTER_OTLP_HEADERS`,

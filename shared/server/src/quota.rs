@@ -7,8 +7,9 @@
 //! slot is held by a guard in the response body and freed when the response ends,
 //! fails or the client goes away.
 
-use adk_core::AdkError;
-use adk_proto::v1::{
+use adk_grpc_core::AdkError;
+use adk_grpc_core::sync;
+use adk_grpc_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
     session_service_server::SERVICE_NAME as SESSIONS,
 };
@@ -66,7 +67,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Counter<K> {
 
     /// A slot for `key` when fewer than `limit` are held.
     fn acquire(self: &Arc<Self>, key: K, limit: u32) -> Option<Slot> {
-        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut open = sync::lock(&self.open);
         let count = open.entry(key.clone()).or_insert(0);
         if *count >= limit {
             return None;
@@ -77,7 +78,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> Counter<K> {
     }
 
     fn release(&self, key: &K) {
-        let mut open = self.open.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut open = sync::lock(&self.open);
         if let Some(count) = open.get_mut(key) {
             *count -= 1;
             if *count == 0 {

@@ -15,8 +15,8 @@
 //! trailers. A call whose response is dropped before either (the client
 //! cancelled or went away) counts as CANCELLED.
 
-use adk_telemetry::metrics::{self, ActiveStream};
-use adk_telemetry::{code_name, extract_context};
+use adk_grpc_telemetry::metrics::{self, ActiveStream};
+use adk_grpc_telemetry::{code_name, extract_context};
 use http_body::Frame;
 use opentelemetry::trace::TraceContextExt;
 use prost::Message;
@@ -307,7 +307,7 @@ mod tests {
 
     #[test]
     fn methods_come_from_the_descriptors_and_unknown_paths_share_one_label() {
-        let methods = Methods::from_descriptor_sets(&[adk_proto::FILE_DESCRIPTOR_SET, &[0xff, 0xff]]);
+        let methods = Methods::from_descriptor_sets(&[adk_grpc_proto::FILE_DESCRIPTOR_SET, &[0xff, 0xff]]);
         let (label, streams) = methods.lookup("/adk.v1.SessionService/WatchSession");
         assert_eq!((&*label, streams), ("/adk.v1.SessionService/WatchSession", true));
         let (label, streams) = methods.lookup("/adk.v1.SessionService/GetSession");

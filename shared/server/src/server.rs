@@ -224,7 +224,7 @@ impl BoundServer {
 
         // Every method this server can describe, for the RPC metrics' `method` label.
         let methods = Methods::from_descriptor_sets(&[
-            adk_proto::FILE_DESCRIPTOR_SET,
+            adk_grpc_proto::FILE_DESCRIPTOR_SET,
             tonic_health::pb::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
             tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
@@ -375,7 +375,7 @@ fn reflection(
             // Both reflection versions' descriptors go to both builders, so every
             // advertised name can be described through either version.
             .include_reflection_service(false)
-            .register_encoded_file_descriptor_set(adk_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(adk_grpc_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET);

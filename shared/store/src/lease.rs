@@ -17,13 +17,15 @@
 use crate::ReplicaAcks;
 use crate::redis::conn::RedisStore;
 use crate::redis::pubsub::spawn_channel_listener;
+use crate::redis::script_args::ScriptArgs;
 use crate::redis::{subscriber_clients, user_tag};
-use adk_core::validate::id_key;
-use adk_core::{Acquire, Clock, LeaseKey, Renewal, Result, SessionLease};
+use adk_grpc_core::sync;
+use adk_grpc_core::validate::id_key;
+use adk_grpc_core::{Acquire, Clock, LeaseKey, Renewal, Result, SessionLease};
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::stream::BoxStream;
-use redis::{FromRedisValue, Script};
+use redis::{FromRedisValue, Script, ScriptInvocation};
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
@@ -100,7 +102,7 @@ impl InMemorySessionLease {
     fn holders(&self) -> std::sync::MutexGuard<'_, HashMap<LeaseKey, Holder>> {
         // A panic while holding this lock cannot leave the map half-updated
         // (every change is one insert or remove), so a poisoned lock is still usable.
-        self.holders.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.holders)
     }
 
     /// The append fence: false when someone else holds the lease on `key`, or
@@ -140,7 +142,7 @@ impl SessionLease for InMemorySessionLease {
 
     async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
         let first = {
-            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut lines = sync::lock(&self.lines);
             let line = lines.entry(key.clone()).or_default();
             let now = self.clock.instant();
             match line.iter_mut().find(|(waiting, _)| waiting == owner) {
@@ -156,7 +158,7 @@ impl SessionLease for InMemorySessionLease {
         }
         let acquired = self.acquire(key, owner, ttl).await?;
         if matches!(acquired, Acquire::Acquired { .. }) {
-            let mut lines = self.lines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let mut lines = sync::lock(&self.lines);
             if let Some(line) = lines.get_mut(key) {
                 line.retain(|(waiting, _)| waiting != owner);
                 if line.is_empty() {
@@ -213,7 +215,7 @@ impl SessionLease for InMemorySessionLease {
 /// A free lease whose holder record names another owner was never released: that
 /// owner is returned as interrupted.
 ///
-/// KEYS: 1 lease, 2 holder record; ARGV: 1 owner, 2 TTL (ms), 3 record TTL (ms).
+/// KEYS and ARGV: [`AcquireArgs`].
 /// Returns `{1, interrupted owner or ''}` or `{0, holder}`.
 const ACQUIRE: &str = r"
 local holder = redis.call('GET', KEYS[1])
@@ -226,13 +228,12 @@ if previous and previous ~= ARGV[1] then return {1, previous} end
 return {1, ''}
 ";
 
-/// ACQUIRE in turn: ARGV[1] joins the session's line (a sorted set by arrival ticket)
-/// unless it is in it, and its place lapses ARGV[4] ms from now unless it asks again;
-/// lapsed places at the head are dropped; the lease is taken only when free and ARGV[1]
-/// is first in line (it then leaves the line).
+/// ACQUIRE in turn: the owner joins the session's line (a sorted set by arrival ticket)
+/// unless it is in it, and its place lapses after its patience unless it asks again;
+/// lapsed places at the head are dropped; the lease is taken only when free and the
+/// owner is first in line (it then leaves the line).
 ///
-/// KEYS: 1 lease, 2 holder record, 3 line, 4 ticket counter, 5 places' lapse times (ms);
-/// ARGV: 1 owner, 2 TTL (ms), 3 record TTL (ms), 4 patience (ms).
+/// KEYS and ARGV: [`AcquireInTurnArgs`].
 /// Returns as ACQUIRE; `{0, holder or first in line}` when it is not this owner's turn.
 const ACQUIRE_IN_TURN: &str = r"
 local time = redis.call('TIME')
@@ -262,9 +263,10 @@ if previous and previous ~= ARGV[1] then return {1, previous} end
 return {1, ''}
 ";
 
-/// Extends the lease only while ARGV[1] holds it: 0 lost, 1 held, 2 held and cancel requested.
+/// Extends the lease only while the owner holds it: 0 lost, 1 held, 2 held and cancel
+/// requested.
 ///
-/// KEYS: 1 lease, 2 cancel mark; ARGV: 1 owner, 2 TTL (ms).
+/// KEYS and ARGV: [`RenewArgs`].
 const RENEW: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -272,19 +274,20 @@ if redis.call('GET', KEYS[2]) == ARGV[1] then return 2 end
 return 1
 ";
 
-/// Deletes the lease, the holder record and the cancel mark, each only while ARGV[1] is named in it.
+/// Deletes the lease, the holder record and the cancel mark, each only while the owner
+/// is named in it.
 ///
-/// KEYS: 1 lease, 2 holder record, 3 cancel mark; ARGV: 1 owner.
+/// KEYS and ARGV: [`ReleaseArgs`].
 const RELEASE: &str = r"
-for i = 1, 3 do
-  if redis.call('GET', KEYS[i]) == ARGV[1] then redis.call('DEL', KEYS[i]) end
+for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
 end
 return 1
 ";
 
-/// Marks ARGV[1]'s cancellation and publishes it, only while ARGV[1] holds the lease.
+/// Marks the owner's cancellation and publishes it, only while the owner holds the lease.
 ///
-/// KEYS: 1 lease, 2 cancel mark; ARGV: 1 owner, 2 mark TTL (ms), 3 channel. Returns 1 or 0.
+/// KEYS and ARGV: [`CancelArgs`]. Returns 1 or 0.
 const CANCEL: &str = r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[2])
@@ -300,14 +303,6 @@ pub struct RedisSessionLease {
     store: RedisStore,
     scripts: Arc<Scripts>,
     cancels: Arc<broadcast::Sender<String>>,
-}
-
-struct Scripts {
-    acquire: Script,
-    acquire_in_turn: Script,
-    renew: Script,
-    release: Script,
-    cancel: Script,
 }
 
 impl std::fmt::Debug for RedisSessionLease {
@@ -327,28 +322,21 @@ impl RedisSessionLease {
         spawn_cancel_listener(&cancels, subscriber_clients(url)?);
         Ok(RedisSessionLease {
             store: RedisStore::connect(url, acks).await?,
-            scripts: Arc::new(Scripts {
-                acquire: Script::new(ACQUIRE),
-                acquire_in_turn: Script::new(ACQUIRE_IN_TURN),
-                renew: Script::new(RENEW),
-                release: Script::new(RELEASE),
-                cancel: Script::new(CANCEL),
-            }),
+            scripts: Arc::new(Scripts::new()),
             cancels,
         })
     }
 
-    /// Runs one of the lease scripts on `keys` (the lease's own first), durably
-    /// (each may change the lease); `name` names it in spans and metrics.
-    async fn eval<T: FromRedisValue>(&self, name: &str, script: &Script, keys: &[String], args: &[&str]) -> Result<T> {
-        let mut invocation = script.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        for arg in args {
-            invocation.arg(*arg);
-        }
-        self.store.durable_eval(name, &invocation, &keys[0]).await
+    /// Runs one of the lease scripts on `lease`, durably (each may change the lease);
+    /// `name` names it in spans and metrics.
+    async fn eval<T: FromRedisValue>(
+        &self,
+        name: &str,
+        args: &impl ScriptArgs<Scripts = Scripts>,
+        lease: &str,
+    ) -> Result<T> {
+        let invocation = args.invocation(&self.scripts)?;
+        self.store.durable_eval(name, &invocation, lease).await
     }
 }
 
@@ -385,20 +373,187 @@ pub(crate) fn lease_key(key: &LeaseKey) -> String {
     )
 }
 
-fn holder_key(key: &LeaseKey) -> String {
-    format!("{}:holder", lease_key(key))
+/// `lease`'s holder record (`lease` is [`lease_key`]'s).
+fn holder_key(lease: &str) -> String {
+    format!("{lease}:holder")
 }
 
-fn cancel_key(key: &LeaseKey) -> String {
-    format!("{}:cancel", lease_key(key))
+/// `lease`'s cancel mark.
+fn cancel_key(lease: &str) -> String {
+    format!("{lease}:cancel")
+}
+
+/// `lease`'s line of owners waiting in turn.
+fn line_key(lease: &str) -> String {
+    format!("{lease}:line")
+}
+
+// ---------- the scripts' inputs (see `crate::redis::script_args`) ----------
+
+struct Scripts {
+    acquire: Script,
+    acquire_in_turn: Script,
+    renew: Script,
+    release: Script,
+    cancel: Script,
+}
+
+impl Scripts {
+    fn new() -> Scripts {
+        Scripts {
+            acquire: Script::new(AcquireArgs::SOURCE),
+            acquire_in_turn: Script::new(AcquireInTurnArgs::SOURCE),
+            renew: Script::new(RenewArgs::SOURCE),
+            release: Script::new(ReleaseArgs::SOURCE),
+            cancel: Script::new(CancelArgs::SOURCE),
+        }
+    }
+}
+
+/// `ACQUIRE`'s inputs.
+struct AcquireArgs<'a> {
+    /// [`lease_key`].
+    lease: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+}
+
+impl ScriptArgs for AcquireArgs<'_> {
+    const SOURCE: &'static str = ACQUIRE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.acquire
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(self.ttl))
+            .arg(millis(HOLDER_RECORD_TTL));
+        Ok(())
+    }
+}
+
+/// `ACQUIRE_IN_TURN`'s inputs.
+struct AcquireInTurnArgs<'a> {
+    /// [`lease_key`].
+    lease: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+    /// How long the owner's place in line lasts unless it asks again.
+    patience: Duration,
+}
+
+impl ScriptArgs for AcquireInTurnArgs<'_> {
+    const SOURCE: &'static str = ACQUIRE_IN_TURN;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.acquire_in_turn
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        let line = line_key(self.lease);
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(&line)
+            // The ticket counter, and each place's lapse time (ms).
+            .key(format!("{line}:ticket"))
+            .key(format!("{line}:lapses"))
+            .arg(self.owner)
+            .arg(millis(self.ttl))
+            .arg(millis(HOLDER_RECORD_TTL))
+            .arg(millis(self.patience));
+        Ok(())
+    }
+}
+
+/// `RENEW`'s inputs.
+struct RenewArgs<'a> {
+    /// [`lease_key`].
+    lease: &'a str,
+    owner: &'a str,
+    ttl: Duration,
+}
+
+impl ScriptArgs for RenewArgs<'_> {
+    const SOURCE: &'static str = RENEW;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.renew
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(cancel_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(self.ttl));
+        Ok(())
+    }
+}
+
+/// `RELEASE`'s inputs.
+struct ReleaseArgs<'a> {
+    /// [`lease_key`].
+    lease: &'a str,
+    owner: &'a str,
+}
+
+impl ScriptArgs for ReleaseArgs<'_> {
+    const SOURCE: &'static str = RELEASE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.release
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(cancel_key(self.lease))
+            .arg(self.owner);
+        Ok(())
+    }
+}
+
+/// `CANCEL`'s inputs.
+struct CancelArgs<'a> {
+    /// [`lease_key`].
+    lease: &'a str,
+    owner: &'a str,
+}
+
+impl ScriptArgs for CancelArgs<'_> {
+    const SOURCE: &'static str = CANCEL;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.cancel
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(cancel_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(CANCEL_MARK_TTL))
+            .arg(CANCEL_CHANNEL);
+        Ok(())
+    }
 }
 
 #[async_trait]
 impl SessionLease for RedisSessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
-        let keys = [lease_key(key), holder_key(key)];
-        let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL)];
-        let (acquired, other): (i64, String) = self.eval("lease_acquire", &self.scripts.acquire, &keys, &args).await?;
+        let lease = lease_key(key);
+        let args = AcquireArgs {
+            lease: &lease,
+            owner,
+            ttl,
+        };
+        let (acquired, other): (i64, String) = self.eval("lease_acquire", &args, &lease).await?;
         Ok(if acquired == 1 {
             Acquire::Acquired {
                 interrupted: Some(other).filter(|owner| !owner.is_empty()),
@@ -409,18 +564,14 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
-        let line = format!("{}:line", lease_key(key));
-        let keys = [
-            lease_key(key),
-            holder_key(key),
-            line.clone(),
-            format!("{line}:ticket"),
-            format!("{line}:lapses"),
-        ];
-        let args = [owner, &millis(ttl), &millis(HOLDER_RECORD_TTL), &millis(patience)];
-        let (acquired, other): (i64, String) = self
-            .eval("lease_acquire_in_turn", &self.scripts.acquire_in_turn, &keys, &args)
-            .await?;
+        let lease = lease_key(key);
+        let args = AcquireInTurnArgs {
+            lease: &lease,
+            owner,
+            ttl,
+            patience,
+        };
+        let (acquired, other): (i64, String) = self.eval("lease_acquire_in_turn", &args, &lease).await?;
         Ok(if acquired == 1 {
             Acquire::Acquired {
                 interrupted: Some(other).filter(|owner| !owner.is_empty()),
@@ -431,10 +582,13 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
-        let keys = [lease_key(key), cancel_key(key)];
-        let renewed: i64 = self
-            .eval("lease_renew", &self.scripts.renew, &keys, &[owner, &millis(ttl)])
-            .await?;
+        let lease = lease_key(key);
+        let args = RenewArgs {
+            lease: &lease,
+            owner,
+            ttl,
+        };
+        let renewed: i64 = self.eval("lease_renew", &args, &lease).await?;
         Ok(match renewed {
             0 => Renewal::Lost,
             2 => Renewal::CancelRequested,
@@ -443,17 +597,16 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn release(&self, key: &LeaseKey, owner: &str) -> Result<()> {
-        let keys = [lease_key(key), holder_key(key), cancel_key(key)];
-        let _: i64 = self
-            .eval("lease_release", &self.scripts.release, &keys, &[owner])
-            .await?;
+        let lease = lease_key(key);
+        let args = ReleaseArgs { lease: &lease, owner };
+        let _: i64 = self.eval("lease_release", &args, &lease).await?;
         Ok(())
     }
 
     async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
-        let keys = [lease_key(key), cancel_key(key)];
-        let args = [owner, &millis(CANCEL_MARK_TTL), CANCEL_CHANNEL];
-        let marked: i64 = self.eval("lease_cancel", &self.scripts.cancel, &keys, &args).await?;
+        let lease = lease_key(key);
+        let args = CancelArgs { lease: &lease, owner };
+        let marked: i64 = self.eval("lease_cancel", &args, &lease).await?;
         Ok(marked == 1)
     }
 
@@ -465,7 +618,7 @@ impl SessionLease for RedisSessionLease {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use adk_testkit::RedisServer;
+    use adk_grpc_testkit::RedisServer;
 
     fn key(session: &str) -> LeaseKey {
         LeaseKey {
@@ -520,7 +673,7 @@ mod tests {
         let short = Duration::from_millis(100);
         assert_eq!(lease.acquire(&k, "dead", short).await.unwrap(), acquired());
         // Held until the TTL lapses; then "next" takes it (asking changes nothing meanwhile).
-        let next = adk_testkit::eventually(Duration::from_secs(5), || async {
+        let next = adk_grpc_testkit::eventually(Duration::from_secs(5), || async {
             match lease.acquire(&k, "next", ttl).await.unwrap() {
                 Acquire::Held(holder) => Err(format!("still held by {holder}")),
                 acquired => Ok(acquired),
@@ -558,7 +711,7 @@ mod tests {
         );
         lease.release(&k4, "first").await.unwrap();
         // "gone" stopped asking: once its patience lapses, "second" (still asking) is next.
-        let second = adk_testkit::eventually(Duration::from_secs(5), || async {
+        let second = adk_grpc_testkit::eventually(Duration::from_secs(5), || async {
             match lease.acquire_in_turn(&k4, "second", ttl, patience).await.unwrap() {
                 Acquire::Held(ahead) => Err(format!("still behind {ahead}")),
                 acquired => Ok(acquired),
@@ -592,5 +745,185 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(holder, "b");
+    }
+
+    // ---------- each script reads what its builder sends, each input where it belongs ----------
+
+    #[test]
+    fn every_lease_script_reads_exactly_what_its_builder_sends() {
+        use crate::redis::script_args::check::assert_reads_what_is_sent;
+        let (lease, owner, ttl) = ("lease", "a", Duration::from_secs(1));
+        let acquire = AcquireArgs { lease, owner, ttl };
+        assert_reads_what_is_sent("acquire", &acquire, 0, &acquire);
+        let patience = ttl;
+        let in_turn = AcquireInTurnArgs {
+            lease,
+            owner,
+            ttl,
+            patience,
+        };
+        assert_reads_what_is_sent("acquire_in_turn", &in_turn, 0, &in_turn);
+        let renew = RenewArgs { lease, owner, ttl };
+        assert_reads_what_is_sent("renew", &renew, 0, &renew);
+        let release = ReleaseArgs { lease, owner };
+        assert_reads_what_is_sent("release", &release, 0, &release);
+        let cancel = CancelArgs { lease, owner };
+        assert_reads_what_is_sent("cancel", &cancel, 0, &cancel);
+    }
+
+    struct Scripted {
+        server: RedisServer,
+        conn: redis::aio::MultiplexedConnection,
+        scripts: Scripts,
+    }
+
+    impl Scripted {
+        async fn start() -> Scripted {
+            let server = RedisServer::start().await;
+            let conn = server.connection().await;
+            Scripted {
+                server,
+                conn,
+                scripts: Scripts::new(),
+            }
+        }
+
+        async fn run<T: FromRedisValue>(&mut self, args: &impl ScriptArgs<Scripts = Scripts>) -> T {
+            let invocation = args.invocation(&self.scripts).unwrap();
+            invocation.invoke_async(&mut self.conn).await.unwrap()
+        }
+
+        async fn get(&mut self, key: &str) -> Option<String> {
+            redis::cmd("GET").arg(key).query_async(&mut self.conn).await.unwrap()
+        }
+
+        async fn set(&mut self, key: &str, value: &str) {
+            let () = redis::cmd("SET")
+                .arg(key)
+                .arg(value)
+                .query_async(&mut self.conn)
+                .await
+                .unwrap();
+        }
+
+        /// The key's remaining time to live, in whole seconds (rounded up).
+        async fn ttl_secs(&mut self, key: &str) -> i64 {
+            let ms: i64 = redis::cmd("PTTL").arg(key).query_async(&mut self.conn).await.unwrap();
+            (ms + 999) / 1000
+        }
+    }
+
+    const LEASE: &str = "adk:lease:{app:u}:s1";
+
+    #[tokio::test]
+    async fn acquire_scripts_write_each_input_where_it_belongs() {
+        let mut redis = Scripted::start().await;
+        let (ttl, patience) = (Duration::from_secs(30), Duration::from_secs(600));
+        let record_secs = HOLDER_RECORD_TTL.as_secs() as i64;
+        let reply: (i64, String) = redis
+            .run(&AcquireArgs {
+                lease: LEASE,
+                owner: "a",
+                ttl,
+            })
+            .await;
+        assert_eq!(reply, (1, String::new()));
+        assert_eq!(redis.get(LEASE).await.as_deref(), Some("a"));
+        assert_eq!(redis.ttl_secs(LEASE).await, 30);
+        let holder = holder_key(LEASE);
+        assert_eq!(redis.get(&holder).await.as_deref(), Some("a"));
+        assert_eq!(redis.ttl_secs(&holder).await, record_secs);
+
+        // In turn, behind the holder: "b" waits in line with its patience, then takes it.
+        let in_turn = |owner| AcquireInTurnArgs {
+            lease: LEASE,
+            owner,
+            ttl: Duration::from_secs(40),
+            patience,
+        };
+        let waiting: (i64, String) = redis.run(&in_turn("b")).await;
+        assert_eq!(waiting, (0, "a".to_string()));
+        let line = line_key(LEASE);
+        let ticket: Option<f64> = redis::cmd("ZSCORE")
+            .arg(&line)
+            .arg("b")
+            .query_async(&mut redis.conn)
+            .await
+            .unwrap();
+        assert_eq!(ticket, Some(1.0), "the first ticket");
+        assert_eq!(redis.get(&format!("{line}:ticket")).await.as_deref(), Some("1"));
+        let lapses: Option<i64> = redis::cmd("HGET")
+            .arg(format!("{line}:lapses"))
+            .arg("b")
+            .query_async(&mut redis.conn)
+            .await
+            .unwrap();
+        let time: Vec<i64> = redis::cmd("TIME").query_async(&mut redis.conn).await.unwrap();
+        let now_ms = time[0] * 1000 + time[1] / 1000;
+        let lapse_in = lapses.expect("b has a place") - now_ms;
+        assert!(
+            (595_000..=600_000).contains(&lapse_in),
+            "the place lapses after the patience: {lapse_in} ms"
+        );
+        assert_eq!(redis.ttl_secs(&line).await, record_secs);
+        let () = redis::cmd("DEL").arg(LEASE).query_async(&mut redis.conn).await.unwrap();
+        let taken: (i64, String) = redis.run(&in_turn("b")).await;
+        assert_eq!(taken, (1, "a".to_string()), "a's record names it interrupted");
+        assert_eq!(redis.get(LEASE).await.as_deref(), Some("b"));
+        assert_eq!(redis.ttl_secs(LEASE).await, 40);
+        assert_eq!(redis.get(&holder).await.as_deref(), Some("b"));
+        assert_eq!(redis.ttl_secs(&holder).await, record_secs);
+    }
+
+    #[tokio::test]
+    async fn renew_release_and_cancel_write_each_input_where_it_belongs() {
+        let mut redis = Scripted::start().await;
+        let (holder, cancel) = (holder_key(LEASE), cancel_key(LEASE));
+        redis.set(LEASE, "a").await;
+        let renew = |owner| RenewArgs {
+            lease: LEASE,
+            owner,
+            ttl: Duration::from_secs(30),
+        };
+        assert_eq!(redis.run::<i64>(&renew("b")).await, 0);
+        assert_eq!(redis.run::<i64>(&renew("a")).await, 1);
+        assert_eq!(redis.ttl_secs(LEASE).await, 30);
+
+        let mut cancels = redis.server.client().get_async_pubsub().await.unwrap();
+        cancels.subscribe(CANCEL_CHANNEL).await.unwrap();
+        let marked: i64 = redis
+            .run(&CancelArgs {
+                lease: LEASE,
+                owner: "a",
+            })
+            .await;
+        assert_eq!(marked, 1);
+        assert_eq!(redis.get(&cancel).await.as_deref(), Some("a"));
+        assert_eq!(redis.ttl_secs(&cancel).await, CANCEL_MARK_TTL.as_secs() as i64);
+        let message = tokio::time::timeout(Duration::from_secs(10), cancels.on_message().next())
+            .await
+            .expect("no cancel message within 10 s")
+            .expect("the subscription ended");
+        assert_eq!(message.get_channel_name(), CANCEL_CHANNEL);
+        assert_eq!(message.get_payload::<String>().unwrap(), "a");
+        assert_eq!(redis.run::<i64>(&renew("a")).await, 2, "held, cancel requested");
+
+        redis.set(&holder, "a").await;
+        let _: i64 = redis
+            .run(&ReleaseArgs {
+                lease: LEASE,
+                owner: "b",
+            })
+            .await;
+        assert_eq!(redis.get(LEASE).await.as_deref(), Some("a"), "only the owner releases");
+        let _: i64 = redis
+            .run(&ReleaseArgs {
+                lease: LEASE,
+                owner: "a",
+            })
+            .await;
+        for key in [LEASE, holder.as_str(), cancel.as_str()] {
+            assert_eq!(redis.get(key).await, None, "{key} released");
+        }
     }
 }

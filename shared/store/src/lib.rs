@@ -14,8 +14,8 @@ pub mod memories;
 pub mod memory;
 pub mod redis;
 
-use adk_core::artifact::CoreArtifactService;
-use adk_core::{
+use adk_grpc_core::artifact::CoreArtifactService;
+use adk_grpc_core::{
     AdkError, ArtifactService, CoreMemoryService, CoreSessionService, MemoryService, Result, SessionBackend,
     SessionService,
 };
@@ -43,7 +43,7 @@ pub struct StoreConfig {
     /// `RESOURCE_EXHAUSTED` and leaves nothing behind.
     pub max_artifact_bytes: u64,
     /// Size of the pieces artifact bytes are stored in (Redis: one key each). 0 means
-    /// the default; values above `adk_core::artifact::MAX_CHUNK_BYTES` are capped to it.
+    /// the default; values above `adk_grpc_core::artifact::MAX_CHUNK_BYTES` are capped to it.
     pub artifact_chunk_bytes: usize,
     /// Redis: how many replicas must have a write before it is acknowledged.
     pub replica_acks: ReplicaAcks,
@@ -54,7 +54,7 @@ impl Default for StoreConfig {
         StoreConfig {
             default_session_ttl: None,
             max_artifact_bytes: DEFAULT_MAX_ARTIFACT_BYTES,
-            artifact_chunk_bytes: adk_core::artifact::DEFAULT_CHUNK_BYTES,
+            artifact_chunk_bytes: adk_grpc_core::artifact::DEFAULT_CHUNK_BYTES,
             replica_acks: ReplicaAcks::default(),
         }
     }
@@ -150,14 +150,14 @@ pub async fn redis_artifacts(url: &str, config: &StoreConfig) -> Result<CoreArti
 /// Opens the long-term memory store a URL names (the same URLs as
 /// [`open_session_service`]); each `memory://` store is a store of its own.
 pub async fn open_memory_service(url: &str, config: StoreConfig) -> Result<Arc<dyn MemoryService>> {
-    open_memory_service_with(url, config, adk_core::memory::Embedders::new()).await
+    open_memory_service_with(url, config, adk_grpc_core::memory::Embedders::new()).await
 }
 
 /// [`open_memory_service`] with the embedding models of the apps that configure one.
 pub async fn open_memory_service_with(
     url: &str,
     config: StoreConfig,
-    embedders: adk_core::memory::Embedders,
+    embedders: adk_grpc_core::memory::Embedders,
 ) -> Result<Arc<dyn MemoryService>> {
     Ok(match Backend::of(url)? {
         Backend::Memory => Arc::new(CoreMemoryService::new(InMemoryMemoryBackend::new()).with_embedders(embedders)),

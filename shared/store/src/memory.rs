@@ -1,5 +1,5 @@
 //! `InMemorySessionBackend`: sessions in one process's memory, with nothing to set up,
-//! under the core session service (`adk_core::CoreSessionService`), which owns every
+//! under the core session service (`adk_grpc_core::CoreSessionService`), which owns every
 //! rule; this file only stores and reads, under one lock (so each write is atomic).
 //!
 //! Expired sessions are dropped when looked up, and by a background reaper every
@@ -9,15 +9,16 @@
 
 use crate::artifact::memory::InMemoryArtifactBackend;
 use crate::lease::InMemorySessionLease;
-use adk_core::history::{WindowUpdate, window_from};
-use adk_core::session::backend::{
+use adk_grpc_core::history::{WindowUpdate, window_from};
+use adk_grpc_core::session::backend::{
     AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
     NewSession, SessionBackend, SessionKey, SessionListing, Valid,
 };
-use adk_core::session::{SessionCursor, filter_events};
-use adk_core::state::{ScopedDelta, merge_state};
-use adk_core::{AppStateRequest, Clock, ScopeState, UserStateRequest};
-use adk_core::{Event, EventStream, Events, Result, Session};
+use adk_grpc_core::session::{SessionCursor, filter_events};
+use adk_grpc_core::state::{ScopedDelta, merge_state};
+use adk_grpc_core::sync;
+use adk_grpc_core::{AppStateRequest, Clock, ScopeState, UserStateRequest};
+use adk_grpc_core::{Event, EventStream, Events, Result, Session};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -96,7 +97,7 @@ impl Inner {
         self.sessions.retain(|_, session| !session.is_expired(now));
     }
 
-    fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_core::StateMap {
+    fn merged_state(&self, key: &SessionKey, session: &StoredSession) -> adk_grpc_core::StateMap {
         let app = self.app_state.get(&key.app_name).cloned().unwrap_or_default();
         let user = self
             .user_state
@@ -178,7 +179,7 @@ impl InMemorySessionBackend {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        lock(&self.inner)
+        sync::lock(&self.inner)
     }
 
     /// Sessions held in memory, expired ones the reaper has not dropped yet included.
@@ -217,12 +218,6 @@ impl InMemorySessionBackend {
     }
 }
 
-fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
-    // A panic while holding the lock cannot leave a half-applied append
-    // (every mutation completes before any fallible step), so poisoning is safe to ignore.
-    inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
 /// Drops expired sessions every `every` while the store exists.
 async fn reap_until_dropped(store: Weak<Mutex<Inner>>, every: Duration) {
     let mut ticks = tokio::time::interval(every);
@@ -230,7 +225,7 @@ async fn reap_until_dropped(store: Weak<Mutex<Inner>>, every: Duration) {
     loop {
         ticks.tick().await;
         let Some(inner) = store.upgrade() else { return };
-        let mut inner = lock(&inner);
+        let mut inner = sync::lock(&inner);
         let now = inner.clock.now();
         inner.reap(now);
     }

@@ -9,7 +9,7 @@
 //! App-wide keys carry the tag `{<app>}`, except the app index on a cluster, which is
 //! sharded by slot (see `app_index.rs`). All keys start with `adk:`.
 //!
-//! Ids are any UTF-8 (see `adk_core::validate::id`) but enter keys, and index
+//! Ids are any UTF-8 (see `adk_grpc_core::validate::id`) but enter keys, and index
 //! members, only through [`id_key`]: every byte outside `[A-Za-z0-9._@-]` is
 //! percent-encoded, so an id's segment never holds `:`, `{`, `}` or `/`, the tags
 //! and separators below stay unambiguous (app `a:b` user `c` and app `a` user `b:c`
@@ -34,7 +34,9 @@
 //! State values are stored as exact JSON text. Events are stored as protobuf, as
 //! they travel over gRPC, so numbers in an event's `state_delta` or function
 //! arguments come back as the wire gives them (whole numbers as integers, others
-//! as doubles; integers beyond 2^53 lose precision).
+//! as doubles; integers beyond 2^53 lose precision). GetSession hands the stored
+//! bytes on as they are ([`SessionBackend::read_encoded`]): its reply is built
+//! around them, no event is decoded or encoded again.
 //!
 //! With a TTL, the five session keys expire together (`PEXPIREAT`, renewed by
 //! every append); user and app state never expire. A listing that meets an index
@@ -108,30 +110,36 @@ pub(crate) mod conn;
 pub mod durability;
 mod lua;
 pub(crate) mod pubsub;
+pub(crate) mod script_args;
 mod watch_hub;
 
 use self::app_index::ShardRegistry;
 use self::app_state::AppStateCache;
 use self::conn::{RedisStore, decode_reply};
+use self::script_args::{
+    AppStateInScript, AppWriteArgs, AppendArgs, CreateArgs, DeleteArgs, DropStaleArgs, ForkArgs, ReadArgs, ScriptArgs,
+    Scripts, WakeArgs,
+};
 use self::watch_hub::{FeedKey, WatchHub};
 use crate::StoreConfig;
 use crate::artifact::redis::ScopeKeys;
-use adk_core::history::WindowUpdate;
-use adk_core::session::SessionCursor;
-use adk_core::session::backend::{
+use adk_grpc_core::session::SessionCursor;
+use adk_grpc_core::session::backend::{
     AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
     NewSession, Refusal, SessionBackend, SessionKey, SessionListing, Valid,
 };
-use adk_core::state::merge_state;
-use adk_core::validate::id_key;
-use adk_core::{AdkError, CoreSessionService, Event, EventStream, Events, Precondition, Result, Session};
-use adk_core::{AppStateRequest, ScopeState, UserStateRequest};
-use adk_proto::v1 as pb;
+use adk_grpc_core::state::merge_state;
+use adk_grpc_core::validate::id_key;
+use adk_grpc_core::{
+    AdkError, CoreSessionService, EncodedEvent, EncodedSession, Event, EventStream, Events, Result, Session,
+};
+use adk_grpc_core::{AppStateRequest, ScopeState, UserStateRequest};
+use adk_grpc_proto::v1 as pb;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
 use prost::Message;
-use redis::{Cmd, FromRedisValue, Script, ScriptInvocation, Value};
+use redis::{Cmd, FromRedisValue, ScriptInvocation, Value};
 use serde_json::Value as Json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -172,17 +180,6 @@ pub struct RedisSessionBackend {
     watches: Arc<WatchHub>,
 }
 
-struct Scripts {
-    create: Script,
-    append: Script,
-    read: Script,
-    drop_stale: Script,
-    delete: Script,
-    app_write: Script,
-    fork: Script,
-    wake: Script,
-}
-
 impl std::fmt::Debug for RedisSessionBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisSessionBackend")
@@ -199,16 +196,7 @@ impl RedisSessionBackend {
     /// survives Redis restarts by itself.
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
         let store = RedisStore::connect(url, config.replica_acks).await?;
-        let scripts = Scripts {
-            create: Script::new(lua::CREATE),
-            append: Script::new(lua::APPEND),
-            read: Script::new(lua::READ),
-            drop_stale: Script::new(lua::DROP_STALE),
-            delete: Script::new(lua::DELETE),
-            app_write: Script::new(lua::APP_WRITE),
-            fork: Script::new(lua::FORK),
-            wake: Script::new(lua::WAKE),
-        };
+        let scripts = Scripts::new();
         let app_states = Arc::new(AppStateCache::default());
         app_state::spawn_subscriber(&app_states, subscriber_clients(url)?);
         // The watchers' reads (and their durability confirmations) and the wake-up
@@ -284,9 +272,12 @@ impl RedisSessionBackend {
     /// change to every process's cache (`lua::APP_WRITE`; see `app_state.rs`).
     async fn write_app_state(&self, app: &str, fields: &Fields) -> Result<()> {
         let key = app_state_key(app);
-        let mut invocation = self.scripts.app_write.key(&key);
-        invocation.arg(app_state::CHANNEL).arg(app);
-        push_pairs(&mut invocation, fields)?;
+        let invocation = AppWriteArgs {
+            key: &key,
+            app_name: app,
+            fields,
+        }
+        .invocation(&self.scripts)?;
         self.store
             .durable_eval::<String>("app_write", &invocation, &key)
             .await
@@ -305,6 +296,16 @@ impl RedisSessionBackend {
         Ok(fields)
     }
 
+    /// A Get's snapshot of the session and its app's `app:` state, read concurrently;
+    /// None when the session does not exist.
+    async fn read_with_app_state(&self, keys: &Keys, read: &EventRead) -> Result<Option<(Snapshot, Arc<Fields>)>> {
+        let (snapshot, app_state) = tokio::try_join!(
+            self.read_session(keys, read.num_recent_events, read.after, read.since_compaction),
+            self.cached_app_state(&keys.app_name)
+        )?;
+        Ok(snapshot.map(|snapshot| (snapshot, app_state)))
+    }
+
     /// One session's snapshot (see `lua::READ`); None when it does not exist.
     async fn read_session(
         &self,
@@ -313,15 +314,13 @@ impl RedisSessionBackend {
         after: Option<DateTime<Utc>>,
         window: bool,
     ) -> Result<Option<Snapshot>> {
-        let recent = recent.map_or(String::new(), |n| n.min(i64::MAX as usize).to_string());
-        let after = after.map_or(String::new(), |t| t.timestamp_micros().to_string());
-        let mut invocation = self.scripts.read.prepare_invoke();
-        keys.push_session_keys(&mut invocation);
-        invocation
-            .key(&keys.user_state)
-            .arg(recent)
-            .arg(after)
-            .arg(if window { "1" } else { "" });
+        let invocation = ReadArgs {
+            keys,
+            recent,
+            after,
+            window,
+        }
+        .invocation(&self.scripts)?;
         let reply: Option<RawSnapshot> = self.eval("read", &invocation).await?;
         let Some((meta, state, user, events)) = reply else {
             return Ok(None);
@@ -330,7 +329,7 @@ impl RedisSessionBackend {
             meta: Meta::parse(&meta)?,
             state: json_fields(state)?,
             user: json_fields(user)?,
-            events: events.iter().map(|bytes| decode_event(bytes)).collect::<Result<_>>()?,
+            events,
         }))
     }
 
@@ -344,15 +343,17 @@ impl RedisSessionBackend {
     /// wait for has its script do it.) In the background: a lost message only delays
     /// the watchers until their next poll.
     fn wake_watchers_in_background(&self, keys: &Keys) {
-        let (store, wake) = (self.watches.store().clone(), self.scripts.wake.clone());
+        let (store, scripts) = (self.watches.store().clone(), self.scripts.clone());
         let events_key = keys.events.clone();
         tokio::spawn(async move {
             // A script keyed by the session, so the message leaves from the session's
             // node: a plain PUBLISH would go to the node of the channel's name, one node
             // for every append of every app.
-            let mut invocation = wake.prepare_invoke();
-            invocation.key(&events_key).arg(watch_hub::APPENDED_CHANNEL);
-            if let Err(e) = store.eval::<i64>("wake", &invocation).await {
+            let woken = match (WakeArgs { events: &events_key }).invocation(&scripts) {
+                Ok(invocation) => store.eval::<i64>("wake", &invocation).await,
+                Err(e) => Err(e),
+            };
+            if let Err(e) = woken {
                 tracing::debug!(error = %e, "watchers not woken; they poll");
             }
         });
@@ -459,8 +460,12 @@ impl RedisSessionBackend {
         }
         // Removed only now, so the offsets above stay valid while paging through the indexes.
         for (i, member, score) in stale {
-            let mut invocation = self.scripts.drop_stale.key(&walks[i].key);
-            invocation.arg(&member).arg(score.to_string());
+            let invocation = DropStaleArgs {
+                index: &walks[i].key,
+                member: &member,
+                score,
+            }
+            .invocation(&self.scripts)?;
             let _: i64 = self.eval("drop_stale", &invocation).await?;
         }
         Ok(found
@@ -542,28 +547,19 @@ impl SessionBackend for RedisSessionBackend {
         }
 
         let app_index = self.app_index(&keys);
-        let mut invocation = self.scripts.create.prepare_invoke();
-        keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
-        if app_in_script {
-            invocation.key(&keys.app_state);
+        let invocation = CreateArgs {
+            keys: &keys,
+            app_index: &app_index,
+            app: app_in_script.then_some(AppStateInScript {
+                key: &keys.app_state,
+                fields: &delta.app,
+            }),
+            created: &created,
+            ttl_ms,
+            session_fields: &delta.session,
+            user_fields: &delta.user,
         }
-        let no_app_delta = Fields::new();
-        let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
-        invocation
-            .arg(&created.us)
-            .arg(&created.ns)
-            .arg(ttl_ms)
-            .arg(&keys.user_member)
-            .arg(&keys.app_member)
-            .arg(delta.session.len())
-            .arg(delta.user.len())
-            .arg(app_delta.len())
-            .arg(&keys.app_name)
-            .arg(app_state::CHANNEL);
-        for fields in [&delta.session, &delta.user, app_delta] {
-            push_pairs(&mut invocation, fields)?;
-        }
+        .invocation(&self.scripts)?;
         let (status, expire_ms, user): (String, String, HashMap<String, String>) =
             self.store.durable_eval("create", &invocation, &keys.meta).await?;
         if status == "EXISTS" {
@@ -588,13 +584,24 @@ impl SessionBackend for RedisSessionBackend {
 
     async fn read(&self, key: &SessionKey, read: &EventRead) -> Result<Option<Session>> {
         let keys = Keys::new(key);
-        let (snapshot, app_state) = tokio::try_join!(
-            self.read_session(&keys, read.num_recent_events, read.after, read.since_compaction),
-            self.cached_app_state(&key.app_name)
-        )?;
-        Ok(snapshot.map(|mut snapshot| {
+        self.read_with_app_state(&keys, read)
+            .await?
+            .map(|(mut snapshot, app_state)| {
+                let events = snapshot.decode_events()?;
+                Ok(snapshot.into_session(&keys, &app_state, events))
+            })
+            .transpose()
+    }
+
+    async fn read_encoded(&self, key: &SessionKey, read: &EventRead) -> Result<Option<EncodedSession>> {
+        let keys = Keys::new(key);
+        let read = self.read_with_app_state(&keys, read).await?;
+        Ok(read.map(|(mut snapshot, app_state)| {
             let events = std::mem::take(&mut snapshot.events);
-            snapshot.into_session(&keys, &app_state, events)
+            EncodedSession {
+                session: snapshot.into_session(&keys, &app_state, Vec::new()),
+                events: events.into_iter().map(EncodedEvent::from_stored).collect(),
+            }
         }))
     }
 
@@ -607,11 +614,12 @@ impl SessionBackend for RedisSessionBackend {
         // One script (`lua::DELETE`) on the user's slot: the session, its index entries
         // (the app index shard shares the slot) and its artifacts, whichever server
         // stored them.
-        let mut invocation = self.scripts.delete.prepare_invoke();
-        keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_index).arg(&keys.user_member);
-        ScopeKeys::of_session(&key.app_name, &key.user_id, &key.session_id).push_for_delete(&mut invocation);
-        invocation.key(self.app_index(&keys)).arg(&keys.app_member);
+        let invocation = DeleteArgs {
+            keys: &keys,
+            artifacts: &ScopeKeys::of_session(&key.app_name, &key.user_id, &key.session_id),
+            app_index: &self.app_index(&keys),
+        }
+        .invocation(&self.scripts)?;
         let _names: i64 = self.store.durable_eval("delete", &invocation, &keys.meta).await?;
         Ok(())
     }
@@ -627,16 +635,7 @@ impl SessionBackend for RedisSessionBackend {
             ..
         } = new;
         let keys = Keys::new(&key);
-        let event_us = event.timestamp.timestamp_micros().to_string();
         let update = Micros::of(update_time);
-        // The script checks the precondition atomically with the write, as
-        // `NewEvent::refusal` words it, and reports a refusal by status.
-        let (kind, expected) = match &precondition {
-            None => ("", String::new()),
-            Some(Precondition::LastEventId(id)) => ("id", id.clone()),
-            Some(Precondition::LastSequence(seq)) => ("seq", seq.to_string()),
-            Some(Precondition::LeaseHeldBy(owner)) => ("lease", owner.clone()),
-        };
         let app_in_script = !self.store.is_cluster();
         // Watchers are woken once the append is acknowledged. Without replicas to wait
         // for, that is when the script has run: the script itself wakes them then, which
@@ -646,43 +645,27 @@ impl SessionBackend for RedisSessionBackend {
         let wake_in_script = replicas == 0;
 
         let app_index = self.app_index(&keys);
-        let mut invocation = self.scripts.append.prepare_invoke();
-        keys.push_session_keys(&mut invocation);
-        invocation.key(&keys.user_state).key(&keys.user_index).key(&app_index);
-        invocation.key(crate::lease::lease_key(&key.lease_key()));
-        if app_in_script {
-            invocation.key(&keys.app_state);
+        // The script checks the precondition atomically with the write, as
+        // `NewEvent::refusal` words it, and reports a refusal by status.
+        let invocation = AppendArgs {
+            keys: &keys,
+            app_index: &app_index,
+            lease: &crate::lease::lease_key(&key.lease_key()),
+            app: app_in_script.then_some(AppStateInScript {
+                key: &keys.app_state,
+                fields: &delta.app,
+            }),
+            event_id: &event.id,
+            precondition: precondition.as_ref(),
+            update: &update,
+            event: &pb::Event::from(&event).encode_to_vec(),
+            event_micros: event.timestamp.timestamp_micros(),
+            window: &window,
+            wake: wake_in_script,
+            session_fields: &delta.session,
+            user_fields: &delta.user,
         }
-        let no_app_delta = Fields::new();
-        let app_delta = if app_in_script { &delta.app } else { &no_app_delta };
-        invocation
-            .arg(&event.id)
-            .arg(kind)
-            .arg(&expected)
-            .arg(&update.us)
-            .arg(&update.ns)
-            .arg(&keys.user_member)
-            .arg(&keys.app_member)
-            .arg(pb::Event::from(&event).encode_to_vec())
-            .arg(delta.session.len())
-            .arg(delta.user.len())
-            .arg(app_delta.len())
-            .arg(event_us)
-            .arg(&keys.app_name)
-            .arg(app_state::CHANNEL)
-            .arg(match window {
-                WindowUpdate::Keep => String::new(),
-                WindowUpdate::Reset => "reset".to_string(),
-                WindowUpdate::From { micros } => micros.to_string(),
-            })
-            .arg(if wake_in_script {
-                watch_hub::APPENDED_CHANNEL
-            } else {
-                ""
-            });
-        for fields in [&delta.session, &delta.user, app_delta] {
-            push_pairs(&mut invocation, fields)?;
-        }
+        .invocation(&self.scripts)?;
         let (status, stored, sequence): (String, Vec<u8>, u64) = self
             .store
             .durable_eval_with(replicas, "append", &invocation, &keys.meta)
@@ -763,26 +746,19 @@ impl SessionBackend for RedisSessionBackend {
             .collect::<Result<Vec<_>>>()?;
         let contents = plan.contents(&events);
         let (created, updated) = (Micros::of(plan.now), Micros::of(contents.update_time));
-        let mut invocation = self.scripts.fork.prepare_invoke();
-        source.push_session_keys(&mut invocation);
-        fork.push_session_keys(&mut invocation);
-        invocation
-            .key(&fork.user_index)
-            .key(self.app_index(&fork))
-            .arg(last)
-            .arg(&created.us)
-            .arg(&created.ns)
-            .arg(&updated.us)
-            .arg(&updated.ns)
-            .arg(&fork.user_member)
-            .arg(&fork.app_member)
-            .arg(&plan.up_to_event_id)
-            .arg(contents.window_start)
-            .arg(contents.session_state.len());
-        for event in &events {
-            invocation.arg(&event.id).arg(event.timestamp.timestamp_micros());
+        let invocation = ForkArgs {
+            source: &source,
+            fork: &fork,
+            app_index: &self.app_index(&fork),
+            up_to_sequence: last,
+            up_to_event_id: &plan.up_to_event_id,
+            created: &created,
+            updated: &updated,
+            window_start: contents.window_start,
+            events: &events,
+            state: &contents.session_state,
         }
-        push_pairs(&mut invocation, &contents.session_state)?;
+        .invocation(&self.scripts)?;
         let (status, _expire): (String, String) = self.store.durable_eval("fork", &invocation, &fork.meta).await?;
         match status.as_str() {
             "NOTFOUND" => return Ok(Forked::SourceNotFound),
@@ -800,7 +776,7 @@ impl SessionBackend for RedisSessionBackend {
         let Some(mut snapshot) = snapshot else {
             return Ok(Forked::SourceNotFound);
         };
-        let events = std::mem::take(&mut snapshot.events);
+        let events = snapshot.decode_events()?;
         Ok(Forked::Stored(snapshot.into_session(&fork, &app_state, events)))
     }
 
@@ -912,16 +888,6 @@ impl Keys {
             app_member: concat(&[&user_key, ":", &sid]),
         }
     }
-
-    /// KEYS[1..5] of every session script, in the order `lua.rs` expects.
-    fn push_session_keys(&self, invocation: &mut ScriptInvocation<'_>) {
-        invocation
-            .key(&self.meta)
-            .key(&self.state)
-            .key(&self.events)
-            .key(&self.event_ids)
-            .key(&self.event_times);
-    }
 }
 
 /// The hash tag of every key of one user in one app, artifacts included.
@@ -1018,7 +984,18 @@ struct Snapshot {
     meta: Meta,
     state: Fields,
     user: Fields,
-    events: Vec<Event>,
+    /// The events as stored (an `adk.v1.Event` encoding each), decoded only by a reader
+    /// that needs them: GetSession's reply carries them as they are.
+    events: Vec<Vec<u8>>,
+}
+
+impl Snapshot {
+    fn decode_events(&mut self) -> Result<Vec<Event>> {
+        std::mem::take(&mut self.events)
+            .iter()
+            .map(|bytes| decode_event(bytes))
+            .collect()
+    }
 }
 
 impl Snapshot {
@@ -1060,10 +1037,6 @@ fn parse_field<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
         .map_err(|_| AdkError::Internal(format!("stored session {name} is not a number: {value:?}")))
 }
 
-fn json_text(value: &Json) -> Result<String> {
-    serde_json::to_string(value).map_err(|e| AdkError::Internal(format!("cannot encode a state value: {e}")))
-}
-
 fn json_fields(raw: HashMap<String, String>) -> Result<Fields> {
     raw.into_iter()
         .map(|(key, text)| {
@@ -1072,14 +1045,6 @@ fn json_fields(raw: HashMap<String, String>) -> Result<Fields> {
             Ok((key, value))
         })
         .collect()
-}
-
-/// Appends `field, JSON text` for every entry, as the scripts' ARGV pairs.
-fn push_pairs(invocation: &mut ScriptInvocation<'_>, fields: &Fields) -> Result<()> {
-    for (field, value) in fields {
-        invocation.arg(field).arg(json_text(value)?);
-    }
-    Ok(())
 }
 
 fn decode_event(bytes: &[u8]) -> Result<Event> {

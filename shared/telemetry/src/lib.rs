@@ -8,7 +8,7 @@
 //!   for outgoing requests, [`extract_context`] for incoming ones.
 //!
 //! Exporting spans (OTLP) and serving `/metrics` are the binaries' business
-//! (adk-server-kit); this crate only records, so the library crates that use it
+//! (adk-grpc-server-kit); this crate only records, so the library crates that use it
 //! (store, models, runner) take on nothing heavy. Without an exporter the spans
 //! are ordinary `tracing` spans and propagation is a no-op.
 

@@ -1,5 +1,5 @@
 //! Every Prometheus metric of the suite, in one registry: what a binary serves on
-//! `/metrics` (see adk-server-kit). Library crates record through the functions
+//! `/metrics` (see adk-grpc-server-kit). Library crates record through the functions
 //! below; nothing is exported unless a binary serves the registry.
 //!
 //! Label values come from code or configuration (method names known to the server,

@@ -1,5 +1,5 @@
 //! W3C trace context (`traceparent`, `tracestate`) in HTTP/2 and HTTP/1 headers,
-//! through OpenTelemetry's global propagator. adk-server-kit installs the W3C
+//! through OpenTelemetry's global propagator. adk-grpc-server-kit installs the W3C
 //! propagator when it exports traces; until then the global one is a no-op, so
 //! without OTLP nothing is read or written.
 

@@ -2,7 +2,7 @@
 //! `Part` set, and every optional flag set to `false` rather than left unset, so a
 //! round trip that loses a field or turns `false` into "unset" fails a comparison.
 
-use adk_core::{
+use adk_grpc_core::{
     Content, Event, EventCompaction, FinishReason, FunctionResponseData, JsonObject, ModalityTokenCount, Part,
     PartKind, ToolConfirmation, Transcription, UsageMetadata, VideoMetadata,
 };

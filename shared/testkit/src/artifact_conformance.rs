@@ -6,11 +6,11 @@
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
-use adk_core::artifact::{
+use adk_grpc_core::artifact::{
     DeleteRequest, ListRequest, LoadRequest, MAX_CHUNK_BYTES, MAX_VERSION, SaveRequest, TEXT_MIME_TYPE, UploadRequest,
     VersionsRequest,
 };
-use adk_core::{
+use adk_grpc_core::{
     AdkError, ArtifactMetadata, ArtifactService, ByteStream, CreateRequest, Part, PartKind, SessionService,
 };
 use chrono::Utc;
@@ -33,58 +33,56 @@ impl Default for ArtifactLimits {
     fn default() -> Self {
         ArtifactLimits {
             max_artifact_bytes: 256 * 1024 * 1024,
-            chunk_bytes: adk_core::artifact::DEFAULT_CHUNK_BYTES,
+            chunk_bytes: adk_grpc_core::artifact::DEFAULT_CHUNK_BYTES,
         }
     }
 }
 
-/// Runs every case, printing each name so a failure says which rule broke.
-pub async fn run_artifact_conformance(svc: &dyn ArtifactService, limits: ArtifactLimits) {
-    macro_rules! cases {
-        ($($case:ident),* $(,)?) => {$(
-            println!("artifact conformance: {}", stringify!($case));
-            $case(svc, limits).await;
-        )*};
-    }
-    cases!(
-        versions_start_at_one_and_count_up,
-        explicit_versions_are_immutable,
-        parts_load_back_as_saved,
-        display_names_come_back_on_every_read,
-        missing_artifacts_are_not_found,
-        delete_one_version_then_the_rest,
-        delete_all_versions,
-        deleting_missing_artifacts_succeeds,
-        list_is_sorted_and_scoped,
-        user_names_are_shared_by_the_users_sessions_only,
-        concurrent_saves_get_distinct_versions,
-        metadata_is_readable_without_the_bytes,
-        multi_chunk_uploads_download_identically,
-        failed_uploads_leave_nothing,
-        oversized_uploads_are_refused,
-        declared_sizes_must_match_the_bytes,
-        bad_input_is_rejected_and_changes_nothing,
-        user_names_need_no_session,
-        file_uris_load_back_and_references_resolve,
-        references_stay_in_their_scope,
-        reference_chains_are_bounded,
-        hostile_ids_keep_artifacts_apart,
-        versions_end_at_the_maximum,
-        errors_are_worded_alike,
-    );
+/// One `#[tokio::test]` per case of the artifact suite, each on the [`crate::Fixture`]
+/// `$setup` builds (an expression that may `.await`), within the fixture's limits.
+#[macro_export]
+macro_rules! artifact_conformance_tests {
+    ($setup:expr) => {
+        $crate::conformance_cases!($setup; artifact_conformance; |fixture| (fixture.artifact_service(), fixture.limits());
+            versions_start_at_one_and_count_up,
+            explicit_versions_are_immutable,
+            parts_load_back_as_saved,
+            display_names_come_back_on_every_read,
+            missing_artifacts_are_not_found,
+            delete_one_version_then_the_rest,
+            delete_all_versions,
+            deleting_missing_artifacts_succeeds,
+            list_is_sorted_and_scoped,
+            user_names_are_shared_by_the_users_sessions_only,
+            concurrent_saves_get_distinct_versions,
+            metadata_is_readable_without_the_bytes,
+            multi_chunk_uploads_download_identically,
+            failed_uploads_leave_nothing,
+            oversized_uploads_are_refused,
+            declared_sizes_must_match_the_bytes,
+            bad_input_is_rejected_and_changes_nothing,
+            user_names_need_no_session,
+            file_uris_load_back_and_references_resolve,
+            references_stay_in_their_scope,
+            reference_chains_are_bounded,
+            hostile_ids_keep_artifacts_apart,
+            versions_end_at_the_maximum,
+            errors_are_worded_alike,
+        );
+    };
 }
 
 /// DeleteSession and the session's artifacts, for a session store and the artifact
 /// store deployed with it (the same process, or the same Redis): deleting a session
 /// deletes its session-scoped artifacts and nothing else, and a session re-created
-/// under the same id starts with none of them.
-pub async fn run_session_delete_conformance(
-    sessions: &dyn SessionService,
-    artifacts: &dyn ArtifactService,
-    limits: ArtifactLimits,
-) {
-    println!("artifact conformance: deleting_a_session_deletes_its_artifacts");
-    deleting_a_session_deletes_its_artifacts(sessions, artifacts, limits).await;
+/// under the same id starts with none of them. The fixture holds both services.
+#[macro_export]
+macro_rules! session_delete_conformance_tests {
+    ($setup:expr) => {
+        $crate::conformance_cases!($setup; artifact_conformance; |fixture| (fixture.session_service(), fixture.artifact_service(), fixture.limits());
+            deleting_a_session_deletes_its_artifacts,
+        );
+    };
 }
 
 // ---------- helpers ----------
@@ -279,7 +277,7 @@ async fn assert_absent(svc: &dyn ArtifactService, at: &Loc, name: &str, context:
 
 // ---------- cases ----------
 
-async fn versions_start_at_one_and_count_up(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn versions_start_at_one_and_count_up(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-versions"), "u", "s");
     for (i, content) in ["one", "two", "three"].into_iter().enumerate() {
         let version = save(svc, &at, "notes.txt", text(content)).await;
@@ -300,7 +298,7 @@ async fn versions_start_at_one_and_count_up(svc: &dyn ArtifactService, _: Artifa
     );
 }
 
-async fn explicit_versions_are_immutable(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn explicit_versions_are_immutable(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-explicit"), "u", "s");
     let saved = svc
         .save(at.save_req("f.txt", text("five"), Some(5)))
@@ -337,7 +335,7 @@ async fn explicit_versions_are_immutable(svc: &dyn ArtifactService, _: ArtifactL
     );
 }
 
-async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-parts"), "u", "s");
     let all_bytes: Vec<u8> = (0..=255u8).collect();
     let cases = [
@@ -390,7 +388,7 @@ async fn parts_load_back_as_saved(svc: &dyn ArtifactService, _: ArtifactLimits) 
 /// back by every read: load, metadata, download, an upload that declares one, and a
 /// reference (which loads as its target, with the target's name). Too long a name is
 /// `INVALID_ARGUMENT` naming `display_name`, and stores nothing.
-async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-display"), "u", "s");
     let named = |mut part: Part, name: &str| {
         part.display_name = Some(name.into());
@@ -469,7 +467,7 @@ async fn display_names_come_back_on_every_read(svc: &dyn ArtifactService, _: Art
     );
 }
 
-async fn missing_artifacts_are_not_found(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn missing_artifacts_are_not_found(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-missing"), "u", "s");
     save(svc, &at, "there.txt", text("x")).await;
     for (name, version, context) in [
@@ -491,7 +489,7 @@ async fn missing_artifacts_are_not_found(svc: &dyn ArtifactService, _: ArtifactL
     assert_eq!(list(svc, &Loc::new(&at.app, "u", "empty")).await, Vec::<String>::new());
 }
 
-async fn delete_one_version_then_the_rest(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn delete_one_version_then_the_rest(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-del-one"), "u", "s");
     for content in ["v1", "v2", "v3"] {
         save(svc, &at, "f.txt", text(content)).await;
@@ -522,7 +520,7 @@ async fn delete_one_version_then_the_rest(svc: &dyn ArtifactService, _: Artifact
     );
 }
 
-async fn delete_all_versions(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn delete_all_versions(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-del-all"), "u", "s");
     for content in ["a", "b"] {
         save(svc, &at, "f.txt", text(content)).await;
@@ -537,7 +535,7 @@ async fn delete_all_versions(svc: &dyn ArtifactService, _: ArtifactLimits) {
     assert_eq!(save(svc, &at, "f.txt", text("new")).await, 1);
 }
 
-async fn deleting_missing_artifacts_succeeds(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn deleting_missing_artifacts_succeeds(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-del-missing"), "u", "s");
     save(svc, &at, "f.txt", text("x")).await;
     delete(svc, &at, "nothing.txt", None).await;
@@ -552,7 +550,7 @@ async fn deleting_missing_artifacts_succeeds(svc: &dyn ArtifactService, _: Artif
     assert_eq!(load(svc, &at, "f.txt", None).await, text("x"));
 }
 
-async fn list_is_sorted_and_scoped(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn list_is_sorted_and_scoped(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let app = unique_prefix("art-list");
     let s1 = Loc::new(&app, "u", "s1");
     for name in ["b.txt", "user:z.txt", "a.txt", "Z.txt", "user:a.txt", "dir/c.txt"] {
@@ -578,7 +576,7 @@ async fn list_is_sorted_and_scoped(svc: &dyn ArtifactService, _: ArtifactLimits)
     assert_eq!(list(svc, &other_app).await, Vec::<String>::new(), "another app");
 }
 
-async fn user_names_are_shared_by_the_users_sessions_only(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn user_names_are_shared_by_the_users_sessions_only(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let app = unique_prefix("art-user");
     let s1 = Loc::new(&app, "u", "s1");
     let s2 = Loc::new(&app, "u", "s2");
@@ -625,7 +623,7 @@ async fn user_names_are_shared_by_the_users_sessions_only(svc: &dyn ArtifactServ
     assert_absent(svc, &s1, "user:profile.png", "a user: delete from s2 reaches s1").await;
 }
 
-async fn concurrent_saves_get_distinct_versions(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn concurrent_saves_get_distinct_versions(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-concurrent"), "u", "s");
     let saves = (0..50).map(|i| {
         let req = at.save_req("hot.txt", text(&format!("save {i}")), None);
@@ -650,7 +648,7 @@ async fn concurrent_saves_get_distinct_versions(svc: &dyn ArtifactService, _: Ar
     );
 }
 
-async fn metadata_is_readable_without_the_bytes(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn metadata_is_readable_without_the_bytes(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-meta"), "u", "s");
     let custom: HashMap<String, Value> = [
         ("author".to_string(), json!("alice")),
@@ -694,7 +692,7 @@ async fn metadata_is_readable_without_the_bytes(svc: &dyn ArtifactService, _: Ar
     assert!(latest.custom_metadata.is_empty(), "save records no custom metadata");
 }
 
-async fn multi_chunk_uploads_download_identically(svc: &dyn ArtifactService, limits: ArtifactLimits) {
+pub async fn multi_chunk_uploads_download_identically(svc: &dyn ArtifactService, limits: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-chunks"), "u", "s");
     let size = (limits.chunk_bytes * 7 / 2).min(limits.max_artifact_bytes as usize);
     let bytes = noise(size, 42);
@@ -739,7 +737,7 @@ async fn multi_chunk_uploads_download_identically(svc: &dyn ArtifactService, lim
     assert_eq!(load(svc, &at, "text.txt", None).await, text(&text_bytes));
 }
 
-async fn failed_uploads_leave_nothing(svc: &dyn ArtifactService, limits: ArtifactLimits) {
+pub async fn failed_uploads_leave_nothing(svc: &dyn ArtifactService, limits: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-failed"), "u", "s");
     save(svc, &at, "f.bin", Part::inline_data("x/y", b"v1".to_vec())).await;
     let half = noise(limits.chunk_bytes * 3 / 2, 3);
@@ -777,7 +775,7 @@ async fn failed_uploads_leave_nothing(svc: &dyn ArtifactService, limits: Artifac
     assert_eq!(save(svc, &at, "new.bin", Part::inline_data("x/y", vec![1])).await, 1);
 }
 
-async fn oversized_uploads_are_refused(svc: &dyn ArtifactService, limits: ArtifactLimits) {
+pub async fn oversized_uploads_are_refused(svc: &dyn ArtifactService, limits: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-oversized"), "u", "s");
     let max = limits.max_artifact_bytes;
     let mut hinted = at.upload_req("big.bin", "x/y");
@@ -818,7 +816,7 @@ async fn oversized_uploads_are_refused(svc: &dyn ArtifactService, limits: Artifa
 /// An upload whose header declares `size_bytes` must send exactly that many bytes:
 /// fewer (a truncated upload) or more fails with INVALID_ARGUMENT naming both numbers,
 /// and stores nothing, whether the name is new or has versions.
-async fn declared_sizes_must_match_the_bytes(svc: &dyn ArtifactService, limits: ArtifactLimits) {
+pub async fn declared_sizes_must_match_the_bytes(svc: &dyn ArtifactService, limits: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-declared"), "u", "s");
     save(svc, &at, "kept.bin", Part::inline_data("x/y", b"v1".to_vec())).await;
     let before = snapshot(svc, &at).await;
@@ -865,7 +863,7 @@ async fn declared_sizes_must_match_the_bytes(svc: &dyn ArtifactService, limits: 
     }
 }
 
-async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-bad"), "u", "s");
     save(svc, &at, "keep.txt", text("kept")).await;
     save(svc, &at, "user:keep.txt", text("kept too")).await;
@@ -1011,7 +1009,7 @@ async fn create_session(sessions: &dyn SessionService, at: &Loc) {
 }
 
 async fn delete_session(sessions: &dyn SessionService, at: &Loc) {
-    let req = adk_core::DeleteRequest {
+    let req = adk_grpc_core::DeleteRequest {
         app_name: at.app.clone(),
         user_id: at.user.clone(),
         session_id: at.session.clone(),
@@ -1022,7 +1020,7 @@ async fn delete_session(sessions: &dyn SessionService, at: &Loc) {
         .unwrap_or_else(|e| panic!("delete session {}/{}/{}: {e}", at.app, at.user, at.session));
 }
 
-async fn deleting_a_session_deletes_its_artifacts(
+pub async fn deleting_a_session_deletes_its_artifacts(
     sessions: &dyn SessionService,
     artifacts: &dyn ArtifactService,
     limits: ArtifactLimits,
@@ -1097,7 +1095,7 @@ async fn deleting_a_session_deletes_its_artifacts(
 
 // ---------- sessions optional, references, hostile ids ----------
 
-async fn user_names_need_no_session(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn user_names_need_no_session(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let app = unique_prefix("art-nosession");
     let none = Loc::new(&app, "u", "");
     let session = Loc::new(&app, "u", "s");
@@ -1176,7 +1174,7 @@ fn reference(uri: String) -> Part {
     Part::file_data("", uri)
 }
 
-async fn file_uris_load_back_and_references_resolve(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn file_uris_load_back_and_references_resolve(svc: &dyn ArtifactService, _: ArtifactLimits) {
     // Ids with the URI's own separators still resolve: they are compared, not re-encoded.
     let at = Loc::new(&unique_prefix("art-refs"), "auth0|42", "s:1");
     let user = Loc::new(&at.app, &at.user, "");
@@ -1236,7 +1234,7 @@ async fn file_uris_load_back_and_references_resolve(svc: &dyn ArtifactService, _
     assert_eq!(load(svc, &at, "later", None).await, text("third"));
 }
 
-async fn references_stay_in_their_scope(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn references_stay_in_their_scope(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let app = unique_prefix("art-refscope");
     let at = Loc::new(&app, "u", "s");
     save(svc, &at, "data.txt", text("mine")).await;
@@ -1278,7 +1276,7 @@ async fn references_stay_in_their_scope(svc: &dyn ArtifactService, _: ArtifactLi
     }
 }
 
-async fn reference_chains_are_bounded(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn reference_chains_are_bounded(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-chain"), "u", "s");
     save(svc, &at, "data", text("end")).await;
     // link5 -> link4 -> ... -> link1 -> data: five references, ADK's limit.
@@ -1304,7 +1302,7 @@ async fn reference_chains_are_bounded(svc: &dyn ArtifactService, _: ArtifactLimi
     );
 }
 
-async fn hostile_ids_keep_artifacts_apart(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn hostile_ids_keep_artifacts_apart(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let base = unique_prefix("art-hostile");
     // Neighbours would share keys (or a hash tag) if ids went into keys as they are.
     let places = [
@@ -1347,7 +1345,7 @@ async fn hostile_ids_keep_artifacts_apart(svc: &dyn ArtifactService, _: Artifact
 /// Versions run from 1 to 2^53 - 1 (exact in Redis's Lua): the highest ones are stored and
 /// listed exactly; past the last one a save is `RESOURCE_EXHAUSTED`, and an explicit
 /// version above it `INVALID_ARGUMENT`, storing nothing.
-async fn versions_end_at_the_maximum(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn versions_end_at_the_maximum(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-max"), "u", "s");
     let saved = svc.save(at.save_req("f", text("x"), Some(MAX_VERSION - 1))).await;
     assert_eq!(saved.expect("the second highest version").version, MAX_VERSION - 1);
@@ -1369,7 +1367,7 @@ async fn versions_end_at_the_maximum(svc: &dyn ArtifactService, _: ArtifactLimit
 }
 
 /// NOT_FOUND and ALREADY_EXISTS read the same whatever stores the artifacts.
-async fn errors_are_worded_alike(svc: &dyn ArtifactService, _: ArtifactLimits) {
+pub async fn errors_are_worded_alike(svc: &dyn ArtifactService, _: ArtifactLimits) {
     let at = Loc::new(&unique_prefix("art-words"), "u", "s");
     save(svc, &at, "f.txt", text("x")).await;
     let missing = expect_code(svc.load(at.load_req("none.txt", None)).await, Code::NotFound, "name");

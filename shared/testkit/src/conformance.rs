@@ -5,9 +5,9 @@
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
-use adk_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
-use adk_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
-use adk_core::{
+use adk_grpc_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
+use adk_grpc_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
+use adk_grpc_core::{
     AdkError, AppStateRequest, AppendEventRequest, Clock, Content, CreateRequest, DeleteRequest, Event,
     EventCompaction, EventStream, ForkRequest, GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState,
     Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
@@ -19,73 +19,70 @@ use std::collections::HashMap;
 use std::time::Duration;
 use tonic::Code;
 
-/// Runs every case, printing each name so a failure says which rule broke. For a store
-/// on the system clock (Redis: its TTLs run on Redis's own clock).
-pub async fn run_session_conformance(svc: &dyn SessionService) {
-    run_session_conformance_with_clock(svc, &Clock::system()).await;
-}
-
-/// Runs each named case on `svc`, printing its name first (so a failure's output says
-/// which case was running).
-macro_rules! cases {
-    ($svc:expr, $($case:ident),* $(,)?) => {$(
-        println!("conformance: {}", stringify!($case));
-        $case($svc).await;
-    )*};
-}
-
-/// [`run_session_conformance`] for a store reading time from `clock`: with a
-/// [`Clock::manual`] the TTL case advances it instead of waiting for real time to pass.
-pub async fn run_session_conformance_with_clock(svc: &dyn SessionService, clock: &Clock) {
-    run_session_rules_conformance(svc).await;
-    // What a backend's own machinery does: app-wide listings, live watches, expiry.
-    cases!(
-        svc,
-        app_wide_listing_merges_many_users,
-        watch_replays_then_follows_live,
-        deleting_a_session_ends_its_watch_with_not_found,
-        many_watchers_of_one_session_each_get_every_event_once,
-        a_slow_watcher_misses_nothing_and_slows_no_one,
-    );
-    println!("conformance: ttl_expires_sessions_and_appends_refresh_it");
-    ttl_expires_sessions_and_appends_refresh_it(svc, clock).await;
-    println!("conformance: events_without_a_timestamp_take_the_stores_time");
-    events_without_a_timestamp_take_the_stores_time(svc, clock).await;
+/// One `#[tokio::test]` per case of the session suite, each on the [`crate::Fixture`]
+/// `$setup` builds (an expression that may `.await`): the rules of the core service
+/// ([`session_rules_conformance_tests`]) and what a backend's own machinery does
+/// (app-wide listings, live watches, expiry on the fixture's clock).
+///
+/// ```ignore
+/// mod redis_store {
+///     use super::*;
+///     adk_grpc_testkit::session_conformance_tests!(Fixture::sessions(connect(&url).await));
+/// }
+/// ```
+#[macro_export]
+macro_rules! session_conformance_tests {
+    ($setup:expr) => {
+        $crate::session_rules_conformance_tests!($setup);
+        $crate::conformance_cases!($setup; conformance; |fixture| (fixture.session_service());
+            app_wide_listing_merges_many_users,
+            watch_replays_then_follows_live,
+            deleting_a_session_ends_its_watch_with_not_found,
+            many_watchers_of_one_session_each_get_every_event_once,
+            a_slow_watcher_misses_nothing_and_slows_no_one,
+        );
+        $crate::conformance_cases!($setup; conformance; |fixture| (fixture.session_service(), fixture.clock());
+            ttl_expires_sessions_and_appends_refresh_it,
+            events_without_a_timestamp_take_the_stores_time,
+        );
+    };
 }
 
 /// The cases about the rules the core session service owns (validation, ids, scopes,
 /// preconditions, paging, limits, forks, not-found), without live watches or expiry,
 /// which are a backend's own machinery: what a new backend, even a minimal one, must
-/// pass under `adk_core::CoreSessionService` without writing any rule itself.
-pub async fn run_session_rules_conformance(svc: &dyn SessionService) {
-    cases!(
-        svc,
-        create_splits_state_by_scope,
-        shared_scopes_are_read_fresh,
-        create_generates_ids_and_rejects_duplicates,
-        missing_sessions_are_not_found,
-        append_assigns_id_and_sequence_and_updates_time,
-        temp_keys_are_never_stored,
-        partial_events_are_not_stored,
-        deltas_replace_values_and_store_null,
-        re_append_is_idempotent,
-        precondition_detects_concurrent_changes,
-        a_retry_wins_over_its_stale_precondition,
-        get_filters_recent_and_after,
-        list_orders_by_last_update_and_pages,
-        delete_removes_session_but_not_shared_state,
-        list_events_pages_both_ways,
-        bad_input_is_rejected_and_changes_nothing,
-        page_tokens_are_bound_and_range_checked,
-        ttls_have_one_maximum,
-        client_timestamps_stay_in_protobufs_range,
-        adk_events_round_trip_on_every_read_path,
-        user_and_app_state_read_without_a_session,
-        app_state_changes_without_an_event,
-        hostile_ids_keep_sessions_apart,
-        bounded_reads_start_at_the_latest_compaction,
-        fork_copies_a_prefix_into_a_new_session,
-    );
+/// pass under `adk_grpc_core::CoreSessionService` without writing any rule itself.
+#[macro_export]
+macro_rules! session_rules_conformance_tests {
+    ($setup:expr) => {
+        $crate::conformance_cases!($setup; conformance; |fixture| (fixture.session_service());
+            create_splits_state_by_scope,
+            shared_scopes_are_read_fresh,
+            create_generates_ids_and_rejects_duplicates,
+            missing_sessions_are_not_found,
+            append_assigns_id_and_sequence_and_updates_time,
+            temp_keys_are_never_stored,
+            partial_events_are_not_stored,
+            deltas_replace_values_and_store_null,
+            re_append_is_idempotent,
+            precondition_detects_concurrent_changes,
+            a_retry_wins_over_its_stale_precondition,
+            get_filters_recent_and_after,
+            list_orders_by_last_update_and_pages,
+            delete_removes_session_but_not_shared_state,
+            list_events_pages_both_ways,
+            bad_input_is_rejected_and_changes_nothing,
+            page_tokens_are_bound_and_range_checked,
+            ttls_have_one_maximum,
+            client_timestamps_stay_in_protobufs_range,
+            adk_events_round_trip_on_every_read_path,
+            user_and_app_state_read_without_a_session,
+            app_state_changes_without_an_event,
+            hostile_ids_keep_sessions_apart,
+            bounded_reads_start_at_the_latest_compaction,
+            fork_copies_a_prefix_into_a_new_session,
+        );
+    };
 }
 
 // ---------- helpers ----------
@@ -196,7 +193,7 @@ async fn assert_quiet(stream: &mut EventStream) {
 
 // ---------- cases ----------
 
-async fn create_splits_state_by_scope(svc: &dyn SessionService) {
+pub async fn create_splits_state_by_scope(svc: &dyn SessionService) {
     let app = unique_prefix("scopes");
     let s1 = create(
         svc,
@@ -256,7 +253,7 @@ async fn create_splits_state_by_scope(svc: &dyn SessionService) {
     assert!(o1.state.is_empty(), "app: and user: state are per app");
 }
 
-async fn shared_scopes_are_read_fresh(svc: &dyn SessionService) {
+pub async fn shared_scopes_are_read_fresh(svc: &dyn SessionService) {
     let app = unique_prefix("fresh");
     create(svc, &app, "alice", "s1", &[("topic", json!("one"))]).await;
     create(svc, &app, "alice", "s2", &[("topic", json!("two"))]).await;
@@ -317,7 +314,7 @@ async fn shared_scopes_are_read_fresh(svc: &dyn SessionService) {
     );
 }
 
-async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
+pub async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
     let app = unique_prefix("ids");
     for session_id in [None, Some(String::new())] {
         let s = svc
@@ -354,7 +351,7 @@ async fn create_generates_ids_and_rejects_duplicates(svc: &dyn SessionService) {
     create(svc, &app, "other-user", "taken", &[]).await;
 }
 
-async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
+pub async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
     let app = unique_prefix("missing");
     expect_code(try_get(svc, &app, "u", "nope").await, Code::NotFound, "get");
     expect_code(
@@ -384,7 +381,7 @@ async fn missing_sessions_are_not_found(svc: &dyn SessionService) {
     svc.delete(delete).await.expect("deleting a missing session succeeds");
 }
 
-async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionService) {
+pub async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionService) {
     let app = unique_prefix("append");
     create(svc, &app, "u", "s", &[]).await;
     let mut first = event_with(&[("k", json!("v"))]);
@@ -421,7 +418,7 @@ async fn append_assigns_id_and_sequence_and_updates_time(svc: &dyn SessionServic
 
 /// The session service stamps an event sent without a timestamp with its store's clock
 /// (the placeholder in `event.timestamp` is not read); a given timestamp is kept.
-async fn events_without_a_timestamp_take_the_stores_time(svc: &dyn SessionService, clock: &Clock) {
+pub async fn events_without_a_timestamp_take_the_stores_time(svc: &dyn SessionService, clock: &Clock) {
     let app = unique_prefix("stamp");
     create(svc, &app, "u", "s", &[]).await;
     let unstamped = |event: Event| AppendEventRequest {
@@ -465,7 +462,7 @@ async fn events_without_a_timestamp_take_the_stores_time(svc: &dyn SessionServic
     );
 }
 
-async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
+pub async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
     let app = unique_prefix("temp");
     create(svc, &app, "u", "s", &[]).await;
     let stored = append(
@@ -489,7 +486,7 @@ async fn temp_keys_are_never_stored(svc: &dyn SessionService) {
     assert_eq!(s.state.all(), map(&[("k", json!(2))]));
 }
 
-async fn partial_events_are_not_stored(svc: &dyn SessionService) {
+pub async fn partial_events_are_not_stored(svc: &dyn SessionService) {
     let app = unique_prefix("partial");
     create(svc, &app, "u", "s", &[]).await;
     let mut chunk = event_with(&[("k", json!(1))]);
@@ -502,7 +499,7 @@ async fn partial_events_are_not_stored(svc: &dyn SessionService) {
     assert!(s.state.is_empty(), "a partial event's delta is not applied");
 }
 
-async fn deltas_replace_values_and_store_null(svc: &dyn SessionService) {
+pub async fn deltas_replace_values_and_store_null(svc: &dyn SessionService) {
     let app = unique_prefix("delta");
     create(
         svc,
@@ -537,7 +534,7 @@ async fn deltas_replace_values_and_store_null(svc: &dyn SessionService) {
     assert!(s.state.all().contains_key("k"));
 }
 
-async fn re_append_is_idempotent(svc: &dyn SessionService) {
+pub async fn re_append_is_idempotent(svc: &dyn SessionService) {
     let app = unique_prefix("idem");
     create(svc, &app, "u", "s", &[]).await;
     let original = event_with(&[("n", json!(1))]);
@@ -551,7 +548,7 @@ async fn re_append_is_idempotent(svc: &dyn SessionService) {
     assert_eq!(s.state.all(), map(&[("n", json!(1))]), "a re-append changes no state");
 }
 
-async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
+pub async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
     let app = unique_prefix("precond");
     create(svc, &app, "u", "s", &[]).await;
     let with = |precondition, delta: &[(&str, Value)]| AppendEventRequest {
@@ -595,7 +592,7 @@ async fn precondition_detects_concurrent_changes(svc: &dyn SessionService) {
 /// retries with the same event id and the same precondition. By then the session has
 /// moved on (its own event, maybe others'), so the precondition is stale; the retry
 /// must still get the stored event, not `ABORTED`: the id check comes first.
-async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
+pub async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
     let app = unique_prefix("retry-precond");
     create(svc, &app, "u", "s", &[]).await;
     let first = event_with(&[("n", json!(1))]);
@@ -632,7 +629,7 @@ async fn a_retry_wins_over_its_stale_precondition(svc: &dyn SessionService) {
     );
 }
 
-async fn get_filters_recent_and_after(svc: &dyn SessionService) {
+pub async fn get_filters_recent_and_after(svc: &dyn SessionService) {
     let app = unique_prefix("filters");
     create(svc, &app, "u", "s", &[]).await;
     let base = Utc::now();
@@ -687,7 +684,7 @@ async fn get_filters_recent_and_after(svc: &dyn SessionService) {
 /// An app-wide listing of many users (on a Redis Cluster: many index shards, one per
 /// slot) keeps one order, (last update, `user:id`), ties between users included, and
 /// its pages stitch together across ties; an expired session is skipped.
-async fn app_wide_listing_merges_many_users(svc: &dyn SessionService) {
+pub async fn app_wide_listing_merges_many_users(svc: &dyn SessionService) {
     let app = unique_prefix("many");
     let base = Utc::now() - ChronoDuration::hours(1);
     let mut expected: Vec<(DateTime<Utc>, String)> = Vec::new();
@@ -752,7 +749,7 @@ async fn app_wide_listing_merges_many_users(svc: &dyn SessionService) {
     }
 }
 
-async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
+pub async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
     let app = unique_prefix("list");
     // In the past: a session's update time may not run ahead of the server clock by more
     // than a few minutes (see `client_timestamps_stay_in_protobufs_range`).
@@ -849,7 +846,7 @@ async fn list_orders_by_last_update_and_pages(svc: &dyn SessionService) {
     assert!(list(Some("nobody"), 0, None).await.expect("empty").sessions.is_empty());
 }
 
-async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
+pub async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
     let app = unique_prefix("delete");
     create(
         svc,
@@ -892,7 +889,7 @@ async fn delete_removes_session_but_not_shared_state(svc: &dyn SessionService) {
     );
 }
 
-async fn list_events_pages_both_ways(svc: &dyn SessionService) {
+pub async fn list_events_pages_both_ways(svc: &dyn SessionService) {
     let app = unique_prefix("pages");
     create(svc, &app, "u", "s", &[]).await;
     for _ in 0..25 {
@@ -944,7 +941,7 @@ async fn list_events_pages_both_ways(svc: &dyn SessionService) {
     );
 }
 
-async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
+pub async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
     let app = unique_prefix("watch");
     create(svc, &app, "u", "s", &[]).await;
     for _ in 0..3 {
@@ -1000,7 +997,7 @@ async fn watch_replays_then_follows_live(svc: &dyn SessionService) {
 /// A watch of a session that is deleted ends with `NOT_FOUND` (not OK, not silence),
 /// so a follower knows not to resume it. Redis notices between two blocking reads
 /// (about 2 s), hence the generous wait.
-async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionService) {
+pub async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionService) {
     let app = unique_prefix("watch-delete");
     create(svc, &app, "u", "s", &[]).await;
     let first = append(svc, &app, "u", "s", event_with(&[])).await;
@@ -1023,7 +1020,7 @@ async fn deleting_a_session_ends_its_watch_with_not_found(svc: &dyn SessionServi
 
 /// Many watchers of one session (one reader per process on Redis) each get every
 /// event once, in order, whatever sequence each started after.
-async fn many_watchers_of_one_session_each_get_every_event_once(svc: &dyn SessionService) {
+pub async fn many_watchers_of_one_session_each_get_every_event_once(svc: &dyn SessionService) {
     // Under the gRPC server's default per-user stream limit (64); the Redis tests
     // (`redis_watch_fanout.rs`) run a thousand.
     const WATCHERS: usize = 40;
@@ -1064,7 +1061,7 @@ async fn many_watchers_of_one_session_each_get_every_event_once(svc: &dyn Sessio
 /// A watcher whose client reads nothing while many events are appended (more than
 /// any buffer kept for it) does not hold the others back, and later receives every
 /// event once, in order: it continues from the last sequence it sent.
-async fn a_slow_watcher_misses_nothing_and_slows_no_one(svc: &dyn SessionService) {
+pub async fn a_slow_watcher_misses_nothing_and_slows_no_one(svc: &dyn SessionService) {
     const EVENTS: u64 = 400;
     let app = unique_prefix("watch-slow");
     create(svc, &app, "u", "s", &[]).await;
@@ -1102,7 +1099,7 @@ async fn a_slow_watcher_misses_nothing_and_slows_no_one(svc: &dyn SessionService
     assert_quiet(&mut slow).await;
 }
 
-async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
+pub async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn SessionService) {
     let app = unique_prefix("bad");
     create(svc, &app, "u", "s", &[("k", json!(1)), ("user:k", json!(1))]).await;
     append(svc, &app, "u", "s", event_with(&[])).await;
@@ -1260,7 +1257,7 @@ fn expect_invalid<T: std::fmt::Debug>(result: Result<T, AdkError>, field: &str, 
     message
 }
 
-async fn page_tokens_are_bound_and_range_checked(svc: &dyn SessionService) {
+pub async fn page_tokens_are_bound_and_range_checked(svc: &dyn SessionService) {
     let app = unique_prefix("tokens");
     for (user, id) in [("u", "s1"), ("u", "s2"), ("v", "s1")] {
         create(svc, &app, user, id, &[("k", json!(id))]).await;
@@ -1412,7 +1409,7 @@ async fn page_tokens_are_bound_and_range_checked(svc: &dyn SessionService) {
     );
 }
 
-async fn ttls_have_one_maximum(svc: &dyn SessionService) {
+pub async fn ttls_have_one_maximum(svc: &dyn SessionService) {
     let app = unique_prefix("maxttl");
     let with_ttl = |id: &str, ttl| CreateRequest {
         app_name: app.clone(),
@@ -1452,7 +1449,7 @@ async fn ttls_have_one_maximum(svc: &dyn SessionService) {
     }
 }
 
-async fn client_timestamps_stay_in_protobufs_range(svc: &dyn SessionService) {
+pub async fn client_timestamps_stay_in_protobufs_range(svc: &dyn SessionService) {
     let app = unique_prefix("times");
     create(svc, &app, "u", "s", &[]).await;
     append(svc, &app, "u", "s", event_with(&[])).await;
@@ -1546,7 +1543,7 @@ async fn let_time_reach(clock: &Clock, until: DateTime<Utc>) {
     }
 }
 
-async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService, clock: &Clock) {
+pub async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService, clock: &Clock) {
     let app = unique_prefix("ttl");
     let plain = create(svc, &app, "u", "forever", &[]).await;
     assert_eq!(plain.expire_time, None, "no TTL unless asked (or configured)");
@@ -1598,7 +1595,7 @@ async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionService, c
 /// Every field of an ADK event (and "unset" apart from `false`) survives AppendEvent,
 /// and every read path (GetSession, ListEvents both ways, WatchSession) returns the
 /// event exactly as appended.
-async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) {
+pub async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) {
     let app = unique_prefix("fidelity");
     create(svc, &app, "u", "s", &[]).await;
     let mut appended = Vec::new();
@@ -1666,7 +1663,7 @@ async fn app_state_of(svc: &dyn SessionService, app: &str) -> HashMap<String, Va
         .unwrap_or_else(|e| panic!("app_state {app}: {e}"))
 }
 
-async fn user_and_app_state_read_without_a_session(svc: &dyn SessionService) {
+pub async fn user_and_app_state_read_without_a_session(svc: &dyn SessionService) {
     let app = unique_prefix("scopes");
     // Nothing stored yet: empty, not NOT_FOUND (as ADK's get_user_state).
     assert!(user_state_of(svc, &app, "u").await.is_empty());
@@ -1719,7 +1716,7 @@ fn update_app(app: &str, delta: &[(&str, Value)]) -> UpdateAppStateRequest {
     }
 }
 
-async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
+pub async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
     let app = unique_prefix("appstate");
     create(
         svc,
@@ -1765,7 +1762,7 @@ async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
         let message = expect_invalid(svc.update_app_state(req).await, "state_delta", key);
         assert!(message.contains(needle), "{key:?}: {message}");
     }
-    let big = json!("x".repeat(adk_core::validate::MAX_STATE_VALUE_BYTES));
+    let big = json!("x".repeat(adk_grpc_core::validate::MAX_STATE_VALUE_BYTES));
     let too_big = svc.update_app_state(update_app(&app, &[("app:big", big)])).await;
     expect_code(too_big, Code::ResourceExhausted, "an oversized value");
     expect_invalid(
@@ -1780,7 +1777,7 @@ async fn app_state_changes_without_an_event(svc: &dyn SessionService) {
     );
 }
 
-async fn hostile_ids_keep_sessions_apart(svc: &dyn SessionService) {
+pub async fn hostile_ids_keep_sessions_apart(svc: &dyn SessionService) {
     let base = unique_prefix("hostile");
     // (app, user, session). Neighbours would share keys, hash tags or index members
     // if ids went into keys as they are: `{a:x:y}` twice, member `u:v:w` twice, ...
@@ -1928,7 +1925,7 @@ fn compaction_of(start: DateTime<Utc>, end: DateTime<Utc>) -> Event {
 /// in) with the compaction itself; a later compaction moves it on; a rewind resets it
 /// to the whole log. Other reads keep serving the whole log, and the window's
 /// filters combine with `num_recent_events`. A fork has its copied events' window.
-async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionService) {
+pub async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionService) {
     let app = unique_prefix("window");
     create(svc, &app, "u", "s", &[]).await;
     let base = Utc::now() - ChronoDuration::minutes(1);
@@ -2028,7 +2025,7 @@ fn fork_req(app: &str, source: &str, up_to: &str, new_id: Option<&str>) -> ForkR
 /// untouched; the fork takes appends of its own from the next sequence; a generated id
 /// when none is given. A missing session or event is NOT_FOUND, a taken id
 /// ALREADY_EXISTS, bad ids INVALID_ARGUMENT naming the field, and none of them writes.
-async fn fork_copies_a_prefix_into_a_new_session(svc: &dyn SessionService) {
+pub async fn fork_copies_a_prefix_into_a_new_session(svc: &dyn SessionService) {
     let app = unique_prefix("fork");
     create(svc, &app, "u", "src", &[]).await;
     let e1 = append(

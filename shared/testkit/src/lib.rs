@@ -11,19 +11,23 @@
 pub mod adk_events;
 pub mod artifact_conformance;
 pub mod conformance;
+mod fixture;
 pub mod memory_conformance;
 mod net;
 mod process;
 mod redis_server;
 mod service;
+pub mod shared;
 mod wait;
 
+pub use fixture::Fixture;
 pub use net::{free_port, wait_for_port};
 pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
 pub use redis_server::{
     FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, patient_connection, redis_cli,
 };
 pub use service::{ServiceProcess, use_binaries_beside_this_executable, workspace_bin};
+pub use shared::Shared;
 pub use wait::{eventually, try_eventually};
 
 use std::sync::atomic::{AtomicU64, Ordering};

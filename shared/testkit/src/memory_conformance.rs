@@ -5,38 +5,36 @@
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
-use adk_core::memory::{
+use adk_grpc_core::memory::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MAX_ENTRIES_PER_ADD, MAX_QUERY_BYTES,
     SESSION_ID_METADATA_KEY, SearchMemoryRequest,
 };
-use adk_core::{AdkError, Content, Event, MemoryEntry, MemoryService};
+use adk_grpc_core::{AdkError, Content, Event, MemoryEntry, MemoryService};
 use chrono::{TimeZone, Utc};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use tonic::Code;
 
-/// Runs every case, printing each name so a failure says which rule broke.
-pub async fn run_memory_conformance(svc: &dyn MemoryService) {
-    macro_rules! cases {
-        ($($case:ident),* $(,)?) => {$(
-            println!("memory conformance: {}", stringify!($case));
-            $case(svc).await;
-        )*};
-    }
-    cases!(
-        search_ranks_matching_memories_best_first,
-        search_limit_bounds_the_results,
-        memories_never_cross_users_or_apps,
-        entries_round_trip_and_get_ids,
-        adding_an_id_again_replaces_the_memory,
-        an_id_given_twice_in_one_add_is_stored_once,
-        events_become_memories_once,
-        delete_removes_a_memory_from_search,
-        queries_without_words_find_nothing,
-        bad_input_is_rejected_and_changes_nothing,
-        hostile_ids_and_unicode_words_stay_apart,
-        concurrent_adds_are_all_found,
-    );
+/// One `#[tokio::test]` per case of the memory suite, each on the [`crate::Fixture`]
+/// `$setup` builds (an expression that may `.await`).
+#[macro_export]
+macro_rules! memory_conformance_tests {
+    ($setup:expr) => {
+        $crate::conformance_cases!($setup; memory_conformance; |fixture| (fixture.memory_service());
+            search_ranks_matching_memories_best_first,
+            search_limit_bounds_the_results,
+            memories_never_cross_users_or_apps,
+            entries_round_trip_and_get_ids,
+            adding_an_id_again_replaces_the_memory,
+            an_id_given_twice_in_one_add_is_stored_once,
+            events_become_memories_once,
+            delete_removes_a_memory_from_search,
+            queries_without_words_find_nothing,
+            bad_input_is_rejected_and_changes_nothing,
+            hostile_ids_and_unicode_words_stay_apart,
+            concurrent_adds_are_all_found,
+        );
+    };
 }
 
 fn text_entry(id: &str, text: &str) -> MemoryEntry {
@@ -72,7 +70,7 @@ async fn search_ids(svc: &dyn MemoryService, app: &str, user: &str, query: &str)
     found.memories.into_iter().map(|m| m.id).collect()
 }
 
-async fn search_ranks_matching_memories_best_first(svc: &dyn MemoryService) {
+pub async fn search_ranks_matching_memories_best_first(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-rank");
     add(
         svc,
@@ -95,7 +93,7 @@ async fn search_ranks_matching_memories_best_first(svc: &dyn MemoryService) {
     assert!(search_ids(svc, &app, "u", "spaceship").await.is_empty());
 }
 
-async fn search_limit_bounds_the_results(svc: &dyn MemoryService) {
+pub async fn search_limit_bounds_the_results(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-limit");
     let entries = (0..15).map(|i| text_entry(&format!("m{i:02}"), "tea time")).collect();
     add(svc, &app, "u", entries).await;
@@ -112,7 +110,7 @@ async fn search_limit_bounds_the_results(svc: &dyn MemoryService) {
     assert_eq!(ids, ["m00", "m01", "m02"]);
 }
 
-async fn memories_never_cross_users_or_apps(svc: &dyn MemoryService) {
+pub async fn memories_never_cross_users_or_apps(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-scope");
     let other_app = unique_prefix("mem-scope");
     add(
@@ -135,7 +133,7 @@ async fn memories_never_cross_users_or_apps(svc: &dyn MemoryService) {
     assert_eq!(search_ids(svc, &app, "alice", "locker").await, ["secret"]);
 }
 
-async fn entries_round_trip_and_get_ids(svc: &dyn MemoryService) {
+pub async fn entries_round_trip_and_get_ids(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-trip");
     let timestamp = Utc.timestamp_opt(1_700_000_000, 123_456_789).unwrap();
     let entry = MemoryEntry {
@@ -171,7 +169,7 @@ async fn entries_round_trip_and_get_ids(svc: &dyn MemoryService) {
     assert_eq!(found, [expected]);
 }
 
-async fn adding_an_id_again_replaces_the_memory(svc: &dyn MemoryService) {
+pub async fn adding_an_id_again_replaces_the_memory(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-replace");
     add(svc, &app, "u", vec![text_entry("m", "favourite colour is green")]).await;
     add(svc, &app, "u", vec![text_entry("m", "favourite colour is purple")]).await;
@@ -188,7 +186,7 @@ async fn adding_an_id_again_replaces_the_memory(svc: &dyn MemoryService) {
     assert_eq!(found[0].content.text().as_deref(), Some("favourite colour is purple"));
 }
 
-async fn an_id_given_twice_in_one_add_is_stored_once(svc: &dyn MemoryService) {
+pub async fn an_id_given_twice_in_one_add_is_stored_once(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-twice");
     let entries = vec![
         text_entry("m", "kayak trip"),
@@ -227,7 +225,7 @@ async fn an_id_given_twice_in_one_add_is_stored_once(svc: &dyn MemoryService) {
     assert_eq!(found.len(), 1, "an event given twice is one memory: {found:?}");
 }
 
-async fn events_become_memories_once(svc: &dyn MemoryService) {
+pub async fn events_become_memories_once(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-events");
     let timestamp = Utc.timestamp_opt(1_700_000_100, 0).unwrap();
     let mut told = Event::new("inv-1")
@@ -272,7 +270,7 @@ async fn events_become_memories_once(svc: &dyn MemoryService) {
     );
 }
 
-async fn delete_removes_a_memory_from_search(svc: &dyn MemoryService) {
+pub async fn delete_removes_a_memory_from_search(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-delete");
     add(
         svc,
@@ -298,7 +296,7 @@ async fn delete_removes_a_memory_from_search(svc: &dyn MemoryService) {
     assert_eq!(search_ids(svc, &app, "u", "lessons").await, ["b"]);
 }
 
-async fn queries_without_words_find_nothing(svc: &dyn MemoryService) {
+pub async fn queries_without_words_find_nothing(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-empty");
     add(svc, &app, "u", vec![text_entry("a", "the and of it")]).await;
     for query in ["", "   ", "?!…", "the and of"] {
@@ -317,7 +315,7 @@ fn expect_invalid<T: std::fmt::Debug>(result: Result<T, AdkError>, field: &str) 
     }
 }
 
-async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn MemoryService) {
+pub async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-bad");
     add(svc, &app, "u", vec![text_entry("keep", "the keeper remembers")]).await;
     let adding = |memories: Vec<MemoryEntry>| AddMemoryRequest {
@@ -392,7 +390,7 @@ async fn bad_input_is_rejected_and_changes_nothing(svc: &dyn MemoryService) {
     );
 }
 
-async fn hostile_ids_and_unicode_words_stay_apart(svc: &dyn MemoryService) {
+pub async fn hostile_ids_and_unicode_words_stay_apart(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-hostile");
     // Ids that would forge another user's hash tag or key if put into keys raw.
     let (user_a, user_b) = ("x}:{y", "x");
@@ -410,7 +408,7 @@ async fn hostile_ids_and_unicode_words_stay_apart(svc: &dyn MemoryService) {
     assert_eq!(search_ids(svc, &app, user_b, "zürich").await, ["m"]);
 }
 
-async fn concurrent_adds_are_all_found(svc: &dyn MemoryService) {
+pub async fn concurrent_adds_are_all_found(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-concurrent");
     let adds = (0..20).map(|i| {
         let app = app.clone();
@@ -445,12 +443,12 @@ const CONCEPTS: [&[&str]; 3] = [
 ];
 
 #[async_trait::async_trait]
-impl adk_core::memory::Embedder for ConceptEmbedder {
+impl adk_grpc_core::memory::Embedder for ConceptEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, AdkError> {
         Ok(texts
             .iter()
             .map(|text| {
-                let words: Vec<String> = adk_core::memory::terms(text).collect();
+                let words: Vec<String> = adk_grpc_core::memory::terms(text).collect();
                 CONCEPTS
                     .iter()
                     .map(|concept| words.iter().filter(|w| concept.contains(&w.as_str())).count() as f32)
@@ -460,22 +458,20 @@ impl adk_core::memory::Embedder for ConceptEmbedder {
     }
 }
 
-/// The semantic cases, for a store whose apps (`*`) embed with [`ConceptEmbedder`].
-pub async fn run_semantic_memory_conformance(svc: &dyn MemoryService) {
-    macro_rules! cases {
-        ($($case:ident),* $(,)?) => {$(
-            println!("semantic memory conformance: {}", stringify!($case));
-            $case(svc).await;
-        )*};
-    }
-    cases!(
-        memories_are_found_by_meaning_without_shared_words,
-        keyword_and_meaning_matches_come_first,
-        replaced_and_deleted_memories_leave_the_vector_search,
-    );
+/// The semantic cases, one `#[tokio::test]` each, for a store whose apps (`*`) embed
+/// with [`ConceptEmbedder`].
+#[macro_export]
+macro_rules! semantic_memory_conformance_tests {
+    ($setup:expr) => {
+        $crate::conformance_cases!($setup; memory_conformance; |fixture| (fixture.memory_service());
+            memories_are_found_by_meaning_without_shared_words,
+            keyword_and_meaning_matches_come_first,
+            replaced_and_deleted_memories_leave_the_vector_search,
+        );
+    };
 }
 
-async fn memories_are_found_by_meaning_without_shared_words(svc: &dyn MemoryService) {
+pub async fn memories_are_found_by_meaning_without_shared_words(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-meaning");
     add(
         svc,
@@ -496,7 +492,7 @@ async fn memories_are_found_by_meaning_without_shared_words(svc: &dyn MemoryServ
     );
 }
 
-async fn keyword_and_meaning_matches_come_first(svc: &dyn MemoryService) {
+pub async fn keyword_and_meaning_matches_come_first(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-fuse");
     add(
         svc,
@@ -513,7 +509,7 @@ async fn keyword_and_meaning_matches_come_first(svc: &dyn MemoryService) {
     assert_eq!(search_ids(svc, &app, "u", "dog").await, ["both", "meaning"]);
 }
 
-async fn replaced_and_deleted_memories_leave_the_vector_search(svc: &dyn MemoryService) {
+pub async fn replaced_and_deleted_memories_leave_the_vector_search(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-vectors");
     add(svc, &app, "u", vec![text_entry("m", "a beagle")]).await;
     assert_eq!(search_ids(svc, &app, "u", "puppy").await, ["m"]);

@@ -756,7 +756,7 @@ pub(crate) fn keep_for_diagnosis_if_panicking(dir: &mut TempDir, what: &str, chi
     }
     dir.disable_cleanup(true);
     eprintln!(
-        "[adk-testkit] test failed; kept {what} (pid {}) dir {}\n--- last lines of {} ---\n{}",
+        "[adk-grpc-testkit] test failed; kept {what} (pid {}) dir {}\n--- last lines of {} ---\n{}",
         child.pid(),
         dir.path().display(),
         child.log_path().display(),

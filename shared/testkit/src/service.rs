@@ -103,7 +103,7 @@ fn bin_in(dir: &Path, name: &str) -> PathBuf {
 /// Runs `cargo build --workspace --bins` for the profile and target directory of
 /// `bin_dir` once per `cargo test` run.
 ///
-/// The same command as the README's (and `scripts/test.sh`'s) build step, with the
+/// The same command as the build step of `scripts/test.sh` (CONTRIBUTING.md), with the
 /// same feature set, so after that step it only checks fingerprints (about half a
 /// second). It runs once per test process (a `OnceLock`), and the test processes of
 /// one `cargo test` run share it through a stamp file naming their parent (cargo)
@@ -128,7 +128,7 @@ fn build_workspace_bins(bin_dir: &Path) {
         let mut command = Command::new(cargo);
         // Cargo describes the test's own package to it in these variables; some build
         // scripts watch them (ring's CARGO_MANIFEST_DIR), so passing them on would make
-        // this build and the README's differ, each rebuilding what the other built.
+        // this build and the test script's differ, each rebuilding what the other built.
         for (key, _) in std::env::vars_os() {
             let key = key.to_string_lossy();
             if key.starts_with("CARGO_PKG_") || key.starts_with("CARGO_BIN_") || CARGO_TEST_VARS.contains(&&*key) {
@@ -330,7 +330,7 @@ async fn launch(
     if let Ok(mut log) = OpenOptions::new().create(true).append(true).open(&log_path) {
         let _ = writeln!(
             log,
-            "=== adk-testkit: {} {} --listen {listen}",
+            "=== adk-grpc-testkit: {} {} --listen {listen}",
             binary.display(),
             args.join(" ")
         );

@@ -12,14 +12,14 @@
 //!   target/release/adk-bench memory      (see adk_bench/memory.rs)
 //!   target/release/adk-bench append-path (one client: Health/Check, EVALSHA, AppendEvent; see adk_bench/append_path.rs)
 
-use adk_client::RemoteArtifactService;
-use adk_core::ArtifactService;
-use adk_core::artifact::{DEFAULT_CHUNK_BYTES, LoadRequest, UploadRequest};
-use adk_e2e::{Noise, noise_stream, sha256_of};
-use adk_proto::v1 as pb;
-use adk_proto::v1::artifact_service_client::ArtifactServiceClient;
-use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisPrimaryReplica, RedisServer, ServiceProcess, unique_prefix};
+use adk_grpc_client::RemoteArtifactService;
+use adk_grpc_core::ArtifactService;
+use adk_grpc_core::artifact::{DEFAULT_CHUNK_BYTES, LoadRequest, UploadRequest};
+use adk_grpc_e2e::{Noise, noise_stream, sha256_of};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::artifact_service_client::ArtifactServiceClient;
+use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
+use adk_grpc_testkit::{RedisPrimaryReplica, RedisServer, ServiceProcess, unique_prefix};
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
 use cpu::CpuSample;
@@ -216,9 +216,9 @@ fn event(i: usize) -> pb::Event {
     }
 }
 
-fn prost_types_value(n: f64) -> adk_proto::prost_types::Value {
-    adk_proto::prost_types::Value {
-        kind: Some(adk_proto::prost_types::value::Kind::NumberValue(n)),
+fn prost_types_value(n: f64) -> adk_grpc_proto::prost_types::Value {
+    adk_grpc_proto::prost_types::Value {
+        kind: Some(adk_grpc_proto::prost_types::value::Kind::NumberValue(n)),
     }
 }
 
@@ -341,7 +341,7 @@ async fn start_target(endpoint: Option<String>, bin: &str, setup: StoreSetup) ->
     };
     for node in &redis {
         let port = node.port().to_string();
-        adk_testkit::redis_cli(&["-p", &port, "config", "set", "appendfsync", "everysec"]).await;
+        adk_grpc_testkit::redis_cli(&["-p", &port, "config", "set", "appendfsync", "everysec"]).await;
     }
     let mut args = vec!["--store-url".to_string(), redis[0].url()];
     args.extend(setup.server_args);
@@ -658,7 +658,7 @@ async fn main() -> Result<()> {
     // bench runs the binaries next to it and never builds: a missing one is named before
     // anything starts, so nothing is left running.
     let servers = cli.bench.servers();
-    if let Err(missing) = adk_testkit::use_binaries_beside_this_executable(servers, !servers.is_empty()) {
+    if let Err(missing) = adk_grpc_testkit::use_binaries_beside_this_executable(servers, !servers.is_empty()) {
         eprintln!("adk-bench: {missing}");
         std::process::exit(2);
     }

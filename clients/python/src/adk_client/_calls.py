@@ -5,8 +5,10 @@ resumes, how an upload is chunked, how client-tool calls are answered) is writte
 """
 from __future__ import annotations
 
+import enum
 import mimetypes
 import os
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import (
@@ -59,6 +61,42 @@ Chunks = Union[Iterable[bytes], IO[bytes]]
 AsyncChunks = Union[AsyncIterable[bytes], Iterable[bytes], IO[bytes]]
 #: What ``run`` does when another invocation runs on the session (None: the app's default).
 OnBusy = Literal["reject", "enqueue", "interrupt", "rollback"]
+
+class UseDefault(enum.Enum):
+    """The type of ``DEFAULT``."""
+
+    DEFAULT = "DEFAULT"
+
+
+#: A call's ``timeout`` when it names none: the client's (``AdkClient(timeout=…)``). A call's
+#: ``timeout`` in seconds replaces it, ``None`` gives that call no deadline (as in grpcio).
+DEFAULT = UseDefault.DEFAULT
+Timeout = Union[float, None, UseDefault]
+#: A call's ``metadata``: sent after the client's own (``AdkClient(metadata=…)``).
+CallMetadata = Sequence[Tuple[str, str]]
+
+
+def deadline_of(timeout: Timeout, default: Optional[float]) -> Optional[float]:
+    """The seconds a call may take: its own ``timeout``, else the client's."""
+    return default if isinstance(timeout, UseDefault) else timeout
+
+
+class WatchDeadline:
+    """A watch's own deadline (``timeout`` seconds from its start, None: none), which its
+    reconnections share: each gets what is left, so the watch ends with DEADLINE_EXCEEDED
+    when it passes."""
+
+    def __init__(self, timeout: Optional[float]) -> None:
+        self.end = None if timeout is None else time.monotonic() + timeout
+
+    def remaining(self, default: Optional[float]) -> Optional[float]:
+        """The seconds left, at most ``default`` (a call's own bound), or ``default`` when the
+        watch has no deadline. Never 0, which grpcio would take as no deadline."""
+        if self.end is None:
+            return default
+        left = max(self.end - time.monotonic(), 0.001)
+        return left if default is None else min(left, default)
+
 
 #: Each upload message carries at most this much, well under gRPC's 4 MiB message limit.
 CHUNK_BYTES = 256 * 1024

@@ -36,7 +36,7 @@ import grpc
 import grpc.aio
 
 from . import _calls as calls
-from ._calls import AsyncChunks, MemoryInput, OnBusy, StateDict, Unary
+from ._calls import DEFAULT, AsyncChunks, CallMetadata, MemoryInput, OnBusy, StateDict, Timeout, Unary
 from ._convert import JsonValue
 from ._retry import RetryPolicy, call_with_retry_async
 from .client import PathLike
@@ -124,17 +124,20 @@ class AsyncAdkClient:
             "runner": self.runner,
         }
 
-    async def _unary(self, call: Unary[T]) -> T:
+    async def _unary(self, timeout: Timeout, metadata: CallMetadata, call: Unary[T]) -> T:
         method = getattr(self._stubs[call.service], call.method)
+        seconds, md = calls.deadline_of(timeout, self.timeout), self.metadata + tuple(metadata)
         reply = await call_with_retry_async(
-            self.retry, call.safe, lambda: method(call.request, timeout=self.timeout, metadata=self.metadata)
+            self.retry, call.safe, lambda: method(call.request, timeout=seconds, metadata=md)
         )
         return call.result(reply)
 
-    async def _pages(self, page: Callable[[str], Unary[calls.Page[T]]]) -> AsyncIterator[T]:
+    async def _pages(
+        self, timeout: Timeout, metadata: CallMetadata, page: Callable[[str], Unary[calls.Page[T]]]
+    ) -> AsyncIterator[T]:
         token = ""
         while True:
-            result = await self._unary(page(token))
+            result = await self._unary(timeout, metadata, page(token))
             for item in result.items:
                 yield item
             token = result.next_page_token
@@ -166,8 +169,12 @@ class AsyncAdkClient:
         state: Optional[StateDict] = None,
         session_id: Optional[str] = None,
         ttl: Union[timedelta, float, None] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
-        return await self._unary(calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl))
+        return await self._unary(
+            timeout, metadata, calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl)
+        )
 
     async def get_session(
         self,
@@ -178,18 +185,38 @@ class AsyncAdkClient:
         num_recent_events: Optional[int] = None,
         after: Optional[datetime] = None,
         since_compaction: bool = False,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
         return await self._unary(
+            timeout,
+            metadata,
             calls.get_session(
                 app, user, session_id, num_recent_events=num_recent_events, after=after, since_compaction=since_compaction
             )
         )
 
-    def list_sessions(self, app: str, user: str = "", *, page_size: int = 0) -> AsyncIterator[Session]:
-        return self._pages(lambda token: calls.list_sessions(app, user, page_size, token))
+    def list_sessions(
+        self,
+        app: str,
+        user: str = "",
+        *,
+        page_size: int = 0,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> AsyncIterator[Session]:
+        return self._pages(timeout, metadata, lambda token: calls.list_sessions(app, user, page_size, token))
 
-    async def delete_session(self, app: str, user: str, session_id: str) -> None:
-        await self._unary(calls.delete_session(app, user, session_id))
+    async def delete_session(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> None:
+        await self._unary(timeout, metadata, calls.delete_session(app, user, session_id))
 
     async def append_event(
         self,
@@ -206,8 +233,12 @@ class AsyncAdkClient:
         event: Optional[event_pb2.Event] = None,
         expect_last_event_id: Optional[str] = None,
         expect_last_sequence: Optional[int] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Event:
         return await self._unary(
+            timeout,
+            metadata,
             calls.append_event(
                 app,
                 user,
@@ -225,20 +256,42 @@ class AsyncAdkClient:
         )
 
     def list_events(
-        self, app: str, user: str, session_id: str, *, page_size: int = 0, newest_first: bool = False
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        page_size: int = 0,
+        newest_first: bool = False,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
-        return self._pages(lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token))
+        return self._pages(
+            timeout, metadata, lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token)
+        )
 
     async def watch_session(
-        self, app: str, user: str, session_id: str, *, after_sequence: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        after_sequence: Optional[int] = None,
+        timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
         cursor = calls.WatchCursor(app, user, session_id, after_sequence, self.retry)
+        clock = calls.WatchDeadline(timeout)
         while True:
             err: Optional[AdkError] = None
             try:
                 if cursor.needs_anchor:
-                    cursor.after = await self._unary(calls.last_sequence(app, user, session_id))
-                stream = self.sessions.WatchSession(cursor.request(), metadata=self.metadata)
+                    cursor.after = await self._unary(
+                        clock.remaining(self.timeout), metadata, calls.last_sequence(app, user, session_id)
+                    )
+                stream = self.sessions.WatchSession(
+                    cursor.request(), timeout=clock.remaining(None), metadata=self.metadata + tuple(metadata)
+                )
                 try:
                     async for message in stream:
                         yield cursor.seen(message)
@@ -249,19 +302,49 @@ class AsyncAdkClient:
             # Reconnect backoff of a dropped watch; it then resumes from its last sequence.
             await asyncio.sleep(cursor.dropped(err))
 
-    async def get_user_state(self, app: str, user: str) -> Dict[str, JsonValue]:
-        return await self._unary(calls.get_user_state(app, user))
+    async def get_user_state(
+        self,
+        app: str,
+        user: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
+        return await self._unary(timeout, metadata, calls.get_user_state(app, user))
 
-    async def get_app_state(self, app: str) -> Dict[str, JsonValue]:
-        return await self._unary(calls.get_app_state(app))
+    async def get_app_state(
+        self,
+        app: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
+        return await self._unary(timeout, metadata, calls.get_app_state(app))
 
-    async def update_app_state(self, app: str, state_delta: StateDict) -> Dict[str, JsonValue]:
-        return await self._unary(calls.update_app_state(app, state_delta))
+    async def update_app_state(
+        self,
+        app: str,
+        state_delta: StateDict,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
+        return await self._unary(timeout, metadata, calls.update_app_state(app, state_delta))
 
     async def fork_session(
-        self, app: str, user: str, session_id: str, up_to_event_id: str, *, new_session_id: Optional[str] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        up_to_event_id: str,
+        *,
+        new_session_id: Optional[str] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
         return await self._unary(
+            timeout,
+            metadata,
             calls.fork_session(app, user, session_id, up_to_event_id=up_to_event_id, new_session_id=new_session_id)
         )
 
@@ -278,8 +361,12 @@ class AsyncAdkClient:
         *,
         custom_metadata: Optional[StateDict] = None,
         version: Optional[int] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> int:
         return await self._unary(
+            timeout,
+            metadata,
             calls.save_artifact(
                 app, user, session_id, file_name, data, mime_type, custom_metadata=custom_metadata, version=version
             )
@@ -299,6 +386,7 @@ class AsyncAdkClient:
         size_bytes: Optional[int] = None,
         is_text: bool = False,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> int:
         """Streams an artifact up from an async iterable (or iterable, or binary file) of chunks."""
         header = calls.upload_header(
@@ -312,7 +400,7 @@ class AsyncAdkClient:
             size_bytes=size_bytes,
             is_text=is_text,
         )
-        return await self._upload(header, lambda: chunks, safe=False, timeout=timeout)
+        return await self._upload(header, lambda: chunks, safe=False, timeout=timeout, metadata=metadata)
 
     async def upload_file(
         self,
@@ -326,6 +414,7 @@ class AsyncAdkClient:
         version: Optional[int] = None,
         custom_metadata: Optional[StateDict] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> int:
         guessed, size = calls.file_header_args(path, mime_type)
         header = calls.upload_header(
@@ -341,23 +430,41 @@ class AsyncAdkClient:
         )
         # The file is read in 256 KiB blocks on the event loop: a local read that short does
         # not hold the loop up noticeably, and needs no thread per chunk.
-        return await self._upload(header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout)
+        return await self._upload(
+            header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout, metadata=metadata
+        )
 
     async def _upload(
-        self, header: Any, chunks: Callable[[], AsyncChunks], *, safe: bool, timeout: Optional[float]
+        self,
+        header: Any,
+        chunks: Callable[[], AsyncChunks],
+        *,
+        safe: bool,
+        timeout: Optional[float],
+        metadata: CallMetadata,
     ) -> int:
         method = self.artifacts.UploadArtifact
         reply = await call_with_retry_async(
             self.retry,
             safe,
-            lambda: method(calls.upload_messages_async(header, chunks()), timeout=timeout, metadata=self.metadata),
+            lambda: method(
+                calls.upload_messages_async(header, chunks()), timeout=timeout, metadata=self.metadata + tuple(metadata)
+            ),
         )
         return int(reply.version)
 
     async def load_artifact(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Artifact:
-        return await self._unary(calls.load_artifact(app, user, session_id, file_name, version))
+        return await self._unary(timeout, metadata, calls.load_artifact(app, user, session_id, file_name, version))
 
     async def download_artifact(
         self,
@@ -369,11 +476,12 @@ class AsyncAdkClient:
         *,
         chunk_size: int = 0,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> AsyncDownload:
         request = calls.download_request(app, user, session_id, file_name, version, chunk_size)
 
         async def start() -> Tuple[Any, ArtifactMetadata]:
-            stream = self.artifacts.DownloadArtifact(request, timeout=timeout, metadata=self.metadata)
+            stream = self.artifacts.DownloadArtifact(request, timeout=timeout, metadata=self.metadata + tuple(metadata))
             try:
                 first = await stream.read()
                 return stream, calls.download_metadata(None if first is grpc.aio.EOF else first)
@@ -381,8 +489,8 @@ class AsyncAdkClient:
                 stream.cancel()
                 raise
 
-        stream, metadata = await call_with_retry_async(self.retry, True, start)
-        return AsyncDownload(metadata, _chunks(stream))
+        stream, meta = await call_with_retry_async(self.retry, True, start)
+        return AsyncDownload(meta, _chunks(stream))
 
     async def download_file(
         self,
@@ -395,10 +503,11 @@ class AsyncAdkClient:
         *,
         chunk_size: int = 0,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
         partial = calls.part_file(path)
         async with await self.download_artifact(
-            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout
+            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout, metadata=metadata
         ) as download:
             try:
                 with open(partial, "wb") as out:
@@ -412,25 +521,68 @@ class AsyncAdkClient:
         return download.metadata
 
     async def get_artifact_metadata(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
-        return await self._unary(calls.get_artifact_metadata(app, user, session_id, file_name, version))
+        return await self._unary(
+            timeout, metadata, calls.get_artifact_metadata(app, user, session_id, file_name, version)
+        )
 
-    async def list_artifacts(self, app: str, user: str, session_id: str) -> List[str]:
-        return await self._unary(calls.list_artifacts(app, user, session_id))
+    async def list_artifacts(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[str]:
+        return await self._unary(timeout, metadata, calls.list_artifacts(app, user, session_id))
 
-    async def list_versions(self, app: str, user: str, session_id: str, file_name: str) -> List[int]:
-        return await self._unary(calls.list_versions(app, user, session_id, file_name))
+    async def list_versions(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[int]:
+        return await self._unary(timeout, metadata, calls.list_versions(app, user, session_id, file_name))
 
     async def delete_artifact(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> None:
-        await self._unary(calls.delete_artifact(app, user, session_id, file_name, version))
+        await self._unary(timeout, metadata, calls.delete_artifact(app, user, session_id, file_name, version))
 
     # ---- memory -----------------------------------------------------------------
 
-    async def add_session_to_memory(self, app: str, user: str, session_id: str) -> List[str]:
-        return await self._unary(calls.add_session_to_memory(app, user, session_id))
+    async def add_session_to_memory(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[str]:
+        return await self._unary(timeout, metadata, calls.add_session_to_memory(app, user, session_id))
 
     async def add_events_to_memory(
         self,
@@ -440,8 +592,12 @@ class AsyncAdkClient:
         events: Sequence[Union[Event, event_pb2.Event]],
         *,
         custom_metadata: Optional[StateDict] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> List[str]:
-        return await self._unary(calls.add_events_to_memory(app, user, session_id, events, custom_metadata))
+        return await self._unary(
+            timeout, metadata, calls.add_events_to_memory(app, user, session_id, events, custom_metadata)
+        )
 
     async def add_memory(
         self,
@@ -450,14 +606,33 @@ class AsyncAdkClient:
         memories: Sequence[Union[MemoryInput, str]],
         *,
         custom_metadata: Optional[StateDict] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> List[str]:
-        return await self._unary(calls.add_memory(app, user, memories, custom_metadata))
+        return await self._unary(timeout, metadata, calls.add_memory(app, user, memories, custom_metadata))
 
-    async def search_memory(self, app: str, user: str, query: str, *, limit: int = 0) -> List[Memory]:
-        return await self._unary(calls.search_memory(app, user, query, limit))
+    async def search_memory(
+        self,
+        app: str,
+        user: str,
+        query: str,
+        *,
+        limit: int = 0,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[Memory]:
+        return await self._unary(timeout, metadata, calls.search_memory(app, user, query, limit))
 
-    async def delete_memory(self, app: str, user: str, memory_id: str) -> bool:
-        return await self._unary(calls.delete_memory(app, user, memory_id))
+    async def delete_memory(
+        self,
+        app: str,
+        user: str,
+        memory_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> bool:
+        return await self._unary(timeout, metadata, calls.delete_memory(app, user, memory_id))
 
     # ---- runner -----------------------------------------------------------------
 
@@ -475,6 +650,7 @@ class AsyncAdkClient:
         keep_running: bool = False,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
         """Leaving the ``async for`` early (or ``aclose()``) cancels the call and so the invocation."""
         request = calls.run_request(
@@ -489,7 +665,7 @@ class AsyncAdkClient:
             keep_running=keep_running,
             on_busy=on_busy,
         )
-        return _events(self.runner.Run(request, timeout=timeout, metadata=self.metadata))
+        return _events(self.runner.Run(request, timeout=timeout, metadata=self.metadata + tuple(metadata)))
 
     async def run_with_tools(
         self,
@@ -505,6 +681,7 @@ class AsyncAdkClient:
         max_llm_calls: int = 0,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
         """``AdkClient.run_with_tools``; ``answer`` may be a coroutine function."""
         next_message: Optional[MessageInput] = message
@@ -522,6 +699,7 @@ class AsyncAdkClient:
                 max_llm_calls=max_llm_calls,
                 on_busy=on_busy,
                 timeout=timeout,
+                metadata=metadata,
             ):
                 pending.extend((call, event) for call in event.client_tool_calls)
                 yield event
@@ -532,17 +710,46 @@ class AsyncAdkClient:
                 answered.append((call, await result if inspect.isawaitable(result) else result))
             next_message = calls.tool_answers(answered) if answered else None
 
-    async def cancel(self, app: str, user: str, session_id: str, invocation_id: str) -> bool:
-        return await self._unary(calls.cancel(app, user, session_id, invocation_id))
+    async def cancel(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        invocation_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> bool:
+        return await self._unary(timeout, metadata, calls.cancel(app, user, session_id, invocation_id))
 
-    async def rewind(self, app: str, user: str, session_id: str, rewind_before_invocation_id: str) -> Event:
-        return await self._unary(calls.rewind(app, user, session_id, rewind_before_invocation_id))
+    async def rewind(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        rewind_before_invocation_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Event:
+        return await self._unary(timeout, metadata, calls.rewind(app, user, session_id, rewind_before_invocation_id))
 
-    async def list_apps(self) -> List[App]:
-        return await self._unary(calls.list_apps())
+    async def list_apps(
+        self,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[App]:
+        return await self._unary(timeout, metadata, calls.list_apps())
 
-    async def get_app(self, app: str) -> App:
-        return await self._unary(calls.get_app(app))
+    async def get_app(
+        self,
+        app: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> App:
+        return await self._unary(timeout, metadata, calls.get_app(app))
 
 
 async def _events(call: Any) -> AsyncIterator[Event]:

@@ -12,7 +12,7 @@ from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tupl
 import grpc
 
 from . import _calls as calls
-from ._calls import Chunks, MemoryInput, OnBusy, StateDict, Unary
+from ._calls import DEFAULT, CallMetadata, Chunks, MemoryInput, OnBusy, StateDict, Timeout, Unary
 from ._convert import JsonValue, value_map_to_dict
 from ._retry import RetryPolicy, call_with_retry
 from .errors import AdkError, from_rpc_error
@@ -104,7 +104,12 @@ class AdkClient:
     ) -> None:
         """``timeout`` (seconds) bounds each unary call; streams have none unless given one.
         ``credentials`` makes the channels TLS; without, they are plaintext. ``metadata`` is
-        sent with every call (e.g. ``[("authorization", "Bearer …")]``)."""
+        sent with every call (e.g. ``[("authorization", "Bearer …")]``).
+
+        Every method takes a ``timeout`` and ``metadata`` of its own too (as Google's
+        generated clients do): a unary call's ``timeout`` replaces the client's (``None``:
+        no deadline), a stream's bounds that stream; its ``metadata`` is sent after the
+        client's."""
         self.timeout = timeout
         self.retry = RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
         self.metadata = tuple(metadata)
@@ -133,17 +138,18 @@ class AdkClient:
         self.memory: Any = _Typed(self._stubs["memory"])
         self.runner: Any = _Typed(self._stubs["runner"])
 
-    def _unary(self, call: Unary[T]) -> T:
+    def _unary(self, timeout: Timeout, metadata: CallMetadata, call: Unary[T]) -> T:
         method = getattr(self._stubs[call.service], call.method)
-        reply = call_with_retry(
-            self.retry, call.safe, lambda: method(call.request, timeout=self.timeout, metadata=self.metadata)
-        )
+        seconds, md = calls.deadline_of(timeout, self.timeout), self.metadata + tuple(metadata)
+        reply = call_with_retry(self.retry, call.safe, lambda: method(call.request, timeout=seconds, metadata=md))
         return call.result(reply)
 
-    def _pages(self, page: Callable[[str], Unary[calls.Page[T]]]) -> Iterator[T]:
+    def _pages(
+        self, timeout: Timeout, metadata: CallMetadata, page: Callable[[str], Unary[calls.Page[T]]]
+    ) -> Iterator[T]:
         token = ""
         while True:
-            result = self._unary(page(token))
+            result = self._unary(timeout, metadata, page(token))
             yield from result.items
             token = result.next_page_token
             if not token:
@@ -174,13 +180,17 @@ class AdkClient:
         state: Optional[StateDict] = None,
         session_id: Optional[str] = None,
         ttl: Union[timedelta, float, None] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
         """Creates a session (``session_id=None``: the server generates a UUID).
 
         ``state`` keys are split by prefix: ``app:`` and ``user:`` go to the shared
         scopes, ``temp:`` is dropped, the rest is this session's. ``ttl`` (seconds or a
         timedelta) expires it after that long without an append."""
-        return self._unary(calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl))
+        return self._unary(
+            timeout, metadata, calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl)
+        )
 
     def get_session(
         self,
@@ -191,23 +201,43 @@ class AdkClient:
         num_recent_events: Optional[int] = None,
         after: Optional[datetime] = None,
         since_compaction: bool = False,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
         """Reads a session: merged state and its events, oldest first (only the last
         ``num_recent_events``, only those at or ``after`` a time). ``SessionNotFound`` when missing."""
         return self._unary(
+            timeout,
+            metadata,
             calls.get_session(
                 app, user, session_id, num_recent_events=num_recent_events, after=after, since_compaction=since_compaction
             )
         )
 
-    def list_sessions(self, app: str, user: str = "", *, page_size: int = 0) -> Iterator[Session]:
+    def list_sessions(
+        self,
+        app: str,
+        user: str = "",
+        *,
+        page_size: int = 0,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Iterator[Session]:
         """Every session of a user (or of the whole app): merged state, no events. Pages
         (``page_size`` each, 0: the server's 100) are fetched as the loop asks for them."""
-        return self._pages(lambda token: calls.list_sessions(app, user, page_size, token))
+        return self._pages(timeout, metadata, lambda token: calls.list_sessions(app, user, page_size, token))
 
-    def delete_session(self, app: str, user: str, session_id: str) -> None:
+    def delete_session(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> None:
         """Deletes a session with its events, state and artifacts (missing: fine)."""
-        self._unary(calls.delete_session(app, user, session_id))
+        self._unary(timeout, metadata, calls.delete_session(app, user, session_id))
 
     def append_event(
         self,
@@ -224,6 +254,8 @@ class AdkClient:
         event: Optional[event_pb2.Event] = None,
         expect_last_event_id: Optional[str] = None,
         expect_last_sequence: Optional[int] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Event:
         """Appends an event and returns it as stored (id, timestamp and sequence set).
 
@@ -234,6 +266,8 @@ class AdkClient:
         ``PreconditionFailed`` and nothing is stored. With an ``id`` it is retried: the
         server stores an id once."""
         return self._unary(
+            timeout,
+            metadata,
             calls.append_event(
                 app,
                 user,
@@ -251,27 +285,51 @@ class AdkClient:
         )
 
     def list_events(
-        self, app: str, user: str, session_id: str, *, page_size: int = 0, newest_first: bool = False
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        page_size: int = 0,
+        newest_first: bool = False,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Iterator[Event]:
         """The session's events, oldest first (or newest first), a page at a time as the loop asks."""
-        return self._pages(lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token))
+        return self._pages(
+            timeout, metadata, lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token)
+        )
 
     def watch_session(
-        self, app: str, user: str, session_id: str, *, after_sequence: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        after_sequence: Optional[int] = None,
+        timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> Iterator[Event]:
         """The session's events as they are appended from the time the loop starts (those
         after ``after_sequence`` first, when given: 0 replays the whole log), until the loop stops. A dropped connection or
         a restarted server is resumed from the last sequence seen, with backoff: nothing
         missed, nothing twice. Raises ``SessionNotFound`` when the session is deleted or
-        expires; keeps reconnecting while the server is unreachable."""
+        expires; keeps reconnecting while the server is unreachable. ``timeout`` (seconds,
+        from the first call) ends the whole watch, reconnections included, with
+        ``DeadlineExceeded``."""
         cursor = calls.WatchCursor(app, user, session_id, after_sequence, self.retry)
         stub = self._stubs["sessions"]
+        clock = calls.WatchDeadline(timeout)
         while True:
             err: Optional[AdkError] = None
             try:
                 if cursor.needs_anchor:
-                    cursor.after = self._unary(calls.last_sequence(app, user, session_id))
-                stream = stub.WatchSession(cursor.request(), metadata=self.metadata)
+                    cursor.after = self._unary(
+                        clock.remaining(self.timeout), metadata, calls.last_sequence(app, user, session_id)
+                    )
+                stream = stub.WatchSession(
+                    cursor.request(), timeout=clock.remaining(None), metadata=self.metadata + tuple(metadata)
+                )
                 try:
                     for message in stream:
                         yield cursor.seen(message)
@@ -282,23 +340,53 @@ class AdkClient:
             # Reconnect backoff of a dropped watch; it then resumes from its last sequence.
             time.sleep(cursor.dropped(err))
 
-    def get_user_state(self, app: str, user: str) -> Dict[str, JsonValue]:
+    def get_user_state(
+        self,
+        app: str,
+        user: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
         """The user's ``user:`` state, keys without their prefix."""
-        return self._unary(calls.get_user_state(app, user))
+        return self._unary(timeout, metadata, calls.get_user_state(app, user))
 
-    def get_app_state(self, app: str) -> Dict[str, JsonValue]:
+    def get_app_state(
+        self,
+        app: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
         """The app's ``app:`` state, keys without their prefix."""
-        return self._unary(calls.get_app_state(app))
+        return self._unary(timeout, metadata, calls.get_app_state(app))
 
-    def update_app_state(self, app: str, state_delta: StateDict) -> Dict[str, JsonValue]:
+    def update_app_state(
+        self,
+        app: str,
+        state_delta: StateDict,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Dict[str, JsonValue]:
         """Sets ``app:`` keys (every key must carry the prefix); returns the app's state after."""
-        return self._unary(calls.update_app_state(app, state_delta))
+        return self._unary(timeout, metadata, calls.update_app_state(app, state_delta))
 
     def fork_session(
-        self, app: str, user: str, session_id: str, up_to_event_id: str, *, new_session_id: Optional[str] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        up_to_event_id: str,
+        *,
+        new_session_id: Optional[str] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Session:
         """A new session with the events up to and including ``up_to_event_id`` (the source is untouched)."""
         return self._unary(
+            timeout,
+            metadata,
             calls.fork_session(app, user, session_id, up_to_event_id=up_to_event_id, new_session_id=new_session_id)
         )
 
@@ -315,6 +403,8 @@ class AdkClient:
         *,
         custom_metadata: Optional[StateDict] = None,
         version: Optional[int] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> int:
         """Saves the next version (or ``version``) in one message and returns its number.
 
@@ -324,6 +414,8 @@ class AdkClient:
         file name is visible from every session of the user. For more than one message
         (4 MiB) use ``upload_artifact`` or ``upload_file``."""
         return self._unary(
+            timeout,
+            metadata,
             calls.save_artifact(
                 app, user, session_id, file_name, data, mime_type, custom_metadata=custom_metadata, version=version
             )
@@ -343,6 +435,7 @@ class AdkClient:
         size_bytes: Optional[int] = None,
         is_text: bool = False,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> int:
         """Streams an artifact up (UploadArtifact) from an iterable of byte chunks or a
         binary file object, never holding it all in memory; returns its version. Nothing
@@ -361,7 +454,7 @@ class AdkClient:
             size_bytes=size_bytes,
             is_text=is_text,
         )
-        return self._upload(header, lambda: chunks, safe=False, timeout=timeout)
+        return self._upload(header, lambda: chunks, safe=False, timeout=timeout, metadata=metadata)
 
     def upload_file(
         self,
@@ -375,6 +468,7 @@ class AdkClient:
         version: Optional[int] = None,
         custom_metadata: Optional[StateDict] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> int:
         """Streams a file up, a chunk at a time; returns its version. The MIME type is
         guessed from the path unless given; the size is sent for the server to check. With
@@ -391,22 +485,42 @@ class AdkClient:
             size_bytes=size,
             is_text=False,
         )
-        return self._upload(header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout)
+        return self._upload(
+            header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout, metadata=metadata
+        )
 
-    def _upload(self, header: Any, chunks: Callable[[], Chunks], *, safe: bool, timeout: Optional[float]) -> int:
+    def _upload(
+        self,
+        header: Any,
+        chunks: Callable[[], Chunks],
+        *,
+        safe: bool,
+        timeout: Optional[float],
+        metadata: CallMetadata,
+    ) -> int:
         method = self._stubs["artifacts"].UploadArtifact
         reply = call_with_retry(
             self.retry,
             safe,
-            lambda: method(calls.upload_messages(header, chunks()), timeout=timeout, metadata=self.metadata),
+            lambda: method(
+                calls.upload_messages(header, chunks()), timeout=timeout, metadata=self.metadata + tuple(metadata)
+            ),
         )
         return int(reply.version)
 
     def load_artifact(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> Artifact:
         """Loads the latest version (or ``version``) in one message; ``ArtifactNotFound`` when missing."""
-        return self._unary(calls.load_artifact(app, user, session_id, file_name, version))
+        return self._unary(timeout, metadata, calls.load_artifact(app, user, session_id, file_name, version))
 
     def download_artifact(
         self,
@@ -418,6 +532,7 @@ class AdkClient:
         *,
         chunk_size: int = 0,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> Download:
         """Streams an artifact down (DownloadArtifact): its metadata at once, then its
         bytes as the returned ``Download`` is iterated. Opening it is retried (nothing has
@@ -426,15 +541,15 @@ class AdkClient:
         method = self._stubs["artifacts"].DownloadArtifact
 
         def start() -> Tuple[Any, ArtifactMetadata]:
-            stream = method(request, timeout=timeout, metadata=self.metadata)
+            stream = method(request, timeout=timeout, metadata=self.metadata + tuple(metadata))
             try:
                 return stream, calls.download_metadata(next(stream, None))
             except BaseException:
                 stream.cancel()
                 raise
 
-        stream, metadata = call_with_retry(self.retry, True, start)
-        return Download(metadata, _chunks(stream))
+        stream, meta = call_with_retry(self.retry, True, start)
+        return Download(meta, _chunks(stream))
 
     def download_file(
         self,
@@ -447,12 +562,13 @@ class AdkClient:
         *,
         chunk_size: int = 0,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
         """Streams an artifact into a file, a chunk at a time; returns its metadata. The
         file appears at ``path`` only once complete (``path + ".part"`` until then)."""
         partial = calls.part_file(path)
         with self.download_artifact(
-            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout
+            app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout, metadata=metadata
         ) as download:
             try:
                 with open(partial, "wb") as out:
@@ -466,30 +582,71 @@ class AdkClient:
         return download.metadata
 
     def get_artifact_metadata(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
         """One version's metadata (the latest unless ``version``), without its bytes."""
-        return self._unary(calls.get_artifact_metadata(app, user, session_id, file_name, version))
+        return self._unary(timeout, metadata, calls.get_artifact_metadata(app, user, session_id, file_name, version))
 
-    def list_artifacts(self, app: str, user: str, session_id: str) -> List[str]:
+    def list_artifacts(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[str]:
         """File names visible from a session (its own and the user's ``user:`` ones), sorted."""
-        return self._unary(calls.list_artifacts(app, user, session_id))
+        return self._unary(timeout, metadata, calls.list_artifacts(app, user, session_id))
 
-    def list_versions(self, app: str, user: str, session_id: str, file_name: str) -> List[int]:
+    def list_versions(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[int]:
         """An artifact's versions, newest first."""
-        return self._unary(calls.list_versions(app, user, session_id, file_name))
+        return self._unary(timeout, metadata, calls.list_versions(app, user, session_id, file_name))
 
     def delete_artifact(
-        self, app: str, user: str, session_id: str, file_name: str, version: Optional[int] = None
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        file_name: str,
+        version: Optional[int] = None,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> None:
         """Deletes one version, or all of them (missing: fine)."""
-        self._unary(calls.delete_artifact(app, user, session_id, file_name, version))
+        self._unary(timeout, metadata, calls.delete_artifact(app, user, session_id, file_name, version))
 
     # ---- memory -----------------------------------------------------------------
 
-    def add_session_to_memory(self, app: str, user: str, session_id: str) -> List[str]:
+    def add_session_to_memory(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[str]:
         """Adds a stored session's events to the user's memory; returns the memory ids."""
-        return self._unary(calls.add_session_to_memory(app, user, session_id))
+        return self._unary(timeout, metadata, calls.add_session_to_memory(app, user, session_id))
 
     def add_events_to_memory(
         self,
@@ -499,9 +656,13 @@ class AdkClient:
         events: Sequence[Union[Event, event_pb2.Event]],
         *,
         custom_metadata: Optional[StateDict] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> List[str]:
         """Adds some events (e.g. the latest turn) to the user's memory; returns the memory ids."""
-        return self._unary(calls.add_events_to_memory(app, user, session_id, events, custom_metadata))
+        return self._unary(
+            timeout, metadata, calls.add_events_to_memory(app, user, session_id, events, custom_metadata)
+        )
 
     def add_memory(
         self,
@@ -510,17 +671,36 @@ class AdkClient:
         memories: Sequence[Union[MemoryInput, str]],
         *,
         custom_metadata: Optional[StateDict] = None,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
     ) -> List[str]:
         """Adds memories written by the app (texts, or ``MemoryInput``); returns their ids."""
-        return self._unary(calls.add_memory(app, user, memories, custom_metadata))
+        return self._unary(timeout, metadata, calls.add_memory(app, user, memories, custom_metadata))
 
-    def search_memory(self, app: str, user: str, query: str, *, limit: int = 0) -> List[Memory]:
+    def search_memory(
+        self,
+        app: str,
+        user: str,
+        query: str,
+        *,
+        limit: int = 0,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[Memory]:
         """The user's memories most relevant to ``query``, best first (``limit`` 0: 10)."""
-        return self._unary(calls.search_memory(app, user, query, limit))
+        return self._unary(timeout, metadata, calls.search_memory(app, user, query, limit))
 
-    def delete_memory(self, app: str, user: str, memory_id: str) -> bool:
+    def delete_memory(
+        self,
+        app: str,
+        user: str,
+        memory_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> bool:
         """Deletes one memory; False when the user had none with that id."""
-        return self._unary(calls.delete_memory(app, user, memory_id))
+        return self._unary(timeout, metadata, calls.delete_memory(app, user, memory_id))
 
     # ---- runner -----------------------------------------------------------------
 
@@ -538,6 +718,7 @@ class AdkClient:
         keep_running: bool = False,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> Iterator[Event]:
         """Runs the app's agent on a message and yields its events as they arrive, the
         first being the message itself as stored (its ``invocation_id`` lets you ``cancel``).
@@ -562,7 +743,7 @@ class AdkClient:
             keep_running=keep_running,
             on_busy=on_busy,
         )
-        return _events(self._stubs["runner"].Run(request, timeout=timeout, metadata=self.metadata))
+        return _events(self._stubs["runner"].Run(request, timeout=timeout, metadata=self.metadata + tuple(metadata)))
 
     def run_with_tools(
         self,
@@ -578,6 +759,7 @@ class AdkClient:
         max_llm_calls: int = 0,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
+        metadata: CallMetadata = (),
     ) -> Iterator[Event]:
         """``run``, answering every client-tool call the agent makes (``event.client_tool_calls``)
         with ``answer(call, event)`` and resuming the invocation each time, until it asks for
@@ -597,27 +779,57 @@ class AdkClient:
                 max_llm_calls=max_llm_calls,
                 on_busy=on_busy,
                 timeout=timeout,
+                metadata=metadata,
             ):
                 pending.extend((call, event) for call in event.client_tool_calls)
                 yield event
             first = False
             next_message = calls.tool_answers([(c, answer(c, e)) for c, e in pending]) if pending else None
 
-    def cancel(self, app: str, user: str, session_id: str, invocation_id: str) -> bool:
+    def cancel(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        invocation_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> bool:
         """Stops a running invocation (on any replica); False when none was running."""
-        return self._unary(calls.cancel(app, user, session_id, invocation_id))
+        return self._unary(timeout, metadata, calls.cancel(app, user, session_id, invocation_id))
 
-    def rewind(self, app: str, user: str, session_id: str, rewind_before_invocation_id: str) -> Event:
+    def rewind(
+        self,
+        app: str,
+        user: str,
+        session_id: str,
+        rewind_before_invocation_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> Event:
         """Rewinds the session to before an invocation; returns the stored rewind event."""
-        return self._unary(calls.rewind(app, user, session_id, rewind_before_invocation_id))
+        return self._unary(timeout, metadata, calls.rewind(app, user, session_id, rewind_before_invocation_id))
 
-    def list_apps(self) -> List[App]:
+    def list_apps(
+        self,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[App]:
         """The apps the runner serves, with their agent trees and tools."""
-        return self._unary(calls.list_apps())
+        return self._unary(timeout, metadata, calls.list_apps())
 
-    def get_app(self, app: str) -> App:
+    def get_app(
+        self,
+        app: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> App:
         """One app's agent tree and tools (schemas as JSON); ``AppNotFound`` when unknown."""
-        return self._unary(calls.get_app(app))
+        return self._unary(timeout, metadata, calls.get_app(app))
 
 
 # ---- helpers ----------------------------------------------------------------------

@@ -2,7 +2,7 @@
 //! `/.well-known/agent-card.json` (the only app) and `/<app>/.well-known/agent-card.json`.
 
 use crate::app::{AgentDescription, App};
-use adk_proto::a2a;
+use adk_grpc_proto::a2a;
 use prost::Message;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -228,14 +228,14 @@ pub struct A2aArgs {
 
 impl A2aArgs {
     /// What the cards say, for a server listening on `listen` with `grpc`'s auth settings.
-    pub fn card_args(&self, listen: &str, grpc: &adk_server_kit::GrpcArgs) -> CardArgs {
+    pub fn card_args(&self, listen: &str, grpc: &adk_grpc_server_kit::GrpcArgs) -> CardArgs {
         let url = self.a2a_url.clone().unwrap_or_else(|| match listen.rsplit_once(':') {
             Some(("0.0.0.0" | "[::]" | "", port)) => format!("127.0.0.1:{port}"),
             _ => listen.to_string(),
         });
         CardArgs {
             url,
-            bearer_required: grpc.auth.auth == adk_server_kit::AuthMode::Required,
+            bearer_required: grpc.auth.auth == adk_grpc_server_kit::AuthMode::Required,
             wait: std::time::Duration::from_secs(self.a2a_wait_secs),
         }
     }

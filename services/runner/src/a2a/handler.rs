@@ -5,11 +5,11 @@
 
 use super::card::{CardArgs, agent_card};
 use crate::app::App;
-use adk_core::{AdkError, ArtifactService, Missing, Result, validate};
-use adk_proto::a2a;
-use adk_proto::a2a::a2a_service_server::{A2aService, A2aServiceServer};
-use adk_runner::a2a::{A2aTaskService, TaskUpdates};
-use adk_server_kit::{GrpcArgs, Principal, Shutdown, Subject};
+use adk_grpc_agents::a2a::{A2aTaskService, TaskUpdates};
+use adk_grpc_core::{AdkError, ArtifactService, Missing, Result, validate};
+use adk_grpc_proto::a2a;
+use adk_grpc_proto::a2a::a2a_service_server::{A2aService, A2aServiceServer};
+use adk_grpc_server_kit::{GrpcArgs, Principal, Shutdown, Subject};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::collections::BTreeMap;

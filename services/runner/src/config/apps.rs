@@ -10,12 +10,12 @@ use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
 use super::tools::Declared;
 use crate::app::{AgentDescription, ToolDescription};
-use adk_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
-use adk_runner::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
-use adk_runner::{
+use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
+use adk_grpc_agents::{
     AddToMemory, AgentNames, BUILTIN_TOOLS, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent,
     SequentialAgent, TRANSFER_TOOL_NAME,
 };
+use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -44,7 +44,7 @@ pub(super) fn build_apps(
     for (app_name, app) in &spec.apps {
         let before = problems.0.len();
         let place = format!("app {app_name:?}");
-        if let Err(e) = adk_core::validate::id("app name", app_name) {
+        if let Err(e) = adk_grpc_core::validate::id("app name", app_name) {
             problems.add(&place, None, e.to_string());
         }
         let mut tree = Tree {
@@ -112,7 +112,7 @@ impl LlmParts {
         sub_tools: Vec<Arc<dyn Tool>>,
         sub_agents: Vec<Arc<dyn Agent>>,
         description: &mut AgentDescription,
-    ) -> adk_core::Result<LlmAgent> {
+    ) -> adk_grpc_core::Result<LlmAgent> {
         description.model = self.model.name().to_string();
         for tool in &sub_tools {
             let mut described = ToolDescription::of(tool.as_ref());
@@ -166,7 +166,7 @@ impl Tree<'_> {
     fn agent(&mut self, agent: &AgentConfig, parent: Option<&AgentConfig>) -> Option<Built> {
         let place = self.place(agent);
         let before = self.problems.0.len();
-        if let Err(e) = adk_runner::validate_agent_name(&agent.name) {
+        if let Err(e) = adk_grpc_agents::validate_agent_name(&agent.name) {
             self.add(&place, "name", library_message(&e));
         }
         if let Err(e) = self.names.insert(&agent.name) {
@@ -325,7 +325,7 @@ impl Tree<'_> {
         };
         let listed = agent.tools.iter().map(String::as_str);
         let sub_tools = agent.sub_agents.iter().filter(|sub| sub.as_tool);
-        if let Err(e) = adk_runner::validate_tool_list(listed.chain(sub_tools.map(|sub| sub.name.as_str()))) {
+        if let Err(e) = adk_grpc_agents::validate_tool_list(listed.chain(sub_tools.map(|sub| sub.name.as_str()))) {
             self.add(place, "tools", library_message(&e));
         }
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
@@ -333,7 +333,7 @@ impl Tree<'_> {
         let mut descriptions = Vec::new();
         let mut all_tools = true;
         for name in &agent.tools {
-            if let Some(tool) = adk_runner::builtin_tool(name) {
+            if let Some(tool) = adk_grpc_agents::builtin_tool(name) {
                 descriptions.push(ToolDescription::of(tool.as_ref()));
                 tools.push(tool);
                 continue;
@@ -366,7 +366,7 @@ impl Tree<'_> {
             }
         }
         if let Some(key) = &agent.output_key
-            && let Err(e) = adk_runner::validate_output_key(key)
+            && let Err(e) = adk_grpc_agents::validate_output_key(key)
         {
             self.add(place, "output_key", library_message(&e));
         }
@@ -480,7 +480,7 @@ impl Tree<'_> {
 
     /// The library's verdict on an agent whose fields all passed its rules: a
     /// failure here is a rule the fields do not cover, reported at the agent.
-    fn built<T>(&mut self, place: &str, built: adk_core::Result<T>) -> Option<T> {
+    fn built<T>(&mut self, place: &str, built: adk_grpc_core::Result<T>) -> Option<T> {
         built
             .inspect_err(|e: &AdkError| self.problems.add(place, None, library_message(e)))
             .ok()

@@ -1,8 +1,8 @@
 //! The agents file as written: what serde reads, with `deny_unknown_fields`
 //! everywhere (a misspelt key is an error, not a silent default).
 
-use adk_core::GenerateContentConfig;
-use adk_runner::AddToMemory;
+use adk_grpc_agents::AddToMemory;
+use adk_grpc_core::GenerateContentConfig;
 use serde::Deserialize;
 use serde_json::Value;
 use std::collections::BTreeMap;
@@ -102,7 +102,7 @@ pub(super) struct ToolConfig {
 #[serde(deny_unknown_fields)]
 pub(super) struct AppConfig {
     pub(super) root_agent: AgentConfig,
-    /// Event compaction and the model requests' token budget (adk_core::CompactionConfig).
+    /// Event compaction and the model requests' token budget (adk_grpc_core::CompactionConfig).
     #[serde(default)]
     pub(super) compaction: Option<CompactionFileConfig>,
     /// What a Run does when the session is busy and the request does not say
@@ -141,13 +141,13 @@ pub(super) enum OnBusyConfig {
     Rollback,
 }
 
-impl From<OnBusyConfig> for adk_runner::OnBusy {
+impl From<OnBusyConfig> for adk_grpc_agents::OnBusy {
     fn from(config: OnBusyConfig) -> Self {
         match config {
-            OnBusyConfig::Reject => adk_runner::OnBusy::Reject,
-            OnBusyConfig::Enqueue => adk_runner::OnBusy::Enqueue,
-            OnBusyConfig::Interrupt => adk_runner::OnBusy::Interrupt,
-            OnBusyConfig::Rollback => adk_runner::OnBusy::Rollback,
+            OnBusyConfig::Reject => adk_grpc_agents::OnBusy::Reject,
+            OnBusyConfig::Enqueue => adk_grpc_agents::OnBusy::Enqueue,
+            OnBusyConfig::Interrupt => adk_grpc_agents::OnBusy::Interrupt,
+            OnBusyConfig::Rollback => adk_grpc_agents::OnBusy::Rollback,
         }
     }
 }

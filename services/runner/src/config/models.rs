@@ -6,8 +6,8 @@
 
 use super::file::AgentsFile;
 use super::problems::{Problems, library_message};
-use adk_core::Llm;
-use adk_models::{ProviderConfig, build_model};
+use adk_grpc_core::Llm;
+use adk_grpc_models::{ProviderConfig, build_model};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;

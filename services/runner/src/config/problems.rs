@@ -1,7 +1,7 @@
 //! What is wrong with an agents file: every problem, each naming the file, the
 //! place (model, tool, app, agent) and the field.
 
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 use std::fmt;
 
 /// One thing wrong with the agents file.

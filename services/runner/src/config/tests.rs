@@ -1,8 +1,8 @@
 //! One test per rule of the agents file, plus the shapes that must work.
 
 use super::*;
-use adk_core::{Content, Event};
-use adk_runner::RunOptions;
+use adk_grpc_agents::RunOptions;
+use adk_grpc_core::{Content, Event};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -162,30 +162,33 @@ fn agent_names_are_unique_within_an_app() {
 /// own functions: each problem is the library's message, at the field.
 #[test]
 fn agents_follow_the_runner_librarys_own_rules() {
-    let library = |rule: adk_core::Result<()>| library_message(&rule.unwrap_err());
+    let library = |rule: adk_grpc_core::Result<()>| library_message(&rule.unwrap_err());
     assert_problem(
         &with_root("name: \"1st\"\nmodel: fast\n"),
-        &format!(r#"field "name": {}"#, library(adk_runner::validate_agent_name("1st"))),
+        &format!(
+            r#"field "name": {}"#,
+            library(adk_grpc_agents::validate_agent_name("1st"))
+        ),
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\noutput_key: \"temp:\"\n"),
         &format!(
             r#"field "output_key": {}"#,
-            library(adk_runner::validate_output_key("temp:"))
+            library(adk_grpc_agents::validate_output_key("temp:"))
         ),
     );
     assert_problem(
         &with_tool("\"get weather\": { kind: client, description: d }"),
         &format!(
             r#"tool "get weather": {}"#,
-            library(adk_runner::validate_tool_name("get weather"))
+            library(adk_grpc_agents::validate_tool_name("get weather"))
         ),
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
         &format!(
             r#"field "tools": {}"#,
-            library(adk_runner::validate_tool_list(["lookup", "lookup"]))
+            library(adk_grpc_agents::validate_tool_list(["lookup", "lookup"]))
         ),
     );
     // An a2a sub-agent offered as a tool counts among its parent's tools.

@@ -4,8 +4,8 @@
 
 use super::file::{AgentsFile, McpTransportKind, ToolConfig, ToolKind};
 use super::problems::{Problems, library_message};
-use adk_core::Tool;
-use adk_runner::{BUILTIN_TOOLS, ClientTool, HttpTool, McpToolset, TRANSFER_TOOL_NAME};
+use adk_grpc_agents::{BUILTIN_TOOLS, ClientTool, HttpTool, McpToolset, TRANSFER_TOOL_NAME};
+use adk_grpc_core::Tool;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
@@ -31,7 +31,7 @@ pub(super) fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMa
 fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Option<Declared> {
     let place = format!("tool {name:?}");
     let before = problems.0.len();
-    if let Err(e) = adk_runner::validate_tool_name(name) {
+    if let Err(e) = adk_grpc_agents::validate_tool_name(name) {
         problems.add(&place, None, library_message(&e));
     }
     if BUILTIN_TOOLS.contains(&name) || name == TRANSFER_TOOL_NAME {
@@ -276,7 +276,7 @@ fn build_mcp_toolset(
         );
     }
     if let Some(prefix) = &config.tool_prefix
-        && !adk_runner::is_identifier(prefix)
+        && !adk_grpc_agents::is_identifier(prefix)
     {
         problems.add(
             place,

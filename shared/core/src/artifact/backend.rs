@@ -140,7 +140,7 @@ pub fn choose_version(requested: Option<i64>, last: i64, is_stored: impl FnOnce(
 pub type StoredBytes = Pin<Box<dyn Stream<Item = Result<Option<Vec<u8>>>> + Send>>;
 
 /// Stores and reads artifact versions. Implementations: in memory and Redis (standalone
-/// and cluster) in `adk-store`. Errors are the store's own failures (unreachable, corrupt
+/// and cluster) in `adk-grpc-store`. Errors are the store's own failures (unreachable, corrupt
 /// data); what a request may not do is decided by the core before or after the call.
 #[async_trait]
 pub trait ArtifactBackend: Send + Sync + 'static {

@@ -9,7 +9,7 @@ use crate::artifact::{
     UploadRequest, VersionsRequest, piece_size,
 };
 use crate::error::{AdkError, Result};
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 
 /// The four coordinates of an artifact, which every request but a listing needs.
 fn location(r: Option<pb::ArtifactRef>) -> Result<pb::ArtifactRef> {

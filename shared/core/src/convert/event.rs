@@ -12,7 +12,7 @@ use crate::event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata,
 };
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 use std::fmt::Display;
 

@@ -7,7 +7,7 @@ use crate::event::Event;
 use crate::memory::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MemoryEntry, SearchMemoryRequest, SearchMemoryResponse,
 };
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 use std::fmt::Display;
 
 impl From<&MemoryEntry> for pb::MemoryEntry {

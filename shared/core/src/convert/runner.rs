@@ -2,7 +2,7 @@
 
 use crate::agent::{RunConfig, StreamingMode};
 use crate::error::{AdkError, Result};
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 
 /// A Run request's `run_config`; errors name `run_config.<field>`. Unset fields
 /// are the defaults: no streaming, [`RunConfig::DEFAULT_MAX_LLM_CALLS`] model calls.

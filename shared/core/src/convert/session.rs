@@ -7,11 +7,11 @@ use super::{
 use crate::error::{AdkError, Result};
 use crate::event::Event;
 use crate::session::{
-    AppendEventRequest, CreateRequest, DeleteRequest, Events, GetRequest, ListEventsRequest, ListEventsResponse,
-    ListRequest, ListResponse, Precondition, Session, WatchRequest,
+    AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedSession, Events, GetRequest,
+    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Session, WatchRequest,
 };
 use crate::state::StateMap;
-use adk_proto::v1 as pb;
+use adk_grpc_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 
 impl From<&Session> for pb::Session {
@@ -41,6 +41,41 @@ impl From<Session> for pb::Session {
             events: events.into_iter().map(pb::Event::from).collect(),
             ..pb::Session::from(&s)
         }
+    }
+}
+
+/// The session's fields move; the encoded events go into the reply as they are.
+impl From<EncodedSession> for adk_grpc_proto::SessionReply {
+    fn from(s: EncodedSession) -> Self {
+        adk_grpc_proto::SessionReply {
+            session: pb::Session::from(s.session),
+            encoded_events: s.events.into_iter().map(EncodedEvent::into_bytes).collect(),
+        }
+    }
+}
+
+/// The one field of `adk.v1.Event` a read filters by: decoding an event as this skips
+/// every other field (tested against `pb::Event` below).
+#[derive(Clone, PartialEq, prost::Message)]
+struct EventTimestamp {
+    #[prost(message, optional, tag = "2")]
+    timestamp: Option<prost_types::Timestamp>,
+}
+
+impl EncodedEvent {
+    pub fn encode(event: &Event) -> Self {
+        EncodedEvent::from_stored(prost::Message::encode_to_vec(&pb::Event::from(event)))
+    }
+
+    /// The event's timestamp, read without decoding the rest of it.
+    pub fn timestamp(&self) -> Result<DateTime<Utc>> {
+        let decoded = <EventTimestamp as prost::Message>::decode(self.as_bytes())
+            .map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
+        let t = decoded
+            .timestamp
+            .ok_or_else(|| AdkError::Internal("stored event has no timestamp".into()))?;
+        timestamp_from_proto("event.timestamp", &t)
+            .map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
     }
 }
 
@@ -409,8 +444,41 @@ impl From<&WatchRequest> for pb::WatchSessionRequest {
 mod tests {
     use super::*;
     use crate::convert::tests::rich_event;
+    use prost::Message;
     use serde_json::json;
     use std::collections::HashMap;
+
+    #[test]
+    fn an_encoded_session_replies_with_the_bytes_of_the_decoded_one() {
+        let mut event = rich_event();
+        event.timestamp = DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap();
+        event.sequence = 7;
+        let encoded = EncodedEvent::encode(&event);
+        // The one field read without decoding the event is the event's timestamp.
+        assert_eq!(encoded.timestamp().unwrap(), event.timestamp);
+        assert_eq!(pb::Event::decode(encoded.as_bytes()).unwrap(), pb::Event::from(&event));
+        let session = Session {
+            id: "s".into(),
+            app_name: "app".into(),
+            user_id: "u".into(),
+            state: StateMap::new(HashMap::from([("k".to_string(), json!(1))])),
+            events: Events::new(vec![event.clone(), Event::new("i")]),
+            create_time: event.timestamp,
+            last_update_time: event.timestamp,
+            event_count: 2,
+            expire_time: None,
+        };
+        let reply = adk_grpc_proto::SessionReply::from(EncodedSession::from(session.clone()));
+        let bytes = reply.encode_to_vec();
+        // The events follow the other fields; decoded, the reply is the session's.
+        assert_eq!(bytes.len(), pb::Session::from(&session).encoded_len());
+        assert_eq!(
+            pb::Session::decode(bytes.as_slice()).unwrap(),
+            pb::Session::from(&session)
+        );
+        let broken = EncodedEvent::from_stored(vec![0x12, 0x05, 0x01]);
+        assert!(matches!(broken.timestamp(), Err(AdkError::Internal(_))));
+    }
 
     #[test]
     fn invalid_session_requests_name_the_field() {

@@ -138,7 +138,7 @@ pub struct Postings {
 }
 
 /// Stores one user's memories, their keyword index and their vectors. Implementations:
-/// in memory and Redis (standalone and cluster) in `adk-store`. Errors are the store's
+/// in memory and Redis (standalone and cluster) in `adk-grpc-store`. Errors are the store's
 /// own failures (unreachable, corrupt data); what a request may not do is decided by
 /// the core before the call.
 #[async_trait]

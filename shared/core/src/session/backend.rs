@@ -11,7 +11,8 @@
 //! store means writing a backend; no rule is written again.
 
 use super::{
-    EventCursor, EventStream, ListRequest, Precondition, ScopeState, Session, SessionCursor, event_page_range,
+    EncodedSession, EventCursor, EventStream, ListRequest, Precondition, ScopeState, Session, SessionCursor,
+    event_page_range,
 };
 use crate::error::{AdkError, Existing, Missing, Result};
 use crate::event::Event;
@@ -336,6 +337,13 @@ pub trait SessionBackend: Send + Sync + 'static {
     /// The session with merged state and the events `read` asks for (see
     /// [`EventRead`]); None when no live session has the key.
     async fn read(&self, key: &SessionKey, read: &EventRead) -> Result<Option<Session>>;
+
+    /// [`read`](Self::read), the events in their protobuf encoding (see
+    /// [`SessionService::get_encoded`](super::SessionService::get_encoded)): a backend
+    /// that stores them encoded overrides it to hand them over undecoded.
+    async fn read_encoded(&self, key: &SessionKey, read: &EventRead) -> Result<Option<EncodedSession>> {
+        Ok(self.read(key, read).await?.map(EncodedSession::from))
+    }
 
     /// Up to `listing.limit` sessions after its cursor, in listing order, merged state
     /// and no events.

@@ -6,10 +6,10 @@ use super::backend::{
     SessionBackend, SessionKey, SessionListing, Valid,
 };
 use super::{
-    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EventStream, Events, GetRequest,
-    ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, MODIFIED_SINCE_LOADED, Precondition, ScopeState,
-    Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest, lease_lost, next_event_token,
-    session_update_time,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedSession, EventStream,
+    Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, MODIFIED_SINCE_LOADED,
+    Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    lease_lost, next_event_token, session_update_time,
 };
 use crate::error::{AdkError, Conflict, Result};
 use crate::event::{Event, new_event_id};
@@ -51,15 +51,39 @@ impl<B: SessionBackend> CoreSessionService<B> {
 }
 
 /// `events` with `num_recent_events` and `after` applied (see [`super::filter_events`]),
-/// without copying the events kept.
-fn keep_filtered(mut events: Vec<Event>, num_recent_events: Option<usize>, after: Option<DateTime<Utc>>) -> Vec<Event> {
+/// without copying the events kept; `time` reads an event's timestamp (only with `after`).
+fn keep_filtered<E>(
+    mut events: Vec<E>,
+    num_recent_events: Option<usize>,
+    after: Option<DateTime<Utc>>,
+    time: impl Fn(&E) -> Result<DateTime<Utc>>,
+) -> Result<Vec<E>> {
     if let Some(n) = num_recent_events {
         events.drain(..events.len().saturating_sub(n));
     }
     if let Some(after) = after {
-        events.retain(|e| e.timestamp >= after);
+        let mut kept = Vec::with_capacity(events.len());
+        for event in events {
+            if time(&event)? >= after {
+                kept.push(event);
+            }
+        }
+        events = kept;
     }
-    events
+    Ok(events)
+}
+
+/// The session and the events a Get reads.
+fn get_read(req: &GetRequest) -> Result<(SessionKey, EventRead)> {
+    req.validate()?;
+    let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    let read = EventRead {
+        num_recent_events: req.num_recent_events,
+        after: req.after,
+        since_compaction: req.since_compaction,
+        _checked: Checked::new(),
+    };
+    Ok((key, read))
 }
 
 #[async_trait]
@@ -83,17 +107,24 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
     }
 
     async fn get(&self, req: GetRequest) -> Result<Session> {
-        req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
-        let read = EventRead {
-            num_recent_events: req.num_recent_events,
-            after: req.after,
-            since_compaction: req.since_compaction,
-            _checked: Checked::new(),
-        };
+        let (key, read) = get_read(&req)?;
         let mut session = self.backend.read(&key, &read).await?.ok_or_else(|| key.not_found())?;
         let events = std::mem::take(&mut session.events).into_vec();
-        session.events = Events::new(keep_filtered(events, req.num_recent_events, req.after));
+        session.events = Events::new(keep_filtered(events, req.num_recent_events, req.after, |e| {
+            Ok(e.timestamp)
+        })?);
+        Ok(session)
+    }
+
+    async fn get_encoded(&self, req: GetRequest) -> Result<EncodedSession> {
+        let (key, read) = get_read(&req)?;
+        let mut session = self
+            .backend
+            .read_encoded(&key, &read)
+            .await?
+            .ok_or_else(|| key.not_found())?;
+        let events = std::mem::take(&mut session.events);
+        session.events = keep_filtered(events, req.num_recent_events, req.after, EncodedEvent::timestamp)?;
         Ok(session)
     }
 
@@ -267,11 +298,17 @@ mod tests {
         let at = |secs| Some(Utc.timestamp_opt(secs, 0).unwrap());
         for recent in [None, Some(0), Some(2), Some(99)] {
             for after in [None, at(30), at(0), at(99)] {
+                let kept = keep_filtered(events.clone(), recent, after, |e| Ok(e.timestamp)).unwrap();
                 assert_eq!(
-                    keep_filtered(events.clone(), recent, after),
+                    kept,
                     filter_events(&events, recent, after),
                     "recent {recent:?}, after {after:?}"
                 );
+                // Encoded, the same events are kept.
+                let encoded = events.iter().map(EncodedEvent::encode).collect();
+                let kept_encoded = keep_filtered(encoded, recent, after, EncodedEvent::timestamp).unwrap();
+                let expected: Vec<_> = kept.iter().map(EncodedEvent::encode).collect();
+                assert_eq!(kept_encoded, expected, "encoded: recent {recent:?}, after {after:?}");
             }
         }
     }

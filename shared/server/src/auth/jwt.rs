@@ -4,7 +4,7 @@
 //! (array of app names, `"*"` for all) the apps, `role: "admin"` an admin.
 
 use super::{Apps, AuthArgs, Principal, Subject};
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, JwkSet};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation, errors::ErrorKind};
 use std::path::{Path, PathBuf};

@@ -10,8 +10,9 @@
 
 use super::scope::{Scope, ScopeTable, authorize};
 use super::{Authenticator, Principal};
+use crate::message::{PREFIX_BYTES, is_compressed, message_len};
 use crate::quota::{self, Quotas};
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 use http_body::{Body as _, Frame};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -22,9 +23,6 @@ use tonic::Status;
 use tonic::body::Body;
 use tonic::codegen::{Bytes, Service, http};
 use tower_layer::Layer;
-
-/// The gRPC message prefix: a compression flag and a 4-byte big-endian length.
-const PREFIX_BYTES: usize = 5;
 
 #[derive(Clone)]
 pub(crate) struct AuthLayer {
@@ -212,16 +210,15 @@ async fn first_message(mut body: Body, path: &str, max_message_bytes: usize) -> 
     let mut buffered: Vec<u8> = Vec::new();
     let mut ended = false;
     loop {
-        if buffered.len() >= PREFIX_BYTES {
+        if let Some(length) = message_len(&buffered) {
             // Compressed messages arrive decompressed (compression.rs): a flag still set is a
             // message marked compressed in a call that names no grpc-encoding.
-            if buffered[0] != 0 {
+            if is_compressed(&buffered) {
                 return Err(Status::from(AdkError::invalid_with(
                     "request",
                     "the request message is marked compressed but the call has no grpc-encoding header saying how",
                 )));
             }
-            let length = u32::from_be_bytes([buffered[1], buffered[2], buffered[3], buffered[4]]) as usize;
             if length > max_message_bytes {
                 return Err(crate::limits::request_too_large(path, Some(length), max_message_bytes));
             }

@@ -14,7 +14,7 @@ mod keys;
 pub(crate) mod layer;
 pub(crate) mod scope;
 
-use adk_core::AdkError;
+use adk_grpc_core::AdkError;
 use std::path::PathBuf;
 use std::sync::Arc;
 use tonic::Status;

@@ -8,11 +8,11 @@
 //! credential of every app.
 
 use super::{Principal, Subject};
-use adk_core::AdkError;
-use adk_proto::a2a;
-use adk_proto::a2a::a2a_service_server::SERVICE_NAME as A2A;
-use adk_proto::v1 as pb;
-use adk_proto::v1::{
+use adk_grpc_core::AdkError;
+use adk_grpc_proto::a2a;
+use adk_grpc_proto::a2a::a2a_service_server::SERVICE_NAME as A2A;
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::{
     agent_runner_server::SERVICE_NAME as RUNNER, artifact_service_server::SERVICE_NAME as ARTIFACTS,
     memory_service_server::SERVICE_NAME as MEMORY, session_service_server::SERVICE_NAME as SESSIONS,
 };
@@ -49,7 +49,7 @@ pub(crate) struct AppStateWrite {
 
 /// The first `app:` key of `keys` (a request's `field`), if any.
 fn app_state_write<'a>(field: &'static str, keys: impl IntoIterator<Item = &'a String>) -> Option<AppStateWrite> {
-    adk_core::state::first_app_key(keys).map(|key| AppStateWrite {
+    adk_grpc_core::state::first_app_key(keys).map(|key| AppStateWrite {
         field,
         key: key.to_string(),
     })
@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn every_method_is_checked() {
         let table = ScopeTable::new();
-        let set = prost_types::FileDescriptorSet::decode(adk_proto::FILE_DESCRIPTOR_SET).unwrap();
+        let set = prost_types::FileDescriptorSet::decode(adk_grpc_proto::FILE_DESCRIPTOR_SET).unwrap();
         let admin = Principal {
             subject: Subject::Admin,
             apps: Apps::Only(vec!["support".into()]),

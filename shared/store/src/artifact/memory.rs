@@ -2,11 +2,12 @@
 //! to set up; the reference the Redis backend is held to by the conformance suite. It
 //! holds every stored version in memory, of course; uploads and downloads still stream.
 
-use adk_core::Result;
-use adk_core::artifact::{
+use adk_grpc_core::Result;
+use adk_grpc_core::artifact::{
     ArtifactBackend, ArtifactMetadata, ArtifactScope, NewVersion, StoredBytes, StoredName, UploadBody, WriteOutcome,
     choose_version,
 };
+use adk_grpc_core::sync;
 use async_trait::async_trait;
 use futures::StreamExt;
 use std::collections::{BTreeMap, HashMap};
@@ -48,7 +49,7 @@ impl InMemoryArtifactBackend {
 
     fn lock(&self) -> MutexGuard<'_, Scopes> {
         // Every mutation completes before anything can panic, so a poisoned lock holds consistent data.
-        self.scopes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.scopes)
     }
 
     /// Deletes one session's own artifacts, every version (DeleteSession; see

@@ -1,7 +1,7 @@
 //! `RedisArtifactBackend`: artifact versions in Redis, standalone or Redis
 //! Cluster, on the same connection layer and error mapping as the sessions
 //! (`crate::redis::conn`). It stores and reads; the rules are the core service's
-//! (`adk_core::artifact::CoreArtifactService`), except the checks that must be
+//! (`adk_grpc_core::artifact::CoreArtifactService`), except the checks that must be
 //! atomic with a write, which the commit script makes and reports back.
 //!
 //! # Data model
@@ -60,20 +60,22 @@
 //! version deleted during a download ends its stream with `NOT_FOUND`.
 
 pub(crate) mod lua;
+mod script_args;
 
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
+use crate::redis::script_args::ScriptArgs;
 use crate::redis::user_tag;
-use adk_core::artifact::{
-    ArtifactBackend, ArtifactMetadata, ArtifactScope, MAX_VERSION, NewVersion, StoredBytes, StoredName, UploadBody,
-    WriteOutcome,
+use adk_grpc_core::artifact::{
+    ArtifactBackend, ArtifactMetadata, ArtifactScope, NewVersion, StoredBytes, StoredName, UploadBody, WriteOutcome,
 };
-use adk_core::validate::id_key;
-use adk_core::{AdkError, Result};
+use adk_grpc_core::validate::id_key;
+use adk_grpc_core::{AdkError, Result};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use redis::{Script, ScriptInvocation};
+use redis::ScriptInvocation;
+use script_args::{CommitArgs, DeleteArgs, ReadMetaArgs, Scripts};
 use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -102,12 +104,6 @@ pub struct RedisArtifactBackend {
     pending_ttl: Duration,
 }
 
-struct Scripts {
-    commit: Script,
-    read_meta: Script,
-    delete: Script,
-}
-
 impl std::fmt::Debug for RedisArtifactBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RedisArtifactBackend")
@@ -122,11 +118,7 @@ impl RedisArtifactBackend {
     /// `rediss+cluster://…`; uses `replica_acks` of the config. Fails with `Config`
     /// for a malformed URL and `Unavailable` when Redis cannot be reached now.
     pub async fn connect(url: &str, config: &StoreConfig) -> Result<Self> {
-        let scripts = Scripts {
-            commit: Script::new(lua::COMMIT),
-            read_meta: Script::new(lua::READ_META),
-            delete: Script::new(lua::DELETE),
-        };
+        let scripts = Scripts::new();
         Ok(RedisArtifactBackend {
             store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new(scripts),
@@ -150,11 +142,7 @@ impl RedisArtifactBackend {
     /// A version's metadata and storage layout (the latest when `version` is None); None
     /// when there is no such version.
     async fn read_meta(&self, keys: &NameKeys, version: Option<i64>) -> Result<Option<(ArtifactMetadata, Layout)>> {
-        let mut invocation = self.scripts.read_meta.key(&keys.versions);
-        invocation
-            .arg(version.map_or(String::new(), |v| v.to_string()))
-            .arg(&keys.meta_prefix)
-            .arg(&keys.name);
+        let invocation = ReadMetaArgs { keys, version }.invocation(&self.scripts)?;
         let reply: Option<(i64, HashMap<String, String>)> = self.store.eval("artifact_read_meta", &invocation).await?;
         reply
             .map(|(version, fields)| parse_meta(&keys.name, version, &fields))
@@ -219,40 +207,15 @@ impl RedisArtifactBackend {
         pending: &PendingChunks,
         (size, chunk_bytes): (u64, usize),
     ) -> Result<WriteOutcome> {
-        let now = new.create_time();
-        let custom = serde_json::to_string(&new.custom_metadata)
-            .map_err(|e| AdkError::Internal(format!("cannot encode custom metadata: {e}")))?;
-        let mut invocation = self.scripts.commit.prepare_invoke();
-        invocation
-            .key(&keys.names)
-            .key(&keys.seq)
-            .key(&keys.versions)
-            .arg(new.requested.map_or(String::new(), |v| v.to_string()))
-            .arg(&keys.name)
-            .arg(&keys.meta_prefix)
-            .arg(&keys.chunk_prefix)
-            .arg(&pending.prefix)
-            .arg(pending.count())
-            .arg(MAX_VERSION)
-            .arg("mime")
-            .arg(&new.mime_type)
-            .arg("size")
-            .arg(size)
-            .arg("create_us")
-            .arg(now.timestamp_micros())
-            .arg("create_ns")
-            .arg(now.timestamp_subsec_nanos() % 1000)
-            .arg("custom")
-            .arg(custom)
-            .arg("text")
-            .arg(if new.is_text { "1" } else { "0" })
-            .arg("file_uri")
-            .arg(if new.is_file_uri { "1" } else { "0" })
-            .arg("chunk_bytes")
-            .arg(chunk_bytes);
-        if let Some(display_name) = &new.display_name {
-            invocation.arg("display_name").arg(display_name);
+        let invocation = CommitArgs {
+            keys,
+            new,
+            pending,
+            created: new.create_time(),
+            size,
+            chunk_bytes,
         }
+        .invocation(&self.scripts)?;
         let (status, version): (String, String) = self
             .store
             .durable_eval("artifact_commit", &invocation, &keys.versions)
@@ -335,15 +298,7 @@ impl ArtifactBackend for RedisArtifactBackend {
 
     async fn delete(&self, name: &StoredName, version: Option<i64>) -> Result<()> {
         let keys = NameKeys::of(name);
-        let mut invocation = self.scripts.delete.prepare_invoke();
-        invocation
-            .key(&keys.names)
-            .key(&keys.seq)
-            .key(&keys.versions)
-            .arg(version.map_or(String::new(), |v| v.to_string()))
-            .arg(&keys.name)
-            .arg(&keys.meta_prefix)
-            .arg(&keys.chunk_prefix);
+        let invocation = DeleteArgs { keys: &keys, version }.invocation(&self.scripts)?;
         let _deleted: i64 = self
             .store
             .durable_eval("artifact_delete", &invocation, &keys.versions)

@@ -1,9 +1,10 @@
 //! `InMemoryMemoryBackend`: memories and their keyword index in this process, under
-//! the core memory service (`adk_core::CoreMemoryService`), which owns every rule; this
+//! the core memory service (`adk_grpc_core::CoreMemoryService`), which owns every rule; this
 //! file only stores and reads, under one lock (so each write is atomic).
 
-use adk_core::Result;
-use adk_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
+use adk_grpc_core::Result;
+use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
+use adk_grpc_core::sync;
 use async_trait::async_trait;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,7 +58,7 @@ impl InMemoryMemoryBackend {
     }
 
     fn users(&self) -> MutexGuard<'_, HashMap<MemoryScope, UserMemories>> {
-        self.users.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.users)
     }
 }
 

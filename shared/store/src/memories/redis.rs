@@ -1,5 +1,5 @@
 //! `RedisMemoryBackend`: memories and their keyword index in Redis, standalone or
-//! Redis Cluster, under the core memory service (`adk_core::CoreMemoryService`), which
+//! Redis Cluster, under the core memory service (`adk_grpc_core::CoreMemoryService`), which
 //! owns every rule; this file only stores and reads.
 //!
 //! Every key of one user's memories carries the user's hash tag `{<app>:<user>}`
@@ -20,23 +20,28 @@
 //! an entry, its postings and the stats change together, and a replaced entry's old
 //! postings go in the same step. Writes are acknowledged like every other store
 //! write (see `durability.rs`). A semantic search reads the user's vectors in one
-//! `HGETALL` and ranks them by brute force (see `adk_core::memory::rank_by_similarity`).
+//! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
 
 use crate::StoreConfig;
 use crate::redis::conn::RedisStore;
+use crate::redis::script_args::ScriptArgs;
 use crate::redis::user_tag;
-use adk_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
-use adk_core::validate::{id_from_key, id_key};
-use adk_core::{AdkError, Result};
-use adk_proto::v1 as pb;
+use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
+use adk_grpc_core::validate::{id_from_key, id_key};
+use adk_grpc_core::{AdkError, Result};
+use adk_grpc_proto::v1 as pb;
 use async_trait::async_trait;
 use prost::Message;
-use redis::Script;
+use script_args::{RemoveArgs, Scripts, StoredEntry, UpsertArgs};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod script_args;
+
 /// Removes entry `mid` (encoded id) and its postings; shared by both scripts.
-const REMOVE_ENTRY: &str = r#"
+macro_rules! remove_entry_fn {
+    () => {
+        r#"
 local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
   local key = entry_prefix .. mid
   local old = redis.call('HMGET', key, 'len', 't')
@@ -50,14 +55,18 @@ local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
   redis.call('HDEL', vectors, mid)
   return 1
 end
-"#;
+"#
+    };
+}
 
-/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, entry count, then
-/// per entry: encoded id, payload, vector (empty: none), length, term count, and
-/// (encoded term, count) pairs.
-const UPSERT: &str = r#"
+/// Stores entries, each replacing the entry of its id with its postings.
+/// KEYS and ARGV: `UpsertArgs` (`script_args.rs`).
+const UPSERT: &str = concat!(
+    remove_entry_fn!(),
+    r#"
 local stats, vectors, entry_prefix, term_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local at = 4
+local tail = 4
+local at = tail
 for _ = 1, tonumber(ARGV[3]) do
   local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
   local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
@@ -75,18 +84,22 @@ for _ = 1, tonumber(ARGV[3]) do
   redis.call('HINCRBY', stats, 'len', len)
 end
 return 1
-"#;
+"#
+);
 
-/// KEYS[1] stats, KEYS[2] vectors; ARGV: entry prefix, term prefix, encoded id.
+/// Removes one entry and its postings. KEYS and ARGV: `RemoveArgs`.
 /// Returns 1 if it existed.
-const DELETE: &str = r#"
+const DELETE: &str = concat!(
+    remove_entry_fn!(),
+    r#"
 return remove_entry(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-"#;
+"#
+);
 
 #[derive(Clone)]
 pub struct RedisMemoryBackend {
     store: RedisStore,
-    scripts: Arc<(Script, Script)>,
+    scripts: Arc<Scripts>,
 }
 
 impl std::fmt::Debug for RedisMemoryBackend {
@@ -123,10 +136,7 @@ impl RedisMemoryBackend {
     pub async fn connect(url: &str, config: StoreConfig) -> Result<Self> {
         Ok(RedisMemoryBackend {
             store: RedisStore::connect(url, config.replica_acks).await?,
-            scripts: Arc::new((
-                Script::new(&format!("{REMOVE_ENTRY}{UPSERT}")),
-                Script::new(&format!("{REMOVE_ENTRY}{DELETE}")),
-            )),
+            scripts: Arc::new(Scripts::new()),
         })
     }
 }
@@ -160,23 +170,11 @@ impl MemoryBackend for RedisMemoryBackend {
             return Ok(());
         }
         let keys = UserKeys::new(scope);
-        let mut invocation = self.scripts.0.key(&keys.stats);
-        invocation
-            .key(&keys.vectors)
-            .arg(&keys.entry_prefix)
-            .arg(&keys.term_prefix)
-            .arg(entries.len());
-        for indexed in &entries {
-            invocation
-                .arg(id_key(&indexed.entry.id).as_ref())
-                .arg(pb::MemoryEntry::from(&indexed.entry).encode_to_vec())
-                .arg(indexed.embedding.as_deref().map(vector_bytes).unwrap_or_default())
-                .arg(indexed.length)
-                .arg(indexed.term_counts.len());
-            for (term, count) in &indexed.term_counts {
-                invocation.arg(id_key(term).as_ref()).arg(*count);
-            }
+        let invocation = UpsertArgs {
+            keys: &keys,
+            entries: entries.iter().map(StoredEntry::of).collect(),
         }
+        .invocation(&self.scripts)?;
         let _: i64 = self
             .store
             .durable_eval("memory_upsert", &invocation, &keys.stats)
@@ -259,12 +257,7 @@ impl MemoryBackend for RedisMemoryBackend {
 
     async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool> {
         let keys = UserKeys::new(scope);
-        let mut invocation = self.scripts.1.key(&keys.stats);
-        invocation
-            .key(&keys.vectors)
-            .arg(&keys.entry_prefix)
-            .arg(&keys.term_prefix)
-            .arg(id_key(id).as_ref());
+        let invocation = RemoveArgs { keys: &keys, id }.invocation(&self.scripts)?;
         let deleted: i64 = self
             .store
             .durable_eval("memory_delete", &invocation, &keys.stats)

@@ -21,8 +21,9 @@
 
 use super::conn::RedisStore;
 use super::durability::key_slot;
-use adk_core::Result;
-use adk_core::validate::id_key;
+use adk_grpc_core::Result;
+use adk_grpc_core::sync;
+use adk_grpc_core::validate::id_key;
 use std::collections::HashSet;
 use std::sync::{Mutex, OnceLock};
 
@@ -87,7 +88,7 @@ pub(super) struct ShardRegistry {
 
 impl ShardRegistry {
     fn is_known(&self, app: &str, slot: u16) -> bool {
-        let known = self.known.lock().expect("registry lock");
+        let known = sync::lock(&self.known);
         known.contains(&(app.to_string(), slot))
     }
 

@@ -29,6 +29,7 @@
 
 use super::Fields;
 use super::conn::CONNECT_TIMEOUT;
+use adk_grpc_core::sync;
 use futures::StreamExt;
 use redis::Client;
 use std::collections::HashMap;
@@ -69,7 +70,7 @@ pub(super) struct Ticket(Option<u64>);
 impl AppStateCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
         // A panic elsewhere cannot leave the map inconsistent: every change is one step.
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.inner)
     }
 
     /// The cached state of `app`, if it may be used now.

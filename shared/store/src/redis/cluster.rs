@@ -24,7 +24,8 @@
 //! yet, an old master that wakes up) has lower epochs and is ignored.
 
 use super::conn::{client, cluster_client};
-use adk_core::{AdkError, Result};
+use adk_grpc_core::sync;
+use adk_grpc_core::{AdkError, Result};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
 use redis::cluster_async::ClusterConnection;
 use redis::{Cmd, Pipeline, RedisFuture, Value};
@@ -91,7 +92,7 @@ impl ClusterLink {
 
     fn routed(&self) -> std::sync::RwLockReadGuard<'_, Routed> {
         // Every write replaces the whole value: a poisoned lock still holds a consistent one.
-        self.routed.read().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::read(&self.routed)
     }
 
     /// Replaces the connection when `view` is newer than the one it was built from.
@@ -103,14 +104,14 @@ impl ClusterLink {
         };
         if !newer {
             if self.routed().view.is_none() {
-                self.routed.write().unwrap_or_else(|p| p.into_inner()).view = Some(view);
+                sync::write(&self.routed).view = Some(view);
             }
             return;
         }
         match tokio::time::timeout(REBUILD_TIMEOUT, self.rebuild(&view)).await {
             Ok(Ok(conn)) => {
                 tracing::info!("the redis cluster changed (a failover?); reconnected to its current nodes");
-                let mut routed = self.routed.write().unwrap_or_else(|p| p.into_inner());
+                let mut routed = sync::write(&self.routed);
                 let generation = routed.generation + 1;
                 *routed = Routed {
                     conn,

@@ -4,8 +4,8 @@
 
 use super::cluster::{ClusterConn, ClusterLink, ClusterUrl};
 use super::durability::{Durability, ReplicaAcks};
-use adk_core::{AdkError, Result};
-use adk_telemetry::RedisOp;
+use adk_grpc_core::{AdkError, Result};
+use adk_grpc_telemetry::RedisOp;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::{ClusterClient, ClusterClientBuilder};
 use redis::io::tcp::TcpSettings;
@@ -326,11 +326,11 @@ pub(crate) fn store_error(e: RedisError) -> AdkError {
     } else if e.code() == Some("OOM") {
         tracing::warn!(error = %e, "redis is out of memory");
         AdkError::ResourceExhausted(
-            adk_core::Exhausted::StoreFull,
+            adk_grpc_core::Exhausted::StoreFull,
             "the store (redis) is out of memory".to_string(),
         )
     } else {
-        // Mapped to a status, the detail is logged with an id and only the id is sent (adk-core's error.rs).
+        // Mapped to a status, the detail is logged with an id and only the id is sent (adk-grpc-core's error.rs).
         AdkError::Internal(format!("redis error: {e}"))
     }
 }

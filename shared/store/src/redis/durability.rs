@@ -36,8 +36,9 @@
 
 use super::cluster::parse_cluster_nodes;
 use super::conn::{Conn, RedisStore, decode_reply, store_error};
-use adk_core::{AdkError, Result};
-use adk_telemetry::RedisOp;
+use adk_grpc_core::sync;
+use adk_grpc_core::{AdkError, Result};
+use adk_grpc_telemetry::RedisOp;
 use redis::{FromRedisValue, Pipeline, ScriptInvocation, ServerErrorKind, Value};
 use std::str::FromStr;
 use std::sync::Arc;
@@ -200,7 +201,7 @@ impl Durability {
         match fetch_replica_counts(conn).await {
             Ok(counts) => {
                 let counts = Arc::new(counts);
-                *self.replicas.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(counts.clone());
+                *sync::lock(&self.replicas) = Some(counts.clone());
                 Ok(counts)
             }
             Err(e) => match cached {

@@ -3,9 +3,11 @@
 //! (the app index shard on a cluster) a tag on the same slot; only on standalone
 //! Redis are the app index and app state keys, under `{app}`, passed too.
 //!
-//! Every session script takes the session keys first, in this order:
-//! `KEYS[1]` meta, `KEYS[2]` session state, `KEYS[3]` events stream,
-//! `KEYS[4]` event ids, `KEYS[5]` event timestamps.
+//! What each script takes in KEYS and ARGV, position by position, is written once:
+//! in its argument builder (`script_args.rs`, e.g. `AppendArgs`), which every call
+//! site uses and whose tests check that the script reads exactly what it sends.
+//! A script that takes field/value pairs after its fixed arguments starts them at
+//! `local tail`.
 //!
 //! Writing scripts check everything that can fail before their first write, so
 //! they apply all of their writes or none.
@@ -23,7 +25,7 @@ local function hset_pairs(key, at, count)
   return at + 2 * count
 end
 
--- With a TTL, makes every session key (KEYS[1..5]) expire `ttl_ms` from now by
+-- With a TTL, makes the session keys (KEYS[1..5]: meta first) expire `ttl_ms` from now by
 -- Redis's own clock and records the instant in meta.expire_ms. Returns that
 -- instant in Unix milliseconds, or '' without a TTL.
 -- Writes the `count` app state pairs from ARGV[at…] into `key` (only passed on
@@ -53,11 +55,7 @@ end
 /// index, the app index (shard), app state when its key is passed (and
 /// publishes the change), and applies the TTL to every session key.
 ///
-/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, [9 app state]
-/// ARGV: 1 create time (µs), 2 its extra nanoseconds, 3 ttl ms (0 = none),
-///       4 session id (user index member), 5 app index member (`user:session`),
-///       6 #session fields, 7 #user fields, 8 #app fields, 9 app name, 10 app state
-///       channel, then field/JSON pairs in that order.
+/// KEYS and ARGV: `CreateArgs`.
 /// Returns `{'EXISTS', '', {}}` or `{'OK', expire_ms or '', user state as HGETALL}`.
 pub(super) const CREATE: &str = concat!(
     lua_helpers!(),
@@ -66,8 +64,8 @@ if redis.call('EXISTS', KEYS[1]) == 1 then return {'EXISTS', '', {}} end
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'create_us', ARGV[1], 'create_ns', ARGV[2], 'update_us', ARGV[1],
   'update_ns', ARGV[2], 'seq', 0, 'last_id', '', 'ttl_ms', ARGV[3])
-local at = 11
-at = hset_pairs(KEYS[2], at, tonumber(ARGV[6]))
+local tail = 11
+local at = hset_pairs(KEYS[2], tail, tonumber(ARGV[6]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[7]))
 write_app_state(KEYS[9], at, tonumber(ARGV[8]), ARGV[10], ARGV[9])
 redis.call('ZADD', KEYS[7], ARGV[1], ARGV[4])
@@ -86,7 +84,7 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// the state delta applied by scope (app state only when its key is passed,
 /// and then published), meta, the user index and the app index (shard)
 /// updated, and the TTL renewed on every session key (`NEW`). The watchers are
-/// woken once the write is acknowledged: here when ARGV 16 names their channel (no
+/// woken once the write is acknowledged: here when `AppendArgs::wake` asks for it (no
 /// replica to wait for: running is acknowledging), else by the caller after the
 /// replicas confirmed it (`RedisSessionBackend::wake_watchers_in_background`).
 ///
@@ -95,20 +93,11 @@ return {'OK', expire, redis.call('HGETALL', KEYS[6])}
 /// any order, so the stored bytes decode to the event with its sequence (the
 /// stored-bytes contract written at `sequence` in `proto/adk/v1/event.proto`).
 ///
-/// KEYS: 1-5 session keys, 6 user state, 7 user index, 8 app index, 9 the session's
-///       lease (`lease.rs`), [10 app state]
-/// ARGV: 1 event id, 2 precondition kind ('' | 'id' | 'seq' | 'lease'), 3 precondition value,
-///       4 the session's new update time (µs; meta and listing indexes), 5 its extra nanoseconds,
-///       6 session id (user index member), 7 app index member (`user:session`), 8 encoded event,
-///       9 #session fields, 10 #user fields, 11 #app fields, 12 the event's own time (µs;
-///       the timestamp index), 13 app name, 14 app state channel, 15 how the event moves the
-///       bounded-read window (`adk_core::history::WindowUpdate`: '' keeps it, 'reset' clears
-///       it, else the compacted range's end in µs: the window then starts at the first
-///       event stamped at or after it, found through the timestamp index in
-///       O(events in the window)), 16 the channel to wake the session's watchers on
-///       when the event is stored or found (`DUP`), or '' (the caller wakes them once the
-///       write is acknowledged: see `RedisSessionBackend::append`), then field/JSON
-///       pairs in that order.
+/// A compaction moves the bounded-read window: it then starts at the first event
+/// stamped at or after the compacted range's end, found through the timestamp index
+/// in O(events in the window).
+///
+/// KEYS and ARGV: `AppendArgs`.
 /// Returns `{status, stored event bytes or '', sequence or 0}`, status one of NOTFOUND,
 /// ABORTED, LEASE, DUP (with the stored event's bytes), NEW (with the new sequence: the
 /// caller has the event, so its bytes do not travel back).
@@ -157,8 +146,8 @@ elseif window ~= '' then
   end
   redis.call('HSET', KEYS[1], 'window', first)
 end
-local at = 17
-at = hset_pairs(KEYS[2], at, tonumber(ARGV[9]))
+local tail = 17
+local at = hset_pairs(KEYS[2], tail, tonumber(ARGV[9]))
 at = hset_pairs(KEYS[6], at, tonumber(ARGV[10]))
 write_app_state(KEYS[10], at, tonumber(ARGV[11]), ARGV[14], ARGV[13])
 redis.call('HSET', KEYS[1], 'seq', seq, 'update_us', ARGV[4], 'update_ns', ARGV[5], 'last_id', ARGV[1])
@@ -173,11 +162,12 @@ return {'NEW', '', seq}
 /// The `app:` half of a create or append on a cluster (one node: the app tag's):
 /// writes the app state pairs and tells every process that caches app state.
 ///
-/// KEYS: 1 app state; ARGV: 1 app state channel, 2 app name, then field/JSON pairs.
+/// KEYS and ARGV: `AppWriteArgs`.
 pub(super) const APP_WRITE: &str = concat!(
     lua_helpers!(),
     r#"
-write_app_state(KEYS[1], 3, (#ARGV - 2) / 2, ARGV[1], ARGV[2])
+local tail = 3
+write_app_state(KEYS[1], tail, (#ARGV - tail + 1) / 2, ARGV[1], ARGV[2])
 return 'OK'
 "#
 );
@@ -189,12 +179,11 @@ return 'OK'
 /// index, then one `XRANGE` per hit), or all of them when neither is given. The
 /// caller applies the exact (nanosecond) filter.
 ///
-/// With ARGV 3 = '1' (a runner turn's bounded read), reads the events from the
+/// For the window (a runner turn's bounded read), reads the events from the
 /// window's first sequence (meta `window`, set by appends of compactions) on instead,
 /// with one `XRANGE`; the caller applies N and `after` within them.
 ///
-/// KEYS: 1-5 session keys, 6 user state
-/// ARGV: 1 N ('' = no limit), 2 after (µs, '' = none), 3 '1' for the window
+/// KEYS and ARGV: `ReadArgs`.
 /// Returns nil when the session is missing, else `{meta, session state, user state, events}`
 /// (hashes as HGETALL, events as the stored bytes).
 pub(super) const READ: &str = r#"
@@ -212,7 +201,7 @@ elseif n ~= '' then
     for i = #entries, 1, -1 do events[#events + 1] = entries[i][2][2] end
   end
 elseif after ~= '' then
-  local seqs = redis.call('ZRANGEBYSCORE', KEYS[5], after, '+inf')
+  local seqs = redis.call('ZRANGEBYSCORE', KEYS[4], after, '+inf')
   table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
   for _, seq in ipairs(seqs) do
     local entry = redis.call('XRANGE', KEYS[3], seq .. '-1', seq .. '-1')
@@ -221,7 +210,7 @@ elseif after ~= '' then
 else
   for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do events[#events + 1] = entry[2][2] end
 end
-return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[6]), events}
+return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[5]), events}
 "#;
 
 /// ForkSession's writes on the user tag, in one step: `NOTFOUND` when the source
@@ -230,40 +219,37 @@ return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[6]), ev
 /// copies a prefix), the fork's id and timestamp indexes, meta, session state,
 /// the user index and the app index (shard), and the source's TTL. O(N).
 ///
-/// KEYS: 1-5 source session keys, 6-10 fork session keys, 11 user index, 12 app index
-/// ARGV: 1 N (the last sequence copied), 2 create time (µs), 3 its extra nanoseconds,
-///       4 update time (µs), 5 its extra ns, 6 fork session id (user index member),
-///       7 app index member, 8 last event id, 9 window start, 10 #state fields,
-///       then N (event id, event µs) pairs, then the state's field/JSON pairs.
+/// KEYS and ARGV: `ForkArgs`.
 /// Returns `{status, expire_ms or ''}`, status one of NOTFOUND, EXISTS, OK.
 pub(super) const FORK: &str = r#"
 local source = redis.call('HMGET', KEYS[1], 'seq', 'ttl_ms')
 if not source[1] then return {'NOTFOUND', ''} end
-if redis.call('EXISTS', KEYS[6]) == 1 then return {'EXISTS', ''} end
+if redis.call('EXISTS', KEYS[4]) == 1 then return {'EXISTS', ''} end
 local n = tonumber(ARGV[1])
 -- The source was deleted and re-created since its events were read: not the same log.
-if redis.call('HGET', KEYS[4], ARGV[8]) ~= ARGV[1] then return {'NOTFOUND', ''} end
-redis.call('DEL', KEYS[7], KEYS[8], KEYS[9], KEYS[10])
-local entries = redis.call('XRANGE', KEYS[3], '1-1', n .. '-1')
+if redis.call('HGET', KEYS[3], ARGV[8]) ~= ARGV[1] then return {'NOTFOUND', ''} end
+redis.call('DEL', KEYS[5], KEYS[6], KEYS[7], KEYS[8])
+local entries = redis.call('XRANGE', KEYS[2], '1-1', n .. '-1')
+local tail = 11
 for i, entry in ipairs(entries) do
-  redis.call('XADD', KEYS[8], entry[1], 'e', entry[2][2])
-  redis.call('HSET', KEYS[9], ARGV[10 + 2 * i - 1], i)
-  redis.call('ZADD', KEYS[10], ARGV[10 + 2 * i], i)
+  redis.call('XADD', KEYS[6], entry[1], 'e', entry[2][2])
+  redis.call('HSET', KEYS[7], ARGV[tail + 2 * i - 2], i)
+  redis.call('ZADD', KEYS[8], ARGV[tail + 2 * i - 1], i)
 end
-redis.call('HSET', KEYS[6], 'create_us', ARGV[2], 'create_ns', ARGV[3], 'update_us', ARGV[4],
+redis.call('HSET', KEYS[4], 'create_us', ARGV[2], 'create_ns', ARGV[3], 'update_us', ARGV[4],
   'update_ns', ARGV[5], 'seq', n, 'last_id', ARGV[8], 'ttl_ms', source[2] or 0, 'window', ARGV[9])
-local at = 11 + 2 * n
+local at = tail + 2 * n
 for i = 0, tonumber(ARGV[10]) - 1 do
-  redis.call('HSET', KEYS[7], ARGV[at + 2 * i], ARGV[at + 2 * i + 1])
+  redis.call('HSET', KEYS[5], ARGV[at + 2 * i], ARGV[at + 2 * i + 1])
 end
-redis.call('ZADD', KEYS[11], ARGV[4], ARGV[6])
-redis.call('ZADD', KEYS[12], ARGV[4], ARGV[7])
+redis.call('ZADD', KEYS[9], ARGV[4], ARGV[6])
+redis.call('ZADD', KEYS[10], ARGV[4], ARGV[7])
 local ttl = tonumber(source[2] or '0') or 0
 if ttl <= 0 then return {'OK', ''} end
 local now = redis.call('TIME')
 local expire = string.format('%.0f', tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl)
-for i = 6, 10 do redis.call('PEXPIREAT', KEYS[i], expire) end
-redis.call('HSET', KEYS[6], 'expire_ms', expire)
+for i = 4, 8 do redis.call('PEXPIREAT', KEYS[i], expire) end
+redis.call('HSET', KEYS[4], 'expire_ms', expire)
 return {'OK', expire}
 "#;
 
@@ -271,7 +257,7 @@ return {'OK', expire}
 /// was re-added since the listing saw it (its score changed): a session
 /// re-created meanwhile keeps its entry. One key, so also atomic on a cluster.
 ///
-/// KEYS: 1 index; ARGV: 1 member, 2 the score the listing saw.
+/// KEYS and ARGV: `DropStaleArgs`.
 pub(super) const DROP_STALE: &str = r#"
 local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
 if score and tonumber(score) == tonumber(ARGV[2]) then return redis.call('ZREM', KEYS[1], ARGV[1]) end
@@ -286,10 +272,7 @@ return 0
 /// delete happened whole or not at all. Costs one step per artifact version and
 /// stored chunk of the session.
 ///
-/// KEYS: 1-5 session keys, 6 user index, 7 the session's artifact name set, 8 app index
-/// ARGV: 1 session id (user index member), 2-5 the session's artifact key prefixes
-///       (counter, version set, metadata, chunk; see `ScopeKeys::push_for_delete`),
-///       6 app index member (`user:session`)
+/// KEYS and ARGV: `DeleteArgs`.
 /// Returns how many artifact names were deleted.
 pub(super) const DELETE: &str = concat!(
     crate::artifact::redis::lua::artifact_delete_fns!(),
@@ -304,5 +287,5 @@ return delete_scope(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 /// Wakes the watchers of a session in every process (`watch_hub.rs`): publishes its
 /// events key. A script only so that it runs on the session's node (a plain
 /// `PUBLISH` is routed by the channel's name, the same node for every append).
-/// KEYS: 1 the session's events key. ARGV: 1 the channel.
+/// KEYS and ARGV: `WakeArgs`.
 pub(super) const WAKE: &str = "return redis.call('PUBLISH', ARGV[1], KEYS[1])";

@@ -20,7 +20,8 @@
 use super::conn::RedisStore;
 use super::pubsub::spawn_channel_listener;
 use super::{decode_event, stream_entries};
-use adk_core::{AdkError, Event, Result};
+use adk_grpc_core::sync;
+use adk_grpc_core::{AdkError, Event, Result};
 use redis::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -104,7 +105,7 @@ impl WatchHub {
 
     fn feeds(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<Arc<Feed>>>> {
         // Every change is one insert or remove: a poisoned map is still consistent.
-        self.feeds.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.feeds)
     }
 
     /// Wakes the feeds of `events_key`, or all of them.
@@ -259,7 +260,7 @@ pub(super) fn watcher_stream(
     start: u64,
     mut receiver: broadcast::Receiver<FeedItem>,
     not_found: String,
-) -> adk_core::EventStream {
+) -> adk_grpc_core::EventStream {
     Box::pin(async_stream::try_stream! {
         let mut last = start;
         // Behind the feed: read from the store until caught up.
@@ -281,7 +282,7 @@ pub(super) fn watcher_stream(
                         tokio::time::sleep(UNCONFIRMED_RETRY.saturating_mul(1 << unconfirmed.min(4))).await;
                         unconfirmed += 1;
                     }
-                    Read::Gone => Err(AdkError::NotFound(adk_core::Missing::Session, not_found.clone()))?,
+                    Read::Gone => Err(AdkError::NotFound(adk_grpc_core::Missing::Session, not_found.clone()))?,
                 }
                 continue;
             }
@@ -296,7 +297,7 @@ pub(super) fn watcher_stream(
                         behind = true;
                     }
                 }
-                Ok(FeedItem::Gone) => Err(AdkError::NotFound(adk_core::Missing::Session, not_found.clone()))?,
+                Ok(FeedItem::Gone) => Err(AdkError::NotFound(adk_grpc_core::Missing::Session, not_found.clone()))?,
                 Ok(FeedItem::Failed(message)) => Err(AdkError::Unavailable(message.to_string()))?,
                 // Overflow: more than WATCHER_BUFFER events behind; resume from `last`.
                 Err(broadcast::error::RecvError::Lagged(_)) => behind = true,
@@ -315,7 +316,7 @@ pub(super) fn watcher_stream(
 mod tests {
     use super::*;
     use crate::redis::subscriber_clients;
-    use adk_testkit::{RedisServer, eventually};
+    use adk_grpc_testkit::{RedisServer, eventually};
 
     /// A feed lives while someone watches: one per session, however many watchers,
     /// retired once its last watcher is gone.

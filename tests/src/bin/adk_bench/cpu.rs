@@ -12,6 +12,7 @@ pub fn cpu_time(pid: u32) -> Option<Duration> {
     let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
     let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
     // SAFETY: sysconf only reads a configuration value.
+    #[allow(unsafe_code)]
     let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     Some(Duration::from_micros(ticks * 1_000_000 / per_second))
 }

@@ -12,9 +12,9 @@
 //! brute-force cosine), not a model's.
 
 use super::{Phase, StoreSetup, measure, start_target};
-use adk_proto::v1 as pb;
-use adk_proto::v1::memory_service_client::MemoryServiceClient;
-use adk_testkit::unique_prefix;
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
+use adk_grpc_testkit::unique_prefix;
 use anyhow::{Context, Result};
 use tonic::transport::Channel;
 

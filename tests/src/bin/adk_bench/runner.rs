@@ -21,10 +21,10 @@
 //! over MCP stdio or streamable HTTP, so the turn latencies compare the ways of
 //! calling a tool.
 
-use adk_proto::v1 as pb;
-use adk_proto::v1::agent_runner_client::AgentRunnerClient;
-use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{ChildGuard, RedisServer, ServiceProcess, free_port, unique_prefix, wait_for_port};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
+use adk_grpc_testkit::{ChildGuard, RedisServer, ServiceProcess, free_port, unique_prefix, wait_for_port};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use std::path::PathBuf;
@@ -151,7 +151,7 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
     }
     let redis = RedisServer::start().await;
     // Redis's recommended durability, as the other benches use.
-    adk_testkit::redis_cli(&[
+    adk_grpc_testkit::redis_cli(&[
         "-p",
         &redis.port().to_string(),
         "config",
@@ -663,23 +663,24 @@ async fn prefill(endpoint: &str, app: &str, user: &str, session: &str, length: u
     let mut turn = 0;
     while events.len() < length {
         let invocation = format!("e-prefill-{turn}");
-        let question = adk_core::Event::new(&invocation)
+        let question = adk_grpc_core::Event::new(&invocation)
             .with_author("user")
-            .with_content(adk_core::Content::new("user").with_text(format!("turn {turn}: the weather in Tokyo?")));
-        let answer = adk_core::Event::new(&invocation)
+            .with_content(adk_grpc_core::Content::new("user").with_text(format!("turn {turn}: the weather in Tokyo?")));
+        let answer = adk_grpc_core::Event::new(&invocation)
             .with_author("assistant")
-            .with_content(adk_core::Content::new("model").with_text(format!("You said: turn {turn}")));
+            .with_content(adk_grpc_core::Content::new("model").with_text(format!("You said: turn {turn}")));
         first.get_or_insert(question.timestamp);
         let end = answer.timestamp;
         events.push(question);
         events.push(answer);
         turn += 1;
         if turn % COMPACTION_INTERVAL == 0 {
-            let mut summary = adk_core::Event::new(&invocation).with_author("user");
-            summary.actions.compaction = Some(adk_core::EventCompaction {
+            let mut summary = adk_grpc_core::Event::new(&invocation).with_author("user");
+            summary.actions.compaction = Some(adk_grpc_core::EventCompaction {
                 start_timestamp: first.unwrap_or(end),
                 end_timestamp: end,
-                compacted_content: adk_core::Content::new("model").with_text(format!("Summary of turns 0-{turn}.")),
+                compacted_content: adk_grpc_core::Content::new("model")
+                    .with_text(format!("Summary of turns 0-{turn}.")),
             });
             events.push(summary);
         }

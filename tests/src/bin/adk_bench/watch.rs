@@ -10,9 +10,9 @@
 //! the bench raises its own limit (and so its servers') to the hard limit.
 
 use super::cpu::cpu_time;
-use adk_proto::v1 as pb;
-use adk_proto::v1::session_service_client::SessionServiceClient;
-use adk_testkit::{RedisServer, ServiceProcess};
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
+use adk_grpc_testkit::{RedisServer, ServiceProcess};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use std::collections::HashMap;
@@ -65,6 +65,7 @@ struct Deliveries {
 /// Raises the open-files limit to the hard limit (the servers this bench starts inherit it).
 fn raise_open_files_limit() {
     // SAFETY: getrlimit/setrlimit only read and write the struct passed.
+    #[allow(unsafe_code)]
     unsafe {
         let mut limit = libc::rlimit {
             rlim_cur: 0,
@@ -79,7 +80,7 @@ fn raise_open_files_limit() {
 
 async fn redis_clients(redis: &RedisServer) -> u64 {
     let port = redis.port().to_string();
-    let info = adk_testkit::redis_cli(&["-p", &port, "info", "clients"]).await;
+    let info = adk_grpc_testkit::redis_cli(&["-p", &port, "info", "clients"]).await;
     let clients: u64 = info
         .lines()
         .find_map(|line| line.strip_prefix("connected_clients:"))
@@ -144,7 +145,7 @@ async fn measure(args: &WatchArgs, watchers: usize, layout: Layout) -> Result<St
         Layout::OneSession => 1,
         Layout::Distinct => watchers,
     };
-    let app = adk_testkit::unique_prefix("watchbench");
+    let app = adk_grpc_testkit::unique_prefix("watchbench");
     let mut writer = channels[0].clone();
     for session in 0..sessions {
         writer

@@ -24,13 +24,11 @@
 /// pending chunks into place without their TTL, writes the metadata, raises the
 /// counter, and adds the version and the name.
 ///
-/// KEYS: 1 scope's name set, 2 the name's version counter, 3 the name's version set
-/// ARGV: 1 version ('' = next), 2 file name, 3 metadata key prefix, 4 chunk key prefix,
-///       5 pending chunk key prefix, 6 chunk count, 7 maximum version,
-///       8.. metadata field/value pairs
+/// KEYS and ARGV: `CommitArgs` (`script_args.rs`).
 /// Returns `{status, version}`, status one of OK, EXISTS, FULL, EXPIRED.
 pub(super) const COMMIT: &str = r#"
 local function int(n) return string.format('%.0f', n) end
+local tail = 8
 local last = tonumber(redis.call('GET', KEYS[2]) or '0')
 local version
 if ARGV[1] == '' then
@@ -51,7 +49,7 @@ for i = 0, count - 1 do
   -- RENAME keeps the pending key's safety TTL; a committed chunk lives until deleted.
   redis.call('PERSIST', chunk)
 end
-redis.call('HSET', ARGV[3] .. v .. ':' .. ARGV[2], 'chunks', ARGV[6], unpack(ARGV, 8))
+redis.call('HSET', ARGV[3] .. v .. ':' .. ARGV[2], 'chunks', ARGV[6], unpack(ARGV, tail))
 if version > last then redis.call('SET', KEYS[2], v) end
 redis.call('ZADD', KEYS[3], v, v)
 redis.call('SADD', KEYS[1], ARGV[2])
@@ -61,8 +59,7 @@ return {'OK', v}
 /// A version's metadata, and which version it is: the given one, or the
 /// latest. One script, so "latest" and its metadata are one snapshot.
 ///
-/// KEYS: 1 the name's version set
-/// ARGV: 1 version ('' = latest), 2 metadata key prefix, 3 file name
+/// KEYS and ARGV: `ReadMetaArgs`.
 /// Returns nil when there is no such version, else `{version, metadata as HGETALL}`.
 pub(super) const READ_META: &str = r#"
 local v = ARGV[1]
@@ -117,8 +114,7 @@ pub(crate) use artifact_delete_fns;
 /// (numbering starts again at 1) and its entry in the scope's name set too.
 /// A missing name or version deletes nothing.
 ///
-/// KEYS: 1 scope's name set, 2 the name's version counter, 3 the name's version set
-/// ARGV: 1 version ('' = all), 2 file name, 3 metadata key prefix, 4 chunk key prefix
+/// KEYS and ARGV: `DeleteArgs`.
 /// Returns how many versions were deleted.
 pub(super) const DELETE: &str = concat!(
     artifact_delete_fns!(),

@@ -1,0 +1,114 @@
+//! The conversation an LLM agent sends: the session's events as contents, as ADK builds them.
+
+use adk_grpc_core::history::{apply_compactions, apply_rewinds};
+use adk_grpc_core::{Content, Event, Part, PartKind};
+
+use crate::USER_AUTHOR;
+
+/// The contents of `events` that belong in `agent`'s conversation on `branch`,
+/// oldest first, as ADK builds them: rewound invocations left out; each summary
+/// standing, as the agent's own turn, in place of the events it replaces; the
+/// user's messages and the agent's own turns as they are; other agents' turns
+/// retold as user-side context (the model must not take them for its own words);
+/// events of other parallel branches left out.
+pub(crate) fn conversation(events: &[Event], agent: &str, branch: &str) -> Vec<Content> {
+    let live = apply_rewinds(events);
+    let on_this_branch: Vec<Event> = live
+        .into_iter()
+        .filter(|event| on_branch(branch, &event.branch))
+        .collect();
+    apply_compactions(&on_this_branch, agent)
+        .iter()
+        .filter(|event| !event.is_partial())
+        .filter_map(|event| {
+            let content = event.content().filter(|c| !c.parts.is_empty())?;
+            if event.author == agent || event.author == USER_AUTHOR {
+                Some(content.clone())
+            } else {
+                Some(as_context(&event.author, content))
+            }
+        })
+        .collect()
+}
+
+/// An event is visible on `branch` when it was made at the top (no branch), on
+/// the same branch, or on an ancestor of it (`a` is an ancestor of `a.b`).
+fn on_branch(branch: &str, event_branch: &str) -> bool {
+    branch.is_empty()
+        || event_branch.is_empty()
+        || branch == event_branch
+        || branch
+            .strip_prefix(event_branch)
+            .is_some_and(|rest| rest.starts_with('.'))
+}
+
+/// Another agent's turn, told to this agent as context from the user side.
+fn as_context(author: &str, content: &Content) -> Content {
+    let mut retold = Content::new(USER_AUTHOR).with_text("For context:");
+    for part in &content.parts {
+        retold.parts.push(match &part.kind {
+            PartKind::Text { text } => Part::text_part(format!("[{author}] said: {text}")),
+            PartKind::FunctionCall { name, args, .. } => {
+                Part::text_part(format!("[{author}] called tool `{name}` with parameters: {args}"))
+            }
+            PartKind::FunctionResponse { function_response, .. } => Part::text_part(format!(
+                "[{author}] `{}` tool returned result: {}",
+                function_response.name, function_response.response
+            )),
+            _ => part.clone(),
+        });
+    }
+    retold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn event(author: &str, branch: &str, content: Content) -> Event {
+        let mut e = Event::new("i").with_author(author).with_content(content);
+        e.branch = branch.into();
+        e
+    }
+
+    #[test]
+    fn own_and_user_turns_stay_and_others_become_context() {
+        let events = vec![
+            event("user", "", Content::new("user").with_text("hi")),
+            event("me", "", Content::new("model").with_text("hello")),
+            event(
+                "other",
+                "",
+                Content::new("model").with_part(Part::function_call("f", json!({"x": 1}), Some("c".into()))),
+            ),
+            Event::new("i").with_author("me"),
+        ];
+        let contents = conversation(&events, "me", "");
+        assert_eq!(contents.len(), 3);
+        assert_eq!(contents[0].text().as_deref(), Some("hi"));
+        assert_eq!(contents[1].role, "model");
+        assert_eq!(contents[2].role, "user");
+        assert_eq!(
+            contents[2].text().as_deref(),
+            Some("For context:[other] called tool `f` with parameters: {\"x\":1}")
+        );
+    }
+
+    #[test]
+    fn other_branches_are_left_out() {
+        let events = vec![
+            event("user", "", Content::new("user").with_text("q")),
+            event("a", "par.a", Content::new("model").with_text("from a")),
+            event("b", "par.b", Content::new("model").with_text("from b")),
+            event("p", "par", Content::new("model").with_text("from parent branch")),
+        ];
+        let texts: Vec<String> = conversation(&events, "a", "par.a")
+            .iter()
+            .filter_map(Content::text)
+            .collect();
+        assert_eq!(texts, ["q", "from a", "For context:[p] said: from parent branch"]);
+        assert!(!on_branch("par.ab", "par.a"));
+        assert_eq!(conversation(&events, "x", "").len(), 4);
+    }
+}

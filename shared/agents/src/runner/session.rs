@@ -1,0 +1,302 @@
+//! What the runner reads from and writes to the invocation's session: the session
+//! loaded for a turn (created if asked), every append fenced with the lease, the
+//! close of an invocation a crash cut short, and the agent a function response
+//! goes back to.
+
+use super::Runner;
+use super::lease::LeaseGuard;
+use crate::USER_AUTHOR;
+use adk_grpc_core::{
+    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, GetRequest, PartKind, Precondition, Result,
+    Session, SessionService, find_agent,
+};
+use std::sync::Arc;
+
+impl Runner {
+    /// The session with the events a turn needs: with `window`, from the latest
+    /// compaction on (an O(returned) read, however long the log), else all of them.
+    pub(super) async fn load_session(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        create: bool,
+        window: bool,
+    ) -> Result<Session> {
+        let get = GetRequest {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            since_compaction: window,
+            ..Default::default()
+        };
+        match self.session_service.get(get.clone()).await {
+            Err(AdkError::NotFound(..)) if create => {
+                let create = CreateRequest {
+                    app_name: self.app_name.clone(),
+                    user_id: user_id.to_string(),
+                    session_id: Some(session_id.to_string()),
+                    ..Default::default()
+                };
+                match self.session_service.create(create).await {
+                    // Created by someone else in the meantime: use theirs.
+                    Err(AdkError::AlreadyExists(..)) => self.session_service.get(get).await,
+                    created => created,
+                }
+            }
+            loaded => loaded,
+        }
+    }
+
+    /// Closes an invocation whose runner died mid-run (its lease ran out unreleased)
+    /// with an `interrupted` event in the agent's name, when the log ends with it: the
+    /// next model request then sees the agent's turn end instead of two user turns
+    /// in a row. `session` is updated with the stored event.
+    pub(super) async fn close_interrupted(
+        &self,
+        session: &mut Session,
+        interrupted: &str,
+        lease: &LeaseGuard,
+    ) -> Result<()> {
+        let Some(last) = session.events.as_slice().last() else {
+            return Ok(());
+        };
+        if last.invocation_id != interrupted || last.interrupted() {
+            return Ok(());
+        }
+        let author = session
+            .events
+            .iter()
+            .rev()
+            .take_while(|event| event.invocation_id == interrupted)
+            .find(|event| event.author != USER_AUTHOR && find_agent(&self.root_agent, &event.author).is_some())
+            .map_or_else(|| self.root_agent.name().to_string(), |event| event.author.clone());
+        let closing = Event::interrupted_by_crash(interrupted, &author);
+        let stored = append(self.session_service.as_ref(), session, closing, lease.fence()).await?;
+        tracing::info!(invocation_id = %interrupted, session_id = %session.id, "closed an invocation interrupted by a runner crash");
+        let mut events = std::mem::take(&mut session.events).into_vec();
+        events.push(stored);
+        session.events = adk_grpc_core::Events::new(events);
+        Ok(())
+    }
+
+    /// The root agent, or for a message answering function calls, the agent that
+    /// made them, on the branch it made them on.
+    pub(super) fn agent_for(&self, session: &Session, content: &Content) -> Result<(Arc<dyn Agent>, String)> {
+        let Some((author, branch)) = caller_of(session, content)? else {
+            return Ok((self.root_agent.clone(), String::new()));
+        };
+        let agent = find_agent(&self.root_agent, &author).ok_or_else(|| {
+            AdkError::FailedPrecondition(format!(
+                "agent {author}, which made the function call being answered, is not part of this runner's agents"
+            ))
+        })?;
+        Ok((agent, branch))
+    }
+}
+
+pub(super) fn has_function_responses(content: &Content) -> bool {
+    content
+        .parts
+        .iter()
+        .any(|p| matches!(p.kind, PartKind::FunctionResponse { .. }))
+}
+
+/// For a message with `function_response` parts: the author and branch of the
+/// event holding the matching calls. None for an ordinary message.
+fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, String)>> {
+    let mut caller: Option<(String, String)> = None;
+    for part in &content.parts {
+        let PartKind::FunctionResponse { id, function_response } = &part.kind else {
+            continue;
+        };
+        let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
+            AdkError::invalid(
+                "function_response",
+                format!(
+                    "{} has no id: give the id of the function call it answers",
+                    function_response.name
+                ),
+            )
+        })?;
+        let call = session.events.iter().rev().find(|event| {
+            event.content().is_some_and(|c| {
+                c.parts
+                    .iter()
+                    .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(call_id), .. } if call_id == id))
+            })
+        });
+        let call = call.ok_or_else(|| {
+            AdkError::invalid(
+                "function_response",
+                format!("{id} answers no function call in session {}", session.id),
+            )
+        })?;
+        let found = (call.author.clone(), call.branch.clone());
+        match &caller {
+            Some(first) if *first != found => {
+                return Err(AdkError::invalid(
+                    "function_response",
+                    "parts of one message must answer calls of one agent",
+                ));
+            }
+            _ => caller = Some(found),
+        }
+    }
+    Ok(caller)
+}
+
+/// Appends `event` fenced with the invocation's lease (`fence`): refused once the
+/// lease is lost, so a runner that stalled past its TTL cannot write after another took over.
+pub(super) async fn append(
+    service: &dyn SessionService,
+    session: &Session,
+    event: Event,
+    fence: Precondition,
+) -> Result<Event> {
+    service
+        .append_event(AppendEventRequest {
+            timestamp_missing: false,
+            app_name: session.app_name.clone(),
+            user_id: session.user_id.clone(),
+            session_id: session.id.clone(),
+            event,
+            precondition: Some(fence),
+        })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{AGENT, Fixture, SESSION, Step, USER, drain};
+    use super::*;
+    use adk_grpc_core::{Events, FunctionResponseData, LeaseKey, Part, SessionLease, StateMap};
+    use chrono::Utc;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn session(events: Vec<Event>) -> Session {
+        Session {
+            id: "s".into(),
+            app_name: "app".into(),
+            user_id: "u".into(),
+            state: StateMap::default(),
+            event_count: events.len() as u64,
+            events: Events::new(events),
+            create_time: Utc::now(),
+            last_update_time: Utc::now(),
+            expire_time: None,
+        }
+    }
+
+    /// An event of `author` on `branch` calling a tool with call id `id`.
+    fn call(author: &str, branch: &str, id: &str) -> Event {
+        let mut event = Event::new("e-1")
+            .with_author(author)
+            .with_content(Content::new("model").with_part(Part::function_call("lookup", json!({}), Some(id.into()))));
+        event.branch = branch.into();
+        event
+    }
+
+    fn answers(ids: &[Option<&str>]) -> Content {
+        ids.iter().fold(Content::new("user"), |content, id| {
+            let response = FunctionResponseData {
+                name: "lookup".into(),
+                response: json!({"found": true}),
+            };
+            content.with_part(Part::function_response(response, id.map(String::from)))
+        })
+    }
+
+    fn refusal(result: Result<Option<(String, String)>>) -> String {
+        match result {
+            Err(AdkError::InvalidArgument { field, message }) => {
+                assert_eq!(field, "function_response");
+                message
+            }
+            other => panic!("not refused as INVALID_ARGUMENT: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_function_response_goes_back_to_the_agent_and_branch_that_made_the_call() {
+        let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
+        assert_eq!(caller_of(&log, &Content::new("user").with_text("hi")).unwrap(), None);
+        assert_eq!(
+            caller_of(&log, &answers(&[Some("c2")])).unwrap(),
+            Some(("helper".into(), "team.helper".into()))
+        );
+        assert!(has_function_responses(&answers(&[Some("c2")])));
+        assert!(!has_function_responses(&Content::new("user").with_text("hi")));
+    }
+
+    #[test]
+    fn a_function_response_that_answers_no_call_of_one_agent_is_refused() {
+        let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
+        let message = refusal(caller_of(&log, &answers(&[None])));
+        assert_eq!(
+            message,
+            "function_response lookup has no id: give the id of the function call it answers"
+        );
+        let message = refusal(caller_of(&log, &answers(&[Some("c9")])));
+        assert_eq!(message, "function_response c9 answers no function call in session s");
+        let message = refusal(caller_of(&log, &answers(&[Some("c1"), Some("c2")])));
+        assert_eq!(
+            message,
+            "function_response parts of one message must answer calls of one agent"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_invocation_a_crash_cut_short_is_closed_in_its_agents_name_before_the_next() {
+        let f = Fixture::new("session_close_interrupted").await;
+        let key = LeaseKey {
+            app_name: f.app.clone(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+        };
+        // A runner took the lease, stored the user's message and half an answer, and died.
+        f.leases
+            .acquire(&key, "e-crashed", Duration::from_secs(5))
+            .await
+            .unwrap();
+        let log = f.session().await;
+        let user = Event::new("e-crashed")
+            .with_author(USER_AUTHOR)
+            .with_content(Content::new("user").with_text("hi"));
+        let half = Event::new("e-crashed")
+            .with_author(AGENT)
+            .with_content(Content::new("model").with_text("half an"));
+        for event in [user, half] {
+            append(
+                f.sessions.as_ref(),
+                &log,
+                event,
+                Precondition::LeaseHeldBy("e-crashed".into()),
+            )
+            .await
+            .unwrap();
+        }
+        f.clock.advance(Duration::from_secs(6));
+
+        f.play(Step::Say("a whole answer"));
+        f.end_script();
+        let (_, error) = drain(f.run("again").await.unwrap()).await;
+        assert!(error.is_none(), "{error:?}");
+
+        let events = f.session().await.events.into_vec();
+        let closing = &events[2];
+        assert_eq!(
+            (
+                closing.invocation_id.as_str(),
+                closing.author.as_str(),
+                closing.interrupted()
+            ),
+            ("e-crashed", AGENT, true)
+        );
+        let texts: Vec<String> = events[3..]
+            .iter()
+            .filter_map(|e| e.content().and_then(Content::text))
+            .collect();
+        assert_eq!(texts, ["again", "a whole answer"]);
+    }
+}

@@ -1,0 +1,183 @@
+//! ADK's built-in tools: `exit_loop`, `transfer_to_agent` and `load_artifacts`.
+
+use adk_grpc_core::{AdkError, CallbackContext, Content, LlmRequest, PartKind, Result, Tool, ToolContext};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// Appends a paragraph to the request's system instruction.
+pub(super) fn append_instruction(request: &mut LlmRequest, text: &str) {
+    match &mut request.system_instruction {
+        Some(existing) if !existing.is_empty() => {
+            existing.push_str("\n\n");
+            existing.push_str(text);
+        }
+        _ => request.system_instruction = Some(text.to_string()),
+    }
+}
+
+/// Ends the enclosing `LoopAgent`: sets `escalate` (the loop stops) and
+/// `skip_summarization` (the agent's turn ends without another model call).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExitLoopTool;
+
+impl ExitLoopTool {
+    pub const NAME: &'static str = "exit_loop";
+}
+
+#[async_trait]
+impl Tool for ExitLoopTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn description(&self) -> &str {
+        "Exits the loop. Call this function only when you are instructed to do so."
+    }
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, _args: Value) -> Result<Value> {
+        let mut actions = ctx.actions();
+        actions.escalate = Some(true);
+        actions.skip_summarization = Some(true);
+        ctx.set_actions(actions);
+        Ok(Value::Null)
+    }
+}
+
+/// Hands the conversation to one of the agent's sub-agents. LLM agents with
+/// sub-agents offer it by themselves.
+#[derive(Debug, Clone)]
+pub(crate) struct TransferToAgentTool {
+    /// (name, description) of each agent one may transfer to.
+    targets: Vec<(String, String)>,
+}
+
+impl TransferToAgentTool {
+    pub(crate) const NAME: &'static str = "transfer_to_agent";
+
+    pub(crate) fn new(targets: Vec<(String, String)>) -> Self {
+        TransferToAgentTool { targets }
+    }
+}
+
+#[async_trait]
+impl Tool for TransferToAgentTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn description(&self) -> &str {
+        "Transfers the question to another agent."
+    }
+    fn parameters_schema(&self) -> Option<Value> {
+        let names: Vec<&str> = self.targets.iter().map(|(name, _)| name.as_str()).collect();
+        Some(json!({
+            "type": "object",
+            "properties": { "agent_name": { "type": "string", "enum": names, "description": "the agent to transfer to" } },
+            "required": ["agent_name"]
+        }))
+    }
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let target = args["agent_name"]
+            .as_str()
+            .ok_or_else(|| AdkError::Tool("transfer_to_agent needs a string argument `agent_name`".into()))?;
+        if !self.targets.iter().any(|(name, _)| name == target) {
+            let known: Vec<&str> = self.targets.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(AdkError::Tool(format!(
+                "there is no agent `{target}` to transfer to; choose one of: {}",
+                known.join(", ")
+            )));
+        }
+        let mut actions = ctx.actions();
+        actions.transfer_to_agent = Some(target.to_string());
+        ctx.set_actions(actions);
+        Ok(json!({ "transferred_to": target }))
+    }
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        let mut text = String::from("You have a list of other agents to transfer to:\n");
+        for (name, description) in &self.targets {
+            text.push_str(&format!("\nAgent name: {name}\nAgent description: {description}\n"));
+        }
+        text.push_str(
+            "\nIf you are the best to answer the question according to your description, you can answer it.\n\
+             If another agent is better for answering the question according to its description, call the \
+             `transfer_to_agent` function to transfer the question to that agent. When transferring, do not \
+             generate any text other than the function call.",
+        );
+        append_instruction(request, &text);
+        Ok(())
+    }
+}
+
+/// Lets the model load the session's artifacts into the conversation (ADK's
+/// `load_artifacts`): the model is told which artifacts exist; when it calls
+/// the tool with some names, the next request carries their contents.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadArtifactsTool;
+
+impl LoadArtifactsTool {
+    pub const NAME: &'static str = "load_artifacts";
+}
+
+#[async_trait]
+impl Tool for LoadArtifactsTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn description(&self) -> &str {
+        "Loads the artifacts and adds them to the session."
+    }
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {
+                "artifact_names": { "type": "array", "items": { "type": "string" }, "description": "the artifacts to load" }
+            }
+        }))
+    }
+    async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let names = args.get("artifact_names").cloned().unwrap_or_else(|| json!([]));
+        Ok(json!({ "artifact_names": names }))
+    }
+    async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        let Some(artifacts) = ctx.artifacts() else {
+            return Ok(());
+        };
+        let names = artifacts.list().await?;
+        if names.is_empty() {
+            return Ok(());
+        }
+        append_instruction(
+            request,
+            &format!(
+                "You have a list of artifacts:\n  {}\n\nWhen the user asks questions about any of the artifacts, \
+                 you should call the `load_artifacts` function to load the artifact. Do not generate any text \
+                 other than the function call.",
+                json!(names)
+            ),
+        );
+        // Right after the model asked for artifacts, hand them over.
+        let requested = request
+            .contents
+            .last()
+            .into_iter()
+            .flat_map(|content| &content.parts)
+            .filter_map(|part| match &part.kind {
+                PartKind::FunctionResponse { function_response, .. } if function_response.name == Self::NAME => {
+                    function_response.response["artifact_names"].as_array().cloned()
+                }
+                _ => None,
+            });
+        let requested: Vec<String> = requested
+            .flatten()
+            .filter_map(|name| name.as_str().map(str::to_string))
+            .collect();
+        for name in requested {
+            let content = match artifacts.load(&name).await {
+                Ok(part) => Content::new("user")
+                    .with_text(format!("Artifact {name} is:"))
+                    .with_part(part),
+                Err(e) => Content::new("user").with_text(format!("Artifact {name} could not be loaded: {e}")),
+            };
+            request.contents.push(content);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,879 @@
+//! `McpToolset`: the tools of a Model Context Protocol server, through `rmcp`,
+//! the official Rust SDK.
+//!
+//! One connection (for stdio: one child process) per toolset, shared by every
+//! invocation. It is opened on first use, by a supervisor task that reopens it
+//! with capped exponential backoff whenever it closes (the child died, the HTTP
+//! server went away), until the toolset is dropped. The tool list is read on
+//! connect and again after the server's `notifications/tools/list_changed`;
+//! while the server is down the last list stays offered and its calls fail as
+//! tool errors the model reads, so a server that went away never fails a run.
+//! A toolset whose tools were never listed (its server never answered) fails the
+//! agent's step with `Unavailable` naming the toolset, its server and the cause,
+//! as ADK's `McpToolset.get_tools` raises `ConnectionError`: the model cannot be
+//! offered tools nobody knows, and the client must learn why.
+
+use adk_grpc_core::sync;
+use adk_grpc_core::{AdkError, Part, ReadonlyContext, Result, Tool, ToolContext, ToolOutput, Toolset};
+use async_trait::async_trait;
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use reqwest::header::{HeaderName, HeaderValue};
+use rmcp::model::CallToolRequestParams;
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
+};
+use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, Once};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::watch;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+/// The environment variables a stdio server inherits from the runner (the MCP
+/// Python SDK's default set): enough to find programs and a home directory,
+/// none of the runner's secrets (API keys, Redis passwords).
+const INHERITED_ENV: [&str; 8] = ["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER", "LANG", "TMPDIR"];
+/// A connection that lived this long was healthy: the next failure starts the
+/// backoff from its shortest delay again.
+const HEALTHY_CONNECTION: Duration = Duration::from_secs(60);
+/// The last lines a stdio server wrote to stderr, kept to say why it failed
+/// (a traceback's last lines, "command not found").
+const STDERR_TAIL_LINES: usize = 4;
+const STDERR_TAIL_LINE_CHARS: usize = 300;
+/// How long a failed stdio server's stderr is read for its last words.
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
+/// How the runner reaches the MCP server.
+#[derive(Debug, Clone)]
+pub enum McpTransport {
+    /// A child process the runner starts, speaking MCP on its stdin/stdout (its
+    /// stderr goes to the runner's).
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        /// Added to the few variables inherited from the runner (see [`McpToolset::stdio`]).
+        env: BTreeMap<String, String>,
+        working_dir: Option<PathBuf>,
+    },
+    /// A server speaking MCP's streamable HTTP transport at `url`.
+    Http {
+        url: String,
+        headers: Vec<(String, String)>,
+        bearer_token: Option<String>,
+    },
+}
+
+impl McpTransport {
+    fn describe(&self) -> String {
+        match self {
+            McpTransport::Stdio { command, .. } => format!("stdio `{command}`"),
+            McpTransport::Http { url, .. } => format!("streamable HTTP {url}"),
+        }
+    }
+}
+
+/// The tools of one MCP server as a [`Toolset`].
+///
+/// ```no_run
+/// # use adk_grpc_agents::{LlmAgentBuilder, McpToolset};
+/// # use std::sync::Arc;
+/// # fn demo(model: Arc<dyn adk_grpc_core::Llm>) -> adk_grpc_core::Result<()> {
+/// let everything = McpToolset::stdio("everything", "npx")
+///     .with_args(["-y", "@modelcontextprotocol/server-everything"])
+///     .with_tool_filter(["echo", "get-sum"])
+///     .with_prefix("demo");
+/// let agent = LlmAgentBuilder::new("assistant")
+///     .model(model)
+///     .toolsets([Arc::new(everything) as Arc<dyn adk_grpc_core::Toolset>])
+///     .build()?;
+/// # Ok(()) }
+/// ```
+pub struct McpToolset {
+    shared: Arc<Shared>,
+    /// Stops the supervisor (and so the connection and child process) when the
+    /// toolset is dropped.
+    _stop: DropGuard,
+}
+
+struct Shared {
+    name: String,
+    transport: McpTransport,
+    /// Only these server tools are offered (by their names on the server).
+    filter: Option<HashSet<String>>,
+    /// Put before every tool's name, with `_`, so two servers' tools cannot clash.
+    prefix: Option<String>,
+    call_timeout: Duration,
+    connect_timeout: Duration,
+    connection: watch::Sender<Connection>,
+    /// The tools last listed, offered while the server is away; None until the
+    /// first listing succeeds.
+    tools: Mutex<Option<Vec<Arc<dyn Tool>>>>,
+    /// Set by the server's `tools/list_changed`: list again before the next use.
+    tools_changed: Arc<AtomicBool>,
+    supervisor: Once,
+    stop: CancellationToken,
+}
+
+#[derive(Clone)]
+enum Connection {
+    /// No attempt has finished yet.
+    Starting,
+    Up {
+        peer: Peer<RoleClient>,
+        /// Cancelled by a call that found the transport broken (an HTTP server
+        /// that went away does not end the session by itself): the supervisor
+        /// then drops the connection and opens a new one.
+        broken: CancellationToken,
+    },
+    /// Why the last attempt failed or the connection closed.
+    Down(String),
+}
+
+impl McpToolset {
+    pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
+    pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// A server the runner starts as a child process. It inherits only `HOME`,
+    /// `LOGNAME`, `PATH`, `SHELL`, `TERM`, `USER`, `LANG` and `TMPDIR` from the
+    /// runner, plus what [`McpToolset::with_env`] adds.
+    pub fn stdio(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self::new(
+            name.into(),
+            McpTransport::Stdio {
+                command: command.into(),
+                args: Vec::new(),
+                env: BTreeMap::new(),
+                working_dir: None,
+            },
+        )
+    }
+
+    /// A server reached over MCP's streamable HTTP transport. Fails with
+    /// `Config` for a URL that is not http(s).
+    pub fn http(name: impl Into<String>, url: &str) -> Result<Self> {
+        let name = name.into();
+        reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| AdkError::Config(format!("MCP toolset {name}: {url:?} is not an http(s) URL")))?;
+        Ok(Self::new(
+            name,
+            McpTransport::Http {
+                url: url.to_string(),
+                headers: Vec::new(),
+                bearer_token: None,
+            },
+        ))
+    }
+
+    fn new(name: String, transport: McpTransport) -> Self {
+        let stop = CancellationToken::new();
+        McpToolset {
+            shared: Arc::new(Shared {
+                name,
+                transport,
+                filter: None,
+                prefix: None,
+                call_timeout: Self::DEFAULT_CALL_TIMEOUT,
+                connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+                connection: watch::Sender::new(Connection::Starting),
+                tools: Mutex::new(None),
+                tools_changed: Arc::new(AtomicBool::new(false)),
+                supervisor: Once::new(),
+                stop: stop.clone(),
+            }),
+            _stop: stop.drop_guard(),
+        }
+    }
+
+    /// Settings are made before first use, while the toolset is not shared yet.
+    fn configure(mut self, change: impl FnOnce(&mut Shared)) -> Self {
+        let shared = Arc::get_mut(&mut self.shared).expect("an McpToolset is configured before it is shared");
+        change(shared);
+        self
+    }
+
+    /// stdio: the command's arguments.
+    pub fn with_args<S: Into<String>>(self, args: impl IntoIterator<Item = S>) -> Self {
+        let args: Vec<String> = args.into_iter().map(Into::into).collect();
+        self.configure(|shared| {
+            if let McpTransport::Stdio { args: current, .. } = &mut shared.transport {
+                current.extend(args);
+            }
+        })
+    }
+
+    /// stdio: an environment variable of the child process.
+    pub fn with_env(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let (name, value) = (name.into(), value.into());
+        self.configure(|shared| {
+            if let McpTransport::Stdio { env, .. } = &mut shared.transport {
+                env.insert(name, value);
+            }
+        })
+    }
+
+    /// stdio: the child's working directory (the runner's by default).
+    pub fn with_working_dir(self, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        self.configure(|shared| {
+            if let McpTransport::Stdio { working_dir, .. } = &mut shared.transport {
+                *working_dir = Some(dir);
+            }
+        })
+    }
+
+    /// http: a header sent with every request (e.g. an API key).
+    pub fn with_header(self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        let header = (name.into(), value.into());
+        self.configure(|shared| {
+            if let McpTransport::Http { headers, .. } = &mut shared.transport {
+                headers.push(header);
+            }
+        })
+    }
+
+    /// http: sent as `Authorization: Bearer <token>`.
+    pub fn with_bearer_token(self, token: impl Into<String>) -> Self {
+        let token = token.into();
+        self.configure(|shared| {
+            if let McpTransport::Http { bearer_token, .. } = &mut shared.transport {
+                *bearer_token = Some(token);
+            }
+        })
+    }
+
+    /// Offers only these tools of the server (names as the server gives them).
+    pub fn with_tool_filter<S: Into<String>>(self, names: impl IntoIterator<Item = S>) -> Self {
+        let names = names.into_iter().map(Into::into).collect();
+        self.configure(|shared| shared.filter = Some(names))
+    }
+
+    /// The model sees the server's tool `echo` as `<prefix>_echo`.
+    pub fn with_prefix(self, prefix: impl Into<String>) -> Self {
+        let prefix = prefix.into();
+        self.configure(|shared| shared.prefix = Some(prefix))
+    }
+
+    /// How long one tool call may take; then it is cancelled on the server too.
+    pub fn with_call_timeout(self, timeout: Duration) -> Self {
+        self.configure(|shared| shared.call_timeout = timeout)
+    }
+
+    /// How long starting the server and the MCP handshake may take.
+    pub fn with_connect_timeout(self, timeout: Duration) -> Self {
+        self.configure(|shared| shared.connect_timeout = timeout)
+    }
+
+    /// The transport, as the toolset was configured.
+    pub fn transport(&self) -> &McpTransport {
+        &self.shared.transport
+    }
+
+    /// Where the connection stands and the tools as last listed, without
+    /// connecting (what `GetApp` shows).
+    pub fn status(&self) -> McpToolsetStatus {
+        let shared = &self.shared;
+        let connection = shared.connection.borrow().clone();
+        let (state, error) = match connection {
+            Connection::Starting if !shared.supervisor.is_completed() => (McpConnectionState::NotStarted, None),
+            Connection::Starting => (McpConnectionState::Connecting, None),
+            Connection::Up { .. } => (McpConnectionState::Connected, None),
+            Connection::Down(reason) => (McpConnectionState::Failing, Some(shared.unavailable(&reason))),
+        };
+        McpToolsetStatus {
+            state,
+            error,
+            tools: sync::lock(&shared.tools).clone(),
+        }
+    }
+}
+
+/// What an [`McpToolset`] knows of its server right now.
+#[derive(Clone)]
+pub struct McpToolsetStatus {
+    pub state: McpConnectionState,
+    /// Why the toolset is not connected (state `Failing`), naming the toolset,
+    /// its server and the cause.
+    pub error: Option<String>,
+    /// The tools as last listed (filter and prefix applied); None until the
+    /// server's tools were listed once.
+    pub tools: Option<Vec<Arc<dyn Tool>>>,
+}
+
+/// The connection of an [`McpToolset`] to its server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum McpConnectionState {
+    /// Never used: nothing has tried to connect.
+    NotStarted,
+    /// The first attempt is under way.
+    Connecting,
+    Connected,
+    /// The last attempt failed or the connection closed; the supervisor tries
+    /// again with backoff.
+    Failing,
+}
+
+#[async_trait]
+impl Toolset for McpToolset {
+    fn name(&self) -> &str {
+        &self.shared.name
+    }
+
+    /// The server's tools. When the server cannot be reached the last list is
+    /// offered and the calls say what is wrong; before any list is known, fails
+    /// with `Unavailable` naming the toolset, its server and the cause.
+    async fn tools(&self, _ctx: Arc<dyn ReadonlyContext>) -> Result<Vec<Arc<dyn Tool>>> {
+        let shared = &self.shared;
+        shared
+            .supervisor
+            .call_once(|| drop(tokio::spawn(supervise(shared.clone()))));
+        let mut connection = shared.connection.subscribe();
+        // The first use waits for the first attempt (bounded by its own timeout).
+        let first_attempt = connection.wait_for(|c| !matches!(c, Connection::Starting));
+        let _ = tokio::time::timeout(shared.connect_timeout + Duration::from_secs(1), first_attempt).await;
+        let current = connection.borrow().clone();
+        let mut list_failure = None;
+        if let Connection::Up { peer, .. } = &current
+            && shared.tools_changed.swap(false, Ordering::SeqCst)
+            && let Err(e) = shared.list_tools(peer).await
+        {
+            shared.tools_changed.store(true, Ordering::SeqCst);
+            tracing::warn!(toolset = %shared.name, error = %e, "MCP server: listing its tools failed; offering the previous list");
+            list_failure = Some(e);
+        }
+        if let Some(tools) = sync::lock(&shared.tools).clone() {
+            return Ok(tools);
+        }
+        let cause = match (current, list_failure) {
+            (_, Some(e)) => format!("it connected, but listing its tools failed: {e}"),
+            (Connection::Down(reason), None) => reason,
+            (Connection::Starting, None) => format!(
+                "it has not answered yet (connecting, {:?} allowed)",
+                shared.connect_timeout
+            ),
+            (Connection::Up { .. }, None) => "its tools are not listed yet".to_string(),
+        };
+        Err(AdkError::Unavailable(shared.unavailable(&cause)))
+    }
+}
+
+impl Shared {
+    /// Why the toolset's tools cannot be used now, for the client: the toolset,
+    /// its server and the cause.
+    fn unavailable(&self, cause: &str) -> String {
+        format!(
+            "MCP toolset {} ({}) is not connected: {cause}; the runner retries with backoff",
+            self.name,
+            self.transport.describe()
+        )
+    }
+
+    /// Opens the connection and does the MCP handshake. For stdio, also what the
+    /// child writes to stderr (passed on to the runner's), whose last lines say
+    /// why it failed or exited.
+    async fn connect(
+        &self,
+    ) -> std::result::Result<(RunningService<RoleClient, Notifications>, Option<StderrTail>), String> {
+        let handler = Notifications {
+            tools_changed: self.tools_changed.clone(),
+        };
+        match &self.transport {
+            McpTransport::Stdio {
+                command,
+                args,
+                env,
+                working_dir,
+            } => {
+                let mut cmd = tokio::process::Command::new(command);
+                cmd.args(args).env_clear();
+                for name in INHERITED_ENV {
+                    if let Some(value) = std::env::var_os(name) {
+                        cmd.env(name, value);
+                    }
+                }
+                cmd.envs(env);
+                if let Some(dir) = working_dir {
+                    cmd.current_dir(dir);
+                }
+                let (child, stderr) = TokioChildProcess::builder(cmd)
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .map_err(|e| format!("cannot start `{command}`: {e}"))?;
+                let stderr = stderr.map(StderrTail::follow);
+                match handler.serve(child).await {
+                    Ok(service) => Ok((service, stderr)),
+                    Err(e) => {
+                        let last_words = match stderr {
+                            Some(stderr) => stderr.last_words().await,
+                            None => String::new(),
+                        };
+                        Err(format!("the MCP handshake failed: {}{last_words}", error_chain(&e)))
+                    }
+                }
+            }
+            McpTransport::Http {
+                url,
+                headers,
+                bearer_token,
+            } => {
+                // reqwest is built without a default crypto provider; use ring, as the
+                // rest of the suite does (a no-op when one is installed already).
+                let _ = rustls::crypto::ring::default_provider().install_default();
+                let client = reqwest::Client::builder()
+                    .build()
+                    .map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+                let mut custom = HashMap::new();
+                for (name, value) in headers {
+                    let bad = || format!("invalid header {name}");
+                    let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
+                    value.set_sensitive(true);
+                    custom.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?, value);
+                }
+                let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom)
+                    .reinit_on_expired_session(true);
+                if let Some(token) = bearer_token {
+                    config = config.auth_header(token.clone());
+                }
+                let transport = StreamableHttpClientTransport::with_client(client, config);
+                match handler.serve(transport).await {
+                    Ok(service) => Ok((service, None)),
+                    Err(e) => Err(format!("the MCP handshake failed: {}", error_chain(&e))),
+                }
+            }
+        }
+    }
+
+    /// Lists the server's tools and keeps those the filter lets through, renamed
+    /// with the prefix.
+    async fn list_tools(self: &Arc<Self>, peer: &Peer<RoleClient>) -> std::result::Result<(), String> {
+        let listed = tokio::time::timeout(self.connect_timeout, peer.list_all_tools())
+            .await
+            .map_err(|_| format!("tools/list timed out after {:?}", self.connect_timeout))?
+            .map_err(|e| e.to_string())?;
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for listed in listed {
+            let remote = listed.name.to_string();
+            if self.filter.as_ref().is_some_and(|allowed| !allowed.contains(&remote)) {
+                continue;
+            }
+            let name = match &self.prefix {
+                Some(prefix) => format!("{prefix}_{remote}"),
+                None => remote.clone(),
+            };
+            if !crate::is_tool_name(&name) {
+                tracing::warn!(toolset = %self.name, tool = %name, "MCP tool left out: a model can only call 1-64 characters of [A-Za-z0-9_-]");
+                continue;
+            }
+            let schema = Value::Object((*listed.input_schema).clone());
+            let validator = match jsonschema::validator_for(&schema) {
+                Ok(validator) => Some(Arc::new(validator)),
+                Err(e) => {
+                    tracing::warn!(toolset = %self.name, tool = %name, error = %e, "MCP tool's input schema cannot be compiled; its arguments go unchecked");
+                    None
+                }
+            };
+            tools.push(Arc::new(McpTool {
+                shared: self.clone(),
+                name,
+                remote,
+                description: listed.description.map(|d| d.to_string()).unwrap_or_default(),
+                schema,
+                validator,
+            }));
+        }
+        tracing::info!(toolset = %self.name, tools = tools.len(), "MCP server's tools listed");
+        *sync::lock(&self.tools) = Some(tools);
+        Ok(())
+    }
+}
+
+/// Keeps the connection open until the toolset is dropped: connects, lists the
+/// tools, waits for the connection to close, waits a backoff delay, again.
+async fn supervise(shared: Arc<Shared>) {
+    let backoff = || -> ExponentialBackoff {
+        ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(30))
+            .with_jitter()
+            .without_max_times()
+            .build()
+    };
+    let mut delays = backoff();
+    let stop = shared.stop.clone();
+    loop {
+        let attempt = tokio::select! {
+            attempt = tokio::time::timeout(shared.connect_timeout, shared.connect()) => attempt,
+            () = stop.cancelled() => return,
+        };
+        match attempt {
+            Ok(Ok((service, stderr))) => {
+                adk_grpc_telemetry::metrics::mcp_connection_attempt(&shared.name, "OK");
+                let connected = Instant::now();
+                let peer = service.peer().clone();
+                shared.tools_changed.store(false, Ordering::SeqCst);
+                if let Err(e) = shared.list_tools(&peer).await {
+                    // Connected all the same: the list is read again on the next use.
+                    shared.tools_changed.store(true, Ordering::SeqCst);
+                    tracing::warn!(toolset = %shared.name, error = %e, "MCP server connected but listing its tools failed");
+                }
+                tracing::info!(toolset = %shared.name, server = %shared.transport.describe(), "MCP server connected");
+                let broken = CancellationToken::new();
+                shared.connection.send_replace(Connection::Up {
+                    peer,
+                    broken: broken.clone(),
+                });
+                // Dropping the service (a branch other than `waiting` wins) closes it.
+                let reason = tokio::select! {
+                    reason = service.waiting() => match reason {
+                        Ok(reason) => format!("{reason:?}"),
+                        Err(e) => e.to_string(),
+                    },
+                    () = broken.cancelled() => "a call found the transport broken".to_string(),
+                    () = stop.cancelled() => return,
+                };
+                let last_words = match stderr {
+                    Some(stderr) => stderr.last_words().await,
+                    None => String::new(),
+                };
+                tracing::warn!(toolset = %shared.name, reason = %reason, "MCP server connection closed; reconnecting");
+                adk_grpc_telemetry::metrics::mcp_disconnected(&shared.name);
+                shared
+                    .connection
+                    .send_replace(Connection::Down(format!("the connection closed: {reason}{last_words}")));
+                if connected.elapsed() >= HEALTHY_CONNECTION {
+                    delays = backoff();
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(toolset = %shared.name, server = %shared.transport.describe(), error = %e, "MCP server: cannot connect");
+                adk_grpc_telemetry::metrics::mcp_connection_attempt(&shared.name, "UNAVAILABLE");
+                shared.connection.send_replace(Connection::Down(e));
+            }
+            Err(_) => {
+                let reason = format!("connecting timed out after {:?}", shared.connect_timeout);
+                tracing::warn!(toolset = %shared.name, server = %shared.transport.describe(), "MCP server: {reason}");
+                adk_grpc_telemetry::metrics::mcp_connection_attempt(&shared.name, "DEADLINE_EXCEEDED");
+                shared.connection.send_replace(Connection::Down(reason));
+            }
+        }
+        let delay = delays.next().unwrap_or(Duration::from_secs(30));
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+/// The last lines a stdio server wrote to stderr, each also passed on to the
+/// runner's stderr as before (servers log there).
+struct StderrTail {
+    lines: Arc<Mutex<VecDeque<String>>>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl StderrTail {
+    fn follow(stderr: tokio::process::ChildStderr) -> StderrTail {
+        let lines = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = lines.clone();
+        let reader = tokio::spawn(async move {
+            let mut stderr = BufReader::new(stderr);
+            let mut line = Vec::new();
+            while matches!(stderr.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+                // As the runner's own log lines are written: a short blocking write.
+                let _ = std::io::stderr().lock().write_all(&line);
+                let text: String = String::from_utf8_lossy(&line)
+                    .trim_end()
+                    .chars()
+                    .take(STDERR_TAIL_LINE_CHARS)
+                    .collect();
+                if !text.is_empty() {
+                    let mut kept = sync::lock(&kept);
+                    if kept.len() == STDERR_TAIL_LINES {
+                        kept.pop_front();
+                    }
+                    kept.push_back(text);
+                }
+                line.clear();
+            }
+        });
+        StderrTail { lines, reader }
+    }
+
+    /// `; its stderr ended with: …` (or that it wrote nothing), once the server
+    /// closed its stderr or after a short wait: a dying process's last lines are
+    /// often still in the pipe when the handshake fails.
+    async fn last_words(mut self) -> String {
+        if tokio::time::timeout(STDERR_DRAIN, &mut self.reader).await.is_err() {
+            self.reader.abort();
+        }
+        let lines = sync::lock(&self.lines);
+        if lines.is_empty() {
+            "; it wrote nothing to stderr".to_string()
+        } else {
+            format!("; its stderr ended with: {}", Vec::from(lines.clone()).join(" | "))
+        }
+    }
+}
+
+/// An error with its causes (`a: b: c`), each said once: rmcp's and reqwest's
+/// messages leave the cause that matters ("Connection refused") to their sources.
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    // The handshake's transport error keeps its cause in fields, not as its
+    // source: what was being done, then the HTTP client's error with its causes.
+    if let Some(ClientInitializeError::TransportError { error, context }) = error.downcast_ref() {
+        let cause: &(dyn std::error::Error + 'static) =
+            match error.error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(e)) => e,
+                _ => error.error.as_ref(),
+            };
+        return format!("{context}: {}", error_chain(cause));
+    }
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message = format!("{message}: {text}");
+        }
+        source = cause.source();
+    }
+    message
+}
+
+/// What the runner does with the server's notifications: a changed tool list is
+/// read again before its next use.
+struct Notifications {
+    tools_changed: Arc<AtomicBool>,
+}
+
+impl rmcp::ClientHandler for Notifications {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.store(true, Ordering::SeqCst);
+    }
+}
+
+/// One tool of an MCP server.
+struct McpTool {
+    shared: Arc<Shared>,
+    /// As the model calls it (with the prefix).
+    name: String,
+    /// As the server knows it.
+    remote: String,
+    description: String,
+    schema: Value,
+    validator: Option<Arc<jsonschema::Validator>>,
+}
+
+impl McpTool {
+    fn failure(&self, what: impl std::fmt::Display) -> AdkError {
+        AdkError::Tool(format!("MCP tool {} ({}): {what}", self.name, self.shared.name))
+    }
+
+    /// The arguments as an object that fits the tool's schema, or every reason it does not.
+    fn checked_arguments(&self, args: Value) -> Result<Map<String, Value>> {
+        let args = match args {
+            Value::Null => Value::Object(Map::new()),
+            other => other,
+        };
+        if let Some(validator) = &self.validator {
+            let problems: Vec<String> = validator
+                .iter_errors(&args)
+                .map(|e| {
+                    let at = e.instance_path().to_string();
+                    if at.is_empty() {
+                        e.to_string()
+                    } else {
+                        format!("{at}: {e}")
+                    }
+                })
+                .collect();
+            if !problems.is_empty() {
+                return Err(self.failure(format!(
+                    "the arguments do not fit the tool's schema: {}",
+                    problems.join("; ")
+                )));
+            }
+        }
+        match args {
+            Value::Object(map) => Ok(map),
+            other => Err(self.failure(format!("the arguments must be a JSON object, not {other}"))),
+        }
+    }
+}
+
+#[async_trait]
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        &self.description
+    }
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(self.schema.clone())
+    }
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        Ok(self.execute_with_parts(ctx, args).await?.response)
+    }
+
+    /// Dropping this future (the invocation was cancelled) or its timeout drops
+    /// the request, and rmcp then sends the server `notifications/cancelled`.
+    async fn execute_with_parts(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
+        let arguments = self.checked_arguments(args)?;
+        let connection = self.shared.connection.borrow().clone();
+        let (peer, broken) = match connection {
+            Connection::Up { peer, broken } => (peer, broken),
+            Connection::Starting => return Err(self.failure("the MCP server is still starting")),
+            Connection::Down(reason) => {
+                return Err(self.failure(format!(
+                    "the MCP server is not connected ({reason}); the runner reconnects with backoff"
+                )));
+            }
+        };
+        let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
+        let result = tokio::time::timeout(self.shared.call_timeout, peer.call_tool(request))
+            .await
+            .map_err(|_| {
+                self.failure(format!(
+                    "timed out after {:?} (cancelled on the server)",
+                    self.shared.call_timeout
+                ))
+            })?
+            .map_err(|e| {
+                if matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
+                    broken.cancel();
+                }
+                self.failure(e)
+            })?;
+        let result = serde_json::to_value(&result).map_err(|e| self.failure(e))?;
+        let output = tool_output(&result);
+        if result["isError"].as_bool() == Some(true) {
+            let message = output.response["text"]
+                .as_str()
+                .unwrap_or("the tool reported an error")
+                .to_string();
+            return Err(self.failure(message));
+        }
+        Ok(output)
+    }
+}
+
+/// A `tools/call` result (as MCP's JSON) as the model gets it: the text blocks
+/// joined under `text`, `structured_content`, embedded text resources and
+/// resource links under `resources`; images, audio and binary resources become
+/// inline-data parts after the response, which lists them under `attachments`.
+fn tool_output(result: &Value) -> ToolOutput {
+    let mut texts = Vec::new();
+    let mut resources = Vec::new();
+    let mut attachments = Vec::new();
+    let mut parts = Vec::new();
+    // Media becomes a part of its own; the response says it is attached.
+    let mut attach = |mime_type: &str, data: &str, what: Value| match BASE64.decode(data) {
+        Ok(bytes) => {
+            parts.push(Part::inline_data(mime_type, bytes));
+            attachments.push(what);
+            None
+        }
+        Err(e) => Some(format!("[{mime_type} content that is not valid base64: {e}]")),
+    };
+    for block in result["content"].as_array().into_iter().flatten() {
+        let mime_type = block["mimeType"].as_str().unwrap_or("application/octet-stream");
+        match block["type"].as_str().unwrap_or_default() {
+            "text" => texts.push(block["text"].as_str().unwrap_or_default().to_string()),
+            "image" | "audio" => texts.extend(attach(
+                mime_type,
+                block["data"].as_str().unwrap_or_default(),
+                json!({ "mime_type": mime_type }),
+            )),
+            "resource" => {
+                let resource = &block["resource"];
+                let uri = resource["uri"].clone();
+                let mime_type = resource["mimeType"].as_str().unwrap_or("application/octet-stream");
+                match (resource["text"].as_str(), resource["blob"].as_str()) {
+                    (Some(text), _) => {
+                        resources.push(json!({ "uri": uri, "mime_type": resource["mimeType"], "text": text }))
+                    }
+                    (None, Some(blob)) => {
+                        texts.extend(attach(mime_type, blob, json!({ "mime_type": mime_type, "uri": uri })))
+                    }
+                    (None, None) => resources.push(json!({ "uri": uri })),
+                }
+            }
+            "resource_link" => resources.push(json!({
+                "uri": block["uri"], "name": block["name"], "description": block["description"], "mime_type": block["mimeType"],
+            })),
+            other => texts.push(format!("[unsupported MCP content of type {other:?}]")),
+        }
+    }
+    let mut response = Map::new();
+    let structured = result.get("structuredContent").filter(|v| !v.is_null());
+    // Servers repeat structured content as JSON text for older clients: say it once.
+    let repeats_structured =
+        |text: &String| structured.is_some() && serde_json::from_str::<Value>(text).ok().as_ref() == structured;
+    texts.retain(|text| !repeats_structured(text));
+    if !texts.is_empty() {
+        response.insert("text".into(), Value::String(texts.join("\n")));
+    }
+    if let Some(structured) = structured {
+        response.insert("structured_content".into(), structured.clone());
+    }
+    if !resources.is_empty() {
+        response.insert("resources".into(), Value::Array(resources));
+    }
+    if !attachments.is_empty() {
+        response.insert("attachments".into(), Value::Array(attachments));
+    }
+    ToolOutput {
+        response: Value::Object(response),
+        parts,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn images_become_inline_parts_and_text_is_joined() {
+        let result = json!({
+            "content": [
+                { "type": "text", "text": "one" },
+                { "type": "image", "data": BASE64.encode(b"png!"), "mimeType": "image/png" },
+                { "type": "text", "text": "two" },
+                { "type": "resource", "resource": { "uri": "test://a", "mimeType": "text/plain", "text": "body" } }
+            ],
+            "structuredContent": { "sum": 3 }
+        });
+        let output = tool_output(&result);
+        assert_eq!(output.parts, vec![Part::inline_data("image/png", b"png!".to_vec())]);
+        assert_eq!(output.response["text"], "one\ntwo");
+        assert_eq!(output.response["structured_content"], json!({ "sum": 3 }));
+        assert_eq!(output.response["resources"][0]["text"], "body");
+        assert_eq!(output.response["attachments"], json!([{ "mime_type": "image/png" }]));
+    }
+
+    #[test]
+    fn structured_content_repeated_as_text_is_said_once() {
+        let result = json!({
+            "content": [{ "type": "text", "text": "{\"temp_c\": 21}" }],
+            "structuredContent": { "temp_c": 21 }
+        });
+        assert_eq!(
+            tool_output(&result).response,
+            json!({ "structured_content": { "temp_c": 21 } })
+        );
+        let plain = json!({ "content": [{ "type": "text", "text": "not JSON" }] });
+        assert_eq!(tool_output(&plain).response, json!({ "text": "not JSON" }));
+    }
+}

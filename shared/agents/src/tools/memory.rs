@@ -1,0 +1,133 @@
+//! ADK's memory tools: `load_memory` (the model searches the user's long-term
+//! memory) and `preload_memory` (every model request carries what memory holds
+//! about the user's message).
+
+use adk_grpc_core::{AdkError, CallbackContext, Content, LlmRequest, MemoryEntry, Result, Tool, ToolContext};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// A memory as the model reads it in a `load_memory` response (ADK's `MemoryEntry` JSON).
+fn entry_json(entry: &MemoryEntry) -> Value {
+    let text = entry.text();
+    let mut json = json!({
+        "id": entry.id,
+        "author": entry.author,
+        "content": { "role": entry.content.role, "parts": [{ "text": text }] },
+    });
+    if let Some(timestamp) = entry.timestamp {
+        json["timestamp"] = json!(timestamp.to_rfc3339());
+    }
+    if !entry.custom_metadata.is_empty() {
+        json["custom_metadata"] = Value::Object(entry.custom_metadata.clone().into_iter().collect());
+    }
+    json
+}
+
+/// Lets the model search the user's long-term memory (ADK's `load_memory`): it is
+/// told it has memory, calls `load_memory(query)` and gets the best memories back.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LoadMemoryTool;
+
+impl LoadMemoryTool {
+    pub const NAME: &'static str = "load_memory";
+}
+
+#[async_trait]
+impl Tool for LoadMemoryTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn description(&self) -> &str {
+        "Loads the memory for the current user."
+    }
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": { "query": { "type": "string", "description": "what to look up in memory" } },
+            "required": ["query"]
+        }))
+    }
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let query = args["query"]
+            .as_str()
+            .ok_or_else(|| AdkError::Tool("load_memory needs a string argument `query`".into()))?;
+        let found = ctx.search_memory(query).await?;
+        let memories: Vec<Value> = found.memories.iter().map(entry_json).collect();
+        Ok(json!({ "memories": memories }))
+    }
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        super::builtin::append_instruction(
+            request,
+            "You have memory. You can use it to answer questions. If any questions need you to look up the \
+             memory, you should call load_memory function with a query.",
+        );
+        Ok(())
+    }
+}
+
+/// Puts what the user's memory holds about their message into every model request
+/// (ADK's `preload_memory`): the model never calls it, so it is not declared to it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct PreloadMemoryTool;
+
+impl PreloadMemoryTool {
+    pub const NAME: &'static str = "preload_memory";
+}
+
+#[async_trait]
+impl Tool for PreloadMemoryTool {
+    fn name(&self) -> &str {
+        Self::NAME
+    }
+    fn description(&self) -> &str {
+        "Preloads the user's memories relevant to their message."
+    }
+    async fn execute(&self, _ctx: Arc<dyn ToolContext>, _args: Value) -> Result<Value> {
+        Err(AdkError::Tool("preload_memory is not a function to call".into()))
+    }
+    async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        request.tools.retain(|tool| tool.name != Self::NAME);
+        let query = ctx.user_content().text().unwrap_or_default();
+        let Some(memory) = ctx.memory().filter(|_| !query.trim().is_empty()) else {
+            return Ok(());
+        };
+        // As ADK: a memory outage must not stop the conversation, only its recall.
+        let found = match memory.search(&query).await {
+            Ok(found) => found,
+            Err(e) => {
+                tracing::warn!(error = %e, "preload_memory: the memory search failed; answering without memory");
+                return Ok(());
+            }
+        };
+        let mut lines = Vec::new();
+        for entry in &found.memories {
+            if let Some(timestamp) = entry.timestamp {
+                lines.push(format!("Time: {}", timestamp.to_rfc3339()));
+            }
+            let text = entry.text();
+            if !text.is_empty() {
+                lines.push(match entry.author.as_str() {
+                    "" => text,
+                    author => format!("{author}: {text}"),
+                });
+            }
+        }
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let text = format!(
+            "The following content is from your previous conversations with the user.\nThey may be useful for \
+             answering the user's current query.\n<PAST_CONVERSATIONS>\n{}\n</PAST_CONVERSATIONS>\n",
+            lines.join("\n")
+        );
+        // Before the user's latest message, as ADK inserts it.
+        let at = request
+            .contents
+            .iter()
+            .rposition(|c| c.role == "user")
+            .unwrap_or(request.contents.len());
+        request.contents.insert(at, Content::new("user").with_text(text));
+        Ok(())
+    }
+}

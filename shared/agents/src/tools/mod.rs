@@ -1,0 +1,37 @@
+//! Tools for LLM agents: Rust closures, HTTP endpoints, client-side tools, MCP
+//! servers' tools, and ADK's built-ins.
+
+mod builtin;
+mod function;
+mod http;
+mod mcp;
+mod memory;
+
+pub(crate) use builtin::TransferToAgentTool;
+pub use builtin::{ExitLoopTool, LoadArtifactsTool};
+pub use function::{ClientTool, FunctionTool};
+pub use http::HttpTool;
+pub use mcp::{McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
+pub use memory::{LoadMemoryTool, PreloadMemoryTool};
+
+use adk_grpc_core::Tool;
+use std::sync::Arc;
+
+/// The names of the tools the library provides, which agents list without declaring them.
+pub const BUILTIN_TOOLS: [&str; 4] = [
+    ExitLoopTool::NAME,
+    LoadArtifactsTool::NAME,
+    LoadMemoryTool::NAME,
+    PreloadMemoryTool::NAME,
+];
+
+/// The built-in tool called `name` (one of [`BUILTIN_TOOLS`]).
+pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
+    match name {
+        ExitLoopTool::NAME => Some(Arc::new(ExitLoopTool)),
+        LoadArtifactsTool::NAME => Some(Arc::new(LoadArtifactsTool)),
+        LoadMemoryTool::NAME => Some(Arc::new(LoadMemoryTool)),
+        PreloadMemoryTool::NAME => Some(Arc::new(PreloadMemoryTool)),
+        _ => None,
+    }
+}

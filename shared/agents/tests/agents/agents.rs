@@ -1,0 +1,746 @@
+//! LLM and workflow agents run by the Runner against the fake OpenAI-compatible
+//! server over real HTTP (and a scripted model where the model is not the point).
+
+use crate::common::*;
+use adk_grpc_agents::{
+    BeforeModel, ClientTool, ExitLoopTool, FunctionTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent,
+    RunOptions, SequentialAgent,
+};
+use adk_grpc_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
+use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tonic::Code;
+
+fn sse() -> RunOptions {
+    RunOptions {
+        run_config: RunConfig {
+            streaming_mode: StreamingMode::Sse,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_streamed_text_turn_is_partial_events_then_one_stored_event() {
+    let server = FakeServer::start().await;
+    server.push(openai::stream_text(&["Hel", "lo ", "there"]));
+    server.push(openai::text("Plain reply"));
+    let agent = LlmAgentBuilder::new("assistant")
+        .instruction("Be brief.")
+        .model(openai(&server))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.send(Content::new("user").with_text("Hi"), sse()).await.ok();
+    let partial_texts: Vec<String> = run
+        .partial()
+        .iter()
+        .filter_map(|e| e.content().and_then(Content::text))
+        .collect();
+    assert_eq!(partial_texts, ["Hel", "lo ", "there"]);
+    assert_eq!(run.texts(), ["Hello there"]);
+    let last = run.events.last().unwrap();
+    assert!(!last.is_partial() && last.is_final_response());
+    assert_eq!(last.author, "assistant");
+    assert!(last.invocation_id.starts_with("e-"));
+    assert!(run.events.iter().all(|e| e.invocation_id == last.invocation_id));
+    let request = server.last_request().json();
+    assert_eq!(request["stream"], true);
+    assert_eq!(
+        request["messages"][0],
+        json!({"role": "system", "content": "Be brief."})
+    );
+    assert_eq!(request["messages"][1], json!({"role": "user", "content": "Hi"}));
+
+    // Without streaming: one complete event, no partial ones.
+    let run = h.say("Again").await.ok();
+    assert_eq!(run.events.len(), 1);
+    assert_eq!(run.texts(), ["Plain reply"]);
+    assert_ne!(server.last_request().json()["stream"], json!(true));
+    // The second request carries the whole conversation.
+    let texts: Vec<Value> = messages(&server.last_request())
+        .iter()
+        .map(|m| m["content"].clone())
+        .collect();
+    assert_eq!(texts[1..], [json!("Hi"), json!("Hello there"), json!("Again")]);
+
+    let session = h.verify_log(&HashMap::new()).await;
+    assert_eq!(session.events.len(), 4);
+}
+
+fn weather_tool(seen: Arc<Mutex<Vec<Value>>>) -> Arc<FunctionTool> {
+    Arc::new(
+        FunctionTool::new(
+            "get_weather",
+            "Weather in a city.",
+            move |ctx: Arc<dyn ToolContext>, args| {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(args.clone());
+                    ctx.set_state("last_city", args["city"].clone());
+                    Ok(json!({"city": args["city"], "sky": "sunny"}))
+                }
+            },
+        )
+        .with_parameters_schema(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+    )
+}
+
+#[tokio::test]
+async fn a_tool_call_round_trip_feeds_the_result_back_to_the_model() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[
+        ("call_1", "get_weather", json!({"city": "Paris"})),
+        ("call_2", "broken", json!({})),
+        ("call_3", "no_such_tool", json!({})),
+    ]));
+    server.push(openai::text("Sunny in Paris."));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let broken = FunctionTool::new("broken", "Always fails.", |_ctx, _args| async {
+        Err(AdkError::Tool("the backend is down".into()))
+    });
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(openai(&server))
+        .tool(weather_tool(seen.clone()))
+        .tool(Arc::new(broken))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.say("Weather in Paris?").await.ok();
+    let events = run.complete();
+    assert_eq!(events.len(), 3, "call, responses, answer");
+    let calls = function_calls(events[0]);
+    assert_eq!(
+        calls[0],
+        ("call_1".into(), "get_weather".into(), json!({"city": "Paris"}))
+    );
+    let responses = function_responses(events[1]);
+    assert_eq!(events[1].author, "assistant");
+    assert_eq!(
+        responses[0],
+        (
+            "call_1".into(),
+            "get_weather".into(),
+            json!({"city": "Paris", "sky": "sunny"})
+        )
+    );
+    assert_eq!(responses[1].0, "call_2");
+    assert!(
+        responses[1].2["error"]
+            .as_str()
+            .unwrap()
+            .contains("the backend is down")
+    );
+    assert!(responses[2].2["error"].as_str().unwrap().contains("no_such_tool"));
+    assert_eq!(
+        events[1].actions.state_delta,
+        HashMap::from([("last_city".into(), json!("Paris"))])
+    );
+    assert_eq!(run.texts().last().unwrap(), "Sunny in Paris.");
+    assert_eq!(*seen.lock().unwrap(), [json!({"city": "Paris"})]);
+
+    // The tools were declared, and the model saw every result, errors included.
+    let first = server.requests()[0].json();
+    let declared: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(declared, ["get_weather", "broken"]);
+    let second = messages(&server.last_request());
+    let tool_messages: Vec<&Value> = second.iter().filter(|m| m["role"] == "tool").collect();
+    assert_eq!(tool_messages.len(), 3);
+    assert_eq!(tool_messages[0]["tool_call_id"], "call_1");
+    assert!(
+        tool_messages[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("the backend is down")
+    );
+
+    let session = h.verify_log(&HashMap::new()).await;
+    assert_eq!(session.state.as_map().get("last_city"), Some(&json!("Paris")));
+}
+
+#[tokio::test]
+async fn streamed_tool_call_deltas_are_assembled_and_executed() {
+    let server = FakeServer::start().await;
+    server.push(openai::stream(
+        vec![
+            openai::tool_call_chunk(0, Some("call_9"), Some("add"), "{\"a\": "),
+            openai::tool_call_chunk(0, None, None, "2, \"b\""),
+            openai::tool_call_chunk(0, None, None, ": 3}"),
+        ],
+        "tool_calls",
+    ));
+    server.push(openai::stream_text(&["5"]));
+    let add = FunctionTool::new("add", "Adds a and b.", |_ctx, args| async move {
+        let sum = args["a"].as_i64().unwrap_or(0) + args["b"].as_i64().unwrap_or(0);
+        Ok(json!({"sum": sum}))
+    });
+    let agent = LlmAgentBuilder::new("calc")
+        .model(openai(&server))
+        .tool(Arc::new(add))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.send(Content::new("user").with_text("2+3?"), sse()).await.ok();
+    let events = run.complete();
+    assert_eq!(
+        function_calls(events[0]),
+        [("call_9".into(), "add".into(), json!({"a": 2, "b": 3}))]
+    );
+    assert_eq!(function_responses(events[1])[0].2, json!({"sum": 5}));
+    assert_eq!(run.texts().last().unwrap(), "5");
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn transfer_hands_the_invocation_to_a_sub_agent() {
+    let router_server = FakeServer::start().await;
+    let billing_server = FakeServer::start().await;
+    router_server.push(openai::tool_calls(&[(
+        "t1",
+        "transfer_to_agent",
+        json!({"agent_name": "nobody"}),
+    )]));
+    router_server.push(openai::tool_calls(&[(
+        "t2",
+        "transfer_to_agent",
+        json!({"agent_name": "billing"}),
+    )]));
+    billing_server.push(openai::text("Billing here: your invoice is paid."));
+    let billing = LlmAgentBuilder::new("billing")
+        .description("Invoices and payments")
+        .model(openai(&billing_server))
+        .build()
+        .unwrap();
+    let router = LlmAgentBuilder::new("router")
+        .model(openai(&router_server))
+        .sub_agents([Arc::new(billing) as _])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(router)).await;
+
+    let run = h.say("Is my invoice paid?").await.ok();
+    let events = run.complete();
+    let authors: Vec<&str> = events.iter().map(|e| e.author.as_str()).collect();
+    assert_eq!(authors, ["router", "router", "router", "router", "billing"]);
+    // An unknown target is an error the model reads, not a failed run.
+    assert!(
+        function_responses(events[1])[0].2["error"]
+            .as_str()
+            .unwrap()
+            .contains("no agent `nobody`")
+    );
+    assert_eq!(events[1].actions.transfer_to_agent, None);
+    assert_eq!(events[3].actions.transfer_to_agent.as_deref(), Some("billing"));
+    assert_eq!(run.texts().last().unwrap(), "Billing here: your invoice is paid.");
+
+    // The router was offered the transfer tool and told whom it can reach.
+    let first = router_server.requests()[0].json();
+    assert_eq!(first["tools"][0]["function"]["name"], "transfer_to_agent");
+    assert!(system_prompt(&router_server.requests()[0]).contains("Agent name: billing"));
+    // Billing sees the user's question and the router's turns as context.
+    let billing_messages = messages(&billing_server.last_request());
+    assert_eq!(
+        billing_messages[0],
+        json!({"role": "user", "content": "Is my invoice paid?"})
+    );
+    assert!(billing_messages.iter().any(|m| {
+        m["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("[router] called tool `transfer_to_agent`"))
+    }));
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn a_loop_runs_until_exit_loop_escalates() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("draft 1"));
+    server.push(openai::text("draft 2"));
+    server.push(openai::tool_calls(&[("x1", "exit_loop", json!({}))]));
+    let worker = LlmAgentBuilder::new("worker")
+        .model(openai(&server))
+        .tool(Arc::new(ExitLoopTool))
+        .build()
+        .unwrap();
+    let refine = LoopAgent::new("refine", vec![Arc::new(worker)]).max_iterations(10);
+    let h = Harness::new(Arc::new(refine)).await;
+
+    let run = h.say("Write and refine").await.ok();
+    let events = run.complete();
+    assert_eq!(run.texts(), ["draft 1", "draft 2"]);
+    assert_eq!(events.len(), 4);
+    let exit = events[3];
+    assert!(exit.actions.escalates() && exit.actions.skips_summarization());
+    assert_eq!(server.requests().len(), 3, "no model call after exit_loop");
+
+    // max_iterations bounds a loop that never escalates.
+    server.push(openai::text("a"));
+    server.push(openai::text("b"));
+    let worker = LlmAgentBuilder::new("worker").model(openai(&server)).build().unwrap();
+    let bounded = LoopAgent::new("bounded", vec![Arc::new(worker)]).max_iterations(2);
+    let h = Harness::new(Arc::new(bounded)).await;
+    assert_eq!(h.say("go").await.ok().texts(), ["a", "b"]);
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn sequential_and_parallel_agents_store_every_branch_and_pass_outputs_on() {
+    let a_server = FakeServer::start().await;
+    let b_server = FakeServer::start().await;
+    let s_server = FakeServer::start().await;
+    // `a` answers later than `b`, so the branches' events interleave by time, not by order.
+    a_server.push(FakeReply::json(openai::text("facts from A")).delayed(std::time::Duration::from_millis(200)));
+    b_server.push(openai::text("facts from B"));
+    s_server.push(openai::text("summary"));
+    let a = LlmAgentBuilder::new("a")
+        .model(openai(&a_server))
+        .output_key("a_out")
+        .build()
+        .unwrap();
+    let b = LlmAgentBuilder::new("b")
+        .model(openai(&b_server))
+        .output_key("b_out")
+        .build()
+        .unwrap();
+    let summarizer = LlmAgentBuilder::new("summarizer")
+        .instruction("Combine: {a_out} + {b_out}")
+        .model(openai(&s_server))
+        .output_key("summary")
+        .build()
+        .unwrap();
+    let fanout = ParallelAgent::new("fanout", vec![Arc::new(a), Arc::new(b)]);
+    let pipeline = SequentialAgent::new("pipeline", vec![Arc::new(fanout), Arc::new(summarizer)]);
+    let h = Harness::new(Arc::new(pipeline)).await;
+
+    let run = h.say("Research this").await.ok();
+    let branches: Vec<(&str, &str)> = run
+        .complete()
+        .iter()
+        .map(|e| (e.author.as_str(), e.branch.as_str()))
+        .collect();
+    assert_eq!(branches, [("b", "fanout.b"), ("a", "fanout.a"), ("summarizer", "")]);
+    assert_eq!(
+        system_prompt(&s_server.last_request()),
+        "Combine: facts from A + facts from B"
+    );
+    // Each branch saw only the user's message, not the other branch.
+    assert_eq!(messages(&a_server.last_request()).len(), 1);
+    assert_eq!(messages(&b_server.last_request()).len(), 1);
+
+    let session = h.verify_log(&HashMap::new()).await;
+    let state = session.state.as_map();
+    assert_eq!(state["a_out"], "facts from A");
+    assert_eq!(state["b_out"], "facts from B");
+    assert_eq!(state["summary"], "summary");
+}
+
+#[tokio::test]
+async fn instructions_are_templated_from_every_scope_and_artifacts() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    let agent = LlmAgentBuilder::new("assistant")
+        .instruction("Hello {user:name} of {app:company}; topic {topic}, mood {mood?}, step {temp:step}. Notes: {artifact.notes.txt} {\"json\": 1}")
+        .model(openai(&server))
+        .build()
+        .unwrap();
+    let initial: HashMap<String, Value> = [
+        ("user:name", json!("Ada")),
+        ("app:company", json!("ACME")),
+        ("topic", json!("rust")),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let h = Harness::with_state(Arc::new(agent), initial.clone()).await;
+    h.artifacts
+        .save(adk_grpc_core::artifact::SaveRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            file_name: "notes.txt".into(),
+            part: Part::text_part("be kind"),
+            version: None,
+        })
+        .await
+        .unwrap();
+
+    let options = RunOptions {
+        state_delta: HashMap::from([("temp:step".to_string(), json!(3))]),
+        ..Default::default()
+    };
+    h.send(Content::new("user").with_text("hi"), options).await.ok();
+    assert_eq!(
+        system_prompt(&server.last_request()),
+        "Hello Ada of ACME; topic rust, mood , step 3. Notes: be kind {\"json\": 1}"
+    );
+    h.verify_log(&initial).await;
+}
+
+#[tokio::test]
+async fn a_missing_template_key_ends_the_run_with_an_error_naming_it() {
+    let server = FakeServer::start().await;
+    let agent = LlmAgentBuilder::new("assistant")
+        .instruction("Talk about {topic}.")
+        .model(openai(&server))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let run = h.say("hi").await;
+    let error = run.error.expect("the run fails");
+    assert_eq!(error.code(), Code::FailedPrecondition);
+    assert!(error.to_string().contains("`topic`"), "{error}");
+    assert!(server.requests().is_empty(), "the model was not called");
+    let session = h.verify_log(&HashMap::new()).await;
+    assert_eq!(session.events.len(), 1, "only the user's message is stored");
+}
+
+#[tokio::test]
+async fn temp_state_reaches_later_steps_of_the_invocation_and_is_gone_afterwards() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[("c1", "remember", json!({}))]));
+    server.push(openai::text("done"));
+    server.push(openai::text("next turn"));
+    let remember = FunctionTool::new(
+        "remember",
+        "Remembers.",
+        |ctx: Arc<dyn ToolContext>, _args| async move {
+            ctx.set_state("temp:scratch", json!("42"));
+            ctx.set_state("kept", json!(true));
+            // A tool reads its own writes back at once.
+            Ok(json!({"scratch": ctx.state().get("temp:scratch")}))
+        },
+    );
+    let agent = LlmAgentBuilder::new("assistant")
+        .instruction("Scratch: [{temp:scratch?}]")
+        .model(openai(&server))
+        .tool(Arc::new(remember))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.say("go").await.ok();
+    let prompts: Vec<String> = server.requests().iter().map(system_prompt).collect();
+    assert_eq!(
+        prompts,
+        ["Scratch: []", "Scratch: [42]"],
+        "the second model call sees temp:"
+    );
+    let response_event = run.complete()[1].clone();
+    assert_eq!(function_responses(&response_event)[0].2, json!({"scratch": "42"}));
+    // Streamed events are the stored ones: without the temp: key.
+    assert_eq!(
+        response_event.actions.state_delta,
+        HashMap::from([("kept".to_string(), json!(true))])
+    );
+
+    h.say("again").await.ok();
+    assert_eq!(
+        system_prompt(&server.last_request()),
+        "Scratch: []",
+        "the next invocation has no temp:"
+    );
+    let session = h.verify_log(&HashMap::new()).await;
+    assert_eq!(session.state.as_map().get("temp:scratch"), None);
+    assert_eq!(session.state.as_map().get("kept"), Some(&json!(true)));
+}
+
+#[tokio::test]
+async fn a_client_tool_pauses_the_turn_and_the_answer_resumes_the_calling_agent() {
+    let router_server = FakeServer::start().await;
+    let helper_server = FakeServer::start().await;
+    router_server.push(openai::tool_calls(&[(
+        "t1",
+        "transfer_to_agent",
+        json!({"agent_name": "helper"}),
+    )]));
+    helper_server.push(openai::tool_calls(&[(
+        "ask_1",
+        "ask_user",
+        json!({"question": "Favourite colour?"}),
+    )]));
+    helper_server.push(openai::text("Blue it is."));
+    let helper = LlmAgentBuilder::new("helper")
+        .model(openai(&helper_server))
+        .tool(Arc::new(ClientTool::new("ask_user", "Asks the user a question.")))
+        .build()
+        .unwrap();
+    let router = LlmAgentBuilder::new("router")
+        .model(openai(&router_server))
+        .sub_agents([Arc::new(helper) as _])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(router)).await;
+
+    let run = h.say("Pick a colour for me").await.ok();
+    let last = run.events.last().unwrap();
+    assert_eq!(last.author, "helper");
+    assert_eq!(last.long_running_tool_ids, ["ask_1"]);
+    assert!(last.is_final_response());
+    assert_eq!(function_calls(last)[0].1, "ask_user");
+    assert_eq!(
+        helper_server.requests().len(),
+        1,
+        "no model call after a long-running call"
+    );
+
+    let run = h
+        .send(
+            function_response("ask_1", "ask_user", json!({"answer": "blue"})),
+            RunOptions::default(),
+        )
+        .await
+        .ok();
+    assert_eq!(run.complete().len(), 1);
+    assert_eq!(
+        run.complete()[0].author,
+        "helper",
+        "the answer went back to the agent that asked"
+    );
+    assert_eq!(run.texts(), ["Blue it is."]);
+    assert_eq!(router_server.requests().len(), 1, "the router was not involved");
+    let tool_message = messages(&helper_server.last_request())
+        .into_iter()
+        .find(|m| m["role"] == "tool")
+        .unwrap();
+    assert_eq!(tool_message["tool_call_id"], "ask_1");
+    assert!(tool_message["content"].as_str().unwrap().contains("blue"));
+
+    // An answer to no call is refused before anything is stored.
+    let run = h
+        .send(function_response("nope", "ask_user", json!({})), RunOptions::default())
+        .await;
+    assert_eq!(run.error.unwrap().code(), Code::InvalidArgument);
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn max_llm_calls_stops_a_runaway_tool_loop() {
+    let server = FakeServer::start().await;
+    for i in 0..5 {
+        server.push(openai::tool_calls(&[(&format!("c{i}"), "noop", json!({}))]));
+    }
+    let noop = FunctionTool::new("noop", "Does nothing.", |_ctx, _args| async { Ok(json!({})) });
+    let agent = LlmAgentBuilder::new("looper")
+        .model(openai(&server))
+        .tool(Arc::new(noop))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let options = RunOptions {
+        run_config: RunConfig {
+            max_llm_calls: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let run = h.send(Content::new("user").with_text("go"), options).await;
+    let error = run.error.as_ref().expect("the run fails");
+    assert_eq!(error.code(), Code::ResourceExhausted);
+    assert!(error.to_string().contains("max_llm_calls exceeded"), "{error}");
+    assert_eq!(server.requests().len(), 2);
+    assert_eq!(
+        run.events.len(),
+        4,
+        "two calls and their responses were stored and streamed"
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn load_artifacts_puts_artifact_contents_into_the_next_request() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "l1",
+        "load_artifacts",
+        json!({"artifact_names": ["report.txt"]}),
+    )]));
+    server.push(openai::text("The report says hi."));
+    let agent = LlmAgentBuilder::new("reader")
+        .model(openai(&server))
+        .tool(Arc::new(LoadArtifactsTool))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    h.artifacts
+        .save(adk_grpc_core::artifact::SaveRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            file_name: "report.txt".into(),
+            part: Part::text_part("hi from the report"),
+            version: None,
+        })
+        .await
+        .unwrap();
+
+    h.say("What does the report say?").await.ok();
+    assert!(system_prompt(&server.requests()[0]).contains("[\"report.txt\"]"));
+    let last_message = messages(&server.last_request()).pop().unwrap();
+    assert_eq!(last_message["role"], "user");
+    let text = last_message["content"].to_string();
+    assert!(
+        text.contains("Artifact report.txt is:") && text.contains("hi from the report"),
+        "{text}"
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn tools_save_artifacts_with_the_version_recorded_in_artifact_delta() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[("w1", "write_report", json!({}))]));
+    server.push(openai::text("written"));
+    let write = FunctionTool::new(
+        "write_report",
+        "Writes the report.",
+        |ctx: Arc<dyn ToolContext>, _args| async move {
+            let artifacts = ctx.artifacts().ok_or_else(|| AdkError::Tool("no artifacts".into()))?;
+            let version = artifacts.save("report.txt", &Part::text_part("v1")).await?;
+            Ok(json!({"version": version}))
+        },
+    );
+    let agent = LlmAgentBuilder::new("writer")
+        .model(openai(&server))
+        .tool(Arc::new(write))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let run = h.say("write it").await.ok();
+    assert_eq!(
+        run.complete()[1].actions.artifact_delta,
+        HashMap::from([("report.txt".to_string(), 1)])
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn model_callbacks_can_rewrite_short_circuit_and_replace() {
+    let model = ScriptedLlm::new(vec![ScriptedLlm::text("from the model")]);
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(model.clone())
+        .before_model_callback(|_ctx, mut request| async move {
+            let asked = request.contents.last().and_then(Content::text).unwrap_or_default();
+            if asked == "cached?" {
+                return Ok(BeforeModel::Respond(LlmResponse {
+                    content: Some(Content::new("model").with_text("from the cache")),
+                    ..Default::default()
+                }));
+            }
+            request.system_instruction = Some("added by a callback".into());
+            Ok(BeforeModel::Continue(request))
+        })
+        .after_model_callback(|ctx, mut response| async move {
+            let text = response.content.as_ref().and_then(Content::text).unwrap_or_default();
+            response.content =
+                Some(Content::new("model").with_text(format!("{text} (checked by {})", ctx.agent_name())));
+            Ok(response)
+        })
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    assert_eq!(
+        h.say("cached?").await.ok().texts(),
+        ["from the cache (checked by assistant)"]
+    );
+    assert!(model.requests().is_empty(), "the model was skipped");
+    assert_eq!(
+        h.say("fresh").await.ok().texts(),
+        ["from the model (checked by assistant)"]
+    );
+    assert_eq!(
+        model.requests()[0].system_instruction.as_deref(),
+        Some("added by a callback")
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn a_model_reply_without_a_complete_response_is_an_error() {
+    let partial_only = LlmResponse {
+        content: Some(Content::new("model").with_text("Hel")),
+        partial: Some(true),
+        ..Default::default()
+    };
+    let model = ScriptedLlm::new(vec![vec![partial_only]]);
+    let agent = LlmAgentBuilder::new("assistant").model(model).build().unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let run = h.send(Content::new("user").with_text("hi"), sse()).await;
+    assert!(run.error.unwrap().to_string().contains("without a complete response"));
+    assert_eq!(run.events.len(), 1, "the partial chunk was streamed");
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[test]
+fn bad_definitions_are_refused() {
+    let model = ScriptedLlm::new(vec![]);
+    for (name, needle) in [("bad name", "identifier"), ("user", "identifier"), ("", "identifier")] {
+        let err = LlmAgentBuilder::new(name).model(model.clone()).build().err().unwrap();
+        assert!(err.to_string().contains(needle), "{name}: {err}");
+    }
+    let err = LlmAgentBuilder::new("a").build().err().unwrap();
+    assert!(err.to_string().contains("no model"));
+    let noop = || Arc::new(FunctionTool::new("t", "", |_ctx, _args| async { Ok(Value::Null) }));
+    let err = LlmAgentBuilder::new("a")
+        .model(model.clone())
+        .tool(noop())
+        .tool(noop())
+        .build()
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("agent a: t is listed twice"), "{err}");
+    // The rules the agents file applies field by field are the builder's own.
+    for (tool, needle) in [
+        ("get weather", "a tool name is what the model calls"),
+        ("transfer_to_agent", "transfer_to_agent is offered by itself"),
+    ] {
+        let named = FunctionTool::new(tool, "", |_ctx, _args| async { Ok(Value::Null) });
+        let err = LlmAgentBuilder::new("a")
+            .model(model.clone())
+            .tool(Arc::new(named))
+            .build()
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains(needle), "{tool}: {err}");
+    }
+    let err = LlmAgentBuilder::new("a")
+        .model(model.clone())
+        .output_key("user:")
+        .build()
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("agent a: output_key"), "{err}");
+
+    // Agent names are unique across the tree the runner runs.
+    let twin = || {
+        Arc::new(LlmAgentBuilder::new("twin").model(model.clone()).build().unwrap()) as Arc<dyn adk_grpc_core::Agent>
+    };
+    let root = SequentialAgent::new(
+        "root",
+        vec![twin(), Arc::new(SequentialAgent::new("inner", vec![twin()]))],
+    );
+    let sessions = Arc::new(adk_grpc_core::CoreSessionService::new(
+        adk_grpc_store::InMemorySessionBackend::new(),
+    ));
+    let lease = Arc::new(adk_grpc_store::InMemorySessionLease::new());
+    let err = adk_grpc_agents::Runner::new(adk_grpc_agents::RunnerConfig::new(
+        "app",
+        Arc::new(root),
+        sessions,
+        lease,
+    ))
+    .err()
+    .unwrap();
+    assert!(err.to_string().contains("two agents are named twin"), "{err}");
+}

@@ -1,0 +1,8 @@
+//! The agents crate's integration tests, in one binary (one link); run one module with
+//! `cargo test --test agents <module>::`.
+
+mod agents;
+mod common;
+mod leases;
+mod long_conversations;
+mod providers;

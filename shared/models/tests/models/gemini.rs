@@ -1,0 +1,322 @@
+//! Gemini against a fake `generativelanguage` server on loopback HTTP.
+
+use crate::common::{assert_stream_shape, calls, collect, collect_ok, text};
+use adk_grpc_core::{
+    AdkError, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, PartKind,
+    ToolDeclaration, UsageMetadata,
+};
+use adk_grpc_models::Gemini;
+use adk_grpc_models::testing::{FakeReply, FakeServer, gemini};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+fn model(server: &FakeServer) -> Gemini {
+    Gemini::new("gemini-test")
+        .unwrap()
+        .with_base_url(server.url())
+        .with_api_key("g-secret")
+        .unwrap()
+}
+
+fn ask(text: &str) -> LlmRequest {
+    LlmRequest {
+        contents: vec![Content::new("user").with_text(text)],
+        ..Default::default()
+    }
+}
+
+const USAGE: UsageMetadata = UsageMetadata {
+    prompt_token_count: Some(gemini::PROMPT_TOKENS as i32),
+    candidates_token_count: Some(gemini::CANDIDATES_TOKENS as i32),
+    total_token_count: Some((gemini::PROMPT_TOKENS + gemini::CANDIDATES_TOKENS) as i32),
+    cached_content_token_count: None,
+    thoughts_token_count: None,
+    tool_use_prompt_token_count: None,
+    prompt_tokens_details: Vec::new(),
+    cache_tokens_details: Vec::new(),
+    candidates_tokens_details: Vec::new(),
+    tool_use_prompt_tokens_details: Vec::new(),
+    traffic_type: None,
+};
+
+#[tokio::test]
+async fn non_streaming_text_reply() {
+    let server = FakeServer::start().await;
+    server.push(gemini::text("Bonjour"));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+
+    assert_eq!(items.len(), 1);
+    assert_eq!(text(&items[0]), "Bonjour");
+    assert_eq!(items[0].finish_reason, Some(FinishReason::Stop));
+    assert_eq!(items[0].usage_metadata, Some(USAGE));
+    assert!(items[0].partial.is_none() && items[0].turn_complete == Some(true));
+
+    let sent = server.last_request();
+    assert_eq!(sent.path, "/v1beta/models/gemini-test:generateContent");
+    assert_eq!(sent.query, None, "the key must not travel in the URL");
+    assert_eq!(sent.header("x-goog-api-key"), Some("g-secret"));
+    assert_eq!(
+        sent.json()["contents"],
+        json!([{"role": "user", "parts": [{"text": "hi"}]}])
+    );
+}
+
+#[tokio::test]
+async fn non_streaming_function_calls_have_no_ids() {
+    let server = FakeServer::start().await;
+    server.push(gemini::function_calls(&[
+        ("get_weather", json!({"city": "Paris"})),
+        ("get_time", json!({})),
+    ]));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+    assert_eq!(
+        calls(&items[0]),
+        [
+            ("get_weather".to_string(), json!({"city": "Paris"}), None),
+            ("get_time".to_string(), json!({}), None),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn streaming_text_gives_partials_then_the_whole_reply() {
+    let server = FakeServer::start().await;
+    server.push(gemini::stream_text(&["The sky ", "is ", "blue."]));
+    let items = collect_ok(model(&server).generate_content(ask("sky?"), true).await.unwrap()).await;
+
+    assert_stream_shape(&items);
+    let partials: Vec<String> = items[..items.len() - 1].iter().map(text).collect();
+    assert_eq!(partials, ["The sky ", "is ", "blue."]);
+    let last = items.last().unwrap();
+    assert_eq!(text(last), "The sky is blue.");
+    assert_eq!(
+        last.content.as_ref().unwrap().parts.len(),
+        1,
+        "streamed text ends as one part"
+    );
+    assert_eq!(last.usage_metadata, Some(USAGE));
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+
+    let sent = server.last_request();
+    assert_eq!(sent.path, "/v1beta/models/gemini-test:streamGenerateContent");
+    assert_eq!(sent.query.as_deref(), Some("alt=sse"));
+}
+
+#[tokio::test]
+async fn streamed_function_calls_come_whole_in_the_final_response() {
+    let server = FakeServer::start().await;
+    server.push(gemini::stream(vec![
+        gemini::response(vec![json!({"text": "Looking it up."})], None),
+        gemini::response(
+            vec![
+                json!({"functionCall": {"name": "search", "args": {"q": "rust"}}}),
+                json!({"functionCall": {"name": "search", "args": {"q": "tonic"}, "id": "given-id"}}),
+            ],
+            Some("STOP"),
+        ),
+    ]));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_stream_shape(&items);
+    assert_eq!(items.len(), 2);
+    assert!(calls(&items[0]).is_empty());
+    let last = &items[1];
+    assert_eq!(text(last), "Looking it up.");
+    assert_eq!(
+        calls(last),
+        [
+            ("search".to_string(), json!({"q": "rust"}), None),
+            (
+                "search".to_string(),
+                json!({"q": "tonic"}),
+                Some("given-id".to_string())
+            ),
+        ]
+    );
+}
+
+#[tokio::test]
+async fn thoughts_are_not_part_of_the_reply() {
+    let server = FakeServer::start().await;
+    server.push(gemini::response(
+        vec![json!({"text": "pondering…", "thought": true}), json!({"text": "42"})],
+        Some("STOP"),
+    ));
+    let items = collect_ok(model(&server).generate_content(ask("?"), false).await.unwrap()).await;
+    assert_eq!(text(&items[0]), "42");
+}
+
+#[tokio::test]
+async fn request_carries_system_tools_history_media_and_settings() {
+    let server = FakeServer::start().await;
+    server.push(gemini::text("ok"));
+    let request = LlmRequest {
+        system_instruction: Some("You are terse.".into()),
+        tools: vec![
+            ToolDeclaration {
+                name: "get_weather".into(),
+                description: "Weather for a city".into(),
+                parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+            },
+            ToolDeclaration {
+                name: "now".into(),
+                description: "The time".into(),
+                parameters: None,
+            },
+        ],
+        contents: vec![
+            Content::new("user")
+                .with_text("What is this?")
+                .with_inline_data("image/jpeg", vec![0xFF, 0xD8, 0xFF])
+                .with_file_uri("application/pdf", "gs://bucket/doc.pdf"),
+            Content::new("model").with_part(
+                PartKind::FunctionCall {
+                    name: "get_weather".into(),
+                    args: json!({"city": "Paris"}),
+                    id: Some("call-1".into()),
+                }
+                .into(),
+            ),
+            Content::new("tool").with_part(
+                PartKind::FunctionResponse {
+                    function_response: FunctionResponseData {
+                        name: "get_weather".into(),
+                        response: json!({"sky": "sunny"}),
+                    },
+                    id: Some("call-1".into()),
+                }
+                .into(),
+            ),
+        ],
+        config: GenerateContentConfig {
+            temperature: Some(0.5),
+            top_p: Some(0.25),
+            max_output_tokens: Some(64),
+            stop_sequences: vec!["STOP!".into()],
+        },
+        ..Default::default()
+    };
+    collect_ok(model(&server).generate_content(request, false).await.unwrap()).await;
+
+    let body = server.last_request().json();
+    assert_eq!(
+        body["systemInstruction"],
+        json!({"parts": [{"text": "You are terse."}]})
+    );
+    assert_eq!(
+        body["contents"],
+        json!([
+            {"role": "user", "parts": [
+                {"text": "What is this?"},
+                {"inlineData": {"mimeType": "image/jpeg", "data": "/9j/"}},
+                {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/doc.pdf"}},
+            ]},
+            {"role": "model", "parts": [
+                {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1"}}
+            ]},
+            // Tool results travel as a user turn.
+            {"role": "user", "parts": [
+                {"functionResponse": {"name": "get_weather", "response": {"sky": "sunny"}, "id": "call-1"}}
+            ]},
+        ])
+    );
+    assert_eq!(
+        body["tools"],
+        json!([{"functionDeclarations": [
+            {"name": "get_weather", "description": "Weather for a city",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            {"name": "now", "description": "The time"},
+        ]}])
+    );
+    assert_eq!(
+        body["generationConfig"],
+        json!({"temperature": 0.5, "topP": 0.25, "maxOutputTokens": 64, "stopSequences": ["STOP!"]})
+    );
+}
+
+#[tokio::test]
+async fn http_errors_map_to_codes_with_the_provider_message() {
+    let server = FakeServer::start().await;
+    server.push(
+        FakeReply::status(
+            429,
+            gemini::error(
+                429,
+                "Resource has been exhausted (e.g. check quota).",
+                "RESOURCE_EXHAUSTED",
+            ),
+        )
+        .with_header("retry-after", "30"),
+    );
+    server.push(FakeReply::status(
+        503,
+        gemini::error(503, "The model is overloaded.", "UNAVAILABLE"),
+    ));
+    server.push(FakeReply::status(
+        403,
+        gemini::error(403, "Permission denied.", "PERMISSION_DENIED"),
+    ));
+    server.push(FakeReply::status(
+        400,
+        gemini::error(400, "API key not valid.", "INVALID_ARGUMENT"),
+    ));
+    let llm = model(&server);
+
+    let err = llm.generate_content(ask("hi"), true).await.err().unwrap();
+    assert_eq!(err.code(), Code::ResourceExhausted);
+    assert_eq!(
+        err.to_string(),
+        "gemini rate limit: Resource has been exhausted (e.g. check quota). (retry after 30s)"
+    );
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.to_string(), "gemini returned 503: The model is overloaded.");
+    // The provider refused the server's key: the deployment's problem, not the caller's credential.
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert_eq!(err.code(), Code::FailedPrecondition);
+    assert!(
+        err.to_string().contains("gemini")
+            && err.to_string().contains("gemini-test")
+            && err.to_string().contains("403"),
+        "{err}"
+    );
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert!(matches!(err, AdkError::Model(_)), "{err:?}");
+    assert!(err.to_string().contains("400: API key not valid."), "{err}");
+}
+
+#[tokio::test]
+async fn a_stream_without_its_final_chunk_is_an_error() {
+    let server = FakeServer::start().await;
+    server.push(gemini::stream(vec![gemini::response(
+        vec![json!({"text": "half"})],
+        None,
+    )]));
+    let (items, err) = collect(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_eq!(items.iter().map(text).collect::<Vec<_>>(), ["half"]);
+    let err = err.expect("an error, never a silent end");
+    assert_eq!(err.code(), Code::Unavailable);
+    assert!(err.to_string().contains("before its final chunk"), "{err}");
+}
+
+#[tokio::test]
+async fn a_stalled_server_is_deadline_exceeded() {
+    let server = FakeServer::start().await;
+    server.push(FakeReply::Stall);
+    let llm = model(&server).with_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let err = llm.generate_content(ask("hi"), true).await.err().unwrap();
+    assert_eq!(err.code(), Code::DeadlineExceeded);
+    assert_eq!(err.to_string(), "gemini did not answer within 1s");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn blocked_prompt_says_why() {
+    let server = FakeServer::start().await;
+    server.push(json!({"promptFeedback": {"blockReason": "PROHIBITED_CONTENT"}}));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+    assert_eq!(items[0].error_code.as_deref(), Some("PROHIBITED_CONTENT"));
+    assert_eq!(items[0].finish_reason, Some(FinishReason::Safety));
+    assert!(items[0].content.is_none());
+}

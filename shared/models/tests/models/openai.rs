@@ -1,0 +1,513 @@
+//! OpenAiCompatible against a fake chat-completions server on loopback HTTP.
+
+use crate::common::{assert_stream_shape, calls, collect, collect_ok, text};
+use adk_grpc_core::{
+    AdkError, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, Part,
+    ToolDeclaration, UsageMetadata,
+};
+use adk_grpc_models::OpenAiCompatible;
+use adk_grpc_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, SseStep, openai};
+use serde_json::json;
+use std::time::{Duration, Instant};
+use tonic::Code;
+
+fn model(server: &FakeServer) -> OpenAiCompatible {
+    OpenAiCompatible::new(format!("{}/v1", server.url()), "gpt-test")
+        .unwrap()
+        .with_api_key("sk-test-key")
+        .unwrap()
+}
+
+fn ask(text: &str) -> LlmRequest {
+    LlmRequest {
+        contents: vec![Content::new("user").with_text(text)],
+        ..Default::default()
+    }
+}
+
+const USAGE: UsageMetadata = UsageMetadata {
+    prompt_token_count: Some(openai::PROMPT_TOKENS as i32),
+    candidates_token_count: Some(openai::COMPLETION_TOKENS as i32),
+    total_token_count: Some((openai::PROMPT_TOKENS + openai::COMPLETION_TOKENS) as i32),
+    cached_content_token_count: None,
+    thoughts_token_count: None,
+    tool_use_prompt_token_count: None,
+    prompt_tokens_details: Vec::new(),
+    cache_tokens_details: Vec::new(),
+    candidates_tokens_details: Vec::new(),
+    tool_use_prompt_tokens_details: Vec::new(),
+    traffic_type: None,
+};
+
+#[tokio::test]
+async fn non_streaming_text_reply() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("Hello there"));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+
+    assert_eq!(items.len(), 1);
+    let reply = &items[0];
+    assert_eq!(text(reply), "Hello there");
+    assert_eq!(reply.content.as_ref().unwrap().role, "model");
+    assert_eq!(reply.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(reply.usage_metadata, Some(USAGE));
+    assert!(reply.partial.is_none() && reply.turn_complete == Some(true));
+
+    let sent = server.last_request();
+    assert_eq!(
+        (sent.method.as_str(), sent.path.as_str()),
+        ("POST", "/v1/chat/completions")
+    );
+    assert_eq!(sent.header("authorization"), Some("Bearer sk-test-key"));
+    let body = sent.json();
+    assert_eq!(body["model"], "gpt-test");
+    assert_eq!(body["messages"], json!([{"role": "user", "content": "hi"}]));
+    assert!(body.get("stream").is_none(), "{body}");
+}
+
+#[tokio::test]
+async fn the_request_model_overrides_the_configured_one() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    let request = LlmRequest {
+        model: "gpt-other".into(),
+        ..ask("hi")
+    };
+    collect_ok(model(&server).generate_content(request, false).await.unwrap()).await;
+    assert_eq!(server.last_request().json()["model"], "gpt-other");
+}
+
+#[tokio::test]
+async fn streaming_text_gives_partials_then_the_whole_reply() {
+    let server = FakeServer::start().await;
+    server.push(openai::stream_text(&["Hel", "lo, ", "world"]));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+
+    assert_stream_shape(&items);
+    let partials: Vec<String> = items[..items.len() - 1].iter().map(text).collect();
+    assert_eq!(partials, ["Hel", "lo, ", "world"]);
+    let last = items.last().unwrap();
+    assert_eq!(text(last), "Hello, world");
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(last.usage_metadata, Some(USAGE));
+
+    let body = server.last_request().json();
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn streamed_tool_call_pieces_are_assembled_into_the_final_response() {
+    let server = FakeServer::start().await;
+    // Two parallel calls, told apart by `index`: id and name first, then the
+    // arguments in three fragments each, interleaved between the calls.
+    server.push(openai::stream(
+        vec![
+            openai::tool_call_chunk(0, Some("call_a"), Some("get_weather"), ""),
+            openai::tool_call_chunk(1, Some("call_b"), Some("get_time"), ""),
+            openai::tool_call_chunk(0, None, None, r#"{"ci"#),
+            openai::tool_call_chunk(1, None, None, r#"{"tz": "#),
+            openai::tool_call_chunk(0, None, None, r#"ty": "Par"#),
+            openai::tool_call_chunk(1, None, None, r#""UTC""#),
+            openai::tool_call_chunk(0, None, None, r#"is"}"#),
+            openai::tool_call_chunk(1, None, None, "}"),
+        ],
+        "tool_calls",
+    ));
+    let items = collect_ok(model(&server).generate_content(ask("weather?"), true).await.unwrap()).await;
+
+    assert_stream_shape(&items);
+    // No half-made call leaks out in a partial: calls appear only at the end.
+    for partial in &items[..items.len() - 1] {
+        assert!(calls(partial).is_empty(), "{partial:?}");
+    }
+    let last = items.last().unwrap();
+    assert_eq!(
+        calls(last),
+        [
+            (
+                "get_weather".to_string(),
+                json!({"city": "Paris"}),
+                Some("call_a".to_string())
+            ),
+            ("get_time".to_string(), json!({"tz": "UTC"}), Some("call_b".to_string())),
+        ]
+    );
+    assert_eq!(last.finish_reason, Some(FinishReason::Stop));
+    assert_eq!(last.usage_metadata, Some(USAGE));
+}
+
+#[tokio::test]
+async fn text_and_tool_calls_in_one_stream() {
+    let server = FakeServer::start().await;
+    server.push(openai::stream(
+        vec![
+            openai::text_chunk("Checking"),
+            openai::text_chunk("…"),
+            openai::tool_call_chunk(0, Some("c1"), Some("lookup"), r#"{"q": 1}"#),
+        ],
+        "tool_calls",
+    ));
+    let items = collect_ok(model(&server).generate_content(ask("x"), true).await.unwrap()).await;
+    assert_stream_shape(&items);
+    assert_eq!(items.len(), 3);
+    let last = items.last().unwrap();
+    let parts = &last.content.as_ref().unwrap().parts;
+    assert_eq!(parts[0], Part::text_part("Checking…"));
+    assert_eq!(
+        calls(last),
+        [("lookup".to_string(), json!({"q": 1}), Some("c1".to_string()))]
+    );
+}
+
+#[tokio::test]
+async fn request_carries_system_tools_history_and_settings() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    let request = LlmRequest {
+        system_instruction: Some("Be brief.".into()),
+        tools: vec![
+            ToolDeclaration {
+                name: "get_weather".into(),
+                description: "Weather for a city".into(),
+                parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+            },
+            ToolDeclaration {
+                name: "now".into(),
+                description: "The time".into(),
+                parameters: None,
+            },
+        ],
+        contents: vec![
+            Content::new("user").with_text("Weather in Paris?"),
+            Content::new("model")
+                .with_text("Let me check.")
+                .with_part(Part::function_call(
+                    "get_weather",
+                    json!({"city": "Paris"}),
+                    Some("call_1".into()),
+                )),
+            Content::new("tool").with_part(Part::function_response(
+                FunctionResponseData {
+                    name: "get_weather".into(),
+                    response: json!({"sky": "sunny"}),
+                },
+                Some("call_1".into()),
+            )),
+            Content::new("model").with_text("Sunny."),
+            Content::new("user")
+                .with_text("And this?")
+                .with_inline_data("image/png", vec![1, 2, 3]),
+        ],
+        config: GenerateContentConfig {
+            temperature: Some(0.5),
+            top_p: Some(0.25),
+            max_output_tokens: Some(100),
+            stop_sequences: vec!["END".into()],
+        },
+        ..Default::default()
+    };
+    collect_ok(model(&server).generate_content(request, false).await.unwrap()).await;
+
+    let body = server.last_request().json();
+    assert_eq!(
+        body["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": "Let me check.", "tool_calls": [
+                {"id": "call_1", "type": "function",
+                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"sky\":\"sunny\"}"},
+            {"role": "assistant", "content": "Sunny."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "And this?"},
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AQID"}}
+            ]},
+        ])
+    );
+    assert_eq!(
+        body["tools"],
+        json!([
+            {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
+            {"type": "function", "function": {"name": "now", "description": "The time",
+                "parameters": {"type": "object", "properties": {}}}},
+        ])
+    );
+    assert_eq!(body["temperature"], 0.5);
+    assert_eq!(body["top_p"], 0.25);
+    assert_eq!(body["max_tokens"], 100);
+    assert_eq!(body["stop"], json!(["END"]));
+}
+
+#[tokio::test]
+async fn non_streamed_tool_calls_are_parsed() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[
+        ("call_x", "search", json!({"q": "rust"})),
+        ("call_y", "noop", json!({})),
+    ]));
+    let items = collect_ok(model(&server).generate_content(ask("go"), false).await.unwrap()).await;
+    assert_eq!(
+        calls(&items[0]),
+        [
+            ("search".to_string(), json!({"q": "rust"}), Some("call_x".to_string())),
+            ("noop".to_string(), json!({}), Some("call_y".to_string())),
+        ]
+    );
+    assert_eq!(text(&items[0]), "");
+}
+
+#[tokio::test]
+async fn unparseable_tool_arguments_name_the_tool() {
+    let server = FakeServer::start().await;
+    let mut reply = openai::tool_calls(&[("c", "search", json!({}))]);
+    reply["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = json!("{\"q\": ");
+    server.push(reply);
+    let err = model(&server).generate_content(ask("go"), false).await.err().unwrap();
+    assert!(matches!(err, AdkError::Model(_)), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("`search`") && message.contains("{\"q\": "),
+        "{message}"
+    );
+}
+
+#[tokio::test]
+async fn rate_limit_is_resource_exhausted_with_retry_after() {
+    let server = FakeServer::start().await;
+    server.push(
+        FakeReply::status(429, openai::error("Rate limit reached for gpt-test", "requests"))
+            .with_header("retry-after", "7"),
+    );
+    let err = model(&server).generate_content(ask("hi"), false).await.err().unwrap();
+    assert_eq!(err.code(), Code::ResourceExhausted, "{err}");
+    let message = err.to_string();
+    assert!(
+        message.starts_with("openai rate limit: Rate limit reached for gpt-test"),
+        "{message}"
+    );
+    assert!(message.contains("retry after 7s"), "{message}");
+}
+
+#[tokio::test]
+async fn server_errors_are_unavailable_with_a_body_excerpt() {
+    let server = FakeServer::start().await;
+    server.push(FakeReply::status(500, "upstream exploded"));
+    server.push(FakeReply::status(
+        503,
+        openai::error("The engine is overloaded", "server_error"),
+    ));
+    let llm = model(&server);
+
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.to_string(), "openai returned 500: upstream exploded");
+
+    // Streaming requests fail the same way, before any item.
+    let err = llm.generate_content(ask("hi"), true).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unavailable);
+    assert_eq!(err.to_string(), "openai returned 503: The engine is overloaded");
+}
+
+#[tokio::test]
+async fn client_errors_map_to_fitting_codes() {
+    let server = FakeServer::start().await;
+    let cases = [(404, Code::FailedPrecondition), (400, Code::Internal)];
+    for (status, _) in cases {
+        server.push(FakeReply::status(
+            status,
+            openai::error(&format!("problem {status}"), "invalid_request_error"),
+        ));
+    }
+    let llm = model(&server);
+    for (status, code) in cases {
+        let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+        assert_eq!(err.code(), code, "{status}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains(&status.to_string()) && message.contains(&format!("problem {status}")),
+            "{message}"
+        );
+    }
+}
+
+/// 401 and 403 refuse the SERVER's key, not the gRPC caller's credential: FAILED_PRECONDITION
+/// (never UNAUTHENTICATED or PERMISSION_DENIED), naming the provider and the model, without
+/// the provider's text (it may quote part of the key).
+#[tokio::test]
+async fn a_refused_api_key_is_the_deployments_problem_not_the_callers() {
+    let server = FakeServer::start().await;
+    for status in [401, 403] {
+        server.push(FakeReply::status(
+            status,
+            openai::error("Incorrect API key provided: sk-te****-key", "invalid_request_error"),
+        ));
+    }
+    let llm = model(&server);
+    for status in [401, 403] {
+        let err = llm.generate_content(ask("hi"), status == 403).await.err().unwrap();
+        assert_eq!(err.code(), Code::FailedPrecondition, "{status}: {err}");
+        let message = err.to_string();
+        assert!(
+            message.contains("openai") && message.contains("gpt-test") && message.contains(&status.to_string()),
+            "{message}"
+        );
+        assert!(!message.contains("sk-te"), "{message}");
+    }
+}
+
+#[tokio::test]
+async fn the_api_key_never_appears_in_errors_or_debug_output() {
+    let server = FakeServer::start().await;
+    // A misbehaving proxy that echoes the Authorization header back.
+    server.push(FakeReply::status(502, "bad header: Bearer sk-test-key"));
+    let llm = model(&server);
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert!(!err.to_string().contains("sk-test-key"), "{err}");
+    assert!(err.to_string().contains("<redacted>"), "{err}");
+    assert!(!format!("{llm:?}").contains("sk-test-key"));
+}
+
+#[tokio::test]
+async fn a_stalled_server_is_deadline_exceeded_within_the_timeout() {
+    let server = FakeServer::start().await;
+    server.push(FakeReply::Stall);
+    server.push(FakeReply::Stall);
+    let llm = model(&server).with_timeout(Duration::from_secs(1));
+
+    for stream in [false, true] {
+        let started = Instant::now();
+        let err = llm.generate_content(ask("hi"), stream).await.err().unwrap();
+        let took = started.elapsed();
+        assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
+        assert_eq!(err.to_string(), "openai did not answer within 1s");
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_secs(5),
+            "{took:?}"
+        );
+    }
+    // Giving up closed the connections.
+    assert!(server.wait_for_disconnects(2, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn a_stream_that_goes_silent_is_deadline_exceeded() {
+    let server = FakeServer::start().await;
+    server.push(SseScript::data([openai::role_chunk(), openai::text_chunk("partial")]).ending(SseEnd::Hang));
+    let llm = model(&server).with_timeout(Duration::from_secs(1));
+    let started = Instant::now();
+    let (items, err) = collect(llm.generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_eq!(items.iter().map(text).collect::<Vec<_>>(), ["partial"]);
+    let err = err.expect("an error, not a silent end");
+    assert_eq!(err.code(), Code::DeadlineExceeded, "{err}");
+    assert!(err.to_string().contains("stalled"), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[tokio::test]
+async fn a_stream_cut_mid_way_ends_with_an_error() {
+    let server = FakeServer::start().await;
+    // The connection is aborted after two text chunks...
+    server.push(SseScript::data([openai::text_chunk("one "), openai::text_chunk("two")]).ending(SseEnd::Cut));
+    // ...or the body ends cleanly but without `[DONE]`.
+    server.push(SseScript::data([openai::text_chunk("one "), openai::text_chunk("two")]));
+    let llm = model(&server);
+
+    for _ in 0..2 {
+        let (items, err) = collect(llm.generate_content(ask("hi"), true).await.unwrap()).await;
+        assert_eq!(items.iter().map(text).collect::<Vec<_>>(), ["one ", "two"]);
+        assert!(items.iter().all(|r| r.partial == Some(true)));
+        let err = err.expect("an error item, never a silent end");
+        assert_eq!(err.code(), Code::Unavailable, "{err}");
+        assert!(err.to_string().starts_with("openai stream"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn malformed_and_error_chunks_are_errors() {
+    let server = FakeServer::start().await;
+    server.push(SseScript::data([openai::text_chunk("ok"), "{not json".to_string()]));
+    server.push(SseScript::data([
+        openai::text_chunk("ok"),
+        json!({"error": {"message": "model crashed"}}).to_string(),
+    ]));
+    let llm = model(&server);
+
+    let (_, err) = collect(llm.generate_content(ask("hi"), true).await.unwrap()).await;
+    let err = err.unwrap();
+    assert!(
+        matches!(err, AdkError::Model(_)) && err.to_string().contains("malformed stream chunk"),
+        "{err}"
+    );
+
+    let (_, err) = collect(llm.generate_content(ask("hi"), true).await.unwrap()).await;
+    assert!(err.unwrap().to_string().contains("model crashed"));
+}
+
+#[tokio::test]
+async fn malformed_non_streamed_body_is_a_model_error() {
+    let server = FakeServer::start().await;
+    server.push(FakeReply::status(200, "<html>gateway</html>"));
+    let err = model(&server).generate_content(ask("hi"), false).await.err().unwrap();
+    assert!(matches!(err, AdkError::Model(_)), "{err:?}");
+    assert!(err.to_string().contains("<html>gateway</html>"), "{err}");
+}
+
+#[tokio::test]
+async fn events_split_across_writes_and_keep_alive_comments_are_handled() {
+    let server = FakeServer::start().await;
+    let event = format!("data: {}\r\n\r\n", openai::text_chunk("héllo")).into_bytes();
+    let cut = event.iter().position(|&b| b == 0xC3).unwrap() + 1; // inside the two-byte 'é'
+    server.push(
+        SseScript::default()
+            .then(SseStep::Raw(b": keep-alive\n\n".to_vec()))
+            .then(SseStep::Raw(event[..cut].to_vec()))
+            .then(SseStep::Pause(Duration::from_millis(50)))
+            .then(SseStep::Raw(event[cut..].to_vec()))
+            .then(SseStep::Data(openai::finish_chunk("length")))
+            .then(SseStep::Data(openai::DONE.into())),
+    );
+    let items = collect_ok(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_eq!(items.iter().map(text).collect::<Vec<_>>(), ["héllo", "héllo"]);
+    assert_eq!(items[1].finish_reason, Some(FinishReason::MaxTokens));
+}
+
+#[tokio::test]
+async fn dropping_the_stream_closes_the_connection() {
+    let server = FakeServer::start().await;
+    server.push(SseScript::data([openai::role_chunk(), openai::text_chunk("first")]).ending(SseEnd::Hang));
+    let mut stream = model(&server).generate_content(ask("hi"), true).await.unwrap();
+    let first = futures::StreamExt::next(&mut stream).await.unwrap().unwrap();
+    assert_eq!(text(&first), "first");
+    assert_eq!(server.disconnects(), 0);
+
+    drop(stream);
+    assert!(
+        server.wait_for_disconnects(1, Duration::from_secs(5)).await,
+        "the fake server never saw the client leave"
+    );
+}
+
+#[tokio::test]
+async fn dropping_the_call_future_closes_the_connection() {
+    let server = FakeServer::start().await;
+    server.push(FakeReply::Stall);
+    let llm = model(&server);
+    let call = llm.generate_content(ask("hi"), false);
+    assert!(tokio::time::timeout(Duration::from_millis(300), call).await.is_err());
+    assert!(server.wait_for_disconnects(1, Duration::from_secs(5)).await);
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_unavailable() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener); // nothing listens there now
+    let llm = OpenAiCompatible::new(format!("http://{addr}/v1"), "m").unwrap();
+    let err = llm.generate_content(ask("hi"), false).await.err().unwrap();
+    assert_eq!(err.code(), Code::Unavailable, "{err}");
+    assert!(err.to_string().starts_with("openai request failed"), "{err}");
+}

@@ -1,0 +1,114 @@
+//! The memory scripts' inputs, one builder per script: see `crate::redis::script_args`.
+
+use super::{DELETE, UPSERT, UserKeys, vector_bytes};
+use crate::redis::script_args::ScriptArgs;
+use adk_grpc_core::Result;
+use adk_grpc_core::memory::IndexedEntry;
+use adk_grpc_core::validate::id_key;
+use adk_grpc_proto::v1 as pb;
+use prost::Message;
+use redis::{Script, ScriptInvocation};
+use std::collections::BTreeMap;
+
+/// The memory scripts, loaded once per backend.
+pub(super) struct Scripts {
+    upsert: Script,
+    delete: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Scripts {
+        Scripts {
+            upsert: Script::new(UpsertArgs::SOURCE),
+            delete: Script::new(RemoveArgs::SOURCE),
+        }
+    }
+}
+
+/// One entry as `UPSERT` stores it.
+pub(super) struct StoredEntry<'a> {
+    pub id: &'a str,
+    /// The protobuf `adk.v1.MemoryEntry`.
+    pub payload: Vec<u8>,
+    pub embedding: Option<&'a [f32]>,
+    /// Its length in terms.
+    pub length: u32,
+    pub term_counts: &'a BTreeMap<String, u32>,
+}
+
+impl StoredEntry<'_> {
+    pub(super) fn of(indexed: &IndexedEntry) -> StoredEntry<'_> {
+        StoredEntry {
+            id: &indexed.entry.id,
+            payload: pb::MemoryEntry::from(&indexed.entry).encode_to_vec(),
+            embedding: indexed.embedding.as_deref(),
+            length: indexed.length,
+            term_counts: &indexed.term_counts,
+        }
+    }
+}
+
+/// `UPSERT`'s inputs.
+pub(super) struct UpsertArgs<'a> {
+    pub keys: &'a UserKeys,
+    pub entries: Vec<StoredEntry<'a>>,
+}
+
+impl ScriptArgs for UpsertArgs<'_> {
+    const SOURCE: &'static str = UPSERT;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.upsert
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        let keys = self.keys;
+        to.key(&keys.stats)
+            .key(&keys.vectors)
+            .arg(&keys.entry_prefix)
+            .arg(&keys.term_prefix)
+            .arg(self.entries.len());
+        for entry in &self.entries {
+            to.arg(id_key(entry.id).as_ref())
+                .arg(&entry.payload)
+                // Empty: none.
+                .arg(entry.embedding.map(vector_bytes).unwrap_or_default())
+                .arg(entry.length)
+                .arg(entry.term_counts.len());
+            for (term, count) in entry.term_counts {
+                to.arg(id_key(term).as_ref()).arg(*count);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `DELETE`'s inputs.
+pub(super) struct RemoveArgs<'a> {
+    pub keys: &'a UserKeys,
+    /// The entry's id ([`adk_grpc_core::memory::MemoryId`]).
+    pub id: &'a str,
+}
+
+impl ScriptArgs for RemoveArgs<'_> {
+    const SOURCE: &'static str = DELETE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.delete
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        let keys = self.keys;
+        to.key(&keys.stats)
+            .key(&keys.vectors)
+            .arg(&keys.entry_prefix)
+            .arg(&keys.term_prefix)
+            .arg(id_key(self.id).as_ref());
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

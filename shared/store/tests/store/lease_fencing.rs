@@ -1,0 +1,131 @@
+//! Fencing: an append carrying `Precondition::LeaseHeldBy(owner)` is stored only while
+//! `owner` holds the session's lease, atomically with the append (in the append script
+//! on Redis, under the store's lock in memory), so a runner that lost its lease can
+//! never write after another took over.
+
+use adk_grpc_core::CoreSessionService;
+use adk_grpc_core::{
+    Acquire, AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, LeaseKey, Precondition,
+    SessionLease, SessionService,
+};
+use adk_grpc_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLease, StoreConfig};
+use adk_grpc_testkit::{RedisCluster, RedisServer, unique_prefix};
+use std::time::Duration;
+
+async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dyn SessionLease) {
+    let app = unique_prefix("fence");
+    sessions
+        .create(CreateRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: Some("s".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("create");
+    let key = LeaseKey {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    let append = |owner: &str, text: &str| AppendEventRequest {
+        timestamp_missing: false,
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        event: Event::new(owner)
+            .with_author("agent")
+            .with_content(Content::new("model").with_text(text)),
+        precondition: Some(Precondition::LeaseHeldBy(owner.into())),
+    };
+
+    let short = Duration::from_millis(300);
+    assert!(matches!(
+        lease.acquire(&key, "e-first", short).await.unwrap(),
+        Acquire::Acquired { .. }
+    ));
+    sessions
+        .append_event(append("e-first", "while held"))
+        .await
+        .expect("the holder appends");
+    let refused = sessions.append_event(append("e-other", "not mine")).await.unwrap_err();
+    assert!(matches!(refused, AdkError::Aborted(..)), "{refused}");
+    assert!(
+        refused
+            .to_string()
+            .contains("e-other no longer holds the session's lease"),
+        "{refused}"
+    );
+
+    // The holder stalls past its TTL: the next holder takes the session as soon as
+    // it lapses and learns it was interrupted; the stalled holder's appends are refused.
+    let next = adk_grpc_testkit::eventually(Duration::from_secs(5), || async {
+        match lease.acquire(&key, "e-next", Duration::from_secs(30)).await.unwrap() {
+            Acquire::Held(holder) => Err(format!("still held by {holder}")),
+            acquired => Ok(acquired),
+        }
+    })
+    .await;
+    assert_eq!(
+        next,
+        Acquire::Acquired {
+            interrupted: Some("e-first".into())
+        }
+    );
+    let late = sessions.append_event(append("e-first", "too late")).await.unwrap_err();
+    assert!(matches!(late, AdkError::Aborted(..)), "{late}");
+    sessions
+        .append_event(append("e-next", "mine now"))
+        .await
+        .expect("the new holder appends");
+    let stale = sessions.append_event(append("e-first", "stale")).await.unwrap_err();
+    assert!(matches!(stale, AdkError::Aborted(..)), "{stale}");
+
+    let session = sessions
+        .get(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let texts: Vec<String> = session
+        .events
+        .iter()
+        .map(|e| e.content().and_then(Content::text).unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["while held", "mine now"], "refused appends stored nothing");
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_in_memory() {
+    let backend = InMemorySessionBackend::new();
+    let lease = backend.leases();
+    let sessions = CoreSessionService::new(backend);
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_on_redis() {
+    let server = RedisServer::start().await;
+    let sessions = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&server.url(), Default::default())
+        .await
+        .unwrap();
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_on_a_cluster() {
+    let cluster = RedisCluster::start(3).await;
+    let sessions = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&cluster.url(), Default::default())
+        .await
+        .unwrap();
+    fenced_appends_need_the_lease(&sessions, &lease).await;
+}

@@ -1,0 +1,442 @@
+//! The behaviour contract, `docs/semantics.md`, is the project's own: nothing in the
+//! repository cites documents the repository does not hold, and every test the
+//! contract names as a rule's proof exists where it says.
+
+use std::path::{Path, PathBuf};
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ sits in the repository")
+        .to_path_buf()
+}
+
+/// Every file of the repository a person wrote, skipping build output, installed
+/// packages, virtualenvs and git's own files.
+fn repository_files(dir: &Path, files: &mut Vec<PathBuf>) {
+    const SKIPPED: [&str; 6] = [
+        "target",
+        "node_modules",
+        ".git",
+        ".venv",
+        "__pycache__",
+        ".pytest_cache",
+    ];
+    for entry in std::fs::read_dir(dir).expect("read a repository directory") {
+        let path = entry.expect("a directory entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path.is_dir() {
+            if !SKIPPED.contains(&name) {
+                repository_files(&path, files);
+            }
+        } else {
+            files.push(path);
+        }
+    }
+}
+
+#[test]
+fn nothing_cites_documents_outside_the_repository() {
+    // Spelled in pieces, so this file does not cite them itself. Case matters for the
+    // file name only: docs/semantics.md is the contract that replaces it.
+    let outside = [
+        (["SEMANTICS", ".md"].concat(), true),
+        (["design", " doc"].concat(), false),
+        (["seed", " 00"].concat(), false),
+    ];
+    let root = repo_root();
+    let mut files = Vec::new();
+    repository_files(&root, &mut files);
+    let mut citations = Vec::new();
+    for file in files {
+        let Ok(text) = std::fs::read_to_string(&file) else {
+            continue; // not text
+        };
+        for (number, line) in text.lines().enumerate() {
+            for (needle, case_sensitive) in &outside {
+                let cited = if *case_sensitive {
+                    line.contains(needle.as_str())
+                } else {
+                    line.to_lowercase().contains(needle.as_str())
+                };
+                if cited {
+                    let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+                    citations.push(format!("{shown}:{}: {needle}", number + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        citations.is_empty(),
+        "cite docs/semantics.md (and its rule numbers) instead:\n{}",
+        citations.join("\n")
+    );
+}
+
+/// The file a proof's prefix names: a path, or a conformance suite by its short name.
+fn proof_file(prefix: &str) -> Option<&str> {
+    match prefix {
+        "conformance" => Some("shared/testkit/src/conformance.rs"),
+        "artifact_conformance" => Some("shared/testkit/src/artifact_conformance.rs"),
+        "memory_conformance" => Some("shared/testkit/src/memory_conformance.rs"),
+        path if path.ends_with(".rs") || path.ends_with(".py") || path.ends_with(".js") => Some(path),
+        _ => None,
+    }
+}
+
+#[test]
+fn every_test_the_contract_names_exists() {
+    let root = repo_root();
+    let contract = std::fs::read_to_string(root.join("docs/semantics.md")).expect("docs/semantics.md");
+    let mut named = 0;
+    let mut missing = Vec::new();
+    // `file::test` names a test; a following `::test` names another in the same file.
+    let mut file: Option<String> = None;
+    for (i, span) in contract.split('`').enumerate() {
+        if i % 2 == 0 || !span.contains("::") || span.contains(' ') {
+            continue; // outside backticks, or not a proof
+        }
+        let (prefix, test) = span.rsplit_once("::").expect("contains ::");
+        if !prefix.is_empty() {
+            match proof_file(prefix) {
+                Some(path) => file = Some(path.to_string()),
+                None => {
+                    missing.push(format!("`{span}`: `{prefix}` is no test file"));
+                    continue;
+                }
+            }
+        }
+        let Some(path) = &file else {
+            missing.push(format!("`{span}`: no file before it"));
+            continue;
+        };
+        let source = std::fs::read_to_string(root.join(path)).unwrap_or_default();
+        let definition = if path.ends_with(".py") {
+            format!("def {test}(")
+        } else if path.ends_with(".js") {
+            // node:test, its name written as an identifier so the contract can cite it
+            format!("test('{test}'")
+        } else {
+            format!("fn {test}(")
+        };
+        named += 1;
+        // A module: the conformance suites' cases, one generated test each.
+        let module = format!("mod {test} {{");
+        let defined = source.contains(&definition) || (path.ends_with(".rs") && source.contains(&module));
+        if !defined {
+            missing.push(format!("`{span}`: no `{definition}` in {path}"));
+        }
+    }
+    assert!(
+        named > 50,
+        "the contract names only {named} tests: did the parsing break?"
+    );
+    assert!(
+        missing.is_empty(),
+        "docs/semantics.md names tests that do not exist:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Each reason of `adk.v1.ErrorReason` (proto/adk/v1/errors.proto, the one list of them)
+/// with the gRPC code and the retry advice its comment gives:
+/// "NOT_FOUND. No session of that id for that app and user. Retry: no."
+fn proto_reasons() -> Vec<(String, String, String)> {
+    let values = adk_grpc_proto::enum_value_comments("adk.v1.ErrorReason");
+    assert_eq!(
+        values.first().map(|(name, _)| name.as_str()),
+        Some("ERROR_REASON_UNSPECIFIED")
+    );
+    values
+        .into_iter()
+        .skip(1) // the zero value, never sent
+        .map(|(name, comment)| {
+            let code = comment.split_once(". ").map(|(code, _)| code.to_string());
+            let retry = comment.split_once("Retry: ").map(|(_, retry)| retry.to_string());
+            match (code, retry) {
+                (Some(code), Some(retry)) => (name, code, retry),
+                _ => panic!("{name}'s comment does not start with its gRPC code and say `Retry: …`: {comment}"),
+            }
+        })
+        .collect()
+}
+
+/// The spans between backticks of a piece of markdown.
+fn backticked(text: &str) -> impl Iterator<Item = &str> {
+    text.split('`').skip(1).step_by(2)
+}
+
+#[test]
+fn the_error_table_of_the_clients_readme_is_the_proto_enum() {
+    let readme = std::fs::read_to_string(repo_root().join("clients/README.md")).expect("clients/README.md");
+    let header = "| gRPC code | `ErrorInfo.reason` | meaning | RetryInfo |";
+    let start = readme.find(header).expect("clients/README.md has the table of reasons");
+    // (reason, code, RetryInfo column); a row without a code continues the one above.
+    let mut tabled = Vec::new();
+    let mut code = "";
+    for row in readme[start..].lines().skip(2).take_while(|line| line.starts_with('|')) {
+        let cells: Vec<&str> = row.split('|').skip(1).map(str::trim).collect();
+        assert!(cells.len() >= 4, "a row of four cells: {row}");
+        if !cells[0].is_empty() {
+            code = cells[0].trim_matches('`');
+        }
+        for reason in backticked(cells[1]) {
+            tabled.push((reason, code, cells[3]));
+        }
+    }
+    let proto = proto_reasons();
+    let tabled_names: Vec<&str> = tabled.iter().map(|(reason, ..)| *reason).collect();
+    let missing: Vec<&str> = proto
+        .iter()
+        .map(|(name, ..)| name.as_str())
+        .filter(|name| !tabled_names.contains(name))
+        .collect();
+    let unknown: Vec<&str> = tabled_names
+        .iter()
+        .copied()
+        .filter(|name| !proto.iter().any(|(reason, ..)| reason == name))
+        .collect();
+    assert!(
+        missing.is_empty() && unknown.is_empty(),
+        "clients/README.md's table of reasons differs from adk.v1.ErrorReason: it lacks {missing:?} and names {unknown:?}, \
+         which errors.proto lacks"
+    );
+    assert_eq!(tabled.len(), proto.len(), "a reason is tabled twice: {tabled_names:?}");
+    for (reason, code, retry_column) in tabled {
+        let (_, proto_code, proto_retry) = proto.iter().find(|(name, ..)| name == reason).expect("checked above");
+        assert_eq!(
+            code, proto_code,
+            "{reason}: the table's gRPC code against errors.proto's"
+        );
+        // The table's RetryInfo column: empty where errors.proto says no retry makes sense,
+        // "yes" where it always does, and the condition where it depends.
+        let agrees = match proto_retry {
+            retry if retry.starts_with("no") => retry_column.is_empty(),
+            retry if retry.starts_with("yes") => retry_column.starts_with("yes"),
+            _ => !retry_column.is_empty() && !retry_column.starts_with("yes"),
+        };
+        assert!(
+            agrees,
+            "{reason}: the table's RetryInfo column `{retry_column}` against errors.proto's `Retry: {proto_retry}`"
+        );
+    }
+}
+
+#[test]
+fn the_contract_names_only_reasons_the_proto_has() {
+    let contract = std::fs::read_to_string(repo_root().join("docs/semantics.md")).expect("docs/semantics.md");
+    let start = contract.find("\n## 8. Limits and errors").expect("the errors section");
+    let end = contract[start + 1..]
+        .find("\n## ")
+        .map_or(contract.len(), |end| start + 1 + end);
+    let proto = proto_reasons();
+    // The gRPC code names (each also a reason's name, the generic one of its code) and the
+    // health status the section names beside the reasons.
+    let not_reasons = ["OK", "UNKNOWN", "OUT_OF_RANGE", "DATA_LOSS", "NOT_SERVING", "SERVING"];
+    let mut named = 0;
+    let mut unknown = Vec::new();
+    for span in backticked(&contract[start..end]) {
+        let shaped = span.len() > 1 && span.bytes().all(|b| b.is_ascii_uppercase() || b == b'_');
+        if !shaped || not_reasons.contains(&span) {
+            continue;
+        }
+        named += 1;
+        if !proto.iter().any(|(reason, ..)| reason == span) {
+            unknown.push(span);
+        }
+    }
+    assert!(
+        named > 20,
+        "the errors section names only {named} reasons: did the parsing break?"
+    );
+    assert!(
+        unknown.is_empty(),
+        "docs/semantics.md names reasons adk.v1.ErrorReason (proto/adk/v1/errors.proto) lacks: {unknown:?}"
+    );
+}
+
+/// The `ADK_*` variables the servers and the test tools read: every `"ADK_…"` string literal
+/// (a clap `env = "ADK_…"` or an `env::var("ADK_…")`) in the sources of `shared/` (but the
+/// test kit, which only tests use), `services/` and `tests/src`, outside test modules and
+/// test files.
+fn adk_variables_the_code_reads() -> std::collections::BTreeMap<String, String> {
+    fn sources(dir: &Path, files: &mut Vec<PathBuf>) {
+        for entry in std::fs::read_dir(dir).expect("read a source directory") {
+            let path = entry.expect("a directory entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if path.is_dir() {
+                if name != "tests" {
+                    sources(&path, files);
+                }
+            } else if name.ends_with(".rs") && name != "tests.rs" {
+                files.push(path);
+            }
+        }
+    }
+    let root = repo_root();
+    let mut roots = vec![root.join("tests/src")];
+    for parent in ["shared", "services"] {
+        for entry in std::fs::read_dir(root.join(parent)).expect("a crates directory") {
+            let dir = entry.expect("a crate").path();
+            if dir.file_name().is_some_and(|name| name != "testkit") && dir.join("src").is_dir() {
+                roots.push(dir.join("src"));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    for dir in roots {
+        sources(&dir, &mut files);
+    }
+    let mut read = std::collections::BTreeMap::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        // A file's unit tests come last, in their own module.
+        let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
+        for piece in code.split("\"ADK_").skip(1) {
+            let name: String = piece
+                .chars()
+                .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if piece[name.len()..].starts_with('"') {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+                read.entry(format!("ADK_{name}")).or_insert(shown);
+            }
+        }
+    }
+    read
+}
+
+#[test]
+fn the_configuration_tables_list_every_adk_variable_the_code_reads() {
+    let doc = std::fs::read_to_string(repo_root().join("docs/configuration.md")).expect("docs/configuration.md");
+    // The first cell of each table row: `ADK_…`.
+    let tabled: Vec<&str> = doc
+        .lines()
+        .filter_map(|line| line.strip_prefix('|'))
+        .filter_map(|row| row.split('|').next())
+        .filter_map(|cell| cell.trim().strip_prefix('`')?.strip_suffix('`'))
+        .filter(|name| name.starts_with("ADK_"))
+        .collect();
+    let read = adk_variables_the_code_reads();
+    assert!(
+        read.len() > 30,
+        "the code reads only {} ADK_* variables: did the scan break? {read:?}",
+        read.len()
+    );
+    let missing: Vec<String> = read
+        .iter()
+        .filter(|(name, _)| !tabled.contains(&name.as_str()))
+        .map(|(name, file)| format!("{name} (read in {file})"))
+        .collect();
+    let unread: Vec<&str> = tabled
+        .iter()
+        .copied()
+        .filter(|name| !read.contains_key(*name))
+        .collect();
+    let mut twice = tabled.clone();
+    twice.sort_unstable();
+    twice.dedup();
+    assert!(
+        missing.is_empty() && unread.is_empty() && twice.len() == tabled.len(),
+        "docs/configuration.md's tables and the code disagree: not tabled {missing:?}; tabled but read nowhere \
+         {unread:?}; {} listed twice",
+        tabled.len() - twice.len()
+    );
+}
+
+/// GitHub's anchor of a heading: lowercase, punctuation but `-` and `_` dropped, spaces as `-`.
+fn heading_anchor(heading: &str) -> String {
+    heading
+        .trim()
+        .to_lowercase()
+        .chars()
+        .filter(|c| c.is_alphanumeric() || matches!(c, '-' | '_' | ' '))
+        .map(|c| if c == ' ' { '-' } else { c })
+        .collect()
+}
+
+/// The lines of a markdown file outside fenced code blocks.
+fn prose_lines(text: &str) -> impl Iterator<Item = (usize, &str)> {
+    let mut fenced = false;
+    text.lines().enumerate().filter(move |(_, line)| {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+            return false;
+        }
+        !fenced
+    })
+}
+
+/// The anchors of a markdown file's headings (a repeated heading's gets `-1`, `-2`, … as on GitHub).
+fn heading_anchors(text: &str) -> Vec<String> {
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    let mut anchors = Vec::new();
+    for (_, line) in prose_lines(text) {
+        let heading = line.trim_start_matches('#');
+        if heading.len() == line.len() || !heading.starts_with(' ') {
+            continue; // not a heading
+        }
+        let anchor = heading_anchor(heading);
+        let repeats = seen.entry(anchor.clone()).or_default();
+        anchors.push(if *repeats == 0 {
+            anchor
+        } else {
+            format!("{anchor}-{repeats}")
+        });
+        *repeats += 1;
+    }
+    anchors
+}
+
+#[test]
+fn relative_links_of_the_readme_and_docs_resolve() {
+    let root = repo_root();
+    let mut pages: Vec<PathBuf> = Vec::new();
+    for dir in [root.clone(), root.join("docs")] {
+        for entry in std::fs::read_dir(&dir).expect("a docs directory") {
+            let path = entry.expect("a directory entry").path();
+            if path.extension().is_some_and(|ext| ext == "md") {
+                pages.push(path);
+            }
+        }
+    }
+    assert!(pages.iter().any(|page| page.ends_with("README.md")));
+    let mut checked = 0;
+    let mut broken = Vec::new();
+    for page in &pages {
+        let text = std::fs::read_to_string(page).expect("a markdown file");
+        let shown = page.strip_prefix(&root).unwrap_or(page).display().to_string();
+        for (number, line) in prose_lines(&text) {
+            for piece in line.split("](").skip(1) {
+                let Some(target) = piece.split(')').next().filter(|t| !t.contains(' ')) else {
+                    continue;
+                };
+                if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+                    continue;
+                }
+                checked += 1;
+                let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+                let file = if path.is_empty() {
+                    page.clone()
+                } else {
+                    page.parent().expect("a page's directory").join(path)
+                };
+                if !file.exists() {
+                    broken.push(format!("{shown}:{}: {target}: no such file", number + 1));
+                    continue;
+                }
+                if !anchor.is_empty() && file.extension().is_some_and(|ext| ext == "md") {
+                    let linked = std::fs::read_to_string(&file).expect("a linked markdown file");
+                    if !heading_anchors(&linked).iter().any(|a| a == anchor) {
+                        broken.push(format!("{shown}:{}: {target}: no heading with that anchor", number + 1));
+                    }
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 40,
+        "only {checked} relative links found: did the parsing break?"
+    );
+    assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
+}

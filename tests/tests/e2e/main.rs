@@ -1,0 +1,27 @@
+//! The end-to-end tests, in one binary (one link, shared helpers): real redis-server and
+//! Redis Cluster processes, real service processes, real gRPC clients. Run one module with
+//! `cargo test -p adk-grpc-e2e --test e2e session_server::`.
+
+mod a2a;
+mod adk_python;
+mod all_in_one;
+mod artifact_server;
+mod compression;
+mod contract;
+mod error_details;
+mod faults;
+mod grpc_web;
+mod hostile_input;
+mod json_nesting;
+mod long_conversations;
+mod mcp;
+mod memory;
+mod metrics;
+mod readme_walkthrough;
+mod reflection;
+mod replicas;
+mod runner_server;
+mod security;
+mod session_inputs;
+mod session_server;
+mod telemetry;
