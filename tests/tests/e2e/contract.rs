@@ -440,3 +440,198 @@ fn relative_links_of_the_readme_and_docs_resolve() {
     );
     assert!(broken.is_empty(), "broken links:\n{}", broken.join("\n"));
 }
+
+/// The field names serde accepts in a file's structs marked `deny_unknown_fields`: the
+/// `pub` fields up to each struct's closing brace. A `rename` would make a YAML name differ
+/// from the Rust one, so it fails the scan rather than pass unseen.
+fn serde_field_names(file: &str, names: &mut std::collections::BTreeSet<String>) {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    for block in text.split("#[serde(deny_unknown_fields)]").skip(1) {
+        let body = block.split("\n}\n").next().unwrap_or_default();
+        if !body.contains(" struct ") {
+            continue;
+        }
+        assert!(
+            !body.contains("rename"),
+            "{file}: a renamed field; teach this scan serde's rename"
+        );
+        for line in body.lines().map(str::trim).filter(|line| line.starts_with("pub")) {
+            let declared = line.split_once(':').map(|(left, _)| left).unwrap_or_default();
+            if let Some(name) = declared
+                .split_whitespace()
+                .last()
+                .filter(|_| !line.contains(" struct "))
+            {
+                names.insert(name.to_string());
+            }
+        }
+    }
+}
+
+/// The snake_case names of a unit-variant enum of a file (`enum AgentKind { Llm, … }`).
+fn enum_values(file: &str, name: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let start = text
+        .find(&format!("enum {name} {{"))
+        .unwrap_or_else(|| panic!("{file} has enum {name}"));
+    text[start..]
+        .split_once('{')
+        .and_then(|(_, rest)| rest.split_once('}'))
+        .map(|(body, _)| body)
+        .unwrap_or_default()
+        .lines()
+        .map(str::trim)
+        .filter_map(|line| line.strip_suffix(','))
+        .filter(|variant| variant.chars().all(|c| c.is_ascii_alphanumeric()))
+        .map(str::to_ascii_lowercase)
+        .collect()
+}
+
+/// google-adk's agent fields (its AgentConfig.json schema's `*AgentConfig` properties and the
+/// agent classes' pydantic fields) and `google.adk.tools`' exports, read from the venv
+/// scripts/setup-python.sh installs (the version clients/python/requirements-dev.txt pins).
+fn adk_agent_fields_and_tools() -> (String, Vec<String>, Vec<String>) {
+    const SCRIPT: &str = r#"
+import importlib.metadata, importlib.util, json, pathlib, warnings
+warnings.simplefilter("ignore")
+from google.adk import agents
+import google.adk.tools as tools
+package = pathlib.Path(importlib.util.find_spec("google.adk").submodule_search_locations[0])
+schema = json.loads((package / "agents/config_schemas/AgentConfig.json").read_text())
+fields = [name for config, definition in schema["$defs"].items() if config.endswith("AgentConfig")
+          for name in definition["properties"]]
+for agent in (agents.BaseAgent, agents.LlmAgent, agents.LoopAgent, agents.SequentialAgent, agents.ParallelAgent):
+    fields += list(agent.model_fields)
+print(json.dumps({"version": importlib.metadata.version("google-adk"), "fields": sorted(set(fields)),
+                  "tools": sorted(tools.__all__)}))
+"#;
+    let output = std::process::Command::new(adk_grpc_e2e::venv_python())
+        .args(["-c", SCRIPT])
+        .output()
+        .expect("run the venv's Python");
+    assert!(
+        output.status.success(),
+        "reading google-adk's agent fields failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("the script's JSON");
+    let strings = |key: &str| -> Vec<String> {
+        read[key]
+            .as_array()
+            .expect("a list")
+            .iter()
+            .map(|name| name.as_str().expect("a name").to_string())
+            .collect()
+    };
+    let version = read["version"].as_str().expect("a version").to_string();
+    (version, strings("fields"), strings("tools"))
+}
+
+/// The rows of the table under a heading of a markdown page, as their cells.
+fn table_under<'a>(page: &'a str, heading: &str) -> Vec<Vec<&'a str>> {
+    let start = page.find(heading).unwrap_or_else(|| panic!("a section {heading:?}"));
+    page[start..]
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .skip(2) // the header and its rule
+        .map(|row| row.trim_matches('|').split(" | ").map(str::trim).collect())
+        .collect()
+}
+
+#[test]
+fn the_adk_agent_fields_table_is_complete_and_names_real_fields() {
+    let page = std::fs::read_to_string(repo_root().join("docs/adk-agent-fields.md")).expect("docs/adk-agent-fields.md");
+    let fields_table = table_under(&page, "## Agent fields");
+    let tools_table = table_under(&page, "## Built-in tools");
+    let other_table = table_under(&page, "## Other tools");
+    let first_names = |table: &[Vec<&str>]| -> Vec<String> {
+        table
+            .iter()
+            .filter_map(|row| backticked(row[0]).next().map(str::to_string))
+            .collect()
+    };
+
+    // Every ADK field and exported tool has its row, and no row names what ADK lacks.
+    let (version, adk_fields, adk_tools) = adk_agent_fields_and_tools();
+    assert!(
+        version.starts_with("2.13."),
+        "the table is of google-adk 2.13; the venv has {version}: review the table, then this check"
+    );
+    assert!(adk_fields.len() > 30, "only {} ADK agent fields read", adk_fields.len());
+    for (what, tabled, adk) in [
+        ("agent fields", first_names(&fields_table), &adk_fields),
+        ("built-in tools", first_names(&tools_table), &adk_tools),
+    ] {
+        let missing: Vec<&String> = adk.iter().filter(|name| !tabled.contains(name)).collect();
+        let unknown: Vec<&String> = tabled.iter().filter(|name| !adk.contains(name)).collect();
+        assert!(
+            missing.is_empty() && unknown.is_empty() && tabled.len() == adk.len(),
+            "docs/adk-agent-fields.md's {what} differ from google-adk {version}'s: not tabled {missing:?}; \
+             tabled but not in ADK {unknown:?}; {} rows in all for {} names",
+            tabled.len(),
+            adk.len()
+        );
+    }
+
+    // Every backticked span of the agents-file column is the parser's: `field`, `a.b` (nested
+    // fields), `kind`, `transport` or `provider` with a value, or `tools: [built-in]`.
+    let mut fields = std::collections::BTreeSet::new();
+    serde_field_names("services/runner/src/config/file.rs", &mut fields);
+    serde_field_names("shared/models/src/config.rs", &mut fields);
+    assert!(
+        fields.contains("output_key") && fields.contains("temperature") && fields.contains("base_url"),
+        "the scan of the parser's structs found only {fields:?}"
+    );
+    let file = "services/runner/src/config/file.rs";
+    let kinds: Vec<String> = [enum_values(file, "AgentKind"), enum_values(file, "ToolKind")].concat();
+    let transports = enum_values(file, "McpTransportKind");
+    let providers = enum_values("shared/models/src/config.rs", "ProviderKind");
+    let builtin_tools: Vec<String> = std::fs::read_dir(repo_root().join("shared/agents/src/tools"))
+        .expect("the runner library's tools")
+        .map(|entry| std::fs::read_to_string(entry.expect("a tools file").path()).expect("a tools file"))
+        .flat_map(|text| {
+            text.split("pub const NAME: &'static str = \"")
+                .skip(1)
+                .filter_map(|rest| rest.split('"').next().map(str::to_string))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    assert!(
+        builtin_tools.contains(&"exit_loop".to_string()),
+        "built-ins read: {builtin_tools:?}"
+    );
+    let mut checked = 0;
+    let mut wrong = Vec::new();
+    for row in fields_table.iter().chain(&tools_table).chain(&other_table) {
+        let column = row.last().expect("a row has cells");
+        for span in backticked(column) {
+            checked += 1;
+            let (key, value) = span.split_once(": ").unwrap_or((span, ""));
+            let value_known = match key {
+                _ if value.is_empty() => true,
+                "kind" => kinds.iter().any(|kind| kind == value),
+                "transport" => transports.iter().any(|transport| transport == value),
+                "provider" => providers.iter().any(|provider| provider == value),
+                "tools" => value
+                    .strip_prefix('[')
+                    .and_then(|v| v.strip_suffix(']'))
+                    .is_some_and(|tool| builtin_tools.iter().any(|builtin| builtin == tool)),
+                _ => false,
+            };
+            if !value_known || !key.split('.').all(|segment| fields.contains(segment)) {
+                wrong.push(format!("{}: `{span}`", row[0]));
+            }
+        }
+    }
+    assert!(
+        checked > 40,
+        "only {checked} agents-file fields named: did the parsing break?"
+    );
+    assert!(
+        wrong.is_empty(),
+        "docs/adk-agent-fields.md names agents-file fields the parser (services/runner/src/config/file.rs, \
+         shared/models/src/config.rs) does not accept:\n{}",
+        wrong.join("\n")
+    );
+}
