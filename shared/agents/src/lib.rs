@@ -46,7 +46,7 @@ mod workflow;
 pub use adk_grpc_core::CompactionConfig;
 pub use context::ToolCallContext;
 pub use convert::RunRequest;
-pub use llm::{BeforeModel, LlmAgent, LlmAgentBuilder};
+pub use llm::{BeforeModel, IncludeContents, LlmAgent, LlmAgentBuilder};
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
     validate_output_key, validate_tool_list, validate_tool_name,

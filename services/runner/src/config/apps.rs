@@ -133,6 +133,9 @@ impl LlmParts {
         if let Some(key) = &agent.output_key {
             builder = builder.output_key(key);
         }
+        if let Some(include) = agent.include_contents {
+            builder = builder.include_contents(include.into());
+        }
         if let Some(generation) = &agent.generation {
             builder = builder.generate_content_config(generation.into());
         }
@@ -285,6 +288,7 @@ impl Tree<'_> {
             ("instruction", agent.instruction.is_some()),
             ("tools", !agent.tools.is_empty()),
             ("output_key", agent.output_key.is_some()),
+            ("include_contents", agent.include_contents.is_some()),
             ("generation", agent.generation.is_some()),
         ];
         for (field, _) in llm_only.into_iter().filter(|(_, set)| *set) {
@@ -392,6 +396,7 @@ impl Tree<'_> {
             ("instruction", agent.instruction.is_some()),
             ("tools", !agent.tools.is_empty()),
             ("output_key", agent.output_key.is_some()),
+            ("include_contents", agent.include_contents.is_some()),
             ("generation", agent.generation.is_some()),
             ("sub_agents", !agent.sub_agents.is_empty()),
         ];

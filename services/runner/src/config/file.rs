@@ -199,6 +199,23 @@ impl AgentKind {
     }
 }
 
+/// ADK's `include_contents`, by its values' names.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(super) enum IncludeContents {
+    Default,
+    None,
+}
+
+impl From<IncludeContents> for adk_grpc_agents::IncludeContents {
+    fn from(include: IncludeContents) -> Self {
+        match include {
+            IncludeContents::Default => adk_grpc_agents::IncludeContents::Default,
+            IncludeContents::None => adk_grpc_agents::IncludeContents::None,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AgentConfig {
@@ -218,6 +235,9 @@ pub(super) struct AgentConfig {
     pub(super) sub_agents: Vec<AgentConfig>,
     #[serde(default)]
     pub(super) output_key: Option<String>,
+    /// llm: `none` sends the model only the current turn (ADK's `include_contents`).
+    #[serde(default)]
+    pub(super) include_contents: Option<IncludeContents>,
     #[serde(default)]
     pub(super) max_iterations: Option<u32>,
     #[serde(default)]

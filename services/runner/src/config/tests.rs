@@ -232,14 +232,31 @@ fn tools_must_be_declared_or_built_in_and_listed_once() {
 #[test]
 fn llm_fields_on_workflow_agents_are_errors() {
     let yaml = with_root(
-        "kind: sequential\nname: flow\nmodel: fast\ninstruction: hi\ntools: [lookup]\noutput_key: k\ngeneration: { temperature: 0.1 }\nsub_agents: [{ name: a, model: fast }]\n",
+        "kind: sequential\nname: flow\nmodel: fast\ninstruction: hi\ntools: [lookup]\noutput_key: k\ninclude_contents: none\ngeneration: { temperature: 0.1 }\nsub_agents: [{ name: a, model: fast }]\n",
     );
     let found = problems(&yaml);
-    for field in ["model", "instruction", "tools", "output_key", "generation"] {
+    for field in [
+        "model",
+        "instruction",
+        "tools",
+        "output_key",
+        "include_contents",
+        "generation",
+    ] {
         let expected = format!(r#"agent "flow": field "{field}": only llm agents have it; this is a sequential agent"#);
         assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
     }
-    assert_eq!(found.len(), 6, "a count and five problems");
+    assert_eq!(found.len(), 7, "a count and six problems");
+}
+
+#[test]
+fn include_contents_takes_adks_values() {
+    valid(&with_root("name: planner\nmodel: fast\ninclude_contents: none\n"));
+    valid(&with_root("name: planner\nmodel: fast\ninclude_contents: default\n"));
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ninclude_contents: some\n"),
+        "include_contents",
+    );
 }
 
 #[test]

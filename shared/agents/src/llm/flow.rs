@@ -6,7 +6,7 @@
 //! request in flight.
 
 use super::callbacks::BeforeModel;
-use super::{Inner, history, instruction};
+use super::{IncludeContents, Inner, history, instruction};
 use crate::compaction::{self, Trigger};
 use crate::context::ToolCallContext;
 use crate::tools::TransferToAgentTool;
@@ -180,7 +180,10 @@ impl Inner {
         };
         let mut request = LlmRequest {
             model: self.model.name().to_string(),
-            contents: history::conversation(&ctx.events(), &self.name, ctx.branch()),
+            contents: match self.include_contents {
+                IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
+                IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
+            },
             tools: tools.iter().map(|tool| tool.declaration()).collect(),
             system_instruction,
             config: self.config.clone(),

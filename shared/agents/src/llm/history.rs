@@ -12,14 +12,50 @@ use crate::USER_AUTHOR;
 /// retold as user-side context (the model must not take them for its own words);
 /// events of other parallel branches left out.
 pub(crate) fn conversation(events: &[Event], agent: &str, branch: &str) -> Vec<Content> {
+    contents(&visible(events, agent, branch), agent)
+}
+
+/// The current turn of [`conversation`] only (ADK's `include_contents: none`): from the
+/// latest message of the user or of another agent on, with this turn's tool calls and
+/// responses. A transfer's call and response never start the turn, nor does a tool's
+/// response, so a sub-agent taking over still sees the user's message that led to it.
+pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<Content> {
+    let visible = visible(events, agent, branch);
+    let starts_turn = |event: &Event| {
+        let Some(content) = event.content().filter(|c| !c.parts.is_empty()) else {
+            return false;
+        };
+        // The user's message, or another agent's (this agent's own turns never start one).
+        let by_someone_else = event.author != agent;
+        let tool_traffic = content.parts.iter().any(|part| {
+            matches!(
+                part.kind,
+                PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
+            )
+        });
+        by_someone_else && !tool_traffic && event.actions.transfer_to_agent.is_none()
+    };
+    let start = visible.iter().rposition(starts_turn).unwrap_or(0);
+    contents(&visible[start..], agent)
+}
+
+/// The events an agent's request is built from: not rewound, on its branch, compacted,
+/// complete.
+fn visible(events: &[Event], agent: &str, branch: &str) -> Vec<Event> {
     let live = apply_rewinds(events);
     let on_this_branch: Vec<Event> = live
         .into_iter()
         .filter(|event| on_branch(branch, &event.branch))
         .collect();
     apply_compactions(&on_this_branch, agent)
-        .iter()
+        .into_iter()
         .filter(|event| !event.is_partial())
+        .collect()
+}
+
+fn contents(events: &[Event], agent: &str) -> Vec<Content> {
+    events
+        .iter()
         .filter_map(|event| {
             let content = event.content().filter(|c| !c.parts.is_empty())?;
             if event.author == agent || event.author == USER_AUTHOR {
@@ -110,5 +146,47 @@ mod tests {
         assert_eq!(texts, ["q", "from a", "For context:[p] said: from parent branch"]);
         assert!(!on_branch("par.ab", "par.a"));
         assert_eq!(conversation(&events, "x", "").len(), 4);
+    }
+
+    #[test]
+    fn the_current_turn_starts_at_the_latest_message_of_someone_else() {
+        let call = |name: &str| Content {
+            role: "model".into(),
+            parts: vec![Part::function_call(name, json!({"agent_name": "me"}), None)],
+        };
+        let mut transfer = event("router", "", call("transfer_to_agent"));
+        transfer.actions.transfer_to_agent = Some("me".into());
+        let events = vec![
+            event("user", "", Content::new("user").with_text("first question")),
+            event("me", "", Content::new("model").with_text("first answer")),
+            event("user", "", Content::new("user").with_text("second question")),
+            transfer,
+            event("me", "", call("lookup")),
+        ];
+        let texts = |contents: Vec<Content>| -> Vec<String> {
+            contents
+                .iter()
+                .flat_map(|c| c.parts.iter())
+                .map(|p| match &p.kind {
+                    PartKind::Text { text } => text.clone(),
+                    PartKind::FunctionCall { name, .. } => format!("call {name}"),
+                    other => format!("{other:?}"),
+                })
+                .collect()
+        };
+        let turn = texts(current_turn(&events, "me", ""));
+        assert!(
+            turn.first().is_some_and(|t| t == "second question"),
+            "the turn starts at the user's latest message, not at the transfer: {turn:?}"
+        );
+        assert!(
+            !turn.iter().any(|t| t.contains("first")),
+            "no earlier history: {turn:?}"
+        );
+        assert!(
+            turn.last().is_some_and(|t| t == "call lookup"),
+            "this turn's calls stay: {turn:?}"
+        );
+        assert_eq!(conversation(&events, "me", "").len(), 5, "the default keeps everything");
     }
 }

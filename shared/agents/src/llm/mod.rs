@@ -38,9 +38,22 @@ pub(crate) struct Inner {
     toolsets: Vec<Arc<dyn Toolset>>,
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
+    include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
     after_model: Vec<AfterModelFn>,
     config: GenerateContentConfig,
+}
+
+/// What of the session's history an agent's model request carries (ADK's
+/// `include_contents`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum IncludeContents {
+    /// The whole conversation, as ADK builds it.
+    #[default]
+    Default,
+    /// Only the current turn: from the latest message of the user or of another agent on,
+    /// with this turn's tool calls and responses; no earlier history.
+    None,
 }
 
 /// Builds an [`LlmAgent`].
@@ -67,6 +80,7 @@ pub struct LlmAgentBuilder {
     toolsets: Vec<Arc<dyn Toolset>>,
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
+    include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
     after_model: Vec<AfterModelFn>,
     config: GenerateContentConfig,
@@ -83,6 +97,7 @@ impl LlmAgentBuilder {
             toolsets: Vec::new(),
             sub_agents: Vec::new(),
             output_key: None,
+            include_contents: IncludeContents::Default,
             before_model: Vec::new(),
             after_model: Vec::new(),
             config: GenerateContentConfig::default(),
@@ -131,6 +146,12 @@ impl LlmAgentBuilder {
     /// reply event's `state_delta`).
     pub fn output_key(mut self, key: impl Into<String>) -> Self {
         self.output_key = Some(key.into());
+        self
+    }
+
+    /// How much of the session's history the model sees (default: all of it).
+    pub fn include_contents(mut self, include: IncludeContents) -> Self {
+        self.include_contents = include;
         self
     }
 
@@ -201,6 +222,7 @@ impl LlmAgentBuilder {
                 toolsets: self.toolsets,
                 sub_agents: self.sub_agents,
                 output_key: self.output_key,
+                include_contents: self.include_contents,
                 before_model: self.before_model,
                 after_model: self.after_model,
                 config: self.config,

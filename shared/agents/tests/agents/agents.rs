@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use adk_grpc_agents::{
-    BeforeModel, ClientTool, ExitLoopTool, FunctionTool, LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent,
-    RunOptions, SequentialAgent,
+    BeforeModel, ClientTool, ExitLoopTool, FunctionTool, IncludeContents, LlmAgentBuilder, LoadArtifactsTool,
+    LoopAgent, ParallelAgent, RunOptions, SequentialAgent,
 };
 use adk_grpc_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
 use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
@@ -743,4 +743,26 @@ fn bad_definitions_are_refused() {
     .err()
     .unwrap();
     assert!(err.to_string().contains("two agents are named twin"), "{err}");
+}
+
+/// ADK's `include_contents: none`: the model sees the current turn, not the earlier ones.
+#[tokio::test]
+async fn include_contents_none_sends_the_model_only_the_current_turn() {
+    for (include, expected) in [(IncludeContents::Default, 3), (IncludeContents::None, 1)] {
+        let model = ScriptedLlm::new(vec![ScriptedLlm::text("one"), ScriptedLlm::text("two")]);
+        let agent = LlmAgentBuilder::new("assistant")
+            .model(model.clone())
+            .include_contents(include)
+            .build()
+            .unwrap();
+        let harness = Harness::new(Arc::new(agent)).await;
+        harness.say("first").await.ok();
+        harness.say("second").await.ok();
+        let second = &model.requests()[1];
+        assert_eq!(second.contents.len(), expected, "{include:?}: {:?}", second.contents);
+        assert_eq!(
+            second.contents.last().and_then(Content::text).as_deref(),
+            Some("second")
+        );
+    }
 }
