@@ -10,6 +10,7 @@ the client cancels it (MCP's notifications/cancelled cancels the handler's task)
 
 import argparse
 import base64
+import json
 import os
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from mcp_types import CallToolResult
 
 # A 1x1 red PNG.
 PNG = base64.b64decode(
@@ -83,6 +85,25 @@ async def enable_bonus(ctx: Context) -> str:
     mcp.add_tool(bonus)
     await ctx.session.send_tool_list_changed()
     return "bonus enabled"
+
+
+@mcp.tool()
+def save_note(text: str, ctx: Context) -> CallToolResult:
+    """Saves a note as an artifact and records who wrote it, through the ADK tool context.
+
+    The runner sends the tool context under `_meta["adk-grpc/context"]`; the actions come
+    back under the result's `_meta["adk-grpc/actions"]`. The text answer repeats the
+    context received, so tests can see what the runner shared.
+    """
+    meta = ctx.request_context.meta or {}
+    context = meta.get("adk-grpc/context", {})
+    actions = {
+        "state_delta": {"user:note_by": context.get("agent_name"), "notes_seen_theme": context.get("state", {}).get("user:theme")},
+        "artifacts": {"note.txt": {"inline_data": {"mime_type": "text/plain", "data": base64.b64encode(text.encode()).decode()}}},
+    }
+    return CallToolResult.model_validate(
+        {"content": [{"type": "text", "text": json.dumps({"context": context})}], "_meta": {"adk-grpc/actions": actions}}
+    )
 
 
 if options.port is None:

@@ -4,6 +4,7 @@
 pub mod cases;
 pub mod raw;
 pub mod runs;
+pub mod script_server;
 
 use adk_grpc_client::{RemoteArtifactService, RemoteSessionService};
 use adk_grpc_core::ByteStream;
@@ -231,20 +232,5 @@ pub fn after_user_event(mut events: Vec<adk_grpc_proto::v1::Event>) -> Vec<adk_g
     events
 }
 
-/// The Python of the venv scripts/setup-python.sh makes ($ADK_PYTHON overrides), for
-/// the tests that run the official Python SDKs (google-adk, a2a-sdk) as peers.
-pub fn venv_python() -> std::path::PathBuf {
-    if let Some(python) = std::env::var_os("ADK_PYTHON") {
-        return python.into();
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| std::path::PathBuf::from(std::env::var_os("HOME").expect("HOME")).join(".cache"));
-    let python = cache.join("adk/python-venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} not found: run scripts/setup-python.sh (scripts/test.sh does) first",
-        python.display()
-    );
-    python
-}
+/// The Python of the venv scripts/setup-python.sh makes ($ADK_PYTHON overrides).
+pub use adk_grpc_testkit::venv_python;

@@ -23,7 +23,8 @@ pub struct Cli {
     /// Address to listen on (host:port)
     #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50051")]
     pub listen: String,
-    /// The agents file (YAML) to run with adk.v1.AgentRunner; see examples/agents.yaml [default: no runner]
+    /// The agents file (YAML) to run with adk.v1.AgentRunner; see examples/agents.yaml. Or an ADK
+    /// agent-config directory (root_agent.yaml), or a directory of them [default: no runner]
     #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
     pub agents: Option<PathBuf>,
     #[command(flatten)]

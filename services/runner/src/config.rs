@@ -42,12 +42,16 @@
 //! tools, and no field that does not fit an agent's or a tool's kind.
 //!
 //! - `file.rs`: the file as written (serde);
-//! - `models.rs`, `tools.rs`: the declared models and tools, built;
+//! - `models.rs`, `tools.rs`, `hooks.rs`: the declared models, tools and hooks, built;
 //! - `apps.rs`: the agent trees, checked and built;
-//! - `problems.rs`: what is wrong, where.
+//! - `problems.rs`: what is wrong, where;
+//! - `adk_config.rs`: ADK's agent-config directories (`root_agent.yaml`, what
+//!   `adk create --type=config` writes), translated into an agents file.
 
+mod adk_config;
 mod apps;
 mod file;
+mod hooks;
 mod models;
 mod problems;
 mod tools;
@@ -81,8 +85,12 @@ impl fmt::Debug for AgentsConfig {
 }
 
 impl AgentsConfig {
-    /// Reads and checks the file at `path`; errors name it as given.
+    /// Reads and checks the agents file at `path`, or the ADK agent-config
+    /// directory (see [`AgentsConfig::load_adk_dir`]); errors name it as given.
     pub fn load(path: &Path) -> Result<AgentsConfig, ConfigError> {
+        if path.is_dir() {
+            return Self::load_adk_dir(path);
+        }
         let file = path.display().to_string();
         let yaml = std::fs::read_to_string(path)
             .map_err(|e| ConfigError::whole_file(&file, format!("cannot read the agents file: {e}")))?;
@@ -99,11 +107,35 @@ impl AgentsConfig {
             ));
         }
         let spec: AgentsFile = yaml_serde::from_str(yaml).map_err(|e| ConfigError::whole_file(file, e.to_string()))?;
+        Self::check(file, &spec, None)
+    }
+
+    /// Reads an ADK agent-config directory: `root_agent.yaml` (its `sub_agents`
+    /// in the YAML files they name by `config_path`), one app named after the
+    /// directory; or a directory of such directories, one app each. The YAML is
+    /// translated into an agents file and checked by its rules; every problem
+    /// names the YAML file and ADK's field. What needs Python code is refused.
+    pub fn load_adk_dir(dir: &Path) -> Result<AgentsConfig, ConfigError> {
+        let (spec, origins) = adk_config::read(dir)?;
+        Self::check(&dir.display().to_string(), &spec, Some(&origins))
+    }
+
+    /// Checks `spec` and builds its agents; problems in an ADK directory's
+    /// translation are moved to the YAML they come from (`origins`).
+    fn check(
+        file: &str,
+        spec: &AgentsFile,
+        origins: Option<&adk_config::Origins>,
+    ) -> Result<AgentsConfig, ConfigError> {
         let mut problems = Problems(Vec::new());
-        let models = models::build_models(&spec, &mut problems);
-        let tools = tools::build_tools(&spec, &mut problems);
-        let apps = apps::build_apps(&spec, &models, &tools, &mut problems);
+        let models = models::build_models(spec, &mut problems);
+        let tools = tools::build_tools(spec, &mut problems);
+        let hooks = hooks::build_hooks(spec, &mut problems);
+        let apps = apps::build_apps(spec, &models, &tools, &hooks, &mut problems);
         if !problems.0.is_empty() {
+            if let Some(origins) = origins {
+                origins.relocate(&mut problems.0);
+            }
             return Err(ConfigError {
                 file: file.to_string(),
                 problems: problems.0,
@@ -151,5 +183,7 @@ impl AgentsConfig {
     }
 }
 
+#[cfg(test)]
+mod adk_config_tests;
 #[cfg(test)]
 mod tests;

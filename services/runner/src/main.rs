@@ -21,7 +21,8 @@ struct Cli {
     /// Address to listen on (host:port)
     #[arg(long, env = "ADK_LISTEN", value_name = "ADDR", default_value = "0.0.0.0:50053")]
     listen: String,
-    /// The agents file (YAML): models, tools and apps; see examples/agents.yaml
+    /// The agents file (YAML): models, tools and apps; see examples/agents.yaml. Or an ADK agent-config
+    /// directory (root_agent.yaml, as `adk create --type=config` writes), or a directory of them
     #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
     agents: PathBuf,
     #[command(flatten)]

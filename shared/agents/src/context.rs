@@ -47,13 +47,17 @@ pub(crate) struct Invocation {
     compaction: Option<Arc<CompactionConfig>>,
     /// The user's long-term memory; None without a memory service.
     memory: Option<Arc<dyn Memory>>,
+    /// The runner's agent tree, for transfers to parents and peers.
+    root_agent: Arc<dyn Agent>,
 }
 
 impl Invocation {
     /// `session` as loaded; `user_event` the user's message as stored, and
     /// `user_delta` the delta it was sent with (`temp:` keys included).
+    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
     pub(crate) fn new(
         invocation_id: String,
+        root_agent: Arc<dyn Agent>,
         mut session: Session,
         user_event: Event,
         user_delta: HashMap<String, Value>,
@@ -82,6 +86,7 @@ impl Invocation {
             llm_calls: AtomicU32::new(0),
             compaction,
             memory: None,
+            root_agent,
         }
     }
 
@@ -220,6 +225,9 @@ impl InvocationContext for AgentContext {
     }
     fn compaction(&self) -> Option<&CompactionConfig> {
         self.invocation.compaction.as_deref()
+    }
+    fn root_agent(&self) -> Arc<dyn Agent> {
+        self.invocation.root_agent.clone()
     }
 }
 

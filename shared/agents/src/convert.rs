@@ -1,8 +1,8 @@
 //! The `adk.v1.AgentRunner` Run request in the runner library's terms.
 
-use crate::{OnBusy, RunOptions};
+use crate::{OnBusy, RunOptions, ToolActions};
 use adk_grpc_core::convert::value_map_from_proto;
-use adk_grpc_core::{AdkError, Content, Result, RunConfig, validate};
+use adk_grpc_core::{AdkError, Content, Part, Result, RunConfig, validate};
 use adk_grpc_proto::v1 as pb;
 use prost::Message;
 
@@ -51,6 +51,7 @@ impl TryFrom<pb::RunRequest> for RunRequest {
         let state_delta = value_map_from_proto("state_delta", &request.state_delta)?;
         validate::state_keys("state_delta", &state_delta)?;
         validate::state_limits("state_delta", &state_delta)?;
+        let tool_actions = tool_actions(message)?;
         Ok(RunRequest {
             app_name: request.app_name,
             user_id: request.user_id,
@@ -61,10 +62,42 @@ impl TryFrom<pb::RunRequest> for RunRequest {
                 run_config,
                 create_session_if_missing: request.create_session,
                 on_busy,
+                tool_actions,
             },
             keep_running: request.keep_running,
         })
     }
+}
+
+/// The actions the message's function responses carry, merged; None when none does.
+fn tool_actions(message: &pb::Content) -> Result<Option<ToolActions>> {
+    let mut merged: Option<ToolActions> = None;
+    for (i, part) in message.parts.iter().enumerate() {
+        let Some(pb::part::Kind::FunctionResponse(response)) = &part.kind else {
+            continue;
+        };
+        let Some(actions) = &response.actions else {
+            continue;
+        };
+        let field = format!("new_message.parts[{i}].function_response.actions");
+        let mut artifacts = std::collections::BTreeMap::new();
+        for (name, part) in &actions.artifacts {
+            artifacts.insert(
+                name.clone(),
+                Part::from_proto(format!("{field}.artifacts.{name}"), part)?,
+            );
+        }
+        let actions = ToolActions {
+            state_delta: value_map_from_proto(format!("{field}.state_delta"), &actions.state_delta)?,
+            artifacts,
+            transfer_to_agent: actions.transfer_to_agent.clone(),
+            escalate: actions.escalate == Some(true),
+            skip_summarization: actions.skip_summarization == Some(true),
+        }
+        .checked(&field)?;
+        merged.get_or_insert_with(ToolActions::default).merge(actions);
+    }
+    Ok(merged)
 }
 
 /// `on_busy`: unspecified leaves it to the app's default.
@@ -113,6 +146,53 @@ mod tests {
         assert_eq!(run.options.run_config.max_llm_calls, 3);
         assert_eq!(run.options.on_busy, Some(OnBusy::Rollback));
         assert!(run.keep_running);
+    }
+
+    #[test]
+    fn client_tool_actions_are_checked_with_the_request() {
+        let answer = |actions: pb::ToolActions| {
+            let mut run = request();
+            run.new_message = Some(pb::Content {
+                role: "user".into(),
+                parts: vec![pb::Part {
+                    kind: Some(pb::part::Kind::FunctionResponse(pb::FunctionResponse {
+                        name: "confirm".into(),
+                        id: Some("c1".into()),
+                        actions: Some(actions),
+                        ..Default::default()
+                    })),
+                    ..Default::default()
+                }],
+            });
+            RunRequest::try_from(run)
+        };
+        let run = answer(pb::ToolActions {
+            escalate: Some(true),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(run.options.tool_actions.is_some_and(|a| a.escalate));
+        assert!(RunRequest::try_from(request()).unwrap().options.tool_actions.is_none());
+        for (bad, field) in [
+            (
+                pb::ToolActions {
+                    state_delta: [("user:".to_string(), prost_types::Value::default())].into(),
+                    ..Default::default()
+                },
+                "new_message.parts[0].function_response.actions.state_delta",
+            ),
+            (
+                pb::ToolActions {
+                    transfer_to_agent: Some("not a name".into()),
+                    ..Default::default()
+                },
+                "new_message.parts[0].function_response.actions.transfer_to_agent",
+            ),
+        ] {
+            let err = answer(bad).unwrap_err();
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{field}: {err}");
+            assert!(err.to_string().contains(field), "{field}: {err}");
+        }
     }
 
     #[test]

@@ -8,6 +8,8 @@
 //!   Model Context Protocol server, over stdio or streamable HTTP), and ADK's built-ins
 //!   [`ExitLoopTool`] and [`LoadArtifactsTool`] (`transfer_to_agent` is offered
 //!   by itself to agents with sub-agents);
+//! - [`hooks`]: ADK's callbacks and plugins served by HTTP endpoints in any
+//!   language ([`HttpHook`], per agent or app-wide);
 //! - [`Runner`]: runs an agent tree on a session, stores every complete event
 //!   before streaming it, keeps one invocation per session at a time;
 //! - [`a2a`]: Agent2Agent both ways: an app served as an A2A agent
@@ -37,6 +39,7 @@ pub mod a2a;
 mod compaction;
 mod context;
 mod convert;
+pub mod hooks;
 mod llm;
 mod rules;
 mod runner;
@@ -46,14 +49,19 @@ mod workflow;
 pub use adk_grpc_core::CompactionConfig;
 pub use context::ToolCallContext;
 pub use convert::RunRequest;
-pub use llm::{BeforeModel, IncludeContents, LlmAgent, LlmAgentBuilder};
+pub use hooks::{FailurePolicy, HookPoint, Hooks, HttpHook, with_agent_hooks};
+pub use llm::{
+    BeforeModel, IncludeContents, LlmAgent, LlmAgentBuilder, SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema,
+    check_schema,
+};
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
     validate_output_key, validate_tool_list, validate_tool_name,
 };
 pub use runner::{AddToMemory, OnBusy, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use tools::{
-    BUILTIN_TOOLS, ClientTool, ExitLoopTool, FunctionTool, HttpTool, LoadArtifactsTool, LoadMemoryTool,
-    McpConnectionState, McpToolset, McpToolsetStatus, McpTransport, PreloadMemoryTool, builtin_tool,
+    ACTIONS_META_KEY, AgentTool, BUILTIN_TOOLS, CONTEXT_META_KEY, ClientTool, ContextGrant, ExitLoopTool, FunctionTool,
+    HttpTool, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport,
+    PreloadMemoryTool, ToolActions, builtin_tool,
 };
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};

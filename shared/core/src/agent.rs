@@ -25,6 +25,36 @@ pub trait Agent: Send + Sync {
 
     /// Runs the agent for one invocation.
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream>;
+
+    /// Where the agent may hand the turn over besides its sub-agents; None for
+    /// agents that never transfer (workflow and remote agents), as ADK's agents
+    /// without `disallow_transfer_to_parent`.
+    fn transfer_scope(&self) -> Option<TransferScope> {
+        None
+    }
+
+    /// The agent as its own type, for library code that needs what only that type
+    /// has (e.g. the root LLM agent's `global_instruction`); None by default.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
+}
+
+/// ADK's `disallow_transfer_to_parent` / `disallow_transfer_to_peers`, the other way
+/// round: ADK's default is both allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferScope {
+    pub to_parent: bool,
+    pub to_peers: bool,
+}
+
+impl Default for TransferScope {
+    fn default() -> Self {
+        TransferScope {
+            to_parent: true,
+            to_peers: true,
+        }
+    }
 }
 
 /// The agent called `name` in the tree below (and including) `root`, depth first.
@@ -33,6 +63,57 @@ pub fn find_agent(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
         return Some(root.clone());
     }
     root.sub_agents().iter().find_map(|sub| find_agent(sub, name))
+}
+
+/// The parent of the agent called `name` in `root`'s tree; None for the root or a stranger.
+pub fn parent_of(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
+    if root.sub_agents().iter().any(|sub| sub.name() == name) {
+        return Some(root.clone());
+    }
+    root.sub_agents().iter().find_map(|sub| parent_of(sub, name))
+}
+
+/// The agents `agent` may transfer to (ADK's `_get_transfer_targets`): its sub-agents,
+/// and, when its parent transfers too, the parent and the parent's other sub-agents
+/// unless its [`TransferScope`] disallows them. Empty for agents that never transfer.
+pub fn transfer_targets(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -> Vec<Arc<dyn Agent>> {
+    let Some(scope) = agent.transfer_scope() else {
+        return Vec::new();
+    };
+    let mut targets: Vec<Arc<dyn Agent>> = agent.sub_agents().to_vec();
+    let Some(parent) = parent_of(root, agent.name()).filter(|parent| parent.transfer_scope().is_some()) else {
+        return targets;
+    };
+    if scope.to_parent {
+        targets.push(parent.clone());
+    }
+    if scope.to_peers {
+        targets.extend(
+            parent
+                .sub_agents()
+                .iter()
+                .filter(|peer| peer.name() != agent.name())
+                .cloned(),
+        );
+    }
+    targets
+}
+
+/// Whether `agent` and every agent above it may transfer to its parent (ADK's
+/// `is_transferable_across_agent_tree`): such an agent keeps the conversation
+/// after it replied, the next message going to it rather than to the root.
+pub fn transferable_across_tree(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -> bool {
+    let mut current = agent.clone();
+    loop {
+        match current.transfer_scope() {
+            Some(scope) if scope.to_parent => {}
+            _ => return false,
+        }
+        match parent_of(root, current.name()) {
+            Some(parent) => current = parent,
+            None => return true,
+        }
+    }
 }
 
 /// How model replies reach the client.
@@ -73,6 +154,69 @@ mod tests {
     use super::*;
 
     struct Named(&'static str, Vec<Arc<dyn Agent>>);
+
+    /// An agent that transfers, as an LLM agent does, within `scope`.
+    struct Transferring(&'static str, Vec<Arc<dyn Agent>>, TransferScope);
+
+    #[async_trait]
+    impl Agent for Transferring {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> &str {
+            ""
+        }
+        fn sub_agents(&self) -> &[Arc<dyn Agent>] {
+            &self.1
+        }
+        async fn run(&self, _ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
+            Ok(Box::pin(futures::stream::empty()))
+        }
+        fn transfer_scope(&self) -> Option<TransferScope> {
+            Some(self.2)
+        }
+    }
+
+    fn names(agents: &[Arc<dyn Agent>]) -> Vec<&str> {
+        agents.iter().map(|a| a.name()).collect()
+    }
+
+    #[test]
+    fn transfer_targets_follow_adk_defaults_and_disallows() {
+        let all = TransferScope::default();
+        let only_down = TransferScope {
+            to_parent: false,
+            to_peers: false,
+        };
+        let leaf: Arc<dyn Agent> = Arc::new(Transferring("leaf", vec![], all));
+        let billing: Arc<dyn Agent> = Arc::new(Transferring("billing", vec![leaf.clone()], all));
+        let support: Arc<dyn Agent> = Arc::new(Transferring("support", vec![], only_down));
+        let steps: Arc<dyn Agent> = Arc::new(Named("steps", vec![]));
+        let root: Arc<dyn Agent> = Arc::new(Transferring(
+            "root",
+            vec![billing.clone(), support.clone(), steps.clone()],
+            all,
+        ));
+        assert_eq!(names(&transfer_targets(&root, &root)), ["billing", "support", "steps"]);
+        assert_eq!(
+            names(&transfer_targets(&root, &billing)),
+            ["leaf", "root", "support", "steps"]
+        );
+        assert_eq!(names(&transfer_targets(&root, &support)), Vec::<&str>::new());
+        assert_eq!(names(&transfer_targets(&root, &leaf)), ["billing"]);
+        assert!(
+            transfer_targets(&root, &steps).is_empty(),
+            "workflow agents do not transfer"
+        );
+        assert!(transferable_across_tree(&root, &leaf));
+        assert!(!transferable_across_tree(&root, &support));
+        assert!(!transferable_across_tree(&root, &steps));
+        // Under a workflow agent nothing is transferable: it does not transfer.
+        let inner: Arc<dyn Agent> = Arc::new(Transferring("inner", vec![], all));
+        let workflow: Arc<dyn Agent> = Arc::new(Named("workflow", vec![inner.clone()]));
+        assert!(!transferable_across_tree(&workflow, &inner));
+        assert!(transfer_targets(&workflow, &inner).is_empty());
+    }
 
     #[async_trait]
     impl Agent for Named {

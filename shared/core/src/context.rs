@@ -98,6 +98,9 @@ pub trait InvocationContext: CallbackContext {
     fn increment_llm_call_count(&self) -> Result<()>;
     /// The same invocation, seen by `agent` on `branch` (for workflow agents and transfers).
     fn for_agent(&self, agent: Arc<dyn Agent>, branch: &str) -> Arc<dyn InvocationContext>;
+    /// The root of the runner's agent tree (transfers to parents and peers,
+    /// the root's `global_instruction`).
+    fn root_agent(&self) -> Arc<dyn Agent>;
     /// The app's event compaction settings (the model's history is kept within
     /// `token_budget`); None without compaction.
     fn compaction(&self) -> Option<&crate::history::CompactionConfig> {

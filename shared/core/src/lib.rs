@@ -20,7 +20,9 @@ pub mod sync;
 pub mod tool;
 pub mod validate;
 
-pub use agent::{Agent, RunConfig, StreamingMode, find_agent};
+pub use agent::{
+    Agent, RunConfig, StreamingMode, TransferScope, find_agent, parent_of, transfer_targets, transferable_across_tree,
+};
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use clock::Clock;
 pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
@@ -35,7 +37,9 @@ pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
 pub use memory::{
     CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
 };
-pub use model::{GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ToolDeclaration};
+pub use model::{
+    GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort, ToolDeclaration,
+};
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{

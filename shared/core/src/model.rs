@@ -18,7 +18,8 @@ pub struct ToolDeclaration {
     pub parameters: Option<Value>,
 }
 
-/// Generation settings.
+/// Generation settings (ADK's `GenerateContentConfig`, the fields a provider-neutral
+/// server can send). Each provider sends what its API has; see its module.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct GenerateContentConfig {
     pub temperature: Option<f32>,
@@ -26,6 +27,60 @@ pub struct GenerateContentConfig {
     pub max_output_tokens: Option<i32>,
     #[serde(default)]
     pub stop_sequences: Vec<String>,
+    #[serde(default)]
+    pub top_k: Option<i32>,
+    #[serde(default)]
+    pub seed: Option<i64>,
+    #[serde(default)]
+    pub presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub frequency_penalty: Option<f32>,
+    /// The MIME type of the reply, e.g. `application/json`.
+    #[serde(default)]
+    pub response_mime_type: Option<String>,
+    /// A JSON Schema the reply must follow (set by an agent's `output_schema`); implies
+    /// `application/json`.
+    #[serde(default)]
+    pub response_schema: Option<Value>,
+    /// Gemini's `safetySettings` as its API takes them (`{category, threshold}` objects).
+    #[serde(default)]
+    pub safety_settings: Vec<Value>,
+    #[serde(default)]
+    pub thinking: Option<ThinkingConfig>,
+}
+
+/// How much the model reasons before it answers, and whether its thoughts come back
+/// (Gemini's `thinkingConfig`, OpenAI's `reasoning_effort`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingConfig {
+    /// Gemini's `thinkingBudget`: tokens to think with (0 off, -1 the model decides).
+    #[serde(default)]
+    pub budget_tokens: Option<i32>,
+    /// Gemini's `includeThoughts`: the reply carries thought summaries.
+    #[serde(default)]
+    pub include_thoughts: Option<bool>,
+    /// OpenAI's `reasoning_effort`, Gemini's `thinkingLevel`.
+    #[serde(default)]
+    pub effort: Option<ThinkingEffort>,
+}
+
+/// A thinking effort level.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ThinkingEffort {
+    Low,
+    Medium,
+    High,
+}
+
+impl ThinkingEffort {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ThinkingEffort::Low => "low",
+            ThinkingEffort::Medium => "medium",
+            ThinkingEffort::High => "high",
+        }
+    }
 }
 
 /// One model call: the conversation so far, the tools on offer, the system prompt.

@@ -148,6 +148,48 @@ fn request_body(request: &LlmRequest) -> Value {
     if !config.stop_sequences.is_empty() {
         generation.insert("stopSequences".into(), json!(config.stop_sequences));
     }
+    if let Some(k) = config.top_k {
+        generation.insert("topK".into(), json!(k));
+    }
+    if let Some(seed) = config.seed {
+        generation.insert("seed".into(), json!(seed));
+    }
+    if let Some(p) = config.presence_penalty {
+        generation.insert("presencePenalty".into(), json!(p));
+    }
+    if let Some(p) = config.frequency_penalty {
+        generation.insert("frequencyPenalty".into(), json!(p));
+    }
+    // The schema is a JSON Schema, which `responseJsonSchema` takes as it is
+    // (`responseSchema` wants Gemini's OpenAPI subset).
+    if let Some(schema) = &config.response_schema {
+        generation.insert("responseJsonSchema".into(), schema.clone());
+    }
+    match (&config.response_mime_type, &config.response_schema) {
+        (Some(mime), _) => {
+            generation.insert("responseMimeType".into(), json!(mime));
+        }
+        (None, Some(_)) => {
+            generation.insert("responseMimeType".into(), json!("application/json"));
+        }
+        (None, None) => {}
+    }
+    if let Some(thinking) = &config.thinking {
+        let mut wire = Map::new();
+        if let Some(budget) = thinking.budget_tokens {
+            wire.insert("thinkingBudget".into(), json!(budget));
+        }
+        if let Some(include) = thinking.include_thoughts {
+            wire.insert("includeThoughts".into(), json!(include));
+        }
+        if let Some(effort) = thinking.effort {
+            wire.insert("thinkingLevel".into(), json!(effort.as_str().to_ascii_uppercase()));
+        }
+        generation.insert("thinkingConfig".into(), Value::Object(wire));
+    }
+    if !config.safety_settings.is_empty() {
+        body["safetySettings"] = json!(config.safety_settings);
+    }
     if !generation.is_empty() {
         body["generationConfig"] = Value::Object(generation);
     }
@@ -234,6 +276,8 @@ struct WirePart {
     /// Thought summaries are the model's scratch work, not its reply.
     #[serde(default)]
     thought: bool,
+    /// Opaque; goes back to the model with the part it came on.
+    thought_signature: Option<String>,
     function_call: Option<WireFunctionCall>,
     inline_data: Option<WireBlob>,
 }
@@ -287,8 +331,8 @@ struct StreamDecoder {
 }
 
 impl StreamDecoder {
-    /// Takes in one response chunk; returns its text (for a partial).
-    fn absorb(&mut self, chunk: GenerateContentResponse) -> Result<String> {
+    /// Takes in one response chunk; returns its partials: thought text, then reply text.
+    fn absorb(&mut self, chunk: GenerateContentResponse) -> Result<Vec<LlmResponse>> {
         if let Some(error) = chunk.error {
             let message = error["message"]
                 .as_str()
@@ -313,19 +357,28 @@ impl StreamDecoder {
             self.block_reason = Some(reason);
         }
         let mut text = String::new();
+        let mut thought = String::new();
         let Some(candidate) = chunk.candidates.into_iter().next() else {
-            return Ok(text);
+            return Ok(Vec::new());
         };
         if let Some(reason) = candidate.finish_reason.as_deref() {
             self.finish_reason = Some(finish_reason(reason));
         }
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
-            if part.thought {
-                continue;
-            }
+            let signature = match part.thought_signature.filter(|s| !s.is_empty()) {
+                Some(encoded) => Some(BASE64.decode(encoded.as_bytes()).map_err(|e| {
+                    AdkError::Model(format!("{PROVIDER} sent a thought signature that is not base64: {e}"))
+                })?),
+                None => None,
+            };
             if let Some(t) = part.text.filter(|t| !t.is_empty()) {
-                response::push_text(&mut self.parts, &t);
-                text.push_str(&t);
+                if part.thought {
+                    response::push_thought(&mut self.parts, &t);
+                    thought.push_str(&t);
+                } else {
+                    response::push_text(&mut self.parts, &t);
+                    text.push_str(&t);
+                }
             }
             if let Some(call) = part.function_call {
                 // No id from Gemini: left empty, the runner assigns one.
@@ -351,8 +404,22 @@ impl StreamDecoder {
                     .into(),
                 );
             }
+            // A signature belongs to the part it came on: the one just added, or the
+            // text it was merged into (Gemini may send it on an empty closing part).
+            if let Some(signature) = signature
+                && let Some(last) = self.parts.last_mut()
+            {
+                last.thought_signature = Some(signature);
+            }
         }
-        Ok(text)
+        let mut partials = Vec::new();
+        if !thought.is_empty() {
+            partials.push(response::partial_thought(thought));
+        }
+        if !text.is_empty() {
+            partials.push(response::partial_text(text));
+        }
+        Ok(partials)
     }
 
     fn complete(&mut self) -> Result<LlmResponse> {
@@ -388,12 +455,7 @@ impl SseDecoder for StreamDecoder {
                 truncate(data, 200)
             ))
         })?;
-        let text = self.absorb(chunk)?;
-        Ok(Decoded::Partials(if text.is_empty() {
-            Vec::new()
-        } else {
-            vec![response::partial_text(text)]
-        }))
+        Ok(Decoded::Partials(self.absorb(chunk)?))
     }
 
     /// Gemini has no end marker: the body simply ends after the chunk carrying

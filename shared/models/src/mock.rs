@@ -31,6 +31,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 ///         - name: get_weather
 ///           args: { city: Paris }
 ///     - text: "It is sunny in Paris."
+///     - json: { city: Paris, sky: sunny }     # a structured reply (output_schema)
+///     - thinking: { thought: "Sunny, so…", text: "Take sunglasses." }
 ///   when_exhausted: echo   # or `error` (the default)
 ///   per_conversation: true # each conversation from turn 1 (default: one script per server)
 /// ```
@@ -56,6 +58,10 @@ pub enum MockTurn {
     Text(String),
     /// Ask for these tool calls (in one response, as a parallel call).
     FunctionCalls(Vec<MockFunctionCall>),
+    /// Reply with this value as JSON text, as a provider in JSON mode does.
+    Json(Value),
+    /// Reply with a thought part (`thought: true`) and then this text.
+    Thinking { thought: String, text: String },
     /// Fail this call with a model error carrying this message.
     Error(String),
 }
@@ -218,6 +224,12 @@ fn words_with_spacing(text: &str) -> Vec<&str> {
     pieces
 }
 
+fn text_partials(text: &str) -> impl Iterator<Item = Result<LlmResponse>> + '_ {
+    words_with_spacing(text)
+        .into_iter()
+        .map(|w| Ok(response::partial_text(w)))
+}
+
 #[async_trait]
 impl Llm for MockModel {
     fn name(&self) -> &str {
@@ -240,13 +252,24 @@ impl Llm for MockModel {
             MockTurn::Error(message) => return Err(AdkError::Model(format!("mock model `{}`: {message}", self.name))),
             MockTurn::Text(text) => {
                 if stream {
-                    responses.extend(
-                        words_with_spacing(&text)
-                            .into_iter()
-                            .map(|w| Ok(response::partial_text(w))),
-                    );
+                    responses.extend(text_partials(&text));
                 }
                 (vec![Part::text_part(&text)], word_count(&text))
+            }
+            MockTurn::Json(value) => {
+                let text = value.to_string();
+                if stream {
+                    responses.extend(text_partials(&text));
+                }
+                (vec![Part::text_part(&text)], word_count(&text))
+            }
+            MockTurn::Thinking { thought, text } => {
+                if stream {
+                    responses.push(Ok(response::partial_thought(&thought)));
+                    responses.extend(text_partials(&text));
+                }
+                let words = word_count(&thought).saturating_add(word_count(&text));
+                (vec![response::thought_part(thought), Part::text_part(&text)], words)
             }
             MockTurn::FunctionCalls(calls) => {
                 let parts = calls

@@ -99,6 +99,28 @@ impl OpenAiCompatible {
         if !config.stop_sequences.is_empty() {
             body["stop"] = json!(config.stop_sequences);
         }
+        // Not in OpenAI's own API, which refuses it; vLLM and llama.cpp's server take it.
+        if let Some(k) = config.top_k {
+            body["top_k"] = json!(k);
+        }
+        if let Some(seed) = config.seed {
+            body["seed"] = json!(seed);
+        }
+        if let Some(p) = config.presence_penalty {
+            body["presence_penalty"] = json!(p);
+        }
+        if let Some(p) = config.frequency_penalty {
+            body["frequency_penalty"] = json!(p);
+        }
+        if let Some(format) = response_format(config)? {
+            body["response_format"] = format;
+        }
+        // Chat completions have no token budget nor a switch for thought summaries:
+        // the effort is all there is (a server that reasons sends `reasoning_content`).
+        if let Some(effort) = config.thinking.as_ref().and_then(|t| t.effort) {
+            body["reasoning_effort"] = json!(effort.as_str());
+        }
+        // Gemini's safety settings have no counterpart here; the agents file refuses them.
         if stream {
             body["stream"] = json!(true);
             // Without this the stream carries no token counts.
@@ -131,6 +153,57 @@ impl Llm for OpenAiCompatible {
 }
 
 // ---- request ---------------------------------------------------------------
+
+/// Structured output: a schema as `json_schema` (strict only when the schema already
+/// meets OpenAI's strict rules, so it is never rewritten), JSON without a schema as
+/// `json_object`.
+fn response_format(config: &adk_grpc_core::GenerateContentConfig) -> Result<Option<Value>> {
+    if let Some(schema) = &config.response_schema {
+        let name = schema["title"]
+            .as_str()
+            .filter(|t| {
+                !t.is_empty() && t.len() <= 64 && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+            })
+            .unwrap_or("response");
+        return Ok(Some(json!({
+            "type": "json_schema",
+            "json_schema": {"name": name, "schema": schema, "strict": is_strict(schema)},
+        })));
+    }
+    match config.response_mime_type.as_deref() {
+        None | Some("text/plain") => Ok(None),
+        Some("application/json") => Ok(Some(json!({"type": "json_object"}))),
+        Some(other) => Err(AdkError::invalid_with(
+            "generate_content_config.response_mime_type",
+            format!("chat completions reply in text/plain or application/json, not {other}"),
+        )),
+    }
+}
+
+/// OpenAI's strict mode takes a schema only when every object in it lists all its
+/// properties as required and forbids others.
+fn is_strict(schema: &Value) -> bool {
+    let Value::Object(map) = schema else {
+        return true;
+    };
+    if let Some(Value::Object(properties)) = map.get("properties") {
+        let required: Vec<&str> = map
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if map.get("additionalProperties") != Some(&Value::Bool(false))
+            || properties.keys().any(|k| !required.contains(&k.as_str()))
+        {
+            return false;
+        }
+    }
+    map.values().all(|v| match v {
+        Value::Object(_) => is_strict(v),
+        Value::Array(items) => items.iter().all(is_strict),
+        _ => true,
+    })
+}
 
 /// The conversation as chat messages.
 fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
@@ -301,6 +374,10 @@ struct Message {
     /// A string from most servers; some send an array of `{type, text}` items.
     #[serde(default)]
     content: Value,
+    /// The reasoning of servers that return it (DeepSeek, vLLM: `reasoning_content`;
+    /// OpenRouter and newer vLLM: `reasoning`).
+    #[serde(default, alias = "reasoning")]
+    reasoning_content: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ToolCall>,
 }
@@ -349,14 +426,17 @@ fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
         .next()
         .ok_or_else(|| AdkError::Model(format!("{PROVIDER} response has no choices")))?;
     let mut text = String::new();
+    let mut thought = String::new();
     let mut calls = Vec::new();
     if let Some(message) = choice.message {
         text = content_text(&message.content);
+        thought = message.reasoning_content.unwrap_or_default();
         for call in message.tool_calls {
             calls.push(function_call(call.function.name, call.id, call.function.arguments)?);
         }
     }
     Ok(final_response(
+        thought,
         text,
         calls,
         finish_reason(choice.finish_reason.as_deref()),
@@ -403,14 +483,18 @@ fn finish_reason(reason: Option<&str>) -> Option<FinishReason> {
     })
 }
 
-/// The complete reply: the text first, then the calls.
+/// The complete reply: the reasoning (a thought part), the text, then the calls.
 fn final_response(
+    thought: String,
     text: String,
     calls: Vec<Part>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
 ) -> LlmResponse {
     let mut parts = Vec::new();
+    if !thought.is_empty() {
+        parts.push(response::thought_part(thought));
+    }
     if !text.is_empty() {
         parts.push(Part::text_part(text));
     }
@@ -442,6 +526,8 @@ struct ChunkChoice {
 #[derive(Deserialize)]
 struct Delta {
     content: Option<String>,
+    #[serde(default, alias = "reasoning")]
+    reasoning_content: Option<String>,
     #[serde(default)]
     tool_calls: Vec<ToolCallDelta>,
 }
@@ -471,6 +557,7 @@ struct PendingCall {
 /// `index` and only go out, whole, in the final response after `[DONE]`.
 #[derive(Default)]
 struct StreamDecoder {
+    thought: String,
     text: String,
     calls: BTreeMap<usize, PendingCall>,
     finish_reason: Option<FinishReason>,
@@ -509,6 +596,7 @@ impl StreamDecoder {
             calls.push(function_call(call.name, call.id, Value::String(call.arguments))?);
         }
         Ok(final_response(
+            std::mem::take(&mut self.thought),
             std::mem::take(&mut self.text),
             calls,
             self.finish_reason,
@@ -551,6 +639,10 @@ impl SseDecoder for StreamDecoder {
             let Some(delta) = choice.delta else { continue };
             for piece in delta.tool_calls {
                 self.add_tool_call_piece(piece);
+            }
+            if let Some(thought) = delta.reasoning_content.filter(|t| !t.is_empty()) {
+                self.thought.push_str(&thought);
+                partials.push(response::partial_thought(thought));
             }
             if let Some(text) = delta.content.filter(|t| !t.is_empty()) {
                 self.text.push_str(&text);
@@ -600,6 +692,19 @@ mod tests {
         let messages = messages(&request).unwrap();
         assert_eq!(messages[0]["tool_calls"][0]["id"], "call_1");
         assert_eq!(messages[1]["tool_call_id"], "call_1");
+    }
+
+    #[test]
+    fn strict_only_for_schemas_that_meet_openais_rules() {
+        let strict = json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "required": ["a"], "additionalProperties": false});
+        assert!(is_strict(&strict));
+        let optional = json!({"type": "object", "properties": {"a": {"type": "string"}},
+            "additionalProperties": false});
+        assert!(!is_strict(&optional));
+        let nested = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}},
+            "required": ["a"], "additionalProperties": false});
+        assert!(!is_strict(&nested));
     }
 
     #[test]

@@ -11,6 +11,22 @@ pub(crate) fn partial_text(text: impl Into<String>) -> LlmResponse {
     }
 }
 
+/// One streamed piece of the model's thoughts (a part with `thought: true`).
+pub(crate) fn partial_thought(text: impl Into<String>) -> LlmResponse {
+    LlmResponse {
+        content: Some(Content::new("model").with_part(thought_part(text))),
+        partial: Some(true),
+        ..Default::default()
+    }
+}
+
+pub(crate) fn thought_part(text: impl Into<String>) -> Part {
+    Part {
+        thought: Some(true),
+        ..Part::text_part(text)
+    }
+}
+
 /// The complete reply of a model call. One that carries nothing and did not
 /// end normally says why in `error_code`/`error_message`, as ADK does, so the
 /// agent can tell "filtered" from "said nothing".
@@ -62,6 +78,22 @@ pub(crate) fn push_text(parts: &mut Vec<Part>, text: &str) {
     }
 }
 
+/// Adds thought text, merging it into a thought part just before it, so a streamed
+/// reply's thoughts end as one part.
+pub(crate) fn push_thought(parts: &mut Vec<Part>, text: &str) {
+    if let Some(Part {
+        kind: PartKind::Text { text: last },
+        thought: Some(true),
+        thought_signature: None,
+        ..
+    }) = parts.last_mut()
+    {
+        last.push_str(text);
+    } else {
+        parts.push(thought_part(text));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,5 +114,9 @@ mod tests {
         push_text(&mut parts, "a");
         push_text(&mut parts, "b");
         assert_eq!(parts, [Part::text_part("ab")]);
+        push_thought(&mut parts, "t");
+        push_thought(&mut parts, "u");
+        push_text(&mut parts, "c");
+        assert_eq!(parts, [Part::text_part("ab"), thought_part("tu"), Part::text_part("c")]);
     }
 }

@@ -413,6 +413,21 @@ pub mod openai {
         completion(json!({"role": "assistant", "content": content}), "stop")
     }
 
+    /// A non-streamed reply carrying reasoning as DeepSeek and vLLM send it
+    /// (`reasoning_content` beside `content`).
+    pub fn reasoning(reasoning: &str, content: &str) -> Value {
+        completion(
+            json!({"role": "assistant", "content": content, "reasoning_content": reasoning}),
+            "stop",
+        )
+    }
+
+    /// A non-streamed structured reply: the value as the JSON text of `content`, as
+    /// OpenAI answers a request with `response_format: json_schema`.
+    pub fn json_reply(value: &Value) -> Value {
+        text(&value.to_string())
+    }
+
     /// An `/embeddings` reply with these vectors, in input order.
     pub fn embeddings(vectors: &[Vec<f32>]) -> Value {
         let data: Vec<Value> = vectors
@@ -456,6 +471,11 @@ pub mod openai {
 
     pub fn text_chunk(text: &str) -> String {
         chunk(json!({"content": text}), None)
+    }
+
+    /// A streamed piece of reasoning (`delta.reasoning_content`, content null).
+    pub fn reasoning_chunk(text: &str) -> String {
+        chunk(json!({"content": null, "reasoning_content": text}), None)
     }
 
     /// One piece of a streamed tool call; `id` and `name` come in the first piece only.
@@ -540,6 +560,22 @@ pub mod gemini {
 
     pub fn text(text: &str) -> Value {
         response(vec![json!({"text": text})], Some("STOP"))
+    }
+
+    /// A thought-summary part, as Gemini sends it with `includeThoughts`.
+    pub fn thought_part(text: &str) -> Value {
+        json!({"text": text, "thought": true})
+    }
+
+    /// A reply with a thought summary and then the answer.
+    pub fn thinking(thought: &str, text: &str) -> Value {
+        response(vec![thought_part(thought), json!({"text": text})], Some("STOP"))
+    }
+
+    /// A structured reply: the value as JSON text, as Gemini answers a request with
+    /// `responseMimeType: application/json`.
+    pub fn json_reply(value: &Value) -> Value {
+        text(&value.to_string())
     }
 
     /// An `embedContent` reply with this vector.

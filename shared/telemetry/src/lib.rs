@@ -3,7 +3,7 @@
 //!
 //! - [`metrics`]: the Prometheus registry every binary serves on `/metrics`;
 //! - the spans (and metrics) of the shared choke points: [`RedisOp`],
-//!   [`ModelCall`], [`ToolCall`], [`Invocation`];
+//!   [`ModelCall`], [`ToolCall`], [`HookCall`], [`Invocation`];
 //! - W3C trace-context propagation over HTTP headers: [`inject_current_context`]
 //!   for outgoing requests, [`extract_context`] for incoming ones.
 //!
@@ -17,7 +17,7 @@ mod propagation;
 mod spans;
 
 pub use propagation::{extract_context, inject_current_context};
-pub use spans::{Invocation, ModelCall, RedisOp, ToolCall, UNKNOWN_TOOL};
+pub use spans::{HookCall, Invocation, ModelCall, RedisOp, ToolCall, UNKNOWN_TOOL};
 
 use tonic::Code;
 

@@ -38,6 +38,8 @@ struct Metrics {
     model_tokens: IntCounterVec,
     tool_calls: IntCounterVec,
     tool_duration: HistogramVec,
+    hook_calls: IntCounterVec,
+    hook_duration: HistogramVec,
     compactions: IntCounterVec,
     history_events_dropped: IntCounterVec,
     mcp_connection_attempts: IntCounterVec,
@@ -153,6 +155,21 @@ impl Metrics {
                 "Tool call duration by tool",
                 &["tool"],
                 SLOW_BUCKETS,
+            ),
+            hook_calls: counter(
+                &r,
+                "adk_hook_calls_total",
+                "Calls of the agents file's hooks by hook, point (before_model, after_tool, ...) and outcome (OK or \
+                 the gRPC code of the failure: DEADLINE_EXCEEDED for a timeout, UNAVAILABLE when unreachable, \
+                 INTERNAL for a reply that is not a hook reply), whatever the hook's failure policy",
+                &["hook", "point", "outcome"],
+            ),
+            hook_duration: histogram(
+                &r,
+                "adk_hook_call_duration_seconds",
+                "Hook call duration (the HTTP exchange and applying its reply) by hook and point",
+                &["hook", "point"],
+                RPC_BUCKETS,
             ),
             compactions: counter(
                 &r,
@@ -286,6 +303,14 @@ pub fn tool_call_finished(tool: &str, outcome: &str, elapsed: Duration) {
         .observe(elapsed.as_secs_f64());
 }
 
+pub fn hook_call_finished(hook: &str, point: &str, outcome: &str, elapsed: Duration) {
+    let m = &*METRICS;
+    m.hook_calls.with_label_values(&[hook, point, outcome]).inc();
+    m.hook_duration
+        .with_label_values(&[hook, point])
+        .observe(elapsed.as_secs_f64());
+}
+
 /// One attempt of an MCP toolset to connect; `outcome` is `OK` or the gRPC code
 /// name of the failure. The toolset counts as connected after an `OK`, as not
 /// connected after a failure.
@@ -323,6 +348,7 @@ mod tests {
         };
         model_call_finished("mock", "m", "OK", Duration::from_millis(5), Some(&usage));
         tool_call_finished("t", "OK", Duration::from_millis(1));
+        hook_call_finished("guard", "before_tool", "DEADLINE_EXCEEDED", Duration::from_millis(2));
         mcp_connection_attempt("everything", "UNAVAILABLE");
         let text = encode_text().unwrap();
         for line in [
@@ -333,6 +359,8 @@ mod tests {
             "adk_runner_invocations_finished_total{app=\"app\",outcome=\"OK\"} 1",
             "adk_model_tokens_total{kind=\"prompt\",model=\"m\",provider=\"mock\"} 7",
             "adk_tool_calls_total{outcome=\"OK\",tool=\"t\"} 1",
+            "adk_hook_calls_total{hook=\"guard\",outcome=\"DEADLINE_EXCEEDED\",point=\"before_tool\"} 1",
+            "adk_hook_call_duration_seconds_count{hook=\"guard\",point=\"before_tool\"} 1",
             "adk_mcp_connection_attempts_total{outcome=\"UNAVAILABLE\",toolset=\"everything\"} 1",
             "adk_mcp_toolset_connected{toolset=\"everything\"} 0",
         ] {

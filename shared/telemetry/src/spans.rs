@@ -261,6 +261,66 @@ impl Drop for ToolCall {
     }
 }
 
+/// One call of a hook (an HTTP endpoint of the agents file called at a callback
+/// point: `before_model`, `after_tool`, ...), from the request to its reply applied.
+pub struct HookCall {
+    hook: String,
+    point: &'static str,
+    span: Span,
+    started: Instant,
+    finished: bool,
+}
+
+impl HookCall {
+    /// `point`: the callback point's name, from code (`before_tool`, ...).
+    pub fn start(hook: &str, point: &'static str) -> HookCall {
+        let span = tracing::info_span!(
+            "hook_call",
+            otel.name = %format_args!("hook {hook} {point}"),
+            otel.kind = "client",
+            adk.hook.name = hook,
+            adk.hook.point = point,
+            otel.status_code = Empty,
+            error.type = Empty,
+        );
+        HookCall {
+            hook: hook.to_string(),
+            point,
+            span,
+            started: Instant::now(),
+            finished: false,
+        }
+    }
+
+    /// Call the hook inside this span: its request carries the trace context.
+    pub fn span(&self) -> &Span {
+        &self.span
+    }
+
+    /// `error`: the gRPC code of the hook's failure, None when it answered.
+    pub fn finish(mut self, error: Option<Code>) {
+        self.finished = true;
+        if let Some(code) = error {
+            record_error(&self.span, code);
+        }
+        metrics::hook_call_finished(&self.hook, self.point, outcome(error), self.started.elapsed());
+    }
+}
+
+impl Drop for HookCall {
+    fn drop(&mut self) {
+        if !self.finished {
+            record_error(&self.span, Code::Cancelled);
+            metrics::hook_call_finished(
+                &self.hook,
+                self.point,
+                code_name(Code::Cancelled),
+                self.started.elapsed(),
+            );
+        }
+    }
+}
+
 /// One agent invocation, from its start (the user's message stored) to its end.
 /// Its span names the app, user, session and invocation, and is the parent of the
 /// invocation's model calls, tool calls and store operations.

@@ -15,6 +15,7 @@ mod fixture;
 pub mod memory_conformance;
 mod net;
 mod process;
+mod python;
 mod redis_server;
 mod service;
 pub mod shared;
@@ -23,6 +24,7 @@ mod wait;
 pub use fixture::Fixture;
 pub use net::{free_port, wait_for_port};
 pub use process::{ChildGuard, DEFAULT_TERMINATE_GRACE};
+pub use python::venv_python;
 pub use redis_server::{
     FAILOVER_NODE_TIMEOUT_MS, RedisCluster, RedisPrimaryReplica, RedisServer, patient_connection, redis_cli,
 };

@@ -283,7 +283,8 @@ fn adk_variables_the_code_reads() -> std::collections::BTreeMap<String, String> 
             }
         }
     }
-    let mut files = Vec::new();
+    // The test kit's own variables are its tests'; the venv it finds is every test's.
+    let mut files = vec![root.join("shared/testkit/src/python.rs")];
     for dir in roots {
         sources(&dir, &mut files);
     }

@@ -3,7 +3,9 @@
 //! `cargo test -p adk-grpc-e2e --test e2e session_server::`.
 
 mod a2a;
+mod adk_config_dirs;
 mod adk_python;
+mod agent_platform;
 mod all_in_one;
 mod artifact_server;
 mod compression;
@@ -11,6 +13,7 @@ mod contract;
 mod error_details;
 mod faults;
 mod grpc_web;
+mod hooks;
 mod hostile_input;
 mod json_nesting;
 mod long_conversations;
@@ -24,4 +27,6 @@ mod runner_server;
 mod security;
 mod session_inputs;
 mod session_server;
+mod structured_output;
 mod telemetry;
+mod tool_context;

@@ -69,7 +69,7 @@ fn repo_root() -> PathBuf {
 
 /// The YAML of an mcp tool running tests/mcp/server.py over stdio, leaving its
 /// traces in `state`.
-fn fastmcp_stdio(name: &str, state: &Path, extra: &str) -> String {
+pub(crate) fn fastmcp_stdio(name: &str, state: &Path, extra: &str) -> String {
     let (python, server) = fastmcp();
     format!(
         "  {name}:\n    kind: mcp\n    transport: stdio\n    command: '{python}'\n    args: ['{server}', --state-dir, '{}']\n    connect_timeout_secs: 60\n{extra}",
@@ -166,7 +166,7 @@ fn parts(events: &[pb::Event]) -> impl Iterator<Item = &pb::part::Kind> {
 }
 
 /// Every function response of the run, by tool name.
-fn responses(events: &[pb::Event]) -> Vec<(String, Value)> {
+pub(crate) fn responses(events: &[pb::Event]) -> Vec<(String, Value)> {
     parts(events)
         .filter_map(|kind| match kind {
             pb::part::Kind::FunctionResponse(r) => Some((
@@ -178,14 +178,14 @@ fn responses(events: &[pb::Event]) -> Vec<(String, Value)> {
         .collect()
 }
 
-fn response<'a>(all: &'a [(String, Value)], tool: &str) -> &'a Value {
+pub(crate) fn response<'a>(all: &'a [(String, Value)], tool: &str) -> &'a Value {
     &all.iter()
         .find(|(name, _)| name == tool)
         .unwrap_or_else(|| panic!("no response of {tool} in {all:#?}"))
         .1
 }
 
-fn inline_data(events: &[pb::Event]) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn inline_data(events: &[pb::Event]) -> Vec<(String, Vec<u8>)> {
     parts(events)
         .filter_map(|kind| match kind {
             pb::part::Kind::InlineData(blob) => Some((blob.mime_type.clone(), blob.data.clone())),
@@ -194,7 +194,7 @@ fn inline_data(events: &[pb::Event]) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn last_text(events: &[pb::Event]) -> String {
+pub(crate) fn last_text(events: &[pb::Event]) -> String {
     parts(events)
         .filter_map(|kind| match kind {
             pb::part::Kind::Text(t) => Some(t.clone()),

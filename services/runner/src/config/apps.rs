@@ -5,15 +5,15 @@
 //! names its field; the rules here are the file's own (references to declared
 //! models and tools, fields that do not fit an agent's kind).
 
-use super::file::{AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig};
+use super::file::{AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig};
 use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
 use super::tools::Declared;
 use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
-    AddToMemory, AgentNames, BUILTIN_TOOLS, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent,
-    SequentialAgent, TRANSFER_TOOL_NAME,
+    AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy,
+    ParallelAgent, SequentialAgent, TRANSFER_TOOL_NAME, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use std::collections::BTreeMap;
@@ -34,6 +34,7 @@ pub(super) fn build_apps(
     spec: &AgentsFile,
     models: &BTreeMap<String, AppModels>,
     tools: &BTreeMap<String, Declared>,
+    hooks: &BTreeMap<String, Arc<HttpHook>>,
     problems: &mut Problems,
 ) -> Vec<LoadedApp> {
     if spec.apps.is_empty() {
@@ -47,11 +48,14 @@ pub(super) fn build_apps(
         if let Err(e) = adk_grpc_core::validate::id("app name", app_name) {
             problems.add(&place, None, e.to_string());
         }
+        let app_hooks = listed_hooks(spec, hooks, &app.hooks, &place, problems);
         let mut tree = Tree {
             spec,
             app_name,
             models: models.get(app_name).unwrap_or(&no_models),
             tools,
+            hooks,
+            app_hooks,
             names: AgentNames::default(),
             problems: &mut *problems,
         };
@@ -88,6 +92,33 @@ fn loaded(
     }
 }
 
+/// The hooks `listed` at `place`, in order; unknown or repeated names are problems
+/// (a declared hook that was not built is reported at the hook).
+fn listed_hooks(
+    spec: &AgentsFile,
+    hooks: &BTreeMap<String, Arc<HttpHook>>,
+    listed: &[String],
+    place: &str,
+    problems: &mut Problems,
+) -> Vec<Arc<HttpHook>> {
+    let mut found: Vec<Arc<HttpHook>> = Vec::new();
+    for name in listed {
+        match hooks.get(name) {
+            Some(_) if found.iter().any(|hook| hook.name() == name) => {
+                problems.add(place, Some("hooks"), format!("{name} is listed twice"));
+            }
+            Some(hook) => found.push(hook.clone()),
+            None if spec.hooks.contains_key(name) => {}
+            None => problems.add(
+                place,
+                Some("hooks"),
+                format!("unknown hook {name:?} (declared: {})", names(spec.hooks.keys())),
+            ),
+        }
+    }
+    found
+}
+
 /// What an agent of the file becomes: an agent, or (an a2a agent with `as_tool`)
 /// a tool of its parent.
 enum Built {
@@ -111,12 +142,13 @@ impl LlmParts {
         agent: &AgentConfig,
         sub_tools: Vec<Arc<dyn Tool>>,
         sub_agents: Vec<Arc<dyn Agent>>,
+        hooks: Hooks,
         description: &mut AgentDescription,
     ) -> adk_grpc_core::Result<LlmAgent> {
         description.model = self.model.name().to_string();
         for tool in &sub_tools {
             let mut described = ToolDescription::of(tool.as_ref());
-            described.description = format!("A2A agent as a tool: {}", described.description);
+            described.description = format!("An agent as a tool: {}", described.description);
             description.tools.push(described);
         }
         description.tools.extend(self.descriptions);
@@ -126,7 +158,8 @@ impl LlmParts {
             .tools(sub_tools)
             .tools(self.tools)
             .toolsets(self.toolsets)
-            .sub_agents(sub_agents);
+            .sub_agents(sub_agents)
+            .hooks(hooks);
         if let Some(instruction) = &agent.instruction {
             builder = builder.instruction(instruction);
         }
@@ -135,6 +168,21 @@ impl LlmParts {
         }
         if let Some(include) = agent.include_contents {
             builder = builder.include_contents(include.into());
+        }
+        if let Some(instruction) = &agent.global_instruction {
+            builder = builder.global_instruction(instruction);
+        }
+        if let Some(instruction) = &agent.static_instruction {
+            builder = builder.static_instruction(instruction);
+        }
+        builder = builder
+            .disallow_transfer_to_parent(agent.disallow_transfer_to_parent)
+            .disallow_transfer_to_peers(agent.disallow_transfer_to_peers);
+        if let Some(schema) = &agent.output_schema {
+            builder = builder.output_schema(schema.clone());
+        }
+        if let Some(schema) = &agent.input_schema {
+            builder = builder.input_schema(schema.clone());
         }
         if let Some(generation) = &agent.generation {
             builder = builder.generate_content_config(generation.into());
@@ -149,6 +197,9 @@ struct Tree<'a> {
     app_name: &'a str,
     models: &'a AppModels,
     tools: &'a BTreeMap<String, Declared>,
+    hooks: &'a BTreeMap<String, Arc<HttpHook>>,
+    /// The app's hooks, called for every agent before its own.
+    app_hooks: Vec<Arc<HttpHook>>,
     /// The library's rule: agent names are unique in a tree.
     names: AgentNames,
     problems: &'a mut Problems,
@@ -182,7 +233,6 @@ impl Tree<'_> {
                 ("tenant", agent.tenant.is_some()),
                 ("ca_file", agent.ca_file.is_some()),
                 ("bearer_token_env", agent.bearer_token_env.is_some()),
-                ("as_tool", agent.as_tool),
             ];
             for (field, _) in a2a_only.into_iter().filter(|(_, set)| *set) {
                 self.add(
@@ -191,6 +241,13 @@ impl Tree<'_> {
                     format!("only a2a agents have it; this is a {kind} agent"),
                 );
             }
+        }
+        if parent.is_some() && agent.global_instruction.is_some() {
+            self.add(
+                &place,
+                "global_instruction",
+                "only the root agent's is used (it applies to every agent of the tree): move it to the root",
+            );
         }
         match (agent.as_tool, parent) {
             (false, _) => {}
@@ -219,8 +276,12 @@ impl Tree<'_> {
                 format!("only loop agents have it; this is a {kind} agent"),
             ),
         }
+        let hooks = self.agent_hooks(&place, agent);
         if agent.kind == AgentKind::A2a {
-            return self.remote(&place, agent, before);
+            return self.remote(&place, agent, before).map(|built| match built {
+                Built::Agent(remote, description) => Built::Agent(with_agent_hooks(remote, hooks), description),
+                tool => tool,
+            });
         }
         // The agent's own fields first, then its sub-agents', as the file reads.
         let llm = match agent.kind {
@@ -259,25 +320,80 @@ impl Tree<'_> {
         };
         let built: Arc<dyn Agent> = match agent.kind {
             AgentKind::Llm => {
-                let built = llm?.build(agent, sub_tools, sub_agents, &mut description);
+                let built = llm?.build(agent, sub_tools, sub_agents, hooks, &mut description);
                 Arc::new(self.built(&place, built)?)
             }
-            AgentKind::Sequential => {
-                Arc::new(SequentialAgent::new(&agent.name, sub_agents).description(&agent.description))
-            }
-            AgentKind::Parallel => {
-                Arc::new(ParallelAgent::new(&agent.name, sub_agents).description(&agent.description))
-            }
+            AgentKind::Sequential => with_agent_hooks(
+                Arc::new(SequentialAgent::new(&agent.name, sub_agents).description(&agent.description)),
+                hooks,
+            ),
+            AgentKind::Parallel => with_agent_hooks(
+                Arc::new(ParallelAgent::new(&agent.name, sub_agents).description(&agent.description)),
+                hooks,
+            ),
             AgentKind::Loop => {
                 let mut built = LoopAgent::new(&agent.name, sub_agents).description(&agent.description);
                 if let Some(max) = agent.max_iterations {
                     built = built.max_iterations(max);
                 }
-                Arc::new(built)
+                with_agent_hooks(Arc::new(built), hooks)
             }
             AgentKind::A2a => unreachable!("a2a agents are built by Tree::remote"),
         };
+        if agent.as_tool {
+            // ADK's AgentTool: the parent calls it; its reply is the call's result.
+            return Some(Built::Tool(Arc::new(AgentTool::new(built))));
+        }
         Some(Built::Agent(built, description))
+    }
+
+    /// The agent's hooks: the app's, then its own. Only llm agents call models and
+    /// tools, so another kind may list only hooks of `before_agent` and `after_agent`
+    /// (app-wide hooks apply to every agent at the points it has).
+    fn agent_hooks(&mut self, place: &str, agent: &AgentConfig) -> Hooks {
+        let own = listed_hooks(self.spec, self.hooks, &agent.hooks, place, self.problems);
+        for hook in &own {
+            if self.app_hooks.iter().any(|app_hook| Arc::ptr_eq(app_hook, hook)) {
+                self.add(
+                    place,
+                    "hooks",
+                    format!(
+                        "{} is a hook of the whole app already (app {:?}, hooks): listed here too, it would be called \
+                         twice",
+                        hook.name(),
+                        self.app_name
+                    ),
+                );
+            }
+            let other_points: Vec<&str> = hook
+                .points()
+                .iter()
+                .filter(|point| !point.is_agent_point())
+                .map(|point| point.as_str())
+                .collect();
+            if agent.kind != AgentKind::Llm && !other_points.is_empty() {
+                self.add(
+                    place,
+                    "hooks",
+                    format!(
+                        "hook {} is called at {}: only llm agents call models and tools; a {} agent has \
+                         before_agent and after_agent",
+                        hook.name(),
+                        other_points.join(", "),
+                        agent.kind.as_str()
+                    ),
+                );
+            }
+        }
+        if agent.as_tool && !agent.hooks.is_empty() {
+            self.add(
+                place,
+                "hooks",
+                "an a2a agent offered as a tool is called, not run as an agent: its hooks would never be called \
+                 (its parent's before_tool and after_tool hooks see its calls)",
+            );
+        }
+        Hooks::new(self.app_hooks.iter().cloned().chain(own))
     }
 
     /// A workflow agent has sub-agents and none of an llm agent's fields.
@@ -288,7 +404,13 @@ impl Tree<'_> {
             ("instruction", agent.instruction.is_some()),
             ("tools", !agent.tools.is_empty()),
             ("output_key", agent.output_key.is_some()),
+            ("output_schema", agent.output_schema.is_some()),
+            ("input_schema", agent.input_schema.is_some()),
             ("include_contents", agent.include_contents.is_some()),
+            ("global_instruction", agent.global_instruction.is_some()),
+            ("static_instruction", agent.static_instruction.is_some()),
+            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
+            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
         ];
         for (field, _) in llm_only.into_iter().filter(|(_, set)| *set) {
@@ -374,10 +496,32 @@ impl Tree<'_> {
         {
             self.add(place, "output_key", library_message(&e));
         }
-        if let Some(generation) = &agent.generation
-            && generation.max_output_tokens.is_some_and(|n| n < 1)
+        if let Some(schema) = &agent.output_schema
+            && let Err(e) = adk_grpc_agents::check_schema("output_schema", schema)
         {
-            self.add(place, "generation", "max_output_tokens must be at least 1");
+            self.add(place, "output_schema", library_message(&e));
+        }
+        if let Some(schema) = &agent.input_schema
+            && let Err(e) = adk_grpc_agents::check_object_schema("input_schema", schema)
+        {
+            self.add(place, "input_schema", library_message(&e));
+        }
+        if agent.output_schema.is_some()
+            && agent
+                .tools
+                .iter()
+                .any(|t| t == adk_grpc_agents::SET_MODEL_RESPONSE_TOOL_NAME)
+        {
+            self.add(
+                place,
+                "tools",
+                "set_model_response is offered by itself to an agent with an output_schema and tools: name the tool \
+                 otherwise",
+            );
+        }
+        if let Some(generation) = &agent.generation {
+            let provider = model.as_ref().map(|m| m.provider().to_string());
+            self.generation(place, generation, provider.as_deref());
         }
         let model = model?;
         all_tools.then_some(LlmParts {
@@ -388,6 +532,97 @@ impl Tree<'_> {
         })
     }
 
+    /// `generation`: each setting in its range, and only what the agent's model's
+    /// provider has (`provider` is None when the model is not built).
+    fn generation(&mut self, place: &str, generation: &GenerationConfig, provider: Option<&str>) {
+        if generation.max_output_tokens.is_some_and(|n| n < 1) {
+            self.add(place, "generation", "max_output_tokens must be at least 1");
+        }
+        if generation.top_k.is_some_and(|k| k < 1) {
+            self.add(place, "generation.top_k", "must be at least 1");
+        }
+        let openai = provider == Some("openai");
+        if let Some(mime) = &generation.response_mime_type {
+            match mime.as_str() {
+                "text/plain" | "application/json" => {}
+                _ if openai => self.add(
+                    place,
+                    "generation.response_mime_type",
+                    format!(
+                        "an openai model replies in text/plain or application/json, not {mime:?} (the output_schema \
+                         field asks for structured JSON)"
+                    ),
+                ),
+                m if m.split_once('/').is_some_and(|(a, b)| !a.is_empty() && !b.is_empty()) => {}
+                _ => self.add(
+                    place,
+                    "generation.response_mime_type",
+                    format!("{mime:?} is not a MIME type (e.g. application/json)"),
+                ),
+            }
+        }
+        if !generation.safety_settings.is_empty() && openai {
+            self.add(
+                place,
+                "generation.safety_settings",
+                "safety settings are Gemini's (safetySettings): an openai model has none; leave them out or use a \
+                 gemini model",
+            );
+        }
+        for (i, setting) in generation.safety_settings.iter().enumerate() {
+            let fits = setting.as_object().is_some_and(|s| {
+                s.get("category").is_some_and(serde_json::Value::is_string)
+                    && s.get("threshold").is_some_and(serde_json::Value::is_string)
+            });
+            if !fits {
+                self.add(
+                    place,
+                    "generation.safety_settings",
+                    format!(
+                        "entry {} must be {{category: HARM_CATEGORY_…, threshold: BLOCK_…}} as Gemini's API takes it, \
+                         not {setting}",
+                        i + 1
+                    ),
+                );
+            }
+        }
+        if let Some(thinking) = &generation.thinking {
+            let field = "generation.thinking";
+            if thinking.budget_tokens.is_none() && thinking.include_thoughts.is_none() && thinking.effort.is_none() {
+                self.add(place, field, "set budget_tokens, include_thoughts or effort");
+            }
+            if thinking.budget_tokens.is_some_and(|b| b < -1) {
+                self.add(
+                    place,
+                    "generation.thinking.budget_tokens",
+                    "must be -1 (the model decides), 0 (no thinking) or a number of tokens",
+                );
+            }
+            if thinking.budget_tokens.is_some() && thinking.effort.is_some() {
+                self.add(
+                    place,
+                    field,
+                    "set budget_tokens or effort, not both (Gemini refuses a thinkingBudget with a thinkingLevel)",
+                );
+            }
+            if openai && thinking.budget_tokens.is_some() {
+                self.add(
+                    place,
+                    "generation.thinking.budget_tokens",
+                    "an openai model takes an effort (reasoning_effort: low, medium, high), not a token budget",
+                );
+            }
+            if openai && thinking.include_thoughts.is_some() {
+                self.add(
+                    place,
+                    "generation.thinking.include_thoughts",
+                    "an openai model has no such switch: a server that reasons returns its reasoning \
+                     (reasoning_content) by itself, and it is stored as thought parts",
+                );
+            }
+        }
+    }
+
     /// A remote agent: its own settings, nothing of the local kinds (it runs
     /// elsewhere); built as an agent, or as a tool of its parent with `as_tool`.
     fn remote(&mut self, place: &str, agent: &AgentConfig, before: usize) -> Option<Built> {
@@ -396,7 +631,13 @@ impl Tree<'_> {
             ("instruction", agent.instruction.is_some()),
             ("tools", !agent.tools.is_empty()),
             ("output_key", agent.output_key.is_some()),
+            ("output_schema", agent.output_schema.is_some()),
+            ("input_schema", agent.input_schema.is_some()),
             ("include_contents", agent.include_contents.is_some()),
+            ("global_instruction", agent.global_instruction.is_some()),
+            ("static_instruction", agent.static_instruction.is_some()),
+            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
+            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
             ("sub_agents", !agent.sub_agents.is_empty()),
         ];

@@ -17,8 +17,33 @@ pub(super) struct AgentsFile {
     pub(super) models: BTreeMap<String, Value>,
     #[serde(default)]
     pub(super) tools: BTreeMap<String, ToolConfig>,
+    /// Named hooks (ADK's callbacks and plugins, served over HTTP) apps and agents list.
+    #[serde(default)]
+    pub(super) hooks: BTreeMap<String, HookConfig>,
     #[serde(default)]
     pub(super) apps: BTreeMap<String, AppConfig>,
+}
+
+/// A hook: an HTTP endpoint POSTed JSON at each of its points (adk_grpc_agents::hooks).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct HookConfig {
+    pub(super) url: String,
+    /// `before_agent`, `after_agent`, `before_model`, `after_model`, `before_tool`, `after_tool`.
+    #[serde(default)]
+    pub(super) points: Vec<adk_grpc_agents::HookPoint>,
+    /// How long one call may take [default: 10].
+    #[serde(default)]
+    pub(super) timeout_secs: Option<u64>,
+    /// `fail_open` [default] or `fail_closed`.
+    #[serde(default)]
+    pub(super) on_failure: adk_grpc_agents::FailurePolicy,
+    /// Header name -> the NAME of the environment variable holding its value.
+    #[serde(default)]
+    pub(super) headers_from_env: BTreeMap<String, String>,
+    /// The state the hook is sent in its `context`, as a tool's.
+    #[serde(default)]
+    pub(super) context: Option<ToolContextConfig>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -96,6 +121,19 @@ pub(super) struct ToolConfig {
     /// mcp: how long starting the server and the handshake may take [default: 30].
     #[serde(default)]
     pub(super) connect_timeout_secs: Option<u64>,
+    /// http, mcp: the tool context is exchanged with the tool (an http tool's body
+    /// and reply become the envelope; an mcp call carries it in `_meta`).
+    #[serde(default)]
+    pub(super) context: Option<ToolContextConfig>,
+}
+
+/// `context:` of a tool: what of the tool context it is sent.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolContextConfig {
+    /// The state keys the tool reads: keys, prefixes ending in `*`, or `*`.
+    #[serde(default)]
+    pub(super) state: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -112,6 +150,9 @@ pub(super) struct AppConfig {
     /// Long-term memory: what to add to it after each invocation.
     #[serde(default)]
     pub(super) memory: Option<MemoryConfig>,
+    /// Hooks of every agent of the app (ADK's plugins), called before the agents' own.
+    #[serde(default)]
+    pub(super) hooks: Vec<String>,
 }
 
 /// `compaction:` of an app, as written.
@@ -235,9 +276,30 @@ pub(super) struct AgentConfig {
     pub(super) sub_agents: Vec<AgentConfig>,
     #[serde(default)]
     pub(super) output_key: Option<String>,
+    /// llm: the JSON Schema of the reply (ADK's `output_schema`): structured output, the
+    /// JSON value stored under `output_key`.
+    #[serde(default)]
+    pub(super) output_schema: Option<Value>,
+    /// llm: the JSON Schema (an object schema) of the arguments when the agent is
+    /// called as a tool (ADK's `input_schema`).
+    #[serde(default)]
+    pub(super) input_schema: Option<Value>,
     /// llm: `none` sends the model only the current turn (ADK's `include_contents`).
     #[serde(default)]
     pub(super) include_contents: Option<IncludeContents>,
+    /// llm, the root agent: put before every llm agent's instruction (ADK's `global_instruction`).
+    #[serde(default)]
+    pub(super) global_instruction: Option<String>,
+    /// llm: system text sent first and literally, for providers' prompt caching; the
+    /// `instruction` then follows the contents (ADK's `static_instruction`).
+    #[serde(default)]
+    pub(super) static_instruction: Option<String>,
+    /// llm: true keeps the agent from handing the turn back to its parent [default: false, as ADK].
+    #[serde(default)]
+    pub(super) disallow_transfer_to_parent: bool,
+    /// llm: true keeps the agent from handing the turn to its parent's other sub-agents [default: false].
+    #[serde(default)]
+    pub(super) disallow_transfer_to_peers: bool,
     #[serde(default)]
     pub(super) max_iterations: Option<u32>,
     #[serde(default)]
@@ -254,9 +316,13 @@ pub(super) struct AgentConfig {
     /// a2a: the NAME of the environment variable holding a bearer token.
     #[serde(default)]
     pub(super) bearer_token_env: Option<String>,
-    /// a2a: offered to the parent (an llm agent) as a tool it calls, not a transfer target.
+    /// Offered to the parent (an llm agent) as a tool it calls, not a transfer target
+    /// (ADK's `AgentTool`): its final reply is the call's result.
     #[serde(default)]
     pub(super) as_tool: bool,
+    /// The agent's own hooks (ADK's callbacks), after the app's.
+    #[serde(default)]
+    pub(super) hooks: Vec<String>,
 }
 
 /// The model's generation settings; any left out are the provider's defaults.
@@ -271,6 +337,39 @@ pub(super) struct GenerationConfig {
     pub(super) max_output_tokens: Option<i32>,
     #[serde(default)]
     pub(super) stop_sequences: Vec<String>,
+    #[serde(default)]
+    pub(super) top_k: Option<i32>,
+    #[serde(default)]
+    pub(super) seed: Option<i64>,
+    #[serde(default)]
+    pub(super) presence_penalty: Option<f32>,
+    #[serde(default)]
+    pub(super) frequency_penalty: Option<f32>,
+    /// `text/plain` or `application/json` (Gemini takes others too).
+    #[serde(default)]
+    pub(super) response_mime_type: Option<String>,
+    /// Gemini only: its `safetySettings`, `{category, threshold}` objects as its API takes them.
+    #[serde(default)]
+    pub(super) safety_settings: Vec<Value>,
+    /// How much the model reasons, and whether its thoughts come back (ADK's
+    /// `thinking_config` / `BuiltInPlanner`).
+    #[serde(default)]
+    pub(super) thinking: Option<ThinkingFileConfig>,
+}
+
+/// `generation.thinking`, as written.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ThinkingFileConfig {
+    /// Gemini's `thinkingBudget` (0 off, -1 the model decides).
+    #[serde(default)]
+    pub(super) budget_tokens: Option<i32>,
+    /// Gemini's `includeThoughts`.
+    #[serde(default)]
+    pub(super) include_thoughts: Option<bool>,
+    /// `low`, `medium` or `high`: OpenAI's `reasoning_effort`, Gemini's `thinkingLevel`.
+    #[serde(default)]
+    pub(super) effort: Option<adk_grpc_core::ThinkingEffort>,
 }
 
 impl From<&GenerationConfig> for GenerateContentConfig {
@@ -280,6 +379,18 @@ impl From<&GenerationConfig> for GenerateContentConfig {
             top_p: g.top_p,
             max_output_tokens: g.max_output_tokens,
             stop_sequences: g.stop_sequences.clone(),
+            top_k: g.top_k,
+            seed: g.seed,
+            presence_penalty: g.presence_penalty,
+            frequency_penalty: g.frequency_penalty,
+            response_mime_type: g.response_mime_type.clone(),
+            response_schema: None,
+            safety_settings: g.safety_settings.clone(),
+            thinking: g.thinking.as_ref().map(|t| adk_grpc_core::ThinkingConfig {
+                budget_tokens: t.budget_tokens,
+                include_thoughts: t.include_thoughts,
+                effort: t.effort,
+            }),
         }
     }
 }

@@ -79,7 +79,7 @@ fn unknown_fields_are_errors_with_their_place() {
     );
     assert_problem(
         "models:\n  m: { provider: mock, mock: { turns: [{ txt: hi }] } }\napps: {}\n",
-        r#"agents.yaml: model "m": unknown variant `txt`, expected one of `text`, `function_calls`, `error`"#,
+        r#"agents.yaml: model "m": unknown variant `txt`, expected one of `text`, `function_calls`, `json`, `thinking`, `error`"#,
     );
     assert_problem(
         "apps:\n  a:\n    root_agent: { name: a }\n    extra: 1\n",
@@ -413,6 +413,58 @@ fn client_tools_have_no_server_side_settings() {
 
 fn with_mcp(fields: &str) -> String {
     with_tool(&format!("m: {{ kind: mcp, {fields} }}"))
+}
+
+#[test]
+fn transfer_instruction_and_agent_tool_fields_of_llm_agents() {
+    valid(&with_root(concat!(
+        "name: desk\nmodel: fast\nglobal_instruction: Be polite.\nstatic_instruction: You work at a desk.\n",
+        "sub_agents:\n",
+        "  - { name: billing, model: fast, disallow_transfer_to_parent: true, disallow_transfer_to_peers: true }\n",
+        "  - { name: researcher, model: fast, as_tool: true, description: Looks things up. }\n",
+    )));
+    assert_problem(
+        &with_root("name: desk\nmodel: fast\nsub_agents:\n  - { name: billing, model: fast, global_instruction: x }\n"),
+        r#"agent "billing": field "global_instruction": only the root agent's is used"#,
+    );
+    for field in [
+        "global_instruction: x",
+        "static_instruction: x",
+        "disallow_transfer_to_parent: true",
+        "disallow_transfer_to_peers: true",
+    ] {
+        let name = field.split(':').next().unwrap();
+        assert_problem(
+            &with_root(&format!(
+                "name: steps\nkind: sequential\n{field}\nsub_agents:\n  - {{ name: a, model: fast }}\n"
+            )),
+            &format!(r#"agent "steps": field "{name}": only llm agents have it; this is a sequential agent"#),
+        );
+    }
+}
+
+#[test]
+fn a_tool_context_is_for_http_and_mcp_tools_with_well_formed_state_keys() {
+    valid(&with_tool(
+        "t: { kind: http, description: d, url: \"http://x\", context: { state: [\"user:*\", theme, \"*\"] } }",
+    ));
+    valid(&with_mcp("transport: stdio, command: sh, context: {}"));
+    assert_problem(
+        &with_tool("t: { kind: client, description: d, context: {} }"),
+        r#"tool "t": field "context": only http and mcp tools (a client tool gets the call and the session from the run it resumes) have it; this is a client tool"#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", context: { state: [\"us*er\"] } }"),
+        r#"tool "t": field "context.state": "#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", context: { state: [\"\"] } }"),
+        r#"tool "t": field "context.state": "#,
+    );
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", context: { keys: [a] } }"),
+        "unknown field `keys`",
+    );
 }
 
 #[test]
@@ -795,4 +847,341 @@ fn an_a2a_agent_as_a_tool_is_offered_to_its_llm_parent_and_only_there() {
         &with_root("name: planner\nmodel: fast\nas_tool: true\n"),
         r#"agent "planner": field "as_tool": the root agent has no parent to call it as a tool"#,
     );
+}
+
+/// A valid file whose `planner` uses the model `model` (mock `fast`, `gpt` on openai,
+/// `gem` on gemini) with these extra fields.
+fn with_provider_model(model: &str, fields: &str) -> String {
+    format!(
+        "models:\n  fast: {{ provider: mock }}\n  gpt: {{ provider: openai, model: gpt-test, base_url: \"http://127.0.0.1:1/v1\" }}\n  \
+         gem: {{ provider: gemini, model: gemini-test, base_url: \"http://127.0.0.1:1\" }}\n\
+         apps:\n  weather:\n    root_agent:\n      name: planner\n      model: {model}\n{}",
+        fields.lines().map(|l| format!("      {l}\n")).collect::<String>()
+    )
+}
+
+#[tokio::test]
+async fn output_schema_stores_the_structured_reply_as_json_under_output_key() {
+    let yaml = "
+models:
+  scripted: { provider: mock, mock: { turns: [{ json: { city: Oslo, celsius: -2 } }, { text: not json }] } }
+apps:
+  a:
+    root_agent:
+      name: forecaster
+      model: scripted
+      output_key: forecast
+      output_schema:
+        type: object
+        properties: { city: { type: string }, celsius: { type: number } }
+        required: [city, celsius]
+      input_schema: { type: object, properties: { city: { type: string } }, required: [city] }
+";
+    let apps = valid(yaml).build(&RunnerServices::in_memory()).unwrap();
+    let events = run_once(&apps[0], "Oslo?").await;
+    assert_eq!(
+        events.last().unwrap().state_delta().get("forecast"),
+        Some(&json!({"city": "Oslo", "celsius": -2}))
+    );
+    // The next reply is not JSON: the run fails naming output_schema.
+    let options = RunOptions::default();
+    let stream = apps[0]
+        .runner()
+        .run("u", "s", Content::new("user").with_text("again"), options)
+        .await
+        .unwrap();
+    let results: Vec<_> = stream.collect().await;
+    let error = results
+        .into_iter()
+        .find_map(Result::err)
+        .expect("a misfit reply fails the run");
+    assert!(error.to_string().contains("output_schema"), "{error}");
+}
+
+#[test]
+fn output_and_input_schemas_must_be_json_schemas() {
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\noutput_schema: a string\n"),
+        r#"field "output_schema": output_schema must be a JSON Schema object"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\noutput_schema: { type: 7 }\n"),
+        r#"field "output_schema": output_schema is not a valid JSON Schema"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ninput_schema: { type: string }\n"),
+        r#"field "input_schema": input_schema must be an object schema"#,
+    );
+    assert_problem(
+        &with_root(
+            "kind: sequential\nname: flow\noutput_schema: { type: object }\nsub_agents: [{ name: a, model: fast }]\n",
+        ),
+        r#"field "output_schema": only llm agents have it; this is a sequential agent"#,
+    );
+    assert_problem(
+        &with_root(
+            "kind: sequential\nname: flow\ninput_schema: { type: object }\nsub_agents: [{ name: a, model: fast }]\n",
+        ),
+        r#"field "input_schema": only llm agents have it"#,
+    );
+    valid(&with_root(
+        "name: planner\nmodel: fast\ntools: [lookup]\noutput_schema: { type: array, items: { type: string } }\n",
+    ));
+}
+
+#[test]
+fn generation_settings_beyond_sampling_are_checked_per_provider() {
+    let all = "generation:\n  top_k: 40\n  seed: 7\n  presence_penalty: 0.5\n  frequency_penalty: -0.5\n  \
+               response_mime_type: application/json\n  \
+               safety_settings: [{ category: HARM_CATEGORY_HARASSMENT, threshold: BLOCK_ONLY_HIGH }]\n  \
+               thinking: { budget_tokens: 1024, include_thoughts: true }\n";
+    valid(&with_provider_model("gem", all));
+    valid(&with_provider_model(
+        "gem",
+        "generation: { thinking: { effort: high } }\n",
+    ));
+    valid(&with_provider_model(
+        "gpt",
+        "generation: { thinking: { effort: low }, top_k: 5, seed: 1 }\n",
+    ));
+    let place = r#"agent "planner": field "#;
+    for (model, fields, expected) in [
+        (
+            "gpt",
+            "generation: { safety_settings: [{ category: HARM_CATEGORY_HARASSMENT, threshold: BLOCK_NONE }] }",
+            r#""generation.safety_settings": safety settings are Gemini's"#,
+        ),
+        (
+            "gem",
+            "generation: { safety_settings: [{ category: HARM_CATEGORY_HARASSMENT }] }",
+            r#""generation.safety_settings": entry 1 must be {category"#,
+        ),
+        (
+            "gpt",
+            "generation: { thinking: { budget_tokens: 100 } }",
+            r#""generation.thinking.budget_tokens": an openai model takes an effort"#,
+        ),
+        (
+            "gpt",
+            "generation: { thinking: { include_thoughts: true } }",
+            r#""generation.thinking.include_thoughts": an openai model has no such switch"#,
+        ),
+        (
+            "gem",
+            "generation: { thinking: { budget_tokens: 100, effort: low } }",
+            r#""generation.thinking": set budget_tokens or effort, not both"#,
+        ),
+        (
+            "gem",
+            "generation: { thinking: { budget_tokens: -2 } }",
+            r#""generation.thinking.budget_tokens": must be -1"#,
+        ),
+        (
+            "gem",
+            "generation: { thinking: {} }",
+            r#""generation.thinking": set budget_tokens"#,
+        ),
+        (
+            "gem",
+            "generation: { top_k: 0 }",
+            r#""generation.top_k": must be at least 1"#,
+        ),
+        (
+            "gpt",
+            "generation: { response_mime_type: text/x.enum }",
+            r#""generation.response_mime_type": an openai model replies in text/plain or application/json"#,
+        ),
+        (
+            "gem",
+            "generation: { response_mime_type: json }",
+            r#""generation.response_mime_type": "json" is not a MIME type"#,
+        ),
+    ] {
+        assert_problem(&with_provider_model(model, fields), &format!("{place}{expected}"));
+    }
+    // Values serde refuses name their field too.
+    assert_problem(
+        &with_provider_model("gem", "generation: { thinking: { effort: extreme } }"),
+        "effort",
+    );
+    assert_problem(
+        &with_provider_model("gem", "generation: { thinking: { budget: 5 } }"),
+        "budget",
+    );
+}
+
+#[tokio::test]
+async fn a_scripted_thought_is_stored_as_a_thought_part() {
+    let yaml = "
+models:
+  scripted: { provider: mock, mock: { turns: [{ thinking: { thought: hmm, text: done } }] } }
+apps:
+  a:
+    root_agent: { name: x, model: scripted, output_key: reply }
+";
+    let apps = valid(yaml).build(&RunnerServices::in_memory()).unwrap();
+    let events = run_once(&apps[0], "hi").await;
+    let reply = events.last().unwrap();
+    let parts = &reply.content().unwrap().parts;
+    assert_eq!(parts[0].thought, Some(true));
+    assert_eq!(parts[0].kind, adk_grpc_core::PartKind::Text { text: "hmm".into() });
+    assert_eq!(reply.state_delta().get("reply"), Some(&json!("done")));
+}
+
+/// A valid file with the hooks `hooks` (indented YAML under `hooks:`), app-wide
+/// hooks `app_hooks` and the root agent `root`.
+fn with_hooks(hooks: &str, app_hooks: &str, root: &str) -> String {
+    format!(
+        "models:\n  m: {{ provider: mock }}\nhooks:\n{}apps:\n  a:\n    hooks: {app_hooks}\n    root_agent:\n{}",
+        hooks.lines().map(|l| format!("  {l}\n")).collect::<String>(),
+        root.lines().map(|l| format!("      {l}\n")).collect::<String>()
+    )
+}
+
+const GUARD: &str = "guard: { url: \"http://127.0.0.1:9/hook\", points: [before_tool] }";
+
+#[test]
+fn hooks_need_an_http_url_points_and_a_positive_timeout() {
+    let root = "{ name: x, model: m }";
+    assert_problem(
+        &with_hooks("g: { url: \"http://x/h\" }", "[]", root),
+        r#"hook "g": field "points": name the points the hook is called at"#,
+    );
+    assert_problem(
+        &with_hooks("g: { url: \"ftp://x/h\", points: [after_model] }", "[]", root),
+        r#"hook "g": field "url": hook g: "ftp://x/h" is not an http(s) URL"#,
+    );
+    assert_problem(
+        &with_hooks(
+            "g: { url: \"http://x/h\", points: [after_model], timeout_secs: 0 }",
+            "[]",
+            root,
+        ),
+        r#"hook "g": field "timeout_secs": must be at least 1"#,
+    );
+    assert_problem(
+        &with_hooks(
+            "\"a guard\": { url: \"http://x/h\", points: [after_model] }",
+            "[]",
+            root,
+        ),
+        r#"hook "a guard": a hook name is 1-64 characters"#,
+    );
+    assert_problem(
+        &with_hooks("g: { points: [after_model] }", "[]", root),
+        "missing field `url`",
+    );
+}
+
+#[test]
+fn hook_points_and_failure_policies_take_their_names_only() {
+    let root = "{ name: x, model: m }";
+    assert_problem(
+        &with_hooks("g: { url: \"http://x/h\", points: [before_tol] }", "[]", root),
+        "unknown variant `before_tol`, expected one of `before_agent`, `after_agent`, `before_model`, \
+         `after_model`, `before_tool`, `after_tool`",
+    );
+    assert_problem(
+        &with_hooks(
+            "g: { url: \"http://x/h\", points: [after_model], on_failure: closed }",
+            "[]",
+            root,
+        ),
+        "unknown variant `closed`, expected `fail_open` or `fail_closed`",
+    );
+    assert_problem(
+        &with_hooks(
+            "g: { url: \"http://x/h\", points: [after_model], retries: 3 }",
+            "[]",
+            root,
+        ),
+        "unknown field `retries`",
+    );
+    valid(&with_hooks(
+        "g: { url: \"http://x/h\", points: [after_model, before_agent], on_failure: fail_closed, timeout_secs: 2 }",
+        "[g]",
+        root,
+    ));
+}
+
+#[test]
+fn hook_context_and_headers_are_checked_as_tools_are() {
+    let root = "{ name: x, model: m }";
+    assert_problem(
+        &with_hooks(
+            "g: { url: \"http://x/h\", points: [after_model], context: { state: [\"us*er\"] } }",
+            "[]",
+            root,
+        ),
+        r#"hook "g": field "context.state""#,
+    );
+    assert_problem(
+        &with_hooks(
+            "g: { url: \"http://x/h\", points: [after_model], headers_from_env: { x-key: ADK_TEST_SURELY_UNSET_KEY } }",
+            "[]",
+            root,
+        ),
+        r#"hook "g": field "headers_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY (for header x-key) is not set"#,
+    );
+    valid(&with_hooks(
+        "g: { url: \"http://x/h\", points: [after_model], context: { state: [\"user:*\"] }, headers_from_env: { x-path: PATH } }",
+        "[g]",
+        root,
+    ));
+}
+
+#[test]
+fn apps_and_agents_list_declared_hooks_once() {
+    assert_problem(
+        &with_hooks(GUARD, "[gaurd]", "{ name: x, model: m }"),
+        r#"app "a": field "hooks": unknown hook "gaurd" (declared: guard)"#,
+    );
+    assert_problem(
+        &with_hooks(GUARD, "[]", "{ name: x, model: m, hooks: [gaurd] }"),
+        r#"app "a", agent "x": field "hooks": unknown hook "gaurd""#,
+    );
+    assert_problem(
+        &with_hooks(GUARD, "[]", "{ name: x, model: m, hooks: [guard, guard] }"),
+        r#"app "a", agent "x": field "hooks": guard is listed twice"#,
+    );
+    assert_problem(
+        &with_hooks(GUARD, "[guard]", "{ name: x, model: m, hooks: [guard] }"),
+        r#"app "a", agent "x": field "hooks": guard is a hook of the whole app already"#,
+    );
+    valid(&with_hooks(GUARD, "[guard]", "{ name: x, model: m }"));
+    valid(&with_hooks(GUARD, "[]", "{ name: x, model: m, hooks: [guard] }"));
+}
+
+#[test]
+fn only_llm_agents_list_hooks_of_model_and_tool_points() {
+    let hooks = "guard: { url: \"http://127.0.0.1:9/hook\", points: [before_tool] }\n\
+                 greet: { url: \"http://127.0.0.1:9/hook\", points: [before_agent, after_agent] }";
+    assert_problem(
+        &with_hooks(
+            hooks,
+            "[]",
+            "name: steps\nkind: sequential\nhooks: [guard]\nsub_agents:\n  - { name: x, model: m }\n",
+        ),
+        r#"app "a", agent "steps": field "hooks": hook guard is called at before_tool: only llm agents call models and tools"#,
+    );
+    assert_problem(
+        &with_hooks(
+            hooks,
+            "[]",
+            "name: x\nmodel: m\nsub_agents:\n  - { name: r, kind: a2a, endpoint: \"http://127.0.0.1:1\", as_tool: true, hooks: [greet] }\n",
+        ),
+        r#"app "a", agent "r": field "hooks": an a2a agent offered as a tool is called, not run as an agent"#,
+    );
+    // App-wide hooks apply to every agent at the points it has; workflow and a2a
+    // agents take agent-point hooks of their own.
+    valid(&with_hooks(
+        hooks,
+        "[guard]",
+        "name: steps\nkind: sequential\nhooks: []\nsub_agents:\n  - { name: x, model: m }\n  - { name: r, kind: a2a, endpoint: \"http://127.0.0.1:1\", hooks: [greet] }\n",
+    ));
+    valid(&with_hooks(
+        hooks,
+        "[]",
+        "name: steps\nkind: loop\nhooks: [greet]\nsub_agents:\n  - { name: x, model: m, hooks: [guard, greet] }\n",
+    ));
 }

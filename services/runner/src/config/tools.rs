@@ -4,7 +4,7 @@
 
 use super::file::{AgentsFile, McpTransportKind, ToolConfig, ToolKind};
 use super::problems::{Problems, library_message};
-use adk_grpc_agents::{BUILTIN_TOOLS, ClientTool, HttpTool, McpToolset, TRANSFER_TOOL_NAME};
+use adk_grpc_agents::{BUILTIN_TOOLS, ClientTool, ContextGrant, HttpTool, McpToolset, TRANSFER_TOOL_NAME};
 use adk_grpc_core::Tool;
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,6 +58,7 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
         );
     }
     check_kind_fields(&place, config, problems);
+    let grant = context_grant(&place, config, problems);
     let headers = match config.kind {
         ToolKind::Http => {
             if config.url.is_none() {
@@ -71,7 +72,7 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
             header_values(&place, config, problems)
         }
         ToolKind::Client => Vec::new(),
-        ToolKind::Mcp => return build_mcp_toolset(name, &place, config, problems, before),
+        ToolKind::Mcp => return build_mcp_toolset(name, &place, config, problems, before, grant),
     };
     if problems.0.len() > before {
         return None;
@@ -88,6 +89,9 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
                 }
                 for (header, value) in &headers {
                     tool = tool.with_header(header, value)?;
+                }
+                if let Some(grant) = grant {
+                    tool = tool.with_context(grant);
                 }
                 Ok(tool)
             });
@@ -194,6 +198,12 @@ fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) 
             config.kind == ToolKind::Mcp,
             "mcp tools",
         ),
+        (
+            "context",
+            config.context.is_some(),
+            config.kind != ToolKind::Client,
+            "http and mcp tools (a client tool gets the call and the session from the run it resumes)",
+        ),
     ];
     let kind = match (config.kind, transport) {
         (ToolKind::Mcp, Some(McpTransportKind::Stdio)) => "an mcp tool over stdio".to_string(),
@@ -206,6 +216,14 @@ fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) 
             problems.add(place, Some(field), format!("only {owners} have it; this is {kind}"));
         }
     }
+}
+
+/// The tool context an http or mcp tool declares it reads, checked by the library's rules.
+fn context_grant(place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<ContextGrant> {
+    let declared = config.context.as_ref().filter(|_| config.kind != ToolKind::Client)?;
+    ContextGrant::new(declared.state.iter().cloned())
+        .inspect_err(|e| problems.add(place, Some("context.state"), library_message(e)))
+        .ok()
 }
 
 fn check_timeouts(place: &str, config: &ToolConfig, problems: &mut Problems) {
@@ -252,6 +270,7 @@ fn build_mcp_toolset(
     config: &ToolConfig,
     problems: &mut Problems,
     before: usize,
+    grant: Option<ContextGrant>,
 ) -> Option<Declared> {
     check_timeouts(place, config, problems);
     let toolset = match config.transport {
@@ -299,6 +318,9 @@ fn build_mcp_toolset(
     }
     if let Some(secs) = config.connect_timeout_secs {
         toolset = toolset.with_connect_timeout(Duration::from_secs(secs));
+    }
+    if let Some(grant) = grant {
+        toolset = toolset.with_context(grant);
     }
     Some(Declared::Toolset(Arc::new(toolset)))
 }

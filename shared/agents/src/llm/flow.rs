@@ -6,9 +6,11 @@
 //! request in flight.
 
 use super::callbacks::BeforeModel;
+use super::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME, SetModelResponseTool};
 use super::{IncludeContents, Inner, history, instruction};
 use crate::compaction::{self, Trigger};
 use crate::context::ToolCallContext;
+use crate::hooks::{BeforeTool, HookPoint, Hooks};
 use crate::tools::TransferToAgentTool;
 use adk_grpc_core::{
     AdkError, Agent, CallbackContext, CompactionConfig, Content, Event, EventActions, EventStream,
@@ -30,7 +32,21 @@ const MODEL_ROLE: &str = "model";
 
 pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {
     Box::pin(try_stream! {
-        while !ctx.ended() {
+        // A client tool's answer may carry actions (recorded on the user event): a
+        // transfer hands the turn over, escalate and skip_summarization end it here.
+        let mut answered_by_client = false;
+        if let Some(actions) = client_tool_actions(ctx.as_ref()) {
+            answered_by_client = actions.escalates() || actions.skips_summarization();
+            if let Some(target) = actions.transfer_to_agent {
+                answered_by_client = true;
+                let target = agent.transfer_target(&ctx, &target)?;
+                let mut events = target.run(ctx.for_agent(target.clone(), ctx.branch())).await?;
+                while let Some(event) = events.next().await {
+                    yield event?;
+                }
+            }
+        }
+        while !answered_by_client && !ctx.ended() {
             let tools = agent.tools(&ctx).await?;
             let mut request = agent.request(&ctx, &tools).await?;
             if let Some(config) = ctx.compaction().filter(|c| c.token_budget.is_some()).cloned() {
@@ -54,11 +70,26 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 }
             }
             let request = request;
-            let response = match agent.before_model(&ctx, request).await? {
+            // The actions of this model call's hooks go into its event.
+            let hook_sink = Hooks::sink(&ctx);
+            let response = match agent.before_model(&ctx, &hook_sink, request).await? {
                 BeforeModel::Respond(response) => response,
+                BeforeModel::Continue(_) if ctx.ended() => {
+                    // A hook ended the invocation: the model is not called.
+                    let actions = hook_sink.take_actions();
+                    if actions != EventActions::default() {
+                        let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+                        event.actions = actions;
+                        yield event;
+                    }
+                    break;
+                }
                 BeforeModel::Continue(request) => {
                     ctx.increment_llm_call_count()?;
-                    let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse;
+                    // An after_model hook must see a reply whole before any of it is
+                    // streamed (a redaction cannot work on fragments): no partials.
+                    let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse
+                        && !agent.hooks.has(HookPoint::AfterModel);
                     let mut replies = call_model(&agent.model, request, streaming).await?;
                     let mut complete = None;
                     while let Some(reply) = replies.next().await {
@@ -79,24 +110,37 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                     })?
                 }
             };
-            let response = agent.after_model(&ctx, response).await?;
-            let model_event = agent.model_event(ctx.as_ref(), response, &tools);
+            let response = agent.after_model(&ctx, &hook_sink, response).await?;
+            let mut model_event = agent.model_event(ctx.as_ref(), response, &tools)?;
+            merge_actions(&mut model_event.actions, hook_sink.take_actions());
             let calls = function_calls(&model_event);
             let pauses = !model_event.long_running_tool_ids.is_empty();
             yield model_event;
             if calls.is_empty() {
                 break;
             }
+            // A fitting set_model_response call is the final reply (a misfit one is
+            // answered with the problem, and the model tries again).
+            let structured = agent.structured_reply(&calls);
 
             let mut transfer = None;
             let mut skip_summarization = false;
-            if let Some(responses) = agent.execute(&ctx, &tools, calls).await {
+            if let Some(responses) = agent.execute(&ctx, &tools, calls).await? {
                 transfer = responses.actions.transfer_to_agent.clone();
                 skip_summarization = responses.actions.skips_summarization();
                 yield responses;
             }
+            if let Some(value) = structured {
+                let reply = LlmResponse {
+                    content: Some(Content::new(MODEL_ROLE).with_text(value.to_string())),
+                    turn_complete: Some(true),
+                    ..Default::default()
+                };
+                yield agent.model_event(ctx.as_ref(), reply, &tools)?;
+                break;
+            }
             if let Some(target) = transfer {
-                let target = agent.sub_agent(&target)?;
+                let target = agent.transfer_target(&ctx, &target)?;
                 let mut events = target.run(ctx.for_agent(target.clone(), ctx.branch())).await?;
                 while let Some(event) = events.next().await {
                     yield event?;
@@ -114,6 +158,26 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
             }
         }
     })
+}
+
+/// The actions of the client tool answers this invocation began with, when this
+/// agent made the calls answered and nothing has happened since the user's message
+/// (a sub-agent it transfers to must not act on them again).
+fn client_tool_actions(ctx: &dyn InvocationContext) -> Option<EventActions> {
+    let events = ctx.events();
+    let (last, before) = events.split_last()?;
+    if last.invocation_id != ctx.invocation_id() || last.author != crate::USER_AUTHOR {
+        return None;
+    }
+    let answered = last.content()?.parts.iter().find_map(|p| match &p.kind {
+        PartKind::FunctionResponse { id: Some(id), .. } => Some(id.as_str()),
+        _ => None,
+    })?;
+    let caller = before
+        .iter()
+        .rev()
+        .find(|event| function_calls(event).iter().any(|call| call.id == answered))?;
+    (caller.author == ctx.agent_name()).then(|| last.actions.clone())
 }
 
 /// A summary of everything before this invocation, to store before the request; None
@@ -156,37 +220,63 @@ fn function_calls(event: &Event) -> Vec<Call> {
 impl Inner {
     /// The agent's tools for this step: its own, its toolsets', and
     /// `transfer_to_agent` when it has sub-agents.
+    /// With an `output_schema`, `set_model_response` joins any of them (ADK's way of
+    /// combining tools and structured output).
     async fn tools(&self, ctx: &Arc<dyn InvocationContext>) -> Result<Vec<Arc<dyn Tool>>> {
         let mut tools = self.tools.clone();
         for toolset in &self.toolsets {
             let readonly: Arc<dyn ReadonlyContext> = ctx.clone();
             tools.extend(toolset.tools(readonly).await?);
         }
-        if !self.sub_agents.is_empty() {
-            let targets = self
-                .sub_agents
+        let targets = self.transfer_targets(ctx);
+        if !targets.is_empty() {
+            let targets = targets
                 .iter()
                 .map(|a| (a.name().to_string(), a.description().to_string()))
                 .collect();
             tools.push(Arc::new(TransferToAgentTool::new(targets)));
         }
+        if let Some(schema) = &self.output_schema
+            && !tools.is_empty()
+        {
+            tools.push(Arc::new(SetModelResponseTool::new(schema.clone())));
+        }
         Ok(tools)
     }
 
+    /// The structured value of the step's `set_model_response` call, when it fits.
+    fn structured_reply(&self, calls: &[Call]) -> Option<Value> {
+        let schema = self.output_schema.as_ref()?;
+        calls
+            .iter()
+            .filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME)
+            .find_map(|call| schema.value_of_call(&call.args).ok())
+    }
+
     async fn request(&self, ctx: &Arc<dyn InvocationContext>, tools: &[Arc<dyn Tool>]) -> Result<LlmRequest> {
-        let system_instruction = match &self.instruction {
-            Some(template) => Some(instruction::render(template, &self.name, ctx.as_ref()).await?),
-            None => None,
+        let (mut system_instruction, trailing_instruction) = self.instructions(ctx).await?;
+        let mut config = self.config.clone();
+        if let Some(schema) = &self.output_schema {
+            if tools.iter().any(|tool| tool.name() == SET_MODEL_RESPONSE_TOOL_NAME) {
+                system_instruction = Some(match system_instruction {
+                    Some(text) if !text.is_empty() => format!("{text}\n\n{SET_MODEL_RESPONSE_INSTRUCTION}"),
+                    _ => SET_MODEL_RESPONSE_INSTRUCTION.to_string(),
+                });
+            } else {
+                config.response_schema = Some(schema.schema().clone());
+            }
+        }
+        let mut contents = match self.include_contents {
+            IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
+            IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
         };
+        contents.extend(trailing_instruction);
         let mut request = LlmRequest {
             model: self.model.name().to_string(),
-            contents: match self.include_contents {
-                IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
-                IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
-            },
+            contents,
             tools: tools.iter().map(|tool| tool.declaration()).collect(),
             system_instruction,
-            config: self.config.clone(),
+            config,
         };
         for tool in tools {
             let callback_ctx: Arc<dyn CallbackContext> = ctx.clone();
@@ -195,21 +285,32 @@ impl Inner {
         Ok(request)
     }
 
-    async fn before_model(&self, ctx: &Arc<dyn InvocationContext>, mut request: LlmRequest) -> Result<BeforeModel> {
+    /// The Rust callbacks, then the hooks (whose actions go to `sink`).
+    async fn before_model(
+        &self,
+        ctx: &Arc<dyn InvocationContext>,
+        sink: &ToolCallContext,
+        mut request: LlmRequest,
+    ) -> Result<BeforeModel> {
         for callback in &self.before_model {
             match callback(ctx.clone(), request).await? {
                 BeforeModel::Continue(changed) => request = changed,
                 respond => return Ok(respond),
             }
         }
-        Ok(BeforeModel::Continue(request))
+        self.hooks.before_model(ctx, sink, request).await
     }
 
-    async fn after_model(&self, ctx: &Arc<dyn InvocationContext>, mut response: LlmResponse) -> Result<LlmResponse> {
+    async fn after_model(
+        &self,
+        ctx: &Arc<dyn InvocationContext>,
+        sink: &ToolCallContext,
+        mut response: LlmResponse,
+    ) -> Result<LlmResponse> {
         for callback in &self.after_model {
             response = callback(ctx.clone(), response).await?;
         }
-        Ok(response)
+        self.hooks.after_model(ctx, sink, response).await
     }
 
     /// An event of this agent on the context's branch.
@@ -222,8 +323,15 @@ impl Inner {
 
     /// The event of a complete model reply: every function call gets an id
     /// (`adk-<uuid>` when the model gave none), long-running calls are listed,
-    /// and a final text reply goes to `output_key`.
-    fn model_event(&self, ctx: &dyn InvocationContext, mut response: LlmResponse, tools: &[Arc<dyn Tool>]) -> Event {
+    /// and a final text reply goes to `output_key`: with an `output_schema`, as the
+    /// JSON value, and a reply that is not JSON fitting the schema fails the run, as
+    /// ADK's does (the reply is not stored).
+    fn model_event(
+        &self,
+        ctx: &dyn InvocationContext,
+        mut response: LlmResponse,
+        tools: &[Arc<dyn Tool>],
+    ) -> Result<Event> {
         let mut long_running = Vec::new();
         let mut has_calls = false;
         if let Some(content) = &mut response.content {
@@ -245,33 +353,50 @@ impl Inner {
         }
         let mut event = self.event(ctx, response);
         event.long_running_tool_ids = long_running;
+        let text = event.content().and_then(Content::text).filter(|_| !has_calls);
+        let output = match (&self.output_schema, text) {
+            // An empty reply (e.g. a filtered one) has nothing to parse; ADK skips it too.
+            (Some(schema), Some(text)) if !text.trim().is_empty() => {
+                Some(schema.parse_reply(&text).map_err(|problem| {
+                    AdkError::Model(format!(
+                        "agent {}: the model's reply is not the structured output its output_schema asks for: \
+                     {problem}; the reply was: {}",
+                        self.name,
+                        truncate(&text, 200)
+                    ))
+                })?)
+            }
+            (Some(_), _) | (None, None) => None,
+            (None, Some(text)) => Some(Value::String(text)),
+        };
         if let Some(key) = &self.output_key
-            && !has_calls
-            && let Some(text) = event.content().and_then(Content::text)
+            && let Some(value) = output
         {
-            event.actions.state_delta.insert(key.clone(), Value::String(text));
+            event.actions.state_delta.insert(key.clone(), value);
         }
-        event
+        Ok(event)
     }
 
     /// Runs the calls concurrently and gathers their responses (and the actions
     /// their tools recorded) into one event; None when nothing is to be said yet
-    /// (only long-running calls without an interim result).
+    /// (only long-running calls without an interim result). Fails only when a hook
+    /// that fails closed failed.
     async fn execute(
         &self,
         ctx: &Arc<dyn InvocationContext>,
         tools: &[Arc<dyn Tool>],
         calls: Vec<Call>,
-    ) -> Option<Event> {
-        let results = join_all(calls.into_iter().map(|call| call_tool(ctx, tools, call))).await;
+    ) -> Result<Option<Event>> {
+        let results = join_all(calls.into_iter().map(|call| call_tool(ctx, tools, &self.hooks, call))).await;
         let mut parts = Vec::new();
         let mut actions = EventActions::default();
-        for (call_parts, call_actions) in results {
+        for result in results {
+            let (call_parts, call_actions) = result?;
             parts.extend(call_parts);
             merge_actions(&mut actions, call_actions);
         }
         if parts.is_empty() && actions == EventActions::default() {
-            return None;
+            return Ok(None);
         }
         let mut event = self.event(ctx.as_ref(), LlmResponse::default());
         if !parts.is_empty() {
@@ -281,22 +406,64 @@ impl Inner {
             });
         }
         event.actions = actions;
-        Some(event)
+        Ok(Some(event))
     }
 
-    fn sub_agent(&self, name: &str) -> Result<Arc<dyn Agent>> {
-        self.sub_agents
-            .iter()
+    /// The agents this one may hand the turn to: its sub-agents, and, as in ADK by
+    /// default, its parent and peers (see `adk_grpc_core::transfer_targets`).
+    fn transfer_targets(&self, ctx: &Arc<dyn InvocationContext>) -> Vec<Arc<dyn Agent>> {
+        let root = ctx.root_agent();
+        match adk_grpc_core::find_agent(&root, &self.name) {
+            Some(me) => adk_grpc_core::transfer_targets(&root, &me),
+            // Run outside the runner's tree (e.g. as a tool): only its own sub-agents.
+            None => self.sub_agents.clone(),
+        }
+    }
+
+    fn transfer_target(&self, ctx: &Arc<dyn InvocationContext>, name: &str) -> Result<Arc<dyn Agent>> {
+        self.transfer_targets(ctx)
+            .into_iter()
             .find(|agent| agent.name() == name)
-            .cloned()
-            .ok_or_else(|| AdkError::Agent(format!("agent {} has no sub-agent {name} to transfer to", self.name)))
+            .ok_or_else(|| AdkError::Agent(format!("agent {} may not transfer to {name}", self.name)))
+    }
+
+    /// The system instruction (ADK's order: the root's global instruction, the static
+    /// instruction, then the instruction, which follows the contents instead when
+    /// there is a static one) and that trailing content.
+    async fn instructions(&self, ctx: &Arc<dyn InvocationContext>) -> Result<(Option<String>, Option<Content>)> {
+        let mut system = Vec::new();
+        let root = ctx.root_agent();
+        let global = root
+            .as_any()
+            .and_then(|any| any.downcast_ref::<super::LlmAgent>())
+            .and_then(|root| root.inner.global_instruction.clone());
+        if let Some(template) = global {
+            system.push(instruction::render(&template, &self.name, ctx.as_ref()).await?);
+        }
+        if let Some(text) = &self.static_instruction {
+            system.push(text.clone());
+        }
+        let mut trailing = None;
+        if let Some(template) = &self.instruction {
+            let text = instruction::render(template, &self.name, ctx.as_ref()).await?;
+            match self.static_instruction {
+                Some(_) => trailing = Some(Content::new("user").with_text(text)),
+                None => system.push(text),
+            }
+        }
+        Ok(((!system.is_empty()).then(|| system.join("\n\n")), trailing))
     }
 }
 
-/// Executes one call: its function response, then any media the tool produced.
-/// Failures (unknown tool, tool error) become an `error` response for the model
-/// to read, not a failed run.
-async fn call_tool(ctx: &Arc<dyn InvocationContext>, tools: &[Arc<dyn Tool>], call: Call) -> (Vec<Part>, EventActions) {
+/// Executes one call, inside its hooks: its function response, then any media the
+/// tool produced. Failures (unknown tool, tool error) become an `error` response
+/// for the model to read, not a failed run; only a hook that fails closed fails it.
+async fn call_tool(
+    ctx: &Arc<dyn InvocationContext>,
+    tools: &[Arc<dyn Tool>],
+    hooks: &Hooks,
+    call: Call,
+) -> Result<(Vec<Part>, EventActions)> {
     let Some(tool) = tools.iter().find(|tool| tool.name() == call.name) else {
         ToolCall::unknown(&call.name, &call.id);
         let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
@@ -305,38 +472,53 @@ async fn call_tool(ctx: &Arc<dyn InvocationContext>, tools: &[Arc<dyn Tool>], ca
             call.name,
             available.join(", ")
         );
-        return (
+        return Ok((
             vec![response_part(call, json!({ "error": error }))],
             EventActions::default(),
-        );
+        ));
     };
     let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
-    // One span and metric sample per call; the tool runs inside the span, so an
-    // HTTP tool's request carries the trace context.
-    let observed = ToolCall::start(&call.name, &call.id, true);
-    let result = tool
-        .execute_with_parts(tool_ctx.clone(), call.args.clone())
-        .instrument(observed.span().clone())
-        .await;
-    observed.finish(result.as_ref().err().map(AdkError::code));
-    let actions = tool_ctx.take_actions();
-    let (response, media) = match result {
-        Ok(output) if output.response.is_null() && output.parts.is_empty() && tool.is_long_running() => {
-            return (Vec::new(), actions);
-        }
-        Ok(ToolOutput {
-            response: object @ Value::Object(_),
-            parts,
-        }) => (object, parts),
-        Ok(ToolOutput { response, parts }) => (json!({ "result": response }), parts),
-        Err(e) => {
-            tracing::info!(tool = %call.name, error = %e, "tool call failed; the model gets the error");
-            (json!({ "error": e.to_string() }), Vec::new())
+    let (args, answered) = match hooks.before_tool(ctx, &tool_ctx, &call.name, call.args.clone()).await? {
+        BeforeTool::Call(args) => (args, None),
+        BeforeTool::Answer(result) => (call.args.clone(), Some(result)),
+    };
+    let (response, media) = match answered {
+        // A hook answered in the tool's place: the tool is not called.
+        Some(result) => (as_response(result), Vec::new()),
+        None => {
+            // One span and metric sample per call; the tool runs inside the span, so an
+            // HTTP tool's request carries the trace context.
+            let observed = ToolCall::start(&call.name, &call.id, true);
+            let result = tool
+                .execute_with_parts(tool_ctx.clone(), args.clone())
+                .instrument(observed.span().clone())
+                .await;
+            observed.finish(result.as_ref().err().map(AdkError::code));
+            match result {
+                Ok(output) if output.response.is_null() && output.parts.is_empty() && tool.is_long_running() => {
+                    return Ok((Vec::new(), tool_ctx.take_actions()));
+                }
+                Ok(ToolOutput { response, parts }) => (as_response(response), parts),
+                Err(e) => {
+                    tracing::info!(tool = %call.name, error = %e, "tool call failed; the model gets the error");
+                    (json!({ "error": e.to_string() }), Vec::new())
+                }
+            }
         }
     };
+    let response = as_response(hooks.after_tool(ctx, &tool_ctx, &call.name, &args, response).await?);
+    let actions = tool_ctx.take_actions();
     let mut parts = vec![response_part(call, response)];
     parts.extend(media);
-    (parts, actions)
+    Ok((parts, actions))
+}
+
+/// A function response is an object (google-genai's rule): anything else goes under `result`.
+fn as_response(value: Value) -> Value {
+    match value {
+        object @ Value::Object(_) => object,
+        other => json!({ "result": other }),
+    }
 }
 
 /// Calls the model inside a [`ModelCall`] span: the request is sent and every
@@ -387,6 +569,14 @@ async fn call_model(model: &Arc<dyn Llm>, request: LlmRequest, streaming: bool) 
         Some((item, (replies, call)))
     });
     Ok(Box::pin(observed))
+}
+
+/// At most `max` characters of `text`, marked when cut.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
 }
 
 fn response_part(call: Call, response: Value) -> Part {

@@ -57,14 +57,40 @@ fn contents(events: &[Event], agent: &str) -> Vec<Content> {
     events
         .iter()
         .filter_map(|event| {
-            let content = event.content().filter(|c| !c.parts.is_empty())?;
+            let content = Some(without_thoughts(event.content()?)).filter(|c| !c.parts.is_empty())?;
             if event.author == agent || event.author == USER_AUTHOR {
-                Some(content.clone())
+                Some(content)
             } else {
-                Some(as_context(&event.author, content))
+                Some(as_context(&event.author, &content))
             }
         })
         .collect()
+}
+
+/// The content without its thought parts: a model's thoughts are stored and shown
+/// to clients, but never sent to a model again, as ADK leaves them out (the agent's
+/// own and, retold as context, other agents'). A function call or response marked
+/// as a thought stays: it is an action, not scratch work.
+fn without_thoughts(content: &Content) -> Content {
+    if !content.parts.iter().any(Part::is_thought) {
+        return content.clone();
+    }
+    let parts: Vec<Part> = content
+        .parts
+        .iter()
+        .filter(|part| {
+            !part.is_thought()
+                || matches!(
+                    part.kind,
+                    PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
+                )
+        })
+        .cloned()
+        .collect();
+    Content {
+        role: content.role.clone(),
+        parts,
+    }
 }
 
 /// An event is visible on `branch` when it was made at the top (no branch), on
@@ -129,6 +155,37 @@ mod tests {
             contents[2].text().as_deref(),
             Some("For context:[other] called tool `f` with parameters: {\"x\":1}")
         );
+    }
+
+    #[test]
+    fn thoughts_are_never_sent_back() {
+        let thought = Part {
+            thought: Some(true),
+            ..Part::text_part("secret reasoning")
+        };
+        let events = vec![
+            event("user", "", Content::new("user").with_text("q")),
+            event(
+                "me",
+                "",
+                Content::new("model").with_part(thought.clone()).with_text("answer"),
+            ),
+            event("other", "", Content::new("model").with_part(thought.clone())),
+            event(
+                "other",
+                "",
+                Content::new("model").with_part(thought).with_text("theirs"),
+            ),
+        ];
+        let contents = conversation(&events, "me", "");
+        let all = format!("{contents:?}");
+        assert!(!all.contains("secret reasoning"), "{all}");
+        assert_eq!(
+            contents.len(),
+            3,
+            "a content of thoughts only is left out: {contents:?}"
+        );
+        assert_eq!(contents[1].parts, [Part::text_part("answer")]);
     }
 
     #[test]

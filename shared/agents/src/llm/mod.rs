@@ -4,15 +4,20 @@ mod callbacks;
 mod flow;
 pub(crate) mod history;
 mod instruction;
+mod output_schema;
 
 pub use callbacks::BeforeModel;
+pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
 
+use crate::hooks::Hooks;
 use adk_grpc_core::{
     AdkError, Agent, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm, LlmRequest,
-    LlmResponse, Result, Tool, Toolset,
+    LlmResponse, Result, Tool, Toolset, TransferScope,
 };
 use async_trait::async_trait;
 use callbacks::{AfterModelFn, BeforeModelFn};
+use output_schema::OutputSchema;
+use serde_json::Value;
 use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
@@ -38,10 +43,19 @@ pub(crate) struct Inner {
     toolsets: Vec<Arc<dyn Toolset>>,
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
+    output_schema: Option<Arc<OutputSchema>>,
+    input_schema: Option<Value>,
     include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
     after_model: Vec<AfterModelFn>,
+    hooks: Hooks,
     config: GenerateContentConfig,
+    transfer_scope: TransferScope,
+    /// Of the root agent: put before every agent's instruction (ADK's `global_instruction`).
+    global_instruction: Option<String>,
+    /// Sent first and unchanged (ADK's `static_instruction`); the instruction then goes
+    /// into the contents, so the start of every request stays the same (cacheable).
+    static_instruction: Option<String>,
 }
 
 /// What of the session's history an agent's model request carries (ADK's
@@ -80,10 +94,16 @@ pub struct LlmAgentBuilder {
     toolsets: Vec<Arc<dyn Toolset>>,
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
+    output_schema: Option<Value>,
+    input_schema: Option<Value>,
     include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
     after_model: Vec<AfterModelFn>,
+    hooks: Hooks,
     config: GenerateContentConfig,
+    transfer_scope: TransferScope,
+    global_instruction: Option<String>,
+    static_instruction: Option<String>,
 }
 
 impl LlmAgentBuilder {
@@ -97,11 +117,47 @@ impl LlmAgentBuilder {
             toolsets: Vec::new(),
             sub_agents: Vec::new(),
             output_key: None,
+            output_schema: None,
+            input_schema: None,
             include_contents: IncludeContents::Default,
             before_model: Vec::new(),
             after_model: Vec::new(),
+            hooks: Hooks::default(),
             config: GenerateContentConfig::default(),
+            transfer_scope: TransferScope::default(),
+            global_instruction: None,
+            static_instruction: None,
         }
+    }
+
+    /// ADK's `disallow_transfer_to_parent`: by default an agent may hand the turn
+    /// back to its parent (when the parent is an LLM agent), and then keeps the
+    /// conversation after replying; disallowed, the next message goes to the root.
+    pub fn disallow_transfer_to_parent(mut self, disallow: bool) -> Self {
+        self.transfer_scope.to_parent = !disallow;
+        self
+    }
+
+    /// ADK's `disallow_transfer_to_peers`: by default an agent may hand the turn to
+    /// its parent's other sub-agents (when the parent is an LLM agent).
+    pub fn disallow_transfer_to_peers(mut self, disallow: bool) -> Self {
+        self.transfer_scope.to_peers = !disallow;
+        self
+    }
+
+    /// ADK's `global_instruction`, read from the root agent: put before the
+    /// instruction of every LLM agent of the tree, templated as an instruction.
+    pub fn global_instruction(mut self, instruction: impl Into<String>) -> Self {
+        self.global_instruction = Some(instruction.into());
+        self
+    }
+
+    /// ADK's `static_instruction`: system text sent first and literally (no
+    /// templating), so providers can cache the start of every request; the
+    /// `instruction` then follows as the last user content instead of the system text.
+    pub fn static_instruction(mut self, instruction: impl Into<String>) -> Self {
+        self.static_instruction = Some(instruction.into());
+        self
     }
 
     pub fn description(mut self, description: impl Into<String>) -> Self {
@@ -149,9 +205,35 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// The JSON Schema of the agent's reply (ADK's `output_schema`): the model is asked
+    /// for JSON through the provider's structured-output mode, or, when the agent has
+    /// tools, through a `set_model_response` call; the reply must parse and fit the
+    /// schema (otherwise the run fails with a model error), and `output_key` receives
+    /// the JSON value rather than the text.
+    pub fn output_schema(mut self, schema: Value) -> Self {
+        self.output_schema = Some(schema);
+        self
+    }
+
+    /// The JSON Schema (an object schema) of the arguments when the agent is called as
+    /// a tool (ADK's `input_schema`); see [`LlmAgent::input_schema`].
+    pub fn input_schema(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
+        self
+    }
+
     /// How much of the session's history the model sees (default: all of it).
     pub fn include_contents(mut self, include: IncludeContents) -> Self {
         self.include_contents = include;
+        self
+    }
+
+    /// HTTP hooks called at every point (`before_agent` … `after_tool`), in order,
+    /// after the Rust model callbacks; see [`crate::hooks`]. An agent with an
+    /// `after_model` hook calls its model without streaming, so nothing of a reply
+    /// reaches a client before the hook has seen it whole.
+    pub fn hooks(mut self, hooks: Hooks) -> Self {
+        self.hooks = hooks;
         self
     }
 
@@ -212,6 +294,26 @@ impl LlmAgentBuilder {
         if let Some(key) = &self.output_key {
             crate::validate_output_key(key).map_err(in_agent)?;
         }
+        let output_schema = match self.output_schema {
+            Some(schema) => {
+                if self.tools.iter().any(|t| t.name() == SET_MODEL_RESPONSE_TOOL_NAME) {
+                    return Err(in_agent(AdkError::Config(format!(
+                        "{SET_MODEL_RESPONSE_TOOL_NAME} is offered by itself to agents with an output_schema \
+                         and tools: name the tool otherwise"
+                    ))));
+                }
+                Some(Arc::new(OutputSchema::new(schema).map_err(in_agent)?))
+            }
+            None => None,
+        };
+        if let Some(schema) = &self.input_schema {
+            check_object_schema("input_schema", schema).map_err(in_agent)?;
+        }
+        if self.config.response_schema.is_some() {
+            return Err(in_agent(AdkError::Config(
+                "the reply's schema is set with output_schema, not in the generate_content_config".into(),
+            )));
+        }
         Ok(LlmAgent {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -222,12 +324,31 @@ impl LlmAgentBuilder {
                 toolsets: self.toolsets,
                 sub_agents: self.sub_agents,
                 output_key: self.output_key,
+                output_schema,
+                input_schema: self.input_schema,
                 include_contents: self.include_contents,
                 before_model: self.before_model,
                 after_model: self.after_model,
+                hooks: self.hooks,
                 config: self.config,
+                transfer_scope: self.transfer_scope,
+                global_instruction: self.global_instruction,
+                static_instruction: self.static_instruction,
             }),
         })
+    }
+}
+
+impl LlmAgent {
+    /// The arguments' JSON Schema when the agent is called as a tool (an agent-as-tool
+    /// offers it as its parameters); None when not set.
+    pub fn input_schema(&self) -> Option<&Value> {
+        self.inner.input_schema.as_ref()
+    }
+
+    /// The JSON Schema the agent's reply follows, when it has one.
+    pub fn output_schema(&self) -> Option<&Value> {
+        self.inner.output_schema.as_deref().map(OutputSchema::schema)
     }
 }
 
@@ -245,7 +366,20 @@ impl Agent for LlmAgent {
         &self.inner.sub_agents
     }
 
+    fn transfer_scope(&self) -> Option<TransferScope> {
+        Some(self.inner.transfer_scope)
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
-        Ok(flow::run(self.inner.clone(), ctx))
+        let inner = self.inner.clone();
+        let hooks = inner.hooks.clone();
+        crate::hooks::around_agent(hooks, ctx, move |ctx| {
+            Box::pin(async move { Ok(flow::run(inner, ctx)) })
+        })
+        .await
     }
 }

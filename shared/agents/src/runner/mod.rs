@@ -34,7 +34,7 @@ mod session;
 mod tests;
 
 use crate::context::{AgentContext, Invocation, session_artifacts};
-use crate::{AgentNames, USER_AUTHOR};
+use crate::{AgentNames, ToolActions, USER_AUTHOR};
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
@@ -144,6 +144,9 @@ pub struct RunOptions {
     pub create_session_if_missing: bool,
     /// What to do when the session is busy; None: the runner's default ([`RunnerConfig::on_busy`]).
     pub on_busy: Option<OnBusy>,
+    /// What the client tools answered in the message did besides answering (the
+    /// `actions` of its function responses, merged): recorded on the user event.
+    pub tool_actions: Option<ToolActions>,
 }
 
 /// A started invocation: the user's message as stored (with its invocation id and
@@ -458,11 +461,17 @@ impl Runner {
         let (agent, branch) = self.agent_for(&session, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.actions.state_delta = options.state_delta.clone();
-        let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         let artifacts = self
             .artifact_service
             .clone()
             .map(|service| session_artifacts(service, &session));
+        let mut user_delta = options.state_delta;
+        if let Some(actions) = options.tool_actions {
+            check_client_transfer(&agent, &actions)?;
+            user_delta.extend(actions.state_delta.clone());
+            actions.record(artifacts.clone(), &mut user_event.actions).await?;
+        }
+        let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         let memory = self
             .memory_service
             .clone()
@@ -470,9 +479,10 @@ impl Runner {
         let invocation = Arc::new(
             Invocation::new(
                 invocation_id.to_string(),
+                self.root_agent.clone(),
                 session,
                 stored,
-                options.state_delta,
+                user_delta,
                 options.run_config,
                 artifacts,
                 self.compaction.clone(),
@@ -483,6 +493,24 @@ impl Runner {
         let events = agent.run(ctx).await?;
         Ok((invocation, events))
     }
+}
+
+/// A client tool may hand the turn only to a sub-agent of the agent that made the call,
+/// as that agent's own `transfer_to_agent` could; refused before anything is stored.
+fn check_client_transfer(caller: &Arc<dyn Agent>, actions: &ToolActions) -> Result<()> {
+    let Some(target) = &actions.transfer_to_agent else {
+        return Ok(());
+    };
+    if caller.sub_agents().iter().any(|sub| sub.name() == target) {
+        return Ok(());
+    }
+    Err(AdkError::invalid(
+        "new_message.function_response.actions.transfer_to_agent",
+        format!(
+            "agent {}, which made the call, has no sub-agent {target}",
+            caller.name()
+        ),
+    ))
 }
 
 /// Every agent name of the tree follows the library's rules: an identifier other

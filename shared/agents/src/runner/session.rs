@@ -8,7 +8,7 @@ use super::lease::LeaseGuard;
 use crate::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, GetRequest, PartKind, Precondition, Result,
-    Session, SessionService, find_agent,
+    Session, SessionService, find_agent, transfer_targets, transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -79,11 +79,11 @@ impl Runner {
         Ok(())
     }
 
-    /// The root agent, or for a message answering function calls, the agent that
-    /// made them, on the branch it made them on.
+    /// For a message answering function calls, the agent that made them, on the
+    /// branch it made them on; for any other, the agent that has the conversation.
     pub(super) fn agent_for(&self, session: &Session, content: &Content) -> Result<(Arc<dyn Agent>, String)> {
         let Some((author, branch)) = caller_of(session, content)? else {
-            return Ok((self.root_agent.clone(), String::new()));
+            return Ok((agent_to_continue(&self.root_agent, session), String::new()));
         };
         let agent = find_agent(&self.root_agent, &author).ok_or_else(|| {
             AdkError::FailedPrecondition(format!(
@@ -92,6 +92,36 @@ impl Runner {
         })?;
         Ok((agent, branch))
     }
+}
+
+/// The agent that has the conversation (ADK's `find_agent_to_run`): the newest reply's
+/// agent when it and every agent above it may transfer to its parent (so it can hand
+/// the conversation back), or the target of a transfer not answered yet; else the root.
+fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent> {
+    let replies = session.events.iter().rev().filter(|event| {
+        event.author != USER_AUTHOR
+            && event.actions.agent_state.is_none()
+            && event.actions.end_of_agent != Some(true)
+            && event.content().is_some_and(|c| !c.parts.is_empty())
+    });
+    for event in replies {
+        let Some(author) = find_agent(root, &event.author) else {
+            continue;
+        };
+        if let Some(target) = &event.actions.transfer_to_agent {
+            let target = transfer_targets(root, &author).into_iter().find(|a| a.name() == target);
+            if let Some(target) = target.filter(|target| transferable_across_tree(root, target)) {
+                return target;
+            }
+        }
+        if event.author == root.name() {
+            break;
+        }
+        if transferable_across_tree(root, &author) {
+            return author;
+        }
+    }
+    root.clone()
 }
 
 pub(super) fn has_function_responses(content: &Content) -> bool {

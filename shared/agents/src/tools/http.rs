@@ -1,6 +1,7 @@
 //! `HttpTool`: a tool that is an HTTP endpoint.
 
-use adk_grpc_core::{AdkError, Result, Tool, ToolContext};
+use super::remote_context::{ContextGrant, RemotePart, ToolActions};
+use adk_grpc_core::{AdkError, Result, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -13,6 +14,12 @@ const EXCERPT_CHARS: usize = 300;
 /// A tool executed by POSTing the call's JSON arguments to a URL; the JSON reply
 /// is the result. A non-2xx status, a timeout or a reply that is not JSON is a
 /// tool error, which the model sees as an `{"error": ...}` response.
+///
+/// With a [`ContextGrant`] ([`HttpTool::with_context`]) the exchange is an
+/// envelope instead: the body is `{"args": …, "context": …}` and the reply
+/// `{"result": …, "actions": …, "parts": […]}` (see `remote_context`), so the
+/// endpoint reads and writes state, saves artifacts and sets actions as a Rust
+/// tool does through its `ToolContext`.
 #[derive(Debug, Clone)]
 pub struct HttpTool {
     name: String,
@@ -22,6 +29,20 @@ pub struct HttpTool {
     headers: HeaderMap,
     timeout: Duration,
     client: reqwest::Client,
+    /// Some: the envelope exchange.
+    context: Option<ContextGrant>,
+}
+
+/// The reply of an endpoint that takes the envelope.
+#[derive(Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvelopeReply {
+    #[serde(default)]
+    result: Value,
+    #[serde(default)]
+    actions: Value,
+    #[serde(default)]
+    parts: Vec<RemotePart>,
 }
 
 impl HttpTool {
@@ -48,11 +69,18 @@ impl HttpTool {
             headers: HeaderMap::new(),
             timeout: Self::DEFAULT_TIMEOUT,
             client,
+            context: None,
         })
     }
 
     pub fn with_parameters_schema(mut self, schema: Value) -> Self {
         self.parameters = Some(schema);
+        self
+    }
+
+    /// Exchanges the envelope, granting the endpoint this much of the tool context.
+    pub fn with_context(mut self, grant: ContextGrant) -> Self {
+        self.context = Some(grant);
         self
     }
 
@@ -96,7 +124,44 @@ impl Tool for HttpTool {
     fn parameters_schema(&self) -> Option<Value> {
         self.parameters.clone()
     }
-    async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        Ok(self.execute_with_parts(ctx, args).await?.response)
+    }
+
+    async fn execute_with_parts(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
+        let Some(grant) = &self.context else {
+            return Ok(ToolOutput::new(self.post(&args).await?));
+        };
+        let body = serde_json::json!({ "args": args, "context": grant.context_json(ctx.as_ref()) });
+        let reply = self.post(&body).await?;
+        let reply: EnvelopeReply = match reply {
+            Value::Null => EnvelopeReply::default(),
+            reply => serde_json::from_value(reply).map_err(|e| {
+                self.failure(format!(
+                    "answered with a body that is not the tool envelope {{\"result\", \"actions\", \"parts\"}}: {e}"
+                ))
+            })?,
+        };
+        let parts = reply
+            .parts
+            .into_iter()
+            .enumerate()
+            .map(|(i, part)| part.into_part(&format!("parts[{i}]")))
+            .collect::<Result<Vec<_>>>()
+            .map_err(|e| self.failure(e))?;
+        // Applied last: a reply that is wrong anywhere changes nothing.
+        let actions = ToolActions::from_json(reply.actions).map_err(|e| self.failure(e))?;
+        actions.apply(ctx.as_ref()).await.map_err(|e| self.failure(e))?;
+        Ok(ToolOutput {
+            response: reply.result,
+            parts,
+        })
+    }
+}
+
+impl HttpTool {
+    /// POSTs `body`; the JSON reply, or `null` for an empty one.
+    async fn post(&self, body: &Value) -> Result<Value> {
         // W3C traceparent/tracestate of the current span (the runner's tool-call span),
         // so the tool's own tracing continues the client's trace. Nothing while traces
         // are not exported.
@@ -107,7 +172,7 @@ impl Tool for HttpTool {
             .post(self.url.clone())
             .headers(headers)
             .timeout(self.timeout)
-            .json(&args)
+            .json(body)
             .send()
             .await
             .map_err(|e| self.transport_failure(&e, ""))?;

@@ -13,6 +13,7 @@
 //! as ADK's `McpToolset.get_tools` raises `ConnectionError`: the model cannot be
 //! offered tools nobody knows, and the client must learn why.
 
+use super::remote_context::{ContextGrant, ToolActions};
 use adk_grpc_core::sync;
 use adk_grpc_core::{AdkError, Part, ReadonlyContext, Result, Tool, ToolContext, ToolOutput, Toolset};
 use async_trait::async_trait;
@@ -20,7 +21,7 @@ use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::CallToolRequestParams;
+use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
 use rmcp::service::{
     ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
 };
@@ -113,6 +114,9 @@ struct Shared {
     prefix: Option<String>,
     call_timeout: Duration,
     connect_timeout: Duration,
+    /// Some: every call carries the tool context in `_meta` and the result's
+    /// `_meta` may carry actions (see `remote_context`).
+    context: Option<ContextGrant>,
     connection: watch::Sender<Connection>,
     /// The tools last listed, offered while the server is away; None until the
     /// first listing succeeds.
@@ -185,6 +189,7 @@ impl McpToolset {
                 prefix: None,
                 call_timeout: Self::DEFAULT_CALL_TIMEOUT,
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
+                context: None,
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
@@ -267,6 +272,12 @@ impl McpToolset {
     /// How long one tool call may take; then it is cancelled on the server too.
     pub fn with_call_timeout(self, timeout: Duration) -> Self {
         self.configure(|shared| shared.call_timeout = timeout)
+    }
+
+    /// Sends every call the tool context under `_meta["adk-grpc/context"]` and
+    /// applies the actions a result carries under `_meta["adk-grpc/actions"]`.
+    pub fn with_context(self, grant: ContextGrant) -> Self {
+        self.configure(|shared| shared.context = Some(grant))
     }
 
     /// How long starting the server and the MCP handshake may take.
@@ -663,6 +674,11 @@ impl rmcp::ClientHandler for Notifications {
     }
 }
 
+/// The `_meta` key of a call's tool context, and of a result's actions: a
+/// documented convention any MCP server can follow (`docs/agents-and-tools.md`).
+pub const CONTEXT_META_KEY: &str = "adk-grpc/context";
+pub const ACTIONS_META_KEY: &str = "adk-grpc/actions";
+
 /// One tool of an MCP server.
 struct McpTool {
     shared: Arc<Shared>,
@@ -729,7 +745,7 @@ impl Tool for McpTool {
 
     /// Dropping this future (the invocation was cancelled) or its timeout drops
     /// the request, and rmcp then sends the server `notifications/cancelled`.
-    async fn execute_with_parts(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
+    async fn execute_with_parts(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
         let arguments = self.checked_arguments(args)?;
         let connection = self.shared.connection.borrow().clone();
         let (peer, broken) = match connection {
@@ -741,7 +757,12 @@ impl Tool for McpTool {
                 )));
             }
         };
-        let request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
+        let mut request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
+        if let Some(grant) = &self.shared.context {
+            let mut meta = Map::new();
+            meta.insert(CONTEXT_META_KEY.into(), grant.context_json(ctx.as_ref()));
+            request.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
         let result = tokio::time::timeout(self.shared.call_timeout, peer.call_tool(request))
             .await
             .map_err(|_| {
@@ -764,6 +785,11 @@ impl Tool for McpTool {
                 .unwrap_or("the tool reported an error")
                 .to_string();
             return Err(self.failure(message));
+        }
+        if self.shared.context.is_some() {
+            let actions =
+                ToolActions::from_json(result["_meta"][ACTIONS_META_KEY].clone()).map_err(|e| self.failure(e))?;
+            actions.apply(ctx.as_ref()).await.map_err(|e| self.failure(e))?;
         }
         Ok(output)
     }

@@ -1,18 +1,22 @@
 //! Tools for LLM agents: Rust closures, HTTP endpoints, client-side tools, MCP
 //! servers' tools, and ADK's built-ins.
 
+mod agent_tool;
 mod builtin;
 mod function;
 mod http;
 mod mcp;
 mod memory;
+mod remote_context;
 
+pub use agent_tool::AgentTool;
 pub(crate) use builtin::TransferToAgentTool;
 pub use builtin::{ExitLoopTool, LoadArtifactsTool};
 pub use function::{ClientTool, FunctionTool};
 pub use http::HttpTool;
-pub use mcp::{McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
+pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
+pub use remote_context::{ContextGrant, ToolActions};
 
 use adk_grpc_core::Tool;
 use std::sync::Arc;

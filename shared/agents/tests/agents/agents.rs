@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use adk_grpc_agents::{
-    BeforeModel, ClientTool, ExitLoopTool, FunctionTool, IncludeContents, LlmAgentBuilder, LoadArtifactsTool,
-    LoopAgent, ParallelAgent, RunOptions, SequentialAgent,
+    AgentTool, BeforeModel, ClientTool, ExitLoopTool, FunctionTool, IncludeContents, LlmAgentBuilder,
+    LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent,
 };
 use adk_grpc_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
 use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
@@ -248,10 +248,12 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
     let first = router_server.requests()[0].json();
     assert_eq!(first["tools"][0]["function"]["name"], "transfer_to_agent");
     assert!(system_prompt(&router_server.requests()[0]).contains("Agent name: billing"));
-    // Billing sees the user's question and the router's turns as context.
+    // Billing sees the user's question and the router's turns as context, and may hand
+    // the turn back to its parent (ADK's default).
     let billing_messages = messages(&billing_server.last_request());
+    assert!(system_prompt(&billing_server.last_request()).contains("Agent name: router"));
     assert_eq!(
-        billing_messages[0],
+        billing_messages[1],
         json!({"role": "user", "content": "Is my invoice paid?"})
     );
     assert!(billing_messages.iter().any(|m| {
@@ -260,6 +262,154 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
             .is_some_and(|c| c.contains("[router] called tool `transfer_to_agent`"))
     }));
     h.verify_log(&HashMap::new()).await;
+}
+
+/// The names `transfer_to_agent` offers in the last request to `server`.
+fn offered_targets(server: &FakeServer) -> Vec<String> {
+    let request = server.last_request().json();
+    let tools = request["tools"].as_array().cloned().unwrap_or_default();
+    let transfer = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "transfer_to_agent")
+        .map(|t| t["function"]["parameters"]["properties"]["agent_name"]["enum"].clone());
+    serde_json::from_value(transfer.unwrap_or(json!([]))).unwrap()
+}
+
+#[tokio::test]
+async fn transfers_reach_parent_and_peers_by_default_and_the_agent_that_replied_keeps_the_conversation() {
+    let router_server = FakeServer::start().await;
+    let billing_server = FakeServer::start().await;
+    let support_server = FakeServer::start().await;
+    let billing = LlmAgentBuilder::new("billing")
+        .description("Invoices")
+        .model(openai(&billing_server))
+        .build()
+        .unwrap();
+    let support = LlmAgentBuilder::new("support")
+        .description("Everything else")
+        .model(openai(&support_server))
+        .disallow_transfer_to_parent(true)
+        .disallow_transfer_to_peers(true)
+        .build()
+        .unwrap();
+    let router = LlmAgentBuilder::new("router")
+        .model(openai(&router_server))
+        .global_instruction("Company policy for {user:name?}.")
+        .sub_agents([Arc::new(billing) as _, Arc::new(support) as _])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(router)).await;
+
+    // Turn 1: the router hands over to billing, which answers.
+    router_server.push(openai::tool_calls(&[(
+        "t1",
+        "transfer_to_agent",
+        json!({"agent_name": "billing"}),
+    )]));
+    billing_server.push(openai::text("Paid."));
+    h.say("Is my invoice paid?").await.ok();
+    assert_eq!(offered_targets(&router_server), ["billing", "support"]);
+    assert_eq!(offered_targets(&billing_server), ["router", "support"]);
+    // The root's global instruction comes first in every agent's system text.
+    assert!(system_prompt(&billing_server.last_request()).starts_with("Company policy for ."));
+
+    // Turn 2 goes straight to billing (it replied last and can hand back); it hands over
+    // to its peer.
+    billing_server.push(openai::tool_calls(&[(
+        "t2",
+        "transfer_to_agent",
+        json!({"agent_name": "support"}),
+    )]));
+    support_server.push(openai::text("Support here."));
+    let run = h.say("And my password?").await.ok();
+    let authors: Vec<&str> = run.complete().iter().map(|e| e.author.as_str()).collect();
+    assert_eq!(authors, ["billing", "billing", "support"]);
+    assert_eq!(router_server.requests().len(), 1, "the router was not asked again");
+    // Support may not transfer at all: no transfer tool.
+    assert!(offered_targets(&support_server).is_empty());
+
+    // Turn 3: support may not hand back, so the conversation returns to the newest agent
+    // before it that can (ADK's find_agent_to_run): billing.
+    billing_server.push(openai::text("Billing again."));
+    let run = h.say("Thanks").await.ok();
+    assert_eq!(run.texts(), ["Billing again."]);
+    assert_eq!(router_server.requests().len(), 1);
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn a_static_instruction_comes_first_and_the_instruction_after_the_contents() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    let agent = LlmAgentBuilder::new("assistant")
+        .static_instruction("You are {not templated}.")
+        .instruction("Today is {day?}.")
+        .model(openai(&server))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    h.say("Hi").await.ok();
+    let sent = messages(&server.last_request());
+    assert_eq!(
+        sent[0],
+        json!({"role": "system", "content": "You are {not templated}."})
+    );
+    assert_eq!(sent[1], json!({"role": "user", "content": "Hi"}));
+    assert_eq!(sent.last().unwrap(), &json!({"role": "user", "content": "Today is ."}));
+}
+
+#[tokio::test]
+async fn an_agent_called_as_a_tool_answers_with_its_reply_and_writes_the_callers_state() {
+    let caller_server = FakeServer::start().await;
+    let researcher_server = FakeServer::start().await;
+    let researcher = LlmAgentBuilder::new("researcher")
+        .description("Looks a topic up.")
+        .instruction("Research {user:lang?} topics.")
+        .input_schema(json!({"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}))
+        .output_key("research")
+        .model(openai(&researcher_server))
+        .build()
+        .unwrap();
+    let caller = LlmAgentBuilder::new("caller")
+        .model(openai(&caller_server))
+        .tool(Arc::new(AgentTool::new(Arc::new(researcher))))
+        .build()
+        .unwrap();
+    let mut state = HashMap::new();
+    state.insert("user:lang".to_string(), json!("systems"));
+    let h = Harness::with_state(Arc::new(caller), state).await;
+    caller_server.push(openai::tool_calls(&[("a1", "researcher", json!({"topic": "rust"}))]));
+    researcher_server.push(openai::text("Rust is fast."));
+    caller_server.push(openai::text("Done."));
+    let run = h.say("Tell me about Rust").await.ok();
+
+    // The tool is the agent, its parameters its input_schema.
+    let first = caller_server.requests()[0].json();
+    assert_eq!(first["tools"][0]["function"]["name"], "researcher");
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["required"],
+        json!(["topic"])
+    );
+    // The agent got the arguments as JSON text and the caller's state for its instruction.
+    let asked = messages(&researcher_server.last_request());
+    assert_eq!(
+        asked[0],
+        json!({"role": "system", "content": "Research systems topics."})
+    );
+    assert_eq!(asked[1]["content"], r#"{"topic":"rust"}"#);
+    // Its reply is the call's result; its output_key write is the call's state_delta.
+    let complete = run.complete();
+    let response = &function_responses(complete[1])[0];
+    assert_eq!(response.2, json!({"result": "Rust is fast."}));
+    assert_eq!(
+        complete[1].actions.state_delta.get("research"),
+        Some(&json!("Rust is fast."))
+    );
+    assert_eq!(run.texts().last().unwrap(), "Done.");
+    // Its own events stay out of the caller's session.
+    let session = h.session().await;
+    assert!(session.events.iter().all(|e| e.author != "researcher"));
+    assert_eq!(session.state.as_map().get("research"), Some(&json!("Rust is fast.")));
 }
 
 #[tokio::test]

@@ -6,3 +6,4 @@ mod common;
 mod leases;
 mod long_conversations;
 mod providers;
+mod structured;

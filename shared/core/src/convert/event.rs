@@ -59,6 +59,8 @@ impl From<&Part> for pb::Part {
                 response: Some(json_to_proto(&function_response.response)),
                 id: id.clone(),
                 will_continue: part.will_continue,
+                // Applied when a Run message is stored; never part of a stored event.
+                actions: None,
             }),
             PartKind::ExecutableCode { code, language, id } => K::ExecutableCode(pb::ExecutableCode {
                 code: code.clone(),

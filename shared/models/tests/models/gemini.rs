@@ -193,6 +193,7 @@ async fn request_carries_system_tools_history_media_and_settings() {
             top_p: Some(0.25),
             max_output_tokens: Some(64),
             stop_sequences: vec!["STOP!".into()],
+            ..Default::default()
         },
         ..Default::default()
     };

@@ -6,4 +6,5 @@ mod embeddings;
 mod gemini;
 mod mock_and_config;
 mod openai;
+mod structured;
 mod tls;

@@ -204,6 +204,7 @@ async fn request_carries_system_tools_history_and_settings() {
             top_p: Some(0.25),
             max_output_tokens: Some(100),
             stop_sequences: vec!["END".into()],
+            ..Default::default()
         },
         ..Default::default()
     };

@@ -178,7 +178,16 @@ impl ScopeTable {
             }),
             (RUNNER, "Run", |b| {
                 decode::<pb::RunRequest>(b).map(|m| {
-                    let app_state = app_state_write("state_delta", m.state_delta.keys());
+                    // A client tool's answer writes state as the run's own state_delta does.
+                    let answers = m.new_message.iter().flat_map(|message| message.parts.iter());
+                    let tool_keys = answers
+                        .filter_map(|part| match &part.kind {
+                            Some(pb::part::Kind::FunctionResponse(response)) => response.actions.as_ref(),
+                            _ => None,
+                        })
+                        .flat_map(|actions| actions.state_delta.keys());
+                    let app_state = app_state_write("state_delta", m.state_delta.keys())
+                        .or_else(|| app_state_write("new_message.function_response.actions.state_delta", tool_keys));
                     user_writing(&m.app_name, &m.user_id, app_state)
                 })
             }),
@@ -660,6 +669,30 @@ mod tests {
                         app_name: "support".into(),
                         user_id: "alice".into(),
                         state_delta: keys(key).into_iter().collect(),
+                        ..Default::default()
+                    }
+                    .encode_to_vec(),
+                ),
+                (
+                    "Run",
+                    "new_message.function_response.actions.state_delta",
+                    pb::RunRequest {
+                        app_name: "support".into(),
+                        user_id: "alice".into(),
+                        new_message: Some(pb::Content {
+                            role: "user".into(),
+                            parts: vec![pb::Part {
+                                kind: Some(pb::part::Kind::FunctionResponse(pb::FunctionResponse {
+                                    name: "confirm".into(),
+                                    actions: Some(pb::ToolActions {
+                                        state_delta: keys(key).into_iter().collect(),
+                                        ..Default::default()
+                                    }),
+                                    ..Default::default()
+                                })),
+                                ..Default::default()
+                            }],
+                        }),
                         ..Default::default()
                     }
                     .encode_to_vec(),

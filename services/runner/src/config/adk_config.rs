@@ -1,0 +1,767 @@
+//! ADK agent-config directories (what `adk create --type=config` writes): a
+//! `root_agent.yaml` whose `sub_agents` name other YAML files by `config_path`,
+//! or a directory of such directories (as `adk web` reads), one app per
+//! subdirectory, named after it.
+//!
+//! The YAML is TRANSLATED into the agents file's own structs ([`AgentsFile`]), so
+//! every rule and builder of the agents file applies unchanged; this module adds
+//! only what is ADK's: following `config_path`, the agent classes, model strings
+//! turned into providers, and refusing, naming the YAML file and the field, what
+//! needs Python code (code references, callbacks) or what the agents file does
+//! not offer yet: nothing is dropped silently.
+//!
+//! Model strings (ADK's registry resolves them by name; here, by prefix):
+//! - `gemini-…` and `gemini/<model>`: `provider: gemini`, the key from
+//!   `GOOGLE_API_KEY` (else `GEMINI_API_KEY`, as google-genai reads them), the
+//!   base URL from `GOOGLE_GEMINI_BASE_URL` when set (google-genai's variable);
+//! - `openai/<model>` (LiteLLM's spelling): `provider: openai`, the key from
+//!   `OPENAI_API_KEY`, the base URL from `OPENAI_BASE_URL` when set (the OpenAI
+//!   SDK's variable; any OpenAI-compatible server).
+//!
+//! An `LlmAgent` without `model` inherits its nearest `LlmAgent` ancestor's, as
+//! in ADK. ADK's `.env` files are not read: the server's environment is.
+
+use super::file::AgentsFile;
+use super::problems::{ConfigError, Problem, Problems};
+use adk_grpc_agents::{BUILTIN_TOOLS, TRANSFER_TOOL_NAME};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Component, Path, PathBuf};
+
+/// The file ADK reads an agent-config directory's root agent from.
+pub(super) const ROOT_AGENT_FILE: &str = "root_agent.yaml";
+
+/// Where the translated agents and models came from, so problems the agents
+/// file's rules find name the YAML file (and ADK's field) instead.
+#[derive(Default)]
+pub(super) struct Origins {
+    /// The agents file's place (`app "a", agent "n"`, `model "m"`) -> the YAML's.
+    places: HashMap<String, String>,
+}
+
+impl Origins {
+    /// Renames the places (and the agents-file fields that ADK spells otherwise)
+    /// of `problems` found in the translated file.
+    pub(super) fn relocate(&self, problems: &mut [Problem]) {
+        for problem in problems {
+            if let Some(place) = self.places.get(&problem.place) {
+                problem.place = place.clone();
+            }
+            if let Some(field) = &mut problem.field {
+                *field = match field.as_str() {
+                    "kind" => "agent_class".to_string(),
+                    "generation.thinking" => "generate_content_config.thinking_config".to_string(),
+                    other => match other.strip_prefix("generation") {
+                        Some(rest) if rest.is_empty() || rest.starts_with('.') => {
+                            format!("generate_content_config{rest}")
+                        }
+                        _ => other.to_string(),
+                    },
+                };
+            }
+        }
+    }
+}
+
+/// Reads the ADK agent-config directory `dir` (one app, or a directory of them)
+/// as an agents file; errors name `dir` and, in each problem, the YAML file.
+pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
+    let file = dir.display().to_string();
+    let mut reader = Reader {
+        root: dir,
+        problems: Problems(Vec::new()),
+        models: BTreeMap::new(),
+        origins: Origins::default(),
+    };
+    let mut apps = Map::new();
+    if dir.join(ROOT_AGENT_FILE).is_file() {
+        // `.` and `..` have no name of their own: the app is named after the directory they are.
+        let name = std::fs::canonicalize(dir)
+            .ok()
+            .and_then(|dir| dir.file_name().map(|name| name.to_string_lossy().into_owned()))
+            .unwrap_or_default();
+        if let Some(app) = reader.app(&name, dir) {
+            apps.insert(name, app);
+        }
+    } else {
+        let entries = std::fs::read_dir(dir)
+            .map_err(|e| ConfigError::whole_file(&file, format!("cannot read the directory: {e}")))?;
+        let mut subdirs: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+            .filter(|path| path.is_dir())
+            .collect();
+        subdirs.sort();
+        for subdir in subdirs {
+            let name = subdir
+                .file_name()
+                .map(|name| name.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            // Hidden directories, __pycache__ and the like hold no agent (adk web skips them too).
+            if name.starts_with('.') || name.starts_with('_') {
+                continue;
+            }
+            if subdir.join(ROOT_AGENT_FILE).is_file() {
+                if let Some(app) = reader.app(&name, &subdir) {
+                    apps.insert(name, app);
+                }
+            } else if ["agent.py", "__init__.py"].iter().any(|f| subdir.join(f).is_file()) {
+                reader.problems.add(
+                    &format!("{name}/"),
+                    None,
+                    format!(
+                        "app {name:?} is an ADK agent written in Python, which the suite does not run: \
+                         write it as an agent-config directory ({ROOT_AGENT_FILE}) or as an agents file"
+                    ),
+                );
+            }
+        }
+        if apps.is_empty() && reader.problems.0.is_empty() {
+            return Err(ConfigError::whole_file(
+                &file,
+                format!(
+                    "neither an agents file nor an ADK agent-config directory: no {ROOT_AGENT_FILE} here \
+                     nor in a subdirectory"
+                ),
+            ));
+        }
+    }
+    if !reader.problems.0.is_empty() {
+        return Err(ConfigError {
+            file,
+            problems: reader.problems.0,
+        });
+    }
+    let translated = json!({ "models": reader.models, "apps": apps });
+    let spec = AgentsFile::deserialize(translated)
+        .map_err(|e| ConfigError::whole_file(&file, format!("cannot translate the ADK configs: {e}")))?;
+    Ok((spec, reader.origins))
+}
+
+/// An ADK agent config as written: the fields the suite maps, typed loosely so
+/// that each problem can be reported with its field; every other key is in `rest`.
+#[derive(Debug, Deserialize)]
+struct AdkAgent {
+    #[serde(default)]
+    agent_class: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    description: Option<String>,
+    #[serde(default)]
+    model: Option<String>,
+    #[serde(default)]
+    instruction: Option<String>,
+    #[serde(default)]
+    sub_agents: Option<Vec<Value>>,
+    #[serde(default)]
+    tools: Option<Vec<Value>>,
+    #[serde(default)]
+    output_key: Option<String>,
+    #[serde(default)]
+    include_contents: Option<String>,
+    #[serde(default)]
+    max_iterations: Option<i64>,
+    #[serde(default)]
+    generate_content_config: Option<Map<String, Value>>,
+    #[serde(default)]
+    output_schema: Option<Value>,
+    #[serde(default)]
+    input_schema: Option<Value>,
+    #[serde(default)]
+    disallow_transfer_to_parent: Option<bool>,
+    #[serde(default)]
+    disallow_transfer_to_peers: Option<bool>,
+    #[serde(default)]
+    static_instruction: Option<String>,
+    #[serde(default)]
+    global_instruction: Option<String>,
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
+}
+
+/// The agent classes the agents file has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Llm,
+    Sequential,
+    Parallel,
+    Loop,
+}
+
+impl Class {
+    fn kind(self) -> &'static str {
+        match self {
+            Class::Llm => "llm",
+            Class::Sequential => "sequential",
+            Class::Parallel => "parallel",
+            Class::Loop => "loop",
+        }
+    }
+}
+
+/// The `generate_content_config` keys the agents file's `generation` has, by
+/// the agents file's name, with ADK's snake_case and camelCase spellings (pydantic
+/// accepts both). `thinking_config` is translated on its own.
+const GENERATION_FIELDS: [(&str, &str, &str); 10] = [
+    ("temperature", "temperature", "temperature"),
+    ("top_p", "top_p", "topP"),
+    ("top_k", "top_k", "topK"),
+    ("max_output_tokens", "max_output_tokens", "maxOutputTokens"),
+    ("stop_sequences", "stop_sequences", "stopSequences"),
+    ("seed", "seed", "seed"),
+    ("presence_penalty", "presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequency_penalty", "frequencyPenalty"),
+    ("response_mime_type", "response_mime_type", "responseMimeType"),
+    ("safety_settings", "safety_settings", "safetySettings"),
+];
+
+/// `thinking_config`'s keys: the agents file's `generation.thinking` name, ADK's spellings.
+const THINKING_FIELDS: [(&str, &str, &str); 3] = [
+    ("budget_tokens", "thinking_budget", "thinkingBudget"),
+    ("include_thoughts", "include_thoughts", "includeThoughts"),
+    ("effort", "thinking_level", "thinkingLevel"),
+];
+
+/// The directories' agents while they are read and translated.
+struct Reader<'a> {
+    /// The directory given: YAML files are named relative to it.
+    root: &'a Path,
+    problems: Problems,
+    /// The providers of the model strings used, by model string.
+    models: BTreeMap<String, Value>,
+    origins: Origins,
+}
+
+impl Reader<'_> {
+    /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
+    fn app(&mut self, name: &str, dir: &Path) -> Option<Value> {
+        let mut stack = Vec::new();
+        let root = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack, None)?;
+        Some(json!({ "root_agent": root }))
+    }
+
+    /// `path` relative to the directory given, as problems name it.
+    fn shown(&self, path: &Path) -> String {
+        path.strip_prefix(self.root).unwrap_or(path).display().to_string()
+    }
+
+    /// The agent of the YAML file at `path` (and, recursively, its sub-agents) as
+    /// an agents file's agent; None after a problem. `stack` holds the files being
+    /// read above it (a `config_path` cycle is a problem, not a stack overflow);
+    /// `inherited` is the nearest llm ancestor's model string.
+    fn agent(&mut self, app: &str, path: &Path, stack: &mut Vec<PathBuf>, inherited: Option<&str>) -> Option<Value> {
+        let shown = self.shown(path);
+        let yaml = match std::fs::read_to_string(path) {
+            Ok(yaml) => yaml,
+            Err(e) => {
+                self.problems
+                    .add(&shown, None, format!("cannot read the agent config: {e}"));
+                return None;
+            }
+        };
+        let value: Value = match yaml_serde::from_str(&yaml) {
+            Ok(Value::Null) => {
+                self.problems.add(&shown, None, "the agent config is empty");
+                return None;
+            }
+            Ok(value @ Value::Object(_)) => value,
+            Ok(_) => {
+                self.problems
+                    .add(&shown, None, "an agent config is a mapping of its fields");
+                return None;
+            }
+            Err(e) => {
+                self.problems.add(&shown, None, e.to_string());
+                return None;
+            }
+        };
+        let agent = match AdkAgent::deserialize(value) {
+            Ok(agent) => agent,
+            Err(e) => {
+                self.problems.add(&shown, None, e.to_string());
+                return None;
+            }
+        };
+        let Some(name) = agent.name.clone() else {
+            self.problems.add(&shown, Some("name"), "an agent needs a name");
+            return None;
+        };
+        let place = format!("{shown}, agent {name:?}");
+        let before = self.problems.0.len();
+        // The agents file's rule too, checked here so that each of its places
+        // (app and agent name) stands for one file.
+        let agents_file_place = format!("app {app:?}, agent {name:?}");
+        if let Some(first) = self.origins.places.insert(agents_file_place, place.clone()) {
+            self.add(
+                &place,
+                "name",
+                format!("{first} has the same name: names are unique in an agent tree, as in ADK"),
+            );
+        }
+        let class = self.class(&place, agent.agent_class.as_deref());
+        self.rest(&place, &agent.rest);
+
+        let mut out = Map::new();
+        out.insert("name".into(), json!(name));
+        for (field, value) in [
+            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
+            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
+        ] {
+            if let Some(value) = value {
+                out.insert(field.into(), json!(value));
+            }
+        }
+        for (field, value) in [
+            ("static_instruction", &agent.static_instruction),
+            ("global_instruction", &agent.global_instruction),
+        ] {
+            if let Some(value) = value {
+                out.insert(field.into(), json!(value));
+            }
+        }
+        if let Some(description) = &agent.description {
+            out.insert("description".into(), json!(description));
+        }
+        if let Some(instruction) = &agent.instruction {
+            out.insert("instruction".into(), json!(instruction));
+        }
+        if let Some(key) = &agent.output_key {
+            out.insert("output_key".into(), json!(key));
+        }
+        if let Some(include) = &agent.include_contents {
+            match include.as_str() {
+                "default" | "none" => {
+                    out.insert("include_contents".into(), json!(include));
+                }
+                other => self.add(
+                    &place,
+                    "include_contents",
+                    format!("{other:?} is neither \"default\" nor \"none\""),
+                ),
+            }
+        }
+        match agent.max_iterations {
+            None => {}
+            Some(n) if n < 0 => self.add(&place, "max_iterations", "must not be negative"),
+            Some(n) => {
+                out.insert("max_iterations".into(), json!(n));
+            }
+        }
+        for (field, schema) in [
+            ("output_schema", &agent.output_schema),
+            ("input_schema", &agent.input_schema),
+        ] {
+            match schema {
+                None | Some(Value::Null) => {}
+                // ADK's CodeConfig (`{name: my_lib.Model}`) or its short form, a dotted name.
+                Some(Value::String(_)) => self.code_schema(&place, field),
+                Some(Value::Object(map)) if map.contains_key("name") && map.len() == 1 => {
+                    self.code_schema(&place, field)
+                }
+                // A JSON Schema, as ADK 2 takes one too: the agents file's rules check it.
+                Some(schema) => {
+                    out.insert(field.into(), schema.clone());
+                }
+            }
+        }
+        if let Some(config) = &agent.generate_content_config {
+            let generation = self.generation(&place, config);
+            if !generation.is_empty() {
+                out.insert("generation".into(), Value::Object(generation));
+            }
+        }
+
+        // The model: an llm agent's own or its nearest llm ancestor's, as in ADK;
+        // another kind's is passed on for the agents file's rule to refuse.
+        let model = match class {
+            Some(Class::Llm) => agent.model.clone().or_else(|| inherited.map(str::to_string)),
+            _ => agent.model.clone(),
+        };
+        match (&model, class) {
+            (Some(model), Some(Class::Llm)) => {
+                if self.model(&shown, model) {
+                    out.insert("model".into(), json!(model));
+                }
+            }
+            (Some(model), _) => {
+                out.insert("model".into(), json!(model));
+            }
+            (None, Some(Class::Llm)) => self.add(
+                &place,
+                "model",
+                "not supported yet: an LlmAgent without a model (nor an LlmAgent ancestor with one) gets \
+                 ADK's default model; name one, e.g. gemini-2.5-flash or openai/gpt-4o-mini",
+            ),
+            (None, _) => {}
+        }
+        let sub_agents = agent.sub_agents.as_deref().unwrap_or_default();
+        if let Some(tools) = &agent.tools {
+            let tools = self.tools(&place, tools, !sub_agents.is_empty());
+            if !tools.is_empty() {
+                out.insert("tools".into(), json!(tools));
+            }
+        }
+        if let Some(class) = class {
+            out.insert("kind".into(), json!(class.kind()));
+        }
+
+        // Sub-agents, each from its own file, relative to this one's directory.
+        let inherit = match class {
+            Some(Class::Llm) => model.as_deref(),
+            _ => inherited,
+        };
+        stack.push(path.to_path_buf());
+        let mut subs = Vec::new();
+        for (i, sub) in sub_agents.iter().enumerate() {
+            let field = format!("sub_agents[{i}]");
+            let Some(sub_path) = self.sub_agent_path(&place, &field, path, sub) else {
+                continue;
+            };
+            let canonical = std::fs::canonicalize(&sub_path).unwrap_or_else(|_| sub_path.clone());
+            if stack
+                .iter()
+                .any(|above| std::fs::canonicalize(above).is_ok_and(|above| above == canonical))
+            {
+                self.add(
+                    &place,
+                    &field,
+                    format!(
+                        "config_path {:?} leads back to a file above it: agents form a tree",
+                        self.shown(&sub_path)
+                    ),
+                );
+                continue;
+            }
+            if let Some(built) = self.agent(app, &sub_path, stack, inherit) {
+                subs.push(built);
+            }
+        }
+        stack.pop();
+        if !subs.is_empty() {
+            out.insert("sub_agents".into(), Value::Array(subs));
+        }
+        (self.problems.0.len() == before).then_some(Value::Object(out))
+    }
+
+    fn code_schema(&mut self, place: &str, field: &str) {
+        self.add(
+            place,
+            field,
+            format!(
+                "a Python class (a code reference), and the suite runs no Python: give {field} as a JSON Schema \
+                 (a mapping) instead"
+            ),
+        );
+    }
+
+    fn add(&mut self, place: &str, field: &str, message: impl Into<String>) {
+        self.problems.add(place, Some(field), message);
+    }
+
+    /// ADK's `agent_class`: a class of `google.adk.agents` by its short or full name.
+    fn class(&mut self, place: &str, agent_class: Option<&str>) -> Option<Class> {
+        let written = agent_class.unwrap_or("LlmAgent");
+        // google.adk.agents.LoopAgent, google.adk.agents.loop_agent.LoopAgent: ADK's own classes.
+        let short = match written.strip_prefix("google.adk.agents.") {
+            Some(path) => path.rsplit('.').next().unwrap_or(path),
+            None => written,
+        };
+        match short {
+            "" | "LlmAgent" | "Agent" => Some(Class::Llm),
+            "SequentialAgent" => Some(Class::Sequential),
+            "ParallelAgent" => Some(Class::Parallel),
+            "LoopAgent" => Some(Class::Loop),
+            _ if short.contains('.') => {
+                self.add(
+                    place,
+                    "agent_class",
+                    format!(
+                        "{written:?} is a Python class (a code reference), and the suite runs no Python: \
+                         use LlmAgent, SequentialAgent, ParallelAgent or LoopAgent, with its tools served \
+                         over HTTP or MCP (kind: http, kind: mcp in an agents file)"
+                    ),
+                );
+                None
+            }
+            _ => {
+                self.add(
+                    place,
+                    "agent_class",
+                    format!(
+                        "ADK's {written:?} is not supported: the suite runs LlmAgent, SequentialAgent, \
+                         ParallelAgent and LoopAgent (and, in an agents file, remote agents: kind: a2a)"
+                    ),
+                );
+                None
+            }
+        }
+    }
+
+    /// Every key of the agent the suite does not map: each refused, by what it is.
+    fn rest(&mut self, place: &str, rest: &BTreeMap<String, Value>) {
+        // A key set to null is a key left out, for ADK as here.
+        for (field, _) in rest.iter().filter(|(_, value)| !value.is_null()) {
+            let message = match field.as_str() {
+                _ if field.ends_with("_callback") || field.ends_with("_callbacks") => {
+                    "callbacks are Python code (code references), and the suite runs no Python: serve the \
+                     logic as a hook over HTTP, in any language (hooks: in an agents file, \
+                     docs/agents-and-tools.md#hooks), or in a tool served over HTTP or MCP"
+                        .to_string()
+                }
+                "model_code" => "a Python code reference building a model, and the suite runs no Python: set \
+                                 model to a model string (gemini-…, openai/<model>), or declare the provider \
+                                 in an agents file (models:)"
+                    .to_string(),
+                "planner" | "code_executor" => {
+                    "a Python object (a code reference), and the suite runs no Python: not offered".to_string()
+                }
+                _ => "not supported yet in an ADK agent-config directory (docs/adk-agent-fields.md says what \
+                      each ADK field maps to)"
+                    .to_string(),
+            };
+            self.add(place, field, message);
+        }
+    }
+
+    /// `generate_content_config` as the agents file's `generation`; every other
+    /// key refused.
+    fn generation(&mut self, place: &str, config: &Map<String, Value>) -> Map<String, Value> {
+        let mut generation = Map::new();
+        for (key, value) in config.iter().filter(|(_, value)| !value.is_null()) {
+            if key == "thinking_config" || key == "thinkingConfig" {
+                if let Some(thinking) = self.thinking(place, key, value) {
+                    generation.insert("thinking".into(), Value::Object(thinking));
+                }
+                continue;
+            }
+            match GENERATION_FIELDS
+                .iter()
+                .find(|(_, snake, camel)| key == snake || key == camel)
+            {
+                Some((ours, _, _)) => {
+                    generation.insert((*ours).to_string(), value.clone());
+                }
+                None => self.add(
+                    place,
+                    &format!("generate_content_config.{key}"),
+                    format!(
+                        "not supported yet: the agents file takes {} and thinking_config",
+                        GENERATION_FIELDS.map(|(_, snake, _)| snake).join(", ")
+                    ),
+                ),
+            }
+        }
+        generation
+    }
+
+    /// `thinking_config` as `generation.thinking`; None after a problem.
+    fn thinking(&mut self, place: &str, key: &str, value: &Value) -> Option<Map<String, Value>> {
+        let Value::Object(config) = value else {
+            self.add(place, &format!("generate_content_config.{key}"), "must be a mapping");
+            return None;
+        };
+        let mut thinking = Map::new();
+        for (field, value) in config.iter().filter(|(_, value)| !value.is_null()) {
+            let at = format!("generate_content_config.{key}.{field}");
+            match THINKING_FIELDS
+                .iter()
+                .find(|(_, snake, camel)| field == snake || field == camel)
+            {
+                // ADK's ThinkingLevel is upper case (LOW); the agents file's effort lower case.
+                Some(("effort", _, _)) => match value.as_str().map(str::to_ascii_lowercase).as_deref() {
+                    Some(level @ ("low" | "medium" | "high")) => {
+                        thinking.insert("effort".into(), json!(level));
+                    }
+                    _ => self.add(place, &at, format!("{value} is not supported yet: LOW, MEDIUM or HIGH")),
+                },
+                Some((ours, _, _)) => {
+                    thinking.insert((*ours).to_string(), value.clone());
+                }
+                None => self.add(
+                    place,
+                    &at,
+                    "not supported yet: the agents file takes thinking_budget, include_thoughts and thinking_level",
+                ),
+            }
+        }
+        Some(thinking)
+    }
+
+    /// Declares the provider of the model string `model` (once); false after a problem.
+    fn model(&mut self, shown: &str, model: &str) -> bool {
+        if self.models.contains_key(model) {
+            return true;
+        }
+        match provider(model) {
+            Ok(provider) => {
+                self.models.insert(model.to_string(), provider);
+                self.origins
+                    .places
+                    .insert(format!("model {model:?}"), format!("{shown}, model {model:?}"));
+                true
+            }
+            Err(message) => {
+                self.problems
+                    .add(&format!("{shown}, model {model:?}"), Some("model"), message);
+                false
+            }
+        }
+    }
+
+    /// `tools` as the agents file's tool names: the suite's built-ins; every
+    /// other entry refused, saying what the suite offers instead.
+    fn tools(&mut self, place: &str, tools: &[Value], has_sub_agents: bool) -> Vec<String> {
+        let mut names = Vec::new();
+        for (i, tool) in tools.iter().enumerate() {
+            let field = format!("tools[{i}]");
+            // ADK takes `- name: x` (with `args`) and, since 2.x, a bare `- x`.
+            let (name, args) = match tool {
+                Value::String(name) => (name.as_str(), None),
+                Value::Object(entry) => match entry.get("name").and_then(Value::as_str) {
+                    Some(name) => {
+                        if let Some(key) = entry.keys().find(|key| *key != "name" && *key != "args") {
+                            self.add(place, &format!("{field}.{key}"), "a tool has only name and args");
+                        }
+                        (name, entry.get("args").filter(|args| !args.is_null()))
+                    }
+                    None => {
+                        self.add(place, &field, "a tool needs a name");
+                        continue;
+                    }
+                },
+                _ => {
+                    self.add(place, &field, "a tool is a name or a mapping with name and args");
+                    continue;
+                }
+            };
+            if name.contains('.') {
+                self.add(
+                    place,
+                    &field,
+                    format!(
+                        "{name:?} is a Python tool (a code reference), and the suite runs no Python: serve it \
+                         over HTTP or MCP and declare it in an agents file (kind: http, kind: mcp)"
+                    ),
+                );
+            } else if name == TRANSFER_TOOL_NAME {
+                // The runner gives it to every agent with sub-agents: listing it is saying so.
+                if !has_sub_agents {
+                    self.add(
+                        place,
+                        &field,
+                        "transfer_to_agent is given to an agent with sub_agents, and this one has none",
+                    );
+                }
+            } else if BUILTIN_TOOLS.contains(&name) {
+                if args.is_some() {
+                    self.add(
+                        place,
+                        &format!("{field}.args"),
+                        format!("the built-in {name} takes no args"),
+                    );
+                } else {
+                    names.push(name.to_string());
+                }
+            } else {
+                self.add(
+                    place,
+                    &field,
+                    format!(
+                        "ADK's tool {name:?} is not offered here (built in: {}, {TRANSFER_TOOL_NAME}); other \
+                         tools are served over HTTP or MCP and declared in an agents file (kind: http, kind: mcp)",
+                        BUILTIN_TOOLS.join(", ")
+                    ),
+                );
+            }
+        }
+        names
+    }
+
+    /// The file a `sub_agents` entry names: `config_path` (or, since ADK 2, the
+    /// path alone), relative to `referrer`'s directory and inside it, as ADK has it.
+    fn sub_agent_path(&mut self, place: &str, field: &str, referrer: &Path, entry: &Value) -> Option<PathBuf> {
+        let config_path = match entry {
+            Value::String(path) => path.as_str(),
+            Value::Object(entry) => {
+                if let Some(code) = entry.get("code").and_then(Value::as_str) {
+                    self.add(
+                        place,
+                        &format!("{field}.code"),
+                        format!(
+                            "{code:?} is an agent defined in Python (a code reference), and the suite runs no \
+                             Python: write it as a YAML agent config and name it by config_path"
+                        ),
+                    );
+                    return None;
+                }
+                if let Some(key) = entry.keys().find(|key| *key != "config_path") {
+                    self.add(
+                        place,
+                        &format!("{field}.{key}"),
+                        "a sub-agent is named by config_path (or code)",
+                    );
+                    return None;
+                }
+                match entry.get("config_path").and_then(Value::as_str) {
+                    Some(path) => path,
+                    None => {
+                        self.add(place, &format!("{field}.config_path"), "must be a path");
+                        return None;
+                    }
+                }
+            }
+            _ => {
+                self.add(place, field, "a sub-agent is named by config_path (or code)");
+                return None;
+            }
+        };
+        let relative = Path::new(config_path);
+        let escapes = relative
+            .components()
+            .any(|c| !matches!(c, Component::Normal(_) | Component::CurDir));
+        if escapes {
+            self.add(
+                place,
+                &format!("{field}.config_path"),
+                format!("{config_path:?} must be a relative path inside this file's directory, as ADK requires"),
+            );
+            return None;
+        }
+        Some(referrer.parent().unwrap_or(Path::new(".")).join(relative))
+    }
+}
+
+/// The provider of an ADK model string (see the module's documentation).
+fn provider(model: &str) -> Result<Value, String> {
+    let set = |var: &str| std::env::var(var).ok().filter(|value| !value.trim().is_empty());
+    let (provider, name) = if let Some(name) = model.strip_prefix("openai/") {
+        ("openai", name)
+    } else if let Some(name) = model.strip_prefix("gemini/") {
+        ("gemini", name)
+    } else if model.starts_with("gemini-") {
+        ("gemini", model)
+    } else {
+        return Err(format!(
+            "the model string {model:?} names no provider the suite maps: gemini-… or gemini/<model> (Gemini \
+             API, GOOGLE_API_KEY), openai/<model> (an OpenAI-compatible server, OPENAI_API_KEY, \
+             OPENAI_BASE_URL); for others, declare the provider in an agents file (models:)"
+        ));
+    };
+    if name.trim().is_empty() {
+        return Err(format!("the model string {model:?} names no model after the provider"));
+    }
+    let (key_var, base_url) = match provider {
+        "openai" => ("OPENAI_API_KEY", set("OPENAI_BASE_URL")),
+        // google-genai's order: GOOGLE_API_KEY first, then GEMINI_API_KEY.
+        _ if set("GOOGLE_API_KEY").is_none() && set("GEMINI_API_KEY").is_some() => {
+            ("GEMINI_API_KEY", set("GOOGLE_GEMINI_BASE_URL"))
+        }
+        _ => ("GOOGLE_API_KEY", set("GOOGLE_GEMINI_BASE_URL")),
+    };
+    let mut config = json!({ "provider": provider, "model": name, "api_key_env": key_var });
+    if let Some(base_url) = base_url {
+        config["base_url"] = json!(base_url);
+    }
+    Ok(config)
+}

@@ -1,0 +1,527 @@
+//! ADK agent-config directories: the ones `adk create --type=config` (the PyPI
+//! google-adk of the repository's Python venv) writes, hand-written ones for each
+//! agent class, and every refusal naming the YAML file and the field.
+
+use super::file::{AgentConfig, AgentKind, AgentsFile};
+use super::*;
+use adk_grpc_testkit::venv_python;
+use serde_json::{Value, json};
+use std::process::Command;
+
+/// `adk create --type=config --model <model> <name>` run in `dir`.
+fn adk_create(dir: &Path, name: &str, model: &str) {
+    let output = Command::new(venv_python())
+        .args(["-m", "google.adk.cli", "create", "--type=config", "--model", model])
+        .args(["--api_key", "not-a-key", name])
+        .current_dir(dir)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run adk create");
+    assert!(
+        output.status.success(),
+        "adk create failed: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        dir.join(name).join("root_agent.yaml").is_file(),
+        "adk create wrote no root_agent.yaml"
+    );
+}
+
+/// A directory of files: (relative path, contents).
+fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (path, contents) in files {
+        let path = dir.path().join(path);
+        std::fs::create_dir_all(path.parent().expect("a parent")).expect("create dirs");
+        std::fs::write(path, contents).expect("write");
+    }
+    dir
+}
+
+/// The translation of the ADK directory `dir`, or its problems.
+fn translated(dir: &Path) -> AgentsFile {
+    match adk_config::read(dir) {
+        Ok((spec, _)) => spec,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The problems of loading `dir`, one line each as the server prints them.
+fn problems(dir: &Path) -> Vec<String> {
+    match AgentsConfig::load(dir) {
+        Ok(_) => Vec::new(),
+        Err(e) => e.to_string().lines().map(str::to_string).collect(),
+    }
+}
+
+#[track_caller]
+fn assert_problem(dir: &Path, expected: &str) {
+    let found = problems(dir);
+    let expected = format!("{}: {expected}", dir.display());
+    assert!(
+        found.iter().any(|p| p.contains(&expected)),
+        "expected a problem containing {expected:?}, got {found:#?}"
+    );
+}
+
+/// Loads the translation of `dir` with every model a mock: the agents file's
+/// rules and builders run on it as on any agents file, without API keys.
+fn built_with_mocks(dir: &Path) -> AgentsConfig {
+    let (mut spec, origins) = adk_config::read(dir).unwrap_or_else(|e| panic!("{e}"));
+    for provider in spec.models.values_mut() {
+        *provider = json!({ "provider": "mock" });
+    }
+    AgentsConfig::check("adk", &spec, Some(&origins)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn kinds(agent: &AgentConfig) -> Vec<(String, &'static str)> {
+    let mut all = vec![(agent.name.clone(), agent.kind.as_str())];
+    for sub in &agent.sub_agents {
+        all.extend(kinds(sub));
+    }
+    all
+}
+
+#[test]
+fn a_directory_adk_create_writes_is_an_app_named_after_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    adk_create(dir.path(), "my_app", "gemini-2.5-flash");
+    let app_dir = dir.path().join("my_app");
+    let written: Value =
+        yaml_serde::from_str(&std::fs::read_to_string(app_dir.join("root_agent.yaml")).unwrap()).unwrap();
+
+    let spec = translated(&app_dir);
+    let names: Vec<&String> = spec.apps.keys().collect();
+    assert_eq!(names, ["my_app"]);
+    let root = &spec.apps["my_app"].root_agent;
+    assert_eq!(root.name, written["name"].as_str().expect("adk create names the agent"));
+    assert_eq!(root.kind, AgentKind::Llm);
+    assert_eq!(root.model.as_deref(), Some("gemini-2.5-flash"));
+    assert_eq!(root.instruction.as_deref(), written["instruction"].as_str());
+    assert!(root.instruction.as_deref().is_some_and(|i| !i.is_empty()));
+    assert_eq!(root.description, written["description"].as_str().unwrap_or_default());
+    let provider = &spec.models["gemini-2.5-flash"];
+    assert_eq!(provider["provider"], "gemini");
+    assert_eq!(provider["model"], "gemini-2.5-flash");
+    let key = provider["api_key_env"].as_str().expect("a key variable");
+    assert!(key == "GOOGLE_API_KEY" || key == "GEMINI_API_KEY", "{key}");
+
+    // Built by the agents file's builders (models as mocks, no key needed).
+    let built = built_with_mocks(&app_dir);
+    assert_eq!(built.app_names(), ["my_app"]);
+    assert_eq!(built.apps[0].description.name, root.name);
+    assert_eq!(built.apps[0].description.kind, "llm");
+
+    // Without a key in the environment, the start fails naming the YAML and the variable.
+    if std::env::var_os("GOOGLE_API_KEY").is_none() && std::env::var_os("GEMINI_API_KEY").is_none() {
+        assert_problem(
+            &app_dir,
+            r#"root_agent.yaml, model "gemini-2.5-flash": environment variable GOOGLE_API_KEY (api_key_env) is not set"#,
+        );
+    }
+}
+
+#[test]
+fn a_directory_of_adk_created_directories_is_one_app_each() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    adk_create(dir.path(), "alpha", "gemini-2.5-flash");
+    adk_create(dir.path(), "beta", "openai/gpt-4o-mini");
+    // Not agents: skipped as adk web skips them.
+    std::fs::create_dir_all(dir.path().join("__pycache__")).unwrap();
+    std::fs::create_dir_all(dir.path().join("data")).unwrap();
+
+    let spec = translated(dir.path());
+    let names: Vec<&String> = spec.apps.keys().collect();
+    assert_eq!(names, ["alpha", "beta"]);
+    assert_eq!(
+        spec.apps["beta"].root_agent.model.as_deref(),
+        Some("openai/gpt-4o-mini")
+    );
+    let openai = &spec.models["openai/gpt-4o-mini"];
+    assert_eq!(
+        (&openai["provider"], &openai["model"], &openai["api_key_env"]),
+        (&json!("openai"), &json!("gpt-4o-mini"), &json!("OPENAI_API_KEY"))
+    );
+    assert_eq!(built_with_mocks(dir.path()).app_names(), ["alpha", "beta"]);
+}
+
+#[test]
+fn a_python_agent_beside_config_agents_is_refused() {
+    let dir = dir_with(&[
+        (
+            "good/root_agent.yaml",
+            "name: a\nmodel: gemini-2.5-flash\ninstruction: hi\n",
+        ),
+        ("coded/agent.py", "root_agent = None\n"),
+    ]);
+    assert_problem(dir.path(), "coded/: app \"coded\" is an ADK agent written in Python");
+}
+
+#[test]
+fn an_empty_directory_is_neither_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    let found = problems(dir.path());
+    assert!(
+        found.len() == 1 && found[0].contains("no root_agent.yaml here nor in a subdirectory"),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn every_agent_class_with_sub_agents_in_nested_files() {
+    let dir = dir_with(&[
+        (
+            "trip/root_agent.yaml",
+            "agent_class: SequentialAgent\nname: trip\ndescription: Plans a trip.\nsub_agents:\n\
+             \x20 - config_path: agents/research.yaml\n  - config_path: ./agents/polish.yaml\n",
+        ),
+        (
+            "trip/agents/research.yaml",
+            "agent_class: ParallelAgent\nname: research\nsub_agents:\n  - config_path: team/weather.yaml\n\
+             \x20 - team/sights.yaml\n",
+        ),
+        (
+            "trip/agents/team/weather.yaml",
+            "name: weather\nmodel: openai/gpt-4o-mini\ninstruction: Say the weather in {city}.\n\
+             output_key: weather\ninclude_contents: none\ngenerate_content_config:\n  temperature: 0.2\n\
+             \x20 maxOutputTokens: 200\n  stop_sequences: [END]\n",
+        ),
+        (
+            "trip/agents/team/sights.yaml",
+            "agent_class: google.adk.agents.LlmAgent\nname: sights\nmodel: gemini-2.5-flash\n\
+             instruction: List sights.\ntools:\n  - name: load_memory\n  - preload_memory\n",
+        ),
+        (
+            "trip/agents/polish.yaml",
+            "agent_class: LoopAgent\nname: polish\nmax_iterations: 3\nsub_agents:\n  - config_path: critic.yaml\n",
+        ),
+        (
+            "trip/agents/critic.yaml",
+            "name: critic\nmodel: gemini-2.5-flash\ninstruction: Improve it; call exit_loop when done.\n\
+             tools: [{name: exit_loop}, transfer_to_agent]\nsub_agents:\n  - config_path: nested/helper.yaml\n\
+             disallow_transfer_to_parent: true\n",
+        ),
+        // No model: inherits its LlmAgent parent's, as in ADK.
+        ("trip/agents/nested/helper.yaml", "name: helper\ninstruction: Help.\n"),
+    ]);
+    let app_dir = dir.path().join("trip");
+    let spec = translated(&app_dir);
+    let root = &spec.apps["trip"].root_agent;
+    let expected: Vec<(String, &str)> = [
+        ("trip", "sequential"),
+        ("research", "parallel"),
+        ("weather", "llm"),
+        ("sights", "llm"),
+        ("polish", "loop"),
+        ("critic", "llm"),
+        ("helper", "llm"),
+    ]
+    .into_iter()
+    .map(|(name, kind)| (name.to_string(), kind))
+    .collect();
+    assert_eq!(kinds(root), expected);
+    assert_eq!(root.description, "Plans a trip.");
+    let weather = &root.sub_agents[0].sub_agents[0];
+    assert_eq!(weather.instruction.as_deref(), Some("Say the weather in {city}."));
+    assert_eq!(weather.output_key.as_deref(), Some("weather"));
+    assert!(matches!(weather.include_contents, Some(file::IncludeContents::None)));
+    let generation = weather.generation.as_ref().expect("generation");
+    assert_eq!(
+        (
+            generation.temperature,
+            generation.max_output_tokens,
+            generation.stop_sequences.clone()
+        ),
+        (Some(0.2), Some(200), vec!["END".to_string()])
+    );
+    let sights = &root.sub_agents[0].sub_agents[1];
+    assert_eq!(sights.tools, ["load_memory", "preload_memory"]);
+    let polish = &root.sub_agents[1];
+    assert_eq!(polish.max_iterations, Some(3));
+    let critic = &polish.sub_agents[0];
+    // transfer_to_agent is the runner's, given to an agent with sub_agents.
+    assert_eq!(critic.tools, ["exit_loop"]);
+    let helper = &critic.sub_agents[0];
+    assert_eq!(
+        helper.model.as_deref(),
+        Some("gemini-2.5-flash"),
+        "inherited from critic"
+    );
+
+    let built = built_with_mocks(&app_dir);
+    let description = &built.apps[0].description;
+    assert_eq!(
+        (description.name.as_str(), description.kind.as_str()),
+        ("trip", "sequential")
+    );
+    assert_eq!(description.sub_agents[1].sub_agents[0].tools[0].name, "exit_loop");
+}
+
+/// One app whose root agent is `root` (YAML), beside other files.
+fn app(root: &str, others: &[(&str, &str)]) -> tempfile::TempDir {
+    let mut files = vec![("root_agent.yaml", root)];
+    files.extend_from_slice(others);
+    dir_with(&files)
+}
+
+const HEAD: &str = "name: assistant\nmodel: gemini-2.5-flash\ninstruction: Help.\n";
+
+#[test]
+fn code_references_are_refused_naming_file_field_and_what_to_use() {
+    let dir = app(
+        &format!(
+            "{HEAD}sub_agents:\n  - config_path: sub/worker.yaml\n  - code: my_lib.agents.helper\n\
+             tools:\n  - name: my_lib.tools.get_weather\n"
+        ),
+        &[(
+            "sub/worker.yaml",
+            "name: worker\nmodel_code: {name: my_lib.models.make}\ninstruction: Work.\n\
+             output_schema: {name: my_lib.schemas.Reply}\ninput_schema: {name: my_lib.schemas.Ask}\n",
+        )],
+    );
+    let d = dir.path();
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "sub_agents[1].code": "my_lib.agents.helper" is an agent defined in Python"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[0]": "my_lib.tools.get_weather" is a Python tool (a code reference), and the suite runs no Python: serve it over HTTP or MCP"#,
+    );
+    assert_problem(
+        d,
+        r#"sub/worker.yaml, agent "worker": field "model_code": a Python code reference building a model"#,
+    );
+    assert_problem(
+        d,
+        r#"sub/worker.yaml, agent "worker": field "output_schema": a Python class"#,
+    );
+    assert_problem(
+        d,
+        r#"sub/worker.yaml, agent "worker": field "input_schema": a Python class"#,
+    );
+    // worker has neither model nor (after model_code) an llm ancestor's? It has: assistant's.
+    assert_eq!(problems(d).len(), 6, "{:#?}", problems(d));
+}
+
+#[test]
+fn callbacks_are_refused_pointing_at_hooks_and_tools() {
+    let dir = app(
+        &format!(
+            "{HEAD}before_agent_callbacks:\n  - name: my_lib.cb.before\nafter_model_callbacks:\n  - name: my_lib.cb.after\n\
+             before_tool_callback: my_lib.cb.tool\n"
+        ),
+        &[],
+    );
+    for field in [
+        "before_agent_callbacks",
+        "after_model_callbacks",
+        "before_tool_callback",
+    ] {
+        assert_problem(
+            dir.path(),
+            &format!(r#"root_agent.yaml, agent "assistant": field "{field}": callbacks are Python code"#),
+        );
+    }
+    assert!(
+        problems(dir.path())
+            .iter()
+            .all(|p| !p.contains("callbacks are") || p.contains("hooks"))
+    );
+}
+
+#[test]
+fn agent_classes_beyond_the_four_are_refused() {
+    let custom = app("agent_class: my_lib.agents.Custom\nname: c\n", &[]);
+    assert_problem(
+        custom.path(),
+        r#"root_agent.yaml, agent "c": field "agent_class": "my_lib.agents.Custom" is a Python class"#,
+    );
+    let remote = app("agent_class: RemoteA2aAgent\nname: r\n", &[]);
+    assert_problem(
+        remote.path(),
+        r#"root_agent.yaml, agent "r": field "agent_class": ADK's "RemoteA2aAgent" is not supported"#,
+    );
+}
+
+#[test]
+fn tools_the_suite_does_not_have_are_refused() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: google_search\n  - name: exit_loop\n    args: {{a: 1}}\n  - transfer_to_agent\n"
+        ),
+        &[],
+    );
+    let d = dir.path();
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[0]": ADK's tool "google_search" is not offered here (built in: exit_loop"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[1].args": the built-in exit_loop takes no args"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[2]": transfer_to_agent is given to an agent with sub_agents"#,
+    );
+}
+
+#[test]
+fn instructions_and_transfer_fields_map_to_the_agents_file() {
+    let dir = app(
+        &format!(
+            "{HEAD}static_instruction: You are a desk.\nglobal_instruction: Be polite.\n\
+             disallow_transfer_to_parent: false\ndisallow_transfer_to_peers: true\n"
+        ),
+        &[],
+    );
+    let file = translated(dir.path());
+    let root = &file.apps.values().next().expect("one app").root_agent;
+    assert_eq!(root.static_instruction.as_deref(), Some("You are a desk."));
+    assert_eq!(root.global_instruction.as_deref(), Some("Be polite."));
+    assert!(!root.disallow_transfer_to_parent && root.disallow_transfer_to_peers);
+    built_with_mocks(dir.path());
+}
+
+#[test]
+fn fields_not_supported_yet_are_refused_never_dropped() {
+    let dir = app(
+        &format!(
+            "{HEAD}mode: task\n\
+             generate_content_config:\n  temperature: 0.5\n  candidate_count: 2\n  thinking_config: {{thinking_level: MINIMAL}}\n\
+             output_schema: null\n"
+        ),
+        &[],
+    );
+    let d = dir.path();
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "mode": not supported yet"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.candidate_count": not supported yet"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.thinking_config.thinking_level": "MINIMAL" is not supported yet"#,
+    );
+    // A key set to null is a key left out.
+    assert!(!problems(d).iter().any(|p| p.contains("output_schema")));
+    assert_eq!(problems(d).len(), 4, "3 problems and the count: {:#?}", problems(d));
+}
+
+#[test]
+fn model_strings_without_a_mapped_provider_are_refused() {
+    let dir = app("name: a\nmodel: claude-3-5-sonnet\ninstruction: Hi.\n", &[]);
+    assert_problem(
+        dir.path(),
+        r#"root_agent.yaml, model "claude-3-5-sonnet": field "model": the model string "claude-3-5-sonnet" names no provider the suite maps"#,
+    );
+    let none = app("name: a\ninstruction: Hi.\n", &[]);
+    assert_problem(
+        none.path(),
+        r#"root_agent.yaml, agent "a": field "model": not supported yet: an LlmAgent without a model"#,
+    );
+}
+
+#[test]
+fn sub_agent_paths_stay_inside_and_form_a_tree() {
+    let outside = app(&format!("{HEAD}sub_agents:\n  - config_path: ../elsewhere.yaml\n"), &[]);
+    assert_problem(
+        outside.path(),
+        r#"root_agent.yaml, agent "assistant": field "sub_agents[0].config_path": "../elsewhere.yaml" must be a relative path inside this file's directory"#,
+    );
+    let cycle = app(
+        &format!("{HEAD}sub_agents:\n  - config_path: a.yaml\n"),
+        &[("a.yaml", "name: a\ninstruction: A.\nsub_agents: [root_agent.yaml]\n")],
+    );
+    assert_problem(
+        cycle.path(),
+        r#"a.yaml, agent "a": field "sub_agents[0]": config_path "root_agent.yaml" leads back to a file above it"#,
+    );
+    let missing = app(&format!("{HEAD}sub_agents:\n  - config_path: gone.yaml\n"), &[]);
+    assert_problem(missing.path(), "gone.yaml: cannot read the agent config");
+}
+
+#[test]
+fn the_agents_file_rules_name_the_yaml_and_adk_field() {
+    let dir = app(
+        "agent_class: LoopAgent\nname: loop\nmax_iterations: 0\nsub_agents: [w.yaml]\n",
+        &[(
+            "w.yaml",
+            "name: w\nmodel: gemini-2.5-flash\ninstruction: W.\ngenerate_content_config: {max_output_tokens: 0}\n",
+        )],
+    );
+    let d = dir.path();
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "loop": field "max_iterations": must be at least 1"#,
+    );
+    assert_problem(
+        d,
+        r#"w.yaml, agent "w": field "generate_content_config": max_output_tokens must be at least 1"#,
+    );
+}
+
+#[test]
+fn two_files_with_one_agent_name_are_refused_naming_both() {
+    let dir = app(
+        "agent_class: ParallelAgent\nname: p\nsub_agents: [w.yaml, again/w.yaml]\n",
+        &[
+            ("w.yaml", "name: w\nmodel: gemini-2.5-flash\ninstruction: W.\n"),
+            (
+                "again/w.yaml",
+                "name: w\nmodel: gemini-2.5-flash\ninstruction: W again.\n",
+            ),
+        ],
+    );
+    assert_problem(
+        dir.path(),
+        r#"again/w.yaml, agent "w": field "name": w.yaml, agent "w" has the same name"#,
+    );
+}
+
+#[test]
+fn schemas_and_generation_settings_map_to_the_agents_file() {
+    let dir = app(
+        "name: extractor\nmodel: gemini-2.5-flash\ninstruction: Extract.\noutput_key: person\n\
+         output_schema: {type: object, properties: {name: {type: string}}, required: [name]}\n\
+         generate_content_config:\n  topK: 5\n  seed: 7\n  response_mime_type: application/json\n\
+         \x20 safety_settings: [{category: HARM_CATEGORY_HATE_SPEECH, threshold: BLOCK_NONE}]\n\
+         \x20 thinking_config: {include_thoughts: true, thinking_level: HIGH}\n",
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    assert_eq!(
+        root.output_schema.as_ref().map(|s| s["required"].clone()),
+        Some(json!(["name"]))
+    );
+    let generation = root.generation.as_ref().expect("generation");
+    assert_eq!((generation.top_k, generation.seed), (Some(5), Some(7)));
+    assert_eq!(generation.response_mime_type.as_deref(), Some("application/json"));
+    assert_eq!(generation.safety_settings[0]["threshold"], "BLOCK_NONE");
+    let thinking = generation.thinking.as_ref().expect("thinking");
+    assert_eq!(
+        (thinking.budget_tokens, thinking.include_thoughts, thinking.effort),
+        (None, Some(true), Some(adk_grpc_core::ThinkingEffort::High))
+    );
+    built_with_mocks(dir.path());
+
+    let budget = app(
+        "name: a\nmodel: gemini-2.5-flash\ninstruction: A.\ngenerate_content_config: {thinkingConfig: {thinkingBudget: 128}}\n",
+        &[],
+    );
+    let spec = translated(budget.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    let thinking = root
+        .generation
+        .as_ref()
+        .and_then(|g| g.thinking.as_ref())
+        .expect("thinking");
+    assert_eq!(thinking.budget_tokens, Some(128));
+}

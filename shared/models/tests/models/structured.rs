@@ -1,0 +1,310 @@
+//! Structured output, thinking and the other generation settings, on each provider's
+//! wire: what the request carries, and thoughts in replies, streamed and not.
+
+use crate::common::{assert_stream_shape, collect_ok, text};
+use adk_grpc_core::{
+    Content, GenerateContentConfig, Llm, LlmRequest, LlmResponse, Part, ThinkingConfig, ThinkingEffort,
+};
+use adk_grpc_models::testing::{FakeServer, gemini, openai};
+use adk_grpc_models::{Gemini, MockModel, MockTurn, OpenAiCompatible};
+use serde_json::{Value, json};
+
+fn schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {"city": {"type": "string"}, "celsius": {"type": "number"}},
+        "required": ["city", "celsius"],
+        "additionalProperties": false,
+    })
+}
+
+fn request(config: GenerateContentConfig) -> LlmRequest {
+    LlmRequest {
+        contents: vec![Content::new("user").with_text("Weather in Oslo?")],
+        config,
+        ..Default::default()
+    }
+}
+
+fn openai_model(server: &FakeServer) -> OpenAiCompatible {
+    OpenAiCompatible::new(format!("{}/v1", server.url()), "gpt-test").unwrap()
+}
+
+fn gemini_model(server: &FakeServer) -> Gemini {
+    Gemini::new("gemini-test").unwrap().with_base_url(server.url())
+}
+
+/// The thought parts and the answer parts of a response.
+fn split(response: &LlmResponse) -> (Vec<String>, Vec<String>) {
+    let parts = response.content.iter().flat_map(|c| &c.parts);
+    let texts = |thought: bool| -> Vec<String> {
+        parts
+            .clone()
+            .filter(|p| p.is_thought() == thought)
+            .filter_map(|p| match &p.kind {
+                adk_grpc_core::PartKind::Text { text } => Some(text.clone()),
+                _ => None,
+            })
+            .collect()
+    };
+    (texts(true), texts(false))
+}
+
+#[tokio::test]
+async fn openai_gets_a_json_schema_response_format_and_the_other_settings() {
+    let server = FakeServer::start().await;
+    server.push(openai::json_reply(&json!({"city": "Oslo", "celsius": 3})));
+    let config = GenerateContentConfig {
+        response_schema: Some(schema()),
+        seed: Some(7),
+        presence_penalty: Some(0.5),
+        frequency_penalty: Some(-0.5),
+        top_k: Some(40),
+        thinking: Some(ThinkingConfig {
+            effort: Some(ThinkingEffort::High),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let items = collect_ok(
+        openai_model(&server)
+            .generate_content(request(config), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(text(&items[0]), r#"{"celsius":3,"city":"Oslo"}"#);
+    let body = server.last_request().json();
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "response", "schema": schema(), "strict": true}})
+    );
+    assert_eq!(body["reasoning_effort"], "high");
+    assert_eq!(body["seed"], 7);
+    assert_eq!(body["presence_penalty"], 0.5);
+    assert_eq!(body["frequency_penalty"], -0.5);
+    assert_eq!(body["top_k"], 40);
+
+    // A schema OpenAI's strict mode would refuse goes without strict, unchanged; the
+    // title names it; JSON without a schema is json_object.
+    server.push(openai::text("{}"));
+    let loose = json!({"title": "Forecast", "type": "object", "properties": {"city": {"type": "string"}}});
+    let config = GenerateContentConfig {
+        response_schema: Some(loose.clone()),
+        ..Default::default()
+    };
+    collect_ok(
+        openai_model(&server)
+            .generate_content(request(config), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        server.last_request().json()["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "Forecast", "schema": loose, "strict": false}})
+    );
+    server.push(openai::text("{}"));
+    let config = GenerateContentConfig {
+        response_mime_type: Some("application/json".into()),
+        ..Default::default()
+    };
+    collect_ok(
+        openai_model(&server)
+            .generate_content(request(config), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    let body = server.last_request().json();
+    assert_eq!(body["response_format"], json!({"type": "json_object"}));
+    assert!(
+        body.get("reasoning_effort").is_none() && body.get("seed").is_none(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn gemini_gets_a_response_json_schema_thinking_config_and_safety_settings() {
+    let server = FakeServer::start().await;
+    server.push(gemini::json_reply(&json!({"city": "Oslo", "celsius": 3})));
+    let safety = vec![json!({"category": "HARM_CATEGORY_HARASSMENT", "threshold": "BLOCK_ONLY_HIGH"})];
+    let config = GenerateContentConfig {
+        response_schema: Some(schema()),
+        safety_settings: safety.clone(),
+        top_k: Some(20),
+        seed: Some(11),
+        presence_penalty: Some(0.25),
+        frequency_penalty: Some(0.75),
+        thinking: Some(ThinkingConfig {
+            budget_tokens: Some(1024),
+            include_thoughts: Some(true),
+            effort: None,
+        }),
+        ..Default::default()
+    };
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(config), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(text(&items[0]), r#"{"celsius":3,"city":"Oslo"}"#);
+    let body = server.last_request().json();
+    assert_eq!(
+        body["generationConfig"],
+        json!({
+            "responseMimeType": "application/json",
+            "responseJsonSchema": schema(),
+            "topK": 20,
+            "seed": 11,
+            "presencePenalty": 0.25,
+            "frequencyPenalty": 0.75,
+            "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true},
+        })
+    );
+    assert_eq!(
+        body["safetySettings"],
+        json!(safety),
+        "safetySettings is a top-level field"
+    );
+
+    server.push(gemini::text("ok"));
+    let config = GenerateContentConfig {
+        response_mime_type: Some("text/x.enum".into()),
+        thinking: Some(ThinkingConfig {
+            effort: Some(ThinkingEffort::Low),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    collect_ok(
+        gemini_model(&server)
+            .generate_content(request(config), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        server.last_request().json()["generationConfig"],
+        json!({"responseMimeType": "text/x.enum", "thinkingConfig": {"thinkingLevel": "LOW"}})
+    );
+}
+
+#[tokio::test]
+async fn gemini_thoughts_become_thought_parts_streamed_and_not() {
+    let server = FakeServer::start().await;
+    server.push(gemini::thinking("The user wants Oslo.", "It is cold."));
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(Default::default()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        split(&items[0]),
+        (vec!["The user wants Oslo.".into()], vec!["It is cold.".into()])
+    );
+    assert_eq!(text(&items[0]), "It is cold.", "a thought is not the reply's text");
+
+    let signed = json!({"text": "Answer.", "thoughtSignature": "c2lnbmVk"});
+    server.push(gemini::stream(vec![
+        gemini::response(vec![gemini::thought_part("Think ")], None),
+        gemini::response(vec![gemini::thought_part("harder.")], None),
+        gemini::response(vec![signed], Some("STOP")),
+    ]));
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(Default::default()), true)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_stream_shape(&items);
+    let partial_thoughts: Vec<_> = items[..items.len() - 1].iter().map(split).collect();
+    assert_eq!(
+        partial_thoughts,
+        [
+            (vec!["Think ".to_string()], vec![]),
+            (vec!["harder.".to_string()], vec![]),
+            (vec![], vec!["Answer.".to_string()]),
+        ]
+    );
+    let last = items.last().unwrap();
+    assert_eq!(split(last), (vec!["Think harder.".into()], vec!["Answer.".into()]));
+    let answer = &last.content.as_ref().unwrap().parts[1];
+    assert_eq!(answer.thought_signature.as_deref(), Some(&b"signed"[..]));
+}
+
+#[tokio::test]
+async fn openai_reasoning_content_becomes_thought_parts_streamed_and_not() {
+    let server = FakeServer::start().await;
+    server.push(openai::reasoning("Oslo is in Norway.", "Cold."));
+    let items = collect_ok(
+        openai_model(&server)
+            .generate_content(request(Default::default()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        split(&items[0]),
+        (vec!["Oslo is in Norway.".into()], vec!["Cold.".into()])
+    );
+
+    server.push(openai::stream(
+        vec![
+            openai::reasoning_chunk("Hmm, "),
+            openai::reasoning_chunk("Oslo."),
+            openai::text_chunk("{\"city\":"),
+            openai::text_chunk("\"Oslo\"}"),
+        ],
+        "stop",
+    ));
+    let items = collect_ok(
+        openai_model(&server)
+            .generate_content(request(Default::default()), true)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_stream_shape(&items);
+    let partials: Vec<_> = items[..items.len() - 1].iter().map(split).collect();
+    assert_eq!(
+        partials,
+        [
+            (vec!["Hmm, ".to_string()], vec![]),
+            (vec!["Oslo.".to_string()], vec![]),
+            (vec![], vec!["{\"city\":".to_string()]),
+            (vec![], vec!["\"Oslo\"}".to_string()]),
+        ]
+    );
+    assert_eq!(
+        split(items.last().unwrap()),
+        (vec!["Hmm, Oslo.".into()], vec![r#"{"city":"Oslo"}"#.into()])
+    );
+}
+
+#[tokio::test]
+async fn the_mock_scripts_structured_replies_and_thoughts() {
+    let mock = MockModel::scripted(vec![
+        MockTurn::Json(json!({"city": "Oslo"})),
+        MockTurn::Thinking {
+            thought: "Let me think.".into(),
+            text: "Done.".into(),
+        },
+    ]);
+    let items = collect_ok(mock.generate_content(request(Default::default()), false).await.unwrap()).await;
+    assert_eq!(text(&items[0]), r#"{"city":"Oslo"}"#);
+    let items = collect_ok(mock.generate_content(request(Default::default()), true).await.unwrap()).await;
+    assert_stream_shape(&items);
+    assert_eq!(split(&items[0]), (vec!["Let me think.".into()], vec![]));
+    assert_eq!(
+        split(items.last().unwrap()),
+        (vec!["Let me think.".into()], vec!["Done.".into()])
+    );
+    let parts: &[Part] = &items.last().unwrap().content.as_ref().unwrap().parts;
+    assert_eq!(parts[0].thought, Some(true));
+}
