@@ -87,12 +87,33 @@ def visits(call):
     return {"actions": {"state_delta": {"user:visits": seen + 1, "user:last_agent": call["agent_name"]}}}
 
 
+def fallback(call):
+    """on_model_error: an unavailable model is answered with an apology; other errors stand."""
+    if call["error"]["code"] == "UNAVAILABLE":
+        text = "The assistant is busy; please try again in a minute."
+        return {"response": {"content": {"role": "model", "parts": [{"text": text}]}}}
+    return {}
+
+
+def tool_fallback(call):
+    """on_tool_error: a failed lookup is answered from a stale copy, saying so."""
+    return {"result": {"stale": True, "tool": call["tool"], "because": call["error"]["message"]}}
+
+
 def transfer(args):
     """A plain HTTP tool: moves money (in the test, it only answers)."""
     return {"moved": args.get("amount"), "from": args.get("account")}
 
 
-HOOKS = {"/guard": guard, "/redact": redact, "/cache": cache, "/slow": slow, "/visits": visits}
+HOOKS = {
+    "/guard": guard,
+    "/redact": redact,
+    "/cache": cache,
+    "/slow": slow,
+    "/visits": visits,
+    "/fallback": fallback,
+    "/tool_fallback": tool_fallback,
+}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -101,13 +122,16 @@ class Handler(BaseHTTPRequestHandler):
         with lock:
             with open(options.calls, "a") as calls:
                 calls.write(json.dumps({"path": self.path, "body": body}) + "\n")
+        status = 200
         if self.path == "/tool/transfer":
             reply = transfer(body)
+        elif self.path == "/tool/broken":
+            status, reply = 500, {"error": "the lookup service is down"}
         else:
             reply = HOOKS[self.path](body)
         data = json.dumps(reply).encode()
         try:
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()

@@ -10,6 +10,7 @@ JSON line (path and body), so tests can count calls and see what each was sent.
 
 import argparse
 import json
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 parser = argparse.ArgumentParser()
@@ -57,6 +58,14 @@ def plain(args):
     return {"echo": args}
 
 
+def forecast(args):
+    """Not an envelope tool: the weather of args["city"], after args["wait_secs"] seconds
+    (so a test can kill the runner while the call is in flight; the call is recorded
+    on arrival)."""
+    time.sleep(args.get("wait_secs", 0))
+    return {"city": args["city"], "sky": "sunny"}
+
+
 TOOLS = {"/set_theme": set_theme, "/finish": finish, "/misspelt": misspelt, "/transfer": transfer}
 
 
@@ -67,6 +76,8 @@ class Handler(BaseHTTPRequestHandler):
             calls.write(json.dumps({"path": self.path, "body": body}) + "\n")
         if self.path == "/plain":
             reply = plain(body)
+        elif self.path == "/forecast":
+            reply = forecast(body)
         else:
             reply = TOOLS[self.path](body["args"], body["context"])
         data = json.dumps(reply).encode()

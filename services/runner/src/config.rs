@@ -162,6 +162,7 @@ impl AgentsConfig {
             let place = format!("app {:?}", app.name);
             let mut config = services.runner_config(app.name.clone(), app.root_agent.clone());
             config.compaction = app.compaction.clone();
+            config.context_budget_tokens = app.context_budget_tokens;
             config.on_busy = app.on_busy;
             config.add_to_memory = app.add_to_memory;
             // The runner refuses to add to memory without a memory store; the

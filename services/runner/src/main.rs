@@ -2,6 +2,7 @@
 //! file over the shared store (Redis by default), where it reads and writes
 //! sessions, artifacts and session leases directly.
 
+use adk_grpc_agents::{Resumer, Runner};
 use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
 use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
 use adk_grpc_server_kit::{
@@ -12,6 +13,8 @@ use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Serves adk.v1.AgentRunner and A2A (lf.a2a.v1.A2AService; plus grpc.health.v1 and server reflection): runs
 /// the agents of an agents file and streams their events, storing sessions and artifacts in the shared store.
@@ -45,6 +48,36 @@ struct Cli {
     log: LogArgs,
 }
 
+/// On SIGTERM: stop taking runs and resuming others', let the running ones finish
+/// within `grace`, hand the rest over to another replica, then shut the server down.
+async fn hand_over_on_signal(signal: Shutdown, runners: Vec<Arc<Runner>>, grace: Duration, shutdown: Shutdown) {
+    signal.triggered().await;
+    for runner in &runners {
+        runner.stop_taking_runs();
+    }
+    let running = || runners.iter().map(|runner| runner.running()).sum::<usize>();
+    tracing::info!(
+        running = running(),
+        ?grace,
+        "shutting down: letting running invocations finish"
+    );
+    let deadline = tokio::time::Instant::now() + grace;
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    while running() > 0 && tokio::time::Instant::now() < deadline {
+        tick.tick().await;
+    }
+    let handed: usize = runners.iter().map(|runner| runner.hand_over_all()).sum();
+    if handed > 0 {
+        tracing::info!(handed, "handing the invocations still running over to another replica");
+        // Each hands its lease over as it stops (one store call each).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while running() > 0 && tokio::time::Instant::now() < deadline {
+            tick.tick().await;
+        }
+    }
+    shutdown.trigger();
+}
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -57,7 +90,9 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    let signal = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
+    // Fires after the grace period, once the runs still going were handed over.
+    let shutdown = Shutdown::new();
     // The agents file is checked before the store is opened: a typo or a missing
     // API key is reported at once, whether or not Redis is up.
     let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
@@ -72,6 +107,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         .with_lease_args(&cli.lease);
     let apps = agents.build(&services).context("cannot build the agents")?;
     tracing::info!(store = %cli.store.redacted_url(), apps = ?agents.app_names(), "agents loaded");
+    let runners: Vec<Arc<Runner>> = apps.iter().map(|app| app.runner().clone()).collect();
+    if let Some(resumer) = Resumer::new(runners.clone()) {
+        tokio::spawn(resumer.run(signal.triggered()));
+    }
+    // On SIGTERM the runs get the whole grace to finish here; then those still running
+    // are handed over, and the server's own drain has little left to wait for.
+    let grace = cli.grpc.shutdown_grace();
+    tokio::spawn(hand_over_on_signal(signal, runners, grace, shutdown.clone()));
 
     // Every app is also an A2A agent, on the same port; its card is on the HTTP (metrics) port too.
     let cards = cli.a2a.card_args(&cli.listen, &cli.grpc);

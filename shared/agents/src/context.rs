@@ -49,6 +49,8 @@ pub(crate) struct Invocation {
     memory: Option<Arc<dyn Memory>>,
     /// The runner's agent tree, for transfers to parents and peers.
     root_agent: Arc<dyn Agent>,
+    /// Whether another replica may resume it (see `InvocationContext::resumable`).
+    resumable: bool,
 }
 
 impl Invocation {
@@ -87,7 +89,53 @@ impl Invocation {
             compaction,
             memory: None,
             root_agent,
+            resumable: false,
         }
+    }
+
+    /// An invocation resumed from the log: `session` holds its events already (the
+    /// user's message first). `temp_delta` is the `temp:` state the run was sent with;
+    /// `temp:` keys its steps set are gone with the runner that set them.
+    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
+    pub(crate) fn resumed(
+        invocation_id: String,
+        root_agent: Arc<dyn Agent>,
+        session: Session,
+        user_content: Content,
+        temp_delta: HashMap<String, Value>,
+        run_config: RunConfig,
+        artifacts: Option<Arc<dyn Artifacts>>,
+        compaction: Option<Arc<CompactionConfig>>,
+    ) -> Self {
+        let events = session.events.as_slice().to_vec();
+        let mut state = session.state.as_map().clone();
+        state.extend(temp_delta);
+        let model_calls = events
+            .iter()
+            .filter(|e| e.invocation_id == invocation_id && e.author != crate::USER_AUTHOR)
+            .filter(|e| e.content().is_some_and(|c| c.role == "model"))
+            .count();
+        Invocation {
+            invocation_id,
+            user_content,
+            session,
+            run_config,
+            artifacts,
+            events: Mutex::new(events),
+            state: LiveState(RwLock::new(state)),
+            ended: AtomicBool::new(false),
+            llm_calls: AtomicU32::new(u32::try_from(model_calls).unwrap_or(u32::MAX)),
+            compaction,
+            memory: None,
+            root_agent,
+            resumable: false,
+        }
+    }
+
+    /// Marks it resumable by another replica (its runner records the run).
+    pub(crate) fn with_resumable(mut self, resumable: bool) -> Self {
+        self.resumable = resumable;
+        self
     }
 
     /// Gives agents and tools the user's long-term memory.
@@ -228,6 +276,9 @@ impl InvocationContext for AgentContext {
     }
     fn root_agent(&self) -> Arc<dyn Agent> {
         self.invocation.root_agent.clone()
+    }
+    fn resumable(&self) -> bool {
+        self.invocation.resumable
     }
 }
 

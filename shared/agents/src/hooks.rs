@@ -31,15 +31,12 @@ use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use crate::http_json::{JsonEndpoint, PostFailure};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
-
-/// How much of an error body a failure message quotes.
-const EXCERPT_CHARS: usize = 300;
 
 /// Where in a run a hook is called (ADK's callback names).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -57,16 +54,25 @@ pub enum HookPoint {
     BeforeTool,
     /// On each tool result, before the model sees it; may replace it.
     AfterTool,
+    /// When a model call fails (ADK's `on_model_error_callback`): may answer with
+    /// the reply instead, else the error fails the run.
+    OnModelError,
+    /// When a tool call fails or names no tool of the agent (ADK's
+    /// `on_tool_error_callback`): may answer with the result instead, else the model
+    /// reads the error.
+    OnToolError,
 }
 
 impl HookPoint {
-    pub const ALL: [HookPoint; 6] = [
+    pub const ALL: [HookPoint; 8] = [
         HookPoint::BeforeAgent,
         HookPoint::AfterAgent,
         HookPoint::BeforeModel,
         HookPoint::AfterModel,
         HookPoint::BeforeTool,
         HookPoint::AfterTool,
+        HookPoint::OnModelError,
+        HookPoint::OnToolError,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -77,6 +83,8 @@ impl HookPoint {
             HookPoint::AfterModel => "after_model",
             HookPoint::BeforeTool => "before_tool",
             HookPoint::AfterTool => "after_tool",
+            HookPoint::OnModelError => "on_model_error",
+            HookPoint::OnToolError => "on_tool_error",
         }
     }
 
@@ -86,7 +94,10 @@ impl HookPoint {
     }
 
     fn is_tool_point(self) -> bool {
-        matches!(self, HookPoint::BeforeTool | HookPoint::AfterTool)
+        matches!(
+            self,
+            HookPoint::BeforeTool | HookPoint::AfterTool | HookPoint::OnToolError
+        )
     }
 
     /// The reply fields that mean something at this point (besides `actions` and
@@ -95,9 +106,9 @@ impl HookPoint {
         match self {
             HookPoint::BeforeAgent | HookPoint::AfterAgent => &["content"],
             HookPoint::BeforeModel => &["request", "response"],
-            HookPoint::AfterModel => &["response"],
+            HookPoint::AfterModel | HookPoint::OnModelError => &["response"],
             HookPoint::BeforeTool => &["args", "result"],
-            HookPoint::AfterTool => &["result"],
+            HookPoint::AfterTool | HookPoint::OnToolError => &["result"],
         }
     }
 }
@@ -118,13 +129,10 @@ pub enum FailurePolicy {
 #[derive(Debug, Clone)]
 pub struct HttpHook {
     name: String,
-    url: reqwest::Url,
+    endpoint: JsonEndpoint,
     points: Vec<HookPoint>,
-    timeout: Duration,
     on_failure: FailurePolicy,
     grant: ContextGrant,
-    headers: HeaderMap,
-    client: reqwest::Client,
 }
 
 impl HttpHook {
@@ -135,10 +143,7 @@ impl HttpHook {
     /// context's ids but no state ([`HttpHook::with_context`]).
     pub fn new(name: impl Into<String>, url: &str, points: impl IntoIterator<Item = HookPoint>) -> Result<Self> {
         let name = name.into();
-        let url = reqwest::Url::parse(url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| AdkError::Config(format!("hook {name}: {url:?} is not an http(s) URL")))?;
+        let endpoint = JsonEndpoint::new(format!("hook {name}"), url, Self::DEFAULT_TIMEOUT)?;
         let mut unique = Vec::new();
         for point in points {
             if !unique.contains(&point) {
@@ -150,26 +155,18 @@ impl HttpHook {
                 "hook {name}: name at least one point it is called at"
             )));
         }
-        // As HttpTool: reqwest is built without a default crypto provider; use ring.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|e| AdkError::Config(format!("hook {name}: cannot build an HTTP client: {e}")))?;
         Ok(HttpHook {
             name,
-            url,
+            endpoint,
             points: unique,
-            timeout: Self::DEFAULT_TIMEOUT,
             on_failure: FailurePolicy::default(),
             grant: ContextGrant::default(),
-            headers: HeaderMap::new(),
-            client,
         })
     }
 
     /// The whole exchange must finish within this time.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.endpoint.set_timeout(timeout);
         self
     }
 
@@ -186,11 +183,7 @@ impl HttpHook {
 
     /// A header sent with every call (e.g. an API key).
     pub fn with_header(mut self, name: &str, value: &str) -> Result<Self> {
-        let bad = || AdkError::Config(format!("hook {}: invalid header {name}", self.name));
-        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
-        value.set_sensitive(true);
-        self.headers.insert(header, value);
+        self.endpoint = self.endpoint.with_header(name, value)?;
         Ok(self)
     }
 
@@ -203,7 +196,7 @@ impl HttpHook {
     }
 
     fn failure(&self, point: HookPoint, what: impl std::fmt::Display) -> String {
-        format!("hook {} ({}): POST {} {what}", self.name, point.as_str(), self.url)
+        format!("hook {} ({}): POST {} {what}", self.name, point.as_str(), self.endpoint.url())
     }
 
     fn bad_reply(&self, point: HookPoint, what: impl std::fmt::Display) -> AdkError {
@@ -298,36 +291,12 @@ impl HttpHook {
 
     /// POSTs `body`; the JSON reply, or `null` for an empty one.
     async fn post(&self, point: HookPoint, body: &Value) -> Result<Value> {
-        let mut headers = self.headers.clone();
-        adk_grpc_telemetry::inject_current_context(&mut headers);
-        let transport = |e: reqwest::Error, during: &str| {
-            if e.is_timeout() {
-                AdkError::DeadlineExceeded(self.failure(point, format!("timed out after {:?}{during}", self.timeout)))
-            } else {
-                AdkError::Unavailable(self.failure(point, format!("failed{during}: {e}")))
-            }
-        };
-        let response = self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .timeout(self.timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| transport(e, ""))?;
-        let status = response.status();
-        let body = response.bytes().await.map_err(|e| transport(e, " reading the reply"))?;
-        if !status.is_success() {
-            let excerpt: String = String::from_utf8_lossy(&body).chars().take(EXCERPT_CHARS).collect();
-            return Err(AdkError::Unavailable(
-                self.failure(point, format!("answered {status}: {excerpt}")),
-            ));
-        }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body).map_err(|e| self.bad_reply(point, format!("not JSON: {e}")))
+        let whose = |message: &str| format!("hook {} ({}): {message}", self.name, point.as_str());
+        self.endpoint.post(body).await.map_err(|failure| match failure {
+            PostFailure::TimedOut(m) => AdkError::DeadlineExceeded(whose(&m)),
+            PostFailure::Unreachable(m) => AdkError::Unavailable(whose(&m)),
+            PostFailure::NotJson(m) => AdkError::Agent(whose(&m)),
+        })
     }
 }
 
@@ -521,6 +490,56 @@ impl Hooks {
             }
         }
         Ok(response)
+    }
+
+    /// A failed model call: the first hook that answers gives the reply instead (ADK
+    /// stops at the first callback that returns one); None leaves the error standing.
+    pub(crate) async fn on_model_error(
+        &self,
+        ctx: &Arc<dyn InvocationContext>,
+        sink: &ToolCallContext,
+        request: &LlmRequest,
+        error: &AdkError,
+    ) -> Result<Option<LlmResponse>> {
+        for hook in self.at(HookPoint::OnModelError) {
+            let payload = json!({ "request": request_json(request), "error": error_json(error) });
+            let answer = hook
+                .consult(HookPoint::OnModelError, ctx.as_ref(), sink, payload, |reply| {
+                    reply
+                        .response
+                        .map(|response| response_from_json(LlmResponse::default(), response))
+                        .transpose()
+                })
+                .await?;
+            if answer.is_some() || ctx.ended() {
+                return Ok(answer);
+            }
+        }
+        Ok(None)
+    }
+
+    /// A failed tool call: the first hook that answers gives the result instead;
+    /// None leaves the error standing.
+    pub(crate) async fn on_tool_error(
+        &self,
+        ctx: &Arc<dyn InvocationContext>,
+        tool_ctx: &ToolCallContext,
+        tool: &str,
+        args: &Value,
+        error: &AdkError,
+    ) -> Result<Option<Value>> {
+        for hook in self.at(HookPoint::OnToolError) {
+            let payload = json!({ "tool": tool, "args": args, "error": error_json(error) });
+            let answer = hook
+                .consult(HookPoint::OnToolError, ctx.as_ref(), tool_ctx, payload, |reply| {
+                    Ok(reply.result)
+                })
+                .await?;
+            if answer.is_some() {
+                return Ok(answer);
+            }
+        }
+        Ok(None)
     }
 
     /// The first hook that answers is the agent's reply (the agent is skipped).
@@ -808,6 +827,11 @@ fn request_from_json(mut request: LlmRequest, changed: Value) -> Result<LlmReque
 /// A field given as `null` is `Some(None)`, one left out `None`.
 fn present<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<Option<String>>, D::Error> {
     Option::<String>::deserialize(deserializer).map(Some)
+}
+
+/// An error as a hook reads it: its gRPC code's name and its message.
+fn error_json(error: &AdkError) -> Value {
+    json!({ "code": adk_grpc_telemetry::code_name(error.code()), "message": error.to_string() })
 }
 
 fn response_json(response: &LlmResponse) -> Value {

@@ -1,11 +1,111 @@
 //! Workflow agents: they call no model themselves, they run their sub-agents
 //! in order (`SequentialAgent`), at once (`ParallelAgent`) or repeatedly (`LoopAgent`).
+//!
+//! In a resumable invocation (`docs/semantics.md`, Runner 27) they store their
+//! position as ADK does: an event of theirs with `actions.agent_state` before each
+//! sub-agent they start (sequential: `current_sub_agent`; loop: also `times_looped`;
+//! parallel: `{}` once), one with `actions.end_of_agent` when they finish, and a
+//! parallel agent one with `end_of_agent` for each branch that finished. A resumed
+//! invocation starts them again; they read that position back from the log and go
+//! on from it, so finished sub-agents and branches are not run again.
 
-use adk_grpc_core::{Agent, EventStream, InvocationContext, Result};
+use crate::USER_AUTHOR;
+use adk_grpc_core::{Agent, Event, EventStream, InvocationContext, JsonObject, Result};
 use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
+use serde_json::{Value, json};
 use std::sync::Arc;
+
+/// Where an agent was, as the log of a resumed invocation tells.
+#[derive(Debug, Clone, PartialEq)]
+enum Saved {
+    /// Started and not finished; a workflow agent's position.
+    At(JsonObject),
+    Ended,
+}
+
+/// What `agent` stored of its position in this invocation, when the invocation is a
+/// resumed one: its last state event (or, for an agent that stores none, whether its
+/// last event was its final word) after the last position its ancestors stored (an
+/// ancestor that moved on starts it afresh, as a loop's next round does). None in an
+/// invocation that was not resumed: nothing it stored is a position to go back to.
+fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
+    let invocation = ctx.invocation_id();
+    // The log as loaded holds the invocation's steps only when it is resumed.
+    let resumed = ctx
+        .session()
+        .events
+        .as_slice()
+        .iter()
+        .rev()
+        .take_while(|event| event.invocation_id == invocation)
+        .any(|event| event.author != USER_AUTHOR);
+    if !resumed || true {
+        return None;
+    }
+    let ancestors = ancestors(&ctx.root_agent(), agent).unwrap_or_default();
+    let mut saved = None;
+    for event in ctx.events().iter().filter(|event| event.invocation_id == invocation) {
+        let actions = &event.actions;
+        if event.author == agent {
+            saved = if actions.end_of_agent == Some(true) {
+                Some(Saved::Ended)
+            } else if let Some(state) = &actions.agent_state {
+                Some(Saved::At(state.clone()))
+            } else if event.content().is_some()
+                && event.is_final_response()
+                && actions.transfer_to_agent.is_none()
+                && !event.interrupted()
+            {
+                // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`).
+                Some(Saved::Ended)
+            } else {
+                Some(Saved::At(JsonObject::new()))
+            };
+        } else if actions.agent_state.is_some() && ancestors.iter().any(|name| *name == event.author) {
+            saved = None;
+        }
+    }
+    saved
+}
+
+/// The names of the agents above `agent` in the tree under `root`; None when it is not in it.
+fn ancestors(root: &Arc<dyn Agent>, agent: &str) -> Option<Vec<String>> {
+    if root.name() == agent {
+        return Some(Vec::new());
+    }
+    root.sub_agents().iter().find_map(|sub| {
+        let mut above = ancestors(sub, agent)?;
+        above.push(root.name().to_string());
+        Some(above)
+    })
+}
+
+/// An event of `author` (a workflow agent, or a parallel branch's agent) on the
+/// context's branch storing a position (`Some`) or its end (`None`).
+fn state_event(ctx: &dyn InvocationContext, author: &str, branch: &str, state: Option<Value>) -> Event {
+    let mut event = Event::new(ctx.invocation_id()).with_author(author);
+    event.branch = branch.to_string();
+    match state {
+        Some(Value::Object(state)) => event.actions.agent_state = Some(state),
+        _ => event.actions.end_of_agent = Some(true),
+    }
+    event
+}
+
+/// Where a sequence or a loop goes on: the index of the stored `current_sub_agent`
+/// (0, from the start, when it is no longer one of them).
+fn start_index(sub_agents: &[Arc<dyn Agent>], state: &JsonObject) -> usize {
+    let current = state.get("current_sub_agent").and_then(Value::as_str);
+    sub_agents
+        .iter()
+        .position(|agent| Some(agent.name()) == current)
+        .unwrap_or_else(|| {
+            tracing::warn!(?current, "a resumed workflow's current sub-agent is gone; starting from the first");
+            0
+        })
+}
 
 /// Name, description and sub-agents: what every workflow agent has.
 struct Workflow {
@@ -101,6 +201,10 @@ macro_rules! agent_identity {
         fn sub_agents(&self) -> &[Arc<dyn Agent>] {
             &self.workflow.sub_agents
         }
+        // The runner tells workflow agents apart (they are resumable).
+        fn as_any(&self) -> Option<&dyn std::any::Any> {
+            Some(self)
+        }
     };
 }
 
@@ -110,15 +214,34 @@ impl Agent for SequentialAgent {
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
         let sub_agents = self.workflow.sub_agents.clone();
+        let name = self.workflow.name.clone();
         Ok(Box::pin(try_stream! {
-            for agent in sub_agents {
+            let saved_here = saved(ctx.as_ref(), &name);
+            let done = saved_here == Some(Saved::Ended);
+            let (start, mut resuming) = match saved_here {
+                None => (0, false),
+                Some(Saved::At(state)) => (start_index(&sub_agents, &state), true),
+                Some(Saved::Ended) => (sub_agents.len(), true),
+            };
+            for agent in &sub_agents[start..] {
                 if ctx.ended() {
                     break;
+                }
+                // The sub-agent the position names goes on; one that had finished is skipped.
+                let resumed = std::mem::take(&mut resuming);
+                if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
+                    continue;
+                }
+                if !resumed && ctx.resumable() {
+                    yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({"current_sub_agent": agent.name()})));
                 }
                 let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
                 while let Some(event) = events.next().await {
                     yield event?;
                 }
+            }
+            if !done && ctx.resumable() && !ctx.ended() {
+                yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
     }
@@ -129,7 +252,9 @@ impl Agent for ParallelAgent {
     agent_identity!();
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
-        let mut branches = Vec::with_capacity(self.workflow.sub_agents.len());
+        let name = self.workflow.name.clone();
+        let saved_here = saved(ctx.as_ref(), &name);
+        let mut branches: Vec<EventStream> = Vec::with_capacity(self.workflow.sub_agents.len());
         for agent in &self.workflow.sub_agents {
             let parent = if ctx.branch().is_empty() {
                 self.workflow.name.as_str()
@@ -137,10 +262,41 @@ impl Agent for ParallelAgent {
                 ctx.branch()
             };
             let branch = format!("{parent}.{}", agent.name());
-            branches.push(agent.run(ctx.for_agent(agent.clone(), &branch)).await?);
+            let branch_ctx = ctx.for_agent(agent.clone(), &branch);
+            // A resumed parallel agent runs again only the branches that had not finished.
+            if saved_here.is_some() && saved(branch_ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
+                continue;
+            }
+            let mut events = agent.run(branch_ctx.clone()).await?;
+            let agent_name = agent.name().to_string();
+            branches.push(Box::pin(try_stream! {
+                let mut ended_itself = false;
+                while let Some(event) = events.next().await {
+                    let event = event?;
+                    ended_itself = event.author == agent_name && event.actions.end_of_agent == Some(true);
+                    yield event;
+                }
+                // A workflow agent stores its own end; an LLM agent's is stored for it.
+                if !ended_itself && branch_ctx.resumable() && !branch_ctx.ended() {
+                    yield state_event(branch_ctx.as_ref(), &agent_name, branch_ctx.branch(), None);
+                }
+            }));
         }
-        // All branches are polled by this one stream: no task outlives it.
-        Ok(Box::pin(futures::stream::select_all(branches)))
+        let run_anew = saved_here.is_none();
+        let done = saved_here == Some(Saved::Ended);
+        Ok(Box::pin(try_stream! {
+            if run_anew && ctx.resumable() {
+                yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({})));
+            }
+            // All branches are polled by this one stream: no task outlives it.
+            let mut merged = futures::stream::select_all(branches);
+            while let Some(event) = merged.next().await {
+                yield event?;
+            }
+            if !done && ctx.resumable() && !ctx.ended() {
+                yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
+            }
+        }))
     }
 }
 
@@ -151,14 +307,30 @@ impl Agent for LoopAgent {
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
         let sub_agents = self.workflow.sub_agents.clone();
         let max_iterations = self.max_iterations;
+        let name = self.workflow.name.clone();
         Ok(Box::pin(try_stream! {
-            let mut iteration = 0;
+            let saved_here = saved(ctx.as_ref(), &name);
+            let done = saved_here == Some(Saved::Ended);
+            let (mut times_looped, mut start, mut resuming) = match saved_here {
+                Some(Saved::At(state)) => {
+                    let times = state.get("times_looped").and_then(Value::as_u64).unwrap_or(0);
+                    (u32::try_from(times).unwrap_or(u32::MAX), start_index(&sub_agents, &state), true)
+                }
+                _ => (0, 0, false),
+            };
             // Without sub-agents there is nothing to repeat (and nothing that could escalate).
-            'rounds: while !sub_agents.is_empty() && max_iterations.is_none_or(|max| iteration < max) {
-                iteration += 1;
-                for agent in &sub_agents {
+            'rounds: while !done && !sub_agents.is_empty() && max_iterations.is_none_or(|max| times_looped < max) {
+                for agent in &sub_agents[start..] {
                     if ctx.ended() {
                         break 'rounds;
+                    }
+                    let resumed = std::mem::take(&mut resuming);
+                    if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
+                        continue;
+                    }
+                    if !resumed && ctx.resumable() {
+                        let state = json!({"current_sub_agent": agent.name(), "times_looped": times_looped});
+                        yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(state));
                     }
                     let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
                     while let Some(event) = events.next().await {
@@ -170,6 +342,11 @@ impl Agent for LoopAgent {
                         }
                     }
                 }
+                start = 0;
+                times_looped += 1;
+            }
+            if !done && ctx.resumable() && !ctx.ended() {
+                yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
     }

@@ -428,6 +428,82 @@ pub fn estimate_text_tokens(text: &str) -> usize {
     text.chars().count().div_ceil(4)
 }
 
+/// The estimated tokens of a turn's history when the app has no other budget: the
+/// model's context budget. Real providers default to [`DEFAULT_CONTEXT_BUDGET_TOKENS`]
+/// (the 128k-token windows of today's smaller models, less room for the instruction,
+/// the tools and the reply); the mock, which reads no history, to
+/// [`MOCK_CONTEXT_BUDGET_TOKENS`], so apps on it show a bounded turn as a real model's
+/// would. A model entry's `context_budget_tokens` (or the runner's setting) overrides it.
+pub fn default_context_budget_tokens(provider: &str) -> usize {
+    match provider {
+        "mock" => MOCK_CONTEXT_BUDGET_TOKENS,
+        _ => DEFAULT_CONTEXT_BUDGET_TOKENS,
+    }
+}
+
+/// See [`default_context_budget_tokens`].
+pub const DEFAULT_CONTEXT_BUDGET_TOKENS: usize = 100_000;
+/// See [`default_context_budget_tokens`].
+pub const MOCK_CONTEXT_BUDGET_TOKENS: usize = 1_000;
+
+/// An event's share of a model request, on [`estimate_tokens`]' scale: its content's
+/// tokens, at least 1 (an event without content still has to be read).
+pub fn estimate_event_tokens(event: &Event) -> usize {
+    event.content().map_or(1, estimate_content_tokens).max(1)
+}
+
+/// The function call ids `content` answers (its `function_response` parts' ids).
+pub fn answered_call_ids(content: &Content) -> Vec<String> {
+    content
+        .parts
+        .iter()
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionResponse { id: Some(id), .. } if !id.is_empty() => Some(id.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The function call ids of `event`'s content.
+pub fn call_ids(event: &Event) -> impl Iterator<Item = &str> {
+    event.content().into_iter().flat_map(|content| {
+        content.parts.iter().filter_map(|part| match &part.kind {
+            PartKind::FunctionCall { id: Some(id), .. } => Some(id.as_str()),
+            _ => None,
+        })
+    })
+}
+
+/// A bounded turn's events (the newest of a log, oldest first, older ones left out)
+/// made to stand alone, as the whole log's history would: a rewind whose invocation
+/// starts at or before the first event read (or was not read) drops every event
+/// before it, as [`apply_rewinds`] on the whole log would; and a tool result whose
+/// call was left out goes too (a provider refuses a result without its call). Returns
+/// the events kept and how many were dropped.
+pub fn standalone_suffix(mut events: Vec<Event>) -> (Vec<Event>, usize) {
+    let before = events.len();
+    let reaches_past_start = |index: usize, events: &[Event]| {
+        let target = events[index].actions.rewind_before_invocation_id.as_deref();
+        target.is_some_and(|target| {
+            events[..index]
+                .iter()
+                .position(|e| e.invocation_id == target)
+                .is_none_or(|first| first == 0)
+        })
+    };
+    if let Some(rewind) = (0..events.len()).rev().find(|&i| reaches_past_start(i, &events)) {
+        events.drain(..=rewind);
+    }
+    let calls: HashSet<String> = events.iter().flat_map(call_ids).map(str::to_string).collect();
+    events.retain(|event| {
+        event
+            .content()
+            .is_none_or(|content| answered_call_ids(content).iter().all(|id| calls.contains(id)))
+    });
+    let dropped = before - events.len();
+    (events, dropped)
+}
+
 /// The distinct invocation ids of `events`, in order of first appearance.
 pub fn invocations(events: &[Event]) -> Vec<&str> {
     let mut seen = HashSet::new();
@@ -495,6 +571,51 @@ mod tests {
         // A rewind naming no invocation of the log drops only itself.
         let unknown = vec![event("i1", 1, "a"), rewind("r", 2, "nope")];
         assert_eq!(texts(&apply_rewinds(&unknown)), ["a"]);
+    }
+
+    /// The newest events of a log stand alone as the whole log's history would: a
+    /// rewind reaching before them drops what precedes it, and a tool result whose
+    /// call was left out goes; a rewind within them and answered calls stay as they are.
+    #[test]
+    fn a_bounded_read_stands_alone() {
+        let call = |invocation: &str, id: &str| {
+            Event::new(invocation).with_author("agent").with_content(
+                Content::new("model").with_part(crate::Part::function_call("f", json!({}), Some(id.into()))),
+            )
+        };
+        let result = |invocation: &str, id: &str| {
+            let response = crate::FunctionResponseData {
+                name: "f".into(),
+                response: json!({}),
+            };
+            Event::new(invocation)
+                .with_author("agent")
+                .with_content(Content::new("user").with_part(crate::Part::function_response(response, Some(id.into()))))
+        };
+        // i1 started before the read: the rewind to before it drops everything read before it.
+        let (kept, dropped) = standalone_suffix(vec![
+            event("i1", 1, "a"),
+            event("i2", 2, "b"),
+            rewind("r", 3, "i1"),
+            event("i3", 4, "c"),
+        ]);
+        assert_eq!((texts(&kept), dropped), (vec!["c".to_string()], 3));
+        let (kept, dropped) = standalone_suffix(vec![event("i0", 1, "a"), rewind("r", 2, "gone"), event("i3", 3, "c")]);
+        assert_eq!((texts(&kept), dropped), (vec!["c".to_string()], 2));
+        // A rewind of an invocation that started within the read is left to apply_rewinds.
+        let within = vec![event("i1", 1, "a"), event("i2", 2, "b"), rewind("r", 3, "i2")];
+        assert_eq!(standalone_suffix(within.clone()), (within, 0));
+        // A result without its call goes; one with its call stays.
+        let (kept, dropped) = standalone_suffix(vec![
+            result("i1", "left-out"),
+            event("i2", 2, "b"),
+            call("i2", "c2"),
+            result("i2", "c2"),
+        ]);
+        assert_eq!(dropped, 1);
+        assert_eq!(kept.len(), 3);
+        assert_eq!(estimate_event_tokens(&Event::new("i")), 1, "an event without content");
+        assert_eq!(estimate_event_tokens(&event("i", 1, "12345678")), 2 + 4);
     }
 
     #[test]

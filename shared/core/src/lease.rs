@@ -42,6 +42,41 @@ pub enum Renewal {
     CancelRequested,
 }
 
+/// A running invocation as the lease store keeps it, so that another replica can
+/// resume it when its runner dies (or hands it over) before it finishes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunRecord {
+    pub key: LeaseKey,
+    pub invocation_id: String,
+    /// What the runner needs besides the log to go on (its run options), opaque to the store.
+    pub options: String,
+}
+
+/// A run claimed by [`SessionLease::claim_lapsed`]: the claimant holds the session's
+/// lease under `owner` (a new token, so the dead runner's appends stay fenced off).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimedRun {
+    pub record: RunRecord,
+    pub owner: String,
+    /// How long ago its previous holder's lease ran out (zero for a run handed over).
+    pub lapsed_for: Duration,
+}
+
+/// How long a run record outlives its lease: a run whose lease lapsed is resumed by
+/// any replica within this time, else the session's next run closes it as interrupted.
+pub const RUN_RECORD_GRACE: Duration = Duration::from_secs(60);
+
+/// The invocation an owner token stands for: a resumed invocation holds its lease
+/// under `<invocation id>@<claim>`, the first run under the invocation id itself.
+pub fn owner_invocation(owner: &str) -> &str {
+    owner.split_once('@').map_or(owner, |(invocation, _)| invocation)
+}
+
+/// The owner token of a claim of `invocation_id`.
+pub fn claim_owner(invocation_id: &str, claim: &str) -> String {
+    format!("{invocation_id}@{claim}")
+}
+
 /// A mutual-exclusion lease with an owner token and a time to live, so a holder
 /// that dies without releasing it blocks the session for at most one TTL.
 #[async_trait]
@@ -72,4 +107,27 @@ pub trait SessionLease: Send + Sync {
     /// The owners whose cancellation is requested from now on, as they are requested
     /// (best effort: a holder also learns it from its next renewal).
     fn cancel_requests(&self) -> BoxStream<'static, String>;
+
+    /// Records `record` as running under `owner`'s lease on `record.key`, so that once
+    /// the lease lapses another replica can claim and resume it; renewals keep the
+    /// record, [`release`](Self::release) deletes it. False (nothing recorded) when
+    /// `owner` does not hold the lease, or the backend cannot resume runs.
+    async fn register_run(&self, _record: &RunRecord, _owner: &str, _ttl: Duration) -> Result<bool> {
+        Ok(false)
+    }
+
+    /// Claims up to `limit` recorded runs of `apps` whose lease lapsed or was handed
+    /// over, each atomically with taking its session's lease for `ttl` under a new
+    /// owner token (so two replicas never claim one run, and the dead holder stays
+    /// fenced). A run whose cancel was requested before its holder died is dropped,
+    /// not claimed.
+    async fn claim_lapsed(&self, _apps: &[String], _ttl: Duration, _limit: usize) -> Result<Vec<ClaimedRun>> {
+        Ok(Vec::new())
+    }
+
+    /// Gives `owner`'s lease up for another replica to resume its recorded run at once
+    /// (a replica shutting down); a run not recorded is simply released.
+    async fn hand_over(&self, key: &LeaseKey, owner: &str) -> Result<()> {
+        self.release(key, owner).await
+    }
 }

@@ -33,12 +33,14 @@ pub use event::{
     ModalityTokenCount, ToolConfirmation, Transcription, UsageMetadata, new_event_id,
 };
 pub use history::{CompactionConfig, ForkRequest};
-pub use lease::{Acquire, LeaseKey, Renewal, SessionLease};
+pub use lease::{
+    Acquire, ClaimedRun, LeaseKey, RUN_RECORD_GRACE, Renewal, RunRecord, SessionLease, claim_owner, owner_invocation,
+};
 pub use memory::{
     CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
 };
 pub use model::{
-    GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort, ToolDeclaration,
+    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort, ToolDeclaration,
 };
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;

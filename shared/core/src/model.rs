@@ -47,6 +47,32 @@ pub struct GenerateContentConfig {
     pub safety_settings: Vec<Value>,
     #[serde(default)]
     pub thinking: Option<ThinkingConfig>,
+    /// Tools the provider runs itself, named in the request (Gemini's `googleSearch`,
+    /// `urlContext`, `codeExecution`); added by the tools that stand for them.
+    #[serde(default)]
+    pub builtin_tools: Vec<BuiltinTool>,
+}
+
+/// A tool the model's provider runs itself (ADK's `google_search`, `url_context`,
+/// `BuiltInCodeExecutor`): the request names it and the reply carries what it did
+/// (grounding metadata, executable code and its result), nothing runs here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuiltinTool {
+    GoogleSearch,
+    UrlContext,
+    CodeExecution,
+}
+
+impl BuiltinTool {
+    /// The name ADK (and the agents file) gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinTool::GoogleSearch => "google_search",
+            BuiltinTool::UrlContext => "url_context",
+            BuiltinTool::CodeExecution => "code_execution",
+        }
+    }
 }
 
 /// How much the model reasons before it answers, and whether its thoughts come back

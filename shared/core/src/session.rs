@@ -18,6 +18,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 pub mod backend;
+pub mod recent;
 pub mod service;
 
 /// A stream of events: a watch on a session, or an agent's output.
@@ -299,6 +300,13 @@ pub trait SessionService: Send + Sync {
         self.get(req).await.map(EncodedSession::from)
     }
     async fn list(&self, req: ListRequest) -> Result<ListResponse>;
+    /// The session with its newest events, as far back as `req.budget_tokens` of
+    /// estimated tokens allow (and further, to the calls `req.function_call_ids`
+    /// names): what a turn without compaction reads, in time proportional to what it
+    /// returns, whatever the log's length. See [`recent::RecentRequest`].
+    async fn get_recent(&self, req: recent::RecentRequest) -> Result<recent::RecentSession> {
+        recent::get_recent(self, req).await
+    }
     async fn delete(&self, req: DeleteRequest) -> Result<()>;
     /// Applies the event's state delta by scope and adds it to the log, atomically.
     /// Returns the event as stored (id, timestamp and sequence filled in).

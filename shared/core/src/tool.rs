@@ -34,6 +34,21 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// A tool the model's provider runs itself (Gemini's `google_search`): it is not
+    /// declared as a function; it names itself in the request in
+    /// [`Tool::process_llm_request`] and is never executed here.
+    fn is_provider_builtin(&self) -> bool {
+        false
+    }
+
+    /// Whether the call may run again with the same arguments when the runner that
+    /// made it died before storing its response (a read, or a write keyed by the
+    /// call): a resumed invocation re-runs such a call, and answers any other with
+    /// an error saying it was interrupted (`docs/semantics.md`, Runner 27).
+    fn safe_to_repeat(&self) -> bool {
+        false
+    }
+
     /// Runs the call. An `Err` becomes an `{"error": ...}` response the model sees.
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value>;
 

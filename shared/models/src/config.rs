@@ -55,6 +55,11 @@ pub struct ProviderConfig {
     /// The mock's script; only read when `provider: mock`.
     #[serde(default)]
     pub mock: MockConfig,
+    /// Without compaction, the most estimated tokens of history a turn reads for an
+    /// agent on this model (newest first). None: the provider's default
+    /// ([`adk_grpc_core::history::default_context_budget_tokens`]).
+    #[serde(default)]
+    pub context_budget_tokens: Option<usize>,
 }
 
 fn default_timeout_secs() -> u64 {
@@ -71,7 +76,19 @@ impl ProviderConfig {
             api_key_env: None,
             timeout_secs: default_timeout_secs(),
             mock: MockConfig::default(),
+            context_budget_tokens: None,
         }
+    }
+
+    /// The turn's history budget on this model: its own, else the provider's default.
+    pub fn context_budget_tokens(&self) -> usize {
+        let provider = match self.provider {
+            ProviderKind::Openai => "openai",
+            ProviderKind::Gemini => "gemini",
+            ProviderKind::Mock => "mock",
+        };
+        self.context_budget_tokens
+            .unwrap_or_else(|| adk_grpc_core::history::default_context_budget_tokens(provider))
     }
 
     pub(crate) fn api_key(&self) -> Result<Option<String>> {
@@ -107,6 +124,9 @@ impl ProviderConfig {
 pub fn build_model(config: &ProviderConfig) -> Result<Arc<dyn Llm>> {
     if config.timeout_secs == 0 {
         return Err(AdkError::Config("timeout_secs must be at least 1".into()));
+    }
+    if config.context_budget_tokens == Some(0) {
+        return Err(AdkError::Config("context_budget_tokens must be at least 1".into()));
     }
     let timeout = Duration::from_secs(config.timeout_secs);
     let base_url = config.base_url.as_deref().map(str::trim).filter(|u| !u.is_empty());

@@ -4,7 +4,7 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
-    AdkError, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result, UsageMetadata,
+    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result, UsageMetadata,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -134,6 +134,17 @@ fn request_body(request: &LlmRequest) -> Value {
             .collect();
         body["tools"] = json!([{ "functionDeclarations": declarations }]);
     }
+    for builtin in &request.config.builtin_tools {
+        let tool = match builtin {
+            BuiltinTool::GoogleSearch => json!({"googleSearch": {}}),
+            BuiltinTool::UrlContext => json!({"urlContext": {}}),
+            BuiltinTool::CodeExecution => json!({"codeExecution": {}}),
+        };
+        match body.get_mut("tools").and_then(Value::as_array_mut) {
+            Some(tools) => tools.push(tool),
+            None => body["tools"] = json!([tool]),
+        }
+    }
     let config = &request.config;
     let mut generation = Map::new();
     if let Some(t) = config.temperature {
@@ -261,6 +272,8 @@ struct GenerateContentResponse {
 struct Candidate {
     content: Option<WireContent>,
     finish_reason: Option<String>,
+    /// What google_search / url_context based the reply on.
+    grounding_metadata: Option<Map<String, Value>>,
 }
 
 #[derive(Deserialize)]
@@ -280,6 +293,21 @@ struct WirePart {
     thought_signature: Option<String>,
     function_call: Option<WireFunctionCall>,
     inline_data: Option<WireBlob>,
+    /// Code the model ran with the codeExecution tool, and its result.
+    executable_code: Option<WireExecutableCode>,
+    code_execution_result: Option<WireCodeExecutionResult>,
+}
+
+#[derive(Deserialize)]
+struct WireExecutableCode {
+    code: Option<String>,
+    language: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct WireCodeExecutionResult {
+    outcome: Option<String>,
+    output: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -328,6 +356,7 @@ struct StreamDecoder {
     usage: Option<UsageMetadata>,
     /// Why the prompt was refused, when Gemini refused it outright.
     block_reason: Option<String>,
+    grounding_metadata: Option<Map<String, Value>>,
 }
 
 impl StreamDecoder {
@@ -363,6 +392,9 @@ impl StreamDecoder {
         };
         if let Some(reason) = candidate.finish_reason.as_deref() {
             self.finish_reason = Some(finish_reason(reason));
+        }
+        if let Some(grounding) = candidate.grounding_metadata {
+            self.grounding_metadata = Some(grounding);
         }
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
             let signature = match part.thought_signature.filter(|s| !s.is_empty()) {
@@ -404,6 +436,26 @@ impl StreamDecoder {
                     .into(),
                 );
             }
+            if let Some(code) = part.executable_code {
+                self.parts.push(
+                    PartKind::ExecutableCode {
+                        code: code.code,
+                        language: code.language,
+                        id: None,
+                    }
+                    .into(),
+                );
+            }
+            if let Some(result) = part.code_execution_result {
+                self.parts.push(
+                    PartKind::CodeExecutionResult {
+                        outcome: result.outcome,
+                        output: result.output,
+                        id: None,
+                    }
+                    .into(),
+                );
+            }
             // A signature belongs to the part it came on: the one just added, or the
             // text it was merged into (Gemini may send it on an empty closing part).
             if let Some(signature) = signature
@@ -434,12 +486,9 @@ impl StreamDecoder {
                 ..Default::default()
             });
         }
-        Ok(response::complete(
-            PROVIDER,
-            parts,
-            self.finish_reason,
-            self.usage.take(),
-        ))
+        let mut response = response::complete(PROVIDER, parts, self.finish_reason, self.usage.take());
+        response.grounding_metadata = self.grounding_metadata.take();
+        Ok(response)
     }
 }
 

@@ -63,6 +63,12 @@ impl OpenAiCompatible {
         } else {
             &request.model
         };
+        if let Some(builtin) = request.config.builtin_tools.first() {
+            return Err(AdkError::Config(format!(
+                "{} is a tool Gemini runs itself; OpenAI-compatible models have no such tool",
+                builtin.name()
+            )));
+        }
         let mut body = json!({
             "model": model,
             "messages": messages(request)?,

@@ -42,8 +42,12 @@ struct Metrics {
     hook_duration: HistogramVec,
     compactions: IntCounterVec,
     history_events_dropped: IntCounterVec,
+    history_left_out: IntCounterVec,
     mcp_connection_attempts: IntCounterVec,
     mcp_connected: IntGaugeVec,
+    runs_resumed: IntCounterVec,
+    resumed_steps: IntCounterVec,
+    resume_latency: HistogramVec,
 }
 
 /// The definitions are constants; building or registering them fails only for a
@@ -185,6 +189,34 @@ impl Metrics {
                  (when compaction could not), by app",
                 &["app"],
             ),
+            history_left_out: counter(
+                &r,
+                "adk_runner_history_left_out_turns_total",
+                "Turns of apps without compaction whose read of the session stopped at the model's context budget \
+                 (older events left out of the turn and its model requests), by app",
+                &["app"],
+            ),
+            runs_resumed: counter(
+                &r,
+                "adk_runner_runs_resumed_total",
+                "Invocations this replica took over after their runner died (its lease ran out) or handed them \
+                 over (it was shutting down), by app",
+                &["app"],
+            ),
+            resumed_steps: counter(
+                &r,
+                "adk_runner_resumed_steps_total",
+                "Events of resumed invocations found in the log and not redone (model replies, tool responses), by app",
+                &["app"],
+            ),
+            resume_latency: histogram(
+                &r,
+                "adk_runner_resume_latency_seconds",
+                "From a resumed invocation's lost lease (its expiry, or the hand-over) to its first event on this \
+                 replica, by app",
+                &["app"],
+                SLOW_BUCKETS,
+            ),
             mcp_connection_attempts: counter(
                 &r,
                 "adk_mcp_connection_attempts_total",
@@ -295,6 +327,26 @@ pub fn history_contents_dropped(app: &str, count: usize) {
         .inc_by(count as u64);
 }
 
+/// A turn of an app without compaction read only the session's newest events, as
+/// far as the model's context budget allows: the older ones were left out.
+pub fn history_left_out(app: &str) {
+    METRICS.history_left_out.with_label_values(&[app]).inc();
+}
+
+/// An invocation taken over by this replica; `steps` of its events were in the log already.
+pub fn run_resumed(app: &str, steps: usize) {
+    METRICS.runs_resumed.with_label_values(&[app]).inc();
+    METRICS.resumed_steps.with_label_values(&[app]).inc_by(steps as u64);
+}
+
+/// The time from a resumed invocation's lost lease to its first event here.
+pub fn resumed_first_event(app: &str, since_lease_lost: Duration) {
+    METRICS
+        .resume_latency
+        .with_label_values(&[app])
+        .observe(since_lease_lost.as_secs_f64());
+}
+
 pub fn tool_call_finished(tool: &str, outcome: &str, elapsed: Duration) {
     let m = &*METRICS;
     m.tool_calls.with_label_values(&[tool, outcome]).inc();
@@ -350,6 +402,8 @@ mod tests {
         tool_call_finished("t", "OK", Duration::from_millis(1));
         hook_call_finished("guard", "before_tool", "DEADLINE_EXCEEDED", Duration::from_millis(2));
         mcp_connection_attempt("everything", "UNAVAILABLE");
+        run_resumed("app", 3);
+        resumed_first_event("app", Duration::from_millis(1500));
         let text = encode_text().unwrap();
         for line in [
             "adk_grpc_server_requests_total{code=\"NOT_FOUND\",method=\"/adk.v1.SessionService/GetSession\"} 1",
@@ -363,6 +417,9 @@ mod tests {
             "adk_hook_call_duration_seconds_count{hook=\"guard\",point=\"before_tool\"} 1",
             "adk_mcp_connection_attempts_total{outcome=\"UNAVAILABLE\",toolset=\"everything\"} 1",
             "adk_mcp_toolset_connected{toolset=\"everything\"} 0",
+            "adk_runner_runs_resumed_total{app=\"app\"} 1",
+            "adk_runner_resumed_steps_total{app=\"app\"} 3",
+            "adk_runner_resume_latency_seconds_count{app=\"app\"} 1",
         ] {
             assert!(text.contains(line), "{line} missing from\n{text}");
         }

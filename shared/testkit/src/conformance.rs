@@ -5,6 +5,8 @@
 //! Every case uses its own app name, so the suite can share a store with other tests.
 
 use crate::unique_prefix;
+use adk_grpc_core::history::estimate_event_tokens;
+use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_grpc_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_grpc_core::{
@@ -80,6 +82,7 @@ macro_rules! session_rules_conformance_tests {
             app_state_changes_without_an_event,
             hostile_ids_keep_sessions_apart,
             bounded_reads_start_at_the_latest_compaction,
+            recent_reads_stop_at_the_token_budget,
             fork_copies_a_prefix_into_a_new_session,
         );
     };
@@ -2007,6 +2010,92 @@ pub async fn bounded_reads_start_at_the_latest_compaction(svc: &dyn SessionServi
         })
         .await;
     expect_code(missing, Code::NotFound, "bounded read of a missing session");
+}
+
+fn recent_req(app: &str, budget_tokens: usize, function_call_ids: &[&str]) -> RecentRequest {
+    RecentRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        budget_tokens,
+        function_call_ids: function_call_ids.iter().map(|id| id.to_string()).collect(),
+    }
+}
+
+/// A turn's read without compaction (`get_recent`): the newest events, newest first,
+/// while their estimated tokens fit the budget (the newest one always), over as many
+/// pages as that takes, with the session's whole state and the count left out; past
+/// the budget only to reach the function calls it must include. The events are the
+/// whole log's tail, as GetSession serves it.
+pub async fn recent_reads_stop_at_the_token_budget(svc: &dyn SessionService) {
+    let app = unique_prefix("recent");
+    create(svc, &app, "u", "s", &[]).await;
+    // 13 estimated tokens each: 36 characters (9) and 4 for the content.
+    let text = |i: usize| format!("message {i:04} of a long conversation.");
+    for i in 1..=100 {
+        let mut event = Event::new(format!("e-{i}"))
+            .with_author("tester")
+            .with_content(Content::new("user").with_text(text(i)));
+        if i == 1 {
+            event.actions.state_delta = map(&[("first", json!("set by event 1"))]);
+        }
+        if i == 5 {
+            let call = Content::new("model").with_part(adk_grpc_core::Part::function_call(
+                "lookup",
+                json!({}),
+                Some("call-5".into()),
+            ));
+            event = event.with_content(call);
+        }
+        append(svc, &app, "u", "s", event).await;
+    }
+    assert_eq!(
+        estimate_event_tokens(&get(svc, &app, "u", "s").await.events.as_slice()[99]),
+        13
+    );
+    let whole = get(svc, &app, "u", "s").await.events.into_vec();
+    let read = |budget, calls: &'static [&'static str]| svc.get_recent(recent_req(&app, budget, calls));
+
+    // 40 events fit 520 tokens, not 41: three pages (32, then 64 asked).
+    let recent = read(520, &[]).await.unwrap();
+    assert_eq!(recent.session.events.as_slice(), &whole[60..]);
+    assert_eq!((recent.left_out, recent.session.event_count), (60, 100));
+    assert_eq!(
+        recent.session.state.get("first"),
+        Some(json!("set by event 1")),
+        "the whole state"
+    );
+    assert_eq!(
+        read(532, &[]).await.unwrap().left_out,
+        60,
+        "one token short of 41 events"
+    );
+    assert_eq!(read(533, &[]).await.unwrap().left_out, 59);
+    // The newest event always; a budget over the log reads it whole.
+    let one = read(1, &[]).await.unwrap();
+    assert_eq!(
+        (sequences(one.session.events.as_slice()), one.left_out),
+        (vec![100], 99)
+    );
+    let all = read(100_000, &[]).await.unwrap();
+    assert_eq!((all.session.events.as_slice(), all.left_out), (&whole[..], 0));
+    // A call being answered is read however old (event 5), and nothing older.
+    let answering = read(130, &["call-5"]).await.unwrap();
+    assert_eq!(
+        (answering.session.events.as_slice(), answering.left_out),
+        (&whole[4..], 4)
+    );
+    let unknown = read(130, &["call-none"]).await.unwrap();
+    assert_eq!(unknown.left_out, 0, "a call that is not in the log: read to the start");
+
+    expect_code(read(0, &[]).await, Code::InvalidArgument, "a zero budget");
+    let missing = svc
+        .get_recent(RecentRequest {
+            session_id: "nope".into(),
+            ..recent_req(&app, 10, &[])
+        })
+        .await;
+    expect_code(missing, Code::NotFound, "recent read of a missing session");
 }
 
 fn fork_req(app: &str, source: &str, up_to: &str, new_id: Option<&str>) -> ForkRequest {

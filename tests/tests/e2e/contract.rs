@@ -592,7 +592,8 @@ fn the_adk_agent_fields_table_is_complete_and_names_real_fields() {
         .expect("the runner library's tools")
         .map(|entry| std::fs::read_to_string(entry.expect("a tools file").path()).expect("a tools file"))
         .flat_map(|text| {
-            text.split("pub const NAME: &'static str = \"")
+            // Every tool name constant (`NAME`, `GOOGLE_SEARCH`, …) of the tools' files.
+            text.split(": &'static str = \"")
                 .skip(1)
                 .filter_map(|rest| rest.split('"').next().map(str::to_string))
                 .collect::<Vec<_>>()

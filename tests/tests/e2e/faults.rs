@@ -657,10 +657,12 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
         json!({"user:name": "Ada", "phase": "two", "last_reply": "Done one."})
     );
 
-    // A restarted runner refuses the session only while the dead invocation's short
-    // lease lives (nothing renews it any more), then runs it.
+    // A restarted runner resumes the dead invocation once its short lease lapsed
+    // (semantics 7.26): its model call after the stored tool result is made again, and
+    // the session is busy until it is done; then the next run goes through.
     runner.restart().await;
     let client = AgentRunnerClient::connect(runner.endpoint()).await.expect("connect");
+    provider.push(openai::text("Done two."));
     provider.push(openai::text("Back."));
     let refused = Arc::new(AtomicUsize::new(0));
     let third = Arc::new(std::sync::Mutex::new(None));
@@ -687,28 +689,29 @@ async fn a_runner_killed_mid_invocation_leaves_whole_events_and_the_session_runs
         }
     })
     .await;
-    assert!(freed, "the session is free once the dead runner's lease ran out");
+    assert!(freed, "the session is free once the resumed invocation finished");
     let (events, error) = third.lock().unwrap().take().expect("the run's outcome");
     assert!(error.is_none(), "the run after the lease expired succeeds: {error:?}");
     assert_eq!(texts(events.last().expect("a reply")), "Back.");
     println!(
-        "runner crash: {} runs refused (ABORTED) until the 2 s lease expired",
+        "runner crash: {} runs refused (ABORTED) until the resumed invocation finished",
         refused.load(Ordering::SeqCst)
     );
 
-    // The interrupted invocation is closed in the log by an event of its agent,
-    // before the new message, and the model saw a well-formed history.
+    // The crashed invocation was finished by its agent, before the new message, and the
+    // model saw a well-formed history.
     let session = get_pb_session(&sessions.endpoint(), "tooly", "s1").await;
     assert_whole_and_contiguous(&session.events, "after the new run");
     assert_eq!(session.events.len(), 10);
-    let closing = &session.events[7];
-    assert_eq!(closing.invocation_id, invocation, "it closes the crashed invocation");
-    assert_eq!(closing.interrupted, Some(true));
-    assert_eq!(closing.error_code.as_deref(), Some("INTERRUPTED"));
+    let resumed = &session.events[7];
+    assert_eq!(resumed.invocation_id, invocation, "it finishes the crashed invocation");
+    assert_eq!(texts(resumed), "Done two.");
+    assert_eq!(resumed.interrupted, None);
     assert_eq!(
-        closing.author, session.events[5].author,
-        "in the name of the agent that was answering"
+        resumed.author, session.events[5].author,
+        "by the agent that was answering"
     );
+    assert_eq!(provider.requests().len(), 6, "the stored tool call was not made again");
     assert_eq!(texts(&session.events[8]), "Turn three");
     assert_eq!(pb_state(&session), folded_state(&session.events));
     let last_request = provider.requests().last().expect("the model was asked").json();

@@ -9,7 +9,7 @@ use super::mcp::responses;
 use adk_grpc_core::convert::json_from_proto;
 use adk_grpc_e2e::runs::{self, text_of, user_text};
 use adk_grpc_e2e::script_server::ScriptServer;
-use adk_grpc_models::testing::{FakeServer, openai};
+use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_testkit::ServiceProcess;
@@ -40,6 +40,10 @@ tools:
     kind: http
     url: {hooks}/tool/transfer
     description: Moves money from an account.
+  lookup:
+    kind: http
+    url: {hooks}/tool/broken
+    description: Looks a price up (its service is down).
 hooks:
   guard: {{ url: '{hooks}/guard', points: [before_tool], on_failure: fail_closed }}
   redact: {{ url: '{hooks}/redact', points: [after_model] }}
@@ -47,6 +51,8 @@ hooks:
   slow_open: {{ url: '{hooks}/slow', points: [before_model], timeout_secs: 1 }}
   slow_closed: {{ url: '{hooks}/slow', points: [before_model], timeout_secs: 1, on_failure: fail_closed }}
   visits: {{ url: '{hooks}/visits', points: [before_agent], context: {{ state: ['user:visits'] }} }}
+  fallback: {{ url: '{hooks}/fallback', points: [on_model_error] }}
+  tool_fallback: {{ url: '{hooks}/tool_fallback', points: [on_tool_error] }}
 apps:
   bank:
     root_agent: {{ name: teller, model: gpt, tools: [transfer], hooks: [guard] }}
@@ -65,6 +71,10 @@ apps:
     root_agent: {{ name: strict, model: gpt, hooks: [slow_closed] }}
   club:
     root_agent: {{ name: host, model: gpt, instruction: 'Visits: {{user:visits?}}.', hooks: [visits] }}
+  steady:
+    root_agent: {{ name: steady, model: gpt, tools: [lookup], hooks: [fallback, tool_fallback] }}
+  fragile:
+    root_agent: {{ name: fragile, model: gpt, tools: [lookup] }}
 "
     )
 }
@@ -364,4 +374,110 @@ async fn a_hook_writes_user_state_through_its_actions() {
         json!({"role": "user", "parts": [{"text": "Hi"}]})
     );
     assert_eq!(calls[1]["context"]["state"], json!({"user:visits": 1}));
+}
+
+#[tokio::test]
+async fn an_on_model_error_hook_answers_for_a_failed_model_call_or_lets_the_error_stand() {
+    let stack = Stack::start().await;
+    let overloaded = || FakeReply::status(503, openai::error("overloaded", "server_error"));
+
+    // The hook answers UNAVAILABLE: its reply is the agent's, stored as the model's.
+    stack.provider.push(overloaded());
+    let events = stack.run_ok("steady", "m1", "What does a coffee cost?", false).await;
+    let apology = "The assistant is busy; please try again in a minute.";
+    assert_eq!(texts(&events), apology);
+    assert_eq!(events[0].author, "steady");
+    let stored = stack.session("steady", "m1").await;
+    assert_eq!(texts(&stored.events), format!("What does a coffee cost?\n{apology}"));
+    let calls = stack.hooks.calls("/fallback");
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0]["point"], "on_model_error");
+    assert_eq!(calls[0]["error"]["code"], "UNAVAILABLE");
+    assert!(
+        calls[0]["error"]["message"].as_str().is_some_and(|m| m.contains("503")),
+        "{}",
+        calls[0]
+    );
+    assert_eq!(
+        calls[0]["request"]["contents"],
+        json!([{"role": "user", "parts": [{"text": "What does a coffee cost?"}]}])
+    );
+
+    // Another error the hook leaves alone: the run fails with it, as without a hook.
+    stack.provider.push(FakeReply::status(
+        400,
+        openai::error("bad request", "invalid_request_error"),
+    ));
+    let (_, failure) = stack.run("steady", "m2", "And tea?", false).await;
+    // (A model error is INTERNAL, its message only in the server's log.)
+    assert_eq!(failure.expect("the run fails").code(), Code::Internal);
+    assert_eq!(stack.hooks.calls("/fallback").len(), 2);
+
+    // Without the hook the same 503 fails the run.
+    stack.provider.push(overloaded());
+    let (_, failure) = stack.run("fragile", "m3", "What does a coffee cost?", false).await;
+    assert_eq!(failure.expect("the run fails").code(), Code::Unavailable);
+}
+
+#[tokio::test]
+async fn an_on_tool_error_hook_answers_for_a_failed_tool_call() {
+    let stack = Stack::start().await;
+    // The tool's service answers 500, then the model calls a tool the agent lacks.
+    stack.provider.push(openai::tool_calls(&[
+        ("c1", "lookup", json!({"item": "coffee"})),
+        ("c2", "weather", json!({"city": "Oslo"})),
+    ]));
+    stack
+        .provider
+        .push(openai::text("Coffee was 3 euros last time I looked."));
+    let events = stack.run_ok("steady", "t1", "What does a coffee cost?", false).await;
+    let all = responses(&events);
+    let lookup = &all
+        .iter()
+        .find(|(name, _)| name == "lookup")
+        .expect("lookup's response")
+        .1;
+    assert_eq!(lookup["stale"], json!(true), "{all:#?}");
+    assert!(
+        lookup["because"].as_str().is_some_and(|m| m.contains("500")),
+        "the hook was sent the error: {lookup}"
+    );
+    let weather = &all
+        .iter()
+        .find(|(name, _)| name == "weather")
+        .expect("weather's response")
+        .1;
+    assert!(
+        weather["because"].as_str().is_some_and(|m| m.contains("not available")),
+        "a call of no tool reaches the hook too, as in ADK: {weather}"
+    );
+    let calls = stack.hooks.calls("/tool_fallback");
+    assert_eq!(calls.len(), 2);
+    let first = calls.iter().find(|c| c["tool"] == "lookup").expect("lookup's call");
+    assert_eq!(first["point"], "on_tool_error");
+    assert_eq!(first["args"], json!({"item": "coffee"}));
+    assert_eq!(first["context"]["function_call_id"], "c1");
+    assert_eq!(first["error"]["code"], "INTERNAL");
+    // The model read the hook's result.
+    let last = stack.provider.last_request().json();
+    let tool_messages: Vec<String> = last["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].to_string())
+        .collect();
+    assert!(tool_messages.iter().all(|m| m.contains("stale")), "{tool_messages:?}");
+
+    // Without the hook the model reads the error.
+    stack
+        .provider
+        .push(openai::tool_calls(&[("d1", "lookup", json!({"item": "tea"}))]));
+    stack.provider.push(openai::text("I cannot tell."));
+    let events = stack.run_ok("fragile", "t2", "And tea?", false).await;
+    let all = responses(&events);
+    assert!(
+        all[0].1["error"].as_str().is_some_and(|e| e.contains("500")),
+        "{all:#?}"
+    );
 }

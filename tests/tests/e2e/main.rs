@@ -10,6 +10,7 @@ mod all_in_one;
 mod artifact_server;
 mod compression;
 mod contract;
+mod durable_runs;
 mod error_details;
 mod faults;
 mod grpc_web;

@@ -18,8 +18,10 @@
 //!   `OPENAI_API_KEY`, the base URL from `OPENAI_BASE_URL` when set (the OpenAI
 //!   SDK's variable; any OpenAI-compatible server).
 //!
-//! An `LlmAgent` without `model` inherits its nearest `LlmAgent` ancestor's, as
-//! in ADK. ADK's `.env` files are not read: the server's environment is.
+//! An `LlmAgent` without `model` inherits its nearest `LlmAgent` ancestor's by the
+//! agents file's own rule, as in ADK (without one above, it is refused: ADK's
+//! default model is not assumed). ADK's `.env` files are not read: the server's
+//! environment is.
 
 use super::file::AgentsFile;
 use super::problems::{ConfigError, Problem, Problems};
@@ -237,7 +239,7 @@ impl Reader<'_> {
     /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
     fn app(&mut self, name: &str, dir: &Path) -> Option<Value> {
         let mut stack = Vec::new();
-        let root = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack, None)?;
+        let root = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
         Some(json!({ "root_agent": root }))
     }
 
@@ -248,9 +250,8 @@ impl Reader<'_> {
 
     /// The agent of the YAML file at `path` (and, recursively, its sub-agents) as
     /// an agents file's agent; None after a problem. `stack` holds the files being
-    /// read above it (a `config_path` cycle is a problem, not a stack overflow);
-    /// `inherited` is the nearest llm ancestor's model string.
-    fn agent(&mut self, app: &str, path: &Path, stack: &mut Vec<PathBuf>, inherited: Option<&str>) -> Option<Value> {
+    /// read above it (a `config_path` cycle is a problem, not a stack overflow).
+    fn agent(&mut self, app: &str, path: &Path, stack: &mut Vec<PathBuf>) -> Option<Value> {
         let shown = self.shown(path);
         let yaml = match std::fs::read_to_string(path) {
             Ok(yaml) => yaml,
@@ -372,13 +373,10 @@ impl Reader<'_> {
             }
         }
 
-        // The model: an llm agent's own or its nearest llm ancestor's, as in ADK;
-        // another kind's is passed on for the agents file's rule to refuse.
-        let model = match class {
-            Some(Class::Llm) => agent.model.clone().or_else(|| inherited.map(str::to_string)),
-            _ => agent.model.clone(),
-        };
-        match (&model, class) {
+        // The model as written: an llm agent without one inherits its nearest llm
+        // ancestor's by the agents file's rule; another kind's is passed on for the
+        // agents file's rule to refuse.
+        match (&agent.model, class) {
             (Some(model), Some(Class::Llm)) => {
                 if self.model(&shown, model) {
                     out.insert("model".into(), json!(model));
@@ -387,17 +385,13 @@ impl Reader<'_> {
             (Some(model), _) => {
                 out.insert("model".into(), json!(model));
             }
-            (None, Some(Class::Llm)) => self.add(
-                &place,
-                "model",
-                "not supported yet: an LlmAgent without a model (nor an LlmAgent ancestor with one) gets \
-                 ADK's default model; name one, e.g. gemini-2.5-flash or openai/gpt-4o-mini",
-            ),
             (None, _) => {}
         }
         let sub_agents = agent.sub_agents.as_deref().unwrap_or_default();
+        let mut agent_tools = Vec::new();
         if let Some(tools) = &agent.tools {
-            let tools = self.tools(&place, tools, !sub_agents.is_empty());
+            let (tools, agents) = self.tools(&place, tools, !sub_agents.is_empty());
+            agent_tools = agents;
             if !tools.is_empty() {
                 out.insert("tools".into(), json!(tools));
             }
@@ -407,14 +401,15 @@ impl Reader<'_> {
         }
 
         // Sub-agents, each from its own file, relative to this one's directory.
-        let inherit = match class {
-            Some(Class::Llm) => model.as_deref(),
-            _ => inherited,
-        };
         stack.push(path.to_path_buf());
         let mut subs = Vec::new();
-        for (i, sub) in sub_agents.iter().enumerate() {
-            let field = format!("sub_agents[{i}]");
+        // An AgentTool's agent is a sub-agent its parent calls as a tool (`as_tool`).
+        let entries = sub_agents
+            .iter()
+            .enumerate()
+            .map(|(i, sub)| (format!("sub_agents[{i}]"), sub, false))
+            .chain(agent_tools.iter().map(|(field, sub)| (field.clone(), sub, true)));
+        for (field, sub, as_tool) in entries {
             let Some(sub_path) = self.sub_agent_path(&place, &field, path, sub) else {
                 continue;
             };
@@ -433,7 +428,10 @@ impl Reader<'_> {
                 );
                 continue;
             }
-            if let Some(built) = self.agent(app, &sub_path, stack, inherit) {
+            if let Some(mut built) = self.agent(app, &sub_path, stack) {
+                if as_tool {
+                    built["as_tool"] = json!(true);
+                }
                 subs.push(built);
             }
         }
@@ -611,8 +609,11 @@ impl Reader<'_> {
 
     /// `tools` as the agents file's tool names: the suite's built-ins; every
     /// other entry refused, saying what the suite offers instead.
-    fn tools(&mut self, place: &str, tools: &[Value], has_sub_agents: bool) -> Vec<String> {
+    /// Also returns the agents of `AgentTool` entries (`args.agent`, by `config_path`),
+    /// with the field each came from, to be built as sub-agents called as tools.
+    fn tools(&mut self, place: &str, tools: &[Value], has_sub_agents: bool) -> (Vec<String>, Vec<(String, Value)>) {
         let mut names = Vec::new();
+        let mut agents = Vec::new();
         for (i, tool) in tools.iter().enumerate() {
             let field = format!("tools[{i}]");
             // ADK takes `- name: x` (with `args`) and, since 2.x, a bare `- x`.
@@ -635,7 +636,24 @@ impl Reader<'_> {
                     continue;
                 }
             };
-            if name.contains('.') {
+            if name == "AgentTool" {
+                let args = args.and_then(Value::as_object);
+                for key in args.into_iter().flat_map(|a| a.keys()) {
+                    match key.as_str() {
+                        "agent" | "include_plugins" => {}
+                        "skip_summarization" if args.and_then(|a| a.get(key)) == Some(&json!(false)) => {}
+                        other => self.add(
+                            place,
+                            &format!("{field}.args.{other}"),
+                            "not supported yet for an AgentTool (its reply always goes back to the model)",
+                        ),
+                    }
+                }
+                match args.and_then(|a| a.get("agent")) {
+                    Some(agent) => agents.push((format!("{field}.args.agent"), agent.clone())),
+                    None => self.add(place, &format!("{field}.args.agent"), "an AgentTool names its agent"),
+                }
+            } else if name.contains('.') {
                 self.add(
                     place,
                     &field,
@@ -675,7 +693,7 @@ impl Reader<'_> {
                 );
             }
         }
-        names
+        (names, agents)
     }
 
     /// The file a `sub_agents` entry names: `config_path` (or, since ADK 2, the

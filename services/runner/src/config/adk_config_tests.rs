@@ -244,11 +244,7 @@ fn every_agent_class_with_sub_agents_in_nested_files() {
     // transfer_to_agent is the runner's, given to an agent with sub_agents.
     assert_eq!(critic.tools, ["exit_loop"]);
     let helper = &critic.sub_agents[0];
-    assert_eq!(
-        helper.model.as_deref(),
-        Some("gemini-2.5-flash"),
-        "inherited from critic"
-    );
+    assert_eq!(helper.model, None, "translated as written");
 
     let built = built_with_mocks(&app_dir);
     let description = &built.apps[0].description;
@@ -256,6 +252,9 @@ fn every_agent_class_with_sub_agents_in_nested_files() {
         (description.name.as_str(), description.kind.as_str()),
         ("trip", "sequential")
     );
+    // The agents file's rule gives helper critic's model, as ADK does.
+    let critic = &description.sub_agents[1].sub_agents[0];
+    assert_eq!(critic.sub_agents[0].model, critic.model);
     assert_eq!(description.sub_agents[1].sub_agents[0].tools[0].name, "exit_loop");
 }
 
@@ -350,14 +349,14 @@ fn agent_classes_beyond_the_four_are_refused() {
 fn tools_the_suite_does_not_have_are_refused() {
     let dir = app(
         &format!(
-            "{HEAD}tools:\n  - name: google_search\n  - name: exit_loop\n    args: {{a: 1}}\n  - transfer_to_agent\n"
+            "{HEAD}tools:\n  - name: enterprise_web_search\n  - name: exit_loop\n    args: {{a: 1}}\n  - transfer_to_agent\n"
         ),
         &[],
     );
     let d = dir.path();
     assert_problem(
         d,
-        r#"root_agent.yaml, agent "assistant": field "tools[0]": ADK's tool "google_search" is not offered here (built in: exit_loop"#,
+        r#"root_agent.yaml, agent "assistant": field "tools[0]": ADK's tool "enterprise_web_search" is not offered here (built in: exit_loop"#,
     );
     assert_problem(
         d,
@@ -366,6 +365,37 @@ fn tools_the_suite_does_not_have_are_refused() {
     assert_problem(
         d,
         r#"root_agent.yaml, agent "assistant": field "tools[2]": transfer_to_agent is given to an agent with sub_agents"#,
+    );
+}
+
+#[test]
+fn an_agent_tool_is_a_sub_agent_called_as_a_tool() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: AgentTool\n    args:\n      agent:\n        config_path: researcher.yaml\n\
+             \x20     skip_summarization: false\n"
+        ),
+        &[(
+            "researcher.yaml",
+            "name: researcher\nmodel: gemini-2.5-flash\ndescription: Looks things up.\ninstruction: Research.\n",
+        )],
+    );
+    let file = translated(dir.path());
+    let root = &file.apps.values().next().expect("one app").root_agent;
+    assert_eq!(root.sub_agents.len(), 1);
+    assert_eq!(root.sub_agents[0].name, "researcher");
+    assert!(root.sub_agents[0].as_tool);
+    built_with_mocks(dir.path());
+
+    let summarized = app(
+        &format!(
+            "{HEAD}tools:\n  - name: AgentTool\n    args: {{agent: {{config_path: r.yaml}}, skip_summarization: true}}\n"
+        ),
+        &[("r.yaml", "name: r\nmodel: gemini-2.5-flash\n")],
+    );
+    assert_problem(
+        summarized.path(),
+        r#"root_agent.yaml, agent "assistant": field "tools[0].args.skip_summarization": not supported yet"#,
     );
 }
 
@@ -424,7 +454,7 @@ fn model_strings_without_a_mapped_provider_are_refused() {
     let none = app("name: a\ninstruction: Hi.\n", &[]);
     assert_problem(
         none.path(),
-        r#"root_agent.yaml, agent "a": field "model": not supported yet: an LlmAgent without a model"#,
+        r#"root_agent.yaml, agent "a": field "model": an llm agent needs a model, its own or an llm agent's above it"#,
     );
 }
 

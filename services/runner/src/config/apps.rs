@@ -16,6 +16,8 @@ use adk_grpc_agents::{
     ParallelAgent, SequentialAgent, TRANSFER_TOOL_NAME, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
+use adk_grpc_models::ProviderConfig;
+use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -25,6 +27,9 @@ pub(super) struct LoadedApp {
     pub(super) root_agent: Arc<dyn Agent>,
     pub(super) description: AgentDescription,
     pub(super) compaction: Option<CompactionConfig>,
+    /// The smallest `context_budget_tokens` of the models the app's llm agents use
+    /// (each model's own or its provider's default); None without llm agents.
+    pub(super) context_budget_tokens: Option<usize>,
     pub(super) on_busy: OnBusy,
     pub(super) add_to_memory: Option<AddToMemory>,
 }
@@ -57,6 +62,8 @@ pub(super) fn build_apps(
             hooks,
             app_hooks,
             names: AgentNames::default(),
+            inherited_model: None,
+            context_budget_tokens: None,
             problems: &mut *problems,
         };
         let root = tree.agent(&app.root_agent, None);
@@ -64,10 +71,13 @@ pub(super) fn build_apps(
             .compaction
             .as_ref()
             .and_then(|compaction| tree.compaction(&place, compaction));
+        let context_budget_tokens = tree.context_budget_tokens;
         let complete = problems.0.len() == before;
         match root {
             Some(Built::Agent(root_agent, description)) if complete => {
-                apps.push(loaded(app_name, app, root_agent, description, compaction))
+                let mut loaded = loaded(app_name, app, root_agent, description, compaction);
+                loaded.context_budget_tokens = context_budget_tokens;
+                apps.push(loaded)
             }
             _ => {}
         }
@@ -87,6 +97,7 @@ fn loaded(
         root_agent,
         description,
         compaction,
+        context_budget_tokens: None,
         on_busy: app.on_busy.into(),
         add_to_memory: app.memory.as_ref().map(|memory| memory.add.into()),
     }
@@ -187,6 +198,7 @@ impl LlmParts {
         if let Some(generation) = &agent.generation {
             builder = builder.generate_content_config(generation.into());
         }
+        builder = builder.examples(agent.examples.iter().map(Into::into));
         builder.build()
     }
 }
@@ -202,6 +214,12 @@ struct Tree<'a> {
     app_hooks: Vec<Arc<HttpHook>>,
     /// The library's rule: agent names are unique in a tree.
     names: AgentNames,
+    /// The model of the nearest llm agent above the one being checked: an llm agent
+    /// without `model` uses it (ADK's `canonical_model`: workflow agents in between
+    /// are passed over).
+    inherited_model: Option<String>,
+    /// The smallest history budget of the models its llm agents use so far.
+    context_budget_tokens: Option<usize>,
     problems: &'a mut Problems,
 }
 
@@ -297,6 +315,10 @@ impl Tree<'_> {
         let mut sub_descriptions = Vec::new();
         let mut sub_tools = Vec::new();
         let mut complete = true;
+        let inherited_model = self.inherited_model.clone();
+        if agent.kind == AgentKind::Llm && agent.model.is_some() {
+            self.inherited_model = agent.model.clone();
+        }
         for sub in &agent.sub_agents {
             match self.agent(sub, Some(agent)) {
                 Some(Built::Agent(built, description)) => {
@@ -307,6 +329,7 @@ impl Tree<'_> {
                 None => complete = false,
             }
         }
+        self.inherited_model = inherited_model;
         if !complete || self.problems.0.len() > before {
             return None;
         }
@@ -412,6 +435,7 @@ impl Tree<'_> {
             ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
             ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
+            ("examples", !agent.examples.is_empty()),
         ];
         for (field, _) in llm_only.into_iter().filter(|(_, set)| *set) {
             self.add(place, field, format!("only llm agents have it; this is a {kind} agent"));
@@ -429,25 +453,36 @@ impl Tree<'_> {
     /// is missing. Its a2a sub-agents offered `as_tool` count among its tools.
     fn llm_parts(&mut self, place: &str, agent: &AgentConfig) -> Option<LlmParts> {
         let declared_models = names(self.spec.models.keys());
-        let model = match &agent.model {
+        let model = match agent.model.as_ref().or(self.inherited_model.as_ref()) {
             None => {
                 self.add(
                     place,
                     "model",
-                    format!("an llm agent needs a model (declared: {declared_models})"),
+                    format!(
+                        "an llm agent needs a model, its own or an llm agent's above it (declared: {declared_models})"
+                    ),
                 );
                 None
             }
+            // An inherited one is reported at the agent that names it.
             Some(model) if !self.spec.models.contains_key(model) => {
-                self.add(
-                    place,
-                    "model",
-                    format!("unknown model {model:?} (declared: {declared_models})"),
-                );
+                if agent.model.is_some() {
+                    self.add(
+                        place,
+                        "model",
+                        format!("unknown model {model:?} (declared: {declared_models})"),
+                    );
+                }
                 None
             }
             // Declared but not built: reported at the model.
-            Some(model) => self.models.get(model).cloned(),
+            Some(model) => {
+                let config = ProviderConfig::deserialize(&self.spec.models[model]).ok();
+                if let Some(budget) = config.as_ref().map(ProviderConfig::context_budget_tokens) {
+                    self.context_budget_tokens = Some(self.context_budget_tokens.map_or(budget, |b| b.min(budget)));
+                }
+                self.models.get(model).cloned()
+            }
         };
         let listed = agent.tools.iter().map(String::as_str);
         let sub_tools = agent.sub_agents.iter().filter(|sub| sub.as_tool);
@@ -506,6 +541,10 @@ impl Tree<'_> {
         {
             self.add(place, "input_schema", library_message(&e));
         }
+        let examples: Vec<adk_grpc_agents::Example> = agent.examples.iter().map(Into::into).collect();
+        if let Err(e) = adk_grpc_agents::check_examples(&examples) {
+            self.add(place, "examples", library_message(&e));
+        }
         if agent.output_schema.is_some()
             && agent
                 .tools
@@ -519,9 +558,23 @@ impl Tree<'_> {
                  otherwise",
             );
         }
+        let provider = model.as_ref().map(|m| m.provider().to_string());
         if let Some(generation) = &agent.generation {
-            let provider = model.as_ref().map(|m| m.provider().to_string());
             self.generation(place, generation, provider.as_deref());
+        }
+        // Gemini runs these itself; another provider would refuse every request.
+        let provider_builtins = tools.iter().filter(|tool| tool.is_provider_builtin());
+        for tool in provider_builtins {
+            if let Some(provider) = provider.as_deref().filter(|p| *p != "gemini" && *p != "mock") {
+                self.add(
+                    place,
+                    "tools",
+                    format!(
+                        "{} is a tool Gemini runs itself, and this agent's model is not a gemini model ({provider})",
+                        tool.name()
+                    ),
+                );
+            }
         }
         let model = model?;
         all_tools.then_some(LlmParts {
@@ -639,6 +692,7 @@ impl Tree<'_> {
             ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
             ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
+            ("examples", !agent.examples.is_empty()),
             ("sub_agents", !agent.sub_agents.is_empty()),
         ];
         for (field, _) in local_only.into_iter().filter(|(_, set)| *set) {

@@ -29,7 +29,8 @@ pub(super) struct AgentsFile {
 #[serde(deny_unknown_fields)]
 pub(super) struct HookConfig {
     pub(super) url: String,
-    /// `before_agent`, `after_agent`, `before_model`, `after_model`, `before_tool`, `after_tool`.
+    /// `before_agent`, `after_agent`, `before_model`, `after_model`, `before_tool`, `after_tool`,
+    /// `on_model_error`, `on_tool_error`.
     #[serde(default)]
     pub(super) points: Vec<adk_grpc_agents::HookPoint>,
     /// How long one call may take [default: 10].
@@ -89,6 +90,11 @@ pub(super) struct ToolConfig {
     /// http, mcp: how long one call may take [default: 30 for http, 60 for mcp].
     #[serde(default)]
     pub(super) timeout_secs: Option<u64>,
+    /// http: the endpoint may be called again with the same arguments (a read, or a
+    /// write keyed by the call id): a resumed invocation re-runs a call its dead runner
+    /// left unanswered instead of telling the model it was interrupted [default: false].
+    #[serde(default)]
+    pub(super) safe_to_repeat: Option<bool>,
     /// http, mcp over http: header name -> the NAME of the environment variable
     /// holding its value, so the file holds no secret.
     #[serde(default)]
@@ -323,6 +329,23 @@ pub(super) struct AgentConfig {
     /// The agent's own hooks (ADK's callbacks), after the app's.
     #[serde(default)]
     pub(super) hooks: Vec<String>,
+    /// llm: few-shot examples put after the instructions (ADK's `ExampleTool`).
+    #[serde(default)]
+    pub(super) examples: Vec<ExampleConfig>,
+}
+
+/// One of an llm agent's `examples`: a user message and the reply expected.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ExampleConfig {
+    pub(super) input: String,
+    pub(super) output: String,
+}
+
+impl From<&ExampleConfig> for adk_grpc_agents::Example {
+    fn from(example: &ExampleConfig) -> Self {
+        adk_grpc_agents::Example::new(&example.input, &example.output)
+    }
 }
 
 /// The model's generation settings; any left out are the provider's defaults.
@@ -391,6 +414,8 @@ impl From<&GenerationConfig> for GenerateContentConfig {
                 include_thoughts: t.include_thoughts,
                 effort: t.effort,
             }),
+            // Named by the agent's tools (google_search, …), not by `generation`.
+            builtin_tools: Vec::new(),
         }
     }
 }

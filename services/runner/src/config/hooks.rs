@@ -38,7 +38,7 @@ fn build_hook(name: &str, config: &HookConfig, problems: &mut Problems) -> Optio
             &place,
             Some("points"),
             "name the points the hook is called at: before_agent, after_agent, before_model, after_model, \
-             before_tool, after_tool",
+             before_tool, after_tool, on_model_error, on_tool_error",
         );
     }
     if config.timeout_secs == Some(0) {

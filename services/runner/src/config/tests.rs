@@ -52,7 +52,7 @@ fn the_error_names_file_app_agent_and_field() {
 #[test]
 fn every_problem_is_reported_at_once() {
     let found = problems(&with_root(
-        "name: planner\nmodel: gpt5\nsub_agents:\n  - name: helper\n    tools: [nope]\n",
+        "name: planner\nmodel: gpt5\nsub_agents:\n  - name: helper\n    model: gpt4\n    tools: [nope]\n",
     ));
     assert_eq!(found[0], "agents.yaml: 3 problems");
     assert_eq!(found.len(), 4, "{found:#?}");
@@ -202,11 +202,85 @@ fn agents_follow_the_runner_librarys_own_rules() {
 fn llm_agents_need_a_declared_model() {
     assert_problem(
         &with_root("name: planner\n"),
-        r#"agent "planner": field "model": an llm agent needs a model (declared: fast, smart)"#,
+        r#"agent "planner": field "model": an llm agent needs a model, its own or an llm agent's above it (declared: fast, smart)"#,
     );
     assert_problem(
         "apps:\n  a:\n    root_agent: { name: x }\n",
-        "an llm agent needs a model (declared: none)",
+        "an llm agent needs a model, its own or an llm agent's above it (declared: none)",
+    );
+    // Workflow agents have no model to pass on: under one, an llm agent names its own.
+    let found = problems(&with_root(
+        "kind: sequential\nname: flow\nsub_agents:\n  - { name: a, model: fast }\n  - { name: b }\n",
+    ));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains(r#"agent "b": field "model": an llm agent needs a model"#),
+        "{found:#?}"
+    );
+    // An unknown model is reported once, where it is named, not at the agents inheriting it.
+    let found = problems(&with_root(
+        "name: planner\nmodel: gpt5\nsub_agents:\n  - { name: helper }\n",
+    ));
+    assert_eq!(found.len(), 1, "{found:#?}");
+    assert!(
+        found[0].contains(r#"agent "planner": field "model": unknown model "gpt5""#),
+        "{found:#?}"
+    );
+}
+
+#[test]
+fn an_llm_agent_without_a_model_inherits_its_nearest_llm_ancestors() {
+    // ADK's canonical_model: the nearest LlmAgent above, past workflow agents; an
+    // agent's own model wins, and is what its own sub-agents inherit.
+    let yaml = with_root(
+        "name: planner\nmodel: fast\nsub_agents:\n\
+         \x20 - kind: sequential\n    name: flow\n    sub_agents:\n\
+         \x20     - { name: writer }\n\
+         \x20     - name: critic\n        model: smart\n        sub_agents: [{ name: nitpicker }]\n\
+         \x20 - { name: helper, as_tool: true }\n",
+    );
+    let apps = valid(&yaml).build(&RunnerServices::in_memory()).unwrap();
+    let root = apps[0].root_agent();
+    let flow = &root.sub_agents[0];
+    let models: Vec<(&str, &str)> = [
+        &root.sub_agents[0].sub_agents[0],
+        &flow.sub_agents[1],
+        &flow.sub_agents[1].sub_agents[0],
+    ]
+    .into_iter()
+    .map(|agent| (agent.name.as_str(), agent.model.as_str()))
+    .collect();
+    assert_eq!(
+        models,
+        [
+            ("writer", "mock"),
+            ("critic", "smart-mock"),
+            ("nitpicker", "smart-mock")
+        ]
+    );
+    // An agent called as a tool is written under its parent, and inherits too.
+    let helper = root.tools.iter().find(|tool| tool.name == "helper");
+    assert!(helper.is_some(), "{:?}", root.tools);
+}
+
+#[test]
+fn examples_are_pairs_of_an_input_and_an_output_on_llm_agents() {
+    valid(&with_root(
+        "name: planner\nmodel: fast\nexamples:\n  - { input: What is 2+2?, output: Four. }\n",
+    ));
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nexamples:\n  - { input: What is 2+2?, output: \"\" }\n"),
+        r#"agent "planner": field "examples": examples[0].output is empty"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nexamples:\n  - { input: hi }\n"),
+        "missing field `output`",
+    );
+    assert_problem(
+        &with_root(
+            "kind: sequential\nname: flow\nexamples: [{ input: a, output: b }]\nsub_agents: [{ name: a, model: fast }]\n",
+        ),
+        r#"agent "flow": field "examples": only llm agents have it; this is a sequential agent"#,
     );
 }
 
@@ -214,7 +288,7 @@ fn llm_agents_need_a_declared_model() {
 fn tools_must_be_declared_or_built_in_and_listed_once() {
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
-        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory)"#,
+        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory, google_search, url_context, code_execution)"#,
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
@@ -337,6 +411,40 @@ fn provider_settings_are_checked_when_loading() {
     assert_problem(
         "models:\n  m: { provider: mock, timeout_secs: 0 }\napps:\n  a:\n    root_agent: { name: x, model: m }\n",
         r#"model "m": timeout_secs must be at least 1"#,
+    );
+}
+
+/// `context_budget_tokens` on a model entry bounds the history a turn reads (apps
+/// without compaction): an app takes the smallest of its agents' models, each model's
+/// own or its provider's default; zero is refused at the model.
+#[test]
+fn a_models_context_budget_bounds_its_apps_turns() {
+    let config = valid(
+        "models:\n  small: { provider: mock, context_budget_tokens: 300 }\n  \
+         big: { provider: openai, model: gpt-4o, context_budget_tokens: 50000 }\n  plain: { provider: mock }\n  \
+         remote: { provider: openai, model: gpt-4o }\n\
+         apps:\n  mixed:\n    root_agent:\n      name: a\n      model: big\n      sub_agents:\n        \
+         - { name: b, model: small }\n  \
+         mock:\n    root_agent: { name: a, model: plain }\n  \
+         real:\n    root_agent: { name: a, model: remote }\n",
+    );
+    let budget = |name: &str| {
+        let app = config.apps.iter().find(|app| app.name == name).unwrap();
+        app.context_budget_tokens
+    };
+    assert_eq!(budget("mixed"), Some(300));
+    assert_eq!(budget("mock"), Some(adk_grpc_core::history::MOCK_CONTEXT_BUDGET_TOKENS));
+    assert_eq!(
+        budget("real"),
+        Some(adk_grpc_core::history::DEFAULT_CONTEXT_BUDGET_TOKENS)
+    );
+    assert_problem(
+        "models:\n  m: { provider: mock, context_budget_tokens: 0 }\napps:\n  a:\n    root_agent: { name: x, model: m }\n",
+        r#"model "m": context_budget_tokens must be at least 1"#,
+    );
+    assert_problem(
+        "models:\n  m: { provider: mock, context_budget_tokens: lots }\napps:\n  a:\n    root_agent: { name: x, model: m }\n",
+        r#"model "m""#,
     );
 }
 
@@ -849,6 +957,16 @@ fn an_a2a_agent_as_a_tool_is_offered_to_its_llm_parent_and_only_there() {
     );
 }
 
+#[test]
+fn tools_gemini_runs_itself_are_for_gemini_models() {
+    valid(&with_provider_model("gem", "tools: [google_search, url_context, code_execution]"));
+    valid(&with_provider_model("fast", "tools: [google_search]"));
+    assert_problem(
+        &with_provider_model("gpt", "tools: [google_search]"),
+        r#"agent "planner": field "tools": google_search is a tool Gemini runs itself, and this agent's model is not a gemini model (openai)"#,
+    );
+}
+
 /// A valid file whose `planner` uses the model `model` (mock `fast`, `gpt` on openai,
 /// `gem` on gemini) with these extra fields.
 fn with_provider_model(model: &str, fields: &str) -> String {
@@ -1163,6 +1281,15 @@ fn only_llm_agents_list_hooks_of_model_and_tool_points() {
             "name: steps\nkind: sequential\nhooks: [guard]\nsub_agents:\n  - { name: x, model: m }\n",
         ),
         r#"app "a", agent "steps": field "hooks": hook guard is called at before_tool: only llm agents call models and tools"#,
+    );
+    // ADK's on_model_error and on_tool_error callbacks: points of llm agents too.
+    assert_problem(
+        &with_hooks(
+            "rescue: { url: \"http://127.0.0.1:9/hook\", points: [on_model_error, on_tool_error] }",
+            "[]",
+            "name: steps\nkind: parallel\nhooks: [rescue]\nsub_agents:\n  - { name: x, model: m, hooks: [rescue] }\n",
+        ),
+        r#"agent "steps": field "hooks": hook rescue is called at on_model_error, on_tool_error: only llm agents"#,
     );
     assert_problem(
         &with_hooks(

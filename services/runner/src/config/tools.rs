@@ -93,7 +93,7 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
                 if let Some(grant) = grant {
                     tool = tool.with_context(grant);
                 }
-                Ok(tool)
+                Ok(tool.with_safe_to_repeat(config.safe_to_repeat == Some(true)))
             });
             match built {
                 Ok(tool) => Arc::new(tool),
@@ -124,6 +124,12 @@ fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) 
     let http = config.kind == ToolKind::Http;
     // (field, set, allowed for this kind, who has it)
     let fields = [
+        (
+            "safe_to_repeat",
+            config.safe_to_repeat.is_some(),
+            http,
+            "http tools",
+        ),
         (
             "url",
             config.url.is_some(),

@@ -46,86 +46,123 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 }
             }
         }
+        // A resumed invocation whose runner died between storing this agent's function
+        // calls and their responses answers them first (docs/semantics.md, Runner 27).
+        let mut unanswered = unanswered_calls(ctx.as_ref());
         while !answered_by_client && !ctx.ended() {
             let tools = agent.tools(&ctx).await?;
-            let mut request = agent.request(&ctx, &tools).await?;
-            if let Some(config) = ctx.compaction().filter(|c| c.token_budget.is_some()).cloned() {
-                let budget = config.token_budget.unwrap_or(usize::MAX);
-                if compaction::request_tokens(&request) > budget {
-                    // Too big for the app's budget: summarise what came before this
-                    // invocation first (the summary is stored as any event), then, if
-                    // that was not enough or failed, leave out the oldest contents.
-                    if let Some(summary) = compact_for_budget(&config, budget, ctx.as_ref()).await {
-                        yield summary;
-                        request = agent.request(&ctx, &tools).await?;
-                    }
-                    let dropped = compaction::trim_to_budget(&mut request, budget);
-                    if dropped > 0 {
-                        tracing::warn!(
-                            invocation_id = ctx.invocation_id(), agent = %agent.name, dropped, budget,
-                            "model request over the token budget after compaction: its oldest contents were left out"
-                        );
-                        adk_grpc_telemetry::metrics::history_contents_dropped(ctx.app_name(), dropped);
+            let resumed = unanswered.take();
+            let (calls, pauses) = if let Some(calls) = resumed.clone() {
+                (calls, false)
+            } else {
+                let mut request = agent.request(&ctx, &tools).await?;
+                if let Some(config) = ctx.compaction().filter(|c| c.token_budget.is_some()).cloned() {
+                    let budget = config.token_budget.unwrap_or(usize::MAX);
+                    if compaction::request_tokens(&request) > budget {
+                        // Too big for the app's budget: summarise what came before this
+                        // invocation first (the summary is stored as any event), then, if
+                        // that was not enough or failed, leave out the oldest contents.
+                        if let Some(summary) = compact_for_budget(&config, budget, ctx.as_ref()).await {
+                            yield summary;
+                            request = agent.request(&ctx, &tools).await?;
+                        }
+                        let dropped = compaction::trim_to_budget(&mut request, budget);
+                        if dropped > 0 {
+                            tracing::warn!(
+                                invocation_id = ctx.invocation_id(), agent = %agent.name, dropped, budget,
+                                "model request over the token budget after compaction: its oldest contents were left out"
+                            );
+                            adk_grpc_telemetry::metrics::history_contents_dropped(ctx.app_name(), dropped);
+                        }
                     }
                 }
-            }
-            let request = request;
-            // The actions of this model call's hooks go into its event.
-            let hook_sink = Hooks::sink(&ctx);
-            let response = match agent.before_model(&ctx, &hook_sink, request).await? {
-                BeforeModel::Respond(response) => response,
-                BeforeModel::Continue(_) if ctx.ended() => {
-                    // A hook ended the invocation: the model is not called.
-                    let actions = hook_sink.take_actions();
-                    if actions != EventActions::default() {
-                        let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
-                        event.actions = actions;
-                        yield event;
+                let request = request;
+                // The actions of this model call's hooks go into its event.
+                let hook_sink = Hooks::sink(&ctx);
+                let response = match agent.before_model(&ctx, &hook_sink, request).await? {
+                    BeforeModel::Respond(response) => response,
+                    BeforeModel::Continue(_) if ctx.ended() => {
+                        // A hook ended the invocation: the model is not called.
+                        let actions = hook_sink.take_actions();
+                        if actions != EventActions::default() {
+                            let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+                            event.actions = actions;
+                            yield event;
+                        }
+                        break;
                     }
+                    BeforeModel::Continue(request) => {
+                        ctx.increment_llm_call_count()?;
+                        // An after_model hook must see a reply whole before any of it is
+                        // streamed (a redaction cannot work on fragments): no partials.
+                        let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse
+                            && !agent.hooks.has(HookPoint::AfterModel);
+                        // Kept for the on_model_error hooks, which are sent the request.
+                        let failed_request = agent.hooks.has(HookPoint::OnModelError).then(|| request.clone());
+                        let mut complete = None;
+                        let mut failure = None;
+                        match call_model(&agent.model, request, streaming).await {
+                            Err(e) => failure = Some(e),
+                            Ok(mut replies) => {
+                                while let Some(reply) = replies.next().await {
+                                    match reply {
+                                        Err(e) => {
+                                            failure = Some(e);
+                                            break;
+                                        }
+                                        Ok(reply) if reply.partial != Some(true) => {
+                                            complete = Some(reply);
+                                            break;
+                                        }
+                                        Ok(reply) if streaming => yield agent.event(ctx.as_ref(), reply),
+                                        Ok(_) => {}
+                                    }
+                                }
+                            }
+                        }
+                        match complete {
+                            Some(reply) => reply,
+                            None => {
+                                let error = failure.unwrap_or_else(|| {
+                                    AdkError::Model(format!(
+                                        "model {} ended its reply without a complete response",
+                                        agent.model.name()
+                                    ))
+                                });
+                                // ADK's on_model_error_callback: a hook's reply stands in for the
+                                // model's (the after_model hooks then see it), else the error stands.
+                                let answer = match &failed_request {
+                                    Some(request) => {
+                                        agent.hooks.on_model_error(&ctx, &hook_sink, request, &error).await?
+                                    }
+                                    None => None,
+                                };
+                                match answer {
+                                    Some(reply) => reply,
+                                    None => Err(error)?,
+                                }
+                            }
+                        }
+                    }
+                };
+                let response = agent.after_model(&ctx, &hook_sink, response).await?;
+                let mut model_event = agent.model_event(ctx.as_ref(), response, &tools)?;
+                merge_actions(&mut model_event.actions, hook_sink.take_actions());
+                let calls = function_calls(&model_event);
+                let pauses = !model_event.long_running_tool_ids.is_empty();
+                yield model_event;
+                if calls.is_empty() {
                     break;
                 }
-                BeforeModel::Continue(request) => {
-                    ctx.increment_llm_call_count()?;
-                    // An after_model hook must see a reply whole before any of it is
-                    // streamed (a redaction cannot work on fragments): no partials.
-                    let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse
-                        && !agent.hooks.has(HookPoint::AfterModel);
-                    let mut replies = call_model(&agent.model, request, streaming).await?;
-                    let mut complete = None;
-                    while let Some(reply) = replies.next().await {
-                        let reply = reply?;
-                        if reply.partial != Some(true) {
-                            complete = Some(reply);
-                            break;
-                        }
-                        if streaming {
-                            yield agent.event(ctx.as_ref(), reply);
-                        }
-                    }
-                    complete.ok_or_else(|| {
-                        AdkError::Model(format!(
-                            "model {} ended its reply without a complete response",
-                            agent.model.name()
-                        ))
-                    })?
-                }
+                (calls, pauses)
             };
-            let response = agent.after_model(&ctx, &hook_sink, response).await?;
-            let mut model_event = agent.model_event(ctx.as_ref(), response, &tools)?;
-            merge_actions(&mut model_event.actions, hook_sink.take_actions());
-            let calls = function_calls(&model_event);
-            let pauses = !model_event.long_running_tool_ids.is_empty();
-            yield model_event;
-            if calls.is_empty() {
-                break;
-            }
             // A fitting set_model_response call is the final reply (a misfit one is
             // answered with the problem, and the model tries again).
             let structured = agent.structured_reply(&calls);
 
             let mut transfer = None;
             let mut skip_summarization = false;
-            if let Some(responses) = agent.execute(&ctx, &tools, calls).await? {
+            if let Some(responses) = agent.execute(&ctx, &tools, calls, resumed.is_some()).await? {
                 transfer = responses.actions.transfer_to_agent.clone();
                 skip_summarization = responses.actions.skips_summarization();
                 yield responses;
@@ -195,7 +232,24 @@ async fn compact_for_budget(config: &CompactionConfig, budget: usize, ctx: &dyn 
         .ok()
 }
 
+/// The function calls of this agent's last event when the invocation's log ends with
+/// them unanswered: only a resumed invocation starts so (a running one answers its
+/// calls before it goes on). None for a pause on a client tool, which the client answers.
+fn unanswered_calls(ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
+    let events = ctx.events();
+    let last = events.last()?;
+    if last.invocation_id != ctx.invocation_id()
+        || last.author != ctx.agent_name()
+        || !last.long_running_tool_ids.is_empty()
+    {
+        return None;
+    }
+    let calls = function_calls(last);
+    (!calls.is_empty()).then_some(calls)
+}
+
 /// One function call of a model reply.
+#[derive(Clone)]
 struct Call {
     id: String,
     name: String,
@@ -266,6 +320,14 @@ impl Inner {
                 config.response_schema = Some(schema.schema().clone());
             }
         }
+        // As ADK's ExampleTool: after the instructions, for a turn the user started.
+        if !self.examples.is_empty() && !ctx.user_content().parts.is_empty() {
+            let examples = super::examples::render(&self.examples);
+            system_instruction = Some(match system_instruction {
+                Some(text) if !text.is_empty() => format!("{text}\n\n{examples}"),
+                _ => examples,
+            });
+        }
         let mut contents = match self.include_contents {
             IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
             IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
@@ -274,7 +336,11 @@ impl Inner {
         let mut request = LlmRequest {
             model: self.model.name().to_string(),
             contents,
-            tools: tools.iter().map(|tool| tool.declaration()).collect(),
+            tools: tools
+                .iter()
+                .filter(|tool| !tool.is_provider_builtin())
+                .map(|tool| tool.declaration())
+                .collect(),
             system_instruction,
             config,
         };
@@ -386,8 +452,14 @@ impl Inner {
         ctx: &Arc<dyn InvocationContext>,
         tools: &[Arc<dyn Tool>],
         calls: Vec<Call>,
+        resumed: bool,
     ) -> Result<Option<Event>> {
-        let results = join_all(calls.into_iter().map(|call| call_tool(ctx, tools, &self.hooks, call))).await;
+        let results = join_all(
+            calls
+                .into_iter()
+                .map(|call| call_tool(ctx, tools, &self.hooks, call, resumed)),
+        )
+        .await;
         let mut parts = Vec::new();
         let mut actions = EventActions::default();
         for result in results {
@@ -458,12 +530,23 @@ impl Inner {
 /// Executes one call, inside its hooks: its function response, then any media the
 /// tool produced. Failures (unknown tool, tool error) become an `error` response
 /// for the model to read, not a failed run; only a hook that fails closed fails it.
+/// A call a dead runner left unanswered (`resumed`) runs again only when its tool is
+/// safe to repeat; any other is answered with an error saying it was interrupted.
 async fn call_tool(
     ctx: &Arc<dyn InvocationContext>,
     tools: &[Arc<dyn Tool>],
     hooks: &Hooks,
     call: Call,
+    resumed: bool,
 ) -> Result<(Vec<Part>, EventActions)> {
+    if resumed && tools.iter().any(|tool| tool.name() == call.name && !tool.safe_to_repeat()) {
+        let error = format!(
+            "interrupted: the runner running this call stopped before it answered, and tool `{}` is not \
+             declared safe to repeat, so it was not run again; it may or may not have taken effect",
+            call.name
+        );
+        return Ok((vec![response_part(call, json!({ "error": error }))], EventActions::default()));
+    }
     let Some(tool) = tools.iter().find(|tool| tool.name() == call.name) else {
         ToolCall::unknown(&call.name, &call.id);
         let available: Vec<&str> = tools.iter().map(|tool| tool.name()).collect();
@@ -472,10 +555,14 @@ async fn call_tool(
             call.name,
             available.join(", ")
         );
-        return Ok((
-            vec![response_part(call, json!({ "error": error }))],
-            EventActions::default(),
-        ));
+        // As ADK, the on_tool_error hooks may answer a call of no tool (after_tool is
+        // not called: no tool ran).
+        let tool_ctx = ToolCallContext::new(ctx.clone(), call.id.clone());
+        let answer = hooks
+            .on_tool_error(ctx, &tool_ctx, &call.name, &call.args, &AdkError::Tool(error.clone()))
+            .await?;
+        let response = answer.map_or_else(|| json!({ "error": error }), as_response);
+        return Ok((vec![response_part(call, response)], tool_ctx.take_actions()));
     };
     let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
     let (args, answered) = match hooks.before_tool(ctx, &tool_ctx, &call.name, call.args.clone()).await? {
@@ -499,10 +586,14 @@ async fn call_tool(
                     return Ok((Vec::new(), tool_ctx.take_actions()));
                 }
                 Ok(ToolOutput { response, parts }) => (as_response(response), parts),
-                Err(e) => {
-                    tracing::info!(tool = %call.name, error = %e, "tool call failed; the model gets the error");
-                    (json!({ "error": e.to_string() }), Vec::new())
-                }
+                Err(e) => match hooks.on_tool_error(ctx, &tool_ctx, &call.name, &args, &e).await? {
+                    // ADK's on_tool_error_callback: the hook's result is the tool's.
+                    Some(result) => (as_response(result), Vec::new()),
+                    None => {
+                        tracing::info!(tool = %call.name, error = %e, "tool call failed; the model gets the error");
+                        (json!({ "error": e.to_string() }), Vec::new())
+                    }
+                },
             }
         }
     };

@@ -1,12 +1,14 @@
 //! `LlmAgent`: an agent that talks to a model, calls tools and hands over to sub-agents.
 
 mod callbacks;
+mod examples;
 mod flow;
 pub(crate) mod history;
 mod instruction;
 mod output_schema;
 
 pub use callbacks::BeforeModel;
+pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
 
 use crate::hooks::Hooks;
@@ -56,6 +58,8 @@ pub(crate) struct Inner {
     /// Sent first and unchanged (ADK's `static_instruction`); the instruction then goes
     /// into the contents, so the start of every request stays the same (cacheable).
     static_instruction: Option<String>,
+    /// Few-shot examples put after the system instruction (ADK's `ExampleTool`).
+    examples: Vec<Example>,
 }
 
 /// What of the session's history an agent's model request carries (ADK's
@@ -104,6 +108,7 @@ pub struct LlmAgentBuilder {
     transfer_scope: TransferScope,
     global_instruction: Option<String>,
     static_instruction: Option<String>,
+    examples: Vec<Example>,
 }
 
 impl LlmAgentBuilder {
@@ -127,7 +132,16 @@ impl LlmAgentBuilder {
             transfer_scope: TransferScope::default(),
             global_instruction: None,
             static_instruction: None,
+            examples: Vec::new(),
         }
+    }
+
+    /// Few-shot examples (ADK's `ExampleTool`): each a user message and the reply
+    /// expected, written into the system instruction of every request after the
+    /// instructions (when the invocation has a user message, as ADK adds them).
+    pub fn examples(mut self, examples: impl IntoIterator<Item = Example>) -> Self {
+        self.examples.extend(examples);
+        self
     }
 
     /// ADK's `disallow_transfer_to_parent`: by default an agent may hand the turn
@@ -309,6 +323,7 @@ impl LlmAgentBuilder {
         if let Some(schema) = &self.input_schema {
             check_object_schema("input_schema", schema).map_err(in_agent)?;
         }
+        check_examples(&self.examples).map_err(in_agent)?;
         if self.config.response_schema.is_some() {
             return Err(in_agent(AdkError::Config(
                 "the reply's schema is set with output_schema, not in the generate_content_config".into(),
@@ -334,6 +349,7 @@ impl LlmAgentBuilder {
                 transfer_scope: self.transfer_scope,
                 global_instruction: self.global_instruction,
                 static_instruction: self.static_instruction,
+                examples: self.examples,
             }),
         })
     }
@@ -349,6 +365,10 @@ impl LlmAgent {
     /// The JSON Schema the agent's reply follows, when it has one.
     pub fn output_schema(&self) -> Option<&Value> {
         self.inner.output_schema.as_deref().map(OutputSchema::schema)
+    }
+    /// The model the agent calls.
+    pub fn model(&self) -> &Arc<dyn Llm> {
+        &self.inner.model
     }
 }
 

@@ -15,6 +15,7 @@ use async_stream::try_stream;
 use futures::StreamExt;
 use std::collections::HashMap;
 use std::sync::Arc;
+use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// One running invocation: pulls the agent's events, stores them; its lease's
@@ -31,6 +32,12 @@ pub(super) struct Driver {
     pub(super) events: EventStream,
     pub(super) lease: LeaseGuard,
     pub(super) _registration: Registration,
+    /// Fired when this replica shuts down and hands its runs over: the invocation
+    /// stops and its lease goes to another replica, which resumes it.
+    pub(super) handover: CancellationToken,
+    /// For a resumed invocation: when its previous runner's lease was lost, to
+    /// measure the time to its first event here.
+    pub(super) lease_lost_at: Option<std::time::Instant>,
 }
 
 impl Driver {
@@ -40,7 +47,12 @@ impl Driver {
             let mut failure = None;
             loop {
                 match self.next().instrument(span.clone()).await {
-                    Ok(Some(event)) => yield event,
+                    Ok(Some(event)) => {
+                        if let Some(lost) = self.lease_lost_at.take() {
+                            adk_grpc_telemetry::metrics::resumed_first_event(&self.app_name, lost.elapsed());
+                        }
+                        yield event
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         failure = Some(e);
@@ -59,7 +71,11 @@ impl Driver {
             }
             // Stop the agent before the session is free for the next invocation.
             drop(self.events);
-            self.lease.release().instrument(span).await;
+            if self.handover.is_cancelled() && !self.lease.signals.cancel.is_cancelled() {
+                self.lease.hand_over().instrument(span).await;
+            } else {
+                self.lease.release().instrument(span).await;
+            }
             self.observed.finish(failure.as_ref().map(AdkError::code));
             match failure {
                 Some(e) => {
@@ -117,6 +133,13 @@ impl Driver {
                 )));
             }
             _ = self.lease.signals.lost.cancelled() => return Err(self.lease.lost()),
+            _ = self.handover.cancelled() => {
+                return Err(AdkError::Unavailable(format!(
+                    "the runner is shutting down: invocation {} was handed over to another replica, which \
+                     resumes it; watch the session (WatchSession) from the last sequence you saw for the rest",
+                    self.invocation.invocation_id
+                )));
+            }
             event = self.events.next() => event,
         };
         let Some(event) = event.transpose()? else {

@@ -7,7 +7,7 @@
 //! the invocation ends or its stream is dropped.
 
 use super::OnBusy;
-use adk_grpc_core::{Acquire, AdkError, LeaseKey, Precondition, Renewal, Result, SessionLease};
+use adk_grpc_core::{Acquire, AdkError, LeaseKey, Precondition, Renewal, Result, SessionLease, owner_invocation};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::sync::Arc;
@@ -98,9 +98,28 @@ impl LeaseGuard {
             lease.acquire(&key, owner, ttl).await?
         };
         let interrupted = match acquired {
-            Acquire::Acquired { interrupted } => interrupted,
+            // A claim's owner token names its invocation: that is what the log knows.
+            Acquire::Acquired { interrupted } => interrupted.map(|owner| owner_invocation(&owner).to_string()),
             Acquire::Held(holder) => return Ok(Err((key, holder))),
         };
+        Ok(Ok(Self::hold(lease, key, owner, ttl, requests, interrupted)))
+    }
+
+    /// The lease of a run this replica claimed to resume (held already, under `owner`).
+    pub(super) fn claimed(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Self {
+        let requests = lease.cancel_requests();
+        Self::hold(lease, key, owner, ttl, requests, None)
+    }
+
+    /// The guard of a lease just taken, with its heartbeat started.
+    fn hold(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        requests: BoxStream<'static, String>,
+        interrupted: Option<String>,
+    ) -> Self {
         let signals = LeaseSignals::default();
         let stop = CancellationToken::new();
         tokio::spawn(heartbeat(
@@ -112,7 +131,7 @@ impl LeaseGuard {
             signals.clone(),
             stop.clone(),
         ));
-        Ok(Ok(LeaseGuard {
+        LeaseGuard {
             lease,
             key,
             owner: owner.to_string(),
@@ -122,7 +141,7 @@ impl LeaseGuard {
             displaced: None,
             signals,
             _heartbeat: stop.drop_guard(),
-        }))
+        }
     }
 
     /// Waits for a busy session's lease: `Interrupt` first asks the holder to stop
@@ -143,7 +162,7 @@ impl LeaseGuard {
             let in_turn = on_busy == OnBusy::Enqueue;
             let holder = match Self::try_acquire(lease.clone(), key, owner, ttl, in_turn).await? {
                 Ok(mut guard) => {
-                    guard.displaced = cancelled;
+                    guard.displaced = cancelled.map(|owner| owner_invocation(&owner).to_string());
                     return Ok(guard);
                 }
                 Err((returned, holder)) => {
@@ -184,6 +203,25 @@ impl LeaseGuard {
         )
     }
 
+    /// Gives the lease up for another replica to resume the invocation at once (this
+    /// replica is shutting down); a run that is not resumable is released.
+    pub(super) async fn hand_over(mut self) {
+        if let Err(e) = self.lease.hand_over(&self.key, &self.owner).await {
+            tracing::warn!(invocation_id = %self.owner, error = %e, "could not hand the session lease over; it expires and is resumed then");
+        }
+        self.held = false;
+    }
+
+    /// Records the invocation as resumable under this lease (see [`SessionLease::register_run`]).
+    pub(super) async fn register(&self, invocation_id: &str, options: String) -> Result<bool> {
+        let record = adk_grpc_core::RunRecord {
+            key: self.key.clone(),
+            invocation_id: invocation_id.to_string(),
+            options,
+        };
+        self.lease.register_run(&record, &self.owner, self.ttl).await
+    }
+
     pub(super) async fn release(mut self) {
         if let Err(e) = self.lease.release(&self.key, &self.owner).await {
             tracing::warn!(invocation_id = %self.owner, error = %e, "could not release the session lease; it expires");
@@ -214,6 +252,7 @@ impl Drop for LeaseGuard {
 }
 
 fn busy(key: &LeaseKey, holder: &str) -> AdkError {
+    let holder = owner_invocation(holder);
     AdkError::Aborted(
         adk_grpc_core::Conflict::SessionBusy,
         format!(

@@ -29,7 +29,10 @@ mod artifacts;
 mod driver;
 mod lease;
 mod memory;
+mod resume;
 mod session;
+
+pub use resume::Resumer;
 #[cfg(test)]
 mod tests;
 
@@ -44,7 +47,7 @@ use adk_grpc_core::{
 use driver::Driver;
 use lease::LeaseGuard;
 use serde_json::Value;
-use session::{append, has_function_responses};
+use session::append;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -72,6 +75,10 @@ pub struct RunnerConfig {
     /// Event compaction and the model requests' token budget; None keeps every event
     /// in the model's history.
     pub compaction: Option<CompactionConfig>,
+    /// Without compaction, the most estimated tokens of history a turn reads (newest
+    /// first; older events are left out). None: the smallest default of the tree's
+    /// models ([`history::default_context_budget_tokens`]).
+    pub context_budget_tokens: Option<usize>,
     /// What a run does when its session is busy, unless its [`RunOptions`] say otherwise.
     pub on_busy: OnBusy,
 }
@@ -96,6 +103,7 @@ impl RunnerConfig {
             lease,
             lease_ttl: Self::DEFAULT_LEASE_TTL,
             compaction: None,
+            context_budget_tokens: None,
             on_busy: OnBusy::Reject,
         }
     }
@@ -103,6 +111,13 @@ impl RunnerConfig {
     /// Compacts the app's sessions as `compaction` says (see [`CompactionConfig`]).
     pub fn with_compaction(mut self, compaction: CompactionConfig) -> Self {
         self.compaction = Some(compaction);
+        self
+    }
+
+    /// Without compaction, a turn reads at most `tokens` estimated tokens of history
+    /// (see [`RunnerConfig::context_budget_tokens`]).
+    pub fn with_context_budget_tokens(mut self, tokens: usize) -> Self {
+        self.context_budget_tokens = Some(tokens);
         self
     }
 }
@@ -167,8 +182,13 @@ pub struct Runner {
     lease: Arc<dyn SessionLease>,
     lease_ttl: Duration,
     compaction: Option<Arc<CompactionConfig>>,
+    context_budget_tokens: usize,
     on_busy: OnBusy,
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
+    /// Whether another replica can resume its runs (see `resume`).
+    resumable: bool,
+    /// Set when the replica shuts down: new runs are refused.
+    draining: std::sync::atomic::AtomicBool,
 }
 
 /// A running invocation's owner, so a cancel naming another user's session is refused.
@@ -176,6 +196,8 @@ struct RunningInvocation {
     user_id: String,
     session_id: String,
     cancel: CancellationToken,
+    /// Stops it and hands its lease to another replica ([`Runner::hand_over_all`]).
+    handover: CancellationToken,
 }
 
 impl Runner {
@@ -190,11 +212,18 @@ impl Runner {
         if let Some(compaction) = &config.compaction {
             compaction.validate()?;
         }
+        if config.context_budget_tokens == Some(0) {
+            return Err(AdkError::Config("context_budget_tokens must be positive".into()));
+        }
         if config.add_to_memory.is_some() && config.memory_service.is_none() {
             return Err(AdkError::Config(
                 "add_to_memory needs a memory service, and this runner has none".into(),
             ));
         }
+        let context_budget_tokens = config
+            .context_budget_tokens
+            .unwrap_or_else(|| session::default_context_budget(&config.root_agent));
+        let resumable = resume::resumable_tree(&config.root_agent);
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -205,8 +234,11 @@ impl Runner {
             lease: config.lease,
             lease_ttl: config.lease_ttl,
             compaction: config.compaction.map(Arc::new),
+            context_budget_tokens,
             on_busy: config.on_busy,
             running: Arc::default(),
+            resumable,
+            draining: Default::default(),
         })
     }
 
@@ -252,6 +284,11 @@ impl Runner {
         if content.parts.is_empty() {
             return Err(AdkError::invalid("new_message", "has no parts"));
         }
+        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(AdkError::Unavailable(
+                "this runner is shutting down and takes no new runs: run again (on another replica)".into(),
+            ));
+        }
         let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
         // The invocation's span and metrics: everything it does, from taking the lease
         // to its last event, runs inside the span (see Driver::into_stream).
@@ -271,10 +308,12 @@ impl Runner {
             }
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
+        let handover = CancellationToken::new();
         let running = RunningInvocation {
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
             cancel: lease.signals.cancel.clone(),
+            handover: handover.clone(),
         };
         sync::lock(&self.running).insert(invocation_id.clone(), running);
         let user_event = invocation.user_event();
@@ -295,6 +334,8 @@ impl Runner {
                 running: self.running.clone(),
                 invocation_id,
             },
+            handover,
+            lease_lost_at: None,
         };
         Ok(StartedRun {
             user_event,
@@ -449,11 +490,14 @@ impl Runner {
         options: RunOptions,
         lease: &LeaseGuard,
     ) -> Result<(Arc<Invocation>, EventStream)> {
-        // A message answering function calls needs the calls, which may be older than
-        // the latest compaction: it reads the whole log, any other turn its window.
-        let window = !has_function_responses(&content);
         let mut session = self
-            .load_session(user_id, session_id, options.create_session_if_missing, window)
+            .load_turn(
+                user_id,
+                session_id,
+                options.create_session_if_missing,
+                &content,
+                invocation_id,
+            )
             .await?;
         if let Some(interrupted) = &lease.interrupted {
             self.close_interrupted(&mut session, interrupted, lease).await?;
@@ -471,6 +515,10 @@ impl Runner {
             user_delta.extend(actions.state_delta.clone());
             actions.record(artifacts.clone(), &mut user_event.actions).await?;
         }
+        if self.resumable {
+            let options = resume::ResumeOptions::of(&options.run_config, &user_delta);
+            lease.register(invocation_id, options.encode()).await?;
+        }
         let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         let memory = self
             .memory_service
@@ -487,7 +535,8 @@ impl Runner {
                 artifacts,
                 self.compaction.clone(),
             )
-            .with_memory(memory),
+            .with_memory(memory)
+            .with_resumable(self.resumable),
         );
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;

@@ -6,9 +6,10 @@
 use super::Runner;
 use super::lease::LeaseGuard;
 use crate::USER_AUTHOR;
+use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
-    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, GetRequest, PartKind, Precondition, Result,
-    Session, SessionService, find_agent, transfer_targets, transferable_across_tree,
+    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, PartKind, Precondition,
+    Result, Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -45,6 +46,55 @@ impl Runner {
             }
             loaded => loaded,
         }
+    }
+
+    /// The session a turn answering `content` starts from. With compaction, the
+    /// events from the latest compaction on (all of them for a message answering
+    /// function calls, which may be older). Without, the newest events as far as the
+    /// model's context budget allows, and back to the calls `content` answers, however
+    /// old: never the whole log of a long session. Older events left out are logged and
+    /// counted; what was read is made to stand alone ([`history::standalone_suffix`]).
+    pub(super) async fn load_turn(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        create: bool,
+        content: &Content,
+        invocation_id: &str,
+    ) -> Result<Session> {
+        if self.compaction.is_some() {
+            let window = !has_function_responses(content);
+            return self.load_session(user_id, session_id, create, window).await;
+        }
+        let recent = RecentRequest {
+            app_name: self.app_name.clone(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            budget_tokens: self.context_budget_tokens,
+            function_call_ids: history::answered_call_ids(content),
+        };
+        let read = match self.session_service.get_recent(recent).await {
+            Err(AdkError::NotFound(..)) if create => {
+                return self.load_session(user_id, session_id, create, true).await;
+            }
+            read => read?,
+        };
+        let mut session = read.session;
+        if read.left_out > 0 {
+            let (events, dropped) = history::standalone_suffix(std::mem::take(&mut session.events).into_vec());
+            session.events = Events::new(events);
+            let left_out = read.left_out + dropped as u64;
+            tracing::info!(
+                invocation_id,
+                session_id,
+                left_out,
+                budget_tokens = self.context_budget_tokens,
+                "the session's older events were left out of the turn: it reads the newest ones as far as the \
+                 model's context budget allows"
+            );
+            adk_grpc_telemetry::metrics::history_left_out(&self.app_name);
+        }
+        Ok(session)
     }
 
     /// Closes an invocation whose runner died mid-run (its lease ran out unreleased)
@@ -122,6 +172,20 @@ fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent>
         }
     }
     root.clone()
+}
+
+/// The history budget of a turn when the runner sets none: the smallest default of
+/// the tree's llm agents' models, so every agent's request fits its model
+/// ([`history::DEFAULT_CONTEXT_BUDGET_TOKENS`] for a tree without one).
+pub(super) fn default_context_budget(root: &Arc<dyn Agent>) -> usize {
+    fn smallest(agent: &Arc<dyn Agent>) -> Option<usize> {
+        let own = agent
+            .as_any()
+            .and_then(|any| any.downcast_ref::<crate::LlmAgent>())
+            .map(|llm| history::default_context_budget_tokens(llm.model().provider()));
+        agent.sub_agents().iter().filter_map(smallest).chain(own).min()
+    }
+    smallest(root).unwrap_or(history::DEFAULT_CONTEXT_BUDGET_TOKENS)
 }
 
 pub(super) fn has_function_responses(content: &Content) -> bool {

@@ -1,6 +1,7 @@
-//! ADK's built-in tools: `exit_loop`, `transfer_to_agent` and `load_artifacts`.
+//! ADK's built-in tools: `exit_loop`, `transfer_to_agent`, `load_artifacts`, and the
+//! tools Gemini runs itself (`google_search`, `url_context`, `code_execution`).
 
-use adk_grpc_core::{AdkError, CallbackContext, Content, LlmRequest, PartKind, Result, Tool, ToolContext};
+use adk_grpc_core::{AdkError, BuiltinTool, CallbackContext, Content, LlmRequest, PartKind, Result, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -32,6 +33,9 @@ impl Tool for ExitLoopTool {
     }
     fn description(&self) -> &str {
         "Exits the loop. Call this function only when you are instructed to do so."
+    }
+    fn safe_to_repeat(&self) -> bool {
+        true
     }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, _args: Value) -> Result<Value> {
         let mut actions = ctx.actions();
@@ -65,6 +69,10 @@ impl Tool for TransferToAgentTool {
     }
     fn description(&self) -> &str {
         "Transfers the question to another agent."
+    }
+    /// It only records the transfer: a resumed invocation repeats it.
+    fn safe_to_repeat(&self) -> bool {
+        true
     }
     fn parameters_schema(&self) -> Option<Value> {
         let names: Vec<&str> = self.targets.iter().map(|(name, _)| name.as_str()).collect();
@@ -177,6 +185,60 @@ impl Tool for LoadArtifactsTool {
                 Err(e) => Content::new("user").with_text(format!("Artifact {name} could not be loaded: {e}")),
             };
             request.contents.push(content);
+        }
+        Ok(())
+    }
+}
+
+/// A tool the model's provider runs itself (ADK's `google_search`, `url_context`, and
+/// `BuiltInCodeExecutor` as `code_execution`): it names itself in the request and is
+/// never executed here; the reply carries what the provider did (grounding metadata,
+/// executable code and its result). Only Gemini models have these tools.
+#[derive(Debug, Clone, Copy)]
+pub struct ProviderBuiltinTool(BuiltinTool);
+
+impl ProviderBuiltinTool {
+    pub const GOOGLE_SEARCH: &'static str = "google_search";
+    pub const URL_CONTEXT: &'static str = "url_context";
+    pub const CODE_EXECUTION: &'static str = "code_execution";
+
+    pub fn new(tool: BuiltinTool) -> Self {
+        ProviderBuiltinTool(tool)
+    }
+
+    /// The tool called `name`, if it is one of these.
+    pub fn named(name: &str) -> Option<Self> {
+        [BuiltinTool::GoogleSearch, BuiltinTool::UrlContext, BuiltinTool::CodeExecution]
+            .into_iter()
+            .find(|tool| tool.name() == name)
+            .map(ProviderBuiltinTool)
+    }
+}
+
+#[async_trait]
+impl Tool for ProviderBuiltinTool {
+    fn name(&self) -> &str {
+        self.0.name()
+    }
+    fn description(&self) -> &str {
+        match self.0 {
+            BuiltinTool::GoogleSearch => "Searches the web (run by the model's provider).",
+            BuiltinTool::UrlContext => "Reads the pages of URLs in the conversation (run by the model's provider).",
+            BuiltinTool::CodeExecution => "Runs Python code the model writes (run by the model's provider).",
+        }
+    }
+    fn is_provider_builtin(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _ctx: Arc<dyn ToolContext>, _args: Value) -> Result<Value> {
+        Err(AdkError::Tool(format!(
+            "{} runs on the model's provider, not here",
+            self.0.name()
+        )))
+    }
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        if !request.config.builtin_tools.contains(&self.0) {
+            request.config.builtin_tools.push(self.0);
         }
         Ok(())
     }

@@ -1,15 +1,12 @@
 //! `HttpTool`: a tool that is an HTTP endpoint.
 
 use super::remote_context::{ContextGrant, RemotePart, ToolActions};
+use crate::http_json::JsonEndpoint;
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// How much of an error body a failure message quotes.
-const EXCERPT_CHARS: usize = 300;
 
 /// A tool executed by POSTing the call's JSON arguments to a URL; the JSON reply
 /// is the result. A non-2xx status, a timeout or a reply that is not JSON is a
@@ -24,13 +21,12 @@ const EXCERPT_CHARS: usize = 300;
 pub struct HttpTool {
     name: String,
     description: String,
-    url: reqwest::Url,
+    endpoint: JsonEndpoint,
     parameters: Option<Value>,
-    headers: HeaderMap,
-    timeout: Duration,
-    client: reqwest::Client,
     /// Some: the envelope exchange.
     context: Option<ContextGrant>,
+    /// Re-run when a resumed invocation finds the call unanswered (see [`Tool::safe_to_repeat`]).
+    safe_to_repeat: bool,
 }
 
 /// The reply of an endpoint that takes the envelope.
@@ -51,25 +47,14 @@ impl HttpTool {
     /// Fails with `Config` for a URL that is not http(s).
     pub fn new(name: impl Into<String>, description: impl Into<String>, url: &str) -> Result<Self> {
         let name = name.into();
-        let parsed = reqwest::Url::parse(url)
-            .ok()
-            .filter(|u| matches!(u.scheme(), "http" | "https"))
-            .ok_or_else(|| AdkError::Config(format!("HTTP tool {name}: {url:?} is not an http(s) URL")))?;
-        // reqwest is built without a default crypto provider; use ring, as the
-        // rest of the suite does (a no-op when one is installed already).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .build()
-            .map_err(|e| AdkError::Config(format!("HTTP tool {name}: cannot build an HTTP client: {e}")))?;
+        let endpoint = JsonEndpoint::new(format!("HTTP tool {name}"), url, Self::DEFAULT_TIMEOUT)?;
         Ok(HttpTool {
             name,
             description: description.into(),
-            url: parsed,
+            endpoint,
             parameters: None,
-            headers: HeaderMap::new(),
-            timeout: Self::DEFAULT_TIMEOUT,
-            client,
             context: None,
+            safe_to_repeat: false,
         })
     }
 
@@ -84,32 +69,36 @@ impl HttpTool {
         self
     }
 
+    /// Declares the endpoint safe to call again with the same arguments (a read, or a
+    /// write keyed by the call id): a resumed invocation re-runs a call its dead runner
+    /// left unanswered instead of telling the model it was interrupted.
+    pub fn with_safe_to_repeat(mut self, safe: bool) -> Self {
+        self.safe_to_repeat = safe;
+        self
+    }
+
     /// The whole exchange must finish within this time.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
-        self.timeout = timeout;
+        self.endpoint.set_timeout(timeout);
         self
     }
 
     /// A header sent with every call (e.g. an API key).
     pub fn with_header(mut self, name: &str, value: &str) -> Result<Self> {
-        let bad = || AdkError::Config(format!("HTTP tool {}: invalid header {name}", self.name));
-        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
-        let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
-        value.set_sensitive(true);
-        self.headers.insert(header, value);
+        self.endpoint = self.endpoint.with_header(name, value)?;
         Ok(self)
     }
 
     fn failure(&self, what: impl std::fmt::Display) -> AdkError {
-        AdkError::Tool(format!("HTTP tool {}: POST {} {what}", self.name, self.url))
+        AdkError::Tool(format!("HTTP tool {}: POST {} {what}", self.name, self.endpoint.url()))
     }
 
-    fn transport_failure(&self, e: &reqwest::Error, during: &str) -> AdkError {
-        if e.is_timeout() {
-            self.failure(format!("timed out after {:?}{during}", self.timeout))
-        } else {
-            self.failure(format!("failed{during}: {e}"))
-        }
+    /// POSTs `body`; every failure is a tool error the model reads.
+    async fn post(&self, body: &Value) -> Result<Value> {
+        self.endpoint
+            .post(body)
+            .await
+            .map_err(|failure| AdkError::Tool(format!("HTTP tool {}: {}", self.name, failure.message())))
     }
 }
 
@@ -123,6 +112,9 @@ impl Tool for HttpTool {
     }
     fn parameters_schema(&self) -> Option<Value> {
         self.parameters.clone()
+    }
+    fn safe_to_repeat(&self) -> bool {
+        self.safe_to_repeat
     }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         Ok(self.execute_with_parts(ctx, args).await?.response)
@@ -159,35 +151,3 @@ impl Tool for HttpTool {
     }
 }
 
-impl HttpTool {
-    /// POSTs `body`; the JSON reply, or `null` for an empty one.
-    async fn post(&self, body: &Value) -> Result<Value> {
-        // W3C traceparent/tracestate of the current span (the runner's tool-call span),
-        // so the tool's own tracing continues the client's trace. Nothing while traces
-        // are not exported.
-        let mut headers = self.headers.clone();
-        adk_grpc_telemetry::inject_current_context(&mut headers);
-        let response = self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .timeout(self.timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_failure(&e, ""))?;
-        let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| self.transport_failure(&e, " reading the reply"))?;
-        if !status.is_success() {
-            let excerpt: String = String::from_utf8_lossy(&body).chars().take(EXCERPT_CHARS).collect();
-            return Err(self.failure(format!("answered {status}: {excerpt}")));
-        }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body).map_err(|e| self.failure(format!("answered with a body that is not JSON: {e}")))
-    }
-}

@@ -11,7 +11,7 @@ mod remote_context;
 
 pub use agent_tool::AgentTool;
 pub(crate) use builtin::TransferToAgentTool;
-pub use builtin::{ExitLoopTool, LoadArtifactsTool};
+pub use builtin::{ExitLoopTool, LoadArtifactsTool, ProviderBuiltinTool};
 pub use function::{ClientTool, FunctionTool};
 pub use http::HttpTool;
 pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
@@ -22,11 +22,14 @@ use adk_grpc_core::Tool;
 use std::sync::Arc;
 
 /// The names of the tools the library provides, which agents list without declaring them.
-pub const BUILTIN_TOOLS: [&str; 4] = [
+pub const BUILTIN_TOOLS: [&str; 7] = [
     ExitLoopTool::NAME,
     LoadArtifactsTool::NAME,
     LoadMemoryTool::NAME,
     PreloadMemoryTool::NAME,
+    ProviderBuiltinTool::GOOGLE_SEARCH,
+    ProviderBuiltinTool::URL_CONTEXT,
+    ProviderBuiltinTool::CODE_EXECUTION,
 ];
 
 /// The built-in tool called `name` (one of [`BUILTIN_TOOLS`]).
@@ -36,6 +39,6 @@ pub fn builtin_tool(name: &str) -> Option<Arc<dyn Tool>> {
         LoadArtifactsTool::NAME => Some(Arc::new(LoadArtifactsTool)),
         LoadMemoryTool::NAME => Some(Arc::new(LoadMemoryTool)),
         PreloadMemoryTool::NAME => Some(Arc::new(PreloadMemoryTool)),
-        _ => None,
+        other => ProviderBuiltinTool::named(other).map(|tool| Arc::new(tool) as Arc<dyn Tool>),
     }
 }

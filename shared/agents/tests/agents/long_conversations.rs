@@ -297,6 +297,173 @@ fn dropped_metric() -> u64 {
         .unwrap_or(0)
 }
 
+fn left_out_metric() -> u64 {
+    let text = adk_grpc_telemetry::metrics::encode_text().unwrap();
+    text.lines()
+        .find(|line| line.starts_with(&format!("adk_runner_history_left_out_turns_total{{app=\"{APP}\"}}")))
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+/// The log lines written on this thread while the guard lives (a current-thread test).
+#[derive(Clone, Default)]
+struct LogLines(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogLines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl LogLines {
+    fn capture(&self) -> tracing::subscriber::DefaultGuard {
+        let lines = self.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || lines.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::set_default(subscriber)
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Appends `event` to the test session, as an earlier run would have.
+async fn store(sessions: &dyn SessionService, event: Event) {
+    sessions
+        .append_event(AppendEventRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+            event,
+            timestamp_missing: false,
+            precondition: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// Without compaction a turn reads the log newest-first only as far as the model's
+/// context budget allows: the model gets the newest turns and not the older ones,
+/// the turn says so (a log line, a metric), and the state is whole. A message
+/// answering a function call older than the budget still goes to the agent that
+/// made it, and the model sees the call with its answer.
+async fn a_turn_reads_history_only_as_far_as_the_budget(stores: Stores) {
+    let model = Recorder::new("reply");
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(model.clone())
+        .instruction("Known: {first}")
+        .build()
+        .unwrap();
+    let config = RunnerConfig::new(APP, Arc::new(agent), stores.sessions.clone(), stores.lease.clone())
+        .with_context_budget_tokens(200);
+    let runner = Runner::new(config).unwrap();
+    stores
+        .sessions
+        .create(CreateRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: Some(SESSION.into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let mut call = Event::new("e-old").with_author("assistant").with_content(
+        Content::new("model").with_part(Part::function_call("lookup", json!({}), Some("old-call".into()))),
+    );
+    call.actions.state_delta = HashMap::from([("first".to_string(), json!("kept"))]);
+    store(stores.sessions.as_ref(), call).await;
+    // 60 turns of 12 estimated tokens per event: 16 events fit 200 tokens.
+    for i in 0..60 {
+        let question = Event::new(format!("e-{i}"))
+            .with_author("user")
+            .with_content(Content::new("user").with_text(format!("question {i:03} about the weather")));
+        let answer = Event::new(format!("e-{i}"))
+            .with_author("assistant")
+            .with_content(Content::new("model").with_text(format!("answer {i:03} about the weathers..")));
+        store(stores.sessions.as_ref(), question).await;
+        store(stores.sessions.as_ref(), answer).await;
+    }
+
+    let logs = LogLines::default();
+    let guard = logs.capture();
+    let before = left_out_metric();
+    let streamed = say(&runner, "what now?", &[]).await;
+    drop(guard);
+    let texts = model.last_texts();
+    assert_eq!(texts.last().map(String::as_str), Some("what now?"));
+    assert!(
+        texts.iter().any(|t| t == "answer 059 about the weathers.."),
+        "the newest turns are sent: {texts:?}"
+    );
+    assert!(
+        !texts.iter().any(|t| t.starts_with("question 000")),
+        "the oldest are left out: {texts:?}"
+    );
+    let history: usize = adk_grpc_core::history::estimate_tokens(&model.requests().pop().unwrap().contents);
+    assert!(history <= 200 + 20, "history of {history} tokens for a budget of 200");
+    assert_eq!(left_out_metric(), before + 1, "the turn is counted");
+    let logged = logs.text();
+    assert!(
+        logged.contains("older events were left out of the turn") && logged.contains("left_out="),
+        "{logged}"
+    );
+    assert_eq!(streamed.len(), 1, "the reply");
+    let instruction = model.requests().pop().unwrap().system_instruction;
+    assert_eq!(
+        instruction.as_deref(),
+        Some("Known: kept"),
+        "the state is whole, set by an event left out"
+    );
+
+    // The client answers the oldest call: it is found, and the model sees it answered.
+    let answer = Content::new("user").with_part(Part::function_response(
+        adk_grpc_core::FunctionResponseData {
+            name: "lookup".into(),
+            response: json!({"found": true}),
+        },
+        Some("old-call".into()),
+    ));
+    let mut stream = runner
+        .run(USER, SESSION, answer, RunOptions::default())
+        .await
+        .expect("an answer to a call older than the budget is accepted");
+    while let Some(event) = stream.next().await {
+        event.unwrap();
+    }
+    let request = model.requests().pop().unwrap();
+    let parts: Vec<&Part> = request.contents.iter().flat_map(|c| c.parts.iter()).collect();
+    assert!(
+        parts
+            .iter()
+            .any(|p| matches!(&p.kind, adk_grpc_core::PartKind::FunctionCall { id: Some(id), .. } if id == "old-call")),
+        "the call is in the request with its answer"
+    );
+}
+
+#[tokio::test]
+async fn a_bounded_turn_in_memory() {
+    a_turn_reads_history_only_as_far_as_the_budget(in_memory()).await;
+}
+
+#[tokio::test]
+async fn a_bounded_turn_on_redis() {
+    let redis = RedisServer::start().await;
+    a_turn_reads_history_only_as_far_as_the_budget(on_redis(&redis.url()).await).await;
+}
+
+#[tokio::test]
+async fn a_bounded_turn_on_a_redis_cluster() {
+    let cluster = RedisCluster::start(3).await;
+    a_turn_reads_history_only_as_far_as_the_budget(on_redis(&cluster.url()).await).await;
+}
+
 async fn save_artifact(stores: &Stores, name: &str, text: &str, invocation_id: &str) {
     let saved = stores
         .artifacts

@@ -1,9 +1,11 @@
 //! The agents crate's integration tests, in one binary (one link); run one module with
 //! `cargo test --test agents <module>::`.
 
+mod adk_fields;
 mod agents;
 mod common;
 mod leases;
 mod long_conversations;
 mod providers;
+mod resume_workflows;
 mod structured;

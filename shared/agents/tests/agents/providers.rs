@@ -188,6 +188,38 @@ async fn gemini_calls_get_adk_ids_and_stream_text() {
 }
 
 #[tokio::test]
+async fn google_search_is_named_to_gemini_and_its_grounding_is_stored() {
+    let server = FakeServer::start().await;
+    server.push(json!({
+        "candidates": [{
+            "content": { "role": "model", "parts": [{ "text": "Sunny, says the news." }] },
+            "finishReason": "STOP",
+            "groundingMetadata": { "webSearchQueries": ["weather tokyo"] }
+        }]
+    }));
+    let model = Gemini::new("gemini-fake").unwrap().with_base_url(server.url());
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(Arc::new(model))
+        .tool(adk_grpc_agents::builtin_tool("google_search").expect("a built-in"))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let run = h.say("Weather in Tokyo?").await.ok();
+
+    // Named as Gemini's own tool, not declared as a function.
+    assert_eq!(server.last_request().json()["tools"], json!([{ "googleSearch": {} }]));
+    let reply = run.complete().last().copied().expect("a reply").clone();
+    assert_eq!(run.texts(), ["Sunny, says the news."]);
+    let grounding = reply.llm_response.grounding_metadata.clone().expect("grounding metadata");
+    assert_eq!(grounding["webSearchQueries"], json!(["weather tokyo"]));
+    let stored = h.session().await;
+    assert_eq!(
+        stored.events.iter().last().and_then(|e| e.llm_response.grounding_metadata.clone()),
+        Some(grounding)
+    );
+}
+
+#[tokio::test]
 async fn http_tools_post_the_arguments_and_failures_reach_the_model() {
     let model_server = FakeServer::start().await;
     let tool_server = FakeServer::start().await;

@@ -2,7 +2,7 @@
 
 use crate::common::{assert_stream_shape, calls, collect, collect_ok, text};
 use adk_grpc_core::{
-    AdkError, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, PartKind,
+    AdkError, BuiltinTool, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, PartKind,
     ToolDeclaration, UsageMetadata,
 };
 use adk_grpc_models::Gemini;
@@ -320,4 +320,57 @@ async fn blocked_prompt_says_why() {
     assert_eq!(items[0].error_code.as_deref(), Some("PROHIBITED_CONTENT"));
     assert_eq!(items[0].finish_reason, Some(FinishReason::Safety));
     assert!(items[0].content.is_none());
+}
+
+#[tokio::test]
+async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
+    let server = FakeServer::start().await;
+    server.push(json!({
+        "candidates": [{
+            "content": { "role": "model", "parts": [
+                { "executableCode": { "language": "PYTHON", "code": "print(6 * 7)" } },
+                { "codeExecutionResult": { "outcome": "OUTCOME_OK", "output": "42\n" } },
+                { "text": "It is 42, as Tokyo's papers say." }
+            ]},
+            "finishReason": "STOP",
+            "groundingMetadata": { "webSearchQueries": ["tokyo news"], "groundingChunks": [{ "web": { "uri": "https://example.com/a", "title": "A" } }] }
+        }]
+    }));
+    let mut request = ask("What is 6 * 7 in the news?");
+    request.tools = vec![ToolDeclaration {
+        name: "lookup".into(),
+        description: "Looks up.".into(),
+        parameters: None,
+    }];
+    request.config.builtin_tools = vec![BuiltinTool::GoogleSearch, BuiltinTool::UrlContext, BuiltinTool::CodeExecution];
+    let items = collect_ok(model(&server).generate_content(request.clone(), false).await.unwrap()).await;
+
+    let sent = server.last_request().json();
+    assert_eq!(
+        sent["tools"],
+        json!([
+            { "functionDeclarations": [{ "name": "lookup", "description": "Looks up." }] },
+            { "googleSearch": {} },
+            { "urlContext": {} },
+            { "codeExecution": {} }
+        ])
+    );
+    let reply = &items[0];
+    let parts = &reply.content.as_ref().expect("content").parts;
+    assert!(matches!(
+        &parts[0].kind,
+        PartKind::ExecutableCode { code: Some(code), language: Some(language), .. } if code == "print(6 * 7)" && language == "PYTHON"
+    ));
+    assert!(matches!(
+        &parts[1].kind,
+        PartKind::CodeExecutionResult { outcome: Some(outcome), output: Some(output), .. } if outcome == "OUTCOME_OK" && output == "42\n"
+    ));
+    assert_eq!(text(reply), "It is 42, as Tokyo's papers say.");
+    let grounding = reply.grounding_metadata.as_ref().expect("grounding metadata");
+    assert_eq!(grounding["webSearchQueries"], json!(["tokyo news"]));
+
+    // OpenAI-compatible models have no such tools: refused, not silently dropped.
+    let openai = adk_grpc_models::OpenAiCompatible::new(server.url(), "gpt-test").unwrap();
+    let refused = openai.generate_content(request, false).await.err().expect("refused");
+    assert!(refused.to_string().contains("google_search"), "{refused}");
 }

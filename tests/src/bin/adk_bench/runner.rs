@@ -13,7 +13,10 @@
 //! a summary every 10 turns, as compaction leaves a log), then `--turns` turns on it
 //! with compaction on (every 10 invocations, summarised by a mock): turn latency per
 //! length and the runner's RSS, so the curve shows whether a turn costs what the log
-//! holds or what the model sees.
+//! holds or what the model sees. `--no-compaction` runs the app as the examples ship
+//! (turns read newest-first as far as the model's context budget allows, logs
+//! without summaries); `--store memory` runs one `adk-server` on its memory store
+//! instead of the session and runner servers on Redis.
 //!
 //! `--tool` makes every turn one tool call (the mock model calls `echo`, then
 //! answers): an HTTP tool the bench serves itself, or the `echo` tool of
@@ -91,6 +94,22 @@ pub struct RunnerArgs {
     /// with compaction on (the bench's own runner only). Given twice, the last list counts.
     #[arg(long, value_delimiter = ',', action = clap::ArgAction::Set)]
     session_events: Vec<usize>,
+    /// With --session-events: the bench app as the example apps ship, without compaction (a turn reads the
+    /// log newest-first as far as the model's context budget allows), and logs without summaries.
+    #[arg(long)]
+    no_compaction: bool,
+    /// With --session-events: the store of the bench's own servers. memory runs one adk-server (sessions
+    /// and runner in one process, as `adk-server` runs by default); redis runs adk-session-server and
+    /// adk-runner-server on a redis-server.
+    #[arg(long, value_enum, default_value = "redis")]
+    store: BenchStore,
+}
+
+/// Where the bench's own servers keep sessions (`--store`).
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum BenchStore {
+    Memory,
+    Redis,
 }
 
 /// Turns between summaries, in the pre-filled logs and in the runner's compaction.
@@ -149,6 +168,9 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
             agents_file: None,
         });
     }
+    if args.store == BenchStore::Memory {
+        return start_in_memory(args).await;
+    }
     let redis = RedisServer::start().await;
     // Redis's recommended durability, as the other benches use.
     adk_grpc_testkit::redis_cli(&[
@@ -162,7 +184,9 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
     .await;
     let agents_file = std::env::temp_dir().join(format!("adk-bench-agents-{}.yaml", std::process::id()));
     let (agents, tool_server) = match args.tool {
-        ToolMode::None if !args.session_events.is_empty() => (COMPACTING_AGENTS.to_string(), None),
+        ToolMode::None if !args.session_events.is_empty() && !args.no_compaction => {
+            (COMPACTING_AGENTS.to_string(), None)
+        }
         ToolMode::None => (BENCH_AGENTS.to_string(), None),
         mode => {
             let (tool, server) = tool_config(mode).await?;
@@ -182,6 +206,29 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
         _session_process: Some(sessions),
         _redis: Some(redis),
         _tool_server: tool_server,
+        agents_file: Some(agents_file),
+    })
+}
+
+/// One `adk-server` on its default in-memory store with the bench app (no
+/// compaction unless asked): SessionService and AgentRunner on one endpoint.
+async fn start_in_memory(args: &RunnerArgs) -> Result<Stack> {
+    let agents_file = std::env::temp_dir().join(format!("adk-bench-agents-{}.yaml", std::process::id()));
+    let agents = if args.no_compaction {
+        BENCH_AGENTS
+    } else {
+        COMPACTING_AGENTS
+    };
+    std::fs::write(&agents_file, agents).context("write the bench's agents file")?;
+    let server_args = ["--agents".to_string(), agents_file.display().to_string()];
+    let server = ServiceProcess::spawn("adk-server", &server_args, &[]).await;
+    Ok(Stack {
+        runner: server.endpoint(),
+        sessions: Some(server.endpoint()),
+        runner_process: Some(server),
+        _session_process: None,
+        _redis: None,
+        _tool_server: None,
         agents_file: Some(agents_file),
     })
 }
@@ -504,6 +551,10 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
         args.session_events.is_empty() || (args.endpoint.is_none() && args.tool == ToolMode::None),
         "--session-events sets up the bench's own runner with compaction: leave out --endpoint and --tool"
     );
+    anyhow::ensure!(
+        !args.session_events.is_empty() || (!args.no_compaction && args.store == BenchStore::Redis),
+        "--no-compaction and --store go with --session-events"
+    );
     let stack = start(&args).await?;
     if !args.session_events.is_empty() {
         return bench_long_sessions(&args, &stack).await;
@@ -591,9 +642,17 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
 /// what a turn costs as the log grows, with compaction on.
 async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
     let sessions = stack.sessions.clone().context("the bench's own session server")?;
+    let store = match args.store {
+        BenchStore::Memory => "memory store (adk-server)",
+        BenchStore::Redis => "Redis",
+    };
+    let compaction = match args.no_compaction {
+        true => "no compaction (turns read as far as the model's context budget)".to_string(),
+        false => format!("compaction every {COMPACTION_INTERVAL} invocations"),
+    };
     println!(
-        "runner {}, app {}, compaction every {COMPACTION_INTERVAL} invocations, {} measured turns per length \
-         after {WARMUP_TURNS} warm-up turns, one client\n",
+        "runner {}, app {}, {store}, {compaction}, {} measured turns per length after {WARMUP_TURNS} warm-up \
+         turns, one client\n",
         stack.runner, args.app, args.turns
     );
     println!("| events in the session | pre-fill s | turn p50 ms | p99 ms | max ms | runner RSS after MiB |");
@@ -604,7 +663,8 @@ async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
         // `drive` runs its turns in session `<prefix>-0` when they all fit in one.
         let session = format!("{prefix}-{i}-{length}");
         let started = Instant::now();
-        prefill(&sessions, &args.app, &user, &format!("{session}-0"), length).await?;
+        let summaries = !args.no_compaction;
+        prefill(&sessions, &args.app, &user, &format!("{session}-0"), length, summaries).await?;
         let prefill_secs = started.elapsed().as_secs_f64();
         let client = AgentRunnerClient::connect(stack.runner.clone())
             .await
@@ -641,11 +701,11 @@ async fn bench_long_sessions(args: &RunnerArgs, stack: &Stack) -> Result<()> {
 }
 
 /// Appends `length` events to a new session through AppendEvent, many in flight at
-/// once: turns of a user message and a reply, and after every
+/// once: turns of a user message and a reply, and (with `summaries`) after every
 /// [`COMPACTION_INTERVAL`] turns a summary of the log so far, as the runner's
 /// compaction leaves it. Timestamps come from the order events are made in, so the
 /// summaries' ranges hold whatever order the appends land in.
-async fn prefill(endpoint: &str, app: &str, user: &str, session: &str, length: usize) -> Result<()> {
+async fn prefill(endpoint: &str, app: &str, user: &str, session: &str, length: usize, summaries: bool) -> Result<()> {
     use futures::StreamExt;
     let mut client = SessionServiceClient::connect(endpoint.to_string())
         .await
@@ -674,7 +734,7 @@ async fn prefill(endpoint: &str, app: &str, user: &str, session: &str, length: u
         events.push(question);
         events.push(answer);
         turn += 1;
-        if turn % COMPACTION_INTERVAL == 0 {
+        if summaries && turn % COMPACTION_INTERVAL == 0 {
             let mut summary = adk_grpc_core::Event::new(&invocation).with_author("user");
             summary.actions.compaction = Some(adk_grpc_core::EventCompaction {
                 start_timestamp: first.unwrap_or(end),

@@ -1,0 +1,122 @@
+//! JSON over HTTP for the runner's remote parts (HTTP tools, hooks): one endpoint
+//! type, so both send the same headers and trace context, time out the same way and
+//! describe a failure in the same words.
+
+use adk_grpc_core::{AdkError, Result};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::Value;
+use std::time::Duration;
+
+/// How much of an error body a failure message quotes.
+const EXCERPT_CHARS: usize = 300;
+
+/// An http(s) URL POSTed JSON, with its headers, timeout and pooled client.
+#[derive(Debug, Clone)]
+pub(crate) struct JsonEndpoint {
+    /// Who owns it, for configuration errors: "HTTP tool weather", "hook guard".
+    owner: String,
+    url: reqwest::Url,
+    headers: HeaderMap,
+    timeout: Duration,
+    client: reqwest::Client,
+}
+
+/// Why a POST failed; each carries the whole message (`POST <url> …`).
+#[derive(Debug)]
+pub(crate) enum PostFailure {
+    TimedOut(String),
+    /// Refused, broken, or answered with a non-2xx status.
+    Unreachable(String),
+    NotJson(String),
+}
+
+impl PostFailure {
+    pub(crate) fn message(&self) -> &str {
+        match self {
+            PostFailure::TimedOut(m) | PostFailure::Unreachable(m) | PostFailure::NotJson(m) => m,
+        }
+    }
+}
+
+impl JsonEndpoint {
+    /// `Config` naming `owner` for a URL that is not http(s).
+    pub(crate) fn new(owner: impl Into<String>, url: &str, timeout: Duration) -> Result<Self> {
+        let owner = owner.into();
+        let parsed = reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .ok_or_else(|| AdkError::Config(format!("{owner}: {url:?} is not an http(s) URL")))?;
+        // reqwest is built without a default crypto provider; use ring, as the
+        // rest of the suite does (a no-op when one is installed already).
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .build()
+            .map_err(|e| AdkError::Config(format!("{owner}: cannot build an HTTP client: {e}")))?;
+        Ok(JsonEndpoint {
+            owner,
+            url: parsed,
+            headers: HeaderMap::new(),
+            timeout,
+            client,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &reqwest::Url {
+        &self.url
+    }
+
+    /// The whole exchange must finish within this time.
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    /// A header sent with every call (e.g. an API key), kept out of logs.
+    pub(crate) fn with_header(mut self, name: &str, value: &str) -> Result<Self> {
+        let bad = || AdkError::Config(format!("{}: invalid header {name}", self.owner));
+        let header = HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?;
+        let mut value = HeaderValue::from_str(value).map_err(|_| bad())?;
+        value.set_sensitive(true);
+        self.headers.insert(header, value);
+        Ok(self)
+    }
+
+    /// POSTs `body`; the JSON reply, or `null` for an empty one.
+    pub(crate) async fn post(&self, body: &Value) -> std::result::Result<Value, PostFailure> {
+        // W3C traceparent/tracestate of the current span (the tool call's or the hook
+        // call's), so the endpoint's own tracing continues the client's trace. Nothing
+        // while traces are not exported.
+        let mut headers = self.headers.clone();
+        adk_grpc_telemetry::inject_current_context(&mut headers);
+        let url = &self.url;
+        let transport = |e: reqwest::Error, during: &str| {
+            if e.is_timeout() {
+                PostFailure::TimedOut(format!("POST {url} timed out after {:?}{during}", self.timeout))
+            } else {
+                PostFailure::Unreachable(format!("POST {url} failed{during}: {e}"))
+            }
+        };
+        let response = self
+            .client
+            .post(url.clone())
+            .headers(headers)
+            .timeout(self.timeout)
+            .json(body)
+            .send()
+            .await
+            .map_err(|e| transport(e, ""))?;
+        let status = response.status();
+        let body = response
+            .bytes()
+            .await
+            .map_err(|e| transport(e, " reading the reply"))?;
+        if !status.is_success() {
+            let excerpt: String = String::from_utf8_lossy(&body).chars().take(EXCERPT_CHARS).collect();
+            return Err(PostFailure::Unreachable(format!("POST {url} answered {status}: {excerpt}")));
+        }
+        if body.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| PostFailure::NotJson(format!("POST {url} answered with a body that is not JSON: {e}")))
+    }
+}

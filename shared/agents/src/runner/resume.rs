@@ -1,0 +1,374 @@
+//! Resumable invocations (`docs/semantics.md`, Runner 27-28): when the replica running
+//! an invocation dies (its lease lapses) or shuts down (it hands the lease over), another
+//! replica claims the run from the lease store and goes on from the last stored event.
+//!
+//! Everything a run did is in the log: each complete model reply, tool call and tool
+//! response is an event. So a resumed invocation is the same invocation (same id) whose
+//! agents start from its stored events: the agent that was running (the last author of
+//! the invocation, or the target of a transfer it stored) runs again and builds its next
+//! model request from them, so no model call whose reply is stored is made again and no
+//! tool call whose response is stored runs again. Calls stored without their responses
+//! are answered first (`llm::flow`: re-run only when the tool is safe to repeat).
+//!
+//! Workflow agents store their position (sequence step, loop iteration, finished
+//! parallel branches) as state events (`workflow`): a resumed invocation whose running
+//! agent is below a workflow agent that has not finished starts the outermost such
+//! workflow agent again, which goes on from its position. Trees with agents of other
+//! kinds (custom `Agent`s, whose position the runner cannot know) are not resumable:
+//! the next run closes their invocation as interrupted.
+
+use super::driver::Driver;
+use super::lease::LeaseGuard;
+use super::{Registration, Runner, RunningInvocation};
+use crate::USER_AUTHOR;
+use crate::context::{AgentContext, Invocation, session_artifacts};
+use crate::llm::LlmAgent;
+use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent};
+use adk_grpc_core::sync;
+use adk_grpc_core::{
+    AdkError, Agent, ClaimedRun, Event, EventStream, InvocationContext, Result, RunConfig, SessionLease, StreamingMode,
+    find_agent,
+};
+use futures::StreamExt;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+/// What a resumed run needs besides the log, kept in its run record.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) struct ResumeOptions {
+    streaming: bool,
+    max_llm_calls: u32,
+    /// The run's `temp:` state (the store keeps no `temp:` key).
+    #[serde(default)]
+    temp: HashMap<String, Value>,
+}
+
+impl ResumeOptions {
+    pub(super) fn of(run_config: &RunConfig, delta: &HashMap<String, Value>) -> Self {
+        ResumeOptions {
+            streaming: run_config.streaming_mode == StreamingMode::Sse,
+            max_llm_calls: run_config.max_llm_calls,
+            temp: delta
+                .iter()
+                .filter(|(key, _)| key.starts_with("temp:"))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .collect(),
+        }
+    }
+
+    pub(super) fn encode(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// A record written by another version of the runner, or damaged, resumes with the defaults.
+    fn decode(text: &str) -> Self {
+        serde_json::from_str(text).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "a run record's options do not parse; resuming with the defaults");
+            ResumeOptions::of(&RunConfig::default(), &HashMap::new())
+        })
+    }
+
+    fn run_config(&self) -> RunConfig {
+        RunConfig {
+            streaming_mode: if self.streaming {
+                StreamingMode::Sse
+            } else {
+                StreamingMode::None
+            },
+            max_llm_calls: self.max_llm_calls,
+        }
+    }
+}
+
+/// Whether every agent of the tree is an LLM or a workflow agent, whose whole position is in the log.
+pub(super) fn resumable_tree(agent: &Arc<dyn Agent>) -> bool {
+    (is_workflow(agent) || agent.as_any().is_some_and(|any| any.is::<LlmAgent>()))
+        && agent.sub_agents().iter().all(resumable_tree)
+}
+
+fn is_workflow(agent: &Arc<dyn Agent>) -> bool {
+    agent
+        .as_any()
+        .is_some_and(|any| any.is::<SequentialAgent>() || any.is::<LoopAgent>() || any.is::<ParallelAgent>())
+}
+
+/// The outermost workflow agent above `agent` (or `agent` itself) that stored a position
+/// and not its end in this invocation, with the branch it ran on, when there is one: the
+/// agent a resumed invocation starts again.
+fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) -> Option<(Arc<dyn Agent>, String)> {
+    let mut chain = path_to(root, agent.name())?;
+    chain.reverse();
+    let mut open = None;
+    for (i, candidate) in chain.iter().enumerate() {
+        if i > 0 || is_workflow(candidate) {
+            let last_state = own.iter().rev().find(|event| {
+                event.author == candidate.name()
+                    && (event.actions.agent_state.is_some() || event.actions.end_of_agent == Some(true))
+            });
+            match last_state {
+                Some(event) if is_workflow(candidate) && event.actions.end_of_agent != Some(true) => {
+                    open = Some((candidate.clone(), event.branch.clone()));
+                }
+                _ if i > 0 => break,
+                _ => {}
+            }
+        }
+    }
+    open
+}
+
+/// The agents from `root` down to the one named `name`, both included.
+fn path_to(root: &Arc<dyn Agent>, name: &str) -> Option<Vec<Arc<dyn Agent>>> {
+    if root.name() == name {
+        return Some(vec![root.clone()]);
+    }
+    root.sub_agents().iter().find_map(|sub| {
+        let mut path = path_to(sub, name)?;
+        path.insert(0, root.clone());
+        Some(path)
+    })
+}
+
+/// The agent a resumed invocation goes on with, when it has not finished: None when its
+/// log ends with its last word (a final reply, a pause on a client tool, an interruption).
+fn unfinished(own: &[&Event]) -> bool {
+    let Some(last) = own.last() else { return false };
+    if last.author == USER_AUTHOR {
+        return true;
+    }
+    !(last.interrupted() || (last.is_final_response() && last.actions.transfer_to_agent.is_none()))
+}
+
+impl Runner {
+    /// Whether another replica can resume this runner's invocations (its tree is all LLM agents).
+    pub fn is_resumable(&self) -> bool {
+        self.resumable
+    }
+
+    /// Resumes a run this replica claimed ([`SessionLease::claim_lapsed`]) and streams
+    /// what its agents do from here on (the events stored before are in the log). None
+    /// when there is nothing left to do (the run had finished, or stored nothing): the
+    /// lease is given back.
+    pub async fn resume(&self, claimed: ClaimedRun) -> Result<Option<EventStream>> {
+        let record = &claimed.record;
+        let (user_id, session_id) = (record.key.user_id.clone(), record.key.session_id.clone());
+        let invocation_id = record.invocation_id.clone();
+        let lost_at = Instant::now().checked_sub(claimed.lapsed_for);
+        let lease = LeaseGuard::claimed(self.lease.clone(), record.key.clone(), &claimed.owner, self.lease_ttl);
+        let observed = adk_grpc_telemetry::Invocation::start(&self.app_name, &user_id, &session_id, &invocation_id);
+        let span = observed.span().clone();
+        let options = ResumeOptions::decode(&record.options);
+        let started = self
+            .restart(&invocation_id, &user_id, &session_id, options)
+            .instrument(span)
+            .await;
+        let (invocation, events) = match started {
+            Ok(Some(started)) => started,
+            Ok(None) => {
+                lease.release().await;
+                observed.finish(None);
+                return Ok(None);
+            }
+            Err(e) => {
+                lease.release().await;
+                observed.finish(Some(e.code()));
+                return Err(e);
+            }
+        };
+        tracing::info!(%invocation_id, session_id, lapsed_for = ?claimed.lapsed_for, "resumed an invocation");
+        let handover = CancellationToken::new();
+        let running = RunningInvocation {
+            user_id,
+            session_id,
+            cancel: lease.signals.cancel.clone(),
+            handover: handover.clone(),
+        };
+        sync::lock(&self.running).insert(invocation_id.clone(), running);
+        let driver = Driver {
+            session_service: self.session_service.clone(),
+            app_name: self.app_name.clone(),
+            compaction: self.compaction.clone(),
+            add_to_memory: None,
+            invocation,
+            observed,
+            events,
+            lease,
+            _registration: Registration {
+                running: self.running.clone(),
+                invocation_id,
+            },
+            handover,
+            lease_lost_at: lost_at,
+        };
+        Ok(Some(driver.into_stream()))
+    }
+
+    /// Rebuilds the invocation from the log and starts the agent that was running.
+    async fn restart(
+        &self,
+        invocation_id: &str,
+        user_id: &str,
+        session_id: &str,
+        options: ResumeOptions,
+    ) -> Result<Option<(Arc<Invocation>, EventStream)>> {
+        // The whole log: the invocation's first events may be older than any window.
+        let session = self.load_session(user_id, session_id, false, false).await?;
+        let own: Vec<&Event> = session
+            .events
+            .iter()
+            .filter(|event| event.invocation_id == invocation_id)
+            .collect();
+        let Some(user_event) = own.first().filter(|event| event.author == USER_AUTHOR) else {
+            // Its runner died before it stored the user's message: nothing was asked.
+            return Ok(None);
+        };
+        let user_content = user_event.content().cloned().unwrap_or_default();
+        let (agent, branch) = match own.iter().rev().find(|event| event.author != USER_AUTHOR) {
+            None => self.agent_for(&session, &user_content)?,
+            Some(last) => {
+                // A transfer stored and not acted on yet goes on with its target.
+                let name = last.actions.transfer_to_agent.as_deref().unwrap_or(&last.author);
+                let agent = find_agent(&self.root_agent, name).ok_or_else(|| {
+                    AdkError::FailedPrecondition(format!(
+                        "agent {name}, which was running invocation {invocation_id}, is not part of this runner's agents"
+                    ))
+                })?;
+                // A workflow agent above it that has not finished goes on from its position.
+                match open_workflow(&self.root_agent, &own, &agent) {
+                    Some(open) => open,
+                    None if unfinished(&own) => (agent, last.branch.clone()),
+                    None => return Ok(None),
+                }
+            }
+        };
+        let steps = own.len() - 1;
+        adk_grpc_telemetry::metrics::run_resumed(&self.app_name, steps);
+        let artifacts = self
+            .artifact_service
+            .clone()
+            .map(|service| session_artifacts(service, &session));
+        let run_config = options.run_config();
+        let invocation = Arc::new(Invocation::resumed(
+            invocation_id.to_string(),
+            self.root_agent.clone(),
+            session,
+            user_content,
+            options.temp,
+            run_config,
+            artifacts,
+            self.compaction.clone(),
+        )
+        .with_resumable(true));
+        let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
+        let events = agent.run(ctx).await?;
+        Ok(Some((invocation, events)))
+    }
+
+    /// Stops taking new runs: [`Runner::start_run`] is `UNAVAILABLE` from now on (a
+    /// replica shutting down; the client runs again on another).
+    pub fn stop_taking_runs(&self) {
+        self.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// How many invocations run here now.
+    pub fn running(&self) -> usize {
+        sync::lock(&self.running).len()
+    }
+
+    /// Stops every invocation running here and hands its lease over to another replica,
+    /// which resumes it at once (a replica shutting down after its grace period).
+    pub fn hand_over_all(&self) -> usize {
+        let running = sync::lock(&self.running);
+        for invocation in running.values() {
+            invocation.handover.cancel();
+        }
+        running.len()
+    }
+}
+
+/// Scans the lease store for runs of its runners' apps whose runner died or handed them
+/// over, claims them and resumes them here, each driven to its end by a task of its own
+/// (its events are stored; clients follow them with WatchSession).
+pub struct Resumer {
+    runners: HashMap<String, Arc<Runner>>,
+    lease: Arc<dyn SessionLease>,
+    ttl: Duration,
+}
+
+impl Resumer {
+    /// Claims at most this many runs per scan (the next scan takes the rest).
+    const CLAIMS_PER_SCAN: usize = 8;
+
+    /// A resumer for the resumable ones of `runners` (which share one lease store); None
+    /// when none is resumable.
+    pub fn new(runners: impl IntoIterator<Item = Arc<Runner>>) -> Option<Resumer> {
+        let runners: HashMap<String, Arc<Runner>> = runners
+            .into_iter()
+            .filter(|runner| runner.is_resumable())
+            .map(|runner| (runner.app_name.clone(), runner))
+            .collect();
+        let first = runners.values().next()?;
+        let (lease, ttl) = (first.lease.clone(), first.lease_ttl);
+        Some(Resumer { runners, lease, ttl })
+    }
+
+    /// How long between scans: a fraction of the lease TTL (so a run is resumed within
+    /// about one TTL and this after its runner died), at most 1 s, jittered so that
+    /// replicas do not scan in step.
+    fn pause(&self) -> Duration {
+        let base = (self.ttl / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let jitter = (uuid::Uuid::new_v4().as_u128() % 1000) as u32;
+        base / 2 + base * jitter / 2000
+    }
+
+    /// Claims the runs due now and starts them; how many it started.
+    pub async fn scan(&self) -> Result<usize> {
+        let apps: Vec<String> = self.runners.keys().cloned().collect();
+        let claimed = self.lease.claim_lapsed(&apps, self.ttl, Self::CLAIMS_PER_SCAN).await?;
+        let mut started = 0;
+        for claim in claimed {
+            let Some(runner) = self.runners.get(&claim.record.key.app_name) else {
+                continue;
+            };
+            let invocation_id = claim.record.invocation_id.clone();
+            match runner.resume(claim).await {
+                Ok(Some(events)) => {
+                    started += 1;
+                    tokio::spawn(drain(events, invocation_id));
+                }
+                Ok(None) => tracing::debug!(%invocation_id, "a claimed run had nothing left to do"),
+                Err(e) => tracing::warn!(%invocation_id, error = %e, "could not resume an invocation"),
+            }
+        }
+        Ok(started)
+    }
+
+    /// Scans until `stop` completes (the replica shuts down).
+    pub async fn run(self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => return,
+                () = tokio::time::sleep(self.pause()) => {}
+            }
+            if let Err(e) = self.scan().await {
+                tracing::warn!(error = %e, "could not scan for runs to resume; trying again");
+            }
+        }
+    }
+}
+
+/// Drives a resumed invocation to its end (nobody is streaming it: every event is stored).
+async fn drain(mut events: EventStream, invocation_id: String) {
+    while let Some(event) = events.next().await {
+        if let Err(e) = event {
+            tracing::info!(%invocation_id, error = %e, "a resumed invocation ended with an error");
+            return;
+        }
+    }
+    tracing::debug!(%invocation_id, "a resumed invocation finished");
+}

@@ -1,0 +1,288 @@
+//! Workflow agents resumed on another runner after theirs died (`docs/semantics.md`,
+//! Runner 27): the sequence, the loop round and the parallel branches go on where
+//! they were, and no sub-agent that had finished runs again.
+
+use crate::common::*;
+use adk_grpc_agents::{LlmAgentBuilder, LoopAgent, ParallelAgent, Runner, RunnerConfig, SequentialAgent};
+use adk_grpc_core::{
+    Agent, Clock, Content, CoreSessionService, CreateRequest, Event, EventStream, GetRequest, Llm, LlmRequest,
+    LlmResponse, LlmResponseStream, Result, Session, SessionLease, SessionService,
+};
+use adk_grpc_store::{InMemorySessionBackend, InMemorySessionLease};
+use adk_grpc_testkit::eventually;
+use async_trait::async_trait;
+use futures::StreamExt;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A model that answers its scripted replies in turn and then never answers (the
+/// call a runner is in when it dies), counting the requests it got.
+struct Gated {
+    replies: Mutex<Vec<String>>,
+    requests: Mutex<usize>,
+}
+
+impl Gated {
+    fn new(replies: &[&str]) -> Arc<Gated> {
+        Arc::new(Gated {
+            replies: Mutex::new(replies.iter().rev().map(|s| s.to_string()).collect()),
+            requests: Mutex::new(0),
+        })
+    }
+
+    fn requests(&self) -> usize {
+        *self.requests.lock().unwrap()
+    }
+}
+
+#[async_trait]
+impl Llm for Gated {
+    fn name(&self) -> &str {
+        "gated"
+    }
+
+    async fn generate_content(&self, _request: LlmRequest, _stream: bool) -> Result<LlmResponseStream> {
+        *self.requests.lock().unwrap() += 1;
+        let Some(text) = self.replies.lock().unwrap().pop() else {
+            return Ok(Box::pin(futures::stream::pending()));
+        };
+        let reply = LlmResponse {
+            content: Some(Content::new("model").with_text(&text)),
+            ..Default::default()
+        };
+        Ok(Box::pin(futures::stream::iter([Ok(reply)])))
+    }
+}
+
+fn llm(name: &str, model: &Arc<Gated>) -> Arc<dyn Agent> {
+    Arc::new(LlmAgentBuilder::new(name).model(model.clone()).build().unwrap())
+}
+
+/// Two runners on one store and one lease store whose clock the test moves.
+struct Replicas {
+    sessions: Arc<dyn SessionService>,
+    lease: Arc<InMemorySessionLease>,
+    clock: Clock,
+}
+
+impl Replicas {
+    async fn new() -> Replicas {
+        let sessions: Arc<dyn SessionService> = Arc::new(CoreSessionService::new(InMemorySessionBackend::new()));
+        let clock = Clock::manual();
+        let lease = Arc::new(InMemorySessionLease::new().with_clock(clock.clone()));
+        sessions
+            .create(CreateRequest {
+                app_name: APP.into(),
+                user_id: USER.into(),
+                session_id: Some(SESSION.into()),
+                state: HashMap::new(),
+                ttl: None,
+            })
+            .await
+            .unwrap();
+        Replicas { sessions, lease, clock }
+    }
+
+    fn runner(&self, root: Arc<dyn Agent>) -> Runner {
+        let lease: Arc<dyn SessionLease> = self.lease.clone();
+        let mut config = RunnerConfig::new(APP, root, self.sessions.clone(), lease);
+        // Long enough that the dead runner's renewals do not matter: the test moves the clock.
+        config.lease_ttl = Duration::from_secs(60);
+        Runner::new(config).unwrap()
+    }
+
+    async fn session(&self) -> Session {
+        self.sessions
+            .get(GetRequest {
+                app_name: APP.into(),
+                user_id: USER.into(),
+                session_id: SESSION.into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+    }
+
+    /// Runs `first` until `stuck` holds of the log, then lets it die there (its
+    /// stream is left hanging and its lease lapses), resumes the run with `second`
+    /// and returns the log once the resumed run ended.
+    async fn die_and_resume(&self, first: Runner, second: Runner, stuck: impl Fn(&Session) -> bool) -> Session {
+        assert!(first.is_resumable() && second.is_resumable());
+        let started = first
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap();
+        // The dead replica: its run hangs in a model call and is never polled again.
+        let dead = tokio::spawn(drain_all(started));
+        eventually(Duration::from_secs(10), || async {
+            let session = self.session().await;
+            stuck(&session).then_some(()).ok_or_else(|| format!("not there yet: {:?}", authors(&session)))
+        })
+        .await;
+        self.clock.advance(Duration::from_secs(61));
+        let mut claimed = self
+            .lease
+            .claim_lapsed(&[APP.to_string()], Duration::from_secs(60), 8)
+            .await
+            .unwrap();
+        assert_eq!(claimed.len(), 1, "the dead runner's run is claimable");
+        let events = second.resume(claimed.remove(0)).await.unwrap().expect("a run left to do");
+        let resumed = tokio::time::timeout(Duration::from_secs(10), drain_all(events))
+            .await
+            .expect("the resumed run ends (no finished agent is waiting on a model that never answers)");
+        assert!(resumed.iter().all(|event| event.is_ok()), "{resumed:?}");
+        dead.abort();
+        self.session().await
+    }
+}
+
+async fn drain_all(mut events: EventStream) -> Vec<Result<Event>> {
+    let mut all = Vec::new();
+    while let Some(event) = events.next().await {
+        all.push(event);
+    }
+    all
+}
+
+fn authors(session: &Session) -> Vec<String> {
+    session.events.iter().map(describe).collect()
+}
+
+/// `author:text`, `author:{state}` or `author:end`, for asserting on a log.
+fn describe(event: &Event) -> String {
+    if event.actions.end_of_agent == Some(true) {
+        return format!("{}:end", event.author);
+    }
+    if let Some(state) = &event.actions.agent_state {
+        return format!("{}:{}", event.author, serde_json::Value::Object(state.clone()));
+    }
+    let text = event.content().and_then(Content::text).unwrap_or_default();
+    format!("{}:{text}", event.author)
+}
+
+fn text_of(session: &Session, author: &str) -> usize {
+    session
+        .events
+        .iter()
+        .filter(|e| e.author == author && e.content().is_some())
+        .count()
+}
+
+#[tokio::test]
+async fn a_sequence_resumes_at_the_step_it_was_in_and_does_not_run_finished_steps_again() {
+    let replicas = Replicas::new().await;
+    let a = Gated::new(&["from a"]);
+    let (b_dead, b) = (Gated::new(&[]), Gated::new(&["from b"]));
+    let (c_dead, c) = (Gated::new(&[]), Gated::new(&["from c"]));
+    let tree = |b: &Arc<Gated>, c: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(SequentialAgent::new("steps", vec![llm("a", &a), llm("b", b), llm("c", c)]))
+    };
+    let first = replicas.runner(tree(&b_dead, &c_dead));
+    let second = replicas.runner(tree(&b, &c));
+    let b_called = b_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| b_called.requests() == 1)
+        .await;
+    assert_eq!(a.requests(), 1, "a had answered: it is not asked again");
+    assert_eq!((b.requests(), c.requests(), c_dead.requests()), (1, 1, 0));
+    assert_eq!(
+        authors(&session),
+        [
+            "user:go",
+            r#"steps:{"current_sub_agent":"a"}"#,
+            "a:from a",
+            r#"steps:{"current_sub_agent":"b"}"#,
+            "b:from b",
+            r#"steps:{"current_sub_agent":"c"}"#,
+            "c:from c",
+            "steps:end",
+        ]
+    );
+}
+
+#[tokio::test]
+async fn a_loop_resumes_at_its_round_and_step() {
+    let replicas = Replicas::new().await;
+    // x answers in every round, whichever runner asks; y dies in the second round.
+    let x = Gated::new(&["x0", "x1", "x2"]);
+    let (y_dead, y) = (Gated::new(&["y0"]), Gated::new(&["y1", "y2"]));
+    let tree = |y: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(LoopAgent::new("rounds", vec![llm("x", &x), llm("y", y)]).max_iterations(3))
+    };
+    let first = replicas.runner(tree(&y_dead));
+    let second = replicas.runner(tree(&y));
+    let y_called = y_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| y_called.requests() == 2)
+        .await;
+    assert_eq!(x.requests(), 3, "x runs once per round: not again in the round it had finished");
+    assert_eq!(y.requests(), 2, "y goes on in round 2 and runs round 3");
+    let log = authors(&session);
+    assert_eq!(
+        log[5..],
+        [
+            r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
+            "x:x1",
+            r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
+            "y:y1",
+            r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
+            "x:x2",
+            r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
+            "y:y2",
+            "rounds:end",
+        ],
+        "{log:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_parallel_agent_resumes_only_the_branches_that_had_not_finished() {
+    let replicas = Replicas::new().await;
+    let (p, p_again) = (Gated::new(&["from p"]), Gated::new(&[]));
+    let (q_dead, q) = (Gated::new(&[]), Gated::new(&["from q"]));
+    let tree = |p: &Arc<Gated>, q: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(ParallelAgent::new("both", vec![llm("p", p), llm("q", q)]))
+    };
+    let first = replicas.runner(tree(&p, &q_dead));
+    let second = replicas.runner(tree(&p_again, &q));
+    let q_called = q_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |session| {
+            q_called.requests() == 1 && authors(session).contains(&"p:end".to_string())
+        })
+        .await;
+    assert_eq!((p.requests(), p_again.requests()), (1, 0), "p had finished: it is not run again");
+    assert_eq!(q.requests(), 1);
+    assert_eq!((text_of(&session, "p"), text_of(&session, "q")), (1, 1));
+    let log = authors(&session);
+    assert_eq!(log.last().map(String::as_str), Some("both:end"), "{log:?}");
+    let q_end = session.events.iter().find(|e| e.author == "q" && e.actions.end_of_agent == Some(true));
+    assert_eq!(q_end.map(|e| e.branch.as_str()), Some("both.q"), "{log:?}");
+}
+
+/// A runner whose invocation is not resumed stores no positions its agents would
+/// not need; and a finished sequence is not started again by a later claim.
+#[tokio::test]
+async fn a_finished_sequence_leaves_nothing_to_resume() {
+    let replicas = Replicas::new().await;
+    let a = Gated::new(&["from a"]);
+    let runner = replicas.runner(Arc::new(SequentialAgent::new("steps", vec![llm("a", &a)])));
+    let run = runner
+        .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+        .await
+        .unwrap();
+    assert!(drain_all(run).await.iter().all(|e| e.is_ok()));
+    replicas.clock.advance(Duration::from_secs(61));
+    let claimed = replicas
+        .lease
+        .claim_lapsed(&[APP.to_string()], Duration::from_secs(60), 8)
+        .await
+        .unwrap();
+    assert!(claimed.is_empty(), "a finished run leaves no run record: {}", claimed.len());
+    let session = replicas.session().await;
+    assert_eq!(
+        authors(&session),
+        ["user:go", r#"steps:{"current_sub_agent":"a"}"#, "a:from a", "steps:end"]
+    );
+}
