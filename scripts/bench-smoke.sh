@@ -34,6 +34,7 @@ declare -A shrink=(
   [watch]="--watchers 3 --rounds 1 --appends-per-round 2"
   [memory]="--ops 2 --sizes 20,40"
   [append-path]="--ops 2 --rounds 1"
+  [resume]="--repetitions 1 --lease-ttl-ms 1000"
 )
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

@@ -20,6 +20,7 @@
 //! fails open (the default), and fails the run, naming the hook, when it fails closed.
 
 use crate::context::ToolCallContext;
+use crate::http_json::{JsonEndpoint, PostFailure};
 use crate::llm::BeforeModel;
 use crate::tools::{ContextGrant, ToolActions};
 use adk_grpc_core::{
@@ -31,7 +32,6 @@ use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
 use futures::future::BoxFuture;
-use crate::http_json::{JsonEndpoint, PostFailure};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::sync::Arc;
@@ -196,7 +196,12 @@ impl HttpHook {
     }
 
     fn failure(&self, point: HookPoint, what: impl std::fmt::Display) -> String {
-        format!("hook {} ({}): POST {} {what}", self.name, point.as_str(), self.endpoint.url())
+        format!(
+            "hook {} ({}): POST {} {what}",
+            self.name,
+            point.as_str(),
+            self.endpoint.url()
+        )
     }
 
     fn bad_reply(&self, point: HookPoint, what: impl std::fmt::Display) -> AdkError {

@@ -105,13 +105,12 @@ impl JsonEndpoint {
             .await
             .map_err(|e| transport(e, ""))?;
         let status = response.status();
-        let body = response
-            .bytes()
-            .await
-            .map_err(|e| transport(e, " reading the reply"))?;
+        let body = response.bytes().await.map_err(|e| transport(e, " reading the reply"))?;
         if !status.is_success() {
             let excerpt: String = String::from_utf8_lossy(&body).chars().take(EXCERPT_CHARS).collect();
-            return Err(PostFailure::Unreachable(format!("POST {url} answered {status}: {excerpt}")));
+            return Err(PostFailure::Unreachable(format!(
+                "POST {url} answered {status}: {excerpt}"
+            )));
         }
         if body.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);

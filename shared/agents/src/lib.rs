@@ -38,12 +38,13 @@
 pub mod a2a;
 mod compaction;
 mod context;
-mod http_json;
 mod convert;
 pub mod hooks;
+mod http_json;
 mod llm;
 mod rules;
 mod runner;
+mod timeout;
 mod tools;
 mod workflow;
 
@@ -52,14 +53,15 @@ pub use context::ToolCallContext;
 pub use convert::RunRequest;
 pub use hooks::{FailurePolicy, HookPoint, Hooks, HttpHook, with_agent_hooks};
 pub use llm::{
-    BeforeModel, Example, IncludeContents, LlmAgent, LlmAgentBuilder, SET_MODEL_RESPONSE_TOOL_NAME, check_examples,
-    check_object_schema, check_schema,
+    BeforeModel, Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME,
+    check_examples, check_object_schema, check_schema,
 };
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
     validate_output_key, validate_tool_list, validate_tool_name,
 };
 pub use runner::{AddToMemory, OnBusy, Resumer, RunOptions, Runner, RunnerConfig, StartedRun};
+pub use timeout::with_timeout;
 pub use tools::{
     ACTIONS_META_KEY, AgentTool, BUILTIN_TOOLS, CONTEXT_META_KEY, ClientTool, ContextGrant, ExitLoopTool, FunctionTool,
     HttpTool, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport,

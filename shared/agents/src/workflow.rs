@@ -41,10 +41,15 @@ fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         .rev()
         .take_while(|event| event.invocation_id == invocation)
         .any(|event| event.author != USER_AUTHOR);
-    if !resumed || true {
+    if !resumed {
         return None;
     }
-    let ancestors = ancestors(&ctx.root_agent(), agent).unwrap_or_default();
+    let mut ancestors: Vec<String> = path_to(&ctx.root_agent(), agent)
+        .unwrap_or_default()
+        .iter()
+        .map(|above| above.name().to_string())
+        .collect();
+    ancestors.pop();
     let mut saved = None;
     for event in ctx.events().iter().filter(|event| event.invocation_id == invocation) {
         let actions = &event.actions;
@@ -63,22 +68,23 @@ fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
             } else {
                 Some(Saved::At(JsonObject::new()))
             };
-        } else if actions.agent_state.is_some() && ancestors.iter().any(|name| *name == event.author) {
+        } else if actions.agent_state.is_some() && ancestors.contains(&event.author) {
             saved = None;
         }
     }
     saved
 }
 
-/// The names of the agents above `agent` in the tree under `root`; None when it is not in it.
-fn ancestors(root: &Arc<dyn Agent>, agent: &str) -> Option<Vec<String>> {
-    if root.name() == agent {
-        return Some(Vec::new());
+/// The agents from `root` down to the one named `name`, both included; None when it is
+/// not in the tree.
+pub(crate) fn path_to(root: &Arc<dyn Agent>, name: &str) -> Option<Vec<Arc<dyn Agent>>> {
+    if root.name() == name {
+        return Some(vec![root.clone()]);
     }
     root.sub_agents().iter().find_map(|sub| {
-        let mut above = ancestors(sub, agent)?;
-        above.push(root.name().to_string());
-        Some(above)
+        let mut path = path_to(sub, name)?;
+        path.insert(0, root.clone());
+        Some(path)
     })
 }
 
@@ -102,7 +108,10 @@ fn start_index(sub_agents: &[Arc<dyn Agent>], state: &JsonObject) -> usize {
         .iter()
         .position(|agent| Some(agent.name()) == current)
         .unwrap_or_else(|| {
-            tracing::warn!(?current, "a resumed workflow's current sub-agent is gone; starting from the first");
+            tracing::warn!(
+                ?current,
+                "a resumed workflow's current sub-agent is gone; starting from the first"
+            );
             0
         })
 }

@@ -40,7 +40,8 @@ pub use memory::{
     CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
 };
 pub use model::{
-    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort, ToolDeclaration,
+    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
+    ToolDeclaration,
 };
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;

@@ -4,7 +4,8 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
-    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result, UsageMetadata,
+    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
+    UsageMetadata,
 };
 use async_trait::async_trait;
 use base64::Engine;

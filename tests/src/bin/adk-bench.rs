@@ -11,6 +11,7 @@
 //!   target/release/adk-bench watch       (WatchSession fan-out; see adk_bench/watch.rs)
 //!   target/release/adk-bench memory      (see adk_bench/memory.rs)
 //!   target/release/adk-bench append-path (one client: Health/Check, EVALSHA, AppendEvent; see adk_bench/append_path.rs)
+//!   target/release/adk-bench resume      (kill -9 of a runner to the resumed run's first event; see adk_bench/resume.rs)
 
 use adk_grpc_client::RemoteArtifactService;
 use adk_grpc_core::ArtifactService;
@@ -33,6 +34,8 @@ mod append_path;
 mod cpu;
 #[path = "adk_bench/memory.rs"]
 mod memory;
+#[path = "adk_bench/resume.rs"]
+mod resume;
 #[path = "adk_bench/runner.rs"]
 mod runner;
 #[path = "adk_bench/watch.rs"]
@@ -56,7 +59,9 @@ impl Bench {
             | Bench::AppendPath(_)
             | Bench::Memory(memory::MemoryArgs { endpoint: None, .. }) => &["adk-session-server"],
             Bench::Artifacts(ArtifactBenchArgs { endpoint: None, .. }) => &["adk-artifact-server"],
-            Bench::Runner(runner::RunnerArgs { endpoint: None, .. }) => &["adk-session-server", "adk-runner-server"],
+            Bench::Runner(runner::RunnerArgs { endpoint: None, .. }) | Bench::Resume(_) => {
+                &["adk-session-server", "adk-runner-server"]
+            }
             _ => &[],
         }
     }
@@ -76,6 +81,8 @@ enum Bench {
     Memory(memory::MemoryArgs),
     /// One client: Health/Check, a raw EVALSHA of the append script and AppendEvent side by side.
     AppendPath(append_path::AppendPathArgs),
+    /// Time from kill -9 of a runner mid-run to the run's first event resumed by another replica.
+    Resume(resume::ResumeArgs),
 }
 
 #[derive(clap::Args)]
@@ -669,5 +676,6 @@ async fn main() -> Result<()> {
         Bench::Watch(args) => watch::bench_watch(args).await,
         Bench::Memory(args) => memory::bench_memory(args).await,
         Bench::AppendPath(args) => append_path::bench_append_path(args).await,
+        Bench::Resume(args) => resume::bench_resume(args).await,
     }
 }

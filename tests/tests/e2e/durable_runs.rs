@@ -13,7 +13,7 @@ use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
-use adk_grpc_testkit::{RedisServer, ServiceProcess, eventually};
+use adk_grpc_testkit::{RedisCluster, RedisServer, ServiceProcess, eventually};
 use serde_json::json;
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -62,8 +62,31 @@ enum KillAt {
     WriterReply,
 }
 
+/// The one store both replicas share.
+enum Store {
+    Redis(RedisServer),
+    Cluster(RedisCluster),
+}
+
+impl Store {
+    async fn start(cluster: bool) -> Store {
+        if cluster {
+            Store::Cluster(RedisCluster::start(3).await)
+        } else {
+            Store::Redis(RedisServer::start().await)
+        }
+    }
+
+    fn url(&self) -> String {
+        match self {
+            Store::Redis(redis) => redis.url(),
+            Store::Cluster(cluster) => cluster.url(),
+        }
+    }
+}
+
 struct Stack {
-    _redis: RedisServer,
+    _store: Store,
     sessions: ServiceProcess,
     runners: [ServiceProcess; 2],
     provider: FakeServer,
@@ -74,12 +97,17 @@ struct Stack {
 
 impl Stack {
     async fn start() -> Stack {
-        let redis = RedisServer::start().await;
+        Stack::start_on(false).await
+    }
+
+    /// Both replicas and the session server on one Redis Cluster (`cluster`) or redis-server.
+    async fn start_on(cluster: bool) -> Stack {
+        let store = Store::start(cluster).await;
         let provider = FakeServer::start().await;
         let dir = tempfile::tempdir().expect("temp dir");
         let tools = ScriptServer::start("tools/context_tools.py", dir.path()).await;
         let agents = agents_file(&app(provider.url(), &tools.url));
-        let url = redis.url();
+        let url = store.url();
         let args = [
             "--session-lease-ttl-ms".to_string(),
             LEASE_TTL_MS.to_string(),
@@ -92,7 +120,7 @@ impl Stack {
             spawn_runner(&url, &agents, &args),
         );
         Stack {
-            _redis: redis,
+            _store: store,
             sessions,
             runners: [r0, r1],
             provider,
@@ -140,7 +168,11 @@ const REPLY: &str = "Sunny in Paris: pack sunglasses.";
 /// Kills the replica running the invocation at `kill_at` and checks the other one
 /// finishes it: no stored step redone, a whole log, the reply seen by a re-attached watch.
 async fn killed_at(kill_at: KillAt) {
-    let mut stack = Stack::start().await;
+    killed_at_on(kill_at, false).await
+}
+
+async fn killed_at_on(kill_at: KillAt, cluster: bool) {
+    let mut stack = Stack::start_on(cluster).await;
     let session = format!("s-{kill_at:?}");
     // The model's replies in call order; the call in flight at the kill stalls forever.
     let tool_wait = if kill_at == KillAt::ToolRunning { 600 } else { 0 };
@@ -275,6 +307,13 @@ async fn a_run_whose_replica_is_killed_after_a_transfer_resumes_the_sub_agent() 
     killed_at(KillAt::WriterReply).await;
 }
 
+/// The same on a Redis Cluster: the index of running runs is one key in its own slot,
+/// apart from the session's lease and run record, and the claim still takes the run once.
+#[tokio::test]
+async fn on_a_redis_cluster_a_run_whose_replica_is_killed_is_finished_by_the_other() {
+    killed_at_on(KillAt::PlannerSecondReply, true).await;
+}
+
 /// The final reply of a run followed like a client would: the Run stream, then (when the
 /// replica shutting down ends it `UNAVAILABLE`) WatchSession from the last sequence seen.
 /// Returns the reply and whether the client had to re-attach.
@@ -388,7 +427,7 @@ async fn a_rolling_restart_of_both_replicas_finishes_every_run_exactly_once() {
     // Each user message is answered by exactly one reply, in one invocation, in its session.
     for i in 0..RUNS {
         let session = format!("roll-{i}");
-        let events = runs::get_session(stack.sessions.endpoint(), "trip", USER, &session)
+        let events = runs::get_session(stack.sessions.endpoint(), "trip", &format!("user-{i}"), &session)
             .await
             .events;
         let authors: Vec<&str> = events.iter().map(|e| e.author.as_str()).collect();
@@ -410,4 +449,102 @@ async fn a_rolling_restart_of_both_replicas_finishes_every_run_exactly_once() {
             events[2]
         );
     }
+}
+
+/// A sequential agent `steps` of three LLM agents, each answering in one model call.
+fn pipeline_app(provider_url: &str) -> String {
+    format!(
+        "
+models:
+  gpt: {{ provider: openai, model: fake-model, base_url: '{provider_url}', timeout_secs: 120 }}
+apps:
+  pipeline:
+    root_agent:
+      name: steps
+      kind: sequential
+      sub_agents:
+        - {{ name: a, model: gpt }}
+        - {{ name: b, model: gpt }}
+        - {{ name: c, model: gpt }}
+"
+    )
+}
+
+/// The replica running a sequential agent is killed during its second step: the
+/// other one goes on with that step (the first is not run again) and the third.
+#[tokio::test]
+async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that_step() {
+    let redis = RedisServer::start().await;
+    let provider = FakeServer::start().await;
+    for reply in [
+        FakeReply::json(openai::text("from a")),
+        FakeReply::Stall,
+        FakeReply::json(openai::text("from b")),
+        FakeReply::json(openai::text("from c")),
+    ] {
+        provider.push(reply);
+    }
+    let agents = agents_file(&pipeline_app(provider.url()));
+    let url = redis.url();
+    let args = ["--session-lease-ttl-ms".to_string(), LEASE_TTL_MS.to_string()];
+    let (sessions, mut dying, mut other) = tokio::join!(
+        spawn_session_server(&url, &[]),
+        spawn_runner(&url, &agents, &args),
+        spawn_runner(&url, &agents, &args),
+    );
+    let mut runner = AgentRunnerClient::connect(dying.endpoint()).await.expect("connect");
+    let request = runs::run_request("pipeline", USER, "seq", user_text("go"));
+    let mut stream = runner.run(request).await.expect("Run").into_inner();
+    let user = next(&mut stream).await.expect("open").expect("the user event");
+    // b's model call is in flight (a's was the first).
+    eventually(Duration::from_secs(20), || async {
+        let seen = provider.requests().len();
+        if seen >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{seen} of 2 model requests"))
+        }
+    })
+    .await;
+    dying.kill9().await;
+    drop(stream);
+
+    let log = eventually(Duration::from_secs(30), || async {
+        let events = runs::get_session(sessions.endpoint(), "pipeline", USER, "seq")
+            .await
+            .events;
+        let ended = events
+            .iter()
+            .any(|e| e.author == "steps" && e.actions.as_ref().is_some_and(|a| a.end_of_agent == Some(true)));
+        if ended {
+            Ok(events)
+        } else {
+            Err(format!("not finished yet; runner log:\n{}", other.tail_log(20)))
+        }
+    })
+    .await;
+    other.kill9().await;
+    // a answered once; b's call in flight at the kill was made again; then c.
+    assert_eq!(provider.requests().len(), 4, "a's stored reply is not asked for again");
+    let replies: Vec<(String, String)> = log
+        .iter()
+        .filter(|e| !text_of(e).is_empty())
+        .map(|e| (e.author.clone(), text_of(e)))
+        .collect();
+    let expected = [("user", "go"), ("a", "from a"), ("b", "from b"), ("c", "from c")];
+    let expected: Vec<(String, String)> = expected.iter().map(|(a, t)| (a.to_string(), t.to_string())).collect();
+    assert_eq!(replies, expected, "{log:#?}");
+    assert!(
+        log.iter().all(|e| e.invocation_id == user.invocation_id),
+        "one invocation, resumed"
+    );
+    assert!(
+        log.iter().all(|e| !format!("{e:?}").contains("INTERRUPTED")),
+        "not closed as interrupted"
+    );
+    let positions = log
+        .iter()
+        .filter(|e| e.author == "steps" && e.actions.as_ref().is_some_and(|a| a.agent_state.is_some()))
+        .count();
+    assert_eq!(positions, 3, "one stored position per step: {log:#?}");
 }

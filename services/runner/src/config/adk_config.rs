@@ -390,10 +390,13 @@ impl Reader<'_> {
         let sub_agents = agent.sub_agents.as_deref().unwrap_or_default();
         let mut agent_tools = Vec::new();
         if let Some(tools) = &agent.tools {
-            let (tools, agents) = self.tools(&place, tools, !sub_agents.is_empty());
+            let (tools, agents, examples) = self.tools(&place, tools, !sub_agents.is_empty());
             agent_tools = agents;
             if !tools.is_empty() {
                 out.insert("tools".into(), json!(tools));
+            }
+            if !examples.is_empty() {
+                out.insert("examples".into(), Value::Array(examples));
             }
         }
         if let Some(class) = class {
@@ -611,9 +614,15 @@ impl Reader<'_> {
     /// other entry refused, saying what the suite offers instead.
     /// Also returns the agents of `AgentTool` entries (`args.agent`, by `config_path`),
     /// with the field each came from, to be built as sub-agents called as tools.
-    fn tools(&mut self, place: &str, tools: &[Value], has_sub_agents: bool) -> (Vec<String>, Vec<(String, Value)>) {
+    fn tools(
+        &mut self,
+        place: &str,
+        tools: &[Value],
+        has_sub_agents: bool,
+    ) -> (Vec<String>, Vec<(String, Value)>, Vec<Value>) {
         let mut names = Vec::new();
         let mut agents = Vec::new();
+        let mut examples = Vec::new();
         for (i, tool) in tools.iter().enumerate() {
             let field = format!("tools[{i}]");
             // ADK takes `- name: x` (with `args`) and, since 2.x, a bare `- x`.
@@ -653,6 +662,8 @@ impl Reader<'_> {
                     Some(agent) => agents.push((format!("{field}.args.agent"), agent.clone())),
                     None => self.add(place, &format!("{field}.args.agent"), "an AgentTool names its agent"),
                 }
+            } else if name == "ExampleTool" {
+                examples.extend(self.examples(place, &format!("{field}.args"), args));
             } else if name.contains('.') {
                 self.add(
                     place,
@@ -693,7 +704,71 @@ impl Reader<'_> {
                 );
             }
         }
-        (names, agents)
+        (names, agents, examples)
+    }
+
+    /// An `ExampleTool`'s examples as the agents file's `examples` (text only: an
+    /// input content and output contents of the model, their text parts joined).
+    fn examples(&mut self, place: &str, field: &str, args: Option<&Value>) -> Vec<Value> {
+        let mut found = Vec::new();
+        let Some(Value::Array(examples)) = args.and_then(|args| args.get("examples")) else {
+            let message = match args.and_then(|args| args.get("examples")) {
+                Some(Value::String(_)) => {
+                    "a BaseExampleProvider (a code reference), and the suite runs no Python: list the examples \
+                     ({input, output} contents)"
+                }
+                _ => "an ExampleTool lists its examples: [{input: <content>, output: [<content>, …]}]",
+            };
+            self.add(place, &format!("{field}.examples"), message);
+            return found;
+        };
+        for (i, example) in examples.iter().enumerate() {
+            let at = format!("{field}.examples[{i}]");
+            let input = self.example_text(place, &format!("{at}.input"), example.get("input"), "user");
+            let outputs = match example.get("output") {
+                Some(Value::Array(outputs)) => outputs.iter().collect(),
+                Some(output) => vec![output],
+                None => Vec::new(),
+            };
+            let mut output = Vec::new();
+            for (j, content) in outputs.iter().enumerate() {
+                output.extend(self.example_text(place, &format!("{at}.output[{j}]"), Some(content), "model"));
+            }
+            if outputs.is_empty() {
+                self.add(place, &format!("{at}.output"), "an example needs the model's reply");
+            }
+            if let (Some(input), false) = (input, output.is_empty()) {
+                found.push(json!({ "input": input, "output": output.join("\n") }));
+            }
+        }
+        found
+    }
+
+    /// The text of one example content of `role`; None after a problem.
+    fn example_text(&mut self, place: &str, field: &str, content: Option<&Value>, role: &str) -> Option<String> {
+        let parts = content.and_then(|c| c.get("parts")).and_then(Value::as_array);
+        let written_role = content.and_then(|c| c.get("role")).and_then(Value::as_str);
+        // Only text parts: a part with anything besides its text is not an example here.
+        fn text_of(part: &Value) -> Option<&str> {
+            part.get("text")
+                .and_then(Value::as_str)
+                .filter(|_| part.as_object().is_some_and(|p| p.len() == 1))
+        }
+        let texts: Option<Vec<&str>> = parts.and_then(|parts| parts.iter().map(text_of).collect());
+        match texts {
+            Some(texts) if !texts.is_empty() && written_role.is_none_or(|r| r == role) => Some(texts.join("\n")),
+            _ => {
+                self.add(
+                    place,
+                    field,
+                    format!(
+                        "not supported yet: an example here is text, a content of role {role} with text parts \
+                         ({{role: {role}, parts: [{{text: …}}]}}); function calls and other parts are not"
+                    ),
+                );
+                None
+            }
+        }
     }
 
     /// The file a `sub_agents` entry names: `config_path` (or, since ADK 2, the

@@ -445,6 +445,46 @@ fn fields_not_supported_yet_are_refused_never_dropped() {
 }
 
 #[test]
+fn an_example_tool_becomes_the_agents_examples() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ExampleTool\n    args:\n      examples:\n\
+             \x20       - input: {{role: user, parts: [{{text: What is 2+2?}}]}}\n\
+             \x20         output: [{{role: model, parts: [{{text: Four.}}]}}]\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("one app").root_agent;
+    let examples: Vec<(&str, &str)> = root
+        .examples
+        .iter()
+        .map(|e| (e.input.as_str(), e.output.as_str()))
+        .collect();
+    assert_eq!(examples, [("What is 2+2?", "Four.")]);
+    assert!(root.tools.is_empty(), "{:?}", root.tools);
+    built_with_mocks(dir.path());
+
+    let calls = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ExampleTool\n    args:\n      examples:\n\
+             \x20       - input: {{parts: [{{text: Weather?}}]}}\n\
+             \x20         output: [{{role: model, parts: [{{function_call: {{name: weather, args: {{}}}}}}]}}]\n\
+             \x20 - name: ExampleTool\n    args: {{examples: my_lib.examples.provider}}\n"
+        ),
+        &[],
+    );
+    assert_problem(
+        calls.path(),
+        r#"root_agent.yaml, agent "assistant": field "tools[0].args.examples[0].output[0]": not supported yet: an example here is text"#,
+    );
+    assert_problem(
+        calls.path(),
+        r#"root_agent.yaml, agent "assistant": field "tools[1].args.examples": a BaseExampleProvider (a code reference)"#,
+    );
+}
+
+#[test]
 fn model_strings_without_a_mapped_provider_are_refused() {
     let dir = app("name: a\nmodel: claude-3-5-sonnet\ninstruction: Hi.\n", &[]);
     assert_problem(

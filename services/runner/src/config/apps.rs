@@ -5,7 +5,9 @@
 //! names its field; the rules here are the file's own (references to declared
 //! models and tools, fields that do not fit an agent's kind).
 
-use super::file::{AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig};
+use super::file::{
+    AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig, RetryFileConfig,
+};
 use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
 use super::tools::Declared;
@@ -13,13 +15,14 @@ use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
     AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy,
-    ParallelAgent, SequentialAgent, TRANSFER_TOOL_NAME, with_agent_hooks,
+    ParallelAgent, RetryConfig, SequentialAgent, TRANSFER_TOOL_NAME, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use adk_grpc_models::ProviderConfig;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// An app of the file, built but for its stores (they belong to the process).
 pub(super) struct LoadedApp {
@@ -130,6 +133,14 @@ fn listed_hooks(
     found
 }
 
+/// `agent` bounded by its `timeout_secs` (ADK's `timeout`), when it has one.
+fn timed(agent: Arc<dyn Agent>, timeout: Option<Duration>) -> Arc<dyn Agent> {
+    match timeout {
+        Some(timeout) => adk_grpc_agents::with_timeout(agent, timeout),
+        None => agent,
+    }
+}
+
 /// What an agent of the file becomes: an agent, or (an a2a agent with `as_tool`)
 /// a tool of its parent.
 enum Built {
@@ -185,6 +196,9 @@ impl LlmParts {
         }
         if let Some(instruction) = &agent.static_instruction {
             builder = builder.static_instruction(instruction);
+        }
+        if let Some(retry) = &agent.retry_config {
+            builder = builder.retry_config(retry_config(retry)?);
         }
         builder = builder
             .disallow_transfer_to_parent(agent.disallow_transfer_to_parent)
@@ -294,10 +308,13 @@ impl Tree<'_> {
                 format!("only loop agents have it; this is a {kind} agent"),
             ),
         }
+        let timeout = self.timeout(&place, agent);
         let hooks = self.agent_hooks(&place, agent);
         if agent.kind == AgentKind::A2a {
             return self.remote(&place, agent, before).map(|built| match built {
-                Built::Agent(remote, description) => Built::Agent(with_agent_hooks(remote, hooks), description),
+                Built::Agent(remote, description) => {
+                    Built::Agent(timed(with_agent_hooks(remote, hooks), timeout), description)
+                }
                 tool => tool,
             });
         }
@@ -363,11 +380,37 @@ impl Tree<'_> {
             }
             AgentKind::A2a => unreachable!("a2a agents are built by Tree::remote"),
         };
+        let built = timed(built, timeout);
         if agent.as_tool {
             // ADK's AgentTool: the parent calls it; its reply is the call's result.
             return Some(Built::Tool(Arc::new(AgentTool::new(built))));
         }
         Some(Built::Agent(built, description))
+    }
+
+    /// `timeout_secs`: at least 1, on an agent that is run (an a2a agent offered as a
+    /// tool is called: its parent's model waits for it as for any tool).
+    fn timeout(&mut self, place: &str, agent: &AgentConfig) -> Option<Duration> {
+        match agent.timeout_secs {
+            None => None,
+            Some(0) => {
+                self.add(
+                    place,
+                    "timeout_secs",
+                    "must be at least 1 (leave it out for no timeout)",
+                );
+                None
+            }
+            Some(_) if agent.kind == AgentKind::A2a && agent.as_tool => {
+                self.add(
+                    place,
+                    "timeout_secs",
+                    "an a2a agent offered as a tool is called, not run as an agent: it has no timeout of its own",
+                );
+                None
+            }
+            Some(secs) => Some(Duration::from_secs(secs)),
+        }
     }
 
     /// The agent's hooks: the app's, then its own. Only llm agents call models and
@@ -432,6 +475,7 @@ impl Tree<'_> {
             ("include_contents", agent.include_contents.is_some()),
             ("global_instruction", agent.global_instruction.is_some()),
             ("static_instruction", agent.static_instruction.is_some()),
+            ("retry_config", agent.retry_config.is_some()),
             ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
             ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
@@ -689,6 +733,7 @@ impl Tree<'_> {
             ("include_contents", agent.include_contents.is_some()),
             ("global_instruction", agent.global_instruction.is_some()),
             ("static_instruction", agent.static_instruction.is_some()),
+            ("retry_config", agent.retry_config.is_some()),
             ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
             ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
@@ -841,4 +886,36 @@ impl Tree<'_> {
         compaction.token_budget = config.token_budget;
         valid.then_some(compaction)
     }
+}
+
+/// `retry_config` in the library's terms, ADK's defaults for what is left out;
+/// `Config` naming the field for a value out of range.
+fn retry_config(file: &RetryFileConfig) -> adk_grpc_core::Result<RetryConfig> {
+    let defaults = RetryConfig::default();
+    let seconds = |field: &str, value: Option<f64>, default: Duration| match value {
+        None => Ok(default),
+        Some(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(AdkError::Config(format!(
+            "retry_config.{field}: {s} is not a number of seconds of at least 0"
+        ))),
+    };
+    let backoff_factor = file.backoff_factor.unwrap_or(defaults.backoff_factor);
+    if !(backoff_factor.is_finite() && backoff_factor >= 1.0) {
+        return Err(AdkError::Config(format!(
+            "retry_config.backoff_factor: {backoff_factor} must be at least 1"
+        )));
+    }
+    let jitter = file.jitter.unwrap_or(1.0);
+    if !(jitter.is_finite() && jitter >= 0.0) {
+        return Err(AdkError::Config(format!(
+            "retry_config.jitter: {jitter} must be at least 0"
+        )));
+    }
+    Ok(RetryConfig {
+        max_attempts: file.max_attempts.unwrap_or(defaults.max_attempts),
+        initial_delay: seconds("initial_delay", file.initial_delay, defaults.initial_delay)?,
+        max_delay: seconds("max_delay", file.max_delay, defaults.max_delay)?,
+        backoff_factor,
+        jitter: jitter > 0.0,
+    })
 }

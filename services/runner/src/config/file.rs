@@ -332,6 +332,29 @@ pub(super) struct AgentConfig {
     /// llm: few-shot examples put after the instructions (ADK's `ExampleTool`).
     #[serde(default)]
     pub(super) examples: Vec<ExampleConfig>,
+    /// Any kind: the most seconds one run of the agent may take (ADK's `timeout`).
+    #[serde(default)]
+    pub(super) timeout_secs: Option<u64>,
+    /// llm: a model call that fails transiently is made again (ADK's `retry_config`).
+    #[serde(default)]
+    pub(super) retry_config: Option<RetryFileConfig>,
+}
+
+/// `retry_config` as ADK writes it: seconds as numbers, every field optional.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RetryFileConfig {
+    #[serde(default)]
+    pub(super) max_attempts: Option<u32>,
+    #[serde(default)]
+    pub(super) initial_delay: Option<f64>,
+    #[serde(default)]
+    pub(super) max_delay: Option<f64>,
+    #[serde(default)]
+    pub(super) backoff_factor: Option<f32>,
+    /// 0 removes the randomness of the delays.
+    #[serde(default)]
+    pub(super) jitter: Option<f64>,
 }
 
 /// One of an llm agent's `examples`: a user message and the reply expected.

@@ -285,6 +285,29 @@ fn examples_are_pairs_of_an_input_and_an_output_on_llm_agents() {
 }
 
 #[test]
+fn timeout_secs_bounds_any_agent_that_is_run() {
+    let config = valid(&with_root(
+        "kind: sequential\nname: flow\ntimeout_secs: 60\nsub_agents:\n  - { name: a, model: fast, timeout_secs: 5 }\n\
+         \x20 - { name: r, kind: a2a, endpoint: \"http://127.0.0.1:1\", timeout_secs: 5 }\n",
+    ));
+    // The timed agents keep their place in the tree.
+    let apps = config.build(&RunnerServices::in_memory()).unwrap();
+    let root = apps[0].runner().root_agent();
+    let names: Vec<&str> = root.sub_agents().iter().map(|a| a.name()).collect();
+    assert_eq!((root.name(), names), ("flow", vec!["a", "r"]));
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\ntimeout_secs: 0\n"),
+        r#"agent "planner": field "timeout_secs": must be at least 1"#,
+    );
+    assert_problem(
+        &with_root(
+            "name: planner\nmodel: fast\nsub_agents:\n  - { name: r, kind: a2a, endpoint: \"http://127.0.0.1:1\", as_tool: true, timeout_secs: 5 }\n",
+        ),
+        r#"agent "r": field "timeout_secs": an a2a agent offered as a tool is called"#,
+    );
+}
+
+#[test]
 fn tools_must_be_declared_or_built_in_and_listed_once() {
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
@@ -636,6 +659,21 @@ fn mcp_fields_fit_the_transport() {
 }
 
 #[test]
+fn safe_to_repeat_is_for_http_tools_and_mcp_toolsets() {
+    valid(&with_tool(
+        "t: { kind: http, description: d, url: \"http://x\", safe_to_repeat: true }",
+    ));
+    valid(&with_mcp("transport: stdio, command: sh, safe_to_repeat: true"));
+    valid(&with_mcp(
+        "transport: http, url: \"http://127.0.0.1:1/mcp\", safe_to_repeat: false",
+    ));
+    assert_problem(
+        &with_tool("t: { kind: client, description: d, safe_to_repeat: true }"),
+        r#"tool "t": field "safe_to_repeat": only http and mcp tools have it; this is a client tool"#,
+    );
+}
+
+#[test]
 fn mcp_secrets_come_from_set_variables() {
     assert_problem(
         &with_mcp("transport: http, url: \"http://x/mcp\", bearer_token_env: ADK_TEST_SURELY_UNSET_TOKEN"),
@@ -958,8 +996,35 @@ fn an_a2a_agent_as_a_tool_is_offered_to_its_llm_parent_and_only_there() {
 }
 
 #[test]
+fn retry_config_is_adks_with_its_defaults_on_llm_agents() {
+    valid(&with_root(
+        "name: a\nmodel: fast\nretry_config: { max_attempts: 3, initial_delay: 0.5, max_delay: 10, backoff_factor: 2, jitter: 0 }\n",
+    ));
+    valid(&with_root("name: a\nmodel: fast\nretry_config: {}\n"));
+    assert_problem(
+        &with_root("name: a\nmodel: fast\nretry_config: { backoff_factor: 0.5 }\n"),
+        "retry_config.backoff_factor: 0.5 must be at least 1",
+    );
+    assert_problem(
+        &with_root("name: a\nmodel: fast\nretry_config: { initial_delay: -1 }\n"),
+        "retry_config.initial_delay: -1 is not a number of seconds of at least 0",
+    );
+    assert_problem(
+        &with_root("name: a\nmodel: fast\nretry_config: { exceptions: [ValueError] }\n"),
+        "unknown field `exceptions`",
+    );
+    assert_problem(
+        &with_root("name: steps\nkind: sequential\nretry_config: {}\nsub_agents:\n  - { name: a, model: fast }\n"),
+        r#"agent "steps": field "retry_config": only llm agents have it; this is a sequential agent"#,
+    );
+}
+
+#[test]
 fn tools_gemini_runs_itself_are_for_gemini_models() {
-    valid(&with_provider_model("gem", "tools: [google_search, url_context, code_execution]"));
+    valid(&with_provider_model(
+        "gem",
+        "tools: [google_search, url_context, code_execution]",
+    ));
     valid(&with_provider_model("fast", "tools: [google_search]"));
     assert_problem(
         &with_provider_model("gpt", "tools: [google_search]"),

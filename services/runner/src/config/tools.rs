@@ -127,8 +127,8 @@ fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) 
         (
             "safe_to_repeat",
             config.safe_to_repeat.is_some(),
-            http,
-            "http tools",
+            http || config.kind == ToolKind::Mcp,
+            "http and mcp tools",
         ),
         (
             "url",
@@ -328,6 +328,7 @@ fn build_mcp_toolset(
     if let Some(grant) = grant {
         toolset = toolset.with_context(grant);
     }
+    let toolset = toolset.with_safe_to_repeat(config.safe_to_repeat == Some(true));
     Some(Declared::Toolset(Arc::new(toolset)))
 }
 

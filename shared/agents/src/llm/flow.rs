@@ -101,7 +101,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                         let failed_request = agent.hooks.has(HookPoint::OnModelError).then(|| request.clone());
                         let mut complete = None;
                         let mut failure = None;
-                        match call_model(&agent.model, request, streaming).await {
+                        match call_model_retrying(&agent.model, request, streaming, agent.retry.as_ref()).await {
                             Err(e) => failure = Some(e),
                             Ok(mut replies) => {
                                 while let Some(reply) = replies.next().await {
@@ -539,13 +539,20 @@ async fn call_tool(
     call: Call,
     resumed: bool,
 ) -> Result<(Vec<Part>, EventActions)> {
-    if resumed && tools.iter().any(|tool| tool.name() == call.name && !tool.safe_to_repeat()) {
+    if resumed
+        && tools
+            .iter()
+            .any(|tool| tool.name() == call.name && !tool.safe_to_repeat())
+    {
         let error = format!(
             "interrupted: the runner running this call stopped before it answered, and tool `{}` is not \
              declared safe to repeat, so it was not run again; it may or may not have taken effect",
             call.name
         );
-        return Ok((vec![response_part(call, json!({ "error": error }))], EventActions::default()));
+        return Ok((
+            vec![response_part(call, json!({ "error": error }))],
+            EventActions::default(),
+        ));
     }
     let Some(tool) = tools.iter().find(|tool| tool.name() == call.name) else {
         ToolCall::unknown(&call.name, &call.id);
@@ -609,6 +616,42 @@ fn as_response(value: Value) -> Value {
     match value {
         object @ Value::Object(_) => object,
         other => json!({ "result": other }),
+    }
+}
+
+/// [`call_model`], made again after a backoff while it fails transiently before its
+/// reply begins and the agent's `retry_config` allows (each attempt observed as a call).
+async fn call_model_retrying(
+    model: &Arc<dyn Llm>,
+    request: LlmRequest,
+    streaming: bool,
+    retry: Option<&super::RetryConfig>,
+) -> Result<LlmResponseStream> {
+    let Some(retry) = retry else {
+        return call_model(model, request, streaming).await;
+    };
+    let mut delays = retry.delays();
+    loop {
+        match begun(call_model(model, request.clone(), streaming).await).await {
+            Err(e) if super::retry::is_transient(&e) => match delays.next() {
+                Some(delay) => {
+                    tracing::warn!(model = model.name(), error = %e, ?delay, "model call failed; retrying (retry_config)");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(e),
+            },
+            other => return other,
+        }
+    }
+}
+
+/// The reply with its first item read: a failure before the reply begins is an `Err`.
+async fn begun(replies: Result<LlmResponseStream>) -> Result<LlmResponseStream> {
+    let mut replies = replies?;
+    match replies.next().await {
+        Some(Err(e)) => Err(e),
+        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async { Ok(first) }).chain(replies))),
+        None => Ok(replies),
     }
 }
 

@@ -6,10 +6,12 @@ mod flow;
 pub(crate) mod history;
 mod instruction;
 mod output_schema;
+mod retry;
 
 pub use callbacks::BeforeModel;
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
+pub use retry::RetryConfig;
 
 use crate::hooks::Hooks;
 use adk_grpc_core::{
@@ -53,6 +55,8 @@ pub(crate) struct Inner {
     hooks: Hooks,
     config: GenerateContentConfig,
     transfer_scope: TransferScope,
+    /// Failed model calls are tried again (ADK's `retry_config`); None: never.
+    retry: Option<RetryConfig>,
     /// Of the root agent: put before every agent's instruction (ADK's `global_instruction`).
     global_instruction: Option<String>,
     /// Sent first and unchanged (ADK's `static_instruction`); the instruction then goes
@@ -106,6 +110,7 @@ pub struct LlmAgentBuilder {
     hooks: Hooks,
     config: GenerateContentConfig,
     transfer_scope: TransferScope,
+    retry: Option<RetryConfig>,
     global_instruction: Option<String>,
     static_instruction: Option<String>,
     examples: Vec<Example>,
@@ -130,10 +135,18 @@ impl LlmAgentBuilder {
             hooks: Hooks::default(),
             config: GenerateContentConfig::default(),
             transfer_scope: TransferScope::default(),
+            retry: None,
             global_instruction: None,
             static_instruction: None,
             examples: Vec::new(),
         }
+    }
+
+    /// ADK's `retry_config`, for model calls: one that fails transiently before its
+    /// reply begins is made again after a backoff (see [`RetryConfig`]).
+    pub fn retry_config(mut self, retry: RetryConfig) -> Self {
+        self.retry = Some(retry);
+        self
     }
 
     /// Few-shot examples (ADK's `ExampleTool`): each a user message and the reply
@@ -347,6 +360,7 @@ impl LlmAgentBuilder {
                 hooks: self.hooks,
                 config: self.config,
                 transfer_scope: self.transfer_scope,
+                retry: self.retry,
                 global_instruction: self.global_instruction,
                 static_instruction: self.static_instruction,
                 examples: self.examples,

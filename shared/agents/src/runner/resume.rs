@@ -23,7 +23,7 @@ use super::{Registration, Runner, RunningInvocation};
 use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::LlmAgent;
-use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent};
+use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent, path_to};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, ClaimedRun, Event, EventStream, InvocationContext, Result, RunConfig, SessionLease, StreamingMode,
@@ -103,34 +103,21 @@ fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) 
     let mut chain = path_to(root, agent.name())?;
     chain.reverse();
     let mut open = None;
+    // Up from the agent (itself included when it is a workflow agent), while they are open.
     for (i, candidate) in chain.iter().enumerate() {
-        if i > 0 || is_workflow(candidate) {
-            let last_state = own.iter().rev().find(|event| {
-                event.author == candidate.name()
-                    && (event.actions.agent_state.is_some() || event.actions.end_of_agent == Some(true))
-            });
-            match last_state {
-                Some(event) if is_workflow(candidate) && event.actions.end_of_agent != Some(true) => {
-                    open = Some((candidate.clone(), event.branch.clone()));
-                }
-                _ if i > 0 => break,
-                _ => {}
+        let last_state = own.iter().rev().find(|event| {
+            event.author == candidate.name()
+                && (event.actions.agent_state.is_some() || event.actions.end_of_agent == Some(true))
+        });
+        match last_state {
+            Some(event) if is_workflow(candidate) && event.actions.end_of_agent != Some(true) => {
+                open = Some((candidate.clone(), event.branch.clone()));
             }
+            _ if i > 0 => break,
+            _ => {}
         }
     }
     open
-}
-
-/// The agents from `root` down to the one named `name`, both included.
-fn path_to(root: &Arc<dyn Agent>, name: &str) -> Option<Vec<Arc<dyn Agent>>> {
-    if root.name() == name {
-        return Some(vec![root.clone()]);
-    }
-    root.sub_agents().iter().find_map(|sub| {
-        let mut path = path_to(sub, name)?;
-        path.insert(0, root.clone());
-        Some(path)
-    })
 }
 
 /// The agent a resumed invocation goes on with, when it has not finished: None when its
@@ -252,17 +239,19 @@ impl Runner {
             .clone()
             .map(|service| session_artifacts(service, &session));
         let run_config = options.run_config();
-        let invocation = Arc::new(Invocation::resumed(
-            invocation_id.to_string(),
-            self.root_agent.clone(),
-            session,
-            user_content,
-            options.temp,
-            run_config,
-            artifacts,
-            self.compaction.clone(),
-        )
-        .with_resumable(true));
+        let invocation = Arc::new(
+            Invocation::resumed(
+                invocation_id.to_string(),
+                self.root_agent.clone(),
+                session,
+                user_content,
+                options.temp,
+                run_config,
+                artifacts,
+                self.compaction.clone(),
+            )
+            .with_resumable(true),
+        );
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok(Some((invocation, events)))

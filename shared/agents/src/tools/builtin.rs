@@ -208,10 +208,14 @@ impl ProviderBuiltinTool {
 
     /// The tool called `name`, if it is one of these.
     pub fn named(name: &str) -> Option<Self> {
-        [BuiltinTool::GoogleSearch, BuiltinTool::UrlContext, BuiltinTool::CodeExecution]
-            .into_iter()
-            .find(|tool| tool.name() == name)
-            .map(ProviderBuiltinTool)
+        [
+            BuiltinTool::GoogleSearch,
+            BuiltinTool::UrlContext,
+            BuiltinTool::CodeExecution,
+        ]
+        .into_iter()
+        .find(|tool| tool.name() == name)
+        .map(ProviderBuiltinTool)
     }
 }
 

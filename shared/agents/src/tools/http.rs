@@ -150,4 +150,3 @@ impl Tool for HttpTool {
         })
     }
 }
-

@@ -117,6 +117,9 @@ struct Shared {
     /// Some: every call carries the tool context in `_meta` and the result's
     /// `_meta` may carry actions (see `remote_context`).
     context: Option<ContextGrant>,
+    /// Every tool of the server may run again when a resumed invocation finds its call
+    /// unanswered (see [`Tool::safe_to_repeat`]).
+    safe_to_repeat: bool,
     connection: watch::Sender<Connection>,
     /// The tools last listed, offered while the server is away; None until the
     /// first listing succeeds.
@@ -190,6 +193,7 @@ impl McpToolset {
                 call_timeout: Self::DEFAULT_CALL_TIMEOUT,
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
                 context: None,
+                safe_to_repeat: false,
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
@@ -278,6 +282,14 @@ impl McpToolset {
     /// applies the actions a result carries under `_meta["adk-grpc/actions"]`.
     pub fn with_context(self, grant: ContextGrant) -> Self {
         self.configure(|shared| shared.context = Some(grant))
+    }
+
+    /// Declares every tool of the server (after the filter) safe to run again when a
+    /// resumed invocation finds a call of it stored without its response: the server's
+    /// tools are idempotent, or a repeat does no harm. Off by default: such a call is
+    /// answered as interrupted instead.
+    pub fn with_safe_to_repeat(self, safe: bool) -> Self {
+        self.configure(|shared| shared.safe_to_repeat = safe)
     }
 
     /// How long starting the server and the MCP handshake may take.
@@ -739,6 +751,9 @@ impl Tool for McpTool {
     fn parameters_schema(&self) -> Option<Value> {
         Some(self.schema.clone())
     }
+    fn safe_to_repeat(&self) -> bool {
+        self.shared.safe_to_repeat
+    }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         Ok(self.execute_with_parts(ctx, args).await?.response)
     }
@@ -869,6 +884,20 @@ fn tool_output(result: &Value) -> ToolOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_toolsets_tools_are_safe_to_repeat_only_when_declared() {
+        let tool = |toolset: &McpToolset| McpTool {
+            shared: toolset.shared.clone(),
+            name: "echo".into(),
+            remote: "echo".into(),
+            description: String::new(),
+            schema: json!({"type": "object"}),
+            validator: None,
+        };
+        assert!(!tool(&McpToolset::stdio("m", "sh")).safe_to_repeat());
+        assert!(tool(&McpToolset::stdio("m", "sh").with_safe_to_repeat(true)).safe_to_repeat());
+    }
 
     #[test]
     fn images_become_inline_parts_and_text_is_joined() {

@@ -210,11 +210,19 @@ async fn google_search_is_named_to_gemini_and_its_grounding_is_stored() {
     assert_eq!(server.last_request().json()["tools"], json!([{ "googleSearch": {} }]));
     let reply = run.complete().last().copied().expect("a reply").clone();
     assert_eq!(run.texts(), ["Sunny, says the news."]);
-    let grounding = reply.llm_response.grounding_metadata.clone().expect("grounding metadata");
+    let grounding = reply
+        .llm_response
+        .grounding_metadata
+        .clone()
+        .expect("grounding metadata");
     assert_eq!(grounding["webSearchQueries"], json!(["weather tokyo"]));
     let stored = h.session().await;
     assert_eq!(
-        stored.events.iter().last().and_then(|e| e.llm_response.grounding_metadata.clone()),
+        stored
+            .events
+            .iter()
+            .last()
+            .and_then(|e| e.llm_response.grounding_metadata.clone()),
         Some(grounding)
     );
 }

@@ -117,7 +117,9 @@ impl Replicas {
         let dead = tokio::spawn(drain_all(started));
         eventually(Duration::from_secs(10), || async {
             let session = self.session().await;
-            stuck(&session).then_some(()).ok_or_else(|| format!("not there yet: {:?}", authors(&session)))
+            stuck(&session)
+                .then_some(())
+                .ok_or_else(|| format!("not there yet: {:?}", authors(&session)))
         })
         .await;
         self.clock.advance(Duration::from_secs(61));
@@ -127,7 +129,11 @@ impl Replicas {
             .await
             .unwrap();
         assert_eq!(claimed.len(), 1, "the dead runner's run is claimable");
-        let events = second.resume(claimed.remove(0)).await.unwrap().expect("a run left to do");
+        let events = second
+            .resume(claimed.remove(0))
+            .await
+            .unwrap()
+            .expect("a run left to do");
         let resumed = tokio::time::timeout(Duration::from_secs(10), drain_all(events))
             .await
             .expect("the resumed run ends (no finished agent is waiting on a model that never answers)");
@@ -176,7 +182,10 @@ async fn a_sequence_resumes_at_the_step_it_was_in_and_does_not_run_finished_step
     let (b_dead, b) = (Gated::new(&[]), Gated::new(&["from b"]));
     let (c_dead, c) = (Gated::new(&[]), Gated::new(&["from c"]));
     let tree = |b: &Arc<Gated>, c: &Arc<Gated>| -> Arc<dyn Agent> {
-        Arc::new(SequentialAgent::new("steps", vec![llm("a", &a), llm("b", b), llm("c", c)]))
+        Arc::new(SequentialAgent::new(
+            "steps",
+            vec![llm("a", &a), llm("b", b), llm("c", c)],
+        ))
     };
     let first = replicas.runner(tree(&b_dead, &c_dead));
     let second = replicas.runner(tree(&b, &c));
@@ -216,7 +225,11 @@ async fn a_loop_resumes_at_its_round_and_step() {
     let session = replicas
         .die_and_resume(first, second, move |_| y_called.requests() == 2)
         .await;
-    assert_eq!(x.requests(), 3, "x runs once per round: not again in the round it had finished");
+    assert_eq!(
+        x.requests(),
+        3,
+        "x runs once per round: not again in the round it had finished"
+    );
     assert_eq!(y.requests(), 2, "y goes on in round 2 and runs round 3");
     let log = authors(&session);
     assert_eq!(
@@ -252,17 +265,23 @@ async fn a_parallel_agent_resumes_only_the_branches_that_had_not_finished() {
             q_called.requests() == 1 && authors(session).contains(&"p:end".to_string())
         })
         .await;
-    assert_eq!((p.requests(), p_again.requests()), (1, 0), "p had finished: it is not run again");
+    assert_eq!(
+        (p.requests(), p_again.requests()),
+        (1, 0),
+        "p had finished: it is not run again"
+    );
     assert_eq!(q.requests(), 1);
     assert_eq!((text_of(&session, "p"), text_of(&session, "q")), (1, 1));
     let log = authors(&session);
     assert_eq!(log.last().map(String::as_str), Some("both:end"), "{log:?}");
-    let q_end = session.events.iter().find(|e| e.author == "q" && e.actions.end_of_agent == Some(true));
+    let q_end = session
+        .events
+        .iter()
+        .find(|e| e.author == "q" && e.actions.end_of_agent == Some(true));
     assert_eq!(q_end.map(|e| e.branch.as_str()), Some("both.q"), "{log:?}");
 }
 
-/// A runner whose invocation is not resumed stores no positions its agents would
-/// not need; and a finished sequence is not started again by a later claim.
+/// A sequence that finished stores its end, and its run record is gone: nothing claims it again.
 #[tokio::test]
 async fn a_finished_sequence_leaves_nothing_to_resume() {
     let replicas = Replicas::new().await;
@@ -279,10 +298,47 @@ async fn a_finished_sequence_leaves_nothing_to_resume() {
         .claim_lapsed(&[APP.to_string()], Duration::from_secs(60), 8)
         .await
         .unwrap();
-    assert!(claimed.is_empty(), "a finished run leaves no run record: {}", claimed.len());
+    assert!(
+        claimed.is_empty(),
+        "a finished run leaves no run record: {}",
+        claimed.len()
+    );
     let session = replicas.session().await;
     assert_eq!(
         authors(&session),
         ["user:go", r#"steps:{"current_sub_agent":"a"}"#, "a:from a", "steps:end"]
+    );
+}
+
+/// Nested workflows: the loop's next round starts its sequence afresh (the sequence's
+/// end in the round before is not taken for its end in this one), and the sequence
+/// goes on at its step.
+#[tokio::test]
+async fn a_sequence_in_a_loop_resumes_at_its_step_in_the_loops_round() {
+    let replicas = Replicas::new().await;
+    let x = Gated::new(&["x0", "x1"]);
+    let (y_dead, y) = (Gated::new(&["y0"]), Gated::new(&["y1"]));
+    let tree = |y: &Arc<Gated>| -> Arc<dyn Agent> {
+        let pair: Arc<dyn Agent> = Arc::new(SequentialAgent::new("pair", vec![llm("x", &x), llm("y", y)]));
+        Arc::new(LoopAgent::new("rounds", vec![pair]).max_iterations(2))
+    };
+    let first = replicas.runner(tree(&y_dead));
+    let second = replicas.runner(tree(&y));
+    let y_called = y_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| y_called.requests() == 2)
+        .await;
+    assert_eq!((x.requests(), y.requests()), (2, 1), "x ran once per round, y went on");
+    let log = authors(&session);
+    assert_eq!(
+        log[log.len() - 5..],
+        [
+            "x:x1",
+            r#"pair:{"current_sub_agent":"y"}"#,
+            "y:y1",
+            "pair:end",
+            "rounds:end",
+        ],
+        "{log:?}"
     );
 }

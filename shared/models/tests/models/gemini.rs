@@ -2,8 +2,8 @@
 
 use crate::common::{assert_stream_shape, calls, collect, collect_ok, text};
 use adk_grpc_core::{
-    AdkError, BuiltinTool, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest, PartKind,
-    ToolDeclaration, UsageMetadata,
+    AdkError, BuiltinTool, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest,
+    PartKind, ToolDeclaration, UsageMetadata,
 };
 use adk_grpc_models::Gemini;
 use adk_grpc_models::testing::{FakeReply, FakeServer, gemini};
@@ -342,7 +342,11 @@ async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
         description: "Looks up.".into(),
         parameters: None,
     }];
-    request.config.builtin_tools = vec![BuiltinTool::GoogleSearch, BuiltinTool::UrlContext, BuiltinTool::CodeExecution];
+    request.config.builtin_tools = vec![
+        BuiltinTool::GoogleSearch,
+        BuiltinTool::UrlContext,
+        BuiltinTool::CodeExecution,
+    ];
     let items = collect_ok(model(&server).generate_content(request.clone(), false).await.unwrap()).await;
 
     let sent = server.last_request().json();
