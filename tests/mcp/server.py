@@ -2,6 +2,7 @@
 
     server.py --state-dir DIR              MCP over stdio (the runner starts it)
     server.py --state-dir DIR --port PORT  MCP over streamable HTTP at http://127.0.0.1:PORT/mcp
+    --no-resources                         without the resources capability (no resources/list)
 
 What the tests cannot see through MCP is left in DIR: `pid` (rewritten at every start, one
 line per start in `starts`), `started-TAG` when a slow call begins and `cancelled-TAG` when
@@ -28,6 +29,7 @@ PNG = base64.b64decode(
 parser = argparse.ArgumentParser()
 parser.add_argument("--state-dir", required=True, type=Path)
 parser.add_argument("--port", type=int)
+parser.add_argument("--no-resources", action="store_true")
 options = parser.parse_args()
 state = options.state_dir
 state.mkdir(parents=True, exist_ok=True)
@@ -105,6 +107,22 @@ def save_note(text: str, ctx: Context) -> CallToolResult:
         {"content": [{"type": "text", "text": json.dumps({"context": context})}], "_meta": {"adk-grpc/actions": actions}}
     )
 
+
+@mcp.resource("test://guide", name="guide", mime_type="text/plain", description="The house style guide.")
+def guide() -> str:
+    return "House style: answer in haiku."
+
+
+@mcp.resource("test://pixel.png", name="pixel", mime_type="image/png", description="A 1x1 red PNG.")
+def pixel() -> bytes:
+    return PNG
+
+
+if options.no_resources:
+    # MCPServer declares the resources capability whenever its handler is registered;
+    # a server without it is one without the handlers.
+    for method in ("resources/list", "resources/read", "resources/templates/list"):
+        mcp._lowlevel_server._request_handlers.pop(method, None)
 
 if options.port is None:
     mcp.run()

@@ -53,6 +53,11 @@ def transfer(args, context):
     }
 
 
+def remember(args, context):
+    """Writes args["state"] to the state, whatever it holds (state_schema tests)."""
+    return {"result": {"written": sorted(args["state"])}, "actions": {"state_delta": args["state"]}}
+
+
 def plain(args):
     """Not an envelope tool: the body is the arguments, the reply the result."""
     return {"echo": args}
@@ -66,7 +71,7 @@ def forecast(args):
     return {"city": args["city"], "sky": "sunny"}
 
 
-TOOLS = {"/set_theme": set_theme, "/finish": finish, "/misspelt": misspelt, "/transfer": transfer}
+TOOLS = {"/set_theme": set_theme, "/finish": finish, "/misspelt": misspelt, "/transfer": transfer, "/remember": remember}
 
 
 class Handler(BaseHTTPRequestHandler):

@@ -19,6 +19,9 @@
 //!     transport: stdio
 //!     command: npx
 //!     args: [-y, "@modelcontextprotocol/server-filesystem", /data]
+//!   pets:
+//!     kind: openapi            # one tool per operation of an OpenAPI 3.x spec (a file or a URL)
+//!     spec: http://localhost:8000/openapi.json
 //! apps:
 //!   weather:
 //!     root_agent:              # a tree: sub_agents are written inline

@@ -185,7 +185,7 @@ async fn ask_summarizer(config: &CompactionConfig, plan: &Plan) -> Result<Conten
 }
 
 /// The event as transcript lines: `author: text`, calls and results.
-fn event_lines(event: &Event) -> Vec<String> {
+pub(crate) fn event_lines(event: &Event) -> Vec<String> {
     let Some(content) = event.content() else {
         return Vec::new();
     };

@@ -164,6 +164,12 @@ impl Invocation {
             .collect()
     }
 
+    /// Whether `event`'s state writes fit its author's `state_schema` (checked
+    /// before it is stored: one that does not fails the run, nothing stored).
+    pub(crate) fn check_state_schema(&self, event: &Event) -> Result<()> {
+        crate::state_schema::check_event(&self.root_agent, event)
+    }
+
     /// Makes a stored event part of the live view. `delta` is the delta the agent
     /// emitted, before the store trimmed its `temp:` keys.
     pub(crate) fn record(&self, stored: Event, delta: HashMap<String, Value>) {
@@ -367,6 +373,9 @@ impl ToolContext for ToolCallContext {
     }
     fn set_actions(&self, actions: EventActions) {
         *sync::lock(&self.actions) = actions;
+    }
+    fn events(&self) -> Vec<Event> {
+        self.parent.events()
     }
 }
 

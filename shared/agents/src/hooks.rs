@@ -669,6 +669,9 @@ impl Agent for HookedAgent {
     fn transfer_scope(&self) -> Option<adk_grpc_core::TransferScope> {
         self.inner.transfer_scope()
     }
+    fn mode(&self) -> adk_grpc_core::AgentMode {
+        self.inner.mode()
+    }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         self.inner.as_any()
     }

@@ -1,5 +1,5 @@
-//! JSON over HTTP for the runner's remote parts (HTTP tools, hooks): one endpoint
-//! type, so both send the same headers and trace context, time out the same way and
+//! JSON over HTTP for the runner's remote parts (HTTP tools, OpenAPI operations, hooks): one endpoint
+//! type, so all send the same headers and trace context, time out the same way and
 //! describe a failure in the same words.
 
 use adk_grpc_core::{AdkError, Result};
@@ -82,40 +82,57 @@ impl JsonEndpoint {
 
     /// POSTs `body`; the JSON reply, or `null` for an empty one.
     pub(crate) async fn post(&self, body: &Value) -> std::result::Result<Value, PostFailure> {
+        let url = self.url.clone();
+        let reply = self
+            .send(reqwest::Method::POST, url.clone(), HeaderMap::new(), Some(body))
+            .await?;
+        if reply.iter().all(u8::is_ascii_whitespace) {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&reply)
+            .map_err(|e| PostFailure::NotJson(format!("POST {url} answered with a body that is not JSON: {e}")))
+    }
+
+    /// One exchange with the endpoint's client, headers and timeout: `method` at `url`
+    /// (the endpoint's own, or one built from it, as an OpenAPI operation's), with
+    /// `extra` headers and a JSON body if any; the body of a 2xx reply.
+    pub(crate) async fn send(
+        &self,
+        method: reqwest::Method,
+        url: reqwest::Url,
+        extra: HeaderMap,
+        body: Option<&Value>,
+    ) -> std::result::Result<Vec<u8>, PostFailure> {
         // W3C traceparent/tracestate of the current span (the tool call's or the hook
         // call's), so the endpoint's own tracing continues the client's trace. Nothing
         // while traces are not exported.
         let mut headers = self.headers.clone();
+        headers.extend(extra);
         adk_grpc_telemetry::inject_current_context(&mut headers);
-        let url = &self.url;
         let transport = |e: reqwest::Error, during: &str| {
             if e.is_timeout() {
-                PostFailure::TimedOut(format!("POST {url} timed out after {:?}{during}", self.timeout))
+                PostFailure::TimedOut(format!("{method} {url} timed out after {:?}{during}", self.timeout))
             } else {
-                PostFailure::Unreachable(format!("POST {url} failed{during}: {e}"))
+                PostFailure::Unreachable(format!("{method} {url} failed{during}: {e}"))
             }
         };
-        let response = self
+        let mut request = self
             .client
-            .post(url.clone())
+            .request(method.clone(), url.clone())
             .headers(headers)
-            .timeout(self.timeout)
-            .json(body)
-            .send()
-            .await
-            .map_err(|e| transport(e, ""))?;
+            .timeout(self.timeout);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|e| transport(e, ""))?;
         let status = response.status();
-        let body = response.bytes().await.map_err(|e| transport(e, " reading the reply"))?;
+        let reply = response.bytes().await.map_err(|e| transport(e, " reading the reply"))?;
         if !status.is_success() {
-            let excerpt: String = String::from_utf8_lossy(&body).chars().take(EXCERPT_CHARS).collect();
+            let excerpt: String = String::from_utf8_lossy(&reply).chars().take(EXCERPT_CHARS).collect();
             return Err(PostFailure::Unreachable(format!(
-                "POST {url} answered {status}: {excerpt}"
+                "{method} {url} answered {status}: {excerpt}"
             )));
         }
-        if body.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Value::Null);
-        }
-        serde_json::from_slice(&body)
-            .map_err(|e| PostFailure::NotJson(format!("POST {url} answered with a body that is not JSON: {e}")))
+        Ok(reply.to_vec())
     }
 }

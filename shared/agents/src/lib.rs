@@ -44,6 +44,7 @@ mod http_json;
 mod llm;
 mod rules;
 mod runner;
+mod state_schema;
 mod timeout;
 mod tools;
 mod workflow;
@@ -61,10 +62,12 @@ pub use rules::{
     validate_output_key, validate_tool_list, validate_tool_name,
 };
 pub use runner::{AddToMemory, OnBusy, Resumer, RunOptions, Runner, RunnerConfig, StartedRun};
+pub use state_schema::StateSchema;
 pub use timeout::with_timeout;
 pub use tools::{
     ACTIONS_META_KEY, AgentTool, BUILTIN_TOOLS, CONTEXT_META_KEY, ClientTool, ContextGrant, ExitLoopTool, FunctionTool,
     HttpTool, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport,
-    PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
+    OpenApiToolset, PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
 };
+pub use tools::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};

@@ -44,6 +44,9 @@ impl Agent for TimedAgent {
     fn transfer_scope(&self) -> Option<TransferScope> {
         self.inner.transfer_scope()
     }
+    fn mode(&self) -> adk_grpc_core::AgentMode {
+        self.inner.mode()
+    }
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         self.inner.as_any()
     }

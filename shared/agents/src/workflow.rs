@@ -10,7 +10,7 @@
 //! on from it, so finished sub-agents and branches are not run again.
 
 use crate::USER_AUTHOR;
-use adk_grpc_core::{Agent, Event, EventStream, InvocationContext, JsonObject, Result};
+use adk_grpc_core::{Agent, Event, EventStream, InvocationContext, JsonObject, PartKind, Result};
 use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -41,17 +41,30 @@ fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         .rev()
         .take_while(|event| event.invocation_id == invocation)
         .any(|event| event.author != USER_AUTHOR);
-    if !resumed {
+    let answers_calls = ctx
+        .user_content()
+        .parts
+        .iter()
+        .any(|part| matches!(part.kind, PartKind::FunctionResponse { .. }));
+    if !resumed && !answers_calls {
         return None;
     }
-    let mut ancestors: Vec<String> = path_to(&ctx.root_agent(), agent)
+    let root = ctx.root_agent();
+    let events = ctx.events();
+    let run = crate::runner::run_events(&root, &events, invocation);
+    // An answer to a client tool goes on from the position of the invocation it continues.
+    let continues = run.first().is_some_and(|first| first.invocation_id != invocation);
+    if !resumed && !continues {
+        return None;
+    }
+    let mut ancestors: Vec<String> = path_to(&root, agent)
         .unwrap_or_default()
         .iter()
         .map(|above| above.name().to_string())
         .collect();
     ancestors.pop();
     let mut saved = None;
-    for event in ctx.events().iter().filter(|event| event.invocation_id == invocation) {
+    for event in run {
         let actions = &event.actions;
         if event.author == agent {
             saved = if actions.end_of_agent == Some(true) {
@@ -62,8 +75,10 @@ fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
                 && event.is_final_response()
                 && actions.transfer_to_agent.is_none()
                 && !event.interrupted()
+                && event.long_running_tool_ids.is_empty()
             {
-                // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`).
+                // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`);
+                // a pause on a client tool is not: the answer goes on with it.
                 Some(Saved::Ended)
             } else {
                 Some(Saved::At(JsonObject::new()))

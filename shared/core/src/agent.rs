@@ -33,6 +33,12 @@ pub trait Agent: Send + Sync {
         None
     }
 
+    /// How its parent reaches it (ADK 2's `mode`): a transfer target ([`AgentMode::Chat`],
+    /// every agent but an LLM agent set otherwise), or a tool of its parent.
+    fn mode(&self) -> AgentMode {
+        AgentMode::Chat
+    }
+
     /// The agent as its own type, for library code that needs what only that type
     /// has (e.g. the root LLM agent's `global_instruction`); None by default.
     fn as_any(&self) -> Option<&dyn std::any::Any> {
@@ -57,6 +63,30 @@ impl Default for TransferScope {
     }
 }
 
+/// ADK 2's delegation modes of an LLM sub-agent.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AgentMode {
+    /// A transfer target: it takes the conversation over (`transfer_to_agent`).
+    #[default]
+    Chat,
+    /// A tool of its parent that talks with the user across turns until it calls
+    /// `finish_task`, whose arguments answer the parent's call.
+    Task,
+    /// A tool of its parent that runs to its reply without the user, which answers the call.
+    SingleTurn,
+}
+
+impl AgentMode {
+    /// ADK's spelling: `chat`, `task`, `single_turn`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentMode::Chat => "chat",
+            AgentMode::Task => "task",
+            AgentMode::SingleTurn => "single_turn",
+        }
+    }
+}
+
 /// The agent called `name` in the tree below (and including) `root`, depth first.
 pub fn find_agent(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
     if root.name() == name {
@@ -76,11 +106,14 @@ pub fn parent_of(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
 /// The agents `agent` may transfer to (ADK's `_get_transfer_targets`): its sub-agents,
 /// and, when its parent transfers too, the parent and the parent's other sub-agents
 /// unless its [`TransferScope`] disallows them. Empty for agents that never transfer.
+/// Agents of a mode other than [`AgentMode::Chat`] are their parent's tools, never a
+/// target, and do not transfer themselves (their run answers their parent's call).
 pub fn transfer_targets(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -> Vec<Arc<dyn Agent>> {
-    let Some(scope) = agent.transfer_scope() else {
+    let Some(scope) = agent.transfer_scope().filter(|_| agent.mode() == AgentMode::Chat) else {
         return Vec::new();
     };
-    let mut targets: Vec<Arc<dyn Agent>> = agent.sub_agents().to_vec();
+    let chat = |a: &&Arc<dyn Agent>| a.mode() == AgentMode::Chat;
+    let mut targets: Vec<Arc<dyn Agent>> = agent.sub_agents().iter().filter(chat).cloned().collect();
     let Some(parent) = parent_of(root, agent.name()).filter(|parent| parent.transfer_scope().is_some()) else {
         return targets;
     };
@@ -93,6 +126,7 @@ pub fn transfer_targets(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -> Vec<Ar
                 .sub_agents()
                 .iter()
                 .filter(|peer| peer.name() != agent.name())
+                .filter(chat)
                 .cloned(),
         );
     }
@@ -106,7 +140,9 @@ pub fn transferable_across_tree(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -
     let mut current = agent.clone();
     loop {
         match current.transfer_scope() {
-            Some(scope) if scope.to_parent => {}
+            // A task or single-turn agent answers its parent's call: it never keeps the
+            // conversation by replying.
+            Some(scope) if scope.to_parent && current.mode() == AgentMode::Chat => {}
             _ => return false,
         }
         match parent_of(root, current.name()) {

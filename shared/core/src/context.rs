@@ -58,6 +58,9 @@ pub trait ToolContext: CallbackContext {
     fn actions(&self) -> EventActions;
     /// Replaces the actions of this call's response event (e.g. to transfer or escalate).
     fn set_actions(&self, actions: EventActions);
+    /// The invocation's live events, the call being made last among them (ADK's
+    /// `tool_context.session.events`): what a tool reads the conversation from.
+    fn events(&self) -> Vec<crate::Event>;
 
     /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
     /// `FAILED_PRECONDITION` when the runner has no memory service.

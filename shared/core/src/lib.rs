@@ -21,7 +21,8 @@ pub mod tool;
 pub mod validate;
 
 pub use agent::{
-    Agent, RunConfig, StreamingMode, TransferScope, find_agent, parent_of, transfer_targets, transferable_across_tree,
+    Agent, AgentMode, RunConfig, StreamingMode, TransferScope, find_agent, parent_of, transfer_targets,
+    transferable_across_tree,
 };
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use clock::Clock;

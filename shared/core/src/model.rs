@@ -47,6 +47,27 @@ pub struct GenerateContentConfig {
     pub safety_settings: Vec<Value>,
     #[serde(default)]
     pub thinking: Option<ThinkingConfig>,
+    /// The reply carries the log probability of each token it chose (Gemini's
+    /// `responseLogprobs`, OpenAI's `logprobs`), kept as the event's `avg_logprobs`
+    /// and `logprobs_result`.
+    #[serde(default)]
+    pub response_logprobs: Option<bool>,
+    /// How many of the likeliest tokens each step also reports (Gemini's `logprobs`,
+    /// OpenAI's `top_logprobs`); needs `response_logprobs`.
+    #[serde(default)]
+    pub logprobs: Option<i32>,
+    /// Gemini's `mediaResolution` (`MEDIA_RESOLUTION_LOW`…): tokens spent per image or video frame.
+    #[serde(default)]
+    pub media_resolution: Option<String>,
+    /// Gemini's `cachedContent`: the name of a context cache (`cachedContents/…`).
+    #[serde(default)]
+    pub cached_content: Option<String>,
+    /// Gemini's `responseModalities` (`TEXT`, `IMAGE`); empty: the provider's default.
+    #[serde(default)]
+    pub response_modalities: Vec<String>,
+    /// Gemini's `enableEnhancedCivicAnswers`.
+    #[serde(default)]
+    pub enable_enhanced_civic_answers: Option<bool>,
     /// Tools the provider runs itself, named in the request (Gemini's `googleSearch`,
     /// `urlContext`, `codeExecution`); added by the tools that stand for them.
     #[serde(default)]
@@ -94,6 +115,8 @@ pub struct ThinkingConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ThinkingEffort {
+    /// Gemini's `MINIMAL` thinking level, OpenAI's `minimal` reasoning effort.
+    Minimal,
     Low,
     Medium,
     High,
@@ -102,6 +125,7 @@ pub enum ThinkingEffort {
 impl ThinkingEffort {
     pub fn as_str(self) -> &'static str {
         match self {
+            ThinkingEffort::Minimal => "minimal",
             ThinkingEffort::Low => "low",
             ThinkingEffort::Medium => "medium",
             ThinkingEffort::High => "high",

@@ -199,8 +199,26 @@ fn request_body(request: &LlmRequest) -> Value {
         }
         generation.insert("thinkingConfig".into(), Value::Object(wire));
     }
+    if let Some(on) = config.response_logprobs {
+        generation.insert("responseLogprobs".into(), json!(on));
+    }
+    if let Some(n) = config.logprobs {
+        generation.insert("logprobs".into(), json!(n));
+    }
+    if let Some(resolution) = &config.media_resolution {
+        generation.insert("mediaResolution".into(), json!(resolution));
+    }
+    if !config.response_modalities.is_empty() {
+        generation.insert("responseModalities".into(), json!(config.response_modalities));
+    }
+    if let Some(on) = config.enable_enhanced_civic_answers {
+        generation.insert("enableEnhancedCivicAnswers".into(), json!(on));
+    }
     if !config.safety_settings.is_empty() {
         body["safetySettings"] = json!(config.safety_settings);
+    }
+    if let Some(cache) = &config.cached_content {
+        body["cachedContent"] = json!(cache);
     }
     if !generation.is_empty() {
         body["generationConfig"] = Value::Object(generation);
@@ -275,6 +293,9 @@ struct Candidate {
     finish_reason: Option<String>,
     /// What google_search / url_context based the reply on.
     grounding_metadata: Option<Map<String, Value>>,
+    /// With `responseLogprobs`: this chunk's average, and its tokens' log probabilities.
+    avg_logprobs: Option<f64>,
+    logprobs_result: Option<Map<String, Value>>,
 }
 
 #[derive(Deserialize)]
@@ -358,6 +379,7 @@ struct StreamDecoder {
     /// Why the prompt was refused, when Gemini refused it outright.
     block_reason: Option<String>,
     grounding_metadata: Option<Map<String, Value>>,
+    logprobs: response::Logprobs,
 }
 
 impl StreamDecoder {
@@ -396,6 +418,17 @@ impl StreamDecoder {
         }
         if let Some(grounding) = candidate.grounding_metadata {
             self.grounding_metadata = Some(grounding);
+        }
+        if let Some(avg) = candidate.avg_logprobs {
+            self.logprobs.average = Some(avg);
+        }
+        if let Some(result) = candidate.logprobs_result {
+            // google.genai's field names (ADK stores its LogprobsResult so); a streamed
+            // reply's chunks each bring their own tokens.
+            let result = response::snake_case_keys(Value::Object(result));
+            let steps = |key: &str| result[key].as_array().cloned().unwrap_or_default();
+            self.logprobs.chosen.extend(steps("chosen_candidates"));
+            self.logprobs.top.extend(steps("top_candidates"));
         }
         for part in candidate.content.map(|c| c.parts).unwrap_or_default() {
             let signature = match part.thought_signature.filter(|s| !s.is_empty()) {
@@ -489,6 +522,7 @@ impl StreamDecoder {
         }
         let mut response = response::complete(PROVIDER, parts, self.finish_reason, self.usage.take());
         response.grounding_metadata = self.grounding_metadata.take();
+        std::mem::take(&mut self.logprobs).apply(&mut response);
         Ok(response)
     }
 }

@@ -126,7 +126,14 @@ impl OpenAiCompatible {
         if let Some(effort) = config.thinking.as_ref().and_then(|t| t.effort) {
             body["reasoning_effort"] = json!(effort.as_str());
         }
-        // Gemini's safety settings have no counterpart here; the agents file refuses them.
+        if let Some(on) = config.response_logprobs {
+            body["logprobs"] = json!(on);
+        }
+        if let Some(n) = config.logprobs {
+            body["top_logprobs"] = json!(n);
+        }
+        // Gemini's safety settings, media resolution, context caches, image replies and
+        // civic answers have no counterpart here; the agents file refuses them.
         if stream {
             body["stream"] = json!(true);
             // Without this the stream carries no token counts.
@@ -373,6 +380,46 @@ struct ChatCompletion {
 struct Choice {
     message: Option<Message>,
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<WireLogprobs>,
+}
+
+/// A choice's `logprobs`: one entry per token of the reply.
+#[derive(Deserialize)]
+struct WireLogprobs {
+    #[serde(default)]
+    content: Option<Vec<TokenLogprob>>,
+}
+
+#[derive(Deserialize)]
+struct TokenLogprob {
+    token: String,
+    logprob: f64,
+    #[serde(default)]
+    top_logprobs: Vec<TopLogprob>,
+}
+
+#[derive(Deserialize)]
+struct TopLogprob {
+    token: String,
+    logprob: f64,
+}
+
+/// Adds a choice's token log probabilities in google.genai's shape (ADK's
+/// `LogprobsResult`): the chosen token of each step, and its likeliest tokens when asked.
+fn add_logprobs(into: &mut response::Logprobs, wire: Option<WireLogprobs>) {
+    for token in wire.and_then(|w| w.content).unwrap_or_default() {
+        into.chosen
+            .push(json!({"token": token.token, "log_probability": token.logprob}));
+        if !token.top_logprobs.is_empty() {
+            let candidates: Vec<Value> = token
+                .top_logprobs
+                .into_iter()
+                .map(|top| json!({"token": top.token, "log_probability": top.logprob}))
+                .collect();
+            into.top.push(json!({ "candidates": candidates }));
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -434,6 +481,8 @@ fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
     let mut text = String::new();
     let mut thought = String::new();
     let mut calls = Vec::new();
+    let mut logprobs = response::Logprobs::default();
+    add_logprobs(&mut logprobs, choice.logprobs);
     if let Some(message) = choice.message {
         text = content_text(&message.content);
         thought = message.reasoning_content.unwrap_or_default();
@@ -441,13 +490,15 @@ fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
             calls.push(function_call(call.function.name, call.id, call.function.arguments)?);
         }
     }
-    Ok(final_response(
+    let mut response = final_response(
         thought,
         text,
         calls,
         finish_reason(choice.finish_reason.as_deref()),
         completion.usage,
-    ))
+    );
+    logprobs.apply(&mut response);
+    Ok(response)
 }
 
 fn content_text(content: &Value) -> String {
@@ -527,6 +578,8 @@ struct Chunk {
 struct ChunkChoice {
     delta: Option<Delta>,
     finish_reason: Option<String>,
+    #[serde(default)]
+    logprobs: Option<WireLogprobs>,
 }
 
 #[derive(Deserialize)]
@@ -568,6 +621,7 @@ struct StreamDecoder {
     calls: BTreeMap<usize, PendingCall>,
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
+    logprobs: response::Logprobs,
 }
 
 impl StreamDecoder {
@@ -601,13 +655,15 @@ impl StreamDecoder {
         for call in std::mem::take(&mut self.calls).into_values() {
             calls.push(function_call(call.name, call.id, Value::String(call.arguments))?);
         }
-        Ok(final_response(
+        let mut response = final_response(
             std::mem::take(&mut self.thought),
             std::mem::take(&mut self.text),
             calls,
             self.finish_reason,
             self.usage,
-        ))
+        );
+        std::mem::take(&mut self.logprobs).apply(&mut response);
+        Ok(response)
     }
 }
 
@@ -642,6 +698,7 @@ impl SseDecoder for StreamDecoder {
             if let Some(reason) = choice.finish_reason.as_deref() {
                 self.finish_reason = finish_reason(Some(reason));
             }
+            add_logprobs(&mut self.logprobs, choice.logprobs);
             let Some(delta) = choice.delta else { continue };
             for piece in delta.tool_calls {
                 self.add_tool_call_piece(piece);

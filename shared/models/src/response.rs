@@ -1,6 +1,7 @@
 //! Building the responses every provider returns, so they all look alike.
 
 use adk_grpc_core::{Content, FinishReason, LlmResponse, Part, PartKind, UsageMetadata};
+use serde_json::Value;
 
 /// One streamed text chunk.
 pub(crate) fn partial_text(text: impl Into<String>) -> LlmResponse {
@@ -91,6 +92,68 @@ pub(crate) fn push_thought(parts: &mut Vec<Part>, text: &str) {
         last.push_str(text);
     } else {
         parts.push(thought_part(text));
+    }
+}
+
+/// A reply's token log probabilities as they arrive (ADK's `avg_logprobs` and
+/// `logprobs_result`, in google.genai's field names).
+#[derive(Default)]
+pub(crate) struct Logprobs {
+    /// The average the provider reported, if it did.
+    pub(crate) average: Option<f64>,
+    /// Each step's chosen token: `{token, log_probability}` (Gemini adds `token_id`).
+    pub(crate) chosen: Vec<Value>,
+    /// Each step's likeliest tokens: `{candidates: [{token, log_probability}]}`.
+    pub(crate) top: Vec<Value>,
+}
+
+impl Logprobs {
+    /// Sets them on the complete response. The average is that of the chosen tokens
+    /// when they are known (a streamed reply's chunks each report their own
+    /// average), else the provider's.
+    pub(crate) fn apply(self, response: &mut LlmResponse) {
+        if self.chosen.is_empty() && self.top.is_empty() && self.average.is_none() {
+            return;
+        }
+        let chosen: Vec<f64> = self
+            .chosen
+            .iter()
+            .filter_map(|c| c["log_probability"].as_f64())
+            .collect();
+        response.avg_logprobs = match chosen.len() {
+            0 => self.average,
+            n => Some(chosen.iter().sum::<f64>() / n as f64),
+        };
+        if !self.chosen.is_empty() || !self.top.is_empty() {
+            let mut result = serde_json::Map::new();
+            result.insert("chosen_candidates".into(), Value::Array(self.chosen));
+            result.insert("top_candidates".into(), Value::Array(self.top));
+            response.logprobs_result = Some(result);
+        }
+    }
+}
+
+/// `logProbability` -> `log_probability`, at every depth.
+pub(crate) fn snake_case_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let mut snake = String::with_capacity(key.len() + 4);
+                    for c in key.chars() {
+                        if c.is_ascii_uppercase() {
+                            snake.push('_');
+                            snake.push(c.to_ascii_lowercase());
+                        } else {
+                            snake.push(c);
+                        }
+                    }
+                    (snake, snake_case_keys(value))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(snake_case_keys).collect()),
+        other => other,
     }
 }
 

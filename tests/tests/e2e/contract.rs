@@ -484,8 +484,20 @@ fn enum_values(file: &str, name: &str) -> Vec<String> {
         .map(str::trim)
         .filter_map(|line| line.strip_suffix(','))
         .filter(|variant| variant.chars().all(|c| c.is_ascii_alphanumeric()))
-        .map(str::to_ascii_lowercase)
+        .map(snake_case)
         .collect()
+}
+
+/// A variant's name as serde's `rename_all = "snake_case"` writes it (`ModelConsult`: `model_consult`).
+fn snake_case(variant: &str) -> String {
+    let mut out = String::new();
+    for (i, c) in variant.chars().enumerate() {
+        if c.is_ascii_uppercase() && i > 0 {
+            out.push('_');
+        }
+        out.push(c.to_ascii_lowercase());
+    }
+    out
 }
 
 /// google-adk's agent fields (its AgentConfig.json schema's `*AgentConfig` properties and the

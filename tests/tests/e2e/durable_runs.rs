@@ -548,3 +548,102 @@ async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that
         .count();
     assert_eq!(positions, 3, "one stored position per step: {log:#?}");
 }
+
+/// A message enqueued (`on_busy: enqueue`) behind a run whose replica is killed waits for
+/// that run to be resumed and finished by the other replica, then runs: the killed run is
+/// not closed as interrupted by the message behind it, and each is answered once, in order.
+#[tokio::test]
+async fn a_message_enqueued_behind_a_killed_replicas_run_runs_after_that_run_is_resumed() {
+    let redis = RedisServer::start().await;
+    let provider = FakeServer::start().await;
+    for reply in [
+        FakeReply::Stall,
+        FakeReply::json(openai::text("first answer")),
+        FakeReply::json(openai::text("second answer")),
+    ] {
+        provider.push(reply);
+    }
+    let agents = agents_file(&format!(
+        "
+models:
+  gpt: {{ provider: openai, model: fake-model, base_url: '{}', timeout_secs: 120 }}
+apps:
+  pipeline:
+    root_agent: {{ name: helper, model: gpt }}
+",
+        provider.url()
+    ));
+    let url = redis.url();
+    let args = ["--session-lease-ttl-ms".to_string(), LEASE_TTL_MS.to_string()];
+    let (sessions, mut dying, mut other) = tokio::join!(
+        spawn_session_server(&url, &[]),
+        spawn_runner(&url, &agents, &args),
+        spawn_runner(&url, &agents, &args),
+    );
+    let mut runner = AgentRunnerClient::connect(dying.endpoint()).await.expect("connect");
+    let request = runs::run_request("pipeline", USER, "line", user_text("first"));
+    let mut stream = runner.run(request).await.expect("Run").into_inner();
+    let first = next(&mut stream).await.expect("open").expect("the user event");
+    eventually(Duration::from_secs(20), || async {
+        match provider.requests().len() {
+            0 => Err("the first run's model call is not in flight yet".to_string()),
+            _ => Ok(()),
+        }
+    })
+    .await;
+    // The second message waits in line on the other replica (sent before or after the
+    // kill, it must wait either way: the killed run holds the session until resumed).
+    let mut second_request = runs::run_request("pipeline", USER, "line", user_text("second"));
+    second_request.on_busy = pb::OnBusy::Enqueue as i32;
+    let other_endpoint = other.endpoint();
+    let second = tokio::spawn(async move {
+        let mut client = AgentRunnerClient::connect(other_endpoint).await.expect("connect");
+        let mut stream = client.run(second_request).await.expect("Run").into_inner();
+        let mut events = Vec::new();
+        while let Some(event) = next(&mut stream).await.expect("the enqueued run ends well") {
+            events.push(event);
+        }
+        events
+    });
+    dying.kill9().await;
+    drop(stream);
+
+    let second = tokio::time::timeout(Duration::from_secs(60), second)
+        .await
+        .expect("the enqueued run finishes")
+        .expect("the enqueued run's task");
+    let log = runs::get_session(sessions.endpoint(), "pipeline", USER, "line")
+        .await
+        .events;
+    other.kill9().await;
+    assert_eq!(
+        second.iter().map(text_of).filter(|t| !t.is_empty()).collect::<Vec<_>>(),
+        ["second", "second answer"],
+        "the enqueued message got its own answer"
+    );
+    let replies: Vec<(String, String)> = log
+        .iter()
+        .filter(|e| !text_of(e).is_empty())
+        .map(|e| (e.invocation_id.clone(), text_of(e)))
+        .collect();
+    let second_id = second[0].invocation_id.clone();
+    assert_eq!(
+        replies,
+        [
+            (first.invocation_id.clone(), "first".to_string()),
+            (first.invocation_id.clone(), "first answer".to_string()),
+            (second_id.clone(), "second".to_string()),
+            (second_id, "second answer".to_string()),
+        ],
+        "the killed run was resumed and answered before the enqueued one ran: {log:#?}"
+    );
+    assert!(
+        log.iter().all(|e| !format!("{e:?}").contains("INTERRUPTED")),
+        "nothing closed as interrupted"
+    );
+    assert_eq!(
+        provider.requests().len(),
+        3,
+        "one model call in flight at the kill, then one per run"
+    );
+}

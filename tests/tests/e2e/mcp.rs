@@ -50,7 +50,7 @@ fn server_everything() -> String {
 }
 
 /// The Python with the `mcp` package, and the test server it runs.
-fn fastmcp() -> (String, String) {
+pub(crate) fn fastmcp() -> (String, String) {
     let python = std::env::var_os("ADK_MCP_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| cache_dir().join("mcp-venv/bin/python"));

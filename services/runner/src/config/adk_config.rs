@@ -25,7 +25,7 @@
 
 use super::file::AgentsFile;
 use super::problems::{ConfigError, Problem, Problems};
-use adk_grpc_agents::{BUILTIN_TOOLS, TRANSFER_TOOL_NAME};
+use adk_grpc_agents::{BUILTIN_TOOLS, MODEL_CONSULT_TOOL_NAME, TRANSFER_TOOL_NAME};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
@@ -54,6 +54,13 @@ impl Origins {
                 *field = match field.as_str() {
                     "kind" => "agent_class".to_string(),
                     "generation.thinking" => "generate_content_config.thinking_config".to_string(),
+                    // A ModelConsultTool's generate_content_config, named as ADK's.
+                    other
+                        if other == "generate_content_config.thinking"
+                            || other.starts_with("generate_content_config.thinking.") =>
+                    {
+                        other.replacen("thinking", "thinking_config", 1)
+                    }
                     other => match other.strip_prefix("generation") {
                         Some(rest) if rest.is_empty() || rest.starts_with('.') => {
                             format!("generate_content_config{rest}")
@@ -74,6 +81,7 @@ pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
         root: dir,
         problems: Problems(Vec::new()),
         models: BTreeMap::new(),
+        tools: Map::new(),
         origins: Origins::default(),
     };
     let mut apps = Map::new();
@@ -134,7 +142,7 @@ pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
             problems: reader.problems.0,
         });
     }
-    let translated = json!({ "models": reader.models, "apps": apps });
+    let translated = json!({ "models": reader.models, "tools": reader.tools, "apps": apps });
     let spec = AgentsFile::deserialize(translated)
         .map_err(|e| ConfigError::whole_file(&file, format!("cannot translate the ADK configs: {e}")))?;
     Ok((spec, reader.origins))
@@ -171,6 +179,8 @@ struct AdkAgent {
     #[serde(default)]
     input_schema: Option<Value>,
     #[serde(default)]
+    state_schema: Option<Value>,
+    #[serde(default)]
     disallow_transfer_to_parent: Option<bool>,
     #[serde(default)]
     disallow_transfer_to_peers: Option<bool>,
@@ -178,6 +188,10 @@ struct AdkAgent {
     static_instruction: Option<String>,
     #[serde(default)]
     global_instruction: Option<String>,
+    /// ADK 2's `LlmAgent.mode` (its YAML config class has no such key yet): taken here
+    /// so a config directory can make a sub-agent a task or single-turn tool.
+    #[serde(default)]
+    mode: Option<String>,
     #[serde(flatten)]
     rest: BTreeMap<String, Value>,
 }
@@ -202,10 +216,23 @@ impl Class {
     }
 }
 
+/// ADK's advisor when a `ModelConsultTool` names no `model`.
+const ADK_DEFAULT_ADVISOR: &str = "gemini-3.1-pro-preview";
+
+/// The fields of ADK's `ModelConsultContextConfig` (it forbids others).
+const CONSULT_CONTEXT_FIELDS: [&str; 6] = [
+    "include_session",
+    "max_events",
+    "max_chars",
+    "max_part_chars",
+    "include_media",
+    "include_thoughts",
+];
+
 /// The `generate_content_config` keys the agents file's `generation` has, by
 /// the agents file's name, with ADK's snake_case and camelCase spellings (pydantic
 /// accepts both). `thinking_config` is translated on its own.
-const GENERATION_FIELDS: [(&str, &str, &str); 10] = [
+const GENERATION_FIELDS: [(&str, &str, &str); 17] = [
     ("temperature", "temperature", "temperature"),
     ("top_p", "top_p", "topP"),
     ("top_k", "top_k", "topK"),
@@ -216,6 +243,124 @@ const GENERATION_FIELDS: [(&str, &str, &str); 10] = [
     ("frequency_penalty", "frequency_penalty", "frequencyPenalty"),
     ("response_mime_type", "response_mime_type", "responseMimeType"),
     ("safety_settings", "safety_settings", "safetySettings"),
+    ("candidate_count", "candidate_count", "candidateCount"),
+    ("response_logprobs", "response_logprobs", "responseLogprobs"),
+    ("logprobs", "logprobs", "logprobs"),
+    ("media_resolution", "media_resolution", "mediaResolution"),
+    ("cached_content", "cached_content", "cachedContent"),
+    ("response_modalities", "response_modalities", "responseModalities"),
+    (
+        "enable_enhanced_civic_answers",
+        "enable_enhanced_civic_answers",
+        "enableEnhancedCivicAnswers",
+    ),
+];
+
+/// The `generate_content_config` keys the agents file does not take, with why
+/// (docs/adk-agent-fields.md gives the same reasons), by ADK's snake_case and camelCase.
+const GENERATION_REFUSED: [(&str, &str, &str); 21] = [
+    ("tools", "tools", "ADK refuses it too: tools go in the agent's tools"),
+    (
+        "system_instruction",
+        "systemInstruction",
+        "ADK refuses it too: the instruction goes in the agent's instruction",
+    ),
+    (
+        "response_schema",
+        "responseSchema",
+        "ADK refuses it too: the schema goes in the agent's output_schema",
+    ),
+    (
+        "response_json_schema",
+        "responseJsonSchema",
+        "the schema goes in the agent's output_schema (sent as Gemini's responseJsonSchema)",
+    ),
+    (
+        "http_options",
+        "httpOptions",
+        "transport settings belong to the model: its base_url and timeout_secs",
+    ),
+    (
+        "should_return_http_response",
+        "shouldReturnHttpResponse",
+        "a google.genai client switch, not a request setting",
+    ),
+    (
+        "automatic_function_calling",
+        "automaticFunctionCalling",
+        "a google.genai client feature ADK turns off: the runner calls the tools",
+    ),
+    (
+        "speech_config",
+        "speechConfig",
+        "audio replies are not offered (ADK plays them through its live mode, which the runner lacks)",
+    ),
+    (
+        "audio_timestamp",
+        "audioTimestamp",
+        "Vertex AI only (google.genai refuses it on the Gemini API)",
+    ),
+    (
+        "audio_transcription_config",
+        "audioTranscriptionConfig",
+        "audio input and output transcription belong to ADK's live mode, which the runner lacks",
+    ),
+    (
+        "routing_config",
+        "routingConfig",
+        "Vertex AI only (google.genai refuses it on the Gemini API)",
+    ),
+    (
+        "model_selection_config",
+        "modelSelectionConfig",
+        "Vertex AI only (google.genai refuses it on the Gemini API)",
+    ),
+    (
+        "model_armor_config",
+        "modelArmorConfig",
+        "Vertex AI only (google.genai refuses it on the Gemini API)",
+    ),
+    (
+        "generation_output_config",
+        "generationOutputConfig",
+        "Vertex AI only (google.genai refuses it on the Gemini API)",
+    ),
+    (
+        "labels",
+        "labels",
+        "billing labels of Google Cloud projects: the models' providers bill per API key",
+    ),
+    (
+        "image_config",
+        "imageConfig",
+        "image replies take the model's defaults: response_modalities [TEXT, IMAGE] asks for them",
+    ),
+    (
+        "tool_config",
+        "toolConfig",
+        "the function-calling mode is the model's (AUTO): forcing or forbidding calls is not offered",
+    ),
+    (
+        "service_tier",
+        "serviceTier",
+        "the providers name their tiers differently and bill them apart; not offered until a model's settings \
+         can say which",
+    ),
+    (
+        "store",
+        "store",
+        "the provider's request logging is set on its project, not per agent",
+    ),
+    (
+        "continuation_token",
+        "continuationToken",
+        "a google.genai client feature (resuming a reply that ended with CONTINUATION)",
+    ),
+    (
+        "automatic_continuation",
+        "automaticContinuation",
+        "a google.genai client feature (resuming a reply that ended with CONTINUATION)",
+    ),
 ];
 
 /// `thinking_config`'s keys: the agents file's `generation.thinking` name, ADK's spellings.
@@ -232,6 +377,8 @@ struct Reader<'a> {
     problems: Problems,
     /// The providers of the model strings used, by model string.
     models: BTreeMap<String, Value>,
+    /// The tools declared for `ModelConsultTool` entries, by tool name.
+    tools: Map<String, Value>,
     origins: Origins,
 }
 
@@ -342,6 +489,19 @@ impl Reader<'_> {
                 ),
             }
         }
+        if let Some(mode) = &agent.mode {
+            match mode.as_str() {
+                // Checked by the agents file's rules (an llm sub-agent of an llm agent).
+                "chat" | "task" | "single_turn" => {
+                    out.insert("mode".into(), json!(mode));
+                }
+                other => self.add(
+                    &place,
+                    "mode",
+                    format!("{other:?} is none of \"chat\", \"task\" and \"single_turn\""),
+                ),
+            }
+        }
         match agent.max_iterations {
             None => {}
             Some(n) if n < 0 => self.add(&place, "max_iterations", "must not be negative"),
@@ -352,6 +512,7 @@ impl Reader<'_> {
         for (field, schema) in [
             ("output_schema", &agent.output_schema),
             ("input_schema", &agent.input_schema),
+            ("state_schema", &agent.state_schema),
         ] {
             match schema {
                 None | Some(Value::Null) => {}
@@ -543,14 +704,19 @@ impl Reader<'_> {
                 Some((ours, _, _)) => {
                     generation.insert((*ours).to_string(), value.clone());
                 }
-                None => self.add(
-                    place,
-                    &format!("generate_content_config.{key}"),
-                    format!(
-                        "not supported yet: the agents file takes {} and thinking_config",
-                        GENERATION_FIELDS.map(|(_, snake, _)| snake).join(", ")
-                    ),
-                ),
+                None => {
+                    let reason = match GENERATION_REFUSED
+                        .iter()
+                        .find(|(snake, camel, _)| key == snake || key == camel)
+                    {
+                        Some((_, _, why)) => format!("not offered: {why}"),
+                        None => format!(
+                            "not supported: the agents file takes {} and thinking_config",
+                            GENERATION_FIELDS.map(|(_, snake, _)| snake).join(", ")
+                        ),
+                    };
+                    self.add(place, &format!("generate_content_config.{key}"), reason);
+                }
             }
         }
         generation
@@ -571,10 +737,14 @@ impl Reader<'_> {
             {
                 // ADK's ThinkingLevel is upper case (LOW); the agents file's effort lower case.
                 Some(("effort", _, _)) => match value.as_str().map(str::to_ascii_lowercase).as_deref() {
-                    Some(level @ ("low" | "medium" | "high")) => {
+                    Some(level @ ("minimal" | "low" | "medium" | "high")) => {
                         thinking.insert("effort".into(), json!(level));
                     }
-                    _ => self.add(place, &at, format!("{value} is not supported yet: LOW, MEDIUM or HIGH")),
+                    _ => self.add(
+                        place,
+                        &at,
+                        format!("{value} is not supported yet: MINIMAL, LOW, MEDIUM or HIGH"),
+                    ),
                 },
                 Some((ours, _, _)) => {
                     thinking.insert((*ours).to_string(), value.clone());
@@ -664,6 +834,16 @@ impl Reader<'_> {
                 }
             } else if name == "ExampleTool" {
                 examples.extend(self.examples(place, &format!("{field}.args"), args));
+            } else if name == "ModelConsultTool" {
+                names.extend(self.model_consult(place, &format!("{field}.args"), args));
+            } else if name.rsplit('.').next() == Some("OpenAPIToolset") {
+                // ADK's own loader cannot build it either: the class has no from_config.
+                self.add(
+                    place,
+                    &field,
+                    "ADK builds an OpenAPIToolset in Python code only (its YAML loader refuses it too): \
+                     declare the spec as a tool of kind: openapi in an agents file",
+                );
             } else if name.contains('.') {
                 self.add(
                     place,
@@ -705,6 +885,141 @@ impl Reader<'_> {
             }
         }
         (names, agents, examples)
+    }
+
+    /// A `ModelConsultTool` as a declared tool of kind `model_consult`, its advisor
+    /// (`model`, ADK's default when left out) a model string like an agent's; its name.
+    fn model_consult(&mut self, place: &str, field: &str, args: Option<&Value>) -> Option<String> {
+        let args = match args {
+            None => Map::new(),
+            Some(Value::Object(args)) => args.clone(),
+            Some(_) => {
+                self.add(place, field, "a ModelConsultTool's args are a mapping");
+                return None;
+            }
+        };
+        let before = self.problems.0.len();
+        let text = |key: &str| args.get(key).and_then(Value::as_str);
+        let name = text("name").unwrap_or(MODEL_CONSULT_TOOL_NAME).to_string();
+        let advisor = text("model").unwrap_or(ADK_DEFAULT_ADVISOR).to_string();
+        let mut tool = Map::new();
+        tool.insert("kind".into(), json!("model_consult"));
+        for (key, value) in args.iter().filter(|(_, value)| !value.is_null()) {
+            let at = format!("{field}.{key}");
+            match key.as_str() {
+                "name" | "model" | "description" if !value.is_string() => self.add(place, &at, "must be a string"),
+                "name" | "model" => {}
+                "description" => {
+                    tool.insert("description".into(), value.clone());
+                }
+                "max_uses" | "session_max_uses" => match value.as_u64() {
+                    Some(n) if n >= 1 => {
+                        tool.insert(key.clone(), json!(n));
+                    }
+                    _ => self.add(
+                        place,
+                        &at,
+                        "must be a whole number, at least 1 (leave it out for no limit)",
+                    ),
+                },
+                "timeout_seconds" => match value.as_f64() {
+                    // The agents file counts whole seconds: a fraction is rounded up.
+                    Some(secs) if secs > 0.0 => {
+                        tool.insert("timeout_secs".into(), json!(secs.ceil() as u64));
+                    }
+                    _ => self.add(place, &at, "must be a positive number of seconds"),
+                },
+                "max_output_tokens" => match value.as_u64() {
+                    Some(n) if n >= 1 => {
+                        tool.insert(key.clone(), json!(n));
+                    }
+                    _ => self.add(place, &at, "must be a whole number, at least 1"),
+                },
+                "thinking_level" | "executor_instruction" | "advisor_instruction" if !value.is_string() => {
+                    self.add(place, &at, "must be a string")
+                }
+                // Checked as the agents file's fields of the same names.
+                "thinking_level" | "executor_instruction" | "advisor_instruction" => {
+                    tool.insert(key.clone(), value.clone());
+                }
+                "include_agent_instruction" | "include_tool_inventory" if !value.is_boolean() => {
+                    self.add(place, &at, "must be true or false")
+                }
+                "include_agent_instruction" | "include_tool_inventory" => {
+                    tool.insert(key.clone(), value.clone());
+                }
+                "context_config" => match value {
+                    Value::Object(config) => {
+                        for key in config
+                            .keys()
+                            .filter(|key| !CONSULT_CONTEXT_FIELDS.contains(&key.as_str()))
+                        {
+                            self.add(
+                                place,
+                                &format!("{at}.{key}"),
+                                format!(
+                                    "not a field of ModelConsultContextConfig ({})",
+                                    CONSULT_CONTEXT_FIELDS.join(", ")
+                                ),
+                            );
+                        }
+                        tool.insert(key.clone(), value.clone());
+                    }
+                    _ => self.add(place, &at, "must be a mapping"),
+                },
+                "generate_content_config" => match value {
+                    Value::Object(config) => {
+                        // An agent's generate_content_config rules, named at this tool's args.
+                        let first = self.problems.0.len();
+                        let generation = self.generation(place, config);
+                        for problem in &mut self.problems.0[first..] {
+                            if let Some(at) = problem.field.as_mut() {
+                                *at = format!("{field}.{at}");
+                            }
+                        }
+                        tool.insert(key.clone(), Value::Object(generation));
+                    }
+                    _ => self.add(place, &at, "must be a mapping"),
+                },
+                _ => self.add(
+                    place,
+                    &at,
+                    "not an argument of ADK's ModelConsultTool (model, max_uses, session_max_uses, thinking_level, \
+                     max_output_tokens, name, description, executor_instruction, advisor_instruction, \
+                     include_agent_instruction, include_tool_inventory, context_config, generate_content_config, \
+                     timeout_seconds)",
+                ),
+            }
+        }
+        // ADK's default level when none is given (its `None` turns the override off).
+        match args.get("thinking_level") {
+            None => {
+                tool.insert("thinking_level".into(), json!("high"));
+            }
+            Some(Value::Null) => {
+                tool.insert("thinking_level".into(), json!("off"));
+            }
+            Some(_) => {}
+        }
+        if !self.model(place, &advisor) || self.problems.0.len() > before {
+            return None;
+        }
+        tool.insert("advisor".into(), json!(advisor));
+        let tool = Value::Object(tool);
+        match self.tools.get(&name) {
+            Some(declared) if *declared != tool => {
+                self.add(
+                    place,
+                    field,
+                    format!("another ModelConsultTool named {name:?} has other args: give this one another name"),
+                );
+                None
+            }
+            _ => {
+                self.tools.insert(name.clone(), tool);
+                Some(name)
+            }
+        }
     }
 
     /// An `ExampleTool`'s examples as the agents file's `examples` (text only: an

@@ -2,7 +2,7 @@
 //! google-adk of the repository's Python venv) writes, hand-written ones for each
 //! agent class, and every refusal naming the YAML file and the field.
 
-use super::file::{AgentConfig, AgentKind, AgentsFile};
+use super::file::{AgentConfig, AgentKind, AgentsFile, Mode};
 use super::*;
 use adk_grpc_testkit::venv_python;
 use serde_json::{Value, json};
@@ -369,6 +369,24 @@ fn tools_the_suite_does_not_have_are_refused() {
 }
 
 #[test]
+fn an_openapi_toolset_points_to_the_agents_files_openapi_tools() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: google.adk.tools.openapi_tool.OpenAPIToolset\n    args: {{spec_str: '{{}}'}}\n  - OpenAPIToolset\n"
+        ),
+        &[],
+    );
+    for i in 0..2 {
+        assert_problem(
+            dir.path(),
+            &format!(
+                r#"root_agent.yaml, agent "assistant": field "tools[{i}]": ADK builds an OpenAPIToolset in Python code only (its YAML loader refuses it too): declare the spec as a tool of kind: openapi"#
+            ),
+        );
+    }
+}
+
+#[test]
 fn an_agent_tool_is_a_sub_agent_called_as_a_tool() {
     let dir = app(
         &format!(
@@ -400,6 +418,45 @@ fn an_agent_tool_is_a_sub_agent_called_as_a_tool() {
 }
 
 #[test]
+fn a_sub_agents_mode_maps_to_the_agents_file() {
+    let dir = app(
+        &format!("{HEAD}sub_agents:\n  - config_path: intake.yaml\n  - config_path: summary.yaml\n"),
+        &[
+            (
+                "intake.yaml",
+                "name: intake\ndescription: Asks.\ninstruction: Ask.\nmode: task\n",
+            ),
+            (
+                "summary.yaml",
+                "name: summary\ninstruction: Sum up.\nmode: single_turn\n",
+            ),
+        ],
+    );
+    let file = translated(dir.path());
+    let root = &file.apps.values().next().expect("one app").root_agent;
+    let modes: Vec<_> = root.sub_agents.iter().map(|sub| sub.mode).collect();
+    assert_eq!(modes, [Some(Mode::Task), Some(Mode::SingleTurn)]);
+    let built = built_with_mocks(dir.path());
+    let subs: Vec<&str> = built.apps[0]
+        .description
+        .sub_agents
+        .iter()
+        .map(|sub| sub.name.as_str())
+        .collect();
+    assert_eq!(subs, ["intake", "summary"]);
+
+    let root_task = app_dir_with_root_mode();
+    assert_problem(
+        root_task.path(),
+        r#"root_agent.yaml, agent "assistant": field "mode": the root agent has no parent to call it (task)"#,
+    );
+}
+
+fn app_dir_with_root_mode() -> tempfile::TempDir {
+    app(&format!("{HEAD}mode: task\n"), &[])
+}
+
+#[test]
 fn instructions_and_transfer_fields_map_to_the_agents_file() {
     let dir = app(
         &format!(
@@ -420,8 +477,8 @@ fn instructions_and_transfer_fields_map_to_the_agents_file() {
 fn fields_not_supported_yet_are_refused_never_dropped() {
     let dir = app(
         &format!(
-            "{HEAD}mode: task\n\
-             generate_content_config:\n  temperature: 0.5\n  candidate_count: 2\n  thinking_config: {{thinking_level: MINIMAL}}\n\
+            "{HEAD}mode: delegate\n\
+             generate_content_config:\n  temperature: 0.5\n  speech_config: {{voice_config: {{}}}}\n  thinking_config: {{thinking_level: EXTREME}}\n\
              output_schema: null\n"
         ),
         &[],
@@ -429,15 +486,15 @@ fn fields_not_supported_yet_are_refused_never_dropped() {
     let d = dir.path();
     assert_problem(
         d,
-        r#"root_agent.yaml, agent "assistant": field "mode": not supported yet"#,
+        r#"root_agent.yaml, agent "assistant": field "mode": "delegate" is none of "chat", "task" and "single_turn""#,
     );
     assert_problem(
         d,
-        r#"root_agent.yaml, agent "assistant": field "generate_content_config.candidate_count": not supported yet"#,
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.speech_config": not offered: audio replies"#,
     );
     assert_problem(
         d,
-        r#"root_agent.yaml, agent "assistant": field "generate_content_config.thinking_config.thinking_level": "MINIMAL" is not supported yet"#,
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.thinking_config.thinking_level": "EXTREME" is not supported yet"#,
     );
     // A key set to null is a key left out.
     assert!(!problems(d).iter().any(|p| p.contains("output_schema")));
@@ -562,7 +619,9 @@ fn schemas_and_generation_settings_map_to_the_agents_file() {
          output_schema: {type: object, properties: {name: {type: string}}, required: [name]}\n\
          generate_content_config:\n  topK: 5\n  seed: 7\n  response_mime_type: application/json\n\
          \x20 safety_settings: [{category: HARM_CATEGORY_HATE_SPEECH, threshold: BLOCK_NONE}]\n\
-         \x20 thinking_config: {include_thoughts: true, thinking_level: HIGH}\n",
+         \x20 thinking_config: {include_thoughts: true, thinking_level: HIGH}\n\
+         \x20 candidateCount: 1\n  responseLogprobs: true\n  logprobs: 4\n  media_resolution: MEDIA_RESOLUTION_LOW\n\
+         \x20 cachedContent: cachedContents/c1\n  response_modalities: [TEXT]\n",
         &[],
     );
     let spec = translated(dir.path());
@@ -575,6 +634,17 @@ fn schemas_and_generation_settings_map_to_the_agents_file() {
     assert_eq!((generation.top_k, generation.seed), (Some(5), Some(7)));
     assert_eq!(generation.response_mime_type.as_deref(), Some("application/json"));
     assert_eq!(generation.safety_settings[0]["threshold"], "BLOCK_NONE");
+    assert_eq!(
+        (
+            generation.candidate_count,
+            generation.response_logprobs,
+            generation.logprobs
+        ),
+        (Some(1), Some(true), Some(4))
+    );
+    assert_eq!(generation.media_resolution.as_deref(), Some("MEDIA_RESOLUTION_LOW"));
+    assert_eq!(generation.cached_content.as_deref(), Some("cachedContents/c1"));
+    assert_eq!(generation.response_modalities, ["TEXT"]);
     let thinking = generation.thinking.as_ref().expect("thinking");
     assert_eq!(
         (thinking.budget_tokens, thinking.include_thoughts, thinking.effort),
@@ -594,4 +664,161 @@ fn schemas_and_generation_settings_map_to_the_agents_file() {
         .and_then(|g| g.thinking.as_ref())
         .expect("thinking");
     assert_eq!(thinking.budget_tokens, Some(128));
+}
+
+#[test]
+fn a_state_schema_mapping_maps_and_a_class_is_refused() {
+    let dir = app(
+        &format!("{HEAD}state_schema: {{type: object, properties: {{city: {{type: string}}}}}}\n"),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    assert_eq!(
+        root.state_schema
+            .as_ref()
+            .map(|s| s["properties"]["city"]["type"].clone()),
+        Some(json!("string"))
+    );
+    built_with_mocks(dir.path());
+    let dir = app(&format!("{HEAD}state_schema: my_lib.State\n"), &[]);
+    assert_problem(
+        dir.path(),
+        r#"root_agent.yaml, agent "assistant": field "state_schema": a Python class (a code reference)"#,
+    );
+}
+
+#[test]
+fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{model: gemini-2.5-pro, max_uses: 2, \
+             session_max_uses: 5, timeout_seconds: 1.5}}\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    assert_eq!(root.tools, ["model_consult"]);
+    let tool = &spec.tools["model_consult"];
+    assert_eq!(
+        (
+            tool.advisor.as_deref(),
+            tool.max_uses,
+            tool.session_max_uses,
+            tool.timeout_secs
+        ),
+        (Some("gemini-2.5-pro"), Some(2), Some(5), Some(2))
+    );
+    assert!(spec.models.contains_key("gemini-2.5-pro"), "{:?}", spec.models.keys());
+    built_with_mocks(dir.path());
+
+    // ADK's default advisor when `model` is left out; a name of its own.
+    let dir = app(
+        &format!("{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{name: ask_senior}}\n"),
+        &[],
+    );
+    let spec = translated(dir.path());
+    assert_eq!(
+        spec.tools["ask_senior"].advisor.as_deref(),
+        Some("gemini-3.1-pro-preview")
+    );
+
+    // ADK's thinking level is "high" unless given; `null` turns it off.
+    assert_eq!(spec.tools["ask_senior"].thinking_level.as_deref(), Some("high"));
+    let dir = app(
+        &format!("{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{thinking_level: null}}\n"),
+        &[],
+    );
+    assert_eq!(
+        translated(dir.path()).tools["model_consult"].thinking_level.as_deref(),
+        Some("off")
+    );
+
+    // Every other arg, as the agents file's fields of the same names.
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ModelConsultTool\n    args:\n      thinking_level: LOW\n      \
+             max_output_tokens: 300\n      executor_instruction: Ask first.\n      advisor_instruction: Review.\n      \
+             include_agent_instruction: false\n      include_tool_inventory: false\n      \
+             context_config: {{max_events: 4, max_chars: null, include_thoughts: true}}\n      \
+             generate_content_config: {{temperature: 0.2, topK: 5, thinking_config: {{include_thoughts: true}}}}\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let tool = &spec.tools["model_consult"];
+    assert_eq!(tool.thinking_level.as_deref(), Some("LOW"));
+    assert_eq!(tool.max_output_tokens, Some(300));
+    assert_eq!(
+        (
+            tool.executor_instruction.as_deref(),
+            tool.advisor_instruction.as_deref()
+        ),
+        (Some("Ask first."), Some("Review."))
+    );
+    assert_eq!(
+        (tool.include_agent_instruction, tool.include_tool_inventory),
+        (Some(false), Some(false))
+    );
+    let context = tool.context_config.as_ref().expect("context_config");
+    assert_eq!(
+        (context.max_events, context.max_chars, context.include_thoughts),
+        (Some(4), Some(None), Some(true))
+    );
+    let generation = tool.generate_content_config.as_ref().expect("generate_content_config");
+    assert_eq!((generation.temperature, generation.top_k), (Some(0.2), Some(5)));
+    assert_eq!(
+        generation.thinking.as_ref().and_then(|t| t.include_thoughts),
+        Some(true)
+    );
+    built_with_mocks(dir.path());
+
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{max_uses: 0, max_output_tokens: 0, \
+             include_tool_inventory: maybe, context_config: {{max_tokens: 3}}, \
+             generate_content_config: {{tools: [], top_k: 0}}, thinking_level: extreme, project: p}}\n"
+        ),
+        &[],
+    );
+    let d = dir.path();
+    for expected in [
+        r#"field "tools[0].args.max_uses": must be a whole number, at least 1"#,
+        r#"field "tools[0].args.max_output_tokens": must be a whole number, at least 1"#,
+        r#"field "tools[0].args.include_tool_inventory": must be true or false"#,
+        r#"field "tools[0].args.context_config.max_tokens": not a field of ModelConsultContextConfig"#,
+        r#"field "tools[0].args.generate_content_config.tools": not offered: ADK refuses it too"#,
+        r#"field "tools[0].args.project": not an argument of ADK's ModelConsultTool"#,
+    ] {
+        assert_problem(d, &format!(r#"root_agent.yaml, agent "assistant": {expected}"#));
+    }
+    // The agents file's rules, on the translation: a level it does not know, a top_k of 0.
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{thinking_level: extreme, \
+             generate_content_config: {{top_k: 0}}}}\n"
+        ),
+        &[],
+    );
+    let found = problems(dir.path());
+    let expected = r#"field "thinking_level": "extreme" is not one of minimal, low, medium, high, off"#;
+    assert!(found.iter().any(|p| p.contains(expected)), "{expected}: {found:#?}");
+    // The agents' generation rules run once the app's advisor is built (mocks here).
+    let dir = app(
+        &format!("{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{generate_content_config: {{top_k: 0}}}}\n"),
+        &[],
+    );
+    let (mut spec, origins) = adk_config::read(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    for provider in spec.models.values_mut() {
+        *provider = json!({ "provider": "mock" });
+    }
+    let Err(refused) = AgentsConfig::check("adk", &spec, Some(&origins)) else {
+        panic!("a top_k of 0 is refused");
+    };
+    let refused = refused.to_string();
+    assert!(
+        refused.contains(r#"tool "model_consult": field "generate_content_config.top_k": must be at least 1"#),
+        "{refused}"
+    );
 }

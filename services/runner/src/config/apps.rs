@@ -6,20 +6,22 @@
 //! models and tools, fields that do not fit an agent's kind).
 
 use super::file::{
-    AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig, RetryFileConfig,
+    AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig, Mode, RetryFileConfig,
 };
 use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
-use super::tools::Declared;
+use super::tools::{Declared, ModelConsultSpec};
 use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
-    AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent, OnBusy,
-    ParallelAgent, RetryConfig, SequentialAgent, TRANSFER_TOOL_NAME, with_agent_hooks,
+    AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent,
+    ModelConsultTool, OnBusy, ParallelAgent, RetryConfig, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME,
+    with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use adk_grpc_models::ProviderConfig;
 use serde::Deserialize;
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -66,6 +68,7 @@ pub(super) fn build_apps(
             app_hooks,
             names: AgentNames::default(),
             inherited_model: None,
+            inherited_state_schema: None,
             context_budget_tokens: None,
             problems: &mut *problems,
         };
@@ -151,6 +154,8 @@ enum Built {
 /// An llm agent's checked model and tools, waiting for its sub-agents.
 struct LlmParts {
     model: Arc<dyn Llm>,
+    /// Its own `state_schema`, or the nearest one above it.
+    state_schema: Option<Arc<StateSchema>>,
     tools: Vec<Arc<dyn Tool>>,
     toolsets: Vec<Arc<dyn Toolset>>,
     descriptions: Vec<ToolDescription>,
@@ -209,10 +214,16 @@ impl LlmParts {
         if let Some(schema) = &agent.input_schema {
             builder = builder.input_schema(schema.clone());
         }
+        if let Some(schema) = self.state_schema {
+            builder = builder.state_schema(schema);
+        }
         if let Some(generation) = &agent.generation {
             builder = builder.generate_content_config(generation.into());
         }
         builder = builder.examples(agent.examples.iter().map(Into::into));
+        if let Some(mode) = agent.mode {
+            builder = builder.mode(mode.into());
+        }
         builder.build()
     }
 }
@@ -234,6 +245,9 @@ struct Tree<'a> {
     inherited_model: Option<String>,
     /// The smallest history budget of the models its llm agents use so far.
     context_budget_tokens: Option<usize>,
+    /// The `state_schema` of the nearest agent above the one being checked that has
+    /// one: an agent without its own is held to it (ADK's context scoping).
+    inherited_state_schema: Option<Arc<StateSchema>>,
     problems: &'a mut Problems,
 }
 
@@ -295,6 +309,7 @@ impl Tree<'_> {
             ),
             (true, Some(_)) => {}
         }
+        self.mode(&place, agent, parent);
         match (agent.kind, agent.max_iterations) {
             (AgentKind::Loop, Some(0)) => self.add(
                 &place,
@@ -319,8 +334,12 @@ impl Tree<'_> {
             });
         }
         // The agent's own fields first, then its sub-agents', as the file reads.
+        let state_schema = self.state_schema(&place, agent);
         let llm = match agent.kind {
-            AgentKind::Llm => self.llm_parts(&place, agent),
+            AgentKind::Llm => self.llm_parts(&place, agent).map(|parts| LlmParts {
+                state_schema: state_schema.clone(),
+                ..parts
+            }),
             _ => {
                 self.workflow_fields(&place, agent);
                 None
@@ -336,6 +355,7 @@ impl Tree<'_> {
         if agent.kind == AgentKind::Llm && agent.model.is_some() {
             self.inherited_model = agent.model.clone();
         }
+        let inherited_state_schema = std::mem::replace(&mut self.inherited_state_schema, state_schema);
         for sub in &agent.sub_agents {
             match self.agent(sub, Some(agent)) {
                 Some(Built::Agent(built, description)) => {
@@ -347,6 +367,7 @@ impl Tree<'_> {
             }
         }
         self.inherited_model = inherited_model;
+        self.inherited_state_schema = inherited_state_schema;
         if !complete || self.problems.0.len() > before {
             return None;
         }
@@ -386,6 +407,145 @@ impl Tree<'_> {
             return Some(Built::Tool(Arc::new(AgentTool::new(built))));
         }
         Some(Built::Agent(built, description))
+    }
+
+    /// A model_consult tool with this app's instance of its advisor; None when the
+    /// advisor was not built (reported at the model).
+    fn model_consult(&mut self, name: &str, spec: &ModelConsultSpec) -> Option<Arc<dyn Tool>> {
+        let advisor = self.models.get(&spec.advisor)?.clone();
+        let place = format!("tool {name:?}");
+        if let Some(generation) = &spec.generation {
+            // The agents' `generation` checks, against the advisor's provider, named
+            // as the tool's field.
+            let before = self.problems.0.len();
+            self.generation(&place, generation, Some(advisor.provider()));
+            for problem in &mut self.problems.0[before..] {
+                if let Some(field) = problem.field.as_mut().filter(|f| f.starts_with("generation")) {
+                    *field = field.replacen("generation", "generate_content_config", 1);
+                }
+            }
+            if self.problems.0.len() > before {
+                return None;
+            }
+        }
+        let built = ModelConsultTool::new(name, advisor).and_then(|mut tool| {
+            tool = tool
+                .with_description(&spec.description)
+                .with_agent_instruction(spec.include_agent_instruction)
+                .with_tool_inventory(spec.include_tool_inventory)
+                .with_generate_content_config(spec.config.clone())
+                .with_context(spec.context.clone())?;
+            if let Some(instruction) = &spec.advisor_instruction {
+                tool = tool.with_advisor_instruction(instruction);
+            }
+            if let Some(instruction) = &spec.executor_instruction {
+                tool = tool.with_executor_instruction(instruction);
+            }
+            if let Some(max) = spec.max_uses {
+                tool = tool.with_max_uses(max)?;
+            }
+            if let Some(max) = spec.session_max_uses {
+                tool = tool.with_session_max_uses(max)?;
+            }
+            if let Some(timeout) = spec.timeout {
+                tool = tool.with_timeout(timeout);
+            }
+            Ok(tool)
+        });
+        match built {
+            Ok(tool) => Some(Arc::new(tool)),
+            Err(e) => {
+                self.problems.add(&place, None, library_message(&e));
+                None
+            }
+        }
+    }
+
+    /// The agent's `state_schema` (inline, or read from the file it names), compiled;
+    /// else the one it inherits.
+    fn state_schema(&mut self, place: &str, agent: &AgentConfig) -> Option<Arc<StateSchema>> {
+        let written = match &agent.state_schema {
+            None => return self.inherited_state_schema.clone(),
+            Some(Value::String(path)) => {
+                let read = std::fs::read_to_string(path)
+                    .map_err(|e| format!("cannot read {path:?}: {e}"))
+                    .and_then(|text| {
+                        yaml_serde::from_str::<Value>(&text).map_err(|e| format!("{path:?} is not JSON or YAML: {e}"))
+                    });
+                match read {
+                    Ok(schema) => schema,
+                    Err(message) => {
+                        self.add(place, "state_schema", message);
+                        return None;
+                    }
+                }
+            }
+            Some(schema) => schema.clone(),
+        };
+        match StateSchema::new(written) {
+            Ok(schema) => Some(Arc::new(schema)),
+            Err(e) => {
+                self.add(place, "state_schema", library_message(&e));
+                None
+            }
+        }
+    }
+
+    /// `mode` (ADK 2's): task and single_turn make an llm sub-agent a tool its llm parent
+    /// calls in the same session, so not a transfer target, not `as_tool` (ADK's
+    /// `AgentTool`, a session of its own), never the root; such an agent answers its
+    /// parent's call and never hands over, so its own sub-agents are task or single_turn.
+    /// (Other kinds are refused with the llm-only fields.)
+    fn mode(&mut self, place: &str, agent: &AgentConfig, parent: Option<&AgentConfig>) {
+        let Some(mode) = agent
+            .mode
+            .filter(|mode| *mode != Mode::Chat && agent.kind == AgentKind::Llm)
+        else {
+            return;
+        };
+        let mode = adk_grpc_core::AgentMode::from(mode).as_str();
+        match parent {
+            None => self.add(
+                place,
+                "mode",
+                format!("the root agent has no parent to call it ({mode})"),
+            ),
+            Some(parent) if parent.kind != AgentKind::Llm => self.add(
+                place,
+                "mode",
+                format!(
+                    "a {mode} agent is a tool of its parent and only an llm agent calls tools; its parent {:?} is a {} \
+                     agent",
+                    parent.name,
+                    parent.kind.as_str()
+                ),
+            ),
+            Some(_) => {}
+        }
+        if agent.as_tool {
+            self.add(
+                place,
+                "as_tool",
+                format!(
+                    "set mode or as_tool, not both: as_tool runs the agent in a session of its own (ADK's AgentTool),                      mode {mode} in its parent's"
+                ),
+            );
+        }
+        for sub in agent
+            .sub_agents
+            .iter()
+            .filter(|sub| sub.mode.is_none_or(|m| m == Mode::Chat) && !sub.as_tool)
+        {
+            self.add(
+                place,
+                "sub_agents",
+                format!(
+                    "a {mode} agent answers its parent's call and never hands the conversation over: its sub-agent {:?} \
+                     must be of mode task or single_turn (or as_tool)",
+                    sub.name
+                ),
+            );
+        }
     }
 
     /// `timeout_secs`: at least 1, on an agent that is run (an a2a agent offered as a
@@ -480,6 +640,7 @@ impl Tree<'_> {
             ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
             ("generation", agent.generation.is_some()),
             ("examples", !agent.examples.is_empty()),
+            ("mode", agent.mode.is_some()),
         ];
         for (field, _) in llm_only.into_iter().filter(|(_, set)| *set) {
             self.add(place, field, format!("only llm agents have it; this is a {kind} agent"));
@@ -529,7 +690,11 @@ impl Tree<'_> {
             }
         };
         let listed = agent.tools.iter().map(String::as_str);
-        let sub_tools = agent.sub_agents.iter().filter(|sub| sub.as_tool);
+        // Its as_tool, task and single_turn sub-agents are tools by their names.
+        let sub_tools = agent
+            .sub_agents
+            .iter()
+            .filter(|sub| sub.as_tool || sub.mode.is_some_and(|mode| mode != Mode::Chat));
         if let Err(e) = adk_grpc_agents::validate_tool_list(listed.chain(sub_tools.map(|sub| sub.name.as_str()))) {
             self.add(place, "tools", library_message(&e));
         }
@@ -551,6 +716,33 @@ impl Tree<'_> {
                 Some(Declared::Toolset(toolset)) => {
                     descriptions.push(ToolDescription::mcp_toolset(toolset));
                     toolsets.push(toolset.clone());
+                }
+                Some(Declared::ModelConsult(spec)) => match self.model_consult(name, spec) {
+                    Some(tool) => {
+                        descriptions.push(ToolDescription::of(tool.as_ref()));
+                        tools.push(tool);
+                    }
+                    None => all_tools = false,
+                },
+                Some(Declared::Tools(operations)) => {
+                    for tool in operations {
+                        // The model calls an operation by its name: no other tool of the agent may have it.
+                        let taken = tools.iter().any(|other| other.name() == tool.name())
+                            || agent.tools.iter().any(|listed| listed != name && listed == tool.name());
+                        if taken {
+                            self.add(
+                                place,
+                                "tools",
+                                format!(
+                                    "{name}'s operation {} has the name of another of the agent's tools: give \
+                                     {name} a tool_prefix",
+                                    tool.name()
+                                ),
+                            );
+                        }
+                        descriptions.push(ToolDescription::of(tool.as_ref()));
+                        tools.push(tool.clone());
+                    }
                 }
                 // Declared but not built: reported at the tool.
                 None if self.spec.tools.contains_key(name) => all_tools = false,
@@ -623,6 +815,7 @@ impl Tree<'_> {
         let model = model?;
         all_tools.then_some(LlmParts {
             model,
+            state_schema: None,
             tools,
             toolsets,
             descriptions,
@@ -718,6 +911,107 @@ impl Tree<'_> {
                 );
             }
         }
+        self.generation_output(place, generation, openai);
+    }
+
+    /// `generation`'s reply settings: candidates, log probabilities, Gemini's own keys.
+    fn generation_output(&mut self, place: &str, generation: &GenerationConfig, openai: bool) {
+        if generation.candidate_count.is_some_and(|n| n != 1) {
+            self.add(
+                place,
+                "generation.candidate_count",
+                "only 1: ADK reads the first candidate of a reply (and so does the runner), so the others would be \
+                 paid for and lost",
+            );
+        }
+        if let Some(n) = generation.logprobs {
+            if !(0..=20).contains(&n) {
+                self.add(place, "generation.logprobs", "must be 0 to 20 (top tokens per step)");
+            }
+            if generation.response_logprobs != Some(true) {
+                self.add(
+                    place,
+                    "generation.logprobs",
+                    "needs response_logprobs: true (both providers refuse top tokens without it)",
+                );
+            }
+        }
+        let gemini_only = [
+            (
+                "generation.media_resolution",
+                generation.media_resolution.is_some(),
+                "mediaResolution",
+            ),
+            (
+                "generation.cached_content",
+                generation.cached_content.is_some(),
+                "cachedContent",
+            ),
+            (
+                "generation.enable_enhanced_civic_answers",
+                generation.enable_enhanced_civic_answers.is_some(),
+                "enableEnhancedCivicAnswers",
+            ),
+        ];
+        for (field, set, wire) in gemini_only {
+            if set && openai {
+                self.add(
+                    place,
+                    field,
+                    format!(
+                        "Gemini's ({wire}): chat completions have no such setting; leave it out or use a gemini model"
+                    ),
+                );
+            }
+        }
+        if let Some(resolution) = &generation.media_resolution {
+            const RESOLUTIONS: [&str; 4] = [
+                "MEDIA_RESOLUTION_UNSPECIFIED",
+                "MEDIA_RESOLUTION_LOW",
+                "MEDIA_RESOLUTION_MEDIUM",
+                "MEDIA_RESOLUTION_HIGH",
+            ];
+            if !RESOLUTIONS.contains(&resolution.as_str()) {
+                self.add(
+                    place,
+                    "generation.media_resolution",
+                    format!("{resolution:?} is not one of {}", RESOLUTIONS.join(", ")),
+                );
+            }
+        }
+        if generation
+            .cached_content
+            .as_deref()
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            self.add(
+                place,
+                "generation.cached_content",
+                "is empty: name a cache (cachedContents/…)",
+            );
+        }
+        for modality in &generation.response_modalities {
+            match modality.as_str() {
+                "TEXT" => {}
+                "IMAGE" if !openai => {}
+                "IMAGE" => self.add(
+                    place,
+                    "generation.response_modalities",
+                    "IMAGE replies are Gemini's: chat completions reply in text",
+                ),
+                "AUDIO" => self.add(
+                    place,
+                    "generation.response_modalities",
+                    "AUDIO replies are not offered: they need speech_config and a speech model, and ADK plays them \
+                     through run_live, which the runner does not offer",
+                ),
+                other => self.add(
+                    place,
+                    "generation.response_modalities",
+                    format!("{other:?} is not TEXT or IMAGE"),
+                ),
+            }
+        }
     }
 
     /// A remote agent: its own settings, nothing of the local kinds (it runs
@@ -730,6 +1024,7 @@ impl Tree<'_> {
             ("output_key", agent.output_key.is_some()),
             ("output_schema", agent.output_schema.is_some()),
             ("input_schema", agent.input_schema.is_some()),
+            ("state_schema", agent.state_schema.is_some()),
             ("include_contents", agent.include_contents.is_some()),
             ("global_instruction", agent.global_instruction.is_some()),
             ("static_instruction", agent.static_instruction.is_some()),
@@ -739,6 +1034,7 @@ impl Tree<'_> {
             ("generation", agent.generation.is_some()),
             ("examples", !agent.examples.is_empty()),
             ("sub_agents", !agent.sub_agents.is_empty()),
+            ("mode", agent.mode.is_some()),
         ];
         for (field, _) in local_only.into_iter().filter(|(_, set)| *set) {
             self.add(

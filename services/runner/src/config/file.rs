@@ -53,6 +53,9 @@ pub(super) enum ToolKind {
     Http,
     Client,
     Mcp,
+    Openapi,
+    /// ADK's ModelConsultTool: another declared model advises the agent's.
+    ModelConsult,
 }
 
 impl ToolKind {
@@ -61,6 +64,8 @@ impl ToolKind {
             ToolKind::Http => "http",
             ToolKind::Client => "client",
             ToolKind::Mcp => "mcp",
+            ToolKind::Openapi => "openapi",
+            ToolKind::ModelConsult => "model_consult",
         }
     }
 }
@@ -79,6 +84,42 @@ pub(super) enum McpTransportKind {
 #[serde(deny_unknown_fields)]
 pub(super) struct ToolConfig {
     pub(super) kind: ToolKind,
+    /// model_consult: the declared model (of `models`) that advises.
+    #[serde(default)]
+    pub(super) advisor: Option<String>,
+    /// model_consult: the most consults per turn (invocation) [default: no limit].
+    #[serde(default)]
+    pub(super) max_uses: Option<u32>,
+    /// model_consult: the most consults per session [default: no limit].
+    #[serde(default)]
+    pub(super) session_max_uses: Option<u32>,
+    /// model_consult: the advisor's thinking level, `minimal`, `low`, `medium`, `high`
+    /// or `off` (ADK's `thinking_level`) [default: off, the model's own].
+    #[serde(default)]
+    pub(super) thinking_level: Option<String>,
+    /// model_consult: the most tokens of the advisor's answer.
+    #[serde(default)]
+    pub(super) max_output_tokens: Option<i32>,
+    /// model_consult: what the executor's system instruction gets instead of ADK's
+    /// text ("" for nothing).
+    #[serde(default)]
+    pub(super) executor_instruction: Option<String>,
+    /// model_consult: the advisor's system instruction instead of ADK's.
+    #[serde(default)]
+    pub(super) advisor_instruction: Option<String>,
+    /// model_consult: send the advisor the executor's instruction [default: true].
+    #[serde(default)]
+    pub(super) include_agent_instruction: Option<bool>,
+    /// model_consult: send the advisor the executor's tools [default: true].
+    #[serde(default)]
+    pub(super) include_tool_inventory: Option<bool>,
+    /// model_consult: how much of the session the advisor reads.
+    #[serde(default)]
+    pub(super) context_config: Option<ConsultContextConfig>,
+    /// model_consult: the advisor request's generation settings, as an agent's
+    /// `generation`.
+    #[serde(default)]
+    pub(super) generate_content_config: Option<GenerationConfig>,
     #[serde(default)]
     pub(super) description: String,
     /// JSON Schema (an object schema) of the arguments.
@@ -118,15 +159,27 @@ pub(super) struct ToolConfig {
     /// mcp over http: the NAME of the variable holding a bearer token.
     #[serde(default)]
     pub(super) bearer_token_env: Option<String>,
-    /// mcp: only these of the server's tools are offered.
+    /// mcp: only these of the server's tools are offered (openapi: these operations,
+    /// by tool name or operationId).
     #[serde(default)]
     pub(super) tool_filter: Option<Vec<String>>,
-    /// mcp: the model sees the server's `echo` as `<tool_prefix>_echo`.
+    /// mcp, openapi: the model sees the server's `echo` as `<tool_prefix>_echo`.
     #[serde(default)]
     pub(super) tool_prefix: Option<String>,
     /// mcp: how long starting the server and the handshake may take [default: 30].
     #[serde(default)]
     pub(super) connect_timeout_secs: Option<u64>,
+    /// mcp: ADK's `use_mcp_resources`: also offer `load_mcp_resource`, which shows the
+    /// model the server's resources for one request [default: false].
+    #[serde(default)]
+    pub(super) use_mcp_resources: Option<bool>,
+    /// openapi: the spec (OpenAPI 3.x, JSON or YAML): a file path (relative to the
+    /// working directory) or an http(s) URL, read when the file is loaded.
+    #[serde(default)]
+    pub(super) spec: Option<String>,
+    /// openapi: where calls go instead of the spec's first `servers` URL.
+    #[serde(default)]
+    pub(super) base_url: Option<String>,
     /// http, mcp: the tool context is exchanged with the tool (an http tool's body
     /// and reply become the envelope; an mcp call carries it in `_meta`).
     #[serde(default)]
@@ -263,6 +316,25 @@ impl From<IncludeContents> for adk_grpc_agents::IncludeContents {
     }
 }
 
+/// ADK 2's `mode` of an llm sub-agent, by its values' names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(super) enum Mode {
+    Chat,
+    Task,
+    SingleTurn,
+}
+
+impl From<Mode> for adk_grpc_core::AgentMode {
+    fn from(mode: Mode) -> Self {
+        match mode {
+            Mode::Chat => adk_grpc_core::AgentMode::Chat,
+            Mode::Task => adk_grpc_core::AgentMode::Task,
+            Mode::SingleTurn => adk_grpc_core::AgentMode::SingleTurn,
+        }
+    }
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AgentConfig {
@@ -286,10 +358,20 @@ pub(super) struct AgentConfig {
     /// JSON value stored under `output_key`.
     #[serde(default)]
     pub(super) output_schema: Option<Value>,
+    /// Not a2a: the JSON Schema (an object schema) of the state keys its events may
+    /// write (ADK's `state_schema`), inline or the path of a JSON or YAML file; the
+    /// agents under it without one of their own are held to it too.
+    #[serde(default)]
+    pub(super) state_schema: Option<Value>,
     /// llm: the JSON Schema (an object schema) of the arguments when the agent is
     /// called as a tool (ADK's `input_schema`).
     #[serde(default)]
     pub(super) input_schema: Option<Value>,
+    /// llm sub-agent: how its parent reaches it (ADK 2's `mode`): `chat` (default) a
+    /// transfer target; `single_turn` a tool run to its reply without the user; `task` a
+    /// tool that talks with the user across turns until it calls `finish_task`.
+    #[serde(default)]
+    pub(super) mode: Option<Mode>,
     /// llm: `none` sends the model only the current turn (ADK's `include_contents`).
     #[serde(default)]
     pub(super) include_contents: Option<IncludeContents>,
@@ -401,6 +483,51 @@ pub(super) struct GenerationConfig {
     /// `thinking_config` / `BuiltInPlanner`).
     #[serde(default)]
     pub(super) thinking: Option<ThinkingFileConfig>,
+    /// Only 1: ADK reads the first candidate of a reply and so does the runner.
+    #[serde(default)]
+    pub(super) candidate_count: Option<i32>,
+    /// The reply's token log probabilities, kept on its event (`avg_logprobs`, `logprobs_result`).
+    #[serde(default)]
+    pub(super) response_logprobs: Option<bool>,
+    /// With `response_logprobs`: how many of the likeliest tokens each step also reports (0-20).
+    #[serde(default)]
+    pub(super) logprobs: Option<i32>,
+    /// Gemini only: `MEDIA_RESOLUTION_LOW`, `_MEDIUM`, `_HIGH` or `_UNSPECIFIED`.
+    #[serde(default)]
+    pub(super) media_resolution: Option<String>,
+    /// Gemini only: a context cache's name (`cachedContents/…`).
+    #[serde(default)]
+    pub(super) cached_content: Option<String>,
+    /// `TEXT` (any provider), `IMAGE` (Gemini only); audio replies are not offered.
+    #[serde(default)]
+    pub(super) response_modalities: Vec<String>,
+    /// Gemini only: its `enableEnhancedCivicAnswers`.
+    #[serde(default)]
+    pub(super) enable_enhanced_civic_answers: Option<bool>,
+}
+
+/// A model_consult tool's `context_config` (ADK's `ModelConsultContextConfig`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ConsultContextConfig {
+    #[serde(default)]
+    pub(super) include_session: Option<bool>,
+    #[serde(default)]
+    pub(super) max_events: Option<usize>,
+    /// Left out: ADK's 200000; `null`: no budget.
+    #[serde(default, deserialize_with = "present")]
+    pub(super) max_chars: Option<Option<usize>>,
+    #[serde(default)]
+    pub(super) max_part_chars: Option<usize>,
+    #[serde(default)]
+    pub(super) include_media: Option<bool>,
+    #[serde(default)]
+    pub(super) include_thoughts: Option<bool>,
+}
+
+/// A field that is there, even as `null` (Some(None)), apart from one left out (None).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// `generation.thinking`, as written.
@@ -437,6 +564,12 @@ impl From<&GenerationConfig> for GenerateContentConfig {
                 include_thoughts: t.include_thoughts,
                 effort: t.effort,
             }),
+            response_logprobs: g.response_logprobs,
+            logprobs: g.logprobs,
+            media_resolution: g.media_resolution.clone(),
+            cached_content: g.cached_content.clone(),
+            response_modalities: g.response_modalities.clone(),
+            enable_enhanced_civic_answers: g.enable_enhanced_civic_answers,
             // Named by the agent's tools (google_search, …), not by `generation`.
             builtin_tools: Vec::new(),
         }
@@ -444,14 +577,17 @@ impl From<&GenerationConfig> for GenerateContentConfig {
 }
 
 impl AppConfig {
-    /// The models the app's agents and its summariser name, as written.
-    pub(super) fn model_names(&self) -> Vec<&str> {
-        fn walk<'a>(agent: &'a AgentConfig, names: &mut Vec<&'a str>) {
+    /// The models the app's agents, the advisors of the model_consult tools they list
+    /// (declared in `tools`) and its summariser name, as written.
+    pub(super) fn model_names<'a>(&'a self, tools: &'a BTreeMap<String, ToolConfig>) -> Vec<&'a str> {
+        fn walk<'a>(agent: &'a AgentConfig, tools: &'a BTreeMap<String, ToolConfig>, names: &mut Vec<&'a str>) {
             names.extend(agent.model.as_deref());
-            agent.sub_agents.iter().for_each(|sub| walk(sub, names));
+            let advisors = agent.tools.iter().filter_map(|name| tools.get(name));
+            names.extend(advisors.filter_map(|tool| tool.advisor.as_deref()));
+            agent.sub_agents.iter().for_each(|sub| walk(sub, tools, names));
         }
         let mut names = Vec::new();
-        walk(&self.root_agent, &mut names);
+        walk(&self.root_agent, tools, &mut names);
         names.extend(self.compaction.as_ref().and_then(|c| c.model.as_deref()));
         names
     }

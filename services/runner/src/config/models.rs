@@ -44,7 +44,7 @@ pub(super) fn build_models(spec: &AgentsFile, problems: &mut Problems) -> BTreeM
     let mut apps = BTreeMap::new();
     for (app_name, app) in &spec.apps {
         let mut models = AppModels::new();
-        for name in app.model_names() {
+        for name in app.model_names(&spec.tools) {
             used.insert(name.to_string());
             if !models.contains_key(name)
                 && let Some(model) = build(name, problems)

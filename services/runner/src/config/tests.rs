@@ -654,7 +654,16 @@ fn mcp_fields_fit_the_transport() {
     );
     assert_problem(
         &with_tool("t: { kind: http, description: d, url: \"http://x\", tool_prefix: p, transport: http }"),
-        r#"tool "t": field "tool_prefix": only mcp tools have it; this is an http tool"#,
+        r#"tool "t": field "tool_prefix": only mcp and openapi tools have it; this is an http tool"#,
+    );
+}
+
+#[test]
+fn use_mcp_resources_is_for_mcp_toolsets() {
+    valid(&with_mcp("transport: stdio, command: sh, use_mcp_resources: true"));
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", use_mcp_resources: true }"),
+        r#"tool "t": field "use_mcp_resources": only mcp tools have it; this is an http tool"#,
     );
 }
 
@@ -669,7 +678,7 @@ fn safe_to_repeat_is_for_http_tools_and_mcp_toolsets() {
     ));
     assert_problem(
         &with_tool("t: { kind: client, description: d, safe_to_repeat: true }"),
-        r#"tool "t": field "safe_to_repeat": only http and mcp tools have it; this is a client tool"#,
+        r#"tool "t": field "safe_to_repeat": only http, mcp and openapi tools have it; this is a client tool"#,
     );
 }
 
@@ -1193,6 +1202,73 @@ fn generation_settings_beyond_sampling_are_checked_per_provider() {
     );
 }
 
+#[test]
+fn reply_settings_are_checked_per_provider() {
+    let gemini = "generation:\n  candidate_count: 1\n  response_logprobs: true\n  logprobs: 5\n  \
+                  media_resolution: MEDIA_RESOLUTION_LOW\n  cached_content: cachedContents/abc\n  \
+                  response_modalities: [TEXT, IMAGE]\n  enable_enhanced_civic_answers: true\n";
+    valid(&with_provider_model("gem", gemini));
+    valid(&with_provider_model(
+        "gpt",
+        "generation: { response_logprobs: true, logprobs: 3, candidate_count: 1, response_modalities: [TEXT] }\n",
+    ));
+    let place = r#"agent "planner": field "#;
+    for (model, fields, expected) in [
+        (
+            "gem",
+            "generation: { candidate_count: 2 }",
+            r#""generation.candidate_count": only 1: ADK reads the first candidate"#,
+        ),
+        (
+            "gpt",
+            "generation: { logprobs: 3 }",
+            r#""generation.logprobs": needs response_logprobs: true"#,
+        ),
+        (
+            "gem",
+            "generation: { response_logprobs: true, logprobs: 21 }",
+            r#""generation.logprobs": must be 0 to 20"#,
+        ),
+        (
+            "gpt",
+            "generation: { media_resolution: MEDIA_RESOLUTION_LOW }",
+            r#""generation.media_resolution": Gemini's (mediaResolution)"#,
+        ),
+        (
+            "gem",
+            "generation: { media_resolution: low }",
+            r#""generation.media_resolution": "low" is not one of MEDIA_RESOLUTION_UNSPECIFIED"#,
+        ),
+        (
+            "gpt",
+            "generation: { cached_content: cachedContents/abc }",
+            r#""generation.cached_content": Gemini's (cachedContent)"#,
+        ),
+        (
+            "gem",
+            "generation: { cached_content: \" \" }",
+            r#""generation.cached_content": is empty"#,
+        ),
+        (
+            "gpt",
+            "generation: { enable_enhanced_civic_answers: true }",
+            r#""generation.enable_enhanced_civic_answers": Gemini's"#,
+        ),
+        (
+            "gpt",
+            "generation: { response_modalities: [TEXT, IMAGE] }",
+            r#""generation.response_modalities": IMAGE replies are Gemini's"#,
+        ),
+        (
+            "gem",
+            "generation: { response_modalities: [AUDIO] }",
+            r#""generation.response_modalities": AUDIO replies are not offered"#,
+        ),
+    ] {
+        assert_problem(&with_provider_model(model, fields), &format!("{place}{expected}"));
+    }
+}
+
 #[tokio::test]
 async fn a_scripted_thought_is_stored_as_a_thought_part() {
     let yaml = "
@@ -1376,4 +1452,388 @@ fn only_llm_agents_list_hooks_of_model_and_tool_points() {
         "[]",
         "name: steps\nkind: loop\nhooks: [greet]\nsub_agents:\n  - { name: x, model: m, hooks: [guard, greet] }\n",
     ));
+}
+
+// ---------- openapi tools ----------
+
+/// An OpenAPI spec file in a temporary directory, and its path.
+fn spec_file(dir: &tempfile::TempDir, yaml: &str) -> String {
+    let path = dir.path().join("spec.yaml");
+    std::fs::write(&path, yaml).expect("write the spec");
+    path.display().to_string()
+}
+
+const PETS_SPEC: &str = "openapi: 3.0.3\nservers: [{ url: 'http://127.0.0.1:9/v1' }]\npaths:\n  /pets/{petId}:\n    get:\n      operationId: getPet\n      summary: One pet.\n      parameters: [{ name: petId, in: path, required: true, schema: { type: string } }]\n  /pets:\n    post: { operationId: addPet, summary: Adds a pet. }\n";
+
+fn with_openapi(tool: &str, agent_tools: &str) -> String {
+    format!(
+        "models:\n  m: {{ provider: mock }}\ntools:\n  pets: {{ kind: openapi, {tool} }}\n  get_pet: {{ kind: client, description: d }}\napps:\n  a:\n    root_agent: {{ name: x, model: m, tools: [{agent_tools}] }}\n"
+    )
+}
+
+#[test]
+fn an_openapi_tool_offers_its_specs_operations_to_the_agent() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let spec = spec_file(&dir, PETS_SPEC);
+    let config = valid(&with_openapi(&format!("spec: '{spec}', tool_prefix: shop"), "pets"));
+    let tools: Vec<(String, String)> = config.apps[0]
+        .description
+        .tools
+        .iter()
+        .map(|t| (t.name.clone(), t.description.clone()))
+        .collect();
+    assert_eq!(
+        tools,
+        [
+            ("shop_add_pet".to_string(), "Adds a pet.".to_string()),
+            ("shop_get_pet".to_string(), "One pet.".to_string())
+        ]
+    );
+    // Filtered by operationId or tool name; a name no operation has is refused, listing them.
+    let config = valid(&with_openapi(&format!("spec: '{spec}', tool_filter: [getPet]"), "pets"));
+    assert_eq!(config.apps[0].description.tools.len(), 1);
+    assert_problem(
+        &with_openapi(&format!("spec: '{spec}', tool_filter: [get_pets]"), "pets"),
+        r#"tool "pets": field "tool_filter": OpenAPI toolset pets: the spec"#,
+    );
+    // An operation named as another tool of the agent.
+    assert_problem(
+        &with_openapi(&format!("spec: '{spec}'"), "pets, get_pet"),
+        r#"field "tools": pets's operation get_pet has the name of another of the agent's tools: give pets a tool_prefix"#,
+    );
+}
+
+#[test]
+fn an_openapi_tool_needs_a_spec_it_can_read_and_call() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    assert_problem(
+        &with_openapi("description: d", "pets"),
+        r#"tool "pets": field "spec": an openapi tool needs its spec"#,
+    );
+    assert_problem(
+        &with_openapi("spec: /surely/not/here.yaml", "pets"),
+        r#"tool "pets": field "spec": OpenAPI toolset pets: cannot read the spec file "/surely/not/here.yaml""#,
+    );
+    let external = spec_file(
+        &dir,
+        "openapi: 3.1.0\nservers: [{ url: 'http://x' }]\npaths:\n  /a:\n    get:\n      parameters: [{ $ref: 'common.yaml#/P' }]\n",
+    );
+    assert_problem(
+        &with_openapi(&format!("spec: '{external}'"), "pets"),
+        &format!(
+            r#"tool "pets": field "spec": OpenAPI toolset pets: GET /a ({external}): paths./a.get.parameters[0]: $ref "common.yaml#/P" points into another document"#
+        ),
+    );
+    let spec = spec_file(&dir, PETS_SPEC);
+    assert_problem(
+        &with_openapi(&format!("spec: '{spec}', base_url: 'ftp://x'"), "pets"),
+        r#"tool "pets": field "base_url": OpenAPI toolset pets: base_url "ftp://x" is not an http(s) URL"#,
+    );
+    assert_problem(
+        &with_openapi(
+            &format!("spec: '{spec}', headers_from_env: {{ x-key: ADK_TEST_SURELY_UNSET_KEY }}"),
+            "pets",
+        ),
+        r#"tool "pets": field "headers_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY"#,
+    );
+    // Fields of other kinds.
+    for (field, expected) in [
+        (
+            "url: 'http://x'",
+            r#"field "url": only http tools and mcp tools over http have it; this is an openapi tool"#,
+        ),
+        ("context: {}", r#"field "context": only http and mcp tools"#),
+        (
+            "parameters: { type: object }",
+            r#"field "parameters": only http and client tools"#,
+        ),
+    ] {
+        assert_problem(&with_openapi(&format!("spec: '{spec}', {field}"), "pets"), expected);
+    }
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: 'http://x', spec: s.yaml }"),
+        r#"tool "t": field "spec": only openapi tools have it; this is an http tool"#,
+    );
+}
+
+#[test]
+fn mode_makes_an_llm_sub_agent_a_tool_and_what_cannot_be_is_refused() {
+    let config = valid(&with_root(
+        "name: host\nmodel: fast\nsub_agents:\n  - { name: intake, mode: task }\n  - { name: summary, mode: single_turn }\n  - { name: chat, mode: chat }\n",
+    ));
+    let apps = config.build(&RunnerServices::in_memory()).expect("build");
+    let modes: Vec<_> = apps[0]
+        .runner()
+        .root_agent()
+        .sub_agents()
+        .iter()
+        .map(|sub| sub.mode())
+        .collect();
+    use adk_grpc_core::AgentMode;
+    assert_eq!(modes, [AgentMode::Task, AgentMode::SingleTurn, AgentMode::Chat]);
+
+    assert_problem(
+        &with_root("name: host\nmodel: fast\nmode: task\n"),
+        r#"agent "host": field "mode": the root agent has no parent to call it (task)"#,
+    );
+    assert_problem(
+        &with_root("name: steps\nkind: sequential\nsub_agents:\n  - { name: intake, model: fast, mode: task }\n"),
+        r#"agent "intake": field "mode": a task agent is a tool of its parent and only an llm agent calls tools; its parent "steps" is a sequential agent"#,
+    );
+    assert_problem(
+        &with_root(
+            "name: host\nmodel: fast\nsub_agents:\n  - { name: steps, kind: sequential, mode: task, sub_agents: [{ name: a }] }\n",
+        ),
+        r#"agent "steps": field "mode": only llm agents have it; this is a sequential agent"#,
+    );
+    assert_problem(
+        &with_root("name: host\nmodel: fast\nsub_agents:\n  - { name: intake, mode: single_turn, as_tool: true }\n"),
+        r#"agent "intake": field "as_tool": set mode or as_tool, not both"#,
+    );
+    assert_problem(
+        &with_root(
+            "name: host\nmodel: fast\nsub_agents:\n  - { name: intake, mode: task, sub_agents: [{ name: helper }] }\n",
+        ),
+        r#"agent "intake": field "sub_agents": a task agent answers its parent's call and never hands the conversation over: its sub-agent "helper" must be of mode task or single_turn"#,
+    );
+    assert_problem(
+        &with_root("name: host\nmodel: fast\ntools: [intake]\nsub_agents:\n  - { name: intake, mode: task }\n"),
+        r#"agent "host": field "tools""#,
+    );
+}
+
+/// The `state_schema` llm agent `name` of the first app is held to.
+fn state_schema_of(config: &AgentsConfig, name: &str) -> Option<serde_json::Value> {
+    let apps = config.build(&RunnerServices::in_memory()).unwrap();
+    let agent = adk_grpc_core::find_agent(apps[0].runner().root_agent(), name).expect("the agent");
+    let llm = agent
+        .as_any()
+        .and_then(|any| any.downcast_ref::<adk_grpc_agents::LlmAgent>());
+    llm.expect("an llm agent").state_schema().cloned()
+}
+
+#[test]
+fn a_state_schema_is_an_object_schema_inline_or_in_a_file_and_held_below_it() {
+    let schema = "{ type: object, properties: { city: { type: string } } }";
+    let config = valid(&with_root(&format!(
+        "kind: sequential\nname: flow\nstate_schema: {schema}\nsub_agents:\n\
+         \x20 - {{ name: a, model: fast }}\n\
+         \x20 - {{ name: b, model: fast, state_schema: {{ type: object, additionalProperties: true }} }}\n"
+    )));
+    assert_eq!(
+        state_schema_of(&config, "a").unwrap()["properties"]["city"]["type"],
+        "string"
+    );
+    assert_eq!(state_schema_of(&config, "b").unwrap()["additionalProperties"], true);
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("state.yaml");
+    std::fs::write(&path, "type: object\nproperties:\n  visits: { type: integer }\n").unwrap();
+    let config = valid(&with_root(&format!(
+        "name: planner\nmodel: fast\nstate_schema: {:?}\n",
+        path.display().to_string()
+    )));
+    assert_eq!(
+        state_schema_of(&config, "planner").unwrap()["properties"]["visits"]["type"],
+        "integer"
+    );
+
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nstate_schema: { type: string }\n"),
+        r#"agent "planner": field "state_schema": state_schema must be a JSON Schema of the state, an object schema"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nstate_schema: { type: object, properties: 3 }\n"),
+        r#"agent "planner": field "state_schema": state_schema is not a valid JSON Schema"#,
+    );
+    assert_problem(
+        &with_root("name: planner\nmodel: fast\nstate_schema: /no/such/schema.json\n"),
+        r#"agent "planner": field "state_schema": cannot read "/no/such/schema.json""#,
+    );
+    assert_problem(
+        &with_root("name: r\nkind: a2a\nendpoint: \"http://127.0.0.1:1\"\nstate_schema: { type: object }\n"),
+        r#"agent "r": field "state_schema": an a2a agent runs elsewhere"#,
+    );
+}
+
+#[test]
+fn a_model_consult_tool_names_a_declared_advisor_and_positive_budgets() {
+    let file = |tool: &str| {
+        format!(
+            "models:\n  fast: {{ provider: mock }}\n  smart: {{ provider: mock, model: smart-mock }}\n\
+             tools:\n  model_consult: {tool}\n\
+             apps:\n  a:\n    root_agent: {{ name: x, model: fast, tools: [model_consult] }}\n"
+        )
+    };
+    let config = valid(&file(
+        "{ kind: model_consult, advisor: smart, max_uses: 2, session_max_uses: 10 }",
+    ));
+    let apps = config.build(&RunnerServices::in_memory()).unwrap();
+    let tools = &apps[0].root_agent().tools;
+    assert_eq!(tools[0].name, "model_consult", "{tools:?}");
+    assert!(tools[0].description.contains("advisor"), "{tools:?}");
+
+    assert_problem(
+        &file("{ kind: model_consult, advisor: oracle }"),
+        r#"tool "model_consult": field "advisor": unknown model "oracle" (declared: fast, smart)"#,
+    );
+    assert_problem(
+        &file("{ kind: model_consult }"),
+        r#"tool "model_consult": field "advisor": a model_consult tool needs the model that advises"#,
+    );
+    assert_problem(
+        &file("{ kind: model_consult, advisor: smart, max_uses: 0 }"),
+        r#"tool "model_consult": field "max_uses": must be at least 1"#,
+    );
+    assert_problem(
+        &file("{ kind: model_consult, advisor: smart, session_max_uses: 0 }"),
+        r#"tool "model_consult": field "session_max_uses": must be at least 1"#,
+    );
+    assert_problem(
+        &file("{ kind: model_consult, advisor: smart, url: \"http://x\" }"),
+        r#"tool "model_consult": field "url": only http tools and mcp tools over http have it; this is a model_consult tool"#,
+    );
+    assert_problem(
+        &file("{ kind: client, description: d, advisor: smart }"),
+        r#"tool "model_consult": field "advisor": only model_consult tools have it; this is a client tool"#,
+    );
+    for field in [
+        "thinking_level: high",
+        "max_output_tokens: 10",
+        "executor_instruction: x",
+        "advisor_instruction: x",
+        "include_agent_instruction: false",
+        "include_tool_inventory: false",
+        "context_config: {}",
+        "generate_content_config: {}",
+    ] {
+        let name = field.split(':').next().unwrap();
+        assert_problem(
+            &file(&format!("{{ kind: client, description: d, {field} }}")),
+            &format!(
+                r#"tool "model_consult": field "{name}": only model_consult tools have it; this is a client tool"#
+            ),
+        );
+    }
+}
+
+#[test]
+fn a_model_consult_tools_advisor_settings_are_checked_at_load() {
+    let file = |tool: &str| {
+        format!(
+            "models:\n  fast: {{ provider: mock }}\n  \
+             smart: {{ provider: openai, model: gpt-test, base_url: \"http://127.0.0.1:1/v1\" }}\n\
+             tools:\n  model_consult: {{ kind: model_consult, advisor: smart, {tool} }}\n\
+             apps:\n  a:\n    root_agent: {{ name: x, model: fast, tools: [model_consult] }}\n"
+        )
+    };
+    valid(&file(
+        "thinking_level: minimal, max_output_tokens: 9, generate_content_config: { temperature: 0.5, max_output_tokens: \
+         9 }, context_config: { max_chars: null, max_events: 3 }, executor_instruction: '', advisor_instruction: a",
+    ));
+    for (tool, expected) in [
+        (
+            "thinking_level: extreme",
+            r#"field "thinking_level": "extreme" is not one of minimal, low, medium, high, off"#,
+        ),
+        (
+            "max_output_tokens: 0",
+            r#"field "max_output_tokens": must be at least 1"#,
+        ),
+        (
+            "max_output_tokens: 5, generate_content_config: { max_output_tokens: 6 }",
+            r#"field "max_output_tokens": 5 and generate_content_config.max_output_tokens 6 disagree"#,
+        ),
+        (
+            "context_config: { max_chars: 0 }",
+            r#"field "context_config.max_chars": must be at least 1"#,
+        ),
+        (
+            "context_config: { max_events: 0 }",
+            r#"field "context_config.max_events": must be at least 1"#,
+        ),
+        (
+            "context_config: { max_part_chars: 0 }",
+            r#"field "context_config.max_part_chars": must be at least 1"#,
+        ),
+        ("context_config: { max_tokens: 3 }", "unknown field `max_tokens`"),
+        // The agents' `generation` rules, against the advisor's provider.
+        (
+            "generate_content_config: { safety_settings: [{ category: C, threshold: T }] }",
+            r#"tool "model_consult": field "generate_content_config.safety_settings": safety settings are Gemini's"#,
+        ),
+        (
+            "generate_content_config: { thinking: { budget_tokens: 100 } }",
+            r#"tool "model_consult": field "generate_content_config.thinking.budget_tokens": an openai model takes an effort"#,
+        ),
+        (
+            "generate_content_config: { top_k: 0 }",
+            r#"tool "model_consult": field "generate_content_config.top_k": must be at least 1"#,
+        ),
+    ] {
+        assert_problem(&file(tool), expected);
+    }
+}
+
+#[tokio::test]
+async fn a_model_consult_tools_settings_reach_the_advisors_request() {
+    use adk_grpc_models::testing::{FakeServer, openai};
+    let executor = FakeServer::start().await;
+    let advisor = FakeServer::start().await;
+    let yaml = format!(
+        "
+models:
+  fast: {{ provider: openai, model: exec, base_url: '{}' }}
+  smart: {{ provider: openai, model: adv, base_url: '{}' }}
+tools:
+  lookup: {{ kind: client, description: Looks a symbol up. }}
+  model_consult:
+    kind: model_consult
+    advisor: smart
+    thinking_level: low
+    max_output_tokens: 321
+    generate_content_config: {{ temperature: 0.5, seed: 7 }}
+    advisor_instruction: You review plans.
+    executor_instruction: Consult the reviewer first.
+    include_tool_inventory: false
+    context_config: {{ max_events: 1 }}
+apps:
+  a:
+    root_agent: {{ name: coder, model: fast, instruction: Fix bugs in Rust., tools: [lookup, model_consult] }}
+",
+        executor.url(),
+        advisor.url()
+    );
+    let apps = valid(&yaml).build(&RunnerServices::in_memory()).unwrap();
+    executor.push(openai::tool_calls(&[(
+        "c1",
+        "model_consult",
+        json!({"question": "Which file?"}),
+    )]));
+    advisor.push(openai::text("Read src/parse.rs."));
+    executor.push(openai::text("Done."));
+    run_once(&apps[0], "the parser drops commas").await;
+
+    let executor_system = executor.requests()[0].json()["messages"][0]["content"].clone();
+    assert!(
+        executor_system
+            .as_str()
+            .unwrap()
+            .ends_with("Consult the reviewer first."),
+        "{executor_system}"
+    );
+    let body = advisor.last_request().json();
+    assert_eq!(body["reasoning_effort"], "low", "{body}");
+    assert_eq!(body["max_tokens"], 321, "{body}");
+    assert_eq!(body["temperature"], 0.5, "{body}");
+    assert_eq!(body["seed"], 7, "{body}");
+    assert_eq!(body["messages"][0]["content"], "You review plans.", "{body}");
+    let text = body["messages"][1]["content"].as_str().unwrap();
+    assert!(text.contains("Fix bugs in Rust."), "the agent's instruction: {text}");
+    assert!(!text.contains("- lookup"), "no tool inventory: {text}");
+    assert!(
+        !text.contains("drops commas"),
+        "only the newest event (the consult's own call, left out): {text}"
+    );
+    assert!(text.contains("Which file?"), "{text}");
 }

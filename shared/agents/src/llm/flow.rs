@@ -7,13 +7,14 @@
 
 use super::callbacks::BeforeModel;
 use super::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME, SetModelResponseTool};
-use super::{IncludeContents, Inner, history, instruction};
+use super::{IncludeContents, Inner, history, instruction, task};
 use crate::compaction::{self, Trigger};
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeTool, HookPoint, Hooks};
+use crate::state_schema::StateSchema;
 use crate::tools::TransferToAgentTool;
 use adk_grpc_core::{
-    AdkError, Agent, CallbackContext, CompactionConfig, Content, Event, EventActions, EventStream,
+    AdkError, Agent, AgentMode, CallbackContext, CompactionConfig, Content, Event, EventActions, EventStream,
     FunctionResponseData, InvocationContext, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind,
     ReadonlyContext, Result, StreamingMode, Tool, ToolOutput,
 };
@@ -48,7 +49,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
         }
         // A resumed invocation whose runner died between storing this agent's function
         // calls and their responses answers them first (docs/semantics.md, Runner 27).
-        let mut unanswered = unanswered_calls(ctx.as_ref());
+        let mut unanswered = unanswered_calls(ctx.as_ref()).or_else(|| agent.pending_delegations(ctx.as_ref()));
         while !answered_by_client && !ctx.ended() {
             let tools = agent.tools(&ctx).await?;
             let resumed = unanswered.take();
@@ -160,12 +161,50 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
             // answered with the problem, and the model tries again).
             let structured = agent.structured_reply(&calls);
 
+            // Calls of task and single-turn sub-agents run after the others are answered.
+            let (delegated, calls): (Vec<Call>, Vec<Call>) =
+                calls.into_iter().partition(|call| agent.delegate(&call.name).is_some());
             let mut transfer = None;
             let mut skip_summarization = false;
+            let mut finished_task = false;
             if let Some(responses) = agent.execute(&ctx, &tools, calls, resumed.is_some()).await? {
                 transfer = responses.actions.transfer_to_agent.clone();
                 skip_summarization = responses.actions.skips_summarization();
+                finished_task = agent.mode == AgentMode::Task && task::finishes(&responses);
                 yield responses;
+            }
+            if finished_task {
+                // finish_task answered the call that started this task: its caller goes on.
+                break;
+            }
+            let mut waiting = false;
+            for call in delegated {
+                let Some(target) = agent.delegate(&call.name) else { continue };
+                let branch = task::branch(ctx.branch(), &call.name, &call.id);
+                if task::outcome(&ctx.events(), &target, &branch).is_none() {
+                    let mut events = task::dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await?;
+                    while let Some(event) = events.next().await {
+                        yield event?;
+                    }
+                }
+                match task::outcome(&ctx.events(), &target, &branch) {
+                    Some(response) => {
+                        let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+                        event.llm_response.content =
+                            Some(Content::new(TOOL_ROLE).with_part(response_part(call, as_response(response))));
+                        yield event;
+                    }
+                    None => {
+                        // A task waiting for the user (or a pause on a client tool): the
+                        // call stays open and the next turn comes back through here.
+                        waiting = true;
+                        break;
+                    }
+                }
+            }
+            if waiting {
+                ctx.end_invocation();
+                break;
             }
             if let Some(value) = structured {
                 let reply = LlmResponse {
@@ -282,6 +321,17 @@ impl Inner {
             let readonly: Arc<dyn ReadonlyContext> = ctx.clone();
             tools.extend(toolset.tools(readonly).await?);
         }
+        // Task and single-turn sub-agents are tools (ADK 2's `mode`); a task agent ends
+        // with finish_task.
+        for delegate in task::delegates(&self.sub_agents) {
+            tools.push(Arc::new(crate::tools::AgentTool::delegate(delegate.clone())));
+        }
+        if self.mode == AgentMode::Task {
+            tools.push(Arc::new(task::FinishTaskTool::new(
+                self.output_schema.clone(),
+                self.output_key.clone(),
+            )));
+        }
         let targets = self.transfer_targets(ctx);
         if !targets.is_empty() {
             let targets = targets
@@ -290,7 +340,7 @@ impl Inner {
                 .collect();
             tools.push(Arc::new(TransferToAgentTool::new(targets)));
         }
-        if let Some(schema) = &self.output_schema
+        if let Some(schema) = self.reply_schema()
             && !tools.is_empty()
         {
             tools.push(Arc::new(SetModelResponseTool::new(schema.clone())));
@@ -298,9 +348,30 @@ impl Inner {
         Ok(tools)
     }
 
+    /// The schema the agent's final reply follows: its `output_schema`, except for a task
+    /// agent, whose output goes through `finish_task` (as ADK's basic flow leaves it out).
+    fn reply_schema(&self) -> Option<&Arc<super::output_schema::OutputSchema>> {
+        self.output_schema.as_ref().filter(|_| self.mode != AgentMode::Task)
+    }
+
+    /// The task or single-turn sub-agent called `name`.
+    fn delegate(&self, name: &str) -> Option<Arc<dyn Agent>> {
+        task::delegates(&self.sub_agents).find(|a| a.name() == name).cloned()
+    }
+
+    /// The open calls of its task and single-turn sub-agents it must run (or answer from
+    /// the log) before its model is called again (see `task::pending_calls`).
+    fn pending_delegations(&self, ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
+        let calls: Vec<Call> = task::pending_calls(&ctx.events(), &self.name, ctx.branch(), &self.sub_agents)
+            .into_iter()
+            .map(|(id, name, args)| Call { id, name, args })
+            .collect();
+        (!calls.is_empty()).then_some(calls)
+    }
+
     /// The structured value of the step's `set_model_response` call, when it fits.
     fn structured_reply(&self, calls: &[Call]) -> Option<Value> {
-        let schema = self.output_schema.as_ref()?;
+        let schema = self.reply_schema()?;
         calls
             .iter()
             .filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME)
@@ -310,7 +381,7 @@ impl Inner {
     async fn request(&self, ctx: &Arc<dyn InvocationContext>, tools: &[Arc<dyn Tool>]) -> Result<LlmRequest> {
         let (mut system_instruction, trailing_instruction) = self.instructions(ctx).await?;
         let mut config = self.config.clone();
-        if let Some(schema) = &self.output_schema {
+        if let Some(schema) = self.reply_schema() {
             if tools.iter().any(|tool| tool.name() == SET_MODEL_RESPONSE_TOOL_NAME) {
                 system_instruction = Some(match system_instruction {
                     Some(text) if !text.is_empty() => format!("{text}\n\n{SET_MODEL_RESPONSE_INSTRUCTION}"),
@@ -332,6 +403,10 @@ impl Inner {
             IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
             IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
         };
+        // A task or single-turn agent's first message: the arguments of its parent's call.
+        if let Some(input) = task::input(&ctx.events(), &ctx.agent(), ctx.branch()) {
+            contents.insert(0, input);
+        }
         contents.extend(trailing_instruction);
         let mut request = LlmRequest {
             model: self.model.name().to_string(),
@@ -420,7 +495,7 @@ impl Inner {
         let mut event = self.event(ctx, response);
         event.long_running_tool_ids = long_running;
         let text = event.content().and_then(Content::text).filter(|_| !has_calls);
-        let output = match (&self.output_schema, text) {
+        let output = match (self.reply_schema(), text) {
             // An empty reply (e.g. a filtered one) has nothing to parse; ADK skips it too.
             (Some(schema), Some(text)) if !text.trim().is_empty() => {
                 Some(schema.parse_reply(&text).map_err(|problem| {
@@ -433,6 +508,8 @@ impl Inner {
                 })?)
             }
             (Some(_), _) | (None, None) => None,
+            // A task agent's output is its finish_task call's; its replies talk with the user.
+            (None, Some(_)) if self.mode == AgentMode::Task => None,
             (None, Some(text)) => Some(Value::String(text)),
         };
         if let Some(key) = &self.output_key
@@ -457,7 +534,7 @@ impl Inner {
         let results = join_all(
             calls
                 .into_iter()
-                .map(|call| call_tool(ctx, tools, &self.hooks, call, resumed)),
+                .map(|call| call_tool(ctx, tools, &self.hooks, self.state_schema.as_deref(), call, resumed)),
         )
         .await;
         let mut parts = Vec::new();
@@ -487,8 +564,14 @@ impl Inner {
         let root = ctx.root_agent();
         match adk_grpc_core::find_agent(&root, &self.name) {
             Some(me) => adk_grpc_core::transfer_targets(&root, &me),
-            // Run outside the runner's tree (e.g. as a tool): only its own sub-agents.
-            None => self.sub_agents.clone(),
+            // Run outside the runner's tree (e.g. as a tool): only its own chat sub-agents.
+            None if self.mode == AgentMode::Chat => self
+                .sub_agents
+                .iter()
+                .filter(|a| a.mode() == AgentMode::Chat)
+                .cloned()
+                .collect(),
+            None => Vec::new(),
         }
     }
 
@@ -527,12 +610,42 @@ impl Inner {
     }
 }
 
+/// Executes one call ([`run_call`]) and holds its state writes to the agent's
+/// `state_schema`: writes that do not fit are not made, and the call is answered
+/// with the misfit as an error, for the model to read and do otherwise.
+async fn call_tool(
+    ctx: &Arc<dyn InvocationContext>,
+    tools: &[Arc<dyn Tool>],
+    hooks: &Hooks,
+    schema: Option<&StateSchema>,
+    call: Call,
+    resumed: bool,
+) -> Result<(Vec<Part>, EventActions)> {
+    let (id, name) = (call.id.clone(), call.name.clone());
+    let (parts, mut actions) = run_call(ctx, tools, hooks, call, resumed).await?;
+    let Some(Err(problem)) = schema.map(|schema| schema.check(&actions.state_delta)) else {
+        return Ok((parts, actions));
+    };
+    tracing::info!(tool = %name, %problem, "a tool's state write does not fit the agent's state_schema; the model gets the error");
+    actions.state_delta.clear();
+    let error = AdkError::invalid("state_delta", format!("of tool {name} was not written: {problem}"));
+    let call = Call {
+        id,
+        name,
+        args: Value::Null,
+    };
+    Ok((
+        vec![response_part(call, json!({ "error": error.to_string() }))],
+        actions,
+    ))
+}
+
 /// Executes one call, inside its hooks: its function response, then any media the
 /// tool produced. Failures (unknown tool, tool error) become an `error` response
 /// for the model to read, not a failed run; only a hook that fails closed fails it.
 /// A call a dead runner left unanswered (`resumed`) runs again only when its tool is
 /// safe to repeat; any other is answered with an error saying it was interrupted.
-async fn call_tool(
+async fn run_call(
     ctx: &Arc<dyn InvocationContext>,
     tools: &[Arc<dyn Tool>],
     hooks: &Hooks,

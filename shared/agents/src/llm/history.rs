@@ -39,13 +39,15 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
     contents(&visible[start..], agent)
 }
 
-/// The events an agent's request is built from: not rewound, on its branch, compacted,
-/// complete.
+/// The events an agent's request is built from: not rewound, on its branch and in its
+/// delegation scope (a task or single-turn call's events are its own, see `task`),
+/// compacted, complete.
 fn visible(events: &[Event], agent: &str, branch: &str) -> Vec<Event> {
     let live = apply_rewinds(events);
+    let scope = super::task::scope(branch);
     let on_this_branch: Vec<Event> = live
         .into_iter()
-        .filter(|event| on_branch(branch, &event.branch))
+        .filter(|event| on_branch(branch, &event.branch) && super::task::scope(&event.branch) == scope)
         .collect();
     apply_compactions(&on_this_branch, agent)
         .into_iter()
@@ -203,6 +205,30 @@ mod tests {
         assert_eq!(texts, ["q", "from a", "For context:[p] said: from parent branch"]);
         assert!(!on_branch("par.ab", "par.a"));
         assert_eq!(conversation(&events, "x", "").len(), 4);
+    }
+
+    #[test]
+    fn a_delegated_call_sees_only_its_own_scope_and_its_caller_none_of_it() {
+        let events = vec![
+            event("user", "", Content::new("user").with_text("book a table")),
+            event("host", "", Content::new("model").with_text("calling intake")),
+            event("intake", "intake@c1", Content::new("model").with_text("for how many?")),
+            event("user", "intake@c1", Content::new("user").with_text("four")),
+            event(
+                "check",
+                "intake@c1.check@c2",
+                Content::new("model").with_text("checked"),
+            ),
+        ];
+        let texts = |agent: &str, branch: &str| -> Vec<String> {
+            conversation(&events, agent, branch)
+                .iter()
+                .filter_map(Content::text)
+                .collect()
+        };
+        assert_eq!(texts("host", ""), ["book a table", "calling intake"]);
+        assert_eq!(texts("intake", "intake@c1"), ["for how many?", "four"]);
+        assert_eq!(texts("check", "intake@c1.check@c2"), ["checked"]);
     }
 
     #[test]

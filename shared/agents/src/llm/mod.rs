@@ -7,16 +7,19 @@ pub(crate) mod history;
 mod instruction;
 mod output_schema;
 mod retry;
+pub(crate) mod task;
 
 pub use callbacks::BeforeModel;
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
+pub(crate) use output_schema::{compile as compile_schema, problems as schema_problems};
 pub use retry::RetryConfig;
 
 use crate::hooks::Hooks;
+use crate::state_schema::StateSchema;
 use adk_grpc_core::{
-    AdkError, Agent, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm, LlmRequest,
-    LlmResponse, Result, Tool, Toolset, TransferScope,
+    AdkError, Agent, AgentMode, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm,
+    LlmRequest, LlmResponse, Result, Tool, Toolset, TransferScope,
 };
 use async_trait::async_trait;
 use callbacks::{AfterModelFn, BeforeModelFn};
@@ -48,6 +51,8 @@ pub(crate) struct Inner {
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
     output_schema: Option<Arc<OutputSchema>>,
+    /// What its events may write to the state (ADK's `state_schema`).
+    state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
     include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
@@ -64,6 +69,8 @@ pub(crate) struct Inner {
     static_instruction: Option<String>,
     /// Few-shot examples put after the system instruction (ADK's `ExampleTool`).
     examples: Vec<Example>,
+    /// How its parent reaches it (ADK 2's `mode`; see `task`).
+    mode: AgentMode,
 }
 
 /// What of the session's history an agent's model request carries (ADK's
@@ -103,6 +110,7 @@ pub struct LlmAgentBuilder {
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
     output_schema: Option<Value>,
+    state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
     include_contents: IncludeContents,
     before_model: Vec<BeforeModelFn>,
@@ -114,6 +122,7 @@ pub struct LlmAgentBuilder {
     global_instruction: Option<String>,
     static_instruction: Option<String>,
     examples: Vec<Example>,
+    mode: AgentMode,
 }
 
 impl LlmAgentBuilder {
@@ -128,6 +137,7 @@ impl LlmAgentBuilder {
             sub_agents: Vec::new(),
             output_key: None,
             output_schema: None,
+            state_schema: None,
             input_schema: None,
             include_contents: IncludeContents::Default,
             before_model: Vec::new(),
@@ -139,7 +149,18 @@ impl LlmAgentBuilder {
             global_instruction: None,
             static_instruction: None,
             examples: Vec::new(),
+            mode: AgentMode::Chat,
         }
+    }
+
+    /// ADK 2's `mode`, how its parent reaches it: a transfer target (`Chat`, the
+    /// default), or a tool of its parent run in the parent's session: `SingleTurn` runs
+    /// to its reply without the user, `Task` talks with the user across turns until it
+    /// calls `finish_task` (see [`AgentMode`]). Its sub-agents may then only be of those
+    /// modes too (it never hands the conversation over).
+    pub fn mode(mut self, mode: AgentMode) -> Self {
+        self.mode = mode;
+        self
     }
 
     /// ADK's `retry_config`, for model calls: one that fails transiently before its
@@ -242,6 +263,14 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// What the agent's events may write to the state (ADK's `state_schema`, see
+    /// [`StateSchema`]): a tool call writing what does not fit gets an error back, an
+    /// event of the agent that does fails the run.
+    pub fn state_schema(mut self, schema: Arc<StateSchema>) -> Self {
+        self.state_schema = Some(schema);
+        self
+    }
+
     /// The JSON Schema (an object schema) of the arguments when the agent is called as
     /// a tool (ADK's `input_schema`); see [`LlmAgent::input_schema`].
     pub fn input_schema(mut self, schema: Value) -> Self {
@@ -307,7 +336,24 @@ impl LlmAgentBuilder {
         for tool in &self.tools {
             crate::validate_tool_name(tool.name()).map_err(in_agent)?;
         }
-        crate::validate_tool_list(self.tools.iter().map(|t| t.name())).map_err(in_agent)?;
+        let delegates = task::delegates(&self.sub_agents).map(|a| a.name());
+        crate::validate_tool_list(self.tools.iter().map(|t| t.name()).chain(delegates)).map_err(in_agent)?;
+        if self.mode != AgentMode::Chat
+            && let Some(chat) = self.sub_agents.iter().find(|a| a.mode() == AgentMode::Chat)
+        {
+            return Err(in_agent(AdkError::Config(format!(
+                "a {} agent answers its parent's call and never hands the conversation over: its sub-agent {} \
+                 must be of mode task or single_turn",
+                self.mode.as_str(),
+                chat.name()
+            ))));
+        }
+        if self.mode == AgentMode::Task && self.tools.iter().any(|t| t.name() == task::FINISH_TASK_TOOL_NAME) {
+            return Err(in_agent(AdkError::Config(format!(
+                "{} is offered by itself to task agents: name the tool otherwise",
+                task::FINISH_TASK_TOOL_NAME
+            ))));
+        }
         let mut agents = HashSet::new();
         for agent in &self.sub_agents {
             if !agents.insert(agent.name()) {
@@ -353,6 +399,7 @@ impl LlmAgentBuilder {
                 sub_agents: self.sub_agents,
                 output_key: self.output_key,
                 output_schema,
+                state_schema: self.state_schema,
                 input_schema: self.input_schema,
                 include_contents: self.include_contents,
                 before_model: self.before_model,
@@ -364,6 +411,7 @@ impl LlmAgentBuilder {
                 global_instruction: self.global_instruction,
                 static_instruction: self.static_instruction,
                 examples: self.examples,
+                mode: self.mode,
             }),
         })
     }
@@ -380,6 +428,15 @@ impl LlmAgent {
     pub fn output_schema(&self) -> Option<&Value> {
         self.inner.output_schema.as_deref().map(OutputSchema::schema)
     }
+    /// The JSON Schema of what the agent's events may write to the state, when it has one.
+    pub fn state_schema(&self) -> Option<&Value> {
+        self.inner.state_schema.as_deref().map(StateSchema::schema)
+    }
+
+    pub(crate) fn state_schema_arc(&self) -> Option<Arc<StateSchema>> {
+        self.inner.state_schema.clone()
+    }
+
     /// The model the agent calls.
     pub fn model(&self) -> &Arc<dyn Llm> {
         &self.inner.model
@@ -404,11 +461,20 @@ impl Agent for LlmAgent {
         Some(self.inner.transfer_scope)
     }
 
+    fn mode(&self) -> AgentMode {
+        self.inner.mode
+    }
+
     fn as_any(&self) -> Option<&dyn std::any::Any> {
         Some(self)
     }
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
+        // Started by the runner on its call's branch (a run resumed after its runner
+        // died): the agent that made the call goes on instead, and runs it again.
+        if let Some((caller, branch)) = task::caller_to_resume(self.inner.mode, ctx.as_ref()) {
+            return caller.run(ctx.for_agent(caller.clone(), &branch)).await;
+        }
         let inner = self.inner.clone();
         let hooks = inner.hooks.clone();
         crate::hooks::around_agent(hooks, ctx, move |ctx| {

@@ -52,7 +52,8 @@ pub fn check_object_schema(field: &str, schema: &Value) -> Result<()> {
     Ok(())
 }
 
-fn compile(field: &str, schema: &Value) -> Result<jsonschema::Validator> {
+/// `schema` compiled; `field` names it in the error (also for `state_schema`).
+pub(crate) fn compile(field: &str, schema: &Value) -> Result<jsonschema::Validator> {
     if !schema.is_object() {
         return Err(AdkError::Config(format!(
             "{field} must be a JSON Schema object, not {schema}"
@@ -77,19 +78,7 @@ impl OutputSchema {
 
     /// Every way `value` misses the schema, or Ok.
     fn check(&self, value: &Value) -> std::result::Result<(), String> {
-        let problems: Vec<String> = self
-            .validator
-            .iter_errors(value)
-            .take(5)
-            .map(|e| {
-                let at = e.instance_path().to_string();
-                if at.is_empty() {
-                    e.to_string()
-                } else {
-                    format!("{at}: {e}")
-                }
-            })
-            .collect();
+        let problems = problems(&self.validator, value);
         if problems.is_empty() {
             Ok(())
         } else {
@@ -109,24 +98,50 @@ impl OutputSchema {
     /// properties are the arguments themselves (as ADK does for a Pydantic model);
     /// any other schema's value is the one argument `response`.
     pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Value, String> {
+        self.value_of_call_keyed(args, "response")
+    }
+
+    /// As [`Self::value_of_call`], a non-object value under argument `key` (`finish_task`'s is `result`).
+    pub(crate) fn value_of_call_keyed(&self, args: &Value, key: &str) -> std::result::Result<Value, String> {
         let value = if is_object_schema(&self.schema) {
             args.clone()
         } else {
-            args.get("response")
+            args.get(key)
                 .cloned()
-                .ok_or_else(|| "the argument `response` is missing".to_string())?
+                .ok_or_else(|| format!("the argument `{key}` is missing"))?
         };
         self.check(&value)?;
         Ok(value)
     }
 
     fn call_parameters(&self) -> Value {
+        self.call_parameters_keyed("response")
+    }
+
+    /// The arguments' schema of a call carrying the value (under `key` unless an object).
+    pub(crate) fn call_parameters_keyed(&self, key: &str) -> Value {
         if is_object_schema(&self.schema) {
             self.schema.clone()
         } else {
-            json!({"type": "object", "properties": {"response": self.schema}, "required": ["response"]})
+            json!({"type": "object", "properties": {key: self.schema}, "required": [key]})
         }
     }
+}
+
+/// The first few ways `value` misses the schema, each with where (a JSON pointer).
+pub(crate) fn problems(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
+    validator
+        .iter_errors(value)
+        .take(5)
+        .map(|e| {
+            let at = e.instance_path().to_string();
+            if at.is_empty() {
+                e.to_string()
+            } else {
+                format!("{at}: {e}")
+            }
+        })
+        .collect()
 }
 
 /// A Markdown code fence around the whole text (```` ```json … ``` ````) taken off.

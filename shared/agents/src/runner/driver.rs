@@ -148,6 +148,7 @@ impl Driver {
         if event.is_partial() {
             return Ok(Some(event));
         }
+        self.invocation.check_state_schema(&event)?;
         // The store trims `temp:` keys; the overlay needs the delta as emitted.
         let delta = event.actions.state_delta.clone();
         let stored = append(

@@ -33,6 +33,7 @@ mod resume;
 mod session;
 
 pub use resume::Resumer;
+pub(crate) use resume::run_events;
 #[cfg(test)]
 mod tests;
 
@@ -41,8 +42,8 @@ use crate::{AgentNames, ToolActions, USER_AUTHOR};
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ArtifactService, CompactionConfig, Content, Event, EventStream, InvocationContext, LeaseKey,
-    MemoryService, Result, RunConfig, SessionLease, SessionService, validate,
+    AdkError, Agent, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream, InvocationContext,
+    LeaseKey, MemoryService, Result, RunConfig, SessionLease, SessionService, validate,
 };
 use driver::Driver;
 use lease::LeaseGuard;
@@ -206,6 +207,13 @@ impl Runner {
     pub fn new(config: RunnerConfig) -> Result<Runner> {
         validate::id("app_name", &config.app_name)?;
         check_agent_tree(&config.root_agent, &mut AgentNames::default())?;
+        if config.root_agent.mode() != AgentMode::Chat {
+            return Err(AdkError::Config(format!(
+                "the root agent {} is of mode {}: only a sub-agent is called by a parent",
+                config.root_agent.name(),
+                config.root_agent.mode().as_str()
+            )));
+        }
         if config.lease_ttl.is_zero() {
             return Err(AdkError::Config("lease_ttl must be positive".into()));
         }
@@ -502,8 +510,10 @@ impl Runner {
         if let Some(interrupted) = &lease.interrupted {
             self.close_interrupted(&mut session, interrupted, lease).await?;
         }
-        let (agent, branch) = self.agent_for(&session, &content)?;
+        let (caller, caller_branch) = self.agent_for(&session, &content)?;
+        let user_branch = session::user_branch(&self.root_agent, &session, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
+        user_event.branch = user_branch;
         user_event.actions.state_delta = options.state_delta.clone();
         let artifacts = self
             .artifact_service
@@ -511,10 +521,16 @@ impl Runner {
             .map(|service| session_artifacts(service, &session));
         let mut user_delta = options.state_delta;
         if let Some(actions) = options.tool_actions {
-            check_client_transfer(&agent, &actions)?;
+            check_client_transfer(&caller, &actions)?;
             user_delta.extend(actions.state_delta.clone());
             actions.record(artifacts.clone(), &mut user_event.actions).await?;
         }
+        // An answer to a client tool that paused a workflow agent goes on with the workflow.
+        let (agent, branch) = self
+            .resumable
+            .then(|| resume::continued_workflow(&self.root_agent, session.events.as_slice(), user_event.content()?))
+            .flatten()
+            .map_or((caller, caller_branch), |(_, open)| open);
         if self.resumable {
             let options = resume::ResumeOptions::of(&options.run_config, &user_delta);
             lease.register(invocation_id, options.encode()).await?;
@@ -567,6 +583,18 @@ fn check_client_transfer(caller: &Arc<dyn Agent>, actions: &ToolActions) -> Resu
 fn check_agent_tree(agent: &Arc<dyn Agent>, names: &mut AgentNames) -> Result<()> {
     crate::validate_agent_name(agent.name())?;
     names.insert(agent.name())?;
+    // A task or single-turn agent is a tool of its parent: only an llm agent calls tools.
+    if agent.transfer_scope().is_none()
+        && let Some(sub) = agent.sub_agents().iter().find(|sub| sub.mode() != AgentMode::Chat)
+    {
+        return Err(AdkError::Config(format!(
+            "agent {} is of mode {} and its parent {} is not an llm agent: only an llm agent calls its sub-agents \
+             as tools",
+            sub.name(),
+            sub.mode().as_str(),
+            agent.name()
+        )));
+    }
     agent
         .sub_agents()
         .iter()

@@ -26,8 +26,8 @@ use crate::llm::LlmAgent;
 use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent, path_to};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, Event, EventStream, InvocationContext, Result, RunConfig, SessionLease, StreamingMode,
-    find_agent,
+    AdkError, Agent, ClaimedRun, Content, Event, EventStream, InvocationContext, PartKind, Result, RunConfig,
+    SessionLease, StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -99,7 +99,7 @@ fn is_workflow(agent: &Arc<dyn Agent>) -> bool {
 /// The outermost workflow agent above `agent` (or `agent` itself) that stored a position
 /// and not its end in this invocation, with the branch it ran on, when there is one: the
 /// agent a resumed invocation starts again.
-fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) -> Option<(Arc<dyn Agent>, String)> {
+fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) -> Option<AgentOnBranch> {
     let mut chain = path_to(root, agent.name())?;
     chain.reverse();
     let mut open = None;
@@ -118,6 +118,58 @@ fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) 
         }
     }
     open
+}
+
+/// An agent and the branch it runs on.
+type AgentOnBranch = (Arc<dyn Agent>, String);
+
+/// The events of the run invocation `invocation_id` is part of, oldest first: its own,
+/// preceded by those of the invocation it continues when its first event answers calls
+/// that one paused on inside a workflow agent it left open (and so on up). A client tool
+/// in a sequence pauses the invocation; the answer goes on with the sequence from its
+/// position, as ADK resumes an invocation from a function response.
+pub(crate) fn run_events<'a>(root: &Arc<dyn Agent>, events: &'a [Event], invocation_id: &str) -> Vec<&'a Event> {
+    let mut run: Vec<&Event> = events
+        .iter()
+        .filter(|event| event.invocation_id == invocation_id)
+        .collect();
+    let continued = run
+        .first()
+        .filter(|first| first.author == USER_AUTHOR)
+        .and_then(|first| first.content())
+        .and_then(|answer| continued_workflow(root, events, answer));
+    if let Some((paused, _)) = continued {
+        let mut before = run_events(root, events, &paused);
+        before.append(&mut run);
+        return before;
+    }
+    run
+}
+
+/// For a message answering calls that an invocation paused on inside a workflow agent it
+/// left open: that invocation's id, and the outermost open workflow agent with its branch
+/// (the agent the answer starts again, so the workflow goes on from its position).
+pub(crate) fn continued_workflow(
+    root: &Arc<dyn Agent>,
+    events: &[Event],
+    answer: &Content,
+) -> Option<(String, AgentOnBranch)> {
+    let call_id = answer.parts.iter().find_map(|part| match &part.kind {
+        PartKind::FunctionResponse { id: Some(id), .. } if !id.is_empty() => Some(id.as_str()),
+        _ => None,
+    })?;
+    let call = events.iter().rev().find(|event| {
+        event.content().is_some_and(|content| {
+            content
+                .parts
+                .iter()
+                .any(|part| matches!(&part.kind, PartKind::FunctionCall { id: Some(id), .. } if id == call_id))
+        })
+    })?;
+    let caller = find_agent(root, &call.author)?;
+    let paused = run_events(root, events, &call.invocation_id);
+    let open = open_workflow(root, &paused, &caller)?;
+    Some((call.invocation_id.clone(), open))
 }
 
 /// The agent a resumed invocation goes on with, when it has not finished: None when its
@@ -214,8 +266,13 @@ impl Runner {
             return Ok(None);
         };
         let user_content = user_event.content().cloned().unwrap_or_default();
+        // Positions count from the invocation a client-tool answer continues, too.
+        let run = run_events(&self.root_agent, session.events.as_slice(), invocation_id);
         let (agent, branch) = match own.iter().rev().find(|event| event.author != USER_AUTHOR) {
-            None => self.agent_for(&session, &user_content)?,
+            None => {
+                let (caller, branch) = self.agent_for(&session, &user_content)?;
+                open_workflow(&self.root_agent, &run, &caller).unwrap_or((caller, branch))
+            }
             Some(last) => {
                 // A transfer stored and not acted on yet goes on with its target.
                 let name = last.actions.transfer_to_agent.as_deref().unwrap_or(&last.author);
@@ -225,7 +282,7 @@ impl Runner {
                     ))
                 })?;
                 // A workflow agent above it that has not finished goes on from its position.
-                match open_workflow(&self.root_agent, &own, &agent) {
+                match open_workflow(&self.root_agent, &run, &agent) {
                     Some(open) => open,
                     None if unfinished(&own) => (agent, last.branch.clone()),
                     None => return Ok(None),

@@ -6,6 +6,7 @@
 use super::Runner;
 use super::lease::LeaseGuard;
 use crate::USER_AUTHOR;
+use crate::llm::task;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
     AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, PartKind, Precondition,
@@ -131,8 +132,17 @@ impl Runner {
 
     /// For a message answering function calls, the agent that made them, on the
     /// branch it made them on; for any other, the agent that has the conversation.
+    /// While a task agent is open (ADK 2's `mode: task`), the agent that called it: its
+    /// flow runs the task agent again (see `llm::task`).
     pub(super) fn agent_for(&self, session: &Session, content: &Content) -> Result<(Arc<dyn Agent>, String)> {
-        let Some((author, branch)) = caller_of(session, content)? else {
+        let caller = caller_of(session, content)?;
+        let in_task = caller
+            .as_ref()
+            .is_none_or(|(_, branch)| !task::scope(branch).is_empty());
+        if in_task && let Some(route) = task::route(&self.root_agent, session.events.as_slice()) {
+            return Ok((route.caller, route.caller_branch));
+        }
+        let Some((author, branch)) = caller else {
             return Ok((agent_to_continue(&self.root_agent, session), String::new()));
         };
         let agent = find_agent(&self.root_agent, &author).ok_or_else(|| {
@@ -144,12 +154,30 @@ impl Runner {
     }
 }
 
+/// The branch the user's message is stored on: "" but in a task (ADK 2's `mode: task`):
+/// an answer to a call made in one goes on the call's branch, any other message on the
+/// branch of the task waiting for the user, so that only the task agent sees it.
+pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, content: &Content) -> Result<String> {
+    if let Some((_, branch)) = caller_of(session, content)? {
+        return Ok(if task::scope(&branch).is_empty() {
+            String::new()
+        } else {
+            branch
+        });
+    }
+    Ok(task::route(root, session.events.as_slice())
+        .map(|route| route.user_branch)
+        .unwrap_or_default())
+}
+
 /// The agent that has the conversation (ADK's `find_agent_to_run`): the newest reply's
 /// agent when it and every agent above it may transfer to its parent (so it can hand
 /// the conversation back), or the target of a transfer not answered yet; else the root.
 fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent> {
     let replies = session.events.iter().rev().filter(|event| {
-        event.author != USER_AUTHOR
+        // A task or single-turn call's events answer its caller, which has the conversation.
+        task::scope(&event.branch).is_empty()
+            && event.author != USER_AUTHOR
             && event.actions.agent_state.is_none()
             && event.actions.end_of_agent != Some(true)
             && event.content().is_some_and(|c| !c.parts.is_empty())

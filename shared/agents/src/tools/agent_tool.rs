@@ -3,7 +3,8 @@
 use crate::context::{AgentContext, Invocation};
 use crate::{LlmAgent, USER_AUTHOR};
 use adk_grpc_core::{
-    Agent, Content, Event, Events, InvocationContext, Result, RunConfig, Session, StateMap, Tool, ToolContext,
+    AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, Session, StateMap, Tool,
+    ToolContext,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -21,30 +22,77 @@ use std::sync::Arc;
 /// The arguments are the agent's `input_schema` when it is an [`LlmAgent`] with one
 /// (sent to it as JSON text), else `{"request": "<text>"}`. The answer is the reply's
 /// text, or the reply as JSON when the agent has an `output_schema`.
+///
+/// A sub-agent of `mode` task or single_turn is offered to its parent through the same
+/// tool ([`AgentTool::delegate`]): same name, description and arguments, but its calls
+/// are run by the parent's flow in the caller's session (`llm::task`), not here.
 pub struct AgentTool {
     agent: Arc<dyn Agent>,
+    /// Chat: ADK's `AgentTool` (a session of its own); else the parent's flow runs it.
+    mode: AgentMode,
+    description: String,
 }
+
+/// What a task agent's tool description adds, as ADK's `_TaskAgentTool` warns its model.
+const DELEGATION_NOTE: &str = "This tool hands the work to a specialised agent, which may ask the user questions: call it alone, not in \
+     parallel with other tools.";
 
 impl AgentTool {
     pub fn new(agent: Arc<dyn Agent>) -> Self {
-        AgentTool { agent }
+        let description = agent.description().to_string();
+        AgentTool {
+            agent,
+            mode: AgentMode::Chat,
+            description,
+        }
+    }
+
+    /// The tool through which a parent calls its sub-agent of `agent.mode()` task or
+    /// single_turn; the parent's flow answers its calls.
+    pub(crate) fn delegate(agent: Arc<dyn Agent>) -> Self {
+        let mode = agent.mode();
+        let description = match mode {
+            AgentMode::Task => format!("{}\n{DELEGATION_NOTE}", agent.description()).trim().to_string(),
+            _ => agent.description().to_string(),
+        };
+        AgentTool {
+            agent,
+            mode,
+            description,
+        }
     }
 
     fn llm_agent(&self) -> Option<&LlmAgent> {
-        self.agent.as_any()?.downcast_ref::<LlmAgent>()
+        llm_agent(&self.agent)
     }
+}
 
-    /// The user's message the agent gets for `args`.
-    fn message(&self, args: &Value) -> Content {
-        let text = match (self.llm_agent().and_then(LlmAgent::input_schema), args) {
-            (None, Value::Object(map)) => match map.get("request") {
-                Some(Value::String(text)) => text.clone(),
-                _ => args.to_string(),
-            },
+fn llm_agent(agent: &Arc<dyn Agent>) -> Option<&LlmAgent> {
+    agent.as_any()?.downcast_ref::<LlmAgent>()
+}
+
+/// The user's message `agent` gets for the arguments of a call of it: the `request`
+/// text, or (with an `input_schema`, or other arguments) the arguments as JSON.
+pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
+    let text = match (llm_agent(agent).and_then(LlmAgent::input_schema), args) {
+        (None, Value::Object(map)) => match map.get("request") {
+            Some(Value::String(text)) => text.clone(),
             _ => args.to_string(),
-        };
-        Content::new("user").with_text(text)
+        },
+        _ => args.to_string(),
+    };
+    Content::new("user").with_text(text)
+}
+
+/// The call's result for `agent`'s final reply: the text, or the JSON value when the
+/// agent has an `output_schema`.
+pub(crate) fn reply_value(agent: &Arc<dyn Agent>, reply: String) -> Value {
+    if llm_agent(agent).and_then(LlmAgent::output_schema).is_some()
+        && let Ok(value) = serde_json::from_str::<Value>(&reply)
+    {
+        return value;
     }
+    Value::String(reply)
 }
 
 #[async_trait]
@@ -54,7 +102,7 @@ impl Tool for AgentTool {
     }
 
     fn description(&self) -> &str {
-        self.agent.description()
+        &self.description
     }
 
     fn parameters_schema(&self) -> Option<Value> {
@@ -69,6 +117,14 @@ impl Tool for AgentTool {
     }
 
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        if self.mode != AgentMode::Chat {
+            // Only reached when the agent is called outside its parent's flow.
+            return Err(AdkError::Tool(format!(
+                "agent {} ({} mode) is run by its parent's flow, not as a stand-alone tool",
+                self.agent.name(),
+                self.mode.as_str()
+            )));
+        }
         let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
         let now = Utc::now();
         let session = Session {
@@ -84,7 +140,7 @@ impl Tool for AgentTool {
         };
         let user_event = Event::new(&invocation_id)
             .with_author(USER_AUTHOR)
-            .with_content(self.message(&args));
+            .with_content(input_message(&self.agent, &args));
         let invocation = Arc::new(
             Invocation::new(
                 invocation_id,
@@ -116,12 +172,6 @@ impl Tool for AgentTool {
             let delta = event.actions.state_delta.clone();
             invocation.record(event, delta);
         }
-        let reply = reply.unwrap_or_default();
-        if self.llm_agent().and_then(LlmAgent::output_schema).is_some()
-            && let Ok(value) = serde_json::from_str::<Value>(&reply)
-        {
-            return Ok(value);
-        }
-        Ok(Value::String(reply))
+        Ok(reply_value(&self.agent, reply.unwrap_or_default()))
     }
 }

@@ -15,13 +15,16 @@
 
 use super::remote_context::{ContextGrant, ToolActions};
 use adk_grpc_core::sync;
-use adk_grpc_core::{AdkError, Part, ReadonlyContext, Result, Tool, ToolContext, ToolOutput, Toolset};
+use adk_grpc_core::{
+    AdkError, CallbackContext, Content, LlmRequest, Part, PartKind, ReadonlyContext, Result, Tool, ToolContext,
+    ToolOutput, Toolset,
+};
 use async_trait::async_trait;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use reqwest::header::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, MetaObject, RequestMetaObject};
+use rmcp::model::{CallToolRequestParams, MetaObject, ReadResourceRequestParams, RequestMetaObject, ResourceContents};
 use rmcp::service::{
     ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
 };
@@ -120,6 +123,8 @@ struct Shared {
     /// Every tool of the server may run again when a resumed invocation finds its call
     /// unanswered (see [`Tool::safe_to_repeat`]).
     safe_to_repeat: bool,
+    /// ADK's `use_mcp_resources`: the toolset also offers `load_mcp_resource`.
+    resources: bool,
     connection: watch::Sender<Connection>,
     /// The tools last listed, offered while the server is away; None until the
     /// first listing succeeds.
@@ -194,6 +199,7 @@ impl McpToolset {
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
                 context: None,
                 safe_to_repeat: false,
+                resources: false,
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
@@ -290,6 +296,19 @@ impl McpToolset {
     /// answered as interrupted instead.
     pub fn with_safe_to_repeat(self, safe: bool) -> Self {
         self.configure(|shared| shared.safe_to_repeat = safe)
+    }
+
+    /// ADK's `use_mcp_resources`: also offers the tool `load_mcp_resource` (with the
+    /// prefix, if any). Each model request of the agent then lists the server's
+    /// resources (`resources/list`) in its system instruction; after the model called
+    /// the tool, the next request carries the named resources' contents
+    /// (`resources/read`: text as text parts, blobs as inline data) after the call's
+    /// response. The contents are put in that one request only, as ADK does, never in
+    /// the session: the stored response names the resources, and the model calls
+    /// again to see them again. A server that does not declare the resources
+    /// capability gets no such tool (a warning is logged).
+    pub fn with_resources(self, on: bool) -> Self {
+        self.configure(|shared| shared.resources = on)
     }
 
     /// How long starting the server and the MCP handshake may take.
@@ -514,6 +533,23 @@ impl Shared {
                 schema,
                 validator,
             }));
+        }
+        if self.resources {
+            let declared = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.resources.is_some());
+            if declared {
+                let name = match &self.prefix {
+                    Some(prefix) => format!("{prefix}_{LOAD_MCP_RESOURCE}"),
+                    None => LOAD_MCP_RESOURCE.to_string(),
+                };
+                tools.push(Arc::new(LoadMcpResource {
+                    shared: self.clone(),
+                    name,
+                }));
+            } else {
+                tracing::warn!(toolset = %self.name, "use_mcp_resources: the MCP server declares no resources capability; {LOAD_MCP_RESOURCE} is not offered");
+            }
         }
         tracing::info!(toolset = %self.name, tools = tools.len(), "MCP server's tools listed");
         *sync::lock(&self.tools) = Some(tools);
@@ -807,6 +843,169 @@ impl Tool for McpTool {
             actions.apply(ctx.as_ref()).await.map_err(|e| self.failure(e))?;
         }
         Ok(output)
+    }
+}
+
+/// ADK's name for the tool that shows the model an MCP server's resources.
+const LOAD_MCP_RESOURCE: &str = "load_mcp_resource";
+
+/// ADK's `LoadMcpResourceTool`: the model names resources; their contents reach the
+/// model in its next request only (see [`McpToolset::with_resources`]).
+struct LoadMcpResource {
+    shared: Arc<Shared>,
+    name: String,
+}
+
+impl LoadMcpResource {
+    fn peer(&self) -> Option<Peer<RoleClient>> {
+        match &*self.shared.connection.borrow() {
+            Connection::Up { peer, .. } => Some(peer.clone()),
+            _ => None,
+        }
+    }
+
+    /// The server's resources, name -> URI, in the server's order.
+    async fn list(&self, peer: &Peer<RoleClient>) -> std::result::Result<Vec<(String, String)>, String> {
+        let listed = tokio::time::timeout(self.shared.call_timeout, peer.list_all_resources())
+            .await
+            .map_err(|_| format!("resources/list timed out after {:?}", self.shared.call_timeout))?
+            .map_err(|e| e.to_string())?;
+        Ok(listed.into_iter().map(|r| (r.name, r.uri)).collect())
+    }
+
+    /// One resource's contents as parts: text as text, blobs as inline data.
+    async fn read(&self, peer: &Peer<RoleClient>, name: &str, uri: &str) -> std::result::Result<Vec<Part>, String> {
+        let read = tokio::time::timeout(
+            self.shared.call_timeout,
+            peer.read_resource(ReadResourceRequestParams::new(uri)),
+        )
+        .await
+        .map_err(|_| format!("resources/read timed out after {:?}", self.shared.call_timeout))?
+        .map_err(|e| e.to_string())?;
+        Ok(read
+            .contents
+            .into_iter()
+            .map(|content| match content {
+                ResourceContents::TextResourceContents { text, .. } => Part::text_part(text),
+                ResourceContents::BlobResourceContents { mime_type, blob, .. } => match BASE64.decode(&blob) {
+                    Ok(data) => Part::from(PartKind::InlineData {
+                        mime_type: mime_type.unwrap_or_else(|| "application/octet-stream".to_string()),
+                        data,
+                    }),
+                    Err(_) => Part::text_part(format!("[Binary content for {name} could not be decoded]")),
+                },
+                _ => Part::text_part(format!("[Unknown content type for {name}]")),
+            })
+            .collect())
+    }
+}
+
+#[async_trait]
+impl Tool for LoadMcpResource {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn description(&self) -> &str {
+        "Loads resources of the MCP server by name. Call it when you need a resource's contents."
+    }
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(json!({
+            "type": "object",
+            "properties": {"resource_names": {"type": "array", "items": {"type": "string"}}},
+        }))
+    }
+    /// Reads nothing: the contents are read when the next request is built.
+    fn safe_to_repeat(&self) -> bool {
+        true
+    }
+    async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let names = match &args["resource_names"] {
+            Value::Null => Vec::new(),
+            Value::Array(names) if names.iter().all(Value::is_string) => names.clone(),
+            other => {
+                return Err(AdkError::Tool(format!(
+                    "{}: resource_names must be a list of resource names, not {other}",
+                    self.name
+                )));
+            }
+        };
+        Ok(json!({
+            "resource_names": names,
+            "status": format!(
+                "the contents are shown with this response only; call {} again to see them again",
+                self.name
+            ),
+        }))
+    }
+
+    /// Lists the resources in the system instruction; after a call of this tool, adds
+    /// the named resources' contents to this request (and to no stored event). A
+    /// server that cannot answer costs the model the list, never the run.
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        let Some(peer) = self.peer() else {
+            tracing::warn!(toolset = %self.shared.name, "{}: the MCP server is not connected; no resources listed", self.name);
+            return Ok(());
+        };
+        let resources = match self.list(&peer).await {
+            Ok(resources) => resources,
+            Err(e) => {
+                tracing::warn!(toolset = %self.shared.name, error = %e, "{}: listing the MCP resources failed", self.name);
+                return Ok(());
+            }
+        };
+        if !resources.is_empty() {
+            let names: Vec<&str> = resources.iter().map(|(name, _)| name.as_str()).collect();
+            let listing = format!(
+                "The MCP server offers these resources: {}\nBefore you answer a question about one of them, call \
+                 `{}` with its name to load it.",
+                json!(names),
+                self.name
+            );
+            request.system_instruction = Some(match request.system_instruction.take() {
+                Some(text) if !text.is_empty() => format!("{text}\n\n{listing}"),
+                _ => listing,
+            });
+        }
+        // As ADK: only right after the model's call, i.e. when the newest turn is its response.
+        let requested: Vec<String> = request
+            .contents
+            .last()
+            .into_iter()
+            .flat_map(|content| &content.parts)
+            .filter_map(|part| match &part.kind {
+                PartKind::FunctionResponse { function_response, .. } if function_response.name == self.name => {
+                    function_response.response["resource_names"].as_array().cloned()
+                }
+                _ => None,
+            })
+            .flatten()
+            .filter_map(|name| name.as_str().map(str::to_string))
+            .collect();
+        for name in requested {
+            let parts = match resources.iter().find(|(listed, _)| *listed == name) {
+                Some((_, uri)) => self.read(&peer, &name, uri).await,
+                None => Err("the server has no resource of that name".to_string()),
+            };
+            match parts {
+                Ok(parts) => {
+                    for part in parts {
+                        request.contents.push(
+                            Content::new("user")
+                                .with_text(format!("Resource {name} is:"))
+                                .with_part(part),
+                        );
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(toolset = %self.shared.name, resource = %name, error = %e, "{}: reading an MCP resource failed", self.name);
+                    // Unlike ADK, which only logs it: the model learns why nothing came.
+                    request
+                        .contents
+                        .push(Content::new("user").with_text(format!("Resource {name} cannot be read: {e}")));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

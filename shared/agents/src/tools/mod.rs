@@ -1,12 +1,14 @@
 //! Tools for LLM agents: Rust closures, HTTP endpoints, client-side tools, MCP
-//! servers' tools, and ADK's built-ins.
+//! servers' tools, OpenAPI operations, and ADK's built-ins.
 
-mod agent_tool;
+pub(crate) mod agent_tool;
 mod builtin;
 mod function;
 mod http;
 mod mcp;
 mod memory;
+mod model_consult;
+mod openapi;
 mod remote_context;
 
 pub use agent_tool::AgentTool;
@@ -16,6 +18,8 @@ pub use function::{ClientTool, FunctionTool};
 pub use http::HttpTool;
 pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport};
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
+pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
+pub use openapi::OpenApiToolset;
 pub use remote_context::{ContextGrant, ToolActions};
 
 use adk_grpc_core::Tool;

@@ -141,3 +141,39 @@ async fn retry_config_makes_a_transiently_failed_model_call_again() {
     assert!(refused.error.is_some());
     assert_eq!(server.requests().len(), 7, "a bad request is not made again");
 }
+
+#[tokio::test]
+async fn log_probabilities_asked_for_are_stored_on_the_replys_event() {
+    let server = FakeServer::start().await;
+    let agent = LlmAgentBuilder::new("oracle")
+        .model(openai(&server))
+        .generate_content_config(adk_grpc_core::GenerateContentConfig {
+            response_logprobs: Some(true),
+            logprobs: Some(1),
+            ..Default::default()
+        })
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let mut reply = openai::text("Oslo.");
+    reply["choices"][0]["logprobs"] = serde_json::json!({"content": [
+        {"token": "Oslo", "logprob": -0.5, "top_logprobs": [{"token": "Oslo", "logprob": -0.5}]},
+        {"token": ".", "logprob": -0.25, "top_logprobs": [{"token": ".", "logprob": -0.25}]},
+    ]});
+    server.push(reply);
+    h.say("Capital of Norway?").await.ok();
+    let body = server.last_request().json();
+    assert_eq!(
+        (&body["logprobs"], &body["top_logprobs"]),
+        (&serde_json::json!(true), &serde_json::json!(1))
+    );
+    let session = h.session().await;
+    let stored = session.events().as_slice().last().expect("the reply's event");
+    assert_eq!(stored.llm_response.avg_logprobs, Some(-0.375));
+    let result = stored.llm_response.logprobs_result.as_ref().expect("logprobs_result");
+    assert_eq!(
+        result["chosen_candidates"][1],
+        serde_json::json!({"token": ".", "log_probability": -0.25})
+    );
+    assert_eq!(result["top_candidates"].as_array().map(Vec::len), Some(2));
+}

@@ -3,10 +3,10 @@
 //! they were, and no sub-agent that had finished runs again.
 
 use crate::common::*;
-use adk_grpc_agents::{LlmAgentBuilder, LoopAgent, ParallelAgent, Runner, RunnerConfig, SequentialAgent};
+use adk_grpc_agents::{ClientTool, LlmAgentBuilder, LoopAgent, ParallelAgent, Runner, RunnerConfig, SequentialAgent};
 use adk_grpc_core::{
     Agent, Clock, Content, CoreSessionService, CreateRequest, Event, EventStream, GetRequest, Llm, LlmRequest,
-    LlmResponse, LlmResponseStream, Result, Session, SessionLease, SessionService,
+    LlmResponse, LlmResponseStream, Part, Result, Session, SessionLease, SessionService,
 };
 use adk_grpc_store::{InMemorySessionBackend, InMemorySessionLease};
 use adk_grpc_testkit::eventually;
@@ -19,16 +19,46 @@ use std::time::Duration;
 /// A model that answers its scripted replies in turn and then never answers (the
 /// call a runner is in when it dies), counting the requests it got.
 struct Gated {
-    replies: Mutex<Vec<String>>,
+    replies: Mutex<Vec<LlmResponse>>,
     requests: Mutex<usize>,
 }
 
 impl Gated {
     fn new(replies: &[&str]) -> Arc<Gated> {
+        Self::scripted(
+            replies
+                .iter()
+                .map(|text| LlmResponse {
+                    content: Some(Content::new("model").with_text(*text)),
+                    ..Default::default()
+                })
+                .collect(),
+        )
+    }
+
+    fn scripted(mut replies: Vec<LlmResponse>) -> Arc<Gated> {
+        replies.reverse();
         Arc::new(Gated {
-            replies: Mutex::new(replies.iter().rev().map(|s| s.to_string()).collect()),
+            replies: Mutex::new(replies),
             requests: Mutex::new(0),
         })
+    }
+
+    /// Asks the user through the client tool `ask_user` (call `ask_1`), then says `then`.
+    fn asking(then: &str) -> Arc<Gated> {
+        let call = LlmResponse {
+            content: Some(Content::new("model").with_part(Part::function_call(
+                "ask_user",
+                serde_json::json!({"question": "Which colour?"}),
+                Some("ask_1".into()),
+            ))),
+            ..Default::default()
+        };
+        let reply = LlmResponse {
+            content: Some(Content::new("model").with_text(then)),
+            ..Default::default()
+        };
+        Self::scripted(vec![call, reply])
     }
 
     fn requests(&self) -> usize {
@@ -44,12 +74,8 @@ impl Llm for Gated {
 
     async fn generate_content(&self, _request: LlmRequest, _stream: bool) -> Result<LlmResponseStream> {
         *self.requests.lock().unwrap() += 1;
-        let Some(text) = self.replies.lock().unwrap().pop() else {
+        let Some(reply) = self.replies.lock().unwrap().pop() else {
             return Ok(Box::pin(futures::stream::pending()));
-        };
-        let reply = LlmResponse {
-            content: Some(Content::new("model").with_text(&text)),
-            ..Default::default()
         };
         Ok(Box::pin(futures::stream::iter([Ok(reply)])))
     }
@@ -108,11 +134,20 @@ impl Replicas {
     /// stream is left hanging and its lease lapses), resumes the run with `second`
     /// and returns the log once the resumed run ended.
     async fn die_and_resume(&self, first: Runner, second: Runner, stuck: impl Fn(&Session) -> bool) -> Session {
-        assert!(first.is_resumable() && second.is_resumable());
-        let started = first
-            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+        self.die_and_resume_on(&first, second, Content::new("user").with_text("go"), stuck)
             .await
-            .unwrap();
+    }
+
+    /// As `die_and_resume`, with `message` as the run's message.
+    async fn die_and_resume_on(
+        &self,
+        first: &Runner,
+        second: Runner,
+        message: Content,
+        stuck: impl Fn(&Session) -> bool,
+    ) -> Session {
+        assert!(first.is_resumable() && second.is_resumable());
+        let started = first.run(USER, SESSION, message, Default::default()).await.unwrap();
         // The dead replica: its run hangs in a model call and is never polled again.
         let dead = tokio::spawn(drain_all(started));
         eventually(Duration::from_secs(10), || async {
@@ -341,4 +376,168 @@ async fn a_sequence_in_a_loop_resumes_at_its_step_in_the_loops_round() {
         ],
         "{log:?}"
     );
+}
+
+/// An llm agent asking the user through the client tool `ask_user`.
+fn asker(model: &Arc<Gated>) -> Arc<dyn Agent> {
+    Arc::new(
+        LlmAgentBuilder::new("asker")
+            .model(model.clone())
+            .tool(Arc::new(ClientTool::new("ask_user", "Asks the user a question.")))
+            .build()
+            .unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn the_answer_to_a_client_tool_in_a_sequence_goes_on_with_the_sequence() {
+    let replicas = Replicas::new().await;
+    let asking = Gated::asking("blue it is");
+    let closer = Gated::new(&["all done"]);
+    let runner = replicas.runner(Arc::new(SequentialAgent::new(
+        "steps",
+        vec![asker(&asking), llm("closer", &closer)],
+    )));
+    let paused = drain_all(
+        runner
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let last = paused.last().unwrap().as_ref().unwrap();
+    assert_eq!(
+        last.long_running_tool_ids,
+        ["ask_1"],
+        "the sequence paused on the client tool"
+    );
+    assert_eq!(closer.requests(), 0);
+
+    let answer = function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+    let answered = drain_all(runner.run(USER, SESSION, answer, Default::default()).await.unwrap()).await;
+    assert!(answered.iter().all(|event| event.is_ok()), "{answered:?}");
+    assert_eq!((asking.requests(), closer.requests()), (2, 1));
+    let session = replicas.session().await;
+    assert_eq!(
+        authors(&session),
+        [
+            "user:go",
+            r#"steps:{"current_sub_agent":"asker"}"#,
+            "asker:",
+            "user:",
+            "asker:blue it is",
+            r#"steps:{"current_sub_agent":"closer"}"#,
+            "closer:all done",
+            "steps:end",
+        ],
+        "the asker went on and the sequence after it, each once"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_that_continues_a_sequence_resumes_on_another_runner_at_its_step() {
+    let replicas = Replicas::new().await;
+    let asking = Gated::asking("blue it is");
+    let (closer_dead, closer) = (Gated::new(&[]), Gated::new(&["all done"]));
+    let tree = |closer: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(SequentialAgent::new(
+            "steps",
+            vec![asker(&asking), llm("closer", closer)],
+        ))
+    };
+    let first = replicas.runner(tree(&closer_dead));
+    drain_all(
+        first
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let answer = function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+    let called = closer_dead.clone();
+    let session = replicas
+        .die_and_resume_on(&first, replicas.runner(tree(&closer)), answer, move |_| {
+            called.requests() == 1
+        })
+        .await;
+    assert_eq!(asking.requests(), 2, "the asker had answered: it is not asked again");
+    assert_eq!(closer.requests(), 1);
+    assert_eq!(
+        authors(&session)[3..],
+        [
+            "user:",
+            "asker:blue it is",
+            r#"steps:{"current_sub_agent":"closer"}"#,
+            "closer:all done",
+            "steps:end",
+        ]
+    );
+}
+
+/// A model reply calling `name` with call id `id`.
+fn call(name: &str, id: &str) -> LlmResponse {
+    LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            name,
+            serde_json::json!({"request": "the note"}),
+            Some(id.into()),
+        ))),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_single_turn_agent_resumed_mid_call_answers_its_callers_call_which_goes_on() {
+    let replicas = Replicas::new().await;
+    let lookup = || -> Arc<dyn adk_grpc_core::Tool> {
+        Arc::new(adk_grpc_agents::FunctionTool::new(
+            "lookup",
+            "Looks up.",
+            |_ctx, _args| async { Ok(serde_json::json!({"found": "a cat"})) },
+        ))
+    };
+    let tree = |host: &Arc<Gated>, summ: &Arc<Gated>| -> Arc<dyn Agent> {
+        let summ = LlmAgentBuilder::new("summ")
+            .mode(adk_grpc_core::AgentMode::SingleTurn)
+            .model(summ.clone())
+            .tool(lookup())
+            .build()
+            .unwrap();
+        Arc::new(
+            LlmAgentBuilder::new("host")
+                .model(host.clone())
+                .sub_agents([Arc::new(summ) as Arc<dyn Agent>])
+                .build()
+                .unwrap(),
+        )
+    };
+    // The dead runner: the host calls summ, summ looks up, then its model never answers.
+    let (host_dead, summ_dead) = (
+        Gated::scripted(vec![call("summ", "k1")]),
+        Gated::scripted(vec![call("lookup", "l1")]),
+    );
+    let (host, summ) = (Gated::new(&["Done: a cat."]), Gated::new(&["A cat."]));
+    let first = replicas.runner(tree(&host_dead, &summ_dead));
+    let second = replicas.runner(tree(&host, &summ));
+    let summ_called = summ_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| summ_called.requests() == 2)
+        .await;
+    // The run resumed with summ, on its branch, through the host: summ answered the
+    // host's call and the host went on; no model call was made twice.
+    assert_eq!(
+        authors(&session),
+        [
+            "user:go",
+            "host:",
+            "summ:",
+            "summ:",
+            "summ:A cat.",
+            "host:",
+            "host:Done: a cat."
+        ]
+    );
+    let branches: Vec<&str> = session.events.iter().map(|e| e.branch.as_str()).collect();
+    assert_eq!(branches, ["", "", "summ@k1", "summ@k1", "summ@k1", "", ""]);
+    assert_eq!((host.requests(), summ.requests()), (1, 1));
 }

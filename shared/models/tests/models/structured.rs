@@ -308,3 +308,171 @@ async fn the_mock_scripts_structured_replies_and_thoughts() {
     let parts: &[Part] = &items.last().unwrap().content.as_ref().unwrap().parts;
     assert_eq!(parts[0].thought, Some(true));
 }
+
+#[tokio::test]
+async fn gemini_gets_the_reply_settings_and_its_log_probabilities_are_kept() {
+    let server = FakeServer::start().await;
+    let mut reply = gemini::text("Oslo");
+    reply["candidates"][0]["avgLogprobs"] = json!(-0.25);
+    reply["candidates"][0]["logprobsResult"] = json!({
+        "chosenCandidates": [{"token": "Oslo", "tokenId": 7, "logProbability": -0.25}],
+        "topCandidates": [{"candidates": [
+            {"token": "Oslo", "tokenId": 7, "logProbability": -0.25},
+            {"token": "Bergen", "tokenId": 9, "logProbability": -1.5},
+        ]}],
+    });
+    server.push(reply);
+    let config = GenerateContentConfig {
+        response_logprobs: Some(true),
+        logprobs: Some(2),
+        media_resolution: Some("MEDIA_RESOLUTION_LOW".into()),
+        cached_content: Some("cachedContents/abc".into()),
+        response_modalities: vec!["TEXT".into(), "IMAGE".into()],
+        enable_enhanced_civic_answers: Some(false),
+        ..Default::default()
+    };
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(config.clone()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    let body = server.last_request().json();
+    assert_eq!(
+        body["generationConfig"],
+        json!({
+            "responseLogprobs": true,
+            "logprobs": 2,
+            "mediaResolution": "MEDIA_RESOLUTION_LOW",
+            "responseModalities": ["TEXT", "IMAGE"],
+            "enableEnhancedCivicAnswers": false,
+        })
+    );
+    assert_eq!(body["cachedContent"], "cachedContents/abc");
+    let response = &items[0];
+    assert_eq!(response.avg_logprobs, Some(-0.25));
+    assert_eq!(
+        Value::Object(response.logprobs_result.clone().expect("logprobs_result")),
+        json!({
+            "chosen_candidates": [{"token": "Oslo", "token_id": 7, "log_probability": -0.25}],
+            "top_candidates": [{"candidates": [
+                {"token": "Oslo", "token_id": 7, "log_probability": -0.25},
+                {"token": "Bergen", "token_id": 9, "log_probability": -1.5},
+            ]}],
+        })
+    );
+
+    // Streamed: each chunk brings its tokens; the average is that of all chosen tokens.
+    let chunk = |text: &str, logprob: f64, last: bool| {
+        let mut chunk = gemini::response(vec![json!({"text": text})], last.then_some("STOP"));
+        chunk["candidates"][0]["avgLogprobs"] = json!(logprob);
+        chunk["candidates"][0]["logprobsResult"] =
+            json!({"chosenCandidates": [{"token": text, "logProbability": logprob}]});
+        chunk
+    };
+    server.push(gemini::stream(vec![chunk("Os", -0.5, false), chunk("lo", -1.5, true)]));
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(config), true)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_stream_shape(&items);
+    let last = items.last().unwrap();
+    assert_eq!(text(last), "Oslo");
+    assert_eq!(last.avg_logprobs, Some(-1.0));
+    assert_eq!(
+        last.logprobs_result.as_ref().unwrap()["chosen_candidates"],
+        json!([{"token": "Os", "log_probability": -0.5}, {"token": "lo", "log_probability": -1.5}])
+    );
+    // Without the settings nothing is asked, and nothing comes back.
+    server.push(gemini::text("Oslo"));
+    let items = collect_ok(
+        gemini_model(&server)
+            .generate_content(request(GenerateContentConfig::default()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(items[0].avg_logprobs.is_none() && items[0].logprobs_result.is_none());
+    let body = server.last_request().json();
+    assert!(
+        body.get("generationConfig").is_none() && body.get("cachedContent").is_none(),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn openai_gets_logprobs_and_top_logprobs_and_they_are_kept() {
+    let server = FakeServer::start().await;
+    let mut reply = openai::text("Oslo");
+    reply["choices"][0]["logprobs"] = json!({"content": [
+        {"token": "Os", "logprob": -0.5, "bytes": [79, 115], "top_logprobs": [
+            {"token": "Os", "logprob": -0.5, "bytes": [79, 115]},
+            {"token": "Ber", "logprob": -2.0, "bytes": [66, 101, 114]},
+        ]},
+        {"token": "lo", "logprob": -1.5, "bytes": [108, 111], "top_logprobs": [
+            {"token": "lo", "logprob": -1.5, "bytes": [108, 111]},
+        ]},
+    ]});
+    server.push(reply);
+    let config = GenerateContentConfig {
+        response_logprobs: Some(true),
+        logprobs: Some(2),
+        ..Default::default()
+    };
+    let items = collect_ok(
+        openai_model(&server)
+            .generate_content(request(config.clone()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    let body = server.last_request().json();
+    assert_eq!((&body["logprobs"], &body["top_logprobs"]), (&json!(true), &json!(2)));
+    let response = &items[0];
+    assert_eq!(response.avg_logprobs, Some(-1.0));
+    assert_eq!(
+        Value::Object(response.logprobs_result.clone().expect("logprobs_result")),
+        json!({
+            "chosen_candidates": [
+                {"token": "Os", "log_probability": -0.5},
+                {"token": "lo", "log_probability": -1.5},
+            ],
+            "top_candidates": [
+                {"candidates": [{"token": "Os", "log_probability": -0.5}, {"token": "Ber", "log_probability": -2.0}]},
+                {"candidates": [{"token": "lo", "log_probability": -1.5}]},
+            ],
+        })
+    );
+
+    // Streamed: every chunk's choice carries its tokens.
+    let chunk = |text: &str, logprob: f64| {
+        json!({
+            "id": "chatcmpl-fake", "object": "chat.completion.chunk", "created": 1, "model": "fake-model",
+            "choices": [{"index": 0, "delta": {"content": text}, "finish_reason": null,
+                         "logprobs": {"content": [{"token": text, "logprob": logprob, "top_logprobs": []}]}}],
+        })
+        .to_string()
+    };
+    server.push(openai::stream(vec![chunk("Os", -0.25), chunk("lo", -0.75)], "stop"));
+    let items = collect_ok(
+        openai_model(&server)
+            .generate_content(request(config), true)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_stream_shape(&items);
+    let last = items.last().unwrap();
+    assert_eq!(text(last), "Oslo");
+    assert_eq!(last.avg_logprobs, Some(-0.5));
+    let result = last.logprobs_result.as_ref().unwrap();
+    assert_eq!(
+        result["chosen_candidates"],
+        json!([{"token": "Os", "log_probability": -0.25}, {"token": "lo", "log_probability": -0.75}])
+    );
+    assert_eq!(result["top_candidates"], json!([]));
+}

@@ -1,0 +1,433 @@
+//! ADK 2's delegation modes (`mode: task` and `mode: single_turn`): an LLM sub-agent its
+//! parent calls as a tool, run by the parent's flow in the same session.
+//!
+//! A call of such a sub-agent runs it on a branch of its own, `<caller's branch>.<agent>@<call id>`
+//! (ADK's sub-branch), and everything it does is stored as any event, on that branch.
+//! The branch is also its scope (ADK's `isolation_scope`): an agent sees only the events
+//! of its own scope ([`scope`]), so the sub-agent sees the call's arguments (as its
+//! first user message), its own work and, for a task, the user's replies to it, and the
+//! parent never sees the sub-agent's conversation, only the call's answer.
+//!
+//! - single_turn: runs to its final reply without the user (told so); the reply (JSON
+//!   with an `output_schema`) answers the call.
+//! - task: may reply to the user and wait. Its parent's call stays open, the invocation
+//!   ends, and the next user message goes to the parent (the runner routes it,
+//!   [`route`]), stamped with the task's branch; the parent's flow finds its open call
+//!   ([`pending_calls`]) and runs the task agent again, which now sees the reply. When the
+//!   task agent calls `finish_task` and the call succeeds, the arguments (its
+//!   `output_schema`, by default `{result: string}`) answer the parent's call and the
+//!   parent goes on in the same turn. Nothing is held in memory: all of it is read from
+//!   the log, so a restarted runner goes on where the last one stopped.
+
+use super::output_schema::OutputSchema;
+use crate::tools::agent_tool::{input_message, reply_value};
+use crate::{LlmAgent, USER_AUTHOR};
+use adk_grpc_core::history::apply_rewinds;
+use adk_grpc_core::{
+    Agent, AgentMode, CallbackContext, Content, Event, LlmRequest, Part, PartKind, Result, Tool, ToolContext,
+    find_agent,
+};
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use std::collections::HashSet;
+use std::sync::Arc;
+
+/// The tool a task agent ends its task with (ADK's name).
+pub const FINISH_TASK_TOOL_NAME: &str = "finish_task";
+/// `finish_task`'s answer when its arguments fit (ADK's).
+const FINISH_TASK_DONE: &str = "Task completed.";
+
+/// Added to a single-turn agent's input: no one will answer its questions.
+const SINGLE_TURN_NOTE: &str = "Important: you will not receive any reply or clarification from the user. \
+Complete the task using only the information provided above.";
+
+/// Added to a task agent's system instruction with `finish_task`.
+const FINISH_TASK_INSTRUCTION: &str = "Do not call `finish_task` before the delegated task is fully done: use \
+your tools to complete every part of it first, and ask the user when the task is unclear. Once it is done, call \
+`finish_task` on its own, without any text.";
+
+/// The branch a delegated call of `agent` made on `caller_branch` runs on.
+pub(crate) fn branch(caller_branch: &str, agent: &str, call_id: &str) -> String {
+    if caller_branch.is_empty() {
+        format!("{agent}@{call_id}")
+    } else {
+        format!("{caller_branch}.{agent}@{call_id}")
+    }
+}
+
+/// The delegation scope of `branch`: the branch up to its last `<agent>@<call id>` segment;
+/// "" outside any delegated call. Agent names cannot hold `@`, so other branches have none.
+pub(crate) fn scope(branch: &str) -> &str {
+    match branch.rfind('@') {
+        None => "",
+        Some(at) => match branch[at..].find('.') {
+            Some(dot) => &branch[..at + dot],
+            None => branch,
+        },
+    }
+}
+
+/// The id of the call whose scope `branch` is in.
+fn call_id(branch: &str) -> Option<&str> {
+    let scope = scope(branch);
+    scope.rfind('@').map(|at| &scope[at + 1..])
+}
+
+tokio::task_local! {
+    /// Set while a caller's flow starts one of its task or single-turn sub-agents.
+    static DISPATCHING: ();
+}
+
+/// Starts a task or single-turn agent from its caller's flow (see [`caller_to_resume`]).
+pub(crate) async fn dispatch<T>(start: impl std::future::Future<Output = T>) -> T {
+    DISPATCHING.scope((), start).await
+}
+
+/// For a task or single-turn agent started by anything but its caller's flow (the runner
+/// resuming a run whose last author it was): the agent that made the outermost call of
+/// its branch, on its branch, whose flow runs the open calls again and goes on after them.
+pub(crate) fn caller_to_resume(
+    mode: AgentMode,
+    ctx: &dyn adk_grpc_core::InvocationContext,
+) -> Option<(Arc<dyn Agent>, String)> {
+    if mode == AgentMode::Chat || DISPATCHING.try_with(|_| ()).is_ok() {
+        return None;
+    }
+    let branch = ctx.branch();
+    let at = branch.find('@')?;
+    let outermost = branch[at + 1..].split('.').next()?;
+    let events = ctx.events();
+    let call = events.iter().rev().find(|event| {
+        event.content().is_some_and(|c| {
+            c.parts
+                .iter()
+                .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(id), .. } if id == outermost))
+        })
+    })?;
+    let caller = find_agent(&ctx.root_agent(), &call.author)?;
+    Some((caller, call.branch.clone()))
+}
+
+/// The sub-agents `agents` its parent calls as tools.
+pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<dyn Agent>> {
+    agents.iter().filter(|agent| agent.mode() != AgentMode::Chat)
+}
+
+/// The first user message of a delegated agent on `branch`: the arguments of the call
+/// that started it (ADK derives it from the call the same way); with a note that no
+/// reply will come for a single-turn agent.
+pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
+    if agent.mode() == AgentMode::Chat {
+        return None;
+    }
+    let id = call_id(branch)?;
+    let args = events.iter().rev().find_map(|event| {
+        event.content()?.parts.iter().find_map(|part| match &part.kind {
+            PartKind::FunctionCall {
+                id: Some(call), args, ..
+            } if call == id => Some(args.clone()),
+            _ => None,
+        })
+    })?;
+    let mut message = input_message(agent, &args);
+    if agent.mode() == AgentMode::SingleTurn {
+        message.parts.push(Part::text_part(SINGLE_TURN_NOTE));
+    }
+    Some(message)
+}
+
+/// What answers the call of `agent` that ran on `branch`, when it is done: a task's
+/// `finish_task` arguments, a single-turn agent's final reply. None while it is not.
+pub(crate) fn outcome(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Value> {
+    let own = || {
+        events
+            .iter()
+            .filter(move |event| event.branch == branch && event.author == agent.name())
+    };
+    match agent.mode() {
+        AgentMode::Chat => None,
+        AgentMode::SingleTurn => {
+            let reply = own()
+                .rev()
+                .find(|event| event.is_final_response() && !event.is_partial())?;
+            if !reply.long_running_tool_ids.is_empty() {
+                return None;
+            }
+            let text = reply.content().and_then(Content::text).unwrap_or_default();
+            Some(reply_value(agent, text))
+        }
+        AgentMode::Task => {
+            let done = own().find_map(|event| {
+                event.content()?.parts.iter().find_map(|part| match &part.kind {
+                    PartKind::FunctionResponse {
+                        id: Some(id),
+                        function_response,
+                    } if function_response.name == FINISH_TASK_TOOL_NAME
+                        && function_response.response["result"] == FINISH_TASK_DONE =>
+                    {
+                        Some(id.clone())
+                    }
+                    _ => None,
+                })
+            })?;
+            let args = own().find_map(|event| {
+                event.content()?.parts.iter().find_map(|part| match &part.kind {
+                    PartKind::FunctionCall { id: Some(id), args, .. } if *id == done => Some(args.clone()),
+                    _ => None,
+                })
+            })?;
+            let schema = agent
+                .as_any()
+                .and_then(|any| any.downcast_ref::<LlmAgent>())
+                .and_then(|llm| llm.inner.output_schema.clone());
+            let output = finish_output(schema.as_deref(), &args).ok()?;
+            // ADK's answer: an object as it is, any other value under `output`.
+            Some(match output {
+                object @ Value::Object(_) => object,
+                other => json!({ "output": other }),
+            })
+        }
+    }
+}
+
+/// Whether this responses event holds a `finish_task` call that succeeded.
+pub(crate) fn finishes(event: &Event) -> bool {
+    event.content().is_some_and(|content| {
+        content.parts.iter().any(|part| {
+            matches!(&part.kind, PartKind::FunctionResponse { function_response, .. }
+                if function_response.name == FINISH_TASK_TOOL_NAME
+                    && function_response.response["result"] == FINISH_TASK_DONE)
+        })
+    })
+}
+
+/// `finish_task`'s arguments as the task's output: with an `output_schema`, its value
+/// (under `result` unless an object schema), checked; without, `{result: string}`.
+fn finish_output(schema: Option<&OutputSchema>, args: &Value) -> std::result::Result<Value, String> {
+    match schema {
+        Some(schema) => schema.value_of_call_keyed(args, "result"),
+        None => match args.get("result") {
+            Some(Value::String(_)) => Ok(json!({ "result": args["result"] })),
+            _ => Err("the argument `result` (a string) is missing".into()),
+        },
+    }
+}
+
+/// The calls of the delegating agent `me` that its flow must run before anything else:
+/// the open calls of its task agents (the task talks with the user across turns) and
+/// single-turn agents (a runner stopped before answering it), from its latest event with
+/// calls on its branch. One whose agent is done is answered from the log, without running
+/// it again. Returned as (id, name, args).
+pub(crate) fn pending_calls(
+    events: &[Event],
+    me: &str,
+    branch: &str,
+    sub_agents: &[Arc<dyn Agent>],
+) -> Vec<(String, String, Value)> {
+    let events = apply_rewinds(events);
+    let Some(latest) = events.iter().rev().find(|event| {
+        event.author == me
+            && event.branch == branch
+            && event
+                .content()
+                .is_some_and(|c| c.parts.iter().any(|p| matches!(p.kind, PartKind::FunctionCall { .. })))
+    }) else {
+        return Vec::new();
+    };
+    let answered = answered_ids(&events);
+    let parts = latest.content().map(|c| c.parts.as_slice()).unwrap_or_default();
+    parts
+        .iter()
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionCall {
+                id: Some(id),
+                name,
+                args,
+            } if !answered.contains(id.as_str()) => {
+                delegates(sub_agents).find(|agent| agent.name() == name)?;
+                Some((id.clone(), name.clone(), args.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+fn answered_ids(events: &[Event]) -> HashSet<&str> {
+    events
+        .iter()
+        .filter_map(Event::content)
+        .flat_map(|content| content.parts.iter())
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionResponse { id: Some(id), .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where a turn goes while a task is open: the agent that made the oldest open task call
+/// (outermost: it runs the task, which runs any task it opened in turn), on its branch,
+/// and the branch the user's message is stored on: the newest task still waiting for the
+/// user (none when the open tasks have all finished and only their callers must go on).
+pub(crate) struct Route {
+    pub(crate) caller: Arc<dyn Agent>,
+    pub(crate) caller_branch: String,
+    pub(crate) user_branch: String,
+}
+
+/// The [`Route`] of a turn of a session whose log is `events`; None without open tasks.
+pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
+    // Every turn asks: a tree without task agents answers without reading the log.
+    if !has_task_agent(root) {
+        return None;
+    }
+    let events = apply_rewinds(events);
+    let answered = answered_ids(&events);
+    let mut open = Vec::new();
+    for event in events.iter().filter(|event| event.author != USER_AUTHOR) {
+        let Some(caller) = find_agent(root, &event.author) else {
+            continue;
+        };
+        for part in event.content().map(|c| c.parts.as_slice()).unwrap_or_default() {
+            let PartKind::FunctionCall { id: Some(id), name, .. } = &part.kind else {
+                continue;
+            };
+            let task = caller
+                .sub_agents()
+                .iter()
+                .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
+            if let Some(task) = task.filter(|_| !answered.contains(id.as_str())) {
+                let task_branch = branch(&event.branch, name, id);
+                let waiting = outcome(&events, task, &task_branch).is_none();
+                open.push((caller.clone(), event.branch.clone(), task_branch, waiting));
+            }
+        }
+    }
+    let (caller, caller_branch, ..) = open.first().cloned()?;
+    let user_branch = open
+        .iter()
+        .filter(|(.., waiting)| *waiting)
+        .map(|(_, _, task_branch, _)| task_branch)
+        .fold(None::<&String>, |deepest, candidate| match deepest {
+            Some(d) if d.matches('@').count() >= candidate.matches('@').count() => Some(d),
+            _ => Some(candidate),
+        })
+        .cloned()
+        .unwrap_or_default();
+    Some(Route {
+        caller,
+        caller_branch,
+        user_branch,
+    })
+}
+
+fn has_task_agent(agent: &Arc<dyn Agent>) -> bool {
+    agent.mode() == AgentMode::Task || agent.sub_agents().iter().any(has_task_agent)
+}
+
+/// ADK's `FinishTaskTool`: a task agent's last call, whose arguments are its output.
+pub(crate) struct FinishTaskTool {
+    schema: Option<Arc<OutputSchema>>,
+    output_key: Option<String>,
+}
+
+impl FinishTaskTool {
+    pub(crate) fn new(schema: Option<Arc<OutputSchema>>, output_key: Option<String>) -> Self {
+        FinishTaskTool { schema, output_key }
+    }
+}
+
+#[async_trait]
+impl Tool for FinishTaskTool {
+    fn name(&self) -> &str {
+        FINISH_TASK_TOOL_NAME
+    }
+
+    fn description(&self) -> &str {
+        if self.schema.is_some() {
+            "Signal that you have completed your delegated task. Pass the required output data in the parameters."
+        } else {
+            "Signal that you have completed your delegated task."
+        }
+    }
+
+    fn parameters_schema(&self) -> Option<Value> {
+        Some(match &self.schema {
+            Some(schema) => schema.call_parameters_keyed("result"),
+            None => json!({
+                "type": "object",
+                "properties": {
+                    "result": { "type": "string", "description": "A brief summary of what you accomplished." }
+                },
+                "required": ["result"]
+            }),
+        })
+    }
+
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        match finish_output(self.schema.as_deref(), &args) {
+            Ok(output) => {
+                // ADK writes a task's output (not its chat replies) to its output_key.
+                if let Some(key) = &self.output_key {
+                    let value = match output {
+                        Value::Object(ref map) if self.schema.is_none() => map["result"].clone(),
+                        other => other,
+                    };
+                    ctx.set_state(key, value);
+                }
+                Ok(json!({ "result": FINISH_TASK_DONE }))
+            }
+            Err(problem) => Ok(json!({
+                "error": format!(
+                    "calling `{FINISH_TASK_TOOL_NAME}` failed: {problem}. Call it again with all the required \
+                     arguments, of the right types."
+                )
+            })),
+        }
+    }
+
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        request.system_instruction = Some(match request.system_instruction.take() {
+            Some(text) if !text.is_empty() => format!("{text}\n\n{FINISH_TASK_INSTRUCTION}"),
+            _ => FINISH_TASK_INSTRUCTION.to_string(),
+        });
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delegated_call_has_a_branch_and_scope_of_its_own() {
+        assert_eq!(branch("", "intake", "c1"), "intake@c1");
+        assert_eq!(branch("intake@c1", "check", "c2"), "intake@c1.check@c2");
+        assert_eq!(scope("intake@c1"), "intake@c1");
+        assert_eq!(scope("intake@c1.check@c2"), "intake@c1.check@c2");
+        assert_eq!(scope("intake@c1.par.a"), "intake@c1");
+        assert_eq!(scope("par.a"), "");
+        assert_eq!(scope(""), "");
+        assert_eq!(call_id("intake@c1.check@c2"), Some("c2"));
+        assert_eq!(call_id("par.a"), None);
+    }
+
+    #[test]
+    fn finish_task_output_follows_the_schema_or_is_a_result_string() {
+        assert_eq!(
+            finish_output(None, &json!({"result": "done"})).unwrap(),
+            json!({"result": "done"})
+        );
+        assert!(finish_output(None, &json!({"result": 3})).is_err());
+        let list = OutputSchema::new(json!({"type": "array", "items": {"type": "string"}})).unwrap();
+        assert_eq!(
+            finish_output(Some(&list), &json!({"result": ["a"]})).unwrap(),
+            json!(["a"])
+        );
+        assert!(finish_output(Some(&list), &json!({"result": [1]})).is_err());
+        let object =
+            OutputSchema::new(json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}))
+                .unwrap();
+        assert_eq!(finish_output(Some(&object), &json!({"n": 2})).unwrap(), json!({"n": 2}));
+        assert!(finish_output(Some(&object), &json!({})).is_err());
+    }
+}

@@ -1,0 +1,389 @@
+//! ADK 2's delegation modes (`mode: single_turn`, `mode: task`): sub-agents their parent
+//! calls as tools, run in the parent's session on a branch of their own.
+
+use crate::common::*;
+use adk_grpc_agents::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig, SequentialAgent};
+use adk_grpc_core::{Agent, AgentMode, Content, Event};
+use adk_grpc_models::testing::{FakeServer, openai};
+use adk_grpc_store::InMemorySessionLease;
+use futures::StreamExt;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// The text of every message a request sent (whatever the message's shape).
+fn message_texts(request: &adk_grpc_models::testing::RecordedRequest) -> Vec<String> {
+    messages(request)
+        .iter()
+        .map(|m| match &m["content"] {
+            Value::String(text) => text.clone(),
+            other => other.to_string(),
+        })
+        .collect()
+}
+
+fn tool_names(request: &adk_grpc_models::testing::RecordedRequest) -> Vec<String> {
+    request.json()["tools"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn by(events: &[Event], author: &str) -> Vec<Event> {
+    events.iter().filter(|e| e.author == author).cloned().collect()
+}
+
+#[tokio::test]
+async fn a_single_turn_agent_is_a_tool_run_in_the_callers_session_on_its_own_branch() {
+    let host_server = FakeServer::start().await;
+    let summarizer_server = FakeServer::start().await;
+    let summarizer = LlmAgentBuilder::new("summarizer")
+        .description("Summarises a text.")
+        .mode(AgentMode::SingleTurn)
+        .output_key("summary")
+        .model(openai(&summarizer_server))
+        .build()
+        .unwrap();
+    let helper = LlmAgentBuilder::new("helper")
+        .description("Chats.")
+        .model(openai(&host_server))
+        .build()
+        .unwrap();
+    let host = LlmAgentBuilder::new("host")
+        .model(openai(&host_server))
+        .sub_agents([Arc::new(summarizer) as Arc<dyn Agent>, Arc::new(helper)])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(host)).await;
+    host_server.push(openai::tool_calls(&[(
+        "c1",
+        "summarizer",
+        json!({"request": "Summarise: the cat sat."}),
+    )]));
+    summarizer_server.push(openai::text("A cat sat."));
+    host_server.push(openai::text("Here it is: A cat sat."));
+    let run = h.say("Please summarise my note").await.ok();
+
+    // The parent is offered the agent as a tool; it is no transfer target.
+    let first = host_server.requests()[0].json();
+    assert_eq!(
+        tool_names(&host_server.requests()[0]),
+        ["summarizer", "transfer_to_agent"]
+    );
+    let targets = first["tools"][1]["function"]["parameters"]["properties"]["agent_name"]["enum"].clone();
+    assert_eq!(targets, json!(["helper"]), "{first}");
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["required"],
+        json!(["request"])
+    );
+    // The agent starts from the call's arguments, told no reply will come, and sees
+    // nothing of its caller's conversation.
+    let asked = message_texts(&summarizer_server.last_request()).join("\n");
+    assert!(asked.contains("Summarise: the cat sat."), "{asked}");
+    assert!(asked.contains("will not receive any reply"), "{asked}");
+    assert!(!asked.contains("Please summarise my note"), "{asked}");
+
+    // Its reply is recorded in the session on its branch, then answers the call.
+    let complete: Vec<Event> = run.complete().into_iter().cloned().collect();
+    let reply = &by(&complete, "summarizer")[0];
+    assert_eq!(reply.branch, "summarizer@c1");
+    assert_eq!(reply.actions.state_delta.get("summary"), Some(&json!("A cat sat.")));
+    let answer = complete
+        .iter()
+        .find(|e| !function_responses(e).is_empty())
+        .expect("the call is answered");
+    assert_eq!((answer.author.as_str(), answer.branch.as_str()), ("host", ""));
+    assert_eq!(
+        function_responses(answer),
+        [(
+            "c1".to_string(),
+            "summarizer".to_string(),
+            json!({"result": "A cat sat."})
+        )]
+    );
+    assert_eq!(run.texts().last().unwrap(), "Here it is: A cat sat.");
+    // The caller's next request has the answer, not the agent's turn as context.
+    let second = message_texts(&host_server.last_request()).join("\n");
+    assert!(!second.contains("[summarizer] said"), "{second}");
+    let session = h.verify_log(&Default::default()).await;
+    assert!(
+        session
+            .events
+            .iter()
+            .any(|e| e.author == "summarizer" && e.branch == "summarizer@c1")
+    );
+    assert_eq!(session.state.as_map().get("summary"), Some(&json!("A cat sat.")));
+}
+
+fn intake(server: &FakeServer) -> Arc<dyn Agent> {
+    Arc::new(
+        LlmAgentBuilder::new("intake")
+            .description("Asks the party size.")
+            .mode(AgentMode::Task)
+            .output_schema(json!({
+                "type": "object",
+                "properties": {"guests": {"type": "integer"}},
+                "required": ["guests"]
+            }))
+            .output_key("party")
+            .model(openai(server))
+            .build()
+            .unwrap(),
+    )
+}
+
+fn host_of(server: &FakeServer, task: Arc<dyn Agent>) -> Arc<dyn Agent> {
+    Arc::new(
+        LlmAgentBuilder::new("host")
+            .model(openai(server))
+            .sub_agents([task])
+            .build()
+            .unwrap(),
+    )
+}
+
+async fn run_on(runner: &Runner, text: &str) -> Vec<Event> {
+    let mut stream = runner
+        .run(
+            USER,
+            SESSION,
+            Content::new("user").with_text(text),
+            RunOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event.unwrap());
+    }
+    events
+}
+
+#[tokio::test]
+async fn a_task_agent_talks_with_the_user_across_turns_then_finish_task_answers_its_caller() {
+    let host_server = FakeServer::start().await;
+    let task_server = FakeServer::start().await;
+    let h = Harness::new(host_of(&host_server, intake(&task_server))).await;
+
+    // Turn 1: the host hands the work over; the task agent asks the user and waits.
+    host_server.push(openai::tool_calls(&[(
+        "t1",
+        "intake",
+        json!({"request": "Get the party size."}),
+    )]));
+    task_server.push(openai::text("For how many guests?"));
+    let first = h.say("Book me a table").await.ok();
+    assert_eq!(first.texts(), ["For how many guests?"]);
+    let question = &by(&first.events, "intake")[0];
+    assert_eq!(question.branch, "intake@t1");
+    assert!(
+        first.events.iter().all(|e| function_responses(e).is_empty()),
+        "the call stays open"
+    );
+    assert_eq!(host_server.requests().len(), 1);
+    let task_request = task_server.last_request().json();
+    let task_tools: Vec<String> = tool_names(&task_server.last_request());
+    assert_eq!(task_tools, ["finish_task"]);
+    assert_eq!(
+        task_request["tools"][0]["function"]["parameters"]["required"],
+        json!(["guests"])
+    );
+    assert!(
+        system_prompt(&task_server.last_request()).contains("call `finish_task` on its own"),
+        "{task_request}"
+    );
+    assert!(
+        task_request.get("response_format").is_none(),
+        "a task's output goes through finish_task"
+    );
+
+    // Turn 2, on a runner that never saw turn 1 (everything is read from the log): the
+    // reply goes to the task agent, which finishes (once with wrong arguments); the host
+    // goes on in the same turn with the output.
+    let lease = Arc::new(InMemorySessionLease::new());
+    let restarted = Runner::new(RunnerConfig::new(
+        APP,
+        host_of(&host_server, intake(&task_server)),
+        h.sessions.clone(),
+        lease,
+    ))
+    .unwrap();
+    task_server.push(openai::tool_calls(&[("f1", "finish_task", json!({"guests": "four"}))]));
+    task_server.push(openai::tool_calls(&[("f2", "finish_task", json!({"guests": 4}))]));
+    host_server.push(openai::text("Booked for 4."));
+    let second = run_on(&restarted, "Four of us").await;
+
+    let asked = message_texts(&task_server.requests()[1]);
+    let from_user: Vec<&String> = asked.iter().skip(1).collect();
+    assert_eq!(from_user.first().map(|s| s.as_str()), Some("Get the party size."));
+    assert!(asked.iter().any(|m| m == "For how many guests?"), "{asked:?}");
+    assert!(asked.iter().any(|m| m == "Four of us"), "{asked:?}");
+    assert!(!asked.iter().any(|m| m.contains("Book me a table")), "{asked:?}");
+
+    let finishes: Vec<(String, String, Value)> = by(&second, "intake").iter().flat_map(function_responses).collect();
+    assert_eq!(finishes[0].0, "f1");
+    assert!(
+        finishes[0].2["error"].as_str().unwrap().contains("guests"),
+        "{finishes:?}"
+    );
+    assert_eq!(
+        finishes[1],
+        ("f2".into(), "finish_task".into(), json!({"result": "Task completed."}))
+    );
+    let answer: Vec<(String, String, Value)> = by(&second, "host").iter().flat_map(function_responses).collect();
+    assert_eq!(answer, [("t1".into(), "intake".into(), json!({"guests": 4}))]);
+    let last = second.last().unwrap();
+    assert_eq!(
+        (last.author.as_str(), last.content().and_then(Content::text)),
+        ("host", Some("Booked for 4.".into()))
+    );
+    // The host saw the output, never the task's conversation.
+    let host_asked = message_texts(&host_server.last_request()).join("\n");
+    assert!(
+        !host_asked.contains("Four of us") && !host_asked.contains("For how many"),
+        "{host_asked}"
+    );
+
+    let session = h.session().await;
+    let user_reply = session
+        .events
+        .iter()
+        .find(|e| e.author == "user" && e.content().and_then(Content::text).as_deref() == Some("Four of us"))
+        .unwrap();
+    assert_eq!(user_reply.branch, "intake@t1", "the reply is the task's");
+    assert_eq!(session.state.as_map().get("party"), Some(&json!({"guests": 4})));
+
+    // The task is over: the next message goes to the host again.
+    host_server.push(openai::text("Anything else?"));
+    let third = run_on(&restarted, "Thanks").await;
+    assert_eq!(third.last().unwrap().author, "host");
+    let session = h.session().await;
+    assert_eq!(session.events.as_slice().last().unwrap().branch, "");
+}
+
+/// The error of what must be refused.
+#[track_caller]
+fn refusal<T>(result: adk_grpc_core::Result<T>, what: &str) -> String {
+    match result {
+        Ok(_) => panic!("{what} was not refused"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[tokio::test]
+async fn what_cannot_be_is_refused() {
+    let server = FakeServer::start().await;
+    let chat = LlmAgentBuilder::new("chat").model(openai(&server)).build().unwrap();
+    let refused = refusal(
+        LlmAgentBuilder::new("intake")
+            .mode(AgentMode::Task)
+            .model(openai(&server))
+            .sub_agents([Arc::new(chat) as Arc<dyn Agent>])
+            .build(),
+        "a task agent with a chat sub-agent",
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("sub-agent chat must be of mode task or single_turn"),
+        "{refused}"
+    );
+
+    let lease = || Arc::new(InMemorySessionLease::new());
+    let sessions = Harness::new(host_of(&server, intake(&server))).await.sessions;
+    let root = intake(&server);
+    let refused = refusal(
+        Runner::new(RunnerConfig::new(APP, root, sessions.clone(), lease())),
+        "a task root",
+    );
+    assert!(
+        refused.to_string().contains("root agent intake is of mode task"),
+        "{refused}"
+    );
+
+    let steps = Arc::new(SequentialAgent::new("steps", vec![intake(&server)]));
+    let refused = refusal(
+        Runner::new(RunnerConfig::new(APP, steps, sessions, lease())),
+        "a task agent of a workflow agent",
+    );
+    assert!(
+        refused.to_string().contains("its parent steps is not an llm agent"),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn a_client_tool_inside_a_single_turn_agent_pauses_the_run_and_its_answer_goes_on_through_the_caller() {
+    let host_server = FakeServer::start().await;
+    let checker_server = FakeServer::start().await;
+    let checker = LlmAgentBuilder::new("checker")
+        .description("Checks the booking with the manager.")
+        .mode(AgentMode::SingleTurn)
+        .model(openai(&checker_server))
+        .tool(Arc::new(adk_grpc_agents::ClientTool::new(
+            "ask_manager",
+            "Asks the manager.",
+        )))
+        .build()
+        .unwrap();
+    let h = Harness::new(host_of(&host_server, Arc::new(checker))).await;
+    host_server.push(openai::tool_calls(&[(
+        "k1",
+        "checker",
+        json!({"request": "Table for 4?"}),
+    )]));
+    checker_server.push(openai::tool_calls(&[("m1", "ask_manager", json!({"q": "4 at 8?"}))]));
+    let first = h.say("Book it").await.ok();
+    let pause = &by(&first.events, "checker")[0];
+    assert_eq!(
+        (pause.branch.as_str(), pause.long_running_tool_ids.as_slice()),
+        ("checker@k1", &["m1".to_string()][..])
+    );
+    assert!(first.events.iter().all(|e| function_responses(e).is_empty()));
+
+    // The client's answer goes to the checker (on its branch) through the host, whose
+    // call is answered with the checker's reply, and the host goes on.
+    checker_server.push(openai::text("The manager says yes."));
+    host_server.push(openai::text("Booked."));
+    let second = h
+        .send(
+            function_response("m1", "ask_manager", json!({"answer": "yes"})),
+            RunOptions::default(),
+        )
+        .await
+        .ok();
+    let shapes: Vec<(String, String)> = second
+        .complete()
+        .iter()
+        .map(|e| (e.author.clone(), e.branch.clone()))
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            ("checker".to_string(), "checker@k1".to_string()),
+            ("host".to_string(), String::new()),
+            ("host".to_string(), String::new()),
+        ]
+    );
+    let answer: Vec<(String, String, Value)> = by(&second.events, "host").iter().flat_map(function_responses).collect();
+    assert_eq!(
+        answer,
+        [(
+            "k1".into(),
+            "checker".into(),
+            json!({"result": "The manager says yes."})
+        )]
+    );
+    assert_eq!(second.texts().last().unwrap(), "Booked.");
+    let asked = message_texts(&checker_server.last_request()).join("\n");
+    assert!(asked.contains("Table for 4?") && asked.contains("yes"), "{asked}");
+    let session = h.verify_log(&Default::default()).await;
+    let answer_event = session
+        .events
+        .iter()
+        .find(|e| e.author == "user" && !function_responses(e).is_empty())
+        .unwrap();
+    assert_eq!(answer_event.branch, "checker@k1");
+}
