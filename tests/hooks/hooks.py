@@ -100,6 +100,22 @@ def tool_fallback(call):
     return {"result": {"stale": True, "tool": call["tool"], "because": call["error"]["message"]}}
 
 
+def scope(call):
+    """before_tool and after_tool on calls of the researcher (a single_turn sub-agent): a
+    secret topic is refused (the agent never runs), a colour question asks for one word,
+    and every answer is marked as checked."""
+    if call["tool"] != "researcher":
+        return {}
+    if call["point"] == "before_tool":
+        request = call["args"].get("request", "")
+        if "secret" in request:
+            return {"result": {"error": "refused: no research on secret topics"}}
+        if "colour" in request:
+            return {"args": {"request": request + " (answer in one word)"}}
+        return {}
+    return {"result": dict(call["response"], checked=True)}
+
+
 def transfer(args):
     """A plain HTTP tool: moves money (in the test, it only answers)."""
     return {"moved": args.get("amount"), "from": args.get("account")}
@@ -113,6 +129,7 @@ HOOKS = {
     "/visits": visits,
     "/fallback": fallback,
     "/tool_fallback": tool_fallback,
+    "/scope": scope,
 }
 
 

@@ -452,6 +452,20 @@ async fn a_rolling_restart_of_both_replicas_finishes_every_run_exactly_once() {
 }
 
 /// A sequential agent `steps` of three LLM agents, each answering in one model call.
+/// A session server and two runner replicas with short leases, on `redis`.
+async fn session_server_and_two_replicas(
+    redis: &RedisServer,
+    agents: &tempfile::NamedTempFile,
+) -> (ServiceProcess, ServiceProcess, ServiceProcess) {
+    let url = redis.url();
+    let args = ["--session-lease-ttl-ms".to_string(), LEASE_TTL_MS.to_string()];
+    tokio::join!(
+        spawn_session_server(&url, &[]),
+        spawn_runner(&url, agents, &args),
+        spawn_runner(&url, agents, &args),
+    )
+}
+
 fn pipeline_app(provider_url: &str) -> String {
     format!(
         "
@@ -485,13 +499,7 @@ async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that
         provider.push(reply);
     }
     let agents = agents_file(&pipeline_app(provider.url()));
-    let url = redis.url();
-    let args = ["--session-lease-ttl-ms".to_string(), LEASE_TTL_MS.to_string()];
-    let (sessions, mut dying, mut other) = tokio::join!(
-        spawn_session_server(&url, &[]),
-        spawn_runner(&url, &agents, &args),
-        spawn_runner(&url, &agents, &args),
-    );
+    let (sessions, mut dying, mut other) = session_server_and_two_replicas(&redis, &agents).await;
     let mut runner = AgentRunnerClient::connect(dying.endpoint()).await.expect("connect");
     let request = runs::run_request("pipeline", USER, "seq", user_text("go"));
     let mut stream = runner.run(request).await.expect("Run").into_inner();
@@ -573,13 +581,7 @@ apps:
 ",
         provider.url()
     ));
-    let url = redis.url();
-    let args = ["--session-lease-ttl-ms".to_string(), LEASE_TTL_MS.to_string()];
-    let (sessions, mut dying, mut other) = tokio::join!(
-        spawn_session_server(&url, &[]),
-        spawn_runner(&url, &agents, &args),
-        spawn_runner(&url, &agents, &args),
-    );
+    let (sessions, mut dying, mut other) = session_server_and_two_replicas(&redis, &agents).await;
     let mut runner = AgentRunnerClient::connect(dying.endpoint()).await.expect("connect");
     let request = runs::run_request("pipeline", USER, "line", user_text("first"));
     let mut stream = runner.run(request).await.expect("Run").into_inner();

@@ -53,6 +53,7 @@ hooks:
   visits: {{ url: '{hooks}/visits', points: [before_agent], context: {{ state: ['user:visits'] }} }}
   fallback: {{ url: '{hooks}/fallback', points: [on_model_error] }}
   tool_fallback: {{ url: '{hooks}/tool_fallback', points: [on_tool_error] }}
+  scope: {{ url: '{hooks}/scope', points: [before_tool, after_tool] }}
 apps:
   bank:
     root_agent: {{ name: teller, model: gpt, tools: [transfer], hooks: [guard] }}
@@ -75,6 +76,13 @@ apps:
     root_agent: {{ name: steady, model: gpt, tools: [lookup], hooks: [fallback, tool_fallback] }}
   fragile:
     root_agent: {{ name: fragile, model: gpt, tools: [lookup] }}
+  research:
+    root_agent:
+      name: lead
+      model: gpt
+      hooks: [scope]
+      sub_agents:
+        - {{ name: researcher, model: gpt, mode: single_turn, description: Researches one question. }}
 "
     )
 }
@@ -480,4 +488,64 @@ async fn an_on_tool_error_hook_answers_for_a_failed_tool_call() {
         all[0].1["error"].as_str().is_some_and(|e| e.contains("500")),
         "{all:#?}"
     );
+}
+
+/// A single_turn sub-agent (ADK 2's `mode`) is called as a tool, and its caller's tool
+/// hooks see the call as any tool's: a guardrail refuses one call (the agent never runs),
+/// changes the arguments of another (the agent starts from them), and after_tool changes
+/// both answers.
+#[tokio::test]
+async fn tool_hooks_see_the_calls_of_a_single_turn_agent() {
+    let stack = Stack::start().await;
+    stack.provider.push(openai::tool_calls(&[
+        ("r1", "researcher", json!({"request": "the secret plans"})),
+        ("r2", "researcher", json!({"request": "their favourite colour"})),
+    ]));
+    stack.provider.push(openai::text("Blue."));
+    stack.provider.push(openai::text("They like blue."));
+    let events = stack.run_ok("research", "r", "Find out about them", false).await;
+
+    assert_eq!(stack.provider.requests().len(), 3, "the researcher ran once");
+    let asked = stack.provider.requests()[1].json().to_string();
+    assert!(
+        asked.contains("their favourite colour (answer in one word)"),
+        "the researcher started from the hook's arguments: {asked}"
+    );
+    assert!(!asked.contains("secret"), "{asked}");
+    let answers: Vec<(String, Value)> = responses(&events);
+    assert_eq!(
+        answers,
+        [
+            (
+                "researcher".to_string(),
+                json!({"error": "refused: no research on secret topics", "checked": true})
+            ),
+            ("researcher".to_string(), json!({"result": "Blue.", "checked": true})),
+        ]
+    );
+    let session = stack.session("research", "r").await;
+    let branches: Vec<&str> = session
+        .events
+        .iter()
+        .filter(|e| e.author == "researcher")
+        .map(|e| e.branch.as_str())
+        .collect();
+    assert_eq!(branches, ["researcher@r2"], "the refused call ran nothing");
+    let points: Vec<String> = stack
+        .hooks
+        .calls("/scope")
+        .iter()
+        .map(|call| {
+            format!(
+                "{} {}",
+                call["point"].as_str().unwrap_or_default(),
+                call["context"]["function_call_id"].as_str().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert_eq!(
+        points,
+        ["before_tool r1", "after_tool r1", "before_tool r2", "after_tool r2"]
+    );
+    assert_eq!(text_of(events.last().expect("a reply")), "They like blue.");
 }

@@ -181,17 +181,38 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
             for call in delegated {
                 let Some(target) = agent.delegate(&call.name) else { continue };
                 let branch = task::branch(ctx.branch(), &call.name, &call.id);
+                // The tool hooks see a delegated call as any tool's: before_tool once, when
+                // it starts (it may answer in the agent's place or change its arguments),
+                // after_tool on its answer.
+                let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
+                let mut answered = None;
                 if task::outcome(&ctx.events(), &target, &branch).is_none() {
-                    let mut events = task::dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await?;
-                    while let Some(event) = events.next().await {
-                        yield event?;
+                    if !task::started(&ctx.events(), &branch) {
+                        match agent.hooks.before_tool(&ctx, &tool_ctx, &call.name, call.args.clone()).await? {
+                            BeforeTool::Answer(result) => answered = Some(result),
+                            BeforeTool::Call(args) if args != call.args => {
+                                yield task::arguments_event(agent.event(ctx.as_ref(), LlmResponse::default()), &call.id, args);
+                            }
+                            BeforeTool::Call(_) => {}
+                        }
+                    }
+                    if answered.is_none() {
+                        let mut events = task::dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await?;
+                        while let Some(event) = events.next().await {
+                            yield event?;
+                        }
                     }
                 }
-                match task::outcome(&ctx.events(), &target, &branch) {
+                match answered.or_else(|| task::outcome(&ctx.events(), &target, &branch)) {
                     Some(response) => {
+                        let args = task::arguments(&ctx.events(), &call.id).unwrap_or_else(|| call.args.clone());
+                        let response = as_response(
+                            agent.hooks.after_tool(&ctx, &tool_ctx, &call.name, &args, as_response(response)).await?,
+                        );
                         let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
                         event.llm_response.content =
-                            Some(Content::new(TOOL_ROLE).with_part(response_part(call, as_response(response))));
+                            Some(Content::new(TOOL_ROLE).with_part(response_part(call, response)));
+                        event.actions = tool_ctx.take_actions();
                         yield event;
                     }
                     None => {

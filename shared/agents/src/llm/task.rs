@@ -24,8 +24,8 @@ use crate::tools::agent_tool::{input_message, reply_value};
 use crate::{LlmAgent, USER_AUTHOR};
 use adk_grpc_core::history::apply_rewinds;
 use adk_grpc_core::{
-    Agent, AgentMode, CallbackContext, Content, Event, LlmRequest, Part, PartKind, Result, Tool, ToolContext,
-    find_agent,
+    Agent, AgentMode, CallbackContext, Content, Event, JsonObject, LlmRequest, Part, PartKind, Result, Tool,
+    ToolContext, find_agent,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -71,6 +71,33 @@ pub(crate) fn scope(branch: &str) -> &str {
 fn call_id(branch: &str) -> Option<&str> {
     let scope = scope(branch);
     scope.rfind('@').map(|at| &scope[at + 1..])
+}
+
+/// The ids of the delegated calls whose events `events` hold without the calls themselves
+/// (made before a bounded read or a compaction window starts): a turn reads back to them,
+/// since the open task call decides which agent has the conversation.
+pub(crate) fn calls_missing_from(events: &[Event]) -> Vec<String> {
+    let made: HashSet<&str> = events
+        .iter()
+        .filter_map(|event| event.content())
+        .flat_map(|content| content.parts.iter())
+        .filter_map(|part| match &part.kind {
+            PartKind::FunctionCall { id: Some(id), .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut missing: Vec<String> = Vec::new();
+    for event in events {
+        for segment in event.branch.split('.') {
+            if let Some((_, id)) = segment.split_once('@')
+                && !made.contains(id)
+                && !missing.iter().any(|known| known == id)
+            {
+                missing.push(id.to_string());
+            }
+        }
+    }
+    missing
 }
 
 tokio::task_local! {
@@ -121,12 +148,14 @@ pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> O
         return None;
     }
     let id = call_id(branch)?;
-    let args = events.iter().rev().find_map(|event| {
-        event.content()?.parts.iter().find_map(|part| match &part.kind {
-            PartKind::FunctionCall {
-                id: Some(call), args, ..
-            } if call == id => Some(args.clone()),
-            _ => None,
+    let args = arguments(events, id).or_else(|| {
+        events.iter().rev().find_map(|event| {
+            event.content()?.parts.iter().find_map(|part| match &part.kind {
+                PartKind::FunctionCall {
+                    id: Some(call), args, ..
+                } if call == id => Some(args.clone()),
+                _ => None,
+            })
         })
     })?;
     let mut message = input_message(agent, &args);
@@ -134,6 +163,36 @@ pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> O
         message.parts.push(Part::text_part(SINGLE_TURN_NOTE));
     }
     Some(message)
+}
+
+/// Where a caller records the arguments a `before_tool` hook gave a delegated call (the
+/// model's call is stored already): `custom_metadata` of a content-less event of the caller.
+const CHANGED_ARGUMENTS: &str = "adk-grpc/delegated_call_args";
+
+/// `event` (the caller's, without content) recording `args` as call `call_id`'s arguments.
+pub(crate) fn arguments_event(mut event: Event, call_id: &str, args: Value) -> Event {
+    let mut recorded = JsonObject::new();
+    recorded.insert(CHANGED_ARGUMENTS.into(), json!({ "call_id": call_id, "args": args }));
+    event.llm_response.custom_metadata = Some(recorded);
+    event
+}
+
+/// The arguments a hook gave call `call_id`, when one changed them (the latest change).
+pub(crate) fn arguments(events: &[Event], call_id: &str) -> Option<Value> {
+    events.iter().rev().find_map(|event| {
+        let recorded = event.llm_response.custom_metadata.as_ref()?.get(CHANGED_ARGUMENTS)?;
+        (recorded["call_id"] == call_id).then(|| recorded["args"].clone())
+    })
+}
+
+/// Whether the delegated call on `branch` has started: an event is on its branch.
+pub(crate) fn started(events: &[Event], branch: &str) -> bool {
+    events.iter().any(|event| {
+        event
+            .branch
+            .strip_prefix(branch)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
+    })
 }
 
 /// What answers the call of `agent` that ran on `branch`, when it is done: a task's
@@ -320,7 +379,8 @@ pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
     })
 }
 
-fn has_task_agent(agent: &Arc<dyn Agent>) -> bool {
+/// Whether the tree has a task agent (only then can a turn belong to a task).
+pub(crate) fn has_task_agent(agent: &Arc<dyn Agent>) -> bool {
     agent.mode() == AgentMode::Task || agent.sub_agents().iter().any(has_task_agent)
 }
 

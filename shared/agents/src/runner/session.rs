@@ -63,23 +63,36 @@ impl Runner {
         content: &Content,
         invocation_id: &str,
     ) -> Result<Session> {
+        // A task's call made before what a turn reads decides which agent has the conversation.
+        let tasks = task::has_task_agent(&self.root_agent);
         if self.compaction.is_some() {
             let window = !has_function_responses(content);
-            return self.load_session(user_id, session_id, create, window).await;
+            let session = self.load_session(user_id, session_id, create, window).await?;
+            if window && tasks && !task::calls_missing_from(session.events.as_slice()).is_empty() {
+                return self.load_session(user_id, session_id, create, false).await;
+            }
+            return Ok(session);
         }
-        let recent = RecentRequest {
+        let mut recent = RecentRequest {
             app_name: self.app_name.clone(),
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
             budget_tokens: self.context_budget_tokens,
             function_call_ids: history::answered_call_ids(content),
         };
-        let read = match self.session_service.get_recent(recent).await {
+        let mut read = match self.session_service.get_recent(recent.clone()).await {
             Err(AdkError::NotFound(..)) if create => {
                 return self.load_session(user_id, session_id, create, true).await;
             }
             read => read?,
         };
+        if read.left_out > 0 && tasks {
+            let missing = task::calls_missing_from(read.session.events.as_slice());
+            if !missing.is_empty() {
+                recent.function_call_ids.extend(missing);
+                read = self.session_service.get_recent(recent).await?;
+            }
+        }
         let mut session = read.session;
         if read.left_out > 0 {
             let (events, dropped) = history::standalone_suffix(std::mem::take(&mut session.events).into_vec());

@@ -744,24 +744,14 @@ impl McpTool {
         AdkError::Tool(format!("MCP tool {} ({}): {what}", self.name, self.shared.name))
     }
 
-    /// The arguments as an object that fits the tool's schema, or every reason it does not.
+    /// The arguments as an object that fits the tool's schema, or the first reasons it does not.
     fn checked_arguments(&self, args: Value) -> Result<Map<String, Value>> {
         let args = match args {
             Value::Null => Value::Object(Map::new()),
             other => other,
         };
         if let Some(validator) = &self.validator {
-            let problems: Vec<String> = validator
-                .iter_errors(&args)
-                .map(|e| {
-                    let at = e.instance_path().to_string();
-                    if at.is_empty() {
-                        e.to_string()
-                    } else {
-                        format!("{at}: {e}")
-                    }
-                })
-                .collect();
+            let problems = crate::llm::schema_problems(validator, &args);
             if !problems.is_empty() {
                 return Err(self.failure(format!(
                     "the arguments do not fit the tool's schema: {}",

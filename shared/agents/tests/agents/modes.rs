@@ -3,7 +3,7 @@
 
 use crate::common::*;
 use adk_grpc_agents::{LlmAgentBuilder, RunOptions, Runner, RunnerConfig, SequentialAgent};
-use adk_grpc_core::{Agent, AgentMode, Content, Event};
+use adk_grpc_core::{Agent, AgentMode, CompactionConfig, Content, Event};
 use adk_grpc_models::testing::{FakeServer, openai};
 use adk_grpc_store::InMemorySessionLease;
 use futures::StreamExt;
@@ -269,6 +269,77 @@ fn refusal<T>(result: adk_grpc_core::Result<T>, what: &str) -> String {
     match result {
         Ok(_) => panic!("{what} was not refused"),
         Err(e) => e.to_string(),
+    }
+}
+
+/// A task conversation longer than the turn's context budget: the task's call falls out of
+/// the newest events a turn reads, and the turn reads back to it, so the task keeps the
+/// conversation and its output still answers the call.
+#[tokio::test]
+async fn a_task_longer_than_the_context_budget_keeps_the_conversation() {
+    long_task(false).await;
+}
+
+/// The same when compaction summarises the task's call away: the turn reads the whole log.
+#[tokio::test]
+async fn a_task_whose_call_was_compacted_keeps_the_conversation() {
+    long_task(true).await;
+}
+
+async fn long_task(compacted: bool) {
+    let host_server = FakeServer::start().await;
+    let task_server = FakeServer::start().await;
+    let summarizer = FakeServer::start().await;
+    let h = Harness::new(host_of(&host_server, intake(&task_server))).await;
+    let mut config = RunnerConfig::new(
+        APP,
+        host_of(&host_server, intake(&task_server)),
+        h.sessions.clone(),
+        Arc::new(InMemorySessionLease::new()),
+    );
+    config.context_budget_tokens = Some(60);
+    if compacted {
+        for _ in 0..10 {
+            summarizer.push(openai::text("The user is booking a table."));
+        }
+        config = config.with_compaction(CompactionConfig::new(1, openai(&summarizer)));
+    }
+    let runner = Runner::new(config).unwrap();
+
+    host_server.push(openai::tool_calls(&[(
+        "t1",
+        "intake",
+        json!({"request": "Get the party size."}),
+    )]));
+    task_server.push(openai::text("How many guests?"));
+    run_on(&runner, "Book me a table").await;
+    let long_reply = "Let me think about who is coming, it is a long story. ".repeat(4);
+    for _ in 0..3 {
+        task_server.push(openai::text("Sorry, how many?"));
+        let turn = run_on(&runner, &long_reply).await;
+        assert_eq!(by(&turn, "intake").len(), 1, "the task answered: {turn:?}");
+    }
+    task_server.push(openai::tool_calls(&[("f1", "finish_task", json!({"guests": 4}))]));
+    host_server.push(openai::text("Booked for 4."));
+    let last = run_on(&runner, "Four.").await;
+
+    let answer: Vec<(String, String, Value)> = by(&last, "host").iter().flat_map(function_responses).collect();
+    assert_eq!(answer, [("t1".into(), "intake".into(), json!({"guests": 4}))]);
+    assert_eq!(
+        last.last().and_then(|e| e.content()).and_then(Content::text).as_deref(),
+        Some("Booked for 4.")
+    );
+    assert_eq!(
+        host_server.requests().len(),
+        2,
+        "the host was asked only to call and to answer"
+    );
+    if compacted {
+        let session = h.session().await;
+        assert!(
+            session.events.iter().any(|e| e.actions.compaction.is_some()),
+            "the call was summarised"
+        );
     }
 }
 
