@@ -116,6 +116,11 @@ def scope(call):
     return {"result": dict(call["response"], checked=True)}
 
 
+def tally(call):
+    """before_agent: writes a tally that is not a number (the agent's state_schema wants one)."""
+    return {"actions": {"state_delta": {"tally": "many"}}}
+
+
 def transfer(args):
     """A plain HTTP tool: moves money (in the test, it only answers)."""
     return {"moved": args.get("amount"), "from": args.get("account")}
@@ -130,6 +135,7 @@ HOOKS = {
     "/fallback": fallback,
     "/tool_fallback": tool_fallback,
     "/scope": scope,
+    "/tally": tally,
 }
 
 

@@ -22,6 +22,7 @@
 use crate::context::ToolCallContext;
 use crate::http_json::{JsonEndpoint, PostFailure};
 use crate::llm::BeforeModel;
+use crate::state_schema::{StateSchema, check_writes};
 use crate::tools::{ContextGrant, ToolActions};
 use adk_grpc_core::{
     AdkError, Agent, Content, Event, EventActions, EventStream, FinishReason, InvocationContext, LlmRequest,
@@ -592,6 +593,7 @@ impl Hooks {
 /// As in ADK, `after_agent` is not called once the invocation has ended.
 pub(crate) fn around_agent<F>(
     hooks: Hooks,
+    state_schema: Option<Arc<StateSchema>>,
     ctx: Arc<dyn InvocationContext>,
     run: F,
 ) -> BoxFuture<'static, Result<EventStream>>
@@ -606,7 +608,9 @@ where
             let sink = Hooks::sink(&ctx);
             let answer = hooks.before_agent(&ctx, &sink).await?;
             let skipped = answer.is_some() || ctx.ended();
-            if let Some(event) = hook_event(ctx.as_ref(), answer, sink.take_actions()) {
+            let actions = sink.take_actions();
+            check_writes(state_schema.as_deref(), ctx.agent_name(), &actions.state_delta)?;
+            if let Some(event) = hook_event(ctx.as_ref(), answer, actions) {
                 yield event;
             }
             if !skipped {
@@ -617,7 +621,9 @@ where
                 if !ctx.ended() {
                     let sink = Hooks::sink(&ctx);
                     let added = hooks.after_agent(&ctx, &sink).await?;
-                    if let Some(event) = hook_event(ctx.as_ref(), added, sink.take_actions()) {
+                    let actions = sink.take_actions();
+                    check_writes(state_schema.as_deref(), ctx.agent_name(), &actions.state_delta)?;
+                    if let Some(event) = hook_event(ctx.as_ref(), added, actions) {
                         yield event;
                     }
                 }
@@ -641,18 +647,24 @@ fn hook_event(ctx: &dyn InvocationContext, content: Option<Content>, actions: Ev
 
 /// An agent of any kind with the agent points of `hooks` around its runs (llm agents
 /// take their hooks through [`crate::LlmAgentBuilder::hooks`] instead, which also
-/// covers the model and tool points). The agent itself when no hook is called at
-/// `before_agent` or `after_agent`.
-pub fn with_agent_hooks(agent: Arc<dyn Agent>, hooks: Hooks) -> Arc<dyn Agent> {
+/// covers the model and tool points), the hooks' state writes held to the agent's
+/// `state_schema`. The agent itself when no hook is called at `before_agent` or
+/// `after_agent`.
+pub fn with_agent_hooks(agent: Arc<dyn Agent>, hooks: Hooks, state_schema: Option<Arc<StateSchema>>) -> Arc<dyn Agent> {
     if !hooks.has(HookPoint::BeforeAgent) && !hooks.has(HookPoint::AfterAgent) {
         return agent;
     }
-    Arc::new(HookedAgent { inner: agent, hooks })
+    Arc::new(HookedAgent {
+        inner: agent,
+        hooks,
+        state_schema,
+    })
 }
 
 struct HookedAgent {
     inner: Arc<dyn Agent>,
     hooks: Hooks,
+    state_schema: Option<Arc<StateSchema>>,
 }
 
 #[async_trait]
@@ -677,7 +689,7 @@ impl Agent for HookedAgent {
     }
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
         let inner = self.inner.clone();
-        around_agent(self.hooks.clone(), ctx, move |ctx| {
+        around_agent(self.hooks.clone(), self.state_schema.clone(), ctx, move |ctx| {
             Box::pin(async move { inner.run(ctx).await })
         })
         .await

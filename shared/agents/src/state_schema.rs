@@ -102,12 +102,24 @@ pub(crate) fn check_event(root: &Arc<dyn Agent>, event: &Event) -> Result<()> {
     if event.actions.state_delta.is_empty() {
         return Ok(());
     }
-    let Some(schema) = of_agent(root, &event.author) else {
-        return Ok(());
-    };
-    schema
-        .check(&event.actions.state_delta)
-        .map_err(|problem| AdkError::Agent(format!("agent {}: {problem}", event.author)))
+    check_writes(
+        of_agent(root, &event.author).as_deref(),
+        &event.author,
+        &event.actions.state_delta,
+    )
+}
+
+/// The writes `delta` of agent `author`'s event, held to its `schema` (none: anything
+/// goes): Err fails the run `FAILED_PRECONDITION` (the app's state does not admit the
+/// write, as a missing instruction key does not admit the request), naming the agent,
+/// the keys and the misfit.
+pub(crate) fn check_writes(schema: Option<&StateSchema>, author: &str, delta: &HashMap<String, Value>) -> Result<()> {
+    match schema {
+        Some(schema) => schema
+            .check(delta)
+            .map_err(|problem| AdkError::FailedPrecondition(format!("agent {author}: {problem}"))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

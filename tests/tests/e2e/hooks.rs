@@ -54,6 +54,7 @@ hooks:
   fallback: {{ url: '{hooks}/fallback', points: [on_model_error] }}
   tool_fallback: {{ url: '{hooks}/tool_fallback', points: [on_tool_error] }}
   scope: {{ url: '{hooks}/scope', points: [before_tool, after_tool] }}
+  tally: {{ url: '{hooks}/tally', points: [before_agent] }}
 apps:
   bank:
     root_agent: {{ name: teller, model: gpt, tools: [transfer], hooks: [guard] }}
@@ -76,6 +77,14 @@ apps:
     root_agent: {{ name: steady, model: gpt, tools: [lookup], hooks: [fallback, tool_fallback] }}
   fragile:
     root_agent: {{ name: fragile, model: gpt, tools: [lookup] }}
+  counted:
+    root_agent:
+      name: rounds
+      kind: sequential
+      state_schema: {{ type: object, properties: {{ tally: {{ type: integer }} }} }}
+      hooks: [tally]
+      sub_agents:
+        - {{ name: counter, model: gpt }}
   research:
     root_agent:
       name: lead
@@ -548,4 +557,29 @@ async fn tool_hooks_see_the_calls_of_a_single_turn_agent() {
         ["before_tool r1", "after_tool r1", "before_tool r2", "after_tool r2"]
     );
     assert_eq!(text_of(events.last().expect("a reply")), "They like blue.");
+}
+
+/// A workflow agent's hooks write state under its `state_schema` as an llm agent's do: a
+/// misfit write fails the run naming the agent and the schema, and nothing is stored.
+#[tokio::test]
+async fn a_workflow_agents_hook_writing_what_its_state_schema_refuses_fails_the_run() {
+    let stack = Stack::start().await;
+    let (_, failure) = stack.run("counted", "c", "Count", false).await;
+    let failure = failure.expect("the run fails");
+    assert_eq!(failure.code(), Code::FailedPrecondition);
+    assert!(
+        failure.message().contains("agent rounds") && failure.message().contains("state_schema"),
+        "{failure:?}"
+    );
+    assert_eq!(stack.hooks.calls("/tally").len(), 1);
+    assert!(
+        stack.provider.requests().is_empty(),
+        "the sequence never started its step"
+    );
+    let session = stack.session("counted", "c").await;
+    assert!(
+        !format!("{:?}", session.state).contains("tally"),
+        "nothing of the write is stored: {:?}",
+        session.state
+    );
 }

@@ -328,7 +328,7 @@ impl Tree<'_> {
         if agent.kind == AgentKind::A2a {
             return self.remote(&place, agent, before).map(|built| match built {
                 Built::Agent(remote, description) => {
-                    Built::Agent(timed(with_agent_hooks(remote, hooks), timeout), description)
+                    Built::Agent(timed(with_agent_hooks(remote, hooks, None), timeout), description)
                 }
                 tool => tool,
             });
@@ -355,6 +355,8 @@ impl Tree<'_> {
         if agent.kind == AgentKind::Llm && agent.model.is_some() {
             self.inherited_model = agent.model.clone();
         }
+        // Its hooks' writes are held to it too (an llm agent's where its events are stored).
+        let hooks_schema = state_schema.clone();
         let inherited_state_schema = std::mem::replace(&mut self.inherited_state_schema, state_schema);
         for sub in &agent.sub_agents {
             match self.agent(sub, Some(agent)) {
@@ -387,17 +389,19 @@ impl Tree<'_> {
             AgentKind::Sequential => with_agent_hooks(
                 Arc::new(SequentialAgent::new(&agent.name, sub_agents).description(&agent.description)),
                 hooks,
+                hooks_schema,
             ),
             AgentKind::Parallel => with_agent_hooks(
                 Arc::new(ParallelAgent::new(&agent.name, sub_agents).description(&agent.description)),
                 hooks,
+                hooks_schema,
             ),
             AgentKind::Loop => {
                 let mut built = LoopAgent::new(&agent.name, sub_agents).description(&agent.description);
                 if let Some(max) = agent.max_iterations {
                     built = built.max_iterations(max);
                 }
-                with_agent_hooks(Arc::new(built), hooks)
+                with_agent_hooks(Arc::new(built), hooks, hooks_schema)
             }
             AgentKind::A2a => unreachable!("a2a agents are built by Tree::remote"),
         };

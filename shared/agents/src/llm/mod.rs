@@ -477,7 +477,9 @@ impl Agent for LlmAgent {
         }
         let inner = self.inner.clone();
         let hooks = inner.hooks.clone();
-        crate::hooks::around_agent(hooks, ctx, move |ctx| {
+        // Its events' writes, the hooks' included, are held to its schema where they are
+        // stored (the runner's driver): nothing to check twice here.
+        crate::hooks::around_agent(hooks, None, ctx, move |ctx| {
             Box::pin(async move { Ok(flow::run(inner, ctx)) })
         })
         .await

@@ -119,6 +119,11 @@ async fn an_output_key_write_that_misses_the_schema_fails_the_run_and_is_not_sto
     let h = Harness::new(Arc::new(agent)).await;
     server.push(openai::text("far too long a summary to fit"));
     let error = h.say("sum up").await.error.expect("a misfit write fails the run");
+    assert_eq!(
+        error.code(),
+        tonic::Code::FailedPrecondition,
+        "the message reaches the client"
+    );
     let message = error.to_string();
     assert!(
         message.contains("guide") && message.contains("state_schema") && message.contains("/summary"),
