@@ -71,6 +71,8 @@ pub struct AgentDescription {
     pub model: String,
     pub tools: Vec<ToolDescription>,
     pub sub_agents: Vec<AgentDescription>,
+    /// An LLM agent's mode ("chat", "task", "single_turn"); empty for other kinds.
+    pub mode: String,
 }
 
 impl AgentDescription {
@@ -85,6 +87,7 @@ impl AgentDescription {
             model: String::new(),
             tools: Vec::new(),
             sub_agents: agent.sub_agents().iter().map(AgentDescription::of).collect(),
+            mode: String::new(),
         }
     }
 }
@@ -98,6 +101,7 @@ impl From<&AgentDescription> for pb::AgentInfo {
             model: agent.model.clone(),
             tools: agent.tools.iter().map(pb::ToolInfo::from).collect(),
             sub_agents: agent.sub_agents.iter().map(pb::AgentInfo::from).collect(),
+            mode: agent.mode.clone(),
         }
     }
 }

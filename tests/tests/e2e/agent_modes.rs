@@ -135,6 +135,23 @@ apps:
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(offered, ["intake", "summarizer"], "tools, not transfer targets");
+    let app = runner
+        .get_app(pb::GetAppRequest {
+            app_name: "desk".into(),
+        })
+        .await
+        .expect("GetApp")
+        .into_inner();
+    let root = app.root_agent.expect("the root agent");
+    let modes: Vec<(&str, &str)> = std::iter::once(&root)
+        .chain(root.sub_agents.iter())
+        .map(|agent| (agent.name.as_str(), agent.mode.as_str()))
+        .collect();
+    assert_eq!(
+        modes,
+        [("host", "chat"), ("intake", "task"), ("summarizer", "single_turn")],
+        "GetApp shows each llm agent's mode"
+    );
 
     // The runner that ran it goes; another one takes the next Run from the log alone.
     first_runner.kill9().await;

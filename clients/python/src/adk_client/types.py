@@ -391,7 +391,8 @@ class ToolInfo:
 
 @dataclass(frozen=True)
 class AgentInfo:
-    """One agent of an app's tree: ``kind`` is "llm", "sequential", "parallel", "loop" or "custom"."""
+    """One agent of an app's tree: ``kind`` is "llm", "sequential", "parallel", "loop" or "custom";
+    ``mode`` an llm agent's ("chat", "task" or "single_turn", ADK 2's), empty for other kinds."""
 
     name: str
     description: str
@@ -399,6 +400,7 @@ class AgentInfo:
     model: str
     tools: List[ToolInfo]
     sub_agents: List["AgentInfo"]
+    mode: str = ""
 
     @classmethod
     def from_proto(cls, msg: runner_pb2.AgentInfo) -> "AgentInfo":
@@ -409,6 +411,7 @@ class AgentInfo:
             model=msg.model,
             tools=[ToolInfo.from_proto(t) for t in msg.tools],
             sub_agents=[AgentInfo.from_proto(a) for a in msg.sub_agents],
+            mode=msg.mode,
         )
 
 

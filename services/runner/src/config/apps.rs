@@ -173,6 +173,11 @@ impl LlmParts {
         description: &mut AgentDescription,
     ) -> adk_grpc_core::Result<LlmAgent> {
         description.model = self.model.name().to_string();
+        description.mode = agent
+            .mode
+            .map_or(adk_grpc_core::AgentMode::Chat, adk_grpc_core::AgentMode::from)
+            .as_str()
+            .to_string();
         for tool in &sub_tools {
             let mut described = ToolDescription::of(tool.as_ref());
             described.description = format!("An agent as a tool: {}", described.description);
@@ -380,6 +385,7 @@ impl Tree<'_> {
             model: String::new(),
             tools: Vec::new(),
             sub_agents: sub_descriptions,
+            mode: String::new(),
         };
         let built: Arc<dyn Agent> = match agent.kind {
             AgentKind::Llm => {
@@ -1060,6 +1066,7 @@ impl Tree<'_> {
                     model: format!("A2A: {endpoint}"),
                     tools: Vec::new(),
                     sub_agents: Vec::new(),
+                    mode: String::new(),
                 };
                 Built::Agent(Arc::new(remote), description)
             })
