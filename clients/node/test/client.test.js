@@ -234,7 +234,8 @@ describe('runner', () => {
       ),
     );
     assert.deepEqual(asked.map((c) => [c.name, c.args]), [['confirm_booking', { hotel: 'Hotel Sakura', nights: 2 }]]);
-    assert.equal(events.at(-1)?.text, 'Booked: 2 nights at Hotel Sakura.');
+    assert.equal(events.filter((e) => e.text).at(-1)?.text, 'Booked: 2 nights at Hotel Sakura.');
+    assert.equal(events.at(-1)?.author, 'planner', 'the sequence went on after the answer, and ended');
     const answered = events.flatMap((e) => e.functionResponses);
     assert.deepEqual(answered.map((r) => r.response), [{ confirmed: true }]);
   });

@@ -181,7 +181,10 @@ def test_run_client_tool_pauses_then_resumes(adk: AdkClient) -> None:
 
     answer = function_response(call, {"confirmed": True})
     events = list(adk.run("trip_planner", user, "trip1", answer))
-    assert event_text(events[-1]) == "Booked: 2 nights at Hotel Sakura."
+    replies = [(e.author, event_text(e)) for e in events if event_text(e)]
+    assert replies[-1] == ("booker", "Booked: 2 nights at Hotel Sakura.")
+    # The answer went on with the sequence, which then ended (its content-less end event).
+    assert (events[-1].author, events[-1].proto.actions.end_of_agent) == ("planner", True)
     assert adk.get_session("trip_planner", user, "trip1").state["booking"] == "Booked: 2 nights at Hotel Sakura."
 
 

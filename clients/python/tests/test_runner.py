@@ -35,7 +35,8 @@ def test_run_with_tools_answers_client_tools_until_the_agent_is_done(adk: AdkCli
         adk.run_with_tools("trip_planner", user, "trip", "Two nights at Hotel Sakura", confirm, create_session=True)
     )
     assert asked == [("confirm_booking", {"hotel": "Hotel Sakura", "nights": 2})]
-    assert events[-1].text == "Booked: 2 nights at Hotel Sakura."
+    assert [e.text for e in events if e.text][-1] == "Booked: 2 nights at Hotel Sakura."
+    assert events[-1].author == "planner", "the sequence went on after the answer, and ended"
     answers = [e for e in events if e.function_responses]
     assert [r.response for e in answers for r in e.function_responses] == [{"confirmed": True}]
     assert adk.get_session("trip_planner", user, "trip").state["booking"] == "Booked: 2 nights at Hotel Sakura."
@@ -67,7 +68,7 @@ def test_async_run_streams_typed_events_and_answers_client_tools(deployment: Dep
                     "trip_planner", user, "trip", "Two nights at Hotel Sakura", confirm, create_session=True
                 )
             ]
-            assert booked[-1].text == "Booked: 2 nights at Hotel Sakura."
+            assert [e.text for e in booked if e.text][-1] == "Booked: 2 nights at Hotel Sakura."
             with pytest.raises(errors.AppNotFound):
                 [e async for e in adk.run("no_such_app", user, "s", "hi", create_session=True)]
 

@@ -76,6 +76,21 @@ impl Reading {
         true
     }
 
+    /// How many events to ask for next: while calls are pending, twice the last page;
+    /// else as many as the rest of the budget holds at the tokens per event read so far,
+    /// and a quarter more, so that one more read usually ends it.
+    fn next_page_size(&self, last: usize) -> usize {
+        let read = self.newest_first.len().max(1);
+        let wanted = if self.pending.is_empty() {
+            let per_event = (self.tokens / read).max(1);
+            let rest = self.budget.saturating_sub(self.tokens) / per_event;
+            rest + rest / 4 + 2
+        } else {
+            last * 2
+        };
+        wanted.clamp(2, validate::MAX_PAGE_SIZE)
+    }
+
     fn oldest_sequence(&self) -> Option<u64> {
         self.newest_first.last().map(|e| e.sequence)
     }
@@ -113,7 +128,7 @@ pub(super) async fn get_recent<S: SessionService + ?Sized>(service: &S, req: Rec
     while !reading.done
         && let Some(oldest) = reading.oldest_sequence().filter(|&sequence| sequence > 1)
     {
-        page_size = (page_size * 2).min(validate::MAX_PAGE_SIZE);
+        page_size = reading.next_page_size(page_size);
         let cursor = EventCursor {
             sequence: oldest,
             newest_first: true,
@@ -136,4 +151,45 @@ pub(super) async fn get_recent<S: SessionService + ?Sized>(service: &S, req: Rec
     events.reverse();
     session.events = super::Events::new(events);
     Ok(RecentSession { session, left_out })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reading(budget: usize, pending: &[&str]) -> Reading {
+        Reading {
+            budget,
+            tokens: 0,
+            pending: pending.iter().map(|id| id.to_string()).collect(),
+            newest_first: Vec::new(),
+            done: false,
+        }
+    }
+
+    fn events(count: usize) -> Vec<Event> {
+        (0..count).map(|_| Event::new("e-1")).collect()
+    }
+
+    #[test]
+    fn the_next_page_is_what_the_rest_of_the_budget_holds_and_a_quarter_more() {
+        // Content-less events are estimated at 1 token each: 32 read of a budget of 100.
+        let mut read = reading(100, &[]);
+        assert!(read.take(events(32)));
+        assert_eq!(read.next_page_size(32), 68 + 17 + 2);
+        // A budget spent leaves the smallest page; a huge one is capped.
+        let mut spent = reading(32, &[]);
+        assert!(spent.take(events(32)));
+        assert_eq!(spent.next_page_size(32), 2);
+        let mut huge = reading(usize::MAX / 2, &[]);
+        assert!(huge.take(events(32)));
+        assert_eq!(huge.next_page_size(32), validate::MAX_PAGE_SIZE);
+    }
+
+    #[test]
+    fn pages_double_while_calls_are_pending() {
+        let mut read = reading(10, &["c1"]);
+        assert!(read.take(events(32)), "past the budget while a call is pending");
+        assert_eq!(read.next_page_size(32), 64);
+    }
 }
