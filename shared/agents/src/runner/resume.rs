@@ -133,11 +133,13 @@ pub(crate) fn run_events<'a>(root: &Arc<dyn Agent>, events: &'a [Event], invocat
         .iter()
         .filter(|event| event.invocation_id == invocation_id)
         .collect();
-    let continued = run
-        .first()
-        .filter(|first| first.author == USER_AUTHOR)
-        .and_then(|first| first.content())
-        .and_then(|answer| continued_workflow(root, events, answer));
+    // Only calls made before the answer count (a model may use a call id again later), so
+    // each step goes further back and the walk ends.
+    let continued = events
+        .iter()
+        .position(|event| event.invocation_id == invocation_id)
+        .filter(|&at| events[at].author == USER_AUTHOR)
+        .and_then(|at| continued_workflow(root, &events[..at], events[at].content()?));
     if let Some((paused, _)) = continued {
         let mut before = run_events(root, events, &paused);
         before.append(&mut run);
@@ -149,6 +151,7 @@ pub(crate) fn run_events<'a>(root: &Arc<dyn Agent>, events: &'a [Event], invocat
 /// For a message answering calls that an invocation paused on inside a workflow agent it
 /// left open: that invocation's id, and the outermost open workflow agent with its branch
 /// (the agent the answer starts again, so the workflow goes on from its position).
+/// `events`: the log before the message.
 pub(crate) fn continued_workflow(
     root: &Arc<dyn Agent>,
     events: &[Event],

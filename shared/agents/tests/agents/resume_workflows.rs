@@ -541,3 +541,51 @@ async fn a_single_turn_agent_resumed_mid_call_answers_its_callers_call_which_goe
     assert_eq!(branches, ["", "", "summ@k1", "summ@k1", "summ@k1", "", ""]);
     assert_eq!((host.requests(), summ.requests()), (1, 1));
 }
+
+/// Two steps of a sequence ask the user through client tools whose calls have the same id
+/// (models repeat ids): each answer goes on from the pause it answers, and the sequence ends.
+#[tokio::test]
+async fn answers_to_two_pauses_with_one_call_id_each_go_on_from_their_own_pause() {
+    let replicas = Replicas::new().await;
+    let (first, second) = (Gated::asking("noted one"), Gated::asking("noted two"));
+    let closer = Gated::new(&["all done"]);
+    let asker_named = |name: &str, model: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(
+            LlmAgentBuilder::new(name)
+                .model(model.clone())
+                .tool(Arc::new(ClientTool::new("ask_user", "Asks the user a question.")))
+                .build()
+                .unwrap(),
+        )
+    };
+    let runner = replicas.runner(Arc::new(SequentialAgent::new(
+        "steps",
+        vec![
+            asker_named("one", &first),
+            asker_named("two", &second),
+            llm("closer", &closer),
+        ],
+    )));
+    let go = Content::new("user").with_text("go");
+    drain_all(runner.run(USER, SESSION, go, Default::default()).await.unwrap()).await;
+    for _ in 0..2 {
+        let answer = function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+        let answered = drain_all(runner.run(USER, SESSION, answer, Default::default()).await.unwrap()).await;
+        assert!(answered.iter().all(|event| event.is_ok()), "{answered:?}");
+    }
+    assert_eq!((first.requests(), second.requests(), closer.requests()), (2, 2, 1));
+    let texts: Vec<String> = authors(&replicas.session().await)
+        .into_iter()
+        .filter(|line| !line.ends_with(':') && !line.contains('{'))
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "user:go",
+            "one:noted one",
+            "two:noted two",
+            "closer:all done",
+            "steps:end"
+        ]
+    );
+}
