@@ -186,8 +186,9 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 // after_tool on its answer.
                 let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
                 let mut answered = None;
-                if task::outcome(&ctx.events(), &target, &branch).is_none() {
-                    if !task::started(&ctx.events(), &branch) {
+                let before = ctx.events();
+                if task::outcome(&before, &target, &branch).is_none() {
+                    if !task::started(&before, &branch) {
                         match agent.hooks.before_tool(&ctx, &tool_ctx, &call.name, call.args.clone()).await? {
                             BeforeTool::Answer(result) => answered = Some(result),
                             BeforeTool::Call(args) if args != call.args => {
@@ -203,9 +204,10 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                         }
                     }
                 }
-                match answered.or_else(|| task::outcome(&ctx.events(), &target, &branch)) {
+                let after = ctx.events();
+                match answered.or_else(|| task::outcome(&after, &target, &branch)) {
                     Some(response) => {
-                        let args = task::arguments(&ctx.events(), &call.id).unwrap_or_else(|| call.args.clone());
+                        let args = task::arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
                         let response = as_response(
                             agent.hooks.after_tool(&ctx, &tool_ctx, &call.name, &args, as_response(response)).await?,
                         );

@@ -316,38 +316,23 @@ impl Runner {
             }
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
-        let handover = CancellationToken::new();
-        let running = RunningInvocation {
-            user_id: user_id.to_string(),
-            session_id: session_id.to_string(),
-            cancel: lease.signals.cancel.clone(),
-            handover: handover.clone(),
-        };
-        sync::lock(&self.running).insert(invocation_id.clone(), running);
         let user_event = invocation.user_event();
         let add_to_memory = match (&self.memory_service, self.add_to_memory) {
             (Some(memory), Some(what)) => Some((memory.clone(), what)),
             _ => None,
         };
-        let driver = Driver {
-            session_service: self.session_service.clone(),
-            app_name: self.app_name.clone(),
-            compaction: self.compaction.clone(),
-            add_to_memory,
+        let started = Started {
+            invocation_id,
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            lease,
             invocation,
             observed,
             events,
-            lease,
-            _registration: Registration {
-                running: self.running.clone(),
-                invocation_id,
-            },
-            handover,
-            lease_lost_at: None,
         };
         Ok(StartedRun {
             user_event,
-            events: driver.into_stream(),
+            events: self.drive(started, add_to_memory, None),
         })
     }
 
@@ -557,6 +542,55 @@ impl Runner {
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok((invocation, events))
+    }
+}
+
+/// An invocation whose agents have started, under its lease: what [`Runner::drive`] streams.
+struct Started {
+    invocation_id: String,
+    user_id: String,
+    session_id: String,
+    lease: LeaseGuard,
+    invocation: Arc<Invocation>,
+    observed: adk_grpc_telemetry::Invocation,
+    events: EventStream,
+}
+
+impl Runner {
+    /// Registers a started (or resumed) invocation as running here, so Cancel and a
+    /// shutdown's hand-over reach it, and streams its events through the driver, which
+    /// stores them under the lease. `lease_lost_at`: when the lease of a resumed run lapsed.
+    fn drive(
+        &self,
+        started: Started,
+        add_to_memory: Option<(Arc<dyn MemoryService>, AddToMemory)>,
+        lease_lost_at: Option<std::time::Instant>,
+    ) -> EventStream {
+        let handover = CancellationToken::new();
+        let running = RunningInvocation {
+            user_id: started.user_id,
+            session_id: started.session_id,
+            cancel: started.lease.signals.cancel.clone(),
+            handover: handover.clone(),
+        };
+        sync::lock(&self.running).insert(started.invocation_id.clone(), running);
+        let driver = Driver {
+            session_service: self.session_service.clone(),
+            app_name: self.app_name.clone(),
+            compaction: self.compaction.clone(),
+            add_to_memory,
+            invocation: started.invocation,
+            observed: started.observed,
+            events: started.events,
+            lease: started.lease,
+            _registration: Registration {
+                running: self.running.clone(),
+                invocation_id: started.invocation_id,
+            },
+            handover,
+            lease_lost_at,
+        };
+        driver.into_stream()
     }
 }
 

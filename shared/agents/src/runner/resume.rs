@@ -17,9 +17,8 @@
 //! kinds (custom `Agent`s, whose position the runner cannot know) are not resumable:
 //! the next run closes their invocation as interrupted.
 
-use super::driver::Driver;
 use super::lease::LeaseGuard;
-use super::{Registration, Runner, RunningInvocation};
+use super::{Runner, Started};
 use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, session_artifacts};
 use crate::llm::LlmAgent;
@@ -34,7 +33,6 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// What a resumed run needs besides the log, kept in its run record.
@@ -222,31 +220,16 @@ impl Runner {
             }
         };
         tracing::info!(%invocation_id, session_id, lapsed_for = ?claimed.lapsed_for, "resumed an invocation");
-        let handover = CancellationToken::new();
-        let running = RunningInvocation {
+        let started = Started {
+            invocation_id,
             user_id,
             session_id,
-            cancel: lease.signals.cancel.clone(),
-            handover: handover.clone(),
-        };
-        sync::lock(&self.running).insert(invocation_id.clone(), running);
-        let driver = Driver {
-            session_service: self.session_service.clone(),
-            app_name: self.app_name.clone(),
-            compaction: self.compaction.clone(),
-            add_to_memory: None,
+            lease,
             invocation,
             observed,
             events,
-            lease,
-            _registration: Registration {
-                running: self.running.clone(),
-                invocation_id,
-            },
-            handover,
-            lease_lost_at: lost_at,
         };
-        Ok(Some(driver.into_stream()))
+        Ok(Some(self.drive(started, None, lost_at)))
     }
 
     /// Rebuilds the invocation from the log and starts the agent that was running.
