@@ -16,6 +16,7 @@ from typing import (
     Any,
     AsyncIterable,
     AsyncIterator,
+    Awaitable,
     Callable,
     Generic,
     Iterable,
@@ -30,11 +31,12 @@ from typing import (
     Union,
 )
 
+import grpc
 from google.protobuf import duration_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from ._convert import JsonValue, dict_to_struct, python_to_value, struct_to_dict
-from .errors import AdkError
+from .errors import AdkError, from_rpc_error
 from ._retry import RetryPolicy, may_retry
 from .types import (
     App,
@@ -59,6 +61,11 @@ Service = Literal["sessions", "artifacts", "memory", "runner"]
 #: Bytes to upload: chunks from anywhere, or a binary file object read in chunks.
 Chunks = Union[Iterable[bytes], IO[bytes]]
 AsyncChunks = Union[AsyncIterable[bytes], Iterable[bytes], IO[bytes]]
+PathLike = Union[str, "os.PathLike[str]"]
+#: Answers a client tool's call (``run_with_tools``): the tool's result, as JSON.
+ToolAnswer = Callable[[FunctionCall, Event], JsonValue]
+#: ``ToolAnswer`` of ``AsyncAdkClient``: the result, or an awaitable of it.
+AsyncToolAnswer = Callable[[FunctionCall, Event], Union[JsonValue, Awaitable[JsonValue]]]
 #: What ``run`` does when another invocation runs on the session (None: the app's default).
 OnBusy = Literal["reject", "enqueue", "interrupt", "rollback"]
 
@@ -131,6 +138,25 @@ def channel_options(policy: RetryPolicy, options: Sequence[Tuple[str, Any]]) -> 
         ("grpc.max_reconnect_backoff_ms", max(1, int(policy.max_backoff * 1000))),
     ]
     return [option for option in ours if option[0] not in given] + list(options)
+
+
+class TypedStub:
+    """A generated stub whose unary calls raise the typed exceptions of ``errors.py``
+    (streaming calls return the call as it is): ``AdkClient.sessions`` and the others."""
+
+    def __init__(self, stub: Any) -> None:
+        self._stub = stub
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._stub, name)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return method(*args, **kwargs)
+            except grpc.RpcError as err:
+                raise from_rpc_error(err) from err
+
+        return call
 
 
 def _none(_reply: Any) -> None:
@@ -409,7 +435,7 @@ def upload_header(
     return header
 
 
-def file_header_args(path: Union[str, "os.PathLike[str]"], mime_type: Optional[str]) -> Tuple[str, int]:
+def file_header_args(path: PathLike, mime_type: Optional[str]) -> Tuple[str, int]:
     """A file's MIME type (given, else guessed from its name) and size."""
     guessed = mime_type or mimetypes.guess_type(os.fspath(path))[0] or "application/octet-stream"
     return guessed, os.path.getsize(path)
@@ -427,7 +453,7 @@ def _read_chunks(file: IO[bytes]) -> Iterator[bytes]:
         yield block
 
 
-def file_chunks(path: Union[str, "os.PathLike[str]"]) -> Iterator[bytes]:
+def file_chunks(path: PathLike) -> Iterator[bytes]:
     """A file's bytes, a chunk at a time (the file is open only while they are read)."""
     with open(path, "rb") as file:
         yield from _read_chunks(file)
@@ -468,7 +494,7 @@ def download_metadata(first: Optional[artifact_pb2.DownloadArtifactResponse]) ->
     return ArtifactMetadata.from_proto(first.metadata)
 
 
-def part_file(path: Union[str, "os.PathLike[str]"]) -> str:
+def part_file(path: PathLike) -> str:
     """Where a download is written until it is complete, so a failed one never leaves a
     truncated file at ``path``."""
     return os.fspath(path) + ".part"

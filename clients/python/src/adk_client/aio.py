@@ -1,8 +1,16 @@
+# async only {
+# The one source of both clients: client.py (``AdkClient``, blocking) is generated from this
+# file by clients/python/generate_sync.py, which turns asyncio into blocking calls (async def,
+# await, async for, grpc.aio...) and reads two marks; tests/test_generate_sync.py fails while
+# client.py is not what it makes. So edit here, then run `python generate_sync.py`.
+#   a line "# sync: CODE"    is CODE in client.py only;
+#   a line ending "# async only", and the lines between "# async only {" and "# async only }",
+#                            are in this file only.
 """AsyncAdkClient: ``AdkClient`` over ``grpc.aio``, for asyncio programs.
 
-Every method has the name, arguments and result of its ``AdkClient`` twin (see there for
-what it does), awaited; streams are async iterators. Both build their requests, views and
-retry decisions in the same modules (``_calls``, ``_retry``)::
+Every method has the name, arguments, result and docstring of its ``AdkClient`` twin,
+awaited; streams are async iterators. Both build their requests, views and retry decisions
+in the same modules (``_calls``, ``_retry``)::
 
     async with AsyncAdkClient("localhost:50051") as adk:
         async for event in adk.run("assistant", "alice", "chat1", "Hi", create_session=True):
@@ -11,17 +19,20 @@ retry decisions in the same modules (``_calls``, ``_retry``)::
 Create it inside the running event loop (grpc.aio channels belong to the loop they are
 made in).
 """
+# async only }
+# sync: """AdkClient: every RPC of adk.v1 (sessions, artifacts, memory, runner) behind plain,
+# sync: blocking Python calls. ``adk_client.aio`` has the same client over ``grpc.aio``; both
+# sync: build their requests and views in ``_calls`` and retry by ``_retry``."""
 from __future__ import annotations
 
 import asyncio
-import inspect
+import inspect  # async only
 import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import (
     Any,
     AsyncIterator,
-    Awaitable,
     Callable,
     Dict,
     List,
@@ -33,26 +44,28 @@ from typing import (
 )
 
 import grpc
-import grpc.aio
+import grpc.aio  # async only
 
 from . import _calls as calls
 from ._calls import DEFAULT, AsyncChunks, CallMetadata, MemoryInput, OnBusy, StateDict, Timeout, Unary
 from ._convert import JsonValue
 from ._retry import RetryPolicy, call_with_retry_async
-from .client import PathLike
 from .errors import AdkError, from_rpc_error
 from .types import App, Artifact, ArtifactMetadata, Event, FunctionCall, Memory, MessageInput, Part, Session
 from .v1 import artifact_pb2_grpc, event_pb2, memory_pb2_grpc, runner_pb2_grpc, session_pb2_grpc
 
+# Defined elsewhere, and public here too.
+from ._calls import AsyncToolAnswer as AsyncToolAnswer, PathLike as PathLike
+# sync: from .types import AnyEvent as AnyEvent, event_text as event_text, function_calls as function_calls
+# sync: from .types import state_delta as state_delta
+
 T = TypeVar("T")
-#: Answers a client tool's call (``run_with_tools``): the result, or an awaitable of it.
-AsyncToolAnswer = Callable[[FunctionCall, Event], Union[JsonValue, Awaitable[JsonValue]]]
 
 
 @dataclass
 class AsyncDownload:
-    """A streamed artifact: its metadata, then its bytes as ``async for`` asks for them.
-    ``await close()`` (or leaving an ``async with``) stops the stream."""
+    """A streamed artifact: its metadata, then its bytes in chunks as they arrive (never
+    all in memory). Iterate it; closing it (or leaving its ``with`` block) stops the stream."""
 
     metadata: ArtifactMetadata
     chunks: AsyncIterator[bytes]
@@ -73,11 +86,27 @@ class AsyncDownload:
 
 
 class AsyncAdkClient:
-    """``AdkClient`` for asyncio (``grpc.aio``): same constructor, same methods, awaited.
+    """A client of ``adk.v1.SessionService``, ``ArtifactService``, ``MemoryService`` and
+    ``AgentRunner``.
 
-    The generated aio stubs are ``client.sessions``, ``client.artifacts``, ``client.memory``
-    and ``client.runner``; their errors are ``grpc.aio.AioRpcError`` (type them with
-    ``adk_client.errors.from_rpc_error``)."""
+    ``AdkClient("localhost:50051")`` talks to ``adk-server``, which serves them all on one
+    port; with the services deployed separately, give the other addresses too (memory is
+    served by the session server). Failed calls raise the exception of their ``ErrorInfo``
+    reason (``adk_client.errors``: ``SessionNotFound``, ``SessionBusy``, ``LimitExceeded``…),
+    each a ``grpc.RpcError`` with ``.code()`` and ``.details()``.
+
+    Calls that are safe to repeat are retried up to ``retries`` times when the server is
+    unreachable (UNAVAILABLE) or says a retry may succeed (RetryInfo), after ``backoff``
+    seconds doubling up to ``max_backoff`` (with jitter; the server's RetryInfo delay when
+    it gives one): reads, an append whose event has an id, a save or upload with an explicit
+    version, a cancel. Nothing else is ever retried: a create, a run, a delete or an append
+    without an event id could happen twice.
+
+    The generated stubs stay available as ``client.sessions``, ``client.artifacts``,
+    ``client.memory`` and ``client.runner``, never retried: the blocking ones type their
+    unary errors the same way, those over ``grpc.aio`` raise its ``AioRpcError`` (type it
+    with ``adk_client.errors.from_rpc_error``).
+    """
 
     def __init__(
         self,
@@ -93,8 +122,17 @@ class AsyncAdkClient:
         retries: int = 3,
         backoff: float = 0.1,
         max_backoff: float = 5.0,
-        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),
+        # sync: interceptors: Sequence[Any] = (),
+        interceptors: Sequence[grpc.aio.ClientInterceptor] = (),  # async only
     ) -> None:
+        """``timeout`` (seconds) bounds each unary call; streams have none unless given one.
+        ``credentials`` makes the channels TLS; without, they are plaintext. ``metadata`` is
+        sent with every call (e.g. ``[("authorization", "Bearer …")]``).
+
+        Every method takes a ``timeout`` and ``metadata`` of its own too (as Google's
+        generated clients do): a unary call's ``timeout`` replaces the client's (``None``:
+        no deadline), a stream's bounds that stream; its ``metadata`` is sent after the
+        client's."""
         self.timeout = timeout
         self.retry = RetryPolicy(retries=retries, backoff=backoff, max_backoff=max_backoff)
         self.metadata = tuple(metadata)
@@ -103,6 +141,13 @@ class AsyncAdkClient:
 
         def channel(addr: str) -> grpc.aio.Channel:
             if addr not in self._channels:
+                # A grpc.aio channel takes its interceptors when made; a blocking one is wrapped.
+                # sync: if credentials is not None:
+                # sync:     ch = grpc.secure_channel(addr, credentials, options=list(options))
+                # sync: else:
+                # sync:     ch = grpc.insecure_channel(addr, options=list(options))
+                # sync: self._channels[addr] = grpc.intercept_channel(ch, *interceptors)
+                # async only {
                 if credentials is not None:
                     self._channels[addr] = grpc.aio.secure_channel(
                         addr, credentials, options=list(options), interceptors=list(interceptors)
@@ -111,18 +156,24 @@ class AsyncAdkClient:
                     self._channels[addr] = grpc.aio.insecure_channel(
                         addr, options=list(options), interceptors=list(interceptors)
                     )
+                # async only }
             return self._channels[addr]
 
-        self.sessions: Any = session_pb2_grpc.SessionServiceStub(channel(target))
-        self.artifacts: Any = artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target))
-        self.memory: Any = memory_pb2_grpc.MemoryServiceStub(channel(memory_target or target))
-        self.runner: Any = runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target))
         self._stubs: Dict[str, Any] = {
-            "sessions": self.sessions,
-            "artifacts": self.artifacts,
-            "memory": self.memory,
-            "runner": self.runner,
+            "sessions": session_pb2_grpc.SessionServiceStub(channel(target)),
+            "artifacts": artifact_pb2_grpc.ArtifactServiceStub(channel(artifacts_target or target)),
+            "memory": memory_pb2_grpc.MemoryServiceStub(channel(memory_target or target)),
+            "runner": runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target)),
         }
+        # The generated stubs, public: the blocking ones raise the typed errors of their unary calls.
+        # sync: self.sessions: Any = calls.TypedStub(self._stubs["sessions"])
+        # sync: self.artifacts: Any = calls.TypedStub(self._stubs["artifacts"])
+        # sync: self.memory: Any = calls.TypedStub(self._stubs["memory"])
+        # sync: self.runner: Any = calls.TypedStub(self._stubs["runner"])
+        self.sessions: Any = self._stubs["sessions"]  # async only
+        self.artifacts: Any = self._stubs["artifacts"]  # async only
+        self.memory: Any = self._stubs["memory"]  # async only
+        self.runner: Any = self._stubs["runner"]  # async only
 
     async def _unary(self, timeout: Timeout, metadata: CallMetadata, call: Unary[T]) -> T:
         method = getattr(self._stubs[call.service], call.method)
@@ -145,9 +196,11 @@ class AsyncAdkClient:
                 return
 
     async def wait_for_ready(self, timeout: float = 10.0) -> None:
-        """Waits until every channel is connected; ``asyncio.TimeoutError`` otherwise."""
+        # sync: """Blocks until every channel is connected; ``grpc.FutureTimeoutError`` otherwise."""
+        """Waits until every channel is connected; ``asyncio.TimeoutError`` otherwise."""  # async only
         for ch in self._channels.values():
-            await asyncio.wait_for(ch.channel_ready(), timeout)
+            # sync: grpc.channel_ready_future(ch).result(timeout=timeout)
+            await asyncio.wait_for(ch.channel_ready(), timeout)  # async only
 
     async def close(self) -> None:
         for ch in self._channels.values():
@@ -172,6 +225,11 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Session:
+        """Creates a session (``session_id=None``: the server generates a UUID).
+
+        ``state`` keys are split by prefix: ``app:`` and ``user:`` go to the shared
+        scopes, ``temp:`` is dropped, the rest is this session's. ``ttl`` (seconds or a
+        timedelta) expires it after that long without an append."""
         return await self._unary(
             timeout, metadata, calls.create_session(app, user, state=state, session_id=session_id, ttl=ttl)
         )
@@ -188,6 +246,8 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Session:
+        """Reads a session: merged state and its events, oldest first (only the last
+        ``num_recent_events``, only those at or ``after`` a time). ``SessionNotFound`` when missing."""
         return await self._unary(
             timeout,
             metadata,
@@ -205,6 +265,8 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> AsyncIterator[Session]:
+        """Every session of a user (or of the whole app): merged state, no events. Pages
+        (``page_size`` each, 0: the server's 100) are fetched as the loop asks for them."""
         return self._pages(timeout, metadata, lambda token: calls.list_sessions(app, user, page_size, token))
 
     async def delete_session(
@@ -216,6 +278,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> None:
+        """Deletes a session with its events, state and artifacts (missing: fine)."""
         await self._unary(timeout, metadata, calls.delete_session(app, user, session_id))
 
     async def append_event(
@@ -236,6 +299,14 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Event:
+        """Appends an event and returns it as stored (id, timestamp and sequence set).
+
+        Build it from ``author``, ``text`` (role "user" for the user, "model" otherwise),
+        ``parts``, ``state_delta``, ``id`` and ``invocation_id``, or pass a whole ``event``.
+        With ``expect_last_event_id`` / ``expect_last_sequence`` (0: no events yet) it is
+        stored only if the session's last event is still that one, else
+        ``PreconditionFailed`` and nothing is stored. With an ``id`` it is retried: the
+        server stores an id once."""
         return await self._unary(
             timeout,
             metadata,
@@ -266,6 +337,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
+        """The session's events, oldest first (or newest first), a page at a time as the loop asks."""
         return self._pages(
             timeout, metadata, lambda token: calls.list_events(app, user, session_id, page_size, newest_first, token)
         )
@@ -280,6 +352,13 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
+        """The session's events as they are appended from the time the loop starts (those
+        after ``after_sequence`` first, when given: 0 replays the whole log), until the loop stops. A dropped connection or
+        a restarted server is resumed from the last sequence seen, with backoff: nothing
+        missed, nothing twice. Raises ``SessionNotFound`` when the session is deleted or
+        expires; keeps reconnecting while the server is unreachable. ``timeout`` (seconds,
+        from the first call) ends the whole watch, reconnections included, with
+        ``DeadlineExceeded``."""
         cursor = calls.WatchCursor(app, user, session_id, after_sequence, self.retry)
         clock = calls.WatchDeadline(timeout)
         while True:
@@ -289,7 +368,7 @@ class AsyncAdkClient:
                     cursor.after = await self._unary(
                         clock.remaining(self.timeout), metadata, calls.last_sequence(app, user, session_id)
                     )
-                stream = self.sessions.WatchSession(
+                stream = self._stubs["sessions"].WatchSession(
                     cursor.request(), timeout=clock.remaining(None), metadata=self.metadata + tuple(metadata)
                 )
                 try:
@@ -310,6 +389,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Dict[str, JsonValue]:
+        """The user's ``user:`` state, keys without their prefix."""
         return await self._unary(timeout, metadata, calls.get_user_state(app, user))
 
     async def get_app_state(
@@ -319,6 +399,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Dict[str, JsonValue]:
+        """The app's ``app:`` state, keys without their prefix."""
         return await self._unary(timeout, metadata, calls.get_app_state(app))
 
     async def update_app_state(
@@ -329,6 +410,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Dict[str, JsonValue]:
+        """Sets ``app:`` keys (every key must carry the prefix); returns the app's state after."""
         return await self._unary(timeout, metadata, calls.update_app_state(app, state_delta))
 
     async def fork_session(
@@ -342,6 +424,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Session:
+        """A new session with the events up to and including ``up_to_event_id`` (the source is untouched)."""
         return await self._unary(
             timeout,
             metadata,
@@ -364,6 +447,13 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> int:
+        """Saves the next version (or ``version``) in one message and returns its number.
+
+        ``str`` data is stored as a text part (loaded back as ``str``) unless a MIME type
+        other than text/plain is given: then it is stored as its UTF-8 bytes. ``bytes``
+        are stored with ``mime_type`` (default application/octet-stream). A ``user:``
+        file name is visible from every session of the user. For more than one message
+        (4 MiB) use ``upload_artifact`` or ``upload_file``."""
         return await self._unary(
             timeout,
             metadata,
@@ -388,7 +478,12 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> int:
-        """Streams an artifact up from an async iterable (or iterable, or binary file) of chunks."""
+        """Streams an artifact up (UploadArtifact) from an iterable of byte chunks (in asyncio an
+        async one too) or a binary file object, never holding it all in memory; returns its
+        version. Nothing is visible until the upload completes. ``size_bytes``, when known, is
+        checked by the server before it stores anything; ``is_text`` stores UTF-8 bytes as text.
+        A stream is consumed by its first attempt, so it is never retried (``upload_file`` is,
+        with a version)."""
         header = calls.upload_header(
             app,
             user,
@@ -416,6 +511,9 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> int:
+        """Streams a file up, a chunk at a time; returns its version. The MIME type is
+        guessed from the path unless given; the size is sent for the server to check. With
+        an explicit ``version`` it is retried (the file is read again)."""
         guessed, size = calls.file_header_args(path, mime_type)
         header = calls.upload_header(
             app,
@@ -428,8 +526,8 @@ class AsyncAdkClient:
             size_bytes=size,
             is_text=False,
         )
-        # The file is read in 256 KiB blocks on the event loop: a local read that short does
-        # not hold the loop up noticeably, and needs no thread per chunk.
+        # The file is read in 256 KiB blocks on the event loop: a local read that short does  # async only
+        # not hold the loop up noticeably, and needs no thread per chunk.  # async only
         return await self._upload(
             header, lambda: calls.file_chunks(path), safe=version is not None, timeout=timeout, metadata=metadata
         )
@@ -443,7 +541,7 @@ class AsyncAdkClient:
         timeout: Optional[float],
         metadata: CallMetadata,
     ) -> int:
-        method = self.artifacts.UploadArtifact
+        method = self._stubs["artifacts"].UploadArtifact
         reply = await call_with_retry_async(
             self.retry,
             safe,
@@ -464,6 +562,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Artifact:
+        """Loads the latest version (or ``version``) in one message; ``ArtifactNotFound`` when missing."""
         return await self._unary(timeout, metadata, calls.load_artifact(app, user, session_id, file_name, version))
 
     async def download_artifact(
@@ -478,13 +577,19 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> AsyncDownload:
+        """Streams an artifact down (DownloadArtifact): its metadata at once, then its
+        bytes as the returned ``Download`` is iterated. Opening it is retried (nothing has
+        been handed out yet); ``ArtifactNotFound`` when missing."""
         request = calls.download_request(app, user, session_id, file_name, version, chunk_size)
 
+        method = self._stubs["artifacts"].DownloadArtifact
+
         async def start() -> Tuple[Any, ArtifactMetadata]:
-            stream = self.artifacts.DownloadArtifact(request, timeout=timeout, metadata=self.metadata + tuple(metadata))
+            stream = method(request, timeout=timeout, metadata=self.metadata + tuple(metadata))
             try:
-                first = await stream.read()
-                return stream, calls.download_metadata(None if first is grpc.aio.EOF else first)
+                # sync: return stream, calls.download_metadata(next(stream, None))
+                first = await stream.read()  # async only
+                return stream, calls.download_metadata(None if first is grpc.aio.EOF else first)  # async only
             except BaseException:
                 stream.cancel()
                 raise
@@ -505,6 +610,8 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
+        """Streams an artifact into a file, a chunk at a time; returns its metadata. The
+        file appears at ``path`` only once complete (``path + ".part"`` until then)."""
         partial = calls.part_file(path)
         async with await self.download_artifact(
             app, user, session_id, file_name, version, chunk_size=chunk_size, timeout=timeout, metadata=metadata
@@ -531,6 +638,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
+        """One version's metadata (the latest unless ``version``), without its bytes."""
         return await self._unary(
             timeout, metadata, calls.get_artifact_metadata(app, user, session_id, file_name, version)
         )
@@ -544,6 +652,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[str]:
+        """File names visible from a session (its own and the user's ``user:`` ones), sorted."""
         return await self._unary(timeout, metadata, calls.list_artifacts(app, user, session_id))
 
     async def list_versions(
@@ -556,6 +665,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[int]:
+        """An artifact's versions, newest first."""
         return await self._unary(timeout, metadata, calls.list_versions(app, user, session_id, file_name))
 
     async def delete_artifact(
@@ -569,6 +679,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> None:
+        """Deletes one version, or all of them (missing: fine)."""
         await self._unary(timeout, metadata, calls.delete_artifact(app, user, session_id, file_name, version))
 
     # ---- memory -----------------------------------------------------------------
@@ -582,6 +693,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[str]:
+        """Adds a stored session's events to the user's memory; returns the memory ids."""
         return await self._unary(timeout, metadata, calls.add_session_to_memory(app, user, session_id))
 
     async def add_events_to_memory(
@@ -595,6 +707,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[str]:
+        """Adds some events (e.g. the latest turn) to the user's memory; returns the memory ids."""
         return await self._unary(
             timeout, metadata, calls.add_events_to_memory(app, user, session_id, events, custom_metadata)
         )
@@ -609,6 +722,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[str]:
+        """Adds memories written by the app (texts, or ``MemoryInput``); returns their ids."""
         return await self._unary(timeout, metadata, calls.add_memory(app, user, memories, custom_metadata))
 
     async def search_memory(
@@ -621,6 +735,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[Memory]:
+        """The user's memories most relevant to ``query``, best first (``limit`` 0: 10)."""
         return await self._unary(timeout, metadata, calls.search_memory(app, user, query, limit))
 
     async def delete_memory(
@@ -632,6 +747,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> bool:
+        """Deletes one memory; False when the user had none with that id."""
         return await self._unary(timeout, metadata, calls.delete_memory(app, user, memory_id))
 
     # ---- runner -----------------------------------------------------------------
@@ -652,7 +768,17 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
-        """Leaving the ``async for`` early (or ``aclose()``) cancels the call and so the invocation."""
+        """Runs the app's agent on a message and yields its events as they arrive, the
+        first being the message itself as stored (its ``invocation_id`` lets you ``cancel``).
+
+        ``message`` is the user's text or a ``Content`` (e.g. ``function_response(call,
+        result)`` answering a client tool). With ``streaming=True`` (SSE) the reply comes
+        as ``partial`` events first, then complete; only complete events are stored.
+        ``on_busy`` ("reject", "enqueue", "interrupt", "rollback") says what to do when
+        another invocation runs on the session. Errors raise the typed exceptions while
+        iterating (``SessionBusy``…); a run is never retried. Leaving the loop early
+        (``aclose()``, or dropping the iterator) cancels the call, which stops the invocation
+        unless ``keep_running``."""
         request = calls.run_request(
             app,
             user,
@@ -665,7 +791,7 @@ class AsyncAdkClient:
             keep_running=keep_running,
             on_busy=on_busy,
         )
-        return _events(self.runner.Run(request, timeout=timeout, metadata=self.metadata + tuple(metadata)))
+        return _events(self._stubs["runner"].Run(request, timeout=timeout, metadata=self.metadata + tuple(metadata)))
 
     async def run_with_tools(
         self,
@@ -683,7 +809,9 @@ class AsyncAdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> AsyncIterator[Event]:
-        """``AdkClient.run_with_tools``; ``answer`` may be a coroutine function."""
+        """``run``, answering every client-tool call the agent makes (``event.client_tool_calls``)
+        with ``answer(call, event)`` (see ``AsyncToolAnswer``) and resuming the invocation each
+        time, until it asks for nothing more. Yields every event of every round."""
         next_message: Optional[MessageInput] = message
         first = True
         while next_message is not None:
@@ -706,8 +834,9 @@ class AsyncAdkClient:
             first = False
             answered: List[Tuple[FunctionCall, JsonValue]] = []
             for call, event in pending:
-                result = answer(call, event)
-                answered.append((call, await result if inspect.isawaitable(result) else result))
+                # sync: answered.append((call, answer(call, event)))
+                result = answer(call, event)  # async only
+                answered.append((call, await result if inspect.isawaitable(result) else result))  # async only
             next_message = calls.tool_answers(answered) if answered else None
 
     async def cancel(
@@ -720,6 +849,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> bool:
+        """Stops a running invocation (on any replica); False when none was running."""
         return await self._unary(timeout, metadata, calls.cancel(app, user, session_id, invocation_id))
 
     async def rewind(
@@ -732,6 +862,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> Event:
+        """Rewinds the session to before an invocation; returns the stored rewind event."""
         return await self._unary(timeout, metadata, calls.rewind(app, user, session_id, rewind_before_invocation_id))
 
     async def list_apps(
@@ -740,6 +871,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> List[App]:
+        """The apps the runner serves, with their agent trees and tools."""
         return await self._unary(timeout, metadata, calls.list_apps())
 
     async def get_app(
@@ -749,6 +881,7 @@ class AsyncAdkClient:
         timeout: Timeout = DEFAULT,
         metadata: CallMetadata = (),
     ) -> App:
+        """One app's agent tree and tools (schemas as JSON); ``AppNotFound`` when unknown."""
         return await self._unary(timeout, metadata, calls.get_app(app))
 
 
@@ -763,9 +896,10 @@ async def _events(call: Any) -> AsyncIterator[Event]:
 
 
 async def _chunks(call: Any) -> AsyncIterator[bytes]:
-    # read(), not async for: the metadata was read() and grpc.aio forbids mixing the two.
+    # read(), not async for: the metadata was read() and grpc.aio forbids mixing the two.  # async only
     try:
-        while (message := await call.read()) is not grpc.aio.EOF:
+        # sync: for message in call:
+        while (message := await call.read()) is not grpc.aio.EOF:  # async only
             if message.WhichOneof("message") == "chunk":
                 yield message.chunk
     except grpc.RpcError as err:

@@ -1,50 +1,49 @@
+# Generated from aio.py by clients/python/generate_sync.py: do not edit. Edit aio.py (the
+# asyncio client, the one source of both), then run `python generate_sync.py` in clients/python.
 """AdkClient: every RPC of adk.v1 (sessions, artifacts, memory, runner) behind plain,
-blocking Python calls. ``adk_client.aio.AsyncAdkClient`` is the same over ``grpc.aio``; both
+blocking Python calls. ``adk_client.aio`` has the same client over ``grpc.aio``; both
 build their requests and views in ``_calls`` and retry by ``_retry``."""
 from __future__ import annotations
 
-import os
 import time
+import os
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
+from typing import (
+    Any,
+    Iterator,
+    Callable,
+    Dict,
+    List,
+    Optional,
+    Sequence,
+    Tuple,
+    TypeVar,
+    Union,
+)
 
 import grpc
 
 from . import _calls as calls
-from ._calls import DEFAULT, CallMetadata, Chunks, MemoryInput, OnBusy, StateDict, Timeout, Unary
-from ._convert import JsonValue, value_map_to_dict
+from ._calls import DEFAULT, Chunks, CallMetadata, MemoryInput, OnBusy, StateDict, Timeout, Unary
+from ._convert import JsonValue
 from ._retry import RetryPolicy, call_with_retry
 from .errors import AdkError, from_rpc_error
-from .types import (
-    App,
-    Artifact,
-    ArtifactMetadata,
-    Event,
-    FunctionCall,
-    Memory,
-    MessageInput,
-    Part,
-    Session,
-)
-from .v1 import (
-    artifact_pb2_grpc,
-    event_pb2,
-    memory_pb2_grpc,
-    runner_pb2_grpc,
-    session_pb2_grpc,
-)
+from .types import App, Artifact, ArtifactMetadata, Event, FunctionCall, Memory, MessageInput, Part, Session
+from .v1 import artifact_pb2_grpc, event_pb2, memory_pb2_grpc, runner_pb2_grpc, session_pb2_grpc
+
+# Defined elsewhere, and public here too.
+from ._calls import ToolAnswer as ToolAnswer, PathLike as PathLike
+from .types import AnyEvent as AnyEvent, event_text as event_text, function_calls as function_calls
+from .types import state_delta as state_delta
 
 T = TypeVar("T")
-PathLike = Union[str, "os.PathLike[str]"]
-#: Answers a client tool's call (``run_with_tools``): the tool's result, as JSON.
-ToolAnswer = Callable[[FunctionCall, Event], JsonValue]
 
 
 @dataclass
 class Download:
     """A streamed artifact: its metadata, then its bytes in chunks as they arrive (never
-    all in memory). Iterate it; ``close()`` (or leaving a ``with``) stops the stream."""
+    all in memory). Iterate it; closing it (or leaving its ``with`` block) stops the stream."""
 
     metadata: ArtifactMetadata
     chunks: Iterator[bytes]
@@ -82,8 +81,9 @@ class AdkClient:
     without an event id could happen twice.
 
     The generated stubs stay available as ``client.sessions``, ``client.artifacts``,
-    ``client.memory`` and ``client.runner`` (their unary errors typed the same way, never
-    retried).
+    ``client.memory`` and ``client.runner``, never retried: the blocking ones type their
+    unary errors the same way, those over ``grpc.aio`` raise its ``AioRpcError`` (type it
+    with ``adk_client.errors.from_rpc_error``).
     """
 
     def __init__(
@@ -115,17 +115,16 @@ class AdkClient:
         self.metadata = tuple(metadata)
         options = calls.channel_options(self.retry, options)
         self._channels: Dict[str, grpc.Channel] = {}
-        self._intercepted: Dict[str, grpc.Channel] = {}
 
         def channel(addr: str) -> grpc.Channel:
             if addr not in self._channels:
+                # A grpc.aio channel takes its interceptors when made; a blocking one is wrapped.
                 if credentials is not None:
-                    self._channels[addr] = grpc.secure_channel(addr, credentials, options=list(options))
+                    ch = grpc.secure_channel(addr, credentials, options=list(options))
                 else:
-                    self._channels[addr] = grpc.insecure_channel(addr, options=list(options))
-                ch = self._channels[addr]
-                self._intercepted[addr] = grpc.intercept_channel(ch, *interceptors) if interceptors else ch
-            return self._intercepted[addr]
+                    ch = grpc.insecure_channel(addr, options=list(options))
+                self._channels[addr] = grpc.intercept_channel(ch, *interceptors)
+            return self._channels[addr]
 
         self._stubs: Dict[str, Any] = {
             "sessions": session_pb2_grpc.SessionServiceStub(channel(target)),
@@ -133,15 +132,18 @@ class AdkClient:
             "memory": memory_pb2_grpc.MemoryServiceStub(channel(memory_target or target)),
             "runner": runner_pb2_grpc.AgentRunnerStub(channel(runner_target or target)),
         }
-        self.sessions: Any = _Typed(self._stubs["sessions"])
-        self.artifacts: Any = _Typed(self._stubs["artifacts"])
-        self.memory: Any = _Typed(self._stubs["memory"])
-        self.runner: Any = _Typed(self._stubs["runner"])
+        # The generated stubs, public: the blocking ones raise the typed errors of their unary calls.
+        self.sessions: Any = calls.TypedStub(self._stubs["sessions"])
+        self.artifacts: Any = calls.TypedStub(self._stubs["artifacts"])
+        self.memory: Any = calls.TypedStub(self._stubs["memory"])
+        self.runner: Any = calls.TypedStub(self._stubs["runner"])
 
     def _unary(self, timeout: Timeout, metadata: CallMetadata, call: Unary[T]) -> T:
         method = getattr(self._stubs[call.service], call.method)
         seconds, md = calls.deadline_of(timeout, self.timeout), self.metadata + tuple(metadata)
-        reply = call_with_retry(self.retry, call.safe, lambda: method(call.request, timeout=seconds, metadata=md))
+        reply = call_with_retry(
+            self.retry, call.safe, lambda: method(call.request, timeout=seconds, metadata=md)
+        )
         return call.result(reply)
 
     def _pages(
@@ -150,7 +152,8 @@ class AdkClient:
         token = ""
         while True:
             result = self._unary(timeout, metadata, page(token))
-            yield from result.items
+            for item in result.items:
+                yield item
             token = result.next_page_token
             if not token:
                 return
@@ -318,7 +321,6 @@ class AdkClient:
         from the first call) ends the whole watch, reconnections included, with
         ``DeadlineExceeded``."""
         cursor = calls.WatchCursor(app, user, session_id, after_sequence, self.retry)
-        stub = self._stubs["sessions"]
         clock = calls.WatchDeadline(timeout)
         while True:
             err: Optional[AdkError] = None
@@ -327,7 +329,7 @@ class AdkClient:
                     cursor.after = self._unary(
                         clock.remaining(self.timeout), metadata, calls.last_sequence(app, user, session_id)
                     )
-                stream = stub.WatchSession(
+                stream = self._stubs["sessions"].WatchSession(
                     cursor.request(), timeout=clock.remaining(None), metadata=self.metadata + tuple(metadata)
                 )
                 try:
@@ -437,12 +439,12 @@ class AdkClient:
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
     ) -> int:
-        """Streams an artifact up (UploadArtifact) from an iterable of byte chunks or a
-        binary file object, never holding it all in memory; returns its version. Nothing
-        is visible until the upload completes. ``size_bytes``, when known, is checked by
-        the server before it stores anything; ``is_text`` stores UTF-8 bytes as text. A
-        stream is consumed by its first attempt, so it is never retried (``upload_file``
-        is, with a version)."""
+        """Streams an artifact up (UploadArtifact) from an iterable of byte chunks (in asyncio an
+        async one too) or a binary file object, never holding it all in memory; returns its
+        version. Nothing is visible until the upload completes. ``size_bytes``, when known, is
+        checked by the server before it stores anything; ``is_text`` stores UTF-8 bytes as text.
+        A stream is consumed by its first attempt, so it is never retried (``upload_file`` is,
+        with a version)."""
         header = calls.upload_header(
             app,
             user,
@@ -538,6 +540,7 @@ class AdkClient:
         bytes as the returned ``Download`` is iterated. Opening it is retried (nothing has
         been handed out yet); ``ArtifactNotFound`` when missing."""
         request = calls.download_request(app, user, session_id, file_name, version, chunk_size)
+
         method = self._stubs["artifacts"].DownloadArtifact
 
         def start() -> Tuple[Any, ArtifactMetadata]:
@@ -593,7 +596,9 @@ class AdkClient:
         metadata: CallMetadata = (),
     ) -> ArtifactMetadata:
         """One version's metadata (the latest unless ``version``), without its bytes."""
-        return self._unary(timeout, metadata, calls.get_artifact_metadata(app, user, session_id, file_name, version))
+        return self._unary(
+            timeout, metadata, calls.get_artifact_metadata(app, user, session_id, file_name, version)
+        )
 
     def list_artifacts(
         self,
@@ -728,9 +733,9 @@ class AdkClient:
         as ``partial`` events first, then complete; only complete events are stored.
         ``on_busy`` ("reject", "enqueue", "interrupt", "rollback") says what to do when
         another invocation runs on the session. Errors raise the typed exceptions while
-        iterating (``SessionBusy``…); a run is never retried. Closing the iterator early
-        (``.close()``, or dropping it) cancels the call, which stops the invocation unless
-        ``keep_running``."""
+        iterating (``SessionBusy``…); a run is never retried. Leaving the loop early
+        (``close()``, or dropping the iterator) cancels the call, which stops the invocation
+        unless ``keep_running``."""
         request = calls.run_request(
             app,
             user,
@@ -762,8 +767,8 @@ class AdkClient:
         metadata: CallMetadata = (),
     ) -> Iterator[Event]:
         """``run``, answering every client-tool call the agent makes (``event.client_tool_calls``)
-        with ``answer(call, event)`` and resuming the invocation each time, until it asks for
-        nothing more. Yields every event of every round."""
+        with ``answer(call, event)`` (see ``ToolAnswer``) and resuming the invocation each
+        time, until it asks for nothing more. Yields every event of every round."""
         next_message: Optional[MessageInput] = message
         first = True
         while next_message is not None:
@@ -784,7 +789,10 @@ class AdkClient:
                 pending.extend((call, event) for call in event.client_tool_calls)
                 yield event
             first = False
-            next_message = calls.tool_answers([(c, answer(c, e)) for c, e in pending]) if pending else None
+            answered: List[Tuple[FunctionCall, JsonValue]] = []
+            for call, event in pending:
+                answered.append((call, answer(call, event)))
+            next_message = calls.tool_answers(answered) if answered else None
 
     def cancel(
         self,
@@ -832,30 +840,6 @@ class AdkClient:
         return self._unary(timeout, metadata, calls.get_app(app))
 
 
-# ---- helpers ----------------------------------------------------------------------
-
-AnyEvent = Union[Event, event_pb2.Event]
-
-
-def _view(event: AnyEvent) -> Event:
-    return event if isinstance(event, Event) else Event.from_proto(event)
-
-
-def event_text(event: AnyEvent) -> str:
-    """The text of an event's parts, concatenated ("" when it has none)."""
-    return _view(event).text
-
-
-def state_delta(event: AnyEvent) -> Dict[str, JsonValue]:
-    """An event's ``actions.state_delta`` as a dict."""
-    return event.state_delta if isinstance(event, Event) else value_map_to_dict(event.actions.state_delta)
-
-
-def function_calls(event: AnyEvent) -> List[FunctionCall]:
-    """The tool calls an event asks for (answer the client's with ``function_response``)."""
-    return _view(event).function_calls
-
-
 def _events(call: Any) -> Iterator[Event]:
     try:
         for message in call:
@@ -875,23 +859,3 @@ def _chunks(call: Any) -> Iterator[bytes]:
         raise from_rpc_error(err) from err
     finally:
         call.cancel()
-
-
-class _Typed:
-    """A generated stub whose unary calls raise the typed exceptions of ``errors.py``
-    (streaming calls return the call as it is)."""
-
-    def __init__(self, stub: Any) -> None:
-        self._stub = stub
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self._stub, name)
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return method(*args, **kwargs)
-            except grpc.RpcError as err:
-                raise from_rpc_error(err) from err
-
-        return call
-

@@ -430,3 +430,27 @@ class App:
 def function_response(call: FunctionCall, response: JsonValue) -> Content:
     """The message answering a client tool's call: pass it to ``run`` to resume the invocation."""
     return Content("user", [Part(function_response=FunctionResponse(call.name, call.id, response))])
+
+
+# ---- helpers over events, views or messages alike ------------------------------------
+
+AnyEvent = Union[Event, event_pb2.Event]
+
+
+def _view(event: AnyEvent) -> Event:
+    return event if isinstance(event, Event) else Event.from_proto(event)
+
+
+def event_text(event: AnyEvent) -> str:
+    """The text of an event's parts, concatenated ("" when it has none)."""
+    return _view(event).text
+
+
+def state_delta(event: AnyEvent) -> Dict[str, JsonValue]:
+    """An event's ``actions.state_delta`` as a dict."""
+    return event.state_delta if isinstance(event, Event) else value_map_to_dict(event.actions.state_delta)
+
+
+def function_calls(event: AnyEvent) -> List[FunctionCall]:
+    """The tool calls an event asks for (answer the client's with ``function_response``)."""
+    return _view(event).function_calls
