@@ -2,7 +2,7 @@
 
     hooks.py --port PORT --calls FILE
 
-Each path is one hook of docs/agents-and-tools.md ("Hooks"): the body is
+Each path is one hook of docs/hooks.md ("Hooks"): the body is
 {"point", "hook", "agent_name", "context", ...the point's payload} and the reply what
 the hook decides (empty: it only observed). Every call is appended to FILE as one
 JSON line (path and body), so tests can count calls and see what each was sent.

@@ -2,7 +2,7 @@
 
     context_tools.py --port PORT --calls FILE
 
-Each tool takes the tool-context envelope (docs/agents-and-tools.md, "The tool context
+Each tool takes the tool-context envelope (docs/tools.md, "The tool context
 of HTTP and MCP tools"): the body is {"args": ..., "context": ...} and the reply
 {"result": ..., "actions": ..., "parts": [...]}. Every call is appended to FILE as one
 JSON line (path and body), so tests can count calls and see what each was sent.

@@ -211,7 +211,8 @@ impl AgentRunner for RunnerGrpcService {
 /// Runs the invocation in a task of its own, so that it continues when the client
 /// goes away: `events` are forwarded while the client listens and drained after.
 /// The invocation stops when the runner shuts down (`shutdown`): its stored events
-/// stay and its lease is released.
+/// stay and its lease is released. `adk-runner-server` fires `shutdown` only after its
+/// runs had the grace period and those still going were handed over (main.rs).
 fn keep_running(
     mut events: adk_grpc_core::EventStream,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,

@@ -14,8 +14,9 @@ use adk_grpc_store::{
 /// The runner's session lease flags.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LeaseArgs {
-    /// How long a session stays locked after its runner died mid-invocation (a live
-    /// runner renews its lease every third of this); at least 300 ms [default: 5000]
+    /// How long a session's lease lasts unrenewed (a live runner renews it every third of
+    /// this), so how long after a runner died before another replica resumes its run; at
+    /// least 300 ms [default: 5000]
     #[arg(long, env = "ADK_SESSION_LEASE_TTL_MS", value_name = "MILLIS",
           default_value_t = RunnerConfig::DEFAULT_LEASE_TTL.as_millis() as u64,
           value_parser = clap::value_parser!(u64).range(300..=3_600_000))]

@@ -2,7 +2,7 @@
 //! callbacks for every agent of an app) served by an HTTP endpoint in any language.
 //!
 //! At each point an agent's hooks for it are called in order (app-wide ones first),
-//! one JSON POST each (docs/agents-and-tools.md, "Hooks"):
+//! one JSON POST each (docs/hooks.md, "Hooks"):
 //!
 //! ```json
 //! {"point": "before_tool", "hook": "guard", "agent_name": "helper",

@@ -73,6 +73,85 @@ fn nothing_cites_documents_outside_the_repository() {
     );
 }
 
+/// Every `docs/<name>.md` the repository's files name (code comments, scripts, manifests,
+/// pages): a page split or renamed leaves none naming the old one. CHANGELOG.md tells
+/// history and may name pages as they were then.
+#[test]
+fn every_docs_page_the_repository_names_exists() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    repository_files(&root, &mut files);
+    let mut named = 0;
+    let mut missing = Vec::new();
+    for file in files.iter().filter(|file| !file.ends_with("CHANGELOG.md")) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue; // not text
+        };
+        let shown = file.strip_prefix(&root).unwrap_or(file).display().to_string();
+        for (number, line) in text.lines().enumerate() {
+            for rest in line.split("docs/").skip(1) {
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
+                    .collect();
+                if name.is_empty() || !rest[name.len()..].starts_with(".md") {
+                    continue;
+                }
+                named += 1;
+                // A page of the repository's docs/, or of a docs/ beside the naming file.
+                let beside = file.parent().map(|dir| dir.join("docs").join(format!("{name}.md")));
+                if !root.join("docs").join(format!("{name}.md")).exists() && !beside.is_some_and(|p| p.exists()) {
+                    missing.push(format!("{shown}:{}: docs/{name}.md", number + 1));
+                }
+            }
+        }
+    }
+    assert!(named > 40, "only {named} docs pages named: did the scan break?");
+    assert!(
+        missing.is_empty(),
+        "pages named that docs/ lacks:\n{}",
+        missing.join("\n")
+    );
+}
+
+/// Every metric the suite registers (`shared/telemetry/src/metrics.rs`) has its row in
+/// docs/observability.md's table, and the table names no other.
+#[test]
+fn the_metrics_table_lists_every_metric_the_code_registers() {
+    let code = std::fs::read_to_string(repo_root().join("shared/telemetry/src/metrics.rs")).expect("metrics.rs");
+    let doc = std::fs::read_to_string(repo_root().join("docs/observability.md")).expect("docs/observability.md");
+    let metric_name = |text: &str| -> Option<String> {
+        let name: String = text
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+            .collect();
+        (name.starts_with("adk_") && name.len() > 4).then_some(name)
+    };
+    let registered: std::collections::BTreeSet<String> = code
+        .split("\"adk_")
+        .skip(1)
+        .filter_map(|rest| metric_name(&format!("adk_{rest}")))
+        .filter(|name| code.contains(&format!("\"{name}\"")))
+        .collect();
+    let tabled: std::collections::BTreeSet<String> = doc
+        .lines()
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(metric_name)
+        .collect();
+    assert!(
+        registered.len() > 15,
+        "only {} metrics read: did the scan break?",
+        registered.len()
+    );
+    let untabled: Vec<&String> = registered.difference(&tabled).collect();
+    let unregistered: Vec<&String> = tabled.difference(&registered).collect();
+    assert!(
+        untabled.is_empty() && unregistered.is_empty(),
+        "docs/observability.md's metrics table and shared/telemetry disagree: not tabled {untabled:?}; \
+         tabled but registered nowhere {unregistered:?}"
+    );
+}
+
 /// The file a proof's prefix names: a path, or a conformance suite by its short name.
 fn proof_file(prefix: &str) -> Option<&str> {
     match prefix {

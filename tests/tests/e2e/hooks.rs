@@ -3,7 +3,7 @@
 //! the fake OpenAI provider as the model: a guardrail that refuses a tool call, an
 //! app-wide redaction of e-mail addresses before replies are stored or streamed, a
 //! cache that answers in the model's place, timeouts failing open and closed, and a
-//! hook that writes `user:` state. The wire format: docs/agents-and-tools.md, "Hooks".
+//! hook that writes `user:` state. The wire format: docs/hooks.md, "Hooks".
 
 use super::mcp::responses;
 use adk_grpc_core::convert::json_from_proto;

@@ -11,6 +11,7 @@ mod all_in_one;
 mod artifact_server;
 mod compression;
 mod contract;
+mod docs_python;
 mod durable_runs;
 mod error_details;
 mod faults;

@@ -4,7 +4,7 @@
 //! as the spec describes them. The tools are the ones google-adk's own OpenAPIToolset
 //! makes of that spec. The app records what it got; the session stores the function
 //! responses. A spec the suite cannot read stops the start, naming the field.
-//! The convention: docs/agents-and-tools.md, "Tools from an OpenAPI spec".
+//! The convention: docs/tools.md, "Tools from an OpenAPI spec".
 
 use super::mcp::{last_text, response, responses};
 use adk_grpc_e2e::runs::{self, user_text};

@@ -4,7 +4,7 @@
 //! save artifacts and escalate out of a loop, on the real `adk-server` over the
 //! memory store and over Redis; a gRPC client sees it all with Run, GetSession and
 //! LoadArtifact, and the next turn's instruction template shows it to the model.
-//! The convention: docs/agents-and-tools.md, "The tool context of HTTP and MCP tools".
+//! The convention: docs/tools.md, "The tool context of HTTP and MCP tools".
 
 use super::mcp::{fastmcp_stdio, last_text, response, responses};
 use adk_grpc_core::convert::json_from_proto;

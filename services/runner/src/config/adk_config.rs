@@ -668,7 +668,7 @@ impl Reader<'_> {
                 _ if field.ends_with("_callback") || field.ends_with("_callbacks") => {
                     "callbacks are Python code (code references), and the suite runs no Python: serve the \
                      logic as a hook over HTTP, in any language (hooks: in an agents file, \
-                     docs/agents-and-tools.md#hooks), or in a tool served over HTTP or MCP"
+                     docs/hooks.md), or in a tool served over HTTP or MCP"
                         .to_string()
                 }
                 "model_code" => "a Python code reference building a model, and the suite runs no Python: set \

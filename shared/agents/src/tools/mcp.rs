@@ -723,7 +723,7 @@ impl rmcp::ClientHandler for Notifications {
 }
 
 /// The `_meta` key of a call's tool context, and of a result's actions: a
-/// documented convention any MCP server can follow (`docs/agents-and-tools.md`).
+/// documented convention any MCP server can follow (`docs/tools.md`, "The tool context of HTTP and MCP tools").
 pub const CONTEXT_META_KEY: &str = "adk-grpc/context";
 pub const ACTIONS_META_KEY: &str = "adk-grpc/actions";
 

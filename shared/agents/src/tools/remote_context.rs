@@ -1,7 +1,7 @@
 //! The tool context for tools that run outside the runner (HTTP endpoints, MCP
 //! servers): what they are sent about the call (`in`), and the actions they may
 //! send back (`out`), as JSON. One shape for every kind of remote tool, documented
-//! in `docs/agents-and-tools.md` ("The tool context of HTTP and MCP tools"):
+//! in `docs/tools.md` ("The tool context of HTTP and MCP tools"):
 //!
 //! ```json
 //! in:  {"app_name": "…", "user_id": "…", "session_id": "…", "invocation_id": "…",
