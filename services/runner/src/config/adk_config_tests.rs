@@ -259,6 +259,24 @@ fn every_agent_class_with_sub_agents_in_nested_files() {
 }
 
 /// One app whose root agent is `root` (YAML), beside other files.
+#[test]
+fn a_value_of_the_wrong_type_is_refused_naming_its_key() {
+    let dir = app(
+        "name: a\nmodel: gemini-2.5-flash\ninstruction: A.\nmax_iterations: 5000000000\n\
+         generate_content_config:\n  temperature: hot\n  topK: 5\n  thinking_config: {thinking_budget: lots}\n",
+        &[],
+    );
+    let file = "root_agent.yaml, agent \"a\"";
+    for expected in [
+        format!("{file}: field \"generate_content_config.temperature\": invalid type: string \"hot\", expected f32"),
+        format!("{file}: field \"generate_content_config.thinking_config.thinking_budget\": invalid type: string"),
+        format!("{file}: field \"max_iterations\": must be at most 4294967295"),
+    ] {
+        assert_problem(dir.path(), &expected);
+    }
+    assert_eq!(problems(dir.path()).len(), 4, "{:#?}", problems(dir.path()));
+}
+
 fn app(root: &str, others: &[(&str, &str)]) -> tempfile::TempDir {
     let mut files = vec![("root_agent.yaml", root)];
     files.extend_from_slice(others);

@@ -598,7 +598,7 @@ impl Tree<'_> {
     /// A workflow agent has sub-agents and none of an llm agent's fields.
     fn workflow_fields(&mut self, place: &str, agent: &AgentConfig) {
         let kind = agent.kind.as_str();
-        for field in agent.llm_fields(LlmAgentBuilder::new(&agent.name)).set {
+        for field in agent.llm_fields_set() {
             self.add(place, field, format!("only llm agents have it; this is a {kind} agent"));
         }
         if agent.sub_agents.is_empty() {
@@ -973,15 +973,12 @@ impl Tree<'_> {
     /// A remote agent: its own settings, nothing of the local kinds (it runs
     /// elsewhere); built as an agent, or as a tool of its parent with `as_tool`.
     fn remote(&mut self, place: &str, agent: &AgentConfig, before: usize) -> Option<Built> {
-        let llm_fields = agent.llm_fields(LlmAgentBuilder::new(&agent.name)).set;
         let local = [
             ("state_schema", agent.state_schema.is_some()),
             ("sub_agents", !agent.sub_agents.is_empty()),
         ];
-        let local_only = llm_fields
-            .into_iter()
-            .chain(local.into_iter().filter(|(_, set)| *set).map(|(field, _)| field));
-        for field in local_only {
+        let local_only = local.into_iter().filter(|(_, set)| *set).map(|(field, _)| field);
+        for field in agent.llm_fields_set().into_iter().chain(local_only) {
             self.add(
                 place,
                 field,

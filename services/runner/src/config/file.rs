@@ -662,6 +662,11 @@ impl AgentConfig {
             )
             .set("mode", self.mode, |b, mode| b.mode(mode.into()))
     }
+
+    /// The llm agents' fields this agent sets, by name (from the same table).
+    pub(super) fn llm_fields_set(&self) -> Vec<&'static str> {
+        self.llm_fields(LlmAgentBuilder::new(&self.name)).set
+    }
 }
 
 /// An llm agent's builder with its fields of the file applied, and which were set.
