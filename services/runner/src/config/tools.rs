@@ -1,4 +1,5 @@
-//! The declared tools: checked field by field, then built once with the runner
+//! The declared tools: each read into its kind's struct (file.rs: a field of another
+//! kind is refused there), checked field by field, then built once with the runner
 //! library's constructors and shared by every agent that lists them (HTTP tools
 //! hold a connection pool, MCP toolsets a connection or child process).
 
