@@ -23,10 +23,15 @@
 //! default model is not assumed). ADK's `.env` files are not read: the server's
 //! environment is.
 
-use super::file::AgentsFile;
+use super::file::{
+    AgentConfig, AgentKind, AgentsFile, AppConfig, ConsultContextConfig, ExampleConfig, GenerationConfig,
+    IncludeContents, Mode, ModelConsultToolConfig, ThinkingFileConfig, ToolConfig,
+};
 use super::problems::{ConfigError, Problem, Problems};
 use adk_grpc_agents::{BUILTIN_TOOLS, MODEL_CONSULT_TOOL_NAME, TRANSFER_TOOL_NAME};
+use adk_grpc_core::ThinkingEffort;
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
@@ -81,10 +86,10 @@ pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
         root: dir,
         problems: Problems(Vec::new()),
         models: BTreeMap::new(),
-        tools: Map::new(),
+        tools: BTreeMap::new(),
         origins: Origins::default(),
     };
-    let mut apps = Map::new();
+    let mut apps = BTreeMap::new();
     if dir.join(ROOT_AGENT_FILE).is_file() {
         // `.` and `..` have no name of their own: the app is named after the directory they are.
         let name = std::fs::canonicalize(dir)
@@ -142,9 +147,12 @@ pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
             problems: reader.problems.0,
         });
     }
-    let translated = json!({ "models": reader.models, "tools": reader.tools, "apps": apps });
-    let spec = AgentsFile::deserialize(translated)
-        .map_err(|e| ConfigError::whole_file(&file, format!("cannot translate the ADK configs: {e}")))?;
+    let spec = AgentsFile {
+        models: reader.models,
+        tools: reader.tools,
+        hooks: BTreeMap::new(),
+        apps,
+    };
     Ok((spec, reader.origins))
 }
 
@@ -196,26 +204,6 @@ struct AdkAgent {
     rest: BTreeMap<String, Value>,
 }
 
-/// The agent classes the agents file has.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Class {
-    Llm,
-    Sequential,
-    Parallel,
-    Loop,
-}
-
-impl Class {
-    fn kind(self) -> &'static str {
-        match self {
-            Class::Llm => "llm",
-            Class::Sequential => "sequential",
-            Class::Parallel => "parallel",
-            Class::Loop => "loop",
-        }
-    }
-}
-
 /// ADK's advisor when a `ModelConsultTool` names no `model`.
 const ADK_DEFAULT_ADVISOR: &str = "gemini-3.1-pro-preview";
 
@@ -229,31 +217,27 @@ const CONSULT_CONTEXT_FIELDS: [&str; 6] = [
     "include_thoughts",
 ];
 
-/// The `generate_content_config` keys the agents file's `generation` has, by
-/// the agents file's name, with ADK's snake_case and camelCase spellings (pydantic
-/// accepts both). `thinking_config` is translated on its own.
-const GENERATION_FIELDS: [(&str, &str, &str); 17] = [
-    ("temperature", "temperature", "temperature"),
-    ("top_p", "top_p", "topP"),
-    ("top_k", "top_k", "topK"),
-    ("max_output_tokens", "max_output_tokens", "maxOutputTokens"),
-    ("stop_sequences", "stop_sequences", "stopSequences"),
-    ("seed", "seed", "seed"),
-    ("presence_penalty", "presence_penalty", "presencePenalty"),
-    ("frequency_penalty", "frequency_penalty", "frequencyPenalty"),
-    ("response_mime_type", "response_mime_type", "responseMimeType"),
-    ("safety_settings", "safety_settings", "safetySettings"),
-    ("candidate_count", "candidate_count", "candidateCount"),
-    ("response_logprobs", "response_logprobs", "responseLogprobs"),
-    ("logprobs", "logprobs", "logprobs"),
-    ("media_resolution", "media_resolution", "mediaResolution"),
-    ("cached_content", "cached_content", "cachedContent"),
-    ("response_modalities", "response_modalities", "responseModalities"),
-    (
-        "enable_enhanced_civic_answers",
-        "enable_enhanced_civic_answers",
-        "enableEnhancedCivicAnswers",
-    ),
+/// The `generate_content_config` keys the agents file's `generation` has, by ADK's
+/// snake_case (the agents file's name too) and camelCase spellings (pydantic accepts
+/// both). `thinking_config` is translated on its own.
+const GENERATION_FIELDS: [(&str, &str); 17] = [
+    ("temperature", "temperature"),
+    ("top_p", "topP"),
+    ("top_k", "topK"),
+    ("max_output_tokens", "maxOutputTokens"),
+    ("stop_sequences", "stopSequences"),
+    ("seed", "seed"),
+    ("presence_penalty", "presencePenalty"),
+    ("frequency_penalty", "frequencyPenalty"),
+    ("response_mime_type", "responseMimeType"),
+    ("safety_settings", "safetySettings"),
+    ("candidate_count", "candidateCount"),
+    ("response_logprobs", "responseLogprobs"),
+    ("logprobs", "logprobs"),
+    ("media_resolution", "mediaResolution"),
+    ("cached_content", "cachedContent"),
+    ("response_modalities", "responseModalities"),
+    ("enable_enhanced_civic_answers", "enableEnhancedCivicAnswers"),
 ];
 
 /// The `generate_content_config` keys the agents file does not take, with why
@@ -378,16 +362,22 @@ struct Reader<'a> {
     /// The providers of the model strings used, by model string.
     models: BTreeMap<String, Value>,
     /// The tools declared for `ModelConsultTool` entries, by tool name.
-    tools: Map<String, Value>,
+    tools: BTreeMap<String, ToolConfig>,
     origins: Origins,
 }
 
 impl Reader<'_> {
     /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
-    fn app(&mut self, name: &str, dir: &Path) -> Option<Value> {
+    fn app(&mut self, name: &str, dir: &Path) -> Option<AppConfig> {
         let mut stack = Vec::new();
-        let root = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
-        Some(json!({ "root_agent": root }))
+        let root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
+        Some(AppConfig {
+            root_agent,
+            compaction: None,
+            on_busy: Default::default(),
+            memory: None,
+            hooks: Vec::new(),
+        })
     }
 
     /// `path` relative to the directory given, as problems name it.
@@ -398,7 +388,7 @@ impl Reader<'_> {
     /// The agent of the YAML file at `path` (and, recursively, its sub-agents) as
     /// an agents file's agent; None after a problem. `stack` holds the files being
     /// read above it (a `config_path` cycle is a problem, not a stack overflow).
-    fn agent(&mut self, app: &str, path: &Path, stack: &mut Vec<PathBuf>) -> Option<Value> {
+    fn agent(&mut self, app: &str, path: &Path, stack: &mut Vec<PathBuf>) -> Option<AgentConfig> {
         let shown = self.shown(path);
         let yaml = match std::fs::read_to_string(path) {
             Ok(yaml) => yaml,
@@ -450,69 +440,58 @@ impl Reader<'_> {
         let class = self.class(&place, agent.agent_class.as_deref());
         self.rest(&place, &agent.rest);
 
-        let mut out = Map::new();
-        out.insert("name".into(), json!(name));
-        for (field, value) in [
-            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
-            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
-        ] {
-            if let Some(value) = value {
-                out.insert(field.into(), json!(value));
-            }
-        }
-        for (field, value) in [
-            ("static_instruction", &agent.static_instruction),
-            ("global_instruction", &agent.global_instruction),
-        ] {
-            if let Some(value) = value {
-                out.insert(field.into(), json!(value));
-            }
-        }
-        if let Some(description) = &agent.description {
-            out.insert("description".into(), json!(description));
-        }
-        if let Some(instruction) = &agent.instruction {
-            out.insert("instruction".into(), json!(instruction));
-        }
-        if let Some(key) = &agent.output_key {
-            out.insert("output_key".into(), json!(key));
-        }
-        if let Some(include) = &agent.include_contents {
-            match include.as_str() {
-                "default" | "none" => {
-                    out.insert("include_contents".into(), json!(include));
-                }
-                other => self.add(
+        let mut out = AgentConfig {
+            kind: class.unwrap_or_default(),
+            name,
+            description: agent.description.unwrap_or_default(),
+            instruction: agent.instruction,
+            output_key: agent.output_key,
+            static_instruction: agent.static_instruction,
+            global_instruction: agent.global_instruction,
+            disallow_transfer_to_parent: agent.disallow_transfer_to_parent.unwrap_or_default(),
+            disallow_transfer_to_peers: agent.disallow_transfer_to_peers.unwrap_or_default(),
+            ..AgentConfig::default()
+        };
+        out.include_contents = match agent.include_contents.as_deref() {
+            None => None,
+            Some("default") => Some(IncludeContents::Default),
+            Some("none") => Some(IncludeContents::None),
+            Some(other) => {
+                self.add(
                     &place,
                     "include_contents",
                     format!("{other:?} is neither \"default\" nor \"none\""),
-                ),
+                );
+                None
             }
-        }
-        if let Some(mode) = &agent.mode {
-            match mode.as_str() {
-                // Checked by the agents file's rules (an llm sub-agent of an llm agent).
-                "chat" | "task" | "single_turn" => {
-                    out.insert("mode".into(), json!(mode));
-                }
-                other => self.add(
+        };
+        // Checked by the agents file's rules (an llm sub-agent of an llm agent).
+        out.mode = match agent.mode.as_deref() {
+            None => None,
+            Some("chat") => Some(Mode::Chat),
+            Some("task") => Some(Mode::Task),
+            Some("single_turn") => Some(Mode::SingleTurn),
+            Some(other) => {
+                self.add(
                     &place,
                     "mode",
                     format!("{other:?} is none of \"chat\", \"task\" and \"single_turn\""),
-                ),
+                );
+                None
+            }
+        };
+        if let Some(n) = agent.max_iterations {
+            out.max_iterations = u32::try_from(n).ok();
+            if n < 0 {
+                self.add(&place, "max_iterations", "must not be negative");
+            } else if out.max_iterations.is_none() {
+                self.add(&place, "max_iterations", format!("must be at most {}", u32::MAX));
             }
         }
-        match agent.max_iterations {
-            None => {}
-            Some(n) if n < 0 => self.add(&place, "max_iterations", "must not be negative"),
-            Some(n) => {
-                out.insert("max_iterations".into(), json!(n));
-            }
-        }
-        for (field, schema) in [
-            ("output_schema", &agent.output_schema),
-            ("input_schema", &agent.input_schema),
-            ("state_schema", &agent.state_schema),
+        for (field, schema, slot) in [
+            ("output_schema", agent.output_schema, &mut out.output_schema),
+            ("input_schema", agent.input_schema, &mut out.input_schema),
+            ("state_schema", agent.state_schema, &mut out.state_schema),
         ] {
             match schema {
                 None | Some(Value::Null) => {}
@@ -522,51 +501,31 @@ impl Reader<'_> {
                     self.code_schema(&place, field)
                 }
                 // A JSON Schema, as ADK 2 takes one too: the agents file's rules check it.
-                Some(schema) => {
-                    out.insert(field.into(), schema.clone());
-                }
+                Some(schema) => *slot = Some(schema),
             }
         }
         if let Some(config) = &agent.generate_content_config {
-            let generation = self.generation(&place, config);
-            if !generation.is_empty() {
-                out.insert("generation".into(), Value::Object(generation));
-            }
+            out.generation = self.generation(&place, config);
         }
 
         // The model as written: an llm agent without one inherits its nearest llm
         // ancestor's by the agents file's rule; another kind's is passed on for the
         // agents file's rule to refuse.
-        match (&agent.model, class) {
-            (Some(model), Some(Class::Llm)) => {
-                if self.model(&shown, model) {
-                    out.insert("model".into(), json!(model));
-                }
-            }
-            (Some(model), _) => {
-                out.insert("model".into(), json!(model));
-            }
-            (None, _) => {}
-        }
+        out.model = match (agent.model, class) {
+            (Some(model), Some(AgentKind::Llm)) => self.model(&shown, &model).then_some(model),
+            (model, _) => model,
+        };
         let sub_agents = agent.sub_agents.as_deref().unwrap_or_default();
         let mut agent_tools = Vec::new();
         if let Some(tools) = &agent.tools {
             let (tools, agents, examples) = self.tools(&place, tools, !sub_agents.is_empty());
             agent_tools = agents;
-            if !tools.is_empty() {
-                out.insert("tools".into(), json!(tools));
-            }
-            if !examples.is_empty() {
-                out.insert("examples".into(), Value::Array(examples));
-            }
-        }
-        if let Some(class) = class {
-            out.insert("kind".into(), json!(class.kind()));
+            out.tools = tools;
+            out.examples = examples;
         }
 
         // Sub-agents, each from its own file, relative to this one's directory.
         stack.push(path.to_path_buf());
-        let mut subs = Vec::new();
         // An AgentTool's agent is a sub-agent its parent calls as a tool (`as_tool`).
         let entries = sub_agents
             .iter()
@@ -593,17 +552,19 @@ impl Reader<'_> {
                 continue;
             }
             if let Some(mut built) = self.agent(app, &sub_path, stack) {
-                if as_tool {
-                    built["as_tool"] = json!(true);
-                }
-                subs.push(built);
+                built.as_tool = as_tool;
+                out.sub_agents.push(built);
             }
         }
         stack.pop();
-        if !subs.is_empty() {
-            out.insert("sub_agents".into(), Value::Array(subs));
-        }
-        (self.problems.0.len() == before).then_some(Value::Object(out))
+        (self.problems.0.len() == before).then_some(out)
+    }
+
+    /// `value` as a field of type `T`; None, and a problem naming `field`, when it is not one.
+    fn typed<T: DeserializeOwned>(&mut self, place: &str, field: &str, value: &Value) -> Option<T> {
+        T::deserialize(value)
+            .inspect_err(|e| self.add(place, field, e.to_string()))
+            .ok()
     }
 
     fn code_schema(&mut self, place: &str, field: &str) {
@@ -622,7 +583,7 @@ impl Reader<'_> {
     }
 
     /// ADK's `agent_class`: a class of `google.adk.agents` by its short or full name.
-    fn class(&mut self, place: &str, agent_class: Option<&str>) -> Option<Class> {
+    fn class(&mut self, place: &str, agent_class: Option<&str>) -> Option<AgentKind> {
         let written = agent_class.unwrap_or("LlmAgent");
         // google.adk.agents.LoopAgent, google.adk.agents.loop_agent.LoopAgent: ADK's own classes.
         let short = match written.strip_prefix("google.adk.agents.") {
@@ -630,10 +591,10 @@ impl Reader<'_> {
             None => written,
         };
         match short {
-            "" | "LlmAgent" | "Agent" => Some(Class::Llm),
-            "SequentialAgent" => Some(Class::Sequential),
-            "ParallelAgent" => Some(Class::Parallel),
-            "LoopAgent" => Some(Class::Loop),
+            "" | "LlmAgent" | "Agent" => Some(AgentKind::Llm),
+            "SequentialAgent" => Some(AgentKind::Sequential),
+            "ParallelAgent" => Some(AgentKind::Parallel),
+            "LoopAgent" => Some(AgentKind::Loop),
             _ if short.contains('.') => {
                 self.add(
                     place,
@@ -686,23 +647,28 @@ impl Reader<'_> {
         }
     }
 
-    /// `generate_content_config` as the agents file's `generation`; every other
-    /// key refused.
-    fn generation(&mut self, place: &str, config: &Map<String, Value>) -> Map<String, Value> {
-        let mut generation = Map::new();
+    /// `generate_content_config` as the agents file's `generation` (None when it sets
+    /// nothing); every other key refused.
+    fn generation(&mut self, place: &str, config: &Map<String, Value>) -> Option<GenerationConfig> {
+        let mut written = Map::new();
+        let mut thinking = None;
         for (key, value) in config.iter().filter(|(_, value)| !value.is_null()) {
             if key == "thinking_config" || key == "thinkingConfig" {
-                if let Some(thinking) = self.thinking(place, key, value) {
-                    generation.insert("thinking".into(), Value::Object(thinking));
-                }
+                thinking = self.thinking(place, key, value);
                 continue;
             }
             match GENERATION_FIELDS
                 .iter()
-                .find(|(_, snake, camel)| key == snake || key == camel)
+                .find(|(snake, camel)| key == snake || key == camel)
             {
-                Some((ours, _, _)) => {
-                    generation.insert((*ours).to_string(), value.clone());
+                // ADK's snake_case names are the agents file's; each value is read on its
+                // own, so a problem names its key.
+                Some((snake, _)) => {
+                    let alone = Value::Object(Map::from_iter([(snake.to_string(), value.clone())]));
+                    let at = format!("generate_content_config.{key}");
+                    if self.typed::<GenerationConfig>(place, &at, &alone).is_some() {
+                        written.insert(snake.to_string(), value.clone());
+                    }
                 }
                 None => {
                     let reason = match GENERATION_REFUSED
@@ -712,42 +678,53 @@ impl Reader<'_> {
                         Some((_, _, why)) => format!("not offered: {why}"),
                         None => format!(
                             "not supported: the agents file takes {} and thinking_config",
-                            GENERATION_FIELDS.map(|(_, snake, _)| snake).join(", ")
+                            GENERATION_FIELDS.map(|(snake, _)| snake).join(", ")
                         ),
                     };
                     self.add(place, &format!("generate_content_config.{key}"), reason);
                 }
             }
         }
-        generation
+        if written.is_empty() && thinking.is_none() {
+            return None;
+        }
+        let mut generation: GenerationConfig = self.typed(place, "generate_content_config", &Value::Object(written))?;
+        generation.thinking = thinking;
+        Some(generation)
     }
 
-    /// `thinking_config` as `generation.thinking`; None after a problem.
-    fn thinking(&mut self, place: &str, key: &str, value: &Value) -> Option<Map<String, Value>> {
+    /// `thinking_config` as `generation.thinking`; None when it is not a mapping.
+    fn thinking(&mut self, place: &str, key: &str, value: &Value) -> Option<ThinkingFileConfig> {
         let Value::Object(config) = value else {
             self.add(place, &format!("generate_content_config.{key}"), "must be a mapping");
             return None;
         };
-        let mut thinking = Map::new();
+        let mut thinking = ThinkingFileConfig::default();
         for (field, value) in config.iter().filter(|(_, value)| !value.is_null()) {
             let at = format!("generate_content_config.{key}.{field}");
-            match THINKING_FIELDS
+            let ours = THINKING_FIELDS
                 .iter()
                 .find(|(_, snake, camel)| field == snake || field == camel)
-            {
+                .map(|(ours, _, _)| *ours);
+            match ours {
+                Some("budget_tokens") => thinking.budget_tokens = self.typed(place, &at, value),
+                Some("include_thoughts") => thinking.include_thoughts = self.typed(place, &at, value),
                 // ADK's ThinkingLevel is upper case (LOW); the agents file's effort lower case.
-                Some(("effort", _, _)) => match value.as_str().map(str::to_ascii_lowercase).as_deref() {
-                    Some(level @ ("minimal" | "low" | "medium" | "high")) => {
-                        thinking.insert("effort".into(), json!(level));
+                Some(_) => {
+                    thinking.effort = match value.as_str().map(str::to_ascii_lowercase).as_deref() {
+                        Some("minimal") => Some(ThinkingEffort::Minimal),
+                        Some("low") => Some(ThinkingEffort::Low),
+                        Some("medium") => Some(ThinkingEffort::Medium),
+                        Some("high") => Some(ThinkingEffort::High),
+                        _ => {
+                            self.add(
+                                place,
+                                &at,
+                                format!("{value} is not supported yet: MINIMAL, LOW, MEDIUM or HIGH"),
+                            );
+                            None
+                        }
                     }
-                    _ => self.add(
-                        place,
-                        &at,
-                        format!("{value} is not supported yet: MINIMAL, LOW, MEDIUM or HIGH"),
-                    ),
-                },
-                Some((ours, _, _)) => {
-                    thinking.insert((*ours).to_string(), value.clone());
                 }
                 None => self.add(
                     place,
@@ -789,7 +766,7 @@ impl Reader<'_> {
         place: &str,
         tools: &[Value],
         has_sub_agents: bool,
-    ) -> (Vec<String>, Vec<(String, Value)>, Vec<Value>) {
+    ) -> (Vec<String>, Vec<(String, Value)>, Vec<ExampleConfig>) {
         let mut names = Vec::new();
         let mut agents = Vec::new();
         let mut examples = Vec::new();
@@ -902,52 +879,50 @@ impl Reader<'_> {
         let text = |key: &str| args.get(key).and_then(Value::as_str);
         let name = text("name").unwrap_or(MODEL_CONSULT_TOOL_NAME).to_string();
         let advisor = text("model").unwrap_or(ADK_DEFAULT_ADVISOR).to_string();
-        let mut tool = Map::new();
-        tool.insert("kind".into(), json!("model_consult"));
+        let mut tool = ModelConsultToolConfig::default();
         for (key, value) in args.iter().filter(|(_, value)| !value.is_null()) {
             let at = format!("{field}.{key}");
             match key.as_str() {
                 "name" | "model" | "description" if !value.is_string() => self.add(place, &at, "must be a string"),
                 "name" | "model" => {}
-                "description" => {
-                    tool.insert("description".into(), value.clone());
-                }
-                "max_uses" | "session_max_uses" => match value.as_u64() {
-                    Some(n) if n >= 1 => {
-                        tool.insert(key.clone(), json!(n));
+                "description" => tool.description = value.as_str().unwrap_or_default().to_string(),
+                "max_uses" | "session_max_uses" => {
+                    let max = value.as_u64().filter(|n| *n >= 1).and_then(|n| u32::try_from(n).ok());
+                    if max.is_none() {
+                        self.add(
+                            place,
+                            &at,
+                            "must be a whole number, at least 1 (leave it out for no limit)",
+                        );
                     }
-                    _ => self.add(
-                        place,
-                        &at,
-                        "must be a whole number, at least 1 (leave it out for no limit)",
-                    ),
-                },
+                    match key.as_str() {
+                        "max_uses" => tool.max_uses = max,
+                        _ => tool.session_max_uses = max,
+                    }
+                }
                 "timeout_seconds" => match value.as_f64() {
                     // The agents file counts whole seconds: a fraction is rounded up.
-                    Some(secs) if secs > 0.0 => {
-                        tool.insert("timeout_secs".into(), json!(secs.ceil() as u64));
-                    }
+                    Some(secs) if secs > 0.0 => tool.timeout_secs = Some(secs.ceil() as u64),
                     _ => self.add(place, &at, "must be a positive number of seconds"),
                 },
-                "max_output_tokens" => match value.as_u64() {
-                    Some(n) if n >= 1 => {
-                        tool.insert(key.clone(), json!(n));
+                "max_output_tokens" => {
+                    tool.max_output_tokens = value.as_u64().filter(|n| *n >= 1).and_then(|n| i32::try_from(n).ok());
+                    if tool.max_output_tokens.is_none() {
+                        self.add(place, &at, "must be a whole number, at least 1");
                     }
-                    _ => self.add(place, &at, "must be a whole number, at least 1"),
-                },
+                }
                 "thinking_level" | "executor_instruction" | "advisor_instruction" if !value.is_string() => {
                     self.add(place, &at, "must be a string")
                 }
                 // Checked as the agents file's fields of the same names.
-                "thinking_level" | "executor_instruction" | "advisor_instruction" => {
-                    tool.insert(key.clone(), value.clone());
-                }
+                "thinking_level" => tool.thinking_level = value.as_str().map(str::to_string),
+                "executor_instruction" => tool.executor_instruction = value.as_str().map(str::to_string),
+                "advisor_instruction" => tool.advisor_instruction = value.as_str().map(str::to_string),
                 "include_agent_instruction" | "include_tool_inventory" if !value.is_boolean() => {
                     self.add(place, &at, "must be true or false")
                 }
-                "include_agent_instruction" | "include_tool_inventory" => {
-                    tool.insert(key.clone(), value.clone());
-                }
+                "include_agent_instruction" => tool.include_agent_instruction = value.as_bool(),
+                "include_tool_inventory" => tool.include_tool_inventory = value.as_bool(),
                 "context_config" => match value {
                     Value::Object(config) => {
                         for key in config
@@ -963,7 +938,7 @@ impl Reader<'_> {
                                 ),
                             );
                         }
-                        tool.insert(key.clone(), value.clone());
+                        tool.context_config = self.typed::<ConsultContextConfig>(place, &at, value);
                     }
                     _ => self.add(place, &at, "must be a mapping"),
                 },
@@ -971,13 +946,12 @@ impl Reader<'_> {
                     Value::Object(config) => {
                         // An agent's generate_content_config rules, named at this tool's args.
                         let first = self.problems.0.len();
-                        let generation = self.generation(place, config);
+                        tool.generate_content_config = Some(self.generation(place, config).unwrap_or_default());
                         for problem in &mut self.problems.0[first..] {
                             if let Some(at) = problem.field.as_mut() {
                                 *at = format!("{field}.{at}");
                             }
                         }
-                        tool.insert(key.clone(), Value::Object(generation));
                     }
                     _ => self.add(place, &at, "must be a mapping"),
                 },
@@ -992,22 +966,17 @@ impl Reader<'_> {
             }
         }
         // ADK's default level when none is given (its `None` turns the override off).
-        match args.get("thinking_level") {
-            None => {
-                tool.insert("thinking_level".into(), json!("high"));
-            }
-            Some(Value::Null) => {
-                tool.insert("thinking_level".into(), json!("off"));
-            }
-            Some(_) => {}
-        }
+        tool.thinking_level = match args.get("thinking_level") {
+            None => Some("high".to_string()),
+            Some(Value::Null) => Some("off".to_string()),
+            Some(_) => tool.thinking_level,
+        };
         if !self.model(place, &advisor) || self.problems.0.len() > before {
             return None;
         }
-        tool.insert("advisor".into(), json!(advisor));
-        let tool = Value::Object(tool);
+        tool.advisor = Some(advisor);
         match self.tools.get(&name) {
-            Some(declared) if *declared != tool => {
+            Some(ToolConfig::ModelConsult(declared)) if *declared != tool => {
                 self.add(
                     place,
                     field,
@@ -1016,7 +985,7 @@ impl Reader<'_> {
                 None
             }
             _ => {
-                self.tools.insert(name.clone(), tool);
+                self.tools.insert(name.clone(), ToolConfig::ModelConsult(tool));
                 Some(name)
             }
         }
@@ -1024,7 +993,7 @@ impl Reader<'_> {
 
     /// An `ExampleTool`'s examples as the agents file's `examples` (text only: an
     /// input content and output contents of the model, their text parts joined).
-    fn examples(&mut self, place: &str, field: &str, args: Option<&Value>) -> Vec<Value> {
+    fn examples(&mut self, place: &str, field: &str, args: Option<&Value>) -> Vec<ExampleConfig> {
         let mut found = Vec::new();
         let Some(Value::Array(examples)) = args.and_then(|args| args.get("examples")) else {
             let message = match args.and_then(|args| args.get("examples")) {
@@ -1053,7 +1022,10 @@ impl Reader<'_> {
                 self.add(place, &format!("{at}.output"), "an example needs the model's reply");
             }
             if let (Some(input), false) = (input, output.is_empty()) {
-                found.push(json!({ "input": input, "output": output.join("\n") }));
+                found.push(ExampleConfig {
+                    input,
+                    output: output.join("\n"),
+                });
             }
         }
         found

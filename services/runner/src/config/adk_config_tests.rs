@@ -2,7 +2,7 @@
 //! google-adk of the repository's Python venv) writes, hand-written ones for each
 //! agent class, and every refusal naming the YAML file and the field.
 
-use super::file::{AgentConfig, AgentKind, AgentsFile, Mode};
+use super::file::{AgentConfig, AgentKind, AgentsFile, Mode, ModelConsultToolConfig, ToolConfig};
 use super::*;
 use adk_grpc_testkit::venv_python;
 use serde_json::{Value, json};
@@ -259,6 +259,24 @@ fn every_agent_class_with_sub_agents_in_nested_files() {
 }
 
 /// One app whose root agent is `root` (YAML), beside other files.
+#[test]
+fn a_value_of_the_wrong_type_is_refused_naming_its_key() {
+    let dir = app(
+        "name: a\nmodel: gemini-2.5-flash\ninstruction: A.\nmax_iterations: 5000000000\n\
+         generate_content_config:\n  temperature: hot\n  topK: 5\n  thinking_config: {thinking_budget: lots}\n",
+        &[],
+    );
+    let file = "root_agent.yaml, agent \"a\"";
+    for expected in [
+        format!("{file}: field \"generate_content_config.temperature\": invalid type: string \"hot\", expected f32"),
+        format!("{file}: field \"generate_content_config.thinking_config.thinking_budget\": invalid type: string"),
+        format!("{file}: field \"max_iterations\": must be at most 4294967295"),
+    ] {
+        assert_problem(dir.path(), &expected);
+    }
+    assert_eq!(problems(dir.path()).len(), 4, "{:#?}", problems(dir.path()));
+}
+
 fn app(root: &str, others: &[(&str, &str)]) -> tempfile::TempDir {
     let mut files = vec![("root_agent.yaml", root)];
     files.extend_from_slice(others);
@@ -688,6 +706,15 @@ fn a_state_schema_mapping_maps_and_a_class_is_refused() {
     );
 }
 
+/// The declared model_consult tool `name` of `spec`.
+#[track_caller]
+fn consult<'a>(spec: &'a AgentsFile, name: &str) -> &'a ModelConsultToolConfig {
+    match &spec.tools[name] {
+        ToolConfig::ModelConsult(tool) => tool,
+        other => panic!("{name} is not a model_consult tool: {other:?}"),
+    }
+}
+
 #[test]
 fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
     let dir = app(
@@ -700,7 +727,7 @@ fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
     let spec = translated(dir.path());
     let root = &spec.apps.values().next().expect("an app").root_agent;
     assert_eq!(root.tools, ["model_consult"]);
-    let tool = &spec.tools["model_consult"];
+    let tool = consult(&spec, "model_consult");
     assert_eq!(
         (
             tool.advisor.as_deref(),
@@ -720,18 +747,20 @@ fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
     );
     let spec = translated(dir.path());
     assert_eq!(
-        spec.tools["ask_senior"].advisor.as_deref(),
+        consult(&spec, "ask_senior").advisor.as_deref(),
         Some("gemini-3.1-pro-preview")
     );
 
     // ADK's thinking level is "high" unless given; `null` turns it off.
-    assert_eq!(spec.tools["ask_senior"].thinking_level.as_deref(), Some("high"));
+    assert_eq!(consult(&spec, "ask_senior").thinking_level.as_deref(), Some("high"));
     let dir = app(
         &format!("{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{thinking_level: null}}\n"),
         &[],
     );
     assert_eq!(
-        translated(dir.path()).tools["model_consult"].thinking_level.as_deref(),
+        consult(&translated(dir.path()), "model_consult")
+            .thinking_level
+            .as_deref(),
         Some("off")
     );
 
@@ -747,7 +776,7 @@ fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
         &[],
     );
     let spec = translated(dir.path());
-    let tool = &spec.tools["model_consult"];
+    let tool = consult(&spec, "model_consult");
     assert_eq!(tool.thinking_level.as_deref(), Some("LOW"));
     assert_eq!(tool.max_output_tokens, Some(300));
     assert_eq!(

@@ -5,9 +5,7 @@
 //! names its field; the rules here are the file's own (references to declared
 //! models and tools, fields that do not fit an agent's kind).
 
-use super::file::{
-    AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig, Mode, RetryFileConfig,
-};
+use super::file::{AgentConfig, AgentKind, AgentsFile, AppConfig, CompactionFileConfig, GenerationConfig, Mode};
 use super::models::AppModels;
 use super::problems::{Problems, library_message, names};
 use super::tools::{Declared, ModelConsultSpec};
@@ -15,8 +13,7 @@ use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
     AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent,
-    ModelConsultTool, OnBusy, ParallelAgent, RetryConfig, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME,
-    with_agent_hooks,
+    ModelConsultTool, OnBusy, ParallelAgent, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use adk_grpc_models::ProviderConfig;
@@ -192,44 +189,10 @@ impl LlmParts {
             .toolsets(self.toolsets)
             .sub_agents(sub_agents)
             .hooks(hooks);
-        if let Some(instruction) = &agent.instruction {
-            builder = builder.instruction(instruction);
-        }
-        if let Some(key) = &agent.output_key {
-            builder = builder.output_key(key);
-        }
-        if let Some(include) = agent.include_contents {
-            builder = builder.include_contents(include.into());
-        }
-        if let Some(instruction) = &agent.global_instruction {
-            builder = builder.global_instruction(instruction);
-        }
-        if let Some(instruction) = &agent.static_instruction {
-            builder = builder.static_instruction(instruction);
-        }
-        if let Some(retry) = &agent.retry_config {
-            builder = builder.retry_config(retry_config(retry)?);
-        }
-        builder = builder
-            .disallow_transfer_to_parent(agent.disallow_transfer_to_parent)
-            .disallow_transfer_to_peers(agent.disallow_transfer_to_peers);
-        if let Some(schema) = &agent.output_schema {
-            builder = builder.output_schema(schema.clone());
-        }
-        if let Some(schema) = &agent.input_schema {
-            builder = builder.input_schema(schema.clone());
-        }
         if let Some(schema) = self.state_schema {
             builder = builder.state_schema(schema);
         }
-        if let Some(generation) = &agent.generation {
-            builder = builder.generate_content_config(generation.into());
-        }
-        builder = builder.examples(agent.examples.iter().map(Into::into));
-        if let Some(mode) = agent.mode {
-            builder = builder.mode(mode.into());
-        }
-        builder.build()
+        agent.llm_fields(builder).builder?.build()
     }
 }
 
@@ -635,24 +598,7 @@ impl Tree<'_> {
     /// A workflow agent has sub-agents and none of an llm agent's fields.
     fn workflow_fields(&mut self, place: &str, agent: &AgentConfig) {
         let kind = agent.kind.as_str();
-        let llm_only = [
-            ("model", agent.model.is_some()),
-            ("instruction", agent.instruction.is_some()),
-            ("tools", !agent.tools.is_empty()),
-            ("output_key", agent.output_key.is_some()),
-            ("output_schema", agent.output_schema.is_some()),
-            ("input_schema", agent.input_schema.is_some()),
-            ("include_contents", agent.include_contents.is_some()),
-            ("global_instruction", agent.global_instruction.is_some()),
-            ("static_instruction", agent.static_instruction.is_some()),
-            ("retry_config", agent.retry_config.is_some()),
-            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
-            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
-            ("generation", agent.generation.is_some()),
-            ("examples", !agent.examples.is_empty()),
-            ("mode", agent.mode.is_some()),
-        ];
-        for (field, _) in llm_only.into_iter().filter(|(_, set)| *set) {
+        for field in agent.llm_fields_set() {
             self.add(place, field, format!("only llm agents have it; this is a {kind} agent"));
         }
         if agent.sub_agents.is_empty() {
@@ -1027,26 +973,12 @@ impl Tree<'_> {
     /// A remote agent: its own settings, nothing of the local kinds (it runs
     /// elsewhere); built as an agent, or as a tool of its parent with `as_tool`.
     fn remote(&mut self, place: &str, agent: &AgentConfig, before: usize) -> Option<Built> {
-        let local_only = [
-            ("model", agent.model.is_some()),
-            ("instruction", agent.instruction.is_some()),
-            ("tools", !agent.tools.is_empty()),
-            ("output_key", agent.output_key.is_some()),
-            ("output_schema", agent.output_schema.is_some()),
-            ("input_schema", agent.input_schema.is_some()),
+        let local = [
             ("state_schema", agent.state_schema.is_some()),
-            ("include_contents", agent.include_contents.is_some()),
-            ("global_instruction", agent.global_instruction.is_some()),
-            ("static_instruction", agent.static_instruction.is_some()),
-            ("retry_config", agent.retry_config.is_some()),
-            ("disallow_transfer_to_parent", agent.disallow_transfer_to_parent),
-            ("disallow_transfer_to_peers", agent.disallow_transfer_to_peers),
-            ("generation", agent.generation.is_some()),
-            ("examples", !agent.examples.is_empty()),
             ("sub_agents", !agent.sub_agents.is_empty()),
-            ("mode", agent.mode.is_some()),
         ];
-        for (field, _) in local_only.into_iter().filter(|(_, set)| *set) {
+        let local_only = local.into_iter().filter(|(_, set)| *set).map(|(field, _)| field);
+        for field in agent.llm_fields_set().into_iter().chain(local_only) {
             self.add(
                 place,
                 field,
@@ -1193,36 +1125,4 @@ impl Tree<'_> {
         compaction.token_budget = config.token_budget;
         valid.then_some(compaction)
     }
-}
-
-/// `retry_config` in the library's terms, ADK's defaults for what is left out;
-/// `Config` naming the field for a value out of range.
-fn retry_config(file: &RetryFileConfig) -> adk_grpc_core::Result<RetryConfig> {
-    let defaults = RetryConfig::default();
-    let seconds = |field: &str, value: Option<f64>, default: Duration| match value {
-        None => Ok(default),
-        Some(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
-        Some(s) => Err(AdkError::Config(format!(
-            "retry_config.{field}: {s} is not a number of seconds of at least 0"
-        ))),
-    };
-    let backoff_factor = file.backoff_factor.unwrap_or(defaults.backoff_factor);
-    if !(backoff_factor.is_finite() && backoff_factor >= 1.0) {
-        return Err(AdkError::Config(format!(
-            "retry_config.backoff_factor: {backoff_factor} must be at least 1"
-        )));
-    }
-    let jitter = file.jitter.unwrap_or(1.0);
-    if !(jitter.is_finite() && jitter >= 0.0) {
-        return Err(AdkError::Config(format!(
-            "retry_config.jitter: {jitter} must be at least 0"
-        )));
-    }
-    Ok(RetryConfig {
-        max_attempts: file.max_attempts.unwrap_or(defaults.max_attempts),
-        initial_delay: seconds("initial_delay", file.initial_delay, defaults.initial_delay)?,
-        max_delay: seconds("max_delay", file.max_delay, defaults.max_delay)?,
-        backoff_factor,
-        jitter: jitter > 0.0,
-    })
 }

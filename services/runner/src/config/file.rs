@@ -1,11 +1,14 @@
 //! The agents file as written: what serde reads, with `deny_unknown_fields`
 //! everywhere (a misspelt key is an error, not a silent default).
 
-use adk_grpc_agents::AddToMemory;
-use adk_grpc_core::GenerateContentConfig;
+use adk_grpc_agents::{AddToMemory, LlmAgentBuilder, RetryConfig};
+use adk_grpc_core::{AdkError, GenerateContentConfig};
 use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -59,13 +62,14 @@ pub(super) enum ToolKind {
 }
 
 impl ToolKind {
-    pub(super) fn as_str(self) -> &'static str {
+    /// A tool of the kind, as errors name it.
+    fn described(self) -> &'static str {
         match self {
-            ToolKind::Http => "http",
-            ToolKind::Client => "client",
-            ToolKind::Mcp => "mcp",
-            ToolKind::Openapi => "openapi",
-            ToolKind::ModelConsult => "model_consult",
+            ToolKind::Http => "an http tool",
+            ToolKind::Client => "a client tool",
+            ToolKind::Mcp => "an mcp tool",
+            ToolKind::Openapi => "an openapi tool",
+            ToolKind::ModelConsult => "a model_consult tool",
         }
     }
 }
@@ -78,112 +82,298 @@ pub(super) enum McpTransportKind {
     Http,
 }
 
-/// One struct for every kind (rather than a tagged enum) so serde keeps the line
-/// numbers of its errors and the checks can say which field does not fit the kind.
+/// A declared tool: one struct per kind, each with exactly that kind's fields, so a
+/// field another kind has is refused by serde, naming it, the tool, the kind and the line.
+#[derive(Debug)]
+pub(super) enum ToolConfig {
+    Http(HttpToolConfig),
+    Client(ClientToolConfig),
+    Mcp(McpToolConfig),
+    Openapi(OpenApiToolConfig),
+    ModelConsult(ModelConsultToolConfig),
+}
+
+/// `kind: http`: the call's arguments are POSTed as JSON, the JSON reply is the result.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(super) struct ToolConfig {
-    pub(super) kind: ToolKind,
-    /// model_consult: the declared model (of `models`) that advises.
-    #[serde(default)]
-    pub(super) advisor: Option<String>,
-    /// model_consult: the most consults per turn (invocation) [default: no limit].
-    #[serde(default)]
-    pub(super) max_uses: Option<u32>,
-    /// model_consult: the most consults per session [default: no limit].
-    #[serde(default)]
-    pub(super) session_max_uses: Option<u32>,
-    /// model_consult: the advisor's thinking level, `minimal`, `low`, `medium`, `high`
-    /// or `off` (ADK's `thinking_level`) [default: off, the model's own].
-    #[serde(default)]
-    pub(super) thinking_level: Option<String>,
-    /// model_consult: the most tokens of the advisor's answer.
-    #[serde(default)]
-    pub(super) max_output_tokens: Option<i32>,
-    /// model_consult: what the executor's system instruction gets instead of ADK's
-    /// text ("" for nothing).
-    #[serde(default)]
-    pub(super) executor_instruction: Option<String>,
-    /// model_consult: the advisor's system instruction instead of ADK's.
-    #[serde(default)]
-    pub(super) advisor_instruction: Option<String>,
-    /// model_consult: send the advisor the executor's instruction [default: true].
-    #[serde(default)]
-    pub(super) include_agent_instruction: Option<bool>,
-    /// model_consult: send the advisor the executor's tools [default: true].
-    #[serde(default)]
-    pub(super) include_tool_inventory: Option<bool>,
-    /// model_consult: how much of the session the advisor reads.
-    #[serde(default)]
-    pub(super) context_config: Option<ConsultContextConfig>,
-    /// model_consult: the advisor request's generation settings, as an agent's
-    /// `generation`.
-    #[serde(default)]
-    pub(super) generate_content_config: Option<GenerationConfig>,
+pub(super) struct HttpToolConfig {
     #[serde(default)]
     pub(super) description: String,
     /// JSON Schema (an object schema) of the arguments.
     #[serde(default)]
     pub(super) parameters: Option<Value>,
-    /// http: where the call's arguments are POSTed.
+    /// Where the call's arguments are POSTed.
     #[serde(default)]
     pub(super) url: Option<String>,
-    /// http, mcp: how long one call may take [default: 30 for http, 60 for mcp].
+    /// How long one call may take [default: 30].
     #[serde(default)]
     pub(super) timeout_secs: Option<u64>,
-    /// http: the endpoint may be called again with the same arguments (a read, or a
-    /// write keyed by the call id): a resumed invocation re-runs a call its dead runner
-    /// left unanswered instead of telling the model it was interrupted [default: false].
+    /// The endpoint may be called again with the same arguments (a read, or a write keyed
+    /// by the call id): a resumed invocation re-runs a call its dead runner left unanswered
+    /// instead of telling the model it was interrupted [default: false].
     #[serde(default)]
     pub(super) safe_to_repeat: Option<bool>,
-    /// http, mcp over http: header name -> the NAME of the environment variable
-    /// holding its value, so the file holds no secret.
+    /// Header name -> the NAME of the environment variable holding its value, so the
+    /// file holds no secret.
     #[serde(default)]
     pub(super) headers_from_env: BTreeMap<String, String>,
-    /// mcp: `stdio` (a child process) or `http` (streamable HTTP at `url`).
+    /// The tool context is exchanged with the tool: the body and the reply become the envelope.
+    #[serde(default)]
+    pub(super) context: Option<ToolContextConfig>,
+}
+
+/// `kind: client`: long-running; the gRPC client runs it and answers with a
+/// function_response (it gets the call and the session from the run it resumes).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ClientToolConfig {
+    #[serde(default)]
+    pub(super) description: String,
+    /// JSON Schema (an object schema) of the arguments.
+    #[serde(default)]
+    pub(super) parameters: Option<Value>,
+}
+
+/// `kind: mcp`: every tool of an MCP server (a toolset). Its transport's fields are
+/// checked against `transport` when it is built (tools.rs), so a missing transport is
+/// reported as such rather than as a misfit field.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct McpToolConfig {
+    /// Taken as every tool's, and unused: the server describes its tools.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) description: String,
+    /// `stdio` (a child process) or `http` (streamable HTTP at `url`).
     #[serde(default)]
     pub(super) transport: Option<McpTransportKind>,
-    /// mcp over stdio: the program to start, its arguments, its working directory.
+    /// Over stdio: the program to start, its arguments, its working directory.
     #[serde(default)]
     pub(super) command: Option<String>,
     #[serde(default)]
     pub(super) args: Vec<String>,
     #[serde(default)]
     pub(super) working_dir: Option<String>,
-    /// mcp over stdio: environment variables of the child, as values...
+    /// Over stdio: environment variables of the child, as values...
     #[serde(default)]
     pub(super) env: BTreeMap<String, String>,
     /// ...or as the NAME of the runner's variable holding the value (secrets).
     #[serde(default)]
     pub(super) env_from_env: BTreeMap<String, String>,
-    /// mcp over http: the NAME of the variable holding a bearer token.
+    /// Over http: the server's URL.
+    #[serde(default)]
+    pub(super) url: Option<String>,
+    /// Over http: header name -> the NAME of the environment variable holding its value.
+    #[serde(default)]
+    pub(super) headers_from_env: BTreeMap<String, String>,
+    /// Over http: the NAME of the variable holding a bearer token.
     #[serde(default)]
     pub(super) bearer_token_env: Option<String>,
-    /// mcp: only these of the server's tools are offered (openapi: these operations,
-    /// by tool name or operationId).
+    /// Only these of the server's tools are offered.
     #[serde(default)]
     pub(super) tool_filter: Option<Vec<String>>,
-    /// mcp, openapi: the model sees the server's `echo` as `<tool_prefix>_echo`.
+    /// The model sees the server's `echo` as `<tool_prefix>_echo`.
     #[serde(default)]
     pub(super) tool_prefix: Option<String>,
-    /// mcp: how long starting the server and the handshake may take [default: 30].
+    /// How long one call may take [default: 60].
+    #[serde(default)]
+    pub(super) timeout_secs: Option<u64>,
+    /// How long starting the server and the handshake may take [default: 30].
     #[serde(default)]
     pub(super) connect_timeout_secs: Option<u64>,
-    /// mcp: ADK's `use_mcp_resources`: also offer `load_mcp_resource`, which shows the
-    /// model the server's resources for one request [default: false].
+    /// ADK's `use_mcp_resources`: also offer `load_mcp_resource`, which shows the model
+    /// the server's resources for one request [default: false].
     #[serde(default)]
     pub(super) use_mcp_resources: Option<bool>,
-    /// openapi: the spec (OpenAPI 3.x, JSON or YAML): a file path (relative to the
-    /// working directory) or an http(s) URL, read when the file is loaded.
+    /// As an http tool's: a resumed invocation re-runs an unanswered call [default: false].
     #[serde(default)]
-    pub(super) spec: Option<String>,
-    /// openapi: where calls go instead of the spec's first `servers` URL.
-    #[serde(default)]
-    pub(super) base_url: Option<String>,
-    /// http, mcp: the tool context is exchanged with the tool (an http tool's body
-    /// and reply become the envelope; an mcp call carries it in `_meta`).
+    pub(super) safe_to_repeat: Option<bool>,
+    /// The tool context is exchanged with the server, in a call's `_meta`.
     #[serde(default)]
     pub(super) context: Option<ToolContextConfig>,
+}
+
+/// `kind: openapi`: one tool per operation of an OpenAPI 3.x spec.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct OpenApiToolConfig {
+    /// Taken as every tool's, and unused: the spec describes its operations.
+    #[serde(default)]
+    #[allow(dead_code)]
+    pub(super) description: String,
+    /// The spec (OpenAPI 3.x, JSON or YAML): a file path (relative to the working
+    /// directory) or an http(s) URL, read when the file is loaded.
+    #[serde(default)]
+    pub(super) spec: Option<String>,
+    /// Where calls go instead of the spec's first `servers` URL.
+    #[serde(default)]
+    pub(super) base_url: Option<String>,
+    /// Header name -> the NAME of the environment variable holding its value.
+    #[serde(default)]
+    pub(super) headers_from_env: BTreeMap<String, String>,
+    /// Only these operations are offered, by tool name or operationId.
+    #[serde(default)]
+    pub(super) tool_filter: Option<Vec<String>>,
+    /// The model sees the operation `list` as `<tool_prefix>_list`.
+    #[serde(default)]
+    pub(super) tool_prefix: Option<String>,
+    /// How long one call may take.
+    #[serde(default)]
+    pub(super) timeout_secs: Option<u64>,
+    /// Whether a resumed invocation re-runs an unanswered call: true every operation,
+    /// false none [default: those whose method HTTP defines as idempotent].
+    #[serde(default)]
+    pub(super) safe_to_repeat: Option<bool>,
+}
+
+/// `kind: model_consult`: ADK's ModelConsultTool, another declared model advises the agent's.
+#[derive(Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ModelConsultToolConfig {
+    /// Left out: ADK's.
+    #[serde(default)]
+    pub(super) description: String,
+    /// The declared model (of `models`) that advises.
+    #[serde(default)]
+    pub(super) advisor: Option<String>,
+    /// The most consults per turn (invocation) [default: no limit].
+    #[serde(default)]
+    pub(super) max_uses: Option<u32>,
+    /// The most consults per session [default: no limit].
+    #[serde(default)]
+    pub(super) session_max_uses: Option<u32>,
+    /// The advisor's thinking level, `minimal`, `low`, `medium`, `high` or `off` (ADK's
+    /// `thinking_level`) [default: off, the model's own].
+    #[serde(default)]
+    pub(super) thinking_level: Option<String>,
+    /// The most tokens of the advisor's answer.
+    #[serde(default)]
+    pub(super) max_output_tokens: Option<i32>,
+    /// What the executor's system instruction gets instead of ADK's text ("" for nothing).
+    #[serde(default)]
+    pub(super) executor_instruction: Option<String>,
+    /// The advisor's system instruction instead of ADK's.
+    #[serde(default)]
+    pub(super) advisor_instruction: Option<String>,
+    /// Send the advisor the executor's instruction [default: true].
+    #[serde(default)]
+    pub(super) include_agent_instruction: Option<bool>,
+    /// Send the advisor the executor's tools [default: true].
+    #[serde(default)]
+    pub(super) include_tool_inventory: Option<bool>,
+    /// How much of the session the advisor reads.
+    #[serde(default)]
+    pub(super) context_config: Option<ConsultContextConfig>,
+    /// The advisor request's generation settings, as an agent's `generation`.
+    #[serde(default)]
+    pub(super) generate_content_config: Option<GenerationConfig>,
+    /// How long one consult may take.
+    #[serde(default)]
+    pub(super) timeout_secs: Option<u64>,
+}
+
+// Not serde's `#[serde(tag = "kind")]`: that reads the whole mapping first, and its
+// errors then name neither the tool nor the field's line (only `tools`). This reads
+// the fields into the kind's struct as they come, so serde's errors keep both.
+impl<'de> Deserialize<'de> for ToolConfig {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(ToolVisitor)
+    }
+}
+
+struct ToolVisitor;
+
+impl<'de> Visitor<'de> for ToolVisitor {
+    type Value = ToolConfig;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a tool: a mapping of its kind and that kind's fields")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ToolConfig, A::Error> {
+        // The fields written before `kind` are held until it says whose they are.
+        let mut before = Vec::new();
+        let kind = loop {
+            match map.next_key::<String>()? {
+                Some(key) if key == "kind" => break map.next_value::<ToolKind>()?,
+                Some(key) => before.push((key, map.next_value::<Value>()?)),
+                None => return Err(de::Error::missing_field("kind")),
+            }
+        };
+        let fields = de::value::MapAccessDeserializer::new(KindFields {
+            before: before.into_iter(),
+            held: None,
+            rest: map,
+            kind,
+        });
+        match kind {
+            ToolKind::Http => HttpToolConfig::deserialize(fields).map(ToolConfig::Http),
+            ToolKind::Client => ClientToolConfig::deserialize(fields).map(ToolConfig::Client),
+            ToolKind::Mcp => McpToolConfig::deserialize(fields).map(ToolConfig::Mcp),
+            ToolKind::Openapi => OpenApiToolConfig::deserialize(fields).map(ToolConfig::Openapi),
+            ToolKind::ModelConsult => ModelConsultToolConfig::deserialize(fields).map(ToolConfig::ModelConsult),
+        }
+    }
+}
+
+/// A tool's fields but `kind`: those held, then the rest of the mapping.
+struct KindFields<A> {
+    before: std::vec::IntoIter<(String, Value)>,
+    /// The value of the held field whose key was just given.
+    held: Option<Value>,
+    rest: A,
+    kind: ToolKind,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for KindFields<A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, A::Error> {
+        match self.before.next() {
+            Some((key, value)) => {
+                self.held = Some(value);
+                FieldOfKind { seed, kind: self.kind }.visit_string(key).map(Some)
+            }
+            None => self.rest.next_key_seed(FieldOfKind { seed, kind: self.kind }),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        match self.held.take() {
+            Some(value) => seed.deserialize(value).map_err(de::Error::custom),
+            None => self.rest.next_value_seed(seed),
+        }
+    }
+}
+
+/// A field name read for the kind's struct: one it lacks is refused saying the kind,
+/// at the name's line (the check runs while the YAML reader is at it).
+struct FieldOfKind<S> {
+    seed: S,
+    kind: ToolKind,
+}
+
+impl<'de, S: DeserializeSeed<'de>> DeserializeSeed<'de> for FieldOfKind<S> {
+    type Value = S::Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<S::Value, D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl<'de, S: DeserializeSeed<'de>> Visitor<'de> for FieldOfKind<S> {
+    type Value = S::Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a field name")
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<S::Value, E> {
+        let kind = self.kind.described();
+        self.seed
+            .deserialize(name.into_deserializer())
+            .map_err(|e: E| E::custom(format!("{e} (this is {kind})")))
+    }
 }
 
 /// `context:` of a tool: what of the tool context it is sent.
@@ -335,7 +525,7 @@ impl From<Mode> for adk_grpc_core::AgentMode {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct AgentConfig {
     /// Defaults to `llm`, the common case.
@@ -422,6 +612,107 @@ pub(super) struct AgentConfig {
     pub(super) retry_config: Option<RetryFileConfig>,
 }
 
+impl AgentConfig {
+    /// The fields only llm agents have, each applied to `builder` (the agent's model,
+    /// tools, sub-agents, hooks and state schema already on it) in one line of this
+    /// table, so a new field is a line here; the names of those set come back too, for
+    /// the other kinds, which refuse them. `model` and `tools` are resolved by the tree
+    /// (apps.rs): named here only.
+    pub(super) fn llm_fields(&self, builder: LlmAgentBuilder) -> LlmFields {
+        LlmFields::new(builder)
+            .named("model", self.model.is_some())
+            .named("tools", !self.tools.is_empty())
+            .set("instruction", self.instruction.as_ref(), |b, text| b.instruction(text))
+            .set("output_key", self.output_key.as_ref(), |b, key| b.output_key(key))
+            .set("output_schema", self.output_schema.clone(), |b, schema| {
+                b.output_schema(schema)
+            })
+            .set("input_schema", self.input_schema.clone(), |b, schema| {
+                b.input_schema(schema)
+            })
+            .set("include_contents", self.include_contents, |b, include| {
+                b.include_contents(include.into())
+            })
+            .set("global_instruction", self.global_instruction.as_ref(), |b, text| {
+                b.global_instruction(text)
+            })
+            .set("static_instruction", self.static_instruction.as_ref(), |b, text| {
+                b.static_instruction(text)
+            })
+            .try_set("retry_config", self.retry_config.as_ref(), |b, retry| {
+                Ok(b.retry_config(retry.try_into()?))
+            })
+            .set(
+                "disallow_transfer_to_parent",
+                self.disallow_transfer_to_parent.then_some(true),
+                |b, no| b.disallow_transfer_to_parent(no),
+            )
+            .set(
+                "disallow_transfer_to_peers",
+                self.disallow_transfer_to_peers.then_some(true),
+                |b, no| b.disallow_transfer_to_peers(no),
+            )
+            .set("generation", self.generation.as_ref(), |b, generation| {
+                b.generate_content_config(generation.into())
+            })
+            .set(
+                "examples",
+                Some(&self.examples).filter(|e| !e.is_empty()),
+                |b, examples| b.examples(examples.iter().map(Into::into)),
+            )
+            .set("mode", self.mode, |b, mode| b.mode(mode.into()))
+    }
+
+    /// The llm agents' fields this agent sets, by name (from the same table).
+    pub(super) fn llm_fields_set(&self) -> Vec<&'static str> {
+        self.llm_fields(LlmAgentBuilder::new(&self.name)).set
+    }
+}
+
+/// An llm agent's builder with its fields of the file applied, and which were set.
+pub(super) struct LlmFields {
+    pub(super) builder: adk_grpc_core::Result<LlmAgentBuilder>,
+    pub(super) set: Vec<&'static str>,
+}
+
+impl LlmFields {
+    fn new(builder: LlmAgentBuilder) -> Self {
+        LlmFields {
+            builder: Ok(builder),
+            set: Vec::new(),
+        }
+    }
+
+    fn named(mut self, field: &'static str, set: bool) -> Self {
+        if set {
+            self.set.push(field);
+        }
+        self
+    }
+
+    fn set<T>(
+        self,
+        field: &'static str,
+        value: Option<T>,
+        apply: impl FnOnce(LlmAgentBuilder, T) -> LlmAgentBuilder,
+    ) -> Self {
+        self.try_set(field, value, |builder, value| Ok(apply(builder, value)))
+    }
+
+    fn try_set<T>(
+        mut self,
+        field: &'static str,
+        value: Option<T>,
+        apply: impl FnOnce(LlmAgentBuilder, T) -> adk_grpc_core::Result<LlmAgentBuilder>,
+    ) -> Self {
+        if let Some(value) = value {
+            self.set.push(field);
+            self.builder = self.builder.and_then(|builder| apply(builder, value));
+        }
+        self
+    }
+}
+
 /// `retry_config` as ADK writes it: seconds as numbers, every field optional.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -439,6 +730,42 @@ pub(super) struct RetryFileConfig {
     pub(super) jitter: Option<f64>,
 }
 
+/// `retry_config` in the library's terms, ADK's defaults for what is left out;
+/// `Config` naming the field for a value out of range.
+impl TryFrom<&RetryFileConfig> for RetryConfig {
+    type Error = AdkError;
+
+    fn try_from(file: &RetryFileConfig) -> adk_grpc_core::Result<RetryConfig> {
+        let defaults = RetryConfig::default();
+        let seconds = |field: &str, value: Option<f64>, default: Duration| match value {
+            None => Ok(default),
+            Some(s) if s.is_finite() && s >= 0.0 => Ok(Duration::from_secs_f64(s)),
+            Some(s) => Err(AdkError::Config(format!(
+                "retry_config.{field}: {s} is not a number of seconds of at least 0"
+            ))),
+        };
+        let backoff_factor = file.backoff_factor.unwrap_or(defaults.backoff_factor);
+        if !(backoff_factor.is_finite() && backoff_factor >= 1.0) {
+            return Err(AdkError::Config(format!(
+                "retry_config.backoff_factor: {backoff_factor} must be at least 1"
+            )));
+        }
+        let jitter = file.jitter.unwrap_or(1.0);
+        if !(jitter.is_finite() && jitter >= 0.0) {
+            return Err(AdkError::Config(format!(
+                "retry_config.jitter: {jitter} must be at least 0"
+            )));
+        }
+        Ok(RetryConfig {
+            max_attempts: file.max_attempts.unwrap_or(defaults.max_attempts),
+            initial_delay: seconds("initial_delay", file.initial_delay, defaults.initial_delay)?,
+            max_delay: seconds("max_delay", file.max_delay, defaults.max_delay)?,
+            backoff_factor,
+            jitter: jitter > 0.0,
+        })
+    }
+}
+
 /// One of an llm agent's `examples`: a user message and the reply expected.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -454,7 +781,7 @@ impl From<&ExampleConfig> for adk_grpc_agents::Example {
 }
 
 /// The model's generation settings; any left out are the provider's defaults.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct GenerationConfig {
     #[serde(default)]
@@ -507,7 +834,7 @@ pub(super) struct GenerationConfig {
 }
 
 /// A model_consult tool's `context_config` (ADK's `ModelConsultContextConfig`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ConsultContextConfig {
     #[serde(default)]
@@ -531,7 +858,7 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
 }
 
 /// `generation.thinking`, as written.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ThinkingFileConfig {
     /// Gemini's `thinkingBudget` (0 off, -1 the model decides).
@@ -582,8 +909,11 @@ impl AppConfig {
     pub(super) fn model_names<'a>(&'a self, tools: &'a BTreeMap<String, ToolConfig>) -> Vec<&'a str> {
         fn walk<'a>(agent: &'a AgentConfig, tools: &'a BTreeMap<String, ToolConfig>, names: &mut Vec<&'a str>) {
             names.extend(agent.model.as_deref());
-            let advisors = agent.tools.iter().filter_map(|name| tools.get(name));
-            names.extend(advisors.filter_map(|tool| tool.advisor.as_deref()));
+            let advisors = agent.tools.iter().filter_map(|name| match tools.get(name) {
+                Some(ToolConfig::ModelConsult(tool)) => tool.advisor.as_deref(),
+                _ => None,
+            });
+            names.extend(advisors);
             agent.sub_agents.iter().for_each(|sub| walk(sub, tools, names));
         }
         let mut names = Vec::new();

@@ -471,6 +471,21 @@ fn a_models_context_budget_bounds_its_apps_turns() {
     );
 }
 
+/// A field that another kind of tool has is refused as the file is read, naming the
+/// tool, the field, the kind and the line (each tool kind's struct has only its fields).
+#[track_caller]
+fn assert_misfit(yaml: &str, tool: &str, field: &str, kind: &str) {
+    let found = problems(yaml);
+    assert!(
+        found.len() == 1
+            && found[0].starts_with(&format!(
+                "agents.yaml: tools.{tool}: unknown field `{field}`, expected "
+            ))
+            && found[0].contains(&format!(" (this is {kind}) at line ")),
+        "expected {field} refused as no field of {kind}, got {found:#?}"
+    );
+}
+
 fn with_tool(tool: &str) -> String {
     format!(
         "models:\n  m: {{ provider: mock }}\ntools:\n  {tool}\napps:\n  a:\n    root_agent: {{ name: x, model: m }}\n"
@@ -532,13 +547,51 @@ fn http_tool_headers_come_from_set_variables() {
 }
 
 #[test]
-fn client_tools_have_no_server_side_settings() {
-    let found = problems(&with_tool(
-        "t: { kind: client, description: d, url: \"http://x\", timeout_secs: 3, headers_from_env: { a: PATH } }",
+fn a_tools_fields_are_read_into_its_kinds_with_their_lines() {
+    let yaml = |tool: &str| format!("tools:\n  t:\n{tool}apps: {{}}\n");
+    // `kind` first (as written everywhere): a misfit is refused at its own line...
+    let found = problems(&yaml("    kind: client\n    description: d\n    url: http://x\n"));
+    assert!(
+        found.len() == 1
+            && found[0]
+                .starts_with("agents.yaml: tools.t: unknown field `url`, expected `description` or `parameters`")
+            && found[0].ends_with("(this is a client tool) at line 5 column 5"),
+        "{found:#?}"
+    );
+    // ...and a problem inside a field at the field's place.
+    let found = problems(&yaml(
+        "    kind: http\n    description: d\n    url: http://x\n    context:\n      keys: [a]\n",
     ));
-    for field in ["url", "timeout_secs", "headers_from_env"] {
-        let expected = format!(r#"tool "t": field "{field}": only http"#);
-        assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
+    assert!(
+        found.len() == 1 && found[0].starts_with("agents.yaml: tools.t.context: unknown field `keys`"),
+        "{found:#?}"
+    );
+    assert!(found[0].contains("at line 7"), "{found:#?}");
+    // `kind` later: the fields before it are refused at the tool's line.
+    let found = problems(&yaml("    url: http://x\n    kind: client\n"));
+    assert!(
+        found.len() == 1
+            && found[0].starts_with("agents.yaml: tools.t: unknown field `url`")
+            && found[0].ends_with("(this is a client tool) at line 3 column 5"),
+        "{found:#?}"
+    );
+    assert_problem(&yaml("    description: d\n"), "tools.t: missing field `kind`");
+    assert_problem(
+        &yaml("    kind: rest\n"),
+        "tools.t.kind: unknown variant `rest`, expected one of `http`, `client`, `mcp`, `openapi`, `model_consult`",
+    );
+}
+
+#[test]
+fn client_tools_have_no_server_side_settings() {
+    for field in ["url: \"http://x\"", "timeout_secs: 3", "headers_from_env: { a: PATH }"] {
+        let name = field.split(':').next().unwrap();
+        assert_misfit(
+            &with_tool(&format!("t: {{ kind: client, description: d, {field} }}")),
+            "t",
+            name,
+            "a client tool",
+        );
     }
 }
 
@@ -580,9 +633,11 @@ fn a_tool_context_is_for_http_and_mcp_tools_with_well_formed_state_keys() {
         "t: { kind: http, description: d, url: \"http://x\", context: { state: [\"user:*\", theme, \"*\"] } }",
     ));
     valid(&with_mcp("transport: stdio, command: sh, context: {}"));
-    assert_problem(
+    assert_misfit(
         &with_tool("t: { kind: client, description: d, context: {} }"),
-        r#"tool "t": field "context": only http and mcp tools (a client tool gets the call and the session from the run it resumes) have it; this is a client tool"#,
+        "t",
+        "context",
+        "a client tool",
     );
     assert_problem(
         &with_tool("t: { kind: http, description: d, url: \"http://x\", context: { state: [\"us*er\"] } }"),
@@ -635,35 +690,45 @@ fn mcp_tools_need_a_transport_and_its_target() {
 #[test]
 fn mcp_fields_fit_the_transport() {
     let found = problems(&with_mcp(
-        "transport: http, url: \"http://x/mcp\", command: sh, args: [a], env: { A: b }, working_dir: /, parameters: {}",
+        "transport: http, url: \"http://x/mcp\", command: sh, args: [a], env: { A: b }, working_dir: /",
     ));
     for field in ["command", "args", "env", "working_dir"] {
         let expected =
             format!(r#"tool "m": field "{field}": only mcp tools over stdio have it; this is an mcp tool over http"#);
         assert!(found.iter().any(|p| p.contains(&expected)), "{expected}: {found:#?}");
     }
-    assert!(
-        found
-            .iter()
-            .any(|p| p.contains(r#"field "parameters": only http and client tools have it"#)),
-        "{found:#?}"
+    assert_misfit(
+        &with_mcp("transport: http, url: \"http://x/mcp\", parameters: {}"),
+        "m",
+        "parameters",
+        "an mcp tool",
     );
     assert_problem(
         &with_mcp("transport: stdio, command: sh, url: \"http://x/mcp\", bearer_token_env: PATH"),
         r#"tool "m": field "url": only http tools and mcp tools over http have it; this is an mcp tool over stdio"#,
     );
-    assert_problem(
-        &with_tool("t: { kind: http, description: d, url: \"http://x\", tool_prefix: p, transport: http }"),
-        r#"tool "t": field "tool_prefix": only mcp and openapi tools have it; this is an http tool"#,
+    assert_misfit(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", tool_prefix: p }"),
+        "t",
+        "tool_prefix",
+        "an http tool",
+    );
+    assert_misfit(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", transport: http }"),
+        "t",
+        "transport",
+        "an http tool",
     );
 }
 
 #[test]
 fn use_mcp_resources_is_for_mcp_toolsets() {
     valid(&with_mcp("transport: stdio, command: sh, use_mcp_resources: true"));
-    assert_problem(
+    assert_misfit(
         &with_tool("t: { kind: http, description: d, url: \"http://x\", use_mcp_resources: true }"),
-        r#"tool "t": field "use_mcp_resources": only mcp tools have it; this is an http tool"#,
+        "t",
+        "use_mcp_resources",
+        "an http tool",
     );
 }
 
@@ -676,9 +741,11 @@ fn safe_to_repeat_is_for_http_tools_and_mcp_toolsets() {
     valid(&with_mcp(
         "transport: http, url: \"http://127.0.0.1:1/mcp\", safe_to_repeat: false",
     ));
-    assert_problem(
+    assert_misfit(
         &with_tool("t: { kind: client, description: d, safe_to_repeat: true }"),
-        r#"tool "t": field "safe_to_repeat": only http, mcp and openapi tools have it; this is a client tool"#,
+        "t",
+        "safe_to_repeat",
+        "a client tool",
     );
 }
 
@@ -1537,22 +1604,20 @@ fn an_openapi_tool_needs_a_spec_it_can_read_and_call() {
         r#"tool "pets": field "headers_from_env": environment variable ADK_TEST_SURELY_UNSET_KEY"#,
     );
     // Fields of other kinds.
-    for (field, expected) in [
-        (
-            "url: 'http://x'",
-            r#"field "url": only http tools and mcp tools over http have it; this is an openapi tool"#,
-        ),
-        ("context: {}", r#"field "context": only http and mcp tools"#),
-        (
-            "parameters: { type: object }",
-            r#"field "parameters": only http and client tools"#,
-        ),
-    ] {
-        assert_problem(&with_openapi(&format!("spec: '{spec}', {field}"), "pets"), expected);
+    for field in ["url: 'http://x'", "context: {}", "parameters: { type: object }"] {
+        let name = field.split(':').next().unwrap();
+        assert_misfit(
+            &with_openapi(&format!("spec: '{spec}', {field}"), "pets"),
+            "pets",
+            name,
+            "an openapi tool",
+        );
     }
-    assert_problem(
+    assert_misfit(
         &with_tool("t: { kind: http, description: d, url: 'http://x', spec: s.yaml }"),
-        r#"tool "t": field "spec": only openapi tools have it; this is an http tool"#,
+        "t",
+        "spec",
+        "an http tool",
     );
 }
 
@@ -1689,15 +1754,14 @@ fn a_model_consult_tool_names_a_declared_advisor_and_positive_budgets() {
         &file("{ kind: model_consult, advisor: smart, session_max_uses: 0 }"),
         r#"tool "model_consult": field "session_max_uses": must be at least 1"#,
     );
-    assert_problem(
+    assert_misfit(
         &file("{ kind: model_consult, advisor: smart, url: \"http://x\" }"),
-        r#"tool "model_consult": field "url": only http tools and mcp tools over http have it; this is a model_consult tool"#,
-    );
-    assert_problem(
-        &file("{ kind: client, description: d, advisor: smart }"),
-        r#"tool "model_consult": field "advisor": only model_consult tools have it; this is a client tool"#,
+        "model_consult",
+        "url",
+        "a model_consult tool",
     );
     for field in [
+        "advisor: smart",
         "thinking_level: high",
         "max_output_tokens: 10",
         "executor_instruction: x",
@@ -1708,11 +1772,11 @@ fn a_model_consult_tool_names_a_declared_advisor_and_positive_budgets() {
         "generate_content_config: {}",
     ] {
         let name = field.split(':').next().unwrap();
-        assert_problem(
+        assert_misfit(
             &file(&format!("{{ kind: client, description: d, {field} }}")),
-            &format!(
-                r#"tool "model_consult": field "{name}": only model_consult tools have it; this is a client tool"#
-            ),
+            "model_consult",
+            name,
+            "a client tool",
         );
     }
 }

@@ -1,8 +1,12 @@
-//! The declared tools: checked field by field, then built once with the runner
+//! The declared tools: each read into its kind's struct (file.rs: a field of another
+//! kind is refused there), checked field by field, then built once with the runner
 //! library's constructors and shared by every agent that lists them (HTTP tools
 //! hold a connection pool, MCP toolsets a connection or child process).
 
-use super::file::{AgentsFile, GenerationConfig, McpTransportKind, ToolConfig, ToolKind};
+use super::file::{
+    AgentsFile, GenerationConfig, HttpToolConfig, McpToolConfig, McpTransportKind, ModelConsultToolConfig,
+    OpenApiToolConfig, ToolConfig, ToolContextConfig,
+};
 use super::problems::{Problems, library_message, names};
 use adk_grpc_agents::{
     BUILTIN_TOOLS, ClientTool, ConsultContext, ContextGrant, HttpTool, McpToolset, OpenApiToolset, TRANSFER_TOOL_NAME,
@@ -48,10 +52,9 @@ pub(super) struct ModelConsultSpec {
 pub(super) fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMap<String, Declared> {
     let mut tools = BTreeMap::new();
     for (name, config) in &spec.tools {
-        if let Some(advisor) = config
-            .advisor
-            .as_ref()
-            .filter(|_| config.kind == ToolKind::ModelConsult)
+        if let ToolConfig::ModelConsult(ModelConsultToolConfig {
+            advisor: Some(advisor), ..
+        }) = config
             && !spec.models.contains_key(advisor)
         {
             problems.add(
@@ -81,90 +84,99 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
             format!("{name} is a built-in tool: list it in an agent's tools without declaring it"),
         );
     }
-    // A toolset's tools are described by their server or their spec; model_consult has ADK's.
-    if config.description.trim().is_empty()
-        && !matches!(config.kind, ToolKind::Mcp | ToolKind::Openapi | ToolKind::ModelConsult)
-    {
+    let place = place.as_str();
+    match config {
+        ToolConfig::Http(http) => {
+            let tool = http_tool(name, place, http, problems, before)?;
+            Some(Declared::Tool(Arc::new(tool)))
+        }
+        ToolConfig::Client(client) => {
+            described(place, &client.description, problems);
+            check_parameters(place, client.parameters.as_ref(), problems);
+            if problems.0.len() > before {
+                return None;
+            }
+            let mut tool = ClientTool::new(name, &client.description);
+            if let Some(schema) = &client.parameters {
+                tool = tool.with_parameters_schema(schema.clone());
+            }
+            Some(Declared::Tool(Arc::new(tool)))
+        }
+        ToolConfig::Mcp(mcp) => build_mcp_toolset(name, place, mcp, problems, before),
+        ToolConfig::Openapi(openapi) => build_openapi_toolset(name, place, openapi, problems, before),
+        ToolConfig::ModelConsult(consult) => model_consult(place, consult, problems, before),
+    }
+}
+
+/// An http or client tool needs a description (a toolset's tools are described by their
+/// server or their spec; model_consult has ADK's).
+fn described(place: &str, description: &str, problems: &mut Problems) {
+    if description.trim().is_empty() {
         problems.add(
-            &place,
+            place,
             Some("description"),
             "a tool needs a description: the model reads it to decide when to call the tool",
         );
     }
-    if let Some(schema) = &config.parameters
-        && !schema.is_object()
-    {
+}
+
+fn check_parameters(place: &str, parameters: Option<&serde_json::Value>, problems: &mut Problems) {
+    if parameters.is_some_and(|schema| !schema.is_object()) {
         problems.add(
-            &place,
+            place,
             Some("parameters"),
             "must be a JSON Schema object, e.g. {type: object, properties: {city: {type: string}}}",
         );
     }
-    check_kind_fields(&place, config, problems);
-    let grant = context_grant(&place, config, problems);
-    let headers = match config.kind {
-        ToolKind::Http => {
-            if config.url.is_none() {
-                problems.add(
-                    &place,
-                    Some("url"),
-                    "an http tool needs the url its calls are POSTed to",
-                );
-            }
-            check_timeouts(&place, config, problems);
-            header_values(&place, config, problems)
-        }
-        ToolKind::Client => Vec::new(),
-        ToolKind::Mcp => return build_mcp_toolset(name, &place, config, problems, before, grant),
-        ToolKind::Openapi => return build_openapi_toolset(name, &place, config, problems, before),
-        ToolKind::ModelConsult => return model_consult(&place, config, problems, before),
-    };
+}
+
+fn http_tool(
+    name: &str,
+    place: &str,
+    config: &HttpToolConfig,
+    problems: &mut Problems,
+    before: usize,
+) -> Option<HttpTool> {
+    described(place, &config.description, problems);
+    check_parameters(place, config.parameters.as_ref(), problems);
+    let grant = context_grant(place, config.context.as_ref(), problems);
+    if config.url.is_none() {
+        problems.add(place, Some("url"), "an http tool needs the url its calls are POSTed to");
+    }
+    check_timeouts(place, [("timeout_secs", config.timeout_secs)], problems);
+    let headers = header_values(place, &config.headers_from_env, problems);
     if problems.0.len() > before {
         return None;
     }
-    let tool: Arc<dyn Tool> = match config.kind {
-        ToolKind::Http => {
-            let url = config.url.as_deref().unwrap_or_default();
-            let built = HttpTool::new(name, &config.description, url).and_then(|mut tool| {
-                if let Some(schema) = &config.parameters {
-                    tool = tool.with_parameters_schema(schema.clone());
-                }
-                if let Some(secs) = config.timeout_secs {
-                    tool = tool.with_timeout(Duration::from_secs(secs));
-                }
-                for (header, value) in &headers {
-                    tool = tool.with_header(header, value)?;
-                }
-                if let Some(grant) = grant {
-                    tool = tool.with_context(grant);
-                }
-                Ok(tool.with_safe_to_repeat(config.safe_to_repeat == Some(true)))
-            });
-            match built {
-                Ok(tool) => Arc::new(tool),
-                Err(e) => {
-                    problems.add(&place, None, library_message(&e));
-                    return None;
-                }
-            }
-        }
-        ToolKind::Client => {
-            let mut tool = ClientTool::new(name, &config.description);
+    let url = config.url.as_deref().unwrap_or_default();
+    HttpTool::new(name, &config.description, url)
+        .and_then(|mut tool| {
             if let Some(schema) = &config.parameters {
                 tool = tool.with_parameters_schema(schema.clone());
             }
-            Arc::new(tool)
-        }
-        ToolKind::Mcp | ToolKind::Openapi | ToolKind::ModelConsult => {
-            unreachable!("toolsets and model_consult tools are built by their own functions")
-        }
-    };
-    Some(Declared::Tool(tool))
+            if let Some(secs) = config.timeout_secs {
+                tool = tool.with_timeout(Duration::from_secs(secs));
+            }
+            for (header, value) in &headers {
+                tool = tool.with_header(header, value)?;
+            }
+            if let Some(grant) = grant {
+                tool = tool.with_context(grant);
+            }
+            Ok(tool.with_safe_to_repeat(config.safe_to_repeat == Some(true)))
+        })
+        .inspect_err(|e| problems.add(place, None, library_message(e)))
+        .ok()
 }
 
 /// A model_consult tool's settings, checked: an advisor (declared: checked by
 /// [`build_tools`]) and budgets of at least 1.
-fn model_consult(place: &str, config: &ToolConfig, problems: &mut Problems, before: usize) -> Option<Declared> {
+fn model_consult(
+    place: &str,
+    config: &ModelConsultToolConfig,
+    problems: &mut Problems,
+    before: usize,
+) -> Option<Declared> {
     if config.advisor.is_none() {
         problems.add(
             place,
@@ -180,7 +192,7 @@ fn model_consult(place: &str, config: &ToolConfig, problems: &mut Problems, befo
             problems.add(place, Some(field), "must be at least 1 (leave it out for no limit)");
         }
     }
-    check_timeouts(place, config, problems);
+    check_timeouts(place, [("timeout_secs", config.timeout_secs)], problems);
     let effort = match config
         .thinking_level
         .as_deref()
@@ -246,7 +258,7 @@ fn model_consult(place: &str, config: &ToolConfig, problems: &mut Problems, befo
 }
 
 /// `context_config` over ADK's defaults; its limits at least 1.
-fn consult_context(place: &str, config: &ToolConfig, problems: &mut Problems) -> ConsultContext {
+fn consult_context(place: &str, config: &ModelConsultToolConfig, problems: &mut Problems) -> ConsultContext {
     let mut context = ConsultContext::default();
     let Some(written) = &config.context_config else {
         return context;
@@ -269,157 +281,68 @@ fn consult_context(place: &str, config: &ToolConfig, problems: &mut Problems) ->
     context
 }
 
-/// Fields that mean nothing for the tool's kind (or transport) are errors, not
-/// silently ignored settings.
-fn check_kind_fields(place: &str, config: &ToolConfig, problems: &mut Problems) {
-    let transport = config.transport;
-    let stdio = config.kind == ToolKind::Mcp && transport == Some(McpTransportKind::Stdio);
-    let mcp_http = config.kind == ToolKind::Mcp && transport == Some(McpTransportKind::Http);
-    let http = config.kind == ToolKind::Http;
-    let openapi = config.kind == ToolKind::Openapi;
-    let consult = config.kind == ToolKind::ModelConsult;
-    // (field, set, allowed for this kind, who has it)
+/// The fields of an mcp tool that only one transport has are errors under the other,
+/// not silently ignored settings. Without a transport (itself a problem) only `command`
+/// and `url`, which say which one was meant, are taken.
+fn check_transport_fields(place: &str, config: &McpToolConfig, problems: &mut Problems) {
+    use McpTransportKind::{Http, Stdio};
+    // (field, set, the transport that has it, who has it)
     let fields = [
-        (
-            "safe_to_repeat",
-            config.safe_to_repeat.is_some(),
-            http || config.kind == ToolKind::Mcp || openapi,
-            "http, mcp and openapi tools",
-        ),
-        (
-            "url",
-            config.url.is_some(),
-            http || mcp_http || (config.kind == ToolKind::Mcp && transport.is_none()),
-            "http tools and mcp tools over http",
-        ),
-        (
-            "timeout_secs",
-            config.timeout_secs.is_some(),
-            config.kind != ToolKind::Client,
-            "http, mcp, openapi and model_consult tools",
-        ),
-        (
-            "headers_from_env",
-            !config.headers_from_env.is_empty(),
-            http || mcp_http || openapi,
-            "http tools, openapi tools and mcp tools over http",
-        ),
-        (
-            "parameters",
-            config.parameters.is_some(),
-            http || config.kind == ToolKind::Client,
-            "http and client tools",
-        ),
-        (
-            "transport",
-            transport.is_some(),
-            config.kind == ToolKind::Mcp,
-            "mcp tools",
-        ),
-        (
-            "command",
-            config.command.is_some(),
-            stdio || (config.kind == ToolKind::Mcp && transport.is_none()),
-            "mcp tools over stdio",
-        ),
-        ("args", !config.args.is_empty(), stdio, "mcp tools over stdio"),
+        ("command", config.command.is_some(), Stdio, "mcp tools over stdio"),
+        ("args", !config.args.is_empty(), Stdio, "mcp tools over stdio"),
         (
             "working_dir",
             config.working_dir.is_some(),
-            stdio,
+            Stdio,
             "mcp tools over stdio",
         ),
-        ("env", !config.env.is_empty(), stdio, "mcp tools over stdio"),
+        ("env", !config.env.is_empty(), Stdio, "mcp tools over stdio"),
         (
             "env_from_env",
             !config.env_from_env.is_empty(),
-            stdio,
+            Stdio,
             "mcp tools over stdio",
+        ),
+        ("url", config.url.is_some(), Http, "http tools and mcp tools over http"),
+        (
+            "headers_from_env",
+            !config.headers_from_env.is_empty(),
+            Http,
+            "http tools, openapi tools and mcp tools over http",
         ),
         (
             "bearer_token_env",
             config.bearer_token_env.is_some(),
-            mcp_http,
+            Http,
             "mcp tools over http",
         ),
-        (
-            "tool_filter",
-            config.tool_filter.is_some(),
-            config.kind == ToolKind::Mcp || openapi,
-            "mcp and openapi tools",
-        ),
-        (
-            "tool_prefix",
-            config.tool_prefix.is_some(),
-            config.kind == ToolKind::Mcp || openapi,
-            "mcp and openapi tools",
-        ),
-        (
-            "connect_timeout_secs",
-            config.connect_timeout_secs.is_some(),
-            config.kind == ToolKind::Mcp,
-            "mcp tools",
-        ),
-        (
-            "use_mcp_resources",
-            config.use_mcp_resources.is_some(),
-            config.kind == ToolKind::Mcp,
-            "mcp tools",
-        ),
-        (
-            "context",
-            config.context.is_some(),
-            http || config.kind == ToolKind::Mcp,
-            "http and mcp tools (a client tool gets the call and the session from the run it resumes)",
-        ),
-        ("spec", config.spec.is_some(), openapi, "openapi tools"),
-        ("base_url", config.base_url.is_some(), openapi, "openapi tools"),
     ];
-    let kind = match (config.kind, transport) {
-        (ToolKind::Mcp, Some(McpTransportKind::Stdio)) => "an mcp tool over stdio".to_string(),
-        (ToolKind::Mcp, Some(McpTransportKind::Http)) => "an mcp tool over http".to_string(),
-        (ToolKind::Client, _) => "a client tool".to_string(),
-        (ToolKind::ModelConsult, _) => "a model_consult tool".to_string(),
-        (kind, _) => format!("an {} tool", kind.as_str()),
+    let this = match config.transport {
+        Some(Stdio) => "an mcp tool over stdio",
+        Some(Http) => "an mcp tool over http",
+        None => "an mcp tool",
     };
-    // ADK's ModelConsultTool arguments.
-    let consult_fields = [
-        ("advisor", config.advisor.is_some()),
-        ("max_uses", config.max_uses.is_some()),
-        ("session_max_uses", config.session_max_uses.is_some()),
-        ("thinking_level", config.thinking_level.is_some()),
-        ("max_output_tokens", config.max_output_tokens.is_some()),
-        ("executor_instruction", config.executor_instruction.is_some()),
-        ("advisor_instruction", config.advisor_instruction.is_some()),
-        ("include_agent_instruction", config.include_agent_instruction.is_some()),
-        ("include_tool_inventory", config.include_tool_inventory.is_some()),
-        ("context_config", config.context_config.is_some()),
-        ("generate_content_config", config.generate_content_config.is_some()),
-    ]
-    .map(|(field, set)| (field, set, consult, "model_consult tools"));
-    for (field, set, allowed, owners) in consult_fields.into_iter().chain(fields) {
-        if set && !allowed {
-            problems.add(place, Some(field), format!("only {owners} have it; this is {kind}"));
+    for (field, set, transport, owners) in fields {
+        let fits = match config.transport {
+            Some(written) => written == transport,
+            None => field == "command" || field == "url",
+        };
+        if set && !fits {
+            problems.add(place, Some(field), format!("only {owners} have it; this is {this}"));
         }
     }
 }
 
 /// The tool context an http or mcp tool declares it reads, checked by the library's rules.
-fn context_grant(place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<ContextGrant> {
-    let declared = config
-        .context
-        .as_ref()
-        .filter(|_| matches!(config.kind, ToolKind::Http | ToolKind::Mcp))?;
-    ContextGrant::new(declared.state.iter().cloned())
+fn context_grant(place: &str, declared: Option<&ToolContextConfig>, problems: &mut Problems) -> Option<ContextGrant> {
+    ContextGrant::new(declared?.state.iter().cloned())
         .inspect_err(|e| problems.add(place, Some("context.state"), library_message(e)))
         .ok()
 }
 
-fn check_timeouts(place: &str, config: &ToolConfig, problems: &mut Problems) {
-    for (field, value) in [
-        ("timeout_secs", config.timeout_secs),
-        ("connect_timeout_secs", config.connect_timeout_secs),
-    ] {
+/// Timeouts are at least 1 second (left out: the default).
+fn check_timeouts<const N: usize>(place: &str, timeouts: [(&str, Option<u64>); N], problems: &mut Problems) {
+    for (field, value) in timeouts {
         if value == Some(0) {
             problems.add(place, Some(field), "must be at least 1");
         }
@@ -427,9 +350,13 @@ fn check_timeouts(place: &str, config: &ToolConfig, problems: &mut Problems) {
 }
 
 /// The values of `headers_from_env`, each variable required to be set.
-fn header_values(place: &str, config: &ToolConfig, problems: &mut Problems) -> Vec<(String, String)> {
+fn header_values(
+    place: &str,
+    headers_from_env: &BTreeMap<String, String>,
+    problems: &mut Problems,
+) -> Vec<(String, String)> {
     let mut headers = Vec::new();
-    for (header, var) in &config.headers_from_env {
+    for (header, var) in headers_from_env {
         match std::env::var(var) {
             Ok(value) if !value.is_empty() => headers.push((header.clone(), value)),
             _ => problems.add(
@@ -456,12 +383,20 @@ fn command_exists(command: &str) -> bool {
 fn build_mcp_toolset(
     name: &str,
     place: &str,
-    config: &ToolConfig,
+    config: &McpToolConfig,
     problems: &mut Problems,
     before: usize,
-    grant: Option<ContextGrant>,
 ) -> Option<Declared> {
-    check_timeouts(place, config, problems);
+    check_transport_fields(place, config, problems);
+    let grant = context_grant(place, config.context.as_ref(), problems);
+    check_timeouts(
+        place,
+        [
+            ("timeout_secs", config.timeout_secs),
+            ("connect_timeout_secs", config.connect_timeout_secs),
+        ],
+        problems,
+    );
     let toolset = match config.transport {
         None => {
             problems.add(
@@ -474,7 +409,12 @@ fn build_mcp_toolset(
         Some(McpTransportKind::Stdio) => stdio_toolset(name, place, config, problems),
         Some(McpTransportKind::Http) => http_toolset(name, place, config, problems),
     };
-    check_filter_and_prefix(place, config, problems);
+    check_filter_and_prefix(
+        place,
+        config.tool_filter.as_deref(),
+        config.tool_prefix.as_deref(),
+        problems,
+    );
     let mut toolset = toolset?;
     if problems.0.len() > before {
         return None;
@@ -500,7 +440,7 @@ fn build_mcp_toolset(
     Some(Declared::Toolset(Arc::new(toolset)))
 }
 
-fn stdio_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+fn stdio_toolset(name: &str, place: &str, config: &McpToolConfig, problems: &mut Problems) -> Option<McpToolset> {
     let command = config.command.as_deref().unwrap_or_default();
     if command.trim().is_empty() {
         problems.add(
@@ -540,7 +480,7 @@ fn stdio_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Pr
     Some(toolset)
 }
 
-fn http_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Problems) -> Option<McpToolset> {
+fn http_toolset(name: &str, place: &str, config: &McpToolConfig, problems: &mut Problems) -> Option<McpToolset> {
     let toolset = match config.url.as_deref().map(|url| McpToolset::http(name, url)) {
         None => {
             problems.add(place, Some("url"), "an mcp tool over http needs the server's url");
@@ -552,7 +492,7 @@ fn http_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Pro
         }
         Some(Ok(toolset)) => Some(toolset),
     };
-    let headers = header_values(place, config, problems);
+    let headers = header_values(place, &config.headers_from_env, problems);
     let token = config
         .bearer_token_env
         .as_ref()
@@ -578,8 +518,8 @@ fn http_toolset(name: &str, place: &str, config: &ToolConfig, problems: &mut Pro
 }
 
 /// `tool_filter` and `tool_prefix` of a toolset (mcp, openapi).
-fn check_filter_and_prefix(place: &str, config: &ToolConfig, problems: &mut Problems) {
-    if let Some(filter) = &config.tool_filter
+fn check_filter_and_prefix(place: &str, filter: Option<&[String]>, prefix: Option<&str>, problems: &mut Problems) {
+    if let Some(filter) = filter
         && (filter.is_empty() || filter.iter().any(|tool| tool.trim().is_empty()))
     {
         problems.add(
@@ -588,7 +528,7 @@ fn check_filter_and_prefix(place: &str, config: &ToolConfig, problems: &mut Prob
             "list the server's tools to offer by name (leave the field out to offer them all)",
         );
     }
-    if let Some(prefix) = &config.tool_prefix
+    if let Some(prefix) = prefix
         && !adk_grpc_agents::is_identifier(prefix)
     {
         problems.add(
@@ -605,13 +545,18 @@ fn check_filter_and_prefix(place: &str, config: &ToolConfig, problems: &mut Prob
 fn build_openapi_toolset(
     name: &str,
     place: &str,
-    config: &ToolConfig,
+    config: &OpenApiToolConfig,
     problems: &mut Problems,
     before: usize,
 ) -> Option<Declared> {
-    check_timeouts(place, config, problems);
-    check_filter_and_prefix(place, config, problems);
-    let headers = header_values(place, config, problems);
+    check_timeouts(place, [("timeout_secs", config.timeout_secs)], problems);
+    check_filter_and_prefix(
+        place,
+        config.tool_filter.as_deref(),
+        config.tool_prefix.as_deref(),
+        problems,
+    );
+    let headers = header_values(place, &config.headers_from_env, problems);
     let Some(spec) = config.spec.as_deref().filter(|spec| !spec.trim().is_empty()) else {
         problems.add(
             place,
