@@ -48,8 +48,10 @@ struct Cli {
     log: LogArgs,
 }
 
-/// On SIGTERM: stop taking runs and resuming others', let the running ones finish
-/// within `grace`, hand the rest over to another replica, then shut the server down.
+/// On SIGTERM: stop taking runs and resuming others'; each resumable run finishes its
+/// step in flight and is handed over at that boundary (see `Runner::stop_taking_runs`),
+/// the others run on; once `grace` is over, whatever still runs is cut and handed over
+/// to another replica, then the server shuts down.
 async fn hand_over_on_signal(signal: Shutdown, runners: Vec<Arc<Runner>>, grace: Duration, shutdown: Shutdown) {
     signal.triggered().await;
     for runner in &runners {
@@ -59,7 +61,7 @@ async fn hand_over_on_signal(signal: Shutdown, runners: Vec<Arc<Runner>>, grace:
     tracing::info!(
         running = running(),
         ?grace,
-        "shutting down: letting running invocations finish"
+        "shutting down: running invocations finish their step in flight and are handed over"
     );
     let deadline = tokio::time::Instant::now() + grace;
     let mut tick = tokio::time::interval(Duration::from_millis(100));

@@ -158,8 +158,12 @@ impl RecordedRequest {
     }
 }
 
+/// Answers a request no queued reply is left for (see [`FakeServer::answer_with`]).
+type Responder = Arc<dyn Fn(&RecordedRequest) -> FakeReply + Send + Sync>;
+
 struct Shared {
     script: Mutex<VecDeque<FakeReply>>,
+    responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// How many clients left before their reply was complete.
     disconnects: watch::Sender<usize>,
@@ -180,6 +184,7 @@ impl FakeServer {
     pub async fn start() -> FakeServer {
         let shared = Arc::new(Shared {
             script: Mutex::new(VecDeque::new()),
+            responder: Mutex::new(None),
             requests: Mutex::new(Vec::new()),
             disconnects: watch::channel(0).0,
         });
@@ -206,6 +211,14 @@ impl FakeServer {
     /// Queues the reply to the next request not yet answered.
     pub fn push(&self, reply: impl Into<FakeReply>) -> &Self {
         sync::lock(&self.shared.script).push_back(reply.into());
+        self
+    }
+
+    /// Answers every request the queue has no reply left for with what `responder`
+    /// makes of it: for clients whose requests arrive in no set order (several runs, or
+    /// replicas, sharing the server), each answered by what it asks.
+    pub fn answer_with(&self, responder: impl Fn(&RecordedRequest) -> FakeReply + Send + Sync + 'static) -> &Self {
+        *sync::lock(&self.shared.responder) = Some(Arc::new(responder));
         self
     }
 
@@ -295,8 +308,10 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         body,
     };
     let what = format!("{} {}", recorded.method, recorded.path);
+    let queued = sync::lock(&shared.script).pop_front();
+    let responder = sync::lock(&shared.responder).clone();
+    let next = queued.or_else(|| responder.map(|respond| respond(&recorded)));
     sync::lock(&shared.requests).push(recorded);
-    let next = sync::lock(&shared.script).pop_front();
     match next {
         Some(reply) => answer(shared, reply).await,
         None => (

@@ -102,6 +102,11 @@ impl Stack {
 
     /// Both replicas and the session server on one Redis Cluster (`cluster`) or redis-server.
     async fn start_on(cluster: bool) -> Stack {
+        Stack::start_with(cluster, SHUTDOWN_GRACE_SECS).await
+    }
+
+    /// As [`Stack::start_on`], the replicas with this shutdown grace.
+    async fn start_with(cluster: bool, grace_secs: u64) -> Stack {
         let store = Store::start(cluster).await;
         let provider = FakeServer::start().await;
         let dir = tempfile::tempdir().expect("temp dir");
@@ -112,7 +117,7 @@ impl Stack {
             "--session-lease-ttl-ms".to_string(),
             LEASE_TTL_MS.to_string(),
             "--shutdown-grace-secs".to_string(),
-            SHUTDOWN_GRACE_SECS.to_string(),
+            grace_secs.to_string(),
         ];
         let (sessions, r0, r1) = tokio::join!(
             spawn_session_server(&url, &[]),
@@ -164,6 +169,9 @@ fn transfer_call() -> serde_json::Value {
 }
 
 const REPLY: &str = "Sunny in Paris: pack sunglasses.";
+/// How a resumed run answers a cut call of a tool not safe to repeat (rule 27); the
+/// event's own `interrupted` field is another matter.
+const INTERRUPTED: &str = "interrupted: the runner running this call stopped";
 
 /// Kills the replica running the invocation at `kill_at` and checks the other one
 /// finishes it: no stored step redone, a whole log, the reply seen by a re-attached watch.
@@ -444,10 +452,97 @@ async fn a_rolling_restart_of_both_replicas_finishes_every_run_exactly_once() {
         let ids: HashSet<&str> = events.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids.len(), events.len(), "{session}: no duplicate event");
         assert!(
-            format!("{:?}", events[2]).contains("interrupted"),
+            format!("{:?}", events[2]).contains(INTERRUPTED),
             "{session}: {:?}",
             events[2]
         );
+    }
+}
+
+/// Rule 28 with steps shorter than the grace: 10 runs of three model → tool steps
+/// (0.3 s model replies, 1 s tool calls), longer in all than the 3 s grace. SIGTERM
+/// replica 0 while every run is in its first tool call, start it again, SIGTERM replica 1:
+/// each draining replica starts no new step and hands every run over when the step in
+/// flight ends, so no call is cut: no model or tool call is made twice, and no tool call
+/// is answered as interrupted.
+#[tokio::test]
+async fn a_rolling_restart_hands_runs_over_between_steps_and_repeats_no_call() {
+    const RUNS: usize = 10;
+    const TOOL_STEPS: usize = 3;
+    let mut stack = Stack::start_with(false, 3).await;
+    // Whichever replica asks, the model answers by how far the run is: a forecast call
+    // until the request carries three tool results, then the reply.
+    stack.provider.answer_with(|request| {
+        let tool_results = request.json()["messages"]
+            .as_array()
+            .map_or(0, |messages| messages.iter().filter(|m| m["role"] == "tool").count());
+        let reply = if tool_results < TOOL_STEPS {
+            openai::tool_calls(&[(
+                &format!("c{tool_results}"),
+                "forecast",
+                json!({"city": "Paris", "wait_secs": 1}),
+            )])
+        } else {
+            openai::text(REPLY)
+        };
+        FakeReply::json(reply).delayed(Duration::from_millis(300))
+    });
+    let sessions_endpoint = stack.sessions.endpoint();
+    let clients: Vec<_> = (0..RUNS)
+        .map(|i| {
+            tokio::spawn(follow_run(
+                stack.runners[i % 2].endpoint(),
+                sessions_endpoint.clone(),
+                format!("user-{i}"),
+                format!("steps-{i}"),
+            ))
+        })
+        .collect();
+    stack.tool_calls(RUNS).await;
+
+    let status = stack.runners[0].terminate().await;
+    assert!(
+        status.success(),
+        "replica 0 shut down cleanly: {status:?}\n{}",
+        stack.runners[0].tail_log(40)
+    );
+    stack.runners[0].restart().await;
+    stack.tool_calls(2 * RUNS).await;
+    let status = stack.runners[1].terminate().await;
+    assert!(
+        status.success(),
+        "replica 1 shut down cleanly: {status:?}\n{}",
+        stack.runners[1].tail_log(40)
+    );
+
+    for (i, client) in clients.into_iter().enumerate() {
+        let (reply, _) = tokio::time::timeout(Duration::from_secs(60), client)
+            .await
+            .unwrap_or_else(|_| panic!("steps-{i}: no reply within 60 s:\n{}", stack.runners[0].tail_log(40)))
+            .expect("the client task");
+        assert_eq!(text_of(&reply), REPLY);
+    }
+    assert_eq!(
+        stack.tools.calls("/forecast").len(),
+        RUNS * TOOL_STEPS,
+        "no tool call made twice"
+    );
+    assert_eq!(
+        stack.provider.requests().len(),
+        RUNS * (TOOL_STEPS + 1),
+        "no model call made twice"
+    );
+    for i in 0..RUNS {
+        let session = format!("steps-{i}");
+        let events = runs::get_session(stack.sessions.endpoint(), "trip", &format!("user-{i}"), &session)
+            .await
+            .events;
+        assert_eq!(events.len(), 2 + 2 * TOOL_STEPS, "{session}: {events:#?}");
+        assert!(
+            events.iter().all(|e| !format!("{e:?}").contains(INTERRUPTED)),
+            "{session}: a call was cut: {events:#?}"
+        );
+        assert_eq!(events.iter().filter(|e| is_final(e)).count(), 1, "{session}");
     }
 }
 

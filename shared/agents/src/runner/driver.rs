@@ -10,7 +10,7 @@ use super::session::append;
 use super::{AddToMemory, Registration, memory};
 use crate::compaction::{self, Trigger};
 use crate::context::Invocation;
-use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, Result, SessionService};
+use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, PartKind, Result, SessionService};
 use async_stream::try_stream;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -38,6 +38,12 @@ pub(super) struct Driver {
     /// For a resumed invocation: when its previous runner's lease was lost, to
     /// measure the time to its first event here.
     pub(super) lease_lost_at: Option<std::time::Instant>,
+    /// Fired when the replica shuts down (resumable runs only): the run is handed over
+    /// at its next step boundary, so no model or tool call is cut and made again.
+    pub(super) draining: Option<CancellationToken>,
+    /// Within a step: a model reply is streaming, or the calls of the last stored
+    /// event are not answered yet. Only between steps may a draining run stop.
+    pub(super) in_step: bool,
 }
 
 impl Driver {
@@ -124,6 +130,11 @@ impl Driver {
 
     /// The next event to stream (stored first unless partial); None when the agent is done.
     async fn next(&mut self) -> Result<Option<Event>> {
+        // Asking the agent for its next event starts its next step (a model or tool
+        // call): a draining replica starts none and hands the run over instead.
+        if !self.in_step && self.draining.as_ref().is_some_and(CancellationToken::is_cancelled) {
+            self.handover.cancel();
+        }
         let event = tokio::select! {
             biased;
             _ = self.lease.signals.cancel.cancelled() => {
@@ -146,6 +157,7 @@ impl Driver {
             return Ok(None);
         };
         if event.is_partial() {
+            self.in_step = true;
             return Ok(Some(event));
         }
         self.invocation.check_state_schema(&event)?;
@@ -158,9 +170,20 @@ impl Driver {
             self.lease.fence(),
         )
         .await?;
+        // A model's calls are answered in the same step: the tools run on the next pull.
+        self.in_step = stored.author != crate::USER_AUTHOR && has_function_calls(&stored);
         self.invocation.record(stored.clone(), delta);
         Ok(Some(stored))
     }
+}
+
+fn has_function_calls(event: &Event) -> bool {
+    event.content().is_some_and(|content| {
+        content
+            .parts
+            .iter()
+            .any(|part| matches!(part.kind, PartKind::FunctionCall { .. }))
+    })
 }
 
 #[cfg(test)]

@@ -188,8 +188,9 @@ pub struct Runner {
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
     /// Whether another replica can resume its runs (see `resume`).
     resumable: bool,
-    /// Set when the replica shuts down: new runs are refused.
-    draining: std::sync::atomic::AtomicBool,
+    /// Fired when the replica shuts down: new runs are refused, and a resumable run
+    /// stops at its next step boundary to be handed over (see `Driver::next`).
+    draining: CancellationToken,
 }
 
 /// A running invocation's owner, so a cancel naming another user's session is refused.
@@ -292,7 +293,7 @@ impl Runner {
         if content.parts.is_empty() {
             return Err(AdkError::invalid("new_message", "has no parts"));
         }
-        if self.draining.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.draining.is_cancelled() {
             return Err(AdkError::Unavailable(
                 "this runner is shutting down and takes no new runs: run again (on another replica)".into(),
             ));
@@ -589,6 +590,9 @@ impl Runner {
             },
             handover,
             lease_lost_at,
+            // A run that cannot be resumed elsewhere finishes here within the grace.
+            draining: self.resumable.then(|| self.draining.clone()),
+            in_step: false,
         };
         driver.into_stream()
     }

@@ -301,9 +301,10 @@ impl Runner {
     }
 
     /// Stops taking new runs: [`Runner::start_run`] is `UNAVAILABLE` from now on (a
-    /// replica shutting down; the client runs again on another).
+    /// replica shutting down; the client runs again on another). A resumable run starts
+    /// no new step either: it is handed over once the step in flight is stored.
     pub fn stop_taking_runs(&self) {
-        self.draining.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.draining.cancel();
     }
 
     /// How many invocations run here now.

@@ -4,10 +4,13 @@
 //! One connection (for stdio: one child process) per toolset, shared by every
 //! invocation. It is opened on first use, by a supervisor task that reopens it
 //! with capped exponential backoff whenever it closes (the child died, the HTTP
-//! server went away), until the toolset is dropped. The tool list is read on
-//! connect and again after the server's `notifications/tools/list_changed`;
-//! while the server is down the last list stays offered and its calls fail as
-//! tool errors the model reads, so a server that went away never fails a run.
+//! server went away), until the toolset is dropped; a call that needs the server
+//! while it is down cuts the backoff short and waits for the connection within the
+//! call's timeout, as ADK's MCP session manager reconnects on the next call. The
+//! tool list is read on connect and again after the server's
+//! `notifications/tools/list_changed`; while the server is down the last list stays
+//! offered and a call that cannot reach it in time fails as a tool error the model
+//! reads, so a server that went away never fails a run.
 //! A toolset whose tools were never listed (its server never answered) fails the
 //! agent's step with `Unavailable` naming the toolset, its server and the cause,
 //! as ADK's `McpToolset.get_tools` raises `ConnectionError`: the model cannot be
@@ -132,6 +135,10 @@ struct Shared {
     /// Set by the server's `tools/list_changed`: list again before the next use.
     tools_changed: Arc<AtomicBool>,
     supervisor: Once,
+    /// A call (or a step listing tools) needs the server while it is down: the
+    /// supervisor cuts its backoff delay short and reconnects now, as ADK's MCP
+    /// session manager reconnects when the next call needs the session.
+    wanted: tokio::sync::Notify,
     stop: CancellationToken,
 }
 
@@ -204,6 +211,7 @@ impl McpToolset {
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
                 supervisor: Once::new(),
+                wanted: tokio::sync::Notify::new(),
                 stop: stop.clone(),
             }),
             _stop: stop.drop_guard(),
@@ -384,6 +392,10 @@ impl Toolset for McpToolset {
         let first_attempt = connection.wait_for(|c| !matches!(c, Connection::Starting));
         let _ = tokio::time::timeout(shared.connect_timeout + Duration::from_secs(1), first_attempt).await;
         let current = connection.borrow().clone();
+        if matches!(current, Connection::Down(_)) {
+            // The model may call one of the last listed tools: reconnect while it thinks.
+            shared.wanted.notify_one();
+        }
         let mut list_failure = None;
         if let Connection::Up { peer, .. } = &current
             && shared.tools_changed.swap(false, Ordering::SeqCst)
@@ -410,6 +422,27 @@ impl Toolset for McpToolset {
 }
 
 impl Shared {
+    /// The connection to call on, waiting until `deadline` when the server is down or
+    /// still starting (the supervisor is woken to reconnect at once); the reason it is
+    /// down when it is not back by then.
+    async fn connected(
+        &self,
+        deadline: tokio::time::Instant,
+    ) -> std::result::Result<(Peer<RoleClient>, CancellationToken), String> {
+        let mut connection = self.connection.subscribe();
+        let up = |c: &Connection| matches!(c, Connection::Up { broken, .. } if !broken.is_cancelled());
+        if !up(&connection.borrow()) {
+            self.wanted.notify_one();
+            let _ = tokio::time::timeout_at(deadline, connection.wait_for(up)).await;
+        }
+        match &*connection.borrow() {
+            Connection::Up { peer, broken } if !broken.is_cancelled() => Ok((peer.clone(), broken.clone())),
+            Connection::Up { .. } => Err("the connection broke and the runner is reconnecting".to_string()),
+            Connection::Starting => Err("the MCP server is still starting".to_string()),
+            Connection::Down(reason) => Err(reason.clone()),
+        }
+    }
+
     /// Why the toolset's tools cannot be used now, for the client: the toolset,
     /// its server and the cause.
     fn unavailable(&self, cause: &str) -> String {
@@ -629,6 +662,7 @@ async fn supervise(shared: Arc<Shared>) {
         let delay = delays.next().unwrap_or(Duration::from_secs(30));
         tokio::select! {
             () = tokio::time::sleep(delay) => {}
+            () = shared.wanted.notified() => {}
             () = stop.cancelled() => return,
         }
     }
@@ -788,36 +822,43 @@ impl Tool for McpTool {
     /// the request, and rmcp then sends the server `notifications/cancelled`.
     async fn execute_with_parts(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
         let arguments = self.checked_arguments(args)?;
-        let connection = self.shared.connection.borrow().clone();
-        let (peer, broken) = match connection {
-            Connection::Up { peer, broken } => (peer, broken),
-            Connection::Starting => return Err(self.failure("the MCP server is still starting")),
-            Connection::Down(reason) => {
-                return Err(self.failure(format!(
-                    "the MCP server is not connected ({reason}); the runner reconnects with backoff"
-                )));
-            }
-        };
+        // One budget for waiting for the connection and for the call itself.
+        let deadline = tokio::time::Instant::now() + self.shared.call_timeout;
         let mut request = CallToolRequestParams::new(self.remote.clone()).with_arguments(arguments);
         if let Some(grant) = &self.shared.context {
             let mut meta = Map::new();
             meta.insert(CONTEXT_META_KEY.into(), grant.context_json(ctx.as_ref()));
             request.meta = Some(RequestMetaObject(MetaObject(meta)));
         }
-        let result = tokio::time::timeout(self.shared.call_timeout, peer.call_tool(request))
-            .await
-            .map_err(|_| {
+        let timed_out = || {
+            self.failure(format!(
+                "timed out after {:?} (cancelled on the server)",
+                self.shared.call_timeout
+            ))
+        };
+        let result = loop {
+            let (peer, broken) = self.shared.connected(deadline).await.map_err(|reason| {
                 self.failure(format!(
-                    "timed out after {:?} (cancelled on the server)",
+                    "the MCP server is not connected ({reason}); it did not come back within the call's {:?}",
                     self.shared.call_timeout
                 ))
-            })?
-            .map_err(|e| {
-                if matches!(e, ServiceError::TransportSend(_) | ServiceError::TransportClosed) {
-                    broken.cancel();
-                }
-                self.failure(e)
             })?;
+            let called = tokio::time::timeout_at(deadline, peer.call_tool(request.clone()))
+                .await
+                .map_err(|_| timed_out())?;
+            match called {
+                Ok(result) => break result,
+                // The request never left: the transport broke before the supervisor saw it.
+                // Once it reconnects the call is made, within the same deadline.
+                Err(ServiceError::TransportSend(_)) => broken.cancel(),
+                Err(e) => {
+                    if matches!(e, ServiceError::TransportClosed) {
+                        broken.cancel();
+                    }
+                    return Err(self.failure(e));
+                }
+            }
+        };
         let result = serde_json::to_value(&result).map_err(|e| self.failure(e))?;
         let output = tool_output(&result);
         if result["isError"].as_bool() == Some(true) {
@@ -847,10 +888,15 @@ struct LoadMcpResource {
 }
 
 impl LoadMcpResource {
+    /// The connection as it is: building a request does not wait for a server that is
+    /// down (it only wakes the supervisor, so the next request finds it back).
     fn peer(&self) -> Option<Peer<RoleClient>> {
         match &*self.shared.connection.borrow() {
-            Connection::Up { peer, .. } => Some(peer.clone()),
-            _ => None,
+            Connection::Up { peer, broken } if !broken.is_cancelled() => Some(peer.clone()),
+            _ => {
+                self.shared.wanted.notify_one();
+                None
+            }
         }
     }
 
