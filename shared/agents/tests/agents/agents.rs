@@ -870,6 +870,32 @@ async fn rust_callbacks_guard_tool_calls_as_http_hooks_do() {
 }
 
 #[tokio::test]
+async fn a_rust_after_model_callback_sees_the_reply_whole_before_any_of_it_streams() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("Mail bob@example.com"));
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(openai(&server))
+        .after_model_callback(|_ctx, mut response| async move {
+            let text = response.content.as_ref().and_then(Content::text).unwrap_or_default();
+            response.content = Some(Content::new("model").with_text(text.replace("bob@example.com", "[email]")));
+            Ok(response)
+        })
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.send(Content::new("user").with_text("Who?"), sse()).await.ok();
+    assert!(run.partial().is_empty(), "no fragment of the reply passed the callback");
+    assert_eq!(run.texts(), ["Mail [email]"]);
+    assert_ne!(
+        server.last_request().json()["stream"],
+        true,
+        "the model is asked without streaming"
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
 async fn a_rust_before_agent_callback_answers_for_a_workflow_agent() {
     let model = ScriptedLlm::new(vec![ScriptedLlm::text("from the model")]);
     let step = LlmAgentBuilder::new("step").model(model.clone()).build().unwrap();
