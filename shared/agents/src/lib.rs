@@ -8,8 +8,9 @@
 //!   Model Context Protocol server, over stdio or streamable HTTP), and ADK's built-ins
 //!   [`ExitLoopTool`] and [`LoadArtifactsTool`] (`transfer_to_agent` is offered
 //!   by itself to agents with sub-agents);
-//! - [`hooks`]: ADK's callbacks and plugins served by HTTP endpoints in any
-//!   language ([`HttpHook`], per agent or app-wide);
+//! - [`hooks`]: ADK's callbacks and plugins, one [`Hook`] trait at every point, served
+//!   by HTTP endpoints in any language ([`HttpHook`], per agent or app-wide) or written
+//!   as Rust closures ([`Callback`]);
 //! - [`Runner`]: runs an agent tree on a session, stores every complete event
 //!   before streaming it, keeps one invocation per session at a time;
 //! - [`a2a`]: Agent2Agent both ways: an app served as an A2A agent
@@ -36,6 +37,7 @@
 //! ```
 
 pub mod a2a;
+mod agent_hooks;
 mod compaction;
 mod context;
 mod convert;
@@ -50,12 +52,15 @@ mod tools;
 mod workflow;
 
 pub use adk_grpc_core::CompactionConfig;
+pub use agent_hooks::with_agent_hooks;
 pub use context::ToolCallContext;
 pub use convert::RunRequest;
-pub use hooks::{FailurePolicy, HookPoint, Hooks, HttpHook, with_agent_hooks};
+pub use hooks::{
+    BeforeModel, BeforeTool, Callback, Decision, FailurePolicy, Hook, HookContext, HookPoint, Hooks, HttpHook,
+};
 pub use llm::{
-    BeforeModel, Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME,
-    check_examples, check_object_schema, check_schema,
+    Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME, check_examples,
+    check_object_schema, check_schema,
 };
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,

@@ -12,7 +12,7 @@ use super::tools::{Declared, ModelConsultSpec};
 use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
-    AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent,
+    AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hook, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent,
     ModelConsultTool, OnBusy, ParallelAgent, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
@@ -592,7 +592,13 @@ impl Tree<'_> {
                  (its parent's before_tool and after_tool hooks see its calls)",
             );
         }
-        Hooks::new(self.app_hooks.iter().cloned().chain(own))
+        Hooks::new(
+            self.app_hooks
+                .iter()
+                .cloned()
+                .chain(own)
+                .map(|hook| hook as Arc<dyn Hook>),
+        )
     }
 
     /// A workflow agent has sub-agents and none of an llm agent's fields.

@@ -5,12 +5,11 @@
 //! history (and state) that includes it. Dropping the stream drops the model
 //! request in flight.
 
-use super::callbacks::BeforeModel;
 use super::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME, SetModelResponseTool};
 use super::{IncludeContents, Inner, history, instruction, task};
 use crate::compaction::{self, Trigger};
 use crate::context::ToolCallContext;
-use crate::hooks::{BeforeTool, HookPoint, Hooks};
+use crate::hooks::{BeforeModel, BeforeTool, HookContext, HookPoint, Hooks};
 use crate::state_schema::StateSchema;
 use crate::tools::TransferToAgentTool;
 use adk_grpc_core::{
@@ -79,8 +78,9 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 }
                 let request = request;
                 // The actions of this model call's hooks go into its event.
-                let hook_sink = Hooks::sink(&ctx);
-                let response = match agent.before_model(&ctx, &hook_sink, request).await? {
+                let hook_sink = Arc::new(ToolCallContext::new(ctx.clone(), ""));
+                let hook_ctx = HookContext::new(ctx.clone(), hook_sink.clone());
+                let response = match agent.hooks.before_model(&hook_ctx, request).await? {
                     BeforeModel::Respond(response) => response,
                     BeforeModel::Continue(_) if ctx.ended() => {
                         // A hook ended the invocation: the model is not called.
@@ -134,7 +134,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                                 // model's (the after_model hooks then see it), else the error stands.
                                 let answer = match &failed_request {
                                     Some(request) => {
-                                        agent.hooks.on_model_error(&ctx, &hook_sink, request, &error).await?
+                                        agent.hooks.on_model_error(&hook_ctx, request, &error).await?
                                     }
                                     None => None,
                                 };
@@ -146,7 +146,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                         }
                     }
                 };
-                let response = agent.after_model(&ctx, &hook_sink, response).await?;
+                let response = agent.hooks.after_model(&hook_ctx, response).await?;
                 let mut model_event = agent.model_event(ctx.as_ref(), response, &tools)?;
                 merge_actions(&mut model_event.actions, hook_sink.take_actions());
                 let calls = function_calls(&model_event);
@@ -185,16 +185,17 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 // it starts (it may answer in the agent's place or change its arguments),
                 // after_tool on its answer.
                 let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
+                let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
                 let mut answered = None;
                 let before = ctx.events();
                 if task::outcome(&before, &target, &branch).is_none() {
                     if !task::started(&before, &branch) {
-                        match agent.hooks.before_tool(&ctx, &tool_ctx, &call.name, call.args.clone()).await? {
-                            BeforeTool::Answer(result) => answered = Some(result),
-                            BeforeTool::Call(args) if args != call.args => {
+                        match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
+                            BeforeTool::Respond(result) => answered = Some(result),
+                            BeforeTool::Continue(args) if args != call.args => {
                                 yield task::arguments_event(agent.event(ctx.as_ref(), LlmResponse::default()), &call.id, args);
                             }
-                            BeforeTool::Call(_) => {}
+                            BeforeTool::Continue(_) => {}
                         }
                     }
                     if answered.is_none() {
@@ -209,7 +210,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                     Some(response) => {
                         let args = task::arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
                         let response = as_response(
-                            agent.hooks.after_tool(&ctx, &tool_ctx, &call.name, &args, as_response(response)).await?,
+                            agent.hooks.after_tool(&hook_ctx, &call.name, &args, as_response(response)).await?,
                         );
                         let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
                         event.llm_response.content =
@@ -449,34 +450,6 @@ impl Inner {
         Ok(request)
     }
 
-    /// The Rust callbacks, then the hooks (whose actions go to `sink`).
-    async fn before_model(
-        &self,
-        ctx: &Arc<dyn InvocationContext>,
-        sink: &ToolCallContext,
-        mut request: LlmRequest,
-    ) -> Result<BeforeModel> {
-        for callback in &self.before_model {
-            match callback(ctx.clone(), request).await? {
-                BeforeModel::Continue(changed) => request = changed,
-                respond => return Ok(respond),
-            }
-        }
-        self.hooks.before_model(ctx, sink, request).await
-    }
-
-    async fn after_model(
-        &self,
-        ctx: &Arc<dyn InvocationContext>,
-        sink: &ToolCallContext,
-        mut response: LlmResponse,
-    ) -> Result<LlmResponse> {
-        for callback in &self.after_model {
-            response = callback(ctx.clone(), response).await?;
-        }
-        self.hooks.after_model(ctx, sink, response).await
-    }
-
     /// An event of this agent on the context's branch.
     fn event(&self, ctx: &dyn InvocationContext, response: LlmResponse) -> Event {
         let mut event = Event::new(ctx.invocation_id()).with_author(&self.name);
@@ -700,17 +673,19 @@ async fn run_call(
         );
         // As ADK, the on_tool_error hooks may answer a call of no tool (after_tool is
         // not called: no tool ran).
-        let tool_ctx = ToolCallContext::new(ctx.clone(), call.id.clone());
+        let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
+        let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
         let answer = hooks
-            .on_tool_error(ctx, &tool_ctx, &call.name, &call.args, &AdkError::Tool(error.clone()))
+            .on_tool_error(&hook_ctx, &call.name, &call.args, &AdkError::Tool(error.clone()))
             .await?;
         let response = answer.map_or_else(|| json!({ "error": error }), as_response);
         return Ok((vec![response_part(call, response)], tool_ctx.take_actions()));
     };
     let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
-    let (args, answered) = match hooks.before_tool(ctx, &tool_ctx, &call.name, call.args.clone()).await? {
-        BeforeTool::Call(args) => (args, None),
-        BeforeTool::Answer(result) => (call.args.clone(), Some(result)),
+    let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
+    let (args, answered) = match hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
+        BeforeTool::Continue(args) => (args, None),
+        BeforeTool::Respond(result) => (call.args.clone(), Some(result)),
     };
     let (response, media) = match answered {
         // A hook answered in the tool's place: the tool is not called.
@@ -729,7 +704,7 @@ async fn run_call(
                     return Ok((Vec::new(), tool_ctx.take_actions()));
                 }
                 Ok(ToolOutput { response, parts }) => (as_response(response), parts),
-                Err(e) => match hooks.on_tool_error(ctx, &tool_ctx, &call.name, &args, &e).await? {
+                Err(e) => match hooks.on_tool_error(&hook_ctx, &call.name, &args, &e).await? {
                     // ADK's on_tool_error_callback: the hook's result is the tool's.
                     Some(result) => (as_response(result), Vec::new()),
                     None => {
@@ -740,7 +715,7 @@ async fn run_call(
             }
         }
     };
-    let response = as_response(hooks.after_tool(ctx, &tool_ctx, &call.name, &args, response).await?);
+    let response = as_response(hooks.after_tool(&hook_ctx, &call.name, &args, response).await?);
     let actions = tool_ctx.take_actions();
     let mut parts = vec![response_part(call, response)];
     parts.extend(media);

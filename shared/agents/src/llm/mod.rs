@@ -1,6 +1,5 @@
 //! `LlmAgent`: an agent that talks to a model, calls tools and hands over to sub-agents.
 
-mod callbacks;
 mod examples;
 mod flow;
 pub(crate) mod history;
@@ -9,20 +8,19 @@ mod output_schema;
 mod retry;
 pub(crate) mod task;
 
-pub use callbacks::BeforeModel;
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
 pub(crate) use output_schema::{compile as compile_schema, problems as schema_problems};
 pub use retry::RetryConfig;
 
-use crate::hooks::Hooks;
+use crate::context::ToolCallContext;
+use crate::hooks::{BeforeModel, Callback, Hook, HookContext, Hooks};
 use crate::state_schema::StateSchema;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm,
     LlmRequest, LlmResponse, Result, Tool, Toolset, TransferScope,
 };
 use async_trait::async_trait;
-use callbacks::{AfterModelFn, BeforeModelFn};
 use output_schema::OutputSchema;
 use serde_json::Value;
 use std::collections::HashSet;
@@ -55,8 +53,7 @@ pub(crate) struct Inner {
     state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
     include_contents: IncludeContents,
-    before_model: Vec<BeforeModelFn>,
-    after_model: Vec<AfterModelFn>,
+    /// Its Rust hooks, then its `hooks`: one chain at every point.
     hooks: Hooks,
     config: GenerateContentConfig,
     transfer_scope: TransferScope,
@@ -113,8 +110,7 @@ pub struct LlmAgentBuilder {
     state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
     include_contents: IncludeContents,
-    before_model: Vec<BeforeModelFn>,
-    after_model: Vec<AfterModelFn>,
+    rust_hooks: Vec<Arc<dyn Hook>>,
     hooks: Hooks,
     config: GenerateContentConfig,
     transfer_scope: TransferScope,
@@ -140,8 +136,7 @@ impl LlmAgentBuilder {
             state_schema: None,
             input_schema: None,
             include_contents: IncludeContents::Default,
-            before_model: Vec::new(),
-            after_model: Vec::new(),
+            rust_hooks: Vec::new(),
             hooks: Hooks::default(),
             config: GenerateContentConfig::default(),
             transfer_scope: TransferScope::default(),
@@ -284,12 +279,19 @@ impl LlmAgentBuilder {
         self
     }
 
-    /// HTTP hooks called at every point (`before_agent` … `after_tool`), in order,
-    /// after the Rust model callbacks; see [`crate::hooks`]. An agent with an
-    /// `after_model` hook calls its model without streaming, so nothing of a reply
-    /// reaches a client before the hook has seen it whole.
+    /// Hooks called at their points (`before_agent` … `on_tool_error`), in order,
+    /// after the Rust hooks given with [`Self::hook`]; see [`crate::hooks`]. An agent
+    /// with an `after_model` hook calls its model without streaming, so nothing of a
+    /// reply reaches a client before the hook has seen it whole.
     pub fn hooks(mut self, hooks: Hooks) -> Self {
         self.hooks = hooks;
+        self
+    }
+
+    /// A Rust hook (a [`Callback`] closure at one point, or any [`Hook`]), called
+    /// in the order added, before the [`Self::hooks`].
+    pub fn hook(mut self, hook: impl Hook + 'static) -> Self {
+        self.rust_hooks.push(Arc::new(hook));
         self
     }
 
@@ -300,25 +302,24 @@ impl LlmAgentBuilder {
 
     /// Runs before every model call, in the order added: it may change the
     /// request, or answer in the model's place (then later callbacks and the
-    /// model are skipped).
-    pub fn before_model_callback<F, Fut>(mut self, callback: F) -> Self
+    /// model are skipped). Shorthand for `hook(Callback::before_model(callback))`.
+    pub fn before_model_callback<F, Fut>(self, callback: F) -> Self
     where
         F: Fn(Arc<dyn CallbackContext>, LlmRequest) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<BeforeModel>> + Send + 'static,
     {
-        self.before_model.push(callbacks::before_model(callback));
-        self
+        self.hook(Callback::before_model(callback))
     }
 
     /// Runs on every complete model response, in the order added; returns the
-    /// response to use (the same or a replacement).
-    pub fn after_model_callback<F, Fut>(mut self, callback: F) -> Self
+    /// response to use (the same or a replacement). Shorthand for
+    /// `hook(Callback::after_model(callback))`.
+    pub fn after_model_callback<F, Fut>(self, callback: F) -> Self
     where
         F: Fn(Arc<dyn CallbackContext>, LlmResponse) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<LlmResponse>> + Send + 'static,
     {
-        self.after_model.push(callbacks::after_model(callback));
-        self
+        self.hook(Callback::after_model(callback))
     }
 
     /// Checks the definition with the library's [rules](crate::validate_agent_name): a
@@ -402,9 +403,7 @@ impl LlmAgentBuilder {
                 state_schema: self.state_schema,
                 input_schema: self.input_schema,
                 include_contents: self.include_contents,
-                before_model: self.before_model,
-                after_model: self.after_model,
-                hooks: self.hooks,
+                hooks: Hooks::new(self.rust_hooks.into_iter().chain(self.hooks.iter().cloned())),
                 config: self.config,
                 transfer_scope: self.transfer_scope,
                 retry: self.retry,
@@ -477,11 +476,15 @@ impl Agent for LlmAgent {
         }
         let inner = self.inner.clone();
         let hooks = inner.hooks.clone();
+        let hook_ctx = HookContext::new(ctx.clone(), Arc::new(ToolCallContext::new(ctx, "")));
         // Its events' writes, the hooks' included, are held to its schema where they are
         // stored (the runner's driver): nothing to check twice here.
-        crate::hooks::around_agent(hooks, None, ctx, move |ctx| {
-            Box::pin(async move { Ok(flow::run(inner, ctx)) })
-        })
+        crate::hooks::around_agent(
+            hooks,
+            hook_ctx,
+            |_| Ok(()),
+            move |ctx| Box::pin(async move { Ok(flow::run(inner, ctx)) }),
+        )
         .await
     }
 }

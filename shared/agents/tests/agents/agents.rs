@@ -3,8 +3,8 @@
 
 use crate::common::*;
 use adk_grpc_agents::{
-    AgentTool, BeforeModel, ClientTool, ExitLoopTool, FunctionTool, IncludeContents, LlmAgentBuilder,
-    LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent,
+    AgentTool, BeforeModel, BeforeTool, Callback, ClientTool, ExitLoopTool, FunctionTool, Hook, Hooks, IncludeContents,
+    LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent, with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
 use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
@@ -815,6 +815,104 @@ async fn model_callbacks_can_rewrite_short_circuit_and_replace() {
         model.requests()[0].system_instruction.as_deref(),
         Some("added by a callback")
     );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn rust_callbacks_guard_tool_calls_as_http_hooks_do() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[
+        ("call_1", "get_weather", json!({"city": "Paris"})),
+        ("call_2", "get_weather", json!({"city": "Atlantis"})),
+        ("call_3", "broken", json!({})),
+    ]));
+    server.push(openai::text("Sunny in Paris."));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let broken = FunctionTool::new("broken", "Always fails.", |_ctx, _args| async {
+        Err(AdkError::Tool("the backend is down".into()))
+    });
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(openai(&server))
+        .tool(weather_tool(seen.clone()))
+        .tool(Arc::new(broken))
+        .hook(Callback::before_tool(|ctx, tool, args| async move {
+            if tool == "get_weather" && args["city"] == "Atlantis" {
+                ctx.set_state("refused_city", args["city"].clone());
+                return Ok(BeforeTool::Respond(json!({"error": "refused: no such city"})));
+            }
+            Ok(BeforeTool::Continue(args))
+        }))
+        .hook(Callback::on_tool_error(|_ctx, tool, _args, error| {
+            let fallback = json!({"fallback": format!("{tool}: {error}")});
+            async move { Ok(Some(fallback)) }
+        }))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.say("Weather in Paris and Atlantis?").await.ok();
+    let events = run.complete();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [json!({"city": "Paris"})],
+        "the refused call never ran"
+    );
+    let responses = function_responses(events[1]);
+    assert_eq!(responses[1].2, json!({"error": "refused: no such city"}));
+    let fallback = responses[2].2["fallback"].as_str().unwrap();
+    assert!(
+        fallback.starts_with("broken: ") && fallback.contains("the backend is down"),
+        "{fallback}"
+    );
+    assert_eq!(events[1].actions.state_delta["refused_city"], json!("Atlantis"));
+    assert_eq!(events[1].actions.state_delta["last_city"], json!("Paris"));
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn a_rust_after_model_callback_sees_the_reply_whole_before_any_of_it_streams() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("Mail bob@example.com"));
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(openai(&server))
+        .after_model_callback(|_ctx, mut response| async move {
+            let text = response.content.as_ref().and_then(Content::text).unwrap_or_default();
+            response.content = Some(Content::new("model").with_text(text.replace("bob@example.com", "[email]")));
+            Ok(response)
+        })
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.send(Content::new("user").with_text("Who?"), sse()).await.ok();
+    assert!(run.partial().is_empty(), "no fragment of the reply passed the callback");
+    assert_eq!(run.texts(), ["Mail [email]"]);
+    assert_ne!(
+        server.last_request().json()["stream"],
+        true,
+        "the model is asked without streaming"
+    );
+    h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn a_rust_before_agent_callback_answers_for_a_workflow_agent() {
+    let model = ScriptedLlm::new(vec![ScriptedLlm::text("from the model")]);
+    let step = LlmAgentBuilder::new("step").model(model.clone()).build().unwrap();
+    let closed = Callback::before_agent(|ctx| async move {
+        Ok(Some(
+            Content::new("model").with_text(format!("{} is closed today", ctx.agent_name())),
+        ))
+    });
+    let pipeline = with_agent_hooks(
+        Arc::new(SequentialAgent::new("pipeline", vec![Arc::new(step)])),
+        Hooks::new([Arc::new(closed) as Arc<dyn Hook>]),
+        None,
+    );
+    let h = Harness::new(pipeline).await;
+
+    assert_eq!(h.say("hi").await.ok().texts(), ["pipeline is closed today"]);
+    assert!(model.requests().is_empty(), "the agent was skipped");
     h.verify_log(&HashMap::new()).await;
 }
 
