@@ -49,7 +49,8 @@ pub(crate) struct Invocation {
     memory: Option<Arc<dyn Memory>>,
     /// The runner's agent tree, for transfers to parents and peers.
     root_agent: Arc<dyn Agent>,
-    /// Whether another replica may resume it (see `InvocationContext::resumable`).
+    /// Whether another replica may resume it: only then are the positions of its
+    /// workflow agents stored in the log ([`Invocation::stores`]).
     resumable: bool,
 }
 
@@ -170,9 +171,20 @@ impl Invocation {
         crate::state_schema::check_event(&self.root_agent, event)
     }
 
+    /// Whether `event` goes to the log: every event but a workflow agent's position
+    /// ([`is_position`]) in a run no other replica resumes. ADK stores no position of an
+    /// app not marked resumable; its agents still record theirs, beside the log.
+    pub(crate) fn stores(&self, event: &Event) -> bool {
+        self.resumable || !is_position(event)
+    }
+
     /// Makes a stored event part of the live view. `delta` is the delta the agent
-    /// emitted, before the store trimmed its `temp:` keys.
+    /// emitted, before the store trimmed its `temp:` keys. An event that is not stored
+    /// ([`Invocation::stores`]) is not part of it.
     pub(crate) fn record(&self, stored: Event, delta: HashMap<String, Value>) {
+        if !self.stores(&stored) {
+            return;
+        }
         if !delta.is_empty() {
             let mut state = sync::write(&self.state.0);
             state.extend(delta);
@@ -184,6 +196,21 @@ impl Invocation {
     pub(crate) fn events(&self) -> Vec<Event> {
         sync::lock(&self.events).clone()
     }
+}
+
+/// Whether `event` only records an agent's position (`actions.agent_state`) or end
+/// (`actions.end_of_agent`): no content, no other action.
+pub(crate) fn is_position(event: &Event) -> bool {
+    let actions = &event.actions;
+    if event.content().is_some() || (actions.agent_state.is_none() && actions.end_of_agent.is_none()) {
+        return false;
+    }
+    let others = EventActions {
+        agent_state: None,
+        end_of_agent: None,
+        ..actions.clone()
+    };
+    others == EventActions::default()
 }
 
 /// One agent's view of an invocation.
@@ -282,9 +309,6 @@ impl InvocationContext for AgentContext {
     }
     fn root_agent(&self) -> Arc<dyn Agent> {
         self.invocation.root_agent.clone()
-    }
-    fn resumable(&self) -> bool {
-        self.invocation.resumable
     }
 }
 

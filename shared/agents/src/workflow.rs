@@ -1,8 +1,9 @@
 //! Workflow agents: they call no model themselves, they run their sub-agents
 //! in order (`SequentialAgent`), at once (`ParallelAgent`) or repeatedly (`LoopAgent`).
 //!
-//! In a resumable invocation (`docs/semantics.md`, Runner 27) they store their
-//! position as ADK does: an event of theirs with `actions.agent_state` before each
+//! They record their position as ADK does (stored in the log when the invocation is
+//! resumable, `docs/semantics.md`, Runner 27; kept beside it otherwise, see
+//! `Invocation::stores`): an event of theirs with `actions.agent_state` before each
 //! sub-agent they start (sequential: `current_sub_agent`; loop: also `times_looped`;
 //! parallel: `{}` once), one with `actions.end_of_agent` when they finish, and a
 //! parallel agent one with `end_of_agent` for each branch that finished. A resumed
@@ -10,7 +11,7 @@
 //! on from it, so finished sub-agents and branches are not run again.
 
 use crate::USER_AUTHOR;
-use adk_grpc_core::{Agent, Event, EventStream, InvocationContext, JsonObject, PartKind, Result};
+use adk_grpc_core::{Agent, AgentKind, AgentSpec, Event, EventStream, InvocationContext, JsonObject, Result};
 use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -41,11 +42,7 @@ fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         .rev()
         .take_while(|event| event.invocation_id == invocation)
         .any(|event| event.author != USER_AUTHOR);
-    let answers_calls = ctx
-        .user_content()
-        .parts
-        .iter()
-        .any(|part| matches!(part.kind, PartKind::FunctionResponse { .. }));
+    let answers_calls = ctx.user_content().function_responses().next().is_some();
     if !resumed && !answers_calls {
         return None;
     }
@@ -225,9 +222,11 @@ macro_rules! agent_identity {
         fn sub_agents(&self) -> &[Arc<dyn Agent>] {
             &self.workflow.sub_agents
         }
-        // The runner tells workflow agents apart (they are resumable).
-        fn as_any(&self) -> Option<&dyn std::any::Any> {
-            Some(self)
+        fn spec(&self) -> AgentSpec<'_> {
+            AgentSpec {
+                kind: AgentKind::Workflow,
+                ..AgentSpec::default()
+            }
         }
     };
 }
@@ -256,7 +255,7 @@ impl Agent for SequentialAgent {
                 if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
                     continue;
                 }
-                if !resumed && ctx.resumable() {
+                if !resumed {
                     yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({"current_sub_agent": agent.name()})));
                 }
                 let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
@@ -264,7 +263,7 @@ impl Agent for SequentialAgent {
                     yield event?;
                 }
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
@@ -301,7 +300,7 @@ impl Agent for ParallelAgent {
                     yield event;
                 }
                 // A workflow agent stores its own end; an LLM agent's is stored for it.
-                if !ended_itself && branch_ctx.resumable() && !branch_ctx.ended() {
+                if !ended_itself && !branch_ctx.ended() {
                     yield state_event(branch_ctx.as_ref(), &agent_name, branch_ctx.branch(), None);
                 }
             }));
@@ -309,7 +308,7 @@ impl Agent for ParallelAgent {
         let run_anew = saved_here.is_none();
         let done = saved_here == Some(Saved::Ended);
         Ok(Box::pin(try_stream! {
-            if run_anew && ctx.resumable() {
+            if run_anew {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({})));
             }
             // All branches are polled by this one stream: no task outlives it.
@@ -317,7 +316,7 @@ impl Agent for ParallelAgent {
             while let Some(event) = merged.next().await {
                 yield event?;
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
@@ -352,7 +351,7 @@ impl Agent for LoopAgent {
                     if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
                         continue;
                     }
-                    if !resumed && ctx.resumable() {
+                    if !resumed {
                         let state = json!({"current_sub_agent": agent.name(), "times_looped": times_looped});
                         yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(state));
                     }
@@ -369,7 +368,7 @@ impl Agent for LoopAgent {
                 start = 0;
                 times_looped += 1;
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))

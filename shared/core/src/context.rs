@@ -109,9 +109,4 @@ pub trait InvocationContext: CallbackContext {
     fn compaction(&self) -> Option<&crate::history::CompactionConfig> {
         None
     }
-    /// Whether another replica may resume this invocation: workflow agents then store
-    /// their position as state events (`actions.agent_state`, `actions.end_of_agent`).
-    fn resumable(&self) -> bool {
-        false
-    }
 }

@@ -21,12 +21,12 @@ pub mod tool;
 pub mod validate;
 
 pub use agent::{
-    Agent, AgentMode, RunConfig, StreamingMode, TransferScope, find_agent, parent_of, transfer_targets,
-    transferable_across_tree,
+    Agent, AgentKind, AgentMode, AgentSpec, RunConfig, StateSchemaCheck, StreamingMode, TransferScope, find_agent,
+    parent_of, transfer_targets, transferable_across_tree,
 };
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use clock::Clock;
-pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
+pub use content::{Content, FunctionCall, FunctionResponse, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Conflict, Exhausted, Existing, Missing, Reason, Result};
 pub use event::{

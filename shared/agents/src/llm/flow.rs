@@ -268,14 +268,11 @@ fn client_tool_actions(ctx: &dyn InvocationContext) -> Option<EventActions> {
     if last.invocation_id != ctx.invocation_id() || last.author != crate::USER_AUTHOR {
         return None;
     }
-    let answered = last.content()?.parts.iter().find_map(|p| match &p.kind {
-        PartKind::FunctionResponse { id: Some(id), .. } => Some(id.as_str()),
-        _ => None,
-    })?;
+    let answered = last.function_responses().next()?.id;
     let caller = before
         .iter()
         .rev()
-        .find(|event| function_calls(event).iter().any(|call| call.id == answered))?;
+        .find(|event| event.function_calls().any(|call| call.id == answered))?;
     (caller.author == ctx.agent_name()).then(|| last.actions.clone())
 }
 
@@ -318,19 +315,18 @@ struct Call {
     args: Value,
 }
 
+impl From<adk_grpc_core::FunctionCall<'_>> for Call {
+    fn from(call: adk_grpc_core::FunctionCall<'_>) -> Self {
+        Call {
+            id: call.id.to_string(),
+            name: call.name.to_string(),
+            args: call.args.clone(),
+        }
+    }
+}
+
 fn function_calls(event: &Event) -> Vec<Call> {
-    let parts = event.content().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionCall { name, args, id } => Some(Call {
-                id: id.clone().unwrap_or_default(),
-                name: name.clone(),
-                args: args.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
+    event.function_calls().map(Call::from).collect()
 }
 
 impl Inner {
@@ -611,12 +607,8 @@ impl Inner {
     async fn instructions(&self, ctx: &Arc<dyn InvocationContext>) -> Result<(Option<String>, Option<Content>)> {
         let mut system = Vec::new();
         let root = ctx.root_agent();
-        let global = root
-            .as_any()
-            .and_then(|any| any.downcast_ref::<super::LlmAgent>())
-            .and_then(|root| root.inner.global_instruction.clone());
-        if let Some(template) = global {
-            system.push(instruction::render(&template, &self.name, ctx.as_ref()).await?);
+        if let Some(template) = root.spec().global_instruction {
+            system.push(instruction::render(template, &self.name, ctx.as_ref()).await?);
         }
         if let Some(text) = &self.static_instruction {
             system.push(text.clone());

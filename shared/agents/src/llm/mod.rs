@@ -18,8 +18,8 @@ pub use retry::RetryConfig;
 use crate::hooks::Hooks;
 use crate::state_schema::StateSchema;
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm,
-    LlmRequest, LlmResponse, Result, Tool, Toolset, TransferScope,
+    AdkError, Agent, AgentKind, AgentMode, AgentSpec, CallbackContext, EventStream, GenerateContentConfig,
+    InvocationContext, Llm, LlmRequest, LlmResponse, Result, StateSchemaCheck, Tool, Toolset, TransferScope,
 };
 use async_trait::async_trait;
 use callbacks::{AfterModelFn, BeforeModelFn};
@@ -433,10 +433,6 @@ impl LlmAgent {
         self.inner.state_schema.as_deref().map(StateSchema::schema)
     }
 
-    pub(crate) fn state_schema_arc(&self) -> Option<Arc<StateSchema>> {
-        self.inner.state_schema.clone()
-    }
-
     /// The model the agent calls.
     pub fn model(&self) -> &Arc<dyn Llm> {
         &self.inner.model
@@ -465,8 +461,19 @@ impl Agent for LlmAgent {
         self.inner.mode
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn spec(&self) -> AgentSpec<'_> {
+        let inner = &self.inner;
+        AgentSpec {
+            kind: AgentKind::Llm,
+            global_instruction: inner.global_instruction.as_deref(),
+            model: Some(&inner.model),
+            input_schema: inner.input_schema.as_ref(),
+            output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),
+            state_schema: inner
+                .state_schema
+                .as_deref()
+                .map(|schema| schema as &dyn StateSchemaCheck),
+        }
     }
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {

@@ -124,6 +124,36 @@ impl Driver {
 
     /// The next event to stream (stored first unless partial); None when the agent is done.
     async fn next(&mut self) -> Result<Option<Event>> {
+        loop {
+            let Some(event) = self.next_from_agent().await? else {
+                return Ok(None);
+            };
+            if event.is_partial() {
+                return Ok(Some(event));
+            }
+            if !self.invocation.stores(&event) {
+                // A position kept beside the log: neither stored nor streamed.
+                self.invocation.record(event, HashMap::new());
+                continue;
+            }
+            self.invocation.check_state_schema(&event)?;
+            // The store trims `temp:` keys; the overlay needs the delta as emitted.
+            let delta = event.actions.state_delta.clone();
+            let stored = append(
+                self.session_service.as_ref(),
+                &self.invocation.session,
+                event,
+                self.lease.fence(),
+            )
+            .await?;
+            self.invocation.record(stored.clone(), delta);
+            return Ok(Some(stored));
+        }
+    }
+
+    /// The agent's next event; Err when the invocation was cancelled, lost its lease or
+    /// was handed over meanwhile.
+    async fn next_from_agent(&mut self) -> Result<Option<Event>> {
         let event = tokio::select! {
             biased;
             _ = self.lease.signals.cancel.cancelled() => {
@@ -142,24 +172,7 @@ impl Driver {
             }
             event = self.events.next() => event,
         };
-        let Some(event) = event.transpose()? else {
-            return Ok(None);
-        };
-        if event.is_partial() {
-            return Ok(Some(event));
-        }
-        self.invocation.check_state_schema(&event)?;
-        // The store trims `temp:` keys; the overlay needs the delta as emitted.
-        let delta = event.actions.state_delta.clone();
-        let stored = append(
-            self.session_service.as_ref(),
-            &self.invocation.session,
-            event,
-            self.lease.fence(),
-        )
-        .await?;
-        self.invocation.record(stored.clone(), delta);
-        Ok(Some(stored))
+        event.transpose()
     }
 }
 

@@ -21,11 +21,10 @@ use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, session_artifacts};
-use crate::llm::LlmAgent;
-use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent, path_to};
+use crate::workflow::path_to;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, Content, Event, EventStream, InvocationContext, PartKind, Result, RunConfig,
+    AdkError, Agent, AgentKind, ClaimedRun, Content, Event, EventStream, InvocationContext, Result, RunConfig,
     SessionLease, StreamingMode, find_agent,
 };
 use futures::StreamExt;
@@ -84,14 +83,11 @@ impl ResumeOptions {
 
 /// Whether every agent of the tree is an LLM or a workflow agent, whose whole position is in the log.
 pub(super) fn resumable_tree(agent: &Arc<dyn Agent>) -> bool {
-    (is_workflow(agent) || agent.as_any().is_some_and(|any| any.is::<LlmAgent>()))
-        && agent.sub_agents().iter().all(resumable_tree)
+    agent.spec().kind.resumable() && agent.sub_agents().iter().all(resumable_tree)
 }
 
 fn is_workflow(agent: &Arc<dyn Agent>) -> bool {
-    agent
-        .as_any()
-        .is_some_and(|any| any.is::<SequentialAgent>() || any.is::<LoopAgent>() || any.is::<ParallelAgent>())
+    agent.spec().kind == AgentKind::Workflow
 }
 
 /// The outermost workflow agent above `agent` (or `agent` itself) that stored a position
@@ -155,18 +151,14 @@ pub(crate) fn continued_workflow(
     events: &[Event],
     answer: &Content,
 ) -> Option<(String, AgentOnBranch)> {
-    let call_id = answer.parts.iter().find_map(|part| match &part.kind {
-        PartKind::FunctionResponse { id: Some(id), .. } if !id.is_empty() => Some(id.as_str()),
-        _ => None,
-    })?;
-    let call = events.iter().rev().find(|event| {
-        event.content().is_some_and(|content| {
-            content
-                .parts
-                .iter()
-                .any(|part| matches!(&part.kind, PartKind::FunctionCall { id: Some(id), .. } if id == call_id))
-        })
-    })?;
+    let call_id = answer
+        .function_responses()
+        .map(|response| response.id)
+        .find(|id| !id.is_empty())?;
+    let call = events
+        .iter()
+        .rev()
+        .find(|event| event.function_calls().any(|call| call.id == call_id))?;
     let caller = find_agent(root, &call.author)?;
     let paused = run_events(root, events, &call.invocation_id);
     let open = open_workflow(root, &paused, &caller)?;

@@ -9,8 +9,8 @@ use crate::USER_AUTHOR;
 use crate::llm::task;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
-    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, PartKind, Precondition,
-    Result, Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
+    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, Precondition, Result,
+    Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -221,45 +221,37 @@ fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent>
 pub(super) fn default_context_budget(root: &Arc<dyn Agent>) -> usize {
     fn smallest(agent: &Arc<dyn Agent>) -> Option<usize> {
         let own = agent
-            .as_any()
-            .and_then(|any| any.downcast_ref::<crate::LlmAgent>())
-            .map(|llm| history::default_context_budget_tokens(llm.model().provider()));
+            .spec()
+            .model
+            .map(|model| history::default_context_budget_tokens(model.provider()));
         agent.sub_agents().iter().filter_map(smallest).chain(own).min()
     }
     smallest(root).unwrap_or(history::DEFAULT_CONTEXT_BUDGET_TOKENS)
 }
 
 pub(super) fn has_function_responses(content: &Content) -> bool {
-    content
-        .parts
-        .iter()
-        .any(|p| matches!(p.kind, PartKind::FunctionResponse { .. }))
+    content.function_responses().next().is_some()
 }
 
 /// For a message with `function_response` parts: the author and branch of the
 /// event holding the matching calls. None for an ordinary message.
 fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, String)>> {
     let mut caller: Option<(String, String)> = None;
-    for part in &content.parts {
-        let PartKind::FunctionResponse { id, function_response } = &part.kind else {
-            continue;
-        };
-        let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
+    for response in content.function_responses() {
+        let id = Some(response.id).filter(|id| !id.is_empty()).ok_or_else(|| {
             AdkError::invalid(
                 "function_response",
                 format!(
                     "{} has no id: give the id of the function call it answers",
-                    function_response.name
+                    response.name
                 ),
             )
         })?;
-        let call = session.events.iter().rev().find(|event| {
-            event.content().is_some_and(|c| {
-                c.parts
-                    .iter()
-                    .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(call_id), .. } if call_id == id))
-            })
-        });
+        let call = session
+            .events
+            .iter()
+            .rev()
+            .find(|event| event.function_calls().any(|call| call.id == id));
         let call = call.ok_or_else(|| {
             AdkError::invalid(
                 "function_response",
