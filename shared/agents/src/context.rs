@@ -40,7 +40,9 @@ pub(crate) struct Invocation {
     pub(crate) session: Session,
     run_config: RunConfig,
     artifacts: Option<Arc<dyn Artifacts>>,
-    events: Mutex<Vec<Event>>,
+    /// The live log: a snapshot replaced as events are recorded, which readers share
+    /// ([`Invocation::events`]) instead of copying it.
+    events: Mutex<Arc<Vec<Event>>>,
     state: LiveState,
     ended: AtomicBool,
     llm_calls: AtomicU32,
@@ -54,63 +56,57 @@ pub(crate) struct Invocation {
     resumable: bool,
 }
 
+/// What an invocation is made of, started or resumed.
+pub(crate) struct InvocationParts {
+    pub(crate) invocation_id: String,
+    pub(crate) root_agent: Arc<dyn Agent>,
+    /// The session as loaded, holding the invocation's stored events, the user's
+    /// message first ([`with_user_event`] for one that starts now).
+    pub(crate) session: Session,
+    /// The user's message that started the invocation.
+    pub(crate) user_content: Content,
+    /// State the store does not give back: `temp:` keys (the store drops them),
+    /// on top of the stored state.
+    pub(crate) overlay: HashMap<String, Value>,
+    pub(crate) run_config: RunConfig,
+    pub(crate) artifacts: Option<Arc<dyn Artifacts>>,
+    pub(crate) compaction: Option<Arc<CompactionConfig>>,
+    /// The user's long-term memory; None without a memory service.
+    pub(crate) memory: Option<Arc<dyn Memory>>,
+    /// Whether another replica may resume it (its runner records the run).
+    pub(crate) resumable: bool,
+}
+
+/// `session` as loaded, with the user's message as stored appended and its delta
+/// applied: the session an invocation that starts now is made of.
+pub(crate) fn with_user_event(mut session: Session, user_event: Event) -> Session {
+    for (key, value) in &user_event.actions.state_delta {
+        session.state.set(key.clone(), value.clone());
+    }
+    let mut events = std::mem::take(&mut session.events).into_vec();
+    events.push(user_event);
+    session.events = Events::new(events);
+    session
+}
+
 impl Invocation {
-    /// `session` as loaded; `user_event` the user's message as stored, and
-    /// `user_delta` the delta it was sent with (`temp:` keys included).
-    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
-    pub(crate) fn new(
-        invocation_id: String,
-        root_agent: Arc<dyn Agent>,
-        mut session: Session,
-        user_event: Event,
-        user_delta: HashMap<String, Value>,
-        run_config: RunConfig,
-        artifacts: Option<Arc<dyn Artifacts>>,
-        compaction: Option<Arc<CompactionConfig>>,
-    ) -> Self {
-        for (key, value) in &user_event.actions.state_delta {
-            session.state.set(key.clone(), value.clone());
-        }
-        let user_content = user_event.content().cloned().unwrap_or_default();
-        let mut events = std::mem::take(&mut session.events).into_vec();
-        events.push(user_event);
-        session.events = Events::new(events.clone());
-        let mut state = session.state.as_map().clone();
-        state.extend(user_delta);
-        Invocation {
+    /// A resumed invocation goes on counting its model calls from those it stored.
+    pub(crate) fn new(parts: InvocationParts) -> Self {
+        let InvocationParts {
             invocation_id,
-            user_content,
+            root_agent,
             session,
+            user_content,
+            overlay,
             run_config,
             artifacts,
-            events: Mutex::new(events),
-            state: LiveState(RwLock::new(state)),
-            ended: AtomicBool::new(false),
-            llm_calls: AtomicU32::new(0),
             compaction,
-            memory: None,
-            root_agent,
-            resumable: false,
-        }
-    }
-
-    /// An invocation resumed from the log: `session` holds its events already (the
-    /// user's message first). `temp_delta` is the `temp:` state the run was sent with;
-    /// `temp:` keys its steps set are gone with the runner that set them.
-    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
-    pub(crate) fn resumed(
-        invocation_id: String,
-        root_agent: Arc<dyn Agent>,
-        session: Session,
-        user_content: Content,
-        temp_delta: HashMap<String, Value>,
-        run_config: RunConfig,
-        artifacts: Option<Arc<dyn Artifacts>>,
-        compaction: Option<Arc<CompactionConfig>>,
-    ) -> Self {
+            memory,
+            resumable,
+        } = parts;
         let events = session.events.as_slice().to_vec();
         let mut state = session.state.as_map().clone();
-        state.extend(temp_delta);
+        state.extend(overlay);
         let model_calls = events
             .iter()
             .filter(|e| e.invocation_id == invocation_id && e.author != crate::USER_AUTHOR)
@@ -122,33 +118,20 @@ impl Invocation {
             session,
             run_config,
             artifacts,
-            events: Mutex::new(events),
+            events: Mutex::new(Arc::new(events)),
             state: LiveState(RwLock::new(state)),
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(u32::try_from(model_calls).unwrap_or(u32::MAX)),
             compaction,
-            memory: None,
+            memory,
             root_agent,
-            resumable: false,
+            resumable,
         }
-    }
-
-    /// Marks it resumable by another replica (its runner records the run).
-    pub(crate) fn with_resumable(mut self, resumable: bool) -> Self {
-        self.resumable = resumable;
-        self
-    }
-
-    /// Gives agents and tools the user's long-term memory.
-    pub(crate) fn with_memory(mut self, memory: Option<Arc<dyn Memory>>) -> Self {
-        self.memory = memory;
-        self
     }
 
     /// The user's message as stored: the first event of the invocation's live view.
     pub(crate) fn user_event(&self) -> Event {
-        let events = sync::lock(&self.events);
-        events
+        self.events()
             .iter()
             .find(|event| event.invocation_id == self.invocation_id)
             .cloned()
@@ -157,8 +140,7 @@ impl Invocation {
 
     /// The events this invocation stored (the user's message included), oldest first.
     pub(crate) fn own_events(&self) -> Vec<Event> {
-        let events = sync::lock(&self.events);
-        events
+        self.events()
             .iter()
             .filter(|e| e.invocation_id == self.invocation_id)
             .cloned()
@@ -189,11 +171,13 @@ impl Invocation {
             let mut state = sync::write(&self.state.0);
             state.extend(delta);
         }
-        sync::lock(&self.events).push(stored);
+        // Copies the log only while a reader still holds the previous snapshot.
+        Arc::make_mut(&mut sync::lock(&self.events)).push(stored);
     }
 
-    /// The live events: as loaded (from the latest compaction on) plus those stored since.
-    pub(crate) fn events(&self) -> Vec<Event> {
+    /// The live events: as loaded (from the latest compaction on) plus those stored
+    /// since, as a snapshot shared with every other reader.
+    pub(crate) fn events(&self) -> Arc<Vec<Event>> {
         sync::lock(&self.events).clone()
     }
 }
@@ -270,8 +254,8 @@ impl InvocationContext for AgentContext {
     fn session(&self) -> &Session {
         &self.invocation.session
     }
-    fn events(&self) -> Vec<Event> {
-        sync::lock(&self.invocation.events).clone()
+    fn events(&self) -> Arc<Vec<Event>> {
+        self.invocation.events()
     }
     fn branch(&self) -> &str {
         &self.branch
@@ -398,7 +382,7 @@ impl ToolContext for ToolCallContext {
     fn set_actions(&self, actions: EventActions) {
         *sync::lock(&self.actions) = actions;
     }
-    fn events(&self) -> Vec<Event> {
+    fn events(&self) -> Arc<Vec<Event>> {
         self.parent.events()
     }
 }

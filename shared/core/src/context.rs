@@ -60,7 +60,7 @@ pub trait ToolContext: CallbackContext {
     fn set_actions(&self, actions: EventActions);
     /// The invocation's live events, the call being made last among them (ADK's
     /// `tool_context.session.events`): what a tool reads the conversation from.
-    fn events(&self) -> Vec<crate::Event>;
+    fn events(&self) -> Arc<Vec<crate::Event>>;
 
     /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
     /// `FAILED_PRECONDITION` when the runner has no memory service.
@@ -88,8 +88,9 @@ pub trait InvocationContext: CallbackContext {
     /// The session as it was loaded when the invocation started (the user's message
     /// included). `events()` and `state()` give the live view.
     fn session(&self) -> &Session;
-    /// The session's events so far, oldest first, including those this invocation stored.
-    fn events(&self) -> Vec<Event>;
+    /// The session's events so far, oldest first, including those this invocation
+    /// stored: a snapshot, shared, not copied.
+    fn events(&self) -> Arc<Vec<Event>>;
     /// The branch this agent runs on: empty at the top, `parallel.child` below a
     /// parallel agent. Events of other branches are not part of this agent's conversation.
     fn branch(&self) -> &str;

@@ -418,12 +418,13 @@ impl Inner {
                 _ => examples,
             });
         }
+        let events = ctx.events();
         let mut contents = match self.include_contents {
-            IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
-            IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
+            IncludeContents::Default => history::conversation(&events, &self.name, ctx.branch()),
+            IncludeContents::None => history::current_turn(&events, &self.name, ctx.branch()),
         };
         // A task or single-turn agent's first message: the arguments of its parent's call.
-        if let Some(input) = task::input(&ctx.events(), &ctx.agent(), ctx.branch()) {
+        if let Some(input) = task::input(&events, &ctx.agent(), ctx.branch()) {
             contents.insert(0, input);
         }
         contents.extend(trailing_instruction);

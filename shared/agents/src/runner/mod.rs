@@ -37,7 +37,7 @@ pub(crate) use resume::run_events;
 #[cfg(test)]
 mod tests;
 
-use crate::context::{AgentContext, Invocation, session_artifacts};
+use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts, with_user_event};
 use crate::{AgentNames, ToolActions, USER_AUTHOR};
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
@@ -525,20 +525,18 @@ impl Runner {
             .memory_service
             .clone()
             .map(|service| memory::scoped(service, &session));
-        let invocation = Arc::new(
-            Invocation::new(
-                invocation_id.to_string(),
-                self.root_agent.clone(),
-                session,
-                stored,
-                user_delta,
-                options.run_config,
-                artifacts,
-                self.compaction.clone(),
-            )
-            .with_memory(memory)
-            .with_resumable(self.resumable),
-        );
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id: invocation_id.to_string(),
+            root_agent: self.root_agent.clone(),
+            user_content: stored.content().cloned().unwrap_or_default(),
+            session: with_user_event(session, stored),
+            overlay: user_delta,
+            run_config: options.run_config,
+            artifacts,
+            compaction: self.compaction.clone(),
+            memory,
+            resumable: self.resumable,
+        }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok((invocation, events))

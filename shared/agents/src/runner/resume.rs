@@ -20,7 +20,7 @@
 use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::USER_AUTHOR;
-use crate::context::{AgentContext, Invocation, session_artifacts};
+use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
 use crate::workflow::path_to;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
@@ -274,19 +274,18 @@ impl Runner {
             .clone()
             .map(|service| session_artifacts(service, &session));
         let run_config = options.run_config();
-        let invocation = Arc::new(
-            Invocation::resumed(
-                invocation_id.to_string(),
-                self.root_agent.clone(),
-                session,
-                user_content,
-                options.temp,
-                run_config,
-                artifacts,
-                self.compaction.clone(),
-            )
-            .with_resumable(true),
-        );
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id: invocation_id.to_string(),
+            root_agent: self.root_agent.clone(),
+            session,
+            user_content,
+            overlay: options.temp,
+            run_config,
+            artifacts,
+            compaction: self.compaction.clone(),
+            memory: None,
+            resumable: true,
+        }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok(Some((invocation, events)))

@@ -1,7 +1,7 @@
 //! `AgentTool`: another agent called like a tool (ADK's `AgentTool`).
 
 use crate::USER_AUTHOR;
-use crate::context::{AgentContext, Invocation};
+use crate::context::{AgentContext, Invocation, InvocationParts, with_user_event};
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, Session, StateMap, Tool,
     ToolContext,
@@ -130,22 +130,22 @@ impl Tool for AgentTool {
             event_count: 0,
             expire_time: None,
         };
+        let user_content = input_message(&self.agent, &args);
         let user_event = Event::new(&invocation_id)
             .with_author(USER_AUTHOR)
-            .with_content(input_message(&self.agent, &args));
-        let invocation = Arc::new(
-            Invocation::new(
-                invocation_id,
-                self.agent.clone(),
-                session,
-                user_event,
-                HashMap::new(),
-                RunConfig::default(),
-                ctx.artifacts(),
-                None,
-            )
-            .with_memory(ctx.memory()),
-        );
+            .with_content(user_content.clone());
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id,
+            root_agent: self.agent.clone(),
+            session: with_user_event(session, user_event),
+            user_content,
+            overlay: HashMap::new(),
+            run_config: RunConfig::default(),
+            artifacts: ctx.artifacts(),
+            compaction: None,
+            memory: ctx.memory(),
+            resumable: false,
+        }));
         let agent_ctx: Arc<dyn InvocationContext> =
             Arc::new(AgentContext::new(invocation.clone(), self.agent.clone(), String::new()));
         let mut events = self.agent.run(agent_ctx).await?;
