@@ -9,8 +9,8 @@
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session,
-    State, ToolContext,
+    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog, ScopedArtifacts,
+    Session, State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -40,9 +40,9 @@ pub(crate) struct Invocation {
     pub(crate) session: Session,
     run_config: RunConfig,
     artifacts: Option<Arc<dyn Artifacts>>,
-    /// The live log: a snapshot replaced as events are recorded, which readers share
-    /// ([`Invocation::events`]) instead of copying it.
-    events: Mutex<Arc<Vec<Event>>>,
+    /// The live log and its index: a snapshot replaced as events are recorded, which
+    /// readers share ([`Invocation::run_log`]) instead of copying it.
+    log: Mutex<Arc<RunLog>>,
     state: LiveState,
     ended: AtomicBool,
     llm_calls: AtomicU32,
@@ -63,6 +63,8 @@ pub(crate) struct InvocationParts {
     /// The session as loaded, holding the invocation's stored events, the user's
     /// message first ([`with_user_event`] for one that starts now).
     pub(crate) session: Session,
+    /// The session's events (as `session` holds them), indexed.
+    pub(crate) log: RunLog,
     /// The user's message that started the invocation.
     pub(crate) user_content: Content,
     /// State the store does not give back: `temp:` keys (the store drops them),
@@ -96,6 +98,7 @@ impl Invocation {
             invocation_id,
             root_agent,
             session,
+            log,
             user_content,
             overlay,
             run_config,
@@ -104,10 +107,10 @@ impl Invocation {
             memory,
             resumable,
         } = parts;
-        let events = session.events.as_slice().to_vec();
         let mut state = session.state.as_map().clone();
         state.extend(overlay);
-        let model_calls = events
+        let model_calls = log
+            .events()
             .iter()
             .filter(|e| e.invocation_id == invocation_id && e.author != crate::USER_AUTHOR)
             .filter(|e| e.content().is_some_and(|c| c.role == "model"))
@@ -118,7 +121,7 @@ impl Invocation {
             session,
             run_config,
             artifacts,
-            events: Mutex::new(Arc::new(events)),
+            log: Mutex::new(Arc::new(log)),
             state: LiveState(RwLock::new(state)),
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(u32::try_from(model_calls).unwrap_or(u32::MAX)),
@@ -172,13 +175,18 @@ impl Invocation {
             state.extend(delta);
         }
         // Copies the log only while a reader still holds the previous snapshot.
-        Arc::make_mut(&mut sync::lock(&self.events)).push(stored);
+        Arc::make_mut(&mut sync::lock(&self.log)).record(stored);
     }
 
-    /// The live events: as loaded (from the latest compaction on) plus those stored
+    /// The live log: as loaded (from the latest compaction on) plus what was stored
     /// since, as a snapshot shared with every other reader.
+    pub(crate) fn run_log(&self) -> Arc<RunLog> {
+        sync::lock(&self.log).clone()
+    }
+
+    /// The events of [`Invocation::run_log`].
     pub(crate) fn events(&self) -> Arc<Vec<Event>> {
-        sync::lock(&self.events).clone()
+        self.run_log().events().clone()
     }
 }
 
@@ -254,8 +262,8 @@ impl InvocationContext for AgentContext {
     fn session(&self) -> &Session {
         &self.invocation.session
     }
-    fn events(&self) -> Arc<Vec<Event>> {
-        self.invocation.events()
+    fn run_log(&self) -> Arc<RunLog> {
+        self.invocation.run_log()
     }
     fn branch(&self) -> &str {
         &self.branch

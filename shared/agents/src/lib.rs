@@ -43,6 +43,7 @@ pub mod hooks;
 mod http_json;
 mod llm;
 mod rules;
+mod run_state;
 mod runner;
 mod state_schema;
 mod timeout;

@@ -9,6 +9,7 @@ use crate::error::AdkError;
 use crate::error::Result;
 use crate::event::{Event, EventActions};
 use crate::memory::{Memory, SearchMemoryResponse};
+use crate::run_log::RunLog;
 use crate::session::Session;
 use crate::state::ReadonlyState;
 use futures::future::BoxFuture;
@@ -89,8 +90,12 @@ pub trait InvocationContext: CallbackContext {
     /// included). `events()` and `state()` give the live view.
     fn session(&self) -> &Session;
     /// The session's events so far, oldest first, including those this invocation
-    /// stored: a snapshot, shared, not copied.
-    fn events(&self) -> Arc<Vec<Event>>;
+    /// stored, with their index: a snapshot, shared, not copied.
+    fn run_log(&self) -> Arc<RunLog>;
+    /// The events of [`InvocationContext::run_log`].
+    fn events(&self) -> Arc<Vec<Event>> {
+        self.run_log().events().clone()
+    }
     /// The branch this agent runs on: empty at the top, `parallel.child` below a
     /// parallel agent. Events of other branches are not part of this agent's conversation.
     fn branch(&self) -> &str;

@@ -14,6 +14,7 @@ pub mod history;
 pub mod lease;
 pub mod memory;
 pub mod model;
+pub mod run_log;
 pub mod session;
 pub mod state;
 pub mod sync;
@@ -44,6 +45,7 @@ pub use model::{
     BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
     ToolDeclaration,
 };
+pub use run_log::RunLog;
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{

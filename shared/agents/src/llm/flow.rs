@@ -263,16 +263,13 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
 /// agent made the calls answered and nothing has happened since the user's message
 /// (a sub-agent it transfers to must not act on them again).
 fn client_tool_actions(ctx: &dyn InvocationContext) -> Option<EventActions> {
-    let events = ctx.events();
-    let (last, before) = events.split_last()?;
+    let log = ctx.run_log();
+    let last = log.events().last()?;
     if last.invocation_id != ctx.invocation_id() || last.author != crate::USER_AUTHOR {
         return None;
     }
     let answered = last.function_responses().next()?.id;
-    let caller = before
-        .iter()
-        .rev()
-        .find(|event| event.function_calls().any(|call| call.id == answered))?;
+    let caller = log.call_answered_at(answered, log.events().len() - 1)?;
     (caller.author == ctx.agent_name()).then(|| last.actions.clone())
 }
 

@@ -119,11 +119,8 @@ pub(crate) fn caller_to_resume(
     let branch = ctx.branch();
     let at = branch.find('@')?;
     let outermost = branch[at + 1..].split('.').next()?;
-    let events = ctx.events();
-    let call = events
-        .iter()
-        .rev()
-        .find(|event| event.function_calls().any(|call| call.id == outermost))?;
+    let log = ctx.run_log();
+    let call = log.latest_call(outermost)?;
     let caller = find_agent(&ctx.root_agent(), &call.author)?;
     Some((caller, call.branch.clone()))
 }

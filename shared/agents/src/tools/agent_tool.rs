@@ -3,8 +3,8 @@
 use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, InvocationParts, with_user_event};
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, Session, StateMap, Tool,
-    ToolContext,
+    AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
+    StateMap, Tool, ToolContext,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -137,6 +137,7 @@ impl Tool for AgentTool {
         let invocation = Arc::new(Invocation::new(InvocationParts {
             invocation_id,
             root_agent: self.agent.clone(),
+            log: RunLog::new(vec![user_event.clone()]),
             session: with_user_event(session, user_event),
             user_content,
             overlay: HashMap::new(),
