@@ -11,9 +11,9 @@
 //! are answered first (`llm::flow`: re-run only when the tool is safe to repeat).
 //!
 //! Workflow agents store their position (sequence step, loop iteration, finished
-//! parallel branches) as state events (`workflow`): a resumed invocation whose running
-//! agent is below a workflow agent that has not finished starts the outermost such
-//! workflow agent again, which goes on from its position. Trees with agents of other
+//! parallel branches) as state events (`workflow`; read back in `run_state`): a resumed
+//! invocation whose running agent is below a workflow agent that has not finished starts
+//! the outermost such workflow agent again, which goes on from its position. Trees with agents of other
 //! kinds (custom `Agent`s, whose position the runner cannot know) are not resumable:
 //! the next run closes their invocation as interrupted.
 
