@@ -50,7 +50,7 @@ pub(crate) struct Invocation {
     /// The user's long-term memory; None without a memory service.
     memory: Option<Arc<dyn Memory>>,
     /// The runner's agent tree, for transfers to parents and peers.
-    root_agent: Arc<dyn Agent>,
+    pub(crate) root_agent: Arc<dyn Agent>,
     /// Whether another replica may resume it: only then are the positions of its
     /// workflow agents stored in the log ([`Invocation::stores`]).
     resumable: bool,
@@ -148,12 +148,6 @@ impl Invocation {
             .filter(|e| e.invocation_id == self.invocation_id)
             .cloned()
             .collect()
-    }
-
-    /// Whether `event`'s state writes fit its author's `state_schema` (checked
-    /// before it is stored: one that does not fails the run, nothing stored).
-    pub(crate) fn check_state_schema(&self, event: &Event) -> Result<()> {
-        crate::state_schema::check_event(&self.root_agent, event)
     }
 
     /// Whether `event` goes to the log: every event but a workflow agent's position

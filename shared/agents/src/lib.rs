@@ -41,6 +41,7 @@ mod context;
 mod convert;
 pub mod hooks;
 mod http_json;
+mod json_schema;
 mod llm;
 mod rules;
 mod run_state;

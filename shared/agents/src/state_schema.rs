@@ -16,7 +16,7 @@
 //! declare is refused unless `additionalProperties` or `patternProperties` admit it
 //! (a Pydantic model refuses undeclared fields; JSON Schema's default is to allow them).
 
-use crate::llm::{compile_schema, schema_problems};
+use crate::json_schema::{compile as compile_schema, problems as schema_problems};
 use adk_grpc_core::{AdkError, Agent, Event, Result, StateSchemaCheck, find_agent};
 use serde_json::{Map, Value};
 use std::collections::HashMap;

@@ -12,7 +12,6 @@ pub(crate) mod task;
 pub use callbacks::BeforeModel;
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
-pub(crate) use output_schema::{compile as compile_schema, problems as schema_problems};
 pub use retry::RetryConfig;
 
 use crate::hooks::Hooks;

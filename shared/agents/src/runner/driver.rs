@@ -10,6 +10,7 @@ use super::session::append;
 use super::{AddToMemory, Registration, memory};
 use crate::compaction::{self, Trigger};
 use crate::context::Invocation;
+use crate::state_schema;
 use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, Result, SessionService};
 use async_stream::try_stream;
 use futures::StreamExt;
@@ -136,7 +137,9 @@ impl Driver {
                 self.invocation.record(event, HashMap::new());
                 continue;
             }
-            self.invocation.check_state_schema(&event)?;
+            // Its state writes must fit its author's `state_schema`: one that does not
+            // fails the run, nothing stored.
+            state_schema::check_event(&self.invocation.root_agent, &event)?;
             // The store trims `temp:` keys; the overlay needs the delta as emitted.
             let delta = event.actions.state_delta.clone();
             let stored = append(

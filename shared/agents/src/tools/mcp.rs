@@ -751,7 +751,7 @@ impl McpTool {
             other => other,
         };
         if let Some(validator) = &self.validator {
-            let problems = crate::llm::schema_problems(validator, &args);
+            let problems = crate::json_schema::problems(validator, &args);
             if !problems.is_empty() {
                 return Err(self.failure(format!(
                     "the arguments do not fit the tool's schema: {}",
