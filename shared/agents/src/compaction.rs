@@ -235,10 +235,7 @@ pub(crate) fn trim_to_budget(request: &mut LlmRequest, budget: usize) -> usize {
 }
 
 fn starts_with_tool_result(content: &Content) -> bool {
-    content
-        .parts
-        .iter()
-        .any(|p| matches!(p.kind, PartKind::FunctionResponse { .. }))
+    content.function_responses().next().is_some()
 }
 
 #[cfg(test)]

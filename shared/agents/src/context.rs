@@ -9,8 +9,8 @@
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, ScopedArtifacts, Session,
-    State, ToolContext,
+    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog, ScopedArtifacts,
+    Session, State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -40,7 +40,9 @@ pub(crate) struct Invocation {
     pub(crate) session: Session,
     run_config: RunConfig,
     artifacts: Option<Arc<dyn Artifacts>>,
-    events: Mutex<Vec<Event>>,
+    /// The live log and its index: a snapshot replaced as events are recorded, which
+    /// readers share ([`Invocation::run_log`]) instead of copying it.
+    log: Mutex<Arc<RunLog>>,
     state: LiveState,
     ended: AtomicBool,
     llm_calls: AtomicU32,
@@ -48,69 +50,67 @@ pub(crate) struct Invocation {
     /// The user's long-term memory; None without a memory service.
     memory: Option<Arc<dyn Memory>>,
     /// The runner's agent tree, for transfers to parents and peers.
-    root_agent: Arc<dyn Agent>,
-    /// Whether another replica may resume it (see `InvocationContext::resumable`).
+    pub(crate) root_agent: Arc<dyn Agent>,
+    /// Whether another replica may resume it: only then are the positions of its
+    /// workflow agents stored in the log ([`Invocation::stores`]).
     resumable: bool,
 }
 
+/// What an invocation is made of, started or resumed.
+pub(crate) struct InvocationParts {
+    pub(crate) invocation_id: String,
+    pub(crate) root_agent: Arc<dyn Agent>,
+    /// The session as loaded, holding the invocation's stored events, the user's
+    /// message first ([`with_user_event`] for one that starts now).
+    pub(crate) session: Session,
+    /// The session's events (as `session` holds them), indexed.
+    pub(crate) log: RunLog,
+    /// The user's message that started the invocation.
+    pub(crate) user_content: Content,
+    /// State the store does not give back: `temp:` keys (the store drops them),
+    /// on top of the stored state.
+    pub(crate) overlay: HashMap<String, Value>,
+    pub(crate) run_config: RunConfig,
+    pub(crate) artifacts: Option<Arc<dyn Artifacts>>,
+    pub(crate) compaction: Option<Arc<CompactionConfig>>,
+    /// The user's long-term memory; None without a memory service.
+    pub(crate) memory: Option<Arc<dyn Memory>>,
+    /// Whether another replica may resume it (its runner records the run).
+    pub(crate) resumable: bool,
+}
+
+/// `session` as loaded, with the user's message as stored appended and its delta
+/// applied: the session an invocation that starts now is made of.
+pub(crate) fn with_user_event(mut session: Session, user_event: Event) -> Session {
+    for (key, value) in &user_event.actions.state_delta {
+        session.state.set(key.clone(), value.clone());
+    }
+    let mut events = std::mem::take(&mut session.events).into_vec();
+    events.push(user_event);
+    session.events = Events::new(events);
+    session
+}
+
 impl Invocation {
-    /// `session` as loaded; `user_event` the user's message as stored, and
-    /// `user_delta` the delta it was sent with (`temp:` keys included).
-    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
-    pub(crate) fn new(
-        invocation_id: String,
-        root_agent: Arc<dyn Agent>,
-        mut session: Session,
-        user_event: Event,
-        user_delta: HashMap<String, Value>,
-        run_config: RunConfig,
-        artifacts: Option<Arc<dyn Artifacts>>,
-        compaction: Option<Arc<CompactionConfig>>,
-    ) -> Self {
-        for (key, value) in &user_event.actions.state_delta {
-            session.state.set(key.clone(), value.clone());
-        }
-        let user_content = user_event.content().cloned().unwrap_or_default();
-        let mut events = std::mem::take(&mut session.events).into_vec();
-        events.push(user_event);
-        session.events = Events::new(events.clone());
-        let mut state = session.state.as_map().clone();
-        state.extend(user_delta);
-        Invocation {
+    /// A resumed invocation goes on counting its model calls from those it stored.
+    pub(crate) fn new(parts: InvocationParts) -> Self {
+        let InvocationParts {
             invocation_id,
-            user_content,
+            root_agent,
             session,
+            log,
+            user_content,
+            overlay,
             run_config,
             artifacts,
-            events: Mutex::new(events),
-            state: LiveState(RwLock::new(state)),
-            ended: AtomicBool::new(false),
-            llm_calls: AtomicU32::new(0),
             compaction,
-            memory: None,
-            root_agent,
-            resumable: false,
-        }
-    }
-
-    /// An invocation resumed from the log: `session` holds its events already (the
-    /// user's message first). `temp_delta` is the `temp:` state the run was sent with;
-    /// `temp:` keys its steps set are gone with the runner that set them.
-    #[allow(clippy::too_many_arguments)] // one call site, in the runner; each is a distinct part
-    pub(crate) fn resumed(
-        invocation_id: String,
-        root_agent: Arc<dyn Agent>,
-        session: Session,
-        user_content: Content,
-        temp_delta: HashMap<String, Value>,
-        run_config: RunConfig,
-        artifacts: Option<Arc<dyn Artifacts>>,
-        compaction: Option<Arc<CompactionConfig>>,
-    ) -> Self {
-        let events = session.events.as_slice().to_vec();
+            memory,
+            resumable,
+        } = parts;
         let mut state = session.state.as_map().clone();
-        state.extend(temp_delta);
-        let model_calls = events
+        state.extend(overlay);
+        let model_calls = log
+            .events()
             .iter()
             .filter(|e| e.invocation_id == invocation_id && e.author != crate::USER_AUTHOR)
             .filter(|e| e.content().is_some_and(|c| c.role == "model"))
@@ -121,33 +121,20 @@ impl Invocation {
             session,
             run_config,
             artifacts,
-            events: Mutex::new(events),
+            log: Mutex::new(Arc::new(log)),
             state: LiveState(RwLock::new(state)),
             ended: AtomicBool::new(false),
             llm_calls: AtomicU32::new(u32::try_from(model_calls).unwrap_or(u32::MAX)),
             compaction,
-            memory: None,
+            memory,
             root_agent,
-            resumable: false,
+            resumable,
         }
-    }
-
-    /// Marks it resumable by another replica (its runner records the run).
-    pub(crate) fn with_resumable(mut self, resumable: bool) -> Self {
-        self.resumable = resumable;
-        self
-    }
-
-    /// Gives agents and tools the user's long-term memory.
-    pub(crate) fn with_memory(mut self, memory: Option<Arc<dyn Memory>>) -> Self {
-        self.memory = memory;
-        self
     }
 
     /// The user's message as stored: the first event of the invocation's live view.
     pub(crate) fn user_event(&self) -> Event {
-        let events = sync::lock(&self.events);
-        events
+        self.events()
             .iter()
             .find(|event| event.invocation_id == self.invocation_id)
             .cloned()
@@ -156,34 +143,60 @@ impl Invocation {
 
     /// The events this invocation stored (the user's message included), oldest first.
     pub(crate) fn own_events(&self) -> Vec<Event> {
-        let events = sync::lock(&self.events);
-        events
+        self.events()
             .iter()
             .filter(|e| e.invocation_id == self.invocation_id)
             .cloned()
             .collect()
     }
 
-    /// Whether `event`'s state writes fit its author's `state_schema` (checked
-    /// before it is stored: one that does not fails the run, nothing stored).
-    pub(crate) fn check_state_schema(&self, event: &Event) -> Result<()> {
-        crate::state_schema::check_event(&self.root_agent, event)
+    /// Whether `event` goes to the log: every event but a workflow agent's position
+    /// ([`is_position`]) in a run no other replica resumes. ADK stores no position of an
+    /// app not marked resumable; its agents still record theirs, beside the log.
+    pub(crate) fn stores(&self, event: &Event) -> bool {
+        self.resumable || !is_position(event)
     }
 
     /// Makes a stored event part of the live view. `delta` is the delta the agent
-    /// emitted, before the store trimmed its `temp:` keys.
+    /// emitted, before the store trimmed its `temp:` keys. An event that is not stored
+    /// ([`Invocation::stores`]) is not part of it.
     pub(crate) fn record(&self, stored: Event, delta: HashMap<String, Value>) {
+        if !self.stores(&stored) {
+            return;
+        }
         if !delta.is_empty() {
             let mut state = sync::write(&self.state.0);
             state.extend(delta);
         }
-        sync::lock(&self.events).push(stored);
+        // Copies the log only while a reader still holds the previous snapshot.
+        Arc::make_mut(&mut sync::lock(&self.log)).record(stored);
     }
 
-    /// The live events: as loaded (from the latest compaction on) plus those stored since.
-    pub(crate) fn events(&self) -> Vec<Event> {
-        sync::lock(&self.events).clone()
+    /// The live log: as loaded (from the latest compaction on) plus what was stored
+    /// since, as a snapshot shared with every other reader.
+    pub(crate) fn run_log(&self) -> Arc<RunLog> {
+        sync::lock(&self.log).clone()
     }
+
+    /// The events of [`Invocation::run_log`].
+    pub(crate) fn events(&self) -> Arc<Vec<Event>> {
+        self.run_log().events().clone()
+    }
+}
+
+/// Whether `event` only records an agent's position (`actions.agent_state`) or end
+/// (`actions.end_of_agent`): no content, no other action.
+pub(crate) fn is_position(event: &Event) -> bool {
+    let actions = &event.actions;
+    if event.content().is_some() || (actions.agent_state.is_none() && actions.end_of_agent.is_none()) {
+        return false;
+    }
+    let others = EventActions {
+        agent_state: None,
+        end_of_agent: None,
+        ..actions.clone()
+    };
+    others == EventActions::default()
 }
 
 /// One agent's view of an invocation.
@@ -243,8 +256,8 @@ impl InvocationContext for AgentContext {
     fn session(&self) -> &Session {
         &self.invocation.session
     }
-    fn events(&self) -> Vec<Event> {
-        sync::lock(&self.invocation.events).clone()
+    fn run_log(&self) -> Arc<RunLog> {
+        self.invocation.run_log()
     }
     fn branch(&self) -> &str {
         &self.branch
@@ -282,9 +295,6 @@ impl InvocationContext for AgentContext {
     }
     fn root_agent(&self) -> Arc<dyn Agent> {
         self.invocation.root_agent.clone()
-    }
-    fn resumable(&self) -> bool {
-        self.invocation.resumable
     }
 }
 
@@ -374,7 +384,7 @@ impl ToolContext for ToolCallContext {
     fn set_actions(&self, actions: EventActions) {
         *sync::lock(&self.actions) = actions;
     }
-    fn events(&self) -> Vec<Event> {
+    fn events(&self) -> Arc<Vec<Event>> {
         self.parent.events()
     }
 }

@@ -16,8 +16,8 @@
 //! declare is refused unless `additionalProperties` or `patternProperties` admit it
 //! (a Pydantic model refuses undeclared fields; JSON Schema's default is to allow them).
 
-use crate::llm::{compile_schema, schema_problems};
-use adk_grpc_core::{AdkError, Agent, Event, Result, find_agent};
+use crate::json_schema::{compile as compile_schema, problems as schema_problems};
+use adk_grpc_core::{AdkError, Agent, Event, Result, StateSchemaCheck, find_agent};
 use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -89,11 +89,14 @@ impl StateSchema {
     }
 }
 
-/// The state schema of the agent called `name` in the tree under `root`, if it has one.
-pub(crate) fn of_agent(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<StateSchema>> {
-    let agent = find_agent(root, name)?;
-    let llm = agent.as_any()?.downcast_ref::<crate::LlmAgent>()?;
-    llm.state_schema_arc()
+impl StateSchemaCheck for StateSchema {
+    fn schema(&self) -> &Value {
+        StateSchema::schema(self)
+    }
+
+    fn check(&self, delta: &HashMap<String, Value>) -> std::result::Result<(), String> {
+        StateSchema::check(self, delta)
+    }
 }
 
 /// The runner's check of an event before it is stored: its state writes must fit
@@ -102,18 +105,20 @@ pub(crate) fn check_event(root: &Arc<dyn Agent>, event: &Event) -> Result<()> {
     if event.actions.state_delta.is_empty() {
         return Ok(());
     }
-    check_writes(
-        of_agent(root, &event.author).as_deref(),
-        &event.author,
-        &event.actions.state_delta,
-    )
+    let author = find_agent(root, &event.author);
+    let schema = author.as_ref().and_then(|agent| agent.spec().state_schema);
+    check_writes(schema, &event.author, &event.actions.state_delta)
 }
 
 /// The writes `delta` of agent `author`'s event, held to its `schema` (none: anything
 /// goes): Err fails the run `FAILED_PRECONDITION` (the app's state does not admit the
 /// write, as a missing instruction key does not admit the request), naming the agent,
 /// the keys and the misfit.
-pub(crate) fn check_writes(schema: Option<&StateSchema>, author: &str, delta: &HashMap<String, Value>) -> Result<()> {
+pub(crate) fn check_writes<S: StateSchemaCheck + ?Sized>(
+    schema: Option<&S>,
+    author: &str,
+    delta: &HashMap<String, Value>,
+) -> Result<()> {
     match schema {
         Some(schema) => schema
             .check(delta)

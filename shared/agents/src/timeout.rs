@@ -47,8 +47,8 @@ impl Agent for TimedAgent {
     fn mode(&self) -> adk_grpc_core::AgentMode {
         self.inner.mode()
     }
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        self.inner.as_any()
+    fn spec(&self) -> adk_grpc_core::AgentSpec<'_> {
+        self.inner.spec()
     }
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {
         let (name, timeout) = (self.inner.name().to_string(), self.timeout);

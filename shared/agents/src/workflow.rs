@@ -1,107 +1,22 @@
 //! Workflow agents: they call no model themselves, they run their sub-agents
 //! in order (`SequentialAgent`), at once (`ParallelAgent`) or repeatedly (`LoopAgent`).
 //!
-//! In a resumable invocation (`docs/semantics.md`, Runner 27) they store their
-//! position as ADK does: an event of theirs with `actions.agent_state` before each
+//! They record their position as ADK does (stored in the log when the invocation is
+//! resumable, `docs/semantics.md`, Runner 27; kept beside it otherwise, see
+//! `Invocation::stores`): an event of theirs with `actions.agent_state` before each
 //! sub-agent they start (sequential: `current_sub_agent`; loop: also `times_looped`;
 //! parallel: `{}` once), one with `actions.end_of_agent` when they finish, and a
 //! parallel agent one with `end_of_agent` for each branch that finished. A resumed
 //! invocation starts them again; they read that position back from the log and go
 //! on from it, so finished sub-agents and branches are not run again.
 
-use crate::USER_AUTHOR;
-use adk_grpc_core::{Agent, Event, EventStream, InvocationContext, JsonObject, PartKind, Result};
+use crate::run_state::{Saved, saved};
+use adk_grpc_core::{Agent, AgentKind, AgentSpec, Event, EventStream, InvocationContext, JsonObject, Result};
 use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use std::sync::Arc;
-
-/// Where an agent was, as the log of a resumed invocation tells.
-#[derive(Debug, Clone, PartialEq)]
-enum Saved {
-    /// Started and not finished; a workflow agent's position.
-    At(JsonObject),
-    Ended,
-}
-
-/// What `agent` stored of its position in this invocation, when the invocation is a
-/// resumed one: its last state event (or, for an agent that stores none, whether its
-/// last event was its final word) after the last position its ancestors stored (an
-/// ancestor that moved on starts it afresh, as a loop's next round does). None in an
-/// invocation that was not resumed: nothing it stored is a position to go back to.
-fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
-    let invocation = ctx.invocation_id();
-    // The log as loaded holds the invocation's steps only when it is resumed.
-    let resumed = ctx
-        .session()
-        .events
-        .as_slice()
-        .iter()
-        .rev()
-        .take_while(|event| event.invocation_id == invocation)
-        .any(|event| event.author != USER_AUTHOR);
-    let answers_calls = ctx
-        .user_content()
-        .parts
-        .iter()
-        .any(|part| matches!(part.kind, PartKind::FunctionResponse { .. }));
-    if !resumed && !answers_calls {
-        return None;
-    }
-    let root = ctx.root_agent();
-    let events = ctx.events();
-    let run = crate::runner::run_events(&root, &events, invocation);
-    // An answer to a client tool goes on from the position of the invocation it continues.
-    let continues = run.first().is_some_and(|first| first.invocation_id != invocation);
-    if !resumed && !continues {
-        return None;
-    }
-    let mut ancestors: Vec<String> = path_to(&root, agent)
-        .unwrap_or_default()
-        .iter()
-        .map(|above| above.name().to_string())
-        .collect();
-    ancestors.pop();
-    let mut saved = None;
-    for event in run {
-        let actions = &event.actions;
-        if event.author == agent {
-            saved = if actions.end_of_agent == Some(true) {
-                Some(Saved::Ended)
-            } else if let Some(state) = &actions.agent_state {
-                Some(Saved::At(state.clone()))
-            } else if event.content().is_some()
-                && event.is_final_response()
-                && actions.transfer_to_agent.is_none()
-                && !event.interrupted()
-                && event.long_running_tool_ids.is_empty()
-            {
-                // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`);
-                // a pause on a client tool is not: the answer goes on with it.
-                Some(Saved::Ended)
-            } else {
-                Some(Saved::At(JsonObject::new()))
-            };
-        } else if actions.agent_state.is_some() && ancestors.contains(&event.author) {
-            saved = None;
-        }
-    }
-    saved
-}
-
-/// The agents from `root` down to the one named `name`, both included; None when it is
-/// not in the tree.
-pub(crate) fn path_to(root: &Arc<dyn Agent>, name: &str) -> Option<Vec<Arc<dyn Agent>>> {
-    if root.name() == name {
-        return Some(vec![root.clone()]);
-    }
-    root.sub_agents().iter().find_map(|sub| {
-        let mut path = path_to(sub, name)?;
-        path.insert(0, root.clone());
-        Some(path)
-    })
-}
 
 /// An event of `author` (a workflow agent, or a parallel branch's agent) on the
 /// context's branch storing a position (`Some`) or its end (`None`).
@@ -225,9 +140,11 @@ macro_rules! agent_identity {
         fn sub_agents(&self) -> &[Arc<dyn Agent>] {
             &self.workflow.sub_agents
         }
-        // The runner tells workflow agents apart (they are resumable).
-        fn as_any(&self) -> Option<&dyn std::any::Any> {
-            Some(self)
+        fn spec(&self) -> AgentSpec<'_> {
+            AgentSpec {
+                kind: AgentKind::Workflow,
+                ..AgentSpec::default()
+            }
         }
     };
 }
@@ -256,7 +173,7 @@ impl Agent for SequentialAgent {
                 if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
                     continue;
                 }
-                if !resumed && ctx.resumable() {
+                if !resumed {
                     yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({"current_sub_agent": agent.name()})));
                 }
                 let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
@@ -264,7 +181,7 @@ impl Agent for SequentialAgent {
                     yield event?;
                 }
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
@@ -301,7 +218,7 @@ impl Agent for ParallelAgent {
                     yield event;
                 }
                 // A workflow agent stores its own end; an LLM agent's is stored for it.
-                if !ended_itself && branch_ctx.resumable() && !branch_ctx.ended() {
+                if !ended_itself && !branch_ctx.ended() {
                     yield state_event(branch_ctx.as_ref(), &agent_name, branch_ctx.branch(), None);
                 }
             }));
@@ -309,7 +226,7 @@ impl Agent for ParallelAgent {
         let run_anew = saved_here.is_none();
         let done = saved_here == Some(Saved::Ended);
         Ok(Box::pin(try_stream! {
-            if run_anew && ctx.resumable() {
+            if run_anew {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({})));
             }
             // All branches are polled by this one stream: no task outlives it.
@@ -317,7 +234,7 @@ impl Agent for ParallelAgent {
             while let Some(event) = merged.next().await {
                 yield event?;
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))
@@ -352,7 +269,7 @@ impl Agent for LoopAgent {
                     if resumed && saved(ctx.as_ref(), agent.name()) == Some(Saved::Ended) {
                         continue;
                     }
-                    if !resumed && ctx.resumable() {
+                    if !resumed {
                         let state = json!({"current_sub_agent": agent.name(), "times_looped": times_looped});
                         yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(state));
                     }
@@ -369,7 +286,7 @@ impl Agent for LoopAgent {
                 start = 0;
                 times_looped += 1;
             }
-            if !done && ctx.resumable() && !ctx.ended() {
+            if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
             }
         }))

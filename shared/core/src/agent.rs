@@ -2,8 +2,11 @@
 
 use crate::context::InvocationContext;
 use crate::error::Result;
+use crate::model::Llm;
 use crate::session::EventStream;
 use async_trait::async_trait;
+use serde_json::Value;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 /// An agent: an LLM agent, a workflow agent or a custom one.
@@ -39,11 +42,57 @@ pub trait Agent: Send + Sync {
         AgentMode::Chat
     }
 
-    /// The agent as its own type, for library code that needs what only that type
-    /// has (e.g. the root LLM agent's `global_instruction`); None by default.
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        None
+    /// What the agent declares besides its behaviour, for the library code that
+    /// resumes, calls or checks it without running it (a custom agent's by default).
+    fn spec(&self) -> AgentSpec<'_> {
+        AgentSpec::default()
     }
+}
+
+/// What the runner library reads of an agent besides running it: its kind (whether
+/// a resumed run can go on from its position in the log) and an LLM agent's fields
+/// other agents use (ADK's `LlmAgent` fields of the same names).
+#[derive(Clone, Copy, Default)]
+pub struct AgentSpec<'a> {
+    pub kind: AgentKind,
+    /// The root agent's instruction to every LLM agent of its tree.
+    pub global_instruction: Option<&'a str>,
+    /// The model it calls.
+    pub model: Option<&'a Arc<dyn Llm>>,
+    /// The JSON Schema of its arguments when it is called as a tool.
+    pub input_schema: Option<&'a Value>,
+    /// The JSON Schema of its reply.
+    pub output_schema: Option<&'a Value>,
+    /// What its events may write to the state.
+    pub state_schema: Option<&'a dyn StateSchemaCheck>,
+}
+
+/// The kinds of agent the runner tells apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AgentKind {
+    /// An LLM agent: its position is its events (model replies, calls, responses).
+    Llm,
+    /// A sequential, parallel or loop agent: it stores its position as state events
+    /// (`actions.agent_state`, `actions.end_of_agent`).
+    Workflow,
+    /// Any other agent, whose position the runner cannot know.
+    #[default]
+    Custom,
+}
+
+impl AgentKind {
+    /// Whether a run stopped inside such an agent can go on from its position in the log.
+    pub fn resumable(self) -> bool {
+        self != AgentKind::Custom
+    }
+}
+
+/// A compiled `state_schema` (ADK's): the state writes an agent's events may make.
+pub trait StateSchemaCheck: Send + Sync {
+    /// The schema as given.
+    fn schema(&self) -> &Value;
+    /// Whether the writes of `delta` fit; Err says every way they do not, naming the keys.
+    fn check(&self, delta: &HashMap<String, Value>) -> std::result::Result<(), String>;
 }
 
 /// ADK's `disallow_transfer_to_parent` / `disallow_transfer_to_peers`, the other way

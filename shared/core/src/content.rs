@@ -44,6 +44,34 @@ impl Content {
         let texts: Vec<&str> = self.parts.iter().filter_map(Part::text).collect();
         (!texts.is_empty()).then(|| texts.concat())
     }
+
+    /// Its function calls, in order.
+    pub fn function_calls(&self) -> impl Iterator<Item = FunctionCall<'_>> {
+        self.parts.iter().filter_map(Part::function_call_view)
+    }
+
+    /// Its function responses, in order.
+    pub fn function_responses(&self) -> impl Iterator<Item = FunctionResponse<'_>> {
+        self.parts.iter().filter_map(Part::function_response_view)
+    }
+}
+
+/// A function call part, read: its id ("" when the model gave none), the tool's name
+/// and the arguments.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FunctionCall<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub args: &'a Value,
+}
+
+/// A function response part, read: the id of the call it answers ("" when none), the
+/// tool's name and the response.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FunctionResponse<'a> {
+    pub id: &'a str,
+    pub name: &'a str,
+    pub response: &'a Value,
 }
 
 /// The result of a tool call.
@@ -176,6 +204,30 @@ impl Part {
 
     pub fn function_response(function_response: FunctionResponseData, id: Option<String>) -> Self {
         PartKind::FunctionResponse { function_response, id }.into()
+    }
+
+    /// The part as a function call, when it is one.
+    pub fn function_call_view(&self) -> Option<FunctionCall<'_>> {
+        match &self.kind {
+            PartKind::FunctionCall { name, args, id } => Some(FunctionCall {
+                id: id.as_deref().unwrap_or_default(),
+                name,
+                args,
+            }),
+            _ => None,
+        }
+    }
+
+    /// The part as a function response, when it is one.
+    pub fn function_response_view(&self) -> Option<FunctionResponse<'_>> {
+        match &self.kind {
+            PartKind::FunctionResponse { function_response, id } => Some(FunctionResponse {
+                id: id.as_deref().unwrap_or_default(),
+                name: &function_response.name,
+                response: &function_response.response,
+            }),
+            _ => None,
+        }
     }
 
     /// The text of a text part that is not a thought.

@@ -9,6 +9,7 @@ use crate::error::AdkError;
 use crate::error::Result;
 use crate::event::{Event, EventActions};
 use crate::memory::{Memory, SearchMemoryResponse};
+use crate::run_log::RunLog;
 use crate::session::Session;
 use crate::state::ReadonlyState;
 use futures::future::BoxFuture;
@@ -60,7 +61,7 @@ pub trait ToolContext: CallbackContext {
     fn set_actions(&self, actions: EventActions);
     /// The invocation's live events, the call being made last among them (ADK's
     /// `tool_context.session.events`): what a tool reads the conversation from.
-    fn events(&self) -> Vec<crate::Event>;
+    fn events(&self) -> Arc<Vec<crate::Event>>;
 
     /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
     /// `FAILED_PRECONDITION` when the runner has no memory service.
@@ -88,8 +89,13 @@ pub trait InvocationContext: CallbackContext {
     /// The session as it was loaded when the invocation started (the user's message
     /// included). `events()` and `state()` give the live view.
     fn session(&self) -> &Session;
-    /// The session's events so far, oldest first, including those this invocation stored.
-    fn events(&self) -> Vec<Event>;
+    /// The session's events so far, oldest first, including those this invocation
+    /// stored, with their index: a snapshot, shared, not copied.
+    fn run_log(&self) -> Arc<RunLog>;
+    /// The events of [`InvocationContext::run_log`].
+    fn events(&self) -> Arc<Vec<Event>> {
+        self.run_log().events().clone()
+    }
     /// The branch this agent runs on: empty at the top, `parallel.child` below a
     /// parallel agent. Events of other branches are not part of this agent's conversation.
     fn branch(&self) -> &str;
@@ -108,10 +114,5 @@ pub trait InvocationContext: CallbackContext {
     /// `token_budget`); None without compaction.
     fn compaction(&self) -> Option<&crate::history::CompactionConfig> {
         None
-    }
-    /// Whether another replica may resume this invocation: workflow agents then store
-    /// their position as state events (`actions.agent_state`, `actions.end_of_agent`).
-    fn resumable(&self) -> bool {
-        false
     }
 }

@@ -1,6 +1,6 @@
 //! Events: the immutable entries of a session's log.
 
-use crate::content::{Content, PartKind};
+use crate::content::{Content, FunctionCall, FunctionResponse};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -195,6 +195,16 @@ impl Event {
         self.llm_response.content.as_ref()
     }
 
+    /// The function calls of its content, in order (ADK's `get_function_calls`).
+    pub fn function_calls(&self) -> impl Iterator<Item = FunctionCall<'_>> {
+        self.content().into_iter().flat_map(Content::function_calls)
+    }
+
+    /// The function responses of its content, in order (ADK's `get_function_responses`).
+    pub fn function_responses(&self) -> impl Iterator<Item = FunctionResponse<'_>> {
+        self.content().into_iter().flat_map(Content::function_responses)
+    }
+
     pub fn state_delta(&self) -> &HashMap<String, Value> {
         &self.actions.state_delta
     }
@@ -234,14 +244,7 @@ impl Event {
         if self.actions.skips_summarization() || !self.long_running_tool_ids.is_empty() {
             return true;
         }
-        let has_function_parts = self.content().is_some_and(|c| {
-            c.parts.iter().any(|p| {
-                matches!(
-                    p.kind,
-                    PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
-                )
-            })
-        });
+        let has_function_parts = self.function_calls().next().is_some() || self.function_responses().next().is_some();
         !has_function_parts && !self.is_partial()
     }
 }
@@ -273,6 +276,29 @@ mod tests {
         assert!(uuid::Uuid::parse_str(&e.id).is_ok());
         assert!(e.timestamp >= before);
         assert_eq!(e.sequence, 0);
+    }
+
+    #[test]
+    fn function_calls_and_responses_are_read_in_order_with_their_ids() {
+        let content = Content::new("model")
+            .with_text("looking")
+            .with_part(Part::function_call("find", json!({"q": 1}), Some("c1".into())))
+            .with_part(Part::function_call("list", json!({}), None))
+            .with_part(Part::function_response(
+                FunctionResponseData {
+                    name: "find".into(),
+                    response: json!({"ok": true}),
+                },
+                Some("c0".into()),
+            ));
+        let event = Event::new("i").with_content(content);
+        let calls: Vec<(&str, &str, &Value)> = event.function_calls().map(|c| (c.id, c.name, c.args)).collect();
+        assert_eq!(calls, [("c1", "find", &json!({"q": 1})), ("", "list", &json!({}))]);
+        let responses: Vec<(&str, &str, &Value)> =
+            event.function_responses().map(|r| (r.id, r.name, r.response)).collect();
+        assert_eq!(responses, [("c0", "find", &json!({"ok": true}))]);
+        let empty = Event::new("i");
+        assert_eq!(empty.function_calls().count() + empty.function_responses().count(), 0);
     }
 
     #[test]

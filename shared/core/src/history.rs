@@ -455,23 +455,15 @@ pub fn estimate_event_tokens(event: &Event) -> usize {
 /// The function call ids `content` answers (its `function_response` parts' ids).
 pub fn answered_call_ids(content: &Content) -> Vec<String> {
     content
-        .parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionResponse { id: Some(id), .. } if !id.is_empty() => Some(id.clone()),
-            _ => None,
-        })
+        .function_responses()
+        .filter(|response| !response.id.is_empty())
+        .map(|response| response.id.to_string())
         .collect()
 }
 
 /// The function call ids of `event`'s content.
 pub fn call_ids(event: &Event) -> impl Iterator<Item = &str> {
-    event.content().into_iter().flat_map(|content| {
-        content.parts.iter().filter_map(|part| match &part.kind {
-            PartKind::FunctionCall { id: Some(id), .. } => Some(id.as_str()),
-            _ => None,
-        })
-    })
+    event.function_calls().map(|call| call.id).filter(|id| !id.is_empty())
 }
 
 /// A bounded turn's events (the newest of a log, oldest first, older ones left out)

@@ -14,6 +14,7 @@ pub mod history;
 pub mod lease;
 pub mod memory;
 pub mod model;
+pub mod run_log;
 pub mod session;
 pub mod state;
 pub mod sync;
@@ -21,12 +22,12 @@ pub mod tool;
 pub mod validate;
 
 pub use agent::{
-    Agent, AgentMode, RunConfig, StreamingMode, TransferScope, find_agent, parent_of, transfer_targets,
-    transferable_across_tree,
+    Agent, AgentKind, AgentMode, AgentSpec, RunConfig, StateSchemaCheck, StreamingMode, TransferScope, find_agent,
+    parent_of, transfer_targets, transferable_across_tree,
 };
 pub use artifact::{ArtifactMetadata, ArtifactService, Artifacts, ByteStream, ScopedArtifacts};
 pub use clock::Clock;
-pub use content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
+pub use content::{Content, FunctionCall, FunctionResponse, FunctionResponseData, Part, PartKind, VideoMetadata};
 pub use context::{CallbackContext, InvocationContext, ReadonlyContext, ToolContext};
 pub use error::{AdkError, Conflict, Exhausted, Existing, Missing, Reason, Result};
 pub use event::{
@@ -44,6 +45,7 @@ pub use model::{
     BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
     ToolDeclaration,
 };
+pub use run_log::RunLog;
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{

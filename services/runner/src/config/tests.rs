@@ -1671,10 +1671,9 @@ fn mode_makes_an_llm_sub_agent_a_tool_and_what_cannot_be_is_refused() {
 fn state_schema_of(config: &AgentsConfig, name: &str) -> Option<serde_json::Value> {
     let apps = config.build(&RunnerServices::in_memory()).unwrap();
     let agent = adk_grpc_core::find_agent(apps[0].runner().root_agent(), name).expect("the agent");
-    let llm = agent
-        .as_any()
-        .and_then(|any| any.downcast_ref::<adk_grpc_agents::LlmAgent>());
-    llm.expect("an llm agent").state_schema().cloned()
+    let spec = agent.spec();
+    assert_eq!(spec.kind, adk_grpc_core::AgentKind::Llm, "an llm agent");
+    spec.state_schema.map(|schema| schema.schema().clone())
 }
 
 #[test]

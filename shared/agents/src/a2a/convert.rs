@@ -202,10 +202,7 @@ fn as_object(value: Value) -> Value {
 /// the function responses it carries, or else one response per pending call whose
 /// `response` is the reply's data (an object) or `{"result": <its text>}`.
 pub fn answer_pending(reply: Content, pending: &[(String, String)]) -> Content {
-    let answers_already = reply
-        .parts
-        .iter()
-        .any(|part| matches!(part.kind, PartKind::FunctionResponse { .. }));
+    let answers_already = reply.function_responses().next().is_some();
     if answers_already || pending.is_empty() {
         return reply;
     }

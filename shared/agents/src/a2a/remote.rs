@@ -8,8 +8,7 @@
 
 use super::convert::{content_from_a2a, part_to_a2a};
 use adk_grpc_core::{
-    AdkError, Agent, Content, Event, EventStream, InvocationContext, JsonObject, Part, PartKind, Result, Tool,
-    ToolContext,
+    AdkError, Agent, Content, Event, EventStream, InvocationContext, JsonObject, Part, Result, Tool, ToolContext,
 };
 use adk_grpc_proto::a2a;
 use adk_grpc_proto::a2a::a2a_service_client::A2aServiceClient;
@@ -434,28 +433,16 @@ impl RemoteTask {
 /// When `user_content` answers an [`INPUT_CALL`] that `agent` made: the call's
 /// arguments and the answer.
 fn answered_input_call(agent: &str, events: &[Event], user_content: &Content) -> Option<(Value, Value)> {
-    user_content.parts.iter().find_map(|part| {
-        let PartKind::FunctionResponse {
-            id: Some(id),
-            function_response,
-        } = &part.kind
-        else {
-            return None;
-        };
+    user_content.function_responses().find_map(|answer| {
         let args = events
             .iter()
             .rev()
             .filter(|event| event.author == agent)
-            .flat_map(|event| event.content().into_iter().flat_map(|c| &c.parts))
-            .find_map(|part| match &part.kind {
-                PartKind::FunctionCall {
-                    name,
-                    args,
-                    id: Some(call),
-                } if name == INPUT_CALL && call == id => Some(args.clone()),
-                _ => None,
-            })?;
-        Some((args, function_response.response.clone()))
+            .flat_map(Event::function_calls)
+            .find(|call| call.name == INPUT_CALL && call.id == answer.id)?
+            .args
+            .clone();
+        Some((args, answer.response.clone()))
     })
 }
 

@@ -20,7 +20,7 @@
 
 use super::convert::{TaskId, message_of_event};
 use crate::USER_AUTHOR;
-use adk_grpc_core::{Event, JsonObject, PartKind};
+use adk_grpc_core::{Event, JsonObject};
 use adk_grpc_proto::a2a;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -164,24 +164,18 @@ impl Region {
 
 fn calls(event: &Event) -> impl Iterator<Item = String> + '_ {
     event
-        .content()
-        .into_iter()
-        .flat_map(|c| &c.parts)
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionCall { id: Some(id), .. } => Some(id.clone()),
-            _ => None,
-        })
+        .function_calls()
+        .map(|call| call.id)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
 }
 
 fn answered_calls(event: &Event) -> impl Iterator<Item = String> + '_ {
     event
-        .content()
-        .into_iter()
-        .flat_map(|c| &c.parts)
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionResponse { id: Some(id), .. } => Some(id.clone()),
-            _ => None,
-        })
+        .function_responses()
+        .map(|response| response.id)
+        .filter(|id| !id.is_empty())
+        .map(str::to_string)
 }
 
 /// The outcome an A2A server records at the end of a run of `invocation_id`.
@@ -249,17 +243,14 @@ impl TaskLog {
     /// The calls of the last run still waiting for an answer: (call id, function name).
     pub fn pending_calls(&self) -> Vec<(String, String)> {
         let answered: HashSet<String> = self.last_run().flat_map(answered_calls).collect();
-        let long_running: HashSet<&String> = self.last_run().flat_map(|e| &e.long_running_tool_ids).collect();
+        let long_running: HashSet<&str> = self
+            .last_run()
+            .flat_map(|e| e.long_running_tool_ids.iter().map(String::as_str))
+            .collect();
         self.last_run()
-            .flat_map(|e| e.content().into_iter().flat_map(|c| &c.parts))
-            .filter_map(|part| match &part.kind {
-                PartKind::FunctionCall { id: Some(id), name, .. }
-                    if long_running.contains(id) && !answered.contains(id) =>
-                {
-                    Some((id.clone(), name.clone()))
-                }
-                _ => None,
-            })
+            .flat_map(Event::function_calls)
+            .filter(|call| long_running.contains(call.id) && !answered.contains(call.id))
+            .map(|call| (call.id.to_string(), call.name.to_string()))
             .collect()
     }
 

@@ -264,19 +264,13 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
 /// agent made the calls answered and nothing has happened since the user's message
 /// (a sub-agent it transfers to must not act on them again).
 fn client_tool_actions(ctx: &dyn InvocationContext) -> Option<EventActions> {
-    let events = ctx.events();
-    let (last, before) = events.split_last()?;
+    let log = ctx.run_log();
+    let last = log.events().last()?;
     if last.invocation_id != ctx.invocation_id() || last.author != crate::USER_AUTHOR {
         return None;
     }
-    let answered = last.content()?.parts.iter().find_map(|p| match &p.kind {
-        PartKind::FunctionResponse { id: Some(id), .. } => Some(id.as_str()),
-        _ => None,
-    })?;
-    let caller = before
-        .iter()
-        .rev()
-        .find(|event| function_calls(event).iter().any(|call| call.id == answered))?;
+    let answered = last.function_responses().next()?.id;
+    let caller = log.call_answered_at(answered, log.events().len() - 1)?;
     (caller.author == ctx.agent_name()).then(|| last.actions.clone())
 }
 
@@ -319,19 +313,18 @@ struct Call {
     args: Value,
 }
 
+impl From<adk_grpc_core::FunctionCall<'_>> for Call {
+    fn from(call: adk_grpc_core::FunctionCall<'_>) -> Self {
+        Call {
+            id: call.id.to_string(),
+            name: call.name.to_string(),
+            args: call.args.clone(),
+        }
+    }
+}
+
 fn function_calls(event: &Event) -> Vec<Call> {
-    let parts = event.content().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionCall { name, args, id } => Some(Call {
-                id: id.clone().unwrap_or_default(),
-                name: name.clone(),
-                args: args.clone(),
-            }),
-            _ => None,
-        })
-        .collect()
+    event.function_calls().map(Call::from).collect()
 }
 
 impl Inner {
@@ -423,12 +416,13 @@ impl Inner {
                 _ => examples,
             });
         }
+        let events = ctx.events();
         let mut contents = match self.include_contents {
-            IncludeContents::Default => history::conversation(&ctx.events(), &self.name, ctx.branch()),
-            IncludeContents::None => history::current_turn(&ctx.events(), &self.name, ctx.branch()),
+            IncludeContents::Default => history::conversation(&events, &self.name, ctx.branch()),
+            IncludeContents::None => history::current_turn(&events, &self.name, ctx.branch()),
         };
         // A task or single-turn agent's first message: the arguments of its parent's call.
-        if let Some(input) = task::input(&ctx.events(), &ctx.agent(), ctx.branch()) {
+        if let Some(input) = task::input(&events, &ctx.agent(), ctx.branch()) {
             contents.insert(0, input);
         }
         contents.extend(trailing_instruction);
@@ -584,12 +578,8 @@ impl Inner {
     async fn instructions(&self, ctx: &Arc<dyn InvocationContext>) -> Result<(Option<String>, Option<Content>)> {
         let mut system = Vec::new();
         let root = ctx.root_agent();
-        let global = root
-            .as_any()
-            .and_then(|any| any.downcast_ref::<super::LlmAgent>())
-            .and_then(|root| root.inner.global_instruction.clone());
-        if let Some(template) = global {
-            system.push(instruction::render(&template, &self.name, ctx.as_ref()).await?);
+        if let Some(template) = root.spec().global_instruction {
+            system.push(instruction::render(template, &self.name, ctx.as_ref()).await?);
         }
         if let Some(text) = &self.static_instruction {
             system.push(text.clone());

@@ -27,12 +27,7 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
         };
         // The user's message, or another agent's (this agent's own turns never start one).
         let by_someone_else = event.author != agent;
-        let tool_traffic = content.parts.iter().any(|part| {
-            matches!(
-                part.kind,
-                PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
-            )
-        });
+        let tool_traffic = content.function_calls().next().is_some() || content.function_responses().next().is_some();
         by_someone_else && !tool_traffic && event.actions.transfer_to_agent.is_none()
     };
     let start = visible.iter().rposition(starts_turn).unwrap_or(0);
@@ -81,11 +76,7 @@ fn without_thoughts(content: &Content) -> Content {
         .parts
         .iter()
         .filter(|part| {
-            !part.is_thought()
-                || matches!(
-                    part.kind,
-                    PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. }
-                )
+            !part.is_thought() || part.function_call_view().is_some() || part.function_response_view().is_some()
         })
         .cloned()
         .collect();

@@ -10,15 +10,14 @@ pub(crate) mod task;
 
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
-pub(crate) use output_schema::{compile as compile_schema, problems as schema_problems};
 pub use retry::RetryConfig;
 
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeModel, Callback, Hook, HookContext, Hooks};
 use crate::state_schema::StateSchema;
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, CallbackContext, EventStream, GenerateContentConfig, InvocationContext, Llm,
-    LlmRequest, LlmResponse, Result, Tool, Toolset, TransferScope,
+    AdkError, Agent, AgentKind, AgentMode, AgentSpec, CallbackContext, EventStream, GenerateContentConfig,
+    InvocationContext, Llm, LlmRequest, LlmResponse, Result, StateSchemaCheck, Tool, Toolset, TransferScope,
 };
 use async_trait::async_trait;
 use output_schema::OutputSchema;
@@ -432,10 +431,6 @@ impl LlmAgent {
         self.inner.state_schema.as_deref().map(StateSchema::schema)
     }
 
-    pub(crate) fn state_schema_arc(&self) -> Option<Arc<StateSchema>> {
-        self.inner.state_schema.clone()
-    }
-
     /// The model the agent calls.
     pub fn model(&self) -> &Arc<dyn Llm> {
         &self.inner.model
@@ -464,8 +459,19 @@ impl Agent for LlmAgent {
         self.inner.mode
     }
 
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
+    fn spec(&self) -> AgentSpec<'_> {
+        let inner = &self.inner;
+        AgentSpec {
+            kind: AgentKind::Llm,
+            global_instruction: inner.global_instruction.as_deref(),
+            model: Some(&inner.model),
+            input_schema: inner.input_schema.as_ref(),
+            output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),
+            state_schema: inner
+                .state_schema
+                .as_deref()
+                .map(|schema| schema as &dyn StateSchemaCheck),
+        }
     }
 
     async fn run(&self, ctx: Arc<dyn InvocationContext>) -> Result<EventStream> {

@@ -8,6 +8,7 @@
 //! final reply. Either way the reply is parsed as JSON and checked against the schema
 //! (with the `jsonschema` crate), and the value, not the text, goes to `output_key`.
 
+use crate::json_schema::{compile, problems};
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -50,16 +51,6 @@ pub fn check_object_schema(field: &str, schema: &Value) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// `schema` compiled; `field` names it in the error (also for `state_schema`).
-pub(crate) fn compile(field: &str, schema: &Value) -> Result<jsonschema::Validator> {
-    if !schema.is_object() {
-        return Err(AdkError::Config(format!(
-            "{field} must be a JSON Schema object, not {schema}"
-        )));
-    }
-    jsonschema::validator_for(schema).map_err(|e| AdkError::Config(format!("{field} is not a valid JSON Schema: {e}")))
 }
 
 fn is_object_schema(schema: &Value) -> bool {
@@ -126,22 +117,6 @@ impl OutputSchema {
             json!({"type": "object", "properties": {key: self.schema}, "required": [key]})
         }
     }
-}
-
-/// The first few ways `value` misses the schema, each with where (a JSON pointer).
-pub(crate) fn problems(validator: &jsonschema::Validator, value: &Value) -> Vec<String> {
-    validator
-        .iter_errors(value)
-        .take(5)
-        .map(|e| {
-            let at = e.instance_path().to_string();
-            if at.is_empty() {
-                e.to_string()
-            } else {
-                format!("{at}: {e}")
-            }
-        })
-        .collect()
 }
 
 /// A Markdown code fence around the whole text (```` ```json … ``` ````) taken off.

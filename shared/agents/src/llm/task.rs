@@ -20,11 +20,11 @@
 //!   the log, so a restarted runner goes on where the last one stopped.
 
 use super::output_schema::OutputSchema;
+use crate::USER_AUTHOR;
 use crate::tools::agent_tool::{input_message, reply_value};
-use crate::{LlmAgent, USER_AUTHOR};
 use adk_grpc_core::history::apply_rewinds;
 use adk_grpc_core::{
-    Agent, AgentMode, CallbackContext, Content, Event, JsonObject, LlmRequest, Part, PartKind, Result, Tool,
+    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, JsonObject, LlmRequest, Part, Result, Tool,
     ToolContext, find_agent,
 };
 use async_trait::async_trait;
@@ -79,12 +79,8 @@ fn call_id(branch: &str) -> Option<&str> {
 pub(crate) fn calls_missing_from(events: &[Event]) -> Vec<String> {
     let made: HashSet<&str> = events
         .iter()
-        .filter_map(|event| event.content())
-        .flat_map(|content| content.parts.iter())
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionCall { id: Some(id), .. } => Some(id.as_str()),
-            _ => None,
-        })
+        .flat_map(Event::function_calls)
+        .map(|call| call.id)
         .collect();
     let mut missing: Vec<String> = Vec::new();
     for event in events {
@@ -123,14 +119,8 @@ pub(crate) fn caller_to_resume(
     let branch = ctx.branch();
     let at = branch.find('@')?;
     let outermost = branch[at + 1..].split('.').next()?;
-    let events = ctx.events();
-    let call = events.iter().rev().find(|event| {
-        event.content().is_some_and(|c| {
-            c.parts
-                .iter()
-                .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(id), .. } if id == outermost))
-        })
-    })?;
+    let log = ctx.run_log();
+    let call = log.latest_call(outermost)?;
     let caller = find_agent(&ctx.root_agent(), &call.author)?;
     Some((caller, call.branch.clone()))
 }
@@ -150,12 +140,10 @@ pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> O
     let id = call_id(branch)?;
     let args = arguments(events, id).or_else(|| {
         events.iter().rev().find_map(|event| {
-            event.content()?.parts.iter().find_map(|part| match &part.kind {
-                PartKind::FunctionCall {
-                    id: Some(call), args, ..
-                } if call == id => Some(args.clone()),
-                _ => None,
-            })
+            event
+                .function_calls()
+                .find(|call| call.id == id)
+                .map(|call| call.args.clone())
         })
     })?;
     let mut message = input_message(agent, &args);
@@ -216,30 +204,21 @@ pub(crate) fn outcome(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) ->
             Some(reply_value(agent, text))
         }
         AgentMode::Task => {
-            let done = own().find_map(|event| {
-                event.content()?.parts.iter().find_map(|part| match &part.kind {
-                    PartKind::FunctionResponse {
-                        id: Some(id),
-                        function_response,
-                    } if function_response.name == FINISH_TASK_TOOL_NAME
-                        && function_response.response["result"] == FINISH_TASK_DONE =>
-                    {
-                        Some(id.clone())
-                    }
-                    _ => None,
-                })
-            })?;
+            let done = own()
+                .find_map(|event| event.function_responses().find(finished_task))?
+                .id;
             let args = own().find_map(|event| {
-                event.content()?.parts.iter().find_map(|part| match &part.kind {
-                    PartKind::FunctionCall { id: Some(id), args, .. } if *id == done => Some(args.clone()),
-                    _ => None,
-                })
+                event
+                    .function_calls()
+                    .find(|call| call.id == done)
+                    .map(|call| call.args.clone())
             })?;
-            let schema = agent
-                .as_any()
-                .and_then(|any| any.downcast_ref::<LlmAgent>())
-                .and_then(|llm| llm.inner.output_schema.clone());
-            let output = finish_output(schema.as_deref(), &args).ok()?;
+            // Compiled again here: only a finished task's answer is read this way.
+            let schema = match agent.spec().output_schema {
+                Some(schema) => Some(OutputSchema::new(schema.clone()).ok()?),
+                None => None,
+            };
+            let output = finish_output(schema.as_ref(), &args).ok()?;
             // ADK's answer: an object as it is, any other value under `output`.
             Some(match output {
                 object @ Value::Object(_) => object,
@@ -251,13 +230,12 @@ pub(crate) fn outcome(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) ->
 
 /// Whether this responses event holds a `finish_task` call that succeeded.
 pub(crate) fn finishes(event: &Event) -> bool {
-    event.content().is_some_and(|content| {
-        content.parts.iter().any(|part| {
-            matches!(&part.kind, PartKind::FunctionResponse { function_response, .. }
-                if function_response.name == FINISH_TASK_TOOL_NAME
-                    && function_response.response["result"] == FINISH_TASK_DONE)
-        })
-    })
+    event.function_responses().any(|response| finished_task(&response))
+}
+
+/// Whether `response` is the answer of a `finish_task` call that succeeded.
+fn finished_task(response: &FunctionResponse) -> bool {
+    response.name == FINISH_TASK_TOOL_NAME && response.response["result"] == FINISH_TASK_DONE
 }
 
 /// `finish_task`'s arguments as the task's output: with an `output_schema`, its value
@@ -284,42 +262,27 @@ pub(crate) fn pending_calls(
     sub_agents: &[Arc<dyn Agent>],
 ) -> Vec<(String, String, Value)> {
     let events = apply_rewinds(events);
-    let Some(latest) = events.iter().rev().find(|event| {
-        event.author == me
-            && event.branch == branch
-            && event
-                .content()
-                .is_some_and(|c| c.parts.iter().any(|p| matches!(p.kind, PartKind::FunctionCall { .. })))
-    }) else {
+    let Some(latest) = events
+        .iter()
+        .rev()
+        .find(|event| event.author == me && event.branch == branch && event.function_calls().next().is_some())
+    else {
         return Vec::new();
     };
     let answered = answered_ids(&events);
-    let parts = latest.content().map(|c| c.parts.as_slice()).unwrap_or_default();
-    parts
-        .iter()
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionCall {
-                id: Some(id),
-                name,
-                args,
-            } if !answered.contains(id.as_str()) => {
-                delegates(sub_agents).find(|agent| agent.name() == name)?;
-                Some((id.clone(), name.clone(), args.clone()))
-            }
-            _ => None,
-        })
+    latest
+        .function_calls()
+        .filter(|call| !call.id.is_empty() && !answered.contains(call.id))
+        .filter(|call| delegates(sub_agents).any(|agent| agent.name() == call.name))
+        .map(|call| (call.id.to_string(), call.name.to_string(), call.args.clone()))
         .collect()
 }
 
 fn answered_ids(events: &[Event]) -> HashSet<&str> {
     events
         .iter()
-        .filter_map(Event::content)
-        .flat_map(|content| content.parts.iter())
-        .filter_map(|part| match &part.kind {
-            PartKind::FunctionResponse { id: Some(id), .. } => Some(id.as_str()),
-            _ => None,
-        })
+        .flat_map(Event::function_responses)
+        .map(|response| response.id)
         .collect()
 }
 
@@ -346,15 +309,13 @@ pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
         let Some(caller) = find_agent(root, &event.author) else {
             continue;
         };
-        for part in event.content().map(|c| c.parts.as_slice()).unwrap_or_default() {
-            let PartKind::FunctionCall { id: Some(id), name, .. } = &part.kind else {
-                continue;
-            };
+        for call in event.function_calls().filter(|call| !call.id.is_empty()) {
+            let (id, name) = (call.id, call.name);
             let task = caller
                 .sub_agents()
                 .iter()
                 .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
-            if let Some(task) = task.filter(|_| !answered.contains(id.as_str())) {
+            if let Some(task) = task.filter(|_| !answered.contains(id)) {
                 let task_branch = branch(&event.branch, name, id);
                 let waiting = outcome(&events, task, &task_branch).is_none();
                 open.push((caller.clone(), event.branch.clone(), task_branch, waiting));

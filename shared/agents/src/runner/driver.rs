@@ -10,7 +10,8 @@ use super::session::append;
 use super::{AddToMemory, Registration, memory};
 use crate::compaction::{self, Trigger};
 use crate::context::Invocation;
-use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, PartKind, Result, SessionService};
+use crate::state_schema;
+use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, Result, SessionService};
 use async_stream::try_stream;
 use futures::StreamExt;
 use std::collections::HashMap;
@@ -130,11 +131,46 @@ impl Driver {
 
     /// The next event to stream (stored first unless partial); None when the agent is done.
     async fn next(&mut self) -> Result<Option<Event>> {
-        // Asking the agent for its next event starts its next step (a model or tool
-        // call): a draining replica starts none and hands the run over instead.
-        if !self.in_step && self.draining.as_ref().is_some_and(CancellationToken::is_cancelled) {
-            self.handover.cancel();
+        loop {
+            // Asking the agent for its next event starts its next step (a model or tool
+            // call): a draining replica starts none and hands the run over instead.
+            if !self.in_step && self.draining.as_ref().is_some_and(CancellationToken::is_cancelled) {
+                self.handover.cancel();
+            }
+            let Some(event) = self.next_from_agent().await? else {
+                return Ok(None);
+            };
+            if event.is_partial() {
+                self.in_step = true;
+                return Ok(Some(event));
+            }
+            if !self.invocation.stores(&event) {
+                // A position kept beside the log: neither stored nor streamed.
+                self.invocation.record(event, HashMap::new());
+                continue;
+            }
+            // Its state writes must fit its author's `state_schema`: one that does not
+            // fails the run, nothing stored.
+            state_schema::check_event(&self.invocation.root_agent, &event)?;
+            // The store trims `temp:` keys; the overlay needs the delta as emitted.
+            let delta = event.actions.state_delta.clone();
+            let stored = append(
+                self.session_service.as_ref(),
+                &self.invocation.session,
+                event,
+                self.lease.fence(),
+            )
+            .await?;
+            // A model's calls are answered in the same step: the tools run on the next pull.
+            self.in_step = stored.author != crate::USER_AUTHOR && stored.function_calls().next().is_some();
+            self.invocation.record(stored.clone(), delta);
+            return Ok(Some(stored));
         }
+    }
+
+    /// The agent's next event; Err when the invocation was cancelled, lost its lease or
+    /// was handed over meanwhile.
+    async fn next_from_agent(&mut self) -> Result<Option<Event>> {
         let event = tokio::select! {
             biased;
             _ = self.lease.signals.cancel.cancelled() => {
@@ -153,37 +189,8 @@ impl Driver {
             }
             event = self.events.next() => event,
         };
-        let Some(event) = event.transpose()? else {
-            return Ok(None);
-        };
-        if event.is_partial() {
-            self.in_step = true;
-            return Ok(Some(event));
-        }
-        self.invocation.check_state_schema(&event)?;
-        // The store trims `temp:` keys; the overlay needs the delta as emitted.
-        let delta = event.actions.state_delta.clone();
-        let stored = append(
-            self.session_service.as_ref(),
-            &self.invocation.session,
-            event,
-            self.lease.fence(),
-        )
-        .await?;
-        // A model's calls are answered in the same step: the tools run on the next pull.
-        self.in_step = stored.author != crate::USER_AUTHOR && has_function_calls(&stored);
-        self.invocation.record(stored.clone(), delta);
-        Ok(Some(stored))
+        event.transpose()
     }
-}
-
-fn has_function_calls(event: &Event) -> bool {
-    event.content().is_some_and(|content| {
-        content
-            .parts
-            .iter()
-            .any(|part| matches!(part.kind, PartKind::FunctionCall { .. }))
-    })
 }
 
 #[cfg(test)]

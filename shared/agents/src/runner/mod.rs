@@ -33,17 +33,17 @@ mod resume;
 mod session;
 
 pub use resume::Resumer;
-pub(crate) use resume::run_events;
 #[cfg(test)]
 mod tests;
 
-use crate::context::{AgentContext, Invocation, session_artifacts};
+use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts, with_user_event};
+use crate::run_state;
 use crate::{AgentNames, ToolActions, USER_AUTHOR};
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream, InvocationContext,
-    LeaseKey, MemoryService, Result, RunConfig, SessionLease, SessionService, validate,
+    LeaseKey, MemoryService, Result, RunConfig, RunLog, SessionLease, SessionService, validate,
 };
 use driver::Driver;
 use lease::LeaseGuard;
@@ -496,8 +496,9 @@ impl Runner {
         if let Some(interrupted) = &lease.interrupted {
             self.close_interrupted(&mut session, interrupted, lease).await?;
         }
-        let (caller, caller_branch) = self.agent_for(&session, &content)?;
-        let user_branch = session::user_branch(&self.root_agent, &session, &content)?;
+        let mut log = RunLog::new(session.events.as_slice().to_vec());
+        let (caller, caller_branch) = self.agent_for(&session, &log, &content)?;
+        let user_branch = session::user_branch(&self.root_agent, &session, &log, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.branch = user_branch;
         user_event.actions.state_delta = options.state_delta.clone();
@@ -514,7 +515,7 @@ impl Runner {
         // An answer to a client tool that paused a workflow agent goes on with the workflow.
         let (agent, branch) = self
             .resumable
-            .then(|| resume::continued_workflow(&self.root_agent, session.events.as_slice(), user_event.content()?))
+            .then(|| run_state::continued_workflow(&self.root_agent, &log, log.events().len(), user_event.content()?))
             .flatten()
             .map_or((caller, caller_branch), |(_, open)| open);
         if self.resumable {
@@ -522,24 +523,24 @@ impl Runner {
             lease.register(invocation_id, options.encode()).await?;
         }
         let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
+        log.record(stored.clone());
         let memory = self
             .memory_service
             .clone()
             .map(|service| memory::scoped(service, &session));
-        let invocation = Arc::new(
-            Invocation::new(
-                invocation_id.to_string(),
-                self.root_agent.clone(),
-                session,
-                stored,
-                user_delta,
-                options.run_config,
-                artifacts,
-                self.compaction.clone(),
-            )
-            .with_memory(memory)
-            .with_resumable(self.resumable),
-        );
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id: invocation_id.to_string(),
+            root_agent: self.root_agent.clone(),
+            user_content: stored.content().cloned().unwrap_or_default(),
+            log,
+            session: with_user_event(session, stored),
+            overlay: user_delta,
+            run_config: options.run_config,
+            artifacts,
+            compaction: self.compaction.clone(),
+            memory,
+            resumable: self.resumable,
+        }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok((invocation, events))

@@ -11,22 +11,21 @@
 //! are answered first (`llm::flow`: re-run only when the tool is safe to repeat).
 //!
 //! Workflow agents store their position (sequence step, loop iteration, finished
-//! parallel branches) as state events (`workflow`): a resumed invocation whose running
-//! agent is below a workflow agent that has not finished starts the outermost such
-//! workflow agent again, which goes on from its position. Trees with agents of other
+//! parallel branches) as state events (`workflow`; read back in `run_state`): a resumed
+//! invocation whose running agent is below a workflow agent that has not finished starts
+//! the outermost such workflow agent again, which goes on from its position. Trees with agents of other
 //! kinds (custom `Agent`s, whose position the runner cannot know) are not resumable:
 //! the next run closes their invocation as interrupted.
 
 use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::USER_AUTHOR;
-use crate::context::{AgentContext, Invocation, session_artifacts};
-use crate::llm::LlmAgent;
-use crate::workflow::{LoopAgent, ParallelAgent, SequentialAgent, path_to};
+use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
+use crate::run_state::{open_workflow, run_events, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, Content, Event, EventStream, InvocationContext, PartKind, Result, RunConfig,
-    SessionLease, StreamingMode, find_agent,
+    AdkError, Agent, ClaimedRun, Event, EventStream, InvocationContext, Result, RunConfig, RunLog, SessionLease,
+    StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -84,103 +83,7 @@ impl ResumeOptions {
 
 /// Whether every agent of the tree is an LLM or a workflow agent, whose whole position is in the log.
 pub(super) fn resumable_tree(agent: &Arc<dyn Agent>) -> bool {
-    (is_workflow(agent) || agent.as_any().is_some_and(|any| any.is::<LlmAgent>()))
-        && agent.sub_agents().iter().all(resumable_tree)
-}
-
-fn is_workflow(agent: &Arc<dyn Agent>) -> bool {
-    agent
-        .as_any()
-        .is_some_and(|any| any.is::<SequentialAgent>() || any.is::<LoopAgent>() || any.is::<ParallelAgent>())
-}
-
-/// The outermost workflow agent above `agent` (or `agent` itself) that stored a position
-/// and not its end in this invocation, with the branch it ran on, when there is one: the
-/// agent a resumed invocation starts again.
-fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) -> Option<AgentOnBranch> {
-    let mut chain = path_to(root, agent.name())?;
-    chain.reverse();
-    let mut open = None;
-    // Up from the agent (itself included when it is a workflow agent), while they are open.
-    for (i, candidate) in chain.iter().enumerate() {
-        let last_state = own.iter().rev().find(|event| {
-            event.author == candidate.name()
-                && (event.actions.agent_state.is_some() || event.actions.end_of_agent == Some(true))
-        });
-        match last_state {
-            Some(event) if is_workflow(candidate) && event.actions.end_of_agent != Some(true) => {
-                open = Some((candidate.clone(), event.branch.clone()));
-            }
-            _ if i > 0 => break,
-            _ => {}
-        }
-    }
-    open
-}
-
-/// An agent and the branch it runs on.
-type AgentOnBranch = (Arc<dyn Agent>, String);
-
-/// The events of the run invocation `invocation_id` is part of, oldest first: its own,
-/// preceded by those of the invocation it continues when its first event answers calls
-/// that one paused on inside a workflow agent it left open (and so on up). A client tool
-/// in a sequence pauses the invocation; the answer goes on with the sequence from its
-/// position, as ADK resumes an invocation from a function response.
-pub(crate) fn run_events<'a>(root: &Arc<dyn Agent>, events: &'a [Event], invocation_id: &str) -> Vec<&'a Event> {
-    let mut run: Vec<&Event> = events
-        .iter()
-        .filter(|event| event.invocation_id == invocation_id)
-        .collect();
-    // Only calls made before the answer count (a model may use a call id again later), so
-    // each step goes further back and the walk ends.
-    let continued = events
-        .iter()
-        .position(|event| event.invocation_id == invocation_id)
-        .filter(|&at| events[at].author == USER_AUTHOR)
-        .and_then(|at| continued_workflow(root, &events[..at], events[at].content()?));
-    if let Some((paused, _)) = continued {
-        let mut before = run_events(root, events, &paused);
-        before.append(&mut run);
-        return before;
-    }
-    run
-}
-
-/// For a message answering calls that an invocation paused on inside a workflow agent it
-/// left open: that invocation's id, and the outermost open workflow agent with its branch
-/// (the agent the answer starts again, so the workflow goes on from its position).
-/// `events`: the log before the message.
-pub(crate) fn continued_workflow(
-    root: &Arc<dyn Agent>,
-    events: &[Event],
-    answer: &Content,
-) -> Option<(String, AgentOnBranch)> {
-    let call_id = answer.parts.iter().find_map(|part| match &part.kind {
-        PartKind::FunctionResponse { id: Some(id), .. } if !id.is_empty() => Some(id.as_str()),
-        _ => None,
-    })?;
-    let call = events.iter().rev().find(|event| {
-        event.content().is_some_and(|content| {
-            content
-                .parts
-                .iter()
-                .any(|part| matches!(&part.kind, PartKind::FunctionCall { id: Some(id), .. } if id == call_id))
-        })
-    })?;
-    let caller = find_agent(root, &call.author)?;
-    let paused = run_events(root, events, &call.invocation_id);
-    let open = open_workflow(root, &paused, &caller)?;
-    Some((call.invocation_id.clone(), open))
-}
-
-/// The agent a resumed invocation goes on with, when it has not finished: None when its
-/// log ends with its last word (a final reply, a pause on a client tool, an interruption).
-fn unfinished(own: &[&Event]) -> bool {
-    let Some(last) = own.last() else { return false };
-    if last.author == USER_AUTHOR {
-        return true;
-    }
-    !(last.interrupted() || (last.is_final_response() && last.actions.transfer_to_agent.is_none()))
+    agent.spec().kind.resumable() && agent.sub_agents().iter().all(resumable_tree)
 }
 
 impl Runner {
@@ -253,10 +156,11 @@ impl Runner {
         };
         let user_content = user_event.content().cloned().unwrap_or_default();
         // Positions count from the invocation a client-tool answer continues, too.
-        let run = run_events(&self.root_agent, session.events.as_slice(), invocation_id);
+        let log = RunLog::new(session.events.as_slice().to_vec());
+        let run = run_events(&self.root_agent, &log, invocation_id);
         let (agent, branch) = match own.iter().rev().find(|event| event.author != USER_AUTHOR) {
             None => {
-                let (caller, branch) = self.agent_for(&session, &user_content)?;
+                let (caller, branch) = self.agent_for(&session, &log, &user_content)?;
                 open_workflow(&self.root_agent, &run, &caller).unwrap_or((caller, branch))
             }
             Some(last) => {
@@ -282,19 +186,19 @@ impl Runner {
             .clone()
             .map(|service| session_artifacts(service, &session));
         let run_config = options.run_config();
-        let invocation = Arc::new(
-            Invocation::resumed(
-                invocation_id.to_string(),
-                self.root_agent.clone(),
-                session,
-                user_content,
-                options.temp,
-                run_config,
-                artifacts,
-                self.compaction.clone(),
-            )
-            .with_resumable(true),
-        );
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id: invocation_id.to_string(),
+            root_agent: self.root_agent.clone(),
+            session,
+            log,
+            user_content,
+            overlay: options.temp,
+            run_config,
+            artifacts,
+            compaction: self.compaction.clone(),
+            memory: None,
+            resumable: true,
+        }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok(Some((invocation, events)))

@@ -9,8 +9,8 @@ use crate::USER_AUTHOR;
 use crate::llm::task;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
-    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, PartKind, Precondition,
-    Result, Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
+    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, Precondition, Result,
+    RunLog, Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -147,8 +147,13 @@ impl Runner {
     /// branch it made them on; for any other, the agent that has the conversation.
     /// While a task agent is open (ADK 2's `mode: task`), the agent that called it: its
     /// flow runs the task agent again (see `llm::task`).
-    pub(super) fn agent_for(&self, session: &Session, content: &Content) -> Result<(Arc<dyn Agent>, String)> {
-        let caller = caller_of(session, content)?;
+    pub(super) fn agent_for(
+        &self,
+        session: &Session,
+        log: &RunLog,
+        content: &Content,
+    ) -> Result<(Arc<dyn Agent>, String)> {
+        let caller = caller_of(log, &session.id, content)?;
         let in_task = caller
             .as_ref()
             .is_none_or(|(_, branch)| !task::scope(branch).is_empty());
@@ -170,8 +175,8 @@ impl Runner {
 /// The branch the user's message is stored on: "" but in a task (ADK 2's `mode: task`):
 /// an answer to a call made in one goes on the call's branch, any other message on the
 /// branch of the task waiting for the user, so that only the task agent sees it.
-pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, content: &Content) -> Result<String> {
-    if let Some((_, branch)) = caller_of(session, content)? {
+pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, log: &RunLog, content: &Content) -> Result<String> {
+    if let Some((_, branch)) = caller_of(log, &session.id, content)? {
         return Ok(if task::scope(&branch).is_empty() {
             String::new()
         } else {
@@ -221,49 +226,37 @@ fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent>
 pub(super) fn default_context_budget(root: &Arc<dyn Agent>) -> usize {
     fn smallest(agent: &Arc<dyn Agent>) -> Option<usize> {
         let own = agent
-            .as_any()
-            .and_then(|any| any.downcast_ref::<crate::LlmAgent>())
-            .map(|llm| history::default_context_budget_tokens(llm.model().provider()));
+            .spec()
+            .model
+            .map(|model| history::default_context_budget_tokens(model.provider()));
         agent.sub_agents().iter().filter_map(smallest).chain(own).min()
     }
     smallest(root).unwrap_or(history::DEFAULT_CONTEXT_BUDGET_TOKENS)
 }
 
 pub(super) fn has_function_responses(content: &Content) -> bool {
-    content
-        .parts
-        .iter()
-        .any(|p| matches!(p.kind, PartKind::FunctionResponse { .. }))
+    content.function_responses().next().is_some()
 }
 
 /// For a message with `function_response` parts: the author and branch of the
-/// event holding the matching calls. None for an ordinary message.
-fn caller_of(session: &Session, content: &Content) -> Result<Option<(String, String)>> {
+/// event holding the matching calls in `log` (session `session_id`'s). None for an
+/// ordinary message.
+fn caller_of(log: &RunLog, session_id: &str, content: &Content) -> Result<Option<(String, String)>> {
     let mut caller: Option<(String, String)> = None;
-    for part in &content.parts {
-        let PartKind::FunctionResponse { id, function_response } = &part.kind else {
-            continue;
-        };
-        let id = id.as_deref().filter(|id| !id.is_empty()).ok_or_else(|| {
+    for response in content.function_responses() {
+        let id = Some(response.id).filter(|id| !id.is_empty()).ok_or_else(|| {
             AdkError::invalid(
                 "function_response",
                 format!(
                     "{} has no id: give the id of the function call it answers",
-                    function_response.name
+                    response.name
                 ),
             )
         })?;
-        let call = session.events.iter().rev().find(|event| {
-            event.content().is_some_and(|c| {
-                c.parts
-                    .iter()
-                    .any(|p| matches!(&p.kind, PartKind::FunctionCall { id: Some(call_id), .. } if call_id == id))
-            })
-        });
-        let call = call.ok_or_else(|| {
+        let call = log.latest_call(id).ok_or_else(|| {
             AdkError::invalid(
                 "function_response",
-                format!("{id} answers no function call in session {}", session.id),
+                format!("{id} answers no function call in session {session_id}"),
             )
         })?;
         let found = (call.author.clone(), call.branch.clone());
@@ -355,9 +348,22 @@ mod tests {
     #[test]
     fn a_function_response_goes_back_to_the_agent_and_branch_that_made_the_call() {
         let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
-        assert_eq!(caller_of(&log, &Content::new("user").with_text("hi")).unwrap(), None);
         assert_eq!(
-            caller_of(&log, &answers(&[Some("c2")])).unwrap(),
+            caller_of(
+                &RunLog::new(log.events.as_slice().to_vec()),
+                &log.id,
+                &Content::new("user").with_text("hi")
+            )
+            .unwrap(),
+            None
+        );
+        assert_eq!(
+            caller_of(
+                &RunLog::new(log.events.as_slice().to_vec()),
+                &log.id,
+                &answers(&[Some("c2")])
+            )
+            .unwrap(),
             Some(("helper".into(), "team.helper".into()))
         );
         assert!(has_function_responses(&answers(&[Some("c2")])));
@@ -367,14 +373,26 @@ mod tests {
     #[test]
     fn a_function_response_that_answers_no_call_of_one_agent_is_refused() {
         let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
-        let message = refusal(caller_of(&log, &answers(&[None])));
+        let message = refusal(caller_of(
+            &RunLog::new(log.events.as_slice().to_vec()),
+            &log.id,
+            &answers(&[None]),
+        ));
         assert_eq!(
             message,
             "function_response lookup has no id: give the id of the function call it answers"
         );
-        let message = refusal(caller_of(&log, &answers(&[Some("c9")])));
+        let message = refusal(caller_of(
+            &RunLog::new(log.events.as_slice().to_vec()),
+            &log.id,
+            &answers(&[Some("c9")]),
+        ));
         assert_eq!(message, "function_response c9 answers no function call in session s");
-        let message = refusal(caller_of(&log, &answers(&[Some("c1"), Some("c2")])));
+        let message = refusal(caller_of(
+            &RunLog::new(log.events.as_slice().to_vec()),
+            &log.id,
+            &answers(&[Some("c1"), Some("c2")]),
+        ));
         assert_eq!(
             message,
             "function_response parts of one message must answer calls of one agent"

@@ -1,10 +1,10 @@
 //! `AgentTool`: another agent called like a tool (ADK's `AgentTool`).
 
-use crate::context::{AgentContext, Invocation};
-use crate::{LlmAgent, USER_AUTHOR};
+use crate::USER_AUTHOR;
+use crate::context::{AgentContext, Invocation, InvocationParts, with_user_event};
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, Session, StateMap, Tool,
-    ToolContext,
+    AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
+    StateMap, Tool, ToolContext,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// state changes come back as the call's `state_delta` and its artifact saves go to
 /// the caller's session (recorded in the call's `artifact_delta`).
 ///
-/// The arguments are the agent's `input_schema` when it is an [`LlmAgent`] with one
+/// The arguments are the agent's `input_schema` when it is an [`crate::LlmAgent`] with one
 /// (sent to it as JSON text), else `{"request": "<text>"}`. The answer is the reply's
 /// text, or the reply as JSON when the agent has an `output_schema`.
 ///
@@ -61,20 +61,12 @@ impl AgentTool {
             description,
         }
     }
-
-    fn llm_agent(&self) -> Option<&LlmAgent> {
-        llm_agent(&self.agent)
-    }
-}
-
-fn llm_agent(agent: &Arc<dyn Agent>) -> Option<&LlmAgent> {
-    agent.as_any()?.downcast_ref::<LlmAgent>()
 }
 
 /// The user's message `agent` gets for the arguments of a call of it: the `request`
 /// text, or (with an `input_schema`, or other arguments) the arguments as JSON.
 pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
-    let text = match (llm_agent(agent).and_then(LlmAgent::input_schema), args) {
+    let text = match (agent.spec().input_schema, args) {
         (None, Value::Object(map)) => match map.get("request") {
             Some(Value::String(text)) => text.clone(),
             _ => args.to_string(),
@@ -87,7 +79,7 @@ pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the
 /// agent has an `output_schema`.
 pub(crate) fn reply_value(agent: &Arc<dyn Agent>, reply: String) -> Value {
-    if llm_agent(agent).and_then(LlmAgent::output_schema).is_some()
+    if agent.spec().output_schema.is_some()
         && let Ok(value) = serde_json::from_str::<Value>(&reply)
     {
         return value;
@@ -106,7 +98,7 @@ impl Tool for AgentTool {
     }
 
     fn parameters_schema(&self) -> Option<Value> {
-        match self.llm_agent().and_then(LlmAgent::input_schema) {
+        match self.agent.spec().input_schema {
             Some(schema) => Some(schema.clone()),
             None => Some(json!({
                 "type": "object",
@@ -138,22 +130,23 @@ impl Tool for AgentTool {
             event_count: 0,
             expire_time: None,
         };
+        let user_content = input_message(&self.agent, &args);
         let user_event = Event::new(&invocation_id)
             .with_author(USER_AUTHOR)
-            .with_content(input_message(&self.agent, &args));
-        let invocation = Arc::new(
-            Invocation::new(
-                invocation_id,
-                self.agent.clone(),
-                session,
-                user_event,
-                HashMap::new(),
-                RunConfig::default(),
-                ctx.artifacts(),
-                None,
-            )
-            .with_memory(ctx.memory()),
-        );
+            .with_content(user_content.clone());
+        let invocation = Arc::new(Invocation::new(InvocationParts {
+            invocation_id,
+            root_agent: self.agent.clone(),
+            log: RunLog::new(vec![user_event.clone()]),
+            session: with_user_event(session, user_event),
+            user_content,
+            overlay: HashMap::new(),
+            run_config: RunConfig::default(),
+            artifacts: ctx.artifacts(),
+            compaction: None,
+            memory: ctx.memory(),
+            resumable: false,
+        }));
         let agent_ctx: Arc<dyn InvocationContext> =
             Arc::new(AgentContext::new(invocation.clone(), self.agent.clone(), String::new()));
         let mut events = self.agent.run(agent_ctx).await?;

@@ -1,7 +1,7 @@
 //! ADK's built-in tools: `exit_loop`, `transfer_to_agent`, `load_artifacts`, and the
 //! tools Gemini runs itself (`google_search`, `url_context`, `code_execution`).
 
-use adk_grpc_core::{AdkError, BuiltinTool, CallbackContext, Content, LlmRequest, PartKind, Result, Tool, ToolContext};
+use adk_grpc_core::{AdkError, BuiltinTool, CallbackContext, Content, LlmRequest, Result, Tool, ToolContext};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -166,13 +166,9 @@ impl Tool for LoadArtifactsTool {
             .contents
             .last()
             .into_iter()
-            .flat_map(|content| &content.parts)
-            .filter_map(|part| match &part.kind {
-                PartKind::FunctionResponse { function_response, .. } if function_response.name == Self::NAME => {
-                    function_response.response["artifact_names"].as_array().cloned()
-                }
-                _ => None,
-            });
+            .flat_map(Content::function_responses)
+            .filter(|response| response.name == Self::NAME)
+            .filter_map(|response| response.response["artifact_names"].as_array().cloned());
         let requested: Vec<String> = requested
             .flatten()
             .filter_map(|name| name.as_str().map(str::to_string))

@@ -785,7 +785,7 @@ impl McpTool {
             other => other,
         };
         if let Some(validator) = &self.validator {
-            let problems = crate::llm::schema_problems(validator, &args);
+            let problems = crate::json_schema::problems(validator, &args);
             if !problems.is_empty() {
                 return Err(self.failure(format!(
                     "the arguments do not fit the tool's schema: {}",
@@ -1007,13 +1007,9 @@ impl Tool for LoadMcpResource {
             .contents
             .last()
             .into_iter()
-            .flat_map(|content| &content.parts)
-            .filter_map(|part| match &part.kind {
-                PartKind::FunctionResponse { function_response, .. } if function_response.name == self.name => {
-                    function_response.response["resource_names"].as_array().cloned()
-                }
-                _ => None,
-            })
+            .flat_map(Content::function_responses)
+            .filter(|response| response.name == self.name)
+            .filter_map(|response| response.response["resource_names"].as_array().cloned())
             .flatten()
             .filter_map(|name| name.as_str().map(str::to_string))
             .collect();
