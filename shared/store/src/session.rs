@@ -4,3 +4,11 @@
 
 pub mod memory;
 pub mod redis;
+
+use crate::config::StoreConfig;
+use adk_grpc_core::{CoreSessionService, SessionBackend};
+
+/// The session service over `backend`: the core's rules, with `config`'s default TTL.
+pub fn session_service<B: SessionBackend>(backend: B, config: &StoreConfig) -> CoreSessionService<B> {
+    CoreSessionService::new(backend).with_default_ttl(config.default_session_ttl)
+}

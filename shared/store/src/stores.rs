@@ -1,10 +1,15 @@
 //! [`Stores`]: the store URL of a deployment, parsed once, and the sessions, artifacts,
 //! long-term memory and session leases it serves.
 
-use crate::{
-    InMemoryArtifactBackend, InMemoryMemoryBackend, InMemorySessionBackend, RedisMemoryBackend, RedisSessionBackend,
-    RedisSessionLease, StoreConfig, memory_artifacts, redis_artifacts, session_service,
-};
+use crate::artifact::memory::InMemoryArtifactBackend;
+use crate::artifact::{memory_artifacts, redis_artifacts};
+use crate::config::StoreConfig;
+use crate::lease::redis::RedisSessionLease;
+use crate::memories::memory::InMemoryMemoryBackend;
+use crate::memories::redis::RedisMemoryBackend;
+use crate::session::memory::InMemorySessionBackend;
+use crate::session::redis::RedisSessionBackend;
+use crate::session::session_service;
 use adk_grpc_core::memory::Embedders;
 use adk_grpc_core::{
     AdkError, ArtifactService, CoreMemoryService, MemoryService, Result, SessionLease, SessionService,

@@ -62,10 +62,10 @@
 pub(crate) mod lua;
 mod script_args;
 
-use crate::StoreConfig;
-use crate::redis::conn::RedisStore;
+use crate::config::StoreConfig;
 use crate::redis::keys::{NameKeys, ScopeKeys, upload_prefix};
 use crate::redis::script_args::ScriptArgs;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::artifact::{
     ArtifactBackend, ArtifactMetadata, ArtifactScope, NewVersion, StoredBytes, StoredName, UploadBody, WriteOutcome,
 };

@@ -9,10 +9,11 @@
 //!   holder record that outlives the lease means its runner died mid-invocation;
 //! - `…:cancel`: the owner whose cancellation was requested, read by its renewal;
 //! - `…:run`: a resumable run's record (hash: `invocation`, `owner`, `options`,
-//!   `expires` in ms), kept by the renewals for [`RUN_RECORD_GRACE`](adk_grpc_core::RUN_RECORD_GRACE) past the lease,
-//!   so that once the lease lapses (or is handed over) another replica claims it.
+//!   `expires` in ms), kept by the renewals for
+//!   [`RUN_RECORD_GRACE`](adk_grpc_core::RUN_RECORD_GRACE) past the lease, so that once the
+//!   lease lapses (or is handed over) another replica claims it.
 //!
-//! And one index of the running resumable runs, [`RUNS_INDEX`]: a sorted set of
+//! And one index of the running resumable runs, `RUNS_INDEX` (`adk:runs`): a sorted set of
 //! `[app, user, session]` by lease expiry (ms, Redis's clock), which every replica
 //! scans for lapsed runs. It is only an index: every claim is a script on the
 //! session's own keys, fenced like an acquire, and a stale entry is dropped by the
@@ -25,11 +26,12 @@
 //! connection (a classic `PUBLISH` reaches every node of a cluster).
 
 use super::{cancel_channel, cancel_stream, claim_id};
-use crate::ReplicaAcks;
-use crate::redis::conn::{RedisStore, decode_reply};
+use crate::redis::durability::ReplicaAcks;
+use crate::redis::error::decode_reply;
 use crate::redis::keys::{RUNS_INDEX, lease_key, runs_index_member, runs_member_key};
 use crate::redis::pubsub::{spawn_channel_listener, subscriber_clients};
 use crate::redis::script_args::ScriptArgs;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::{Acquire, ClaimedRun, LeaseKey, Renewal, Result, RunRecord, SessionLease};
 use async_trait::async_trait;
 use futures::stream::BoxStream;

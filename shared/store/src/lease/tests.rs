@@ -2,7 +2,7 @@
 
 use super::memory::InMemorySessionLease;
 use super::redis::RedisSessionLease;
-use crate::ReplicaAcks;
+use crate::redis::durability::ReplicaAcks;
 use crate::redis::keys::RUNS_INDEX;
 use adk_grpc_core::{Acquire, LeaseKey, Renewal, RunRecord, SessionLease, owner_invocation};
 use adk_grpc_testkit::RedisServer;

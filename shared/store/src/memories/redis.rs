@@ -22,10 +22,10 @@
 //! write (see `durability.rs`). A semantic search reads the user's vectors in one
 //! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
 
-use crate::StoreConfig;
-use crate::redis::conn::RedisStore;
+use crate::config::StoreConfig;
 use crate::redis::keys::MemoryKeys;
 use crate::redis::script_args::ScriptArgs;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
 use adk_grpc_core::validate::{id_from_key, id_key};
 use adk_grpc_core::{AdkError, Result};
@@ -115,10 +115,10 @@ impl MemoryBackend for RedisMemoryBackend {
         let (stats, postings): ((Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
             let mut replies: Vec<redis::Value> = self.store.pipeline(&pipe).await?;
             let rest = replies.split_off(1);
-            let stats = crate::redis::conn::decode_reply(replies.remove(0))?;
+            let stats = crate::redis::error::decode_reply(replies.remove(0))?;
             let postings = rest
                 .into_iter()
-                .map(crate::redis::conn::decode_reply)
+                .map(crate::redis::error::decode_reply)
                 .collect::<Result<_>>()?;
             (stats, postings)
         };

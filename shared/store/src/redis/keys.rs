@@ -148,8 +148,9 @@ impl ScopeKeys {
         }
     }
 
-    /// The arguments of `delete_scope` (see `crate::artifact::redis::lua::artifact_delete_fns`) for a script
-    /// that calls it: the name set as its next key, the four prefixes as its next arguments.
+    /// The arguments of `delete_scope` (see `crate::artifact::redis::lua::artifact_delete_fns`)
+    /// for a script that calls it: the name set as its next key, the four prefixes as its
+    /// next arguments.
     pub(crate) fn push_for_delete(&self, invocation: &mut ScriptInvocation<'_>) {
         invocation
             .key(&self.names)

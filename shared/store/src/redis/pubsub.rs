@@ -1,6 +1,6 @@
 //! One subscription per process to a pub/sub channel, kept up across failures.
 
-use super::conn::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, client, cluster_node_urls};
+use super::client::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, client, cluster_node_urls};
 use adk_grpc_core::Result;
 use futures::StreamExt;
 use std::time::Duration;

@@ -117,13 +117,14 @@ use self::script_args::{
     WakeArgs,
 };
 use self::watch_hub::{FeedKey, WatchHub};
-use crate::StoreConfig;
-use crate::redis::conn::{RedisStore, decode_reply};
+use crate::config::StoreConfig;
+use crate::redis::error::decode_reply;
 use crate::redis::keys::{
     ScopeKeys, SessionKeys, app_index_key, app_state_key, lease_key, user_index_key, user_state_key, user_tag,
 };
 use crate::redis::pubsub::subscriber_clients;
 use crate::redis::script_args::ScriptArgs;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::session::SessionCursor;
 use adk_grpc_core::session::backend::{
     AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,
@@ -220,7 +221,7 @@ impl RedisSessionBackend {
     /// `config`'s default TTL ([`crate::session_service`]).
     pub async fn connect_service(url: &str, config: StoreConfig) -> Result<CoreSessionService<Self>> {
         let backend = Self::connect(url, config.clone()).await?;
-        Ok(crate::session_service(backend, &config))
+        Ok(super::session_service(backend, &config))
     }
 
     /// The app index key a session's scripts write: on a cluster the shard on the

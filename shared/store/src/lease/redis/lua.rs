@@ -85,7 +85,8 @@ return {1, expires}
 /// Deletes the lease, the holder record and the cancel mark, each only while the owner
 /// is named in it.
 ///
-/// KEYS and ARGV: `ReleaseArgs` (`script_args.rs`). Returns 1 when it deleted the owner's run record.
+/// KEYS and ARGV: `ReleaseArgs` (`script_args.rs`). Returns 1 when it deleted the owner's
+/// run record.
 pub(super) const RELEASE: &str = r"
 for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
   if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
@@ -137,8 +138,9 @@ return expires
 /// `<invocation>@<claim>` (its holder record too) and names the new owner in the record.
 /// A run whose cancel was requested before its holder died is dropped instead.
 ///
-/// KEYS and ARGV: `ClaimArgs` (`script_args.rs`). Returns `{1, invocation, owner, options, lapsed ms,
-/// expires}`, `{0}` while the lease is held, `{-1}` when there is no run to claim.
+/// KEYS and ARGV: `ClaimArgs` (`script_args.rs`). Returns `{1, invocation, owner,
+/// options, lapsed ms, expires}`, `{0}` while the lease is held, `{-1}` when there is no
+/// run to claim.
 pub(super) const CLAIM: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 local run = redis.call('HMGET', KEYS[4], 'invocation', 'owner', 'options', 'expires')

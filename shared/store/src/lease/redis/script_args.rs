@@ -30,7 +30,7 @@ pub(super) struct Scripts {
     release: Script,
     cancel: Script,
     register: Script,
-    pub claim: Script,
+    claim: Script,
     hand_over: Script,
 }
 
@@ -51,7 +51,7 @@ impl Scripts {
 
 /// `lua::ACQUIRE`'s inputs.
 pub(super) struct AcquireArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
     pub ttl: Duration,
@@ -78,7 +78,7 @@ impl ScriptArgs for AcquireArgs<'_> {
 
 /// `lua::ACQUIRE_IN_TURN`'s inputs.
 pub(super) struct AcquireInTurnArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
     pub ttl: Duration,
@@ -113,7 +113,7 @@ impl ScriptArgs for AcquireInTurnArgs<'_> {
 
 /// `lua::RENEW`'s inputs.
 pub(super) struct RenewArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
     pub ttl: Duration,
@@ -140,7 +140,7 @@ impl ScriptArgs for RenewArgs<'_> {
 
 /// `lua::RELEASE`'s inputs.
 pub(super) struct ReleaseArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
 }
@@ -165,7 +165,7 @@ impl ScriptArgs for ReleaseArgs<'_> {
 
 /// `lua::CANCEL`'s inputs.
 pub(super) struct CancelArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
 }
@@ -191,7 +191,7 @@ impl ScriptArgs for CancelArgs<'_> {
 
 /// `lua::REGISTER`'s inputs.
 pub(super) struct RegisterArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
     pub invocation_id: &'a str,
@@ -220,7 +220,7 @@ impl ScriptArgs for RegisterArgs<'_> {
 
 /// `lua::CLAIM`'s inputs.
 pub(super) struct ClaimArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     /// The claim id the new owner token ends with.
     pub claim: &'a str,
@@ -250,7 +250,7 @@ impl ScriptArgs for ClaimArgs<'_> {
 
 /// `lua::HAND_OVER`'s inputs.
 pub(super) struct HandOverArgs<'a> {
-    /// [`lease_key`].
+    /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
 }

@@ -18,8 +18,8 @@
 //! event, and slows no other watcher.
 
 use super::{decode_event, stream_entries};
-use crate::redis::conn::RedisStore;
 use crate::redis::pubsub::spawn_channel_listener;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::sync;
 use adk_grpc_core::{AdkError, Event, Result};
 use redis::Value;
