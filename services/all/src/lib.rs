@@ -11,6 +11,7 @@ use adk_grpc_server_kit::{
     StoreArgs,
 };
 use adk_grpc_session_service::{memory_service, session_service};
+use adk_grpc_store::Stores;
 use anyhow::Context;
 use clap::Parser;
 use std::path::PathBuf;
@@ -56,23 +57,21 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
         Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
         None => None,
     };
-    // Both services use the same store URL, opened as one deployment: DeleteSession
+    // Every service uses the same store URL, opened as one deployment: DeleteSession
     // deletes the session's artifacts (with memory://, in this process's artifact store).
-    let url = &cli.store.store_url;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
-    let replica_acks = config.replica_acks;
-    let (sessions, artifacts) = adk_grpc_store::open_stores(url, config)
-        .await
-        .with_context(|| cannot_open("session and artifact"))?;
-    // Long-term memory at the same URL; the runner's agents recall from the very instance served.
     let embedders = match &cli.memory.memory_embeddings {
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
-    let memory = adk_grpc_store::open_memory_service_with(url, cli.store.store_config(), embedders)
-        .await
-        .with_context(|| cannot_open("memory"))?;
+    let stores = Stores::open(&cli.store.store_url, config)
+        .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?
+        .with_embedders(embedders);
+    let sessions = stores.sessions().await.with_context(|| cannot_open("session"))?;
+    let artifacts = stores.artifacts().await.with_context(|| cannot_open("artifact"))?;
+    // Long-term memory at the same URL; the runner's agents recall from the very instance served.
+    let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
 
     // The runner uses the very store instances the session and artifact services
@@ -80,9 +79,7 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
     // Run's events show in GetSession on the same port.
     let runner = match &agents {
         Some(agents) => {
-            let lease = adk_grpc_runner_service::open_session_lease(url, replica_acks)
-                .await
-                .with_context(|| cannot_open("session lease"))?;
+            let lease = stores.leases().await.with_context(|| cannot_open("session lease"))?;
             let mut services =
                 RunnerServices::new(sessions.clone(), Some(artifacts.clone()), lease).with_lease_args(&cli.lease);
             services.memory = Some(memory.clone());

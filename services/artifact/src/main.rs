@@ -5,6 +5,7 @@ use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MetricsArgs, RedisByDefault, ServiceInfo, Shutdown, StoreArgs,
     run_binary,
 };
+use adk_grpc_store::Stores;
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
@@ -43,9 +44,9 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
     let config = cli.artifacts.apply(cli.store.store_config());
-    let store = adk_grpc_store::open_artifact_service(&cli.store.store_url, config)
-        .await
-        .with_context(|| format!("cannot open the artifact store {}", cli.store.redacted_url()))?;
+    let cannot_open = || format!("cannot open the artifact store {}", cli.store.redacted_url());
+    let stores = Stores::open(&cli.store.store_url, config).with_context(cannot_open)?;
+    let store = stores.artifacts().await.with_context(cannot_open)?;
     tracing::info!(
         store = %cli.store.redacted_url(),
         max_artifact_bytes = cli.artifacts.max_artifact_bytes,

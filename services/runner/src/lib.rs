@@ -40,4 +40,4 @@ mod stores;
 pub use app::{AgentDescription, App, DescribedToolset, ToolDescription};
 pub use config::{AgentsConfig, ConfigError, Problem};
 pub use service::{RunnerGrpcService, runner_service};
-pub use stores::{LeaseArgs, RunnerServices, open_session_lease};
+pub use stores::{LeaseArgs, RunnerServices};

@@ -6,10 +6,7 @@ use adk_grpc_core::memory::Embedders;
 use adk_grpc_core::{
     Agent, ArtifactService, CoreMemoryService, CoreSessionService, MemoryService, Result, SessionLease, SessionService,
 };
-use adk_grpc_store::{
-    InMemoryArtifactBackend, InMemoryMemoryBackend, InMemorySessionBackend, InMemorySessionLease, RedisSessionLease,
-    ReplicaAcks, StoreConfig,
-};
+use adk_grpc_store::{InMemoryArtifactBackend, InMemoryMemoryBackend, InMemorySessionBackend, StoreConfig, Stores};
 
 /// The runner's session lease flags.
 #[derive(Debug, Clone, clap::Args)]
@@ -81,8 +78,8 @@ impl RunnerServices {
         self
     }
 
-    /// Sessions, artifacts and leases at one store URL (`memory://`, `redis://…`, …).
-    /// With `memory://` each store is new and private to the caller: a process that
+    /// Sessions, artifacts, memory and leases at one store URL (`memory://`, `redis://…`,
+    /// …). With `memory://` each store is new and private to the caller: a process that
     /// also serves sessions must pass its own stores to [`RunnerServices::new`]
     /// instead, so that both see the same data.
     pub async fn open(url: &str, config: StoreConfig) -> Result<Self> {
@@ -91,11 +88,13 @@ impl RunnerServices {
 
     /// [`RunnerServices::open`], the memory embedding with the models of the apps that configure one.
     pub async fn open_with_embedders(url: &str, config: StoreConfig, embedders: Embedders) -> Result<Self> {
-        let lease = open_session_lease(url, config.replica_acks).await?;
-        let memory = adk_grpc_store::open_memory_service_with(url, config.clone(), embedders).await?;
-        let (sessions, artifacts) = adk_grpc_store::open_stores(url, config).await?;
-        let mut services = Self::new(sessions, Some(artifacts), lease);
-        services.memory = Some(memory);
+        let stores = Stores::open(url, config)?.with_embedders(embedders);
+        let mut services = Self::new(
+            stores.sessions().await?,
+            Some(stores.artifacts().await?),
+            stores.leases().await?,
+        );
+        services.memory = Some(stores.memory().await?);
         Ok(services)
     }
 
@@ -107,16 +106,4 @@ impl RunnerServices {
         config.memory_service = self.memory.clone();
         config
     }
-}
-
-/// The session leases at a store URL: in this process for `memory://`, in Redis
-/// (seen by every replica sharing it) otherwise. Any other URL is refused by
-/// the Redis backend with the same message as the session store's.
-// adk-grpc-store has `open_session_service` and `open_artifact_service` but no
-// equivalent for leases yet; this is the one place that picks the backend.
-pub async fn open_session_lease(url: &str, acks: ReplicaAcks) -> Result<Arc<dyn SessionLease>> {
-    if url == "memory://" || url == "memory" {
-        return Ok(Arc::new(InMemorySessionLease::new()));
-    }
-    Ok(Arc::new(RedisSessionLease::connect(url, acks).await?))
 }

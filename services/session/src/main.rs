@@ -6,6 +6,7 @@ use adk_grpc_server_kit::{
     StoreArgs, run_binary,
 };
 use adk_grpc_session_service::{memory_service, session_service};
+use adk_grpc_store::Stores;
 use anyhow::Context;
 use clap::Parser;
 use std::process::ExitCode;
@@ -45,16 +46,16 @@ async fn main() -> ExitCode {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::on_signals().context("cannot install the SIGTERM/SIGINT handlers")?;
     let config = cli.sessions.apply(cli.store.store_config());
-    let store = adk_grpc_store::open_session_service(&cli.store.store_url, config)
-        .await
-        .with_context(|| format!("cannot open the session store {}", cli.store.redacted_url()))?;
+    let cannot_open = |what: &str| format!("cannot open the {what} store {}", cli.store.redacted_url());
     let embedders = match &cli.memory.memory_embeddings {
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
-    let memory = adk_grpc_store::open_memory_service_with(&cli.store.store_url, cli.store.store_config(), embedders)
-        .await
-        .with_context(|| format!("cannot open the memory store {}", cli.store.redacted_url()))?;
+    let stores = Stores::open(&cli.store.store_url, config)
+        .with_context(|| cannot_open("session"))?
+        .with_embedders(embedders);
+    let store = stores.sessions().await.with_context(|| cannot_open("session"))?;
+    let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");
 
     GrpcServer::new(&cli.grpc, shutdown.clone())

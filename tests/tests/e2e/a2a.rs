@@ -517,9 +517,8 @@ async fn get_task_and_list_tasks_read_from_redis_about_what_they_return_however_
     let mut client = a2a_client(&server).await;
 
     // A long context: 300 earlier turns of about 4 KB each, written through the store.
-    let sessions = adk_grpc_store::open_session_service(&redis.url(), Default::default())
-        .await
-        .expect("open the store");
+    let stores = adk_grpc_store::Stores::open(&redis.url(), Default::default()).expect("a store URL");
+    let sessions = stores.sessions().await.expect("open the store");
     let (app, user, context) = ("chat", "a2a", "long");
     sessions
         .create(adk_grpc_core::CreateRequest {

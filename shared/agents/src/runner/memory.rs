@@ -56,13 +56,17 @@ mod tests {
     use super::*;
     use adk_grpc_core::memory::SearchMemoryRequest;
     use adk_grpc_core::{AppendEventRequest, Content, Event};
-    use adk_grpc_store::{StoreConfig, open_memory_service};
+    use adk_grpc_store::{StoreConfig, Stores};
 
     /// A run with `what` added to memory, on a session that already holds an earlier
     /// invocation's event (about zebras); this one is about penguins. Returns what a
     /// search for each finds as soon as the run's stream has ended.
     async fn remembered(app: &str, what: AddToMemory) -> (Vec<String>, Vec<String>) {
-        let memory = open_memory_service("memory://", StoreConfig::default()).await.unwrap();
+        let memory = Stores::open("memory://", StoreConfig::default())
+            .unwrap()
+            .memory()
+            .await
+            .unwrap();
         let f = Fixture::with(app, |config| {
             config.memory_service = Some(memory.clone());
             config.add_to_memory = Some(what);

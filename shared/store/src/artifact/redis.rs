@@ -62,19 +62,17 @@
 pub(crate) mod lua;
 mod script_args;
 
-use crate::StoreConfig;
-use crate::redis::conn::RedisStore;
+use crate::config::StoreConfig;
+use crate::redis::keys::{NameKeys, ScopeKeys, upload_prefix};
 use crate::redis::script_args::ScriptArgs;
-use crate::redis::user_tag;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::artifact::{
     ArtifactBackend, ArtifactMetadata, ArtifactScope, NewVersion, StoredBytes, StoredName, UploadBody, WriteOutcome,
 };
-use adk_grpc_core::validate::id_key;
 use adk_grpc_core::{AdkError, Result};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
-use redis::ScriptInvocation;
 use script_args::{CommitArgs, DeleteArgs, ReadMetaArgs, Scripts};
 use serde_json::Value as Json;
 use std::collections::HashMap;
@@ -93,8 +91,6 @@ const MIN_PENDING_TTL: Duration = Duration::from_millis(100);
 const RENEWALS_PER_TTL: u32 = 6;
 /// How long after an abandoned upload's cleanup a second pass runs (see `PendingChunks`'s Drop).
 const LATE_WRITE_GRACE: Duration = Duration::from_millis(500);
-/// The scope segment of `user:` names; never an encoded session id (`~` is always encoded).
-const USER_SCOPE: &str = "~user";
 
 /// Artifacts in Redis (standalone or cluster). Cheap to clone; clones share connections.
 #[derive(Clone)]
@@ -328,108 +324,6 @@ impl ArtifactBackend for RedisArtifactBackend {
     }
 }
 
-// ---------- keys ----------
-
-/// The keys of one scope's artifacts (a session's, or the user's `user:` names):
-/// the name set, and the prefixes a name (or version) completes into its keys.
-pub(crate) struct ScopeKeys {
-    names: String,
-    /// `adk:artseq:{app:user}:<scope>:`; a name's counter adds `<name>`.
-    seq_prefix: String,
-    /// `adk:artvers:{app:user}:<scope>:`; a name's version set adds `<name>`.
-    versions_prefix: String,
-    /// `adk:artmeta:{app:user}:<scope>:`; a version's key adds `<version>:<name>`.
-    meta_prefix: String,
-    /// `adk:artchunk:{app:user}:<scope>:`; a chunk's key adds `<version>:<index>:<name>`.
-    chunk_prefix: String,
-}
-
-impl ScopeKeys {
-    /// `scope` is [`USER_SCOPE`] or an encoded session id.
-    fn new(tag: &str, scope: &str) -> ScopeKeys {
-        ScopeKeys {
-            names: names_key(tag, scope),
-            seq_prefix: format!("adk:artseq:{tag}:{scope}:"),
-            versions_prefix: format!("adk:artvers:{tag}:{scope}:"),
-            meta_prefix: format!("adk:artmeta:{tag}:{scope}:"),
-            chunk_prefix: format!("adk:artchunk:{tag}:{scope}:"),
-        }
-    }
-
-    /// A session's own artifacts. Only for validated ids (see [`NameKeys::new`]).
-    pub(crate) fn of_session(app: &str, user: &str, session: &str) -> ScopeKeys {
-        ScopeKeys::new(&user_tag(app, user), &id_key(session))
-    }
-
-    /// The keys of a scope the core service names.
-    fn of(scope: &ArtifactScope) -> ScopeKeys {
-        let tag = user_tag(scope.app_name(), scope.user_id());
-        match scope.session_id() {
-            Some(session) => ScopeKeys::new(&tag, &id_key(session)),
-            None => ScopeKeys::new(&tag, USER_SCOPE),
-        }
-    }
-
-    /// The arguments of `delete_scope` (see [`lua::artifact_delete_fns`]) for a script
-    /// that calls it: the name set as its next key, the four prefixes as its next arguments.
-    pub(crate) fn push_for_delete(&self, invocation: &mut ScriptInvocation<'_>) {
-        invocation
-            .key(&self.names)
-            .arg(&self.seq_prefix)
-            .arg(&self.versions_prefix)
-            .arg(&self.meta_prefix)
-            .arg(&self.chunk_prefix);
-    }
-}
-
-/// The keys of one file name in its scope (see the module docs).
-struct NameKeys {
-    tag: String,
-    name: String,
-    names: String,
-    seq: String,
-    versions: String,
-    /// `adk:artmeta:{app:user}:<scope>:`; a version's key adds `<version>:<name>`.
-    meta_prefix: String,
-    /// `adk:artchunk:{app:user}:<scope>:`; a chunk's key adds `<version>:<index>:<name>`.
-    chunk_prefix: String,
-}
-
-impl NameKeys {
-    /// The keys of a name the core service validated and placed in its scope.
-    fn of(name: &StoredName) -> NameKeys {
-        let scope = name.scope();
-        NameKeys::new(scope.app_name(), scope.user_id(), scope.session_id(), name.file_name())
-    }
-
-    /// Only for validated ids: encoded (`id_key`), they cannot contain `:`, `{` or `}`,
-    /// so they cannot forge a key. `session` is None for a `user:` name.
-    fn new(app: &str, user: &str, session: Option<&str>, file_name: &str) -> NameKeys {
-        let tag = user_tag(app, user);
-        let scope = match session {
-            Some(session) => ScopeKeys::new(&tag, &id_key(session)),
-            None => ScopeKeys::new(&tag, USER_SCOPE),
-        };
-        NameKeys {
-            name: file_name.to_string(),
-            names: scope.names,
-            seq: format!("{}{file_name}", scope.seq_prefix),
-            versions: format!("{}{file_name}", scope.versions_prefix),
-            meta_prefix: scope.meta_prefix,
-            chunk_prefix: scope.chunk_prefix,
-            tag,
-        }
-    }
-
-    fn chunk(&self, version: i64, index: u64) -> String {
-        format!("{}{version}:{index}:{}", self.chunk_prefix, self.name)
-    }
-}
-
-fn names_key(tag: &str, scope: &str) -> String {
-    format!("adk:artnames:{tag}:{scope}")
-}
-
 // ---------- uploads ----------
 
 /// The pending chunk keys of one upload. Dropped before [`PendingChunks::committed`]
@@ -449,7 +343,7 @@ impl PendingChunks {
     fn new(store: RedisStore, tag: &str) -> PendingChunks {
         PendingChunks {
             store,
-            prefix: format!("adk:artup:{tag}:{}:", uuid::Uuid::new_v4().simple()),
+            prefix: upload_prefix(tag, &uuid::Uuid::new_v4().simple().to_string()),
             written: AtomicUsize::new(0),
             done: false,
         }
@@ -634,26 +528,6 @@ fn parse_number<T: std::str::FromStr>(name: &str, value: &str) -> Result<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_share_the_user_tag_and_end_with_the_name() {
-        let keys = NameKeys::new("app", "alice", Some("s1"), "a:{b}.txt");
-        for key in [
-            &keys.names,
-            &keys.seq,
-            &keys.versions,
-            &keys.meta_prefix,
-            &keys.chunk_prefix,
-        ] {
-            assert!(key.starts_with("adk:art"), "{key}");
-            assert!(key.contains(":{app:alice}:s1"), "{key}");
-        }
-        assert_eq!(keys.seq, "adk:artseq:{app:alice}:s1:a:{b}.txt");
-        assert_eq!(keys.chunk(3, 7), "adk:artchunk:{app:alice}:s1:3:7:a:{b}.txt");
-        let user = NameKeys::new("app", "alice", None, "user:x");
-        assert_eq!(user.versions, "adk:artvers:{app:alice}:~user:user:x");
-        assert_eq!(user.names, "adk:artnames:{app:alice}:~user");
-    }
 
     #[test]
     fn metadata_round_trips_and_checks_its_layout() {

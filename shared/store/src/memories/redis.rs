@@ -22,10 +22,10 @@
 //! write (see `durability.rs`). A semantic search reads the user's vectors in one
 //! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
 
-use crate::StoreConfig;
-use crate::redis::conn::RedisStore;
+use crate::config::StoreConfig;
+use crate::redis::keys::MemoryKeys;
 use crate::redis::script_args::ScriptArgs;
-use crate::redis::user_tag;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
 use adk_grpc_core::validate::{id_from_key, id_key};
 use adk_grpc_core::{AdkError, Result};
@@ -36,65 +36,8 @@ use script_args::{RemoveArgs, Scripts, StoredEntry, UpsertArgs};
 use std::collections::HashMap;
 use std::sync::Arc;
 
+mod lua;
 mod script_args;
-
-/// Removes entry `mid` (encoded id) and its postings; shared by both scripts.
-macro_rules! remove_entry_fn {
-    () => {
-        r#"
-local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
-  local key = entry_prefix .. mid
-  local old = redis.call('HMGET', key, 'len', 't')
-  if not old[1] then return 0 end
-  for term in string.gmatch(old[2] or '', '[^ ]+') do
-    redis.call('HDEL', term_prefix .. term, mid)
-  end
-  redis.call('HINCRBY', stats, 'n', -1)
-  redis.call('HINCRBY', stats, 'len', -tonumber(old[1]))
-  redis.call('DEL', key)
-  redis.call('HDEL', vectors, mid)
-  return 1
-end
-"#
-    };
-}
-
-/// Stores entries, each replacing the entry of its id with its postings.
-/// KEYS and ARGV: `UpsertArgs` (`script_args.rs`).
-const UPSERT: &str = concat!(
-    remove_entry_fn!(),
-    r#"
-local stats, vectors, entry_prefix, term_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
-local tail = 4
-local at = tail
-for _ = 1, tonumber(ARGV[3]) do
-  local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
-  at = at + 5
-  remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
-  if vector ~= '' then redis.call('HSET', vectors, mid, vector) end
-  local terms = {}
-  for _ = 1, nterms do
-    redis.call('HSET', term_prefix .. ARGV[at], mid, ARGV[at + 1] .. ':' .. len)
-    terms[#terms + 1] = ARGV[at]
-    at = at + 2
-  end
-  redis.call('HSET', entry_prefix .. mid, 'e', payload, 'len', len, 't', table.concat(terms, ' '))
-  redis.call('HINCRBY', stats, 'n', 1)
-  redis.call('HINCRBY', stats, 'len', len)
-end
-return 1
-"#
-);
-
-/// Removes one entry and its postings. KEYS and ARGV: `RemoveArgs`.
-/// Returns 1 if it existed.
-const DELETE: &str = concat!(
-    remove_entry_fn!(),
-    r#"
-return remove_entry(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3])
-"#
-);
 
 #[derive(Clone)]
 pub struct RedisMemoryBackend {
@@ -107,26 +50,6 @@ impl std::fmt::Debug for RedisMemoryBackend {
         f.debug_struct("RedisMemoryBackend")
             .field("cluster", &self.store.is_cluster())
             .finish()
-    }
-}
-
-/// The keys of one user's memories.
-struct UserKeys {
-    stats: String,
-    vectors: String,
-    entry_prefix: String,
-    term_prefix: String,
-}
-
-impl UserKeys {
-    fn new(scope: &MemoryScope) -> UserKeys {
-        let tag = user_tag(scope.app_name(), scope.user_id());
-        UserKeys {
-            stats: format!("adk:memstats:{tag}"),
-            vectors: format!("adk:memvec:{tag}"),
-            entry_prefix: format!("adk:mem:{tag}:"),
-            term_prefix: format!("adk:memterm:{tag}:"),
-        }
     }
 }
 
@@ -169,7 +92,7 @@ impl MemoryBackend for RedisMemoryBackend {
         if entries.is_empty() {
             return Ok(());
         }
-        let keys = UserKeys::new(scope);
+        let keys = MemoryKeys::new(scope);
         let invocation = UpsertArgs {
             keys: &keys,
             entries: entries.iter().map(StoredEntry::of).collect(),
@@ -183,7 +106,7 @@ impl MemoryBackend for RedisMemoryBackend {
     }
 
     async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> Result<Postings> {
-        let keys = UserKeys::new(scope);
+        let keys = MemoryKeys::new(scope);
         let mut pipe = redis::pipe();
         pipe.cmd("HMGET").arg(&keys.stats).arg("n").arg("len");
         for term in terms.iter() {
@@ -192,10 +115,10 @@ impl MemoryBackend for RedisMemoryBackend {
         let (stats, postings): ((Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
             let mut replies: Vec<redis::Value> = self.store.pipeline(&pipe).await?;
             let rest = replies.split_off(1);
-            let stats = crate::redis::conn::decode_reply(replies.remove(0))?;
+            let stats = crate::redis::error::decode_reply(replies.remove(0))?;
             let postings = rest
                 .into_iter()
-                .map(crate::redis::conn::decode_reply)
+                .map(crate::redis::error::decode_reply)
                 .collect::<Result<_>>()?;
             (stats, postings)
         };
@@ -220,7 +143,7 @@ impl MemoryBackend for RedisMemoryBackend {
     }
 
     async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>> {
-        let keys = UserKeys::new(scope);
+        let keys = MemoryKeys::new(scope);
         let stored: HashMap<String, Vec<u8>> = self.store.query(redis::cmd("HGETALL").arg(&keys.vectors)).await?;
         stored
             .into_iter()
@@ -236,7 +159,7 @@ impl MemoryBackend for RedisMemoryBackend {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let keys = UserKeys::new(scope);
+        let keys = MemoryKeys::new(scope);
         let mut pipe = redis::pipe();
         for id in ids {
             pipe.cmd("HGET")
@@ -256,7 +179,7 @@ impl MemoryBackend for RedisMemoryBackend {
     }
 
     async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool> {
-        let keys = UserKeys::new(scope);
+        let keys = MemoryKeys::new(scope);
         let invocation = RemoveArgs { keys: &keys, id }.invocation(&self.scripts)?;
         let deleted: i64 = self
             .store

@@ -23,7 +23,7 @@
 //! on a node that may be gone. A stale view (a node that has not heard of the failover
 //! yet, an old master that wakes up) has lower epochs and is ignored.
 
-use super::conn::{client, cluster_client};
+use super::client::{ClusterUrl, client};
 use adk_grpc_core::sync;
 use adk_grpc_core::{AdkError, Result};
 use redis::aio::{ConnectionLike, MultiplexedConnection};
@@ -269,61 +269,6 @@ impl Checker {
         let nodes: String = redis::cmd("CLUSTER").arg("NODES").query_async(&mut asking).await.ok()?;
         self.asking = Some(asking);
         Topology::parse(&nodes).ok()
-    }
-}
-
-/// A `redis+cluster://` (or `rediss+cluster://`) URL: its nodes, and what every node
-/// URL shares (scheme, credentials, database, query, fragment).
-#[derive(Clone)]
-pub(crate) struct ClusterUrl {
-    scheme: &'static str,
-    userinfo: String,
-    /// `host:port` of each node the URL names.
-    pub(crate) hosts: Vec<String>,
-    suffix: String,
-}
-
-impl ClusterUrl {
-    /// `scheme+cluster://[user:pass@]h1:p1,h2:p2[/db][?query][#insecure]`; None for a
-    /// URL of another scheme, `Err(why)` for a malformed one.
-    pub(crate) fn parse(url: &str) -> Option<std::result::Result<ClusterUrl, &'static str>> {
-        let (scheme, rest) = if let Some(rest) = url.strip_prefix("redis+cluster://") {
-            ("redis", rest)
-        } else if let Some(rest) = url.strip_prefix("rediss+cluster://") {
-            ("rediss", rest)
-        } else {
-            return None;
-        };
-        let (userinfo, rest) = match rest.rsplit_once('@') {
-            Some((userinfo, rest)) => (format!("{userinfo}@"), rest),
-            None => (String::new(), rest),
-        };
-        let (hosts, suffix) = rest.split_at(rest.find(['/', '?', '#']).unwrap_or(rest.len()));
-        let hosts: Vec<String> = hosts.split(',').map(String::from).collect();
-        if hosts.iter().any(String::is_empty) {
-            return Some(Err("empty node address; expected h1:p1,h2:p2"));
-        }
-        Some(Ok(ClusterUrl {
-            scheme,
-            userinfo,
-            hosts,
-            suffix: suffix.to_string(),
-        }))
-    }
-
-    /// The URL of the node at `host` (`host:port`), with everything the cluster URL sets.
-    pub(crate) fn node_url(&self, host: &str) -> String {
-        format!("{}://{}{host}{}", self.scheme, self.userinfo, self.suffix)
-    }
-
-    /// A client for the cluster through `hosts` (see [`cluster_client`]).
-    fn client(&self, hosts: &[String]) -> redis::RedisResult<redis::cluster::ClusterClient> {
-        cluster_client(hosts.iter().map(|host| self.node_url(host)).collect())
-    }
-
-    /// Whether a client can be built for the URL's nodes (a bad setting cannot).
-    pub(crate) fn validate(&self) -> std::result::Result<(), redis::RedisError> {
-        self.client(&self.hosts).map(drop)
     }
 }
 

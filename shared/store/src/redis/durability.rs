@@ -35,17 +35,16 @@
 //! that never had a replica, no `WAIT` is sent at all.
 
 use super::cluster::parse_cluster_nodes;
-use super::conn::{Conn, RedisStore, decode_reply, store_error};
+use super::conn::Conn;
+use super::error::store_error;
 use adk_grpc_core::sync;
 use adk_grpc_core::{AdkError, Result};
-use adk_grpc_telemetry::RedisOp;
-use redis::{FromRedisValue, Pipeline, ScriptInvocation, ServerErrorKind, Value};
+use redis::Value;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 use tokio::sync::Mutex;
-use tracing::Instrument;
 
 /// `auto` waits for at most this many replicas: an automatic failover (Redis
 /// Cluster, Sentinel) promotes the most up-to-date replica, which has every write
@@ -157,7 +156,7 @@ impl Durability {
     }
 
     /// How many replicas a write of `key` must wait for now.
-    async fn required(&self, conn: &mut Conn, key: &str) -> Result<u32> {
+    pub(crate) async fn required(&self, conn: &mut Conn, key: &str) -> Result<u32> {
         match self.acks.min_replicas {
             MinReplicas::Exactly(n) => Ok(n),
             MinReplicas::Auto => {
@@ -221,14 +220,14 @@ impl Durability {
             .clone()
     }
 
-    fn wait_cmd(&self, replicas: u32) -> redis::Cmd {
+    pub(crate) fn wait_cmd(&self, replicas: u32) -> redis::Cmd {
         let mut cmd = redis::cmd("WAIT");
         cmd.arg(replicas).arg(self.acks.timeout.as_millis() as u64);
         cmd
     }
 
     /// The error of a write that fewer than `required` replicas confirmed in time.
-    fn not_durable(&self, required: u32, confirmed: i64) -> AdkError {
+    pub(crate) fn not_durable(&self, required: u32, confirmed: i64) -> AdkError {
         AdkError::Unavailable(format!(
             "redis: only {confirmed} of {required} replicas confirmed the write within {} ms; it may have \
              been applied but could be lost on a failover, and retrying it (same event id) is safe",
@@ -290,137 +289,6 @@ fn cluster_replica_ranges(nodes: &str) -> Result<Vec<(u16, u16, u32)>> {
     Ok(ranges.collect())
 }
 
-impl RedisStore {
-    /// Runs a write script like [`RedisStore::eval`] and acknowledges it only once
-    /// it is durable (see the module docs). `key` is one of the script's keys.
-    pub(crate) async fn durable_eval<T: FromRedisValue>(
-        &self,
-        script: &str,
-        invocation: &ScriptInvocation<'_>,
-        key: &str,
-    ) -> Result<T> {
-        let replicas = self.replicas_required(key).await?;
-        self.durable_eval_with(replicas, script, invocation, key).await
-    }
-
-    /// [`RedisStore::durable_eval`] for a caller that asked [`RedisStore::replicas_required`]
-    /// for `key` already (the append, whose script does more when there is no replica to
-    /// wait for): one decision per write.
-    pub(crate) async fn durable_eval_with<T: FromRedisValue>(
-        &self,
-        replicas: u32,
-        script: &str,
-        invocation: &ScriptInvocation<'_>,
-        key: &str,
-    ) -> Result<T> {
-        let mut conn = self.conn();
-        if replicas == 0 {
-            return self.eval(script, invocation).await;
-        }
-        // The marker makes `WAIT` cover what the script read as well as what it wrote: a
-        // script that changed nothing (an idempotent retry finding its event, a create
-        // finding the session) replicates nothing of its own, and the event it reports
-        // must be confirmed on this very node, in this very request, or a failover between
-        // two requests could confirm it on a node that never had it.
-        let mut pipe = redis::pipe();
-        pipe.invoke_script(invocation)
-            .cmd("SET")
-            .arg(marker_key(key))
-            .arg("")
-            .arg("PX")
-            .arg(1)
-            .ignore()
-            .add_command(self.durability().wait_cmd(replicas));
-        let op = RedisOp::script(script);
-        let request = async {
-            match pipe.query_async::<Vec<Value>>(&mut conn).await {
-                // A node that never ran the script (new, restarted, promoted) does not
-                // know it yet; the failed pipeline wrote nothing.
-                Err(e) if e.kind() == redis::ErrorKind::Server(ServerErrorKind::NoScript) => {
-                    invocation.load_async(&mut conn).await?;
-                    pipe.query_async::<Vec<Value>>(&mut conn).await
-                }
-                reply => reply,
-            }
-        };
-        let replies = request.instrument(op.span().clone()).await.map_err(store_error);
-        op.finish(replies.as_ref().err().map(AdkError::code));
-        let [reply, confirmed] = <[Value; 2]>::try_from(replies?)
-            .map_err(|_| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
-        self.check_confirmed(replicas, confirmed)?;
-        decode_reply(reply)
-    }
-
-    /// Runs a write pipeline like [`RedisStore::pipeline`] (all keys on one hash tag)
-    /// and acknowledges it only once it is durable. `key` is one of its keys.
-    pub(crate) async fn durable_pipeline<T: FromRedisValue>(&self, pipe: &Pipeline, key: &str) -> Result<T> {
-        let replicas = self.durability().required(&mut self.conn(), key).await?;
-        if replicas == 0 {
-            return self.pipeline(pipe).await;
-        }
-        let mut pipe = pipe.clone();
-        pipe.add_command(self.durability().wait_cmd(replicas));
-        let mut replies: Vec<Value> = self.pipeline(&pipe).await?;
-        let confirmed = replies
-            .pop()
-            .ok_or_else(|| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
-        self.check_confirmed(replicas, confirmed)?;
-        decode_reply(Value::Array(replies))
-    }
-
-    /// Runs `read` (a read of keys on the node owning `key`) and returns its reply only
-    /// once everything it saw is durable; `None` when fewer replicas than required
-    /// confirmed in time, so a failover could still take some of it back.
-    ///
-    /// The read, a marker write and `WAIT` go to that node in one pipeline, in this
-    /// order: the marker's replication offset is past everything the read saw, so the
-    /// replicas that confirm the marker have all of it. This is how a watcher delivers
-    /// only events that cannot be lost: it confirms its own reads instead of trusting
-    /// each append's `WAIT`, so events whose append failed waiting for replicas (and
-    /// may be lost) are held back until a later confirmation covers them.
-    /// `replicas` is what [`RedisStore::replicas_required`] said for `key`.
-    pub(crate) async fn durable_read<T: FromRedisValue>(
-        &self,
-        read: &redis::Cmd,
-        key: &str,
-        replicas: u32,
-    ) -> Result<Option<T>> {
-        if replicas == 0 {
-            return self.query(read).await.map(Some);
-        }
-        let mut pipe = redis::pipe();
-        pipe.add_command(read.clone())
-            .cmd("SET")
-            .arg(marker_key(key))
-            .arg("")
-            .arg("PX")
-            .arg(1)
-            .ignore()
-            .add_command(self.durability().wait_cmd(replicas));
-        let replies: Vec<Value> = self.pipeline(&pipe).await?;
-        let [reply, confirmed] = <[Value; 2]>::try_from(replies)
-            .map_err(|_| AdkError::Internal("unexpected pipeline reply from redis".into()))?;
-        let confirmed: i64 = decode_reply(confirmed)?;
-        if confirmed < i64::from(replicas) {
-            return Ok(None);
-        }
-        decode_reply(reply).map(Some)
-    }
-
-    /// How many replicas a write to `key`'s node must reach now (see [`MinReplicas`]).
-    pub(crate) async fn replicas_required(&self, key: &str) -> Result<u32> {
-        self.durability().required(&mut self.conn(), key).await
-    }
-
-    fn check_confirmed(&self, required: u32, confirmed: Value) -> Result<()> {
-        let confirmed: i64 = decode_reply(confirmed)?;
-        if confirmed < i64::from(required) {
-            return Err(self.durability().not_durable(required, confirmed));
-        }
-        Ok(())
-    }
-}
-
 /// The cluster slot of `key`: CRC16 (XMODEM) of its hash tag, or of the whole key
 /// without one, modulo 16384, as the Redis Cluster specification defines it.
 /// (redis-rs computes it too but does not expose the number.)
@@ -449,7 +317,7 @@ pub(crate) fn key_slot(key: &[u8]) -> u16 {
 }
 
 /// `adk:durable:{tag}` for a key with the hash tag `{tag}` (the same node), else `adk:durable:{key}`.
-fn marker_key(key: &str) -> String {
+pub(crate) fn marker_key(key: &str) -> String {
     let tag = key
         .find('{')
         .and_then(|open| key[open..].find('}').map(|close| &key[open..=open + close]))

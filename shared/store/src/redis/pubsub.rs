@@ -1,8 +1,16 @@
 //! One subscription per process to a pub/sub channel, kept up across failures.
 
-use super::conn::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT};
+use super::client::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, client, cluster_node_urls};
+use adk_grpc_core::Result;
 use futures::StreamExt;
 use std::time::Duration;
+
+/// Clients for a subscriber: the Redis, or each node a cluster URL names (any one of
+/// them hears every classic `PUBLISH`).
+pub(crate) fn subscriber_clients(url: &str) -> Result<Vec<redis::Client>> {
+    let urls = cluster_node_urls(url)?.unwrap_or_else(|| vec![url.to_string()]);
+    urls.iter().map(|url| client(url)).collect()
+}
 
 /// What a listener is told: a message's payload, or `None` when it has (re)subscribed
 /// (messages published while it was not subscribed are lost). It returns false to stop.

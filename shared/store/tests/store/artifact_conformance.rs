@@ -11,7 +11,7 @@ use adk_grpc_core::artifact::{
 };
 use adk_grpc_core::{AdkError, ArtifactService, ByteStream, SessionService};
 use adk_grpc_store::{
-    InMemoryArtifactBackend, InMemorySessionBackend, RedisArtifactBackend, RedisSessionBackend, StoreConfig,
+    InMemoryArtifactBackend, InMemorySessionBackend, RedisArtifactBackend, RedisSessionBackend, StoreConfig, Stores,
 };
 use adk_grpc_testkit::artifact_conformance::ArtifactLimits;
 use adk_grpc_testkit::{Fixture, RedisCluster, RedisServer, eventually, shared, unique_prefix};
@@ -96,25 +96,25 @@ mod memory_session_delete {
     });
 }
 
-/// `open_stores` gives a session and an artifact store that belong together, for every URL.
-mod open_stores_in_memory {
+/// `Stores` gives a session and an artifact store that belong together, for every URL.
+mod stores_in_memory {
     use super::*;
     adk_grpc_testkit::session_delete_conformance_tests!({
-        let (sessions, artifacts) = adk_grpc_store::open_stores("memory://", config()).await.unwrap();
+        let stores = Stores::open("memory://", config()).unwrap();
         Fixture::default()
-            .with_sessions(sessions)
-            .with_artifacts(artifacts, LIMITS)
+            .with_sessions(stores.sessions().await.unwrap())
+            .with_artifacts(stores.artifacts().await.unwrap(), LIMITS)
     });
 }
 
-mod open_stores_on_redis {
+mod stores_on_redis {
     use super::*;
     adk_grpc_testkit::session_delete_conformance_tests!({
         let server = shared::redis().await;
-        let (sessions, artifacts) = adk_grpc_store::open_stores(&server.url(), config()).await.unwrap();
+        let stores = Stores::open(&server.url(), config()).unwrap();
         Fixture::default()
-            .with_sessions(sessions)
-            .with_artifacts(artifacts, LIMITS)
+            .with_sessions(stores.sessions().await.unwrap())
+            .with_artifacts(stores.artifacts().await.unwrap(), LIMITS)
             .keeping(server)
     });
 }
@@ -194,20 +194,17 @@ async fn cluster_session_delete_leaves_no_artifact_keys() {
 }
 
 #[tokio::test]
-async fn open_artifact_service_accepts_the_store_urls() {
-    let memory = adk_grpc_store::open_artifact_service("memory://", config())
-        .await
-        .unwrap();
+async fn stores_open_the_store_urls() {
+    let memory = Stores::open("memory://", config()).unwrap().artifacts().await.unwrap();
     memory.ping().await.unwrap();
     let server = RedisServer::start().await;
-    let redis = adk_grpc_store::open_artifact_service(&server.url(), config())
+    let redis = Stores::open(&server.url(), config())
+        .unwrap()
+        .artifacts()
         .await
         .unwrap();
     redis.ping().await.unwrap();
-    let err = adk_grpc_store::open_artifact_service("mysql://x", config())
-        .await
-        .err()
-        .unwrap();
+    let err = Stores::open("mysql://x", config()).err().unwrap();
     assert!(matches!(err, AdkError::Config(_)), "{err:?}");
 }
 

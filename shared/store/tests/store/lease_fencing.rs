@@ -8,7 +8,7 @@ use adk_grpc_core::{
     Acquire, AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, LeaseKey, Precondition,
     SessionLease, SessionService,
 };
-use adk_grpc_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLease, StoreConfig};
+use adk_grpc_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLease, StoreConfig, Stores};
 use adk_grpc_testkit::{RedisCluster, RedisServer, unique_prefix};
 use std::time::Duration;
 
@@ -104,6 +104,22 @@ async fn fenced_appends_need_the_lease_in_memory() {
     let lease = backend.leases();
     let sessions = CoreSessionService::new(backend);
     fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+/// The leases of `Stores` are the ones its session store fences appends with, also in memory.
+#[tokio::test]
+async fn fenced_appends_need_the_lease_of_the_stores_in_memory() {
+    let stores = Stores::open("memory://", StoreConfig::default()).unwrap();
+    let (sessions, lease) = (stores.sessions().await.unwrap(), stores.leases().await.unwrap());
+    fenced_appends_need_the_lease(sessions.as_ref(), lease.as_ref()).await;
+}
+
+#[tokio::test]
+async fn fenced_appends_need_the_lease_of_the_stores_on_redis() {
+    let server = RedisServer::start().await;
+    let stores = Stores::open(&server.url(), StoreConfig::default()).unwrap();
+    let (sessions, lease) = (stores.sessions().await.unwrap(), stores.leases().await.unwrap());
+    fenced_appends_need_the_lease(sessions.as_ref(), lease.as_ref()).await;
 }
 
 #[tokio::test]

@@ -48,7 +48,7 @@ fn sequence_is_field_16_a_uint64_in_event_proto() {
         "field 16, wire type 0 (varint)"
     );
     assert!(
-        adk_grpc_store::redis::APPEND_SCRIPT.contains(r"'\128\1'"),
+        adk_grpc_store::session::redis::APPEND_SCRIPT.contains(r"'\128\1'"),
         "the append script writes the tag of field 16 (0x80 0x01)"
     );
 }

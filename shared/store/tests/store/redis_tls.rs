@@ -3,13 +3,15 @@
 //! has a crypto provider and that the store really talks TLS, and that a
 //! plain-text client pointed at the TLS port fails fast and retryably.
 
+use adk_grpc_core::SessionService;
 use adk_grpc_core::{AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, WatchRequest};
-use adk_grpc_store::{StoreConfig, open_session_service};
+use adk_grpc_store::{StoreConfig, Stores};
 use adk_grpc_testkit::{RedisServer, free_port, redis_cli, unique_prefix};
 use futures::StreamExt;
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Arc;
 use std::time::Duration;
 use tempfile::TempDir;
 use tokio::time::{Instant, timeout};
@@ -128,7 +130,7 @@ async fn rediss_insecure_url_creates_appends_and_gets_a_session() {
     let certs = make_certs();
     let (_server, tls_port) = start_tls_redis(&certs).await;
     let url = format!("rediss://127.0.0.1:{tls_port}/#insecure");
-    let svc = within("connect", open_session_service(&url, StoreConfig::default()))
+    let svc = within("connect", open_sessions(&url))
         .await
         .unwrap_or_else(|err| panic!("{url}: {err:?}"));
 
@@ -188,7 +190,7 @@ async fn plain_redis_url_to_the_tls_port_fails_fast_and_retryably() {
     let (_server, tls_port) = start_tls_redis(&certs).await;
     let url = format!("redis://127.0.0.1:{tls_port}");
     let started = Instant::now();
-    let err = within("plain connect", open_session_service(&url, StoreConfig::default()))
+    let err = within("plain connect", open_sessions(&url))
         .await
         .err()
         .expect("a plain-text client must not get through to a TLS port");
@@ -209,7 +211,7 @@ async fn rediss_without_insecure_rejects_a_certificate_from_an_unknown_ca() {
     let (_server, tls_port) = start_tls_redis(&certs).await;
     // Verification is on by default: the throwaway CA is in no trust store.
     let url = format!("rediss://127.0.0.1:{tls_port}");
-    let err = within("verified connect", open_session_service(&url, StoreConfig::default()))
+    let err = within("verified connect", open_sessions(&url))
         .await
         .err()
         .expect("a certificate from an unknown CA must be rejected");
@@ -225,9 +227,7 @@ async fn a_tls_server_restarted_with_its_arguments_keeps_serving_the_store() {
     let certs = make_certs();
     let (mut server, tls_port) = start_tls_redis(&certs).await;
     let url = format!("rediss://127.0.0.1:{tls_port}/#insecure");
-    let svc = within("connect", open_session_service(&url, StoreConfig::default()))
-        .await
-        .unwrap();
+    let svc = within("connect", open_sessions(&url)).await.unwrap();
     let app = unique_prefix("tls-restart");
     let create = CreateRequest {
         app_name: app.clone(),
@@ -258,4 +258,9 @@ async fn a_tls_server_restarted_with_its_arguments_keeps_serving_the_store() {
     })
     .await;
     assert_eq!(session.id, "s", "the AOF kept the session across the crash");
+}
+
+/// The session store at `url`, as a server opens it.
+async fn open_sessions(url: &str) -> adk_grpc_core::Result<Arc<dyn SessionService>> {
+    Stores::open(url, StoreConfig::default())?.sessions().await
 }

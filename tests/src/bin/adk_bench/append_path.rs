@@ -2,7 +2,7 @@
 //! client against one `adk-session-server` on one `redis-server`, side by side in one run:
 //!
 //! - `grpc.health.v1.Health/Check` on the same server: a gRPC round trip that does no work;
-//! - a raw `EVALSHA` of the store's own AppendEvent script (`adk_grpc_store::redis::APPEND_SCRIPT`)
+//! - a raw `EVALSHA` of the store's own AppendEvent script (`adk_grpc_store::session::redis::APPEND_SCRIPT`)
 //!   with the keys and arguments the server itself sent for a real AppendEvent (read off
 //!   Redis's `MONITOR`), only the event id changed per call so every call appends;
 //! - AppendEvent itself.
@@ -172,7 +172,7 @@ async fn captured_append_script(
     app: &str,
     session: &str,
 ) -> Result<CapturedScript> {
-    let sha = redis::Script::new(adk_grpc_store::redis::APPEND_SCRIPT)
+    let sha = redis::Script::new(adk_grpc_store::session::redis::APPEND_SCRIPT)
         .get_hash()
         .to_string();
     let mut monitor = tokio::process::Command::new("redis-cli")

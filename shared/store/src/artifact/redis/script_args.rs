@@ -1,7 +1,8 @@
 //! The artifact scripts' inputs (`lua.rs`), one builder per script: see
 //! `crate::redis::script_args`.
 
-use super::{NameKeys, PendingChunks, lua};
+use super::{PendingChunks, lua};
+use crate::redis::keys::NameKeys;
 use crate::redis::script_args::ScriptArgs;
 use adk_grpc_core::artifact::{MAX_VERSION, NewVersion};
 use adk_grpc_core::{AdkError, Result};

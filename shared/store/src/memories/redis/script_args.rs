@@ -1,6 +1,8 @@
 //! The memory scripts' inputs, one builder per script: see `crate::redis::script_args`.
 
-use super::{DELETE, UPSERT, UserKeys, vector_bytes};
+use super::lua::{DELETE, UPSERT};
+use super::vector_bytes;
+use crate::redis::keys::MemoryKeys;
 use crate::redis::script_args::ScriptArgs;
 use adk_grpc_core::Result;
 use adk_grpc_core::memory::IndexedEntry;
@@ -50,7 +52,7 @@ impl StoredEntry<'_> {
 
 /// `UPSERT`'s inputs.
 pub(super) struct UpsertArgs<'a> {
-    pub keys: &'a UserKeys,
+    pub keys: &'a MemoryKeys,
     pub entries: Vec<StoredEntry<'a>>,
 }
 
@@ -86,7 +88,7 @@ impl ScriptArgs for UpsertArgs<'_> {
 
 /// `DELETE`'s inputs.
 pub(super) struct RemoveArgs<'a> {
-    pub keys: &'a UserKeys,
+    pub keys: &'a MemoryKeys,
     /// The entry's id ([`adk_grpc_core::memory::MemoryId`]).
     pub id: &'a str,
 }

@@ -2,8 +2,8 @@
 //! every input lands where the script means it to.
 
 use super::*;
-use crate::redis::conn::RedisStore;
 use crate::redis::script_args::check::assert_reads_what_is_sent;
+use crate::redis::store::RedisStore;
 use adk_grpc_testkit::RedisServer;
 use chrono::TimeZone;
 use redis::aio::MultiplexedConnection;

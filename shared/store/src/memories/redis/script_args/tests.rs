@@ -7,8 +7,8 @@ use adk_grpc_testkit::RedisServer;
 use redis::AsyncCommands;
 use std::collections::HashMap;
 
-fn user_keys() -> UserKeys {
-    UserKeys {
+fn user_keys() -> MemoryKeys {
+    MemoryKeys {
         stats: "adk:memstats:{app:u}".into(),
         vectors: "adk:memvec:{app:u}".into(),
         entry_prefix: "adk:mem:{app:u}:".into(),

@@ -28,7 +28,7 @@
 //! `CONFIG SET notify-keyspace-events`, which managed Redis services often forbid.
 
 use super::Fields;
-use super::conn::CONNECT_TIMEOUT;
+use crate::redis::client::CONNECT_TIMEOUT;
 use adk_grpc_core::sync;
 use futures::StreamExt;
 use redis::Client;

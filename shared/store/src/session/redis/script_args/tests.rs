@@ -2,9 +2,9 @@
 //! real Redis, every input lands where the script means it to (distinct values per
 //! position, so a swapped pair shows).
 
-use super::check::assert_reads_what_is_sent;
 use super::*;
-use crate::redis::app_index_key;
+use crate::redis::keys::{app_index_key, app_state_key};
+use crate::redis::script_args::check::assert_reads_what_is_sent;
 use adk_grpc_testkit::RedisServer;
 use chrono::TimeZone;
 use futures::StreamExt;
@@ -36,8 +36,8 @@ fn event(id: &str, micros: i64) -> Event {
 
 #[test]
 fn every_script_reads_exactly_what_its_builder_sends() {
-    let keys = Keys::of("app", "alice", "s1");
-    let fork = Keys::of("app", "alice", "f1");
+    let keys = SessionKeys::of("app", "alice", "s1");
+    let fork = SessionKeys::of("app", "alice", "f1");
     let artifacts = ScopeKeys::of_session("app", "alice", "s1");
     let (none, some) = (Fields::new(), fields(&[("k", json!(1))]));
     let at = micros(1, 2);
@@ -166,7 +166,7 @@ impl Redis {
     }
 
     /// A session created by the create script as a standalone server would.
-    async fn create(&mut self, keys: &Keys, created_us: i64, ttl_ms: i64) {
+    async fn create(&mut self, keys: &SessionKeys, created_us: i64, ttl_ms: i64) {
         let (none, created) = (Fields::new(), micros(created_us, 0));
         let status: (String, String, HashMap<String, String>) = self
             .run(&CreateArgs {
@@ -183,7 +183,7 @@ impl Redis {
     }
 
     /// An event appended by the append script with no precondition; its sequence.
-    async fn append(&mut self, keys: &Keys, event: &Event, update_us: i64) -> u64 {
+    async fn append(&mut self, keys: &SessionKeys, event: &Event, update_us: i64) -> u64 {
         let (none, update) = (Fields::new(), micros(update_us, 0));
         let (status, _, sequence): (String, Vec<u8>, u64) = self
             .run(&AppendArgs {
@@ -223,7 +223,7 @@ fn text_hash(pairs: &[(&str, &str)]) -> HashMap<String, String> {
 #[tokio::test]
 async fn create_writes_each_input_where_it_belongs() {
     let mut redis = Redis::start().await;
-    let keys = Keys::of("app", "alice", "s1");
+    let keys = SessionKeys::of("app", "alice", "s1");
     let app_index = app_index_key("app");
     // One, two and three pairs: a count in the wrong place misplaces pairs.
     let session = fields(&[("s", json!(1))]);
@@ -281,7 +281,7 @@ async fn create_writes_each_input_where_it_belongs() {
 #[tokio::test]
 async fn append_writes_each_input_where_it_belongs() {
     let mut redis = Redis::start().await;
-    let keys = Keys::of("app", "alice", "s1");
+    let keys = SessionKeys::of("app", "alice", "s1");
     let app_index = app_index_key("app");
     let lease = "adk:lease:{app:alice}:s1";
     redis.create(&keys, 1000, 60_000).await;
@@ -376,7 +376,7 @@ async fn append_writes_each_input_where_it_belongs() {
 #[tokio::test]
 async fn read_applies_each_filter_it_is_given() {
     let mut redis = Redis::start().await;
-    let keys = Keys::of("app", "alice", "s1");
+    let keys = SessionKeys::of("app", "alice", "s1");
     redis.create(&keys, 1000, 0).await;
     let () = redis.conn.hset(&keys.state, "s", "1").await.unwrap();
     let () = redis.conn.hset(&keys.user_state, "u", "2").await.unwrap();
@@ -411,7 +411,7 @@ async fn read_applies_each_filter_it_is_given() {
     let snapshot: super::super::RawSnapshot = redis.run(&read(Some(1), None, true)).await;
     assert_eq!(ids(snapshot.3), ["e3"], "the window, whatever N");
 
-    let missing = Keys::of("app", "alice", "nope");
+    let missing = SessionKeys::of("app", "alice", "nope");
     let none: Option<super::super::RawSnapshot> = redis
         .run(&ReadArgs {
             keys: &missing,
@@ -441,7 +441,10 @@ async fn drop_stale_removes_the_member_only_at_the_score_seen() {
 #[tokio::test]
 async fn delete_removes_the_session_its_entries_and_its_artifacts_only() {
     let mut redis = Redis::start().await;
-    let (keys, other) = (Keys::of("app", "alice", "s1"), Keys::of("app", "alice", "s2"));
+    let (keys, other) = (
+        SessionKeys::of("app", "alice", "s1"),
+        SessionKeys::of("app", "alice", "s2"),
+    );
     let app_index = app_index_key("app");
     redis.create(&keys, 1000, 0).await;
     redis.create(&other, 1000, 0).await;
@@ -494,7 +497,7 @@ async fn delete_removes_the_session_its_entries_and_its_artifacts_only() {
 #[tokio::test]
 async fn app_write_writes_the_pairs_and_names_the_app() {
     let mut redis = Redis::start().await;
-    let key = super::super::app_state_key("app");
+    let key = app_state_key("app");
     let values = fields(&[("a", json!(1)), ("b", json!("x"))]);
     let mut app_changes = redis.subscribe(app_state::CHANNEL).await;
     let status: String = redis
@@ -515,7 +518,10 @@ async fn app_write_writes_the_pairs_and_names_the_app() {
 #[tokio::test]
 async fn fork_copies_the_prefix_and_writes_each_input_where_it_belongs() {
     let mut redis = Redis::start().await;
-    let (source, fork) = (Keys::of("app", "alice", "s1"), Keys::of("app", "alice", "f1"));
+    let (source, fork) = (
+        SessionKeys::of("app", "alice", "s1"),
+        SessionKeys::of("app", "alice", "f1"),
+    );
     let app_index = app_index_key("app");
     redis.create(&source, 1000, 60_000).await;
     let () = redis.conn.hset(&source.state, "src", "1").await.unwrap();
@@ -586,7 +592,10 @@ async fn fork_copies_the_prefix_and_writes_each_input_where_it_belongs() {
 
     let (taken, _): (String, String) = redis.run(&args).await;
     assert_eq!(taken, "EXISTS");
-    let (missing, other_fork) = (Keys::of("app", "alice", "nope"), Keys::of("app", "alice", "f2"));
+    let (missing, other_fork) = (
+        SessionKeys::of("app", "alice", "nope"),
+        SessionKeys::of("app", "alice", "f2"),
+    );
     let from_missing = ForkArgs {
         source: &missing,
         fork: &other_fork,
@@ -599,7 +608,7 @@ async fn fork_copies_the_prefix_and_writes_each_input_where_it_belongs() {
 #[tokio::test]
 async fn wake_publishes_the_events_key() {
     let mut redis = Redis::start().await;
-    let keys = Keys::of("app", "alice", "s1");
+    let keys = SessionKeys::of("app", "alice", "s1");
     let mut woken = redis.subscribe(watch_hub::APPENDED_CHANNEL).await;
     let receivers: i64 = redis.run(&WakeArgs { events: &keys.events }).await;
     assert_eq!(receivers, 1);

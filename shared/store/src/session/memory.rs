@@ -8,7 +8,7 @@
 //! again do not stay in memory.
 
 use crate::artifact::memory::InMemoryArtifactBackend;
-use crate::lease::InMemorySessionLease;
+use crate::lease::memory::InMemorySessionLease;
 use adk_grpc_core::history::{WindowUpdate, window_from};
 use adk_grpc_core::session::backend::{
     AppStateWrite, Appended, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, ListedSession, NewEvent,

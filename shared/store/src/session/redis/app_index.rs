@@ -19,8 +19,8 @@
 //! Standalone Redis keeps one index key per app, `adk:appidx:{app}`: there is only
 //! one node anyway, and a listing treats it as the only shard.
 
-use super::conn::RedisStore;
-use super::durability::key_slot;
+use crate::redis::durability::key_slot;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::Result;
 use adk_grpc_core::sync;
 use adk_grpc_core::validate::id_key;

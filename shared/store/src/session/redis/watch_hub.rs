@@ -17,9 +17,9 @@
 //! has caught up, then listens to the feed again: it never misses nor repeats an
 //! event, and slows no other watcher.
 
-use super::conn::RedisStore;
-use super::pubsub::spawn_channel_listener;
 use super::{decode_event, stream_entries};
+use crate::redis::pubsub::spawn_channel_listener;
+use crate::redis::store::RedisStore;
 use adk_grpc_core::sync;
 use adk_grpc_core::{AdkError, Event, Result};
 use redis::Value;
@@ -315,7 +315,7 @@ pub(super) fn watcher_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::redis::subscriber_clients;
+    use crate::redis::pubsub::subscriber_clients;
     use adk_grpc_testkit::{RedisServer, eventually};
 
     /// A feed lives while someone watches: one per session, however many watchers,

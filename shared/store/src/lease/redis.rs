@@ -1,0 +1,314 @@
+//! [`RedisSessionLease`]: session leases in Redis, standalone or cluster: every replica
+//! that shares the Redis sees the same leases.
+//!
+//! Redis keeps, per busy session, under the same hash tag as the session's own
+//! keys (so on a cluster they live beside the session they guard):
+//! - `adk:lease:{<app>:<user>}:<session>`: the owner token, expiring after the TTL;
+//!   the append script reads it to fence a runner that lost its lease;
+//! - `…:holder`: the owner too, without the short TTL, deleted on release: a
+//!   holder record that outlives the lease means its runner died mid-invocation;
+//! - `…:cancel`: the owner whose cancellation was requested, read by its renewal;
+//! - `…:run`: a resumable run's record (hash: `invocation`, `owner`, `options`,
+//!   `expires` in ms), kept by the renewals for
+//!   [`RUN_RECORD_GRACE`](adk_grpc_core::RUN_RECORD_GRACE) past the lease, so that once the
+//!   lease lapses (or is handed over) another replica claims it.
+//!
+//! And one index of the running resumable runs, `RUNS_INDEX` (`adk:runs`): a sorted set of
+//! `[app, user, session]` by lease expiry (ms, Redis's clock), which every replica
+//! scans for lapsed runs. It is only an index: every claim is a script on the
+//! session's own keys, fenced like an acquire, and a stale entry is dropped by the
+//! first scan that finds no record behind it. On a cluster it is one key in one slot,
+//! written once per renewal of a resumable run.
+//!
+//! Every change is one script, so a holder whose lease expired and was taken by
+//! another can neither extend nor delete the new holder's lease. Cancel requests
+//! are also published on [`CANCEL_CHANNEL`]; each process listens on one
+//! connection (a classic `PUBLISH` reaches every node of a cluster).
+
+use super::{cancel_channel, cancel_stream, claim_id};
+use crate::redis::durability::ReplicaAcks;
+use crate::redis::error::decode_reply;
+use crate::redis::keys::{RUNS_INDEX, lease_key, runs_index_member, runs_member_key};
+use crate::redis::pubsub::{spawn_channel_listener, subscriber_clients};
+use crate::redis::script_args::ScriptArgs;
+use crate::redis::store::RedisStore;
+use adk_grpc_core::{Acquire, ClaimedRun, LeaseKey, Renewal, Result, RunRecord, SessionLease};
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use redis::FromRedisValue;
+use script_args::{
+    AcquireArgs, AcquireInTurnArgs, CancelArgs, ClaimArgs, HandOverArgs, RegisterArgs, ReleaseArgs, RenewArgs, Scripts,
+};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+use tokio::sync::broadcast;
+
+mod lua;
+mod script_args;
+
+/// The channel cancel requests are published on (payload: the owner token).
+pub const CANCEL_CHANNEL: &str = "adk:cancel";
+
+/// Leases in Redis, shared by every runner replica that uses the same Redis
+/// (standalone or cluster). Cheap to clone; clones share the connection and the
+/// one subscriber connection that hears cancel requests.
+#[derive(Clone)]
+pub struct RedisSessionLease {
+    store: RedisStore,
+    scripts: Arc<Scripts>,
+    cancels: Arc<broadcast::Sender<String>>,
+}
+
+impl std::fmt::Debug for RedisSessionLease {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisSessionLease")
+            .field("cluster", &self.store.is_cluster())
+            .finish()
+    }
+}
+
+impl RedisSessionLease {
+    /// Connects to the same URLs as the session store: `redis://…`, `rediss://…`,
+    /// `redis+cluster://h1:p1,h2:p2`, `rediss+cluster://…`. A lease change is
+    /// acknowledged once the replicas `acks` asks for have it.
+    pub async fn connect(url: &str, acks: ReplicaAcks) -> Result<Self> {
+        let cancels = Arc::new(cancel_channel());
+        spawn_cancel_listener(&cancels, subscriber_clients(url)?);
+        Ok(RedisSessionLease {
+            store: RedisStore::connect(url, acks).await?,
+            scripts: Arc::new(Scripts::new()),
+            cancels,
+        })
+    }
+
+    /// Runs one of the lease scripts on `lease`, durably (each may change the lease);
+    /// `name` names it in spans and metrics.
+    async fn eval<T: FromRedisValue>(
+        &self,
+        name: &str,
+        args: &impl ScriptArgs<Scripts = Scripts>,
+        lease: &str,
+    ) -> Result<T> {
+        let invocation = args.invocation(&self.scripts)?;
+        self.store.durable_eval(name, &invocation, lease).await
+    }
+}
+
+/// Hands cancel requests heard on [`CANCEL_CHANNEL`] to `cancels`, until the lease
+/// (the sender) is dropped. A request published while the subscription is down is
+/// not lost: the holder's renewal reads its mark.
+fn spawn_cancel_listener(cancels: &Arc<broadcast::Sender<String>>, nodes: Vec<redis::Client>) {
+    let cancels: Weak<broadcast::Sender<String>> = Arc::downgrade(cancels);
+    spawn_channel_listener(
+        CANCEL_CHANNEL,
+        nodes,
+        Box::new(move |message| {
+            let Some(cancels) = cancels.upgrade() else { return false };
+            if let Some(owner) = message.filter(|owner| !owner.is_empty()) {
+                // No listener is fine: the holder's renewal sees the mark.
+                let _ = cancels.send(owner);
+            }
+            true
+        }),
+    );
+}
+
+#[async_trait]
+impl SessionLease for RedisSessionLease {
+    async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
+        let lease = lease_key(key);
+        let args = AcquireArgs {
+            lease: &lease,
+            owner,
+            ttl,
+        };
+        let (acquired, other): (i64, String) = self.eval("lease_acquire", &args, &lease).await?;
+        Ok(if acquired == 1 {
+            Acquire::Acquired {
+                interrupted: Some(other).filter(|owner| !owner.is_empty()),
+            }
+        } else {
+            Acquire::Held(other)
+        })
+    }
+
+    async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
+        let lease = lease_key(key);
+        let args = AcquireInTurnArgs {
+            lease: &lease,
+            owner,
+            ttl,
+            patience,
+        };
+        let (acquired, other): (i64, String) = self.eval("lease_acquire_in_turn", &args, &lease).await?;
+        Ok(if acquired == 1 {
+            Acquire::Acquired {
+                interrupted: Some(other).filter(|owner| !owner.is_empty()),
+            }
+        } else {
+            Acquire::Held(other)
+        })
+    }
+
+    async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
+        let lease = lease_key(key);
+        let args = RenewArgs {
+            lease: &lease,
+            owner,
+            ttl,
+        };
+        let (renewed, expires): (i64, i64) = self.eval("lease_renew", &args, &lease).await?;
+        if expires > 0 {
+            // Only an index: a failure here is repaired by the next renewal.
+            self.index(key, expires).await;
+        }
+        Ok(match renewed {
+            0 => Renewal::Lost,
+            2 => Renewal::CancelRequested,
+            _ => Renewal::Held,
+        })
+    }
+
+    async fn release(&self, key: &LeaseKey, owner: &str) -> Result<()> {
+        let lease = lease_key(key);
+        let args = ReleaseArgs { lease: &lease, owner };
+        let recorded: i64 = self.eval("lease_release", &args, &lease).await?;
+        if recorded == 1 {
+            self.unindex(key).await;
+        }
+        Ok(())
+    }
+
+    async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
+        let lease = lease_key(key);
+        let args = CancelArgs { lease: &lease, owner };
+        let marked: i64 = self.eval("lease_cancel", &args, &lease).await?;
+        if marked == 2 {
+            self.unindex(key).await;
+        }
+        Ok(marked != 0)
+    }
+
+    fn cancel_requests(&self) -> BoxStream<'static, String> {
+        cancel_stream(&self.cancels)
+    }
+
+    async fn register_run(&self, record: &RunRecord, owner: &str, ttl: Duration) -> Result<bool> {
+        let lease = lease_key(&record.key);
+        let args = RegisterArgs {
+            lease: &lease,
+            owner,
+            invocation_id: &record.invocation_id,
+            options: &record.options,
+            ttl,
+        };
+        let expires: i64 = self.eval("lease_register_run", &args, &lease).await?;
+        if expires > 0 {
+            self.index(&record.key, expires).await;
+        }
+        Ok(expires > 0)
+    }
+
+    async fn claim_lapsed(&self, apps: &[String], ttl: Duration, limit: usize) -> Result<Vec<ClaimedRun>> {
+        let (secs, micros): (i64, i64) = self.store.query(&redis::cmd("TIME")).await?;
+        let now = secs * 1000 + micros / 1000;
+        // A few more than the limit: some belong to apps another replica serves.
+        let due: Vec<String> = self
+            .store
+            .query(
+                redis::cmd("ZRANGEBYSCORE")
+                    .arg(RUNS_INDEX)
+                    .arg("-inf")
+                    .arg(now)
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit.saturating_mul(4).max(16)),
+            )
+            .await?;
+        let mut claimed = Vec::new();
+        for member in due {
+            if claimed.len() >= limit {
+                break;
+            }
+            let Some(key) = runs_member_key(&member) else {
+                self.unruns_index_member(&member).await;
+                continue;
+            };
+            if !apps.contains(&key.app_name) {
+                continue;
+            }
+            let lease = lease_key(&key);
+            let claim = claim_id();
+            let args = ClaimArgs {
+                lease: &lease,
+                claim: &claim,
+                ttl,
+            };
+            let reply: Vec<redis::Value> = self.eval("lease_claim_run", &args, &lease).await?;
+            let outcome: i64 = reply.first().map_or(Ok(-1), |v| decode_reply(v.clone()))?;
+            match outcome {
+                1 => {
+                    let (_, invocation_id, owner, options, lapsed_ms, expires): (
+                        i64,
+                        String,
+                        String,
+                        String,
+                        u64,
+                        i64,
+                    ) = decode_reply(redis::Value::Array(reply))?;
+                    self.index(&key, expires).await;
+                    claimed.push(ClaimedRun {
+                        record: RunRecord {
+                            key,
+                            invocation_id,
+                            options,
+                        },
+                        owner,
+                        lapsed_for: Duration::from_millis(lapsed_ms),
+                    });
+                }
+                // Nothing behind the entry any more (finished, cancelled, forgotten).
+                -1 => self.unruns_index_member(&member).await,
+                // Held: by a live runner whose renewal will move the entry, or by a new run.
+                _ => {}
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn hand_over(&self, key: &LeaseKey, owner: &str) -> Result<()> {
+        let lease = lease_key(key);
+        let args = HandOverArgs { lease: &lease, owner };
+        let handed: i64 = self.eval("lease_hand_over", &args, &lease).await?;
+        if handed == 1 {
+            // Due at once: the next scan of any replica claims it.
+            self.index(key, 0).await;
+        }
+        Ok(())
+    }
+}
+
+impl RedisSessionLease {
+    /// Puts the session's run in [`RUNS_INDEX`] as due at `expires` (ms).
+    async fn index(&self, key: &LeaseKey, expires: i64) {
+        let add = redis::cmd("ZADD")
+            .arg(RUNS_INDEX)
+            .arg(expires)
+            .arg(runs_index_member(key))
+            .clone();
+        if let Err(e) = self.store.query::<i64>(&add).await {
+            tracing::warn!(session_id = %key.session_id, error = %e, "could not index a resumable run; its next renewal will");
+        }
+    }
+
+    async fn unindex(&self, key: &LeaseKey) {
+        self.unruns_index_member(&runs_index_member(key)).await;
+    }
+
+    async fn unruns_index_member(&self, member: &str) {
+        let remove = redis::cmd("ZREM").arg(RUNS_INDEX).arg(member).clone();
+        if let Err(e) = self.store.query::<i64>(&remove).await {
+            tracing::warn!(error = %e, "could not drop a finished run from the index; the next scan will");
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The Lua scripts of the Redis lease backend. Each runs atomically on the keys of one
+//! session's lease, which carry the session's hash tag (see `crate::redis::keys`), so
+//! on a cluster they run on the node of the session they guard.
+
+/// Takes the lease, or extends it for the same owner; otherwise returns the holder.
+/// A free lease whose holder record names another owner was never released: that
+/// owner is returned as interrupted, unless its run record still waits for a replica
+/// to resume it (the session is busy with it until then).
+///
+/// KEYS and ARGV: `AcquireArgs` (`script_args.rs`).
+/// Returns `{1, interrupted owner or ''}` or `{0, holder}`.
+pub(super) const ACQUIRE: &str = r"
+local holder = redis.call('GET', KEYS[1])
+if holder and holder ~= ARGV[1] then return {0, holder} end
+if not holder then
+  local waiting = redis.call('HGET', KEYS[3], 'owner')
+  if waiting and waiting ~= ARGV[1] then return {0, waiting} end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return {1, ''} end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+if previous and previous ~= ARGV[1] then return {1, previous} end
+return {1, ''}
+";
+
+/// ACQUIRE in turn: the owner joins the session's line (a sorted set by arrival ticket)
+/// unless it is in it, and its place lapses after its patience unless it asks again;
+/// lapsed places at the head are dropped; the lease is taken only when free and the
+/// owner is first in line (it then leaves the line).
+///
+/// KEYS and ARGV: `AcquireInTurnArgs` (`script_args.rs`).
+/// Returns as ACQUIRE; `{0, holder or first in line}` when it is not this owner's turn.
+pub(super) const ACQUIRE_IN_TURN: &str = r"
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
+  redis.call('ZADD', KEYS[3], redis.call('INCR', KEYS[4]), ARGV[1])
+end
+redis.call('HSET', KEYS[5], ARGV[1], now + tonumber(ARGV[4]))
+for _, key in ipairs({KEYS[3], KEYS[4], KEYS[5]}) do redis.call('PEXPIRE', key, ARGV[3]) end
+local first
+while true do
+  first = redis.call('ZRANGE', KEYS[3], 0, 0)[1]
+  if not first or tonumber(redis.call('HGET', KEYS[5], first) or '0') >= now then break end
+  redis.call('ZREM', KEYS[3], first)
+  redis.call('HDEL', KEYS[5], first)
+end
+local holder = redis.call('GET', KEYS[1])
+if first ~= ARGV[1] then return {0, holder or first} end
+if holder and holder ~= ARGV[1] then return {0, holder} end
+if not holder then
+  local waiting = redis.call('HGET', KEYS[6], 'owner')
+  if waiting and waiting ~= ARGV[1] then return {0, waiting} end
+end
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HDEL', KEYS[5], ARGV[1])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+if holder then return {1, ''} end
+local previous = redis.call('GET', KEYS[2])
+redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+if previous and previous ~= ARGV[1] then return {1, previous} end
+return {1, ''}
+";
+
+/// Extends the lease only while the owner holds it, and the owner's run record with
+/// it: `{0}` lost, `{1, expires}` held, `{2, expires}` held and cancel requested;
+/// `expires` is the lease's new expiry in ms for a recorded run, else 0.
+///
+/// KEYS and ARGV: `RenewArgs` (`script_args.rs`).
+pub(super) const RENEW: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, 0} end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local expires = 0
+if redis.call('HGET', KEYS[3], 'owner') == ARGV[1] then
+  local time = redis.call('TIME')
+  expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[2])
+  redis.call('HSET', KEYS[3], 'expires', expires)
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
+if redis.call('GET', KEYS[2]) == ARGV[1] then return {2, expires} end
+return {1, expires}
+";
+
+/// Deletes the lease, the holder record and the cancel mark, each only while the owner
+/// is named in it.
+///
+/// KEYS and ARGV: `ReleaseArgs` (`script_args.rs`). Returns 1 when it deleted the owner's
+/// run record.
+pub(super) const RELEASE: &str = r"
+for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
+  if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+end
+if redis.call('HGET', KEYS[4], 'owner') == ARGV[1] then
+  redis.call('DEL', KEYS[4])
+  return 1
+end
+return 0
+";
+
+/// Marks the holder's cancellation and publishes it, only while the owner (or a claim
+/// of it, `<owner>@…`) holds the lease; a recorded run of the owner awaiting
+/// resumption is dropped instead, so no replica resumes it.
+///
+/// KEYS and ARGV: `CancelArgs` (`script_args.rs`). Returns 1 (marked), 2 (dropped) or 0.
+pub(super) const CANCEL: &str = r"
+local function mine(token)
+  return token == ARGV[1] or string.sub(token, 1, #ARGV[1] + 1) == ARGV[1] .. '@'
+end
+local holder = redis.call('GET', KEYS[1])
+if holder then
+  if not mine(holder) then return 0 end
+  redis.call('SET', KEYS[2], holder, 'PX', ARGV[2])
+  redis.call('PUBLISH', ARGV[3], holder)
+  return 1
+end
+local waiting = redis.call('HGET', KEYS[3], 'owner')
+if waiting and mine(waiting) then
+  redis.call('DEL', KEYS[3])
+  return 2
+end
+return 0
+";
+
+/// Records a resumable run under its owner's lease (only while the owner holds it).
+///
+/// KEYS and ARGV: `RegisterArgs` (`script_args.rs`). Returns the lease's expiry in ms, or 0.
+pub(super) const REGISTER: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local time = redis.call('TIME')
+local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + redis.call('PTTL', KEYS[1])
+redis.call('HSET', KEYS[2], 'invocation', ARGV[2], 'owner', ARGV[1], 'options', ARGV[3], 'expires', expires)
+redis.call('PEXPIRE', KEYS[2], ARGV[4])
+return expires
+";
+
+/// Claims a recorded run whose lease lapsed: takes the lease under
+/// `<invocation>@<claim>` (its holder record too) and names the new owner in the record.
+/// A run whose cancel was requested before its holder died is dropped instead.
+///
+/// KEYS and ARGV: `ClaimArgs` (`script_args.rs`). Returns `{1, invocation, owner,
+/// options, lapsed ms, expires}`, `{0}` while the lease is held, `{-1}` when there is no
+/// run to claim.
+pub(super) const CLAIM: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+local run = redis.call('HMGET', KEYS[4], 'invocation', 'owner', 'options', 'expires')
+if not run[1] then return {-1} end
+if redis.call('GET', KEYS[3]) == run[2] then
+  redis.call('DEL', KEYS[4])
+  return {-1}
+end
+local owner = run[1] .. '@' .. ARGV[1]
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local expires = now + tonumber(ARGV[2])
+redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
+redis.call('SET', KEYS[2], owner, 'PX', ARGV[3])
+redis.call('HSET', KEYS[4], 'owner', owner, 'expires', expires)
+redis.call('PEXPIRE', KEYS[4], ARGV[4])
+return {1, run[1], owner, run[3], math.max(0, now - tonumber(run[4] or now)), expires}
+";
+
+/// Hands the owner's recorded run over: the lease is deleted and the record marked
+/// lapsed now, so the next scan claims it; a run not recorded is released.
+///
+/// KEYS and ARGV: `HandOverArgs` (`script_args.rs`). Returns 1 when handed over, else 0.
+pub(super) const HAND_OVER: &str = r"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+if redis.call('HGET', KEYS[4], 'owner') ~= ARGV[1] then
+  for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
+    if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
+  end
+  return 0
+end
+redis.call('DEL', KEYS[1])
+local time = redis.call('TIME')
+redis.call('HSET', KEYS[4], 'expires', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+return 1
+";

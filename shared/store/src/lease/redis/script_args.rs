@@ -1,0 +1,277 @@
+//! The lease scripts' inputs (`lua.rs`), one builder per script: see
+//! `crate::redis::script_args`.
+
+use super::{CANCEL_CHANNEL, lua};
+use crate::redis::keys::{cancel_key, holder_key, line_key, run_key};
+use crate::redis::script_args::ScriptArgs;
+use adk_grpc_core::{RUN_RECORD_GRACE, Result};
+use redis::{Script, ScriptInvocation};
+use std::time::Duration;
+
+/// How long a crashed holder's record is kept for the next holder to find.
+pub(super) const HOLDER_RECORD_TTL: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a cancel request waits for its holder's renewal.
+pub(super) const CANCEL_MARK_TTL: Duration = Duration::from_secs(60);
+
+fn millis(ttl: Duration) -> String {
+    ttl.as_millis().max(1).to_string()
+}
+
+/// How long a run record lives past a renewal: the lease, then the grace.
+fn record_ttl(ttl: Duration) -> Duration {
+    ttl + RUN_RECORD_GRACE
+}
+
+/// The lease scripts, loaded once per backend.
+pub(super) struct Scripts {
+    acquire: Script,
+    acquire_in_turn: Script,
+    renew: Script,
+    release: Script,
+    cancel: Script,
+    register: Script,
+    claim: Script,
+    hand_over: Script,
+}
+
+impl Scripts {
+    pub(super) fn new() -> Scripts {
+        Scripts {
+            acquire: Script::new(AcquireArgs::SOURCE),
+            acquire_in_turn: Script::new(AcquireInTurnArgs::SOURCE),
+            renew: Script::new(RenewArgs::SOURCE),
+            release: Script::new(ReleaseArgs::SOURCE),
+            cancel: Script::new(CancelArgs::SOURCE),
+            register: Script::new(RegisterArgs::SOURCE),
+            claim: Script::new(ClaimArgs::SOURCE),
+            hand_over: Script::new(HandOverArgs::SOURCE),
+        }
+    }
+}
+
+/// `lua::ACQUIRE`'s inputs.
+pub(super) struct AcquireArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+    pub ttl: Duration,
+}
+
+impl ScriptArgs for AcquireArgs<'_> {
+    const SOURCE: &'static str = lua::ACQUIRE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.acquire
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(self.ttl))
+            .arg(millis(HOLDER_RECORD_TTL));
+        Ok(())
+    }
+}
+
+/// `lua::ACQUIRE_IN_TURN`'s inputs.
+pub(super) struct AcquireInTurnArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+    pub ttl: Duration,
+    /// How long the owner's place in line lasts unless it asks again.
+    pub patience: Duration,
+}
+
+impl ScriptArgs for AcquireInTurnArgs<'_> {
+    const SOURCE: &'static str = lua::ACQUIRE_IN_TURN;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.acquire_in_turn
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        let line = line_key(self.lease);
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(&line)
+            // The ticket counter, and each place's lapse time (ms).
+            .key(format!("{line}:ticket"))
+            .key(format!("{line}:lapses"))
+            .key(run_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(self.ttl))
+            .arg(millis(HOLDER_RECORD_TTL))
+            .arg(millis(self.patience));
+        Ok(())
+    }
+}
+
+/// `lua::RENEW`'s inputs.
+pub(super) struct RenewArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+    pub ttl: Duration,
+}
+
+impl ScriptArgs for RenewArgs<'_> {
+    const SOURCE: &'static str = lua::RENEW;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.renew
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(cancel_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(self.ttl))
+            .arg(millis(record_ttl(self.ttl)));
+        Ok(())
+    }
+}
+
+/// `lua::RELEASE`'s inputs.
+pub(super) struct ReleaseArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+}
+
+impl ScriptArgs for ReleaseArgs<'_> {
+    const SOURCE: &'static str = lua::RELEASE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.release
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(cancel_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.owner);
+        Ok(())
+    }
+}
+
+/// `lua::CANCEL`'s inputs.
+pub(super) struct CancelArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+}
+
+impl ScriptArgs for CancelArgs<'_> {
+    const SOURCE: &'static str = lua::CANCEL;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.cancel
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(cancel_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.owner)
+            .arg(millis(CANCEL_MARK_TTL))
+            .arg(CANCEL_CHANNEL);
+        Ok(())
+    }
+}
+
+/// `lua::REGISTER`'s inputs.
+pub(super) struct RegisterArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+    pub invocation_id: &'a str,
+    pub options: &'a str,
+    pub ttl: Duration,
+}
+
+impl ScriptArgs for RegisterArgs<'_> {
+    const SOURCE: &'static str = lua::REGISTER;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.register
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(run_key(self.lease))
+            .arg(self.owner)
+            .arg(self.invocation_id)
+            .arg(self.options)
+            .arg(millis(record_ttl(self.ttl)));
+        Ok(())
+    }
+}
+
+/// `lua::CLAIM`'s inputs.
+pub(super) struct ClaimArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    /// The claim id the new owner token ends with.
+    pub claim: &'a str,
+    pub ttl: Duration,
+}
+
+impl ScriptArgs for ClaimArgs<'_> {
+    const SOURCE: &'static str = lua::CLAIM;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.claim
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(cancel_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.claim)
+            .arg(millis(self.ttl))
+            .arg(millis(HOLDER_RECORD_TTL))
+            .arg(millis(record_ttl(self.ttl)));
+        Ok(())
+    }
+}
+
+/// `lua::HAND_OVER`'s inputs.
+pub(super) struct HandOverArgs<'a> {
+    /// The session's lease key (`crate::redis::keys::lease_key`).
+    pub lease: &'a str,
+    pub owner: &'a str,
+}
+
+impl ScriptArgs for HandOverArgs<'_> {
+    const SOURCE: &'static str = lua::HAND_OVER;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.hand_over
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.lease)
+            .key(holder_key(self.lease))
+            .key(cancel_key(self.lease))
+            .key(run_key(self.lease))
+            .arg(self.owner);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
