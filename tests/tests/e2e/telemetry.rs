@@ -264,8 +264,12 @@ async fn redis_operations_are_spans_of_the_rpc_naming_the_command_and_no_values(
         .expect("CreateSession");
 
     let spans = collector
-        .wait_for("the create script's span", |spans| {
-            spans.iter().any(|s| s.name == "script:create")
+        // The script's span ends first and may be exported in an earlier batch than the
+        // handler's and the RPC's: wait for all three.
+        .wait_for("the create script's, handler's and RPC's spans", |spans| {
+            ["script:create", "create_session", "adk.v1.SessionService/CreateSession"]
+                .iter()
+                .all(|name| spans.iter().any(|s| s.name == *name))
         })
         .await;
     let rpc = find(&spans, "adk.v1.SessionService/CreateSession");
