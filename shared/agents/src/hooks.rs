@@ -301,7 +301,12 @@ impl HttpHook {
         self.endpoint.post(body).await.map_err(|failure| match failure {
             PostFailure::TimedOut(m) => AdkError::DeadlineExceeded(whose(&m)),
             PostFailure::Unreachable(m) => AdkError::Unavailable(whose(&m)),
-            PostFailure::NotJson(m) | PostFailure::TooLarge(m) => AdkError::Agent(whose(&m)),
+            PostFailure::NotJson(m) => AdkError::Agent(whose(&m)),
+            PostFailure::TooLarge(m) => AdkError::limit(
+                "max_tool_reply_bytes",
+                adk_grpc_core::replies::max_tool_reply_bytes(),
+                whose(&m),
+            ),
         })
     }
 }

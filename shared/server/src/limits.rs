@@ -34,9 +34,9 @@ pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 64;
 pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = DEFAULT_MAX_RUNS;
 /// Default of `--max-runs`: AgentRunner/Run calls this replica may have open at once, all users and
 /// connections together. Derived from what a run costs (BENCHMARKS.md, "Concurrent runs per
-/// replica"): about 40 KiB of its own against a slow model, plus, while a tool or model answers,
-/// up to one reply under `--max-tool-reply-bytes` / `--max-model-reply-bytes`. 1024 runs stay
-/// within ~100 MB at rest; the reply limits bound the rest.
+/// replica"): about 100 KiB of its own against a slow model, plus, while a tool or model answers,
+/// up to one reply under `--max-tool-reply-bytes` / `--max-model-reply-bytes`. 1024 runs take
+/// ~100 MB over the idle server; the reply limits bound the rest.
 pub const DEFAULT_MAX_RUNS: u32 = 1024;
 
 /// Default of `--handshake-timeout-ms`: how long a new connection may take to send its
