@@ -5,7 +5,7 @@
 
 use adk_grpc_artifact_service::artifact_service;
 use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
-use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
+use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, ReplyArgs, RunnerServices, runner_service};
 use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, SessionArgs, Shutdown,
     StoreArgs,
@@ -37,6 +37,8 @@ pub struct Cli {
     #[command(flatten)]
     pub lease: LeaseArgs,
     #[command(flatten)]
+    pub replies: ReplyArgs,
+    #[command(flatten)]
     pub memory: MemoryArgs,
     #[command(flatten)]
     pub a2a: A2aArgs,
@@ -53,6 +55,7 @@ pub struct Cli {
 /// Streams end and the server stops when `shutdown` fires.
 pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer> {
     // Checked before any store is opened, so a bad file fails the start at once.
+    cli.replies.apply();
     let agents = match &cli.agents {
         Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
         None => None,

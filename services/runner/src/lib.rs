@@ -34,10 +34,12 @@
 pub mod a2a;
 mod app;
 mod config;
+mod replies;
 mod service;
 mod stores;
 
 pub use app::{AgentDescription, App, DescribedToolset, ToolDescription};
 pub use config::{AgentsConfig, ConfigError, Problem};
+pub use replies::ReplyArgs;
 pub use service::{RunnerGrpcService, runner_service};
 pub use stores::{LeaseArgs, RunnerServices};

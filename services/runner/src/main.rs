@@ -4,7 +4,7 @@
 
 use adk_grpc_agents::{Resumer, Runner};
 use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
-use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, RunnerServices, runner_service};
+use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, ReplyArgs, RunnerServices, runner_service};
 use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs,
     Shutdown, StoreArgs, run_binary,
@@ -36,6 +36,8 @@ struct Cli {
     artifacts: ArtifactArgs,
     #[command(flatten)]
     lease: LeaseArgs,
+    #[command(flatten)]
+    replies: ReplyArgs,
     #[command(flatten)]
     memory: MemoryArgs,
     #[command(flatten)]
@@ -97,6 +99,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     // The agents file is checked before the store is opened: a typo or a missing
     // API key is reported at once, whether or not Redis is up.
+    cli.replies.apply();
     let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let embedders = match &cli.memory.memory_embeddings {

@@ -2,7 +2,7 @@
 //! type, so all send the same headers and trace context, time out the same way and
 //! describe a failure in the same words.
 
-use adk_grpc_core::{AdkError, Result};
+use adk_grpc_core::{AdkError, Result, replies};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
 use std::time::Duration;
@@ -28,12 +28,17 @@ pub(crate) enum PostFailure {
     /// Refused, broken, or answered with a non-2xx status.
     Unreachable(String),
     NotJson(String),
+    /// The reply was longer than `--max-tool-reply-bytes`; reading stopped there.
+    TooLarge(String),
 }
 
 impl PostFailure {
     pub(crate) fn message(&self) -> &str {
         match self {
-            PostFailure::TimedOut(m) | PostFailure::Unreachable(m) | PostFailure::NotJson(m) => m,
+            PostFailure::TimedOut(m)
+            | PostFailure::Unreachable(m)
+            | PostFailure::NotJson(m)
+            | PostFailure::TooLarge(m) => m,
         }
     }
 }
@@ -124,15 +129,40 @@ impl JsonEndpoint {
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|e| transport(e, ""))?;
+        let mut response = request.send().await.map_err(|e| transport(e, ""))?;
         let status = response.status();
-        let reply = response.bytes().await.map_err(|e| transport(e, " reading the reply"))?;
+        let limit = replies::max_tool_reply_bytes();
+        let too_large = |size: String| {
+            PostFailure::TooLarge(replies::too_large(
+                &format!("the reply to {method} {url}{size}"),
+                limit,
+                "--max-tool-reply-bytes, ADK_MAX_TOOL_REPLY_BYTES",
+            ))
+        };
+        // A declared length over the limit is refused before a byte of it is read.
+        if let Some(length) = response
+            .content_length()
+            .filter(|&length| status.is_success() && length > limit as u64)
+        {
+            return Err(too_large(format!(" ({length} bytes)")));
+        }
+        let mut reply = Vec::new();
+        while let Some(chunk) = response.chunk().await.map_err(|e| transport(e, " reading the reply"))? {
+            if reply.len() + chunk.len() > limit {
+                // An error reply only needs its excerpt: what was read is enough.
+                if status.is_success() {
+                    return Err(too_large(String::new()));
+                }
+                break;
+            }
+            reply.extend_from_slice(&chunk);
+        }
         if !status.is_success() {
             let excerpt: String = String::from_utf8_lossy(&reply).chars().take(EXCERPT_CHARS).collect();
             return Err(PostFailure::Unreachable(format!(
                 "{method} {url} answered {status}: {excerpt}"
             )));
         }
-        Ok(reply.to_vec())
+        Ok(reply)
     }
 }

@@ -14,6 +14,7 @@ pub mod history;
 pub mod lease;
 pub mod memory;
 pub mod model;
+pub mod replies;
 pub mod run_log;
 pub mod session;
 pub mod state;

@@ -2,8 +2,8 @@
 //! the one mapping of HTTP failures to `AdkError`, and the driver that turns
 //! an SSE body into an `LlmResponseStream`.
 
-use crate::sse::{SseEvent, SseParser};
-use adk_grpc_core::{AdkError, Exhausted, LlmResponse, LlmResponseStream, Result};
+use crate::sse::{EventTooLong, SseEvent, SseParser};
+use adk_grpc_core::{AdkError, Exhausted, LlmResponse, LlmResponseStream, Result, replies};
 use futures::{Stream, StreamExt};
 use reqwest::StatusCode;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, RETRY_AFTER};
@@ -101,9 +101,11 @@ impl HttpClient {
     pub(crate) async fn post_json(&self, url: &str, body: &Value) -> Result<Value> {
         let deadline = Instant::now() + self.timeout;
         let response = self.send(url, body, deadline).await?;
-        let bytes = match timeout_at(deadline, response.bytes()).await {
+        let limit = replies::max_model_reply_bytes();
+        let bytes = match timeout_at(deadline, read_capped(response, limit)).await {
             Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => return Err(self.transport_error(&e)),
+            Ok(Err(ReadFailure::Transport(e))) => return Err(self.transport_error(&e)),
+            Ok(Err(ReadFailure::TooLarge(size))) => return Err(self.too_large(&size, limit)),
             Err(_) => return Err(self.deadline_error()),
         };
         serde_json::from_slice(&bytes).map_err(|e| {
@@ -145,7 +147,7 @@ impl HttpClient {
         let headers = response.headers().clone();
         // The error body is only decoration: a provider that will not send it in
         // time still gets its status reported.
-        let body = timeout_at(deadline, read_capped(response, MAX_ERROR_BODY))
+        let body = timeout_at(deadline, read_prefix(response, MAX_ERROR_BODY))
             .await
             .unwrap_or_default();
         Err(self.status_error(status, &headers, &body))
@@ -237,6 +239,17 @@ impl HttpClient {
         ))
     }
 
+    /// A reply (or one streamed event) over `--max-model-reply-bytes`: the call fails,
+    /// naming the model; retrying the same request would most likely fail the same way.
+    fn too_large(&self, what: &str, limit: usize) -> AdkError {
+        let who = format!("{} (model {}): {what}", self.provider, self.model);
+        AdkError::limit(
+            "max_model_reply_bytes",
+            limit,
+            replies::too_large(&who, limit, "--max-model-reply-bytes, ADK_MAX_MODEL_REPLY_BYTES"),
+        )
+    }
+
     fn transport_error(&self, e: &reqwest::Error) -> AdkError {
         if e.is_timeout() {
             return self.deadline_error();
@@ -265,8 +278,31 @@ fn tls_config() -> Result<rustls::ClientConfig> {
     Ok(config)
 }
 
-/// Reads at most `cap` bytes of a body.
-async fn read_capped(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
+/// Why a body was not read whole.
+enum ReadFailure {
+    Transport(reqwest::Error),
+    /// Longer than the limit: the reply, with its size when declared.
+    TooLarge(String),
+}
+
+/// The whole body, when it is at most `limit` bytes; reading stops at the limit.
+async fn read_capped(mut response: reqwest::Response, limit: usize) -> std::result::Result<Vec<u8>, ReadFailure> {
+    // A declared length over the limit is refused before a byte of it is read.
+    if let Some(length) = response.content_length().filter(|&length| length > limit as u64) {
+        return Err(ReadFailure::TooLarge(format!("the reply ({length} bytes)")));
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(ReadFailure::Transport)? {
+        if body.len() + chunk.len() > limit {
+            return Err(ReadFailure::TooLarge("the reply".into()));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// Reads at most `cap` bytes of a body, dropping the rest.
+async fn read_prefix(mut response: reqwest::Response, cap: usize) -> Vec<u8> {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         let room = cap - body.len();
@@ -375,7 +411,9 @@ where
                 ))),
                 Ok(Some(Ok(chunk))) => match self.parser.feed(chunk.as_ref()) {
                     Ok(events) => self.decode(events),
-                    Err(e) => self.fail(AdkError::Model(format!("{} stream: {e}", self.http.provider))),
+                    Err(EventTooLong(limit)) => {
+                        self.fail(self.http.too_large("one event of the streamed reply", limit))
+                    }
                 },
                 Ok(None) => {
                     let events: Vec<SseEvent> = self.parser.finish().into_iter().collect();

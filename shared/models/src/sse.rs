@@ -19,12 +19,15 @@ pub(crate) struct SseEvent {
     pub data: String,
 }
 
-/// A line longer than this is treated as a broken stream rather than buffered
-/// forever: no provider chunk comes near it.
-const MAX_LINE_BYTES: usize = 16 * 1024 * 1024;
+/// An event grew past the parser's limit (carried): the stream is given up.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct EventTooLong(pub(crate) usize);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SseParser {
+    /// An event longer than this (`--max-model-reply-bytes`) fails the stream rather
+    /// than being buffered further: an endless line or event cannot grow memory.
+    max_event_bytes: usize,
     /// Bytes of the current, not yet terminated line.
     line: Vec<u8>,
     /// The previous chunk ended in `\r`: a leading `\n` in the next one belongs to it.
@@ -37,12 +40,25 @@ pub(crate) struct SseParser {
 }
 
 impl SseParser {
+    /// A parser with the server's limit of one event (`--max-model-reply-bytes`).
     pub(crate) fn new() -> Self {
-        SseParser::default()
+        SseParser::with_max_event_bytes(adk_grpc_core::replies::max_model_reply_bytes())
+    }
+
+    pub(crate) fn with_max_event_bytes(max_event_bytes: usize) -> Self {
+        SseParser {
+            max_event_bytes,
+            line: Vec::new(),
+            pending_cr: false,
+            started: false,
+            data: String::new(),
+            has_data: false,
+            event: String::new(),
+        }
     }
 
     /// Feeds the next chunk of the body and returns the events it completed.
-    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, String> {
+    pub(crate) fn feed(&mut self, chunk: &[u8]) -> Result<Vec<SseEvent>, EventTooLong> {
         let mut events = Vec::new();
         for &byte in chunk {
             let was_cr = std::mem::take(&mut self.pending_cr);
@@ -56,8 +72,8 @@ impl SseParser {
                     }
                 }
                 _ => {
-                    if self.line.len() >= MAX_LINE_BYTES {
-                        return Err(format!("an event-stream line exceeded {MAX_LINE_BYTES} bytes"));
+                    if self.line.len() + self.data.len() >= self.max_event_bytes {
+                        return Err(EventTooLong(self.max_event_bytes));
                     }
                     self.line.push(byte);
                 }
@@ -205,8 +221,23 @@ mod tests {
 
     #[test]
     fn runaway_line_is_an_error() {
-        let mut parser = SseParser::new();
-        let big = vec![b'x'; MAX_LINE_BYTES + 1];
-        assert!(parser.feed(&big).is_err());
+        let mut parser = SseParser::with_max_event_bytes(100);
+        assert_eq!(parser.feed(&[b'x'; 101]).unwrap_err(), EventTooLong(100));
+    }
+
+    #[test]
+    fn an_event_of_many_lines_counts_them_all() {
+        let mut parser = SseParser::with_max_event_bytes(100);
+        assert_eq!(
+            data(&parser.feed(&[b"data: ", &[b'x'; 80][..], b"\n\n"].concat()).unwrap()).len(),
+            1
+        );
+        let line = [b"data: ", &[b'x'; 40][..], b"\n"].concat();
+        assert!(parser.feed(&line).unwrap().is_empty());
+        assert!(parser.feed(&line).unwrap().is_empty());
+        assert!(
+            parser.feed(&line).is_err(),
+            "three 40-byte lines of one event pass 100 bytes"
+        );
     }
 }

@@ -13,8 +13,10 @@ use tonic::codegen::{Service, http};
 use tonic::{Code, Status};
 use tower_layer::Layer;
 
-/// Default of `--max-concurrent-streams`: calls one HTTP/2 connection may have open at once.
-pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 200;
+/// Default of `--max-concurrent-streams`: calls one HTTP/2 connection may have open at once. A backend
+/// calls through one channel (one connection) for all its users, so this matches the runs one
+/// connection may have open.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 1024;
 
 /// Default of `--max-streams-per-user`: WatchSession, UploadArtifact and DownloadArtifact calls one user may
 /// have open at once.
@@ -23,10 +25,19 @@ pub const DEFAULT_MAX_STREAMS_PER_USER: u32 = 64;
 /// Watches share the process's Redis connections (one reader per process), so this bounds
 /// the server's memory and fan-out work, not Redis connections.
 pub const DEFAULT_MAX_WATCHES: u32 = 16384;
-/// Default of `--max-runs-per-user`: AgentRunner/Run calls one user may have open at once.
-pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 8;
-/// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open at once.
-pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = 16;
+/// Default of `--max-runs-per-user`: AgentRunner/Run calls one user (the request's user_id: the end
+/// user a backend names) may have open at once. Runs of one session wait for each other anyway;
+/// this bounds one user's share of the replica.
+pub const DEFAULT_MAX_RUNS_PER_USER: u32 = 64;
+/// Default of `--max-runs-per-connection`: AgentRunner/Run calls one client connection may have open
+/// at once. A backend serving many users shares one connection, so the default is the whole replica's.
+pub const DEFAULT_MAX_RUNS_PER_CONNECTION: u32 = DEFAULT_MAX_RUNS;
+/// Default of `--max-runs`: AgentRunner/Run calls this replica may have open at once, all users and
+/// connections together. Derived from what a run costs (BENCHMARKS.md, "Concurrent runs per
+/// replica"): about 100 KiB of its own against a slow model, plus, while a tool or model answers,
+/// up to one reply under `--max-tool-reply-bytes` / `--max-model-reply-bytes`. 1024 runs take
+/// ~100 MB over the idle server; the reply limits bound the rest.
+pub const DEFAULT_MAX_RUNS: u32 = 1024;
 
 /// Default of `--handshake-timeout-ms`: how long a new connection may take to send its
 /// HTTP/2 preface (and, with TLS, to finish the TLS handshake first).
@@ -96,6 +107,18 @@ pub struct LimitArgs {
     )]
     pub max_runs_per_connection: u32,
 
+    /// Most Run calls this server (replica) may have open at once, all users and connections together; one
+    /// more fails with RESOURCE_EXHAUSTED and a RetryInfo before anything is stored (another replica, or this
+    /// one a moment later, takes it)
+    #[arg(
+        long,
+        env = "ADK_MAX_RUNS",
+        value_name = "RUNS",
+        default_value_t = DEFAULT_MAX_RUNS,
+        value_parser = clap::value_parser!(u32).range(1..),
+    )]
+    pub max_runs: u32,
+
     /// A new connection that has not sent its HTTP/2 preface (with TLS: finished the TLS handshake and sent
     /// the preface) within this many milliseconds is closed
     #[arg(
@@ -138,6 +161,7 @@ impl Default for LimitArgs {
             max_watches: DEFAULT_MAX_WATCHES,
             max_runs_per_user: DEFAULT_MAX_RUNS_PER_USER,
             max_runs_per_connection: DEFAULT_MAX_RUNS_PER_CONNECTION,
+            max_runs: DEFAULT_MAX_RUNS,
             handshake_timeout_ms: DEFAULT_HANDSHAKE_TIMEOUT_MS,
             keepalive_interval_ms: DEFAULT_KEEPALIVE_INTERVAL_MS,
             keepalive_timeout_ms: DEFAULT_KEEPALIVE_TIMEOUT_MS,
@@ -164,6 +188,7 @@ impl LimitArgs {
             watches: self.max_watches,
             runs_per_user: self.max_runs_per_user,
             runs_per_connection: self.max_runs_per_connection,
+            runs: self.max_runs,
         })
     }
 }

@@ -1,7 +1,7 @@
 //! Concurrency quotas of the long-lived calls: streams (WatchSession, UploadArtifact,
 //! DownloadArtifact) per user, WatchSession streams per server (they share one reader per
 //! process, so this bounds memory and fan-out work, not Redis connections), runs
-//! (AgentRunner/Run) per user and per connection.
+//! (AgentRunner/Run) per user, per connection and per server.
 //! Checked by the auth layer (auth/layer.rs) with the user it decodes from the first
 //! request message, before the handler runs, so a refused call stores nothing; a
 //! slot is held by a guard in the response body and freed when the response ends,
@@ -51,6 +51,8 @@ pub(crate) struct QuotaLimits {
     pub(crate) watches: u32,
     pub(crate) runs_per_user: u32,
     pub(crate) runs_per_connection: u32,
+    /// Runs of the whole server.
+    pub(crate) runs: u32,
 }
 
 /// Open calls per key.
@@ -111,6 +113,8 @@ pub(crate) struct Quotas {
     watches: Arc<Counter<()>>,
     runs: Arc<Counter<String>>,
     connection_runs: Arc<Counter<SocketAddr>>,
+    /// Open runs of the whole server (one key).
+    server_runs: Arc<Counter<()>>,
 }
 
 impl Quotas {
@@ -121,6 +125,7 @@ impl Quotas {
             watches: Counter::new(),
             runs: Counter::new(),
             connection_runs: Counter::new(),
+            server_runs: Counter::new(),
         }
     }
 
@@ -194,6 +199,18 @@ impl Quotas {
                         })?;
                     held.push(slot);
                 }
+                let server_slot = self.server_runs.acquire((), limits.runs).ok_or_else(|| {
+                    Status::from(AdkError::quota(
+                        "max_runs",
+                        limits.runs,
+                        format!(
+                            "this server runs the most concurrent runs it takes ({}, --max-runs / ADK_MAX_RUNS); \
+                             try again later",
+                            limits.runs
+                        ),
+                    ))
+                })?;
+                held.push(server_slot);
                 Ok(Held { _slots: held })
             }
         }

@@ -29,6 +29,7 @@ mod openapi;
 mod readme_walkthrough;
 mod reflection;
 mod replicas;
+mod reply_limits;
 mod runner_server;
 mod security;
 mod session_inputs;

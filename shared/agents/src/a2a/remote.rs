@@ -98,7 +98,10 @@ impl RemoteA2a {
             .channel
             .get_or_try_init(|| async { Ok::<_, AdkError>(endpoint(&self.config)?.connect_lazy()) })
             .await?;
-        Ok(A2aServiceClient::new(channel.clone()))
+        // Each message the remote sends is decoded up to the server's limit of a reply
+        // from outside (--max-tool-reply-bytes); a larger one fails the call.
+        Ok(A2aServiceClient::new(channel.clone())
+            .max_decoding_message_size(adk_grpc_core::replies::max_tool_reply_bytes()))
     }
 
     /// What the remote said went wrong, as our error (the remote's own codes would

@@ -217,6 +217,11 @@ impl HttpHook {
             PostFailure::TimedOut(m) => AdkError::DeadlineExceeded(whose(&m)),
             PostFailure::Unreachable(m) => AdkError::Unavailable(whose(&m)),
             PostFailure::NotJson(m) => AdkError::Agent(whose(&m)),
+            PostFailure::TooLarge(m) => AdkError::limit(
+                "max_tool_reply_bytes",
+                adk_grpc_core::replies::max_tool_reply_bytes(),
+                whose(&m),
+            ),
         })
     }
 }

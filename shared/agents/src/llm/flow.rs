@@ -687,7 +687,8 @@ async fn run_call(
             let result = tool
                 .execute_with_parts(tool_ctx.clone(), args.clone())
                 .instrument(observed.span().clone())
-                .await;
+                .await
+                .and_then(|output| crate::tools::within_reply_limit(&call.name, output));
             observed.finish(result.as_ref().err().map(AdkError::code));
             match result {
                 Ok(output) if output.response.is_null() && output.parts.is_empty() && tool.is_long_running() => {

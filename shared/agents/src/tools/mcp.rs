@@ -514,9 +514,14 @@ impl Shared {
                     value.set_sensitive(true);
                     custom.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?, value);
                 }
+                // A reply (a JSON body, or one event of a streamed one) is read up to the
+                // server's limit of a tool reply and no further.
+                let limit = adk_grpc_core::replies::max_tool_reply_bytes();
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)
-                    .reinit_on_expired_session(true);
+                    .reinit_on_expired_session(true)
+                    .max_sse_event_size(limit);
+                config.max_json_response_size = limit;
                 if let Some(token) = bearer_token {
                     config = config.auth_header(token.clone());
                 }

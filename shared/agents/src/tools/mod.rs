@@ -10,6 +10,7 @@ mod memory;
 mod model_consult;
 mod openapi;
 mod remote_context;
+mod reply_limit;
 
 pub use agent_tool::AgentTool;
 pub(crate) use builtin::TransferToAgentTool;
@@ -21,6 +22,7 @@ pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use openapi::OpenApiToolset;
 pub use remote_context::{ContextGrant, ToolActions};
+pub(crate) use reply_limit::within_reply_limit;
 
 use adk_grpc_core::Tool;
 use std::sync::Arc;

@@ -512,3 +512,43 @@ async fn an_unreachable_server_is_unavailable() {
     assert_eq!(err.code(), Code::Unavailable, "{err}");
     assert!(err.to_string().starts_with("openai request failed"), "{err}");
 }
+
+/// A reply, and one event of a streamed reply, longer than `--max-model-reply-bytes`
+/// (4 MiB by default) fails the call with RESOURCE_EXHAUSTED naming the model and the
+/// limit; nothing past the limit is read.
+#[tokio::test]
+async fn a_reply_or_streamed_event_over_the_limit_fails_the_call_naming_the_model() {
+    let limit = adk_grpc_core::replies::max_model_reply_bytes();
+    let server = FakeServer::start().await;
+    server.push(openai::text(&"x".repeat(limit + 1)));
+    let failure = match model(&server).generate_content(ask("hi"), false).await {
+        Ok(_) => panic!("a reply over the limit was read"),
+        Err(e) => e,
+    };
+    let status = tonic::Status::from(failure);
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status.message().starts_with("openai (model gpt-test): the reply (")
+            && status.message().contains(&format!("is longer than {limit} bytes")),
+        "{status:?}"
+    );
+
+    server.push(openai::stream(
+        vec![openai::text_chunk("fine"), openai::text_chunk(&"y".repeat(limit))],
+        "stop",
+    ));
+    let (items, failure) = collect(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_eq!(
+        items.iter().map(text).collect::<Vec<_>>(),
+        ["fine"],
+        "the events before it arrive"
+    );
+    let status = tonic::Status::from(failure.expect("the oversized event fails the stream"));
+    assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+    assert!(
+        status
+            .message()
+            .starts_with("openai (model gpt-test): one event of the streamed reply is longer than"),
+        "{status:?}"
+    );
+}

@@ -305,3 +305,37 @@ async fn watches_are_limited_server_wide_across_users() {
     assert_exhausted(watch(&channel, "frank").await, full);
     served.shutdown.trigger();
 }
+
+/// Runs of every user and connection together are limited per server: one more is
+/// refused with a RetryInfo (another replica, or this one later, takes it), and a
+/// finished run frees its slot.
+#[tokio::test]
+async fn runs_are_limited_per_server_with_a_retry_delay() {
+    let served = serve(LimitArgs {
+        max_runs: 2,
+        ..LimitArgs::default()
+    })
+    .await;
+    let channel = channel(&served).await;
+    let other = self::channel(&served).await;
+    let mut open = vec![
+        run(&channel, "alice").await.expect("run 1"),
+        run(&other, "bob").await.expect("run 2"),
+    ];
+    let refused = run(&other, "carol").await.expect_err("a third run on a server of two");
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert_eq!(
+        refused.message(),
+        "this server runs the most concurrent runs it takes (2, --max-runs / ADK_MAX_RUNS); try again later"
+    );
+    let retry = adk_grpc_core::AdkError::from(refused).retry_delay();
+    assert!(retry.is_some_and(|d| !d.is_zero()), "a RetryInfo: {retry:?}");
+    assert_eq!(
+        served.runs.calls.load(Ordering::SeqCst),
+        2,
+        "the refused run reached no handler"
+    );
+    open.pop();
+    open.push(eventually(|| run(&other, "carol")).await);
+    served.shutdown.trigger();
+}

@@ -363,8 +363,7 @@ struct Turns {
     turns: u64,
 }
 
-/// The user a worker runs as. One user per worker: the servers' default
-/// `--max-runs-per-user` (8) would refuse most of 32 concurrent runs of one user.
+/// The user a worker runs as: one user per worker, as the end users of a backend.
 fn worker_user(worker: usize) -> String {
     format!("bench-{worker}")
 }

@@ -1,0 +1,256 @@
+//! Replies from outside the runner read against their limits (issue "Limits that protect
+//! the runner"): a real `adk-server` whose HTTP tools, hook and model (tests/limits/outside.py)
+//! answer 200 MiB, without end, or slowly, ten runs of each at once. Each oversized reply
+//! stops at its limit: a tool's is an error the model reads naming the tool and the limit,
+//! a hook's a hook failure handled by its `on_failure`, a model's fails the call naming the
+//! model. The server's peak memory stays within a stated bound over its idle size, it keeps
+//! serving, and what it stored before is intact. Also: one channel runs hundreds of
+//! concurrent runs on the default flags.
+
+use adk_grpc_e2e::runs::{self, text_of, user_text};
+use adk_grpc_e2e::script_server::ScriptServer;
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_testkit::ServiceProcess;
+use futures::future::join_all;
+use tonic::Code;
+use tonic::transport::Channel;
+
+/// The test's limits, small so ten runs of each kind at once stay far below the bound.
+const TOOL_LIMIT: usize = 256 * 1024;
+const MODEL_LIMIT: usize = 1024 * 1024;
+/// How far the server's peak memory may rise over its idle size while 60 runs meet
+/// oversized, endless and slow replies: each holds at most about one reply under its
+/// limit (10 × 1 MiB of model replies, 30 × 256 KiB of tool and hook replies, growing
+/// buffers doubled), against the 470-640 MB one 200 MiB reply took before the limits.
+const PEAK_BOUND_KIB: u64 = 64 * 1024;
+
+struct Stack {
+    outside: ScriptServer,
+    server: ServiceProcess,
+    _dir: tempfile::TempDir,
+    _file: tempfile::NamedTempFile,
+}
+
+fn agents(outside: &str) -> String {
+    format!(
+        "
+models:
+  gpt: {{ provider: openai, model: fake-model, base_url: '{outside}/v1' }}
+tools:
+  huge: {{ kind: http, url: '{outside}/tool/huge', description: Answers 200 MiB. }}
+  endless: {{ kind: http, url: '{outside}/tool/endless', description: Answers without end. }}
+  slow: {{ kind: http, url: '{outside}/tool/slow', description: Answers after a second. }}
+  ok: {{ kind: http, url: '{outside}/tool/ok', description: Answers at once. }}
+hooks:
+  heavy: {{ url: '{outside}/hook/huge', points: [before_tool] }}
+  heavy_closed: {{ url: '{outside}/hook/huge', points: [before_tool], on_failure: fail_closed }}
+apps:
+  tools:
+    root_agent: {{ name: worker, model: gpt, tools: [huge, endless, slow, ok] }}
+  hooked:
+    root_agent: {{ name: guarded, model: gpt, tools: [ok], hooks: [heavy] }}
+  strict:
+    root_agent: {{ name: strict, model: gpt, tools: [ok], hooks: [heavy_closed] }}
+"
+    )
+}
+
+impl Stack {
+    async fn start(extra_args: &[&str]) -> Stack {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let outside = ScriptServer::start("limits/outside.py", dir.path()).await;
+        let file = runs::agents_file(&agents(&outside.url));
+        let mut args = vec![
+            "--store-url".to_string(),
+            "memory://".to_string(),
+            "--agents".to_string(),
+            file.path().display().to_string(),
+        ];
+        args.extend(extra_args.iter().map(|arg| arg.to_string()));
+        let server = ServiceProcess::spawn("adk-server", &args, &[]).await;
+        Stack {
+            outside,
+            server,
+            _dir: dir,
+            _file: file,
+        }
+    }
+
+    async fn channel(&self) -> Channel {
+        Channel::from_shared(self.server.endpoint())
+            .expect("endpoint")
+            .connect()
+            .await
+            .expect("connect")
+    }
+}
+
+/// One Run on `channel`: its events after the user's message, and how it ended.
+async fn run(
+    channel: &Channel,
+    app: &str,
+    user: &str,
+    session: &str,
+    message: &str,
+) -> (Vec<pb::Event>, Option<tonic::Status>) {
+    let mut client = AgentRunnerClient::new(channel.clone());
+    runs::run_to_end(&mut client, runs::run_request(app, user, session, user_text(message))).await
+}
+
+fn last_text(events: &[pb::Event]) -> String {
+    events
+        .iter()
+        .rev()
+        .map(text_of)
+        .find(|t| !t.is_empty())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn oversized_endless_and_slow_replies_stop_at_their_limits_ten_at_once() {
+    let tool_limit = TOOL_LIMIT.to_string();
+    let model_limit = MODEL_LIMIT.to_string();
+    let stack = Stack::start(&[
+        "--max-tool-reply-bytes",
+        &tool_limit,
+        "--max-model-reply-bytes",
+        &model_limit,
+    ])
+    .await;
+    let channel = stack.channel().await;
+
+    // Something stored before, to find intact after.
+    let (before, failure) = run(&channel, "tools", "keeper", "kept", "call ok").await;
+    assert!(failure.is_none(), "{failure:?}");
+    let kept = runs::get_session(stack.server.endpoint(), "tools", "keeper", "kept").await;
+    assert_eq!(last_text(&before), r#"heard: {"ok":true}"#);
+    let idle = stack.server.rss_kib().expect("the server runs");
+
+    let kinds = [
+        ("tools", "call huge"),
+        ("tools", "call endless"),
+        ("tools", "call slow"),
+        ("hooked", "call ok"),
+        ("strict", "call ok"),
+        ("tools", "huge reply"),
+        ("tools", "endless reply"),
+    ];
+    let runs = kinds.iter().flat_map(|&(app, message)| {
+        let channel = &channel;
+        (0..10).map(move |i| async move {
+            let user = format!("{}-{i}", message.replace(' ', "-"));
+            (app, message, run(channel, app, &user, "s", message).await)
+        })
+    });
+    let results = join_all(runs).await;
+    let peak = stack.server.peak_rss_kib().expect("the server runs");
+
+    let tool_error = format!("is longer than {TOOL_LIMIT} bytes, the limit of a reply (--max-tool-reply-bytes");
+    for (app, message, (events, failure)) in &results {
+        let heard = last_text(events);
+        match (*app, *message) {
+            ("tools", "call huge") => {
+                assert!(failure.is_none(), "{failure:?}");
+                assert!(heard.starts_with("heard: {\"error\":"), "{heard}");
+                assert!(heard.contains("HTTP tool huge: the reply to POST "), "{heard}");
+                assert!(
+                    heard.contains("(209715212 bytes)") && heard.contains(&tool_error),
+                    "{heard}"
+                );
+            }
+            ("tools", "call endless") => {
+                assert!(failure.is_none(), "{failure:?}");
+                assert!(heard.contains("HTTP tool endless: the reply to POST "), "{heard}");
+                assert!(heard.contains(&tool_error), "{heard}");
+            }
+            ("tools", "call slow") => {
+                assert!(failure.is_none(), "{failure:?}");
+                assert_eq!(heard, r#"heard: {"ok":"slow"}"#);
+            }
+            // fail_open: the hook's failure is logged and the tool runs.
+            ("hooked", _) => {
+                assert!(failure.is_none(), "{failure:?}");
+                assert_eq!(heard, r#"heard: {"ok":true}"#);
+            }
+            // fail_closed: the hook's failure fails the run, naming the hook and the limit.
+            ("strict", _) => {
+                let status = failure.as_ref().expect("a fail_closed hook's failure ends the run");
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(
+                    status.message().contains("hook heavy_closed (before_tool)"),
+                    "{status:?}"
+                );
+                assert!(status.message().contains(&tool_error), "{status:?}");
+            }
+            (_, model_reply) => {
+                let status = failure
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{model_reply}: the model call fails"));
+                assert_eq!(status.code(), Code::ResourceExhausted, "{status:?}");
+                assert!(
+                    status.message().contains("openai (model fake-model): the reply"),
+                    "{status:?}"
+                );
+                assert!(
+                    status.message().contains(&format!(
+                        "is longer than {MODEL_LIMIT} bytes, the limit of a reply (--max-model-reply-bytes"
+                    )),
+                    "{status:?}"
+                );
+            }
+        }
+    }
+    eprintln!(
+        "reply limits: idle VmRSS {idle} KiB, peak VmHWM {peak} KiB over 70 runs (+{} KiB)",
+        peak.saturating_sub(idle)
+    );
+    assert!(
+        peak < idle + PEAK_BOUND_KIB,
+        "peak {peak} KiB is more than {PEAK_BOUND_KIB} KiB over the idle {idle} KiB"
+    );
+
+    // It keeps serving, and what it stored before is intact.
+    let (after, failure) = run(&channel, "tools", "keeper", "later", "call ok").await;
+    assert!(failure.is_none(), "{failure:?}");
+    assert_eq!(last_text(&after), r#"heard: {"ok":true}"#);
+    let still = runs::get_session(stack.server.endpoint(), "tools", "keeper", "kept").await;
+    assert_eq!(still.events, kept.events);
+    assert_eq!(still.state, kept.state);
+    assert!(
+        !stack.outside.calls("/tool/ok").is_empty(),
+        "the tools the hooks let through ran"
+    );
+}
+
+/// A backend calling for all its users through one channel is not refused at hundreds
+/// of concurrent runs on the default flags (each run's model answers after a second).
+#[tokio::test]
+async fn one_channel_runs_three_hundred_concurrent_runs_on_the_default_flags() {
+    const RUNS: usize = 300;
+    let stack = Stack::start(&[]).await;
+    let channel = stack.channel().await;
+    let idle = stack.server.rss_kib().expect("the server runs");
+    let started = std::time::Instant::now();
+    let results = join_all((0..RUNS).map(|i| {
+        let channel = &channel;
+        async move { run(channel, "tools", &format!("user-{i}"), "s", "slow reply").await }
+    }))
+    .await;
+    let took = started.elapsed();
+    let peak = stack.server.peak_rss_kib().expect("the server runs");
+    for (events, failure) in &results {
+        assert!(failure.is_none(), "{failure:?}");
+        assert_eq!(last_text(events), "fine: slow reply");
+    }
+    eprintln!(
+        "{RUNS} concurrent runs on one channel: {took:?}, idle VmRSS {idle} KiB, peak VmHWM {peak} KiB \
+         ({} KiB per run)",
+        peak.saturating_sub(idle) / RUNS as u64
+    );
+    // Measured at about 100 KiB per run (debug build; BENCHMARKS.md): five times that is a leak.
+    assert!(
+        peak < idle + RUNS as u64 * 512,
+        "peak {peak} KiB is more than 512 KiB per run over the idle {idle} KiB"
+    );
+}
