@@ -68,6 +68,13 @@ for command in "${commands[@]}"; do
     "cargo build "*)
       echo "== skipped (the debug binaries stand in for release): $command"
       continue ;;
+    "cargo test -p adk-grpc-e2e --test e2e "*)
+      # An e2e test that measures as it checks: scripts/test.sh's `cargo test --workspace`
+      # ran it just before (its name must be one of the e2e tests, or that fails here).
+      filter=${words[6]}
+      grep -q "^mod ${filter%::};" tests/tests/e2e/main.rs || die "no e2e module ${filter%::}: $command"
+      echo "== ran by the test step (cargo test --workspace): $command"
+      continue ;;
     target/release/adk-bench\ *)
       bench=${words[1]}
       [ -n "${shrink[$bench]:-}" ] || die "no smoke sizes for \`adk-bench $bench\`: add them to this script"
