@@ -318,10 +318,7 @@ impl Runner {
         };
         tracing::debug!(%invocation_id, session_id, "invocation started");
         let user_event = invocation.user_event();
-        let add_to_memory = match (&self.memory_service, self.add_to_memory) {
-            (Some(memory), Some(what)) => Some((memory.clone(), what)),
-            _ => None,
-        };
+        let add_to_memory = self.memory_to_add_to();
         let started = Started {
             invocation_id,
             user_id: user_id.to_string(),
@@ -562,6 +559,14 @@ impl Runner {
     /// Registers a started (or resumed) invocation as running here, so Cancel and a
     /// shutdown's hand-over reach it, and streams its events through the driver, which
     /// stores them under the lease. `lease_lost_at`: when the lease of a resumed run lapsed.
+    /// Where and what a finished run adds to memory, when the runner is configured to.
+    fn memory_to_add_to(&self) -> Option<(Arc<dyn MemoryService>, AddToMemory)> {
+        match (&self.memory_service, self.add_to_memory) {
+            (Some(memory), Some(what)) => Some((memory.clone(), what)),
+            _ => None,
+        }
+    }
+
     fn drive(
         &self,
         started: Started,

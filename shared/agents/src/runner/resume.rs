@@ -132,7 +132,7 @@ impl Runner {
             observed,
             events,
         };
-        Ok(Some(self.drive(started, None, lost_at)))
+        Ok(Some(self.drive(started, self.memory_to_add_to(), lost_at)))
     }
 
     /// Rebuilds the invocation from the log and starts the agent that was running.
@@ -186,6 +186,10 @@ impl Runner {
             .clone()
             .map(|service| session_artifacts(service, &session));
         let run_config = options.run_config();
+        let memory = self
+            .memory_service
+            .clone()
+            .map(|service| super::memory::scoped(service, &session));
         let invocation = Arc::new(Invocation::new(InvocationParts {
             invocation_id: invocation_id.to_string(),
             root_agent: self.root_agent.clone(),
@@ -196,7 +200,7 @@ impl Runner {
             run_config,
             artifacts,
             compaction: self.compaction.clone(),
-            memory: None,
+            memory,
             resumable: true,
         }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));

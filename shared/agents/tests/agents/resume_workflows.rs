@@ -111,10 +111,15 @@ impl Replicas {
     }
 
     fn runner(&self, root: Arc<dyn Agent>) -> Runner {
+        self.runner_with(root, |_| {})
+    }
+
+    fn runner_with(&self, root: Arc<dyn Agent>, change: impl FnOnce(&mut RunnerConfig)) -> Runner {
         let lease: Arc<dyn SessionLease> = self.lease.clone();
         let mut config = RunnerConfig::new(APP, root, self.sessions.clone(), lease);
         // Long enough that the dead runner's renewals do not matter: the test moves the clock.
         config.lease_ttl = Duration::from_secs(60);
+        change(&mut config);
         Runner::new(config).unwrap()
     }
 
@@ -587,5 +592,46 @@ async fn answers_to_two_pauses_with_one_call_id_each_go_on_from_their_own_pause(
             "closer:all done",
             "steps:end"
         ]
+    );
+}
+
+/// A run resumed on another replica is added to long-term memory when it finishes, as a
+/// run that never moved is (`RunnerConfig::add_to_memory`).
+#[tokio::test]
+async fn a_resumed_run_is_added_to_memory_when_it_finishes() {
+    let replicas = Replicas::new().await;
+    let memory = adk_grpc_store::Stores::open("memory://", adk_grpc_store::StoreConfig::default())
+        .unwrap()
+        .memory()
+        .await
+        .unwrap();
+    let remembering = |model: &Arc<Gated>| {
+        let memory = memory.clone();
+        replicas.runner_with(llm("helper", model), move |config| {
+            config.memory_service = Some(memory);
+            config.add_to_memory = Some(adk_grpc_agents::AddToMemory::Invocation);
+        })
+    };
+    let (dead, alive) = (Gated::new(&[]), Gated::new(&["penguins swim"]));
+    let (first, second) = (remembering(&dead), remembering(&alive));
+    let session = replicas
+        .die_and_resume_on(&first, second, Content::new("user").with_text("penguins?"), |session| {
+            dead.requests() == 1 && !session.events.is_empty()
+        })
+        .await;
+    assert_eq!(authors(&session), ["user:penguins?", "helper:penguins swim"]);
+    let found = memory
+        .search(adk_grpc_core::memory::SearchMemoryRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            query: "penguins".into(),
+            limit: 0,
+        })
+        .await
+        .unwrap();
+    let texts: Vec<String> = found.memories.iter().map(|m| m.text()).collect();
+    assert!(
+        texts.iter().any(|text| text.contains("penguins swim")),
+        "the resumed run's reply is in memory: {texts:?}"
     );
 }
