@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use std::sync::Arc;
 
 /// An agent of any kind with the agent points of `hooks` around its runs (llm agents
-/// take their hooks through [`crate::LlmAgentBuilder::hooks`] instead, which also
+/// take their hooks through `LlmAgentBuilder::hooks` instead, which also
 /// covers the model and tool points), the hooks' state writes held to the agent's
 /// `state_schema`. The agent itself when no hook is called at `before_agent` or
 /// `after_agent`.

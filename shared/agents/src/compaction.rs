@@ -9,7 +9,7 @@
 //! the session as it was: the interval trigger tries again after the next invocation,
 //! and an over-budget request loses its oldest contents instead (log line + metric).
 
-use crate::USER_AUTHOR;
+use crate::rules::USER_AUTHOR;
 use adk_grpc_core::history::{
     apply_rewinds, estimate_content_tokens, estimate_text_tokens, estimate_tokens, latest_compaction,
 };

@@ -112,7 +112,7 @@ impl Invocation {
         let model_calls = log
             .events()
             .iter()
-            .filter(|e| e.invocation_id == invocation_id && e.author != crate::USER_AUTHOR)
+            .filter(|e| e.invocation_id == invocation_id && e.author != crate::rules::USER_AUTHOR)
             .filter(|e| e.content().is_some_and(|c| c.role == "model"))
             .count();
         Invocation {

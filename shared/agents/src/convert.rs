@@ -1,6 +1,7 @@
 //! The `adk.v1.AgentRunner` Run request in the runner library's terms.
 
-use crate::{OnBusy, RunOptions, ToolActions};
+use crate::runner::{OnBusy, RunOptions};
+use crate::tools::ToolActions;
 use adk_grpc_core::convert::value_map_from_proto;
 use adk_grpc_core::{AdkError, Content, Part, Result, RunConfig, validate};
 use adk_grpc_proto::v1 as pb;

@@ -1,10 +1,9 @@
 //! The rules of an agent definition, written once. The builders and
-//! [`Runner::new`](crate::Runner::new) apply them to what code builds; the runner
+//! `Runner::new` apply them to what code builds; the runner
 //! service's agents file applies the same functions to what it declares, field by
 //! field, so a file is refused for exactly the reasons code would be and says which
 //! field is at fault. Every error is an [`AdkError::Config`].
 
-use crate::tools::TransferToAgentTool;
 use adk_grpc_core::{AdkError, Result};
 use std::collections::{HashMap, HashSet};
 
@@ -12,7 +11,7 @@ use std::collections::{HashMap, HashSet};
 pub const USER_AUTHOR: &str = "user";
 
 /// The tool an LLM agent with sub-agents offers by itself; no other tool may take its name.
-pub const TRANSFER_TOOL_NAME: &str = TransferToAgentTool::NAME;
+pub const TRANSFER_TOOL_NAME: &str = "transfer_to_agent";
 
 /// The longest function name OpenAI and Gemini accept.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;

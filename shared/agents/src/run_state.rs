@@ -8,7 +8,7 @@
 //! with `actions.agent_state` before each sub-agent they start, one with
 //! `actions.end_of_agent` when they finish.
 
-use crate::USER_AUTHOR;
+use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{Agent, AgentKind, Content, Event, InvocationContext, JsonObject, RunLog, find_agent};
 use std::sync::Arc;
 

@@ -97,7 +97,7 @@ pub fn message_of_event(event: &Event, task_id: &TaskId) -> Option<a2a::Message>
     if parts.is_empty() {
         return None;
     }
-    let role = if event.author == crate::USER_AUTHOR {
+    let role = if event.author == crate::rules::USER_AUTHOR {
         a2a::Role::User
     } else {
         a2a::Role::Agent

@@ -1,7 +1,7 @@
 //! Agent2Agent (A2A v1.0, gRPC binding `lf.a2a.v1.A2AService`), both ways:
 //!
 //! - [`A2aTaskService`]: an app served as an A2A agent, every rule of the protocol over
-//!   its [`Runner`](crate::Runner) and sessions; a server's handlers only pick the app and
+//!   its [`Runner`](crate::runner::Runner) and sessions; a server's handlers only pick the app and
 //!   the user (see `adk-grpc-runner-service`'s `a2a` module);
 //! - [`RemoteA2aAgent`] and [`RemoteA2aTool`]: an agent served elsewhere over A2A, as an
 //!   agent of our tree (a transfer target) or a tool of an LLM agent;

@@ -12,7 +12,7 @@ use super::convert::{TaskId, answer_pending, content_from_a2a, message_of_event,
 use super::task::{
     ERROR_KEY, Region, TaskLog, ends_run, is_message, is_terminal, outcome_event, recorded_outcome, text_message,
 };
-use crate::{RunOptions, Runner};
+use crate::runner::{RunOptions, Runner};
 use adk_grpc_core::artifact::LoadRequest;
 use adk_grpc_core::session::{EventCursor, SessionCursor, decode_page_token, encode_page_token};
 use adk_grpc_core::{
@@ -441,7 +441,7 @@ impl A2aTaskService {
                         })),
                     };
                 }
-                if event.author != crate::USER_AUTHOR && let Some(message) = message_of_event(&event, &task) {
+                if event.author != crate::rules::USER_AUTHOR && let Some(message) = message_of_event(&event, &task) {
                     last_message = Some(message.clone());
                     yield status_update(&task, a2a::TaskState::Working, Some(message));
                 }

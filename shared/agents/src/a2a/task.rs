@@ -19,7 +19,7 @@
 //! so a reader reads back only as far as the tasks it answers with reach.
 
 use super::convert::{TaskId, message_of_event};
-use crate::USER_AUTHOR;
+use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{Event, JsonObject};
 use adk_grpc_proto::a2a;
 use serde_json::Value;

@@ -25,7 +25,7 @@ type ToolErrorFn = Box<dyn Fn(Arc<dyn ToolContext>, String, Value, &AdkError) ->
 
 /// A Rust closure called at one point (what it returns means what the [`Hook`]
 /// method of that point returns). Give it to an agent with
-/// [`crate::LlmAgentBuilder::hook`] or in its [`super::Hooks`].
+/// `LlmAgentBuilder::hook` or in its [`super::Hooks`].
 pub struct Callback {
     point: HookPoint,
     call: Call,

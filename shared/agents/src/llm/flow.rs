@@ -266,7 +266,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
 fn client_tool_actions(ctx: &dyn InvocationContext) -> Option<EventActions> {
     let log = ctx.run_log();
     let last = log.events().last()?;
-    if last.invocation_id != ctx.invocation_id() || last.author != crate::USER_AUTHOR {
+    if last.invocation_id != ctx.invocation_id() || last.author != crate::rules::USER_AUTHOR {
         return None;
     }
     let answered = last.function_responses().next()?.id;

@@ -3,7 +3,7 @@
 use adk_grpc_core::history::{apply_compactions, apply_rewinds};
 use adk_grpc_core::{Content, Event, Part, PartKind};
 
-use crate::USER_AUTHOR;
+use crate::rules::USER_AUTHOR;
 
 /// The contents of `events` that belong in `agent`'s conversation on `branch`,
 /// oldest first, as ADK builds them: rewound invocations left out; each summary

@@ -321,11 +321,11 @@ impl LlmAgentBuilder {
         self.hook(Callback::after_model(callback))
     }
 
-    /// Checks the definition with the library's [rules](crate::validate_agent_name): a
+    /// Checks the definition with the library's [rules](crate::rules::validate_agent_name): a
     /// valid name, a model, tools with unique valid names, unique sub-agent names, a
     /// state key for `output_key`.
     pub fn build(self) -> Result<LlmAgent> {
-        crate::validate_agent_name(&self.name)?;
+        crate::rules::validate_agent_name(&self.name)?;
         let in_agent = |e: AdkError| match e {
             AdkError::Config(message) => AdkError::Config(format!("agent {}: {message}", self.name)),
             other => other,
@@ -334,10 +334,10 @@ impl LlmAgentBuilder {
             .model
             .ok_or_else(|| AdkError::Config(format!("agent {} has no model", self.name)))?;
         for tool in &self.tools {
-            crate::validate_tool_name(tool.name()).map_err(in_agent)?;
+            crate::rules::validate_tool_name(tool.name()).map_err(in_agent)?;
         }
         let delegates = task::delegates(&self.sub_agents).map(|a| a.name());
-        crate::validate_tool_list(self.tools.iter().map(|t| t.name()).chain(delegates)).map_err(in_agent)?;
+        crate::rules::validate_tool_list(self.tools.iter().map(|t| t.name()).chain(delegates)).map_err(in_agent)?;
         if self.mode != AgentMode::Chat
             && let Some(chat) = self.sub_agents.iter().find(|a| a.mode() == AgentMode::Chat)
         {
@@ -365,7 +365,7 @@ impl LlmAgentBuilder {
             }
         }
         if let Some(key) = &self.output_key {
-            crate::validate_output_key(key).map_err(in_agent)?;
+            crate::rules::validate_output_key(key).map_err(in_agent)?;
         }
         let output_schema = match self.output_schema {
             Some(schema) => {

@@ -20,7 +20,7 @@
 //!   the log, so a restarted runner goes on where the last one stopped.
 
 use super::output_schema::OutputSchema;
-use crate::USER_AUTHOR;
+use crate::rules::USER_AUTHOR;
 use crate::tools::agent_tool::{input_message, reply_value};
 use adk_grpc_core::history::apply_rewinds;
 use adk_grpc_core::{

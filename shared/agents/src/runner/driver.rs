@@ -162,7 +162,7 @@ impl Driver {
             )
             .await?;
             // A model's calls are answered in the same step: the tools run on the next pull.
-            self.in_step = stored.author != crate::USER_AUTHOR && stored.function_calls().next().is_some();
+            self.in_step = stored.author != crate::rules::USER_AUTHOR && stored.function_calls().next().is_some();
             self.invocation.record(stored.clone(), delta);
             return Ok(Some(stored));
         }

@@ -37,8 +37,9 @@ pub use resume::Resumer;
 mod tests;
 
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts, with_user_event};
+use crate::rules::{AgentNames, USER_AUTHOR};
 use crate::run_state;
-use crate::{AgentNames, ToolActions, USER_AUTHOR};
+use crate::tools::ToolActions;
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
@@ -625,7 +626,7 @@ fn check_client_transfer(caller: &Arc<dyn Agent>, actions: &ToolActions) -> Resu
 /// Every agent name of the tree follows the library's rules: an identifier other
 /// than "user", unique in the tree.
 fn check_agent_tree(agent: &Arc<dyn Agent>, names: &mut AgentNames) -> Result<()> {
-    crate::validate_agent_name(agent.name())?;
+    crate::rules::validate_agent_name(agent.name())?;
     names.insert(agent.name())?;
     // A task or single-turn agent is a tool of its parent: only an llm agent calls tools.
     if agent.transfer_scope().is_none()

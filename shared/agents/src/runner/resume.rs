@@ -19,8 +19,8 @@
 
 use super::lease::LeaseGuard;
 use super::{Runner, Started};
-use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
+use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_events, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{

@@ -5,8 +5,8 @@
 
 use super::Runner;
 use super::lease::LeaseGuard;
-use crate::USER_AUTHOR;
 use crate::llm::task;
+use crate::rules::USER_AUTHOR;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
     AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, Precondition, Result,

@@ -1,7 +1,7 @@
 //! `AgentTool`: another agent called like a tool (ADK's `AgentTool`).
 
-use crate::USER_AUTHOR;
 use crate::context::{AgentContext, Invocation, InvocationParts, with_user_event};
+use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
     StateMap, Tool, ToolContext,
@@ -19,7 +19,7 @@ use std::sync::Arc;
 /// state changes come back as the call's `state_delta` and its artifact saves go to
 /// the caller's session (recorded in the call's `artifact_delta`).
 ///
-/// The arguments are the agent's `input_schema` when it is an [`crate::LlmAgent`] with one
+/// The arguments are the agent's `input_schema` when it is an `LlmAgent` with one
 /// (sent to it as JSON text), else `{"request": "<text>"}`. The answer is the reply's
 /// text, or the reply as JSON when the agent has an `output_schema`.
 ///

@@ -55,7 +55,7 @@ pub(crate) struct TransferToAgentTool {
 }
 
 impl TransferToAgentTool {
-    pub(crate) const NAME: &'static str = "transfer_to_agent";
+    pub(crate) const NAME: &'static str = crate::rules::TRANSFER_TOOL_NAME;
 
     pub(crate) fn new(targets: Vec<(String, String)>) -> Self {
         TransferToAgentTool { targets }

@@ -551,7 +551,7 @@ impl Shared {
                 Some(prefix) => format!("{prefix}_{remote}"),
                 None => remote.clone(),
             };
-            if !crate::is_tool_name(&name) {
+            if !crate::rules::is_tool_name(&name) {
                 tracing::warn!(toolset = %self.name, tool = %name, "MCP tool left out: a model can only call 1-64 characters of [A-Za-z0-9_-]");
                 continue;
             }

@@ -166,7 +166,7 @@ impl ModelConsultTool {
     /// no budget until [`Self::with_max_uses`] / [`Self::with_session_max_uses`].
     pub fn new(name: impl Into<String>, advisor: Arc<dyn Llm>) -> Result<Self> {
         let name = name.into();
-        crate::validate_tool_name(&name)?;
+        crate::rules::validate_tool_name(&name)?;
         Ok(ModelConsultTool {
             description: DESCRIPTION.to_string(),
             advisor,

@@ -207,7 +207,7 @@ impl ToolActions {
         validate::state_keys(&state_field, &self.state_delta)?;
         validate::state_limits(&state_field, &self.state_delta)?;
         if let Some(target) = &self.transfer_to_agent {
-            crate::validate_agent_name(target)
+            crate::rules::validate_agent_name(target)
                 .map_err(|e| AdkError::invalid(format!("{field}.transfer_to_agent"), e.to_string()))?;
         }
         Ok(self)
