@@ -157,6 +157,16 @@ enum Connection {
     Down(String),
 }
 
+impl Connection {
+    /// The peer to call and its broken-token, while it is up and no call found it broken.
+    fn live(&self) -> Option<(&Peer<RoleClient>, &CancellationToken)> {
+        match self {
+            Connection::Up { peer, broken } if !broken.is_cancelled() => Some((peer, broken)),
+            _ => None,
+        }
+    }
+}
+
 impl McpToolset {
     pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(60);
     pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -430,13 +440,15 @@ impl Shared {
         deadline: tokio::time::Instant,
     ) -> std::result::Result<(Peer<RoleClient>, CancellationToken), String> {
         let mut connection = self.connection.subscribe();
-        let up = |c: &Connection| matches!(c, Connection::Up { broken, .. } if !broken.is_cancelled());
-        if !up(&connection.borrow()) {
+        if connection.borrow().live().is_none() {
             self.wanted.notify_one();
-            let _ = tokio::time::timeout_at(deadline, connection.wait_for(up)).await;
+            let _ = tokio::time::timeout_at(deadline, connection.wait_for(|c| c.live().is_some())).await;
         }
-        match &*connection.borrow() {
-            Connection::Up { peer, broken } if !broken.is_cancelled() => Ok((peer.clone(), broken.clone())),
+        let current = connection.borrow();
+        if let Some((peer, broken)) = current.live() {
+            return Ok((peer.clone(), broken.clone()));
+        }
+        match &*current {
             Connection::Up { .. } => Err("the connection broke and the runner is reconnecting".to_string()),
             Connection::Starting => Err("the MCP server is still starting".to_string()),
             Connection::Down(reason) => Err(reason.clone()),
@@ -896,13 +908,11 @@ impl LoadMcpResource {
     /// The connection as it is: building a request does not wait for a server that is
     /// down (it only wakes the supervisor, so the next request finds it back).
     fn peer(&self) -> Option<Peer<RoleClient>> {
-        match &*self.shared.connection.borrow() {
-            Connection::Up { peer, broken } if !broken.is_cancelled() => Some(peer.clone()),
-            _ => {
-                self.shared.wanted.notify_one();
-                None
-            }
+        let peer = self.shared.connection.borrow().live().map(|(peer, _)| peer.clone());
+        if peer.is_none() {
+            self.shared.wanted.notify_one();
         }
+        peer
     }
 
     /// The server's resources, name -> URI, in the server's order.
