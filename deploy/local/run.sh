@@ -150,6 +150,11 @@ stop_all() {
     else stop_pid "${names[$i]}" "${pids[$i]}" $((grace + 5)); fi
   done
   say "stopped: ${names[*]}"
+  # A signal can land between `sleep 1 &` and `sleeper=$!`; that sleep is a job too.
+  local leftover
+  leftover="$(jobs -p)"
+  # shellcheck disable=SC2086 # one pid per word
+  [ -z "$leftover" ] || kill $leftover 2>/dev/null || true
 }
 
 on_signal() {
