@@ -116,6 +116,28 @@ pub trait SessionLease: Send + Sync {
         Ok(false)
     }
 
+    /// Takes the lease on `record.key` as [`acquire`](Self::acquire) does (in turn, as
+    /// [`acquire_in_turn`](Self::acquire_in_turn) does, given `patience`) and, once it
+    /// is taken, records `record` as [`register_run`](Self::register_run) does. One call
+    /// because a resumable run starts with both: a backend that does them in one step
+    /// (Redis: one script) spares every turn a round trip.
+    async fn acquire_run(
+        &self,
+        record: &RunRecord,
+        owner: &str,
+        ttl: Duration,
+        patience: Option<Duration>,
+    ) -> Result<Acquire> {
+        let acquired = match patience {
+            None => self.acquire(&record.key, owner, ttl).await?,
+            Some(patience) => self.acquire_in_turn(&record.key, owner, ttl, patience).await?,
+        };
+        if matches!(acquired, Acquire::Acquired { .. }) {
+            self.register_run(record, owner, ttl).await?;
+        }
+        Ok(acquired)
+    }
+
     /// Claims up to `limit` recorded runs of `apps` whose lease lapsed or was handed
     /// over, each atomically with taking its session's lease for `ttl` under a new
     /// owner token (so two replicas never claim one run, and the dead holder stays

@@ -7,7 +7,9 @@
 //! the invocation ends or its stream is dropped.
 
 use super::OnBusy;
-use adk_grpc_core::{Acquire, AdkError, LeaseKey, Precondition, Renewal, Result, SessionLease, owner_invocation};
+use adk_grpc_core::{
+    Acquire, AdkError, LeaseKey, Precondition, Renewal, Result, RunRecord, SessionLease, owner_invocation,
+};
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use std::sync::Arc;
@@ -51,18 +53,22 @@ pub(super) struct LeaseSignals {
 }
 
 impl LeaseGuard {
-    /// Takes the session's lease for `owner`, applying `on_busy` when it is held.
+    /// Takes the session's lease for `owner`, applying `on_busy` when it is held, and
+    /// with it records the run `owner` starts as resumable when given its `record`ed
+    /// options (see [`SessionLease::acquire_run`]).
     pub(super) async fn take(
         lease: Arc<dyn SessionLease>,
         key: LeaseKey,
         owner: &str,
         ttl: Duration,
         on_busy: OnBusy,
+        record: Option<String>,
     ) -> Result<Self> {
+        let record = record.as_deref();
         match on_busy {
-            OnBusy::Reject => Self::acquire(lease, key, owner, ttl).await,
+            OnBusy::Reject => Self::acquire_recording(lease, key, owner, ttl, record).await,
             OnBusy::Interrupt | OnBusy::Enqueue | OnBusy::Rollback => {
-                Self::acquire_when_free(lease, key, owner, ttl, on_busy).await
+                Self::acquire_when_free(lease, key, owner, ttl, on_busy, record).await
             }
         }
     }
@@ -74,28 +80,50 @@ impl LeaseGuard {
         owner: &str,
         ttl: Duration,
     ) -> Result<Self> {
-        match Self::try_acquire(lease, key, owner, ttl, false).await? {
+        Self::acquire_recording(lease, key, owner, ttl, None).await
+    }
+
+    /// [`acquire`](Self::acquire), recording `owner`'s run with the lease when given its options.
+    async fn acquire_recording(
+        lease: Arc<dyn SessionLease>,
+        key: LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        record: Option<&str>,
+    ) -> Result<Self> {
+        match Self::try_acquire(lease, key, owner, ttl, false, record).await? {
             Ok(guard) => Ok(guard),
             Err((key, holder)) => Err(busy(&key, &holder)),
         }
     }
 
-    /// Takes the lease (`in_turn`: when it is `owner`'s turn among those waiting), or
-    /// returns the key and the holder's owner token.
+    /// Takes the lease (`in_turn`: when it is `owner`'s turn among those waiting), and
+    /// records `owner`'s run with it when given its options; or returns the key and the
+    /// holder's owner token.
     async fn try_acquire(
         lease: Arc<dyn SessionLease>,
         key: LeaseKey,
         owner: &str,
         ttl: Duration,
         in_turn: bool,
+        record: Option<&str>,
     ) -> Result<std::result::Result<Self, (LeaseKey, String)>> {
         // Listening before the lease is taken: a cancel sent as soon as the
         // invocation id is known cannot be missed.
         let requests = lease.cancel_requests();
-        let acquired = if in_turn {
-            lease.acquire_in_turn(&key, owner, ttl, PLACE_IN_LINE_PATIENCE).await?
-        } else {
-            lease.acquire(&key, owner, ttl).await?
+        let patience = in_turn.then_some(PLACE_IN_LINE_PATIENCE);
+        let acquired = match (record, patience) {
+            // A first run's owner token is its invocation id.
+            (Some(options), _) => {
+                let run = RunRecord {
+                    key: key.clone(),
+                    invocation_id: owner.to_string(),
+                    options: options.to_string(),
+                };
+                lease.acquire_run(&run, owner, ttl, patience).await?
+            }
+            (None, Some(patience)) => lease.acquire_in_turn(&key, owner, ttl, patience).await?,
+            (None, None) => lease.acquire(&key, owner, ttl).await?,
         };
         let interrupted = match acquired {
             // A claim's owner token names its invocation: that is what the log knows.
@@ -153,6 +181,7 @@ impl LeaseGuard {
         owner: &str,
         ttl: Duration,
         on_busy: OnBusy,
+        record: Option<&str>,
     ) -> Result<Self> {
         let deadline = Instant::now() + MAX_BUSY_WAIT.max(ttl * 2);
         let mut pause = Duration::from_millis(10);
@@ -160,7 +189,7 @@ impl LeaseGuard {
         let mut cancelled = None::<String>;
         loop {
             let in_turn = on_busy == OnBusy::Enqueue;
-            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl, in_turn).await? {
+            let holder = match Self::try_acquire(lease.clone(), key, owner, ttl, in_turn, record).await? {
                 Ok(mut guard) => {
                     guard.displaced = cancelled.map(|owner| owner_invocation(&owner).to_string());
                     return Ok(guard);
@@ -210,16 +239,6 @@ impl LeaseGuard {
             tracing::warn!(invocation_id = %self.owner, error = %e, "could not hand the session lease over; it expires and is resumed then");
         }
         self.held = false;
-    }
-
-    /// Records the invocation as resumable under this lease (see [`SessionLease::register_run`]).
-    pub(super) async fn register(&self, invocation_id: &str, options: String) -> Result<bool> {
-        let record = adk_grpc_core::RunRecord {
-            key: self.key.clone(),
-            invocation_id: invocation_id.to_string(),
-            options,
-        };
-        self.lease.register_run(&record, &self.owner, self.ttl).await
     }
 
     pub(super) async fn release(mut self) {
@@ -344,7 +363,7 @@ mod tests {
     async fn a_held_session_is_refused_as_busy_naming_its_holder() {
         let (lease, _) = leases();
         lease.acquire(&key(), "e-a", TTL).await.unwrap();
-        let refused = LeaseGuard::take(lease.clone(), key(), "e-b", TTL, OnBusy::Reject).await;
+        let refused = LeaseGuard::take(lease.clone(), key(), "e-b", TTL, OnBusy::Reject, None).await;
         let error = refused.err().expect("busy");
         assert_eq!(error.code(), Code::Aborted);
         assert!(matches!(error, AdkError::Aborted(Conflict::SessionBusy, _)), "{error}");
@@ -446,7 +465,14 @@ mod tests {
         let (lease, _) = leases();
         lease.acquire(&key(), "e-a", TTL).await.unwrap();
         let mut requests = lease.cancel_requests();
-        let mut taking = Box::pin(LeaseGuard::take(lease.clone(), key(), "e-b", TTL, OnBusy::Interrupt));
+        let mut taking = Box::pin(LeaseGuard::take(
+            lease.clone(),
+            key(),
+            "e-b",
+            TTL,
+            OnBusy::Interrupt,
+            None,
+        ));
         // One attempt: refused, so it asks e-a to stop and waits.
         assert!(futures::poll!(&mut taking).is_pending());
         assert_eq!(requests.next().await.as_deref(), Some("e-a"));
@@ -465,7 +491,14 @@ mod tests {
         let (lease, _) = leases();
         lease.acquire(&key(), "e-a", TTL).await.unwrap();
         let mut requests = lease.cancel_requests();
-        let mut taking = Box::pin(LeaseGuard::take(lease.clone(), key(), "e-b", TTL, OnBusy::Enqueue));
+        let mut taking = Box::pin(LeaseGuard::take(
+            lease.clone(),
+            key(),
+            "e-b",
+            TTL,
+            OnBusy::Enqueue,
+            None,
+        ));
         assert!(futures::poll!(&mut taking).is_pending());
         assert_eq!(lease.renew(&key(), "e-a", TTL).await.unwrap(), Renewal::Held);
         lease.release(&key(), "e-a").await.unwrap();

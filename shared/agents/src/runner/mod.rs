@@ -379,7 +379,13 @@ impl Runner {
         on_busy: OnBusy,
     ) -> Result<(LeaseGuard, Arc<Invocation>, EventStream)> {
         let key = self.lease_key(user_id, session_id);
-        let mut lease = LeaseGuard::take(self.lease.clone(), key, invocation_id, self.lease_ttl, on_busy).await?;
+        // A resumable run is recorded as its lease is taken (one store call): what
+        // another replica needs besides the log to go on with it.
+        let record = self
+            .resumable
+            .then(|| resume::ResumeOptions::of(&options.run_config, &user_state_delta(&options)).encode());
+        let mut lease =
+            LeaseGuard::take(self.lease.clone(), key, invocation_id, self.lease_ttl, on_busy, record).await?;
         let started = async {
             if on_busy == OnBusy::Rollback {
                 self.roll_back_displaced(user_id, session_id, &mut lease).await?;
@@ -504,10 +510,9 @@ impl Runner {
             .artifact_service
             .clone()
             .map(|service| session_artifacts(service, &session));
-        let mut user_delta = options.state_delta;
+        let user_delta = user_state_delta(&options);
         if let Some(actions) = options.tool_actions {
             check_client_transfer(&caller, &actions)?;
-            user_delta.extend(actions.state_delta.clone());
             actions.record(artifacts.clone(), &mut user_event.actions).await?;
         }
         // An answer to a client tool that paused a workflow agent goes on with the workflow.
@@ -516,10 +521,6 @@ impl Runner {
             .then(|| run_state::continued_workflow(&self.root_agent, &log, log.events().len(), user_event.content()?))
             .flatten()
             .map_or((caller, caller_branch), |(_, open)| open);
-        if self.resumable {
-            let options = resume::ResumeOptions::of(&options.run_config, &user_delta);
-            lease.register(invocation_id, options.encode()).await?;
-        }
         let stored = append(self.session_service.as_ref(), &session, user_event, lease.fence()).await?;
         log.record(stored.clone());
         let memory = self
@@ -603,6 +604,16 @@ impl Runner {
         };
         driver.into_stream()
     }
+}
+
+/// The state a run's user turn changes: its `state_delta` and, when it answers client
+/// tools, theirs.
+fn user_state_delta(options: &RunOptions) -> HashMap<String, Value> {
+    let mut delta = options.state_delta.clone();
+    if let Some(actions) = &options.tool_actions {
+        delta.extend(actions.state_delta.clone());
+    }
+    delta
 }
 
 /// A client tool may hand the turn only to a sub-agent of the agent that made the call,

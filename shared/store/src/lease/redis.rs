@@ -18,7 +18,9 @@
 //! scans for lapsed runs. It is only an index: every claim is a script on the
 //! session's own keys, fenced like an acquire, and a stale entry is dropped by the
 //! first scan that finds no record behind it. On a cluster it is one key in one slot,
-//! written once per renewal of a resumable run.
+//! written once per renewal of a resumable run, and when one starts or ends: those two
+//! are queued and sent in order beside the turn (a turn waits only for its lease
+//! scripts), so a resumable turn costs the same round trips as any other.
 //!
 //! Every change is one script, so a holder whose lease expired and was taken by
 //! another can neither extend nor delete the new holder's lease. Cancel requests
@@ -37,11 +39,12 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use redis::FromRedisValue;
 use script_args::{
-    AcquireArgs, AcquireInTurnArgs, CancelArgs, ClaimArgs, HandOverArgs, RegisterArgs, ReleaseArgs, RenewArgs, Scripts,
+    AcquireArgs, AcquireInTurnArgs, CancelArgs, ClaimArgs, HandOverArgs, RegisterArgs, ReleaseArgs, RenewArgs,
+    RunToRecord, Scripts,
 };
 use std::sync::{Arc, Weak};
 use std::time::Duration;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, mpsc, oneshot};
 
 mod lua;
 mod script_args;
@@ -57,6 +60,9 @@ pub struct RedisSessionLease {
     store: RedisStore,
     scripts: Arc<Scripts>,
     cancels: Arc<broadcast::Sender<String>>,
+    /// Every write of [`RUNS_INDEX`], sent by one task in the order they were made
+    /// (see [`write_index`]).
+    index_writes: mpsc::UnboundedSender<IndexWrite>,
 }
 
 impl std::fmt::Debug for RedisSessionLease {
@@ -74,10 +80,14 @@ impl RedisSessionLease {
     pub async fn connect(url: &str, acks: ReplicaAcks) -> Result<Self> {
         let cancels = Arc::new(cancel_channel());
         spawn_cancel_listener(&cancels, subscriber_clients(url)?);
+        let store = RedisStore::connect(url, acks).await?;
+        let (index_writes, queued) = mpsc::unbounded_channel();
+        tokio::spawn(write_index(store.clone(), queued));
         Ok(RedisSessionLease {
-            store: RedisStore::connect(url, acks).await?,
+            store,
             scripts: Arc::new(Scripts::new()),
             cancels,
+            index_writes,
         })
     }
 
@@ -91,6 +101,35 @@ impl RedisSessionLease {
     ) -> Result<T> {
         let invocation = args.invocation(&self.scripts)?;
         self.store.durable_eval(name, &invocation, lease).await
+    }
+}
+
+/// A write of [`RUNS_INDEX`], and who waits for it to be sent (if anyone).
+type IndexWrite = (redis::Cmd, Option<oneshot::Sender<()>>);
+
+/// Sends the queued index writes in their order, those queued meanwhile as one
+/// pipeline, until the lease is dropped. One ordered path, so that whether a write
+/// is waited for or not, a finished run's removal never lands after the entry of the
+/// session's next run, nor a new run's entry after its hand-over.
+async fn write_index(store: RedisStore, mut queued: mpsc::UnboundedReceiver<IndexWrite>) {
+    while let Some(first) = queued.recv().await {
+        let mut batch = vec![first];
+        while let Ok(next) = queued.try_recv() {
+            batch.push(next);
+        }
+        let mut pipe = redis::pipe();
+        for (command, _) in &batch {
+            pipe.add_command(command.clone()).ignore();
+        }
+        if let Err(e) = store.pipeline::<()>(&pipe).await {
+            // Only an index: renewals re-add running runs, scans drop finished ones.
+            tracing::warn!(error = %e, "could not update the index of resumable runs");
+        }
+        for (_, sent) in batch {
+            if let Some(sent) = sent {
+                let _ = sent.send(());
+            }
+        }
     }
 }
 
@@ -116,38 +155,25 @@ fn spawn_cancel_listener(cancels: &Arc<broadcast::Sender<String>>, nodes: Vec<re
 #[async_trait]
 impl SessionLease for RedisSessionLease {
     async fn acquire(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Acquire> {
-        let lease = lease_key(key);
-        let args = AcquireArgs {
-            lease: &lease,
-            owner,
-            ttl,
-        };
-        let (acquired, other): (i64, String) = self.eval("lease_acquire", &args, &lease).await?;
-        Ok(if acquired == 1 {
-            Acquire::Acquired {
-                interrupted: Some(other).filter(|owner| !owner.is_empty()),
-            }
-        } else {
-            Acquire::Held(other)
-        })
+        self.take(key, owner, ttl, None, None).await
     }
 
     async fn acquire_in_turn(&self, key: &LeaseKey, owner: &str, ttl: Duration, patience: Duration) -> Result<Acquire> {
-        let lease = lease_key(key);
-        let args = AcquireInTurnArgs {
-            lease: &lease,
-            owner,
-            ttl,
-            patience,
+        self.take(key, owner, ttl, Some(patience), None).await
+    }
+
+    async fn acquire_run(
+        &self,
+        record: &RunRecord,
+        owner: &str,
+        ttl: Duration,
+        patience: Option<Duration>,
+    ) -> Result<Acquire> {
+        let run = RunToRecord {
+            invocation_id: &record.invocation_id,
+            options: &record.options,
         };
-        let (acquired, other): (i64, String) = self.eval("lease_acquire_in_turn", &args, &lease).await?;
-        Ok(if acquired == 1 {
-            Acquire::Acquired {
-                interrupted: Some(other).filter(|owner| !owner.is_empty()),
-            }
-        } else {
-            Acquire::Held(other)
-        })
+        self.take(&record.key, owner, ttl, patience, Some(run)).await
     }
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
@@ -160,7 +186,7 @@ impl SessionLease for RedisSessionLease {
         let (renewed, expires): (i64, i64) = self.eval("lease_renew", &args, &lease).await?;
         if expires > 0 {
             // Only an index: a failure here is repaired by the next renewal.
-            self.index(key, expires).await;
+            self.write_index(index_command(key, expires)).await;
         }
         Ok(match renewed {
             0 => Renewal::Lost,
@@ -174,7 +200,8 @@ impl SessionLease for RedisSessionLease {
         let args = ReleaseArgs { lease: &lease, owner };
         let recorded: i64 = self.eval("lease_release", &args, &lease).await?;
         if recorded == 1 {
-            self.unindex(key).await;
+            // Not waited for: the turn is over.
+            self.queue_index_write(unindex_command(&runs_index_member(key)));
         }
         Ok(())
     }
@@ -184,7 +211,7 @@ impl SessionLease for RedisSessionLease {
         let args = CancelArgs { lease: &lease, owner };
         let marked: i64 = self.eval("lease_cancel", &args, &lease).await?;
         if marked == 2 {
-            self.unindex(key).await;
+            self.write_index(unindex_command(&runs_index_member(key))).await;
         }
         Ok(marked != 0)
     }
@@ -204,7 +231,7 @@ impl SessionLease for RedisSessionLease {
         };
         let expires: i64 = self.eval("lease_register_run", &args, &lease).await?;
         if expires > 0 {
-            self.index(&record.key, expires).await;
+            self.write_index(index_command(&record.key, expires)).await;
         }
         Ok(expires > 0)
     }
@@ -231,7 +258,7 @@ impl SessionLease for RedisSessionLease {
                 break;
             }
             let Some(key) = runs_member_key(&member) else {
-                self.unruns_index_member(&member).await;
+                self.write_index(unindex_command(&member)).await;
                 continue;
             };
             if !apps.contains(&key.app_name) {
@@ -256,7 +283,7 @@ impl SessionLease for RedisSessionLease {
                         u64,
                         i64,
                     ) = decode_reply(redis::Value::Array(reply))?;
-                    self.index(&key, expires).await;
+                    self.write_index(index_command(&key, expires)).await;
                     claimed.push(ClaimedRun {
                         record: RunRecord {
                             key,
@@ -268,7 +295,7 @@ impl SessionLease for RedisSessionLease {
                     });
                 }
                 // Nothing behind the entry any more (finished, cancelled, forgotten).
-                -1 => self.unruns_index_member(&member).await,
+                -1 => self.write_index(unindex_command(&member)).await,
                 // Held: by a live runner whose renewal will move the entry, or by a new run.
                 _ => {}
             }
@@ -282,33 +309,86 @@ impl SessionLease for RedisSessionLease {
         let handed: i64 = self.eval("lease_hand_over", &args, &lease).await?;
         if handed == 1 {
             // Due at once: the next scan of any replica claims it.
-            self.index(key, 0).await;
+            self.write_index(index_command(key, 0)).await;
         }
         Ok(())
     }
 }
 
 impl RedisSessionLease {
-    /// Puts the session's run in [`RUNS_INDEX`] as due at `expires` (ms).
-    async fn index(&self, key: &LeaseKey, expires: i64) {
-        let add = redis::cmd("ZADD")
-            .arg(RUNS_INDEX)
-            .arg(expires)
-            .arg(runs_index_member(key))
-            .clone();
-        if let Err(e) = self.store.query::<i64>(&add).await {
-            tracing::warn!(session_id = %key.session_id, error = %e, "could not index a resumable run; its next renewal will");
+    /// Takes the lease (in turn, given `patience`), recording `run` once it is taken:
+    /// one script. The new run's index entry is written beside the turn, not before it
+    /// goes on: should this replica die before the entry lands, the record still makes
+    /// the session busy with the run until it expires, and the next run then closes it
+    /// as interrupted (docs/semantics.md, Runner 27), as for a run nobody resumed.
+    async fn take(
+        &self,
+        key: &LeaseKey,
+        owner: &str,
+        ttl: Duration,
+        patience: Option<Duration>,
+        run: Option<RunToRecord<'_>>,
+    ) -> Result<Acquire> {
+        let lease = lease_key(key);
+        let (acquired, other, expires): (i64, String, i64) = match patience {
+            None => {
+                let args = AcquireArgs {
+                    lease: &lease,
+                    owner,
+                    ttl,
+                    run,
+                };
+                self.eval("lease_acquire", &args, &lease).await?
+            }
+            Some(patience) => {
+                let args = AcquireInTurnArgs {
+                    lease: &lease,
+                    owner,
+                    ttl,
+                    patience,
+                    run,
+                };
+                self.eval("lease_acquire_in_turn", &args, &lease).await?
+            }
+        };
+        if acquired != 1 {
+            return Ok(Acquire::Held(other));
         }
+        if expires > 0 {
+            // Not waited for: the turn goes on while it is sent.
+            self.queue_index_write(index_command(key, expires));
+        }
+        Ok(Acquire::Acquired {
+            interrupted: Some(other).filter(|owner| !owner.is_empty()),
+        })
     }
 
-    async fn unindex(&self, key: &LeaseKey) {
-        self.unruns_index_member(&runs_index_member(key)).await;
+    /// Queues an index write; the caller goes on at once.
+    fn queue_index_write(&self, command: redis::Cmd) {
+        // The writer lives as long as any clone of this lease.
+        let _ = self.index_writes.send((command, None));
     }
 
-    async fn unruns_index_member(&self, member: &str) {
-        let remove = redis::cmd("ZREM").arg(RUNS_INDEX).arg(member).clone();
-        if let Err(e) = self.store.query::<i64>(&remove).await {
-            tracing::warn!(error = %e, "could not drop a finished run from the index; the next scan will");
+    /// Queues an index write and waits until it was sent (a failure is the writer's to
+    /// log: the index is repaired by renewals and scans).
+    async fn write_index(&self, command: redis::Cmd) {
+        let (sent, written) = oneshot::channel();
+        if self.index_writes.send((command, Some(sent))).is_ok() {
+            let _ = written.await;
         }
     }
+}
+
+/// The index write that makes the session's run due at `expires` (ms).
+fn index_command(key: &LeaseKey, expires: i64) -> redis::Cmd {
+    redis::cmd("ZADD")
+        .arg(RUNS_INDEX)
+        .arg(expires)
+        .arg(runs_index_member(key))
+        .clone()
+}
+
+/// The index write that drops `member` (`runs_index_member`).
+fn unindex_command(member: &str) -> redis::Cmd {
+    redis::cmd("ZREM").arg(RUNS_INDEX).arg(member).clone()
 }

@@ -225,6 +225,33 @@ async fn resumable_run_contract(lease: &dyn SessionLease) {
         "{:?}",
         claimed[0].lapsed_for
     );
+    // Recorded as its lease is taken, in one step, and only if it is taken: refused
+    // behind a holder it leaves no record (the freed session is not busy with it).
+    assert_eq!(lease.acquire(&key("r5"), "e-other", ttl).await.unwrap(), acquired());
+    assert_eq!(
+        lease.acquire_run(&record("r5"), "e-r5", ttl, None).await.unwrap(),
+        Acquire::Held("e-other".into())
+    );
+    lease.release(&key("r5"), "e-other").await.unwrap();
+    assert_eq!(lease.acquire(&key("r5"), "e-x", ttl).await.unwrap(), acquired());
+    lease.release(&key("r5"), "e-x").await.unwrap();
+    // Taken (plainly, or in turn) it is recorded: a hand-over makes it claimable.
+    let patience = Duration::from_secs(5);
+    for (session, patience) in [("r5", None), ("r6", Some(patience))] {
+        let owner = format!("e-{session}");
+        let taken = lease
+            .acquire_run(&record(session), &owner, ttl, patience)
+            .await
+            .unwrap();
+        assert_eq!(taken, acquired(), "{session}");
+        lease.hand_over(&key(session), &owner).await.unwrap();
+        let claimed = lease.claim_lapsed(&apps, ttl, 10).await.unwrap();
+        assert_eq!(
+            claimed.iter().map(|c| c.record.clone()).collect::<Vec<_>>(),
+            vec![record(session)]
+        );
+        lease.release(&key(session), &claimed[0].owner).await.unwrap();
+    }
     // A run not recorded is simply released by a hand-over.
     assert_eq!(lease.acquire(&key("r4"), "e-r4", ttl).await.unwrap(), acquired());
     lease.hand_over(&key("r4"), "e-r4").await.unwrap();
@@ -243,19 +270,26 @@ async fn redis_lease_keeps_the_resumable_run_contract() {
         .await
         .unwrap();
     resumable_run_contract(&lease).await;
-    let mut conn = server.connection().await;
-    let indexed: Vec<String> = redis::cmd("ZRANGE")
-        .arg(RUNS_INDEX)
-        .arg(0)
-        .arg(-1)
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    assert_eq!(
-        indexed,
-        vec![r#"["app","u","r3"]"#.to_string()],
-        "finished and dropped runs leave the index"
-    );
+    let conn = server.connection().await;
+    // A finished run's removal is sent after its release returns.
+    adk_grpc_testkit::eventually(Duration::from_secs(10), || {
+        let mut conn = conn.clone();
+        async move {
+            let indexed: Vec<String> = redis::cmd("ZRANGE")
+                .arg(RUNS_INDEX)
+                .arg(0)
+                .arg(-1)
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            if indexed == [r#"["app","u","r3"]"#] {
+                Ok(())
+            } else {
+                Err(format!("finished and dropped runs leave the index: {indexed:?}"))
+            }
+        }
+    })
+    .await;
 }
 
 #[tokio::test]

@@ -2,36 +2,65 @@
 //! session's lease, which carry the session's hash tag (see `crate::redis::keys`), so
 //! on a cluster they run on the node of the session they guard.
 
+/// Lua of the scripts that record a run (ACQUIRE and ACQUIRE_IN_TURN when given one,
+/// REGISTER): the rule is written once. `record_run(key, owner, invocation, options,
+/// record_ttl, lease_ms)` writes the run record of `owner` with its lease's expiry (now
+/// plus `lease_ms`, Redis's clock) and returns that expiry in ms.
+macro_rules! record_run_lua {
+    () => {
+        r"
+local function record_run(key, owner, invocation, options, record_ttl, lease_ms)
+  local time = redis.call('TIME')
+  local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(lease_ms)
+  redis.call('HSET', key, 'invocation', invocation, 'owner', owner, 'options', options, 'expires', expires)
+  redis.call('PEXPIRE', key, record_ttl)
+  return expires
+end
+"
+    };
+}
+
 /// Takes the lease, or extends it for the same owner; otherwise returns the holder.
 /// A free lease whose holder record names another owner was never released: that
 /// owner is returned as interrupted, unless its run record still waits for a replica
-/// to resume it (the session is busy with it until then).
+/// to resume it (the session is busy with it until then). Given a run (ARGV[4] not
+/// empty), records it once the lease is taken: a resumable run starts in one script.
 ///
 /// KEYS and ARGV: `AcquireArgs` (`script_args.rs`).
-/// Returns `{1, interrupted owner or ''}` or `{0, holder}`.
-pub(super) const ACQUIRE: &str = r"
+/// Returns `{1, interrupted owner or '', run record's expiry in ms or 0}` or `{0, holder, 0}`.
+pub(super) const ACQUIRE: &str = concat!(
+    record_run_lua!(),
+    r"
 local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return {0, holder} end
+if holder and holder ~= ARGV[1] then return {0, holder, 0} end
 if not holder then
   local waiting = redis.call('HGET', KEYS[3], 'owner')
-  if waiting and waiting ~= ARGV[1] then return {0, waiting} end
+  if waiting and waiting ~= ARGV[1] then return {0, waiting, 0} end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if holder then return {1, ''} end
-local previous = redis.call('GET', KEYS[2])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-if previous and previous ~= ARGV[1] then return {1, previous} end
-return {1, ''}
-";
+local interrupted = ''
+if not holder then
+  local previous = redis.call('GET', KEYS[2])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  if previous and previous ~= ARGV[1] then interrupted = previous end
+end
+local expires = 0
+if ARGV[4] ~= '' then expires = record_run(KEYS[3], ARGV[1], ARGV[4], ARGV[5], ARGV[6], ARGV[2]) end
+return {1, interrupted, expires}
+"
+);
 
 /// ACQUIRE in turn: the owner joins the session's line (a sorted set by arrival ticket)
 /// unless it is in it, and its place lapses after its patience unless it asks again;
 /// lapsed places at the head are dropped; the lease is taken only when free and the
-/// owner is first in line (it then leaves the line).
+/// owner is first in line (it then leaves the line), and a run given (ARGV[5] not
+/// empty) recorded as ACQUIRE records it.
 ///
 /// KEYS and ARGV: `AcquireInTurnArgs` (`script_args.rs`).
-/// Returns as ACQUIRE; `{0, holder or first in line}` when it is not this owner's turn.
-pub(super) const ACQUIRE_IN_TURN: &str = r"
+/// Returns as ACQUIRE; `{0, holder or first in line, 0}` when it is not this owner's turn.
+pub(super) const ACQUIRE_IN_TURN: &str = concat!(
+    record_run_lua!(),
+    r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if not redis.call('ZSCORE', KEYS[3], ARGV[1]) then
@@ -47,21 +76,26 @@ while true do
   redis.call('HDEL', KEYS[5], first)
 end
 local holder = redis.call('GET', KEYS[1])
-if first ~= ARGV[1] then return {0, holder or first} end
-if holder and holder ~= ARGV[1] then return {0, holder} end
+if first ~= ARGV[1] then return {0, holder or first, 0} end
+if holder and holder ~= ARGV[1] then return {0, holder, 0} end
 if not holder then
   local waiting = redis.call('HGET', KEYS[6], 'owner')
-  if waiting and waiting ~= ARGV[1] then return {0, waiting} end
+  if waiting and waiting ~= ARGV[1] then return {0, waiting, 0} end
 end
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HDEL', KEYS[5], ARGV[1])
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-if holder then return {1, ''} end
-local previous = redis.call('GET', KEYS[2])
-redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-if previous and previous ~= ARGV[1] then return {1, previous} end
-return {1, ''}
-";
+local interrupted = ''
+if not holder then
+  local previous = redis.call('GET', KEYS[2])
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  if previous and previous ~= ARGV[1] then interrupted = previous end
+end
+local expires = 0
+if ARGV[5] ~= '' then expires = record_run(KEYS[6], ARGV[1], ARGV[5], ARGV[6], ARGV[7], ARGV[2]) end
+return {1, interrupted, expires}
+"
+);
 
 /// Extends the lease only while the owner holds it, and the owner's run record with
 /// it: `{0}` lost, `{1, expires}` held, `{2, expires}` held and cancel requested;
@@ -125,14 +159,13 @@ return 0
 /// Records a resumable run under its owner's lease (only while the owner holds it).
 ///
 /// KEYS and ARGV: `RegisterArgs` (`script_args.rs`). Returns the lease's expiry in ms, or 0.
-pub(super) const REGISTER: &str = r"
+pub(super) const REGISTER: &str = concat!(
+    record_run_lua!(),
+    r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-local time = redis.call('TIME')
-local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + redis.call('PTTL', KEYS[1])
-redis.call('HSET', KEYS[2], 'invocation', ARGV[2], 'owner', ARGV[1], 'options', ARGV[3], 'expires', expires)
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-return expires
-";
+return record_run(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], redis.call('PTTL', KEYS[1]))
+"
+);
 
 /// Claims a recorded run whose lease lapsed: takes the lease under
 /// `<invocation>@<claim>` (its holder record too) and names the new owner in the record.

@@ -49,12 +49,29 @@ impl Scripts {
     }
 }
 
+/// A run to record as its lease is taken (ACQUIRE and ACQUIRE_IN_TURN): its
+/// invocation and options, as `lua::REGISTER` records them.
+#[derive(Clone, Copy)]
+pub(super) struct RunToRecord<'a> {
+    pub invocation_id: &'a str,
+    pub options: &'a str,
+}
+
+/// Pushes the ARGV of `lua::record_run_lua`'s caller in an acquire script: the run's
+/// invocation (empty: record nothing), its options and its record's TTL.
+fn push_run(to: &mut ScriptInvocation<'_>, run: Option<RunToRecord<'_>>, ttl: Duration) {
+    let (invocation_id, options) = run.map_or(("", ""), |run| (run.invocation_id, run.options));
+    to.arg(invocation_id).arg(options).arg(millis(record_ttl(ttl)));
+}
+
 /// `lua::ACQUIRE`'s inputs.
 pub(super) struct AcquireArgs<'a> {
     /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
     pub ttl: Duration,
+    /// The run to record once the lease is taken, if any.
+    pub run: Option<RunToRecord<'a>>,
 }
 
 impl ScriptArgs for AcquireArgs<'_> {
@@ -72,6 +89,7 @@ impl ScriptArgs for AcquireArgs<'_> {
             .arg(self.owner)
             .arg(millis(self.ttl))
             .arg(millis(HOLDER_RECORD_TTL));
+        push_run(to, self.run, self.ttl);
         Ok(())
     }
 }
@@ -84,6 +102,8 @@ pub(super) struct AcquireInTurnArgs<'a> {
     pub ttl: Duration,
     /// How long the owner's place in line lasts unless it asks again.
     pub patience: Duration,
+    /// The run to record once the lease is taken, if any.
+    pub run: Option<RunToRecord<'a>>,
 }
 
 impl ScriptArgs for AcquireInTurnArgs<'_> {
@@ -107,6 +127,7 @@ impl ScriptArgs for AcquireInTurnArgs<'_> {
             .arg(millis(self.ttl))
             .arg(millis(HOLDER_RECORD_TTL))
             .arg(millis(self.patience));
+        push_run(to, self.run, self.ttl);
         Ok(())
     }
 }

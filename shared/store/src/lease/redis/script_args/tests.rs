@@ -11,7 +11,11 @@ use redis::FromRedisValue;
 fn every_lease_script_reads_exactly_what_its_builder_sends() {
     use crate::redis::script_args::check::assert_reads_what_is_sent;
     let (lease, owner, ttl) = ("lease", "a", Duration::from_secs(1));
-    let acquire = AcquireArgs { lease, owner, ttl };
+    let run = Some(RunToRecord {
+        invocation_id: "e-1",
+        options: "{}",
+    });
+    let acquire = AcquireArgs { lease, owner, ttl, run };
     assert_reads_what_is_sent("acquire", &acquire, 0, &acquire);
     let patience = ttl;
     let in_turn = AcquireInTurnArgs {
@@ -19,6 +23,7 @@ fn every_lease_script_reads_exactly_what_its_builder_sends() {
         owner,
         ttl,
         patience,
+        run,
     };
     assert_reads_what_is_sent("acquire_in_turn", &in_turn, 0, &in_turn);
     let renew = RenewArgs { lease, owner, ttl };
@@ -94,14 +99,16 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
     let mut redis = Scripted::start().await;
     let (ttl, patience) = (Duration::from_secs(30), Duration::from_secs(600));
     let record_secs = HOLDER_RECORD_TTL.as_secs() as i64;
-    let reply: (i64, String) = redis
+    let reply: (i64, String, i64) = redis
         .run(&AcquireArgs {
             lease: LEASE,
             owner: "a",
             ttl,
+            run: None,
         })
         .await;
-    assert_eq!(reply, (1, String::new()));
+    assert_eq!(reply, (1, String::new(), 0), "no run recorded");
+    assert_eq!(redis.get(&run_key(LEASE)).await, None);
     assert_eq!(redis.get(LEASE).await.as_deref(), Some("a"));
     assert_eq!(redis.ttl_secs(LEASE).await, 30);
     let holder = holder_key(LEASE);
@@ -114,9 +121,14 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
         owner,
         ttl: Duration::from_secs(40),
         patience,
+        run: Some(RunToRecord {
+            invocation_id: "e-b",
+            options: "{\"b\":1}",
+        }),
     };
-    let waiting: (i64, String) = redis.run(&in_turn("b")).await;
-    assert_eq!(waiting, (0, "a".to_string()));
+    let waiting: (i64, String, i64) = redis.run(&in_turn("b")).await;
+    assert_eq!(waiting, (0, "a".to_string(), 0));
+    assert_eq!(redis.get(&run_key(LEASE)).await, None, "recorded only once taken");
     let line = line_key(LEASE);
     let ticket: Option<f64> = redis::cmd("ZSCORE")
         .arg(&line)
@@ -141,12 +153,38 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
     );
     assert_eq!(redis.ttl_secs(&line).await, record_secs);
     let () = redis::cmd("DEL").arg(LEASE).query_async(&mut redis.conn).await.unwrap();
-    let taken: (i64, String) = redis.run(&in_turn("b")).await;
-    assert_eq!(taken, (1, "a".to_string()), "a's record names it interrupted");
+    let (acquired, interrupted, expires): (i64, String, i64) = redis.run(&in_turn("b")).await;
+    assert_eq!(
+        (acquired, interrupted.as_str()),
+        (1, "a"),
+        "a's record names it interrupted"
+    );
     assert_eq!(redis.get(LEASE).await.as_deref(), Some("b"));
     assert_eq!(redis.ttl_secs(LEASE).await, 40);
     assert_eq!(redis.get(&holder).await.as_deref(), Some("b"));
     assert_eq!(redis.ttl_secs(&holder).await, record_secs);
+    // The run, recorded with the lease's expiry, for the lease and the grace.
+    let run: Vec<String> = redis::cmd("HMGET")
+        .arg(run_key(LEASE))
+        .arg(&["invocation", "owner", "options", "expires"][..])
+        .query_async(&mut redis.conn)
+        .await
+        .unwrap();
+    assert_eq!(run[..3], ["e-b", "b", "{\"b\":1}"]);
+    assert_eq!(run[3], expires.to_string());
+    let time: Vec<i64> = redis::cmd("TIME").query_async(&mut redis.conn).await.unwrap();
+    let lease_left = expires - (time[0] * 1000 + time[1] / 1000);
+    assert!(
+        (39_000..=40_000).contains(&lease_left),
+        "expires with the lease: {lease_left} ms"
+    );
+    let record_ms = (Duration::from_secs(40) + adk_grpc_core::RUN_RECORD_GRACE).as_millis() as i64;
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(run_key(LEASE))
+        .query_async(&mut redis.conn)
+        .await
+        .unwrap();
+    assert!(record_ms - pttl < 1_000, "kept for the lease and the grace: {pttl} ms");
 }
 
 #[tokio::test]
