@@ -34,6 +34,8 @@ mod append_path;
 mod cpu;
 #[path = "adk_bench/memory.rs"]
 mod memory;
+#[path = "adk_bench/monitor.rs"]
+mod monitor;
 #[path = "adk_bench/resume.rs"]
 mod resume;
 #[path = "adk_bench/runner.rs"]

@@ -11,14 +11,13 @@
 //! (decoding, conversions, validation, encoding, tracing, metrics). The phases alternate
 //! in rounds, so a drift of the machine's speed during the run touches all three alike.
 
+use super::monitor::{Monitor, monitor_arguments};
 use super::{Phase, StoreSetup, append_request, measure, start_target};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
 use adk_grpc_testkit::unique_prefix;
 use anyhow::{Context, Result, bail};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
@@ -175,23 +174,11 @@ async fn captured_append_script(
     let sha = redis::Script::new(adk_grpc_store::session::redis::APPEND_SCRIPT)
         .get_hash()
         .to_string();
-    let mut monitor = tokio::process::Command::new("redis-cli")
-        .args(["-p", &redis_port.to_string(), "monitor"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .context("start redis-cli monitor")?;
-    let mut lines = BufReader::new(monitor.stdout.take().context("monitor's stdout")?).lines();
-    // MONITOR answers OK once it listens.
-    let ready = tokio::time::timeout(Duration::from_secs(10), lines.next_line()).await;
-    anyhow::ensure!(
-        matches!(ready, Ok(Ok(Some(ref line))) if line == "OK"),
-        "redis-cli monitor did not start"
-    );
+    let mut monitor = Monitor::start(redis_port).await?;
     sessions.append_event(append_request(app, session, 0)).await?;
     let wanted = format!("\"EVALSHA\" \"{sha}\" ");
     let captured = tokio::time::timeout(Duration::from_secs(10), async {
-        while let Some(line) = lines.next_line().await? {
+        while let Some(line) = monitor.next_line().await? {
             if let Some(at) = line.find(&wanted) {
                 return monitor_arguments(&line[at..]);
             }
@@ -200,59 +187,10 @@ async fn captured_append_script(
     })
     .await
     .context("the server never ran the append script")??;
-    let _ = monitor.kill().await;
     let (_evalsha, args) = captured.split_first().context("an empty command")?;
     let keys: usize = std::str::from_utf8(&args[1])?.parse().context("EVALSHA's key count")?;
     Ok(CapturedScript {
         args: args.to_vec(),
         event_id_at: 2 + keys,
     })
-}
-
-/// The arguments of a `MONITOR` line's command (`"EVALSHA" "…" …`), unquoted as Redis
-/// quotes them (`sdscatrepr`: `\\`, `\"`, `\n`, `\r`, `\t`, `\a`, `\b`, `\xHH`).
-fn monitor_arguments(line: &str) -> Result<Vec<Vec<u8>>> {
-    let mut args = Vec::new();
-    let mut bytes = line.bytes();
-    while let Some(b) = bytes.next() {
-        match b {
-            b' ' => continue,
-            b'"' => {}
-            other => bail!("unexpected {:?} in a MONITOR line", other as char),
-        }
-        let mut arg = Vec::new();
-        loop {
-            match bytes.next().context("unterminated argument in a MONITOR line")? {
-                b'"' => break,
-                b'\\' => match bytes.next().context("dangling escape in a MONITOR line")? {
-                    b'n' => arg.push(b'\n'),
-                    b'r' => arg.push(b'\r'),
-                    b't' => arg.push(b'\t'),
-                    b'a' => arg.push(7),
-                    b'b' => arg.push(8),
-                    b'x' => {
-                        let hex = [bytes.next().unwrap_or(b'?'), bytes.next().unwrap_or(b'?')];
-                        let hex = std::str::from_utf8(&hex)?;
-                        arg.push(u8::from_str_radix(hex, 16).context("a bad \\x escape")?);
-                    }
-                    other => arg.push(other),
-                },
-                other => arg.push(other),
-            }
-        }
-        args.push(arg);
-    }
-    Ok(args)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn monitor_lines_unquote() {
-        let args = super::monitor_arguments(r#""EVALSHA" "ab" "a\"b\\c\x00\xff\n""#).unwrap();
-        assert_eq!(
-            args,
-            vec![b"EVALSHA".to_vec(), b"ab".to_vec(), b"a\"b\\c\x00\xff\n".to_vec()]
-        );
-    }
 }

@@ -8,6 +8,12 @@
 //! runner's own overhead per turn: turn latency minus N × append latency, N being
 //! the events a turn stores (the user's message and the reply).
 //!
+//! On its own Redis it also counts what a turn costs Redis: the commands the servers
+//! send it over some turns of one client (read off `MONITOR`; the commands scripts run
+//! inside Redis are not round trips and not counted), and the floor those round trips
+//! set: the turn p50 at one session over (commands per turn × the p50 of an `EVALSHA`
+//! of a script that reads one key, on the same redis-server in the same run).
+//!
 //! `--session-events 10,1000,10000,100000` measures long conversations instead: for
 //! each length, one session pre-filled with that many events (user/reply turns with
 //! a summary every 10 turns, as compaction leaves a log), then `--turns` turns on it
@@ -24,6 +30,7 @@
 //! over MCP stdio or streamable HTTP, so the turn latencies compare the ways of
 //! calling a tool.
 
+use super::monitor::{Monitor, monitor_command};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
@@ -142,7 +149,7 @@ struct Stack {
     sessions: Option<String>,
     runner_process: Option<ServiceProcess>,
     _session_process: Option<ServiceProcess>,
-    _redis: Option<RedisServer>,
+    redis: Option<RedisServer>,
     /// server-everything for `--tool mcp-http`.
     _tool_server: Option<ChildGuard>,
     agents_file: Option<PathBuf>,
@@ -163,7 +170,7 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
             sessions: args.session_endpoint.clone(),
             runner_process: None,
             _session_process: None,
-            _redis: None,
+            redis: None,
             _tool_server: None,
             agents_file: None,
         });
@@ -204,7 +211,7 @@ async fn start(args: &RunnerArgs) -> Result<Stack> {
         sessions: Some(sessions.endpoint()),
         runner_process: Some(runner),
         _session_process: Some(sessions),
-        _redis: Some(redis),
+        redis: Some(redis),
         _tool_server: tool_server,
         agents_file: Some(agents_file),
     })
@@ -227,7 +234,7 @@ async fn start_in_memory(args: &RunnerArgs) -> Result<Stack> {
         sessions: Some(server.endpoint()),
         runner_process: Some(server),
         _session_process: None,
-        _redis: None,
+        redis: None,
         _tool_server: None,
         agents_file: Some(agents_file),
     })
@@ -625,6 +632,10 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
             turn_p50 - level.events_per_turn * append_p50,
         );
     }
+    if let Some(redis) = &stack.redis {
+        let single = levels.iter().find(|level| level.concurrency == 1);
+        report_redis_cost(&args, &stack, redis, single.map(|level| ms(&level.turn, 0.5))).await?;
+    }
     if let Some(runner) = &stack.runner_process
         && let (Some(peak), Some(now)) = (runner.peak_rss_kib(), runner.rss_kib())
     {
@@ -635,6 +646,119 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Turns of one client whose Redis commands are counted: enough for a steady mean
+/// (the runner's scan for lapsed runs adds a command now and then).
+const COUNTED_TURNS: usize = 200;
+
+/// Prints the Redis commands a turn sends and, given the turn p50 at one session,
+/// the floor ratio: turn p50 / (commands per turn × EVALSHA p50).
+async fn report_redis_cost(args: &RunnerArgs, stack: &Stack, redis: &RedisServer, turn_p50: Option<f64>) -> Result<()> {
+    let turns = COUNTED_TURNS.min(args.turns).max(1);
+    let per_turn = redis_commands_per_turn(args, stack, redis, turns).await?;
+    let scripts: f64 = per_turn
+        .iter()
+        .filter(|(name, _)| name == "EVALSHA" || name == "EVAL")
+        .map(|(_, n)| n)
+        .sum();
+    let total: f64 = per_turn.iter().map(|(_, n)| n).sum();
+    let each = per_turn
+        .iter()
+        .map(|(name, n)| format!("{name} {n:.2}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!(
+        "\nRedis commands per turn (1 client, {turns} turns, {} per session, read off MONITOR): {total:.2}, \
+         of them {scripts:.2} scripts ({each})",
+        args.turns_per_session
+    );
+    let evalsha = evalsha_latency(redis, args.turns.clamp(100, 2000)).await?;
+    let evalsha_p50 = ms(&evalsha, 0.5);
+    println!(
+        "EVALSHA of a one-key script on the same redis-server, 1 client: p50 {evalsha_p50:.3} ms, p99 {:.3} ms",
+        ms(&evalsha, 0.99)
+    );
+    match turn_p50 {
+        Some(turn_p50) => println!(
+            "floor ratio: turn p50 at 1 session / ({total:.2} commands × EVALSHA p50) = {turn_p50:.2} / {:.2} = {:.2}",
+            total * evalsha_p50,
+            turn_p50 / (total * evalsha_p50)
+        ),
+        None => println!("floor ratio: measure --concurrency 1 for it"),
+    }
+    Ok(())
+}
+
+/// The commands `turns` turns of one client make the servers send Redis, by command,
+/// per turn, most first. Counted with MONITOR, which only runs in this phase (it
+/// slows Redis down): the commands scripts run are marked `lua` there and left out.
+async fn redis_commands_per_turn(
+    args: &RunnerArgs,
+    stack: &Stack,
+    redis: &RedisServer,
+    turns: usize,
+) -> Result<Vec<(String, f64)>> {
+    let client = AgentRunnerClient::connect(stack.runner.clone())
+        .await
+        .context("connect to the runner")?;
+    let mut monitor = Monitor::start(redis.port()).await?;
+    let prefix = unique_prefix("counted");
+    drive(
+        client,
+        args.app.clone(),
+        worker_user(0),
+        prefix,
+        turns,
+        args.turns_per_session,
+    )
+    .await?;
+    // The end of the count: a command of the bench's own, after the last turn's. A write
+    // the runner queued at the very end may land after it (one in all those turns).
+    let marker = unique_prefix("adk-bench-counted");
+    let _: String = redis::cmd("ECHO")
+        .arg(&marker)
+        .query_async(&mut redis.connection().await)
+        .await
+        .context("ECHO the end of the count")?;
+    let mut counts = std::collections::BTreeMap::<String, usize>::new();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while let Some(line) = monitor.next_line().await? {
+            if line.contains(&marker) {
+                return Ok(());
+            }
+            let (name, by_script) = monitor_command(&line)?;
+            if !by_script {
+                *counts.entry(name).or_default() += 1;
+            }
+        }
+        anyhow::bail!("redis-cli monitor ended before the count did")
+    })
+    .await
+    .context("MONITOR never showed the end of the count")??;
+    let mut per_turn: Vec<(String, f64)> = counts
+        .into_iter()
+        .map(|(name, n)| (name, n as f64 / turns as f64))
+        .collect();
+    per_turn.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Ok(per_turn)
+}
+
+/// Latencies of `calls` EVALSHAs, one at a time, of a script that reads one key: what
+/// one script round trip costs on this redis-server, the unit of a turn's floor.
+async fn evalsha_latency(redis: &RedisServer, calls: usize) -> Result<Histogram<u64>> {
+    let mut conn = redis.connection().await;
+    let script = redis::Script::new("return redis.call('GET', KEYS[1])");
+    let call = script.key(unique_prefix("adk-bench-floor"));
+    // The first call loads the script.
+    let _: Option<String> = call.invoke_async(&mut conn).await?;
+    let mut latency = histogram();
+    for _ in 0..calls {
+        let started = Instant::now();
+        let _: Option<String> = call.invoke_async(&mut conn).await?;
+        record(&mut latency, started.elapsed());
+    }
+    Ok(latency)
 }
 
 /// One pre-filled session per length, then `--turns` turns on each (one client):
