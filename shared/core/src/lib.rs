@@ -46,7 +46,7 @@ pub use model::{
     BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
     ToolDeclaration,
 };
-pub use run_log::RunLog;
+pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{

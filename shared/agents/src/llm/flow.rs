@@ -187,7 +187,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                 let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
                 let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
                 let mut answered = None;
-                let before = ctx.events();
+                let before = ctx.run_log();
                 if task::outcome(&before, &target, &branch).is_none() {
                     if !task::started(&before, &branch) {
                         match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
@@ -205,7 +205,7 @@ pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventSt
                         }
                     }
                 }
-                let after = ctx.events();
+                let after = ctx.run_log();
                 match answered.or_else(|| task::outcome(&after, &target, &branch)) {
                     Some(response) => {
                         let args = task::arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
@@ -379,7 +379,7 @@ impl Inner {
     /// The open calls of its task and single-turn sub-agents it must run (or answer from
     /// the log) before its model is called again (see `task::pending_calls`).
     fn pending_delegations(&self, ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
-        let calls: Vec<Call> = task::pending_calls(&ctx.events(), &self.name, ctx.branch(), &self.sub_agents)
+        let calls: Vec<Call> = task::pending_calls(&ctx.run_log(), &self.name, ctx.branch(), &self.sub_agents)
             .into_iter()
             .map(|(id, name, args)| Call { id, name, args })
             .collect();
@@ -422,7 +422,7 @@ impl Inner {
             IncludeContents::None => history::current_turn(&events, &self.name, ctx.branch()),
         };
         // A task or single-turn agent's first message: the arguments of its parent's call.
-        if let Some(input) = task::input(&events, &ctx.agent(), ctx.branch()) {
+        if let Some(input) = task::input(&ctx.run_log(), &ctx.agent(), ctx.branch()) {
             contents.insert(0, input);
         }
         contents.extend(trailing_instruction);

@@ -22,10 +22,9 @@
 use super::output_schema::OutputSchema;
 use crate::rules::USER_AUTHOR;
 use crate::tools::agent_tool::{input_message, reply_value};
-use adk_grpc_core::history::apply_rewinds;
 use adk_grpc_core::{
-    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, JsonObject, LlmRequest, Part, Result, Tool,
-    ToolContext, find_agent,
+    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, JsonObject, LlmRequest, Part, Result, RunLog,
+    Tool, ToolContext, find_agent,
 };
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -133,18 +132,16 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
 /// The first user message of a delegated agent on `branch`: the arguments of the call
 /// that started it (ADK derives it from the call the same way); with a note that no
 /// reply will come for a single-turn agent.
-pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
+pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
     if agent.mode() == AgentMode::Chat {
         return None;
     }
     let id = call_id(branch)?;
-    let args = arguments(events, id).or_else(|| {
-        events.iter().rev().find_map(|event| {
-            event
-                .function_calls()
-                .find(|call| call.id == id)
-                .map(|call| call.args.clone())
-        })
+    let args = arguments(log, id).or_else(|| {
+        log.latest_call(id)?
+            .function_calls()
+            .find(|call| call.id == id)
+            .map(|call| call.args.clone())
     })?;
     let mut message = input_message(agent, &args);
     if agent.mode() == AgentMode::SingleTurn {
@@ -165,31 +162,29 @@ pub(crate) fn arguments_event(mut event: Event, call_id: &str, args: Value) -> E
     event
 }
 
-/// The arguments a hook gave call `call_id`, when one changed them (the latest change).
-pub(crate) fn arguments(events: &[Event], call_id: &str) -> Option<Value> {
-    events.iter().rev().find_map(|event| {
+/// The arguments a hook gave call `call_id`, when one changed them (the latest change):
+/// recorded by the caller, on its branch ([`arguments_event`]).
+pub(crate) fn arguments(log: &RunLog, call_id: &str) -> Option<Value> {
+    let call = log.latest_call(call_id)?;
+    log.thread(&call.branch, &call.author).rev().find_map(|(_, event)| {
         let recorded = event.llm_response.custom_metadata.as_ref()?.get(CHANGED_ARGUMENTS)?;
         (recorded["call_id"] == call_id).then(|| recorded["args"].clone())
     })
 }
 
 /// Whether the delegated call on `branch` has started: an event is on its branch.
-pub(crate) fn started(events: &[Event], branch: &str) -> bool {
-    events.iter().any(|event| {
-        event
-            .branch
-            .strip_prefix(branch)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-    })
+pub(crate) fn started(log: &RunLog, branch: &str) -> bool {
+    log.started(branch)
 }
 
 /// What answers the call of `agent` that ran on `branch`, when it is done: a task's
 /// `finish_task` arguments, a single-turn agent's final reply. None while it is not.
-pub(crate) fn outcome(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Value> {
+/// What a rewind took back does not count.
+pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Value> {
     let own = || {
-        events
-            .iter()
-            .filter(move |event| event.branch == branch && event.author == agent.name())
+        log.thread(branch, agent.name())
+            .filter(|(at, _)| !log.taken_back(*at))
+            .map(|(_, event)| event)
     };
     match agent.mode() {
         AgentMode::Chat => None,
@@ -256,33 +251,24 @@ fn finish_output(schema: Option<&OutputSchema>, args: &Value) -> std::result::Re
 /// calls on its branch. One whose agent is done is answered from the log, without running
 /// it again. Returned as (id, name, args).
 pub(crate) fn pending_calls(
-    events: &[Event],
+    log: &RunLog,
     me: &str,
     branch: &str,
     sub_agents: &[Arc<dyn Agent>],
 ) -> Vec<(String, String, Value)> {
-    let events = apply_rewinds(events);
-    let Some(latest) = events
-        .iter()
+    let Some((at, latest)) = log
+        .thread(branch, me)
         .rev()
-        .find(|event| event.author == me && event.branch == branch && event.function_calls().next().is_some())
+        .filter(|(at, _)| !log.taken_back(*at))
+        .find(|(_, event)| event.function_calls().next().is_some())
     else {
         return Vec::new();
     };
-    let answered = answered_ids(&events);
     latest
         .function_calls()
-        .filter(|call| !call.id.is_empty() && !answered.contains(call.id))
+        .filter(|call| !call.id.is_empty() && !log.answered(call.id, at))
         .filter(|call| delegates(sub_agents).any(|agent| agent.name() == call.name))
         .map(|call| (call.id.to_string(), call.name.to_string(), call.args.clone()))
-        .collect()
-}
-
-fn answered_ids(events: &[Event]) -> HashSet<&str> {
-    events
-        .iter()
-        .flat_map(Event::function_responses)
-        .map(|response| response.id)
         .collect()
 }
 
@@ -296,16 +282,14 @@ pub(crate) struct Route {
     pub(crate) user_branch: String,
 }
 
-/// The [`Route`] of a turn of a session whose log is `events`; None without open tasks.
-pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
+/// The [`Route`] of a turn of a session whose log is `log`; None without open tasks.
+pub(crate) fn route(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Route> {
     // Every turn asks: a tree without task agents answers without reading the log.
     if !has_task_agent(root) {
         return None;
     }
-    let events = apply_rewinds(events);
-    let answered = answered_ids(&events);
     let mut open = Vec::new();
-    for event in events.iter().filter(|event| event.author != USER_AUTHOR) {
+    for (at, event) in log.call_events().filter(|(_, event)| event.author != USER_AUTHOR) {
         let Some(caller) = find_agent(root, &event.author) else {
             continue;
         };
@@ -315,9 +299,9 @@ pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
                 .sub_agents()
                 .iter()
                 .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
-            if let Some(task) = task.filter(|_| !answered.contains(id)) {
+            if let Some(task) = task.filter(|_| !log.answered(id, at)) {
                 let task_branch = branch(&event.branch, name, id);
-                let waiting = outcome(&events, task, &task_branch).is_none();
+                let waiting = outcome(log, task, &task_branch).is_none();
                 open.push((caller.clone(), event.branch.clone(), task_branch, waiting));
             }
         }
