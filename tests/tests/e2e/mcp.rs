@@ -779,7 +779,7 @@ apps:
         let error = response(&all, "huge")["error"].as_str().unwrap_or_default().to_string();
         assert!(
             error.contains(&format!(
-                "the server sent a message longer than {LIMIT} bytes, the limit of a reply (--max-tool-reply-bytes)"
+                "a message the server sent is longer than {LIMIT} bytes, the limit of a reply (--max-tool-reply-bytes"
             )),
             "{error}"
         );

@@ -107,6 +107,9 @@ impl RemoteA2a {
     /// What the remote said went wrong, as our error (the remote's own codes would
     /// read as if our server had answered them).
     fn remote_error(&self, status: tonic::Status) -> AdkError {
+        if let Some(error) = too_large(&self.name, &self.config.endpoint, &status) {
+            return error;
+        }
         let message = format!(
             "remote A2A agent {} ({}) answered {:?}: {}",
             self.name,
@@ -142,14 +145,32 @@ impl RemoteA2a {
         let endpoint = self.config.endpoint.clone();
         Ok(updates
             .map_err(move |status| {
-                AdkError::Unavailable(format!(
-                    "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
-                    status.code(),
-                    status.message()
-                ))
+                too_large(&name, &endpoint, &status).unwrap_or_else(|| {
+                    AdkError::Unavailable(format!(
+                        "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
+                        status.code(),
+                        status.message()
+                    ))
+                })
             })
             .boxed())
     }
+}
+
+/// A message of the remote longer than a reply may be (`--max-tool-reply-bytes`): tonic
+/// refuses to decode it with `OutOfRange`, which says nothing of the flag that sets it.
+fn too_large(name: &str, endpoint: &str, status: &tonic::Status) -> Option<AdkError> {
+    (status.code() == tonic::Code::OutOfRange && status.message().contains("message length too large")).then(|| {
+        AdkError::limit(
+            "max_tool_reply_bytes",
+            adk_grpc_core::replies::max_tool_reply_bytes(),
+            format!(
+                "remote A2A agent {name} ({endpoint}): {} ({})",
+                adk_grpc_core::replies::tool_reply_too_large("a message of the remote"),
+                status.message()
+            ),
+        )
+    })
 }
 
 impl RemoteA2aAgent {

@@ -858,9 +858,8 @@ impl Tool for McpTool {
         let timed_out = || {
             if self.shared.oversized.load(Ordering::Relaxed) > oversized_before {
                 return self.failure(format!(
-                    "the server sent a message longer than {} bytes, the limit of a reply \
-                     (--max-tool-reply-bytes), which was dropped unread; timed out after {:?} (cancelled on the server)",
-                    adk_grpc_core::replies::max_tool_reply_bytes(),
+                    "{}: the call timed out after {:?} (cancelled on the server)",
+                    adk_grpc_core::replies::tool_reply_too_large("a message the server sent"),
                     self.shared.call_timeout
                 ));
             }
