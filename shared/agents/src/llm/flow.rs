@@ -91,16 +91,16 @@ fn step<'a>(
         // Calls of task and single-turn sub-agents run after the others are answered.
         let (delegated, calls): (Vec<Call>, Vec<Call>) =
             calls.into_iter().partition(|call| agent.delegate(&call.name).is_some());
-        let (mut transfer_to, mut skip_summarization, mut finished_task) = (None, false, false);
+        let (mut transfer_to, mut skip_summarization) = (None, false);
         if let Some(responses) = tool_calls::run(agent, ctx, &tools, calls, is_resumed).await? {
             transfer_to = responses.actions.transfer_to_agent.clone();
             skip_summarization = responses.actions.skips_summarization();
-            finished_task = agent.mode == AgentMode::Task && task::finishes(&responses);
-            yield responses;
-        }
-        if finished_task {
             // finish_task answered the call that started this task: its caller goes on.
-            return;
+            let finished_task = agent.mode == AgentMode::Task && task::finishes(&responses);
+            yield responses;
+            if finished_task {
+                return;
+            }
         }
         let mut waiting = false;
         for await event in task::run_delegated(agent, ctx, delegated, &mut waiting) {
