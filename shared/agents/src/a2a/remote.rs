@@ -373,47 +373,11 @@ impl RemoteTask {
         branch: &str,
         update: a2a::StreamResponse,
     ) -> Result<Vec<Event>> {
-        use a2a::stream_response::Payload;
         let Some(payload) = update.payload else {
             return Ok(Vec::new());
         };
-        let (task_id, context_id, status, parts) = match payload {
-            Payload::Task(task) => (task.id, task.context_id, task.status, Vec::new()),
-            Payload::StatusUpdate(update) => (update.task_id, update.context_id, update.status, Vec::new()),
-            Payload::ArtifactUpdate(update) => (
-                update.task_id,
-                update.context_id,
-                None,
-                update.artifact.map(|artifact| artifact.parts).unwrap_or_default(),
-            ),
-            Payload::Message(message) => (message.task_id, message.context_id, None, message.parts),
-        };
-        if !task_id.is_empty() {
-            self.task_id = task_id;
-        }
-        if !context_id.is_empty() {
-            self.context_id = context_id;
-        }
-        let state = status
-            .as_ref()
-            .map(|s| s.state())
-            .unwrap_or(a2a::TaskState::Unspecified);
-        let parts = match status.and_then(|s| s.message) {
-            Some(message) => message.parts,
-            None => parts,
-        };
-        // The remote's words as ours: the same conversion as a client's message, spoken by the model.
-        let content = if parts.is_empty() {
-            None
-        } else {
-            let mut content = content_from_a2a(&a2a::Message {
-                parts,
-                ..Default::default()
-            })
-            .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
-            content.role = "model".to_string();
-            Some(content)
-        };
+        let (state, parts) = self.follow(payload);
+        let content = remote_content(agent, parts)?;
         let mut event = Event::new(invocation_id).with_author(agent);
         event.branch = branch.to_string();
         let mut metadata = JsonObject::new();
@@ -452,6 +416,52 @@ impl RemoteTask {
         }
         Ok(vec![event])
     }
+
+    /// Takes the task's ids from `payload` (when it names them): its state and the parts
+    /// it says (a status message's, else the artifact's or message's own).
+    fn follow(&mut self, payload: a2a::stream_response::Payload) -> (a2a::TaskState, Vec<a2a::Part>) {
+        use a2a::stream_response::Payload;
+        let (task_id, context_id, status, parts) = match payload {
+            Payload::Task(task) => (task.id, task.context_id, task.status, Vec::new()),
+            Payload::StatusUpdate(update) => (update.task_id, update.context_id, update.status, Vec::new()),
+            Payload::ArtifactUpdate(update) => (
+                update.task_id,
+                update.context_id,
+                None,
+                update.artifact.map(|artifact| artifact.parts).unwrap_or_default(),
+            ),
+            Payload::Message(message) => (message.task_id, message.context_id, None, message.parts),
+        };
+        if !task_id.is_empty() {
+            self.task_id = task_id;
+        }
+        if !context_id.is_empty() {
+            self.context_id = context_id;
+        }
+        let state = status
+            .as_ref()
+            .map(|s| s.state())
+            .unwrap_or(a2a::TaskState::Unspecified);
+        let parts = match status.and_then(|s| s.message) {
+            Some(message) => message.parts,
+            None => parts,
+        };
+        (state, parts)
+    }
+}
+
+/// The remote's words as ours: the same conversion as a client's message, spoken by the model.
+fn remote_content(agent: &str, parts: Vec<a2a::Part>) -> Result<Option<Content>> {
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let mut content = content_from_a2a(&a2a::Message {
+        parts,
+        ..Default::default()
+    })
+    .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
+    content.role = "model".to_string();
+    Ok(Some(content))
 }
 
 /// When `user_content` answers an [`INPUT_CALL`] that `agent` made: the call's

@@ -19,14 +19,20 @@
 //!   parent goes on in the same turn. Nothing is held in memory: all of it is read from
 //!   the log, so a restarted runner goes on where the last one stopped.
 
+use super::Inner;
+use super::flow::tool_calls::{Call, TOOL_ROLE, as_response, response_part};
 use super::output_schema::OutputSchema;
+use crate::context::ToolCallContext;
+use crate::hooks::{BeforeTool, HookContext};
 use crate::rules::USER_AUTHOR;
 use crate::tools::agent_tool::{input_message, reply_value};
 use adk_grpc_core::{
-    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, JsonObject, LlmRequest, Part, Result, RunLog,
-    Tool, ToolContext, find_agent,
+    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, InvocationContext, JsonObject, LlmRequest,
+    LlmResponse, Part, Result, RunLog, Tool, ToolContext, find_agent,
 };
+use async_stream::try_stream;
 use async_trait::async_trait;
+use futures::Stream;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -396,6 +402,77 @@ impl Tool for FinishTaskTool {
             _ => FINISH_TASK_INSTRUCTION.to_string(),
         });
         Ok(())
+    }
+}
+
+/// Runs a step's delegated calls in order, each to its answer, which it yields after
+/// the sub-agent's events; at the first still open (a task waiting for the user, or a
+/// pause on a client tool) it stops and sets `waiting`: the call stays open and the next
+/// turn comes back through here.
+pub(super) fn run_delegated<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    calls: Vec<Call>,
+    waiting: &'a mut bool,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        for call in calls {
+            let Some(target) = agent.delegate(&call.name) else { continue };
+            let mut answered = false;
+            for await event in run_delegated_call(agent, ctx, target, call, &mut answered) {
+                yield event?;
+            }
+            if !answered {
+                *waiting = true;
+                break;
+            }
+        }
+    }
+}
+
+/// Runs one delegated call of `agent` to `target` on the call's branch, unless it is
+/// done already, and yields its answer (setting `answered`) once it has one. The tool
+/// hooks see a delegated call as any tool's: before_tool once, when it starts (it may
+/// answer in the agent's place or change its arguments), after_tool on its answer.
+fn run_delegated_call<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    target: Arc<dyn Agent>,
+    call: Call,
+    answered: &'a mut bool,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        let branch = branch(ctx.branch(), &call.name, &call.id);
+        let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
+        let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
+        let mut hook_answer = None;
+        let before = ctx.run_log();
+        if outcome(&before, &target, &branch).is_none() {
+            if !started(&before, &branch) {
+                match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
+                    BeforeTool::Respond(result) => hook_answer = Some(result),
+                    BeforeTool::Continue(args) if args != call.args => {
+                        yield arguments_event(agent.event(ctx.as_ref(), LlmResponse::default()), &call.id, args);
+                    }
+                    BeforeTool::Continue(_) => {}
+                }
+            }
+            if hook_answer.is_none() {
+                for await event in dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await? {
+                    yield event?;
+                }
+            }
+        }
+        let after = ctx.run_log();
+        if let Some(response) = hook_answer.or_else(|| outcome(&after, &target, &branch)) {
+            let args = arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
+            let response = as_response(agent.hooks.after_tool(&hook_ctx, &call.name, &args, as_response(response)).await?);
+            let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+            event.llm_response.content = Some(Content::new(TOOL_ROLE).with_part(response_part(call, response)));
+            event.actions = tool_ctx.take_actions();
+            *answered = true;
+            yield event;
+        }
     }
 }
 
