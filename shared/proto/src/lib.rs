@@ -79,6 +79,9 @@ impl<M: prost::Message, const FIELD: u32> prost::Message for WithEncodedEvents<M
 /// An `adk.v1.Event` reply (AppendEvent, each event of a WatchSession stream): an event, or
 /// one already encoded (as a store keeps it), written as it is.
 #[derive(Clone, PartialEq, Debug)]
+// A reply is built once and moved into tonic's encoder: boxing the event would add an
+// allocation to every AppendEvent reply to save a copy of a value that is moved once.
+#[allow(clippy::large_enum_variant)]
 pub enum EventReply {
     Decoded(v1::Event),
     Encoded(Vec<u8>),
