@@ -34,9 +34,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(std::env::var("OUT_DIR")?);
     std::fs::write(out_dir.join("adk_descriptor.bin"), descriptors.encode_to_vec())?;
 
-    // A second server for adk.v1.SessionService whose `Session` replies are `crate::SessionReply`:
-    // GetSession passes the stored events on in their encoding instead of decoding and
-    // re-encoding them (see lib.rs). Every other type is the one generated above.
+    // A second server for adk.v1.SessionService whose replies carrying events are
+    // `crate::SessionReply`, `crate::ListEventsReply` and `crate::EventReply`: GetSession,
+    // ListEvents and WatchSession pass the stored events on in their encoding instead of
+    // decoding and re-encoding them (see lib.rs). Every other type is the one generated
+    // above; request messages embedding an `Event` (AppendEventRequest) are among them, so
+    // they decode as ever.
     let mut session_proto = descriptors.clone();
     session_proto.file.retain(|file| file.name() == "adk/v1/session.proto");
     if session_proto.file.len() != 1 {
@@ -44,6 +47,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let reply_dir = out_dir.join("session_reply");
     std::fs::create_dir_all(&reply_dir)?;
+    // The field numbers written by hand-made encodings (the replies' encoded events, an
+    // event's stored sequence), read from the .proto so that they are written down once.
+    let field_number = |full_name: &str, field: &str| -> Result<i32, String> {
+        let (package, name) = full_name.rsplit_once('.').unwrap_or(("", full_name));
+        descriptors
+            .file
+            .iter()
+            .filter(|file| file.package() == package)
+            .flat_map(|file| &file.message_type)
+            .filter(|message| message.name() == name)
+            .flat_map(|message| &message.field)
+            .find(|f| f.name() == field)
+            .map(|f| f.number())
+            .ok_or_else(|| format!("{full_name} has no field {field}"))
+    };
+    let field_numbers = [
+        ("SESSION_EVENTS", "adk.v1.Session", "events"),
+        ("LIST_EVENTS_RESPONSE_EVENTS", "adk.v1.ListEventsResponse", "events"),
+        ("EVENT_SEQUENCE", "adk.v1.Event", "sequence"),
+    ]
+    .iter()
+    .map(|(constant, message, field)| {
+        let number = field_number(message, field)?;
+        Ok(format!(
+            "/// `{message}.{field}`.\npub const {constant}: u32 = {number};\n"
+        ))
+    })
+    .collect::<Result<String, String>>()?;
+    std::fs::write(out_dir.join("field_numbers.rs"), field_numbers)?;
 
     tonic_prost_build::configure()
         .build_client(true)
@@ -56,6 +88,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .out_dir(&reply_dir)
         .extern_path(".adk.v1", "crate::v1")
         .extern_path(".adk.v1.Session", "crate::SessionReply")
+        .extern_path(".adk.v1.ListEventsResponse", "crate::ListEventsReply")
+        .extern_path(".adk.v1.Event", "crate::EventReply")
         .compile_fds(session_proto)?;
     Ok(())
 }

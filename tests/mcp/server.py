@@ -47,6 +47,12 @@ def weather(city: str) -> dict[str, object]:
 
 
 @mcp.tool()
+def huge(megabytes: int) -> str:
+    """A reply of that many MiB (longer than the runner reads)."""
+    return "x" * (megabytes << 20)
+
+
+@mcp.tool()
 def fail(reason: str) -> str:
     """Always fails with the given reason."""
     raise ToolError(f"failed on purpose: {reason}")

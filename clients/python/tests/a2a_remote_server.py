@@ -3,7 +3,8 @@ the peer of tests/tests/a2a.rs, where it is a `kind: a2a` sub-agent of one of ou
 
 Its agent echoes: it reports that it works, saves the echo as an artifact, and
 completes with "echo: <message>". A message that mentions "confirm" first asks for
-input; the answer completes the same task with "confirmed: <answer>".
+input; the answer completes the same task with "confirmed: <answer>". "huge N" completes
+with N MiB of text.
 
 Prints `LISTENING <port>` once it serves (port 0 picks a free one), then runs until killed.
 """
@@ -38,6 +39,10 @@ class EchoExecutor(AgentExecutor):
             await updater.complete(say(f"confirmed: {text}"))
             return
         await updater.start_work(say(f"working on: {text}"))
+        if text.startswith("huge "):
+            # A reply larger than the runner reads from a remote.
+            await updater.complete(say("x" * (int(text.split()[1]) << 20)))
+            return
         if "confirm" in text:
             await updater.requires_input(say("Shall I go ahead?"))
             return

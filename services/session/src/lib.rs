@@ -12,8 +12,8 @@ use adk_grpc_core::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, ForkRequest, GetRequest, ListEventsRequest,
     ListRequest, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
-use adk_grpc_proto::SessionReply;
-// The server whose `Session` replies carry stored events as they are (see `get_session`).
+use adk_grpc_proto::{EventReply, ListEventsReply, SessionReply};
+// The server whose replies carry stored events as they are (see `get_session`).
 use adk_grpc_proto::session_reply::session_service_server::{
     SessionService as SessionServiceRpc, SessionServiceServer,
 };
@@ -63,7 +63,7 @@ impl SessionGrpcService {
     }
 }
 
-type EventStream = BoxStream<'static, Result<pb::Event, Status>>;
+type EventStream = BoxStream<'static, Result<EventReply, Status>>;
 
 #[tonic::async_trait]
 impl SessionServiceRpc for SessionGrpcService {
@@ -86,8 +86,9 @@ impl SessionServiceRpc for SessionGrpcService {
         app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
     ))]
     async fn get_session(&self, request: Request<pb::GetSessionRequest>) -> Result<Response<SessionReply>, Status> {
-        // The events come as the store keeps them, encoded, and go into the reply as they
-        // are: no decoding, converting and encoding of each (BENCHMARKS.md).
+        // The events come as the store keeps them, encoded and checked, and go into the
+        // reply as they are: no decoding, converting and encoding of each (BENCHMARKS.md).
+        // ListEvents and WatchSession do the same.
         let session = self
             .store
             .get_encoded(GetRequest::try_from(request.into_inner())?)
@@ -98,7 +99,7 @@ impl SessionServiceRpc for SessionGrpcService {
             self.max_message_bytes,
             format_args!(
                 "session {} with {} events",
-                reply.session.id,
+                reply.message.id,
                 reply.encoded_events.len()
             ),
             "page through its events with ListEvents, or get fewer with num_recent_events or after",
@@ -145,12 +146,12 @@ impl SessionServiceRpc for SessionGrpcService {
     #[tracing::instrument(skip_all, fields(
         app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
     ))]
-    async fn append_event(&self, request: Request<pb::AppendEventRequest>) -> Result<Response<pb::Event>, Status> {
+    async fn append_event(&self, request: Request<pb::AppendEventRequest>) -> Result<Response<EventReply>, Status> {
         let event = self
             .store
             .append_event(AppendEventRequest::try_from(request.into_inner())?)
             .await?;
-        Ok(Response::new(pb::Event::from(event)))
+        Ok(Response::new(pb::Event::from(event).into()))
     }
 
     #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
@@ -199,17 +200,14 @@ impl SessionServiceRpc for SessionGrpcService {
     #[tracing::instrument(skip_all, fields(
         app = %request.get_ref().app_name, user = %request.get_ref().user_id, session = %request.get_ref().session_id,
     ))]
-    async fn list_events(
-        &self,
-        request: Request<pb::ListEventsRequest>,
-    ) -> Result<Response<pb::ListEventsResponse>, Status> {
+    async fn list_events(&self, request: Request<pb::ListEventsRequest>) -> Result<Response<ListEventsReply>, Status> {
         let page = self
             .store
-            .list_events(ListEventsRequest::try_from(request.into_inner())?)
+            .list_events_encoded(ListEventsRequest::try_from(request.into_inner())?)
             .await?;
         let page_len = page.events.len();
         self.fit_in_message(
-            pb::ListEventsResponse::from(page),
+            ListEventsReply::from(page),
             format_args!("a page of {page_len} events"),
             "ask for a smaller page_size",
         )
@@ -227,9 +225,12 @@ impl SessionServiceRpc for SessionGrpcService {
         &self,
         request: Request<pb::WatchSessionRequest>,
     ) -> Result<Response<Self::WatchSessionStream>, Status> {
-        let events = self.store.watch(WatchRequest::from(request.into_inner())).await?;
+        let events = self
+            .store
+            .watch_encoded(WatchRequest::from(request.into_inner()))
+            .await?;
         let stream = events
-            .map(|event| event.map(pb::Event::from).map_err(Status::from))
+            .map(|event| event.map(EventReply::from).map_err(Status::from))
             .take_until(self.shutdown.triggered());
         Ok(Response::new(stream.boxed()))
     }

@@ -9,8 +9,8 @@
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog, ScopedArtifacts,
-    Session, State, ToolContext,
+    InvocationContext, InvocationMarks, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog,
+    ScopedArtifacts, Session, State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -110,10 +110,11 @@ impl Invocation {
         let mut state = session.state.as_map().clone();
         state.extend(overlay);
         let model_calls = log
-            .events()
+            .invocation(&invocation_id)
+            .map_or(&[][..], InvocationMarks::events)
             .iter()
-            .filter(|e| e.invocation_id == invocation_id && e.author != crate::rules::USER_AUTHOR)
-            .filter(|e| e.content().is_some_and(|c| c.role == "model"))
+            .map(|&at| log.at(at))
+            .filter(|e| e.author != crate::rules::USER_AUTHOR && e.content().is_some_and(|c| c.role == "model"))
             .count();
         Invocation {
             invocation_id,
@@ -134,19 +135,19 @@ impl Invocation {
 
     /// The user's message as stored: the first event of the invocation's live view.
     pub(crate) fn user_event(&self) -> Event {
-        self.events()
-            .iter()
-            .find(|event| event.invocation_id == self.invocation_id)
-            .cloned()
+        self.own_events()
+            .into_iter()
+            .next()
             .expect("the invocation's view holds its user event")
     }
 
     /// The events this invocation stored (the user's message included), oldest first.
     pub(crate) fn own_events(&self) -> Vec<Event> {
-        self.events()
+        let log = self.run_log();
+        log.invocation(&self.invocation_id)
+            .map_or(&[][..], InvocationMarks::events)
             .iter()
-            .filter(|e| e.invocation_id == self.invocation_id)
-            .cloned()
+            .map(|&at| log.at(at).clone())
             .collect()
     }
 

@@ -133,11 +133,9 @@ impl JsonEndpoint {
         let status = response.status();
         let limit = replies::max_tool_reply_bytes();
         let too_large = |size: String| {
-            PostFailure::TooLarge(replies::too_large(
-                &format!("the reply to {method} {url}{size}"),
-                limit,
-                "--max-tool-reply-bytes, ADK_MAX_TOOL_REPLY_BYTES",
-            ))
+            PostFailure::TooLarge(replies::tool_reply_too_large(&format!(
+                "the reply to {method} {url}{size}"
+            )))
         };
         // A declared length over the limit is refused before a byte of it is read.
         if let Some(length) = response

@@ -1,15 +1,17 @@
-//! Where a run stands, read in one place: the run an invocation is part of (the
-//! invocation it continues, when it answers calls one paused on inside a workflow
-//! agent), the workflow agent a resumed or continued invocation starts again, and each
-//! agent's saved position. The log comes with its index ([`RunLog`]): an answer's call
-//! is looked up by id, with the rule of repeated call ids written once, there.
+//! Where a run stands, read in one place from the log's index ([`RunLog`], kept current
+//! as events are recorded): the run an invocation is part of (the invocation it
+//! continues, when it answers calls one paused on inside a workflow agent), the workflow
+//! agent a resumed or continued invocation starts again, whether a resumed invocation
+//! has more to do, and each agent's saved position. None of these walks the log: they
+//! read the positions the index keeps (a call by id, an agent's newest event, position
+//! and end per invocation).
 //!
 //! Workflow agents record their position as ADK does (`workflow`): an event of theirs
 //! with `actions.agent_state` before each sub-agent they start, one with
 //! `actions.end_of_agent` when they finish.
 
 use crate::rules::USER_AUTHOR;
-use adk_grpc_core::{Agent, AgentKind, Content, Event, InvocationContext, JsonObject, RunLog, find_agent};
+use adk_grpc_core::{Agent, AgentKind, AgentMarks, Content, InvocationContext, JsonObject, RunLog, find_agent};
 use std::sync::Arc;
 
 /// An agent and the branch it runs on.
@@ -32,20 +34,30 @@ fn is_workflow(agent: &Arc<dyn Agent>) -> bool {
     agent.spec().kind == AgentKind::Workflow
 }
 
+/// The newest position of `agent`'s events in the invocations `run`, as `pick` reads
+/// it from its marks.
+fn newest(log: &RunLog, run: &[String], agent: &str, pick: impl Fn(&AgentMarks) -> Option<usize>) -> Option<usize> {
+    run.iter()
+        .filter_map(|invocation| pick(log.invocation(invocation)?.agent(agent)?))
+        .max()
+}
+
 /// The outermost workflow agent above `agent` (or `agent` itself) that stored a position
-/// and not its end in this run (`own`), with the branch it ran on, when there is one:
-/// the agent a resumed invocation starts again.
-pub(crate) fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<dyn Agent>) -> Option<AgentOnBranch> {
+/// and not its end in the invocations `run`, with the branch it ran on, when there is
+/// one: the agent a resumed invocation starts again.
+pub(crate) fn open_workflow(
+    root: &Arc<dyn Agent>,
+    log: &RunLog,
+    run: &[String],
+    agent: &Arc<dyn Agent>,
+) -> Option<AgentOnBranch> {
     let mut chain = path_to(root, agent.name())?;
     chain.reverse();
     let mut open = None;
     // Up from the agent (itself included when it is a workflow agent), while they are open.
     for (i, candidate) in chain.iter().enumerate() {
-        let last_state = own.iter().rev().find(|event| {
-            event.author == candidate.name()
-                && (event.actions.agent_state.is_some() || event.actions.end_of_agent == Some(true))
-        });
-        match last_state {
+        let last_mark = newest(log, run, candidate.name(), AgentMarks::last_mark).map(|at| log.at(at));
+        match last_mark {
             Some(event) if is_workflow(candidate) && event.actions.end_of_agent != Some(true) => {
                 open = Some((candidate.clone(), event.branch.clone()));
             }
@@ -56,29 +68,24 @@ pub(crate) fn open_workflow(root: &Arc<dyn Agent>, own: &[&Event], agent: &Arc<d
     open
 }
 
-/// The events of the run invocation `invocation_id` is part of, oldest first: its own,
-/// preceded by those of the invocation it continues when its first event answers calls
-/// that one paused on inside a workflow agent it left open (and so on up). A client tool
-/// in a sequence pauses the invocation; the answer goes on with the sequence from its
+/// The invocations of the run invocation `invocation_id` is part of, oldest first: it,
+/// preceded by the invocation it continues when its first event answers calls that one
+/// paused on inside a workflow agent it left open (and so on up). A client tool in a
+/// sequence pauses the invocation; the answer goes on with the sequence from its
 /// position, as ADK resumes an invocation from a function response.
-pub(crate) fn run_events<'a>(root: &Arc<dyn Agent>, log: &'a RunLog, invocation_id: &str) -> Vec<&'a Event> {
-    let events = log.events();
-    let mut run: Vec<&Event> = events
-        .iter()
-        .filter(|event| event.invocation_id == invocation_id)
-        .collect();
+pub(crate) fn run_invocations(root: &Arc<dyn Agent>, log: &RunLog, invocation_id: &str) -> Vec<String> {
+    let first = log
+        .invocation(invocation_id)
+        .and_then(|marks| marks.events().first().copied())
+        .filter(|&at| log.at(at).author == USER_AUTHOR);
     // The continued invocation's call is older than the answer (RunLog::call_answered_at),
     // so each step goes further back and the walk ends.
-    let continued = events
-        .iter()
-        .position(|event| event.invocation_id == invocation_id)
-        .filter(|&at| events[at].author == USER_AUTHOR)
-        .and_then(|at| continued_workflow(root, log, at, events[at].content()?));
-    if let Some((paused, _)) = continued {
-        let mut before = run_events(root, log, &paused);
-        before.append(&mut run);
-        return before;
-    }
+    let continued = first.and_then(|at| continued_workflow(root, log, at, log.at(at).content()?));
+    let mut run = match continued {
+        Some((paused, _)) => run_invocations(root, log, &paused),
+        None => Vec::new(),
+    };
+    run.push(invocation_id.to_string());
     run
 }
 
@@ -98,15 +105,18 @@ pub(crate) fn continued_workflow(
         .find(|id| !id.is_empty())?;
     let call = log.call_answered_at(call_id, at)?;
     let caller = find_agent(root, &call.author)?;
-    let paused = run_events(root, log, &call.invocation_id);
-    let open = open_workflow(root, &paused, &caller)?;
+    let paused = run_invocations(root, log, &call.invocation_id);
+    let open = open_workflow(root, log, &paused, &caller)?;
     Some((call.invocation_id.clone(), open))
 }
 
-/// Whether a resumed invocation whose own events are `own` has more to do: not when its
-/// log ends with its last word (a final reply, a pause on a client tool, an interruption).
-pub(crate) fn unfinished(own: &[&Event]) -> bool {
-    let Some(last) = own.last() else { return false };
+/// Whether resumed invocation `invocation_id` has more to do: not when its log ends with
+/// its last word (a final reply, a pause on a client tool, an interruption).
+pub(crate) fn unfinished(log: &RunLog, invocation_id: &str) -> bool {
+    let Some(&last) = log.invocation(invocation_id).and_then(|marks| marks.events().last()) else {
+        return false;
+    };
+    let last = log.at(last);
     if last.author == USER_AUTHOR {
         return true;
     }
@@ -143,10 +153,9 @@ pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
     }
     let root = ctx.root_agent();
     let log = ctx.run_log();
-    let run = run_events(&root, &log, invocation);
+    let run = run_invocations(&root, &log, invocation);
     // An answer to a client tool goes on from the position of the invocation it continues.
-    let continues = run.first().is_some_and(|first| first.invocation_id != invocation);
-    if !resumed && !continues {
+    if !resumed && run.len() == 1 {
         return None;
     }
     let mut ancestors: Vec<String> = path_to(&root, agent)
@@ -155,29 +164,31 @@ pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         .map(|above| above.name().to_string())
         .collect();
     ancestors.pop();
-    let mut saved = None;
-    for event in run {
-        let actions = &event.actions;
-        if event.author == agent {
-            saved = if actions.end_of_agent == Some(true) {
-                Some(Saved::Ended)
-            } else if let Some(state) = &actions.agent_state {
-                Some(Saved::At(state.clone()))
-            } else if event.content().is_some()
-                && event.is_final_response()
-                && actions.transfer_to_agent.is_none()
-                && !event.interrupted()
-                && event.long_running_tool_ids.is_empty()
-            {
-                // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`);
-                // a pause on a client tool is not: the answer goes on with it.
-                Some(Saved::Ended)
-            } else {
-                Some(Saved::At(JsonObject::new()))
-            };
-        } else if actions.agent_state.is_some() && ancestors.contains(&event.author) {
-            saved = None;
-        }
+    let last = newest(&log, &run, agent, |marks| Some(marks.last_event))?;
+    // An ancestor that stored a position since moved on: the agent starts afresh.
+    let moved_on = ancestors
+        .iter()
+        .filter_map(|ancestor| newest(&log, &run, ancestor, |marks| marks.last_state))
+        .any(|at| at > last);
+    if moved_on {
+        return None;
     }
-    saved
+    let event = log.at(last);
+    let actions = &event.actions;
+    Some(if actions.end_of_agent == Some(true) {
+        Saved::Ended
+    } else if let Some(state) = &actions.agent_state {
+        Saved::At(state.clone())
+    } else if event.content().is_some()
+        && event.is_final_response()
+        && actions.transfer_to_agent.is_none()
+        && !event.interrupted()
+        && event.long_running_tool_ids.is_empty()
+    {
+        // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`);
+        // a pause on a client tool is not: the answer goes on with it.
+        Saved::Ended
+    } else {
+        Saved::At(JsonObject::new())
+    })
 }

@@ -15,6 +15,7 @@ use crate::validate;
 use chrono::{DateTime, Utc};
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Event compaction of an app (ADK's `EventsCompactionConfig`): after every
@@ -81,13 +82,28 @@ impl std::fmt::Debug for CompactionConfig {
     }
 }
 
-/// The events that survive every rewind, oldest first (ADK's `_apply_rewinds`):
-/// walking back from the end, a rewind event drops itself and every event back to
-/// the first event of the invocation it names (inclusive). A rewind naming an
-/// invocation that is not in `events` drops only itself.
+/// The events that survive every rewind, oldest first (ADK's `_apply_rewinds`); see
+/// [`rewound_spans`] for what a rewind takes back.
 pub fn apply_rewinds(events: &[Event]) -> Vec<Event> {
-    if !events.iter().any(is_rewind) {
+    let spans = rewound_spans(events);
+    if spans.is_empty() {
         return events.to_vec();
+    }
+    events
+        .iter()
+        .enumerate()
+        .filter(|(at, _)| !spans.iter().any(|span| span.contains(at)))
+        .map(|(_, event)| event.clone())
+        .collect()
+}
+
+/// The positions of `events` that rewinds take back, as spans, oldest first: walking
+/// back from the end, a rewind event drops itself and every event back to the first
+/// event of the invocation it names (inclusive); a rewind naming an invocation that is
+/// not before it drops only itself. A rewind inside a span taken back does nothing.
+pub fn rewound_spans(events: &[Event]) -> Vec<Range<usize>> {
+    if !events.iter().any(is_rewind) {
+        return Vec::new();
     }
     let mut first_of_invocation: HashMap<&str, usize> = HashMap::new();
     for (index, event) in events.iter().enumerate() {
@@ -95,22 +111,20 @@ pub fn apply_rewinds(events: &[Event]) -> Vec<Event> {
             first_of_invocation.entry(event.invocation_id.as_str()).or_insert(index);
         }
     }
-    let mut kept = Vec::with_capacity(events.len());
+    let mut spans = Vec::new();
     let mut index = events.len();
     while index > 0 {
         index -= 1;
-        let event = &events[index];
-        match event.actions.rewind_before_invocation_id.as_deref() {
-            Some(target) => {
-                if let Some(&first) = first_of_invocation.get(target).filter(|&&first| first < index) {
-                    index = first;
-                }
+        if let Some(target) = events[index].actions.rewind_before_invocation_id.as_deref() {
+            let end = index + 1;
+            if let Some(&first) = first_of_invocation.get(target).filter(|&&first| first < index) {
+                index = first;
             }
-            None => kept.push(event.clone()),
+            spans.push(index..end);
         }
     }
-    kept.reverse();
-    kept
+    spans.reverse();
+    spans
 }
 
 fn is_rewind(event: &Event) -> bool {

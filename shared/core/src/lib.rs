@@ -46,13 +46,13 @@ pub use model::{
     BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
     ToolDeclaration,
 };
-pub use run_log::RunLog;
+pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;
 pub use session::service::CoreSessionService;
 pub use session::{
-    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedSession, EventStream,
-    Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, ScopeState,
-    Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedEventStream,
+    EncodedSession, EventStream, Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse,
+    Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
 pub use tool::{Tool, ToolOutput, Toolset};

@@ -46,3 +46,12 @@ pub fn set_reply_limits(tool_reply_bytes: usize, model_reply_bytes: usize) {
 pub fn too_large(what: &str, limit: usize, flag: &str) -> String {
     format!("{what} is longer than {limit} bytes, the limit of a reply ({flag}); the rest was not read")
 }
+
+/// [`too_large`] for a reply read against `--max-tool-reply-bytes`.
+pub fn tool_reply_too_large(what: &str) -> String {
+    too_large(
+        what,
+        max_tool_reply_bytes(),
+        "--max-tool-reply-bytes, ADK_MAX_TOOL_REPLY_BYTES",
+    )
+}

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chrono::{DateTime, Utc};
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde_json::Value;
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -109,23 +109,34 @@ impl Events {
 }
 
 /// An event in its protobuf encoding (`adk.v1.Event`, sequence included), as a store
-/// keeps it. GetSession's reply carries these as they are: a store that keeps events
-/// encoded hands them over without decoding them (see [`SessionService::get_encoded`]).
+/// keeps it, with the sequence the store keeps it under. The replies of GetSession,
+/// ListEvents and WatchSession carry these as they are: a store that keeps events encoded
+/// hands them over without decoding them, and the core service checks each one
+/// ([`EncodedEvent::check`]) before it goes out (docs/semantics.md, "Event log and watches").
 #[derive(Debug, Clone, PartialEq)]
-pub struct EncodedEvent(Vec<u8>);
+pub struct EncodedEvent {
+    sequence: u64,
+    bytes: Vec<u8>,
+}
 
 impl EncodedEvent {
-    /// Bytes a store wrote from an event's encoding (see [`EncodedEvent::encode`]).
-    pub fn from_stored(bytes: Vec<u8>) -> Self {
-        EncodedEvent(bytes)
+    /// The bytes a store holds for its event `sequence` (written from
+    /// [`EncodedEvent::encode`], or as the Redis append script writes them).
+    pub fn from_stored(sequence: u64, bytes: Vec<u8>) -> Self {
+        EncodedEvent { sequence, bytes }
+    }
+
+    /// The sequence the store keeps the event under (not read from the bytes).
+    pub fn sequence(&self) -> u64 {
+        self.sequence
     }
 
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
 
     pub fn into_bytes(self) -> Vec<u8> {
-        self.0
+        self.bytes
     }
 }
 
@@ -147,6 +158,9 @@ impl From<Session> for EncodedSession {
         }
     }
 }
+
+/// A stream of encoded events: a watch on a session as WatchSession streams it.
+pub type EncodedEventStream = Pin<Box<dyn Stream<Item = Result<EncodedEvent>> + Send>>;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CreateRequest {
@@ -262,10 +276,21 @@ pub struct ListEventsRequest {
     pub newest_first: bool,
 }
 
+/// A page of a session's log: events (`E` = [`EncodedEvent`] for
+/// [`SessionService::list_events_encoded`]).
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ListEventsResponse {
-    pub events: Vec<Event>,
+pub struct ListEventsResponse<E = Event> {
+    pub events: Vec<E>,
     pub next_page_token: Option<String>,
+}
+
+impl From<ListEventsResponse> for ListEventsResponse<EncodedEvent> {
+    fn from(page: ListEventsResponse) -> Self {
+        ListEventsResponse {
+            events: page.events.iter().map(EncodedEvent::encode).collect(),
+            next_page_token: page.next_page_token,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -312,8 +337,21 @@ pub trait SessionService: Send + Sync {
     /// Returns the event as stored (id, timestamp and sequence filled in).
     async fn append_event(&self, req: AppendEventRequest) -> Result<Event>;
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse>;
+    /// [`list_events`](Self::list_events), the events in their protobuf encoding: what a
+    /// ListEvents reply carries. A store that keeps its events encoded hands them over undecoded.
+    async fn list_events_encoded(&self, req: ListEventsRequest) -> Result<ListEventsResponse<EncodedEvent>> {
+        self.list_events(req).await.map(ListEventsResponse::from)
+    }
     /// Stored events after the requested sequence, then live ones, until dropped.
     async fn watch(&self, req: WatchRequest) -> Result<EventStream>;
+    /// [`watch`](Self::watch), the events in their protobuf encoding: what a WatchSession
+    /// stream carries. A store that keeps its events encoded hands them over undecoded.
+    async fn watch_encoded(&self, req: WatchRequest) -> Result<EncodedEventStream> {
+        let events = self.watch(req).await?;
+        Ok(Box::pin(
+            events.map(|event| event.map(|event| EncodedEvent::encode(&event))),
+        ))
+    }
     /// The user's `user:` state in the app, without a session (ADK's `get_user_state`).
     async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState>;
     /// The app's `app:` state, without a session.
@@ -713,18 +751,19 @@ pub fn event_page_range(
     }
 }
 
-/// The token for the page of `req`'s listing after `events`, or None when the log has no
-/// more in that direction.
-pub fn next_event_token(req: &ListEventsRequest, events: &[Event], last_sequence: u64) -> Option<String> {
-    let last = events.last()?;
+/// The token for the page of `req`'s listing after a page whose last event has the
+/// sequence `page_end` (None: an empty page), or None when the log has no more in that
+/// direction.
+pub fn next_event_token(req: &ListEventsRequest, page_end: Option<u64>, last_sequence: u64) -> Option<String> {
+    let page_end = page_end?;
     let more = if req.newest_first {
-        last.sequence > 1
+        page_end > 1
     } else {
-        last.sequence < last_sequence
+        page_end < last_sequence
     };
     more.then(|| {
         EventCursor {
-            sequence: last.sequence,
+            sequence: page_end,
             newest_first: req.newest_first,
         }
         .encode(req)

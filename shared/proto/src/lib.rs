@@ -9,44 +9,51 @@ pub mod adk {
 
 pub use adk::v1;
 
-/// The `adk.v1.SessionService` server whose `Session` replies are [`SessionReply`]s (the
-/// session service's handlers use it; `v1::session_service_server` is the same service over
-/// the plain `v1::Session`).
+/// The `adk.v1.SessionService` server whose replies carrying events are [`SessionReply`],
+/// [`ListEventsReply`] and [`EventReply`] (the session service's handlers use it;
+/// `v1::session_service_server` is the same service over the plain messages).
 pub mod session_reply {
     include!(concat!(env!("OUT_DIR"), "/session_reply/adk.v1.rs"));
 }
 
-/// An `adk.v1.Session` reply whose events may already be encoded: `encoded_events` holds
-/// `adk.v1.Event` encodings (as a store keeps them), written into the reply as they are,
-/// so a GetSession reply costs one copy of each event instead of a decode and an encode
-/// (BENCHMARKS.md, "What a call costs the server"). On the wire it is a `Session`: field 5
-/// (`events`) is a repeated length-delimited field, which an `Event` and its bytes encode
-/// alike, and decoders accept fields in any order. Decoded, its events land in
-/// `session.events`.
+/// Field numbers of `adk.v1` that hand-made encodings write, read from the .proto at build time.
+pub mod field_numbers {
+    include!(concat!(env!("OUT_DIR"), "/field_numbers.rs"));
+}
+
+/// A reply `M` whose repeated `adk.v1.Event` field `FIELD` may hold events already encoded:
+/// `encoded_events` holds `adk.v1.Event` encodings (as a store keeps them), written into
+/// the reply as they are, so a reply costs one copy of each event instead of a decode and
+/// an encode (BENCHMARKS.md, "What a call costs the server"). On the wire it is an `M`: the
+/// field is repeated and length-delimited, which an `Event` and its bytes encode alike, and
+/// decoders accept fields in any order. Decoded, its events land in `message`.
 #[derive(Clone, PartialEq, Default, Debug)]
-pub struct SessionReply {
-    /// The session; its `events` come first in the reply.
-    pub session: v1::Session,
-    /// Encoded events, after `session.events`.
+pub struct WithEncodedEvents<M, const FIELD: u32> {
+    /// The message; its own events come first in the reply.
+    pub message: M,
+    /// Encoded events, after the message's own.
     pub encoded_events: Vec<Vec<u8>>,
 }
 
-/// `adk.v1.Session.events`.
-const SESSION_EVENTS_FIELD: u32 = 5;
+/// An `adk.v1.Session` reply (GetSession, CreateSession, ForkSession).
+pub type SessionReply = WithEncodedEvents<v1::Session, { field_numbers::SESSION_EVENTS }>;
 
-impl From<v1::Session> for SessionReply {
-    fn from(session: v1::Session) -> Self {
-        SessionReply {
-            session,
+/// An `adk.v1.ListEventsResponse` reply (ListEvents).
+pub type ListEventsReply = WithEncodedEvents<v1::ListEventsResponse, { field_numbers::LIST_EVENTS_RESPONSE_EVENTS }>;
+
+impl<M, const FIELD: u32> From<M> for WithEncodedEvents<M, FIELD> {
+    fn from(message: M) -> Self {
+        WithEncodedEvents {
+            message,
             encoded_events: Vec::new(),
         }
     }
 }
 
-impl prost::Message for SessionReply {
+impl<M: prost::Message, const FIELD: u32> prost::Message for WithEncodedEvents<M, FIELD> {
     fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
-        self.session.encode_raw(buf);
-        prost::encoding::bytes::encode_repeated(SESSION_EVENTS_FIELD, &self.encoded_events, buf);
+        self.message.encode_raw(buf);
+        prost::encoding::bytes::encode_repeated(FIELD, &self.encoded_events, buf);
     }
 
     fn merge_field(
@@ -56,17 +63,76 @@ impl prost::Message for SessionReply {
         buf: &mut impl prost::bytes::Buf,
         ctx: prost::encoding::DecodeContext,
     ) -> Result<(), prost::DecodeError> {
-        self.session.merge_field(tag, wire_type, buf, ctx)
+        self.message.merge_field(tag, wire_type, buf, ctx)
     }
 
     fn encoded_len(&self) -> usize {
-        self.session.encoded_len()
-            + prost::encoding::bytes::encoded_len_repeated(SESSION_EVENTS_FIELD, &self.encoded_events)
+        self.message.encoded_len() + prost::encoding::bytes::encoded_len_repeated(FIELD, &self.encoded_events)
     }
 
     fn clear(&mut self) {
-        self.session.clear();
+        self.message.clear();
         self.encoded_events.clear();
+    }
+}
+
+/// An `adk.v1.Event` reply (AppendEvent, each event of a WatchSession stream): an event, or
+/// one already encoded (as a store keeps it), written as it is.
+#[derive(Clone, PartialEq, Debug)]
+// A reply is built once and moved into tonic's encoder: boxing the event would add an
+// allocation to every AppendEvent reply to save a copy of a value that is moved once.
+#[allow(clippy::large_enum_variant)]
+pub enum EventReply {
+    Decoded(v1::Event),
+    Encoded(Vec<u8>),
+}
+
+impl Default for EventReply {
+    fn default() -> Self {
+        EventReply::Decoded(v1::Event::default())
+    }
+}
+
+impl From<v1::Event> for EventReply {
+    fn from(event: v1::Event) -> Self {
+        EventReply::Decoded(event)
+    }
+}
+
+impl prost::Message for EventReply {
+    fn encode_raw(&self, buf: &mut impl prost::bytes::BufMut) {
+        match self {
+            EventReply::Decoded(event) => event.encode_raw(buf),
+            EventReply::Encoded(bytes) => buf.put_slice(bytes),
+        }
+    }
+
+    fn merge_field(
+        &mut self,
+        tag: u32,
+        wire_type: prost::encoding::WireType,
+        buf: &mut impl prost::bytes::Buf,
+        ctx: prost::encoding::DecodeContext,
+    ) -> Result<(), prost::DecodeError> {
+        // Only a client decodes replies; merging into encoded bytes decodes them first.
+        let mut event = match std::mem::take(self) {
+            EventReply::Decoded(event) => event,
+            EventReply::Encoded(bytes) => <v1::Event as prost::Message>::decode(bytes.as_slice())?,
+        };
+        let merged = event.merge_field(tag, wire_type, buf, ctx);
+        *self = EventReply::Decoded(event);
+        merged
+    }
+
+    fn encoded_len(&self) -> usize {
+        match self {
+            EventReply::Decoded(event) => event.encoded_len(),
+            EventReply::Encoded(bytes) => bytes.len(),
+        }
+    }
+
+    fn clear(&mut self) {
+        *self = EventReply::default();
     }
 }
 
@@ -147,7 +213,7 @@ mod tests {
             ..Default::default()
         };
         let reply = SessionReply {
-            session: v1::Session {
+            message: v1::Session {
                 events: vec![event("a", 1)],
                 ..session.clone()
             },

@@ -10,7 +10,7 @@ use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_grpc_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_grpc_core::{
-    AdkError, AppStateRequest, AppendEventRequest, Clock, Content, CreateRequest, DeleteRequest, Event,
+    AdkError, AppStateRequest, AppendEventRequest, Clock, Content, CreateRequest, DeleteRequest, EncodedEvent, Event,
     EventCompaction, EventStream, ForkRequest, GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState,
     Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
@@ -1644,6 +1644,72 @@ pub async fn adk_events_round_trip_on_every_read_path(svc: &dyn SessionService) 
     let mut watch = watch_from_start(svc, &app, "u", "s").await;
     for want in &appended {
         assert_eq!(&next_event(&mut watch).await, want, "WatchSession");
+    }
+
+    // Encoded, as the three RPCs reply, every store gives an event in the same form: the
+    // Redis store's, the sequence last (docs/semantics.md, Event log and watches 7).
+    let session = svc
+        .get_encoded(GetRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("get encoded");
+    assert_stored_form(&session.events, &appended, "GetSession");
+    let page = svc
+        .list_events_encoded(ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list events encoded");
+    assert_stored_form(&page.events, &appended, "ListEvents");
+    let mut watch = svc
+        .watch_encoded(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: Some(0),
+        })
+        .await
+        .expect("watch encoded");
+    let mut watched = Vec::new();
+    for _ in &appended {
+        let got = tokio::time::timeout(Duration::from_secs(10), watch.next())
+            .await
+            .expect("a watched event in time")
+            .expect("the watch goes on")
+            .expect("a watched event");
+        watched.push(got);
+    }
+    assert_stored_form(&watched, &appended, "WatchSession");
+}
+
+/// `encoded` are `events` as the Redis store keeps them: each passes the read paths' check
+/// and decodes to its event, its last bytes field 16 (tag bytes 0x80 0x01) with the
+/// sequence (map entries come in no fixed order, so the bytes are compared decoded).
+fn assert_stored_form(encoded: &[EncodedEvent], events: &[Event], path: &str) {
+    assert_eq!(encoded.len(), events.len(), "{path}");
+    for (encoded, event) in encoded.iter().zip(events) {
+        assert_eq!(encoded.sequence(), event.sequence, "{path}");
+        assert_eq!(encoded.check(), Ok(()), "{path}");
+        // Field 16's key, then the sequence as a protobuf varint.
+        let mut sequence = vec![0x80, 0x01];
+        let mut rest = event.sequence;
+        while rest >= 0x80 {
+            sequence.push((rest as u8 & 0x7f) | 0x80);
+            rest >>= 7;
+        }
+        sequence.push(rest as u8);
+        assert!(
+            encoded.as_bytes().ends_with(&sequence),
+            "{path}: the sequence comes last"
+        );
+        assert_eq!(&encoded.decode().expect("decodes"), event, "{path}");
     }
 }
 

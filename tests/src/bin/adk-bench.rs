@@ -71,7 +71,8 @@ impl Bench {
 
 #[derive(Subcommand)]
 enum Bench {
-    /// AppendEvent and GetSession(num_recent_events=20) at several session lengths.
+    /// AppendEvent and GetSession(num_recent_events=20) at several session lengths (with
+    /// --reads, ListEvents and WatchSession of the same events too).
     Sessions(SessionArgs),
     /// Save and load of 4 KiB and 1 MiB artifacts (unary) and 64 MiB ones (streamed), with the server's peak RSS.
     Artifacts(ArtifactBenchArgs),
@@ -111,6 +112,10 @@ struct SessionArgs {
     /// (each client watches the session it appends to).
     #[arg(long)]
     watch: bool,
+    /// Also read the events GetSession reads (the last 20) with ListEvents and WatchSession,
+    /// so the three read paths' costs per event compare.
+    #[arg(long)]
+    reads: bool,
 }
 
 #[derive(clap::Args)]
@@ -319,6 +324,74 @@ async fn measure_watch_delivery(
     Phase::of_workers(name, ops * clients.len(), started, workers).await
 }
 
+/// ListEvents and WatchSession reading the events GetSession(num_recent_events=20) reads
+/// (each client's read session holds `length`): the table rows, with CPU per call.
+async fn read_paths(
+    clients: &[SessionServiceClient<Channel>],
+    app: &str,
+    length: usize,
+    ops: usize,
+    pids: &[Option<u32>],
+) -> Result<Vec<String>> {
+    let events = length.min(20);
+    let before_list = CpuSample::take(pids);
+    let list = measure(
+        format!("ListEvents(page_size=20, newest_first) @ {length} events"),
+        clients,
+        ops,
+        {
+            let app = app.to_string();
+            move |mut client, worker, _| {
+                let request = pb::ListEventsRequest {
+                    app_name: app.clone(),
+                    user_id: "bench".into(),
+                    session_id: read_session(worker),
+                    page_size: 20,
+                    newest_first: true,
+                    ..Default::default()
+                };
+                async move {
+                    let got = client.list_events(request).await?.into_inner().events.len();
+                    anyhow::ensure!(got == events, "expected {events} events, got {got}");
+                    Ok(())
+                }
+            }
+        },
+    )
+    .await?;
+    let before_watch = CpuSample::take(pids);
+    let watch = measure(
+        format!("WatchSession(the last 20 events) @ {length} events"),
+        clients,
+        ops,
+        {
+            let app = app.to_string();
+            move |mut client, worker, _| {
+                let request = pb::WatchSessionRequest {
+                    app_name: app.clone(),
+                    user_id: "bench".into(),
+                    session_id: read_session(worker),
+                    after_sequence: Some((length - events) as u64),
+                };
+                async move {
+                    let mut stream = client.watch_session(request).await?.into_inner();
+                    for _ in 0..events {
+                        stream.message().await?.context("the watch ended")?;
+                    }
+                    // Dropping the stream ends the call.
+                    Ok(())
+                }
+            }
+        },
+    )
+    .await?;
+    let after_watch = CpuSample::take(pids);
+    Ok(vec![
+        list.row_with_cpu(&before_list.per_op_us(&before_watch, list.ops)),
+        watch.row_with_cpu(&before_watch.per_op_us(&after_watch, watch.ops)),
+    ])
+}
+
 /// What a bench runs against: a given endpoint, or its own redis-server and `bin`.
 struct Target {
     endpoint: String,
@@ -476,6 +549,11 @@ async fn bench_sessions(args: SessionArgs) -> Result<()> {
             append.row_with_cpu(&before_append.per_op_us(&before_get, ops)),
             get.row_with_cpu(&before_get.per_op_us(&after_get, get.ops))
         );
+        if args.reads {
+            for phase in read_paths(&clients, &app, length, args.ops, &pids).await? {
+                println!("{phase}");
+            }
+        }
         if args.watch {
             let name = format!("AppendEvent → WatchSession delivery @ {length} events");
             let before = CpuSample::take(&pids);

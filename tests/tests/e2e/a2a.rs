@@ -111,6 +111,10 @@ struct FrontDesk {
 
 impl FrontDesk {
     async fn start() -> FrontDesk {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra_args: &[&str]) -> FrontDesk {
         let remote = PythonA2aServer::start().await;
         let agents = agents_file(&format!(
             "
@@ -137,6 +141,16 @@ models:
               args: {{ request: please confirm }}
         - text: relayed
       per_conversation: true
+  bulk:
+    provider: mock
+    model: mock-bulk
+    mock:
+      turns:
+        - function_calls:
+            - name: echo_tool
+              args: {{ request: huge 8 }}
+        - text: gave up
+      per_conversation: true
 apps:
   frontdesk:
     root_agent:
@@ -145,6 +159,16 @@ apps:
       sub_agents:
         - name: echo
           kind: a2a
+          description: Echoes what it is told.
+          endpoint: http://127.0.0.1:{port}
+  bulkdesk:
+    root_agent:
+      name: helper
+      model: bulk
+      sub_agents:
+        - name: echo_tool
+          kind: a2a
+          as_tool: true
           description: Echoes what it is told.
           endpoint: http://127.0.0.1:{port}
   helpdesk:
@@ -161,17 +185,14 @@ apps:
             port = remote.port
         ));
         let redis = RedisServer::start().await;
-        let server = ServiceProcess::spawn(
-            "adk-server",
-            &[
-                "--store-url".into(),
-                redis.url(),
-                "--agents".into(),
-                agents.path().display().to_string(),
-            ],
-            &[],
-        )
-        .await;
+        let mut args = vec![
+            "--store-url".to_string(),
+            redis.url(),
+            "--agents".into(),
+            agents.path().display().to_string(),
+        ];
+        args.extend(extra_args.iter().map(|arg| arg.to_string()));
+        let server = ServiceProcess::spawn("adk-server", &args, &[]).await;
         FrontDesk {
             _remote: remote,
             _redis: redis,
@@ -288,6 +309,62 @@ async fn an_a2a_sdk_agent_called_as_a_tool_answers_or_asks_for_input() {
     assert_eq!(responses[1]["state"], "input_required");
     assert_eq!(responses[1]["question"], "Shall I go ahead?");
     assert!(responses[1]["task_id"].as_str().is_some_and(|id| !id.is_empty()));
+    assert_eq!(events.last().map(text_of).as_deref(), Some("relayed"));
+}
+
+/// A remote's message longer than `--max-tool-reply-bytes` is not decoded: ten calls at
+/// once of an A2A agent offered as a tool, each answered with 8 MiB, are errors the model
+/// reads, naming the limit; the server's memory stays within a bound over its idle size and
+/// it keeps serving.
+#[tokio::test]
+async fn an_a2a_reply_over_the_limit_is_an_error_the_model_reads_ten_at_once() {
+    const LIMIT: usize = 256 * 1024;
+    const PEAK_BOUND_KIB: u64 = 32 * 1024;
+    let stack = FrontDesk::start_with(&["--max-tool-reply-bytes", &LIMIT.to_string()]).await;
+    let mut runner = AgentRunnerClient::connect(stack.server.endpoint())
+        .await
+        .expect("connect");
+    let idle = stack.server.rss_kib().expect("the server runs");
+    let runs = (0..10).map(|i| {
+        let mut runner = runner.clone();
+        async move {
+            let mut request = run_request(&format!("bulk-{i}"), user_message(pb::part::Kind::Text("go".into())));
+            request.app_name = "bulkdesk".into();
+            run(&mut runner, request).await
+        }
+    });
+    for events in futures::future::join_all(runs).await {
+        let error = events
+            .iter()
+            .flat_map(|e| e.content.iter().flat_map(|c| &c.parts))
+            .find_map(|part| match &part.kind {
+                Some(pb::part::Kind::FunctionResponse(r)) if r.name == "echo_tool" => {
+                    Some(json_from_proto("response", r.response.as_ref().expect("response")).unwrap())
+                }
+                _ => None,
+            })
+            .expect("the call is answered");
+        let error = error["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains("echo_tool"), "{error}");
+        assert!(
+            error.contains(&format!("{LIMIT} bytes")) && error.contains("--max-tool-reply-bytes"),
+            "{error}"
+        );
+        assert_eq!(events.last().map(text_of).as_deref(), Some("gave up"));
+    }
+    let peak = stack.server.peak_rss_kib().expect("the server runs");
+    eprintln!(
+        "a2a reply limit: idle VmRSS {idle} KiB, peak VmHWM {peak} KiB over 10 replies of 8 MiB (+{} KiB)",
+        peak.saturating_sub(idle)
+    );
+    assert!(
+        peak < idle + PEAK_BOUND_KIB,
+        "peak {peak} KiB is more than {PEAK_BOUND_KIB} KiB over the idle {idle} KiB"
+    );
+    // It keeps serving.
+    let mut request = run_request("after", user_message(pb::part::Kind::Text("ask the echo".into())));
+    request.app_name = "helpdesk".into();
+    let events = run(&mut runner, request).await;
     assert_eq!(events.last().map(text_of).as_deref(), Some("relayed"));
 }
 

@@ -334,24 +334,31 @@ fn the_contract_names_only_reasons_the_proto_has() {
     );
 }
 
+/// The Rust sources under `dir`, but test files (`tests/` directories, `tests.rs`).
+fn sources(dir: &Path, files: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("read a source directory") {
+        let path = entry.expect("a directory entry").path();
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if path.is_dir() {
+            if name != "tests" {
+                sources(&path, files);
+            }
+        } else if name.ends_with(".rs") && name != "tests.rs" {
+            files.push(path);
+        }
+    }
+}
+
+/// A source file's code without its unit tests, which come last, in their own module.
+fn without_unit_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod ").next().unwrap_or_default()
+}
+
 /// The `ADK_*` variables the servers and the test tools read: every `"ADK_…"` string literal
 /// (a clap `env = "ADK_…"` or an `env::var("ADK_…")`) in the sources of `shared/` (but the
 /// test kit, which only tests use), `services/` and `tests/src`, outside test modules and
 /// test files.
 fn adk_variables_the_code_reads() -> std::collections::BTreeMap<String, String> {
-    fn sources(dir: &Path, files: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("read a source directory") {
-            let path = entry.expect("a directory entry").path();
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if path.is_dir() {
-                if name != "tests" {
-                    sources(&path, files);
-                }
-            } else if name.ends_with(".rs") && name != "tests.rs" {
-                files.push(path);
-            }
-        }
-    }
     let root = repo_root();
     let mut roots = vec![root.join("tests/src")];
     for parent in ["shared", "services"] {
@@ -370,9 +377,7 @@ fn adk_variables_the_code_reads() -> std::collections::BTreeMap<String, String> 
     let mut read = std::collections::BTreeMap::new();
     for file in files {
         let text = std::fs::read_to_string(&file).expect("a source file");
-        // A file's unit tests come last, in their own module.
-        let code = text.split("#[cfg(test)]\nmod ").next().unwrap_or_default();
-        for piece in code.split("\"ADK_").skip(1) {
+        for piece in without_unit_tests(&text).split("\"ADK_").skip(1) {
             let name: String = piece
                 .chars()
                 .take_while(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || *c == '_')
@@ -726,5 +731,90 @@ fn the_adk_agent_fields_table_is_complete_and_names_real_fields() {
         "docs/adk-agent-fields.md names agents-file fields the parser (services/runner/src/config/file.rs, \
          shared/models/src/config.rs) does not accept:\n{}",
         wrong.join("\n")
+    );
+}
+
+/// The functions of `code` (rustfmt's layout) with their length in lines, from the
+/// signature to the closing brace at the signature's indent; bodiless ones left out.
+fn function_lengths(code: &str) -> Vec<(String, usize, usize)> {
+    let lines: Vec<&str> = code.lines().collect();
+    let mut found = Vec::new();
+    for (start, line) in lines.iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let mut words = body.split_whitespace().skip_while(|word| {
+            word.starts_with("pub") || ["async", "const", "unsafe", "extern", "\"C\""].contains(word)
+        });
+        if words.next() != Some("fn") {
+            continue;
+        }
+        let name: String = words
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The signature ends at the line that opens the body (or at `;`: no body).
+        let Some(opened) = (start..lines.len()).find(|&i| {
+            let end = lines[i].trim_end();
+            end.ends_with('{') || end.ends_with(';') || end.ends_with('}')
+        }) else {
+            continue;
+        };
+        let signature_end = lines[opened].trim_end();
+        if signature_end.ends_with(';') {
+            continue;
+        }
+        let closed = if signature_end.ends_with('}') {
+            Some(opened)
+        } else {
+            (opened + 1..lines.len()).find(|&i| lines[i].trim_end() == format!("{indent}}}"))
+        };
+        if let Some(closed) = closed {
+            found.push((name, start + 1, closed - start + 1));
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_of_the_runner_library_is_over_80_lines() {
+    // Where every next capability goes through: each part of it must stay readable
+    // (docs/architecture.md, "The LLM flow").
+    const MOST_LINES: usize = 80;
+    let root = repo_root();
+    let mut files = Vec::new();
+    sources(&root.join("shared/agents/src"), &mut files);
+    let (mut measured, mut longest, mut over) = (0, 0, Vec::new());
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (name, line, length) in function_lengths(without_unit_tests(&text)) {
+            measured += 1;
+            longest = longest.max(length);
+            if length > MOST_LINES {
+                let shown = file.strip_prefix(&root).unwrap_or(&file).display().to_string();
+                over.push(format!("{shown}:{line} fn {name}: {length} lines"));
+            }
+        }
+    }
+    assert!(
+        measured > 500 && longest > 40,
+        "only {measured} functions found (the longest {longest} lines): did the parsing break?"
+    );
+    assert!(
+        over.is_empty(),
+        "functions of shared/agents over {MOST_LINES} lines (split them into named parts):\n{}",
+        over.join("\n")
+    );
+}
+
+#[test]
+fn function_lengths_run_from_the_signature_to_its_closing_brace() {
+    let code = "fn one() -> u8 { 1 }\n\
+                pub(crate) async fn two(\n    a: u8,\n) -> u8\nwhere\n    u8: Copy,\n{\n    let b = '{';\n    a\n}\n\
+                trait T {\n    fn declared(&self);\n    fn provided(&self) {\n        if true {\n        }\n    }\n}\n";
+    assert_eq!(
+        function_lengths(code),
+        vec![("one".into(), 1, 1), ("two".into(), 2, 9), ("provided".into(), 13, 4)]
     );
 }

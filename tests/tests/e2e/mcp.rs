@@ -725,6 +725,85 @@ apps:
     file_appears(state.path().join("cancelled-timed-out")).await;
 }
 
+/// A stdio server's message longer than `--max-tool-reply-bytes` is dropped unread, never
+/// buffered: ten calls at once that each get 8 MiB fail with an error the model reads,
+/// naming the limit; the runner's memory stays within a bound over its idle size, and the
+/// server keeps serving.
+#[tokio::test]
+async fn an_mcp_reply_over_the_limit_is_dropped_unread_and_the_call_fails_naming_it() {
+    const LIMIT: usize = 256 * 1024;
+    // Ten 8 MiB messages went through 16 MiB line buffers before the limit.
+    const PEAK_BOUND_KIB: u64 = 32 * 1024;
+    let state = tempfile::tempdir().expect("state dir");
+    let tool = fastmcp_stdio("py", state.path(), "    timeout_secs: 3\n");
+    let agents = format!(
+        "
+models:
+  huge:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+        - function_calls: [{{ name: huge, args: {{ megabytes: 8 }} }}]
+        - text: gave up
+  small:
+    provider: mock
+    mock:
+      per_conversation: true
+      turns:
+        - function_calls: [{{ name: weather, args: {{ city: Oslo }} }}]
+        - text: done
+tools:
+{tool}
+apps:
+  huge:
+    root_agent: {{ name: caller, model: huge, tools: [py] }}
+  small:
+    root_agent: {{ name: caller, model: small, tools: [py] }}
+"
+    );
+    let stack = Stack::start_with_args(&agents, &[], &["--max-tool-reply-bytes".into(), LIMIT.to_string()]).await;
+    let before = stack.run("small", "before", "Weather?").await;
+    assert_eq!(
+        response(&responses(&before), "weather"),
+        &json!({"structured_content": {"city": "Oslo", "temp_c": 21}})
+    );
+    let idle = stack.runner.rss_kib().expect("the runner runs");
+
+    let runs = (0..10).map(|i| {
+        let stack = &stack;
+        async move { stack.run("huge", &format!("s{i}"), "Get it").await }
+    });
+    for events in futures::future::join_all(runs).await {
+        let all = responses(&events);
+        let error = response(&all, "huge")["error"].as_str().unwrap_or_default().to_string();
+        assert!(
+            error.contains(&format!(
+                "a message the server sent is longer than {LIMIT} bytes, the limit of a reply (--max-tool-reply-bytes"
+            )),
+            "{error}"
+        );
+        assert!(error.contains("MCP tool huge (py)"), "{error}");
+        assert_eq!(last_text(&events), "gave up");
+    }
+    let peak = stack.runner.peak_rss_kib().expect("the runner runs");
+    eprintln!(
+        "mcp reply limit: idle VmRSS {idle} KiB, peak VmHWM {peak} KiB over 10 calls of 8 MiB (+{} KiB)",
+        peak.saturating_sub(idle)
+    );
+    assert!(
+        peak < idle + PEAK_BOUND_KIB,
+        "peak {peak} KiB is more than {PEAK_BOUND_KIB} KiB over the idle {idle} KiB"
+    );
+
+    let after = stack.run("small", "after", "Weather?").await;
+    assert_eq!(last_text(&after), "done");
+    assert_eq!(
+        response(&responses(&after), "weather"),
+        &json!({"structured_content": {"city": "Oslo", "temp_c": 21}})
+    );
+}
+
 #[tokio::test]
 async fn a_killed_stdio_server_fails_its_call_then_is_restarted_and_the_tools_list_refreshes() {
     let state = tempfile::tempdir().expect("state dir");

@@ -653,10 +653,19 @@ struct RawSession {
     events: Vec<Vec<u8>>,
 }
 
-/// GetSession hands on the events' bytes as Redis holds them, without decoding and
-/// re-encoding them (BENCHMARKS.md, "What a call costs the server"): a field this server
-/// does not know, as a newer server sharing the store would write, reaches the client, and
-/// the events decode to what was appended with every filter.
+/// A ListEvents reply read with its events left encoded.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RawEventPage {
+    /// `adk.v1.ListEventsResponse.events`.
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    events: Vec<Vec<u8>>,
+}
+
+/// GetSession and ListEvents hand on the events' bytes as Redis holds them, without
+/// decoding and re-encoding them (BENCHMARKS.md, "What a call costs the server"), and so
+/// does WatchSession: a field this server does not know, as a newer server sharing the
+/// store would write, reaches the client, and the events decode to what was appended on
+/// all three paths, with every filter.
 #[tokio::test]
 async fn get_session_replies_with_the_stored_event_bytes() {
     let stack = SessionStack::start(&[]).await;
@@ -722,6 +731,21 @@ async fn get_session_replies_with_the_stored_event_bytes() {
     };
     assert_eq!(raw_get(None).await, stored, "the stored bytes, field 1000 included");
     assert_eq!(raw_get(Some(2)).await, stored[1..]);
+    grpc.ready().await.unwrap();
+    let request = pb::ListEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        newest_first: true,
+        ..Default::default()
+    };
+    let path = tonic::codegen::http::uri::PathAndQuery::from_static("/adk.v1.SessionService/ListEvents");
+    let page: tonic::Response<RawEventPage> = grpc
+        .unary(tonic::Request::new(request), path, tonic_prost::ProstCodec::default())
+        .await
+        .expect("ListEvents");
+    let newest_first: Vec<_> = stored.iter().rev().cloned().collect();
+    assert_eq!(page.into_inner().events, newest_first, "ListEvents: the stored bytes");
 
     // Decoded (the unknown field skipped), they are the appended events, filtered as asked.
     let session = client.get(get_req(&app, "s")).await.expect("get");
@@ -734,4 +758,115 @@ async fn get_session_replies_with_the_stored_event_bytes() {
         .await
         .expect("get after");
     assert_eq!(after.events.as_slice(), &appended[1..]);
+    let page = client
+        .list_events(adk_grpc_core::ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list events");
+    assert_eq!(page.events, appended);
+    let mut watch = client
+        .watch(WatchRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: Some(0),
+        })
+        .await
+        .expect("watch");
+    for want in &appended {
+        let got = tokio::time::timeout(Duration::from_secs(10), watch.next()).await;
+        assert_eq!(&got.expect("in time").expect("an item").expect("an event"), want);
+    }
+}
+
+/// A stored event whose bytes are broken is the same `INTERNAL` on GetSession, ListEvents
+/// and WatchSession (the events before it still stream), and the server log names the
+/// session and the event's sequence, in one wording (docs/semantics.md, Event log and
+/// watches 6).
+#[tokio::test]
+async fn a_broken_stored_event_is_the_same_internal_error_on_every_read_path() {
+    let stack = SessionStack::start(&[]).await;
+    let app = unique_prefix("broken-event");
+    let client = stack.client().await;
+    client.create(create_req(&app, "s")).await.expect("create");
+    client.append_event(append_req(&app, "s", "one")).await.expect("append");
+    // Event 2 planted as a length-delimited field cut short, as damage would leave it.
+    let mut redis = stack.redis.connection().await;
+    let _: String = redis::cmd("XADD")
+        .arg(format!("adk:events:{{{app}:u}}:s"))
+        .arg("2-1")
+        .arg("e")
+        .arg(&[0x0a_u8, 0x05, 0x01][..])
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+    let () = redis::cmd("HSET")
+        .arg(format!("adk:sess:{{{app}:u}}:s"))
+        .arg("seq")
+        .arg(2)
+        .query_async(&mut redis)
+        .await
+        .unwrap();
+
+    let mut grpc = SessionServiceClient::connect(stack.server.endpoint()).await.unwrap();
+    let get = grpc
+        .get_session(pb::GetSessionRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("GetSession");
+    let list = grpc
+        .list_events(pb::ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("ListEvents");
+    let mut watch = grpc
+        .watch_session(pb::WatchSessionRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            after_sequence: Some(0),
+        })
+        .await
+        .expect("WatchSession opens")
+        .into_inner();
+    let first = tokio::time::timeout(Duration::from_secs(10), watch.message()).await;
+    assert_eq!(first.expect("in time").expect("event 1").expect("an event").sequence, 1);
+    let watched = tokio::time::timeout(Duration::from_secs(10), watch.message())
+        .await
+        .expect("in time")
+        .expect_err("WatchSession ends with the broken event");
+
+    let detail = format!("stored event 2 of session s in app {app} for user u is broken: it does not decode");
+    for (path, status) in [("GetSession", get), ("ListEvents", list), ("WatchSession", watched)] {
+        assert_eq!(status.code(), Code::Internal, "{path}: {}", status.message());
+        let id = status
+            .message()
+            .strip_prefix("internal error (id ")
+            .and_then(|rest| rest.strip_suffix("); see the server log"))
+            .unwrap_or_else(|| panic!("{path}: {}", status.message()))
+            .to_string();
+        eventually(Duration::from_secs(10), || async {
+            let log = stack.server.tail_log(200);
+            match log.lines().any(|line| line.contains(&id) && line.contains(&detail)) {
+                true => Ok(()),
+                false => Err(format!(
+                    "{path}: no log line with id {id} and {detail:?}:\n{}",
+                    stack.server.tail_log(30)
+                )),
+            }
+        })
+        .await;
+    }
 }

@@ -107,6 +107,9 @@ impl RemoteA2a {
     /// What the remote said went wrong, as our error (the remote's own codes would
     /// read as if our server had answered them).
     fn remote_error(&self, status: tonic::Status) -> AdkError {
+        if let Some(error) = too_large(&self.name, &self.config.endpoint, &status) {
+            return error;
+        }
         let message = format!(
             "remote A2A agent {} ({}) answered {:?}: {}",
             self.name,
@@ -142,14 +145,32 @@ impl RemoteA2a {
         let endpoint = self.config.endpoint.clone();
         Ok(updates
             .map_err(move |status| {
-                AdkError::Unavailable(format!(
-                    "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
-                    status.code(),
-                    status.message()
-                ))
+                too_large(&name, &endpoint, &status).unwrap_or_else(|| {
+                    AdkError::Unavailable(format!(
+                        "remote A2A agent {name} ({endpoint}) broke off its stream: {:?}: {}",
+                        status.code(),
+                        status.message()
+                    ))
+                })
             })
             .boxed())
     }
+}
+
+/// A message of the remote longer than a reply may be (`--max-tool-reply-bytes`): tonic
+/// refuses to decode it with `OutOfRange`, which says nothing of the flag that sets it.
+fn too_large(name: &str, endpoint: &str, status: &tonic::Status) -> Option<AdkError> {
+    (status.code() == tonic::Code::OutOfRange && status.message().contains("message length too large")).then(|| {
+        AdkError::limit(
+            "max_tool_reply_bytes",
+            adk_grpc_core::replies::max_tool_reply_bytes(),
+            format!(
+                "remote A2A agent {name} ({endpoint}): {} ({})",
+                adk_grpc_core::replies::tool_reply_too_large("a message of the remote"),
+                status.message()
+            ),
+        )
+    })
 }
 
 impl RemoteA2aAgent {
@@ -352,47 +373,11 @@ impl RemoteTask {
         branch: &str,
         update: a2a::StreamResponse,
     ) -> Result<Vec<Event>> {
-        use a2a::stream_response::Payload;
         let Some(payload) = update.payload else {
             return Ok(Vec::new());
         };
-        let (task_id, context_id, status, parts) = match payload {
-            Payload::Task(task) => (task.id, task.context_id, task.status, Vec::new()),
-            Payload::StatusUpdate(update) => (update.task_id, update.context_id, update.status, Vec::new()),
-            Payload::ArtifactUpdate(update) => (
-                update.task_id,
-                update.context_id,
-                None,
-                update.artifact.map(|artifact| artifact.parts).unwrap_or_default(),
-            ),
-            Payload::Message(message) => (message.task_id, message.context_id, None, message.parts),
-        };
-        if !task_id.is_empty() {
-            self.task_id = task_id;
-        }
-        if !context_id.is_empty() {
-            self.context_id = context_id;
-        }
-        let state = status
-            .as_ref()
-            .map(|s| s.state())
-            .unwrap_or(a2a::TaskState::Unspecified);
-        let parts = match status.and_then(|s| s.message) {
-            Some(message) => message.parts,
-            None => parts,
-        };
-        // The remote's words as ours: the same conversion as a client's message, spoken by the model.
-        let content = if parts.is_empty() {
-            None
-        } else {
-            let mut content = content_from_a2a(&a2a::Message {
-                parts,
-                ..Default::default()
-            })
-            .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
-            content.role = "model".to_string();
-            Some(content)
-        };
+        let (state, parts) = self.follow(payload);
+        let content = remote_content(agent, parts)?;
         let mut event = Event::new(invocation_id).with_author(agent);
         event.branch = branch.to_string();
         let mut metadata = JsonObject::new();
@@ -431,6 +416,52 @@ impl RemoteTask {
         }
         Ok(vec![event])
     }
+
+    /// Takes the task's ids from `payload` (when it names them): its state and the parts
+    /// it says (a status message's, else the artifact's or message's own).
+    fn follow(&mut self, payload: a2a::stream_response::Payload) -> (a2a::TaskState, Vec<a2a::Part>) {
+        use a2a::stream_response::Payload;
+        let (task_id, context_id, status, parts) = match payload {
+            Payload::Task(task) => (task.id, task.context_id, task.status, Vec::new()),
+            Payload::StatusUpdate(update) => (update.task_id, update.context_id, update.status, Vec::new()),
+            Payload::ArtifactUpdate(update) => (
+                update.task_id,
+                update.context_id,
+                None,
+                update.artifact.map(|artifact| artifact.parts).unwrap_or_default(),
+            ),
+            Payload::Message(message) => (message.task_id, message.context_id, None, message.parts),
+        };
+        if !task_id.is_empty() {
+            self.task_id = task_id;
+        }
+        if !context_id.is_empty() {
+            self.context_id = context_id;
+        }
+        let state = status
+            .as_ref()
+            .map(|s| s.state())
+            .unwrap_or(a2a::TaskState::Unspecified);
+        let parts = match status.and_then(|s| s.message) {
+            Some(message) => message.parts,
+            None => parts,
+        };
+        (state, parts)
+    }
+}
+
+/// The remote's words as ours: the same conversion as a client's message, spoken by the model.
+fn remote_content(agent: &str, parts: Vec<a2a::Part>) -> Result<Option<Content>> {
+    if parts.is_empty() {
+        return Ok(None);
+    }
+    let mut content = content_from_a2a(&a2a::Message {
+        parts,
+        ..Default::default()
+    })
+    .map_err(|e| AdkError::FailedPrecondition(format!("remote A2A agent {agent} sent a bad part: {e}")))?;
+    content.role = "model".to_string();
+    Ok(Some(content))
 }
 
 /// When `user_content` answers an [`INPUT_CALL`] that `agent` made: the call's

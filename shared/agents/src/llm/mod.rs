@@ -326,68 +326,12 @@ impl LlmAgentBuilder {
     /// state key for `output_key`.
     pub fn build(self) -> Result<LlmAgent> {
         crate::rules::validate_agent_name(&self.name)?;
-        let in_agent = |e: AdkError| match e {
-            AdkError::Config(message) => AdkError::Config(format!("agent {}: {message}", self.name)),
-            other => other,
-        };
         let model = self
             .model
+            .clone()
             .ok_or_else(|| AdkError::Config(format!("agent {} has no model", self.name)))?;
-        for tool in &self.tools {
-            crate::rules::validate_tool_name(tool.name()).map_err(in_agent)?;
-        }
-        let delegates = task::delegates(&self.sub_agents).map(|a| a.name());
-        crate::rules::validate_tool_list(self.tools.iter().map(|t| t.name()).chain(delegates)).map_err(in_agent)?;
-        if self.mode != AgentMode::Chat
-            && let Some(chat) = self.sub_agents.iter().find(|a| a.mode() == AgentMode::Chat)
-        {
-            return Err(in_agent(AdkError::Config(format!(
-                "a {} agent answers its parent's call and never hands the conversation over: its sub-agent {} \
-                 must be of mode task or single_turn",
-                self.mode.as_str(),
-                chat.name()
-            ))));
-        }
-        if self.mode == AgentMode::Task && self.tools.iter().any(|t| t.name() == task::FINISH_TASK_TOOL_NAME) {
-            return Err(in_agent(AdkError::Config(format!(
-                "{} is offered by itself to task agents: name the tool otherwise",
-                task::FINISH_TASK_TOOL_NAME
-            ))));
-        }
-        let mut agents = HashSet::new();
-        for agent in &self.sub_agents {
-            if !agents.insert(agent.name()) {
-                return Err(AdkError::Config(format!(
-                    "agent {} has two sub-agents named {}",
-                    self.name,
-                    agent.name()
-                )));
-            }
-        }
-        if let Some(key) = &self.output_key {
-            crate::rules::validate_output_key(key).map_err(in_agent)?;
-        }
-        let output_schema = match self.output_schema {
-            Some(schema) => {
-                if self.tools.iter().any(|t| t.name() == SET_MODEL_RESPONSE_TOOL_NAME) {
-                    return Err(in_agent(AdkError::Config(format!(
-                        "{SET_MODEL_RESPONSE_TOOL_NAME} is offered by itself to agents with an output_schema \
-                         and tools: name the tool otherwise"
-                    ))));
-                }
-                Some(Arc::new(OutputSchema::new(schema).map_err(in_agent)?))
-            }
-            None => None,
-        };
-        if let Some(schema) = &self.input_schema {
-            check_object_schema("input_schema", schema).map_err(in_agent)?;
-        }
-        check_examples(&self.examples).map_err(in_agent)?;
-        if self.config.response_schema.is_some() {
-            return Err(in_agent(AdkError::Config(
-                "the reply's schema is set with output_schema, not in the generate_content_config".into(),
-            )));
-        }
+        self.check_tools_and_sub_agents()?;
+        let output_schema = self.checked_schemas()?;
         Ok(LlmAgent {
             inner: Arc::new(Inner {
                 name: self.name,
@@ -412,6 +356,83 @@ impl LlmAgentBuilder {
                 mode: self.mode,
             }),
         })
+    }
+
+    /// A definition error of this agent, named so.
+    fn in_agent(&self, e: AdkError) -> AdkError {
+        match e {
+            AdkError::Config(message) => AdkError::Config(format!("agent {}: {message}", self.name)),
+            other => other,
+        }
+    }
+
+    /// Tools with unique valid names (delegated sub-agents are tools too), and
+    /// sub-agents of a mode this one may have, with unique names.
+    fn check_tools_and_sub_agents(&self) -> Result<()> {
+        for tool in &self.tools {
+            crate::rules::validate_tool_name(tool.name()).map_err(|e| self.in_agent(e))?;
+        }
+        let delegates = task::delegates(&self.sub_agents).map(|a| a.name());
+        crate::rules::validate_tool_list(self.tools.iter().map(|t| t.name()).chain(delegates))
+            .map_err(|e| self.in_agent(e))?;
+        if self.mode != AgentMode::Chat
+            && let Some(chat) = self.sub_agents.iter().find(|a| a.mode() == AgentMode::Chat)
+        {
+            return Err(self.in_agent(AdkError::Config(format!(
+                "a {} agent answers its parent's call and never hands the conversation over: its sub-agent {} \
+                 must be of mode task or single_turn",
+                self.mode.as_str(),
+                chat.name()
+            ))));
+        }
+        if self.mode == AgentMode::Task && self.tools.iter().any(|t| t.name() == task::FINISH_TASK_TOOL_NAME) {
+            return Err(self.in_agent(AdkError::Config(format!(
+                "{} is offered by itself to task agents: name the tool otherwise",
+                task::FINISH_TASK_TOOL_NAME
+            ))));
+        }
+        let mut agents = HashSet::new();
+        for agent in &self.sub_agents {
+            if !agents.insert(agent.name()) {
+                return Err(AdkError::Config(format!(
+                    "agent {} has two sub-agents named {}",
+                    self.name,
+                    agent.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks `output_key`, the schemas and the examples; the `output_schema` compiled.
+    fn checked_schemas(&self) -> Result<Option<Arc<OutputSchema>>> {
+        if let Some(key) = &self.output_key {
+            crate::rules::validate_output_key(key).map_err(|e| self.in_agent(e))?;
+        }
+        let output_schema = match &self.output_schema {
+            Some(schema) => {
+                if self.tools.iter().any(|t| t.name() == SET_MODEL_RESPONSE_TOOL_NAME) {
+                    return Err(self.in_agent(AdkError::Config(format!(
+                        "{SET_MODEL_RESPONSE_TOOL_NAME} is offered by itself to agents with an output_schema \
+                         and tools: name the tool otherwise"
+                    ))));
+                }
+                Some(Arc::new(
+                    OutputSchema::new(schema.clone()).map_err(|e| self.in_agent(e))?,
+                ))
+            }
+            None => None,
+        };
+        if let Some(schema) = &self.input_schema {
+            check_object_schema("input_schema", schema).map_err(|e| self.in_agent(e))?;
+        }
+        check_examples(&self.examples).map_err(|e| self.in_agent(e))?;
+        if self.config.response_schema.is_some() {
+            return Err(self.in_agent(AdkError::Config(
+                "the reply's schema is set with output_schema, not in the generate_content_config".into(),
+            )));
+        }
+        Ok(output_schema)
     }
 }
 

@@ -19,15 +19,20 @@
 //!   parent goes on in the same turn. Nothing is held in memory: all of it is read from
 //!   the log, so a restarted runner goes on where the last one stopped.
 
+use super::Inner;
+use super::flow::tool_calls::{Call, TOOL_ROLE, as_response, response_part};
 use super::output_schema::OutputSchema;
+use crate::context::ToolCallContext;
+use crate::hooks::{BeforeTool, HookContext};
 use crate::rules::USER_AUTHOR;
 use crate::tools::agent_tool::{input_message, reply_value};
-use adk_grpc_core::history::apply_rewinds;
 use adk_grpc_core::{
-    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, JsonObject, LlmRequest, Part, Result, Tool,
-    ToolContext, find_agent,
+    Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, InvocationContext, JsonObject, LlmRequest,
+    LlmResponse, Part, Result, RunLog, Tool, ToolContext, find_agent,
 };
+use async_stream::try_stream;
 use async_trait::async_trait;
+use futures::Stream;
 use serde_json::{Value, json};
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -133,18 +138,16 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
 /// The first user message of a delegated agent on `branch`: the arguments of the call
 /// that started it (ADK derives it from the call the same way); with a note that no
 /// reply will come for a single-turn agent.
-pub(crate) fn input(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
+pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
     if agent.mode() == AgentMode::Chat {
         return None;
     }
     let id = call_id(branch)?;
-    let args = arguments(events, id).or_else(|| {
-        events.iter().rev().find_map(|event| {
-            event
-                .function_calls()
-                .find(|call| call.id == id)
-                .map(|call| call.args.clone())
-        })
+    let args = arguments(log, id).or_else(|| {
+        log.latest_call(id)?
+            .function_calls()
+            .find(|call| call.id == id)
+            .map(|call| call.args.clone())
     })?;
     let mut message = input_message(agent, &args);
     if agent.mode() == AgentMode::SingleTurn {
@@ -165,31 +168,29 @@ pub(crate) fn arguments_event(mut event: Event, call_id: &str, args: Value) -> E
     event
 }
 
-/// The arguments a hook gave call `call_id`, when one changed them (the latest change).
-pub(crate) fn arguments(events: &[Event], call_id: &str) -> Option<Value> {
-    events.iter().rev().find_map(|event| {
+/// The arguments a hook gave call `call_id`, when one changed them (the latest change):
+/// recorded by the caller, on its branch ([`arguments_event`]).
+pub(crate) fn arguments(log: &RunLog, call_id: &str) -> Option<Value> {
+    let call = log.latest_call(call_id)?;
+    log.thread(&call.branch, &call.author).rev().find_map(|(_, event)| {
         let recorded = event.llm_response.custom_metadata.as_ref()?.get(CHANGED_ARGUMENTS)?;
         (recorded["call_id"] == call_id).then(|| recorded["args"].clone())
     })
 }
 
 /// Whether the delegated call on `branch` has started: an event is on its branch.
-pub(crate) fn started(events: &[Event], branch: &str) -> bool {
-    events.iter().any(|event| {
-        event
-            .branch
-            .strip_prefix(branch)
-            .is_some_and(|rest| rest.is_empty() || rest.starts_with('.'))
-    })
+pub(crate) fn started(log: &RunLog, branch: &str) -> bool {
+    log.started(branch)
 }
 
 /// What answers the call of `agent` that ran on `branch`, when it is done: a task's
 /// `finish_task` arguments, a single-turn agent's final reply. None while it is not.
-pub(crate) fn outcome(events: &[Event], agent: &Arc<dyn Agent>, branch: &str) -> Option<Value> {
+/// What a rewind took back does not count.
+pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Value> {
     let own = || {
-        events
-            .iter()
-            .filter(move |event| event.branch == branch && event.author == agent.name())
+        log.thread(branch, agent.name())
+            .filter(|(at, _)| !log.taken_back(*at))
+            .map(|(_, event)| event)
     };
     match agent.mode() {
         AgentMode::Chat => None,
@@ -256,33 +257,24 @@ fn finish_output(schema: Option<&OutputSchema>, args: &Value) -> std::result::Re
 /// calls on its branch. One whose agent is done is answered from the log, without running
 /// it again. Returned as (id, name, args).
 pub(crate) fn pending_calls(
-    events: &[Event],
+    log: &RunLog,
     me: &str,
     branch: &str,
     sub_agents: &[Arc<dyn Agent>],
 ) -> Vec<(String, String, Value)> {
-    let events = apply_rewinds(events);
-    let Some(latest) = events
-        .iter()
+    let Some((at, latest)) = log
+        .thread(branch, me)
         .rev()
-        .find(|event| event.author == me && event.branch == branch && event.function_calls().next().is_some())
+        .filter(|(at, _)| !log.taken_back(*at))
+        .find(|(_, event)| event.function_calls().next().is_some())
     else {
         return Vec::new();
     };
-    let answered = answered_ids(&events);
     latest
         .function_calls()
-        .filter(|call| !call.id.is_empty() && !answered.contains(call.id))
+        .filter(|call| !call.id.is_empty() && !log.answered(call.id, at))
         .filter(|call| delegates(sub_agents).any(|agent| agent.name() == call.name))
         .map(|call| (call.id.to_string(), call.name.to_string(), call.args.clone()))
-        .collect()
-}
-
-fn answered_ids(events: &[Event]) -> HashSet<&str> {
-    events
-        .iter()
-        .flat_map(Event::function_responses)
-        .map(|response| response.id)
         .collect()
 }
 
@@ -296,16 +288,14 @@ pub(crate) struct Route {
     pub(crate) user_branch: String,
 }
 
-/// The [`Route`] of a turn of a session whose log is `events`; None without open tasks.
-pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
+/// The [`Route`] of a turn of a session whose log is `log`; None without open tasks.
+pub(crate) fn route(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Route> {
     // Every turn asks: a tree without task agents answers without reading the log.
     if !has_task_agent(root) {
         return None;
     }
-    let events = apply_rewinds(events);
-    let answered = answered_ids(&events);
     let mut open = Vec::new();
-    for event in events.iter().filter(|event| event.author != USER_AUTHOR) {
+    for (at, event) in log.call_events().filter(|(_, event)| event.author != USER_AUTHOR) {
         let Some(caller) = find_agent(root, &event.author) else {
             continue;
         };
@@ -315,9 +305,9 @@ pub(crate) fn route(root: &Arc<dyn Agent>, events: &[Event]) -> Option<Route> {
                 .sub_agents()
                 .iter()
                 .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
-            if let Some(task) = task.filter(|_| !answered.contains(id)) {
+            if let Some(task) = task.filter(|_| !log.answered(id, at)) {
                 let task_branch = branch(&event.branch, name, id);
-                let waiting = outcome(&events, task, &task_branch).is_none();
+                let waiting = outcome(log, task, &task_branch).is_none();
                 open.push((caller.clone(), event.branch.clone(), task_branch, waiting));
             }
         }
@@ -412,6 +402,77 @@ impl Tool for FinishTaskTool {
             _ => FINISH_TASK_INSTRUCTION.to_string(),
         });
         Ok(())
+    }
+}
+
+/// Runs a step's delegated calls in order, each to its answer, which it yields after
+/// the sub-agent's events; at the first still open (a task waiting for the user, or a
+/// pause on a client tool) it stops and sets `waiting`: the call stays open and the next
+/// turn comes back through here.
+pub(super) fn run_delegated<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    calls: Vec<Call>,
+    waiting: &'a mut bool,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        for call in calls {
+            let Some(target) = agent.delegate(&call.name) else { continue };
+            let mut answered = false;
+            for await event in run_delegated_call(agent, ctx, target, call, &mut answered) {
+                yield event?;
+            }
+            if !answered {
+                *waiting = true;
+                break;
+            }
+        }
+    }
+}
+
+/// Runs one delegated call of `agent` to `target` on the call's branch, unless it is
+/// done already, and yields its answer (setting `answered`) once it has one. The tool
+/// hooks see a delegated call as any tool's: before_tool once, when it starts (it may
+/// answer in the agent's place or change its arguments), after_tool on its answer.
+fn run_delegated_call<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    target: Arc<dyn Agent>,
+    call: Call,
+    answered: &'a mut bool,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        let branch = branch(ctx.branch(), &call.name, &call.id);
+        let tool_ctx = Arc::new(ToolCallContext::new(ctx.clone(), call.id.clone()));
+        let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
+        let mut hook_answer = None;
+        let before = ctx.run_log();
+        if outcome(&before, &target, &branch).is_none() {
+            if !started(&before, &branch) {
+                match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
+                    BeforeTool::Respond(result) => hook_answer = Some(result),
+                    BeforeTool::Continue(args) if args != call.args => {
+                        yield arguments_event(agent.event(ctx.as_ref(), LlmResponse::default()), &call.id, args);
+                    }
+                    BeforeTool::Continue(_) => {}
+                }
+            }
+            if hook_answer.is_none() {
+                for await event in dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await? {
+                    yield event?;
+                }
+            }
+        }
+        let after = ctx.run_log();
+        if let Some(response) = hook_answer.or_else(|| outcome(&after, &target, &branch)) {
+            let args = arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
+            let response = as_response(agent.hooks.after_tool(&hook_ctx, &call.name, &args, as_response(response)).await?);
+            let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+            event.llm_response.content = Some(Content::new(TOOL_ROLE).with_part(response_part(call, response)));
+            event.actions = tool_ctx.take_actions();
+            *answered = true;
+            yield event;
+        }
     }
 }
 

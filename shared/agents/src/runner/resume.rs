@@ -21,11 +21,11 @@ use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
 use crate::rules::USER_AUTHOR;
-use crate::run_state::{open_workflow, run_events, unfinished};
+use crate::run_state::{open_workflow, run_invocations, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, Event, EventStream, InvocationContext, Result, RunConfig, RunLog, SessionLease,
-    StreamingMode, find_agent,
+    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, InvocationMarks, Result, RunConfig, RunLog,
+    SessionLease, StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -145,23 +145,31 @@ impl Runner {
     ) -> Result<Option<(Arc<Invocation>, EventStream)>> {
         // The whole log: the invocation's first events may be older than any window.
         let session = self.load_session(user_id, session_id, false, false).await?;
-        let own: Vec<&Event> = session
-            .events
-            .iter()
-            .filter(|event| event.invocation_id == invocation_id)
-            .collect();
-        let Some(user_event) = own.first().filter(|event| event.author == USER_AUTHOR) else {
+        // Positions count from the invocation a client-tool answer continues, too.
+        let log = RunLog::new(session.events.as_slice().to_vec());
+        let own = log
+            .invocation(invocation_id)
+            .map(InvocationMarks::events)
+            .unwrap_or_default();
+        let Some(user_event) = own
+            .first()
+            .map(|&at| log.at(at))
+            .filter(|event| event.author == USER_AUTHOR)
+        else {
             // Its runner died before it stored the user's message: nothing was asked.
             return Ok(None);
         };
         let user_content = user_event.content().cloned().unwrap_or_default();
-        // Positions count from the invocation a client-tool answer continues, too.
-        let log = RunLog::new(session.events.as_slice().to_vec());
-        let run = run_events(&self.root_agent, &log, invocation_id);
-        let (agent, branch) = match own.iter().rev().find(|event| event.author != USER_AUTHOR) {
+        let steps = own.len() - 1;
+        let run = run_invocations(&self.root_agent, &log, invocation_id);
+        let last_step = own
+            .last()
+            .map(|&at| log.at(at))
+            .filter(|event| event.author != USER_AUTHOR);
+        let (agent, branch) = match last_step {
             None => {
                 let (caller, branch) = self.agent_for(&session, &log, &user_content)?;
-                open_workflow(&self.root_agent, &run, &caller).unwrap_or((caller, branch))
+                open_workflow(&self.root_agent, &log, &run, &caller).unwrap_or((caller, branch))
             }
             Some(last) => {
                 // A transfer stored and not acted on yet goes on with its target.
@@ -172,14 +180,13 @@ impl Runner {
                     ))
                 })?;
                 // A workflow agent above it that has not finished goes on from its position.
-                match open_workflow(&self.root_agent, &run, &agent) {
+                match open_workflow(&self.root_agent, &log, &run, &agent) {
                     Some(open) => open,
-                    None if unfinished(&own) => (agent, last.branch.clone()),
+                    None if unfinished(&log, invocation_id) => (agent, last.branch.clone()),
                     None => return Ok(None),
                 }
             }
         };
-        let steps = own.len() - 1;
         adk_grpc_telemetry::metrics::run_resumed(&self.app_name, steps);
         let artifacts = self
             .artifact_service

@@ -157,11 +157,11 @@ impl Runner {
         let in_task = caller
             .as_ref()
             .is_none_or(|(_, branch)| !task::scope(branch).is_empty());
-        if in_task && let Some(route) = task::route(&self.root_agent, session.events.as_slice()) {
+        if in_task && let Some(route) = task::route(&self.root_agent, log) {
             return Ok((route.caller, route.caller_branch));
         }
         let Some((author, branch)) = caller else {
-            return Ok((agent_to_continue(&self.root_agent, session), String::new()));
+            return Ok((agent_to_continue(&self.root_agent, log), String::new()));
         };
         let agent = find_agent(&self.root_agent, &author).ok_or_else(|| {
             AdkError::FailedPrecondition(format!(
@@ -183,7 +183,7 @@ pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, log: &RunLog
             branch
         });
     }
-    Ok(task::route(root, session.events.as_slice())
+    Ok(task::route(root, log)
         .map(|route| route.user_branch)
         .unwrap_or_default())
 }
@@ -191,15 +191,12 @@ pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, log: &RunLog
 /// The agent that has the conversation (ADK's `find_agent_to_run`): the newest reply's
 /// agent when it and every agent above it may transfer to its parent (so it can hand
 /// the conversation back), or the target of a transfer not answered yet; else the root.
-fn agent_to_continue(root: &Arc<dyn Agent>, session: &Session) -> Arc<dyn Agent> {
-    let replies = session.events.iter().rev().filter(|event| {
-        // A task or single-turn call's events answer its caller, which has the conversation.
-        task::scope(&event.branch).is_empty()
-            && event.author != USER_AUTHOR
-            && event.actions.agent_state.is_none()
-            && event.actions.end_of_agent != Some(true)
-            && event.content().is_some_and(|c| !c.parts.is_empty())
-    });
+fn agent_to_continue(root: &Arc<dyn Agent>, log: &RunLog) -> Arc<dyn Agent> {
+    // A task or single-turn call's events answer its caller, which has the conversation.
+    let replies = log
+        .messages()
+        .rev()
+        .filter(|event| task::scope(&event.branch).is_empty() && event.author != USER_AUTHOR);
     for event in replies {
         let Some(author) = find_agent(root, &event.author) else {
             continue;

@@ -16,6 +16,7 @@
 //! as ADK's `McpToolset.get_tools` raises `ConnectionError`: the model cannot be
 //! offered tools nobody knows, and the client must learn why.
 
+use super::mcp_stdio::StdioServer;
 use super::remote_context::{ContextGrant, ToolActions};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
@@ -31,17 +32,16 @@ use rmcp::model::{CallToolRequestParams, MetaObject, ReadResourceRequestParams, 
 use rmcp::service::{
     ClientInitializeError, NotificationContext, Peer, RoleClient, RunningService, ServiceError, ServiceExt,
 };
+use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{StreamableHttpClientTransportConfig, StreamableHttpError};
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::Stdio;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::watch;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -56,6 +56,8 @@ const HEALTHY_CONNECTION: Duration = Duration::from_secs(60);
 /// (a traceback's last lines, "command not found").
 const STDERR_TAIL_LINES: usize = 4;
 const STDERR_TAIL_LINE_CHARS: usize = 300;
+/// The most of a stderr line read at once.
+const STDERR_READ_BYTES: u64 = 64 * 1024;
 /// How long a failed stdio server's stderr is read for its last words.
 const STDERR_DRAIN: Duration = Duration::from_millis(500);
 
@@ -134,6 +136,9 @@ struct Shared {
     tools: Mutex<Option<Vec<Arc<dyn Tool>>>>,
     /// Set by the server's `tools/list_changed`: list again before the next use.
     tools_changed: Arc<AtomicBool>,
+    /// How many messages of a stdio server were longer than a tool reply may be (dropped
+    /// unread): a call that times out after one says so, naming the limit.
+    oversized: Arc<AtomicU64>,
     supervisor: Once,
     /// A call (or a step listing tools) needs the server while it is down: the
     /// supervisor cuts its backoff delay short and reconnects now, as ADK's MCP
@@ -220,6 +225,7 @@ impl McpToolset {
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
+                oversized: Arc::new(AtomicU64::new(0)),
                 supervisor: Once::new(),
                 wanted: tokio::sync::Notify::new(),
                 stop: stop.clone(),
@@ -492,9 +498,8 @@ impl Shared {
                 if let Some(dir) = working_dir {
                     cmd.current_dir(dir);
                 }
-                let (child, stderr) = TokioChildProcess::builder(cmd)
-                    .stderr(Stdio::piped())
-                    .spawn()
+                let limit = adk_grpc_core::replies::max_tool_reply_bytes();
+                let (child, stderr) = StdioServer::spawn(cmd, limit, self.oversized.clone())
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
                 let stderr = stderr.map(StderrTail::follow);
                 match handler.serve(child).await {
@@ -699,7 +704,9 @@ impl StderrTail {
         let reader = tokio::spawn(async move {
             let mut stderr = BufReader::new(stderr);
             let mut line = Vec::new();
-            while matches!(stderr.read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
+            // Read a line at a time, a long one in pieces: a server writing a line without
+            // end must not grow the runner's memory.
+            while matches!((&mut stderr).take(STDERR_READ_BYTES).read_until(b'\n', &mut line).await, Ok(n) if n > 0) {
                 // As the runner's own log lines are written: a short blocking write.
                 let _ = std::io::stderr().lock().write_all(&line);
                 let text: String = String::from_utf8_lossy(&line)
@@ -847,7 +854,15 @@ impl Tool for McpTool {
             meta.insert(CONTEXT_META_KEY.into(), grant.context_json(ctx.as_ref()));
             request.meta = Some(RequestMetaObject(MetaObject(meta)));
         }
+        let oversized_before = self.shared.oversized.load(Ordering::Relaxed);
         let timed_out = || {
+            if self.shared.oversized.load(Ordering::Relaxed) > oversized_before {
+                return self.failure(format!(
+                    "{}: the call timed out after {:?} (cancelled on the server)",
+                    adk_grpc_core::replies::tool_reply_too_large("a message the server sent"),
+                    self.shared.call_timeout
+                ));
+            }
             self.failure(format!(
                 "timed out after {:?} (cancelled on the server)",
                 self.shared.call_timeout

@@ -6,6 +6,7 @@ mod builtin;
 mod function;
 mod http;
 mod mcp;
+mod mcp_stdio;
 mod memory;
 mod model_consult;
 mod openapi;

@@ -598,116 +598,11 @@ fn parse_operation(
         .or_else(|| text("summary"))
         .map(str::to_string)
         .unwrap_or_else(|| format!("{} {path}", method.to_uppercase()));
-    let mut args = Vec::new();
-    let mut schemas = Vec::new();
-    // The operation's parameters, then the path item's it does not override.
-    let own = parameter_list(spec, operation.get("parameters"), &format!("{field}.parameters"))?;
-    let shared = parameter_list(spec, item.get("parameters"), &format!("paths.{path}.parameters"))?;
-    let overridden: HashSet<(String, String)> = own.iter().map(|(_, p)| (p.0.clone(), p.1.clone())).collect();
-    let parameters = own.into_iter().chain(
-        shared
-            .into_iter()
-            .filter(|(_, p)| !overridden.contains(&(p.0.clone(), p.1.clone()))),
-    );
-    for (at, (name, location, parameter)) in parameters {
-        let place = Place::parse(&location)
-            .ok_or_else(|| format!("{at}.in: {location:?} is not path, query, header or cookie"))?;
-        let mut schema = resolve_deep(spec, &parameter_schema(&parameter, &at)?, &at)?;
-        let description = parameter.get("description").and_then(Value::as_str).unwrap_or_default();
-        if !description.is_empty()
-            && let Some(object) = schema.as_object_mut()
-        {
-            object.entry("description").or_insert_with(|| description.into());
-        }
-        // OpenAPI requires every path parameter; the URL cannot be built without one.
-        let required = place == Place::Path || parameter.get("required") == Some(&Value::Bool(true));
-        args.push(Arg {
-            name: arg_name(&name, place),
-            default: schema.get("default").cloned(),
-            original: name,
-            place,
-            required,
-        });
-        schemas.push(schema);
-    }
-    for placeholder in placeholders(path) {
-        if !args.iter().any(|a| a.place == Place::Path && a.original == placeholder) {
-            return Err(format!(
-                "{field}.parameters: the path has {{{placeholder}}} and no path parameter {placeholder:?} declares it"
-            ));
-        }
-    }
+    let mut args = parameter_args(spec, path, item, operation, field)?;
     if let Some(body) = operation.get("requestBody") {
-        let at = format!("{field}.requestBody");
-        let body = resolve(spec, body, &at)?;
-        let content = body.get("content").and_then(Value::as_object);
-        let json_media = content.and_then(|content| {
-            content.iter().find(|(media, _)| {
-                media.starts_with("application/json") || media.split(';').next().is_some_and(|m| m.ends_with("+json"))
-            })
-        });
-        match (content, json_media) {
-            (None, _) => {}
-            (Some(content), None) if content.is_empty() => {}
-            (Some(content), None) => {
-                let types: Vec<&str> = content.keys().map(String::as_str).collect();
-                return Err(format!(
-                    "{at}.content: the body is {} only; the suite sends JSON bodies",
-                    types.join(", ")
-                ));
-            }
-            (Some(_), Some((media, media_object))) => {
-                let at = format!("{at}.content.{media}.schema");
-                let schema = match media_object.get("schema") {
-                    Some(schema) => resolve_deep(spec, schema, &at)?,
-                    None => json!({}),
-                };
-                let required_body = body.get("required") == Some(&Value::Bool(true));
-                if schema.get("type").and_then(Value::as_str) == Some("object") {
-                    let required: BTreeSet<&str> = schema
-                        .get("required")
-                        .and_then(Value::as_array)
-                        .map(|r| r.iter().filter_map(Value::as_str).collect())
-                        .unwrap_or_default();
-                    for (property, property_schema) in schema
-                        .get("properties")
-                        .and_then(Value::as_object)
-                        .into_iter()
-                        .flatten()
-                    {
-                        args.push(Arg {
-                            name: arg_name(property, Place::BodyProperty),
-                            original: property.clone(),
-                            place: Place::BodyProperty,
-                            required: required.contains(property.as_str()),
-                            default: property_schema.get("default").cloned(),
-                        });
-                        schemas.push(property_schema.clone());
-                    }
-                } else {
-                    let name = if schema.get("type").and_then(Value::as_str) == Some("array") {
-                        "array"
-                    } else {
-                        "body"
-                    };
-                    let mut schema = schema.clone();
-                    if let (Some(description), Some(object)) =
-                        (body.get("description").and_then(Value::as_str), schema.as_object_mut())
-                    {
-                        object.entry("description").or_insert_with(|| description.into());
-                    }
-                    args.push(Arg {
-                        name: name.into(),
-                        original: name.into(),
-                        place: Place::Body,
-                        required: required_body,
-                        default: None,
-                    });
-                    schemas.push(schema);
-                }
-            }
-        }
+        args.extend(body_args(spec, body, &format!("{field}.requestBody"))?);
     }
+    let (mut args, schemas): (Vec<Arg>, Vec<Value>) = args.into_iter().unzip();
     number_repeated_arguments(&mut args);
     let properties: Map<String, Value> = args.iter().map(|a| a.name.clone()).zip(schemas).collect();
     let required: Vec<Value> = args
@@ -726,6 +621,129 @@ fn parse_operation(
         parameters,
         args,
     })
+}
+
+/// The arguments (with their schemas) of the operation's parameters, then of the path
+/// item's it does not override; every `{placeholder}` of the path must be one of them.
+fn parameter_args(
+    spec: &Value,
+    path: &str,
+    item: &Map<String, Value>,
+    operation: &Map<String, Value>,
+    field: &str,
+) -> std::result::Result<Vec<(Arg, Value)>, String> {
+    let own = parameter_list(spec, operation.get("parameters"), &format!("{field}.parameters"))?;
+    let shared = parameter_list(spec, item.get("parameters"), &format!("paths.{path}.parameters"))?;
+    let overridden: HashSet<(String, String)> = own.iter().map(|(_, p)| (p.0.clone(), p.1.clone())).collect();
+    let parameters = own.into_iter().chain(
+        shared
+            .into_iter()
+            .filter(|(_, p)| !overridden.contains(&(p.0.clone(), p.1.clone()))),
+    );
+    let mut args = Vec::new();
+    for (at, (name, location, parameter)) in parameters {
+        let place = Place::parse(&location)
+            .ok_or_else(|| format!("{at}.in: {location:?} is not path, query, header or cookie"))?;
+        let mut schema = resolve_deep(spec, &parameter_schema(&parameter, &at)?, &at)?;
+        let description = parameter.get("description").and_then(Value::as_str).unwrap_or_default();
+        if !description.is_empty()
+            && let Some(object) = schema.as_object_mut()
+        {
+            object.entry("description").or_insert_with(|| description.into());
+        }
+        // OpenAPI requires every path parameter; the URL cannot be built without one.
+        let required = place == Place::Path || parameter.get("required") == Some(&Value::Bool(true));
+        let arg = Arg {
+            name: arg_name(&name, place),
+            default: schema.get("default").cloned(),
+            original: name,
+            place,
+            required,
+        };
+        args.push((arg, schema));
+    }
+    for placeholder in placeholders(path) {
+        if !args
+            .iter()
+            .any(|(a, _)| a.place == Place::Path && a.original == placeholder)
+        {
+            return Err(format!(
+                "{field}.parameters: the path has {{{placeholder}}} and no path parameter {placeholder:?} declares it"
+            ));
+        }
+    }
+    Ok(args)
+}
+
+/// The arguments (with their schemas) of a JSON request body found at `at`: an object's
+/// properties each, any other body as one `body` (or `array`) argument.
+fn body_args(spec: &Value, body: &Value, at: &str) -> std::result::Result<Vec<(Arg, Value)>, String> {
+    let body = resolve(spec, body, at)?;
+    let content = body.get("content").and_then(Value::as_object);
+    let json_media = content.and_then(|content| {
+        content.iter().find(|(media, _)| {
+            media.starts_with("application/json") || media.split(';').next().is_some_and(|m| m.ends_with("+json"))
+        })
+    });
+    let (media, media_object) = match (content, json_media) {
+        (None, _) => return Ok(Vec::new()),
+        (Some(content), None) if content.is_empty() => return Ok(Vec::new()),
+        (Some(content), None) => {
+            let types: Vec<&str> = content.keys().map(String::as_str).collect();
+            return Err(format!(
+                "{at}.content: the body is {} only; the suite sends JSON bodies",
+                types.join(", ")
+            ));
+        }
+        (Some(_), Some(json_media)) => json_media,
+    };
+    let at = format!("{at}.content.{media}.schema");
+    let schema = match media_object.get("schema") {
+        Some(schema) => resolve_deep(spec, schema, &at)?,
+        None => json!({}),
+    };
+    if schema.get("type").and_then(Value::as_str) == Some("object") {
+        let required: BTreeSet<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let properties = schema
+            .get("properties")
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten();
+        return Ok(properties
+            .map(|(property, property_schema)| {
+                let arg = Arg {
+                    name: arg_name(property, Place::BodyProperty),
+                    original: property.clone(),
+                    place: Place::BodyProperty,
+                    required: required.contains(property.as_str()),
+                    default: property_schema.get("default").cloned(),
+                };
+                (arg, property_schema.clone())
+            })
+            .collect());
+    }
+    let name = if schema.get("type").and_then(Value::as_str) == Some("array") {
+        "array"
+    } else {
+        "body"
+    };
+    let mut schema = schema;
+    if let (Some(description), Some(object)) = (body.get("description").and_then(Value::as_str), schema.as_object_mut())
+    {
+        object.entry("description").or_insert_with(|| description.into());
+    }
+    let arg = Arg {
+        name: name.into(),
+        original: name.into(),
+        place: Place::Body,
+        required: body.get("required") == Some(&Value::Bool(true)),
+        default: None,
+    };
+    Ok(vec![(arg, schema)])
 }
 
 /// A parameter list, each resolved: (where, (name, in, the parameter)).

@@ -11,6 +11,7 @@ use crate::session::{
     ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, Precondition, Session, WatchRequest,
 };
 use crate::state::StateMap;
+use adk_grpc_proto::field_numbers::EVENT_SEQUENCE;
 use adk_grpc_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 
@@ -48,9 +49,29 @@ impl From<Session> for pb::Session {
 impl From<EncodedSession> for adk_grpc_proto::SessionReply {
     fn from(s: EncodedSession) -> Self {
         adk_grpc_proto::SessionReply {
-            session: pb::Session::from(s.session),
+            message: pb::Session::from(s.session),
             encoded_events: s.events.into_iter().map(EncodedEvent::into_bytes).collect(),
         }
+    }
+}
+
+/// The encoded events go into the reply as they are.
+impl From<ListEventsResponse<EncodedEvent>> for adk_grpc_proto::ListEventsReply {
+    fn from(page: ListEventsResponse<EncodedEvent>) -> Self {
+        adk_grpc_proto::ListEventsReply {
+            message: pb::ListEventsResponse {
+                events: Vec::new(),
+                next_page_token: page.next_page_token.unwrap_or_default(),
+            },
+            encoded_events: page.events.into_iter().map(EncodedEvent::into_bytes).collect(),
+        }
+    }
+}
+
+/// The encoded event is the reply as it is.
+impl From<EncodedEvent> for adk_grpc_proto::EventReply {
+    fn from(event: EncodedEvent) -> Self {
+        adk_grpc_proto::EventReply::Encoded(event.into_bytes())
     }
 }
 
@@ -63,19 +84,68 @@ struct EventTimestamp {
 }
 
 impl EncodedEvent {
+    /// The event's bytes as the Redis store keeps them, so every store's replies carry the
+    /// same bytes for the same event: its encoding without a sequence, then the sequence
+    /// (field 16) after it, as the append script writes it (docs/semantics.md, Events 15).
+    /// An event not stored (sequence 0) is its plain encoding.
     pub fn encode(event: &Event) -> Self {
-        EncodedEvent::from_stored(prost::Message::encode_to_vec(&pb::Event::from(event)))
+        let unsequenced = pb::Event {
+            sequence: 0,
+            ..pb::Event::from(event)
+        };
+        let mut bytes = prost::Message::encode_to_vec(&unsequenced);
+        if event.sequence != 0 {
+            prost::encoding::uint64::encode(EVENT_SEQUENCE, &event.sequence, &mut bytes);
+        }
+        EncodedEvent::from_stored(event.sequence, bytes)
     }
 
-    /// The event's timestamp, read without decoding the rest of it.
-    pub fn timestamp(&self) -> Result<DateTime<Utc>> {
-        let decoded = <EventTimestamp as prost::Message>::decode(self.as_bytes())
+    /// The event, decoded into the core types (for the reads that need it so).
+    pub fn decode(&self) -> Result<Event> {
+        let proto = <pb::Event as prost::Message>::decode(self.as_bytes())
             .map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
-        let t = decoded
-            .timestamp
-            .ok_or_else(|| AdkError::Internal("stored event has no timestamp".into()))?;
-        timestamp_from_proto("event.timestamp", &t)
-            .map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
+        Event::try_from(proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
+    }
+
+    /// The event's timestamp, read without decoding the rest of it; the error says what is
+    /// wrong with the bytes.
+    pub fn timestamp(&self) -> std::result::Result<DateTime<Utc>, String> {
+        let decoded = <EventTimestamp as prost::Message>::decode(self.as_bytes())
+            .map_err(|e| format!("it does not decode: {e}"))?;
+        let t = decoded.timestamp.ok_or("it has no timestamp")?;
+        timestamp_from_proto("event.timestamp", &t).map_err(|e| format!("it is invalid: {e}"))
+    }
+
+    /// Whether the bytes can go out as the event stored at [`EncodedEvent::sequence`],
+    /// without decoding it: they are whole protobuf fields to their last byte (each key is
+    /// a valid key, each value is complete for its wire type: a varint ends, a length fits
+    /// in the bytes left), and their `sequence` field (16, a varint) is there and says this
+    /// sequence. Nothing is allocated and no field's content is read but the sequence, so a
+    /// field whose content is wrong for `adk.v1.Event` (a string that is not UTF-8, a
+    /// wrong wire type for its number) is not seen here: the append wrote the event from a
+    /// decoded one, so only damage to the stored bytes breaks them, and damage cuts or
+    /// shifts the fields, which this sees. The error says what is wrong.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        use prost::encoding::{DecodeContext, WireType, decode_key, decode_varint, skip_field};
+        let mut buf = self.as_bytes();
+        let mut sequence = None;
+        while !buf.is_empty() {
+            let (tag, wire_type) = decode_key(&mut buf).map_err(|e| format!("it does not decode: {e}"))?;
+            if tag == EVENT_SEQUENCE {
+                if wire_type != WireType::Varint {
+                    return Err(format!("its sequence field has wire type {wire_type:?}"));
+                }
+                sequence = Some(decode_varint(&mut buf).map_err(|e| format!("it does not decode: {e}"))?);
+            } else {
+                skip_field(wire_type, tag, &mut buf, DecodeContext::default())
+                    .map_err(|e| format!("it does not decode: {e}"))?;
+            }
+        }
+        match sequence {
+            Some(sequence) if sequence == self.sequence() => Ok(()),
+            Some(other) => Err(format!("it says sequence {other}")),
+            None => Err("it has no sequence".into()),
+        }
     }
 }
 
@@ -476,8 +546,51 @@ mod tests {
             pb::Session::decode(bytes.as_slice()).unwrap(),
             pb::Session::from(&session)
         );
-        let broken = EncodedEvent::from_stored(vec![0x12, 0x05, 0x01]);
-        assert!(matches!(broken.timestamp(), Err(AdkError::Internal(_))));
+        let broken = EncodedEvent::from_stored(7, vec![0x12, 0x05, 0x01]);
+        assert!(broken.timestamp().unwrap_err().contains("does not decode"));
+    }
+
+    #[test]
+    fn an_event_is_encoded_as_redis_stores_it_and_checked_without_decoding() {
+        let mut event = rich_event();
+        event.sequence = 300;
+        let encoded = EncodedEvent::encode(&event);
+        // The encoding without a sequence, then field 16 (tag bytes 0x80 0x01) and 300 as a
+        // varint: the bytes the Redis append script stores (docs/semantics.md, Events 15).
+        // (Map entries come in no fixed order, so the bytes before it are compared decoded.)
+        let (unsequenced, sequence) = encoded.as_bytes().split_at(encoded.as_bytes().len() - 4);
+        assert_eq!(sequence, [0x80, 0x01, 0xac, 0x02]);
+        assert_eq!(
+            pb::Event::decode(unsequenced).unwrap(),
+            pb::Event {
+                sequence: 0,
+                ..pb::Event::from(&event)
+            }
+        );
+        assert_eq!(pb::Event::decode(encoded.as_bytes()).unwrap(), pb::Event::from(&event));
+        assert_eq!(encoded.sequence(), 300);
+        assert_eq!(encoded.check(), Ok(()));
+
+        let stored = |bytes: &[u8]| EncodedEvent::from_stored(300, bytes.to_vec());
+        let good = encoded.as_bytes();
+        let reason = |bytes: &[u8]| stored(bytes).check().unwrap_err();
+        // Cut anywhere, the bytes are no longer whole fields, or lost their sequence.
+        for cut in 1..good.len() {
+            let error = reason(&good[..cut]);
+            assert!(
+                error.contains("does not decode") || error.contains("no sequence"),
+                "cut at {cut}: {error}"
+            );
+        }
+        assert!(reason(&[0x12, 0x05, 0x01]).contains("does not decode"));
+        assert_eq!(reason(&[]), "it has no sequence");
+        // Stored under another sequence than the bytes say.
+        assert_eq!(
+            EncodedEvent::from_stored(301, good.to_vec()).check().unwrap_err(),
+            "it says sequence 300"
+        );
+        // Field 16 with another wire type (a length-delimited field).
+        assert!(reason(&[0x82, 0x01, 0x00]).contains("wire type"));
     }
 
     #[test]

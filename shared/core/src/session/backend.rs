@@ -11,8 +11,8 @@
 //! store means writing a backend; no rule is written again.
 
 use super::{
-    EncodedSession, EventCursor, EventStream, ListRequest, Precondition, ScopeState, Session, SessionCursor,
-    event_page_range,
+    EncodedEvent, EncodedEventStream, EncodedSession, EventCursor, EventStream, ListRequest, Precondition, ScopeState,
+    Session, SessionCursor, event_page_range,
 };
 use crate::error::{AdkError, Existing, Missing, Result};
 use crate::event::Event;
@@ -21,6 +21,7 @@ use crate::lease::LeaseKey;
 use crate::state::ScopedDelta;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -258,10 +259,11 @@ impl EventPage {
     }
 }
 
-/// The events of an [`EventPage`]'s range, oldest first, and the log's last sequence.
+/// The events of an [`EventPage`]'s range, oldest first, and the log's last sequence
+/// (`E` = [`EncodedEvent`] for [`SessionBackend::events_encoded`]).
 #[derive(Debug)]
-pub struct EventsRead {
-    pub events: Vec<Event>,
+pub struct EventsRead<E = Event> {
+    pub events: Vec<E>,
     pub last_sequence: u64,
 }
 
@@ -361,10 +363,28 @@ pub trait SessionBackend: Send + Sync + 'static {
     /// session has the key.
     async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>>;
 
+    /// [`events`](Self::events), in their protobuf encoding: a backend that stores them
+    /// encoded overrides it to hand them over undecoded.
+    async fn events_encoded(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead<EncodedEvent>>> {
+        Ok(self.events(key, page).await?.map(|read| EventsRead {
+            events: read.events.iter().map(EncodedEvent::encode).collect(),
+            last_sequence: read.last_sequence,
+        }))
+    }
+
     /// Stored events after `after_sequence` (None: none), then live ones; the stream
     /// ends with [`SessionKey::not_found`] when the session goes. None when no live
     /// session has the key.
     async fn watch(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EventStream>>;
+
+    /// [`watch`](Self::watch), the events in their protobuf encoding: a backend that
+    /// stores them encoded overrides it to hand them over undecoded.
+    async fn watch_encoded(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EncodedEventStream>> {
+        let events = self.watch(key, after_sequence).await?;
+        Ok(events.map(|events| -> EncodedEventStream {
+            Box::pin(events.map(|event| event.map(|event| EncodedEvent::encode(&event))))
+        }))
+    }
 
     /// The user's `user:` state (keys without prefix).
     async fn user_state(&self, req: &Valid<super::UserStateRequest>) -> Result<ScopeState>;

@@ -2,14 +2,14 @@
 //! [`SessionBackend`] (see `backend.rs`).
 
 use super::backend::{
-    AppStateWrite, Appended, Checked, Created, EventPage, EventRead, ForkPlan, Forked, NewEvent, NewSession, Refusal,
-    SessionBackend, SessionKey, SessionListing, Valid,
+    AppStateWrite, Appended, Checked, Created, EventPage, EventRead, EventsRead, ForkPlan, Forked, NewEvent,
+    NewSession, Refusal, SessionBackend, SessionKey, SessionListing, Valid,
 };
 use super::{
-    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedSession, EventStream,
-    Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse, MODIFIED_SINCE_LOADED,
-    Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
-    lease_lost, next_event_token, session_update_time,
+    AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedEventStream,
+    EncodedSession, EventStream, Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse,
+    MODIFIED_SINCE_LOADED, Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest,
+    WatchRequest, lease_lost, next_event_token, session_update_time,
 };
 use crate::error::{AdkError, Conflict, Result};
 use crate::event::{Event, new_event_id};
@@ -18,6 +18,7 @@ use crate::state::{ScopedDelta, without_temp_keys};
 use crate::validate::page_size;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
+use futures::StreamExt;
 use std::time::Duration;
 
 /// The [`SessionService`] every store serves: validates and prepares each request, has
@@ -73,6 +74,50 @@ fn keep_filtered<E>(
     Ok(events)
 }
 
+/// The check every read that passes stored events on as they are (GetSession, ListEvents,
+/// WatchSession) applies to each event before it goes out: [`EncodedEvent::check`], and
+/// the one error for an event that fails it (docs/semantics.md, "Event log and watches" 6).
+fn check_stored(key: &SessionKey, event: &EncodedEvent) -> Result<()> {
+    event.check().map_err(|reason| broken_event(key, event, reason))
+}
+
+/// `INTERNAL` naming the session, the event's sequence and what is wrong with its bytes.
+fn broken_event(key: &SessionKey, event: &EncodedEvent, reason: String) -> AdkError {
+    AdkError::Internal(format!(
+        "stored event {} of session {} in app {} for user {} is broken: {reason}",
+        event.sequence(),
+        key.session_id,
+        key.app_name,
+        key.user_id
+    ))
+}
+
+/// The session and the page of its log a ListEvents reads.
+fn events_page(req: &ListEventsRequest) -> Result<(SessionKey, EventPage)> {
+    let cursor = req.validate()?;
+    let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+    let page = EventPage {
+        cursor,
+        newest_first: req.newest_first,
+        size: page_size(req.page_size),
+        _checked: Checked::new(),
+    };
+    Ok((key, page))
+}
+
+/// The reply to `req` from the events read, `sequence` reading an event's sequence.
+fn page_of<E>(req: &ListEventsRequest, read: EventsRead<E>, sequence: impl Fn(&E) -> u64) -> ListEventsResponse<E> {
+    let mut events = read.events;
+    if req.newest_first {
+        events.reverse();
+    }
+    let next_page_token = next_event_token(req, events.last().map(sequence), read.last_sequence);
+    ListEventsResponse {
+        events,
+        next_page_token,
+    }
+}
+
 /// The session and the events a Get reads.
 fn get_read(req: &GetRequest) -> Result<(SessionKey, EventRead)> {
     req.validate()?;
@@ -124,7 +169,12 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             .await?
             .ok_or_else(|| key.not_found())?;
         let events = std::mem::take(&mut session.events);
-        session.events = keep_filtered(events, req.num_recent_events, req.after, EncodedEvent::timestamp)?;
+        for event in &events {
+            check_stored(&key, event)?;
+        }
+        session.events = keep_filtered(events, req.num_recent_events, req.after, |event| {
+            event.timestamp().map_err(|reason| broken_event(&key, event, reason))
+        })?;
         Ok(session)
     }
 
@@ -205,24 +255,22 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {
-        let cursor = req.validate()?;
-        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
-        let page = EventPage {
-            cursor,
-            newest_first: req.newest_first,
-            size: page_size(req.page_size),
-            _checked: Checked::new(),
-        };
+        let (key, page) = events_page(&req)?;
         let read = self.backend.events(&key, &page).await?.ok_or_else(|| key.not_found())?;
-        let mut events = read.events;
-        if req.newest_first {
-            events.reverse();
+        Ok(page_of(&req, read, |event| event.sequence))
+    }
+
+    async fn list_events_encoded(&self, req: ListEventsRequest) -> Result<ListEventsResponse<EncodedEvent>> {
+        let (key, page) = events_page(&req)?;
+        let read = self
+            .backend
+            .events_encoded(&key, &page)
+            .await?
+            .ok_or_else(|| key.not_found())?;
+        for event in &read.events {
+            check_stored(&key, event)?;
         }
-        let next_page_token = next_event_token(&req, &events, read.last_sequence);
-        Ok(ListEventsResponse {
-            events,
-            next_page_token,
-        })
+        Ok(page_of(&req, read, EncodedEvent::sequence))
     }
 
     async fn watch(&self, req: WatchRequest) -> Result<EventStream> {
@@ -232,6 +280,22 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
             .watch(&key, req.after_sequence)
             .await?
             .ok_or_else(|| key.not_found())
+    }
+
+    async fn watch_encoded(&self, req: WatchRequest) -> Result<EncodedEventStream> {
+        req.validate()?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        let events = self
+            .backend
+            .watch_encoded(&key, req.after_sequence)
+            .await?
+            .ok_or_else(|| key.not_found())?;
+        // A broken event ends the stream with its error, as it fails the other two reads.
+        Ok(Box::pin(events.map(move |event| {
+            let event = event?;
+            check_stored(&key, &event)?;
+            Ok(event)
+        })))
     }
 
     async fn user_state(&self, req: UserStateRequest) -> Result<ScopeState> {
@@ -306,7 +370,7 @@ mod tests {
                 );
                 // Encoded, the same events are kept.
                 let encoded = events.iter().map(EncodedEvent::encode).collect();
-                let kept_encoded = keep_filtered(encoded, recent, after, EncodedEvent::timestamp).unwrap();
+                let kept_encoded = keep_filtered(encoded, recent, after, |e| Ok(e.timestamp().unwrap())).unwrap();
                 let expected: Vec<_> = kept.iter().map(EncodedEvent::encode).collect();
                 assert_eq!(kept_encoded, expected, "encoded: recent {recent:?}, after {after:?}");
             }

@@ -35,9 +35,10 @@
 //! State values are stored as exact JSON text. Events are stored as protobuf, as
 //! they travel over gRPC, so numbers in an event's `state_delta` or function
 //! arguments come back as the wire gives them (whole numbers as integers, others
-//! as doubles; integers beyond 2^53 lose precision). GetSession hands the stored
-//! bytes on as they are ([`SessionBackend::read_encoded`]): its reply is built
-//! around them, no event is decoded or encoded again.
+//! as doubles; integers beyond 2^53 lose precision). GetSession, ListEvents and
+//! WatchSession hand the stored bytes on as they are
+//! ([`SessionBackend::read_encoded`], `events_encoded`, `watch_encoded`): their
+//! replies are built around them, no event is decoded or encoded again.
 //!
 //! With a TTL, the five session keys expire together (`PEXPIREAT`, renewed by
 //! every append); user and app state never expire. A listing that meets an index
@@ -132,7 +133,8 @@ use adk_grpc_core::session::backend::{
 };
 use adk_grpc_core::state::merge_state;
 use adk_grpc_core::{
-    AdkError, CoreSessionService, EncodedEvent, EncodedSession, Event, EventStream, Events, Result, Session,
+    AdkError, CoreSessionService, EncodedEvent, EncodedEventStream, EncodedSession, Event, EventStream, Events, Result,
+    Session,
 };
 use adk_grpc_core::{AppStateRequest, ScopeState, UserStateRequest};
 use adk_grpc_proto::v1 as pb;
@@ -159,12 +161,13 @@ const SHARD_CONCURRENCY: usize = 128;
 pub const APPEND_SCRIPT: &str = lua::APPEND;
 
 type Fields = HashMap<String, Json>;
-/// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored events.
+/// `lua::READ`'s reply: meta, session state and user state as HGETALL, and the stored
+/// events (entry id, bytes).
 type RawSnapshot = (
     HashMap<String, String>,
     HashMap<String, String>,
     HashMap<String, String>,
-    Vec<Vec<u8>>,
+    Vec<(String, Vec<u8>)>,
 );
 
 /// Sessions in Redis (standalone or cluster). Cheap to clone; clones share connections.
@@ -334,7 +337,10 @@ impl RedisSessionBackend {
             meta: Meta::parse(&meta)?,
             state: json_fields(state)?,
             user: json_fields(user)?,
-            events,
+            events: events
+                .into_iter()
+                .map(|(id, bytes)| Ok(EncodedEvent::from_stored(entry_sequence(&id)?, bytes)))
+                .collect::<Result<_>>()?,
         }))
     }
 
@@ -605,7 +611,7 @@ impl SessionBackend for RedisSessionBackend {
             let events = std::mem::take(&mut snapshot.events);
             EncodedSession {
                 session: snapshot.into_session(&keys, &app_state, Vec::new()),
-                events: events.into_iter().map(EncodedEvent::from_stored).collect(),
+                events,
             }
         }))
     }
@@ -663,7 +669,8 @@ impl SessionBackend for RedisSessionBackend {
             event_id: &event.id,
             precondition: precondition.as_ref(),
             update: &update,
-            event: &pb::Event::from(&event).encode_to_vec(),
+            // Without a sequence (it is 0 here): the script appends it (see `lua::APPEND`).
+            event: EncodedEvent::encode(&event).as_bytes(),
             event_micros: event.timestamp.timestamp_micros(),
             window: &window,
             wake: wake_in_script,
@@ -746,8 +753,8 @@ impl SessionBackend for RedisSessionBackend {
             )
             .await?;
         let events = stream_entries(reply)?
-            .into_iter()
-            .map(|(_, bytes)| decode_event(&bytes))
+            .iter()
+            .map(|event| decode_event(event.as_bytes()))
             .collect::<Result<Vec<_>>>()?;
         let contents = plan.contents(&events);
         let (created, updated) = (Micros::of(plan.now), Micros::of(contents.update_time));
@@ -786,6 +793,20 @@ impl SessionBackend for RedisSessionBackend {
     }
 
     async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>> {
+        let Some(read) = self.events_encoded(key, page).await? else {
+            return Ok(None);
+        };
+        Ok(Some(EventsRead {
+            events: read
+                .events
+                .iter()
+                .map(|event| decode_event(event.as_bytes()))
+                .collect::<Result<_>>()?,
+            last_sequence: read.last_sequence,
+        }))
+    }
+
+    async fn events_encoded(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead<EncodedEvent>>> {
         let keys = SessionKeys::new(key);
         let seq: Option<String> = self.query(redis::cmd("HGET").arg(&keys.meta).arg("seq")).await?;
         let Some(seq) = seq else {
@@ -802,15 +823,17 @@ impl SessionBackend for RedisSessionBackend {
                     .clone();
                 let reply: Value = self.query(&range).await?;
                 stream_entries(reply)?
-                    .into_iter()
-                    .map(|(_, bytes)| decode_event(&bytes))
-                    .collect::<Result<Vec<_>>>()?
             }
         };
         Ok(Some(EventsRead { events, last_sequence }))
     }
 
     async fn watch(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EventStream>> {
+        let events = self.watch_encoded(key, after_sequence).await?;
+        Ok(events.map(|events| -> EventStream { Box::pin(events.map(|event| decode_event(event?.as_bytes()))) }))
+    }
+
+    async fn watch_encoded(&self, key: &SessionKey, after_sequence: Option<u64>) -> Result<Option<EncodedEventStream>> {
         let keys = SessionKeys::new(key);
         let (create_us, seq): (Option<String>, Option<String>) = self
             .query(redis::cmd("HMGET").arg(&keys.meta).arg("create_us").arg("seq"))
@@ -897,14 +920,14 @@ struct Snapshot {
     user: Fields,
     /// The events as stored (an `adk.v1.Event` encoding each), decoded only by a reader
     /// that needs them: GetSession's reply carries them as they are.
-    events: Vec<Vec<u8>>,
+    events: Vec<EncodedEvent>,
 }
 
 impl Snapshot {
     fn decode_events(&mut self) -> Result<Vec<Event>> {
         std::mem::take(&mut self.events)
             .iter()
-            .map(|bytes| decode_event(bytes))
+            .map(|event| decode_event(event.as_bytes()))
             .collect()
     }
 }
@@ -976,31 +999,38 @@ fn expect_status(status: &str, expected: &[&str]) -> Result<()> {
 
 // ---------- stream replies ----------
 
-/// `XRANGE` / `XREVRANGE` entries as (sequence, stored event bytes).
-fn stream_entries(reply: Value) -> Result<Vec<(u64, Vec<u8>)>> {
-    let bad = |what: &str| AdkError::Internal(format!("unexpected stream reply from redis: {what}"));
+/// `XRANGE` / `XREVRANGE` entries as the stored events, each with the sequence of its entry id.
+fn stream_entries(reply: Value) -> Result<Vec<EncodedEvent>> {
     let entries = match reply {
         Value::Nil => return Ok(Vec::new()),
         Value::Array(entries) => entries,
-        _ => return Err(bad("not an array")),
+        _ => return Err(bad_stream_reply("not an array")),
     };
     entries
         .into_iter()
         .map(|entry| {
             let (id, fields): (String, Vec<Vec<u8>>) = decode_reply(entry)?;
-            let seq = id
-                .split_once('-')
-                .and_then(|(seq, _)| seq.parse().ok())
-                .ok_or_else(|| bad("entry id is not <seq>-1"))?;
+            let sequence = entry_sequence(&id)?;
             let mut fields = fields.into_iter();
             while let (Some(name), Some(value)) = (fields.next(), fields.next()) {
                 if name == b"e" {
-                    return Ok((seq, value));
+                    return Ok(EncodedEvent::from_stored(sequence, value));
                 }
             }
-            Err(bad("entry has no event"))
+            Err(bad_stream_reply("entry has no event"))
         })
         .collect()
+}
+
+/// The sequence of a log entry's id, `<seq>-1`.
+fn entry_sequence(id: &str) -> Result<u64> {
+    id.split_once('-')
+        .and_then(|(seq, _)| seq.parse().ok())
+        .ok_or_else(|| bad_stream_reply("entry id is not <seq>-1"))
+}
+
+fn bad_stream_reply(what: &str) -> AdkError {
+    AdkError::Internal(format!("unexpected stream reply from redis: {what}"))
 }
 
 #[cfg(test)]
@@ -1056,7 +1086,10 @@ mod tests {
         let reply = Value::Array(vec![entry("1-1", b"x"), entry("2-1", b"y")]);
         assert_eq!(
             stream_entries(reply.clone()).unwrap(),
-            [(1, b"x".to_vec()), (2, b"y".to_vec())]
+            [
+                EncodedEvent::from_stored(1, b"x".to_vec()),
+                EncodedEvent::from_stored(2, b"y".to_vec())
+            ]
         );
         assert!(stream_entries(Value::Int(3)).is_err());
     }

@@ -185,7 +185,7 @@ return 'OK'
 ///
 /// KEYS and ARGV: `ReadArgs`.
 /// Returns nil when the session is missing, else `{meta, session state, user state, events}`
-/// (hashes as HGETALL, events as the stored bytes).
+/// (hashes as HGETALL, each event as `{entry id, stored bytes}`).
 pub(super) const READ: &str = r#"
 local meta = redis.call('HGETALL', KEYS[1])
 if #meta == 0 then return false end
@@ -194,21 +194,21 @@ local n, after = ARGV[1], ARGV[2]
 if ARGV[3] == '1' then
   local from = tonumber(redis.call('HGET', KEYS[1], 'window') or '0')
   if from < 1 then from = 1 end
-  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], from .. '-1', '+')) do events[#events + 1] = entry[2][2] end
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], from .. '-1', '+')) do events[#events + 1] = {entry[1], entry[2][2]} end
 elseif n ~= '' then
   if tonumber(n) > 0 then
     local entries = redis.call('XREVRANGE', KEYS[3], '+', '-', 'COUNT', n)
-    for i = #entries, 1, -1 do events[#events + 1] = entries[i][2][2] end
+    for i = #entries, 1, -1 do events[#events + 1] = {entries[i][1], entries[i][2][2]} end
   end
 elseif after ~= '' then
   local seqs = redis.call('ZRANGEBYSCORE', KEYS[4], after, '+inf')
   table.sort(seqs, function(a, b) return tonumber(a) < tonumber(b) end)
   for _, seq in ipairs(seqs) do
     local entry = redis.call('XRANGE', KEYS[3], seq .. '-1', seq .. '-1')
-    if #entry > 0 then events[#events + 1] = entry[1][2][2] end
+    if #entry > 0 then events[#events + 1] = {entry[1][1], entry[1][2][2]} end
   end
 else
-  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do events[#events + 1] = entry[2][2] end
+  for _, entry in ipairs(redis.call('XRANGE', KEYS[3], '-', '+')) do events[#events + 1] = {entry[1], entry[2][2]} end
 end
 return {meta, redis.call('HGETALL', KEYS[2]), redis.call('HGETALL', KEYS[5]), events}
 "#;

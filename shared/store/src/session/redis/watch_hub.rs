@@ -17,11 +17,11 @@
 //! has caught up, then listens to the feed again: it never misses nor repeats an
 //! event, and slows no other watcher.
 
-use super::{decode_event, stream_entries};
+use super::stream_entries;
 use crate::redis::pubsub::spawn_channel_listener;
 use crate::redis::store::RedisStore;
 use adk_grpc_core::sync;
-use adk_grpc_core::{AdkError, Event, Result};
+use adk_grpc_core::{AdkError, EncodedEvent, Result};
 use redis::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
@@ -43,8 +43,8 @@ const UNCONFIRMED_RETRY: Duration = Duration::from_millis(50);
 /// What a feed tells its watchers.
 #[derive(Clone)]
 pub(super) enum FeedItem {
-    /// The event with this sequence, confirmed durable.
-    Event(u64, Arc<Event>),
+    /// The event with this sequence, as stored (watchers pass it on undecoded), confirmed durable.
+    Event(u64, Arc<EncodedEvent>),
     /// The session was deleted, expired or replaced by a new one under its id.
     Gone,
     /// Reading failed; the feed has stopped (the next watch starts a new one).
@@ -185,7 +185,8 @@ async fn run_feed(hub: Weak<WatchHub>, feed: Arc<Feed>, mut last: u64) {
                 Ok(Read::Entries(entries)) => {
                     unconfirmed = 0;
                     let full = entries.len() == READ_BATCH;
-                    for (seq, event) in entries {
+                    for event in entries {
+                        let seq = event.sequence();
                         // No watcher right now is fine: the next round retires the feed.
                         let _ = feed.sender.send(FeedItem::Event(seq, Arc::new(event)));
                         last = seq;
@@ -218,8 +219,8 @@ async fn run_feed(hub: Weak<WatchHub>, feed: Arc<Feed>, mut last: u64) {
 
 /// What one read after a sequence found.
 pub(super) enum Read {
-    /// Up to [`READ_BATCH`] entries after it, decoded, confirmed durable.
-    Entries(Vec<(u64, Event)>),
+    /// Up to [`READ_BATCH`] entries after it, as stored, confirmed durable.
+    Entries(Vec<EncodedEvent>),
     /// There are new entries, not yet confirmed on the replicas writes wait for.
     Unconfirmed,
     /// The session is gone (or is another one now).
@@ -245,11 +246,7 @@ pub(super) async fn read_after(store: &RedisStore, key: &FeedKey, last: u64) -> 
     let Some(reply) = reply else {
         return Ok(Read::Unconfirmed);
     };
-    let entries = stream_entries(reply)?
-        .into_iter()
-        .map(|(seq, bytes)| Ok((seq, decode_event(&bytes)?)))
-        .collect::<Result<Vec<_>>>()?;
-    Ok(Read::Entries(entries))
+    Ok(Read::Entries(stream_entries(reply)?))
 }
 
 /// A watcher's stream: the events after `start`, then live ones from `receiver`,
@@ -260,7 +257,7 @@ pub(super) fn watcher_stream(
     start: u64,
     mut receiver: broadcast::Receiver<FeedItem>,
     not_found: String,
-) -> adk_grpc_core::EventStream {
+) -> adk_grpc_core::EncodedEventStream {
     Box::pin(async_stream::try_stream! {
         let mut last = start;
         // Behind the feed: read from the store until caught up.
@@ -272,8 +269,8 @@ pub(super) fn watcher_stream(
                     Read::Entries(entries) => {
                         unconfirmed = 0;
                         behind = entries.len() == READ_BATCH;
-                        for (seq, event) in entries {
-                            last = seq;
+                        for event in entries {
+                            last = event.sequence();
                             yield event;
                         }
                     }

@@ -391,11 +391,16 @@ async fn read_applies_each_filter_it_is_given() {
         after: after.map(|us| Utc.timestamp_micros(us).unwrap()),
         window,
     };
-    // Each event's stored bytes start with its id (see `Redis::append`).
-    let ids = |events: Vec<Vec<u8>>| -> Vec<String> {
+    // Each event's stored bytes start with its id (see `Redis::append`), and come with
+    // the entry id of their sequence.
+    let ids = |events: Vec<(String, Vec<u8>)>| -> Vec<String> {
         events
             .iter()
-            .map(|bytes| String::from_utf8_lossy(&bytes[..2]).into_owned())
+            .map(|(entry, bytes)| {
+                let id = String::from_utf8_lossy(&bytes[..2]).into_owned();
+                assert_eq!(format!("{}-1", &id[1..]), *entry, "the entry id of {id}");
+                id
+            })
             .collect()
     };
 

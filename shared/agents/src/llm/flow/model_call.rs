@@ -1,0 +1,269 @@
+//! A step's model call: before_model hooks → the call (made again on transient failures)
+//! → on_model_error hooks → after_model hooks → the model's event.
+
+use super::super::{Inner, RetryConfig, retry};
+use super::merge_actions;
+use crate::context::ToolCallContext;
+use crate::hooks::{BeforeModel, HookContext, HookPoint};
+use adk_grpc_core::{
+    AdkError, AgentMode, Content, Event, EventActions, InvocationContext, Llm, LlmRequest, LlmResponse,
+    LlmResponseStream, PartKind, Result, StreamingMode, Tool,
+};
+use adk_grpc_telemetry::ModelCall;
+use adk_grpc_telemetry::metrics::TokenUsage;
+use async_stream::try_stream;
+use futures::{Stream, StreamExt};
+use serde_json::Value;
+use std::sync::Arc;
+use tracing::Instrument;
+
+pub(super) const MODEL_ROLE: &str = "model";
+
+/// Calls the model with `request` inside the agent's model hooks. Yields the partial
+/// replies (when streaming) and then the model's event; when a before_model hook ended
+/// the invocation, the model is not called and only the hooks' actions are yielded (if any).
+pub(super) fn run<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    tools: &'a [Arc<dyn Tool>],
+    request: LlmRequest,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        // The actions of this model call's hooks go into its event.
+        let hook_sink = Arc::new(ToolCallContext::new(ctx.clone(), ""));
+        let hook_ctx = HookContext::new(ctx.clone(), hook_sink.clone());
+        let response = match agent.hooks.before_model(&hook_ctx, request).await? {
+            BeforeModel::Respond(response) => response,
+            BeforeModel::Continue(_) if ctx.ended() => {
+                // A hook ended the invocation: the model is not called.
+                let actions = hook_sink.take_actions();
+                if actions != EventActions::default() {
+                    let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+                    event.actions = actions;
+                    yield event;
+                }
+                return;
+            }
+            BeforeModel::Continue(request) => {
+                // Replaced by the complete reply, which the call ends with (or it fails).
+                let mut complete = LlmResponse::default();
+                for await reply in call(agent, ctx, &hook_ctx, request) {
+                    match reply? {
+                        partial if partial.partial == Some(true) => yield agent.event(ctx.as_ref(), partial),
+                        reply => complete = reply,
+                    }
+                }
+                complete
+            }
+        };
+        let response = agent.hooks.after_model(&hook_ctx, response).await?;
+        let mut model_event = agent.model_event(ctx.as_ref(), response, tools)?;
+        merge_actions(&mut model_event.actions, hook_sink.take_actions());
+        yield model_event;
+    }
+}
+
+/// The model called for one complete reply, which it yields last, after the partial
+/// replies when streaming. A failure goes to the on_model_error hooks (ADK's
+/// on_model_error_callback): a hook's reply stands in for the model's (the after_model
+/// hooks then see it), else the error stands.
+fn call<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    hook_ctx: &'a HookContext,
+    request: LlmRequest,
+) -> impl Stream<Item = Result<LlmResponse>> + Send + 'a {
+    try_stream! {
+        ctx.increment_llm_call_count()?;
+        // An after_model hook must see a reply whole before any of it is
+        // streamed (a redaction cannot work on fragments): no partials.
+        let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse && !agent.hooks.has(HookPoint::AfterModel);
+        // Kept for the on_model_error hooks, which are sent the request.
+        let failed_request = agent.hooks.has(HookPoint::OnModelError).then(|| request.clone());
+        let mut failure = None;
+        match call_model_retrying(&agent.model, request, streaming, agent.retry.as_ref()).await {
+            Err(e) => failure = Some(e),
+            Ok(mut replies) => {
+                while let Some(reply) = replies.next().await {
+                    match reply {
+                        Err(e) => {
+                            failure = Some(e);
+                            break;
+                        }
+                        Ok(reply) if reply.partial != Some(true) => {
+                            yield reply;
+                            return;
+                        }
+                        Ok(reply) if streaming => yield reply,
+                        Ok(_) => {}
+                    }
+                }
+            }
+        }
+        let error = failure.unwrap_or_else(|| {
+            AdkError::Model(format!("model {} ended its reply without a complete response", agent.model.name()))
+        });
+        let answer = match &failed_request {
+            Some(request) => agent.hooks.on_model_error(hook_ctx, request, &error).await?,
+            None => None,
+        };
+        match answer {
+            Some(reply) => yield reply,
+            None => Err(error)?,
+        }
+    }
+}
+
+/// [`call_model`], made again after a backoff while it fails transiently before its
+/// reply begins and the agent's `retry_config` allows (each attempt observed as a call).
+async fn call_model_retrying(
+    model: &Arc<dyn Llm>,
+    request: LlmRequest,
+    streaming: bool,
+    retry: Option<&RetryConfig>,
+) -> Result<LlmResponseStream> {
+    let Some(retry) = retry else {
+        return call_model(model, request, streaming).await;
+    };
+    let mut delays = retry.delays();
+    loop {
+        match begun(call_model(model, request.clone(), streaming).await).await {
+            Err(e) if retry::is_transient(&e) => match delays.next() {
+                Some(delay) => {
+                    tracing::warn!(model = model.name(), error = %e, ?delay, "model call failed; retrying (retry_config)");
+                    tokio::time::sleep(delay).await;
+                }
+                None => return Err(e),
+            },
+            other => return other,
+        }
+    }
+}
+
+/// The reply with its first item read: a failure before the reply begins is an `Err`.
+async fn begun(replies: Result<LlmResponseStream>) -> Result<LlmResponseStream> {
+    let mut replies = replies?;
+    match replies.next().await {
+        Some(Err(e)) => Err(e),
+        Some(Ok(first)) => Ok(Box::pin(futures::stream::once(async { Ok(first) }).chain(replies))),
+        None => Ok(replies),
+    }
+}
+
+/// Calls the model inside a [`ModelCall`] span: the request is sent and every
+/// reply chunk read inside it (so the provider request carries the trace context),
+/// and the call is recorded once, when the complete reply or an error arrives. A
+/// reply stream dropped before that (the invocation stopped) counts as CANCELLED.
+async fn call_model(model: &Arc<dyn Llm>, request: LlmRequest, streaming: bool) -> Result<LlmResponseStream> {
+    let call = ModelCall::start(model.provider(), model.name(), streaming);
+    let replies = match model
+        .generate_content(request, streaming)
+        .instrument(call.span().clone())
+        .await
+    {
+        Ok(replies) => replies,
+        Err(e) => {
+            call.finish(Err(e.code()));
+            return Err(e);
+        }
+    };
+    let observed = futures::stream::unfold((replies, Some(call)), |(mut replies, mut call)| async move {
+        let item = match &call {
+            Some(open) => replies.next().instrument(open.span().clone()).await,
+            None => replies.next().await,
+        };
+        let Some(item) = item else {
+            // The provider's stream ended without a complete reply; the flow reports it.
+            if let Some(open) = call.take() {
+                open.finish(Err(AdkError::Model(String::new()).code()));
+            }
+            return None;
+        };
+        match &item {
+            Err(e) => {
+                if let Some(open) = call.take() {
+                    open.finish(Err(e.code()));
+                }
+            }
+            Ok(reply) if reply.partial != Some(true) => {
+                if let Some(open) = call.take() {
+                    open.finish(Ok(reply.usage_metadata.as_ref().map(|usage| TokenUsage {
+                        prompt: i64::from(usage.prompt_token_count.unwrap_or(0)),
+                        completion: i64::from(usage.candidates_token_count.unwrap_or(0)),
+                    })));
+                }
+            }
+            Ok(_) => {}
+        }
+        Some((item, (replies, call)))
+    });
+    Ok(Box::pin(observed))
+}
+
+impl Inner {
+    /// The event of a complete model reply: every function call gets an id
+    /// (`adk-<uuid>` when the model gave none), long-running calls are listed,
+    /// and a final text reply goes to `output_key`: with an `output_schema`, as the
+    /// JSON value, and a reply that is not JSON fitting the schema fails the run, as
+    /// ADK's does (the reply is not stored).
+    pub(super) fn model_event(
+        &self,
+        ctx: &dyn InvocationContext,
+        mut response: LlmResponse,
+        tools: &[Arc<dyn Tool>],
+    ) -> Result<Event> {
+        let mut long_running = Vec::new();
+        let mut has_calls = false;
+        if let Some(content) = &mut response.content {
+            if content.role.is_empty() {
+                content.role = MODEL_ROLE.to_string();
+            }
+            for part in &mut content.parts {
+                if let PartKind::FunctionCall { name, id, .. } = &mut part.kind {
+                    has_calls = true;
+                    let id = id.get_or_insert_with(String::new);
+                    if id.is_empty() {
+                        *id = format!("adk-{}", uuid::Uuid::new_v4());
+                    }
+                    if tools.iter().any(|tool| tool.name() == name && tool.is_long_running()) {
+                        long_running.push(id.clone());
+                    }
+                }
+            }
+        }
+        let mut event = self.event(ctx, response);
+        event.long_running_tool_ids = long_running;
+        let text = event.content().and_then(Content::text).filter(|_| !has_calls);
+        let output = match (self.reply_schema(), text) {
+            // An empty reply (e.g. a filtered one) has nothing to parse; ADK skips it too.
+            (Some(schema), Some(text)) if !text.trim().is_empty() => {
+                Some(schema.parse_reply(&text).map_err(|problem| {
+                    AdkError::Model(format!(
+                        "agent {}: the model's reply is not the structured output its output_schema asks for: \
+                     {problem}; the reply was: {}",
+                        self.name,
+                        truncate(&text, 200)
+                    ))
+                })?)
+            }
+            (Some(_), _) | (None, None) => None,
+            // A task agent's output is its finish_task call's; its replies talk with the user.
+            (None, Some(_)) if self.mode == AgentMode::Task => None,
+            (None, Some(text)) => Some(Value::String(text)),
+        };
+        if let Some(key) = &self.output_key
+            && let Some(value) = output
+        {
+            event.actions.state_delta.insert(key.clone(), value);
+        }
+        Ok(event)
+    }
+}
+
+/// At most `max` characters of `text`, marked when cut.
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}

@@ -1,0 +1,254 @@
+//! Building a step's model request: named processors, run in order, each adding its part
+//! (ADK's request processors), then the request held to the app's token budget.
+
+use super::super::{IncludeContents, Inner, examples, history, instruction, task};
+use crate::compaction::{self, Trigger};
+use crate::llm::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME};
+use adk_grpc_core::{
+    CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
+};
+use async_trait::async_trait;
+use std::sync::Arc;
+
+/// What the request processors read: the agent, its invocation, the step's tools and
+/// the invocation's log (read once for all of them).
+struct RequestInput<'a> {
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    tools: &'a [Arc<dyn Tool>],
+    log: Arc<RunLog>,
+}
+
+/// One part of building a model request.
+#[async_trait]
+trait RequestProcessor: Sync {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()>;
+}
+
+/// The processors, in the order they run: the order is the request's (the system
+/// instruction's parts, then the contents, then the tools, which may change all of it).
+const PROCESSORS: [&dyn RequestProcessor; 8] = [
+    &Instructions,
+    &OutputSchema,
+    &Examples,
+    &Contents,
+    &TaskInput,
+    &InstructionContent,
+    &ToolDeclarations,
+    &ToolRequestProcessing,
+];
+
+/// The step's model request, built by the [`PROCESSORS`] in order.
+pub(super) async fn build(
+    agent: &Inner,
+    ctx: &Arc<dyn InvocationContext>,
+    tools: &[Arc<dyn Tool>],
+) -> Result<LlmRequest> {
+    let input = RequestInput {
+        agent,
+        ctx,
+        tools,
+        log: ctx.run_log(),
+    };
+    let mut request = LlmRequest {
+        model: agent.model.name().to_string(),
+        config: agent.config.clone(),
+        ..Default::default()
+    };
+    for processor in PROCESSORS {
+        processor.process(&input, &mut request).await?;
+    }
+    Ok(request)
+}
+
+/// `text` added to the end of the request's system instruction.
+fn append_to_system(request: &mut LlmRequest, text: String) {
+    request.system_instruction = Some(match request.system_instruction.take() {
+        Some(before) if !before.is_empty() => format!("{before}\n\n{text}"),
+        _ => text,
+    });
+}
+
+/// The system instruction, in ADK's order: the root's global instruction, the static
+/// instruction, then the instruction (which follows the contents instead when there is
+/// a static one: [`InstructionContent`]).
+struct Instructions;
+
+#[async_trait]
+impl RequestProcessor for Instructions {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let (agent, ctx) = (input.agent, input.ctx);
+        let mut system = Vec::new();
+        let root = ctx.root_agent();
+        if let Some(template) = root.spec().global_instruction {
+            system.push(instruction::render(template, &agent.name, ctx.as_ref()).await?);
+        }
+        if let Some(text) = &agent.static_instruction {
+            system.push(text.clone());
+        }
+        if let Some(template) = agent
+            .instruction
+            .as_ref()
+            .filter(|_| agent.static_instruction.is_none())
+        {
+            system.push(instruction::render(template, &agent.name, ctx.as_ref()).await?);
+        }
+        request.system_instruction = (!system.is_empty()).then(|| system.join("\n\n"));
+        Ok(())
+    }
+}
+
+/// The reply's schema: through `set_model_response` (told in the system instruction)
+/// when the agent has tools, else through the provider's structured-output mode.
+struct OutputSchema;
+
+#[async_trait]
+impl RequestProcessor for OutputSchema {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let Some(schema) = input.agent.reply_schema() else {
+            return Ok(());
+        };
+        if input
+            .tools
+            .iter()
+            .any(|tool| tool.name() == SET_MODEL_RESPONSE_TOOL_NAME)
+        {
+            append_to_system(request, SET_MODEL_RESPONSE_INSTRUCTION.to_string());
+        } else {
+            request.config.response_schema = Some(schema.schema().clone());
+        }
+        Ok(())
+    }
+}
+
+/// The few-shot examples, as ADK's ExampleTool: after the instructions, for a turn the
+/// user started.
+struct Examples;
+
+#[async_trait]
+impl RequestProcessor for Examples {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let agent = input.agent;
+        if !agent.examples.is_empty() && !input.ctx.user_content().parts.is_empty() {
+            append_to_system(request, examples::render(&agent.examples));
+        }
+        Ok(())
+    }
+}
+
+/// The conversation the agent sees (its `include_contents`).
+struct Contents;
+
+#[async_trait]
+impl RequestProcessor for Contents {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let (events, name, branch) = (input.log.events(), &input.agent.name, input.ctx.branch());
+        request.contents = match input.agent.include_contents {
+            IncludeContents::Default => history::conversation(events, name, branch),
+            IncludeContents::None => history::current_turn(events, name, branch),
+        };
+        Ok(())
+    }
+}
+
+/// A task or single-turn agent's first message: the arguments of its parent's call.
+struct TaskInput;
+
+#[async_trait]
+impl RequestProcessor for TaskInput {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let ctx = input.ctx;
+        if let Some(first) = task::input(&input.log, &ctx.agent(), ctx.branch()) {
+            request.contents.insert(0, first);
+        }
+        Ok(())
+    }
+}
+
+/// With a static instruction, the instruction follows the contents as the user's (so
+/// the start of every request stays the same, cacheable).
+struct InstructionContent;
+
+#[async_trait]
+impl RequestProcessor for InstructionContent {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let agent = input.agent;
+        if let Some(template) = agent
+            .instruction
+            .as_ref()
+            .filter(|_| agent.static_instruction.is_some())
+        {
+            let text = instruction::render(template, &agent.name, input.ctx.as_ref()).await?;
+            request.contents.push(Content::new("user").with_text(text));
+        }
+        Ok(())
+    }
+}
+
+/// The declarations of the tools the model calls (a provider's built-in tools are its own).
+struct ToolDeclarations;
+
+#[async_trait]
+impl RequestProcessor for ToolDeclarations {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        request.tools = input
+            .tools
+            .iter()
+            .filter(|tool| !tool.is_provider_builtin())
+            .map(|tool| tool.declaration())
+            .collect();
+        Ok(())
+    }
+}
+
+/// Each tool's own changes to the request (ADK's `process_llm_request`), in order.
+struct ToolRequestProcessing;
+
+#[async_trait]
+impl RequestProcessor for ToolRequestProcessing {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        for tool in input.tools {
+            let callback_ctx: Arc<dyn CallbackContext> = input.ctx.clone();
+            tool.process_llm_request(callback_ctx, request).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The app's compaction config and token budget, when `request` is over that budget.
+pub(super) fn over_budget(ctx: &dyn InvocationContext, request: &LlmRequest) -> Option<(CompactionConfig, usize)> {
+    let config = ctx.compaction().filter(|c| c.token_budget.is_some())?.clone();
+    let budget = config.token_budget.unwrap_or(usize::MAX);
+    (compaction::request_tokens(request) > budget).then_some((config, budget))
+}
+
+/// A summary of everything before this invocation, to store before the request; None
+/// when there is nothing to summarise or the summariser failed (logged and counted).
+pub(super) async fn compact_for_budget(
+    config: &CompactionConfig,
+    budget: usize,
+    ctx: &dyn InvocationContext,
+) -> Option<Event> {
+    let plan = compaction::budget_plan(&ctx.events(), ctx.invocation_id(), budget)?;
+    let summary = compaction::summarize(config, plan, ctx.app_name(), ctx.invocation_id(), Trigger::TokenBudget).await;
+    summary
+        .inspect_err(|e| {
+            tracing::warn!(
+                invocation_id = ctx.invocation_id(), error = %e,
+                "compaction for the token budget failed; the oldest contents are left out instead"
+            )
+        })
+        .ok()
+}
+
+/// The oldest contents of `request` left out until it fits `budget` (logged and counted).
+pub(super) fn trim_to_budget(agent: &Inner, ctx: &dyn InvocationContext, request: &mut LlmRequest, budget: usize) {
+    let dropped = compaction::trim_to_budget(request, budget);
+    if dropped > 0 {
+        tracing::warn!(
+            invocation_id = ctx.invocation_id(), agent = %agent.name, dropped, budget,
+            "model request over the token budget after compaction: its oldest contents were left out"
+        );
+        adk_grpc_telemetry::metrics::history_contents_dropped(ctx.app_name(), dropped);
+    }
+}
