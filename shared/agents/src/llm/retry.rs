@@ -2,7 +2,7 @@
 //! model call that fails before its reply begins.
 
 use adk_grpc_core::AdkError;
-use backon::{BackoffBuilder, ExponentialBuilder};
+use backon::ExponentialBuilder;
 use std::time::Duration;
 use tonic::Code;
 
@@ -36,16 +36,19 @@ impl Default for RetryConfig {
 
 impl RetryConfig {
     /// The pauses before each retry, in order.
-    pub(super) fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
-        let mut builder = ExponentialBuilder::default()
+    pub(super) fn backoff(&self) -> ExponentialBuilder {
+        let builder = ExponentialBuilder::default()
             .with_min_delay(self.initial_delay)
             .with_max_delay(self.max_delay)
             .with_factor(self.backoff_factor)
             .with_max_times(self.max_attempts.saturating_sub(1) as usize);
-        if self.jitter {
-            builder = builder.with_jitter();
-        }
-        builder.build()
+        if self.jitter { builder.with_jitter() } else { builder }
+    }
+
+    /// The delays of [`RetryConfig::backoff`], in order.
+    #[cfg(test)]
+    fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
+        backon::BackoffBuilder::build(self.backoff())
     }
 }
 

@@ -12,6 +12,7 @@ use adk_grpc_core::{
 use adk_grpc_telemetry::ModelCall;
 use adk_grpc_telemetry::metrics::TokenUsage;
 use async_stream::try_stream;
+use backon::Retryable;
 use futures::{Stream, StreamExt};
 use serde_json::Value;
 use std::sync::Arc;
@@ -125,19 +126,15 @@ async fn call_model_retrying(
     let Some(retry) = retry else {
         return call_model(model, request, streaming).await;
     };
-    let mut delays = retry.delays();
-    loop {
-        match begun(call_model(model, request.clone(), streaming).await).await {
-            Err(e) if retry::is_transient(&e) => match delays.next() {
-                Some(delay) => {
-                    tracing::warn!(model = model.name(), error = %e, ?delay, "model call failed; retrying (retry_config)");
-                    tokio::time::sleep(delay).await;
-                }
-                None => return Err(e),
-            },
-            other => return other,
-        }
-    }
+    // A transient failure before the reply begins is made again after backon's delay.
+    (|| async { begun(call_model(model, request.clone(), streaming).await).await })
+        .retry(retry.backoff())
+        .sleep(tokio::time::sleep)
+        .when(retry::is_transient)
+        .notify(|e, delay| {
+            tracing::warn!(model = model.name(), error = %e, ?delay, "model call failed; retrying (retry_config)")
+        })
+        .await
 }
 
 /// The reply with its first item read: a failure before the reply begins is an `Err`.
