@@ -17,10 +17,12 @@
 //! `[app, user, session]` by lease expiry (ms, Redis's clock), which every replica
 //! scans for lapsed runs. It is only an index: every claim is a script on the
 //! session's own keys, fenced like an acquire, and a stale entry is dropped by the
-//! first scan that finds no record behind it. On a cluster it is one key in one slot,
-//! written once per renewal of a resumable run, and when one starts or ends: those two
-//! are queued and sent in order beside the turn (a turn waits only for its lease
-//! scripts), so a resumable turn costs the same round trips as any other.
+//! first scan that finds no record behind it. On standalone Redis every script that
+//! changes a record changes its entry in the same step (the index is on the same node):
+//! a turn sends no command for it. On a cluster it is one key in one slot, written once
+//! per renewal of a resumable run, and when one starts or ends: those two are queued and
+//! sent in order beside the turn (a turn waits only for its lease scripts), so a
+//! resumable turn costs the same round trips as any other.
 //!
 //! Every change is one script, so a holder whose lease expired and was taken by
 //! another can neither extend nor delete the new holder's lease. Cancel requests
@@ -40,7 +42,7 @@ use futures::stream::BoxStream;
 use redis::FromRedisValue;
 use script_args::{
     AcquireArgs, AcquireInTurnArgs, CancelArgs, ClaimArgs, HandOverArgs, RegisterArgs, ReleaseArgs, RenewArgs,
-    RunToRecord, Scripts,
+    RunToRecord, RunsIndex, Scripts,
 };
 use std::sync::{Arc, Weak};
 use std::time::Duration;
@@ -177,14 +179,15 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn renew(&self, key: &LeaseKey, owner: &str, ttl: Duration) -> Result<Renewal> {
-        let lease = lease_key(key);
+        let (lease, member) = (lease_key(key), runs_index_member(key));
         let args = RenewArgs {
             lease: &lease,
             owner,
             ttl,
+            index: self.index_in_script(&member),
         };
         let (renewed, expires): (i64, i64) = self.eval("lease_renew", &args, &lease).await?;
-        if expires > 0 {
+        if expires > 0 && args.index.is_none() {
             // Only an index: a failure here is repaired by the next renewal.
             self.write_index(index_command(key, expires)).await;
         }
@@ -196,22 +199,30 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn release(&self, key: &LeaseKey, owner: &str) -> Result<()> {
-        let lease = lease_key(key);
-        let args = ReleaseArgs { lease: &lease, owner };
+        let (lease, member) = (lease_key(key), runs_index_member(key));
+        let args = ReleaseArgs {
+            lease: &lease,
+            owner,
+            index: self.index_in_script(&member),
+        };
         let recorded: i64 = self.eval("lease_release", &args, &lease).await?;
-        if recorded == 1 {
+        if recorded == 1 && args.index.is_none() {
             // Not waited for: the turn is over.
-            self.queue_index_write(unindex_command(&runs_index_member(key)));
+            self.queue_index_write(unindex_command(&member));
         }
         Ok(())
     }
 
     async fn request_cancel(&self, key: &LeaseKey, owner: &str) -> Result<bool> {
-        let lease = lease_key(key);
-        let args = CancelArgs { lease: &lease, owner };
+        let (lease, member) = (lease_key(key), runs_index_member(key));
+        let args = CancelArgs {
+            lease: &lease,
+            owner,
+            index: self.index_in_script(&member),
+        };
         let marked: i64 = self.eval("lease_cancel", &args, &lease).await?;
-        if marked == 2 {
-            self.write_index(unindex_command(&runs_index_member(key))).await;
+        if marked == 2 && args.index.is_none() {
+            self.write_index(unindex_command(&member)).await;
         }
         Ok(marked != 0)
     }
@@ -221,16 +232,17 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn register_run(&self, record: &RunRecord, owner: &str, ttl: Duration) -> Result<bool> {
-        let lease = lease_key(&record.key);
+        let (lease, member) = (lease_key(&record.key), runs_index_member(&record.key));
         let args = RegisterArgs {
             lease: &lease,
             owner,
             invocation_id: &record.invocation_id,
             options: &record.options,
             ttl,
+            index: self.index_in_script(&member),
         };
         let expires: i64 = self.eval("lease_register_run", &args, &lease).await?;
-        if expires > 0 {
+        if expires > 0 && args.index.is_none() {
             self.write_index(index_command(&record.key, expires)).await;
         }
         Ok(expires > 0)
@@ -270,6 +282,7 @@ impl SessionLease for RedisSessionLease {
                 lease: &lease,
                 claim: &claim,
                 ttl,
+                index: self.index_in_script(&member),
             };
             let reply: Vec<redis::Value> = self.eval("lease_claim_run", &args, &lease).await?;
             let outcome: i64 = reply.first().map_or(Ok(-1), |v| decode_reply(v.clone()))?;
@@ -283,7 +296,9 @@ impl SessionLease for RedisSessionLease {
                         u64,
                         i64,
                     ) = decode_reply(redis::Value::Array(reply))?;
-                    self.write_index(index_command(&key, expires)).await;
+                    if args.index.is_none() {
+                        self.write_index(index_command(&key, expires)).await;
+                    }
                     claimed.push(ClaimedRun {
                         record: RunRecord {
                             key,
@@ -295,7 +310,7 @@ impl SessionLease for RedisSessionLease {
                     });
                 }
                 // Nothing behind the entry any more (finished, cancelled, forgotten).
-                -1 => self.write_index(unindex_command(&member)).await,
+                -1 if args.index.is_none() => self.write_index(unindex_command(&member)).await,
                 // Held: by a live runner whose renewal will move the entry, or by a new run.
                 _ => {}
             }
@@ -304,10 +319,14 @@ impl SessionLease for RedisSessionLease {
     }
 
     async fn hand_over(&self, key: &LeaseKey, owner: &str) -> Result<()> {
-        let lease = lease_key(key);
-        let args = HandOverArgs { lease: &lease, owner };
+        let (lease, member) = (lease_key(key), runs_index_member(key));
+        let args = HandOverArgs {
+            lease: &lease,
+            owner,
+            index: self.index_in_script(&member),
+        };
         let handed: i64 = self.eval("lease_hand_over", &args, &lease).await?;
-        if handed == 1 {
+        if handed == 1 && args.index.is_none() {
             // Due at once: the next scan of any replica claims it.
             self.write_index(index_command(key, 0)).await;
         }
@@ -317,10 +336,11 @@ impl SessionLease for RedisSessionLease {
 
 impl RedisSessionLease {
     /// Takes the lease (in turn, given `patience`), recording `run` once it is taken:
-    /// one script. The new run's index entry is written beside the turn, not before it
-    /// goes on: should this replica die before the entry lands, the record still makes
-    /// the session busy with the run until it expires, and the next run then closes it
-    /// as interrupted (docs/semantics.md, Runner 27), as for a run nobody resumed.
+    /// one script, with its index entry on standalone Redis. On a cluster the entry is
+    /// written beside the turn, not before it goes on: should this replica die before
+    /// the entry lands, the record still makes the session busy with the run until it
+    /// expires, and the next run then closes it as interrupted (docs/semantics.md,
+    /// Runner 27), as for a run nobody resumed.
     async fn take(
         &self,
         key: &LeaseKey,
@@ -329,7 +349,8 @@ impl RedisSessionLease {
         patience: Option<Duration>,
         run: Option<RunToRecord<'_>>,
     ) -> Result<Acquire> {
-        let lease = lease_key(key);
+        let (lease, member) = (lease_key(key), runs_index_member(key));
+        let index = self.index_in_script(&member);
         let (acquired, other, expires): (i64, String, i64) = match patience {
             None => {
                 let args = AcquireArgs {
@@ -337,6 +358,7 @@ impl RedisSessionLease {
                     owner,
                     ttl,
                     run,
+                    index,
                 };
                 self.eval("lease_acquire", &args, &lease).await?
             }
@@ -347,6 +369,7 @@ impl RedisSessionLease {
                     ttl,
                     patience,
                     run,
+                    index,
                 };
                 self.eval("lease_acquire_in_turn", &args, &lease).await?
             }
@@ -354,12 +377,22 @@ impl RedisSessionLease {
         if acquired != 1 {
             return Ok(Acquire::Held(other));
         }
-        if expires > 0 {
+        if expires > 0 && index.is_none() {
             // Not waited for: the turn goes on while it is sent.
             self.queue_index_write(index_command(key, expires));
         }
         Ok(Acquire::Acquired {
             interrupted: Some(other).filter(|owner| !owner.is_empty()),
+        })
+    }
+
+    /// The runs index for a lease script to write itself, in the same atomic step as the
+    /// record it indexes: on standalone Redis, where it is on the session's node. On a
+    /// cluster it is in a slot of its own, and written beside the script (`write_index`).
+    fn index_in_script<'a>(&self, member: &'a str) -> Option<RunsIndex<'a>> {
+        (!self.store.is_cluster()).then_some(RunsIndex {
+            key: RUNS_INDEX,
+            member,
         })
     }
 

@@ -2,21 +2,44 @@
 //! session's lease, which carry the session's hash tag (see `crate::redis::keys`), so
 //! on a cluster they run on the node of the session they guard.
 
+/// Lua of every script that changes a run record: its entry in the runs index,
+/// written in the same script when the index is on the session's node (standalone
+/// Redis: the script is then given the index key and the session's member; on a
+/// cluster it is not, and the entry is written beside the script).
+/// `index_run(index, member, due)` sets the entry's due time (ms); `unindex_run` drops it.
+macro_rules! runs_index_lua {
+    () => {
+        r"
+local function index_run(index, member, due)
+  if index then redis.call('ZADD', index, due, member) end
+end
+local function unindex_run(index, member)
+  if index then redis.call('ZREM', index, member) end
+end
+"
+    };
+}
+
 /// Lua of the scripts that record a run (ACQUIRE and ACQUIRE_IN_TURN when given one,
 /// REGISTER): the rule is written once. `record_run(key, owner, invocation, options,
 /// record_ttl, lease_ms)` writes the run record of `owner` with its lease's expiry (now
-/// plus `lease_ms`, Redis's clock) and returns that expiry in ms.
+/// plus `lease_ms`, Redis's clock), indexes it (`runs_index_lua`: `index` and `member`
+/// given) and returns that expiry in ms.
 macro_rules! record_run_lua {
     () => {
-        r"
-local function record_run(key, owner, invocation, options, record_ttl, lease_ms)
+        concat!(
+            runs_index_lua!(),
+            r"
+local function record_run(key, owner, invocation, options, record_ttl, lease_ms, index, member)
   local time = redis.call('TIME')
   local expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(lease_ms)
   redis.call('HSET', key, 'invocation', invocation, 'owner', owner, 'options', options, 'expires', expires)
   redis.call('PEXPIRE', key, record_ttl)
+  index_run(index, member, expires)
   return expires
 end
 "
+        )
     };
 }
 
@@ -45,7 +68,7 @@ if not holder then
   if previous and previous ~= ARGV[1] then interrupted = previous end
 end
 local expires = 0
-if ARGV[4] ~= '' then expires = record_run(KEYS[3], ARGV[1], ARGV[4], ARGV[5], ARGV[6], ARGV[2]) end
+if ARGV[4] ~= '' then expires = record_run(KEYS[3], ARGV[1], ARGV[4], ARGV[5], ARGV[6], ARGV[2], KEYS[4], ARGV[7]) end
 return {1, interrupted, expires}
 "
 );
@@ -92,7 +115,7 @@ if not holder then
   if previous and previous ~= ARGV[1] then interrupted = previous end
 end
 local expires = 0
-if ARGV[5] ~= '' then expires = record_run(KEYS[6], ARGV[1], ARGV[5], ARGV[6], ARGV[7], ARGV[2]) end
+if ARGV[5] ~= '' then expires = record_run(KEYS[6], ARGV[1], ARGV[5], ARGV[6], ARGV[7], ARGV[2], KEYS[7], ARGV[8]) end
 return {1, interrupted, expires}
 "
 );
@@ -102,7 +125,9 @@ return {1, interrupted, expires}
 /// `expires` is the lease's new expiry in ms for a recorded run, else 0.
 ///
 /// KEYS and ARGV: `RenewArgs` (`script_args.rs`).
-pub(super) const RENEW: &str = r"
+pub(super) const RENEW: &str = concat!(
+    runs_index_lua!(),
+    r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, 0} end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 local expires = 0
@@ -111,33 +136,41 @@ if redis.call('HGET', KEYS[3], 'owner') == ARGV[1] then
   expires = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000) + tonumber(ARGV[2])
   redis.call('HSET', KEYS[3], 'expires', expires)
   redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  index_run(KEYS[4], ARGV[4], expires)
 end
 if redis.call('GET', KEYS[2]) == ARGV[1] then return {2, expires} end
 return {1, expires}
-";
+"
+);
 
 /// Deletes the lease, the holder record and the cancel mark, each only while the owner
 /// is named in it.
 ///
 /// KEYS and ARGV: `ReleaseArgs` (`script_args.rs`). Returns 1 when it deleted the owner's
 /// run record.
-pub(super) const RELEASE: &str = r"
+pub(super) const RELEASE: &str = concat!(
+    runs_index_lua!(),
+    r"
 for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
   if redis.call('GET', key) == ARGV[1] then redis.call('DEL', key) end
 end
 if redis.call('HGET', KEYS[4], 'owner') == ARGV[1] then
   redis.call('DEL', KEYS[4])
+  unindex_run(KEYS[5], ARGV[2])
   return 1
 end
 return 0
-";
+"
+);
 
 /// Marks the holder's cancellation and publishes it, only while the owner (or a claim
 /// of it, `<owner>@…`) holds the lease; a recorded run of the owner awaiting
 /// resumption is dropped instead, so no replica resumes it.
 ///
 /// KEYS and ARGV: `CancelArgs` (`script_args.rs`). Returns 1 (marked), 2 (dropped) or 0.
-pub(super) const CANCEL: &str = r"
+pub(super) const CANCEL: &str = concat!(
+    runs_index_lua!(),
+    r"
 local function mine(token)
   return token == ARGV[1] or string.sub(token, 1, #ARGV[1] + 1) == ARGV[1] .. '@'
 end
@@ -151,10 +184,12 @@ end
 local waiting = redis.call('HGET', KEYS[3], 'owner')
 if waiting and mine(waiting) then
   redis.call('DEL', KEYS[3])
+  unindex_run(KEYS[4], ARGV[4])
   return 2
 end
 return 0
-";
+"
+);
 
 /// Records a resumable run under its owner's lease (only while the owner holds it).
 ///
@@ -163,7 +198,7 @@ pub(super) const REGISTER: &str = concat!(
     record_run_lua!(),
     r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-return record_run(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], redis.call('PTTL', KEYS[1]))
+return record_run(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], redis.call('PTTL', KEYS[1]), KEYS[3], ARGV[5])
 "
 );
 
@@ -174,12 +209,18 @@ return record_run(KEYS[2], ARGV[1], ARGV[2], ARGV[3], ARGV[4], redis.call('PTTL'
 /// KEYS and ARGV: `ClaimArgs` (`script_args.rs`). Returns `{1, invocation, owner,
 /// options, lapsed ms, expires}`, `{0}` while the lease is held, `{-1}` when there is no
 /// run to claim.
-pub(super) const CLAIM: &str = r"
+pub(super) const CLAIM: &str = concat!(
+    runs_index_lua!(),
+    r"
 if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
 local run = redis.call('HMGET', KEYS[4], 'invocation', 'owner', 'options', 'expires')
-if not run[1] then return {-1} end
+if not run[1] then
+  unindex_run(KEYS[5], ARGV[5])
+  return {-1}
+end
 if redis.call('GET', KEYS[3]) == run[2] then
   redis.call('DEL', KEYS[4])
+  unindex_run(KEYS[5], ARGV[5])
   return {-1}
 end
 local owner = run[1] .. '@' .. ARGV[1]
@@ -190,14 +231,18 @@ redis.call('SET', KEYS[1], owner, 'PX', ARGV[2])
 redis.call('SET', KEYS[2], owner, 'PX', ARGV[3])
 redis.call('HSET', KEYS[4], 'owner', owner, 'expires', expires)
 redis.call('PEXPIRE', KEYS[4], ARGV[4])
+index_run(KEYS[5], ARGV[5], expires)
 return {1, run[1], owner, run[3], math.max(0, now - tonumber(run[4] or now)), expires}
-";
+"
+);
 
 /// Hands the owner's recorded run over: the lease is deleted and the record marked
 /// lapsed now, so the next scan claims it; a run not recorded is released.
 ///
 /// KEYS and ARGV: `HandOverArgs` (`script_args.rs`). Returns 1 when handed over, else 0.
-pub(super) const HAND_OVER: &str = r"
+pub(super) const HAND_OVER: &str = concat!(
+    runs_index_lua!(),
+    r"
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 if redis.call('HGET', KEYS[4], 'owner') ~= ARGV[1] then
   for _, key in ipairs({KEYS[1], KEYS[2], KEYS[3]}) do
@@ -207,6 +252,9 @@ if redis.call('HGET', KEYS[4], 'owner') ~= ARGV[1] then
 end
 redis.call('DEL', KEYS[1])
 local time = redis.call('TIME')
-redis.call('HSET', KEYS[4], 'expires', tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000))
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+redis.call('HSET', KEYS[4], 'expires', now)
+index_run(KEYS[5], ARGV[2], 0)
 return 1
-";
+"
+);

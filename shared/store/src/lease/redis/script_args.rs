@@ -49,6 +49,24 @@ impl Scripts {
     }
 }
 
+/// The runs index as a script writes it itself (`lua::runs_index_lua`): on standalone
+/// Redis, where the index is on the session's node; None on a cluster.
+#[derive(Clone, Copy)]
+pub(super) struct RunsIndex<'a> {
+    /// The index key (`crate::redis::keys::RUNS_INDEX`).
+    pub key: &'a str,
+    /// The session's member in it (`crate::redis::keys::runs_index_member`).
+    pub member: &'a str,
+}
+
+/// Pushes the index's key and the session's member, last of the script's KEYS and ARGV:
+/// absent (nil in the script) when the index is written beside it.
+fn push_index(to: &mut ScriptInvocation<'_>, index: Option<RunsIndex<'_>>) {
+    if let Some(index) = index {
+        to.key(index.key).arg(index.member);
+    }
+}
+
 /// A run to record as its lease is taken (ACQUIRE and ACQUIRE_IN_TURN): its
 /// invocation and options, as `lua::REGISTER` records them.
 #[derive(Clone, Copy)]
@@ -72,6 +90,8 @@ pub(super) struct AcquireArgs<'a> {
     pub ttl: Duration,
     /// The run to record once the lease is taken, if any.
     pub run: Option<RunToRecord<'a>>,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for AcquireArgs<'_> {
@@ -90,6 +110,7 @@ impl ScriptArgs for AcquireArgs<'_> {
             .arg(millis(self.ttl))
             .arg(millis(HOLDER_RECORD_TTL));
         push_run(to, self.run, self.ttl);
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -104,6 +125,8 @@ pub(super) struct AcquireInTurnArgs<'a> {
     pub patience: Duration,
     /// The run to record once the lease is taken, if any.
     pub run: Option<RunToRecord<'a>>,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for AcquireInTurnArgs<'_> {
@@ -128,6 +151,7 @@ impl ScriptArgs for AcquireInTurnArgs<'_> {
             .arg(millis(HOLDER_RECORD_TTL))
             .arg(millis(self.patience));
         push_run(to, self.run, self.ttl);
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -138,6 +162,8 @@ pub(super) struct RenewArgs<'a> {
     pub lease: &'a str,
     pub owner: &'a str,
     pub ttl: Duration,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for RenewArgs<'_> {
@@ -155,6 +181,7 @@ impl ScriptArgs for RenewArgs<'_> {
             .arg(self.owner)
             .arg(millis(self.ttl))
             .arg(millis(record_ttl(self.ttl)));
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -164,6 +191,8 @@ pub(super) struct ReleaseArgs<'a> {
     /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for ReleaseArgs<'_> {
@@ -180,6 +209,7 @@ impl ScriptArgs for ReleaseArgs<'_> {
             .key(cancel_key(self.lease))
             .key(run_key(self.lease))
             .arg(self.owner);
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -189,6 +219,8 @@ pub(super) struct CancelArgs<'a> {
     /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for CancelArgs<'_> {
@@ -206,6 +238,7 @@ impl ScriptArgs for CancelArgs<'_> {
             .arg(self.owner)
             .arg(millis(CANCEL_MARK_TTL))
             .arg(CANCEL_CHANNEL);
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -218,6 +251,8 @@ pub(super) struct RegisterArgs<'a> {
     pub invocation_id: &'a str,
     pub options: &'a str,
     pub ttl: Duration,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for RegisterArgs<'_> {
@@ -235,6 +270,7 @@ impl ScriptArgs for RegisterArgs<'_> {
             .arg(self.invocation_id)
             .arg(self.options)
             .arg(millis(record_ttl(self.ttl)));
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -246,6 +282,8 @@ pub(super) struct ClaimArgs<'a> {
     /// The claim id the new owner token ends with.
     pub claim: &'a str,
     pub ttl: Duration,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for ClaimArgs<'_> {
@@ -265,6 +303,7 @@ impl ScriptArgs for ClaimArgs<'_> {
             .arg(millis(self.ttl))
             .arg(millis(HOLDER_RECORD_TTL))
             .arg(millis(record_ttl(self.ttl)));
+        push_index(to, self.index);
         Ok(())
     }
 }
@@ -274,6 +313,8 @@ pub(super) struct HandOverArgs<'a> {
     /// The session's lease key (`crate::redis::keys::lease_key`).
     pub lease: &'a str,
     pub owner: &'a str,
+    /// The runs index, when the script writes it (`RunsIndex`).
+    pub index: Option<RunsIndex<'a>>,
 }
 
 impl ScriptArgs for HandOverArgs<'_> {
@@ -290,6 +331,7 @@ impl ScriptArgs for HandOverArgs<'_> {
             .key(cancel_key(self.lease))
             .key(run_key(self.lease))
             .arg(self.owner);
+        push_index(to, self.index);
         Ok(())
     }
 }

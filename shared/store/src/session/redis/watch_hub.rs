@@ -1,8 +1,10 @@
 //! WatchSession fan-out: one reader per process for every watched session.
 //!
 //! Every append, once acknowledged, publishes the session's events key on
-//! [`APPENDED_CHANNEL`]. Each process holds one subscriber connection (a classic
-//! `PUBLISH` reaches every node of a cluster, so any node will do) and, per watched
+//! [`APPENDED_CHANNEL`]. Each process that watches holds one subscriber connection (a
+//! classic `PUBLISH` reaches every node of a cluster, so any node will do), opened by its
+//! first watch: a process that never watches (a runner, a replica no watcher reaches)
+//! is not told of every append of every session. Per watched
 //! session, one *feed*: a task that, when told of an append (or every
 //! [`FEED_POLL`], in case a message was missed), reads the new entries once on the
 //! shared connection, confirms them durable once (`RedisStore::durable_read`, when
@@ -70,16 +72,27 @@ struct Feed {
 pub(super) struct WatchHub {
     store: RedisStore,
     feeds: Mutex<HashMap<String, Vec<Arc<Feed>>>>,
+    /// The nodes to hear wake-ups from, until the first watch starts listening.
+    unheard: Mutex<Option<Vec<redis::Client>>>,
 }
 
 impl WatchHub {
-    /// The hub, with its subscriber listening through one of `nodes`.
+    /// The hub; its subscriber listens through one of `nodes` from the first watch on.
     pub(super) fn start(store: RedisStore, nodes: Vec<redis::Client>) -> Arc<WatchHub> {
-        let hub = Arc::new(WatchHub {
+        Arc::new(WatchHub {
             store,
             feeds: Mutex::default(),
-        });
-        let weak = Arc::downgrade(&hub);
+            unheard: Mutex::new(Some(nodes)),
+        })
+    }
+
+    /// Starts listening for wake-ups, once. A feed started before the subscription is
+    /// up misses nothing: subscribing wakes every feed to read (and feeds poll anyway).
+    fn listen(self: &Arc<Self>) {
+        let Some(nodes) = sync::lock(&self.unheard).take() else {
+            return;
+        };
+        let weak = Arc::downgrade(self);
         spawn_channel_listener(
             APPENDED_CHANNEL,
             nodes,
@@ -95,7 +108,6 @@ impl WatchHub {
                 true
             }),
         );
-        hub
     }
 
     /// The watchers' own connection (see `RedisSessionBackend::connect`).
@@ -123,6 +135,7 @@ impl WatchHub {
     /// Listens to the session's feed, starting one (which reads after `last`, the
     /// session's current sequence) when it has none.
     pub(super) fn subscribe(self: &Arc<Self>, key: &FeedKey, last: u64) -> broadcast::Receiver<FeedItem> {
+        self.listen();
         let mut feeds = self.feeds();
         let same_key = feeds.entry(key.events.clone()).or_default();
         if let Some(feed) = same_key.iter().find(|feed| feed.key == *key) {
@@ -314,6 +327,50 @@ mod tests {
     use super::*;
     use crate::redis::pubsub::subscriber_clients;
     use adk_grpc_testkit::{RedisServer, eventually};
+
+    /// A process is told of appends only once it watches: one that never does (a
+    /// runner) is not sent a message per append of every session.
+    #[tokio::test]
+    async fn a_process_listens_for_appends_from_its_first_watch_on() {
+        let server = RedisServer::start().await;
+        let hub = async || {
+            let store = RedisStore::connect(&server.url(), Default::default()).await.unwrap();
+            WatchHub::start(store, subscriber_clients(&server.url()).unwrap())
+        };
+        // Started first: were hubs to listen from the start, this one would be heard first.
+        let _idle = hub().await;
+        let watching = hub().await;
+        let key = FeedKey {
+            meta: "adk:sess:{a:u}:s1".into(),
+            events: "adk:events:{a:u}:s1".into(),
+            create_us: "1".into(),
+        };
+        let _watcher = watching.subscribe(&key, 0);
+        eventually(Duration::from_secs(10), || async {
+            match listeners(&server).await {
+                0 => Err("the watching process is not subscribed yet".to_string()),
+                n => Ok(n),
+            }
+        })
+        .await;
+        let _second = watching.subscribe(&key, 0);
+        assert_eq!(
+            listeners(&server).await,
+            1,
+            "one subscription, the watching process's: none for the process that never watched"
+        );
+    }
+
+    /// How many connections listen for appends on `server`.
+    async fn listeners(server: &RedisServer) -> i64 {
+        let counts: (String, i64) = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(APPENDED_CHANNEL)
+            .query_async(&mut server.connection().await)
+            .await
+            .unwrap();
+        counts.1
+    }
 
     /// A feed lives while someone watches: one per session, however many watchers,
     /// retired once its last watcher is gone.

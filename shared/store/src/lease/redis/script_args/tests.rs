@@ -15,7 +15,17 @@ fn every_lease_script_reads_exactly_what_its_builder_sends() {
         invocation_id: "e-1",
         options: "{}",
     });
-    let acquire = AcquireArgs { lease, owner, ttl, run };
+    let index = Some(RunsIndex {
+        key: "adk:runs",
+        member: "m",
+    });
+    let acquire = AcquireArgs {
+        lease,
+        owner,
+        ttl,
+        run,
+        index,
+    };
     assert_reads_what_is_sent("acquire", &acquire, 0, &acquire);
     let patience = ttl;
     let in_turn = AcquireInTurnArgs {
@@ -24,13 +34,19 @@ fn every_lease_script_reads_exactly_what_its_builder_sends() {
         ttl,
         patience,
         run,
+        index,
     };
     assert_reads_what_is_sent("acquire_in_turn", &in_turn, 0, &in_turn);
-    let renew = RenewArgs { lease, owner, ttl };
+    let renew = RenewArgs {
+        lease,
+        owner,
+        ttl,
+        index,
+    };
     assert_reads_what_is_sent("renew", &renew, 0, &renew);
-    let release = ReleaseArgs { lease, owner };
+    let release = ReleaseArgs { lease, owner, index };
     assert_reads_what_is_sent("release", &release, 0, &release);
-    let cancel = CancelArgs { lease, owner };
+    let cancel = CancelArgs { lease, owner, index };
     assert_reads_what_is_sent("cancel", &cancel, 0, &cancel);
     let register = RegisterArgs {
         lease,
@@ -38,15 +54,17 @@ fn every_lease_script_reads_exactly_what_its_builder_sends() {
         invocation_id: "e-1",
         options: "{}",
         ttl,
+        index,
     };
     assert_reads_what_is_sent("register", &register, 0, &register);
     let claim = ClaimArgs {
         lease,
         claim: "c1",
         ttl,
+        index,
     };
     assert_reads_what_is_sent("claim", &claim, 0, &claim);
-    let hand_over = HandOverArgs { lease, owner };
+    let hand_over = HandOverArgs { lease, owner, index };
     assert_reads_what_is_sent("hand_over", &hand_over, 0, &hand_over);
 }
 
@@ -93,6 +111,24 @@ impl Scripted {
 }
 
 const LEASE: &str = "adk:lease:{app:u}:s1";
+/// The runs index as standalone Redis has the scripts write it.
+const INDEX: Option<RunsIndex<'static>> = Some(RunsIndex {
+    key: "adk:runs",
+    member: "[\"app\",\"u\",\"s1\"]",
+});
+
+impl Scripted {
+    /// The session's due time in the runs index, if it has an entry.
+    async fn indexed(&mut self) -> Option<i64> {
+        let index = INDEX.unwrap();
+        redis::cmd("ZSCORE")
+            .arg(index.key)
+            .arg(index.member)
+            .query_async(&mut self.conn)
+            .await
+            .unwrap()
+    }
+}
 
 #[tokio::test]
 async fn acquire_scripts_write_each_input_where_it_belongs() {
@@ -105,9 +141,11 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
             owner: "a",
             ttl,
             run: None,
+            index: INDEX,
         })
         .await;
     assert_eq!(reply, (1, String::new(), 0), "no run recorded");
+    assert_eq!(redis.indexed().await, None, "nor indexed");
     assert_eq!(redis.get(&run_key(LEASE)).await, None);
     assert_eq!(redis.get(LEASE).await.as_deref(), Some("a"));
     assert_eq!(redis.ttl_secs(LEASE).await, 30);
@@ -125,6 +163,7 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
             invocation_id: "e-b",
             options: "{\"b\":1}",
         }),
+        index: INDEX,
     };
     let waiting: (i64, String, i64) = redis.run(&in_turn("b")).await;
     assert_eq!(waiting, (0, "a".to_string(), 0));
@@ -172,6 +211,11 @@ async fn acquire_scripts_write_each_input_where_it_belongs() {
         .unwrap();
     assert_eq!(run[..3], ["e-b", "b", "{\"b\":1}"]);
     assert_eq!(run[3], expires.to_string());
+    assert_eq!(
+        redis.indexed().await,
+        Some(expires),
+        "indexed by its expiry, in the same script"
+    );
     let time: Vec<i64> = redis::cmd("TIME").query_async(&mut redis.conn).await.unwrap();
     let lease_left = expires - (time[0] * 1000 + time[1] / 1000);
     assert!(
@@ -196,6 +240,7 @@ async fn renew_release_and_cancel_write_each_input_where_it_belongs() {
         lease: LEASE,
         owner,
         ttl: Duration::from_secs(30),
+        index: INDEX,
     };
     assert_eq!(redis.run::<(i64, i64)>(&renew("b")).await, (0, 0));
     assert_eq!(
@@ -211,6 +256,7 @@ async fn renew_release_and_cancel_write_each_input_where_it_belongs() {
         .run(&CancelArgs {
             lease: LEASE,
             owner: "a",
+            index: INDEX,
         })
         .await;
     assert_eq!(marked, 1);
@@ -233,6 +279,7 @@ async fn renew_release_and_cancel_write_each_input_where_it_belongs() {
         .run(&ReleaseArgs {
             lease: LEASE,
             owner: "b",
+            index: INDEX,
         })
         .await;
     assert_eq!(redis.get(LEASE).await.as_deref(), Some("a"), "only the owner releases");
@@ -240,9 +287,100 @@ async fn renew_release_and_cancel_write_each_input_where_it_belongs() {
         .run(&ReleaseArgs {
             lease: LEASE,
             owner: "a",
+            index: INDEX,
         })
         .await;
     for key in [LEASE, holder.as_str(), cancel.as_str()] {
         assert_eq!(redis.get(key).await, None, "{key} released");
     }
+}
+
+#[tokio::test]
+async fn a_recorded_runs_index_entry_follows_its_record_in_the_same_scripts() {
+    let mut redis = Scripted::start().await;
+    let ttl = Duration::from_secs(30);
+    let run = Some(RunToRecord {
+        invocation_id: "e-a",
+        options: "{}",
+    });
+    let (_, _, expires): (i64, String, i64) = redis
+        .run(&AcquireArgs {
+            lease: LEASE,
+            owner: "a",
+            ttl,
+            run,
+            index: INDEX,
+        })
+        .await;
+    assert_eq!(redis.indexed().await, Some(expires), "acquired with its record");
+
+    let renew = RenewArgs {
+        lease: LEASE,
+        owner: "a",
+        ttl: Duration::from_secs(90),
+        index: INDEX,
+    };
+    let (_, renewed): (i64, i64) = redis.run(&renew).await;
+    assert!(renewed > expires, "a renewal moves the record's expiry");
+    assert_eq!(redis.indexed().await, Some(renewed), "and its entry with it");
+
+    let handed: i64 = redis
+        .run(&HandOverArgs {
+            lease: LEASE,
+            owner: "a",
+            index: INDEX,
+        })
+        .await;
+    assert_eq!(handed, 1);
+    assert_eq!(redis.indexed().await, Some(0), "handed over: due at once");
+
+    let claim = ClaimArgs {
+        lease: LEASE,
+        claim: "c1",
+        ttl,
+        index: INDEX,
+    };
+    let reply: Vec<redis::Value> = redis.run(&claim).await;
+    let claimed: (i64, String, String, String, i64, i64) =
+        FromRedisValue::from_redis_value(redis::Value::Array(reply)).unwrap();
+    assert_eq!(claimed.2, "e-a@c1");
+    assert_eq!(
+        redis.indexed().await,
+        Some(claimed.5),
+        "claimed: due when the claim's lease lapses"
+    );
+
+    let released: i64 = redis
+        .run(&ReleaseArgs {
+            lease: LEASE,
+            owner: "e-a@c1",
+            index: INDEX,
+        })
+        .await;
+    assert_eq!(released, 1, "the record was the claimant's");
+    assert_eq!(redis.indexed().await, None, "released: no entry");
+
+    // A stale entry (its record gone) is dropped by the claim that finds nothing behind it.
+    let () = redis::cmd("ZADD")
+        .arg(INDEX.unwrap().key)
+        .arg(5)
+        .arg(INDEX.unwrap().member)
+        .query_async(&mut redis.conn)
+        .await
+        .unwrap();
+    let reply: Vec<i64> = redis.run(&claim).await;
+    assert_eq!(reply, [-1]);
+    assert_eq!(redis.indexed().await, None, "a stale entry is dropped");
+
+    // Without the index (a cluster), the scripts leave it alone.
+    let _: (i64, String, i64) = redis
+        .run(&AcquireArgs {
+            lease: LEASE,
+            owner: "b",
+            ttl,
+            run,
+            index: None,
+        })
+        .await;
+    assert_eq!(redis.indexed().await, None, "written beside the script on a cluster");
 }
