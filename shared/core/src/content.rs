@@ -6,7 +6,8 @@ use serde_json::Value;
 /// One message in a conversation.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct Content {
-    /// "user", "model" or "tool".
+    /// "user" or "model". Function responses are "user", as ADK stores them; sessions
+    /// stored before that carry "tool" for them, which every provider reads alike.
     pub role: String,
     pub parts: Vec<Part>,
 }

@@ -138,7 +138,8 @@ impl ThinkingEffort {
 pub struct LlmRequest {
     /// The model to call (e.g. "gpt-4o-mini"); providers fall back to their own default when empty.
     pub model: String,
-    /// The conversation, oldest first; roles "user", "model" and "tool".
+    /// The conversation, oldest first; roles "user" and "model" (and "tool" for the
+    /// function responses of sessions stored before they were stored as "user").
     pub contents: Vec<Content>,
     pub tools: Vec<ToolDeclaration>,
     pub system_instruction: Option<String>,

@@ -4,8 +4,8 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
-    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
-    UsageMetadata,
+    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, ModalityTokenCount, Part,
+    PartKind, Result, UsageMetadata,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -281,6 +281,7 @@ struct GenerateContentResponse {
     #[serde(default)]
     candidates: Vec<Candidate>,
     usage_metadata: Option<Usage>,
+    model_version: Option<String>,
     prompt_feedback: Option<PromptFeedback>,
     /// Set when the stream reports a failure after a 200.
     error: Option<Value>,
@@ -347,6 +348,7 @@ struct WireBlob {
     data: String,
 }
 
+/// google.genai's GenerateContentResponseUsageMetadata, every field of which ADK stores.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Usage {
@@ -356,6 +358,50 @@ struct Usage {
     cached_content_token_count: Option<i32>,
     thoughts_token_count: Option<i32>,
     tool_use_prompt_token_count: Option<i32>,
+    #[serde(default)]
+    prompt_tokens_details: Vec<WireModalityTokenCount>,
+    #[serde(default)]
+    cache_tokens_details: Vec<WireModalityTokenCount>,
+    #[serde(default)]
+    candidates_tokens_details: Vec<WireModalityTokenCount>,
+    #[serde(default)]
+    tool_use_prompt_tokens_details: Vec<WireModalityTokenCount>,
+    traffic_type: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireModalityTokenCount {
+    modality: Option<String>,
+    token_count: Option<i32>,
+}
+
+impl From<WireModalityTokenCount> for ModalityTokenCount {
+    fn from(wire: WireModalityTokenCount) -> Self {
+        ModalityTokenCount {
+            modality: wire.modality,
+            token_count: wire.token_count,
+        }
+    }
+}
+
+impl From<Usage> for UsageMetadata {
+    fn from(usage: Usage) -> Self {
+        let details = |wire: Vec<WireModalityTokenCount>| wire.into_iter().map(Into::into).collect();
+        UsageMetadata {
+            prompt_token_count: usage.prompt_token_count,
+            candidates_token_count: usage.candidates_token_count,
+            total_token_count: usage.total_token_count,
+            cached_content_token_count: usage.cached_content_token_count,
+            thoughts_token_count: usage.thoughts_token_count,
+            tool_use_prompt_token_count: usage.tool_use_prompt_token_count,
+            prompt_tokens_details: details(usage.prompt_tokens_details),
+            cache_tokens_details: details(usage.cache_tokens_details),
+            candidates_tokens_details: details(usage.candidates_tokens_details),
+            tool_use_prompt_tokens_details: details(usage.tool_use_prompt_tokens_details),
+            traffic_type: usage.traffic_type,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -376,6 +422,7 @@ struct StreamDecoder {
     parts: Vec<Part>,
     finish_reason: Option<FinishReason>,
     usage: Option<UsageMetadata>,
+    model_version: Option<String>,
     /// Why the prompt was refused, when Gemini refused it outright.
     block_reason: Option<String>,
     grounding_metadata: Option<Map<String, Value>>,
@@ -395,16 +442,10 @@ impl StreamDecoder {
         }
         if let Some(usage) = chunk.usage_metadata {
             // Each chunk carries the running totals: the last one counts.
-            self.usage = Some(UsageMetadata {
-                prompt_token_count: usage.prompt_token_count,
-                candidates_token_count: usage.candidates_token_count,
-                total_token_count: usage.total_token_count,
-                cached_content_token_count: usage.cached_content_token_count,
-                thoughts_token_count: usage.thoughts_token_count,
-                tool_use_prompt_token_count: usage.tool_use_prompt_token_count,
-                ..Default::default()
-            });
+            self.usage = Some(usage.into());
         }
+        // ADK keeps the model version of the last chunk, as google.genai reports it.
+        self.model_version = chunk.model_version;
         if let Some(reason) = chunk.prompt_feedback.and_then(|f| f.block_reason) {
             self.block_reason = Some(reason);
         }
@@ -514,6 +555,7 @@ impl StreamDecoder {
             return Ok(LlmResponse {
                 finish_reason: Some(FinishReason::Safety),
                 usage_metadata: self.usage.take(),
+                model_version: self.model_version.take(),
                 turn_complete: Some(true),
                 error_message: Some(format!("{PROVIDER} blocked the prompt ({reason})")),
                 error_code: Some(reason),
@@ -522,6 +564,7 @@ impl StreamDecoder {
         }
         let mut response = response::complete(PROVIDER, parts, self.finish_reason, self.usage.take());
         response.grounding_metadata = self.grounding_metadata.take();
+        response.model_version = self.model_version.take();
         std::mem::take(&mut self.logprobs).apply(&mut response);
         Ok(response)
     }

@@ -57,12 +57,17 @@ impl OpenAiCompatible {
         self
     }
 
-    fn body(&self, request: &LlmRequest, stream: bool) -> Result<Value> {
-        let model = if request.model.is_empty() {
+    /// The model a request asks for: its own, else this one's.
+    fn model_for<'a>(&'a self, request: &'a LlmRequest) -> &'a str {
+        if request.model.is_empty() {
             &self.model
         } else {
             &request.model
-        };
+        }
+    }
+
+    fn body(&self, request: &LlmRequest, stream: bool) -> Result<Value> {
+        let model = self.model_for(request);
         if let Some(builtin) = request.config.builtin_tools.first() {
             return Err(AdkError::Config(format!(
                 "{} is a tool Gemini runs itself; OpenAI-compatible models have no such tool",
@@ -155,12 +160,17 @@ impl Llm for OpenAiCompatible {
 
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream> {
         let body = self.body(&request, stream)?;
+        let requested = self.model_for(&request).to_string();
         if stream {
-            return self.http.post_sse(&self.url, &body, StreamDecoder::default()).await;
+            let decoder = StreamDecoder {
+                requested_model: requested,
+                ..Default::default()
+            };
+            return self.http.post_sse(&self.url, &body, decoder).await;
         }
         let reply = self.http.post_json(&self.url, &body).await?;
         let completion: ChatCompletion = serde_json::from_value(reply).map_err(|e| malformed("response", &e))?;
-        let response = completion_response(completion)?;
+        let response = completion_response(completion, requested)?;
         Ok(Box::pin(futures::stream::once(async { Ok(response) })))
     }
 }
@@ -371,6 +381,8 @@ impl CallIds {
 
 #[derive(Deserialize)]
 struct ChatCompletion {
+    /// The model that answered, as the server names it.
+    model: Option<String>,
     #[serde(default)]
     choices: Vec<Choice>,
     usage: Option<Usage>,
@@ -450,7 +462,9 @@ struct FunctionWire {
     arguments: Value,
 }
 
-#[derive(Deserialize, Clone, Copy)]
+/// A reply's `usage`. The cached and reasoning counts are read where ADK's `LiteLlm`
+/// reads them; they are kept as `Value`s because servers differ in their shape.
+#[derive(Deserialize)]
 struct Usage {
     #[serde(default)]
     prompt_tokens: u64,
@@ -458,21 +472,73 @@ struct Usage {
     completion_tokens: u64,
     #[serde(default)]
     total_tokens: u64,
+    /// OpenAI's `{"cached_tokens": n}`; some servers send a list of such objects.
+    prompt_tokens_details: Option<Value>,
+    /// OpenAI's `{"reasoning_tokens": n}`.
+    completion_tokens_details: Option<Value>,
+    /// The flat names other servers use for the cached prompt tokens.
+    cached_prompt_tokens: Option<Value>,
+    cached_tokens: Option<Value>,
+    cache_read_input_tokens: Option<Value>,
+}
+
+impl Usage {
+    /// The prompt tokens served from a cache, 0 when the server says nothing (as
+    /// `LiteLlm` stores it): `prompt_tokens_details.cached_tokens` (summed over a
+    /// list), else the first flat name that holds a number.
+    fn cached(&self) -> u64 {
+        match &self.prompt_tokens_details {
+            Some(details @ Value::Object(_)) => {
+                if let Some(n) = details["cached_tokens"].as_u64() {
+                    return n;
+                }
+            }
+            Some(Value::Array(items)) => {
+                let total: u64 = items.iter().filter_map(|item| item["cached_tokens"].as_u64()).sum();
+                if total > 0 {
+                    return total;
+                }
+            }
+            _ => {}
+        }
+        [
+            &self.cached_prompt_tokens,
+            &self.cached_tokens,
+            &self.cache_read_input_tokens,
+        ]
+        .into_iter()
+        .find_map(|n| n.as_ref().and_then(Value::as_u64))
+        .unwrap_or(0)
+    }
+
+    /// `completion_tokens_details.reasoning_tokens`, 0 when absent.
+    fn reasoning(&self) -> u64 {
+        self.completion_tokens_details
+            .as_ref()
+            .and_then(|details| details["reasoning_tokens"].as_u64())
+            .unwrap_or(0)
+    }
 }
 
 impl From<Usage> for UsageMetadata {
+    /// As ADK's `LiteLlm` fills google.genai's usage: the cached count always, the
+    /// thoughts count only when there were any.
     fn from(u: Usage) -> Self {
         let count = |n: u64| i32::try_from(n).unwrap_or(i32::MAX);
+        let reasoning = u.reasoning();
         UsageMetadata {
             prompt_token_count: Some(count(u.prompt_tokens)),
             candidates_token_count: Some(count(u.completion_tokens)),
             total_token_count: Some(count(u.total_tokens)),
+            cached_content_token_count: Some(count(u.cached())),
+            thoughts_token_count: (reasoning != 0).then(|| count(reasoning)),
             ..Default::default()
         }
     }
 }
 
-fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
+/// The reply of a non-streamed call; `requested` names the model when the server does not.
+fn completion_response(completion: ChatCompletion, requested: String) -> Result<LlmResponse> {
     let choice = completion
         .choices
         .into_iter()
@@ -498,7 +564,14 @@ fn completion_response(completion: ChatCompletion) -> Result<LlmResponse> {
         completion.usage,
     );
     logprobs.apply(&mut response);
+    response.model_version = Some(answering_model(completion.model, requested));
     Ok(response)
+}
+
+/// The model version ADK's `LiteLlm` stores: the model the server says answered,
+/// else the one asked for.
+fn answering_model(reported: Option<String>, requested: String) -> String {
+    reported.filter(|model| !model.is_empty()).unwrap_or(requested)
 }
 
 fn content_text(content: &Value) -> String {
@@ -567,6 +640,7 @@ fn malformed(what: &str, e: &serde_json::Error) -> AdkError {
 
 #[derive(Deserialize)]
 struct Chunk {
+    model: Option<String>,
     #[serde(default)]
     choices: Vec<ChunkChoice>,
     usage: Option<Usage>,
@@ -622,6 +696,9 @@ struct StreamDecoder {
     finish_reason: Option<FinishReason>,
     usage: Option<Usage>,
     logprobs: response::Logprobs,
+    /// The model asked for, and the latest one a chunk named.
+    requested_model: String,
+    reported_model: Option<String>,
 }
 
 impl StreamDecoder {
@@ -660,9 +737,13 @@ impl StreamDecoder {
             std::mem::take(&mut self.text),
             calls,
             self.finish_reason,
-            self.usage,
+            self.usage.take(),
         );
         std::mem::take(&mut self.logprobs).apply(&mut response);
+        response.model_version = Some(answering_model(
+            self.reported_model.take(),
+            std::mem::take(&mut self.requested_model),
+        ));
         Ok(response)
     }
 }
@@ -692,6 +773,9 @@ impl SseDecoder for StreamDecoder {
         }
         if chunk.usage.is_some() {
             self.usage = chunk.usage;
+        }
+        if let Some(model) = chunk.model.filter(|model| !model.is_empty()) {
+            self.reported_model = Some(model);
         }
         let mut partials = Vec::new();
         for choice in chunk.choices {

@@ -20,7 +20,7 @@
 //!   the log, so a restarted runner goes on where the last one stopped.
 
 use super::Inner;
-use super::flow::tool_calls::{Call, TOOL_ROLE, as_response, response_part};
+use super::flow::tool_calls::{Call, FUNCTION_RESPONSE_ROLE, as_response, response_part};
 use super::output_schema::OutputSchema;
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeTool, HookContext};
@@ -468,7 +468,7 @@ fn run_delegated_call<'a>(
             let args = arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
             let response = as_response(agent.hooks.after_tool(&hook_ctx, &call.name, &args, as_response(response)).await?);
             let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
-            event.llm_response.content = Some(Content::new(TOOL_ROLE).with_part(response_part(call, response)));
+            event.llm_response.content = Some(Content::new(FUNCTION_RESPONSE_ROLE).with_part(response_part(call, response)));
             event.actions = tool_ctx.take_actions();
             *answered = true;
             yield event;

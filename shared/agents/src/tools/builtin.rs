@@ -96,7 +96,8 @@ impl Tool for TransferToAgentTool {
         let mut actions = ctx.actions();
         actions.transfer_to_agent = Some(target.to_string());
         ctx.set_actions(actions);
-        Ok(json!({ "transferred_to": target }))
+        // ADK's transfer_to_agent returns None: its stored answer is {"result": null}.
+        Ok(Value::Null)
     }
     async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
         let mut text = String::from("You have a list of other agents to transfer to:\n");

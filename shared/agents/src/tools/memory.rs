@@ -121,13 +121,44 @@ impl Tool for PreloadMemoryTool {
              answering the user's current query.\n<PAST_CONVERSATIONS>\n{}\n</PAST_CONVERSATIONS>\n",
             lines.join("\n")
         );
-        // Before the user's latest message, as ADK inserts it.
-        let at = request
-            .contents
-            .iter()
-            .rposition(|c| c.role == "user")
-            .unwrap_or(request.contents.len());
+        let at = current_turn_boundary(&request.contents);
         request.contents.insert(at, Content::new("user").with_text(text));
         Ok(())
+    }
+}
+
+/// Where ADK inserts request-scoped user content: before the latest run of the user's
+/// messages, but after a function response (stored with role "user" too), so that a
+/// tool call and its answer stay adjacent, as every provider requires.
+fn current_turn_boundary(contents: &[Content]) -> usize {
+    contents
+        .iter()
+        .rposition(|c| c.role != "user" || c.function_responses().next().is_some())
+        .map_or(0, |at| at + 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use adk_grpc_core::{FunctionResponseData, Part};
+
+    fn answer() -> Content {
+        let response = FunctionResponseData {
+            name: "f".into(),
+            response: serde_json::json!({"result": null}),
+        };
+        Content::new("user").with_part(Part::function_response(response, Some("c".into())))
+    }
+
+    #[test]
+    fn memories_go_before_the_users_latest_messages_and_after_a_function_response() {
+        let user = |text: &str| Content::new("user").with_text(text);
+        let model = Content::new("model").with_text("m");
+        assert_eq!(current_turn_boundary(&[]), 0);
+        assert_eq!(current_turn_boundary(&[user("a"), user("b")]), 0);
+        assert_eq!(current_turn_boundary(&[user("a"), model.clone(), user("b")]), 2);
+        // A tool call's answer stays right after the call.
+        assert_eq!(current_turn_boundary(&[user("a"), model.clone(), answer()]), 3);
+        assert_eq!(current_turn_boundary(&[user("a"), model, answer(), user("b")]), 3);
     }
 }

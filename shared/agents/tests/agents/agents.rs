@@ -6,7 +6,9 @@ use adk_grpc_agents::{
     AgentTool, BeforeModel, BeforeTool, Callback, ClientTool, ExitLoopTool, FunctionTool, Hook, Hooks, IncludeContents,
     LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent, with_agent_hooks,
 };
-use adk_grpc_core::{AdkError, Content, LlmResponse, Part, RunConfig, StreamingMode, ToolContext};
+use adk_grpc_core::{
+    AdkError, Content, FunctionResponseData, LlmResponse, Part, RunConfig, StreamingMode, ToolContext,
+};
 use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
 use serde_json::{Value, json};
 use std::collections::HashMap;
@@ -121,6 +123,8 @@ async fn a_tool_call_round_trip_feeds_the_result_back_to_the_model() {
     );
     let responses = function_responses(events[1]);
     assert_eq!(events[1].author, "assistant");
+    // Stored with role "user", as ADK stores function responses.
+    assert_eq!(events[1].content().unwrap().role, "user");
     assert_eq!(
         responses[0],
         (
@@ -242,6 +246,12 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
     );
     assert_eq!(events[1].actions.transfer_to_agent, None);
     assert_eq!(events[3].actions.transfer_to_agent.as_deref(), Some("billing"));
+    // ADK's transfer_to_agent returns None: its answer is stored as {"result": null}.
+    assert_eq!(
+        function_responses(events[3]),
+        [("t2".into(), "transfer_to_agent".into(), json!({"result": null}))]
+    );
+    assert_eq!(events[3].content().unwrap().role, "user");
     assert_eq!(run.texts().last().unwrap(), "Billing here: your invoice is paid.");
 
     // The router was offered the transfer tool and told whom it can reach.
@@ -433,6 +443,17 @@ async fn a_loop_runs_until_exit_loop_escalates() {
     assert_eq!(events.len(), 4);
     let exit = events[3];
     assert!(exit.actions.escalates() && exit.actions.skips_summarization());
+    // ADK's exit_loop returns None: {"result": null}, and no text part beside it.
+    assert_eq!(
+        exit.content().unwrap().parts,
+        [Part::function_response(
+            FunctionResponseData {
+                name: "exit_loop".into(),
+                response: json!({"result": null}),
+            },
+            Some("x1".into())
+        )]
+    );
     assert_eq!(server.requests().len(), 3, "no model call after exit_loop");
 
     // max_iterations bounds a loop that never escalates.

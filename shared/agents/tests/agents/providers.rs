@@ -2,7 +2,7 @@
 
 use crate::common::*;
 use adk_grpc_agents::{HttpTool, LlmAgentBuilder, RunOptions};
-use adk_grpc_core::{Content, RunConfig, StreamingMode};
+use adk_grpc_core::{Content, ModalityTokenCount, RunConfig, StreamingMode};
 use adk_grpc_models::testing::{FakeReply, FakeServer, SseEnd, SseScript, SseStep, gemini, openai};
 use adk_grpc_models::{Gemini, OpenAiCompatible};
 use futures::StreamExt;
@@ -182,9 +182,47 @@ async fn gemini_calls_get_adk_ids_and_stream_text() {
         id,
         "the response answers the same id"
     );
+    // Stored as ADK stores it, and sent to Gemini as a user turn.
+    assert_eq!(complete[1].content().unwrap().role, "user");
+    let contents = server.last_request().json()["contents"].clone();
+    assert_eq!(contents[2]["role"], "user");
+    assert_eq!(contents[2]["parts"][0]["functionResponse"]["name"], "lookup");
     assert_eq!(run.partial().len(), 3);
     assert_eq!(run.texts().last().unwrap(), "Rust is fast.");
     h.verify_log(&HashMap::new()).await;
+}
+
+#[tokio::test]
+async fn gemini_usage_details_and_model_version_are_stored() {
+    let server = FakeServer::start().await;
+    let mut reply = gemini::text("Hi.");
+    reply["modelVersion"] = json!("gemini-2.5-flash-001");
+    reply["usageMetadata"] = json!({
+        "promptTokenCount": 7, "candidatesTokenCount": 2, "totalTokenCount": 9,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 7}],
+        "candidatesTokensDetails": [{"modality": "TEXT", "tokenCount": 2}],
+        "trafficType": "ON_DEMAND"
+    });
+    server.push(reply);
+    let model = Gemini::new("gemini-fake").unwrap().with_base_url(server.url());
+    let agent = LlmAgentBuilder::new("assistant")
+        .model(Arc::new(model))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    h.say("hello").await.ok();
+
+    let stored = h.session().await;
+    let reply = &stored.events.iter().last().expect("the reply").llm_response;
+    assert_eq!(reply.model_version.as_deref(), Some("gemini-2.5-flash-001"));
+    let usage = reply.usage_metadata.clone().expect("usage");
+    let modality = |tokens| ModalityTokenCount {
+        modality: Some("TEXT".into()),
+        token_count: Some(tokens),
+    };
+    assert_eq!(usage.prompt_tokens_details, [modality(7)]);
+    assert_eq!(usage.candidates_tokens_details, [modality(2)]);
+    assert_eq!(usage.traffic_type.as_deref(), Some("ON_DEMAND"));
 }
 
 #[tokio::test]

@@ -3,7 +3,7 @@
 use crate::common::{assert_stream_shape, calls, collect, collect_ok, text};
 use adk_grpc_core::{
     AdkError, BuiltinTool, Content, FinishReason, FunctionResponseData, GenerateContentConfig, Llm, LlmRequest,
-    PartKind, ToolDeclaration, UsageMetadata,
+    ModalityTokenCount, Part, PartKind, ToolDeclaration, UsageMetadata,
 };
 use adk_grpc_models::Gemini;
 use adk_grpc_models::testing::{FakeReply, FakeServer, gemini};
@@ -233,6 +233,108 @@ async fn request_carries_system_tools_history_media_and_settings() {
         body["generationConfig"],
         json!({"temperature": 0.5, "topP": 0.25, "maxOutputTokens": 64, "stopSequences": ["STOP!"]})
     );
+}
+
+/// A request whose tool answer is stored with `role`, and the contents Gemini gets for it.
+fn answered_call(role: &str) -> LlmRequest {
+    let call = Part::function_call("lookup", json!({"q": "x"}), Some("call-1".into()));
+    let answer = Part::function_response(
+        FunctionResponseData {
+            name: "lookup".into(),
+            response: json!({"result": null}),
+        },
+        Some("call-1".into()),
+    );
+    LlmRequest {
+        contents: vec![
+            Content::new("user").with_text("find x"),
+            Content::new("model").with_part(call),
+            Content::new(role).with_part(answer),
+        ],
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_function_response_stored_as_adk_stores_it_or_as_before_is_a_user_turn() {
+    let server = FakeServer::start().await;
+    let mut sent = Vec::new();
+    // "user" is how ADK (and the runner) store it; "tool" is in sessions stored before.
+    for role in ["user", "tool"] {
+        server.push(gemini::text("ok"));
+        collect_ok(
+            model(&server)
+                .generate_content(answered_call(role), false)
+                .await
+                .unwrap(),
+        )
+        .await;
+        sent.push(server.last_request().json()["contents"].clone());
+    }
+    assert_eq!(
+        sent[0][2],
+        json!({"role": "user", "parts": [
+            {"functionResponse": {"name": "lookup", "response": {"result": null}, "id": "call-1"}}
+        ]})
+    );
+    assert_eq!(sent[0], sent[1]);
+}
+
+#[tokio::test]
+async fn every_usage_field_and_the_model_version_are_kept() {
+    let server = FakeServer::start().await;
+    let usage = json!({
+        "promptTokenCount": 31,
+        "candidatesTokenCount": 5,
+        "totalTokenCount": 60,
+        "cachedContentTokenCount": 8,
+        "thoughtsTokenCount": 24,
+        "toolUsePromptTokenCount": 2,
+        "promptTokensDetails": [{"modality": "TEXT", "tokenCount": 29}, {"modality": "IMAGE", "tokenCount": 2}],
+        "cacheTokensDetails": [{"modality": "TEXT", "tokenCount": 8}],
+        "candidatesTokensDetails": [{"modality": "TEXT", "tokenCount": 5}],
+        "toolUsePromptTokensDetails": [{"modality": "TEXT", "tokenCount": 2}],
+        "trafficType": "ON_DEMAND"
+    });
+    let mut reply = gemini::text("Bonjour");
+    reply["usageMetadata"] = usage;
+    reply["modelVersion"] = json!("gemini-2.5-flash-001");
+    server.push(reply);
+    let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+
+    let modality = |modality: &str, token_count: i32| ModalityTokenCount {
+        modality: Some(modality.into()),
+        token_count: Some(token_count),
+    };
+    assert_eq!(
+        items[0].usage_metadata,
+        Some(UsageMetadata {
+            prompt_token_count: Some(31),
+            candidates_token_count: Some(5),
+            total_token_count: Some(60),
+            cached_content_token_count: Some(8),
+            thoughts_token_count: Some(24),
+            tool_use_prompt_token_count: Some(2),
+            prompt_tokens_details: vec![modality("TEXT", 29), modality("IMAGE", 2)],
+            cache_tokens_details: vec![modality("TEXT", 8)],
+            candidates_tokens_details: vec![modality("TEXT", 5)],
+            tool_use_prompt_tokens_details: vec![modality("TEXT", 2)],
+            traffic_type: Some("ON_DEMAND".into()),
+        })
+    );
+    assert_eq!(items[0].model_version.as_deref(), Some("gemini-2.5-flash-001"));
+}
+
+#[tokio::test]
+async fn a_streamed_reply_has_the_model_version_of_its_last_chunk() {
+    let server = FakeServer::start().await;
+    let mut first = gemini::response(vec![json!({"text": "a"})], None);
+    first["modelVersion"] = json!("gemini-early");
+    let mut last = gemini::response(vec![json!({"text": "b"})], Some("STOP"));
+    last["modelVersion"] = json!("gemini-late");
+    server.push(gemini::stream(vec![first, last]));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    assert_eq!(items.last().unwrap().model_version.as_deref(), Some("gemini-late"));
 }
 
 #[tokio::test]

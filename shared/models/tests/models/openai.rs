@@ -29,7 +29,8 @@ const USAGE: UsageMetadata = UsageMetadata {
     prompt_token_count: Some(openai::PROMPT_TOKENS as i32),
     candidates_token_count: Some(openai::COMPLETION_TOKENS as i32),
     total_token_count: Some((openai::PROMPT_TOKENS + openai::COMPLETION_TOKENS) as i32),
-    cached_content_token_count: None,
+    // ADK's LiteLlm stores 0 when the server reports no cached tokens.
+    cached_content_token_count: Some(0),
     thoughts_token_count: None,
     tool_use_prompt_token_count: None,
     prompt_tokens_details: Vec::new(),
@@ -94,6 +95,91 @@ async fn streaming_text_gives_partials_then_the_whole_reply() {
     let body = server.last_request().json();
     assert_eq!(body["stream"], true);
     assert_eq!(body["stream_options"], json!({"include_usage": true}));
+}
+
+#[tokio::test]
+async fn cached_and_reasoning_tokens_and_the_answering_model_are_kept_as_adk_litellm_keeps_them() {
+    let server = FakeServer::start().await;
+    let mut reply = openai::text("ok");
+    reply["model"] = json!("gpt-test-2025-01-01");
+    reply["usage"] = json!({
+        "prompt_tokens": 40, "completion_tokens": 9, "total_tokens": 49,
+        "prompt_tokens_details": {"cached_tokens": 32, "audio_tokens": 0},
+        "completion_tokens_details": {"reasoning_tokens": 6, "audio_tokens": 0}
+    });
+    server.push(reply);
+    // A server that names no model and reports neither count.
+    let mut bare = openai::text("ok");
+    bare.as_object_mut().unwrap().remove("model");
+    server.push(bare);
+    // Another's flat name for the cached tokens.
+    let mut flat = openai::text("ok");
+    flat["usage"]["cached_tokens"] = json!(3);
+    server.push(flat);
+
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let items = collect_ok(model(&server).generate_content(ask("hi"), false).await.unwrap()).await;
+        replies.push(items.into_iter().next().unwrap());
+    }
+    let usage = replies[0].usage_metadata.clone().unwrap();
+    assert_eq!(
+        (
+            usage.prompt_token_count,
+            usage.cached_content_token_count,
+            usage.thoughts_token_count
+        ),
+        (Some(40), Some(32), Some(6))
+    );
+    assert_eq!(replies[0].model_version.as_deref(), Some("gpt-test-2025-01-01"));
+    assert_eq!(replies[1].usage_metadata, Some(USAGE), "cached 0, no thoughts count");
+    assert_eq!(
+        replies[1].model_version.as_deref(),
+        Some("gpt-test"),
+        "the model asked for"
+    );
+    let flat = replies[2].usage_metadata.clone().unwrap();
+    assert_eq!(flat.cached_content_token_count, Some(3));
+}
+
+#[tokio::test]
+async fn a_streamed_reply_names_the_model_its_chunks_name() {
+    let server = FakeServer::start().await;
+    server.push(openai::stream_text(&["a", "b"]));
+    let items = collect_ok(model(&server).generate_content(ask("hi"), true).await.unwrap()).await;
+    // The fake's chunks say "fake-model"; the request asked for "gpt-test".
+    assert_eq!(items.last().unwrap().model_version.as_deref(), Some("fake-model"));
+}
+
+#[tokio::test]
+async fn a_function_response_stored_as_adk_stores_it_or_as_before_is_a_tool_message() {
+    let server = FakeServer::start().await;
+    let mut sent = Vec::new();
+    // "user" is how ADK (and the runner) store it; "tool" is in sessions stored before.
+    for role in ["user", "tool"] {
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("user").with_text("find x"),
+                Content::new("model").with_part(Part::function_call("lookup", json!({}), Some("call_1".into()))),
+                Content::new(role).with_part(Part::function_response(
+                    FunctionResponseData {
+                        name: "lookup".into(),
+                        response: json!({"result": null}),
+                    },
+                    Some("call_1".into()),
+                )),
+            ],
+            ..Default::default()
+        };
+        server.push(openai::text("ok"));
+        collect_ok(model(&server).generate_content(request, false).await.unwrap()).await;
+        sent.push(server.last_request().json()["messages"].clone());
+    }
+    assert_eq!(
+        sent[0][2],
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"result\":null}"})
+    );
+    assert_eq!(sent[0], sent[1]);
 }
 
 #[tokio::test]

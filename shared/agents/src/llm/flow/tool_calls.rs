@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use tracing::Instrument;
 
-/// The role of the content that carries tool results.
-pub(crate) const TOOL_ROLE: &str = "tool";
+/// The role of the content that carries tool results: "user", as ADK stores them
+/// (google.genai has no tool role). Sessions stored before this carry "tool"; every
+/// provider conversion reads a function response by its part, whatever the role.
+pub(crate) const FUNCTION_RESPONSE_ROLE: &str = "user";
 
 /// One function call of a model reply.
 #[derive(Clone)]
@@ -73,7 +75,7 @@ pub(super) async fn run(
     let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
     if !parts.is_empty() {
         event.llm_response.content = Some(Content {
-            role: TOOL_ROLE.to_string(),
+            role: FUNCTION_RESPONSE_ROLE.to_string(),
             parts,
         });
     }
