@@ -73,8 +73,8 @@ pub use state_schema::StateSchema;
 pub use timeout::with_timeout;
 pub use tools::{
     ACTIONS_META_KEY, AgentTool, BUILTIN_TOOLS, CONTEXT_META_KEY, ClientTool, ContextGrant, ExitLoopTool, FunctionTool,
-    HttpTool, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport,
-    OpenApiToolset, PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
+    HttpTool, LargeReply, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus,
+    McpTransport, OpenApiToolset, PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
 };
 pub use tools::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};
