@@ -289,6 +289,7 @@ async fn a_large_reply_of_a_tool_that_saves_it_becomes_an_artifact_the_model_is_
     .await;
     let channel = stack.channel().await;
     let reply = two_mib_reply();
+    let idle = stack.server.rss_kib().expect("the server runs");
 
     let (events, failure) = run(&channel, "saving", "ann", "s1", "call big").await;
     assert!(failure.is_none(), "{failure:?}");
@@ -329,6 +330,29 @@ async fn a_large_reply_of_a_tool_that_saves_it_becomes_an_artifact_the_model_is_
         bytes == reply,
         "the artifact differs from the reply ({} bytes)",
         bytes.len()
+    );
+
+    // Ten at once: each reply is held while it is saved, and kept by the memory store.
+    let saves = join_all((0..10).map(|i| {
+        let channel = &channel;
+        async move { run(channel, "saving", "ann", &format!("many-{i}"), "call big").await }
+    }))
+    .await;
+    let peak = stack.server.peak_rss_kib().expect("the server runs");
+    for (events, failure) in &saves {
+        assert!(failure.is_none(), "{failure:?}");
+        assert!(last_text(events).contains(name), "{}", last_text(events));
+    }
+    eprintln!(
+        "large replies saved as artifacts: idle VmRSS {idle} KiB, peak VmHWM {peak} KiB over 11 saves of 2 MiB \
+         (+{} KiB)",
+        peak.saturating_sub(idle)
+    );
+    // Measured at about 5 MiB per save (the reply, the copies of a save, what the memory
+    // store keeps): twice that is a reply buffered more often than it should be.
+    assert!(
+        peak < idle + 11 * 10 * 1024,
+        "peak {peak} KiB is more than 10 MiB per save over the idle {idle} KiB"
     );
 
     // Past the artifact limit, the reply is not read further: the error names both sizes.
