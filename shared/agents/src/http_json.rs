@@ -2,7 +2,7 @@
 //! type, so all send the same headers and trace context, time out the same way and
 //! describe a failure in the same words.
 
-use crate::tools::LargeReply;
+use crate::large_reply::LargeReply;
 use adk_grpc_core::{AdkError, Result, replies};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;

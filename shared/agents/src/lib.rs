@@ -44,6 +44,7 @@ mod convert;
 pub mod hooks;
 mod http_json;
 mod json_schema;
+mod large_reply;
 mod llm;
 mod rules;
 mod run_state;
@@ -60,6 +61,7 @@ pub use convert::RunRequest;
 pub use hooks::{
     BeforeModel, BeforeTool, Callback, Decision, FailurePolicy, Hook, HookContext, HookPoint, Hooks, HttpHook,
 };
+pub use large_reply::LargeReply;
 pub use llm::{
     Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME, check_examples,
     check_object_schema, check_schema,
@@ -73,8 +75,8 @@ pub use state_schema::StateSchema;
 pub use timeout::with_timeout;
 pub use tools::{
     ACTIONS_META_KEY, AgentTool, BUILTIN_TOOLS, CONTEXT_META_KEY, ClientTool, ContextGrant, ExitLoopTool, FunctionTool,
-    HttpTool, LargeReply, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus,
-    McpTransport, OpenApiToolset, PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
+    HttpTool, LoadArtifactsTool, LoadMemoryTool, McpConnectionState, McpToolset, McpToolsetStatus, McpTransport,
+    OpenApiToolset, PreloadMemoryTool, ProviderBuiltinTool, ToolActions, builtin_tool,
 };
 pub use tools::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use workflow::{LoopAgent, ParallelAgent, SequentialAgent};

@@ -1,8 +1,9 @@
 //! `HttpTool`: a tool that is an HTTP endpoint.
 
 use super::remote_context::{ContextGrant, RemotePart, ToolActions};
-use super::reply_limit::{JSON_MIME, LargeReply, check_json, is_large, save_large_reply};
+use super::reply_limit::{JSON_MIME, check_json, is_large, save_large_reply};
 use crate::http_json::{JsonEndpoint, PostFailure};
+use crate::large_reply::LargeReply;
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;

@@ -18,7 +18,7 @@
 
 use super::mcp_stdio::StdioServer;
 use super::remote_context::{ContextGrant, ToolActions};
-use super::reply_limit::LargeReply;
+use crate::large_reply::LargeReply;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, CallbackContext, Content, LlmRequest, Part, PartKind, ReadonlyContext, Result, Tool, ToolContext,

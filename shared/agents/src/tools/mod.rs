@@ -23,7 +23,6 @@ pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use openapi::OpenApiToolset;
 pub use remote_context::{ContextGrant, ToolActions};
-pub use reply_limit::LargeReply;
 pub(crate) use reply_limit::within_reply_limit;
 
 use adk_grpc_core::Tool;

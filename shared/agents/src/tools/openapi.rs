@@ -18,8 +18,9 @@
 //! (a request body that is not JSON, say) is an error only when the toolset offers
 //! it, so `with_tool_filter` can leave it out.
 
-use super::reply_limit::{JSON_MIME, LargeReply, TEXT_MIME, check_json, is_large, save_large_reply};
+use super::reply_limit::{JSON_MIME, TEXT_MIME, check_json, is_large, save_large_reply};
 use crate::http_json::JsonEndpoint;
+use crate::large_reply::LargeReply;
 use crate::rules::validate_tool_name;
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext};
 use async_trait::async_trait;
