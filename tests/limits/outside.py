@@ -9,6 +9,8 @@
   that never ends, "slow reply" answers after a second.
 - POST /tool/huge (200 MiB of JSON, its length declared), /tool/endless (a chunked
   body without end), /tool/slow (after a second), /tool/ok: HTTP tools.
+- POST /tool/two_mib: 2 MiB of JSON, {"data": "0123456789abcdef…"}, for a tool
+  that saves large replies as artifacts (the test rebuilds the same bytes).
 - POST /hook/huge: a hook answering 200 MiB.
 
 Every call is appended to FILE as one JSON line (its path), so tests can count calls.
@@ -28,6 +30,7 @@ lock = threading.Lock()
 
 HUGE = 200 * 1024 * 1024
 CHUNK = b"x" * (64 * 1024)
+TWO_MIB = b'{"data": "' + b"0123456789abcdef" * (2 * 1024 * 1024 // 16) + b'"}'
 
 
 def completion(message):
@@ -107,6 +110,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.model(request)
             elif self.path in ("/tool/huge", "/hook/huge"):
                 self.send_huge()
+            elif self.path == "/tool/two_mib":
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(TWO_MIB)))
+                self.end_headers()
+                self.wfile.write(TWO_MIB)
             elif self.path == "/tool/endless":
                 self.send_endless()
             elif self.path == "/tool/slow":

@@ -55,7 +55,7 @@ pub struct Cli {
 /// Streams end and the server stops when `shutdown` fires.
 pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer> {
     // Checked before any store is opened, so a bad file fails the start at once.
-    cli.replies.apply();
+    cli.replies.apply(cli.artifacts.max_artifact_bytes);
     let agents = match &cli.agents {
         Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
         None => None,

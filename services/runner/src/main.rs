@@ -99,7 +99,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let shutdown = Shutdown::new();
     // The agents file is checked before the store is opened: a typo or a missing
     // API key is reported at once, whether or not Redis is up.
-    cli.replies.apply();
+    cli.replies.apply(cli.artifacts.max_artifact_bytes);
     let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let embedders = match &cli.memory.memory_embeddings {

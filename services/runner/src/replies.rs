@@ -1,7 +1,9 @@
 //! The flags bounding what the runner reads of a reply from outside the process
 //! (adk_grpc_core::replies): set once, before the agents file is loaded.
 
-use adk_grpc_core::replies::{DEFAULT_MAX_MODEL_REPLY_BYTES, DEFAULT_MAX_TOOL_REPLY_BYTES, set_reply_limits};
+use adk_grpc_core::replies::{
+    DEFAULT_MAX_MODEL_REPLY_BYTES, DEFAULT_MAX_TOOL_REPLY_BYTES, set_max_saved_reply_bytes, set_reply_limits,
+};
 use clap::builder::RangedU64ValueParser;
 
 #[derive(Debug, Clone, clap::Args)]
@@ -31,8 +33,10 @@ pub struct ReplyArgs {
 }
 
 impl ReplyArgs {
-    /// Makes these the process's limits.
-    pub fn apply(&self) {
+    /// Makes these the process's limits; `max_artifact_bytes` (the artifact store's
+    /// `--max-artifact-bytes`) bounds what a tool with `large_reply: artifact` reads.
+    pub fn apply(&self, max_artifact_bytes: u64) {
         set_reply_limits(self.max_tool_reply_bytes, self.max_model_reply_bytes);
+        set_max_saved_reply_bytes(usize::try_from(max_artifact_bytes).unwrap_or(usize::MAX));
     }
 }

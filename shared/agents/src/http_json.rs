@@ -2,6 +2,7 @@
 //! type, so all send the same headers and trace context, time out the same way and
 //! describe a failure in the same words.
 
+use crate::large_reply::LargeReply;
 use adk_grpc_core::{AdkError, Result, replies};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::Value;
@@ -19,6 +20,8 @@ pub(crate) struct JsonEndpoint {
     headers: HeaderMap,
     timeout: Duration,
     client: reqwest::Client,
+    /// How far a reply is read: a tool's that saves large replies as artifacts reads further.
+    large_reply: LargeReply,
 }
 
 /// Why a POST failed; each carries the whole message (`POST <url> …`).
@@ -28,7 +31,8 @@ pub(crate) enum PostFailure {
     /// Refused, broken, or answered with a non-2xx status.
     Unreachable(String),
     NotJson(String),
-    /// The reply was longer than `--max-tool-reply-bytes`; reading stopped there.
+    /// The reply was longer than `--max-tool-reply-bytes` (or, for a tool saving large
+    /// replies as artifacts, `--max-artifact-bytes`); reading stopped there.
     TooLarge(String),
 }
 
@@ -63,6 +67,7 @@ impl JsonEndpoint {
             headers: HeaderMap::new(),
             timeout,
             client,
+            large_reply: LargeReply::default(),
         })
     }
 
@@ -73,6 +78,16 @@ impl JsonEndpoint {
     /// The whole exchange must finish within this time.
     pub(crate) fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
+    }
+
+    /// What a reply longer than the limit of a tool reply is: an error, read no
+    /// further (the default, and a hook's), or read on to be saved as an artifact.
+    pub(crate) fn set_large_reply(&mut self, large_reply: LargeReply) {
+        self.large_reply = large_reply;
+    }
+
+    pub(crate) fn large_reply(&self) -> LargeReply {
+        self.large_reply
     }
 
     /// A header sent with every call (e.g. an API key), kept out of logs.
@@ -87,15 +102,30 @@ impl JsonEndpoint {
 
     /// POSTs `body`; the JSON reply, or `null` for an empty one.
     pub(crate) async fn post(&self, body: &Value) -> std::result::Result<Value, PostFailure> {
-        let url = self.url.clone();
-        let reply = self
-            .send(reqwest::Method::POST, url.clone(), HeaderMap::new(), Some(body))
-            .await?;
+        let reply = self.post_for_body(body).await?;
+        self.json_of(&reply)
+    }
+
+    /// POSTs `body`; the reply's body as it came (see [`JsonEndpoint::json_of`]).
+    pub(crate) async fn post_for_body(&self, body: &Value) -> std::result::Result<Vec<u8>, PostFailure> {
+        self.send(reqwest::Method::POST, self.url.clone(), HeaderMap::new(), Some(body))
+            .await
+    }
+
+    /// A reply's body as JSON, `null` for an empty one.
+    pub(crate) fn json_of(&self, reply: &[u8]) -> std::result::Result<Value, PostFailure> {
         if reply.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
-        serde_json::from_slice(&reply)
-            .map_err(|e| PostFailure::NotJson(format!("POST {url} answered with a body that is not JSON: {e}")))
+        serde_json::from_slice(reply).map_err(|e| self.not_json(e))
+    }
+
+    /// A reply that is not JSON, as the failure says it.
+    pub(crate) fn not_json(&self, error: impl std::fmt::Display) -> PostFailure {
+        PostFailure::NotJson(format!(
+            "POST {} answered with a body that is not JSON: {error}",
+            self.url
+        ))
     }
 
     /// One exchange with the endpoint's client, headers and timeout: `method` at `url`
@@ -131,11 +161,17 @@ impl JsonEndpoint {
         }
         let mut response = request.send().await.map_err(|e| transport(e, ""))?;
         let status = response.status();
-        let limit = replies::max_tool_reply_bytes();
+        // Only a success is saved as an artifact: an error reply only needs its excerpt.
+        let limit = if status.is_success() {
+            self.large_reply.read_limit()
+        } else {
+            replies::max_tool_reply_bytes()
+        };
         let too_large = |size: String| {
-            PostFailure::TooLarge(replies::tool_reply_too_large(&format!(
-                "the reply to {method} {url}{size}"
-            )))
+            PostFailure::TooLarge(
+                self.large_reply
+                    .too_large(&format!("the reply to {method} {url}{size}")),
+            )
         };
         // A declared length over the limit is refused before a byte of it is read.
         if let Some(length) = response
@@ -144,7 +180,9 @@ impl JsonEndpoint {
         {
             return Err(too_large(format!(" ({length} bytes)")));
         }
-        let mut reply = Vec::new();
+        // A declared length is room made once, not a buffer doubled up to a large reply.
+        let declared = response.content_length().map_or(0, |length| length as usize);
+        let mut reply = Vec::with_capacity(declared.min(limit));
         while let Some(chunk) = response.chunk().await.map_err(|e| transport(e, " reading the reply"))? {
             if reply.len() + chunk.len() > limit {
                 // An error reply only needs its excerpt: what was read is enough.

@@ -44,6 +44,7 @@ mod convert;
 pub mod hooks;
 mod http_json;
 mod json_schema;
+mod large_reply;
 mod llm;
 mod rules;
 mod run_state;
@@ -60,6 +61,7 @@ pub use convert::RunRequest;
 pub use hooks::{
     BeforeModel, BeforeTool, Callback, Decision, FailurePolicy, Hook, HookContext, HookPoint, Hooks, HttpHook,
 };
+pub use large_reply::LargeReply;
 pub use llm::{
     Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME, check_examples,
     check_object_schema, check_schema,

@@ -21,8 +21,13 @@ pub const DEFAULT_MAX_TOOL_REPLY_BYTES: usize = MAX_EVENT_BYTES - 64 * 1024;
 /// larger than the event it becomes; it is still bounded.
 pub const DEFAULT_MAX_MODEL_REPLY_BYTES: usize = 4 * MAX_EVENT_BYTES;
 
+/// Default of the largest tool reply saved as an artifact: the artifact store's
+/// default `--max-artifact-bytes` (256 MiB).
+pub const DEFAULT_MAX_SAVED_REPLY_BYTES: usize = 256 * 1024 * 1024;
+
 static MAX_TOOL_REPLY_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_TOOL_REPLY_BYTES);
 static MAX_MODEL_REPLY_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_MODEL_REPLY_BYTES);
+static MAX_SAVED_REPLY_BYTES: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_SAVED_REPLY_BYTES);
 
 /// Largest reply read from a tool, hook, MCP server, A2A remote or remote spec.
 pub fn max_tool_reply_bytes() -> usize {
@@ -32,6 +37,18 @@ pub fn max_tool_reply_bytes() -> usize {
 /// Largest reply read from a model provider: a whole reply, or one streamed event.
 pub fn max_model_reply_bytes() -> usize {
     MAX_MODEL_REPLY_BYTES.load(Ordering::Relaxed)
+}
+
+/// Largest reply read from a tool that saves a large reply as an artifact (the agents
+/// file's `large_reply: artifact`): the artifact store's `--max-artifact-bytes`, so
+/// nothing is read that the store would refuse.
+pub fn max_saved_reply_bytes() -> usize {
+    MAX_SAVED_REPLY_BYTES.load(Ordering::Relaxed)
+}
+
+/// Sets the limit of a reply saved as an artifact (the server's `--max-artifact-bytes`, at startup).
+pub fn set_max_saved_reply_bytes(bytes: usize) {
+    MAX_SAVED_REPLY_BYTES.store(bytes, Ordering::Relaxed);
 }
 
 /// Sets both limits (the server's flags, at startup).

@@ -8,9 +8,11 @@
 //! The servers are installed by `scripts/setup-mcp.sh` (run by `scripts/test.sh`)
 //! into `~/.cache/adk`; `ADK_MCP_NODE_DIR` / `ADK_MCP_PYTHON` point elsewhere.
 
+use adk_grpc_core::ArtifactService;
+use adk_grpc_core::artifact::LoadRequest;
 use adk_grpc_core::convert::json_from_proto;
-use adk_grpc_e2e::after_user_event;
 use adk_grpc_e2e::runs::{self, user_text};
+use adk_grpc_e2e::{after_user_event, connect_artifacts, spawn_artifact_server};
 use adk_grpc_models::testing::{FakeServer, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -95,7 +97,7 @@ async fn file_appears(path: PathBuf) {
 // ---------- the runner ----------
 
 struct Stack {
-    _redis: RedisServer,
+    redis: RedisServer,
     runner: ServiceProcess,
     _agents: tempfile::NamedTempFile,
 }
@@ -123,7 +125,7 @@ impl Stack {
         let envs: Vec<(String, String)> = envs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         let runner = ServiceProcess::spawn("adk-runner-server", &args, &envs).await;
         Stack {
-            _redis: redis,
+            redis,
             runner,
             _agents: file,
         }
@@ -801,6 +803,72 @@ apps:
     assert_eq!(
         response(&responses(&after), "weather"),
         &json!({"structured_content": {"city": "Oslo", "temp_c": 21}})
+    );
+}
+
+/// A result too large for its event from a toolset with `large_reply: artifact`: the
+/// server's message is read past the limit of a tool reply, the result is saved as a
+/// session artifact (as JSON, as the model would have read it), the tool event's
+/// artifact_delta names it, the model gets the reference, and the run goes on.
+#[tokio::test]
+async fn an_mcp_result_over_the_limit_is_saved_as_an_artifact_when_the_toolset_says_so() {
+    const LIMIT: usize = 256 * 1024;
+    let state = tempfile::tempdir().expect("state dir");
+    let tool = fastmcp_stdio("py", state.path(), "    large_reply: artifact\n");
+    let agents = format!(
+        "
+models:
+  huge:
+    provider: mock
+    mock:
+      turns:
+        - function_calls: [{{ name: huge, args: {{ megabytes: 2 }} }}]
+        - text: saved
+tools:
+{tool}
+apps:
+  huge:
+    root_agent: {{ name: caller, model: huge, tools: [py] }}
+"
+    );
+    let stack = Stack::start_with_args(&agents, &[], &["--max-tool-reply-bytes".into(), LIMIT.to_string()]).await;
+    let events = stack.run("huge", "s1", "Get it").await;
+    assert_eq!(last_text(&events), "saved");
+    let all = responses(&events);
+    let saved = &response(&all, "huge")["artifact"];
+    let name = saved["file_name"].as_str().unwrap_or_default().to_string();
+    assert!(name.starts_with("huge-") && name.ends_with(".json"), "{saved}");
+    assert_eq!(
+        (&saved["version"], &saved["mime_type"]),
+        (&json!(1), &json!("application/json"))
+    );
+    let delta = events
+        .iter()
+        .find_map(|event| event.actions.as_ref()?.artifact_delta.get(&name).copied());
+    assert_eq!(delta, Some(1), "the tool event's artifact_delta names {name}");
+
+    // Read back through adk-artifact-server on the same store.
+    let server = spawn_artifact_server(&stack.redis.url(), &[]).await;
+    let load = LoadRequest {
+        app_name: "huge".into(),
+        user_id: USER.into(),
+        session_id: "s1".into(),
+        file_name: name.clone(),
+        version: None,
+    };
+    let (metadata, body) = connect_artifacts(&server)
+        .await
+        .download(load, 0)
+        .await
+        .expect("the saved result");
+    let bytes: Vec<u8> = futures::TryStreamExt::try_concat(body).await.expect("its bytes");
+    assert_eq!(Some(metadata.size_bytes), saved["size_bytes"].as_u64());
+    let result: Value = serde_json::from_slice(&bytes).expect("JSON");
+    assert_eq!(result["text"].as_str().map(str::len), Some(2 << 20));
+    assert!(
+        result["text"]
+            .as_str()
+            .is_some_and(|text| text.bytes().all(|b| b == b'x'))
     );
 }
 

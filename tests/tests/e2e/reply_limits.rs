@@ -7,11 +7,15 @@
 //! serving, and what it stored before is intact. Also: one channel runs hundreds of
 //! concurrent runs on the default flags.
 
+use adk_grpc_client::RemoteArtifactService;
+use adk_grpc_core::ArtifactService;
+use adk_grpc_core::artifact::LoadRequest;
 use adk_grpc_e2e::runs::{self, text_of, user_text};
 use adk_grpc_e2e::script_server::ScriptServer;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_testkit::ServiceProcess;
+use futures::TryStreamExt;
 use futures::future::join_all;
 use tonic::Code;
 use tonic::transport::Channel;
@@ -42,6 +46,8 @@ tools:
   endless: {{ kind: http, url: '{outside}/tool/endless', description: Answers without end. }}
   slow: {{ kind: http, url: '{outside}/tool/slow', description: Answers after a second. }}
   ok: {{ kind: http, url: '{outside}/tool/ok', description: Answers at once. }}
+  big: {{ kind: http, url: '{outside}/tool/two_mib', description: Answers 2 MiB., large_reply: artifact }}
+  huge_saved: {{ kind: http, url: '{outside}/tool/huge', description: Answers 200 MiB., large_reply: artifact }}
 hooks:
   heavy: {{ url: '{outside}/hook/huge', points: [before_tool] }}
   heavy_closed: {{ url: '{outside}/hook/huge', points: [before_tool], on_failure: fail_closed }}
@@ -52,6 +58,8 @@ apps:
     root_agent: {{ name: guarded, model: gpt, tools: [ok], hooks: [heavy] }}
   strict:
     root_agent: {{ name: strict, model: gpt, tools: [ok], hooks: [heavy_closed] }}
+  saving:
+    root_agent: {{ name: saver, model: gpt, tools: [big, huge_saved] }}
 "
     )
 }
@@ -252,5 +260,117 @@ async fn one_channel_runs_three_hundred_concurrent_runs_on_the_default_flags() {
     assert!(
         peak < idle + RUNS as u64 * 512,
         "peak {peak} KiB is more than 512 KiB per run over the idle {idle} KiB"
+    );
+}
+
+/// What tests/limits/outside.py's /tool/two_mib answers, byte for byte.
+fn two_mib_reply() -> Vec<u8> {
+    let mut body = br#"{"data": ""#.to_vec();
+    body.extend("0123456789abcdef".repeat(2 * 1024 * 1024 / 16).bytes());
+    body.extend(br#""}"#);
+    body
+}
+
+/// An HTTP tool with `large_reply: artifact` answering 2 MiB, eight times the limit of a
+/// tool reply: the reply is saved as a session artifact with the exact bytes, the tool
+/// event's artifact_delta names it, the model's next request carries the reference, and
+/// the run goes on. A reply past the artifact limit is still an error the model reads.
+#[tokio::test]
+async fn a_large_reply_of_a_tool_that_saves_it_becomes_an_artifact_the_model_is_pointed_to() {
+    const ARTIFACT_LIMIT: usize = 4 * 1024 * 1024;
+    let tool_limit = TOOL_LIMIT.to_string();
+    let artifact_limit = ARTIFACT_LIMIT.to_string();
+    let stack = Stack::start(&[
+        "--max-tool-reply-bytes",
+        &tool_limit,
+        "--max-artifact-bytes",
+        &artifact_limit,
+    ])
+    .await;
+    let channel = stack.channel().await;
+    let reply = two_mib_reply();
+    let idle = stack.server.rss_kib().expect("the server runs");
+
+    let (events, failure) = run(&channel, "saving", "ann", "s1", "call big").await;
+    assert!(failure.is_none(), "{failure:?}");
+    let name = "big-call-big.json";
+    let saved_in = events
+        .iter()
+        .find_map(|event| event.actions.as_ref()?.artifact_delta.get(name))
+        .unwrap_or_else(|| panic!("no event's artifact_delta names {name}: {events:#?}"));
+    assert_eq!(*saved_in, 1);
+    // The model's next request had the reference as the tool's answer (it echoes its start).
+    let heard = last_text(&events);
+    assert!(heard.starts_with(r#"heard: {"artifact":"#), "{heard}");
+    for field in [
+        format!(r#""file_name":"{name}""#),
+        r#""version":1"#.to_string(),
+        format!(r#""size_bytes":{}"#, reply.len()),
+        r#""mime_type":"application/json""#.to_string(),
+    ] {
+        assert!(heard.contains(&field), "{field} in {heard}");
+    }
+
+    // The artifact holds the reply exactly as the tool sent it.
+    let artifacts = RemoteArtifactService::connect(stack.server.endpoint())
+        .await
+        .expect("connect to the artifact service");
+    let load = LoadRequest {
+        app_name: "saving".into(),
+        user_id: "ann".into(),
+        session_id: "s1".into(),
+        file_name: name.into(),
+        version: None,
+    };
+    let (metadata, body) = artifacts.download(load, 0).await.expect("the saved reply");
+    let bytes: Vec<u8> = body.try_concat().await.expect("its bytes");
+    assert_eq!((metadata.version, metadata.mime_type.as_str()), (1, "application/json"));
+    assert_eq!(metadata.size_bytes, reply.len() as u64);
+    assert!(
+        bytes == reply,
+        "the artifact differs from the reply ({} bytes)",
+        bytes.len()
+    );
+
+    // Ten at once: each reply is held while it is saved, and kept by the memory store.
+    let saves = join_all((0..10).map(|i| {
+        let channel = &channel;
+        async move { run(channel, "saving", "ann", &format!("many-{i}"), "call big").await }
+    }))
+    .await;
+    let peak = stack.server.peak_rss_kib().expect("the server runs");
+    for (events, failure) in &saves {
+        assert!(failure.is_none(), "{failure:?}");
+        assert!(last_text(events).contains(name), "{}", last_text(events));
+    }
+    eprintln!(
+        "large replies saved as artifacts: idle VmRSS {idle} KiB, peak VmHWM {peak} KiB over 11 saves of 2 MiB \
+         (+{} KiB)",
+        peak.saturating_sub(idle)
+    );
+    // Measured at about 5 MiB per save (the reply, the copies of a save, what the memory
+    // store keeps): twice that is a reply buffered more often than it should be.
+    assert!(
+        peak < idle + 11 * 10 * 1024,
+        "peak {peak} KiB is more than 10 MiB per save over the idle {idle} KiB"
+    );
+
+    // Past the artifact limit, the reply is not read further: the error names both sizes.
+    let (events, failure) = run(&channel, "saving", "ann", "s2", "call huge_saved").await;
+    assert!(failure.is_none(), "{failure:?}");
+    let heard = last_text(&events);
+    assert!(heard.contains("HTTP tool huge_saved: the reply to POST "), "{heard}");
+    assert!(
+        heard.contains(&format!(
+            "(209715212 bytes) is longer than {ARTIFACT_LIMIT} bytes, the limit of a reply (--max-artifact-bytes"
+        )),
+        "{heard}"
+    );
+    assert!(
+        events.iter().all(|event| event
+            .actions
+            .as_ref()
+            .is_none_or(|actions| actions.artifact_delta.is_empty())),
+        "nothing was saved"
     );
 }

@@ -120,6 +120,11 @@ pub(super) struct HttpToolConfig {
     /// The tool context is exchanged with the tool: the body and the reply become the envelope.
     #[serde(default)]
     pub(super) context: Option<ToolContextConfig>,
+    /// A reply longer than `--max-tool-reply-bytes`: `error` [default], an error the model
+    /// reads; or `artifact`, read up to `--max-artifact-bytes`, saved as a session artifact,
+    /// and the model reads a reference to it.
+    #[serde(default)]
+    pub(super) large_reply: adk_grpc_agents::LargeReply,
 }
 
 /// `kind: client`: long-running; the gRPC client runs it and answers with a
@@ -191,6 +196,10 @@ pub(super) struct McpToolConfig {
     /// The tool context is exchanged with the server, in a call's `_meta`.
     #[serde(default)]
     pub(super) context: Option<ToolContextConfig>,
+    /// As an http tool's, for a tool result (the server's messages are then read up to
+    /// `--max-artifact-bytes`).
+    #[serde(default)]
+    pub(super) large_reply: adk_grpc_agents::LargeReply,
 }
 
 /// `kind: openapi`: one tool per operation of an OpenAPI 3.x spec.
@@ -224,6 +233,9 @@ pub(super) struct OpenApiToolConfig {
     /// false none [default: those whose method HTTP defines as idempotent].
     #[serde(default)]
     pub(super) safe_to_repeat: Option<bool>,
+    /// As an http tool's; a reply that is not JSON is saved as text.
+    #[serde(default)]
+    pub(super) large_reply: adk_grpc_agents::LargeReply,
 }
 
 /// `kind: model_consult`: ADK's ModelConsultTool, another declared model advises the agent's.

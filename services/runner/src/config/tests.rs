@@ -583,6 +583,36 @@ fn a_tools_fields_are_read_into_its_kinds_with_their_lines() {
 }
 
 #[test]
+fn large_reply_takes_error_or_artifact_for_the_tools_that_read_their_replies() {
+    assert_problem(
+        &with_tool("t: { kind: http, description: d, url: \"http://x\", large_reply: keep }"),
+        "tools.t.large_reply: unknown variant `keep`, expected `error` or `artifact`",
+    );
+    assert_problem(
+        &with_tool("t: { kind: mcp, transport: http, url: \"http://x/mcp\", large_reply: save }"),
+        "tools.t.large_reply: unknown variant `save`, expected `error` or `artifact`",
+    );
+    assert_problem(
+        &with_tool("t: { kind: openapi, spec: spec.yaml, large_reply: big }"),
+        "tools.t.large_reply: unknown variant `big`, expected `error` or `artifact`",
+    );
+    assert_misfit(
+        &with_tool("t: { kind: client, description: d, large_reply: artifact }"),
+        "t",
+        "large_reply",
+        "a client tool",
+    );
+    for value in ["error", "artifact"] {
+        valid(&with_tool(&format!(
+            "t: {{ kind: http, description: d, url: \"http://x\", large_reply: {value} }}"
+        )));
+        valid(&with_tool(&format!(
+            "t: {{ kind: mcp, transport: http, url: \"http://x/mcp\", large_reply: {value} }}"
+        )));
+    }
+}
+
+#[test]
 fn client_tools_have_no_server_side_settings() {
     for field in ["url: \"http://x\"", "timeout_secs: 3", "headers_from_env: { a: PATH }"] {
         let name = field.split(':').next().unwrap();

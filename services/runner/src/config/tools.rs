@@ -163,7 +163,9 @@ fn http_tool(
             if let Some(grant) = grant {
                 tool = tool.with_context(grant);
             }
-            Ok(tool.with_safe_to_repeat(config.safe_to_repeat == Some(true)))
+            Ok(tool
+                .with_safe_to_repeat(config.safe_to_repeat == Some(true))
+                .with_large_reply(config.large_reply))
         })
         .inspect_err(|e| problems.add(place, None, library_message(e)))
         .ok()
@@ -436,6 +438,7 @@ fn build_mcp_toolset(
     }
     let toolset = toolset
         .with_safe_to_repeat(config.safe_to_repeat == Some(true))
+        .with_large_reply(config.large_reply)
         .with_resources(config.use_mcp_resources == Some(true));
     Some(Declared::Toolset(Arc::new(toolset)))
 }
@@ -601,7 +604,10 @@ fn build_openapi_toolset(
     if let Some(prefix) = &config.tool_prefix {
         toolset = toolset.with_prefix(prefix);
     }
-    let toolset = toolset.with_timeout(timeout).with_safe_to_repeat(config.safe_to_repeat);
+    let toolset = toolset
+        .with_timeout(timeout)
+        .with_safe_to_repeat(config.safe_to_repeat)
+        .with_large_reply(config.large_reply);
     toolset
         .tools()
         .inspect_err(|e| problems.add(place, Some("spec"), library_message(e)))

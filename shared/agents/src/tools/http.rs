@@ -1,7 +1,9 @@
 //! `HttpTool`: a tool that is an HTTP endpoint.
 
 use super::remote_context::{ContextGrant, RemotePart, ToolActions};
-use crate::http_json::JsonEndpoint;
+use super::reply_limit::{JSON_MIME, check_json, is_large, save_large_reply};
+use crate::http_json::{JsonEndpoint, PostFailure};
+use crate::large_reply::LargeReply;
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext, ToolOutput};
 use async_trait::async_trait;
 use serde_json::Value;
@@ -77,6 +79,13 @@ impl HttpTool {
         self
     }
 
+    /// What a reply longer than `--max-tool-reply-bytes` becomes: an error the model
+    /// reads (the default), or an artifact the model gets a reference to.
+    pub fn with_large_reply(mut self, large_reply: LargeReply) -> Self {
+        self.endpoint.set_large_reply(large_reply);
+        self
+    }
+
     /// The whole exchange must finish within this time.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.endpoint.set_timeout(timeout);
@@ -93,12 +102,26 @@ impl HttpTool {
         AdkError::Tool(format!("HTTP tool {}: POST {} {what}", self.name, self.endpoint.url()))
     }
 
+    /// A failed exchange as the tool error the model reads.
+    fn failed(&self, failure: PostFailure) -> AdkError {
+        AdkError::Tool(format!("HTTP tool {}: {}", self.name, failure.message()))
+    }
+
     /// POSTs `body`; every failure is a tool error the model reads.
     async fn post(&self, body: &Value) -> Result<Value> {
-        self.endpoint
-            .post(body)
-            .await
-            .map_err(|failure| AdkError::Tool(format!("HTTP tool {}: {}", self.name, failure.message())))
+        self.endpoint.post(body).await.map_err(|failure| self.failed(failure))
+    }
+
+    /// POSTs the arguments; the JSON reply, or, for a reply too large for the event
+    /// (read only with `large_reply: artifact`), the reference to the artifact its
+    /// bytes were saved as, exactly as they came.
+    async fn post_args(&self, ctx: &dyn ToolContext, args: &Value) -> Result<Value> {
+        let body = self.endpoint.post_for_body(args).await.map_err(|f| self.failed(f))?;
+        if !is_large(body.len()) {
+            return self.endpoint.json_of(&body).map_err(|f| self.failed(f));
+        }
+        check_json(&body).map_err(|e| self.failed(self.endpoint.not_json(e)))?;
+        save_large_reply(&self.name, ctx, body, JSON_MIME).await
     }
 }
 
@@ -122,7 +145,7 @@ impl Tool for HttpTool {
 
     async fn execute_with_parts(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<ToolOutput> {
         let Some(grant) = &self.context else {
-            return Ok(ToolOutput::new(self.post(&args).await?));
+            return Ok(ToolOutput::new(self.post_args(ctx.as_ref(), &args).await?));
         };
         let body = serde_json::json!({ "args": args, "context": grant.context_json(ctx.as_ref()) });
         let reply = self.post(&body).await?;
@@ -141,12 +164,18 @@ impl Tool for HttpTool {
             .map(|(i, part)| part.into_part(&format!("parts[{i}]")))
             .collect::<Result<Vec<_>>>()
             .map_err(|e| self.failure(e))?;
-        // Applied last: a reply that is wrong anywhere changes nothing.
         let actions = ToolActions::from_json(reply.actions).map_err(|e| self.failure(e))?;
-        actions.apply(ctx.as_ref()).await.map_err(|e| self.failure(e))?;
-        Ok(ToolOutput {
+        let output = ToolOutput {
             response: reply.result,
             parts,
-        })
+        };
+        let output = self
+            .endpoint
+            .large_reply()
+            .fit(&self.name, ctx.as_ref(), output)
+            .await?;
+        // Applied last: a reply that is wrong anywhere changes nothing.
+        actions.apply(ctx.as_ref()).await.map_err(|e| self.failure(e))?;
+        Ok(output)
     }
 }

@@ -18,6 +18,7 @@
 
 use super::mcp_stdio::StdioServer;
 use super::remote_context::{ContextGrant, ToolActions};
+use crate::large_reply::LargeReply;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, CallbackContext, Content, LlmRequest, Part, PartKind, ReadonlyContext, Result, Tool, ToolContext,
@@ -128,6 +129,8 @@ struct Shared {
     /// Every tool of the server may run again when a resumed invocation finds its call
     /// unanswered (see [`Tool::safe_to_repeat`]).
     safe_to_repeat: bool,
+    /// What a result too large for the event becomes; also how far a message is read.
+    large_reply: LargeReply,
     /// ADK's `use_mcp_resources`: the toolset also offers `load_mcp_resource`.
     resources: bool,
     connection: watch::Sender<Connection>,
@@ -221,6 +224,7 @@ impl McpToolset {
                 connect_timeout: Self::DEFAULT_CONNECT_TIMEOUT,
                 context: None,
                 safe_to_repeat: false,
+                large_reply: LargeReply::default(),
                 resources: false,
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
@@ -320,6 +324,13 @@ impl McpToolset {
     /// answered as interrupted instead.
     pub fn with_safe_to_repeat(self, safe: bool) -> Self {
         self.configure(|shared| shared.safe_to_repeat = safe)
+    }
+
+    /// What a tool result longer than `--max-tool-reply-bytes` becomes: an error the
+    /// model reads (the default), or an artifact the model gets a reference to; with
+    /// the latter, the server's messages are read up to the artifact limit.
+    pub fn with_large_reply(self, large_reply: LargeReply) -> Self {
+        self.configure(|shared| shared.large_reply = large_reply)
     }
 
     /// ADK's `use_mcp_resources`: also offers the tool `load_mcp_resource` (with the
@@ -498,7 +509,7 @@ impl Shared {
                 if let Some(dir) = working_dir {
                     cmd.current_dir(dir);
                 }
-                let limit = adk_grpc_core::replies::max_tool_reply_bytes();
+                let limit = self.large_reply.read_limit();
                 let (child, stderr) = StdioServer::spawn(cmd, limit, self.oversized.clone())
                     .map_err(|e| format!("cannot start `{command}`: {e}"))?;
                 let stderr = stderr.map(StderrTail::follow);
@@ -532,8 +543,8 @@ impl Shared {
                     custom.insert(HeaderName::from_bytes(name.as_bytes()).map_err(|_| bad())?, value);
                 }
                 // A reply (a JSON body, or one event of a streamed one) is read up to the
-                // server's limit of a tool reply and no further.
-                let limit = adk_grpc_core::replies::max_tool_reply_bytes();
+                // server's limit of a tool reply (or of a reply saved as an artifact) and no further.
+                let limit = self.large_reply.read_limit();
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom)
                     .reinit_on_expired_session(true)
@@ -859,7 +870,7 @@ impl Tool for McpTool {
             if self.shared.oversized.load(Ordering::Relaxed) > oversized_before {
                 return self.failure(format!(
                     "{}: the call timed out after {:?} (cancelled on the server)",
-                    adk_grpc_core::replies::tool_reply_too_large("a message the server sent"),
+                    self.shared.large_reply.too_large("a message the server sent"),
                     self.shared.call_timeout
                 ));
             }
@@ -900,6 +911,7 @@ impl Tool for McpTool {
                 .to_string();
             return Err(self.failure(message));
         }
+        let output = self.shared.large_reply.fit(&self.name, ctx.as_ref(), output).await?;
         if self.shared.context.is_some() {
             let actions =
                 ToolActions::from_json(result["_meta"][ACTIONS_META_KEY].clone()).map_err(|e| self.failure(e))?;

@@ -18,7 +18,9 @@
 //! (a request body that is not JSON, say) is an error only when the toolset offers
 //! it, so `with_tool_filter` can leave it out.
 
+use super::reply_limit::{JSON_MIME, TEXT_MIME, check_json, is_large, save_large_reply};
 use crate::http_json::JsonEndpoint;
+use crate::large_reply::LargeReply;
 use crate::rules::validate_tool_name;
 use adk_grpc_core::{AdkError, Result, Tool, ToolContext};
 use async_trait::async_trait;
@@ -56,6 +58,8 @@ pub struct OpenApiToolset {
     headers: Vec<(String, String)>,
     /// None: by method (see [`OpenApiToolset::with_safe_to_repeat`]).
     safe_to_repeat: Option<bool>,
+    /// What a reply too large for the event becomes.
+    large_reply: LargeReply,
 }
 
 /// One operation of the spec: its tool's name, and the operation or why it cannot be called.
@@ -219,6 +223,7 @@ impl OpenApiToolset {
             timeout: Self::DEFAULT_TIMEOUT,
             headers: Vec::new(),
             safe_to_repeat: None,
+            large_reply: LargeReply::default(),
         })
     }
 
@@ -289,6 +294,13 @@ impl OpenApiToolset {
         self
     }
 
+    /// What a reply longer than `--max-tool-reply-bytes` becomes: an error the model
+    /// reads (the default), or an artifact the model gets a reference to.
+    pub fn with_large_reply(mut self, large_reply: LargeReply) -> Self {
+        self.large_reply = large_reply;
+        self
+    }
+
     /// Every operation's tool name (before any prefix): by path, then in ADK's order of methods.
     pub fn operation_names(&self) -> Vec<&str> {
         self.operations.iter().map(|op| op.tool_name.as_str()).collect()
@@ -319,6 +331,7 @@ impl OpenApiToolset {
         for (header, value) in &self.headers {
             endpoint = endpoint.with_header(header, value)?;
         }
+        endpoint.set_large_reply(self.large_reply);
         let endpoint = Arc::new(endpoint);
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         let mut problems = Vec::new();
@@ -455,13 +468,23 @@ impl Tool for OpenApiTool {
     }
     /// The JSON reply; a reply that is not JSON as `{"text": …}` (as ADK answers);
     /// a non-2xx status, a timeout or a refused connection is a tool error the model reads.
-    async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+    /// A reply too large for the event (read only with `large_reply: artifact`) is
+    /// saved as it came, JSON or text, and the model gets the artifact's reference.
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         let (url, headers, body) = self.request(&args)?;
         let reply = self
             .endpoint
             .send(self.operation.method.clone(), url, headers, body.as_ref())
             .await
             .map_err(|failure| self.failure(failure.message()))?;
+        if is_large(reply.len()) {
+            let mime_type = if check_json(&reply).is_ok() {
+                JSON_MIME
+            } else {
+                TEXT_MIME
+            };
+            return save_large_reply(&self.name, ctx.as_ref(), reply, mime_type).await;
+        }
         if reply.iter().all(u8::is_ascii_whitespace) {
             return Ok(Value::Null);
         }
