@@ -5,7 +5,7 @@ use super::super::{IncludeContents, Inner, examples, history, instruction, task}
 use crate::compaction::{self, Trigger};
 use crate::llm::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME};
 use adk_grpc_core::{
-    CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
+    AgentMode, CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -27,8 +27,9 @@ trait RequestProcessor: Sync {
 
 /// The processors, in the order they run: the order is the request's (the system
 /// instruction's parts, then the contents, then the tools, which may change all of it).
-const PROCESSORS: [&dyn RequestProcessor; 8] = [
+const PROCESSORS: [&dyn RequestProcessor; 9] = [
     &Instructions,
+    &Identity,
     &OutputSchema,
     &Examples,
     &Contents,
@@ -96,6 +97,29 @@ impl RequestProcessor for Instructions {
         request.system_instruction = (!system.is_empty()).then(|| system.join("\n\n"));
         Ok(())
     }
+}
+
+/// Who the agent is, after its instructions (ADK's identity request processor, word
+/// for word): a single-turn agent, a tool of its parent, is told nothing of itself.
+struct Identity;
+
+#[async_trait]
+impl RequestProcessor for Identity {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let agent = input.agent;
+        if agent.mode != AgentMode::SingleTurn {
+            append_to_system(request, identity(&agent.name, &agent.description));
+        }
+        Ok(())
+    }
+}
+
+fn identity(name: &str, description: &str) -> String {
+    let mut text = format!("You are an agent. Your internal name is \"{name}\".");
+    if !description.is_empty() {
+        text.push_str(&format!(" The description about you is \"{description}\"."));
+    }
+    text
 }
 
 /// The reply's schema: through `set_model_response` (told in the system instruction)
