@@ -127,10 +127,10 @@ async fn replay(case: &str) {
 ///   made from a Python signature) and `parameters` are the same field: the schema is
 ///   compared, under `parameters`.
 fn normalise_request(mut request: Value) -> Value {
-    if let Some(body) = request.as_object_mut() {
-        if body.get("generationConfig").is_some_and(|c| c == &json!({})) {
-            body.remove("generationConfig");
-        }
+    if let Some(body) = request.as_object_mut()
+        && body.get("generationConfig").is_some_and(|c| c == &json!({}))
+    {
+        body.remove("generationConfig");
     }
     for part in request["contents"]
         .as_array_mut()
