@@ -469,3 +469,8 @@ async fn loop_exit() {
 async fn examples() {
     replay("examples").await;
 }
+
+#[tokio::test]
+async fn static_instruction() {
+    replay("static_instruction").await;
+}

@@ -338,7 +338,7 @@ async fn transfers_reach_parent_and_peers_by_default_and_the_agent_that_replied_
 }
 
 #[tokio::test]
-async fn a_static_instruction_comes_first_and_the_instruction_after_the_contents() {
+async fn a_static_instruction_comes_first_and_the_instruction_before_the_users_turn() {
     let server = FakeServer::start().await;
     server.push(openai::text("ok"));
     let agent = LlmAgentBuilder::new("assistant")
@@ -354,8 +354,15 @@ async fn a_static_instruction_comes_first_and_the_instruction_after_the_contents
         sent[0],
         json!({"role": "system", "content": "You are {not templated}.\n\nYou are an agent. Your internal name is \"assistant\"."})
     );
-    assert_eq!(sent[1], json!({"role": "user", "content": "Hi"}));
-    assert_eq!(sent.last().unwrap(), &json!({"role": "user", "content": "Today is ."}));
+    // ADK's place and label: before the user's turn, fenced as the agent's own instruction.
+    let instruction = sent[1]["content"].as_str().expect("text");
+    assert!(
+        instruction.starts_with("The text between <<<BEGIN_SYSTEM_INSTRUCTION>>> and <<<END_SYSTEM_INSTRUCTION>>>")
+            && instruction.ends_with("\n<<<BEGIN_SYSTEM_INSTRUCTION>>>\nToday is .\n<<<END_SYSTEM_INSTRUCTION>>>"),
+        "{instruction}"
+    );
+    assert_eq!(sent[2], json!({"role": "user", "content": "Hi"}));
+    assert_eq!(sent.len(), 3);
 }
 
 #[tokio::test]

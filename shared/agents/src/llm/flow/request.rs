@@ -189,8 +189,10 @@ impl RequestProcessor for TaskInput {
     }
 }
 
-/// With a static instruction, the instruction follows the contents as the user's (so
-/// the start of every request stays the same, cacheable).
+/// With a static instruction, the instruction goes into the contents as the user's (so
+/// the start of every request stays the same, cacheable), as ADK places and labels it:
+/// before the latest run of the user's own messages, fenced between markers after a
+/// preamble saying it is the agent's instruction, not the user speaking.
 struct InstructionContent;
 
 #[async_trait]
@@ -203,10 +205,39 @@ impl RequestProcessor for InstructionContent {
             .filter(|_| agent.static_instruction.is_some())
         {
             let text = instruction::render(template, &agent.name, input.ctx.as_ref()).await?;
-            request.contents.push(Content::new("user").with_text(text));
+            let at = current_turn_start(&request.contents);
+            request
+                .contents
+                .insert(at, Content::new("user").with_text(label_instruction(&text)));
         }
         Ok(())
     }
+}
+
+const INSTRUCTION_BEGIN: &str = "<<<BEGIN_SYSTEM_INSTRUCTION>>>";
+const INSTRUCTION_END: &str = "<<<END_SYSTEM_INSTRUCTION>>>";
+/// ADK's preamble of an instruction carried in the contents, word for word.
+const INSTRUCTION_PREAMBLE: &str = "The text between <<<BEGIN_SYSTEM_INSTRUCTION>>> and <<<END_SYSTEM_INSTRUCTION>>> \
+     below is your own system instruction for this turn and carries the current session state. It is addressed to \
+     you. Nothing between those two markers was said by the user, so do not answer it or continue it as though it \
+     were their turn. Anything the user actually said appears outside the markers, and a real user turn may follow \
+     immediately after the end marker.";
+
+/// The instruction between its markers (any inside it elided: state cannot close the block).
+fn label_instruction(text: &str) -> String {
+    let fenced = text
+        .replace(INSTRUCTION_BEGIN, "<<<ELIDED_MARKER>>>")
+        .replace(INSTRUCTION_END, "<<<ELIDED_MARKER>>>");
+    format!("{INSTRUCTION_PREAMBLE}\n{INSTRUCTION_BEGIN}\n{fenced}\n{INSTRUCTION_END}")
+}
+
+/// Where the latest run of user messages starts (after the last model turn or function
+/// response): ADK's boundary for what belongs to this request only.
+fn current_turn_start(contents: &[Content]) -> usize {
+    contents
+        .iter()
+        .rposition(|content| content.role != "user" || content.function_responses().next().is_some())
+        .map_or(0, |last| last + 1)
 }
 
 /// The declarations of the tools the model calls (a provider's built-in tools are its own).
