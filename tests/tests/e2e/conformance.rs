@@ -25,10 +25,6 @@ const KNOWN_SESSION_DIFFERENCES: &[(&str, &str)] = &[
         "function responses are stored with role `tool`; ADK stores them with role `user` (issue 34, stored events)",
     ),
     (
-        "usageMetadata",
-        "the reply's usage metadata is not stored as the model sent it (issue 34, reply metadata)",
-    ),
-    (
         "modelVersion",
         "the reply's model version is not stored (issue 34, reply metadata)",
     ),
