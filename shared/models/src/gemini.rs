@@ -119,7 +119,8 @@ fn request_body(request: &LlmRequest) -> Value {
         .collect();
     let mut body = json!({ "contents": contents });
     if let Some(system) = request.system_instruction.as_deref().filter(|s| !s.is_empty()) {
-        body["systemInstruction"] = json!({"parts": [{"text": system}]});
+        // With the role google-genai gives it, so the request is byte for byte ADK's.
+        body["systemInstruction"] = json!({"role": "user", "parts": [{"text": system}]});
     }
     if !request.tools.is_empty() {
         let declarations: Vec<Value> = request

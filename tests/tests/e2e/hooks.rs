@@ -366,7 +366,10 @@ async fn a_hook_writes_user_state_through_its_actions() {
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert_eq!(system, "Visits: 2.");
+    assert_eq!(
+        system,
+        "Visits: 2.\n\nYou are an agent. Your internal name is \"host\"."
+    );
     let session = stack.session("club", "c2").await;
     let state = session.state.expect("state").fields;
     let value = |key: &str| json_from_proto(key, &state[key]).expect("JSON");

@@ -57,8 +57,10 @@ async fn completions(State(provider): State<Arc<Provider>>, body: String) -> Res
         }
         format!("summary {}", provider.summaries.fetch_add(1, Ordering::SeqCst) + 1)
     } else {
+        // The conversation only: the system text (the agent's identity) is not history.
         *provider.last_messages.lock().unwrap() = messages
             .iter()
+            .filter(|m| m["role"] != "system")
             .filter_map(|m| m["content"].as_str().map(|c| c.chars().take(12).collect()))
             .collect();
         format!("reply {}", provider.replies.fetch_add(1, Ordering::SeqCst) + 1)

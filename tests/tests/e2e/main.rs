@@ -10,6 +10,7 @@ mod agent_platform;
 mod all_in_one;
 mod artifact_server;
 mod compression;
+mod conformance;
 mod contract;
 mod docs_python;
 mod durable_runs;

@@ -152,5 +152,8 @@ apps:
     let bare = provider.requests()[3].json();
     assert_eq!(offered(&bare), ["weather"]);
     let (system, _) = system_and_after_tools(&bare);
-    assert_eq!(system, "Be brief.");
+    assert_eq!(
+        system,
+        "Be brief.\n\nYou are an agent. Your internal name is \"helper\"."
+    );
 }

@@ -36,22 +36,23 @@ pub fn check_examples(examples: &[Example]) -> Result<()> {
     Ok(())
 }
 
-/// The examples as one block of system text; marked so the model can tell them from
-/// the instruction and from the conversation.
+/// The examples as one block of system text, word for word as ADK's ExampleTool writes
+/// it (its `convert_examples_to_text`: the model was tuned to its markers, the closing
+/// `<EXAMPLES>` included).
 pub(super) fn render(examples: &[Example]) -> String {
     let mut text = String::from(
-        "<EXAMPLES>\nExamples of user messages and the replies expected; they are not part of this \
-         conversation.\n\n",
+        "<EXAMPLES>\nBegin few-shot\nThe following are examples of user queries and model responses using the \
+         available tools.\n\n",
     );
     for (i, example) in examples.iter().enumerate() {
         text.push_str(&format!(
-            "Example {}:\n[user]\n{}\n[model]\n{}\n\n",
+            "EXAMPLE {}:\nBegin example\n[user]\n{}\n[model]\n{}\nEnd example\n\n",
             i + 1,
-            example.input.trim_end(),
-            example.output.trim_end()
+            example.input,
+            example.output
         ));
     }
-    text.push_str("</EXAMPLES>");
+    text.push_str("End few-shot\n<EXAMPLES>");
     text
 }
 
@@ -60,16 +61,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn examples_are_numbered_pairs_in_one_marked_block() {
-        let text = render(&[
-            Example::new("2+2?", "4"),
-            Example::new("Capital of France?\n", "Paris."),
-        ]);
+    fn examples_are_written_as_adk_writes_them() {
+        let text = render(&[Example::new("2+2?", "4"), Example::new("Capital of France?", "Paris.")]);
         assert_eq!(
             text,
-            "<EXAMPLES>\nExamples of user messages and the replies expected; they are not part of this \
-             conversation.\n\nExample 1:\n[user]\n2+2?\n[model]\n4\n\nExample 2:\n[user]\nCapital of \
-             France?\n[model]\nParis.\n\n</EXAMPLES>"
+            "<EXAMPLES>\nBegin few-shot\nThe following are examples of user queries and model responses using \
+             the available tools.\n\nEXAMPLE 1:\nBegin example\n[user]\n2+2?\n[model]\n4\nEnd example\n\n\
+             EXAMPLE 2:\nBegin example\n[user]\nCapital of France?\n[model]\nParis.\nEnd example\n\n\
+             End few-shot\n<EXAMPLES>"
         );
     }
 

@@ -228,7 +228,7 @@ impl Inner {
                 .iter()
                 .map(|a| (a.name().to_string(), a.description().to_string()))
                 .collect();
-            tools.push(Arc::new(TransferToAgentTool::new(targets)));
+            tools.push(Arc::new(TransferToAgentTool::new(targets, self.parent_to_tell(ctx))));
         }
         if let Some(schema) = self.reply_schema()
             && !tools.is_empty()
@@ -301,6 +301,13 @@ impl Inner {
                 .collect(),
             None => Vec::new(),
         }
+    }
+
+    /// The parent its transfer instruction names (ADK tells an agent with a parent it
+    /// may hand the question back, unless `disallow_transfer_to_parent`).
+    fn parent_to_tell(&self, ctx: &Arc<dyn InvocationContext>) -> Option<String> {
+        let parent = adk_grpc_core::parent_of(&ctx.root_agent(), &self.name)?;
+        self.transfer_scope.to_parent.then(|| parent.name().to_string())
     }
 
     fn transfer_target(&self, ctx: &Arc<dyn InvocationContext>, name: &str) -> Result<Arc<dyn Agent>> {

@@ -5,6 +5,7 @@ mod flow;
 pub(crate) mod history;
 mod instruction;
 mod output_schema;
+mod python_repr;
 mod retry;
 pub(crate) mod task;
 

@@ -32,7 +32,8 @@ impl Tool for ExitLoopTool {
         Self::NAME
     }
     fn description(&self) -> &str {
-        "Exits the loop. Call this function only when you are instructed to do so."
+        // ADK's docstring, as its FunctionTool declares it (blank line included).
+        "Exits the loop.\n\nCall this function only when you are instructed to do so."
     }
     fn safe_to_repeat(&self) -> bool {
         true
@@ -47,18 +48,51 @@ impl Tool for ExitLoopTool {
 }
 
 /// Hands the conversation to one of the agent's sub-agents. LLM agents with
-/// sub-agents offer it by themselves.
+/// sub-agents offer it by themselves. Its declaration and the instruction it adds are
+/// ADK's, word for word (`TransferToAgentTool` and the agent transfer request processor):
+/// an agent moved from ADK Python sees the same request.
 #[derive(Debug, Clone)]
 pub(crate) struct TransferToAgentTool {
     /// (name, description) of each agent one may transfer to.
     targets: Vec<(String, String)>,
+    /// The parent the agent may hand the question back to (told in its own line).
+    parent: Option<String>,
 }
 
 impl TransferToAgentTool {
     pub(crate) const NAME: &'static str = crate::rules::TRANSFER_TOOL_NAME;
 
-    pub(crate) fn new(targets: Vec<(String, String)>) -> Self {
-        TransferToAgentTool { targets }
+    pub(crate) fn new(targets: Vec<(String, String)>, parent: Option<String>) -> Self {
+        TransferToAgentTool { targets, parent }
+    }
+
+    /// ADK's transfer instruction (`_build_transfer_instructions`), its line breaks included.
+    fn instruction(&self) -> String {
+        let agents: Vec<String> = self
+            .targets
+            .iter()
+            .map(|(name, description)| format!("\nAgent name: {name}\nAgent description: {description}\n"))
+            .collect();
+        let mut names: Vec<String> = self.targets.iter().map(|(name, _)| format!("`{name}`")).collect();
+        names.sort();
+        let mut text = format!(
+            "\nYou have a list of other agents to transfer to:\n\n{}\n\n\
+             If you are the best to answer the question according to your description,\nyou can answer it.\n\n\
+             If another agent is better for answering the question according to its\ndescription, call \
+             `{tool}` function to transfer the question to that\nagent. When transferring, do not generate any \
+             text other than the function\ncall.\n\n\
+             **NOTE**: the only available agents for `{tool}` function are\n{}.\n",
+            agents.join("\n"),
+            names.join(", "),
+            tool = Self::NAME,
+        );
+        if let Some(parent) = &self.parent {
+            text.push_str(&format!(
+                "\nIf neither you nor the other agents are best for the question, transfer to your parent agent \
+                 {parent}.\n"
+            ));
+        }
+        text
     }
 }
 
@@ -68,17 +102,21 @@ impl Tool for TransferToAgentTool {
         Self::NAME
     }
     fn description(&self) -> &str {
-        "Transfers the question to another agent."
+        "Transfer the query to another agent.\n\nUse this tool to hand off control to another agent that is more \
+         suitable to\nanswer the user's query according to the agent's description.\n\nArgs:\n  agent_name: the \
+         agent name to transfer to."
     }
     /// It only records the transfer: a resumed invocation repeats it.
     fn safe_to_repeat(&self) -> bool {
         true
     }
+    /// ADK's schema, the titles pydantic gives a Python signature included.
     fn parameters_schema(&self) -> Option<Value> {
         let names: Vec<&str> = self.targets.iter().map(|(name, _)| name.as_str()).collect();
         Some(json!({
             "type": "object",
-            "properties": { "agent_name": { "type": "string", "enum": names, "description": "the agent to transfer to" } },
+            "title": "transfer_to_agentParams",
+            "properties": { "agent_name": { "type": "string", "title": "Agent Name", "enum": names } },
             "required": ["agent_name"]
         }))
     }
@@ -96,21 +134,11 @@ impl Tool for TransferToAgentTool {
         let mut actions = ctx.actions();
         actions.transfer_to_agent = Some(target.to_string());
         ctx.set_actions(actions);
-        // ADK's transfer_to_agent returns None: its stored answer is {"result": null}.
+        // ADK's tool returns None: stored, and retold to other agents, as {"result": null}.
         Ok(Value::Null)
     }
     async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
-        let mut text = String::from("You have a list of other agents to transfer to:\n");
-        for (name, description) in &self.targets {
-            text.push_str(&format!("\nAgent name: {name}\nAgent description: {description}\n"));
-        }
-        text.push_str(
-            "\nIf you are the best to answer the question according to your description, you can answer it.\n\
-             If another agent is better for answering the question according to its description, call the \
-             `transfer_to_agent` function to transfer the question to that agent. When transferring, do not \
-             generate any text other than the function call.",
-        );
-        append_instruction(request, &text);
+        append_instruction(request, &self.instruction());
         Ok(())
     }
 }

@@ -30,15 +30,16 @@ async fn examples_follow_the_instruction_in_every_request_of_the_agent() {
     let messages = body["messages"].as_array().expect("messages");
     assert_eq!(messages[0]["role"], "system");
     let system = messages[0]["content"].as_str().expect("system text");
-    let (instruction, examples) = system.split_once("\n\n").expect("instruction, then examples");
-    assert_eq!(instruction, "Answer in one word.");
-    assert!(
-        examples.starts_with("<EXAMPLES>") && examples.ends_with("</EXAMPLES>"),
-        "{system}"
+    // ADK's order: the instruction, who the agent is, then the examples block.
+    let (instruction, examples) = system.split_once("\n\n<EXAMPLES>").expect("instruction, then examples");
+    assert_eq!(
+        instruction,
+        "Answer in one word.\n\nYou are an agent. Your internal name is \"oracle\"."
     );
+    assert!(examples.ends_with("End few-shot\n<EXAMPLES>"), "{system}");
     assert!(
-        examples.contains("Example 1:\n[user]\nWhat is 2+2?\n[model]\nFour.\n")
-            && examples.contains("Example 2:\n[user]\nCapital of France?\n[model]\nParis.\n"),
+        examples.contains("EXAMPLE 1:\nBegin example\n[user]\nWhat is 2+2?\n[model]\nFour.\nEnd example\n")
+            && examples.contains("EXAMPLE 2:\nBegin example\n[user]\nCapital of France?\n[model]\nParis.\n"),
         "{system}"
     );
     // The examples are system text, not turns of the conversation.

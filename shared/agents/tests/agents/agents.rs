@@ -54,7 +54,7 @@ async fn a_streamed_text_turn_is_partial_events_then_one_stored_event() {
     assert_eq!(request["stream"], true);
     assert_eq!(
         request["messages"][0],
-        json!({"role": "system", "content": "Be brief."})
+        json!({"role": "system", "content": "Be brief.\n\nYou are an agent. Your internal name is \"assistant\"."})
     );
     assert_eq!(request["messages"][1], json!({"role": "user", "content": "Hi"}));
 
@@ -348,7 +348,7 @@ async fn transfers_reach_parent_and_peers_by_default_and_the_agent_that_replied_
 }
 
 #[tokio::test]
-async fn a_static_instruction_comes_first_and_the_instruction_after_the_contents() {
+async fn a_static_instruction_comes_first_and_the_instruction_before_the_users_turn() {
     let server = FakeServer::start().await;
     server.push(openai::text("ok"));
     let agent = LlmAgentBuilder::new("assistant")
@@ -362,10 +362,17 @@ async fn a_static_instruction_comes_first_and_the_instruction_after_the_contents
     let sent = messages(&server.last_request());
     assert_eq!(
         sent[0],
-        json!({"role": "system", "content": "You are {not templated}."})
+        json!({"role": "system", "content": "You are {not templated}.\n\nYou are an agent. Your internal name is \"assistant\"."})
     );
-    assert_eq!(sent[1], json!({"role": "user", "content": "Hi"}));
-    assert_eq!(sent.last().unwrap(), &json!({"role": "user", "content": "Today is ."}));
+    // ADK's place and label: before the user's turn, fenced as the agent's own instruction.
+    let instruction = sent[1]["content"].as_str().expect("text");
+    assert!(
+        instruction.starts_with("The text between <<<BEGIN_SYSTEM_INSTRUCTION>>> and <<<END_SYSTEM_INSTRUCTION>>>")
+            && instruction.ends_with("\n<<<BEGIN_SYSTEM_INSTRUCTION>>>\nToday is .\n<<<END_SYSTEM_INSTRUCTION>>>"),
+        "{instruction}"
+    );
+    assert_eq!(sent[2], json!({"role": "user", "content": "Hi"}));
+    assert_eq!(sent.len(), 3);
 }
 
 #[tokio::test]
@@ -404,7 +411,11 @@ async fn an_agent_called_as_a_tool_answers_with_its_reply_and_writes_the_callers
     let asked = messages(&researcher_server.last_request());
     assert_eq!(
         asked[0],
-        json!({"role": "system", "content": "Research systems topics."})
+        json!({
+            "role": "system",
+            "content": "Research systems topics.\n\nYou are an agent. Your internal name is \"researcher\". The \
+                        description about you is \"Looks a topic up.\"."
+        })
     );
     assert_eq!(asked[1]["content"], r#"{"topic":"rust"}"#);
     // Its reply is the call's result; its output_key write is the call's state_delta.
@@ -505,11 +516,13 @@ async fn sequential_and_parallel_agents_store_every_branch_and_pass_outputs_on()
     assert_eq!(branches, [("b", "fanout.b"), ("a", "fanout.a"), ("summarizer", "")]);
     assert_eq!(
         system_prompt(&s_server.last_request()),
-        "Combine: facts from A + facts from B"
+        "Combine: facts from A + facts from B\n\nYou are an agent. Your internal name is \"summarizer\"."
     );
     // Each branch saw only the user's message, not the other branch.
-    assert_eq!(messages(&a_server.last_request()).len(), 1);
-    assert_eq!(messages(&b_server.last_request()).len(), 1);
+    for server in [&a_server, &b_server] {
+        let turns = messages(&server.last_request());
+        assert_eq!(turns.iter().filter(|m| m["role"] != "system").count(), 1, "{turns:?}");
+    }
 
     let session = h.verify_log(&HashMap::new()).await;
     let state = session.state.as_map();
@@ -555,7 +568,8 @@ async fn instructions_are_templated_from_every_scope_and_artifacts() {
     h.send(Content::new("user").with_text("hi"), options).await.ok();
     assert_eq!(
         system_prompt(&server.last_request()),
-        "Hello Ada of ACME; topic rust, mood , step 3. Notes: be kind {\"json\": 1}"
+        "Hello Ada of ACME; topic rust, mood , step 3. Notes: be kind {\"json\": 1}\n\nYou are an agent. Your \
+         internal name is \"assistant\"."
     );
     h.verify_log(&initial).await;
 }
@@ -606,7 +620,10 @@ async fn temp_state_reaches_later_steps_of_the_invocation_and_is_gone_afterwards
     let prompts: Vec<String> = server.requests().iter().map(system_prompt).collect();
     assert_eq!(
         prompts,
-        ["Scratch: []", "Scratch: [42]"],
+        [
+            "Scratch: []\n\nYou are an agent. Your internal name is \"assistant\".",
+            "Scratch: [42]\n\nYou are an agent. Your internal name is \"assistant\"."
+        ],
         "the second model call sees temp:"
     );
     let response_event = run.complete()[1].clone();
@@ -620,7 +637,7 @@ async fn temp_state_reaches_later_steps_of_the_invocation_and_is_gone_afterwards
     h.say("again").await.ok();
     assert_eq!(
         system_prompt(&server.last_request()),
-        "Scratch: []",
+        "Scratch: []\n\nYou are an agent. Your internal name is \"assistant\".",
         "the next invocation has no temp:"
     );
     let session = h.verify_log(&HashMap::new()).await;

@@ -418,7 +418,7 @@ async fn a_turn_reads_history_only_as_far_as_the_budget(stores: Stores) {
     let instruction = model.requests().pop().unwrap().system_instruction;
     assert_eq!(
         instruction.as_deref(),
-        Some("Known: kept"),
+        Some("Known: kept\n\nYou are an agent. Your internal name is \"assistant\"."),
         "the state is whole, set by an event left out"
     );
 

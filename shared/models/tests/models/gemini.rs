@@ -202,7 +202,7 @@ async fn request_carries_system_tools_history_media_and_settings() {
     let body = server.last_request().json();
     assert_eq!(
         body["systemInstruction"],
-        json!({"parts": [{"text": "You are terse."}]})
+        json!({"role": "user", "parts": [{"text": "You are terse."}]})
     );
     assert_eq!(
         body["contents"],

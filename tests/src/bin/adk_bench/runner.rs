@@ -30,6 +30,7 @@
 //! over MCP stdio or streamable HTTP, so the turn latencies compare the ways of
 //! calling a tool.
 
+use super::cpu::{CpuSample, cell};
 use super::monitor::{Monitor, monitor_command};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
@@ -442,6 +443,8 @@ struct Level {
     turn: Histogram<u64>,
     events_per_turn: f64,
     append: Option<Histogram<u64>>,
+    /// CPU µs per turn of adk-runner-server and redis-server (when this bench started them).
+    cpu_per_turn: Vec<Option<f64>>,
 }
 
 async fn measure_turns(args: &RunnerArgs, endpoint: &str, concurrency: usize) -> Result<(f64, Turns)> {
@@ -578,7 +581,13 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
     let mut levels = Vec::new();
     for &concurrency in &args.concurrency {
         anyhow::ensure!(concurrency > 0, "--concurrency values must be at least 1");
+        let processes = [
+            stack.runner_process.as_ref().map(ServiceProcess::pid),
+            stack.redis.as_ref().map(RedisServer::pid),
+        ];
+        let cpu_before = CpuSample::take(&processes);
         let (turns_per_second, turns) = measure_turns(&args, &stack.runner, concurrency).await?;
+        let cpu_per_turn = cpu_before.per_op_us(&CpuSample::take(&processes), turns.turns);
         let events_per_turn = turns.stored_events as f64 / turns.turns.max(1) as f64;
         let append = match &stack.sessions {
             Some(sessions) => {
@@ -595,6 +604,7 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
             turn: turns.turn,
             events_per_turn,
             append,
+            cpu_per_turn,
         });
     }
 
@@ -610,6 +620,18 @@ pub async fn bench_runner(args: RunnerArgs) -> Result<()> {
             ms(&level.turn, 0.5),
             ms(&level.turn, 0.99),
             level.turn.max() as f64 / 1000.0,
+        );
+    }
+    println!();
+    // CPU time is far steadier than latency on a shared machine: the cost to compare.
+    println!("| concurrent sessions | adk-runner-server CPU µs per turn | redis-server CPU µs per turn |");
+    println!("|---|---|---|");
+    for level in &levels {
+        println!(
+            "| {} | {} | {} |",
+            level.concurrency,
+            cell(level.cpu_per_turn[0], 0),
+            cell(level.cpu_per_turn[1], 0)
         );
     }
     println!();

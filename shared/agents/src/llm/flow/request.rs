@@ -5,7 +5,7 @@ use super::super::{IncludeContents, Inner, examples, history, instruction, task}
 use crate::compaction::{self, Trigger};
 use crate::llm::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME};
 use adk_grpc_core::{
-    CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
+    AgentMode, CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -27,8 +27,9 @@ trait RequestProcessor: Sync {
 
 /// The processors, in the order they run: the order is the request's (the system
 /// instruction's parts, then the contents, then the tools, which may change all of it).
-const PROCESSORS: [&dyn RequestProcessor; 8] = [
+const PROCESSORS: [&dyn RequestProcessor; 9] = [
     &Instructions,
+    &Identity,
     &OutputSchema,
     &Examples,
     &Contents,
@@ -98,6 +99,29 @@ impl RequestProcessor for Instructions {
     }
 }
 
+/// Who the agent is, after its instructions (ADK's identity request processor, word
+/// for word): a single-turn agent, a tool of its parent, is told nothing of itself.
+struct Identity;
+
+#[async_trait]
+impl RequestProcessor for Identity {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let agent = input.agent;
+        if agent.mode != AgentMode::SingleTurn {
+            append_to_system(request, identity(&agent.name, &agent.description));
+        }
+        Ok(())
+    }
+}
+
+fn identity(name: &str, description: &str) -> String {
+    let mut text = format!("You are an agent. Your internal name is \"{name}\".");
+    if !description.is_empty() {
+        text.push_str(&format!(" The description about you is \"{description}\"."));
+    }
+    text
+}
+
 /// The reply's schema: through `set_model_response` (told in the system instruction)
 /// when the agent has tools, else through the provider's structured-output mode.
 struct OutputSchema;
@@ -165,8 +189,10 @@ impl RequestProcessor for TaskInput {
     }
 }
 
-/// With a static instruction, the instruction follows the contents as the user's (so
-/// the start of every request stays the same, cacheable).
+/// With a static instruction, the instruction goes into the contents as the user's (so
+/// the start of every request stays the same, cacheable), as ADK places and labels it:
+/// before the latest run of the user's own messages, fenced between markers after a
+/// preamble saying it is the agent's instruction, not the user speaking.
 struct InstructionContent;
 
 #[async_trait]
@@ -179,10 +205,39 @@ impl RequestProcessor for InstructionContent {
             .filter(|_| agent.static_instruction.is_some())
         {
             let text = instruction::render(template, &agent.name, input.ctx.as_ref()).await?;
-            request.contents.push(Content::new("user").with_text(text));
+            let at = current_turn_start(&request.contents);
+            request
+                .contents
+                .insert(at, Content::new("user").with_text(label_instruction(&text)));
         }
         Ok(())
     }
+}
+
+const INSTRUCTION_BEGIN: &str = "<<<BEGIN_SYSTEM_INSTRUCTION>>>";
+const INSTRUCTION_END: &str = "<<<END_SYSTEM_INSTRUCTION>>>";
+/// ADK's preamble of an instruction carried in the contents, word for word.
+const INSTRUCTION_PREAMBLE: &str = "The text between <<<BEGIN_SYSTEM_INSTRUCTION>>> and <<<END_SYSTEM_INSTRUCTION>>> \
+     below is your own system instruction for this turn and carries the current session state. It is addressed to \
+     you. Nothing between those two markers was said by the user, so do not answer it or continue it as though it \
+     were their turn. Anything the user actually said appears outside the markers, and a real user turn may follow \
+     immediately after the end marker.";
+
+/// The instruction between its markers (any inside it elided: state cannot close the block).
+fn label_instruction(text: &str) -> String {
+    let fenced = text
+        .replace(INSTRUCTION_BEGIN, "<<<ELIDED_MARKER>>>")
+        .replace(INSTRUCTION_END, "<<<ELIDED_MARKER>>>");
+    format!("{INSTRUCTION_PREAMBLE}\n{INSTRUCTION_BEGIN}\n{fenced}\n{INSTRUCTION_END}")
+}
+
+/// Where the latest run of user messages starts (after the last model turn or function
+/// response): ADK's boundary for what belongs to this request only.
+fn current_turn_start(contents: &[Content]) -> usize {
+    contents
+        .iter()
+        .rposition(|content| content.role != "user" || content.function_responses().next().is_some())
+        .map_or(0, |last| last + 1)
 }
 
 /// The declarations of the tools the model calls (a provider's built-in tools are its own).

@@ -1,0 +1,135 @@
+"""Records each conformance case on ADK Python itself.
+
+For every case directory (an ADK agent-config directory with a `script.json`), this runs
+the conversation of the script with ADK's Runner and InMemorySessionService, the agent
+loaded from the directory as `adk web` / `adk run` load it, against a local fake Gemini
+endpoint (google-genai reads GOOGLE_GEMINI_BASE_URL) that answers the scripted replies in
+order and keeps every request body exactly as ADK sent it. It writes `recording.json`
+beside the script: per turn the user's message, the requests with the replies they got,
+then the session ADK stored (its events dumped by alias, without None).
+
+Run with the test venv's Python (scripts/setup-python.sh makes it):
+
+    ~/.cache/adk/python-venv/bin/python tests/conformance/record.py [case ...]
+
+Without arguments every case is recorded. See docs/adk-conformance.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+APP_USER = "conformance-user"
+SESSION_ID = "conformance-session"
+MODEL_VERSION = "gemini-2.5-flash-001"
+
+
+def gemini_reply(scripted: dict) -> dict:
+    """The Gemini generateContent reply for one scripted reply: a text or a function call."""
+    if "text" in scripted:
+        part = {"text": scripted["text"]}
+    else:
+        part = {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+    return {
+        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13},
+        "modelVersion": MODEL_VERSION,
+    }
+
+
+class FakeGemini:
+    """A Gemini endpoint answering queued replies and keeping each request."""
+
+    def __init__(self) -> None:
+        self.replies: list[dict] = []
+        self.exchanges: list[dict] = []
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+                body = self.rfile.read(int(self.headers.get("content-length", "0")))
+                if not fake.replies:
+                    self.send_response(500)
+                    self.end_headers()
+                    self.wfile.write(b'{"error": {"code": 500, "message": "script has no reply left"}}')
+                    fake.exchanges.append({"path": self.path, "request": json.loads(body), "reply": None})
+                    return
+                reply = fake.replies.pop(0)
+                fake.exchanges.append({"path": self.path, "request": json.loads(body), "reply": reply})
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+
+async def record(case: Path, fake: FakeGemini) -> dict:
+    from google.adk.agents import config_agent_utils
+    from google.adk.runners import Runner
+    from google.adk.sessions import InMemorySessionService
+    from google.genai import types
+
+    script = json.loads((case / "script.json").read_text())
+    agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
+    sessions = InMemorySessionService()
+    app_name = case.name
+    runner = Runner(app_name=app_name, agent=agent, session_service=sessions)
+    await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
+    turns = []
+    for turn in script["turns"]:
+        fake.replies = [gemini_reply(r) for r in turn["replies"]]
+        fake.exchanges = []
+        message = types.Content(role="user", parts=[types.Part(text=turn["user"])])
+        async for _ in runner.run_async(user_id=APP_USER, session_id=SESSION_ID, new_message=message):
+            pass
+        if fake.replies:
+            raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
+        if any(e["reply"] is None for e in fake.exchanges):
+            raise SystemExit(f"{case.name}: ADK asked for more replies than the script has")
+        turns.append({"user": turn["user"], "exchanges": fake.exchanges})
+    session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
+    events = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in session.events]
+    return {
+        "adk_version": __import__("google.adk", fromlist=["__version__"]).__version__,
+        "app_name": app_name,
+        "user_id": APP_USER,
+        "session_id": SESSION_ID,
+        "turns": turns,
+        "session": {"state": session.state, "events": events},
+    }
+
+
+def main() -> None:
+    fake = FakeGemini()
+    os.environ["GOOGLE_GEMINI_BASE_URL"] = fake.url
+    os.environ["GOOGLE_API_KEY"] = "conformance-key"
+    os.environ.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
+    names = sys.argv[1:] or sorted(p.parent.name for p in HERE.glob("*/script.json"))
+    for name in names:
+        case = HERE / name
+        recording = asyncio.run(record(case, fake))
+        (case / "recording.json").write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
+        requests = sum(len(t["exchanges"]) for t in recording["turns"])
+        print(f"{name}: {requests} requests, {len(recording['session']['events'])} events")
+
+
+if __name__ == "__main__":
+    main()
