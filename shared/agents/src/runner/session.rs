@@ -24,28 +24,35 @@ impl Runner {
         create: bool,
         window: bool,
     ) -> Result<Session> {
-        let get = GetRequest {
+        let get = self.session_read(user_id, session_id, window);
+        match self.session_service.get(get.clone()).await {
+            Err(AdkError::NotFound(..)) if create => self.create_session(get).await,
+            loaded => loaded,
+        }
+    }
+
+    /// The read of a turn's session: with `window`, from the latest compaction on.
+    fn session_read(&self, user_id: &str, session_id: &str, window: bool) -> GetRequest {
+        GetRequest {
             app_name: self.app_name.clone(),
             user_id: user_id.to_string(),
             session_id: session_id.to_string(),
             since_compaction: window,
             ..Default::default()
+        }
+    }
+
+    /// Creates the session `get` names; when another call created it meanwhile, reads theirs.
+    async fn create_session(&self, get: GetRequest) -> Result<Session> {
+        let create = CreateRequest {
+            app_name: get.app_name.clone(),
+            user_id: get.user_id.clone(),
+            session_id: Some(get.session_id.clone()),
+            ..Default::default()
         };
-        match self.session_service.get(get.clone()).await {
-            Err(AdkError::NotFound(..)) if create => {
-                let create = CreateRequest {
-                    app_name: self.app_name.clone(),
-                    user_id: user_id.to_string(),
-                    session_id: Some(session_id.to_string()),
-                    ..Default::default()
-                };
-                match self.session_service.create(create).await {
-                    // Created by someone else in the meantime: use theirs.
-                    Err(AdkError::AlreadyExists(..)) => self.session_service.get(get).await,
-                    created => created,
-                }
-            }
-            loaded => loaded,
+        match self.session_service.create(create).await {
+            Err(AdkError::AlreadyExists(..)) => self.session_service.get(get).await,
+            created => created,
         }
     }
 
@@ -81,8 +88,9 @@ impl Runner {
             function_call_ids: history::answered_call_ids(content),
         };
         let mut read = match self.session_service.get_recent(recent.clone()).await {
+            // Not there: created at once (the read just said so; no second read first).
             Err(AdkError::NotFound(..)) if create => {
-                return self.load_session(user_id, session_id, create, true).await;
+                return self.create_session(self.session_read(user_id, session_id, true)).await;
             }
             read => read?,
         };
