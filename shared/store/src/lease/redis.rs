@@ -187,9 +187,9 @@ impl SessionLease for RedisSessionLease {
             index: self.index_in_script(&member),
         };
         let (renewed, expires): (i64, i64) = self.eval("lease_renew", &args, &lease).await?;
-        if expires > 0 && args.index.is_none() {
+        if expires > 0 {
             // Only an index: a failure here is repaired by the next renewal.
-            self.write_index(index_command(key, expires)).await;
+            self.index_beside(args.index, || index_command(key, expires)).await;
         }
         Ok(match renewed {
             0 => Renewal::Lost,
@@ -206,9 +206,9 @@ impl SessionLease for RedisSessionLease {
             index: self.index_in_script(&member),
         };
         let recorded: i64 = self.eval("lease_release", &args, &lease).await?;
-        if recorded == 1 && args.index.is_none() {
+        if recorded == 1 {
             // Not waited for: the turn is over.
-            self.queue_index_write(unindex_command(&member));
+            self.queue_index_beside(args.index, || unindex_command(&member));
         }
         Ok(())
     }
@@ -221,8 +221,8 @@ impl SessionLease for RedisSessionLease {
             index: self.index_in_script(&member),
         };
         let marked: i64 = self.eval("lease_cancel", &args, &lease).await?;
-        if marked == 2 && args.index.is_none() {
-            self.write_index(unindex_command(&member)).await;
+        if marked == 2 {
+            self.index_beside(args.index, || unindex_command(&member)).await;
         }
         Ok(marked != 0)
     }
@@ -242,8 +242,9 @@ impl SessionLease for RedisSessionLease {
             index: self.index_in_script(&member),
         };
         let expires: i64 = self.eval("lease_register_run", &args, &lease).await?;
-        if expires > 0 && args.index.is_none() {
-            self.write_index(index_command(&record.key, expires)).await;
+        if expires > 0 {
+            self.index_beside(args.index, || index_command(&record.key, expires))
+                .await;
         }
         Ok(expires > 0)
     }
@@ -296,9 +297,7 @@ impl SessionLease for RedisSessionLease {
                         u64,
                         i64,
                     ) = decode_reply(redis::Value::Array(reply))?;
-                    if args.index.is_none() {
-                        self.write_index(index_command(&key, expires)).await;
-                    }
+                    self.index_beside(args.index, || index_command(&key, expires)).await;
                     claimed.push(ClaimedRun {
                         record: RunRecord {
                             key,
@@ -310,7 +309,7 @@ impl SessionLease for RedisSessionLease {
                     });
                 }
                 // Nothing behind the entry any more (finished, cancelled, forgotten).
-                -1 if args.index.is_none() => self.write_index(unindex_command(&member)).await,
+                -1 => self.index_beside(args.index, || unindex_command(&member)).await,
                 // Held: by a live runner whose renewal will move the entry, or by a new run.
                 _ => {}
             }
@@ -326,9 +325,9 @@ impl SessionLease for RedisSessionLease {
             index: self.index_in_script(&member),
         };
         let handed: i64 = self.eval("lease_hand_over", &args, &lease).await?;
-        if handed == 1 && args.index.is_none() {
+        if handed == 1 {
             // Due at once: the next scan of any replica claims it.
-            self.write_index(index_command(key, 0)).await;
+            self.index_beside(args.index, || index_command(key, 0)).await;
         }
         Ok(())
     }
@@ -377,9 +376,9 @@ impl RedisSessionLease {
         if acquired != 1 {
             return Ok(Acquire::Held(other));
         }
-        if expires > 0 && index.is_none() {
+        if expires > 0 {
             // Not waited for: the turn goes on while it is sent.
-            self.queue_index_write(index_command(key, expires));
+            self.queue_index_beside(index, || index_command(key, expires));
         }
         Ok(Acquire::Acquired {
             interrupted: Some(other).filter(|owner| !owner.is_empty()),
@@ -394,6 +393,22 @@ impl RedisSessionLease {
             key: RUNS_INDEX,
             member,
         })
+    }
+
+    /// Sends the index write a lease script left to its caller: on a cluster (`index` is
+    /// None, see [`Self::index_in_script`]), in order beside the script, waiting until
+    /// it was sent; on standalone Redis the script wrote it, and there is nothing to do.
+    async fn index_beside(&self, index: Option<RunsIndex<'_>>, command: impl FnOnce() -> redis::Cmd) {
+        if index.is_none() {
+            self.write_index(command()).await;
+        }
+    }
+
+    /// [`Self::index_beside`], queued: the caller goes on at once.
+    fn queue_index_beside(&self, index: Option<RunsIndex<'_>>, command: impl FnOnce() -> redis::Cmd) {
+        if index.is_none() {
+            self.queue_index_write(command());
+        }
     }
 
     /// Queues an index write; the caller goes on at once.

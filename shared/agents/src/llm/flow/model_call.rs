@@ -126,10 +126,10 @@ async fn call_model_retrying(
     let Some(retry) = retry else {
         return call_model(model, request, streaming).await;
     };
-    // A transient failure before the reply begins is made again after backon's delay.
+    // A transient failure before the reply begins is made again after backon's delay
+    // (its tokio sleeper).
     (|| async { begun(call_model(model, request.clone(), streaming).await).await })
         .retry(retry.backoff())
-        .sleep(tokio::time::sleep)
         .when(retry::is_transient)
         .notify(|e, delay| {
             tracing::warn!(model = model.name(), error = %e, ?delay, "model call failed; retrying (retry_config)")

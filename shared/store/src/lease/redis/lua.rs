@@ -43,6 +43,39 @@ end
     };
 }
 
+/// Lua of the two scripts that take the lease (ACQUIRE, ACQUIRE_IN_TURN): the rule is
+/// written once. `take_lease(holder, owner, lease, holder_record, run, lease_ms,
+/// holder_ttl, invocation, options, record_ttl, index, member)`, given the lease's
+/// current `holder` (read by the caller), takes or extends it for `owner` and records
+/// the run when `invocation` is not empty (`record_run_lua`); it returns the scripts'
+/// reply (see ACQUIRE).
+macro_rules! take_lease_lua {
+    () => {
+        concat!(
+            record_run_lua!(),
+            r"
+local function take_lease(holder, owner, lease, holder_record, run, lease_ms, holder_ttl, invocation, options, record_ttl, index, member)
+  if holder and holder ~= owner then return {0, holder, 0} end
+  if not holder then
+    local waiting = redis.call('HGET', run, 'owner')
+    if waiting and waiting ~= owner then return {0, waiting, 0} end
+  end
+  redis.call('SET', lease, owner, 'PX', lease_ms)
+  local interrupted = ''
+  if not holder then
+    local previous = redis.call('GET', holder_record)
+    redis.call('SET', holder_record, owner, 'PX', holder_ttl)
+    if previous and previous ~= owner then interrupted = previous end
+  end
+  local expires = 0
+  if invocation ~= '' then expires = record_run(run, owner, invocation, options, record_ttl, lease_ms, index, member) end
+  return {1, interrupted, expires}
+end
+"
+        )
+    };
+}
+
 /// Takes the lease, or extends it for the same owner; otherwise returns the holder.
 /// A free lease whose holder record names another owner was never released: that
 /// owner is returned as interrupted, unless its run record still waits for a replica
@@ -52,24 +85,10 @@ end
 /// KEYS and ARGV: `AcquireArgs` (`script_args.rs`).
 /// Returns `{1, interrupted owner or '', run record's expiry in ms or 0}` or `{0, holder, 0}`.
 pub(super) const ACQUIRE: &str = concat!(
-    record_run_lua!(),
+    take_lease_lua!(),
     r"
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return {0, holder, 0} end
-if not holder then
-  local waiting = redis.call('HGET', KEYS[3], 'owner')
-  if waiting and waiting ~= ARGV[1] then return {0, waiting, 0} end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-local interrupted = ''
-if not holder then
-  local previous = redis.call('GET', KEYS[2])
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  if previous and previous ~= ARGV[1] then interrupted = previous end
-end
-local expires = 0
-if ARGV[4] ~= '' then expires = record_run(KEYS[3], ARGV[1], ARGV[4], ARGV[5], ARGV[6], ARGV[2], KEYS[4], ARGV[7]) end
-return {1, interrupted, expires}
+return take_lease(redis.call('GET', KEYS[1]), ARGV[1], KEYS[1], KEYS[2], KEYS[3], ARGV[2], ARGV[3],
+  ARGV[4], ARGV[5], ARGV[6], KEYS[4], ARGV[7])
 "
 );
 
@@ -82,7 +101,7 @@ return {1, interrupted, expires}
 /// KEYS and ARGV: `AcquireInTurnArgs` (`script_args.rs`).
 /// Returns as ACQUIRE; `{0, holder or first in line, 0}` when it is not this owner's turn.
 pub(super) const ACQUIRE_IN_TURN: &str = concat!(
-    record_run_lua!(),
+    take_lease_lua!(),
     r"
 local time = redis.call('TIME')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -100,23 +119,13 @@ while true do
 end
 local holder = redis.call('GET', KEYS[1])
 if first ~= ARGV[1] then return {0, holder or first, 0} end
-if holder and holder ~= ARGV[1] then return {0, holder, 0} end
-if not holder then
-  local waiting = redis.call('HGET', KEYS[6], 'owner')
-  if waiting and waiting ~= ARGV[1] then return {0, waiting, 0} end
+local taken = take_lease(holder, ARGV[1], KEYS[1], KEYS[2], KEYS[6], ARGV[2], ARGV[3],
+  ARGV[5], ARGV[6], ARGV[7], KEYS[7], ARGV[8])
+if taken[1] == 1 then
+  redis.call('ZREM', KEYS[3], ARGV[1])
+  redis.call('HDEL', KEYS[5], ARGV[1])
 end
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('HDEL', KEYS[5], ARGV[1])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-local interrupted = ''
-if not holder then
-  local previous = redis.call('GET', KEYS[2])
-  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
-  if previous and previous ~= ARGV[1] then interrupted = previous end
-end
-local expires = 0
-if ARGV[5] ~= '' then expires = record_run(KEYS[6], ARGV[1], ARGV[5], ARGV[6], ARGV[7], ARGV[2], KEYS[7], ARGV[8]) end
-return {1, interrupted, expires}
+return taken
 "
 );
 
