@@ -185,7 +185,11 @@ impl Durability {
         if let Some(counts) = fresh(&cached) {
             return Ok(counts);
         }
-        let _fetching = match (self.fetching.try_lock(), cached) {
+        // Counts read through a connection the cluster's changes have replaced describe
+        // the cluster before a failover: a write would wait for a replica count the new
+        // master does not have (and fail after the ack timeout), so they serve no one.
+        let current = cached.filter(|counts| counts.generation == generation);
+        let _fetching = match (self.fetching.try_lock(), current) {
             (Ok(fetching), _) => fetching,
             // Another call is reading them: the last counts serve meanwhile, so a node
             // slow to answer (or silent, until the cluster fails it over) holds up

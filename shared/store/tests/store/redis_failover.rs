@@ -34,7 +34,8 @@ const RECOVERY_DEADLINE: Duration = Duration::from_secs(30);
 /// an event acknowledged before the failover, from the moment appends to its session
 /// were acknowledged again after the test saw the new master promoted (at once on the
 /// other masters; on the failed one, once the new master has the replica writes wait
-/// for, which `Fault::Vanish` also requires within this bound of the promotion).
+/// for, which `Fault::Vanish` also requires within this bound of the moment the new
+/// master acknowledged a plain client's write with a replica's confirmation).
 const CATCH_UP: Duration = Duration::from_millis(FAILOVER_NODE_TIMEOUT_MS + 2000);
 
 async fn connect(url: &str, min_replicas: MinReplicas) -> CoreSessionService<RedisSessionBackend> {
@@ -612,6 +613,16 @@ async fn add_replica(master_port: u16) -> RedisServer {
     node
 }
 
+/// `pipe`'s replies from the node on `port`, or None when it does not answer within a second.
+async fn node_pipeline<T: redis::FromRedisValue>(port: u16, pipe: redis::Pipeline) -> Option<T> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
+    let query = async {
+        pipe.query_async::<T>(&mut client.get_multiplexed_async_connection().await?)
+            .await
+    };
+    tokio::time::timeout(Duration::from_secs(1), query).await.ok()?.ok()
+}
+
 /// A reply from the node on `port`, or None when it does not answer within a second.
 async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: redis::Cmd) -> Option<T> {
     let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
@@ -623,9 +634,9 @@ async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: redis::Cmd) -> Opt
 }
 
 /// Waits until a node other than the one on `failed_port` serves `key`'s slot as
-/// master, as `observer` sees it, with the cluster state ok.
-async fn wait_for_new_master(observer: u16, key: &str, failed_port: u16) {
-    eventually(RECOVERY_DEADLINE, || async {
+/// master, as `observer` sees it, with the cluster state ok; returns that node's port.
+async fn wait_for_new_master(observer: u16, key: &str, failed_port: u16) -> u16 {
+    try_eventually(RECOVERY_DEADLINE, || async {
         let slot: Option<u16> = node_query(observer, redis::cmd("CLUSTER").arg("KEYSLOT").arg(key).clone()).await;
         let ranges: Option<Vec<Vec<redis::Value>>> =
             node_query(observer, redis::cmd("CLUSTER").arg("SLOTS").clone()).await;
@@ -643,11 +654,27 @@ async fn wait_for_new_master(observer: u16, key: &str, failed_port: u16) {
             })
         });
         match master {
-            Some(port) if port != failed_port && state_ok => Ok(()),
+            Some(port) if port != failed_port && state_ok => Ok(port),
             _ => Err(format!("no replica took over from the node on port {failed_port}")),
         }
     })
     .await
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Waits until the master on `port` acknowledges a write beside `key` (same slot) with
+/// a replica confirming it, as a plain client sees it.
+async fn wait_for_confirmed_write(port: u16, key: &str) {
+    let probe = format!("{key}:probe");
+    eventually(RECOVERY_DEADLINE, || async {
+        let mut pipe = redis::pipe();
+        pipe.cmd("SET").arg(&probe).arg("").ignore().cmd("WAIT").arg(1).arg(500);
+        match node_pipeline::<(i64,)>(port, pipe).await {
+            Some((confirmed,)) if confirmed >= 1 => Ok(()),
+            other => Err(format!("the master on port {port} confirmed no write: {other:?}")),
+        }
+    })
+    .await;
 }
 
 async fn cluster_failover(fault: Fault) {
@@ -702,7 +729,11 @@ async fn cluster_failover(fault: Fault) {
             let ports = cluster.ports();
             let observer = ports[(0..ports.len()).find(|&node| node != victim).expect("another node")];
             cluster.send_signal(victim, "STOP");
-            wait_for_new_master(observer, &victim_key, ports[victim]).await;
+            let new_master = wait_for_new_master(observer, &victim_key, ports[victim]).await;
+            // The clock starts once the new master serves u0's slot as writes need it:
+            // its other replica follows it by itself, and a freshly promoted master
+            // may stall a while (AOF fsync on a busy disk) for every client alike.
+            wait_for_confirmed_write(new_master, &victim_key).await;
             promoted();
             // It stays frozen: the store must recover without ever hearing from it.
         }
@@ -711,8 +742,9 @@ async fn cluster_failover(fault: Fault) {
     let u0_acked = ledger.acked_count(Some("u0"));
     wait_for_acks(&ledger, Some("u0"), u0_acked, 20, "after the failover").await;
     if matches!(fault, Fault::Vanish) {
-        // The new master had a replica at once, so nothing but the store's connection
-        // stood between the promotion and u0's next acknowledged append.
+        // Once the new master acknowledged a plain client's write with a replica's
+        // confirmation, nothing but the store's connection stood between it and u0's
+        // next acknowledged append.
         let promoted = ledger.promoted.lock().unwrap().expect("the promotion was seen");
         let recovered =
             first_at_or_after(&ledger.acked.lock().unwrap(), "u0", promoted).expect("u0's appends recovered");
