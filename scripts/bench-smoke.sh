@@ -35,6 +35,7 @@ declare -A shrink=(
   [memory]="--ops 2 --sizes 20,40"
   [append-path]="--ops 2 --rounds 1"
   [resume]="--repetitions 1 --lease-ttl-ms 1000"
+  [memory-locomo]="--data LOCOMO_SMOKE"
 )
 
 free_port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
@@ -47,6 +48,16 @@ cleanup() {
   rm -rf "$logs"
 }
 trap cleanup EXIT
+
+# `adk-bench memory-locomo` reads LoCoMo, which may not ship with the project
+# (../shared/data/locomo): its smoke run reads two made-up turns in the data set's format.
+cat >"$logs/locomo-smoke.json" <<'JSON'
+[{"sample_id": "smoke", "conversation": {"speaker_a": "Ann", "speaker_b": "Bo",
+  "session_1_date_time": "1:00 pm on 8 May, 2023",
+  "session_1": [{"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy named Rex."},
+                {"speaker": "Bo", "dia_id": "D1:2", "text": "Lovely! I started learning the cello."}]},
+  "qa": [{"question": "What is the name of Ann's puppy?", "answer": "Rex", "evidence": ["D1:1"], "category": 4}]}]
+JSON
 
 # The commands of every ```bash block, one per line (a trailing comment dropped).
 mapfile -t commands < <(awk '
@@ -83,7 +94,7 @@ for command in "${commands[@]}"; do
       fi
       run=("$bin/adk-bench" "${words[@]:1}")
       run=("${run[@]/127.0.0.1:50051/127.0.0.1:$port}")
-      sizes=${shrink[$bench]}
+      sizes=${shrink[$bench]//LOCOMO_SMOKE/$logs/locomo-smoke.json}
       # Long-session runner runs pre-fill their sessions: short ones only.
       if [[ $command == *--session-events* ]]; then sizes+=" --session-events 10,100"; fi
       # shellcheck disable=SC2206 # the sizes are words

@@ -32,6 +32,8 @@ use tonic::transport::Channel;
 mod append_path;
 #[path = "adk_bench/cpu.rs"]
 mod cpu;
+#[path = "adk_bench/locomo.rs"]
+mod locomo;
 #[path = "adk_bench/memory.rs"]
 mod memory;
 #[path = "adk_bench/monitor.rs"]
@@ -59,7 +61,8 @@ impl Bench {
             Bench::Sessions(SessionArgs { endpoint: None, .. })
             | Bench::Watch(_)
             | Bench::AppendPath(_)
-            | Bench::Memory(memory::MemoryArgs { endpoint: None, .. }) => &["adk-session-server"],
+            | Bench::Memory(memory::MemoryArgs { endpoint: None, .. })
+            | Bench::MemoryLocomo(locomo::LocomoArgs { endpoint: None, .. }) => &["adk-session-server"],
             Bench::Artifacts(ArtifactBenchArgs { endpoint: None, .. }) => &["adk-artifact-server"],
             Bench::Runner(runner::RunnerArgs { endpoint: None, .. }) | Bench::Resume(_) => {
                 &["adk-session-server", "adk-runner-server"]
@@ -82,6 +85,8 @@ enum Bench {
     Watch(watch::WatchArgs),
     /// AddMemory and SearchMemory (a rare word and typical words) at 1,000 and 10,000 memories per user.
     Memory(memory::MemoryArgs),
+    /// SearchMemory's recall on LoCoMo's questions (turn and session level, @1/5/10), with search latency.
+    MemoryLocomo(locomo::LocomoArgs),
     /// One client: Health/Check, a raw EVALSHA of the append script and AppendEvent side by side.
     AppendPath(append_path::AppendPathArgs),
     /// Time from kill -9 of a runner mid-run to the run's first event resumed by another replica.
@@ -755,6 +760,7 @@ async fn main() -> Result<()> {
         Bench::Runner(args) => runner::bench_runner(args).await,
         Bench::Watch(args) => watch::bench_watch(args).await,
         Bench::Memory(args) => memory::bench_memory(args).await,
+        Bench::MemoryLocomo(args) => locomo::bench_locomo(args).await,
         Bench::AppendPath(args) => append_path::bench_append_path(args).await,
         Bench::Resume(args) => resume::bench_resume(args).await,
     }

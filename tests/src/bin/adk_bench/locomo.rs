@@ -1,0 +1,300 @@
+//! `adk-bench memory-locomo`: how well SearchMemory finds what a question needs, on
+//! LoCoMo (Maharana et al., ACL 2024: long conversations whose questions name the turns
+//! holding their answers). The data set is not in the repository (CC BY-NC): give its
+//! file, in the data set's own JSON format, with `--data`.
+//!
+//! Each conversation is one user; each turn one memory (`<speaker>: <text>`, its id the
+//! turn's `dia_id`, its session in `custom_metadata`), added in batches. Each question
+//! of categories 1-4 with evidence is asked as the query, unchanged, and scored on the
+//! ranking SearchMemory returns (the server's most, 100):
+//! - turn recall@k: an evidence turn is among the first k memories;
+//! - session recall@k: every evidence turn's session is among the first k distinct
+//!   sessions of the ranking.
+//!
+//! With `--memory-embeddings FILE` (the servers' flag, passed on) the bench's server
+//! ranks by keywords and meaning fused; without, by keywords (BM25) alone.
+
+use super::start_target;
+use adk_grpc_proto::v1 as pb;
+use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
+use adk_grpc_testkit::unique_prefix;
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use serde::Deserialize;
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct LocomoArgs {
+    /// The LoCoMo file (a list of `{sample_id, conversation, qa, …}`).
+    #[arg(long)]
+    data: PathBuf,
+    /// A running MemoryService (http://host:port); default: start redis-server and adk-session-server.
+    #[arg(long)]
+    pub(crate) endpoint: Option<String>,
+    /// The bench's server gets this `--memory-embeddings` file (keyword and semantic
+    /// ranking fused); without it, keyword ranking alone.
+    #[arg(long)]
+    memory_embeddings: Option<PathBuf>,
+    /// Use only the first N conversations (0: all).
+    #[arg(long, default_value_t = 0)]
+    conversations: usize,
+    /// Ask only the first N scored questions of each conversation (0: all).
+    #[arg(long, default_value_t = 0)]
+    questions: usize,
+}
+
+#[derive(Deserialize)]
+struct Sample {
+    sample_id: String,
+    conversation: serde_json::Map<String, serde_json::Value>,
+    qa: Vec<Question>,
+}
+
+#[derive(Deserialize)]
+struct Turn {
+    speaker: String,
+    dia_id: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Question {
+    question: String,
+    #[serde(default)]
+    evidence: Vec<String>,
+    category: u8,
+}
+
+/// The session of a turn id `D<session>:<turn>`.
+fn session_of(dia_id: &str) -> Option<&str> {
+    dia_id.split_once(':').map(|(session, _)| session)
+}
+
+impl Sample {
+    /// Every turn, in order.
+    fn turns(&self) -> Result<Vec<Turn>> {
+        let mut sessions: Vec<(u32, &serde_json::Value)> = self
+            .conversation
+            .iter()
+            .filter_map(|(key, turns)| {
+                let number = key.strip_prefix("session_")?.parse().ok()?;
+                Some((number, turns))
+            })
+            .collect();
+        sessions.sort_by_key(|(number, _)| *number);
+        let mut turns = Vec::new();
+        for (number, session) in sessions {
+            let session: Vec<Turn> =
+                serde_json::from_value(session.clone()).with_context(|| format!("{} session {number}", self.sample_id))?;
+            turns.extend(session);
+        }
+        Ok(turns)
+    }
+}
+
+/// A question's evidence: the turn ids it names that the conversation has (the data
+/// set writes a few as `D8:6; D9:17`).
+fn evidence(question: &Question, known: &HashSet<String>) -> Vec<String> {
+    question
+        .evidence
+        .iter()
+        .flat_map(|ids| ids.split([';', ',']))
+        .map(|id| id.trim().to_string())
+        .filter(|id| known.contains(id))
+        .collect()
+}
+
+/// Hits at 1, 5 and 10.
+#[derive(Default)]
+struct Recall {
+    hits: [usize; 3],
+}
+
+const KS: [usize; 3] = [1, 5, 10];
+
+impl Recall {
+    fn count(&mut self, found_within: Option<usize>) {
+        for (hits, k) in self.hits.iter_mut().zip(KS) {
+            if found_within.is_some_and(|rank| rank <= k) {
+                *hits += 1;
+            }
+        }
+    }
+
+    fn percent(&self, asked: usize) -> [f64; 3] {
+        self.hits.map(|hits| 100.0 * hits as f64 / asked.max(1) as f64)
+    }
+}
+
+/// The 1-based rank of the first evidence turn in `ranked`.
+fn turn_rank(ranked: &[String], evidence: &[String]) -> Option<usize> {
+    ranked.iter().position(|id| evidence.contains(id)).map(|at| at + 1)
+}
+
+/// How many distinct sessions of `ranked` it takes to hold every evidence session.
+fn session_rank(ranked: &[String], evidence: &[String]) -> Option<usize> {
+    let mut needed: HashSet<&str> = evidence.iter().filter_map(|id| session_of(id)).collect();
+    let mut seen = HashSet::new();
+    for id in ranked {
+        let Some(session) = session_of(id) else { continue };
+        if seen.insert(session) {
+            needed.remove(session);
+            if needed.is_empty() {
+                return Some(seen.len());
+            }
+        }
+    }
+    None
+}
+
+fn memory(turn: &Turn) -> pb::MemoryEntry {
+    let mut metadata = BTreeMap::new();
+    if let Some(session) = session_of(&turn.dia_id) {
+        metadata.insert(
+            "session".to_string(),
+            prost_types::Value {
+                kind: Some(prost_types::value::Kind::StringValue(session.to_string())),
+            },
+        );
+    }
+    pb::MemoryEntry {
+        id: turn.dia_id.clone(),
+        content: Some(pb::Content {
+            role: "user".into(),
+            parts: vec![pb::Part {
+                kind: Some(pb::part::Kind::Text(format!("{}: {}", turn.speaker, turn.text))),
+                ..Default::default()
+            }],
+        }),
+        author: turn.speaker.clone(),
+        custom_metadata: Some(prost_types::Struct { fields: metadata }),
+        ..Default::default()
+    }
+}
+
+/// Memories per AddMemory request.
+const BATCH: usize = 100;
+/// The most memories a search returns (the server's limit).
+const RANKED: i32 = 100;
+
+pub async fn bench_locomo(args: LocomoArgs) -> Result<()> {
+    let data = std::fs::read(&args.data).with_context(|| format!("read {}", args.data.display()))?;
+    let mut samples: Vec<Sample> = serde_json::from_slice(&data).context("a LoCoMo file (list of samples)")?;
+    if args.conversations > 0 {
+        samples.truncate(args.conversations);
+    }
+    let mut setup = super::StoreSetup::default();
+    if let Some(file) = &args.memory_embeddings {
+        anyhow::ensure!(
+            args.endpoint.is_none(),
+            "--memory-embeddings needs the bench's own server (no --endpoint)"
+        );
+        setup.server_args = vec!["--memory-embeddings".into(), file.display().to_string()];
+    }
+    let target = start_target(args.endpoint.clone(), "adk-session-server", setup).await;
+    let mut client = MemoryServiceClient::connect(target.endpoint.clone())
+        .await
+        .context("connect")?;
+    let app = unique_prefix("locomo");
+    let ranking = if args.memory_embeddings.is_some() {
+        "keywords and meaning fused"
+    } else {
+        "keywords (BM25)"
+    };
+    println!("endpoint {}, {} conversations, ranking: {ranking}\n", target.endpoint, samples.len());
+
+    let (mut stored, mut indexing) = (0usize, std::time::Duration::ZERO);
+    let mut latency = Histogram::<u64>::new(3)?;
+    let (mut turns_recall, mut sessions_recall, mut asked) = (Recall::default(), Recall::default(), 0usize);
+    for sample in &samples {
+        let turns = sample.turns()?;
+        let known: HashSet<String> = turns.iter().map(|turn| turn.dia_id.clone()).collect();
+        let started = Instant::now();
+        for batch in turns.chunks(BATCH) {
+            client
+                .add_memory(pb::AddMemoryRequest {
+                    app_name: app.clone(),
+                    user_id: sample.sample_id.clone(),
+                    memories: batch.iter().map(memory).collect(),
+                    custom_metadata: None,
+                })
+                .await
+                .map_err(|status| anyhow::anyhow!("AddMemory: {status:?}"))?;
+        }
+        indexing += started.elapsed();
+        stored += turns.len();
+
+        let scored = sample
+            .qa
+            .iter()
+            .filter(|question| (1..=4).contains(&question.category))
+            .map(|question| (question, evidence(question, &known)))
+            .filter(|(_, evidence)| !evidence.is_empty());
+        let limit = if args.questions == 0 { usize::MAX } else { args.questions };
+        for (question, evidence) in scored.take(limit) {
+            let started = Instant::now();
+            let found = client
+                .search_memory(pb::SearchMemoryRequest {
+                    app_name: app.clone(),
+                    user_id: sample.sample_id.clone(),
+                    query: question.question.clone(),
+                    limit: RANKED,
+                })
+                .await
+                .map_err(|status| anyhow::anyhow!("SearchMemory: {status:?}"))?
+                .into_inner();
+            latency.record(started.elapsed().as_micros() as u64)?;
+            let ranked: Vec<String> = found.memories.into_iter().map(|memory| memory.id).collect();
+            turns_recall.count(turn_rank(&ranked, &evidence));
+            sessions_recall.count(session_rank(&ranked, &evidence));
+            asked += 1;
+        }
+    }
+    anyhow::ensure!(asked > 0, "no question of categories 1-4 with evidence in {}", args.data.display());
+
+    let ms = |micros: u64| micros as f64 / 1000.0;
+    println!("| ranking | questions | turn recall@1 / @5 / @10 | session recall@1 / @5 / @10 | search p50 ms | p99 ms | indexing memories/s |");
+    println!("|---|---|---|---|---|---|---|");
+    let [t1, t5, t10] = turns_recall.percent(asked);
+    let [s1, s5, s10] = sessions_recall.percent(asked);
+    println!(
+        "| {ranking} | {asked} | {t1:.1} % / {t5:.1} % / {t10:.1} % | {s1:.1} % / {s5:.1} % / {s10:.1} % | {:.2} | {:.2} | {:.0} |",
+        ms(latency.value_at_quantile(0.5)),
+        ms(latency.value_at_quantile(0.99)),
+        stored as f64 / indexing.as_secs_f64().max(1e-9),
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(ids: &[&str]) -> Vec<String> {
+        ids.iter().map(|id| id.to_string()).collect()
+    }
+
+    #[test]
+    fn a_turn_counts_at_its_first_evidence_and_a_session_once_every_one_is_in() {
+        let ranked = ids(&["D1:1", "D2:5", "D1:2", "D3:1"]);
+        assert_eq!(turn_rank(&ranked, &ids(&["D3:1", "D1:2"])), Some(3));
+        assert_eq!(turn_rank(&ranked, &ids(&["D9:9"])), None);
+        // Sessions in ranking order: D1, D2, D3.
+        assert_eq!(session_rank(&ranked, &ids(&["D3:7", "D2:1"])), Some(3));
+        assert_eq!(session_rank(&ranked, &ids(&["D1:9"])), Some(1));
+        assert_eq!(session_rank(&ranked, &ids(&["D1:1", "D4:1"])), None);
+    }
+
+    #[test]
+    fn evidence_written_as_a_list_in_one_string_is_read() {
+        let known: HashSet<String> = ["D8:6", "D9:17"].map(String::from).into();
+        let question = Question {
+            question: "q".into(),
+            evidence: vec!["D8:6; D9:17".into(), "D99:1".into()],
+            category: 1,
+        };
+        assert_eq!(evidence(&question, &known), ids(&["D8:6", "D9:17"]));
+    }
+}
