@@ -21,11 +21,6 @@ use std::path::{Path, PathBuf};
 /// fails the test. The same table is in docs/adk-conformance.md.
 const KNOWN_SESSION_DIFFERENCES: &[(&str, &str)] = &[
     (
-        "turnComplete",
-        "the runner marks the last event of a reply turn_complete; ADK stores no such flag for a non-streaming call \
-         (issue 34, stored events)",
-    ),
-    (
         "actions.endOfAgent",
         "workflow agents store end_of_agent events; ADK stores none for an app that is not resumable (issue 34, \
          workflow agents)",
