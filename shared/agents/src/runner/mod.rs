@@ -36,7 +36,7 @@ pub use resume::Resumer;
 #[cfg(test)]
 mod tests;
 
-use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts, with_user_event};
+use crate::context::{AgentContext, Invocation, InvocationParts, Positions, session_artifacts, with_user_event};
 use crate::rules::{AgentNames, USER_AUTHOR};
 use crate::run_state;
 use crate::tools::ToolActions;
@@ -49,7 +49,7 @@ use adk_grpc_core::{
 use driver::Driver;
 use lease::LeaseGuard;
 use serde_json::Value;
-use session::append;
+use session::{append, has_function_responses};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +83,19 @@ pub struct RunnerConfig {
     pub context_budget_tokens: Option<usize>,
     /// What a run does when its session is busy, unless its [`RunOptions`] say otherwise.
     pub on_busy: OnBusy,
+    /// Whether the app is marked resumable, as ADK's `App.resumability_config`.
+    pub resumability_config: ResumabilityConfig,
+}
+
+/// ADK's `ResumabilityConfig`: an app marked resumable (`is_resumable`) stores its
+/// workflow agents' positions in the session's log (`actions.agent_state` before each
+/// step, `actions.end_of_agent` at the end), as ADK does; one that is not (ADK's default)
+/// stores the log ADK stores for it, without them. Every run of either is resumed after
+/// its replica dies (`docs/semantics.md`, Runner 27): an app not marked resumable keeps
+/// the positions beside the log, where only the runner reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumabilityConfig {
+    pub is_resumable: bool,
 }
 
 impl RunnerConfig {
@@ -107,6 +120,7 @@ impl RunnerConfig {
             compaction: None,
             context_budget_tokens: None,
             on_busy: OnBusy::Reject,
+            resumability_config: ResumabilityConfig::default(),
         }
     }
 
@@ -189,6 +203,8 @@ pub struct Runner {
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
     /// Whether another replica can resume its runs (see `resume`).
     resumable: bool,
+    /// Where its workflow agents' positions go (see [`ResumabilityConfig`]).
+    positions: Positions,
     /// Fired when the replica shuts down: new runs are refused, and a resumable run
     /// stops at its next step boundary to be handed over (see `Driver::next`).
     draining: CancellationToken,
@@ -234,6 +250,11 @@ impl Runner {
             .context_budget_tokens
             .unwrap_or_else(|| session::default_context_budget(&config.root_agent));
         let resumable = resume::resumable_tree(&config.root_agent);
+        let positions = match (resumable, config.resumability_config.is_resumable) {
+            (false, _) => Positions::Nowhere,
+            (true, true) => Positions::InLog,
+            (true, false) => Positions::BesideLog,
+        };
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -248,6 +269,7 @@ impl Runner {
             on_busy: config.on_busy,
             running: Arc::default(),
             resumable,
+            positions,
             draining: Default::default(),
         })
     }
@@ -497,6 +519,10 @@ impl Runner {
                 invocation_id,
             )
             .await?;
+        // An answer to calls may go on with a workflow agent from its position.
+        if has_function_responses(&content) {
+            session = self.with_run_marks(session).await?;
+        }
         if let Some(interrupted) = &lease.interrupted {
             self.close_interrupted(&mut session, interrupted, lease).await?;
         }
@@ -538,7 +564,7 @@ impl Runner {
             artifacts,
             compaction: self.compaction.clone(),
             memory,
-            resumable: self.resumable,
+            positions: self.positions,
         }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
