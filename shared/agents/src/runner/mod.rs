@@ -43,8 +43,8 @@ use crate::tools::ToolActions;
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream, InvocationContext,
-    LeaseKey, MemoryService, Result, RunConfig, RunLog, SessionLease, SessionService, validate,
+    AdkError, Agent, AgentKind, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream,
+    InvocationContext, LeaseKey, MemoryService, Result, RunConfig, RunLog, SessionLease, SessionService, validate,
 };
 use driver::Driver;
 use lease::LeaseGuard;
@@ -250,10 +250,11 @@ impl Runner {
             .context_budget_tokens
             .unwrap_or_else(|| session::default_context_budget(&config.root_agent));
         let resumable = resume::resumable_tree(&config.root_agent);
+        // Only workflow agents have positions: a tree without one reads no marks back.
         let positions = match (resumable, config.resumability_config.is_resumable) {
             (false, _) => Positions::Nowhere,
-            (true, true) => Positions::InLog,
-            (true, false) => Positions::BesideLog,
+            (true, false) if has_workflow_agent(&config.root_agent) => Positions::BesideLog,
+            (true, _) => Positions::InLog,
         };
         Ok(Runner {
             app_name: config.app_name,
@@ -630,6 +631,10 @@ impl Runner {
         };
         driver.into_stream()
     }
+}
+
+fn has_workflow_agent(agent: &Arc<dyn Agent>) -> bool {
+    agent.spec().kind == AgentKind::Workflow || agent.sub_agents().iter().any(has_workflow_agent)
 }
 
 /// The state a run's user turn changes: its `state_delta` and, when it answers client

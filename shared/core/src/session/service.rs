@@ -133,9 +133,9 @@ fn get_read(req: &GetRequest) -> Result<(SessionKey, EventRead)> {
 
 impl<B: SessionBackend> CoreSessionService<B> {
     /// A checked request's event made ready for the log: its time (the store's when it
-    /// was sent without one), id, no `temp:` keys, its delta split by scope. Err: a
-    /// partial event, which is never stored, returned as the append returns it.
-    fn prepare_append(&self, req: AppendEventRequest) -> std::result::Result<NewEvent, Event> {
+    /// was sent without one), id, no `temp:` keys, its delta split by scope; a partial
+    /// event, which is never stored, as the append returns it.
+    fn prepare_append(&self, req: AppendEventRequest) -> Prepared {
         let AppendEventRequest {
             app_name,
             user_id,
@@ -150,14 +150,14 @@ impl<B: SessionBackend> CoreSessionService<B> {
             event.timestamp = now;
         }
         if event.is_partial() {
-            return Err(event);
+            return Prepared::Partial(Box::new(event));
         }
         if event.id.is_empty() {
             event.id = new_event_id();
         }
         without_temp_keys(&mut event.actions.state_delta);
         event.sequence = 0;
-        Ok(NewEvent {
+        Prepared::New(Box::new(NewEvent {
             delta: ScopedDelta::split(&event.actions.state_delta),
             window: WindowUpdate::of(&event),
             update_time: session_update_time(event.timestamp, now),
@@ -166,8 +166,15 @@ impl<B: SessionBackend> CoreSessionService<B> {
             event,
             precondition,
             _checked: Checked::new(),
-        })
+        }))
     }
+}
+
+/// An append's event as [`CoreSessionService::prepare_append`] leaves it.
+/// Boxed: both are large, and an append moves one through.
+enum Prepared {
+    New(Box<NewEvent>),
+    Partial(Box<Event>),
 }
 
 /// The owner a lease precondition names ("" without one), for the error of a lost lease.
@@ -265,8 +272,8 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
         req.validate()?;
         // A partial event is a streaming fragment: the client sees it, the log never does.
         let new = match self.prepare_append(req) {
-            Ok(new) => new,
-            Err(partial) => return Ok(partial),
+            Prepared::New(new) => *new,
+            Prepared::Partial(partial) => return Ok(*partial),
         };
         let (key, owner) = (new.key.clone(), lease_owner(&new));
         append_outcome(self.backend.append(new).await?, &key, &owner)
@@ -280,14 +287,20 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
                 "a run mark is written only by a runner holding the session's lease",
             ));
         }
-        let actions = &req.event.actions;
-        if req.event.is_partial() || !actions.state_delta.is_empty() || !actions.artifact_delta.is_empty() {
-            return Err(AdkError::invalid(
+        let not_a_position = || {
+            AdkError::invalid(
                 "event",
                 "a run mark records a position: it is complete and changes no state or artifact",
-            ));
+            )
+        };
+        let actions = &req.event.actions;
+        if !actions.state_delta.is_empty() || !actions.artifact_delta.is_empty() {
+            return Err(not_a_position());
         }
-        let new = self.prepare_append(req).expect("a run mark is not partial");
+        let Prepared::New(new) = self.prepare_append(req) else {
+            return Err(not_a_position());
+        };
+        let new = *new;
         let (key, owner) = (new.key.clone(), lease_owner(&new));
         append_outcome(self.backend.append_run_mark(new).await?, &key, &owner)
     }
