@@ -168,6 +168,7 @@ impl AgentsConfig {
             config.context_budget_tokens = app.context_budget_tokens;
             config.on_busy = app.on_busy;
             config.add_to_memory = app.add_to_memory;
+            config.resumability_config = app.resumability_config;
             // The runner refuses to add to memory without a memory store; the
             // problem is the file's field.
             let field = (app.add_to_memory.is_some() && services.memory.is_none()).then_some("memory.add");

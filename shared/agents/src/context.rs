@@ -51,9 +51,22 @@ pub(crate) struct Invocation {
     memory: Option<Arc<dyn Memory>>,
     /// The runner's agent tree, for transfers to parents and peers.
     pub(crate) root_agent: Arc<dyn Agent>,
-    /// Whether another replica may resume it: only then are the positions of its
-    /// workflow agents stored in the log ([`Invocation::stores`]).
-    resumable: bool,
+    /// Where the positions of its workflow agents go ([`Invocation::place_of`]).
+    positions: Positions,
+}
+
+/// Where an invocation keeps its workflow agents' positions ([`is_position`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Positions {
+    /// In the log, as ADK stores them for an app marked resumable.
+    InLog,
+    /// Beside the log, as run marks (`SessionService::append_run_mark`): the log is ADK's
+    /// for an app not marked resumable, and another replica still finds them to go on
+    /// with the run (merged back by `Runner::with_run_marks`).
+    BesideLog,
+    /// Nowhere: no other replica goes on with the run (a tree with a custom agent, an
+    /// agent tool's run of its agent).
+    Nowhere,
 }
 
 /// What an invocation is made of, started or resumed.
@@ -75,8 +88,8 @@ pub(crate) struct InvocationParts {
     pub(crate) compaction: Option<Arc<CompactionConfig>>,
     /// The user's long-term memory; None without a memory service.
     pub(crate) memory: Option<Arc<dyn Memory>>,
-    /// Whether another replica may resume it (its runner records the run).
-    pub(crate) resumable: bool,
+    /// Where its workflow agents' positions go.
+    pub(crate) positions: Positions,
 }
 
 /// `session` as loaded, with the user's message as stored appended and its delta
@@ -105,7 +118,7 @@ impl Invocation {
             artifacts,
             compaction,
             memory,
-            resumable,
+            positions,
         } = parts;
         let mut state = session.state.as_map().clone();
         state.extend(overlay);
@@ -129,7 +142,7 @@ impl Invocation {
             compaction,
             memory,
             root_agent,
-            resumable,
+            positions,
         }
     }
 
@@ -151,18 +164,21 @@ impl Invocation {
             .collect()
     }
 
-    /// Whether `event` goes to the log: every event but a workflow agent's position
-    /// ([`is_position`]) in a run no other replica resumes. ADK stores no position of an
-    /// app not marked resumable; its agents still record theirs, beside the log.
-    pub(crate) fn stores(&self, event: &Event) -> bool {
-        self.resumable || !is_position(event)
+    /// Where `event` goes: the log, for every event but a workflow agent's position
+    /// ([`is_position`]), which goes where the invocation keeps positions.
+    pub(crate) fn place_of(&self, event: &Event) -> Positions {
+        if is_position(event) {
+            self.positions
+        } else {
+            Positions::InLog
+        }
     }
 
-    /// Makes a stored event part of the live view. `delta` is the delta the agent
-    /// emitted, before the store trimmed its `temp:` keys. An event that is not stored
-    /// ([`Invocation::stores`]) is not part of it.
+    /// Makes a stored event (or a position kept beside the log) part of the live view.
+    /// `delta` is the delta the agent emitted, before the store trimmed its `temp:` keys.
+    /// A position kept nowhere is not part of it.
     pub(crate) fn record(&self, stored: Event, delta: HashMap<String, Value>) {
-        if !self.stores(&stored) {
+        if self.place_of(&stored) == Positions::Nowhere {
             return;
         }
         if !delta.is_empty() {

@@ -70,7 +70,7 @@ pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,
     validate_output_key, validate_tool_list, validate_tool_name,
 };
-pub use runner::{AddToMemory, OnBusy, Resumer, RunOptions, Runner, RunnerConfig, StartedRun};
+pub use runner::{AddToMemory, OnBusy, ResumabilityConfig, Resumer, RunOptions, Runner, RunnerConfig, StartedRun};
 pub use state_schema::StateSchema;
 pub use timeout::with_timeout;
 pub use tools::{

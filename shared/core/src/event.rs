@@ -223,7 +223,6 @@ impl Event {
             Content::new("model").with_text("(This reply was interrupted: the runner stopped before it finished.)"),
         );
         event.llm_response.interrupted = Some(true);
-        event.llm_response.turn_complete = Some(true);
         event.llm_response.error_code = Some(Event::INTERRUPTED.to_string());
         event.llm_response.error_message =
             Some("the runner running this invocation stopped (crashed or was killed) before it finished".to_string());

@@ -52,7 +52,8 @@ pub use session::service::CoreSessionService;
 pub use session::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedEventStream,
     EncodedSession, EventStream, Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse,
-    Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    Precondition, RunMark, RunMarksRequest, ScopeState, Session, SessionService, UpdateAppStateRequest,
+    UserStateRequest, WatchRequest,
 };
 pub use state::{KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, ReadonlyState, State, StateMap};
 pub use tool::{Tool, ToolOutput, Toolset};

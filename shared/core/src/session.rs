@@ -314,6 +314,46 @@ pub fn lease_lost(owner: &str) -> String {
     )
 }
 
+/// Which session's run marks to read ([`SessionService::run_marks`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunMarksRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub session_id: String,
+}
+
+/// A workflow agent's position (an event carrying only `actions.agent_state` or
+/// `actions.end_of_agent`) that a runner keeps beside a session's log instead of in it.
+/// ADK stores no position for an app not marked resumable, and the runner still needs
+/// them to go on with a run after its replica died (`docs/semantics.md`, Runner 27), so
+/// they are kept where no reader of the log sees them: only the runner reads them back.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunMark {
+    /// The sequence of the log's last event when the mark was written (0: none yet).
+    pub after_sequence: u64,
+    pub event: Event,
+}
+
+impl RunMark {
+    /// `events`, a read of a session's log (oldest first: the whole log or a newest part
+    /// of it), with `marks` (oldest first) put back where they were written, each after
+    /// the event it followed: the log as it reads when the marks are stored in it. Marks
+    /// written before the read's first event are left out, as the events before it are.
+    pub fn merge(events: Vec<Event>, marks: Vec<RunMark>) -> Vec<Event> {
+        let start = events.first().map_or(0, |event| event.sequence.saturating_sub(1));
+        let mut marks = marks.into_iter().filter(|mark| mark.after_sequence >= start).peekable();
+        let mut merged = Vec::with_capacity(events.len() + marks.size_hint().0);
+        for event in events {
+            while let Some(mark) = marks.next_if(|mark| mark.after_sequence < event.sequence) {
+                merged.push(mark.event);
+            }
+            merged.push(event);
+        }
+        merged.extend(marks.map(|mark| mark.event));
+        merged
+    }
+}
+
 /// Stores sessions, their scoped state and their event logs.
 #[async_trait]
 pub trait SessionService: Send + Sync {
@@ -336,6 +376,21 @@ pub trait SessionService: Send + Sync {
     /// Applies the event's state delta by scope and adds it to the log, atomically.
     /// Returns the event as stored (id, timestamp and sequence filled in).
     async fn append_event(&self, req: AppendEventRequest) -> Result<Event>;
+    /// Keeps `req.event`, a workflow agent's position, beside the log as a [`RunMark`]
+    /// written after the log's last event: under the session's lease only
+    /// (`Precondition::LeaseHeldBy`, checked atomically with the write), with no state
+    /// delta, and seen by no read of the log (Get, ListEvents, Watch). A service that keeps
+    /// no marks (one over gRPC) stores it in the log instead, as for an app marked resumable:
+    /// the position is kept either way.
+    async fn append_run_mark(&self, req: AppendEventRequest) -> Result<Event> {
+        self.append_event(req).await
+    }
+    /// The session's run marks, oldest first (none for a service that keeps them in the
+    /// log); [`RunMark::merge`] puts them back into a read of the log.
+    async fn run_marks(&self, req: RunMarksRequest) -> Result<Vec<RunMark>> {
+        validate::session_ids(&req.app_name, &req.user_id, &req.session_id)?;
+        Ok(Vec::new())
+    }
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse>;
     /// [`list_events`](Self::list_events), the events in their protobuf encoding: what a
     /// ListEvents reply carries. A store that keeps its events encoded hands them over undecoded.

@@ -12,7 +12,8 @@ use adk_grpc_core::session::backend::{
 };
 use adk_grpc_core::state::merge_state;
 use adk_grpc_core::{
-    AppStateRequest, CoreSessionService, Event, EventStream, Events, Result, ScopeState, Session, UserStateRequest,
+    AppStateRequest, CoreSessionService, Event, EventStream, Events, Result, RunMark, ScopeState, Session,
+    UserStateRequest,
 };
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -29,6 +30,7 @@ struct Stored {
     ttl: Option<Duration>,
     expire_time: Option<DateTime<Utc>>,
     window_start: u64,
+    run_marks: Vec<RunMark>,
 }
 
 impl Stored {
@@ -104,6 +106,7 @@ impl SessionBackend for MapBackend {
             ttl: new.ttl,
             expire_time: None,
             window_start: 0,
+            run_marks: Vec::new(),
         };
         stored.renew(new.now);
         let session = maps.session(&new.key, &stored, Vec::new());
@@ -180,6 +183,26 @@ impl SessionBackend for MapBackend {
         Ok(Appended::New(event))
     }
 
+    async fn append_run_mark(&self, new: NewEvent) -> Result<Appended> {
+        let mut maps = self.maps();
+        let Some(stored) = maps.live(&new.key) else {
+            return Ok(Appended::NotFound);
+        };
+        stored.run_marks.push(RunMark {
+            after_sequence: stored.events.len() as u64,
+            event: new.event.clone(),
+        });
+        Ok(Appended::New(new.event))
+    }
+
+    async fn run_marks(&self, key: &SessionKey) -> Result<Vec<RunMark>> {
+        let mut maps = self.maps();
+        Ok(maps
+            .live(key)
+            .map(|stored| stored.run_marks.clone())
+            .unwrap_or_default())
+    }
+
     async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>> {
         let mut maps = self.maps();
         let Some(stored) = maps.live(key) else { return Ok(None) };
@@ -238,6 +261,7 @@ impl SessionBackend for MapBackend {
             ttl,
             expire_time: None,
             window_start: contents.window_start,
+            run_marks: Vec::new(),
         };
         fork.renew(plan.now);
         let session = maps.session(&plan.fork, &fork, fork.events.clone());

@@ -557,7 +557,6 @@ impl StreamDecoder {
                 finish_reason: Some(FinishReason::Safety),
                 usage_metadata: self.usage.take(),
                 model_version: self.model_version.take(),
-                turn_complete: Some(true),
                 error_message: Some(format!("{PROVIDER} blocked the prompt ({reason})")),
                 error_code: Some(reason),
                 ..Default::default()

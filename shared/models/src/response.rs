@@ -40,7 +40,6 @@ pub(crate) fn complete(
     let mut response = LlmResponse {
         usage_metadata: usage,
         finish_reason,
-        turn_complete: Some(true),
         ..Default::default()
     };
     if !parts.is_empty() {
@@ -166,7 +165,7 @@ mod tests {
         let response = complete("p", vec![], Some(FinishReason::MaxTokens), None);
         assert_eq!(response.content, None);
         assert_eq!(response.error_code.as_deref(), Some("MAX_TOKENS"));
-        assert!(response.turn_complete == Some(true) && response.partial.is_none());
+        assert!(response.turn_complete.is_none() && response.partial.is_none());
         let normal = complete("p", vec![], Some(FinishReason::Stop), None);
         assert_eq!(normal.error_code, None);
     }

@@ -19,23 +19,7 @@ use std::path::{Path, PathBuf};
 /// Differences of the stored session that are still open, each a field of the stored
 /// events (a path below an event, as `compare` names it) and why. Every other difference
 /// fails the test. The same table is in docs/adk-conformance.md.
-const KNOWN_SESSION_DIFFERENCES: &[(&str, &str)] = &[
-    (
-        "turnComplete",
-        "the runner marks the last event of a reply turn_complete; ADK stores no such flag for a non-streaming call \
-         (issue 34, stored events)",
-    ),
-    (
-        "actions.endOfAgent",
-        "workflow agents store end_of_agent events; ADK stores none for an app that is not resumable (issue 34, \
-         workflow agents)",
-    ),
-    (
-        "actions.agentState",
-        "workflow agents store agent_state events; ADK stores none for an app that is not resumable (issue 34, \
-         workflow agents)",
-    ),
-];
+const KNOWN_SESSION_DIFFERENCES: &[(&str, &str)] = &[];
 
 fn case_dir(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(case)

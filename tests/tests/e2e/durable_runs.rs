@@ -561,13 +561,16 @@ async fn session_server_and_two_replicas(
     )
 }
 
-fn pipeline_app(provider_url: &str) -> String {
+/// `resumable`: the app is marked resumable (ADK's `resumability_config`), so its log
+/// shows the sequence's positions; otherwise they are kept beside it.
+fn pipeline_app(provider_url: &str, resumable: bool) -> String {
     format!(
         "
 models:
   gpt: {{ provider: openai, model: fake-model, base_url: '{provider_url}', timeout_secs: 120 }}
 apps:
   pipeline:
+    resumability_config: {{ is_resumable: {resumable} }}
     root_agent:
       name: steps
       kind: sequential
@@ -581,8 +584,8 @@ apps:
 
 /// The replica running a sequential agent is killed during its second step: the
 /// other one goes on with that step (the first is not run again) and the third.
-#[tokio::test]
-async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that_step() {
+/// Returns the log.
+async fn sequence_killed_in_its_second_step(resumable: bool) -> Vec<pb::Event> {
     let redis = RedisServer::start().await;
     let provider = FakeServer::start().await;
     for reply in [
@@ -593,7 +596,7 @@ async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that
     ] {
         provider.push(reply);
     }
-    let agents = agents_file(&pipeline_app(provider.url()));
+    let agents = agents_file(&pipeline_app(provider.url(), resumable));
     let (sessions, mut dying, mut other) = session_server_and_two_replicas(&redis, &agents).await;
     let mut runner = AgentRunnerClient::connect(dying.endpoint()).await.expect("connect");
     let request = runs::run_request("pipeline", USER, "seq", user_text("go"));
@@ -616,9 +619,11 @@ async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that
         let events = runs::get_session(sessions.endpoint(), "pipeline", USER, "seq")
             .await
             .events;
-        let ended = events
-            .iter()
-            .any(|e| e.author == "steps" && e.actions.as_ref().is_some_and(|a| a.end_of_agent == Some(true)));
+        // The sequence's end is the log's last event when the app shows positions, c's reply otherwise.
+        let ended = events.last().is_some_and(|e| {
+            (e.author == "steps" && e.actions.as_ref().is_some_and(|a| a.end_of_agent == Some(true)))
+                || (!resumable && text_of(e) == "from c")
+        });
         if ended {
             Ok(events)
         } else {
@@ -645,11 +650,32 @@ async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that
         log.iter().all(|e| !format!("{e:?}").contains("INTERRUPTED")),
         "not closed as interrupted"
     );
+    log
+}
+
+fn is_position(event: &pb::Event) -> bool {
+    event
+        .actions
+        .as_ref()
+        .is_some_and(|a| a.agent_state.is_some() || a.end_of_agent == Some(true))
+}
+
+#[tokio::test]
+async fn a_sequence_whose_replica_is_killed_in_its_second_step_goes_on_from_that_step() {
+    let log = sequence_killed_in_its_second_step(true).await;
     let positions = log
         .iter()
         .filter(|e| e.author == "steps" && e.actions.as_ref().is_some_and(|a| a.agent_state.is_some()))
         .count();
     assert_eq!(positions, 3, "one stored position per step: {log:#?}");
+}
+
+/// The same in an app not marked resumable (ADK's default): the log is ADK's, with no
+/// position, and the positions kept beside it take the other replica to the same step.
+#[tokio::test]
+async fn a_sequence_of_an_app_not_marked_resumable_killed_in_its_second_step_goes_on_from_that_step() {
+    let log = sequence_killed_in_its_second_step(false).await;
+    assert!(!log.iter().any(is_position), "no position in ADK's log: {log:#?}");
 }
 
 /// A message enqueued (`on_busy: enqueue`) behind a run whose replica is killed waits for

@@ -377,6 +377,8 @@ impl Reader<'_> {
             on_busy: Default::default(),
             memory: None,
             hooks: Vec::new(),
+            // ADK's agent-config YAML has no app: `adk web` runs it not resumable.
+            resumability_config: Default::default(),
         })
     }
 

@@ -13,7 +13,8 @@ use crate::app::{AgentDescription, ToolDescription};
 use adk_grpc_agents::a2a::{RemoteA2aAgent, RemoteA2aConfig, RemoteA2aTool};
 use adk_grpc_agents::{
     AddToMemory, AgentNames, AgentTool, BUILTIN_TOOLS, Hook, Hooks, HttpHook, LlmAgent, LlmAgentBuilder, LoopAgent,
-    ModelConsultTool, OnBusy, ParallelAgent, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME, with_agent_hooks,
+    ModelConsultTool, OnBusy, ParallelAgent, ResumabilityConfig, SequentialAgent, StateSchema, TRANSFER_TOOL_NAME,
+    with_agent_hooks,
 };
 use adk_grpc_core::{AdkError, Agent, CompactionConfig, Llm, Tool, Toolset};
 use adk_grpc_models::ProviderConfig;
@@ -34,6 +35,7 @@ pub(super) struct LoadedApp {
     pub(super) context_budget_tokens: Option<usize>,
     pub(super) on_busy: OnBusy,
     pub(super) add_to_memory: Option<AddToMemory>,
+    pub(super) resumability_config: ResumabilityConfig,
 }
 
 /// Every app of the file; those with a problem are left out (and the problem added).
@@ -103,6 +105,7 @@ fn loaded(
         context_budget_tokens: None,
         on_busy: app.on_busy.into(),
         add_to_memory: app.memory.as_ref().map(|memory| memory.add.into()),
+        resumability_config: app.resumability_config.into(),
     }
 }
 

@@ -414,6 +414,26 @@ pub(super) struct AppConfig {
     /// Hooks of every agent of the app (ADK's plugins), called before the agents' own.
     #[serde(default)]
     pub(super) hooks: Vec<String>,
+    /// ADK's `App.resumability_config`: `{is_resumable: true}` stores the workflow agents'
+    /// positions in the log [default: not resumable, ADK's log without them].
+    #[serde(default)]
+    pub(super) resumability_config: ResumabilityFileConfig,
+}
+
+/// `resumability_config:` of an app, as ADK's `ResumabilityConfig`.
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ResumabilityFileConfig {
+    #[serde(default)]
+    pub(super) is_resumable: bool,
+}
+
+impl From<ResumabilityFileConfig> for adk_grpc_agents::ResumabilityConfig {
+    fn from(config: ResumabilityFileConfig) -> Self {
+        adk_grpc_agents::ResumabilityConfig {
+            is_resumable: config.is_resumable,
+        }
+    }
 }
 
 /// `compaction:` of an app, as written.

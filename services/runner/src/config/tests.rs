@@ -1930,3 +1930,21 @@ apps:
     );
     assert!(text.contains("Which file?"), "{text}");
 }
+
+#[test]
+fn resumability_config_is_adks_and_defaults_to_not_resumable() {
+    let app = |extra: &str| {
+        format!(
+            "models:\n  fast: {{ provider: mock }}\napps:\n  flow:\n{extra}    root_agent:\n      kind: sequential\n      \
+             name: steps\n      sub_agents:\n        - {{ name: a, model: fast }}\n"
+        )
+    };
+    let resumable = |yaml: &str| valid(yaml).apps[0].resumability_config.is_resumable;
+    assert!(!resumable(&app("")), "ADK's App is not resumable unless it says so");
+    assert!(resumable(&app("    resumability_config: { is_resumable: true }\n")));
+    assert!(!resumable(&app("    resumability_config: {}\n")));
+    assert_problem(
+        &app("    resumability_config: { resumable: true }\n"),
+        "unknown field `resumable`",
+    );
+}

@@ -186,9 +186,6 @@ pub(super) fn response_from_json(mut response: LlmResponse, changed: Value) -> R
     if changed.finish_reason.is_some() {
         response.finish_reason = changed.finish_reason;
     }
-    if response.turn_complete.is_none() {
-        response.turn_complete = Some(true);
-    }
     Ok(response)
 }
 

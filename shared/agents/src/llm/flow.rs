@@ -272,7 +272,6 @@ impl Inner {
     fn structured_event(&self, ctx: &dyn InvocationContext, value: &Value, tools: &[Arc<dyn Tool>]) -> Result<Event> {
         let reply = LlmResponse {
             content: Some(Content::new(MODEL_ROLE).with_text(value.to_string())),
-            turn_complete: Some(true),
             ..Default::default()
         };
         self.model_event(ctx, reply, tools)

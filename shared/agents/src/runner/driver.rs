@@ -6,10 +6,11 @@
 //! gives the session back, in that order.
 
 use super::lease::LeaseGuard;
-use super::session::append;
+use super::session::{append, append_run_mark};
 use super::{AddToMemory, Registration, memory};
 use crate::compaction::{self, Trigger};
 use crate::context::Invocation;
+use crate::context::Positions;
 use crate::state_schema;
 use adk_grpc_core::{AdkError, CompactionConfig, Event, EventStream, MemoryService, Result, SessionService};
 use async_stream::try_stream;
@@ -144,10 +145,22 @@ impl Driver {
                 self.in_step = true;
                 return Ok(Some(event));
             }
-            if !self.invocation.stores(&event) {
-                // A position kept beside the log: neither stored nor streamed.
-                self.invocation.record(event, HashMap::new());
-                continue;
+            match self.invocation.place_of(&event) {
+                Positions::InLog => {}
+                // A position no other replica needs: neither stored nor streamed.
+                Positions::Nowhere => continue,
+                // A position ADK's log does not hold: kept beside it, not streamed.
+                Positions::BesideLog => {
+                    let kept = append_run_mark(
+                        self.session_service.as_ref(),
+                        &self.invocation.session,
+                        event,
+                        self.lease.fence(),
+                    )
+                    .await?;
+                    self.invocation.record(kept, HashMap::new());
+                    continue;
+                }
             }
             // Its state writes must fit its author's `state_schema`: one that does not
             // fails the run, nothing stored.

@@ -36,20 +36,20 @@ pub use resume::Resumer;
 #[cfg(test)]
 mod tests;
 
-use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts, with_user_event};
+use crate::context::{AgentContext, Invocation, InvocationParts, Positions, session_artifacts, with_user_event};
 use crate::rules::{AgentNames, USER_AUTHOR};
 use crate::run_state;
 use crate::tools::ToolActions;
 use adk_grpc_core::history;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream, InvocationContext,
-    LeaseKey, MemoryService, Result, RunConfig, RunLog, SessionLease, SessionService, validate,
+    AdkError, Agent, AgentKind, AgentMode, ArtifactService, CompactionConfig, Content, Event, EventStream,
+    InvocationContext, LeaseKey, MemoryService, Result, RunConfig, RunLog, SessionLease, SessionService, validate,
 };
 use driver::Driver;
 use lease::LeaseGuard;
 use serde_json::Value;
-use session::append;
+use session::{append, has_function_responses};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -83,6 +83,19 @@ pub struct RunnerConfig {
     pub context_budget_tokens: Option<usize>,
     /// What a run does when its session is busy, unless its [`RunOptions`] say otherwise.
     pub on_busy: OnBusy,
+    /// Whether the app is marked resumable, as ADK's `App.resumability_config`.
+    pub resumability_config: ResumabilityConfig,
+}
+
+/// ADK's `ResumabilityConfig`: an app marked resumable (`is_resumable`) stores its
+/// workflow agents' positions in the session's log (`actions.agent_state` before each
+/// step, `actions.end_of_agent` at the end), as ADK does; one that is not (ADK's default)
+/// stores the log ADK stores for it, without them. Every run of either is resumed after
+/// its replica dies (`docs/semantics.md`, Runner 27): an app not marked resumable keeps
+/// the positions beside the log, where only the runner reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ResumabilityConfig {
+    pub is_resumable: bool,
 }
 
 impl RunnerConfig {
@@ -107,6 +120,7 @@ impl RunnerConfig {
             compaction: None,
             context_budget_tokens: None,
             on_busy: OnBusy::Reject,
+            resumability_config: ResumabilityConfig::default(),
         }
     }
 
@@ -189,6 +203,8 @@ pub struct Runner {
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
     /// Whether another replica can resume its runs (see `resume`).
     resumable: bool,
+    /// Where its workflow agents' positions go (see [`ResumabilityConfig`]).
+    positions: Positions,
     /// Fired when the replica shuts down: new runs are refused, and a resumable run
     /// stops at its next step boundary to be handed over (see `Driver::next`).
     draining: CancellationToken,
@@ -234,6 +250,12 @@ impl Runner {
             .context_budget_tokens
             .unwrap_or_else(|| session::default_context_budget(&config.root_agent));
         let resumable = resume::resumable_tree(&config.root_agent);
+        // Only workflow agents have positions: a tree without one reads no marks back.
+        let positions = match (resumable, config.resumability_config.is_resumable) {
+            (false, _) => Positions::Nowhere,
+            (true, false) if has_workflow_agent(&config.root_agent) => Positions::BesideLog,
+            (true, _) => Positions::InLog,
+        };
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -248,6 +270,7 @@ impl Runner {
             on_busy: config.on_busy,
             running: Arc::default(),
             resumable,
+            positions,
             draining: Default::default(),
         })
     }
@@ -497,6 +520,10 @@ impl Runner {
                 invocation_id,
             )
             .await?;
+        // An answer to calls may go on with a workflow agent from its position.
+        if has_function_responses(&content) {
+            session = self.with_run_marks(session).await?;
+        }
         if let Some(interrupted) = &lease.interrupted {
             self.close_interrupted(&mut session, interrupted, lease).await?;
         }
@@ -538,7 +565,7 @@ impl Runner {
             artifacts,
             compaction: self.compaction.clone(),
             memory,
-            resumable: self.resumable,
+            positions: self.positions,
         }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
@@ -604,6 +631,10 @@ impl Runner {
         };
         driver.into_stream()
     }
+}
+
+fn has_workflow_agent(agent: &Arc<dyn Agent>) -> bool {
+    agent.spec().kind == AgentKind::Workflow || agent.sub_agents().iter().any(has_workflow_agent)
 }
 
 /// The state a run's user turn changes: its `state_delta` and, when it answers client

@@ -145,6 +145,7 @@ impl Runner {
     ) -> Result<Option<(Arc<Invocation>, EventStream)>> {
         // The whole log: the invocation's first events may be older than any window.
         let session = self.load_session(user_id, session_id, false, false).await?;
+        let session = self.with_run_marks(session).await?;
         // Positions count from the invocation a client-tool answer continues, too.
         let log = RunLog::new(session.events.as_slice().to_vec());
         let own = log
@@ -208,7 +209,7 @@ impl Runner {
             artifacts,
             compaction: self.compaction.clone(),
             memory,
-            resumable: true,
+            positions: self.positions,
         }));
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;

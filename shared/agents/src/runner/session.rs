@@ -5,12 +5,14 @@
 
 use super::Runner;
 use super::lease::LeaseGuard;
+use crate::context::Positions;
 use crate::llm::task;
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
     AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, Precondition, Result,
-    RunLog, Session, SessionService, find_agent, history, transfer_targets, transferable_across_tree,
+    RunLog, RunMark, RunMarksRequest, Session, SessionService, find_agent, history, transfer_targets,
+    transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -40,6 +42,28 @@ impl Runner {
             since_compaction: window,
             ..Default::default()
         }
+    }
+
+    /// `session` with the positions its app keeps beside the log (run marks) put back
+    /// where they were written: the log as a resumed or continued run reads it, the same
+    /// as an app marked resumable stores it. Unchanged for an app that keeps none there.
+    pub(super) async fn with_run_marks(&self, mut session: Session) -> Result<Session> {
+        if self.positions != Positions::BesideLog {
+            return Ok(session);
+        }
+        let marks = self
+            .session_service
+            .run_marks(RunMarksRequest {
+                app_name: session.app_name.clone(),
+                user_id: session.user_id.clone(),
+                session_id: session.id.clone(),
+            })
+            .await?;
+        if !marks.is_empty() {
+            let events = std::mem::take(&mut session.events).into_vec();
+            session.events = Events::new(RunMark::merge(events, marks));
+        }
+        Ok(session)
     }
 
     /// Creates the session `get` names; when another call created it meanwhile, reads theirs.
@@ -286,16 +310,29 @@ pub(super) async fn append(
     event: Event,
     fence: Precondition,
 ) -> Result<Event> {
-    service
-        .append_event(AppendEventRequest {
-            timestamp_missing: false,
-            app_name: session.app_name.clone(),
-            user_id: session.user_id.clone(),
-            session_id: session.id.clone(),
-            event,
-            precondition: Some(fence),
-        })
-        .await
+    service.append_event(fenced(session, event, fence)).await
+}
+
+/// Keeps `event`, a workflow agent's position, beside the log (a run mark), fenced as
+/// [`append`] is.
+pub(super) async fn append_run_mark(
+    service: &dyn SessionService,
+    session: &Session,
+    event: Event,
+    fence: Precondition,
+) -> Result<Event> {
+    service.append_run_mark(fenced(session, event, fence)).await
+}
+
+fn fenced(session: &Session, event: Event, fence: Precondition) -> AppendEventRequest {
+    AppendEventRequest {
+        timestamp_missing: false,
+        app_name: session.app_name.clone(),
+        user_id: session.user_id.clone(),
+        session_id: session.id.clone(),
+        event,
+        precondition: Some(fence),
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! `AgentTool`: another agent called like a tool (ADK's `AgentTool`).
 
-use crate::context::{AgentContext, Invocation, InvocationParts, with_user_event};
+use crate::context::{AgentContext, Invocation, InvocationParts, Positions, with_user_event};
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
@@ -145,7 +145,7 @@ impl Tool for AgentTool {
             artifacts: ctx.artifacts(),
             compaction: None,
             memory: ctx.memory(),
-            resumable: false,
+            positions: Positions::Nowhere,
         }));
         let agent_ctx: Arc<dyn InvocationContext> =
             Arc::new(AgentContext::new(invocation.clone(), self.agent.clone(), String::new()));

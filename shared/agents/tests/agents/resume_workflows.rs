@@ -6,7 +6,7 @@ use crate::common::*;
 use adk_grpc_agents::{ClientTool, LlmAgentBuilder, LoopAgent, ParallelAgent, Runner, RunnerConfig, SequentialAgent};
 use adk_grpc_core::{
     Agent, Clock, Content, CoreSessionService, CreateRequest, Event, EventStream, GetRequest, Llm, LlmRequest,
-    LlmResponse, LlmResponseStream, Part, Result, Session, SessionLease, SessionService,
+    LlmResponse, LlmResponseStream, Part, Result, RunMark, RunMarksRequest, Session, SessionLease, SessionService,
 };
 use adk_grpc_store::{InMemorySessionBackend, InMemorySessionLease};
 use adk_grpc_testkit::eventually;
@@ -119,6 +119,8 @@ impl Replicas {
         let mut config = RunnerConfig::new(APP, root, self.sessions.clone(), lease);
         // Long enough that the dead runner's renewals do not matter: the test moves the clock.
         config.lease_ttl = Duration::from_secs(60);
+        // An app marked resumable, whose positions the log shows, unless a test says otherwise.
+        config.resumability_config.is_resumable = true;
         change(&mut config);
         Runner::new(config).unwrap()
     }
@@ -286,6 +288,61 @@ async fn a_loop_resumes_at_its_round_and_step() {
             "rounds:end",
         ],
         "{log:?}"
+    );
+}
+
+/// The same loop in an app not marked resumable (ADK's default): the log is ADK's, with no
+/// position in it, and the positions kept beside it (run marks) take the other runner to
+/// the same round and step.
+#[tokio::test]
+async fn a_loop_of_an_app_not_marked_resumable_resumes_from_the_positions_kept_beside_its_log() {
+    let replicas = Replicas::new().await;
+    let x = Gated::new(&["x0", "x1", "x2"]);
+    let (y_dead, y) = (Gated::new(&["y0"]), Gated::new(&["y1", "y2"]));
+    let tree = |y: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(LoopAgent::new("rounds", vec![llm("x", &x), llm("y", y)]).max_iterations(3))
+    };
+    let not_resumable = |config: &mut RunnerConfig| config.resumability_config.is_resumable = false;
+    let first = replicas.runner_with(tree(&y_dead), not_resumable);
+    let second = replicas.runner_with(tree(&y), not_resumable);
+    let y_called = y_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| y_called.requests() == 2)
+        .await;
+    assert_eq!((x.requests(), y.requests()), (3, 2), "no finished step runs again");
+    let log = authors(&session);
+    assert_eq!(
+        log,
+        ["user:go", "x:x0", "y:y0", "x:x1", "y:y1", "x:x2", "y:y2"],
+        "ADK's log: no position"
+    );
+    let marks = replicas
+        .sessions
+        .run_marks(RunMarksRequest {
+            app_name: APP.into(),
+            user_id: USER.into(),
+            session_id: SESSION.into(),
+        })
+        .await
+        .unwrap();
+    let merged: Vec<String> = RunMark::merge(session.events.into_vec(), marks)
+        .iter()
+        .map(describe)
+        .collect();
+    assert_eq!(
+        merged[5..],
+        [
+            r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
+            "x:x1",
+            r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
+            "y:y1",
+            r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
+            "x:x2",
+            r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
+            "y:y2",
+            "rounds:end",
+        ],
+        "the positions, each where it was written: {merged:?}"
     );
 }
 

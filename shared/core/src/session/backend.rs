@@ -359,6 +359,15 @@ pub trait SessionBackend: Send + Sync + 'static {
     /// precondition ([`NewEvent::refusal`]).
     async fn append(&self, new: NewEvent) -> Result<Appended>;
 
+    /// Keeps `new.event` as a [`RunMark`](super::RunMark) after the log's last event,
+    /// atomically with the precondition ([`NewEvent::refusal`]); the log, the state, the
+    /// update time and the expiry are left as they are. The marks go with the session
+    /// (deleted or expired with it) and are not copied by a fork.
+    async fn append_run_mark(&self, new: NewEvent) -> Result<Appended>;
+
+    /// The session's run marks, oldest first; empty when it has none or is gone.
+    async fn run_marks(&self, key: &SessionKey) -> Result<Vec<super::RunMark>>;
+
     /// The events of `page` (its [`EventPage::range`] of the log); None when no live
     /// session has the key.
     async fn events(&self, key: &SessionKey, page: &EventPage) -> Result<Option<EventsRead>>;

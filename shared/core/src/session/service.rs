@@ -8,14 +8,14 @@ use super::backend::{
 use super::{
     AppStateRequest, AppendEventRequest, CreateRequest, DeleteRequest, EncodedEvent, EncodedEventStream,
     EncodedSession, EventStream, Events, GetRequest, ListEventsRequest, ListEventsResponse, ListRequest, ListResponse,
-    MODIFIED_SINCE_LOADED, Precondition, ScopeState, Session, SessionService, UpdateAppStateRequest, UserStateRequest,
-    WatchRequest, lease_lost, next_event_token, session_update_time,
+    MODIFIED_SINCE_LOADED, Precondition, RunMark, RunMarksRequest, ScopeState, Session, SessionService,
+    UpdateAppStateRequest, UserStateRequest, WatchRequest, lease_lost, next_event_token, session_update_time,
 };
 use crate::error::{AdkError, Conflict, Result};
 use crate::event::{Event, new_event_id};
 use crate::history::{ForkRequest, WindowUpdate};
 use crate::state::{ScopedDelta, without_temp_keys};
-use crate::validate::page_size;
+use crate::validate::{self, page_size};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -131,6 +131,72 @@ fn get_read(req: &GetRequest) -> Result<(SessionKey, EventRead)> {
     Ok((key, read))
 }
 
+impl<B: SessionBackend> CoreSessionService<B> {
+    /// A checked request's event made ready for the log: its time (the store's when it
+    /// was sent without one), id, no `temp:` keys, its delta split by scope; a partial
+    /// event, which is never stored, as the append returns it.
+    fn prepare_append(&self, req: AppendEventRequest) -> Prepared {
+        let AppendEventRequest {
+            app_name,
+            user_id,
+            session_id,
+            mut event,
+            timestamp_missing,
+            precondition,
+        } = req;
+        let now = self.backend.now();
+        // An event sent without a time happened when the store received it.
+        if timestamp_missing {
+            event.timestamp = now;
+        }
+        if event.is_partial() {
+            return Prepared::Partial(Box::new(event));
+        }
+        if event.id.is_empty() {
+            event.id = new_event_id();
+        }
+        without_temp_keys(&mut event.actions.state_delta);
+        event.sequence = 0;
+        Prepared::New(Box::new(NewEvent {
+            delta: ScopedDelta::split(&event.actions.state_delta),
+            window: WindowUpdate::of(&event),
+            update_time: session_update_time(event.timestamp, now),
+            now,
+            key: SessionKey::new(&app_name, &user_id, &session_id),
+            event,
+            precondition,
+            _checked: Checked::new(),
+        }))
+    }
+}
+
+/// An append's event as [`CoreSessionService::prepare_append`] leaves it.
+/// Boxed: both are large, and an append moves one through.
+enum Prepared {
+    New(Box<NewEvent>),
+    Partial(Box<Event>),
+}
+
+/// The owner a lease precondition names ("" without one), for the error of a lost lease.
+fn lease_owner(new: &NewEvent) -> String {
+    match &new.precondition {
+        Some(Precondition::LeaseHeldBy(owner)) => owner.clone(),
+        _ => String::new(),
+    }
+}
+
+/// What an append's outcome means for its caller.
+fn append_outcome(appended: Appended, key: &SessionKey, lease_owner: &str) -> Result<Event> {
+    match appended {
+        Appended::New(event) | Appended::Duplicate(event) => Ok(event),
+        Appended::NotFound => Err(key.not_found()),
+        Appended::Refused(Refusal::Modified) => {
+            Err(AdkError::Aborted(Conflict::Precondition, MODIFIED_SINCE_LOADED.into()))
+        }
+        Appended::Refused(Refusal::LeaseLost) => Err(AdkError::Aborted(Conflict::LeaseLost, lease_lost(lease_owner))),
+    }
+}
+
 #[async_trait]
 impl<B: SessionBackend> SessionService for CoreSessionService<B> {
     async fn create(&self, req: CreateRequest) -> Result<Session> {
@@ -204,54 +270,45 @@ impl<B: SessionBackend> SessionService for CoreSessionService<B> {
 
     async fn append_event(&self, req: AppendEventRequest) -> Result<Event> {
         req.validate()?;
-        let AppendEventRequest {
-            app_name,
-            user_id,
-            session_id,
-            mut event,
-            timestamp_missing,
-            precondition,
-        } = req;
-        let now = self.backend.now();
-        // An event sent without a time happened when the store received it.
-        if timestamp_missing {
-            event.timestamp = now;
-        }
         // A partial event is a streaming fragment: the client sees it, the log never does.
-        if event.is_partial() {
-            return Ok(event);
-        }
-        if event.id.is_empty() {
-            event.id = new_event_id();
-        }
-        without_temp_keys(&mut event.actions.state_delta);
-        event.sequence = 0;
-        let lease_owner = match &precondition {
-            Some(Precondition::LeaseHeldBy(owner)) => Some(owner.clone()),
-            _ => None,
+        let new = match self.prepare_append(req) {
+            Prepared::New(new) => *new,
+            Prepared::Partial(partial) => return Ok(*partial),
         };
-        let key = SessionKey::new(&app_name, &user_id, &session_id);
-        let new = NewEvent {
-            delta: ScopedDelta::split(&event.actions.state_delta),
-            window: WindowUpdate::of(&event),
-            update_time: session_update_time(event.timestamp, now),
-            now,
-            key,
-            event,
-            precondition,
-            _checked: Checked::new(),
-        };
-        match self.backend.append(new).await? {
-            Appended::New(event) | Appended::Duplicate(event) => Ok(event),
-            Appended::NotFound => Err(SessionKey::new(&app_name, &user_id, &session_id).not_found()),
-            Appended::Refused(Refusal::Modified) => {
-                Err(AdkError::Aborted(Conflict::Precondition, MODIFIED_SINCE_LOADED.into()))
-            }
-            Appended::Refused(Refusal::LeaseLost) => Err(AdkError::Aborted(
-                Conflict::LeaseLost,
-                lease_lost(lease_owner.as_deref().unwrap_or_default()),
-            )),
+        let (key, owner) = (new.key.clone(), lease_owner(&new));
+        append_outcome(self.backend.append(new).await?, &key, &owner)
+    }
+
+    async fn append_run_mark(&self, req: AppendEventRequest) -> Result<Event> {
+        req.validate()?;
+        if !matches!(req.precondition, Some(Precondition::LeaseHeldBy(_))) {
+            return Err(AdkError::invalid(
+                "precondition",
+                "a run mark is written only by a runner holding the session's lease",
+            ));
         }
+        let not_a_position = || {
+            AdkError::invalid(
+                "event",
+                "a run mark records a position: it is complete and changes no state or artifact",
+            )
+        };
+        let actions = &req.event.actions;
+        if !actions.state_delta.is_empty() || !actions.artifact_delta.is_empty() {
+            return Err(not_a_position());
+        }
+        let Prepared::New(new) = self.prepare_append(req) else {
+            return Err(not_a_position());
+        };
+        let new = *new;
+        let (key, owner) = (new.key.clone(), lease_owner(&new));
+        append_outcome(self.backend.append_run_mark(new).await?, &key, &owner)
+    }
+
+    async fn run_marks(&self, req: RunMarksRequest) -> Result<Vec<RunMark>> {
+        validate::session_ids(&req.app_name, &req.user_id, &req.session_id)?;
+        let key = SessionKey::new(&req.app_name, &req.user_id, &req.session_id);
+        self.backend.run_marks(&key).await
     }
 
     async fn list_events(&self, req: ListEventsRequest) -> Result<ListEventsResponse> {

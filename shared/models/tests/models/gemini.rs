@@ -50,7 +50,7 @@ async fn non_streaming_text_reply() {
     assert_eq!(text(&items[0]), "Bonjour");
     assert_eq!(items[0].finish_reason, Some(FinishReason::Stop));
     assert_eq!(items[0].usage_metadata, Some(USAGE));
-    assert!(items[0].partial.is_none() && items[0].turn_complete == Some(true));
+    assert!(items[0].partial.is_none() && items[0].turn_complete.is_none());
 
     let sent = server.last_request();
     assert_eq!(sent.path, "/v1beta/models/gemini-test:generateContent");

@@ -26,7 +26,7 @@ async fn echo_replies_with_the_last_user_text() {
     let items = collect_ok(mock.generate_content(ask("hello there"), false).await.unwrap()).await;
     assert_eq!(items.len(), 1);
     assert_eq!(text(&items[0]), "You said: hello there");
-    assert!(items[0].turn_complete == Some(true) && items[0].partial.is_none());
+    assert!(items[0].turn_complete.is_none() && items[0].partial.is_none());
     assert_eq!(items[0].finish_reason, Some(FinishReason::Stop));
     let usage = items[0].usage_metadata.clone().unwrap();
     assert_eq!(

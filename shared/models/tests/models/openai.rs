@@ -52,7 +52,7 @@ async fn non_streaming_text_reply() {
     assert_eq!(reply.content.as_ref().unwrap().role, "model");
     assert_eq!(reply.finish_reason, Some(FinishReason::Stop));
     assert_eq!(reply.usage_metadata, Some(USAGE));
-    assert!(reply.partial.is_none() && reply.turn_complete == Some(true));
+    assert!(reply.partial.is_none() && reply.turn_complete.is_none());
 
     let sent = server.last_request();
     assert_eq!(

@@ -45,6 +45,9 @@ pub(crate) struct SessionKeys {
     pub(crate) events: String,
     pub(crate) event_ids: String,
     pub(crate) event_times: String,
+    /// The runner's positions kept beside the log (`SessionBackend::append_run_mark`): a
+    /// list of `<sequence of the log's last event>:<protobuf-encoded event>`.
+    pub(crate) run_marks: String,
     pub(crate) user_state: String,
     pub(crate) user_index: String,
     pub(crate) app_state: String,
@@ -77,6 +80,7 @@ impl SessionKeys {
             events: session_key("events"),
             event_ids: session_key("eids"),
             event_times: session_key("ets"),
+            run_marks: session_key("marks"),
             user_state: user_state_key(&tag),
             user_index: user_index_key(&tag),
             app_state: concat(&["adk:app:{", &app_key, "}"]),

@@ -18,7 +18,7 @@ use adk_grpc_core::session::{SessionCursor, filter_events};
 use adk_grpc_core::state::{ScopedDelta, merge_state};
 use adk_grpc_core::sync;
 use adk_grpc_core::{AppStateRequest, Clock, ScopeState, UserStateRequest};
-use adk_grpc_core::{Event, EventStream, Events, Result, Session};
+use adk_grpc_core::{Event, EventStream, Events, Result, RunMark, Session};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -49,6 +49,8 @@ struct StoredSession {
     window_start: u64,
     /// Tells watchers the last sequence; dropped with the session, which ends them.
     appended: watch::Sender<u64>,
+    /// Positions kept beside the log (`SessionBackend::append_run_mark`), oldest first.
+    run_marks: Vec<RunMark>,
 }
 
 impl StoredSession {
@@ -260,6 +262,7 @@ impl SessionBackend for InMemorySessionBackend {
             expire_time: None,
             window_start: 0,
             appended: watch::Sender::new(0),
+            run_marks: Vec::new(),
         };
         stored.refresh_expiry(now);
         if ttl.is_some() {
@@ -364,6 +367,33 @@ impl SessionBackend for InMemorySessionBackend {
         Ok(Appended::New(event))
     }
 
+    async fn append_run_mark(&self, new: NewEvent) -> Result<Appended> {
+        let mut inner = self.lock();
+        let Some(stored) = inner.session_mut(&new.key) else {
+            return Ok(Appended::NotFound);
+        };
+        // Checked under the session lock, so atomic with the write, as for an append.
+        let last_id = stored.events.last().map(|e| e.id.as_str());
+        if let Some(refusal) = new.refusal(stored.last_sequence(), last_id, |lease, owner| {
+            self.leases.fence_allows(lease, owner)
+        }) {
+            return Ok(Appended::Refused(refusal));
+        }
+        stored.run_marks.push(RunMark {
+            after_sequence: stored.last_sequence(),
+            event: new.event.clone(),
+        });
+        Ok(Appended::New(new.event))
+    }
+
+    async fn run_marks(&self, key: &SessionKey) -> Result<Vec<RunMark>> {
+        let mut inner = self.lock();
+        Ok(inner
+            .session_mut(key)
+            .map(|stored| stored.run_marks.clone())
+            .unwrap_or_default())
+    }
+
     async fn user_state(&self, req: &Valid<UserStateRequest>) -> Result<ScopeState> {
         let inner = self.lock();
         let key = (req.app_name.clone(), req.user_id.clone());
@@ -405,6 +435,8 @@ impl SessionBackend for InMemorySessionBackend {
             ttl,
             expire_time: None,
             window_start: contents.window_start,
+            // A fork is a new session's log: no run of the source goes on in it.
+            run_marks: Vec::new(),
         };
         fork.refresh_expiry(plan.now);
         if ttl.is_some() {

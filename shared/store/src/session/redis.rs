@@ -114,8 +114,8 @@ mod watch_hub;
 use self::app_index::ShardRegistry;
 use self::app_state::AppStateCache;
 use self::script_args::{
-    AppStateInScript, AppWriteArgs, AppendArgs, CreateArgs, DeleteArgs, DropStaleArgs, ForkArgs, ReadArgs, Scripts,
-    WakeArgs,
+    AppStateInScript, AppWriteArgs, AppendArgs, CreateArgs, DeleteArgs, DropStaleArgs, ForkArgs, ReadArgs, RunMarkArgs,
+    Scripts, WakeArgs,
 };
 use self::watch_hub::{FeedKey, WatchHub};
 use crate::config::StoreConfig;
@@ -133,8 +133,8 @@ use adk_grpc_core::session::backend::{
 };
 use adk_grpc_core::state::merge_state;
 use adk_grpc_core::{
-    AdkError, CoreSessionService, EncodedEvent, EncodedEventStream, EncodedSession, Event, EventStream, Events, Result,
-    Session,
+    AdkError, CoreSessionService, EncodedEvent, EncodedEventStream, EncodedSession, Event, EventStream, Events,
+    Precondition, Result, RunMark, Session,
 };
 use adk_grpc_core::{AppStateRequest, ScopeState, UserStateRequest};
 use adk_grpc_proto::v1 as pb;
@@ -711,6 +711,38 @@ impl SessionBackend for RedisSessionBackend {
         }
     }
 
+    async fn append_run_mark(&self, new: NewEvent) -> Result<Appended> {
+        // The core sends a run mark only under a lease precondition.
+        let Some(Precondition::LeaseHeldBy(owner)) = &new.precondition else {
+            return Err(AdkError::Internal("a run mark without a lease precondition".into()));
+        };
+        let keys = SessionKeys::new(&new.key);
+        let invocation = RunMarkArgs {
+            keys: &keys,
+            lease: &lease_key(&new.key.lease_key()),
+            owner,
+            event: EncodedEvent::encode(&new.event).as_bytes(),
+        }
+        .invocation(&self.scripts)?;
+        let status: String = self.store.durable_eval("run_mark", &invocation, &keys.meta).await?;
+        match status.as_str() {
+            "NOTFOUND" => Ok(Appended::NotFound),
+            "LEASE" => Ok(Appended::Refused(Refusal::LeaseLost)),
+            _ => {
+                expect_status(&status, &["OK"])?;
+                Ok(Appended::New(new.event))
+            }
+        }
+    }
+
+    async fn run_marks(&self, key: &SessionKey) -> Result<Vec<RunMark>> {
+        let keys = SessionKeys::new(key);
+        let entries: Vec<Vec<u8>> = self
+            .query(redis::cmd("LRANGE").arg(&keys.run_marks).arg(0).arg(-1))
+            .await?;
+        entries.iter().map(|entry| decode_run_mark(entry)).collect()
+    }
+
     async fn user_state(&self, req: &Valid<UserStateRequest>) -> Result<ScopeState> {
         let key = user_state_key(&user_tag(&req.app_name, &req.user_id));
         let raw: HashMap<String, String> = self.query(redis::cmd("HGETALL").arg(key)).await?;
@@ -985,6 +1017,20 @@ fn decode_event(bytes: &[u8]) -> Result<Event> {
     let proto =
         pb::Event::decode(bytes).map_err(|e| AdkError::Internal(format!("stored event does not decode: {e}")))?;
     Event::try_from(proto).map_err(|e| AdkError::Internal(format!("stored event is invalid: {e}")))
+}
+
+/// A run mark as `lua::RUN_MARK` stores it: `<after sequence>:<event bytes>`.
+fn decode_run_mark(entry: &[u8]) -> Result<RunMark> {
+    let broken = || AdkError::Internal("a stored run mark is not `<sequence>:<event>`".into());
+    let colon = entry.iter().position(|&b| b == b':').ok_or_else(broken)?;
+    let after_sequence = std::str::from_utf8(&entry[..colon])
+        .ok()
+        .and_then(|digits| digits.parse().ok())
+        .ok_or_else(broken)?;
+    Ok(RunMark {
+        after_sequence,
+        event: decode_event(&entry[colon + 1..])?,
+    })
 }
 
 fn expect_status(status: &str, expected: &[&str]) -> Result<()> {

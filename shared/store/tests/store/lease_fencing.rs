@@ -5,8 +5,8 @@
 
 use adk_grpc_core::CoreSessionService;
 use adk_grpc_core::{
-    Acquire, AdkError, AppendEventRequest, Content, CreateRequest, Event, GetRequest, LeaseKey, Precondition,
-    SessionLease, SessionService,
+    Acquire, AdkError, AppendEventRequest, Content, CreateRequest, DeleteRequest, Event, GetRequest, JsonObject,
+    LeaseKey, ListEventsRequest, Precondition, RunMark, RunMarksRequest, SessionLease, SessionService,
 };
 use adk_grpc_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLease, StoreConfig, Stores};
 use adk_grpc_testkit::{RedisCluster, RedisServer, unique_prefix};
@@ -144,4 +144,164 @@ async fn fenced_appends_need_the_lease_on_a_cluster() {
         .await
         .unwrap();
     fenced_appends_need_the_lease(&sessions, &lease).await;
+}
+
+/// Run marks (`SessionService::append_run_mark`): a workflow agent's positions kept beside
+/// the log under the session's lease, each after the log's last event; no read of the log
+/// returns them, the runner's `run_marks` does, and they go with the session.
+async fn run_marks_are_kept_beside_the_log_under_the_lease(sessions: &dyn SessionService, lease: &dyn SessionLease) {
+    let app = unique_prefix("marks");
+    let create = CreateRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: Some("s".into()),
+        ..Default::default()
+    };
+    sessions.create(create.clone()).await.expect("create");
+    let key = LeaseKey {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    let fenced = |owner: &str, event: Event| AppendEventRequest {
+        timestamp_missing: false,
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        event,
+        precondition: Some(Precondition::LeaseHeldBy(owner.into())),
+    };
+    let text = |text: &str| {
+        Event::new("e-1")
+            .with_author("a")
+            .with_content(Content::new("model").with_text(text))
+    };
+    let position = |state: Option<&str>| {
+        let mut event = Event::new("e-1").with_author("steps");
+        match state {
+            Some(agent) => {
+                let mut state = JsonObject::new();
+                state.insert("current_sub_agent".into(), agent.into());
+                event.actions.agent_state = Some(state);
+            }
+            None => event.actions.end_of_agent = Some(true),
+        }
+        event
+    };
+    assert!(matches!(
+        lease.acquire(&key, "e-1", Duration::from_secs(30)).await.unwrap(),
+        Acquire::Acquired { .. }
+    ));
+    sessions.append_event(fenced("e-1", text("one"))).await.expect("append");
+    sessions
+        .append_run_mark(fenced("e-1", position(Some("b"))))
+        .await
+        .expect("the holder keeps a mark");
+    sessions.append_event(fenced("e-1", text("two"))).await.expect("append");
+    sessions
+        .append_run_mark(fenced("e-1", position(None)))
+        .await
+        .expect("the holder keeps a mark");
+    let refused = sessions
+        .append_run_mark(fenced("e-other", position(None)))
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, AdkError::Aborted(..)), "{refused}");
+    let mut unfenced = fenced("e-1", position(None));
+    unfenced.precondition = None;
+    let refused = sessions.append_run_mark(unfenced).await.unwrap_err();
+    assert!(matches!(refused, AdkError::InvalidArgument { .. }), "{refused}");
+
+    let get = GetRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        ..Default::default()
+    };
+    let session = sessions.get(get.clone()).await.unwrap();
+    let texts: Vec<String> = session
+        .events
+        .iter()
+        .map(|e| e.content().and_then(Content::text).unwrap_or_default())
+        .collect();
+    assert_eq!(texts, ["one", "two"], "the log holds no mark");
+    assert_eq!(sessions.get_encoded(get.clone()).await.unwrap().events.len(), 2);
+    let listed = sessions
+        .list_events(ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(listed.events.len(), 2, "ListEvents holds no mark");
+
+    let marks_request = RunMarksRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+    };
+    let marks = sessions.run_marks(marks_request.clone()).await.unwrap();
+    let after: Vec<u64> = marks.iter().map(|mark| mark.after_sequence).collect();
+    assert_eq!(after, [1, 2], "each mark after the log's last event when written");
+    let merged: Vec<String> = RunMark::merge(session.events.into_vec(), marks)
+        .iter()
+        .map(|e| match (&e.actions.agent_state, e.actions.end_of_agent) {
+            (Some(state), _) => format!("{}:{}", e.author, serde_json::Value::Object(state.clone())),
+            (None, Some(true)) => format!("{}:end", e.author),
+            _ => e.content().and_then(Content::text).unwrap_or_default(),
+        })
+        .collect();
+    assert_eq!(
+        merged,
+        ["one", r#"steps:{"current_sub_agent":"b"}"#, "two", "steps:end"]
+    );
+
+    lease.release(&key, "e-1").await.unwrap();
+    sessions
+        .delete(DeleteRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+        })
+        .await
+        .unwrap();
+    sessions.create(create).await.expect("the id again");
+    assert!(
+        sessions.run_marks(marks_request).await.unwrap().is_empty(),
+        "the marks went with the deleted session"
+    );
+}
+
+#[tokio::test]
+async fn run_marks_are_kept_beside_the_log_in_memory() {
+    let backend = InMemorySessionBackend::new();
+    let lease = backend.leases();
+    let sessions = CoreSessionService::new(backend);
+    run_marks_are_kept_beside_the_log_under_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn run_marks_are_kept_beside_the_log_on_redis() {
+    let server = RedisServer::start().await;
+    let sessions = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&server.url(), Default::default())
+        .await
+        .unwrap();
+    run_marks_are_kept_beside_the_log_under_the_lease(&sessions, &lease).await;
+}
+
+#[tokio::test]
+async fn run_marks_are_kept_beside_the_log_on_a_cluster() {
+    let cluster = RedisCluster::start(3).await;
+    let sessions = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(&cluster.url(), Default::default())
+        .await
+        .unwrap();
+    run_marks_are_kept_beside_the_log_under_the_lease(&sessions, &lease).await;
 }

@@ -277,12 +277,28 @@ return 0
 pub(super) const DELETE: &str = concat!(
     crate::artifact::redis::lua::artifact_delete_fns!(),
     r#"
-redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('UNLINK', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[9])
 redis.call('ZREM', KEYS[6], ARGV[1])
 redis.call('ZREM', KEYS[8], ARGV[6])
 return delete_scope(KEYS[7], ARGV[2], ARGV[3], ARGV[4], ARGV[5])
 "#
 );
+
+/// A run mark (`SessionBackend::append_run_mark`). Guarantees, in one step: `NOTFOUND`
+/// when the session is missing; `LEASE` and no write when the session's lease is not
+/// held by the owner named; otherwise the mark pushed onto the session's marks list as
+/// `<the log's last sequence>:<event bytes>`, the list made to expire with the session
+/// (meta's `expire_ms`), and nothing else written (`OK`).
+///
+/// KEYS and ARGV: `RunMarkArgs`.
+pub(super) const RUN_MARK: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 0 then return 'NOTFOUND' end
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return 'LEASE' end
+local meta = redis.call('HMGET', KEYS[1], 'seq', 'expire_ms')
+redis.call('RPUSH', KEYS[2], (meta[1] or '0') .. ':' .. ARGV[2])
+if meta[2] and meta[2] ~= '' then redis.call('PEXPIREAT', KEYS[2], meta[2]) end
+return 'OK'
+"#;
 
 /// Wakes the watchers of a session in every process (`watch_hub.rs`): publishes its
 /// events key. A script only so that it runs on the session's node (a plain

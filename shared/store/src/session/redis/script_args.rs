@@ -19,6 +19,7 @@ pub(super) struct Scripts {
     app_write: Script,
     fork: Script,
     wake: Script,
+    run_mark: Script,
 }
 
 impl Scripts {
@@ -32,6 +33,7 @@ impl Scripts {
             app_write: Script::new(AppWriteArgs::SOURCE),
             fork: Script::new(ForkArgs::SOURCE),
             wake: Script::new(WakeArgs::SOURCE),
+            run_mark: Script::new(RunMarkArgs::SOURCE),
         }
     }
 }
@@ -269,7 +271,7 @@ impl ScriptArgs for DeleteArgs<'_> {
         push_session_keys(keys, to).key(&keys.user_index).arg(&keys.user_member);
         // The next key and the next four arguments.
         self.artifacts.push_for_delete(to);
-        to.key(self.app_index).arg(&keys.app_member);
+        to.key(self.app_index).arg(&keys.app_member).key(&keys.run_marks);
         Ok(())
     }
 }
@@ -369,6 +371,35 @@ impl ScriptArgs for WakeArgs<'_> {
 
     fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
         to.key(self.events).arg(watch_hub::APPENDED_CHANNEL);
+        Ok(())
+    }
+}
+
+/// `lua::RUN_MARK`'s inputs.
+pub(super) struct RunMarkArgs<'a> {
+    pub keys: &'a SessionKeys,
+    /// The session's lease (`lease.rs`).
+    pub lease: &'a str,
+    /// The invocation that must hold it.
+    pub owner: &'a str,
+    /// The mark's event, protobuf-encoded.
+    pub event: &'a [u8],
+}
+
+impl ScriptArgs for RunMarkArgs<'_> {
+    const SOURCE: &'static str = lua::RUN_MARK;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.run_mark
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(&self.keys.meta)
+            .key(&self.keys.run_marks)
+            .key(self.lease)
+            .arg(self.owner)
+            .arg(self.event);
         Ok(())
     }
 }

@@ -115,6 +115,13 @@ fn every_script_reads_exactly_what_its_builder_sends() {
     assert_reads_what_is_sent("fork", &fork_args(&[], &none), 0, &fork_args(&events, &some));
     let wake = WakeArgs { events: &keys.events };
     assert_reads_what_is_sent("wake", &wake, 0, &wake);
+    let run_mark = RunMarkArgs {
+        keys: &keys,
+        lease: "lease",
+        owner: "e-1",
+        event: b"bytes",
+    };
+    assert_reads_what_is_sent("run_mark", &run_mark, 0, &run_mark);
 }
 
 // ---------- each input lands where the script means it to ----------
@@ -444,6 +451,38 @@ async fn drop_stale_removes_the_member_only_at_the_score_seen() {
 }
 
 #[tokio::test]
+async fn a_run_mark_is_kept_after_the_last_sequence_under_the_lease_and_expires_with_the_session() {
+    let mut redis = Redis::start().await;
+    let keys = SessionKeys::of("app", "alice", "s1");
+    let mark = |owner| RunMarkArgs {
+        keys: &keys,
+        lease: "adk:lease:s1",
+        owner,
+        event: b"position",
+    };
+    let missing: String = redis.run(&mark("e-1")).await;
+    assert_eq!(missing, "NOTFOUND");
+    redis.create(&keys, 1000, 60_000).await;
+    redis.append(&keys, &event("e1", 1500), 2000).await;
+    let () = redis.conn.set("adk:lease:s1", "e-1").await.unwrap();
+    let refused: String = redis.run(&mark("e-other")).await;
+    assert_eq!(refused, "LEASE");
+    assert!(!redis.exists(&keys.run_marks).await, "a refused mark writes nothing");
+    let kept: String = redis.run(&mark("e-1")).await;
+    assert_eq!(kept, "OK");
+    let marks: Vec<String> = redis.conn.lrange(&keys.run_marks, 0, -1).await.unwrap();
+    assert_eq!(marks, ["1:position"], "after sequence 1, the log's last");
+    let session_ttl = redis.pttl(&keys.meta).await;
+    let marks_ttl = redis.pttl(&keys.run_marks).await;
+    assert!(
+        marks_ttl > 0 && (session_ttl - marks_ttl).abs() < 1000,
+        "{marks_ttl} vs {session_ttl}"
+    );
+    let meta = redis.hash(&keys.meta).await;
+    assert_eq!(meta["seq"], "1", "the log is unchanged");
+}
+
+#[tokio::test]
 async fn delete_removes_the_session_its_entries_and_its_artifacts_only() {
     let mut redis = Redis::start().await;
     let (keys, other) = (
@@ -454,6 +493,7 @@ async fn delete_removes_the_session_its_entries_and_its_artifacts_only() {
     redis.create(&keys, 1000, 0).await;
     redis.create(&other, 1000, 0).await;
     redis.append(&keys, &event("e1", 1500), 2000).await;
+    let () = redis.conn.rpush(&keys.run_marks, "1:mark").await.unwrap();
     // One artifact `f` (version 1, one chunk) of each session, as `artifact::redis` stores it.
     let artifact_keys = |sid: &str| {
         let scope = format!("{{app:alice}}:{sid}");
@@ -483,7 +523,13 @@ async fn delete_removes_the_session_its_entries_and_its_artifacts_only() {
         })
         .await;
     assert_eq!(deleted, 1, "one artifact name");
-    for key in [&keys.meta, &keys.events, &keys.event_ids, &keys.event_times] {
+    for key in [
+        &keys.meta,
+        &keys.events,
+        &keys.event_ids,
+        &keys.event_times,
+        &keys.run_marks,
+    ] {
         assert!(!redis.exists(key).await, "{key} is deleted");
     }
     for key in artifact_keys("s1") {
