@@ -91,7 +91,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 40] = [
+        let entries: [(&str, &str, Extract); 42] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -221,6 +221,12 @@ impl ScopeTable {
             }),
             (MEMORY, "DeleteMemory", |b| {
                 decode::<pb::DeleteMemoryRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "GenerateMemories", |b| {
+                decode::<pb::GenerateMemoriesRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "ListMemoryRevisions", |b| {
+                decode::<pb::ListMemoryRevisionsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
             (A2A, "SendMessage", |b| {
                 decode::<a2a::SendMessageRequest>(b).map(|m| Scope::App(m.tenant))
@@ -481,6 +487,18 @@ mod tests {
             }
             .encode_to_vec(),
             "DeleteMemory" => pb::DeleteMemoryRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "GenerateMemories" => pb::GenerateMemoriesRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
+            "ListMemoryRevisions" => pb::ListMemoryRevisionsRequest {
                 app_name: app,
                 user_id: user,
                 ..Default::default()
