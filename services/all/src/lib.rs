@@ -68,9 +68,14 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
+    let generators = match &cli.memory.memory_generation {
+        Some(path) => adk_grpc_models::load_generators(path).context("the memory generation file is not valid")?,
+        None => Default::default(),
+    };
     let stores = Stores::open(&cli.store.store_url, config)
         .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?
-        .with_embedders(embedders);
+        .with_embedders(embedders)
+        .with_generators(generators);
     let sessions = stores.sessions().await.with_context(|| cannot_open("session"))?;
     let artifacts = stores.artifacts().await.with_context(|| cannot_open("artifact"))?;
     // Long-term memory at the same URL; the runner's agents recall from the very instance served.

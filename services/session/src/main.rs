@@ -51,9 +51,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
+    let generators = match &cli.memory.memory_generation {
+        Some(path) => adk_grpc_models::load_generators(path).context("the memory generation file is not valid")?,
+        None => Default::default(),
+    };
     let stores = Stores::open(&cli.store.store_url, config)
         .with_context(|| cannot_open("session"))?
-        .with_embedders(embedders);
+        .with_embedders(embedders)
+        .with_generators(generators);
     let store = stores.sessions().await.with_context(|| cannot_open("session"))?;
     let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");

@@ -144,6 +144,11 @@ pub struct MemoryArgs {
     /// are also searched by meaning [default: keyword search only]
     #[arg(long, env = "ADK_MEMORY_EMBEDDINGS", value_name = "FILE")]
     pub memory_embeddings: Option<std::path::PathBuf>,
+    /// YAML file mapping app names (or "*" for every other app) to how GenerateMemories extracts facts
+    /// for them ({model: <provider config>, topics: [{label, description}], examples: [{conversation,
+    /// facts}], ttl_secs}) [default: none; GenerateMemories is FAILED_PRECONDITION]
+    #[arg(long, env = "ADK_MEMORY_GENERATION", value_name = "FILE")]
+    pub memory_generation: Option<std::path::PathBuf>,
 }
 
 /// Artifact limits, for the binaries that serve `adk.v1.ArtifactService`. A group of

@@ -126,30 +126,31 @@ impl std::fmt::Debug for GenerationConfig {
 }
 
 impl GenerationConfig {
-    /// Checks the topics, examples and ttl (`field` names where they come from).
+    /// Checks the topics, examples and ttl; `field` (may be empty) prefixes the field named.
     pub fn validate(&self, field: &str) -> Result<()> {
-        validate_topics(&format!("{field}.topics"), &self.topics)?;
+        let at = |name: &str| match field {
+            "" => name.to_string(),
+            _ => format!("{field}.{name}"),
+        };
+        validate_topics(&at("topics"), &self.topics)?;
         for (i, example) in self.examples.iter().enumerate() {
             if example.conversation.trim().is_empty() {
                 return Err(AdkError::invalid(
-                    format!("{field}.examples[{i}].conversation"),
+                    at(&format!("examples[{i}].conversation")),
                     "is empty",
                 ));
             }
             for (j, fact) in example.facts.iter().enumerate() {
                 if fact.fact.trim().is_empty() {
                     return Err(AdkError::invalid(
-                        format!("{field}.examples[{i}].facts[{j}].fact"),
+                        at(&format!("examples[{i}].facts[{j}].fact")),
                         "is empty",
                     ));
                 }
             }
         }
         if let Some(ttl) = self.ttl {
-            ttl_seconds(
-                &format!("{field}.ttl"),
-                i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
-            )?;
+            ttl_seconds(&at("ttl"), i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX))?;
         }
         Ok(())
     }
