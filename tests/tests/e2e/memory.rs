@@ -395,7 +395,7 @@ async fn generate_memories_extracts_a_sessions_facts_once() {
         (fact.revision, fact.topics.clone()),
         (1, vec!["USER_PREFERENCES".to_string()])
     );
-    assert_eq!(fact.source_event_ids, [told.id.clone()]);
+    assert_eq!(fact.source_event_ids, std::slice::from_ref(&told.id));
     let asked = provider.last_request().json();
     let transcript = asked["messages"][1]["content"].as_str().unwrap_or_default();
     assert!(transcript.contains("I drink green tea every morning"), "{transcript}");
@@ -405,7 +405,7 @@ async fn generate_memories_extracts_a_sessions_facts_once() {
         .await
         .expect("SearchMemory")
         .into_inner();
-    assert_eq!(found.memories, [memory_entry.clone()]);
+    assert_eq!(found.memories, std::slice::from_ref(&memory_entry));
     let again = memory
         .generate_memories(generate("facts", "s1"))
         .await

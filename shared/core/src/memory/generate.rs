@@ -426,33 +426,32 @@ pub(super) async fn consolidate(
                     }));
                 }
             }
-            "UPDATE" if !fact.is_empty() && shown.contains_key(action.id.as_str()) => {
-                if touched.insert(action.id.clone()) {
-                    if topics.is_empty() {
-                        topics = shown[action.id.as_str()]
-                            .fact
-                            .as_ref()
-                            .map(|f| f.topics.clone())
-                            .unwrap_or_default();
-                    }
-                    let source_event_ids = sources_of(&fact);
-                    changes.push(Consolidation::Update {
-                        id: action.id,
-                        fact: ExtractedFact {
-                            fact,
-                            topics,
-                            source_event_ids,
-                        },
-                    });
+            // `touched.insert` last: only a change that is kept marks its memory.
+            "UPDATE"
+                if !fact.is_empty() && shown.contains_key(action.id.as_str()) && touched.insert(action.id.clone()) =>
+            {
+                if topics.is_empty() {
+                    topics = shown[action.id.as_str()]
+                        .fact
+                        .as_ref()
+                        .map(|f| f.topics.clone())
+                        .unwrap_or_default();
                 }
+                let source_event_ids = sources_of(&fact);
+                changes.push(Consolidation::Update {
+                    id: action.id,
+                    fact: ExtractedFact {
+                        fact,
+                        topics,
+                        source_event_ids,
+                    },
+                });
             }
-            "DELETE" if shown.contains_key(action.id.as_str()) => {
-                if touched.insert(action.id.clone()) {
-                    changes.push(Consolidation::Delete {
-                        id: action.id,
-                        source_event_ids: sources.clone(),
-                    });
-                }
+            "DELETE" if shown.contains_key(action.id.as_str()) && touched.insert(action.id.clone()) => {
+                changes.push(Consolidation::Delete {
+                    id: action.id,
+                    source_event_ids: sources.clone(),
+                });
             }
             _ => {}
         }
