@@ -25,6 +25,9 @@ pub const MAX_TOPIC_DESCRIPTION_BYTES: usize = 2048;
 pub const MAX_TOPICS: usize = 32;
 /// Longest ttl: ten years, in seconds.
 pub const MAX_TTL_SECONDS: i64 = 10 * 365 * 24 * 3600;
+/// Longest fact kept, in bytes: a model's longer answer is no fact (and no memory's size
+/// is then beyond what an added one may have).
+pub const MAX_FACT_BYTES: usize = 4096;
 /// The related memories consolidation reads per new fact (by keyword search).
 pub const RELATED_PER_FACT: usize = 5;
 
@@ -312,7 +315,7 @@ pub(super) async fn extract(
         .facts
         .into_iter()
         .filter_map(|mut fact| {
-            fact.fact = fact.fact.trim().to_string();
+            fact.fact = fact_text(&fact.fact);
             fact.topics.retain(|t| labels.contains(t.as_str()));
             fact.source_event_ids.retain(|id| event_ids.contains(id.as_str()));
             if fact.source_event_ids.is_empty() {
@@ -402,7 +405,7 @@ pub(super) async fn consolidate(
     let mut touched = HashSet::new();
     let mut changes = Vec::new();
     for action in answer.actions {
-        let fact = action.fact.trim().to_string();
+        let fact = fact_text(&action.fact);
         let mut topics: Vec<String> = action
             .topics
             .into_iter()
@@ -459,6 +462,15 @@ pub(super) async fn consolidate(
     Ok(changes)
 }
 
+/// A model's fact as stored: trimmed; empty (dropped) when longer than [`MAX_FACT_BYTES`].
+fn fact_text(text: &str) -> String {
+    let text = text.trim();
+    if text.len() > MAX_FACT_BYTES {
+        return String::new();
+    }
+    text.to_string()
+}
+
 /// Asks the model once (JSON reply) and parses the reply's text as `T`.
 async fn ask_json<T: serde::de::DeserializeOwned>(model: &dyn Llm, instruction: String, question: String) -> Result<T> {
     let request = LlmRequest {
@@ -513,6 +525,12 @@ pub fn is_expired(entry: &MemoryEntry, now: DateTime<Utc>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_overlong_fact_is_dropped() {
+        assert_eq!(fact_text("  The user likes tea "), "The user likes tea");
+        assert_eq!(fact_text(&"x".repeat(MAX_FACT_BYTES + 1)), "");
+    }
 
     #[test]
     fn fenced_json_is_unwrapped() {

@@ -633,8 +633,8 @@ mod tests {
             }
         }
         assert_eq!(
-            checked, 40,
-            "the adk.v1 services have 29 methods, lf.a2a.v1.A2AService 11"
+            checked, 42,
+            "the adk.v1 services have 31 methods, lf.a2a.v1.A2AService 11"
         );
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }
