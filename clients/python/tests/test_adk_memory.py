@@ -5,6 +5,9 @@ on adk-server with its in-memory store and with a real redis-server; and the
 from __future__ import annotations
 
 import asyncio
+import http.server
+import json
+import threading
 import uuid
 from typing import AsyncGenerator, Iterator, List
 
@@ -138,3 +141,71 @@ def test_the_adk_grpc_scheme_makes_a_memory_service() -> None:
     register()
     service = get_service_registry().create_memory_service("adk-grpc://127.0.0.1:1")
     assert isinstance(service, GrpcMemoryService)
+
+
+class _FakeOpenAi(http.server.BaseHTTPRequestHandler):
+    """An OpenAI-compatible chat completions endpoint whose every answer is the
+    extraction below; records the request bodies."""
+
+    bodies: List[dict] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+        length = int(self.headers.get("content-length", "0"))
+        type(self).bodies.append(json.loads(self.rfile.read(length)))
+        facts = {"facts": [
+            {"fact": "The user drinks green tea", "topics": ["USER_PREFERENCES"]},
+            {"fact": "The user lives in Oslo", "topics": ["USER_PERSONAL_INFO"]},
+        ]}
+        reply = json.dumps({
+            "id": "c", "object": "chat.completion", "created": 0, "model": "fake",
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": json.dumps(facts)}}],
+        }).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *_args: object) -> None:
+        pass
+
+
+def test_memory_bank_metadata_generates_facts_on_the_server(tmp_path) -> None:
+    """What ADK's VertexAiMemoryBankService does with custom_metadata asking for a ttl and
+    topics, GrpcMemoryService does too: the server's model extracts the facts (only those of
+    the allowed topics), which search then returns; without such metadata the events are
+    added as they are."""
+    model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAi)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    generation = tmp_path / "generation.yaml"
+    generation.write_text(
+        "'*':\n  model: {provider: openai, model: fake, base_url: 'http://127.0.0.1:%d/v1'}\n"
+        % model.server_address[1])
+    server = start("adk-server", ["--memory-generation", str(generation), *COMMON], tmp_path)
+    app = f"adk-gen-{uuid.uuid4().hex[:8]}"
+    _FakeOpenAi.bodies = []
+
+    async def scenario():
+        memory = GrpcMemoryService(f"adk-grpc://{server.address}")
+        event = _user_event("I drink green tea here in Oslo")
+        await memory.add_events_to_memory(
+            app_name=app, user_id="alice", events=[event], session_id="s1",
+            custom_metadata={"ttl": "3600s", "allowed_topics": ["USER_PREFERENCES"]})
+        found = await memory.search_memory(app_name=app, user_id="alice", query="green tea Oslo")
+        plain = _user_event("Remember the red bicycle")
+        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[plain])
+        kept = await memory.search_memory(app_name=app, user_id="bob", query="bicycle")
+        await memory.close()
+        return found, kept
+
+    try:
+        found, kept = asyncio.run(scenario())
+    finally:
+        server.stop()
+        model.shutdown()
+    assert [m.content.parts[0].text for m in found.memories] == ["The user drinks green tea"]
+    assert len(_FakeOpenAi.bodies) == 1, "one extraction; nothing related to consolidate with"
+    prompt = _FakeOpenAi.bodies[0]["messages"][0]["content"]
+    assert "USER_PREFERENCES" in prompt and "USER_PERSONAL_INFO" not in prompt
+    assert [m.content.parts[0].text for m in kept.memories] == ["Remember the red bicycle"]

@@ -7,8 +7,8 @@ use adk_grpc_artifact_service::artifact_service;
 use adk_grpc_runner_service::a2a::{A2aArgs, a2a_service, card_routes};
 use adk_grpc_runner_service::{AgentsConfig, LeaseArgs, ReplyArgs, RunnerServices, runner_service};
 use adk_grpc_server_kit::{
-    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MetricsArgs, SessionArgs, Shutdown,
-    StoreArgs,
+    ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MemoryGenerationArgs, MetricsArgs,
+    SessionArgs, Shutdown, StoreArgs,
 };
 use adk_grpc_session_service::{memory_service, session_service};
 use adk_grpc_store::Stores;
@@ -41,6 +41,8 @@ pub struct Cli {
     #[command(flatten)]
     pub memory: MemoryArgs,
     #[command(flatten)]
+    pub generation: MemoryGenerationArgs,
+    #[command(flatten)]
     pub a2a: A2aArgs,
     #[command(flatten)]
     pub grpc: GrpcArgs,
@@ -68,9 +70,14 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
+    let generators = match &cli.generation.memory_generation {
+        Some(path) => adk_grpc_models::load_generators(path).context("the memory generation file is not valid")?,
+        None => Default::default(),
+    };
     let stores = Stores::open(&cli.store.store_url, config)
         .with_context(|| format!("cannot open the store {}", cli.store.redacted_url()))?
-        .with_embedders(embedders);
+        .with_embedders(embedders)
+        .with_generators(generators);
     let sessions = stores.sessions().await.with_context(|| cannot_open("session"))?;
     let artifacts = stores.artifacts().await.with_context(|| cannot_open("artifact"))?;
     // Long-term memory at the same URL; the runner's agents recall from the very instance served.

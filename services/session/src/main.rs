@@ -2,8 +2,8 @@
 //! which adds sessions from this very store), over the shared store (Redis by default).
 
 use adk_grpc_server_kit::{
-    GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MetricsArgs, RedisByDefault, ServiceInfo, SessionArgs, Shutdown,
-    StoreArgs, run_binary,
+    GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryGenerationArgs, MetricsArgs, RedisByDefault, ServiceInfo,
+    SessionArgs, Shutdown, StoreArgs, run_binary,
 };
 use adk_grpc_session_service::{memory_service, session_service};
 use adk_grpc_store::Stores;
@@ -24,6 +24,8 @@ struct Cli {
     sessions: SessionArgs,
     #[command(flatten)]
     memory: MemoryArgs,
+    #[command(flatten)]
+    generation: MemoryGenerationArgs,
     #[command(flatten)]
     grpc: GrpcArgs,
     #[command(flatten)]
@@ -51,9 +53,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,
         None => Default::default(),
     };
+    let generators = match &cli.generation.memory_generation {
+        Some(path) => adk_grpc_models::load_generators(path).context("the memory generation file is not valid")?,
+        None => Default::default(),
+    };
     let stores = Stores::open(&cli.store.store_url, config)
         .with_context(|| cannot_open("session"))?
-        .with_embedders(embedders);
+        .with_embedders(embedders)
+        .with_generators(generators);
     let store = stores.sessions().await.with_context(|| cannot_open("session"))?;
     let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");

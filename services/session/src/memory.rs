@@ -4,8 +4,10 @@
 //! request, calls the [`MemoryService`] (every rule is `adk_grpc_core::CoreMemoryService`'s)
 //! and converts the reply; what is here is transport only.
 
-use adk_grpc_core::memory::add_session_to_memory;
-use adk_grpc_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
+use adk_grpc_core::memory::{
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, GenerateMemoriesRequest, ListRevisionsRequest,
+    SearchMemoryRequest, add_session_to_memory, generate_memories,
+};
 use adk_grpc_core::{MemoryService, SessionService};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::memory_service_server::{MemoryService as MemoryServiceRpc, MemoryServiceServer};
@@ -106,5 +108,34 @@ impl MemoryServiceRpc for MemoryGrpcService {
             .delete(DeleteMemoryRequest::from(request.into_inner()))
             .await?;
         Ok(Response::new(pb::DeleteMemoryResponse { deleted }))
+    }
+
+    #[tracing::instrument(skip_all, fields(
+        app = %request.get_ref().app_name, user = %request.get_ref().user_id,
+        session = %request.get_ref().source_session_id,
+    ))]
+    async fn generate_memories(
+        &self,
+        request: Request<pb::GenerateMemoriesRequest>,
+    ) -> Result<Response<pb::GenerateMemoriesResponse>, Status> {
+        let req = GenerateMemoriesRequest::try_from(request.into_inner())?;
+        let changes = generate_memories(self.memory.as_ref(), self.sessions.as_ref(), req).await?;
+        Ok(Response::new(pb::GenerateMemoriesResponse {
+            memories: changes.iter().map(pb::GeneratedMemory::from).collect(),
+        }))
+    }
+
+    #[tracing::instrument(skip_all, fields(app = %request.get_ref().app_name, user = %request.get_ref().user_id))]
+    async fn list_memory_revisions(
+        &self,
+        request: Request<pb::ListMemoryRevisionsRequest>,
+    ) -> Result<Response<pb::ListMemoryRevisionsResponse>, Status> {
+        let revisions = self
+            .memory
+            .revisions(ListRevisionsRequest::from(request.into_inner()))
+            .await?;
+        Ok(Response::new(pb::ListMemoryRevisionsResponse {
+            revisions: revisions.iter().map(pb::MemoryRevision::from).collect(),
+        }))
     }
 }

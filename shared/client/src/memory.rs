@@ -3,7 +3,10 @@
 
 use crate::connect::AuthChannel;
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
-use adk_grpc_core::memory::{AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, SearchMemoryRequest};
+use adk_grpc_core::memory::{
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, GenerateMemoriesRequest, GeneratedMemory,
+    ListRevisionsRequest, MemoryRevision, SearchMemoryRequest,
+};
 use adk_grpc_core::{MemoryService, Result, SearchMemoryResponse};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
@@ -84,6 +87,36 @@ impl MemoryService for RemoteMemoryService {
             .delete_memory(pb::DeleteMemoryRequest::from(&req))
             .await?;
         Ok(reply.into_inner().deleted)
+    }
+
+    async fn generate(&self, req: GenerateMemoriesRequest) -> Result<Vec<GeneratedMemory>> {
+        let reply = self
+            .memory
+            .clone()
+            .generate_memories(pb::GenerateMemoriesRequest::from(&req))
+            .await?;
+        reply
+            .into_inner()
+            .memories
+            .iter()
+            .enumerate()
+            .map(|(i, g)| GeneratedMemory::from_proto(format_args!("memories[{i}]"), g))
+            .collect()
+    }
+
+    async fn revisions(&self, req: ListRevisionsRequest) -> Result<Vec<MemoryRevision>> {
+        let reply = self
+            .memory
+            .clone()
+            .list_memory_revisions(pb::ListMemoryRevisionsRequest::from(&req))
+            .await?;
+        reply
+            .into_inner()
+            .revisions
+            .iter()
+            .enumerate()
+            .map(|(i, r)| MemoryRevision::from_proto(format_args!("revisions[{i}]"), r))
+            .collect()
     }
 
     /// Ok while the server reports its memory service SERVING.

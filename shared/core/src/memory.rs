@@ -10,9 +10,15 @@
 //! remove), called only with values the core has checked.
 
 mod backend;
+pub mod generate;
 mod service;
 
-pub use backend::{IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms};
+pub use backend::{
+    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
+};
+pub use generate::{
+    ExtractedFact, GenerationConfig, Generators, MANAGED_TOPICS, MemoryExample, MemoryTopic, generator_for, is_expired,
+};
 pub use service::CoreMemoryService;
 
 use crate::content::Content;
@@ -53,6 +59,74 @@ pub struct MemoryEntry {
     /// When the remembered content happened.
     pub timestamp: Option<DateTime<Utc>>,
     pub custom_metadata: HashMap<String, Value>,
+    /// Set on memories [`MemoryService::generate`] made.
+    pub fact: Option<MemoryFact>,
+}
+
+/// What a generated memory carries besides its text (the entry's content: the fact).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryFact {
+    /// The labels of the memory topics the fact falls under.
+    pub topics: Vec<String>,
+    /// 1 when created, one more at each update.
+    pub revision: i64,
+    /// The events the current revision was generated from.
+    pub source_event_ids: Vec<String>,
+    pub create_time: Option<DateTime<Utc>>,
+    pub update_time: Option<DateTime<Utc>>,
+    /// After this time the memory is no longer found.
+    pub expire_time: Option<DateTime<Utc>>,
+}
+
+/// What a generation did to one memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryAction {
+    #[default]
+    Created,
+    Updated,
+    Deleted,
+}
+
+/// One revision of a generated memory.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct MemoryRevision {
+    pub revision: i64,
+    /// The fact as it read at this revision (empty for a deletion).
+    pub fact: String,
+    pub topics: Vec<String>,
+    pub source_event_ids: Vec<String>,
+    pub create_time: Option<DateTime<Utc>>,
+    pub action: MemoryAction,
+}
+
+/// Generates memories from events (GenerateMemories).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerateMemoriesRequest {
+    pub app_name: String,
+    pub user_id: String,
+    /// The source: a stored session (read by [`generate_memories`]) or `events`, not both.
+    pub source_session_id: String,
+    pub events: Vec<Event>,
+    /// Replaces the app's topics for this call; empty: the app's.
+    pub topics: Vec<MemoryTopic>,
+    /// Replaces the app's ttl for this call, in seconds; 0: the app's.
+    pub ttl_seconds: i64,
+}
+
+/// One memory a generation created, updated or deleted.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GeneratedMemory {
+    /// After the change (a deleted memory as it was, with its deletion's revision).
+    pub memory: MemoryEntry,
+    pub action: MemoryAction,
+}
+
+/// The revisions of one generated memory (ListMemoryRevisions).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListRevisionsRequest {
+    pub app_name: String,
+    pub user_id: String,
+    pub memory_id: String,
 }
 
 impl MemoryEntry {
@@ -139,6 +213,38 @@ impl AddEventsRequest {
             validate::event_limits(event)?;
         }
         Ok(())
+    }
+}
+
+impl GenerateMemoriesRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        if !self.source_session_id.is_empty() {
+            validate::id("source_session_id", &self.source_session_id)?;
+            if !self.events.is_empty() {
+                return Err(AdkError::invalid(
+                    "events",
+                    "must be empty when source_session_id is given",
+                ));
+            }
+        }
+        entry_count("events", self.events.len())?;
+        for (i, event) in self.events.iter().enumerate() {
+            // An event's id is what a retry is recognized by.
+            if generate::has_text(event) {
+                validate::id(&format!("events[{i}].id"), &event.id)?;
+            }
+            validate::event_limits(event)?;
+        }
+        generate::validate_topics("topics", &self.topics)?;
+        generate::ttl_seconds("ttl_seconds", self.ttl_seconds)
+    }
+}
+
+impl ListRevisionsRequest {
+    pub fn validate(&self) -> Result<()> {
+        user_ids(&self.app_name, &self.user_id)?;
+        validate::id("memory_id", &self.memory_id)
     }
 }
 
@@ -244,6 +350,7 @@ pub fn entries_from_events(req: &AddEventsRequest) -> Vec<MemoryEntry> {
                 author: event.author.clone(),
                 timestamp: Some(event.timestamp),
                 custom_metadata,
+                fact: None,
             })
         })
         .collect()
@@ -399,6 +506,14 @@ pub trait MemoryService: Send + Sync {
     /// Deletes one entry (DeleteMemory); false when there was none.
     async fn delete(&self, req: DeleteMemoryRequest) -> Result<bool>;
 
+    /// Extracts facts from the request's events with the app's model and consolidates
+    /// them with the user's memories (GenerateMemories); returns the changes made. A
+    /// request naming a session instead of events goes through [`generate_memories`].
+    async fn generate(&self, req: GenerateMemoriesRequest) -> Result<Vec<GeneratedMemory>>;
+
+    /// Every revision of one generated memory, oldest first; NOT_FOUND when none.
+    async fn revisions(&self, req: ListRevisionsRequest) -> Result<Vec<MemoryRevision>>;
+
     /// Ok while the store can serve (health checks).
     async fn ping(&self) -> Result<()> {
         Ok(())
@@ -483,6 +598,39 @@ pub async fn add_session_to_memory(
         ids.extend(added);
     }
     Ok(ids)
+}
+
+/// Generates memories from a request's events, or from the events of the stored session
+/// it names (`NOT_FOUND` when there is none), a long session in parts of the largest
+/// size a request takes.
+pub async fn generate_memories(
+    memory: &dyn MemoryService,
+    sessions: &dyn SessionService,
+    req: GenerateMemoriesRequest,
+) -> Result<Vec<GeneratedMemory>> {
+    if req.source_session_id.is_empty() {
+        return memory.generate(req).await;
+    }
+    req.validate()?;
+    let session = sessions
+        .get(GetRequest {
+            app_name: req.app_name.clone(),
+            user_id: req.user_id.clone(),
+            session_id: req.source_session_id.clone(),
+            ..Default::default()
+        })
+        .await?;
+    let mut changes = Vec::new();
+    let events: Vec<Event> = session.events.iter().cloned().collect();
+    for events in events.chunks(MAX_ENTRIES_PER_ADD) {
+        let part = GenerateMemoriesRequest {
+            source_session_id: String::new(),
+            events: events.to_vec(),
+            ..req.clone()
+        };
+        changes.extend(memory.generate(part).await?);
+    }
+    Ok(changes)
 }
 
 #[cfg(test)]

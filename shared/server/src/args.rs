@@ -146,6 +146,17 @@ pub struct MemoryArgs {
     pub memory_embeddings: Option<std::path::PathBuf>,
 }
 
+/// Memory generation settings, for the binaries that serve `adk.v1.MemoryService` (a group
+/// of its own, so `adk-runner-server --help` lists no flag it would ignore).
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct MemoryGenerationArgs {
+    /// YAML file mapping app names (or "*" for every other app) to how GenerateMemories extracts facts
+    /// for them ({model: <provider config>, topics: [{label, description}], examples: [{conversation,
+    /// facts}], ttl_secs}) [default: none; GenerateMemories is FAILED_PRECONDITION]
+    #[arg(long, env = "ADK_MEMORY_GENERATION", value_name = "FILE")]
+    pub memory_generation: Option<std::path::PathBuf>,
+}
+
 /// Artifact limits, for the binaries that serve `adk.v1.ArtifactService`. A group of
 /// its own (rather than more [`StoreArgs`]) so `adk-session-server --help` lists no
 /// flag it would ignore.

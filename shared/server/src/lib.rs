@@ -48,7 +48,7 @@ mod web;
 
 pub use args::{
     ArtifactArgs, DEFAULT_MAX_MESSAGE_BYTES, DefaultStoreUrl, GrpcArgs, LogArgs, LogFormat, MemoryArgs,
-    MemoryByDefault, MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
+    MemoryByDefault, MemoryGenerationArgs, MetricsArgs, RedisByDefault, SessionArgs, StoreArgs, redact_url,
 };
 pub use auth::{ApiKeysError, Apps, AuthArgs, AuthError, AuthMode, JwtError, Principal, Subject};
 pub use cancel::CancelledRequestsFail;

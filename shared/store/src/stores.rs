@@ -10,7 +10,7 @@ use crate::memories::redis::RedisMemoryBackend;
 use crate::session::memory::InMemorySessionBackend;
 use crate::session::redis::RedisSessionBackend;
 use crate::session::session_service;
-use adk_grpc_core::memory::Embedders;
+use adk_grpc_core::memory::{Embedders, Generators};
 use adk_grpc_core::{
     AdkError, ArtifactService, CoreMemoryService, MemoryService, Result, SessionLease, SessionService,
 };
@@ -33,6 +33,8 @@ pub struct Stores {
     config: StoreConfig,
     /// The embedding models of the apps that configure one, for long-term memory.
     embedders: Embedders,
+    /// How the apps that configure it generate memories from conversations.
+    generators: Generators,
 }
 
 /// The kind of store a URL names.
@@ -77,12 +79,19 @@ impl Stores {
             backend: Backend::parse(url)?,
             config,
             embedders: Embedders::new(),
+            generators: Generators::new(),
         })
     }
 
     /// The same stores, long-term memory embedding with the models of the apps that configure one.
     pub fn with_embedders(mut self, embedders: Embedders) -> Self {
         self.embedders = embedders;
+        self
+    }
+
+    /// The same stores, long-term memory generating memories for the apps that configure it.
+    pub fn with_generators(mut self, generators: Generators) -> Self {
+        self.generators = generators;
         self
     }
 
@@ -106,14 +115,17 @@ impl Stores {
 
     /// The long-term memory store.
     pub async fn memory(&self) -> Result<Arc<dyn MemoryService>> {
-        let embedders = self.embedders.clone();
+        let (embedders, generators) = (self.embedders.clone(), self.generators.clone());
         Ok(match &self.backend {
-            Backend::Memory { memories, .. } => {
-                Arc::new(CoreMemoryService::new(memories.clone()).with_embedders(embedders))
-            }
+            Backend::Memory { memories, .. } => Arc::new(
+                CoreMemoryService::new(memories.clone())
+                    .with_embedders(embedders)
+                    .with_generators(generators),
+            ),
             Backend::Redis(url) => Arc::new(
                 CoreMemoryService::new(RedisMemoryBackend::connect(url, self.config.clone()).await?)
-                    .with_embedders(embedders),
+                    .with_embedders(embedders)
+                    .with_generators(generators),
             ),
         })
     }

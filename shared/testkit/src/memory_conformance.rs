@@ -144,6 +144,7 @@ pub async fn entries_round_trip_and_get_ids(svc: &dyn MemoryService) {
         author: "planner".into(),
         timestamp: Some(timestamp),
         custom_metadata: HashMap::from([("source".to_string(), json!({"kind": "note", "n": 2}))]),
+        fact: None,
     };
     let req = AddMemoryRequest {
         app_name: app.clone(),

@@ -329,3 +329,111 @@ async fn an_app_with_an_embedding_model_finds_memories_by_meaning() {
     assert!(found.memories.is_empty());
     assert_eq!(provider.requests().len(), 2);
 }
+
+/// GenerateMemories on a real `adk-session-server` given `--memory-generation` (the
+/// model a fake OpenAI server): a stored session's fact under the app's topic becomes a
+/// memory SearchMemory returns, with its revision; the same call again changes nothing
+/// and asks nothing; an app the file does not name is FAILED_PRECONDITION naming it; a
+/// missing session NOT_FOUND.
+#[tokio::test]
+async fn generate_memories_extracts_a_sessions_facts_once() {
+    let provider = FakeServer::start().await;
+    let redis = RedisServer::start().await;
+    let generation = agents_file(&format!(
+        "facts:\n  model: {{ provider: openai, model: fake-model, base_url: '{}/v1' }}\n  topics: [{{ label: USER_PREFERENCES }}]\n",
+        provider.url()
+    ));
+    let path = generation.path().display().to_string();
+    let server = spawn_session_server(&redis.url(), &["--memory-generation", &path]).await;
+    let mut sessions = SessionServiceClient::connect(server.endpoint()).await.expect("connect");
+    let mut memory = MemoryServiceClient::connect(server.endpoint()).await.expect("connect");
+    sessions
+        .create_session(pb::CreateSessionRequest {
+            app_name: "facts".into(),
+            user_id: "u".into(),
+            session_id: "s1".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("CreateSession");
+    let told = sessions
+        .append_event(pb::AppendEventRequest {
+            app_name: "facts".into(),
+            user_id: "u".into(),
+            session_id: "s1".into(),
+            event: Some(pb::Event {
+                author: "user".into(),
+                content: Some(text("I drink green tea every morning")),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("AppendEvent")
+        .into_inner();
+    provider.push(openai::json_reply(&json!({"facts": [
+        {"fact": "The user drinks green tea every morning", "topics": ["USER_PREFERENCES"]},
+        {"fact": "It is morning", "topics": ["SMALL_TALK"]},
+    ]})));
+    let generate = |app: &str, session: &str| pb::GenerateMemoriesRequest {
+        app_name: app.into(),
+        user_id: "u".into(),
+        source_session_id: session.into(),
+        ..Default::default()
+    };
+    let changes = memory
+        .generate_memories(generate("facts", "s1"))
+        .await
+        .expect("GenerateMemories")
+        .into_inner()
+        .memories;
+    assert_eq!(changes.len(), 1, "only the topic's fact: {changes:?}");
+    assert_eq!(changes[0].action(), pb::MemoryAction::Created);
+    let memory_entry = changes[0].memory.clone().expect("the memory");
+    let fact = memory_entry.fact.clone().expect("its fact");
+    assert_eq!(
+        (fact.revision, fact.topics.clone()),
+        (1, vec!["USER_PREFERENCES".to_string()])
+    );
+    assert_eq!(fact.source_event_ids, std::slice::from_ref(&told.id));
+    let asked = provider.last_request().json();
+    let transcript = asked["messages"][1]["content"].as_str().unwrap_or_default();
+    assert!(transcript.contains("I drink green tea every morning"), "{transcript}");
+
+    let found = memory
+        .search_memory(search("facts", "u", "green tea"))
+        .await
+        .expect("SearchMemory")
+        .into_inner();
+    assert_eq!(found.memories, std::slice::from_ref(&memory_entry));
+    let again = memory
+        .generate_memories(generate("facts", "s1"))
+        .await
+        .expect("GenerateMemories again")
+        .into_inner();
+    assert!(again.memories.is_empty(), "{again:?}");
+    assert_eq!(provider.requests().len(), 1, "a retry asks the model nothing");
+    let revisions = memory
+        .list_memory_revisions(pb::ListMemoryRevisionsRequest {
+            app_name: "facts".into(),
+            user_id: "u".into(),
+            memory_id: memory_entry.id.clone(),
+        })
+        .await
+        .expect("ListMemoryRevisions")
+        .into_inner()
+        .revisions;
+    assert_eq!(revisions.len(), 1);
+    assert_eq!(revisions[0].fact, "The user drinks green tea every morning");
+
+    let refused = memory.generate_memories(generate("other", "")).await.unwrap_err();
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(refused.message().contains("\"other\""), "{refused:?}");
+    let missing = memory.generate_memories(generate("facts", "nope")).await.unwrap_err();
+    assert_eq!(missing.code(), Code::NotFound, "{missing:?}");
+    let none = memory.generate_memories(generate("facts", "")).await;
+    assert!(
+        none.is_ok_and(|r| r.into_inner().memories.is_empty()),
+        "no events: nothing to generate"
+    );
+}

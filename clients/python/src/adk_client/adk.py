@@ -438,11 +438,37 @@ class GrpcMemoryService(BaseMemoryService):
     async def add_events_to_memory(self, *, app_name: str, user_id: str, events: Any,
                                    session_id: Optional[str] = None,
                                    custom_metadata: Optional[Mapping[str, object]] = None) -> None:
+        """Adds the events as memories, one per event; or, when ``custom_metadata`` asks for
+        what only Memory Bank's generation has (``ttl``, ``revision_ttl``, ``allowed_topics``,
+        ``wait_for_completion``...: the rule of ADK's ``VertexAiMemoryBankService``), has the
+        server extract and consolidate their facts (GenerateMemories), with those topics and
+        ttl. The server always waits for the generation to be stored."""
+        if _generates_memories(custom_metadata):
+            await self.generate_memories(app_name=app_name, user_id=user_id, events=events,
+                                         custom_metadata=custom_metadata)
+            return
         request = memory_pb2.AddEventsToMemoryRequest(
             app_name=app_name, user_id=user_id, session_id=session_id or "",
             events=[event_to_proto(e) for e in events],
             custom_metadata=_metadata_struct(custom_metadata))
         await self._call("AddEventsToMemory", request)
+
+    async def generate_memories(self, *, app_name: str, user_id: str, events: Any = (),
+                                session_id: Optional[str] = None,
+                                custom_metadata: Optional[Mapping[str, object]] = None) -> List[Any]:
+        """GenerateMemories from the events, or from the stored session ``session_id``;
+        returns the server's ``GeneratedMemory`` changes (memory and action)."""
+        metadata = custom_metadata or {}
+        topics = metadata.get("allowed_topics") or ()
+        if isinstance(topics, str):
+            topics = [topics]
+        request = memory_pb2.GenerateMemoriesRequest(
+            app_name=app_name, user_id=user_id, source_session_id=session_id or "",
+            events=[event_to_proto(e) for e in events],
+            topics=[memory_pb2.MemoryTopic(label=str(t)) for t in cast(Any, topics)],
+            ttl_seconds=_ttl_seconds(metadata.get("revision_ttl") or metadata.get("ttl")))
+        reply = await self._call("GenerateMemories", request)
+        return list(reply.memories)
 
     async def add_memory(self, *, app_name: str, user_id: str, memories: Any,
                          custom_metadata: Optional[Mapping[str, object]] = None) -> None:
@@ -475,6 +501,30 @@ def register(scheme: str = SCHEME) -> None:
     registry.register_session_service(scheme, lambda uri, **kwargs: GrpcSessionService(uri, **kwargs))
     registry.register_artifact_service(scheme, lambda uri, **kwargs: GrpcArtifactService(uri, **kwargs))
     registry.register_memory_service(scheme, lambda uri, **kwargs: GrpcMemoryService(uri, **kwargs))
+
+
+# The custom_metadata keys ADK's VertexAiMemoryBankService sends to memories.generate and not
+# to memories.ingest_events: any of them makes add_events_to_memory generate.
+_GENERATE_KEYS = frozenset({
+    "allowed_topics", "disable_consolidation", "disable_memory_revisions", "metadata",
+    "metadata_merge_strategy", "revision_expire_time", "revision_labels", "revision_ttl", "ttl",
+    "wait_for_completion",
+})
+
+
+def _generates_memories(custom_metadata: Optional[Mapping[str, object]]) -> bool:
+    return any(key in _GENERATE_KEYS for key in (custom_metadata or {}))
+
+
+def _ttl_seconds(ttl: object) -> int:
+    """A ttl as ADK passes it to Memory Bank ("6000s", a number of seconds, a timedelta)
+    in whole seconds; 0 (the app's) when absent."""
+    if ttl is None:
+        return 0
+    if hasattr(ttl, "total_seconds"):
+        return int(cast(Any, ttl).total_seconds())
+    text = str(ttl).strip()
+    return int(float(text[:-1] if text.endswith("s") else text))
 
 
 def _metadata_struct(custom_metadata: Optional[Mapping[str, object]]) -> struct_pb2.Struct:

@@ -5,7 +5,9 @@ use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
 use crate::memory::{
-    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, MemoryEntry, SearchMemoryRequest, SearchMemoryResponse,
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, GenerateMemoriesRequest, GeneratedMemory,
+    ListRevisionsRequest, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision, MemoryTopic, SearchMemoryRequest,
+    SearchMemoryResponse,
 };
 use adk_grpc_proto::v1 as pb;
 use std::fmt::Display;
@@ -18,6 +20,185 @@ impl From<&MemoryEntry> for pb::MemoryEntry {
             author: m.author.clone(),
             timestamp: m.timestamp.map(timestamp_to_proto),
             custom_metadata: (!m.custom_metadata.is_empty()).then(|| map_to_struct(m.custom_metadata.iter())),
+            fact: m.fact.as_ref().map(pb::MemoryFact::from),
+        }
+    }
+}
+
+impl From<&MemoryFact> for pb::MemoryFact {
+    fn from(f: &MemoryFact) -> Self {
+        pb::MemoryFact {
+            topics: f.topics.clone(),
+            revision: f.revision,
+            source_event_ids: f.source_event_ids.clone(),
+            create_time: f.create_time.map(timestamp_to_proto),
+            update_time: f.update_time.map(timestamp_to_proto),
+            expire_time: f.expire_time.map(timestamp_to_proto),
+        }
+    }
+}
+
+/// An optional timestamp at `path`.
+fn time_from_proto(
+    path: impl Display,
+    t: Option<&prost_types::Timestamp>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+    t.map(|t| timestamp_from_proto(path, t)).transpose()
+}
+
+impl MemoryFact {
+    /// The fact at `path` (e.g. `memories[0].fact`), naming a bad value inside it.
+    pub fn from_proto(path: impl Display, f: &pb::MemoryFact) -> Result<Self> {
+        Ok(MemoryFact {
+            topics: f.topics.clone(),
+            revision: f.revision,
+            source_event_ids: f.source_event_ids.clone(),
+            create_time: time_from_proto(format_args!("{path}.create_time"), f.create_time.as_ref())?,
+            update_time: time_from_proto(format_args!("{path}.update_time"), f.update_time.as_ref())?,
+            expire_time: time_from_proto(format_args!("{path}.expire_time"), f.expire_time.as_ref())?,
+        })
+    }
+}
+
+impl From<MemoryAction> for pb::MemoryAction {
+    fn from(a: MemoryAction) -> Self {
+        match a {
+            MemoryAction::Created => pb::MemoryAction::Created,
+            MemoryAction::Updated => pb::MemoryAction::Updated,
+            MemoryAction::Deleted => pb::MemoryAction::Deleted,
+        }
+    }
+}
+
+impl TryFrom<i32> for MemoryAction {
+    type Error = AdkError;
+
+    fn try_from(value: i32) -> Result<Self> {
+        match pb::MemoryAction::try_from(value) {
+            Ok(pb::MemoryAction::Created) => Ok(MemoryAction::Created),
+            Ok(pb::MemoryAction::Updated) => Ok(MemoryAction::Updated),
+            Ok(pb::MemoryAction::Deleted) => Ok(MemoryAction::Deleted),
+            _ => Err(AdkError::invalid("action", format!("{value} is no memory action"))),
+        }
+    }
+}
+
+impl From<&pb::MemoryTopic> for MemoryTopic {
+    fn from(t: &pb::MemoryTopic) -> Self {
+        MemoryTopic {
+            label: t.label.clone(),
+            description: t.description.clone(),
+        }
+    }
+}
+
+impl From<&MemoryTopic> for pb::MemoryTopic {
+    fn from(t: &MemoryTopic) -> Self {
+        pb::MemoryTopic {
+            label: t.label.clone(),
+            description: t.description.clone(),
+        }
+    }
+}
+
+impl TryFrom<pb::GenerateMemoriesRequest> for GenerateMemoriesRequest {
+    type Error = AdkError;
+
+    fn try_from(r: pb::GenerateMemoriesRequest) -> Result<Self> {
+        let events = r
+            .events
+            .iter()
+            .enumerate()
+            .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
+            .collect::<Result<_>>()?;
+        Ok(GenerateMemoriesRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            source_session_id: r.source_session_id,
+            events,
+            topics: r.topics.iter().map(MemoryTopic::from).collect(),
+            ttl_seconds: r.ttl_seconds,
+        })
+    }
+}
+
+impl From<&GenerateMemoriesRequest> for pb::GenerateMemoriesRequest {
+    fn from(r: &GenerateMemoriesRequest) -> Self {
+        pb::GenerateMemoriesRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            source_session_id: r.source_session_id.clone(),
+            events: r.events.iter().map(pb::Event::from).collect(),
+            topics: r.topics.iter().map(pb::MemoryTopic::from).collect(),
+            ttl_seconds: r.ttl_seconds,
+        }
+    }
+}
+
+impl From<&GeneratedMemory> for pb::GeneratedMemory {
+    fn from(g: &GeneratedMemory) -> Self {
+        pb::GeneratedMemory {
+            memory: Some(pb::MemoryEntry::from(&g.memory)),
+            action: pb::MemoryAction::from(g.action).into(),
+        }
+    }
+}
+
+impl GeneratedMemory {
+    /// The change at `path` (e.g. `memories[0]`).
+    pub fn from_proto(path: impl Display, g: &pb::GeneratedMemory) -> Result<Self> {
+        let memory = match &g.memory {
+            Some(m) => MemoryEntry::from_proto(format_args!("{path}.memory"), m)?,
+            None => MemoryEntry::default(),
+        };
+        let action = MemoryAction::try_from(g.action).map_err(|e| e.within(&path.to_string()))?;
+        Ok(GeneratedMemory { memory, action })
+    }
+}
+
+impl From<&MemoryRevision> for pb::MemoryRevision {
+    fn from(r: &MemoryRevision) -> Self {
+        pb::MemoryRevision {
+            revision: r.revision,
+            fact: r.fact.clone(),
+            topics: r.topics.clone(),
+            source_event_ids: r.source_event_ids.clone(),
+            create_time: r.create_time.map(timestamp_to_proto),
+            action: pb::MemoryAction::from(r.action).into(),
+        }
+    }
+}
+
+impl MemoryRevision {
+    /// The revision at `path` (e.g. `revisions[0]`).
+    pub fn from_proto(path: impl Display, r: &pb::MemoryRevision) -> Result<Self> {
+        Ok(MemoryRevision {
+            revision: r.revision,
+            fact: r.fact.clone(),
+            topics: r.topics.clone(),
+            source_event_ids: r.source_event_ids.clone(),
+            create_time: time_from_proto(format_args!("{path}.create_time"), r.create_time.as_ref())?,
+            action: MemoryAction::try_from(r.action).map_err(|e| e.within(&path.to_string()))?,
+        })
+    }
+}
+
+impl From<pb::ListMemoryRevisionsRequest> for ListRevisionsRequest {
+    fn from(r: pb::ListMemoryRevisionsRequest) -> Self {
+        ListRevisionsRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            memory_id: r.memory_id,
+        }
+    }
+}
+
+impl From<&ListRevisionsRequest> for pb::ListMemoryRevisionsRequest {
+    fn from(r: &ListRevisionsRequest) -> Self {
+        pb::ListMemoryRevisionsRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            memory_id: r.memory_id.clone(),
         }
     }
 }
@@ -39,6 +220,11 @@ impl MemoryEntry {
                 .map(|t| timestamp_from_proto(format_args!("{path}.timestamp"), t))
                 .transpose()?,
             custom_metadata: map_from_struct(format_args!("{path}.custom_metadata"), m.custom_metadata.as_ref())?,
+            fact: m
+                .fact
+                .as_ref()
+                .map(|f| MemoryFact::from_proto(format_args!("{path}.fact"), f))
+                .transpose()?,
         })
     }
 }

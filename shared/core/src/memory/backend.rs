@@ -6,11 +6,11 @@
 //! built (their types have a field only the core can set, so no backend can be handed
 //! an unchecked id) and answers with data, never a rule's error.
 
-use super::{MemoryEntry, terms};
-use crate::error::Result;
+use super::{MemoryEntry, MemoryRevision, terms};
+use crate::error::{AdkError, Result};
 use crate::session::backend::Checked;
 use async_trait::async_trait;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 /// One user's memories: a validated (app, user). Built by the core only.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,6 +137,48 @@ pub struct Postings {
     pub terms: Vec<Vec<(String, u32, u32)>>,
 }
 
+/// Where a user's memory generation stands, as a generation reads it before asking the model.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GenerationState {
+    /// Raised by every committed generation: a commit expecting an older one is refused.
+    pub version: u64,
+    /// Which of the asked event ids a committed generation already read.
+    pub generated: HashSet<String>,
+}
+
+/// What one generation writes, all at once and only if the user's generation version is
+/// still `expected_version` (then raised by one). Built by the core only.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GenerationCommit {
+    pub expected_version: u64,
+    /// Created and updated memories, each replacing the entry of its id.
+    pub upserts: Vec<IndexedEntry>,
+    /// Deleted memories.
+    pub removals: Vec<MemoryId>,
+    /// Appended to each memory's revision history.
+    pub revisions: Vec<(MemoryId, MemoryRevision)>,
+    /// The events this generation read, remembered so that no later one reads them again.
+    pub event_ids: Vec<String>,
+    _checked: Checked,
+}
+
+impl GenerationCommit {
+    pub(super) fn new(expected_version: u64) -> GenerationCommit {
+        GenerationCommit {
+            expected_version,
+            upserts: Vec::new(),
+            removals: Vec::new(),
+            revisions: Vec::new(),
+            event_ids: Vec::new(),
+            _checked: Checked::new(),
+        }
+    }
+}
+
+fn cannot_generate() -> AdkError {
+    AdkError::Unimplemented("this memory store does not keep generated memories".into())
+}
+
 /// Stores one user's memories, their keyword index and their vectors. Implementations:
 /// in memory and Redis (standalone and cluster) in `adk-grpc-store`. Errors are the store's
 /// own failures (unreachable, corrupt data); what a request may not do is decided by
@@ -161,6 +203,26 @@ pub trait MemoryBackend: Send + Sync + 'static {
     /// Deletes one entry of the user with its index terms and vector; false when there
     /// was none.
     async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool>;
+
+    /// The user's generation version and which of `event_ids` were generated from.
+    /// Generated memories are optional for a store: the default refuses (UNIMPLEMENTED).
+    async fn generation_state(&self, scope: &MemoryScope, event_ids: &[String]) -> Result<GenerationState> {
+        let _ = (scope, event_ids);
+        Err(cannot_generate())
+    }
+
+    /// Applies the commit atomically if the user's generation version is still its
+    /// `expected_version`, raising it; false (nothing written) when it is not.
+    async fn commit_generation(&self, scope: &MemoryScope, commit: GenerationCommit) -> Result<bool> {
+        let _ = (scope, commit);
+        Err(cannot_generate())
+    }
+
+    /// The revisions of one memory, oldest first (none: empty).
+    async fn revisions(&self, scope: &MemoryScope, id: &MemoryId) -> Result<Vec<MemoryRevision>> {
+        let _ = (scope, id);
+        Err(cannot_generate())
+    }
 
     /// Ok while the backing store answers.
     async fn ping(&self) -> Result<()> {

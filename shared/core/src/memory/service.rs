@@ -1,15 +1,25 @@
 //! [`CoreMemoryService`]: every long-term memory rule, once, over any [`MemoryBackend`].
 
-use super::backend::{IndexedEntry, MemoryBackend, MemoryId, MemoryScope, QueryTerms};
+use super::backend::{GenerationCommit, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, QueryTerms};
+use super::generate::{self, Consolidation, ExtractedFact, Generators, RELATED_PER_FACT, generator_for, is_expired};
 use super::{
-    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, MemoryEntry, MemoryService,
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
+    GeneratedMemory, ListRevisionsRequest, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision, MemoryService,
     SearchMemoryRequest, SearchMemoryResponse, embedder_for, entries_from_events, fuse, query_terms, rank,
     rank_by_similarity,
 };
-use crate::error::{AdkError, Result};
+use crate::clock::Clock;
+use crate::content::Content;
+use crate::error::{AdkError, Conflict, Missing, Result};
+use crate::event::Event;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
+
+/// How many times a generation reads, asks and commits again when concurrent ones for
+/// the same user keep committing first.
+const MAX_GENERATION_ATTEMPTS: usize = 8;
 
 /// The memory service every store serves: validation, limits, the (app, user) scope,
 /// ids, merging the request's metadata, which events become memories, one entry per id,
@@ -18,6 +28,8 @@ use std::sync::Arc;
 pub struct CoreMemoryService<B> {
     backend: B,
     embedders: Embedders,
+    generators: Generators,
+    clock: Clock,
 }
 
 impl<B: std::fmt::Debug> std::fmt::Debug for CoreMemoryService<B> {
@@ -27,6 +39,7 @@ impl<B: std::fmt::Debug> std::fmt::Debug for CoreMemoryService<B> {
         f.debug_struct("CoreMemoryService")
             .field("backend", &self.backend)
             .field("embedded_apps", &embedded)
+            .field("generating_apps", &self.generators.keys().collect::<BTreeSet<_>>())
             .finish()
     }
 }
@@ -36,7 +49,22 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
         CoreMemoryService {
             backend,
             embedders: Embedders::new(),
+            generators: Generators::new(),
+            clock: Clock::system(),
         }
+    }
+
+    /// Generates memories for the apps these settings are for (app name -> settings,
+    /// `*` for every other app).
+    pub fn with_generators(mut self, generators: Generators) -> Self {
+        self.generators = generators;
+        self
+    }
+
+    /// The clock memories' create, update and expire times are read from (tests move it).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// Embeds the memories of the apps these models are for, and searches them by
@@ -103,31 +131,11 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
     }
 
     /// By BM25, and with an embedding model by BM25 and cosine similarity fused ([`fuse`]).
+    /// Memories whose ttl has passed are not returned.
     async fn search(&self, req: SearchMemoryRequest) -> Result<SearchMemoryResponse> {
         req.validate()?;
         let scope = MemoryScope::new(&req.app_name, &req.user_id);
-        let limit = req.effective_limit();
-        let terms = query_terms(&req.query);
-        let keyword = if terms.is_empty() {
-            Vec::new()
-        } else {
-            let postings = self.backend.postings(&scope, &QueryTerms::new(terms)).await?;
-            rank(&postings, limit)
-        };
-        let embedder = embedder_for(&self.embedders, &req.app_name).filter(|_| !req.query.trim().is_empty());
-        let ids: Vec<String> = match embedder {
-            None => keyword.into_iter().map(|(id, _)| id).collect(),
-            Some(embedder) => {
-                let query = embed_one(embedder.as_ref(), &req.query).await?;
-                let vectors = self.backend.vectors(&scope).await?;
-                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
-            }
-        };
-        if ids.is_empty() {
-            return Ok(SearchMemoryResponse::default());
-        }
-        let ids: Vec<MemoryId> = ids.into_iter().map(MemoryId::new).collect();
-        let memories = self.backend.fetch(&scope, &ids).await?;
+        let memories = self.find(&scope, &req.query, req.effective_limit()).await?;
         Ok(SearchMemoryResponse { memories })
     }
 
@@ -137,8 +145,222 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
         self.backend.remove(&scope, &MemoryId::new(req.memory_id)).await
     }
 
+    /// Reads the user's generation state, asks the model to extract facts from the events
+    /// not generated from yet and to consolidate them with the related memories, then
+    /// commits the changes only if no other generation for the user committed meanwhile;
+    /// otherwise reads and decides again (see [`MAX_GENERATION_ATTEMPTS`]).
+    async fn generate(&self, req: GenerateMemoriesRequest) -> Result<Vec<GeneratedMemory>> {
+        req.validate()?;
+        if !req.source_session_id.is_empty() {
+            return Err(AdkError::invalid(
+                "source_session_id",
+                "is read by the gRPC handler (generate_memories), not by the memory store",
+            ));
+        }
+        let config = generator_for(&self.generators, &req.app_name)?;
+        let topics = config.topics_for(&req.topics);
+        let ttl = match req.ttl_seconds {
+            0 => config.ttl,
+            seconds => Some(std::time::Duration::from_secs(seconds.unsigned_abs())),
+        };
+        let scope = MemoryScope::new(&req.app_name, &req.user_id);
+        let events: Vec<&Event> = req.events.iter().filter(|e| generate::has_text(e)).collect();
+        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+        // What the model extracted from which events: asked again only if a concurrent
+        // generation took some of them meanwhile.
+        let mut extracted: Option<(Vec<String>, Vec<ExtractedFact>)> = None;
+        for _ in 0..MAX_GENERATION_ATTEMPTS {
+            let state = self.backend.generation_state(&scope, &ids).await?;
+            let fresh: Vec<&Event> = events
+                .iter()
+                .copied()
+                .filter(|e| !state.generated.contains(&e.id))
+                .collect();
+            if fresh.is_empty() {
+                return Ok(Vec::new());
+            }
+            let fresh_ids: Vec<String> = fresh.iter().map(|e| e.id.clone()).collect();
+            let facts = match &extracted {
+                Some((from, facts)) if *from == fresh_ids => facts.clone(),
+                _ => {
+                    let facts = generate::extract(config.model.as_ref(), &topics, &config.examples, &fresh).await?;
+                    extracted = Some((fresh_ids.clone(), facts.clone()));
+                    facts
+                }
+            };
+            let related = self.related(&scope, &facts).await?;
+            let changes = if facts.is_empty() {
+                Vec::new()
+            } else {
+                generate::consolidate(config.model.as_ref(), &topics, &related, facts).await?
+            };
+            let now = self.clock.now();
+            let expire_time = ttl
+                .and_then(|ttl| chrono::Duration::from_std(ttl).ok())
+                .map(|ttl| now + ttl);
+            let mut commit = GenerationCommit::new(state.version);
+            commit.event_ids = fresh_ids;
+            let generated = plan(&mut commit, changes, &related, now, expire_time);
+            let upserts = std::mem::take(&mut commit.upserts);
+            commit.upserts = embed_entries(embedder_for(&self.embedders, scope.app_name()), upserts).await?;
+            if self.backend.commit_generation(&scope, commit).await? {
+                return Ok(generated);
+            }
+        }
+        Err(AdkError::Aborted(
+            Conflict::Other,
+            format!(
+                "other memory generations for user {} kept committing first; retry",
+                crate::validate::quoted(&req.user_id)
+            ),
+        ))
+    }
+
+    async fn revisions(&self, req: ListRevisionsRequest) -> Result<Vec<MemoryRevision>> {
+        req.validate()?;
+        let scope = MemoryScope::new(&req.app_name, &req.user_id);
+        let revisions = self
+            .backend
+            .revisions(&scope, &MemoryId::new(req.memory_id.clone()))
+            .await?;
+        if revisions.is_empty() {
+            return Err(AdkError::NotFound(
+                Missing::Other,
+                format!("memory {} has no revisions", crate::validate::quoted(&req.memory_id)),
+            ));
+        }
+        Ok(revisions)
+    }
+
     async fn ping(&self) -> Result<()> {
         self.backend.ping().await
+    }
+}
+
+impl<B: MemoryBackend> CoreMemoryService<B> {
+    /// The user's `limit` memories most relevant to `query`, best first, without those
+    /// whose ttl has passed.
+    async fn find(&self, scope: &MemoryScope, query: &str, limit: usize) -> Result<Vec<MemoryEntry>> {
+        let terms = query_terms(query);
+        let keyword = if terms.is_empty() {
+            Vec::new()
+        } else {
+            let postings = self.backend.postings(scope, &QueryTerms::new(terms)).await?;
+            rank(&postings, limit)
+        };
+        let embedder = embedder_for(&self.embedders, scope.app_name()).filter(|_| !query.trim().is_empty());
+        let ids: Vec<String> = match embedder {
+            None => keyword.into_iter().map(|(id, _)| id).collect(),
+            Some(embedder) => {
+                let query = embed_one(embedder.as_ref(), query).await?;
+                let vectors = self.backend.vectors(scope).await?;
+                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
+            }
+        };
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<MemoryId> = ids.into_iter().map(MemoryId::new).collect();
+        let now = self.clock.now();
+        let mut memories = self.backend.fetch(scope, &ids).await?;
+        memories.retain(|m| !is_expired(m, now));
+        Ok(memories)
+    }
+
+    /// The user's generated memories related to any of the facts (by search), each once.
+    async fn related(&self, scope: &MemoryScope, facts: &[ExtractedFact]) -> Result<Vec<MemoryEntry>> {
+        let mut related: Vec<MemoryEntry> = Vec::new();
+        for fact in facts {
+            for memory in self.find(scope, &fact.fact, RELATED_PER_FACT).await? {
+                if memory.fact.is_some() && !related.iter().any(|m| m.id == memory.id) {
+                    related.push(memory);
+                }
+            }
+        }
+        Ok(related)
+    }
+}
+
+/// Fills the commit with what the consolidation decided (entries, removals, revisions)
+/// and returns the changes as the caller sees them.
+fn plan(
+    commit: &mut GenerationCommit,
+    changes: Vec<Consolidation>,
+    related: &[MemoryEntry],
+    now: DateTime<Utc>,
+    expire_time: Option<DateTime<Utc>>,
+) -> Vec<GeneratedMemory> {
+    let existing = |id: &str| related.iter().find(|m| m.id == id).cloned().unwrap_or_default();
+    let mut generated = Vec::new();
+    for change in changes {
+        let (memory, action) = match change {
+            Consolidation::Create(fact) => {
+                let memory = fact_entry(uuid::Uuid::new_v4().to_string(), fact, 1, now, now, expire_time);
+                (memory, MemoryAction::Created)
+            }
+            Consolidation::Update { id, fact } => {
+                let old = existing(&id).fact.unwrap_or_default();
+                let created = old.create_time.unwrap_or(now);
+                (
+                    fact_entry(id, fact, old.revision + 1, created, now, expire_time),
+                    MemoryAction::Updated,
+                )
+            }
+            Consolidation::Delete { id, source_event_ids } => {
+                let mut memory = existing(&id);
+                let fact = memory.fact.get_or_insert_with(MemoryFact::default);
+                fact.revision += 1;
+                fact.source_event_ids = source_event_ids;
+                fact.update_time = Some(now);
+                (memory, MemoryAction::Deleted)
+            }
+        };
+        let fact = memory.fact.clone().unwrap_or_default();
+        let revision = MemoryRevision {
+            revision: fact.revision,
+            fact: match action {
+                MemoryAction::Deleted => String::new(),
+                _ => memory.text(),
+            },
+            topics: fact.topics,
+            source_event_ids: fact.source_event_ids,
+            create_time: Some(now),
+            action,
+        };
+        let id = MemoryId::new(memory.id.clone());
+        commit.revisions.push((id.clone(), revision));
+        match action {
+            MemoryAction::Deleted => commit.removals.push(id),
+            _ => commit.upserts.push(IndexedEntry::new(memory.clone())),
+        }
+        generated.push(GeneratedMemory { memory, action });
+    }
+    generated
+}
+
+/// A generated memory: the fact's text as its content, the rest in its [`MemoryFact`].
+fn fact_entry(
+    id: String,
+    fact: ExtractedFact,
+    revision: i64,
+    created: DateTime<Utc>,
+    now: DateTime<Utc>,
+    expire_time: Option<DateTime<Utc>>,
+) -> MemoryEntry {
+    MemoryEntry {
+        id,
+        content: Content::new("user").with_text(fact.fact),
+        author: String::new(),
+        timestamp: Some(now),
+        custom_metadata: HashMap::new(),
+        fact: Some(MemoryFact {
+            topics: fact.topics,
+            revision,
+            source_event_ids: fact.source_event_ids,
+            create_time: Some(created),
+            update_time: Some(now),
+            expire_time,
+        }),
     }
 }
 

@@ -3,10 +3,13 @@
 //! file only stores and reads, under one lock (so each write is atomic).
 
 use adk_grpc_core::Result;
-use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
+use adk_grpc_core::memory::{
+    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
+    Postings, QueryTerms,
+};
 use adk_grpc_core::sync;
 use async_trait::async_trait;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One process's memories. Cloning shares them.
@@ -22,6 +25,12 @@ struct UserMemories {
     /// Term -> entry id -> (count of the term in the entry, the entry's length).
     postings: HashMap<String, HashMap<String, (u32, u32)>>,
     total_length: u64,
+    /// Raised by every committed generation.
+    generation_version: u64,
+    /// The events generations read.
+    generated_events: HashSet<String>,
+    /// Memory id -> its revisions, oldest first.
+    revisions: HashMap<String, Vec<MemoryRevision>>,
 }
 
 impl UserMemories {
@@ -119,5 +128,47 @@ impl MemoryBackend for InMemoryMemoryBackend {
     async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> Result<bool> {
         let mut users = self.users();
         Ok(users.get_mut(scope).is_some_and(|user| user.remove(id)))
+    }
+
+    async fn generation_state(&self, scope: &MemoryScope, event_ids: &[String]) -> Result<GenerationState> {
+        let users = self.users();
+        let Some(user) = users.get(scope) else {
+            return Ok(GenerationState::default());
+        };
+        Ok(GenerationState {
+            version: user.generation_version,
+            generated: event_ids
+                .iter()
+                .filter(|id| user.generated_events.contains(*id))
+                .cloned()
+                .collect(),
+        })
+    }
+
+    async fn commit_generation(&self, scope: &MemoryScope, commit: GenerationCommit) -> Result<bool> {
+        let mut users = self.users();
+        let user = users.entry(scope.clone()).or_default();
+        if user.generation_version != commit.expected_version {
+            return Ok(false);
+        }
+        commit.upserts.into_iter().for_each(|entry| user.insert(entry));
+        for id in &commit.removals {
+            user.remove(id);
+        }
+        for (id, revision) in commit.revisions {
+            user.revisions.entry(id.to_string()).or_default().push(revision);
+        }
+        user.generated_events.extend(commit.event_ids);
+        user.generation_version += 1;
+        Ok(true)
+    }
+
+    async fn revisions(&self, scope: &MemoryScope, id: &MemoryId) -> Result<Vec<MemoryRevision>> {
+        let users = self.users();
+        Ok(users
+            .get(scope)
+            .and_then(|user| user.revisions.get(id.as_str()))
+            .cloned()
+            .unwrap_or_default())
     }
 }

@@ -12,6 +12,8 @@
 //! | `adk:memterm:{app:user}:<term>` | hash | postings of one term: entry id -> `<count>:<entry length>` |
 //! | `adk:memstats:{app:user}` | hash | `n`: entries, `len`: their total length |
 //! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
+//! | `adk:memgen:{app:user}` | hash | generated memories: `v` the generation version, `e:<event id>` per event generated from |
+//! | `adk:memrev:{app:user}:<id>` | list | a generated memory's revisions (protobuf `adk.v1.MemoryRevision`), oldest first |
 //!
 //! `<id>` and `<term>` are encoded with `id_key` (no `:`, `{`, `}` or space). A search
 //! reads the stats and the postings of its query's terms in one pipeline, then the
@@ -21,18 +23,24 @@
 //! postings go in the same step. Writes are acknowledged like every other store
 //! write (see `durability.rs`). A semantic search reads the user's vectors in one
 //! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
+//! A generation reads its state in one `HMGET` and commits in one script that first
+//! compares the generation version (a compare-and-set: a concurrent generation that
+//! committed first makes it read and decide again).
 
 use crate::config::StoreConfig;
 use crate::redis::keys::MemoryKeys;
 use crate::redis::script_args::ScriptArgs;
 use crate::redis::store::RedisStore;
-use adk_grpc_core::memory::{IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryScope, Postings, QueryTerms};
+use adk_grpc_core::memory::{
+    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
+    Postings, QueryTerms,
+};
 use adk_grpc_core::validate::{id_from_key, id_key};
 use adk_grpc_core::{AdkError, Result};
 use adk_grpc_proto::v1 as pb;
 use async_trait::async_trait;
 use prost::Message;
-use script_args::{RemoveArgs, Scripts, StoredEntry, UpsertArgs};
+use script_args::{CommitArgs, RemoveArgs, Scripts, StoredEntry, UpsertArgs};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -186,6 +194,54 @@ impl MemoryBackend for RedisMemoryBackend {
             .durable_eval("memory_delete", &invocation, &keys.stats)
             .await?;
         Ok(deleted == 1)
+    }
+
+    async fn generation_state(&self, scope: &MemoryScope, event_ids: &[String]) -> Result<GenerationState> {
+        let keys = MemoryKeys::new(scope);
+        let mut cmd = redis::cmd("HMGET");
+        cmd.arg(&keys.generation).arg("v");
+        for id in event_ids {
+            cmd.arg(format!("e:{}", id_key(id)));
+        }
+        let values: Vec<Option<String>> = self.store.query(&cmd).await?;
+        let version = match values.first().cloned().flatten() {
+            None => 0,
+            Some(v) => v
+                .parse()
+                .map_err(|_| AdkError::Internal(format!("malformed memory generation version {v:?} in redis")))?,
+        };
+        let generated = event_ids
+            .iter()
+            .zip(values.iter().skip(1))
+            .filter(|(_, seen)| seen.is_some())
+            .map(|(id, _)| id.clone())
+            .collect();
+        Ok(GenerationState { version, generated })
+    }
+
+    async fn commit_generation(&self, scope: &MemoryScope, commit: GenerationCommit) -> Result<bool> {
+        let keys = MemoryKeys::new(scope);
+        let invocation = CommitArgs::of(&keys, &commit).invocation(&self.scripts)?;
+        let applied: i64 = self
+            .store
+            .durable_eval("memory_generation_commit", &invocation, &keys.stats)
+            .await?;
+        Ok(applied == 1)
+    }
+
+    async fn revisions(&self, scope: &MemoryScope, id: &MemoryId) -> Result<Vec<MemoryRevision>> {
+        let keys = MemoryKeys::new(scope);
+        let key = format!("{}{}", keys.revision_prefix, id_key(id));
+        let stored: Vec<Vec<u8>> = self.store.query(redis::cmd("LRANGE").arg(&key).arg(0).arg(-1)).await?;
+        stored
+            .iter()
+            .enumerate()
+            .map(|(i, bytes)| {
+                let revision = pb::MemoryRevision::decode(bytes.as_slice())
+                    .map_err(|e| AdkError::Internal(format!("undecodable memory revision in redis: {e}")))?;
+                MemoryRevision::from_proto(format_args!("revisions[{i}]"), &revision)
+            })
+            .collect()
     }
 
     async fn ping(&self) -> Result<()> {

@@ -227,6 +227,10 @@ pub(crate) struct MemoryKeys {
     pub(crate) vectors: String,
     pub(crate) entry_prefix: String,
     pub(crate) term_prefix: String,
+    /// Generated memories: `v` the generation version, `e:<event id>` an event read.
+    pub(crate) generation: String,
+    /// `<prefix><id>`: a list of the memory's revisions (protobuf `adk.v1.MemoryRevision`).
+    pub(crate) revision_prefix: String,
 }
 
 impl MemoryKeys {
@@ -237,6 +241,8 @@ impl MemoryKeys {
             vectors: format!("adk:memvec:{tag}"),
             entry_prefix: format!("adk:mem:{tag}:"),
             term_prefix: format!("adk:memterm:{tag}:"),
+            generation: format!("adk:memgen:{tag}"),
+            revision_prefix: format!("adk:memrev:{tag}:"),
         }
     }
 }

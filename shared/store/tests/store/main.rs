@@ -5,6 +5,7 @@ mod artifact_conformance;
 mod conformance_memory;
 mod lease_fencing;
 mod memory_conformance;
+mod memory_generation;
 mod redis_failover;
 mod redis_hot_keys;
 mod redis_smoke;

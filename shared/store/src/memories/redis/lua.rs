@@ -22,30 +22,72 @@ end
     };
 }
 
+/// Stores the `count` entries listed from `ARGV[at]`, each replacing the entry of its
+/// id with its postings; returns where the arguments after them start.
+macro_rules! store_entries_fn {
+    () => {
+        r#"
+local function store_entries(stats, vectors, entry_prefix, term_prefix, count, at)
+  for _ = 1, count do
+    local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
+    local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
+    at = at + 5
+    remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
+    if vector ~= '' then redis.call('HSET', vectors, mid, vector) end
+    local terms = {}
+    for _ = 1, nterms do
+      redis.call('HSET', term_prefix .. ARGV[at], mid, ARGV[at + 1] .. ':' .. len)
+      terms[#terms + 1] = ARGV[at]
+      at = at + 2
+    end
+    redis.call('HSET', entry_prefix .. mid, 'e', payload, 'len', len, 't', table.concat(terms, ' '))
+    redis.call('HINCRBY', stats, 'n', 1)
+    redis.call('HINCRBY', stats, 'len', len)
+  end
+  return at
+end
+"#
+    };
+}
+
 /// Stores entries, each replacing the entry of its id with its postings.
 /// KEYS and ARGV: `UpsertArgs` (`script_args.rs`).
 pub(super) const UPSERT: &str = concat!(
     remove_entry_fn!(),
+    store_entries_fn!(),
     r#"
-local stats, vectors, entry_prefix, term_prefix = KEYS[1], KEYS[2], ARGV[1], ARGV[2]
 local tail = 4
-local at = tail
-for _ = 1, tonumber(ARGV[3]) do
-  local mid, payload, vector = ARGV[at], ARGV[at + 1], ARGV[at + 2]
-  local len, nterms = ARGV[at + 3], tonumber(ARGV[at + 4])
-  at = at + 5
-  remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
-  if vector ~= '' then redis.call('HSET', vectors, mid, vector) end
-  local terms = {}
-  for _ = 1, nterms do
-    redis.call('HSET', term_prefix .. ARGV[at], mid, ARGV[at + 1] .. ':' .. len)
-    terms[#terms + 1] = ARGV[at]
-    at = at + 2
-  end
-  redis.call('HSET', entry_prefix .. mid, 'e', payload, 'len', len, 't', table.concat(terms, ' '))
-  redis.call('HINCRBY', stats, 'n', 1)
-  redis.call('HINCRBY', stats, 'len', len)
+store_entries(KEYS[1], KEYS[2], ARGV[1], ARGV[2], tonumber(ARGV[3]), tail)
+return 1
+"#
+);
+
+/// Applies one generation if the user's generation version is still the expected one:
+/// its entries, removals, revisions and the events it read, then raises the version.
+/// KEYS and ARGV: `CommitArgs` (the counts first, then the lists). Returns 1 when applied, 0 when the version moved on.
+pub(super) const COMMIT: &str = concat!(
+    remove_entry_fn!(),
+    store_entries_fn!(),
+    r#"
+local stats, vectors, generation = KEYS[1], KEYS[2], KEYS[3]
+local entry_prefix, term_prefix, revision_prefix = ARGV[1], ARGV[2], ARGV[3]
+if tonumber(redis.call('HGET', generation, 'v') or '0') ~= tonumber(ARGV[4]) then return 0 end
+local removals, revisions, events = tonumber(ARGV[6]), tonumber(ARGV[7]), tonumber(ARGV[8])
+local tail = 9
+local at = store_entries(stats, vectors, entry_prefix, term_prefix, tonumber(ARGV[5]), tail)
+for _ = 1, removals do
+  remove_entry(stats, vectors, entry_prefix, term_prefix, ARGV[at])
+  at = at + 1
 end
+for _ = 1, revisions do
+  redis.call('RPUSH', revision_prefix .. ARGV[at], ARGV[at + 1])
+  at = at + 2
+end
+for _ = 1, events do
+  redis.call('HSET', generation, 'e:' .. ARGV[at], '1')
+  at = at + 1
+end
+redis.call('HINCRBY', generation, 'v', 1)
 return 1
 "#
 );

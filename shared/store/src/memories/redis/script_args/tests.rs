@@ -13,6 +13,8 @@ fn user_keys() -> MemoryKeys {
         vectors: "adk:memvec:{app:u}".into(),
         entry_prefix: "adk:mem:{app:u}:".into(),
         term_prefix: "adk:memterm:{app:u}:".into(),
+        generation: "adk:memgen:{app:u}".into(),
+        revision_prefix: "adk:memrev:{app:u}:".into(),
     }
 }
 
@@ -39,6 +41,26 @@ fn every_memory_script_reads_exactly_what_its_builder_sends() {
     );
     let remove = RemoveArgs { keys: &keys, id: "e1" };
     assert_reads_what_is_sent("memory remove", &remove, 0, &remove);
+    let events = ["ev1".to_string()];
+    let commit = |entries, removals, revisions, event_ids| CommitArgs {
+        keys: &keys,
+        expected_version: 3,
+        entries,
+        removals,
+        revisions,
+        event_ids,
+    };
+    assert_reads_what_is_sent(
+        "memory generation commit",
+        &commit(Vec::new(), Vec::new(), Vec::new(), &[]),
+        0,
+        &commit(
+            vec![entry("e1", None, &terms)],
+            vec!["e2"],
+            vec![("e1", b"revision".to_vec())],
+            &events,
+        ),
+    );
 }
 
 #[tokio::test]
