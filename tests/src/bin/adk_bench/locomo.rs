@@ -86,8 +86,8 @@ impl Sample {
         sessions.sort_by_key(|(number, _)| *number);
         let mut turns = Vec::new();
         for (number, session) in sessions {
-            let session: Vec<Turn> =
-                serde_json::from_value(session.clone()).with_context(|| format!("{} session {number}", self.sample_id))?;
+            let session: Vec<Turn> = serde_json::from_value(session.clone())
+                .with_context(|| format!("{} session {number}", self.sample_id))?;
             turns.extend(session);
         }
         Ok(turns)
@@ -203,7 +203,11 @@ pub async fn bench_locomo(args: LocomoArgs) -> Result<()> {
     } else {
         "keywords (BM25)"
     };
-    println!("endpoint {}, {} conversations, ranking: {ranking}\n", target.endpoint, samples.len());
+    println!(
+        "endpoint {}, {} conversations, ranking: {ranking}\n",
+        target.endpoint,
+        samples.len()
+    );
 
     let (mut stored, mut indexing) = (0usize, std::time::Duration::ZERO);
     let mut latency = Histogram::<u64>::new(3)?;
@@ -232,7 +236,11 @@ pub async fn bench_locomo(args: LocomoArgs) -> Result<()> {
             .filter(|question| (1..=4).contains(&question.category))
             .map(|question| (question, evidence(question, &known)))
             .filter(|(_, evidence)| !evidence.is_empty());
-        let limit = if args.questions == 0 { usize::MAX } else { args.questions };
+        let limit = if args.questions == 0 {
+            usize::MAX
+        } else {
+            args.questions
+        };
         for (question, evidence) in scored.take(limit) {
             let started = Instant::now();
             let found = client
@@ -252,10 +260,16 @@ pub async fn bench_locomo(args: LocomoArgs) -> Result<()> {
             asked += 1;
         }
     }
-    anyhow::ensure!(asked > 0, "no question of categories 1-4 with evidence in {}", args.data.display());
+    anyhow::ensure!(
+        asked > 0,
+        "no question of categories 1-4 with evidence in {}",
+        args.data.display()
+    );
 
     let ms = |micros: u64| micros as f64 / 1000.0;
-    println!("| ranking | questions | turn recall@1 / @5 / @10 | session recall@1 / @5 / @10 | search p50 ms | p99 ms | indexing memories/s |");
+    println!(
+        "| ranking | questions | turn recall@1 / @5 / @10 | session recall@1 / @5 / @10 | search p50 ms | p99 ms | indexing memories/s |"
+    );
     println!("|---|---|---|---|---|---|---|");
     let [t1, t5, t10] = turns_recall.percent(asked);
     let [s1, s5, s10] = sessions_recall.percent(asked);
