@@ -38,6 +38,15 @@ impl From<&MemoryFact> for pb::MemoryFact {
     }
 }
 
+/// A request's `events`, each converted, an error naming the one that is not valid.
+fn events_from_proto(events: &[pb::Event]) -> Result<Vec<Event>> {
+    events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
+        .collect()
+}
+
 /// An optional timestamp at `path`.
 fn time_from_proto(
     path: impl Display,
@@ -105,12 +114,7 @@ impl TryFrom<pb::GenerateMemoriesRequest> for GenerateMemoriesRequest {
     type Error = AdkError;
 
     fn try_from(r: pb::GenerateMemoriesRequest) -> Result<Self> {
-        let events = r
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
-            .collect::<Result<_>>()?;
+        let events = events_from_proto(&r.events)?;
         Ok(GenerateMemoriesRequest {
             app_name: r.app_name,
             user_id: r.user_id,
@@ -263,12 +267,7 @@ impl TryFrom<pb::AddEventsToMemoryRequest> for AddEventsRequest {
     type Error = AdkError;
 
     fn try_from(r: pb::AddEventsToMemoryRequest) -> Result<Self> {
-        let events = r
-            .events
-            .iter()
-            .enumerate()
-            .map(|(i, e)| Event::try_from(e).map_err(|err| err.within(&format!("events[{i}]"))))
-            .collect::<Result<_>>()?;
+        let events = events_from_proto(&r.events)?;
         Ok(AddEventsRequest {
             app_name: r.app_name,
             user_id: r.user_id,

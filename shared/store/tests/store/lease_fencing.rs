@@ -12,6 +12,15 @@ use adk_grpc_store::{InMemorySessionBackend, RedisSessionBackend, RedisSessionLe
 use adk_grpc_testkit::{RedisCluster, RedisServer, unique_prefix};
 use std::time::Duration;
 
+/// A Redis session service and lease on `url`, as the servers connect them.
+async fn redis_sessions_and_lease(url: &str) -> (CoreSessionService<RedisSessionBackend>, RedisSessionLease) {
+    let sessions = RedisSessionBackend::connect_service(url, StoreConfig::default())
+        .await
+        .unwrap();
+    let lease = RedisSessionLease::connect(url, Default::default()).await.unwrap();
+    (sessions, lease)
+}
+
 async fn fenced_appends_need_the_lease(sessions: &dyn SessionService, lease: &dyn SessionLease) {
     let app = unique_prefix("fence");
     sessions
@@ -125,24 +134,14 @@ async fn fenced_appends_need_the_lease_of_the_stores_on_redis() {
 #[tokio::test]
 async fn fenced_appends_need_the_lease_on_redis() {
     let server = RedisServer::start().await;
-    let sessions = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
-        .await
-        .unwrap();
-    let lease = RedisSessionLease::connect(&server.url(), Default::default())
-        .await
-        .unwrap();
+    let (sessions, lease) = redis_sessions_and_lease(&server.url()).await;
     fenced_appends_need_the_lease(&sessions, &lease).await;
 }
 
 #[tokio::test]
 async fn fenced_appends_need_the_lease_on_a_cluster() {
     let cluster = RedisCluster::start(3).await;
-    let sessions = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
-        .await
-        .unwrap();
-    let lease = RedisSessionLease::connect(&cluster.url(), Default::default())
-        .await
-        .unwrap();
+    let (sessions, lease) = redis_sessions_and_lease(&cluster.url()).await;
     fenced_appends_need_the_lease(&sessions, &lease).await;
 }
 
@@ -285,23 +284,13 @@ async fn run_marks_are_kept_beside_the_log_in_memory() {
 #[tokio::test]
 async fn run_marks_are_kept_beside_the_log_on_redis() {
     let server = RedisServer::start().await;
-    let sessions = RedisSessionBackend::connect_service(&server.url(), StoreConfig::default())
-        .await
-        .unwrap();
-    let lease = RedisSessionLease::connect(&server.url(), Default::default())
-        .await
-        .unwrap();
+    let (sessions, lease) = redis_sessions_and_lease(&server.url()).await;
     run_marks_are_kept_beside_the_log_under_the_lease(&sessions, &lease).await;
 }
 
 #[tokio::test]
 async fn run_marks_are_kept_beside_the_log_on_a_cluster() {
     let cluster = RedisCluster::start(3).await;
-    let sessions = RedisSessionBackend::connect_service(&cluster.url(), StoreConfig::default())
-        .await
-        .unwrap();
-    let lease = RedisSessionLease::connect(&cluster.url(), Default::default())
-        .await
-        .unwrap();
+    let (sessions, lease) = redis_sessions_and_lease(&cluster.url()).await;
     run_marks_are_kept_beside_the_log_under_the_lease(&sessions, &lease).await;
 }
