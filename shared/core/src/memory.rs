@@ -473,7 +473,7 @@ pub fn rank_by_similarity(query: &[f32], vectors: &[(String, Vec<f32>)], limit: 
 /// Reciprocal rank fusion's constant: how much the top ranks weigh over the rest. 10, not
 /// the customary 60: with two rankings, a memory one of them puts first should outrank one
 /// both find only halfway down; on LoCoMo's questions it found an evidence turn in the top
-/// 10 for 69.6 % of them instead of 62.6 % (BENCHMARKS.md, "MemoryService on LoCoMo").
+/// 10 for 69.5 % of them instead of 62.6 % (BENCHMARKS.md, "MemoryService on LoCoMo").
 const RRF_K: f64 = 10.0;
 
 /// Keyword and semantic rankings fused by reciprocal rank (each ranking adds
