@@ -582,13 +582,7 @@ pub async fn add_session_to_memory(
         .await?;
     let mut ids = Vec::new();
     // A long session goes in requests of the largest size an add accepts.
-    for events in session
-        .events
-        .iter()
-        .cloned()
-        .collect::<Vec<_>>()
-        .chunks(MAX_ENTRIES_PER_ADD)
-    {
+    for events in session.events.as_slice().chunks(MAX_ENTRIES_PER_ADD) {
         let added = memory
             .add_events(AddEventsRequest {
                 app_name: app_name.to_string(),
@@ -624,8 +618,7 @@ pub async fn generate_memories(
         })
         .await?;
     let mut changes = Vec::new();
-    let events: Vec<Event> = session.events.iter().cloned().collect();
-    for events in events.chunks(MAX_ENTRIES_PER_ADD) {
+    for events in session.events.as_slice().chunks(MAX_ENTRIES_PER_ADD) {
         let part = GenerateMemoriesRequest {
             source_session_id: String::new(),
             events: events.to_vec(),

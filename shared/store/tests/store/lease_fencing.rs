@@ -210,6 +210,12 @@ async fn run_marks_are_kept_beside_the_log_under_the_lease(sessions: &dyn Sessio
     unfenced.precondition = None;
     let refused = sessions.append_run_mark(unfenced).await.unwrap_err();
     assert!(matches!(refused, AdkError::InvalidArgument { .. }), "{refused}");
+    // A position changes no state: a mark with a delta is refused, naming the event.
+    let mut with_delta = fenced("e-1", position(None));
+    with_delta.event.actions.state_delta.insert("k".into(), "v".into());
+    let refused = sessions.append_run_mark(with_delta).await.unwrap_err();
+    assert!(refused.to_string().contains("event"), "{refused}");
+    assert!(matches!(refused, AdkError::InvalidArgument { .. }), "{refused}");
 
     let get = GetRequest {
         app_name: app.clone(),

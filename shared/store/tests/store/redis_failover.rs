@@ -625,12 +625,9 @@ async fn node_pipeline<T: redis::FromRedisValue>(port: u16, pipe: redis::Pipelin
 
 /// A reply from the node on `port`, or None when it does not answer within a second.
 async fn node_query<T: redis::FromRedisValue>(port: u16, cmd: redis::Cmd) -> Option<T> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}")).ok()?;
-    let query = async {
-        cmd.query_async::<T>(&mut client.get_multiplexed_async_connection().await?)
-            .await
-    };
-    tokio::time::timeout(Duration::from_secs(1), query).await.ok()?.ok()
+    let mut pipe = redis::pipe();
+    pipe.add_command(cmd);
+    node_pipeline::<(T,)>(port, pipe).await.map(|(reply,)| reply)
 }
 
 /// Waits until a node other than the one on `failed_port` serves `key`'s slot as
