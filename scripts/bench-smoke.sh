@@ -4,7 +4,7 @@
 # servers' default flags; it measures nothing (tests never assert timings).
 #
 # What it changes, and only that:
-#   - `cargo build --release --bins` is skipped: the binaries come from
+#   - `cargo build …` and `cargo fetch` are skipped: the binaries come from
 #     ${CARGO_TARGET_DIR:-target}/debug (scripts/test.sh builds them), so
 #     `target/release/` is read as that directory;
 #   - each adk-bench command gets tiny sizes appended (adk-bench lets a flag given
@@ -76,7 +76,7 @@ ran=0
 for command in "${commands[@]}"; do
   read -r -a words <<<"$command"
   case $command in
-    "cargo build "*)
+    "cargo build "*|"cargo fetch"*)
       echo "== skipped (the debug binaries stand in for release): $command"
       continue ;;
     "cargo test -p adk-grpc-e2e --test e2e "*)

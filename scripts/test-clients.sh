@@ -103,10 +103,10 @@ run_quickstart() {
   [ -n "$block" ] || die "$readme has no \`\`\`bash quickstart block"
   server_line=$(grep -e '# in another terminal' <<<"$block") || die "$readme: no line starts the server"
   case $server_line in
-    "cargo run --release --bin adk-server -- "*) ;;
-    *) die "$readme: the server line is not \`cargo run --release --bin adk-server -- …\`: teach this script" ;;
+    "cargo run --profile quick --bin adk-server -- "*) ;;
+    *) die "$readme: the server line is not \`cargo run --profile quick --bin adk-server -- …\`: teach this script" ;;
   esac
-  args=${server_line#cargo run --release --bin adk-server -- }
+  args=${server_line#cargo run --profile quick --bin adk-server -- }
   args=${args%%#*}
   # shellcheck disable=SC2086 # ARGS are words, as in the README
   start_adk_server "$cache/quickstart-server.log" $args

@@ -1,7 +1,7 @@
 // A tour of the ADK services from Node.js.
 //
 // Start a server first (from the repository root):
-//   cargo run --release --bin adk-server -- --agents examples/agents.yaml
+//   cargo run --profile quick --bin adk-server -- --agents examples/agents.yaml
 // then (from clients/node, after npm ci, which builds the client):
 //   node examples/quickstart.js [localhost:50051]
 // Every run uses a user of its own, so it prints the same tour however often it runs.

@@ -5,7 +5,7 @@ Start a server first, then run it (from the repository root; the Example section
 clients/python/README.md has the one-time setup: a venv with the pinned packages, and the
 stubs generated from proto/):
 
-    cargo run --release --bin adk-server -- --agents examples/agents.yaml
+    cargo run --profile quick --bin adk-server -- --agents examples/agents.yaml
     PYTHONPATH=clients/python/src python clients/python/examples/quickstart.py --target localhost:50051
 
 Every run uses a user of its own, so it prints the same tour however often it runs.

@@ -2,7 +2,7 @@
 //
 // Start a server first (from the repository root):
 //
-//	cargo run --release --bin adk-server -- --agents examples/agents.yaml
+//	cargo run --profile quick --bin adk-server -- --agents examples/agents.yaml
 //
 // then, from clients/go: go run ./examples/quickstart [localhost:50051]
 // Every run uses a user of its own, so it prints the same tour however often it runs.

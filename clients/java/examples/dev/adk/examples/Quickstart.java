@@ -36,7 +36,7 @@ import java.util.concurrent.TimeUnit;
  * A tour of the ADK services from Java, on the generated stubs (package dev.adk.v1) and
  * grpc-java. Start a server first (from the repository root):
  *
- * <pre>cargo run --release --bin adk-server -- --agents examples/agents.yaml</pre>
+ * <pre>cargo run --profile quick --bin adk-server -- --agents examples/agents.yaml</pre>
  *
  * then, from clients/java: {@code ./build.sh && java @build/java.args dev.adk.examples.Quickstart
  * [localhost:50051]}. Every run uses a user of its own, so it prints the same tour however often
