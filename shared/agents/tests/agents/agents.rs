@@ -739,7 +739,7 @@ async fn a_long_running_tool_with_an_interim_result_is_read_by_the_model_which_g
         "the call is marked long-running, as in ADK"
     );
     assert_eq!(
-        function_responses(&run.complete()[1])[0].2,
+        function_responses(run.complete()[1])[0].2,
         json!({"status": "pending", "ticket": "t-1"})
     );
     assert_eq!(run.texts(), ["Your manager was asked: ticket t-1."]);
