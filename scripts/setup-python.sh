@@ -2,7 +2,8 @@
 # Makes the cached Python venv the client tests and the ADK Python tests use, idempotently:
 #   ${XDG_CACHE_HOME:-$HOME/.cache}/adk/python-venv, with the pinned
 #   clients/python/requirements-dev.txt (grpcio, grpcio-tools, protobuf, pytest, google-adk)
-# reinstalled only when that file changes, then generates the Python stubs from proto/.
+# reinstalled only when that file changes, and the project's worker python/adk_grpc_worker
+# reinstalled only when its files change, then generates the Python stubs from proto/.
 # Run by scripts/test.sh before `cargo test` (tests/tests/e2e/adk_python.rs runs this venv's
 # Python) and by scripts/test-clients.sh.
 set -euo pipefail
@@ -28,6 +29,19 @@ mkdir -p "$cache"
     echo "installing $reqs into $venv"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$reqs"
     cp "$reqs" "$venv/.adk-requirements"
+  fi
+  # The project's Python worker (python/adk_grpc_worker: the runner serves an ADK agent-config
+  # directory's Python tools and callbacks with it), reinstalled when its files change; built
+  # from a copy, so no build litter is left in the checkout.
+  worker=python/adk_grpc_worker
+  stamp=$(find "$worker" -name '*.py' -o -name pyproject.toml | sort | xargs cat | sha256sum | cut -d' ' -f1)
+  if [ "$(cat "$venv/.adk-worker" 2>/dev/null)" != "$stamp" ]; then
+    echo "installing $worker into $venv"
+    copy=$(mktemp -d)
+    cp -r "$worker/." "$copy"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation "$copy"
+    rm -rf "$copy"
+    echo "$stamp" >"$venv/.adk-worker"
   fi
 ) 9>"$cache/python-venv.lock"
 "$venv/bin/python" clients/python/generate.py

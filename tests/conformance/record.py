@@ -83,6 +83,7 @@ class FakeGemini:
 
 async def record(case: Path, fake: FakeGemini) -> dict:
     from google.adk.agents import config_agent_utils
+    from google.adk.artifacts import InMemoryArtifactService
     from google.adk.runners import Runner
     from google.adk.sessions import InMemorySessionService
     from google.genai import types
@@ -91,7 +92,9 @@ async def record(case: Path, fake: FakeGemini) -> dict:
     agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
     sessions = InMemorySessionService()
     app_name = case.name
-    runner = Runner(app_name=app_name, agent=agent, session_service=sessions)
+    runner = Runner(
+        app_name=app_name, agent=agent, session_service=sessions, artifact_service=InMemoryArtifactService()
+    )
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     turns = []
     for turn in script["turns"]:
@@ -122,6 +125,9 @@ def main() -> None:
     os.environ["GOOGLE_GEMINI_BASE_URL"] = fake.url
     os.environ["GOOGLE_API_KEY"] = "conformance-key"
     os.environ.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
+    # As `adk web`: the directory of the apps is on sys.path, so a case's YAML names its
+    # Python functions `<case>.tools.<function>`.
+    sys.path.insert(0, str(HERE))
     names = sys.argv[1:] or sorted(p.parent.name for p in HERE.glob("*/script.json"))
     for name in names:
         case = HERE / name

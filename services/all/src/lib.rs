@@ -28,6 +28,10 @@ pub struct Cli {
     /// agent-config directory (root_agent.yaml), or a directory of them [default: no runner]
     #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
     pub agents: Option<PathBuf>,
+    /// The Python interpreter (with the adk-grpc-worker package installed) of the worker serving the Python
+    /// functions an ADK agent-config directory names as tools and callbacks
+    #[arg(long, env = "ADK_PYTHON", value_name = "PATH", default_value = "python3")]
+    pub python: PathBuf,
     #[command(flatten)]
     pub store: StoreArgs<MemoryByDefault>,
     #[command(flatten)]
@@ -59,7 +63,7 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
     // Checked before any store is opened, so a bad file fails the start at once.
     cli.replies.apply(cli.artifacts.max_artifact_bytes);
     let agents = match &cli.agents {
-        Some(path) => Some(AgentsConfig::load(path).context("the agents file is not valid")?),
+        Some(path) => Some(AgentsConfig::load_with_python(path, &cli.python).context("the agents file is not valid")?),
         None => None,
     };
     // Every service uses the same store URL, opened as one deployment: DeleteSession

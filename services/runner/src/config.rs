@@ -49,7 +49,8 @@
 //! - `apps.rs`: the agent trees, checked and built;
 //! - `problems.rs`: what is wrong, where;
 //! - `adk_config.rs`: ADK's agent-config directories (`root_agent.yaml`, what
-//!   `adk create --type=config` writes), translated into an agents file.
+//!   `adk create --type=config` writes), translated into an agents file;
+//! - `python.rs`: the Python worker serving a directory's tool and callback functions.
 
 mod adk_config;
 mod apps;
@@ -57,6 +58,7 @@ mod file;
 mod hooks;
 mod models;
 mod problems;
+mod python;
 mod tools;
 
 pub use problems::{ConfigError, Problem};
@@ -91,8 +93,14 @@ impl AgentsConfig {
     /// Reads and checks the agents file at `path`, or the ADK agent-config
     /// directory (see [`AgentsConfig::load_adk_dir`]); errors name it as given.
     pub fn load(path: &Path) -> Result<AgentsConfig, ConfigError> {
+        Self::load_with_python(path, &python::interpreter_from_env())
+    }
+
+    /// [`AgentsConfig::load`], the Python functions an ADK agent-config directory names
+    /// served by a worker run with the interpreter `python` (the binaries' `--python`).
+    pub fn load_with_python(path: &Path, python: &Path) -> Result<AgentsConfig, ConfigError> {
         if path.is_dir() {
-            return Self::load_adk_dir(path);
+            return Self::load_adk_dir(path, python);
         }
         let file = path.display().to_string();
         let yaml = std::fs::read_to_string(path)
@@ -117,9 +125,11 @@ impl AgentsConfig {
     /// in the YAML files they name by `config_path`), one app named after the
     /// directory; or a directory of such directories, one app each. The YAML is
     /// translated into an agents file and checked by its rules; every problem
-    /// names the YAML file and ADK's field. What needs Python code is refused.
-    pub fn load_adk_dir(dir: &Path) -> Result<AgentsConfig, ConfigError> {
-        let (spec, origins) = adk_config::read(dir)?;
+    /// names the YAML file and ADK's field. Python functions named as tools and
+    /// callbacks are served by a worker started with `python` (python.rs); other
+    /// Python code is refused.
+    pub fn load_adk_dir(dir: &Path, python: &Path) -> Result<AgentsConfig, ConfigError> {
+        let (spec, origins) = adk_config::read(dir, python)?;
         Self::check(&dir.display().to_string(), &spec, Some(&origins))
     }
 

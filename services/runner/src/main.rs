@@ -28,6 +28,10 @@ struct Cli {
     /// directory (root_agent.yaml, as `adk create --type=config` writes), or a directory of them
     #[arg(long, env = "ADK_AGENTS", value_name = "FILE")]
     agents: PathBuf,
+    /// The Python interpreter (with the adk-grpc-worker package installed) of the worker serving the Python
+    /// functions an ADK agent-config directory names as tools and callbacks
+    #[arg(long, env = "ADK_PYTHON", value_name = "PATH", default_value = "python3")]
+    python: PathBuf,
     #[command(flatten)]
     store: StoreArgs<RedisByDefault>,
     #[command(flatten)]
@@ -100,7 +104,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     // The agents file is checked before the store is opened: a typo or a missing
     // API key is reported at once, whether or not Redis is up.
     cli.replies.apply(cli.artifacts.max_artifact_bytes);
-    let agents = AgentsConfig::load(&cli.agents).context("the agents file is not valid")?;
+    let agents = AgentsConfig::load_with_python(&cli.agents, &cli.python).context("the agents file is not valid")?;
     let config = cli.artifacts.apply(cli.sessions.apply(cli.store.store_config()));
     let embedders = match &cli.memory.memory_embeddings {
         Some(path) => adk_grpc_models::load_embedders(path).context("the memory embeddings file is not valid")?,

@@ -83,6 +83,8 @@ pub enum BuiltinTool {
     GoogleSearch,
     UrlContext,
     CodeExecution,
+    /// ADK's `google_maps_grounding` (Gemini's `googleMaps` tool).
+    GoogleMaps,
 }
 
 impl BuiltinTool {
@@ -92,6 +94,7 @@ impl BuiltinTool {
             BuiltinTool::GoogleSearch => "google_search",
             BuiltinTool::UrlContext => "url_context",
             BuiltinTool::CodeExecution => "code_execution",
+            BuiltinTool::GoogleMaps => "google_maps_grounding",
         }
     }
 }

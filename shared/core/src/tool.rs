@@ -26,10 +26,11 @@ pub trait Tool: Send + Sync {
         None
     }
 
-    /// A long-running call ends the agent's turn: its id goes into the event's
-    /// `long_running_tool_ids` and the model is not called again until the client
-    /// sends the function response. `execute` runs at once and may return an
-    /// interim result (e.g. a task id); `Value::Null` means "no response yet".
+    /// A long-running call's id goes into the event's `long_running_tool_ids`.
+    /// `execute` runs at once: `Value::Null` means "no response yet", and the call
+    /// ends the agent's turn until the client sends the function response; an
+    /// interim result (e.g. a task id, "pending") is the model's to read, and the
+    /// agent goes on, as ADK's `LongRunningFunctionTool`.
     fn is_long_running(&self) -> bool {
         false
     }

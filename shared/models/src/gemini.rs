@@ -141,6 +141,8 @@ fn request_body(request: &LlmRequest) -> Value {
             BuiltinTool::GoogleSearch => json!({"googleSearch": {}}),
             BuiltinTool::UrlContext => json!({"urlContext": {}}),
             BuiltinTool::CodeExecution => json!({"codeExecution": {}}),
+            // As ADK's GoogleMapsGroundingTool adds it (types.Tool(google_maps=types.GoogleMaps())).
+            BuiltinTool::GoogleMaps => json!({"googleMaps": {}}),
         };
         match body.get_mut("tools").and_then(Value::as_array_mut) {
             Some(tools) => tools.push(tool),

@@ -153,23 +153,188 @@ async fn a_dir_made_by_adk_create_runs_on_adk_server_with_its_gemini_model() {
     );
 }
 
+/// The app `shop`: YAML naming Python tools and callbacks in the modules beside it,
+/// written as an ADK user writes them.
+fn python_shop(dir: &Path) {
+    write(
+        dir,
+        "shop/root_agent.yaml",
+        "name: clerk\nmodel: gemini-2.5-flash\ninstruction: Sell fruit.\ntools:\n  - name: shop.tools.add_to_cart\n  \
+         - name: shop.tools.save_receipt\nbefore_model_callbacks:\n  - name: shop.callbacks.greet\n\
+         before_tool_callbacks:\n  - name: shop.callbacks.upper_case_item\n",
+    );
+    write(
+        dir,
+        "shop/tools.py",
+        r#"from google.adk.tools import ToolContext
+from google.genai import types
+
+
+def add_to_cart(item: str, count: int, tool_context: ToolContext) -> dict:
+    """Adds an item to the cart."""
+    cart = dict(tool_context.state.get("cart") or {})
+    cart[item] = cart.get(item, 0) + count
+    tool_context.state["cart"] = cart
+    return {"cart": cart}
+
+
+async def save_receipt(tool_context: ToolContext) -> str:
+    """Saves the cart as receipt.txt."""
+    cart = tool_context.state.get("cart") or {}
+    text = "\n".join(f"{count} x {item}" for item, count in sorted(cart.items()))
+    await tool_context.save_artifact("receipt.txt", types.Part(text=text))
+    return "saved"
+"#,
+    );
+    write(
+        dir,
+        "shop/callbacks.py",
+        r#"from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+
+
+def greet(callback_context, llm_request):
+    last = llm_request.contents[-1]
+    if last.role == "user" and last.parts[0].text == "hello":
+        callback_context.state["user:greeted"] = True
+        return LlmResponse(content=types.Content(role="model", parts=[types.Part(text="Welcome to the shop!")]))
+    return None
+
+
+def upper_case_item(tool, args, tool_context):
+    if tool.name == "add_to_cart":
+        args["item"] = args["item"].upper()
+"#,
+    );
+}
+
+/// The worker processes serving `app_dir` (their command line names it).
+fn workers_of(app_dir: &Path) -> Vec<u32> {
+    let needle = app_dir.display().to_string();
+    let mut pids = Vec::new();
+    for entry in std::fs::read_dir("/proc").expect("read /proc").flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|name| name.parse::<u32>().ok()) else {
+            continue;
+        };
+        let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains("adk_grpc_worker") && cmdline.contains(&needle) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
 #[tokio::test]
-async fn a_dir_with_python_code_references_stops_the_server_naming_file_and_field() {
+async fn python_tools_and_callbacks_of_an_adk_config_dir_run_in_the_supervised_worker() {
+    let provider = FakeServer::start().await;
     let agents = tempfile::tempdir().expect("temp dir");
+    python_shop(agents.path());
+    let app_dir = std::fs::canonicalize(agents.path().join("shop")).expect("canonical");
+    let python = venv_python().display().to_string();
+    let env = envs(&[("GOOGLE_GEMINI_BASE_URL", provider.url()), ("GOOGLE_API_KEY", "g-key")]);
+    let args = [
+        "--agents".to_string(),
+        app_dir.display().to_string(),
+        "--python".to_string(),
+        python,
+    ];
+    let server = ServiceProcess::spawn("adk-server", &args, &env).await;
+    let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
+    let run = |text: &str| runs::run_request("shop", "alice", "s1", user_text(text));
+
+    // The before_model callback answers a greeting in the model's place.
+    let (events, status) = runs::run_to_end(&mut client, run("hello")).await;
+    assert!(status.is_none(), "{status:?}\n{}", server.tail_log(30));
+    assert_eq!(text_of(events.last().expect("a reply")), "Welcome to the shop!");
+    assert!(provider.requests().is_empty(), "the model was not asked");
+
+    // The before_tool callback upper-cases the item; the tool writes state.
+    provider.push(gemini::function_calls(&[(
+        "add_to_cart",
+        serde_json::json!({"item": "apple", "count": 2}),
+    )]));
+    provider.push(gemini::text("Two apples added."));
+    let (_, status) = runs::run_to_end(&mut client, run("Two apples, please.")).await;
+    assert!(status.is_none(), "{status:?}\n{}", server.tail_log(30));
+    // The model's request declared the tool as ADK declares it (the docstring, the signature's schema).
+    let declarations = &provider.requests()[0].json()["tools"][0]["functionDeclarations"];
+    assert_eq!(declarations[0]["name"], "add_to_cart");
+    assert_eq!(declarations[0]["description"], "Adds an item to the cart.");
+    assert_eq!(
+        declarations[0]["parameters"]["required"],
+        serde_json::json!(["item", "count"])
+    );
+
+    // Killed, the worker is started again and serves the next call.
+    let workers = workers_of(&app_dir);
+    assert_eq!(workers.len(), 1, "one worker per directory: {workers:?}");
+    let killed = std::process::Command::new("kill")
+        .args(["-9", &workers[0].to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    adk_grpc_testkit::eventually(std::time::Duration::from_secs(60), || async {
+        match workers_of(&app_dir).as_slice() {
+            [pid] if *pid != workers[0] => Ok(()),
+            other => Err(format!("workers: {other:?}")),
+        }
+    })
+    .await;
+    // Restarted on the same port: the tool's URL still reaches it once it listens.
+    let fake = &provider;
+    adk_grpc_testkit::eventually(std::time::Duration::from_secs(60), || {
+        let mut client = client.clone();
+        async move {
+            // Each attempt asks the model twice: for the call, then after its response.
+            fake.push(gemini::function_calls(&[("save_receipt", serde_json::json!({}))]));
+            fake.push(gemini::text("Saved."));
+            let (events, status) = runs::run_to_end(&mut client, run("A receipt, please.")).await;
+            let answered = events.iter().any(|e| {
+                e.content.as_ref().is_some_and(|c| {
+                    c.parts.iter().any(|p| {
+                        matches!(&p.kind, Some(pb::part::Kind::FunctionResponse(r))
+                        if r.response.as_ref().is_some_and(|resp| format!("{resp:?}").contains("saved")))
+                    })
+                })
+            });
+            match (status, answered) {
+                (None, true) => Ok(()),
+                // Not listening yet: the model read the tool's error; the next attempt asks again.
+                (status, _) => Err(format!("{status:?} {events:?}")),
+            }
+        }
+    })
+    .await;
+
+    let session = runs::get_session(server.endpoint(), "shop", "alice", "s1").await;
+    let state = adk_grpc_core::convert::map_from_struct("state", session.state.as_ref()).unwrap();
+    assert_eq!(state["cart"], serde_json::json!({"APPLE": 2}), "{state:?}");
+    assert_eq!(state["user:greeted"], serde_json::json!(true));
+    let (receipt, _) = crate::tool_context::load_artifact_text(server.endpoint(), "shop", "s1", "receipt.txt").await;
+    assert_eq!(receipt, "2 x APPLE");
+}
+
+#[tokio::test]
+async fn a_dir_naming_python_functions_that_do_not_exist_stops_the_server_naming_file_and_field() {
+    let agents = tempfile::tempdir().expect("temp dir");
+    python_shop(agents.path());
     write(
         agents.path(),
-        "root_agent.yaml",
+        "shop/root_agent.yaml",
         "name: a\nmodel: gemini-2.5-flash\ninstruction: Hi.\nsub_agents: [{config_path: w.yaml}]\n",
     );
     write(
         agents.path(),
-        "w.yaml",
-        "name: w\ninstruction: W.\ntools:\n  - name: my_tools.lookup\nbefore_model_callbacks:\n  - name: cb.guard\n",
+        "shop/w.yaml",
+        "name: w\ninstruction: W.\ntools:\n  - name: shop.tools.remove_from_cart\n\
+         before_model_callbacks:\n  - name: shop.guards.guard\n",
     );
     let output = std::process::Command::new(adk_grpc_testkit::workspace_bin("adk-runner-server"))
         .arg("--agents")
         .arg(agents.path())
         .env("GOOGLE_API_KEY", "k")
+        .env("ADK_PYTHON", venv_python())
         .env_remove("ADK_AGENTS")
         .output()
         .expect("run adk-runner-server");
@@ -177,8 +342,12 @@ async fn a_dir_with_python_code_references_stops_the_server_naming_file_and_fiel
     let stderr = String::from_utf8_lossy(&output.stderr);
     let dir = agents.path().display().to_string();
     for expected in [
-        format!(r#"{dir}: w.yaml, agent "w": field "tools[0]": "my_tools.lookup" is a Python tool"#),
-        format!(r#"{dir}: w.yaml, agent "w": field "before_model_callbacks": callbacks are Python code"#),
+        format!(
+            r#"{dir}: shop/w.yaml, agent "w": field "tools[0]": the Python tool "shop.tools.remove_from_cart" does not import"#
+        ),
+        format!(
+            r#"{dir}: shop/w.yaml, agent "w": field "before_model_callbacks[0]": the Python callback "shop.guards.guard" does not import"#
+        ),
     ] {
         assert!(stderr.contains(&expected), "{expected}\nin:\n{stderr}");
     }

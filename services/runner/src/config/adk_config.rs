@@ -6,9 +6,11 @@
 //! The YAML is TRANSLATED into the agents file's own structs ([`AgentsFile`]), so
 //! every rule and builder of the agents file applies unchanged; this module adds
 //! only what is ADK's: following `config_path`, the agent classes, model strings
-//! turned into providers, and refusing, naming the YAML file and the field, what
-//! needs Python code (code references, callbacks) or what the agents file does
-//! not offer yet: nothing is dropped silently.
+//! turned into providers, the Python functions named as tools and callbacks (served
+//! by the directory's Python worker, python.rs, as http tools and hooks), and
+//! refusing, naming the YAML file and the field, what needs other Python code
+//! (agent classes, schemas, models) or what the agents file does not offer yet:
+//! nothing is dropped silently.
 //!
 //! Model strings (ADK's registry resolves them by name; here, by prefix):
 //! - `gemini-…` and `gemini/<model>`: `provider: gemini`, the key from
@@ -24,11 +26,13 @@
 //! environment is.
 
 use super::file::{
-    AgentConfig, AgentKind, AgentsFile, AppConfig, ConsultContextConfig, ExampleConfig, GenerationConfig,
-    IncludeContents, Mode, ModelConsultToolConfig, ThinkingFileConfig, ToolConfig,
+    AgentConfig, AgentKind, AgentsFile, AppConfig, ConsultContextConfig, ExampleConfig, GenerationConfig, HookConfig,
+    HttpToolConfig, IncludeContents, McpToolConfig, McpTransportKind, Mode, ModelConsultToolConfig, ThinkingFileConfig,
+    ToolConfig, ToolContextConfig,
 };
 use super::problems::{ConfigError, Problem, Problems};
-use adk_grpc_agents::{BUILTIN_TOOLS, MODEL_CONSULT_TOOL_NAME, TRANSFER_TOOL_NAME};
+use super::python::{self, ServedAs};
+use adk_grpc_agents::{BUILTIN_TOOLS, FailurePolicy, HookPoint, MODEL_CONSULT_TOOL_NAME, TRANSFER_TOOL_NAME};
 use adk_grpc_core::ThinkingEffort;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
@@ -79,14 +83,18 @@ impl Origins {
 }
 
 /// Reads the ADK agent-config directory `dir` (one app, or a directory of them)
-/// as an agents file; errors name `dir` and, in each problem, the YAML file.
-pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
+/// as an agents file; errors name `dir` and, in each problem, the YAML file. The
+/// Python functions an app names are served by a worker run with `python`.
+pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
     let file = dir.display().to_string();
     let mut reader = Reader {
         root: dir,
+        python,
         problems: Problems(Vec::new()),
         models: BTreeMap::new(),
         tools: BTreeMap::new(),
+        hooks: BTreeMap::new(),
+        code: CodeRefs::default(),
         origins: Origins::default(),
     };
     let mut apps = BTreeMap::new();
@@ -150,7 +158,7 @@ pub(super) fn read(dir: &Path) -> Result<(AgentsFile, Origins), ConfigError> {
     let spec = AgentsFile {
         models: reader.models,
         tools: reader.tools,
-        hooks: BTreeMap::new(),
+        hooks: reader.hooks,
         apps,
     };
     Ok((spec, reader.origins))
@@ -358,19 +366,44 @@ const THINKING_FIELDS: [(&str, &str, &str); 3] = [
 struct Reader<'a> {
     /// The directory given: YAML files are named relative to it.
     root: &'a Path,
+    /// The interpreter of the apps' Python workers.
+    python: &'a Path,
     problems: Problems,
     /// The providers of the model strings used, by model string.
     models: BTreeMap<String, Value>,
-    /// The tools declared for `ModelConsultTool` entries, by tool name.
+    /// The tools declared for `ModelConsultTool` entries and Python functions, by tool name.
     tools: BTreeMap<String, ToolConfig>,
+    /// The hooks serving Python callbacks, by hook name.
+    hooks: BTreeMap<String, HookConfig>,
+    /// The Python code the app being read names.
+    code: CodeRefs,
     origins: Origins,
+}
+
+/// The Python code references of one app, each with where it is named (place, field).
+#[derive(Default)]
+struct CodeRefs {
+    tools: Vec<CodeRef>,
+    /// Each with its point and the name of the hook that serves it there.
+    callbacks: Vec<(CodeRef, HookPoint, String)>,
+}
+
+struct CodeRef {
+    /// `module.function`, as ADK's loader imports it.
+    reference: String,
+    place: String,
+    field: String,
 }
 
 impl Reader<'_> {
     /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
     fn app(&mut self, name: &str, dir: &Path) -> Option<AppConfig> {
         let mut stack = Vec::new();
-        let root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
+        self.code = CodeRefs::default();
+        let mut root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
+        if !self.serve_code(dir, &mut root_agent) {
+            return None;
+        }
         Some(AppConfig {
             root_agent,
             compaction: None,
@@ -440,6 +473,7 @@ impl Reader<'_> {
             );
         }
         let class = self.class(&place, agent.agent_class.as_deref());
+        let hooks = self.callbacks(app, &place, &agent.rest);
         self.rest(&place, &agent.rest);
 
         let mut out = AgentConfig {
@@ -452,6 +486,7 @@ impl Reader<'_> {
             global_instruction: agent.global_instruction,
             disallow_transfer_to_parent: agent.disallow_transfer_to_parent.unwrap_or_default(),
             disallow_transfer_to_peers: agent.disallow_transfer_to_peers.unwrap_or_default(),
+            hooks,
             ..AgentConfig::default()
         };
         out.include_contents = match agent.include_contents.as_deref() {
@@ -574,7 +609,7 @@ impl Reader<'_> {
             place,
             field,
             format!(
-                "a Python class (a code reference), and the suite runs no Python: give {field} as a JSON Schema \
+                "a Python class (a code reference), which the suite does not run (it runs Python tool and callback functions only): give {field} as a JSON Schema \
                  (a mapping) instead"
             ),
         );
@@ -602,7 +637,7 @@ impl Reader<'_> {
                     place,
                     "agent_class",
                     format!(
-                        "{written:?} is a Python class (a code reference), and the suite runs no Python: \
+                        "{written:?} is a Python class (a code reference), which the suite does not run (it runs Python tool and callback functions only): \
                          use LlmAgent, SequentialAgent, ParallelAgent or LoopAgent, with its tools served \
                          over HTTP or MCP (kind: http, kind: mcp in an agents file)"
                     ),
@@ -628,18 +663,14 @@ impl Reader<'_> {
         // A key set to null is a key left out, for ADK as here.
         for (field, _) in rest.iter().filter(|(_, value)| !value.is_null()) {
             let message = match field.as_str() {
-                _ if field.ends_with("_callback") || field.ends_with("_callbacks") => {
-                    "callbacks are Python code (code references), and the suite runs no Python: serve the \
-                     logic as a hook over HTTP, in any language (hooks: in an agents file, \
-                     docs/hooks.md), or in a tool served over HTTP or MCP"
-                        .to_string()
-                }
-                "model_code" => "a Python code reference building a model, and the suite runs no Python: set \
+                // Served by the app's Python worker (Self::callbacks).
+                _ if callback_point(field).is_some() => continue,
+                "model_code" => "a Python code reference building a model, which the suite does not run (it runs Python tool and callback functions only): set \
                                  model to a model string (gemini-…, openai/<model>), or declare the provider \
                                  in an agents file (models:)"
                     .to_string(),
                 "planner" | "code_executor" => {
-                    "a Python object (a code reference), and the suite runs no Python: not offered".to_string()
+                    "a Python object (a code reference), which the suite does not run (it runs Python tool and callback functions only): not offered".to_string()
                 }
                 _ => "not supported yet in an ADK agent-config directory (docs/adk-agent-fields.md says what \
                       each ADK field maps to)"
@@ -647,6 +678,172 @@ impl Reader<'_> {
             };
             self.add(place, field, message);
         }
+    }
+
+    /// The agent's `*_callback(s)` fields: each Python function a hook of the app's
+    /// worker at that point, in the order written; the hooks' names.
+    fn callbacks(&mut self, app: &str, place: &str, rest: &BTreeMap<String, Value>) -> Vec<String> {
+        let mut hooks = Vec::new();
+        for (field, value) in rest.iter().filter(|(_, value)| !value.is_null()) {
+            let Some(point) = callback_point(field) else {
+                continue;
+            };
+            // ADK takes a list of `{name: ref}` or refs, or one of them.
+            let entries = match value {
+                Value::Array(entries) => entries
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (format!("{field}[{i}]"), e))
+                    .collect(),
+                entry => vec![(field.clone(), entry)],
+            };
+            for (at, entry) in entries {
+                let reference = match entry {
+                    Value::String(reference) => Some(reference.as_str()),
+                    Value::Object(code) if code.len() == 1 => code.get("name").and_then(Value::as_str),
+                    _ => None,
+                };
+                let Some(reference) = reference.filter(|r| r.contains('.')) else {
+                    self.add(
+                        place,
+                        &at,
+                        "a callback is a Python function named module.function ({name: …})",
+                    );
+                    continue;
+                };
+                let function = reference.rsplit('.').next().unwrap_or(reference);
+                // Named per app: two apps' `callbacks.guard` are different functions.
+                let hook = format!("{app}-{function}-{}", point.as_str());
+                self.code.callbacks.push((
+                    CodeRef {
+                        reference: reference.to_string(),
+                        place: place.to_string(),
+                        field: at,
+                    },
+                    point,
+                    hook.clone(),
+                ));
+                hooks.push(hook);
+            }
+        }
+        hooks
+    }
+
+    /// Starts the app's Python worker when its YAML names Python code, declares each
+    /// function as the http tool or hook it serves, and names the tools in `root` as
+    /// ADK names them (the function's name). False after a problem (a reference that
+    /// does not import names its field).
+    fn serve_code(&mut self, dir: &Path, root: &mut AgentConfig) -> bool {
+        let code = std::mem::take(&mut self.code);
+        let Some(first) = code.tools.first().or(code.callbacks.first().map(|(c, _, _)| c)) else {
+            return true;
+        };
+        let mut tools: Vec<String> = code.tools.iter().map(|c| c.reference.clone()).collect();
+        let mut callbacks: Vec<String> = code.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
+        for list in [&mut tools, &mut callbacks] {
+            list.sort();
+            list.dedup();
+        }
+        let worker = match python::start(self.python, dir, &tools, &callbacks) {
+            Ok(worker) => worker,
+            Err(message) => {
+                self.add(&first.place, &first.field, message);
+                return false;
+            }
+        };
+        let before = self.problems.0.len();
+        let mut names = HashMap::new();
+        for CodeRef {
+            reference,
+            place,
+            field,
+        } in &code.tools
+        {
+            let tool = match worker.tools.get(reference) {
+                Some(Ok(tool)) => tool,
+                Some(Err(why)) => {
+                    self.add(
+                        place,
+                        field,
+                        format!("the Python tool {reference:?} does not import: {why}"),
+                    );
+                    continue;
+                }
+                None => continue,
+            };
+            let url = worker.url(ServedAs::Tool, reference);
+            if let Some(ToolConfig::Http(other)) = self.tools.get(&tool.name)
+                && other.url.as_deref() != Some(url.as_str())
+            {
+                self.add(
+                    place,
+                    field,
+                    format!(
+                        "another Python tool is named {:?} too: tools are declared by name once for the whole \
+                         directory of apps",
+                        tool.name
+                    ),
+                );
+                continue;
+            }
+            self.tools.insert(
+                tool.name.clone(),
+                ToolConfig::Http(HttpToolConfig {
+                    description: tool.description.clone(),
+                    parameters: tool.parameters.clone(),
+                    url: Some(url),
+                    timeout_secs: None,
+                    safe_to_repeat: None,
+                    headers_from_env: BTreeMap::new(),
+                    // ADK's ToolContext reads the whole state.
+                    context: Some(ToolContextConfig {
+                        state: vec!["*".into()],
+                    }),
+                    large_reply: Default::default(),
+                    long_running: tool.long_running,
+                }),
+            );
+            names.insert(reference.clone(), tool.name.clone());
+        }
+        for (
+            CodeRef {
+                reference,
+                place,
+                field,
+            },
+            point,
+            hook,
+        ) in &code.callbacks
+        {
+            if let Some(Err(why)) = worker.callbacks.get(reference) {
+                self.add(
+                    place,
+                    field,
+                    format!("the Python callback {reference:?} does not import: {why}"),
+                );
+                continue;
+            }
+            self.hooks.insert(
+                hook.clone(),
+                HookConfig {
+                    url: worker.url(ServedAs::Callback, reference),
+                    points: vec![*point],
+                    timeout_secs: None,
+                    // A callback that raises fails ADK's run too.
+                    on_failure: FailurePolicy::FailClosed,
+                    headers_from_env: BTreeMap::new(),
+                    context: Some(ToolContextConfig {
+                        state: vec!["*".into()],
+                    }),
+                },
+            );
+        }
+        if self.problems.0.len() > before {
+            worker.stop();
+            return false;
+        }
+        name_tools(root, &names);
+        true
     }
 
     /// `generate_content_config` as the agents file's `generation` (None when it sets
@@ -815,6 +1012,8 @@ impl Reader<'_> {
                 examples.extend(self.examples(place, &format!("{field}.args"), args));
             } else if name == "ModelConsultTool" {
                 names.extend(self.model_consult(place, &format!("{field}.args"), args));
+            } else if matches!(name.rsplit('.').next(), Some("McpToolset" | "MCPToolset")) {
+                names.extend(self.mcp_toolset(place, &format!("{field}.args"), args));
             } else if name.rsplit('.').next() == Some("OpenAPIToolset") {
                 // ADK's own loader cannot build it either: the class has no from_config.
                 self.add(
@@ -824,14 +1023,22 @@ impl Reader<'_> {
                      declare the spec as a tool of kind: openapi in an agents file",
                 );
             } else if name.contains('.') {
-                self.add(
-                    place,
-                    &field,
-                    format!(
-                        "{name:?} is a Python tool (a code reference), and the suite runs no Python: serve it \
-                         over HTTP or MCP and declare it in an agents file (kind: http, kind: mcp)"
-                    ),
-                );
+                if args.is_some() {
+                    self.add(
+                        place,
+                        &format!("{field}.args"),
+                        "not supported yet: a Python tool with args (ADK calls the function with them to make \
+                         the tool); name the tool itself",
+                    );
+                    continue;
+                }
+                // Named by the reference until the worker says the tool's name (Self::serve_code).
+                self.code.tools.push(CodeRef {
+                    reference: name.to_string(),
+                    place: place.to_string(),
+                    field: field.clone(),
+                });
+                names.push(name.to_string());
             } else if name == TRANSFER_TOOL_NAME {
                 // The runner gives it to every agent with sub-agents: listing it is saying so.
                 if !has_sub_agents {
@@ -993,6 +1200,127 @@ impl Reader<'_> {
         }
     }
 
+    /// An `McpToolset` (ADK's `McpToolsetConfig`) as a declared tool of kind `mcp`; its name.
+    fn mcp_toolset(&mut self, place: &str, field: &str, args: Option<&Value>) -> Option<String> {
+        let Some(Value::Object(args)) = args else {
+            self.add(
+                place,
+                field,
+                "an McpToolset's args are a mapping (ADK's McpToolsetConfig)",
+            );
+            return None;
+        };
+        let before = self.problems.0.len();
+        let mut toolset = McpToolConfig::default();
+        let mut connections = Vec::new();
+        for (key, value) in args.iter().filter(|(_, value)| !value.is_null()) {
+            let at = format!("{field}.{key}");
+            match key.as_str() {
+                "stdio_server_params" => {
+                    connections.push(key.as_str());
+                    self.mcp_stdio(place, &at, value, &mut toolset);
+                }
+                "stdio_connection_params" => {
+                    connections.push(key.as_str());
+                    for (key, value) in value.as_object().into_iter().flatten() {
+                        match key.as_str() {
+                            "server_params" => self.mcp_stdio(place, &format!("{at}.{key}"), value, &mut toolset),
+                            "timeout" => {
+                                toolset.connect_timeout_secs = self.seconds(place, &format!("{at}.{key}"), value)
+                            }
+                            _ => self.add(place, &format!("{at}.{key}"), "not a field of StdioConnectionParams"),
+                        }
+                    }
+                }
+                "streamable_http_connection_params" => {
+                    connections.push(key.as_str());
+                    toolset.transport = Some(McpTransportKind::Http);
+                    for (key, value) in value.as_object().into_iter().flatten() {
+                        let at = format!("{at}.{key}");
+                        match key.as_str() {
+                            "url" => toolset.url = self.typed(place, &at, value),
+                            "timeout" => toolset.connect_timeout_secs = self.seconds(place, &at, value),
+                            "sse_read_timeout" => toolset.timeout_secs = self.seconds(place, &at, value),
+                            "terminate_on_close" => {}
+                            "headers" => self.add(
+                                place,
+                                &at,
+                                "not supported yet: headers written in the YAML (an agents file's mcp tool takes \
+                                 them from the environment: headers_from_env, bearer_token_env)",
+                            ),
+                            _ => self.add(place, &at, "not supported yet for an McpToolset's connection"),
+                        }
+                    }
+                }
+                "sse_connection_params" => {
+                    connections.push(key.as_str());
+                    self.add(
+                        place,
+                        &at,
+                        "MCP's SSE transport (which MCP deprecated) is not offered: the runner speaks stdio and \
+                         streamable HTTP (streamable_http_connection_params)",
+                    );
+                }
+                "tool_filter" => toolset.tool_filter = self.typed(place, &at, value),
+                "tool_name_prefix" => toolset.tool_prefix = self.typed(place, &at, value),
+                "use_mcp_resources" => toolset.use_mcp_resources = self.typed(place, &at, value),
+                _ => self.add(place, &at, "not supported yet for an McpToolset"),
+            }
+        }
+        if connections.len() != 1 {
+            self.add(
+                place,
+                field,
+                "exactly one of stdio_server_params, stdio_connection_params, sse_connection_params, \
+                 streamable_http_connection_params must be set (as ADK requires)",
+            );
+        }
+        if self.problems.0.len() > before {
+            return None;
+        }
+        let name = format!("mcp_toolset_{}", self.tools.len() + 1);
+        // The agents file's problems with it are named at the YAML's entry.
+        self.origins
+            .places
+            .insert(format!("tool {name:?}"), format!("{place}, field {field:?}"));
+        self.tools.insert(name.clone(), ToolConfig::Mcp(toolset));
+        Some(name)
+    }
+
+    /// ADK's (MCP's) `StdioServerParameters`: a stdio toolset's command.
+    fn mcp_stdio(&mut self, place: &str, field: &str, params: &Value, toolset: &mut McpToolConfig) {
+        toolset.transport = Some(McpTransportKind::Stdio);
+        let Value::Object(params) = params else {
+            self.add(place, field, "must be a mapping (command, args, env, cwd)");
+            return;
+        };
+        for (key, value) in params.iter().filter(|(_, value)| !value.is_null()) {
+            let at = format!("{field}.{key}");
+            match key.as_str() {
+                "command" => toolset.command = self.typed(place, &at, value),
+                "args" => toolset.args = self.typed(place, &at, value).unwrap_or_default(),
+                "env" => toolset.env = self.typed(place, &at, value).unwrap_or_default(),
+                "cwd" => toolset.working_dir = self.typed(place, &at, value),
+                _ => self.add(
+                    place,
+                    &at,
+                    "not supported yet: an MCP server is given command, args, env and cwd",
+                ),
+            }
+        }
+    }
+
+    /// A timeout in seconds (a fraction rounded up: the agents file counts whole seconds).
+    fn seconds(&mut self, place: &str, field: &str, value: &Value) -> Option<u64> {
+        match value.as_f64() {
+            Some(secs) if secs > 0.0 => Some(secs.ceil() as u64),
+            _ => {
+                self.add(place, field, "must be a positive number of seconds");
+                None
+            }
+        }
+    }
+
     /// An `ExampleTool`'s examples as the agents file's `examples` (text only: an
     /// input content and output contents of the model, their text parts joined).
     fn examples(&mut self, place: &str, field: &str, args: Option<&Value>) -> Vec<ExampleConfig> {
@@ -1000,7 +1328,7 @@ impl Reader<'_> {
         let Some(Value::Array(examples)) = args.and_then(|args| args.get("examples")) else {
             let message = match args.and_then(|args| args.get("examples")) {
                 Some(Value::String(_)) => {
-                    "a BaseExampleProvider (a code reference), and the suite runs no Python: list the examples \
+                    "a BaseExampleProvider (a code reference), which the suite does not run (it runs Python tool and callback functions only): list the examples \
                      ({input, output} contents)"
                 }
                 _ => "an ExampleTool lists its examples: [{input: <content>, output: [<content>, …]}]",
@@ -1071,8 +1399,8 @@ impl Reader<'_> {
                         place,
                         &format!("{field}.code"),
                         format!(
-                            "{code:?} is an agent defined in Python (a code reference), and the suite runs no \
-                             Python: write it as a YAML agent config and name it by config_path"
+                            "{code:?} is an agent defined in Python (a code reference), which the suite does not run \
+                             (it runs Python tool and callback functions only): write it as a YAML agent config and name it by config_path"
                         ),
                     );
                     return None;
@@ -1111,6 +1439,26 @@ impl Reader<'_> {
             return None;
         }
         Some(referrer.parent().unwrap_or(Path::new(".")).join(relative))
+    }
+}
+
+/// The hook point of an ADK callback field (`before_model_callback`, or `…_callbacks`).
+fn callback_point(field: &str) -> Option<HookPoint> {
+    let point = field
+        .strip_suffix("_callbacks")
+        .or_else(|| field.strip_suffix("_callback"))?;
+    HookPoint::ALL.into_iter().find(|p| p.as_str() == point)
+}
+
+/// Renames the Python tools in `agent`'s tree from their references to their names.
+fn name_tools(agent: &mut AgentConfig, names: &HashMap<String, String>) {
+    for tool in &mut agent.tools {
+        if let Some(name) = names.get(tool) {
+            *tool = name.clone();
+        }
+    }
+    for sub in &mut agent.sub_agents {
+        name_tools(sub, names);
     }
 }
 

@@ -6,6 +6,7 @@ use super::file::{AgentConfig, AgentKind, AgentsFile, Mode, ModelConsultToolConf
 use super::*;
 use adk_grpc_testkit::venv_python;
 use serde_json::{Value, json};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// `adk create --type=config --model <model> <name>` run in `dir`.
@@ -42,7 +43,7 @@ fn dir_with(files: &[(&str, &str)]) -> tempfile::TempDir {
 
 /// The translation of the ADK directory `dir`, or its problems.
 fn translated(dir: &Path) -> AgentsFile {
-    match adk_config::read(dir) {
+    match adk_config::read(dir, Path::new("python3")) {
         Ok((spec, _)) => spec,
         Err(e) => panic!("{e}"),
     }
@@ -69,7 +70,7 @@ fn assert_problem(dir: &Path, expected: &str) {
 /// Loads the translation of `dir` with every model a mock: the agents file's
 /// rules and builders run on it as on any agents file, without API keys.
 fn built_with_mocks(dir: &Path) -> AgentsConfig {
-    let (mut spec, origins) = adk_config::read(dir).unwrap_or_else(|e| panic!("{e}"));
+    let (mut spec, origins) = adk_config::read(dir, Path::new("python3")).unwrap_or_else(|e| panic!("{e}"));
     for provider in spec.models.values_mut() {
         *provider = json!({ "provider": "mock" });
     }
@@ -288,10 +289,7 @@ const HEAD: &str = "name: assistant\nmodel: gemini-2.5-flash\ninstruction: Help.
 #[test]
 fn code_references_are_refused_naming_file_field_and_what_to_use() {
     let dir = app(
-        &format!(
-            "{HEAD}sub_agents:\n  - config_path: sub/worker.yaml\n  - code: my_lib.agents.helper\n\
-             tools:\n  - name: my_lib.tools.get_weather\n"
-        ),
+        &format!("{HEAD}sub_agents:\n  - config_path: sub/worker.yaml\n  - code: my_lib.agents.helper\n"),
         &[(
             "sub/worker.yaml",
             "name: worker\nmodel_code: {name: my_lib.models.make}\ninstruction: Work.\n\
@@ -302,10 +300,6 @@ fn code_references_are_refused_naming_file_field_and_what_to_use() {
     assert_problem(
         d,
         r#"root_agent.yaml, agent "assistant": field "sub_agents[1].code": "my_lib.agents.helper" is an agent defined in Python"#,
-    );
-    assert_problem(
-        d,
-        r#"root_agent.yaml, agent "assistant": field "tools[0]": "my_lib.tools.get_weather" is a Python tool (a code reference), and the suite runs no Python: serve it over HTTP or MCP"#,
     );
     assert_problem(
         d,
@@ -320,32 +314,103 @@ fn code_references_are_refused_naming_file_field_and_what_to_use() {
         r#"sub/worker.yaml, agent "worker": field "input_schema": a Python class"#,
     );
     // worker has neither model nor (after model_code) an llm ancestor's? It has: assistant's.
-    assert_eq!(problems(d).len(), 6, "{:#?}", problems(d));
+    assert_eq!(problems(d).len(), 5, "{:#?}", problems(d));
+}
+
+/// The app `shop` (a name Python can import) in a temporary directory, with the
+/// Python modules `files` beside its root_agent.yaml.
+fn python_app(root: &str, files: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
+    let mut all = vec![("shop/root_agent.yaml", root.to_string())];
+    all.extend(files.iter().map(|(path, text)| (*path, text.to_string())));
+    let written: Vec<(&str, &str)> = all.iter().map(|(path, text)| (*path, text.as_str())).collect();
+    let dir = dir_with(&written);
+    let app = dir.path().join("shop");
+    (dir, app)
+}
+
+const SHOP_TOOLS: &str = "from google.adk.tools import ToolContext\n\n\
+def add_item(item: str, count: int, tool_context: ToolContext) -> dict:\n    \
+\"\"\"Adds an item to the cart.\n\n    Args:\n      item: what to add.\n      count: how many.\n    \"\"\"\n    \
+tool_context.state['cart'] = [item] * count\n    return {'added': count}\n";
+
+const SHOP_CALLBACKS: &str = "def guard(tool, args, tool_context):\n    return None\n";
+
+#[test]
+fn python_tools_and_callbacks_are_served_by_the_worker_as_http_tools_and_hooks() {
+    let (_dir, app) = python_app(
+        &format!(
+            "{HEAD}tools:\n  - name: shop.tools.add_item\nbefore_tool_callbacks:\n  - name: shop.callbacks.guard\n"
+        ),
+        &[("shop/tools.py", SHOP_TOOLS), ("shop/callbacks.py", SHOP_CALLBACKS)],
+    );
+    let (spec, _) = adk_config::read(&app, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    let agent = &spec.apps["shop"].root_agent;
+    // Named as ADK names a FunctionTool: the function's name.
+    assert_eq!(agent.tools, ["add_item"]);
+    assert_eq!(agent.hooks, ["shop-guard-before_tool"]);
+    let Some(ToolConfig::Http(tool)) = spec.tools.get("add_item") else {
+        panic!("add_item is not an http tool: {:?}", spec.tools)
+    };
+    // ADK's own declaration: the docstring, the schema pydantic makes of the signature.
+    assert_eq!(
+        tool.description,
+        "Adds an item to the cart.\n\nArgs:\n  item: what to add.\n  count: how many."
+    );
+    assert_eq!(
+        tool.parameters,
+        Some(json!({
+            "properties": {"item": {"title": "Item", "type": "string"}, "count": {"title": "Count", "type": "integer"}},
+            "required": ["item", "count"],
+            "title": "add_itemParams",
+            "type": "object",
+        }))
+    );
+    assert!(
+        tool.url
+            .as_deref()
+            .is_some_and(|url| url.ends_with("/tool/shop.tools.add_item")),
+        "{tool:?}"
+    );
+    let hook = &spec.hooks["shop-guard-before_tool"];
+    assert_eq!(hook.points, [adk_grpc_agents::HookPoint::BeforeTool]);
+    assert!(hook.url.ends_with("/callback/shop.callbacks.guard"), "{hook:?}");
 }
 
 #[test]
-fn callbacks_are_refused_pointing_at_hooks_and_tools() {
-    let dir = app(
+fn python_functions_that_do_not_import_are_refused_naming_the_field() {
+    let (_dir, app) = python_app(
         &format!(
-            "{HEAD}before_agent_callbacks:\n  - name: my_lib.cb.before\nafter_model_callbacks:\n  - name: my_lib.cb.after\n\
-             before_tool_callback: my_lib.cb.tool\n"
+            "{HEAD}tools:\n  - name: shop.tools.remove_item\n  - name: nowhere.tools.find\n\
+             before_model_callbacks:\n  - name: shop.callbacks.missing\n"
         ),
-        &[],
+        &[("shop/tools.py", SHOP_TOOLS), ("shop/callbacks.py", SHOP_CALLBACKS)],
     );
-    for field in [
-        "before_agent_callbacks",
-        "after_model_callbacks",
-        "before_tool_callback",
+    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
+    for expected in [
+        r#"root_agent.yaml, agent "assistant": field "tools[0]": the Python tool "shop.tools.remove_item" does not import: Invalid fully qualified name: shop.tools.remove_item (AttributeError: module 'shop.tools' has no attribute 'remove_item')"#,
+        r#"root_agent.yaml, agent "assistant": field "tools[1]": the Python tool "nowhere.tools.find" does not import: Invalid fully qualified name: nowhere.tools.find (ModuleNotFoundError: No module named 'nowhere')"#,
+        r#"root_agent.yaml, agent "assistant": field "before_model_callbacks[0]": the Python callback "shop.callbacks.missing" does not import"#,
     ] {
-        assert_problem(
-            dir.path(),
-            &format!(r#"root_agent.yaml, agent "assistant": field "{field}": callbacks are Python code"#),
-        );
+        assert!(found.contains(expected), "expected {expected:?} in:\n{found}");
     }
+}
+
+#[test]
+fn a_python_interpreter_without_the_worker_is_an_error_naming_the_field() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}tools:\n  - name: shop.tools.add_item\n"),
+        &[("shop/tools.py", SHOP_TOOLS)],
+    );
+    let found = match AgentsConfig::load_with_python(&app, Path::new("/nonexistent/python3")) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
     assert!(
-        problems(dir.path())
-            .iter()
-            .all(|p| !p.contains("callbacks are") || p.contains("hooks"))
+        found.contains(r#"field "tools[0]": cannot start the Python worker with /nonexistent/python3"#),
+        "{found}"
     );
 }
 
@@ -402,6 +467,88 @@ fn an_openapi_toolset_points_to_the_agents_files_openapi_tools() {
             ),
         );
     }
+}
+
+#[test]
+fn an_mcp_toolset_is_a_declared_mcp_tool() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: McpToolset\n    args:\n      stdio_connection_params:\n        \
+             server_params: {{command: python3, args: [notes.py], env: {{NOTES: /tmp}}, cwd: /tmp}}\n        \
+             timeout: 2.5\n      tool_filter: [save_note]\n      tool_name_prefix: notes\n  \
+             - name: google.adk.tools.mcp_tool.MCPToolset\n    args:\n      streamable_http_connection_params:\n        \
+             {{url: 'http://127.0.0.1:9/mcp', sse_read_timeout: 30}}\n      use_mcp_resources: true\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let agent = &spec.apps[&agent_dir_name(dir.path())].root_agent;
+    assert_eq!(agent.tools, ["mcp_toolset_1", "mcp_toolset_2"]);
+    let Some(ToolConfig::Mcp(stdio)) = spec.tools.get("mcp_toolset_1") else {
+        panic!("{:?}", spec.tools)
+    };
+    assert_eq!(stdio.transport, Some(super::file::McpTransportKind::Stdio));
+    assert_eq!(
+        (
+            stdio.command.as_deref(),
+            stdio.args.as_slice(),
+            stdio.working_dir.as_deref()
+        ),
+        (Some("python3"), ["notes.py".to_string()].as_slice(), Some("/tmp"))
+    );
+    assert_eq!(stdio.env["NOTES"], "/tmp");
+    assert_eq!(stdio.connect_timeout_secs, Some(3));
+    assert_eq!(stdio.tool_filter.as_deref(), Some(["save_note".to_string()].as_slice()));
+    assert_eq!(stdio.tool_prefix.as_deref(), Some("notes"));
+    let Some(ToolConfig::Mcp(http)) = spec.tools.get("mcp_toolset_2") else {
+        panic!("{:?}", spec.tools)
+    };
+    assert_eq!(http.transport, Some(super::file::McpTransportKind::Http));
+    assert_eq!(http.url.as_deref(), Some("http://127.0.0.1:9/mcp"));
+    assert_eq!((http.timeout_secs, http.use_mcp_resources), (Some(30), Some(true)));
+    // And the agents file's rules build them.
+    built_with_mocks(dir.path());
+}
+
+#[test]
+fn an_mcp_toolset_the_runner_cannot_connect_as_written_is_refused() {
+    let dir = app(
+        &format!(
+            "{HEAD}tools:\n  - name: McpToolset\n    args:\n      sse_connection_params: {{url: 'http://h/sse'}}\n  \
+             - name: McpToolset\n    args:\n      streamable_http_connection_params: {{url: 'http://h/mcp', \
+             headers: {{x-key: secret}}}}\n  - name: McpToolset\n    args: {{tool_filter: [a]}}\n"
+        ),
+        &[],
+    );
+    let d = dir.path();
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[0].args.sse_connection_params": MCP's SSE transport (which MCP deprecated) is not offered"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[1].args.streamable_http_connection_params.headers": not supported yet: headers written in the YAML"#,
+    );
+    assert_problem(
+        d,
+        r#"root_agent.yaml, agent "assistant": field "tools[2].args": exactly one of stdio_server_params"#,
+    );
+}
+
+#[test]
+fn google_maps_grounding_is_a_built_in_tool() {
+    let dir = app(&format!("{HEAD}tools:\n  - google_maps_grounding\n"), &[]);
+    let spec = translated(dir.path());
+    assert_eq!(
+        spec.apps[&agent_dir_name(dir.path())].root_agent.tools,
+        ["google_maps_grounding"]
+    );
+    built_with_mocks(dir.path());
+}
+
+/// The app a directory holding root_agent.yaml is: named after the directory.
+fn agent_dir_name(dir: &Path) -> String {
+    dir.file_name().expect("a name").to_string_lossy().into_owned()
 }
 
 #[test]
@@ -838,7 +985,7 @@ fn a_model_consult_tool_is_a_declared_model_consult_tool_with_its_advisor() {
         &format!("{HEAD}tools:\n  - name: ModelConsultTool\n    args: {{generate_content_config: {{top_k: 0}}}}\n"),
         &[],
     );
-    let (mut spec, origins) = adk_config::read(dir.path()).unwrap_or_else(|e| panic!("{e}"));
+    let (mut spec, origins) = adk_config::read(dir.path(), Path::new("python3")).unwrap_or_else(|e| panic!("{e}"));
     for provider in spec.models.values_mut() {
         *provider = json!({ "provider": "mock" });
     }

@@ -125,6 +125,10 @@ pub(super) struct HttpToolConfig {
     /// and the model reads a reference to it.
     #[serde(default)]
     pub(super) large_reply: adk_grpc_agents::LargeReply,
+    /// ADK's `LongRunningFunctionTool` served by an agent-config directory's Python
+    /// worker: set by that translation only, not a field of the agents file.
+    #[serde(skip)]
+    pub(super) long_running: bool,
 }
 
 /// `kind: client`: long-running; the gRPC client runs it and answers with a
@@ -142,7 +146,7 @@ pub(super) struct ClientToolConfig {
 /// `kind: mcp`: every tool of an MCP server (a toolset). Its transport's fields are
 /// checked against `transport` when it is built (tools.rs), so a missing transport is
 /// reported as such rather than as a misfit field.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct McpToolConfig {
     /// Taken as every tool's, and unused: the server describes its tools.

@@ -311,7 +311,7 @@ fn timeout_secs_bounds_any_agent_that_is_run() {
 fn tools_must_be_declared_or_built_in_and_listed_once() {
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [weather]\n"),
-        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory, google_search, url_context, code_execution)"#,
+        r#"field "tools": unknown tool "weather" (declared: lookup; built in: exit_loop, load_artifacts, load_memory, preload_memory, google_search, url_context, code_execution, google_maps_grounding)"#,
     );
     assert_problem(
         &with_root("name: planner\nmodel: fast\ntools: [lookup, lookup]\n"),
@@ -1129,7 +1129,7 @@ fn retry_config_is_adks_with_its_defaults_on_llm_agents() {
 fn tools_gemini_runs_itself_are_for_gemini_models() {
     valid(&with_provider_model(
         "gem",
-        "tools: [google_search, url_context, code_execution]",
+        "tools: [google_search, url_context, code_execution, google_maps_grounding]",
     ));
     valid(&with_provider_model("fast", "tools: [google_search]"));
     assert_problem(

@@ -164,6 +164,7 @@ fn http_tool(
                 tool = tool.with_context(grant);
             }
             Ok(tool
+                .with_long_running(config.long_running)
                 .with_safe_to_repeat(config.safe_to_repeat == Some(true))
                 .with_large_reply(config.large_reply))
         })

@@ -68,18 +68,18 @@ fn step<'a>(
     try_stream! {
         let tools = agent.tools(ctx).await?;
         let is_resumed = resumed.is_some();
-        let (calls, pauses) = match resumed {
-            Some(calls) => (calls, false),
+        let (calls, mut unanswered) = match resumed {
+            Some(calls) => (calls, Vec::new()),
             None => {
-                let (mut calls, mut pauses) = (Vec::new(), false);
+                let (mut calls, mut long_running) = (Vec::new(), Vec::new());
                 for await event in model_turn(agent, ctx, &tools) {
                     let event = event?;
                     // The model's event comes last: its calls are the step's.
                     calls = function_calls(&event);
-                    pauses = !event.long_running_tool_ids.is_empty();
+                    long_running = event.long_running_tool_ids.clone();
                     yield event;
                 }
-                (calls, pauses)
+                (calls, long_running)
             }
         };
         if calls.is_empty() {
@@ -93,6 +93,9 @@ fn step<'a>(
             calls.into_iter().partition(|call| agent.delegate(&call.name).is_some());
         let (mut transfer_to, mut skip_summarization) = (None, false);
         if let Some(responses) = tool_calls::run(agent, ctx, &tools, calls, is_resumed).await? {
+            // A long-running call answered at once (an interim result, e.g. "pending") is
+            // read by the model, which goes on, as in ADK; only one left unanswered pauses.
+            unanswered.retain(|id| responses.function_responses().all(|response| response.id != id.as_str()));
             transfer_to = responses.actions.transfer_to_agent.clone();
             skip_summarization = responses.actions.skips_summarization();
             // finish_task answered the call that started this task: its caller goes on.
@@ -120,7 +123,7 @@ fn step<'a>(
             }
             return;
         }
-        if pauses {
+        if !unanswered.is_empty() {
             // The client answers the long-running call in a later run; nothing
             // else in this invocation (e.g. a sequential agent's next step) goes on.
             ctx.end_invocation();

@@ -226,6 +226,7 @@ impl ProviderBuiltinTool {
     pub const GOOGLE_SEARCH: &'static str = "google_search";
     pub const URL_CONTEXT: &'static str = "url_context";
     pub const CODE_EXECUTION: &'static str = "code_execution";
+    pub const GOOGLE_MAPS: &'static str = "google_maps_grounding";
 
     pub fn new(tool: BuiltinTool) -> Self {
         ProviderBuiltinTool(tool)
@@ -237,6 +238,7 @@ impl ProviderBuiltinTool {
             BuiltinTool::GoogleSearch,
             BuiltinTool::UrlContext,
             BuiltinTool::CodeExecution,
+            BuiltinTool::GoogleMaps,
         ]
         .into_iter()
         .find(|tool| tool.name() == name)
@@ -254,6 +256,7 @@ impl Tool for ProviderBuiltinTool {
             BuiltinTool::GoogleSearch => "Searches the web (run by the model's provider).",
             BuiltinTool::UrlContext => "Reads the pages of URLs in the conversation (run by the model's provider).",
             BuiltinTool::CodeExecution => "Runs Python code the model writes (run by the model's provider).",
+            BuiltinTool::GoogleMaps => "Grounds the reply in Google Maps (run by the model's provider).",
         }
     }
     fn is_provider_builtin(&self) -> bool {

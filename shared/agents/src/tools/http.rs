@@ -29,6 +29,8 @@ pub struct HttpTool {
     context: Option<ContextGrant>,
     /// Re-run when a resumed invocation finds the call unanswered (see [`Tool::safe_to_repeat`]).
     safe_to_repeat: bool,
+    /// See [`Tool::is_long_running`]: a `null` result is no response yet.
+    long_running: bool,
 }
 
 /// The reply of an endpoint that takes the envelope.
@@ -57,6 +59,7 @@ impl HttpTool {
             parameters: None,
             context: None,
             safe_to_repeat: false,
+            long_running: false,
         })
     }
 
@@ -76,6 +79,13 @@ impl HttpTool {
     /// left unanswered instead of telling the model it was interrupted.
     pub fn with_safe_to_repeat(mut self, safe: bool) -> Self {
         self.safe_to_repeat = safe;
+        self
+    }
+
+    /// Marks the tool long-running (ADK's `LongRunningFunctionTool`, served over HTTP):
+    /// see [`Tool::is_long_running`].
+    pub fn with_long_running(mut self, long_running: bool) -> Self {
+        self.long_running = long_running;
         self
     }
 
@@ -138,6 +148,9 @@ impl Tool for HttpTool {
     }
     fn safe_to_repeat(&self) -> bool {
         self.safe_to_repeat
+    }
+    fn is_long_running(&self) -> bool {
+        self.long_running
     }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         Ok(self.execute_with_parts(ctx, args).await?.response)

@@ -29,7 +29,7 @@ use adk_grpc_core::Tool;
 use std::sync::Arc;
 
 /// The names of the tools the library provides, which agents list without declaring them.
-pub const BUILTIN_TOOLS: [&str; 7] = [
+pub const BUILTIN_TOOLS: [&str; 8] = [
     ExitLoopTool::NAME,
     LoadArtifactsTool::NAME,
     LoadMemoryTool::NAME,
@@ -37,6 +37,7 @@ pub const BUILTIN_TOOLS: [&str; 7] = [
     ProviderBuiltinTool::GOOGLE_SEARCH,
     ProviderBuiltinTool::URL_CONTEXT,
     ProviderBuiltinTool::CODE_EXECUTION,
+    ProviderBuiltinTool::GOOGLE_MAPS,
 ];
 
 /// The built-in tool called `name` (one of [`BUILTIN_TOOLS`]).

@@ -715,6 +715,38 @@ async fn a_client_tool_pauses_the_turn_and_the_answer_resumes_the_calling_agent(
 }
 
 #[tokio::test]
+async fn a_long_running_tool_with_an_interim_result_is_read_by_the_model_which_goes_on() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[("c1", "approve", json!({"amount": 900}))]));
+    server.push(openai::text("Your manager was asked: ticket t-1."));
+    // ADK's LongRunningFunctionTool: it starts the work and says so at once.
+    let approve = FunctionTool::new("approve", "Asks a manager to approve.", |_ctx, _args| async {
+        Ok(json!({"status": "pending", "ticket": "t-1"}))
+    })
+    .long_running();
+    let agent = LlmAgentBuilder::new("expenses")
+        .model(openai(&server))
+        .tool(Arc::new(approve))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+
+    let run = h.say("File 900 euros").await.ok();
+    let call = &run.complete()[0];
+    assert_eq!(
+        call.long_running_tool_ids,
+        ["c1"],
+        "the call is marked long-running, as in ADK"
+    );
+    assert_eq!(
+        function_responses(run.complete()[1])[0].2,
+        json!({"status": "pending", "ticket": "t-1"})
+    );
+    assert_eq!(run.texts(), ["Your manager was asked: ticket t-1."]);
+    assert_eq!(server.requests().len(), 2, "the model read the interim result");
+}
+
+#[tokio::test]
 async fn max_llm_calls_stops_a_runaway_tool_loop() {
     let server = FakeServer::start().await;
     for i in 0..5 {

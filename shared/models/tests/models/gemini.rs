@@ -448,6 +448,7 @@ async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
         BuiltinTool::GoogleSearch,
         BuiltinTool::UrlContext,
         BuiltinTool::CodeExecution,
+        BuiltinTool::GoogleMaps,
     ];
     let items = collect_ok(model(&server).generate_content(request.clone(), false).await.unwrap()).await;
 
@@ -458,7 +459,9 @@ async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
             { "functionDeclarations": [{ "name": "lookup", "description": "Looks up." }] },
             { "googleSearch": {} },
             { "urlContext": {} },
-            { "codeExecution": {} }
+            { "codeExecution": {} },
+            // ADK's google_maps_grounding: types.Tool(google_maps=types.GoogleMaps()).
+            { "googleMaps": {} }
         ])
     );
     let reply = &items[0];

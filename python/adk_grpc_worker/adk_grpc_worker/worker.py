@@ -1,0 +1,393 @@
+"""The worker: resolves the directory's code references, then serves them over HTTP."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import copy
+import inspect
+import json
+import os
+import sys
+import threading
+import traceback
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from google.adk.agents import config_agent_utils
+from google.adk.agents.base_agent import BaseAgent
+from google.adk.agents.common_configs import CodeConfig
+from google.adk.agents.context import Context
+from google.adk.agents.invocation_context import InvocationContext
+from google.adk.artifacts.base_artifact_service import BaseArtifactService
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.sessions import InMemorySessionService, Session
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.function_tool import FunctionTool
+from google.genai import types
+from pydantic_core import to_jsonable_python
+
+# The hook points (docs/hooks.md) and the keyword names ADK calls each callback with.
+POINTS = (
+    "before_agent",
+    "after_agent",
+    "before_model",
+    "after_model",
+    "on_model_error",
+    "before_tool",
+    "after_tool",
+    "on_tool_error",
+)
+
+
+class UnservedTool(BaseTool):
+    """The `tool` a tool callback is given for a tool this worker does not serve: its name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name=name, description="")
+
+
+class CallArtifacts(BaseArtifactService):
+    """The artifacts of one call: what the code saves goes back to the runner, which
+    saves it in the session (and records the version the store gives); what it loads
+    is what it saved in this call. Reading the session's earlier artifacts is not
+    offered yet (the tool protocol sends none)."""
+
+    def __init__(self) -> None:
+        self.saved: dict[str, types.Part] = {}
+        self.versions: dict[str, int] = {}
+
+    async def save_artifact(  # type: ignore[override]  # the ids are the runner's to fill in
+        self, *, filename: str, artifact: types.Part | dict[str, Any], **_: Any
+    ) -> int:
+        self.saved[filename] = artifact if isinstance(artifact, types.Part) else types.Part.model_validate(artifact)
+        # ADK's stores number versions from 0; the runner's version is recorded on the event.
+        self.versions[filename] = self.versions.get(filename, -1) + 1
+        return self.versions[filename]
+
+    async def load_artifact(self, *, filename: str, version: int | None = None, **_: Any) -> types.Part | None:
+        if filename in self.saved:
+            return self.saved[filename]
+        raise NotImplementedError(
+            f"load_artifact({filename!r}): a Python tool or callback served by adk-grpc-worker reads only the "
+            "artifacts it saved in the same call"
+        )
+
+    async def list_artifact_keys(self, **_: Any) -> list[str]:
+        return sorted(self.saved)
+
+    async def delete_artifact(self, **_: Any) -> None:
+        raise NotImplementedError("delete_artifact is not offered to a Python tool served by adk-grpc-worker")
+
+    async def list_versions(self, *, filename: str, **_: Any) -> list[int]:
+        return list(range(self.versions.get(filename, -1) + 1))
+
+    async def list_artifact_versions(self, **_: Any) -> list[Any]:
+        return []
+
+    async def get_artifact_version(self, **_: Any) -> Any:
+        return None
+
+
+class Placeholder(BaseAgent):
+    """The agent a context names (ADK's contexts read `agent.name`); it never runs here."""
+
+
+def make_context(sent: dict[str, Any], artifacts: CallArtifacts) -> Context:
+    """ADK's Context over the runner's `context` (the tool context's in half)."""
+    session = Session(
+        id=sent.get("session_id", ""),
+        app_name=sent.get("app_name", ""),
+        user_id=sent.get("user_id", ""),
+        state=dict(sent.get("state") or {}),
+    )
+    invocation = InvocationContext(
+        session_service=InMemorySessionService(),
+        artifact_service=artifacts,
+        invocation_id=sent.get("invocation_id", ""),
+        agent=Placeholder(name=sent.get("agent_name") or "agent"),
+        session=session,
+    )
+    return Context(invocation, function_call_id=sent.get("function_call_id"))
+
+
+def jsonable(value: Any) -> Any:
+    return to_jsonable_python(value, by_alias=False, exclude_none=True)
+
+
+def part_json(part: types.Part) -> dict[str, Any]:
+    """A saved artifact as the runner reads a part: text or inline data in base64."""
+    if part.inline_data is not None:
+        data = base64.b64encode(part.inline_data.data or b"").decode()
+        return {"inline_data": {"mime_type": part.inline_data.mime_type or "", "data": data}}
+    return {"text": part.text or ""}
+
+
+def actions_json(context: Context, artifacts: CallArtifacts, tool_point: bool) -> dict[str, Any]:
+    """The context's out half: what the code wrote, as the runner applies it."""
+    actions = context.actions
+    out: dict[str, Any] = {}
+    if actions.state_delta:
+        out["state_delta"] = jsonable(actions.state_delta)
+    if artifacts.saved:
+        out["artifacts"] = {name: part_json(part) for name, part in artifacts.saved.items()}
+    if actions.transfer_to_agent and tool_point:
+        out["transfer_to_agent"] = actions.transfer_to_agent
+    if actions.escalate:
+        out["escalate"] = True
+    if actions.skip_summarization:
+        out["skip_summarization"] = True
+    return out
+
+
+def content_json(content: types.Content | str) -> Any:
+    if isinstance(content, str):
+        return content
+    return content.model_dump(mode="json", exclude_none=True)
+
+
+def llm_request(sent: dict[str, Any]) -> LlmRequest:
+    """The hook's `request` as ADK's LlmRequest."""
+    declarations = [
+        types.FunctionDeclaration(
+            name=tool.get("name"),
+            description=tool.get("description"),
+            parameters_json_schema=tool.get("parameters"),
+        )
+        for tool in sent.get("tools") or []
+    ]
+    config = types.GenerateContentConfig(
+        system_instruction=sent.get("system_instruction"),
+        tools=[types.Tool(function_declarations=declarations)] if declarations else None,
+    )
+    return LlmRequest(
+        model=sent.get("model"),
+        contents=[types.Content.model_validate(c) for c in sent.get("contents") or []],
+        config=config,
+    )
+
+
+def request_view(request: LlmRequest) -> dict[str, Any]:
+    """The request's contents and system instruction as the hook protocol has them."""
+    instruction = request.config.system_instruction if request.config else None
+    if not isinstance(instruction, (str, type(None))):
+        instruction = "".join(p.text or "" for p in getattr(instruction, "parts", None) or [])
+    return {"contents": [content_json(c) for c in request.contents], "system_instruction": instruction}
+
+
+def request_changes(before: dict[str, Any], request: LlmRequest) -> dict[str, Any]:
+    """What a callback changed of the request in place (ADK's callbacks edit it so),
+    compared with the request as it was handed over (`before`, from request_view)."""
+    after = request_view(request)
+    return {key: value for key, value in after.items() if value != before[key]}
+
+
+def response_json(response: LlmResponse) -> dict[str, Any]:
+    out: dict[str, Any] = {"content": content_json(response.content or types.Content(role="model", parts=[]))}
+    if response.finish_reason is not None:
+        out["finish_reason"] = response.finish_reason.value
+    return out
+
+
+def llm_response(sent: dict[str, Any]) -> LlmResponse:
+    content = sent.get("content")
+    return LlmResponse(
+        content=types.Content.model_validate(content) if content else None,
+        finish_reason=sent.get("finish_reason"),
+    )
+
+
+def error_of(sent: dict[str, Any]) -> Exception:
+    error = sent.get("error") or {}
+    return RuntimeError(f"{error.get('code', 'UNKNOWN')}: {error.get('message', '')}")
+
+
+async def settle(value: Any) -> Any:
+    """A callback's or tool's answer, awaited when it is a coroutine (ADK takes both)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+class Worker:
+    """The directory's tools and callbacks, resolved."""
+
+    def __init__(self) -> None:
+        self.tools: dict[str, BaseTool] = {}
+        self.callbacks: dict[str, Any] = {}
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+
+    def resolve_tool(self, ref: str) -> dict[str, Any]:
+        """A tool reference as ADK's loader resolves it; its declaration as ADK sends it."""
+        try:
+            obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+        except Exception as e:  # noqa: BLE001 (the message goes to the runner's error)
+            return {"error": cause(e)}
+        if isinstance(obj, BaseTool):
+            tool = obj
+        elif callable(obj) and not inspect.isclass(obj):
+            tool = FunctionTool(obj)
+        else:
+            return {"error": f"{ref} is neither a function nor an ADK tool (a toolset or a tool class is not served)"}
+        declaration = tool._get_declaration()  # noqa: SLF001 (ADK's own declaration, as it sends it)
+        if declaration is None:
+            return {"error": f"{ref}: ADK makes no function declaration for this tool"}
+        self.tools[ref] = tool
+        dumped = declaration.model_dump(mode="json", exclude_none=True)
+        parameters = dumped.get("parameters_json_schema", dumped.get("parameters"))
+        return {
+            "name": tool.name,
+            "description": dumped.get("description", ""),
+            "parameters": parameters,
+            "long_running": bool(tool.is_long_running),
+        }
+
+    def resolve_callback(self, ref: str) -> dict[str, Any]:
+        try:
+            obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+        except Exception as e:  # noqa: BLE001
+            return {"error": cause(e)}
+        if not callable(obj):
+            return {"error": f"{ref} is not a function"}
+        self.callbacks[ref] = obj
+        return {}
+
+    def run(self, coroutine: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
+    async def call_tool(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        tool = self.tools[ref]
+        artifacts = CallArtifacts()
+        context = make_context(body.get("context") or {}, artifacts)
+        result = await tool.run_async(args=body.get("args") or {}, tool_context=context)
+        actions = actions_json(context, artifacts, tool_point=True)
+        if result is None and tool.is_long_running:
+            # No response yet: the runner pauses the turn, as ADK does.
+            return {"result": None, "actions": actions}
+        # The function response is a dict, as ADK makes it.
+        if not isinstance(result, dict):
+            result = {"result": result}
+        return {"result": jsonable(result), "actions": actions}
+
+    def tool_object(self, name: str) -> BaseTool:
+        for tool in self.tools.values():
+            if tool.name == name:
+                return tool
+        return UnservedTool(name)
+
+    async def call_callback(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        callback = self.callbacks[ref]
+        point = body.get("point")
+        artifacts = CallArtifacts()
+        context = make_context(body.get("context") or {}, artifacts)
+        reply: dict[str, Any] = {}
+        answer: Any
+        if point in ("before_agent", "after_agent"):
+            answer = await settle(callback(callback_context=context))
+            if answer is not None:
+                reply["content"] = content_json(answer)
+        elif point in ("before_model", "on_model_error"):
+            request = llm_request(body.get("request") or {})
+            before = request_view(request)
+            if point == "before_model":
+                answer = await settle(callback(callback_context=context, llm_request=request))
+                if changes := request_changes(before, request):
+                    reply["request"] = changes
+            else:
+                answer = await settle(callback(callback_context=context, llm_request=request, error=error_of(body)))
+            if answer is not None:
+                reply["response"] = response_json(answer)
+        elif point == "after_model":
+            sent = body.get("response") or {}
+            response = llm_response(sent)
+            before = response_json(response)
+            answer = await settle(callback(callback_context=context, llm_response=response))
+            if answer is None and response_json(response) != before:
+                answer = response  # changed in place, as ADK lets a callback do
+            if answer is not None:
+                reply["response"] = response_json(answer)
+        else:
+            tool = self.tool_object(body.get("tool", ""))
+            args = body.get("args") or {}
+            sent_args = copy.deepcopy(args)
+            if point == "before_tool":
+                answer = await settle(callback(tool=tool, args=args, tool_context=context))
+            elif point == "after_tool":
+                tool_response = body.get("response")
+                sent_response = copy.deepcopy(tool_response)
+                answer = await settle(callback(tool=tool, args=args, tool_context=context, tool_response=tool_response))
+                if answer is None and tool_response != sent_response:
+                    answer = tool_response  # changed in place, as ADK lets a callback do
+            else:
+                answer = await settle(callback(tool=tool, args=args, tool_context=context, error=error_of(body)))
+            if point == "before_tool" and args != sent_args:
+                reply["args"] = jsonable(args)
+            if answer is not None:
+                reply["result"] = jsonable(answer)
+        actions = actions_json(context, artifacts, tool_point=point in ("before_tool", "after_tool", "on_tool_error"))
+        if actions:
+            reply["actions"] = actions
+        return reply
+
+
+def cause(error: BaseException) -> str:
+    """An import error's message with its cause (ADK wraps ModuleNotFoundError in ValueError)."""
+    message = str(error)
+    if error.__cause__ is not None:
+        message += f" ({type(error.__cause__).__name__}: {error.__cause__})"
+    return message
+
+
+def serve(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+            body = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))) or b"null") or {}
+            kind, _, ref = self.path.lstrip("/").partition("/")
+            try:
+                if kind == "tool" and ref in worker.tools:
+                    reply = worker.run(worker.call_tool(ref, body))
+                elif kind == "callback" and ref in worker.callbacks:
+                    reply = worker.run(worker.call_callback(ref, body))
+                else:
+                    return self.answer(404, {"error": f"no tool or callback at {self.path}"})
+            except Exception as e:  # noqa: BLE001 (the runner reads it as the tool's or hook's error)
+                traceback.print_exc(file=sys.stderr)
+                return self.answer(500, {"error": f"{type(e).__name__}: {e}"})
+            self.answer(200, reply)
+
+        def answer(self, status: int, reply: Any) -> None:
+            data = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer((host, port), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="adk_grpc_worker", description=__doc__)
+    parser.add_argument("--app-dir", required=True, help="the agent-config directory (its parent is put on sys.path)")
+    parser.add_argument("--refs", required=True, help='JSON: {"tools": [ref, ...], "callbacks": [ref, ...]}')
+    parser.add_argument("--port", type=int, default=0, help="0: a free port, reported on stdout")
+    parser.add_argument("--host", default="127.0.0.1")
+    cli = parser.parse_args()
+    refs = json.loads(cli.refs)
+    # As `adk web` / `adk run`: the directory holding the app is on sys.path, so
+    # `my_app.tools.get_weather` imports my_app/tools.py.
+    sys.path.insert(0, os.path.dirname(os.path.abspath(cli.app_dir)))
+    worker = Worker()
+    tools = {ref: worker.resolve_tool(ref) for ref in refs.get("tools", [])}
+    callbacks = {ref: worker.resolve_callback(ref) for ref in refs.get("callbacks", [])}
+    server = serve(worker, cli.host, cli.port)
+    print(json.dumps({"port": server.server_address[1], "tools": tools, "callbacks": callbacks}), flush=True)
+    # The runner holds our stdin: when it goes away, so do we.
+    sys.stdin.buffer.read()
+    os._exit(0)
