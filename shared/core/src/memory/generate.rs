@@ -5,6 +5,7 @@
 //! runs them and stores the outcome is [`super::CoreMemoryService`]'s `generate`.
 
 use super::MemoryEntry;
+use super::ingest::IngestConfig;
 use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
@@ -115,6 +116,8 @@ pub struct GenerationConfig {
     pub examples: Vec<MemoryExample>,
     /// How long a created or updated memory is found; none: for ever.
     pub ttl: Option<Duration>,
+    /// When the app's ingested events are generated from.
+    pub ingest: IngestConfig,
 }
 
 impl std::fmt::Debug for GenerationConfig {
@@ -124,6 +127,7 @@ impl std::fmt::Debug for GenerationConfig {
             .field("topics", &self.topics)
             .field("examples", &self.examples.len())
             .field("ttl", &self.ttl)
+            .field("ingest", &self.ingest)
             .finish()
     }
 }
@@ -155,7 +159,7 @@ impl GenerationConfig {
         if let Some(ttl) = self.ttl {
             ttl_seconds(&at("ttl"), i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX))?;
         }
-        Ok(())
+        self.ingest.validate(&at("ingest"))
     }
 
     /// The topics a call uses: its own, else the app's, else the managed ones.

@@ -14,6 +14,10 @@
 //! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
 //! | `adk:memgen:{app:user}` | hash | generated memories: `v` the generation version, `e:<event id>` per event generated from |
 //! | `adk:memrev:{app:user}:<id>` | list | a generated memory's revisions (protobuf `adk.v1.MemoryRevision`), oldest first |
+//! | `adk:membuf:{app:user}` | hash | ingested events not generated from yet: event id -> protobuf `adk.v1.Event` |
+//! | `adk:membufq:{app:user}` | sorted set | their order: event id, scored with its arrival number (`s` of `adk:memgen`) |
+//! | `adk:memdue:<app>` | sorted set | the app's users with ingested events: user id, scored with when due (or claimed until), ms since the epoch |
+//! | `adk:memdue-apps` | set | the apps that ever ingested |
 //!
 //! `<id>` and `<term>` are encoded with `id_key` (no `:`, `{`, `}` or space). A search
 //! reads the stats and the postings of its query's terms in one pipeline, then the
@@ -25,10 +29,13 @@
 //! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
 //! A generation reads its state in one `HMGET` and commits in one script that first
 //! compares the generation version (a compare-and-set: a concurrent generation that
-//! committed first makes it read and decide again).
+//! committed first makes it read and decide again), and takes the ingested events it
+//! consumed out of the buffer in the same script. The index of due users is one key per
+//! app, outside the users' hash tags: it is written before the events (see
+//! `adk_grpc_core::memory::ingest`), and claimed and released by one script each on it alone.
 
 use crate::config::StoreConfig;
-use crate::redis::keys::MemoryKeys;
+use crate::redis::keys::{INGEST_APPS, MemoryKeys, ingest_due_key};
 use crate::redis::script_args::ScriptArgs;
 use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{
@@ -36,11 +43,14 @@ use adk_grpc_core::memory::{
     Postings, QueryTerms,
 };
 use adk_grpc_core::validate::{id_from_key, id_key};
-use adk_grpc_core::{AdkError, Result};
+use adk_grpc_core::{AdkError, Event, Result};
 use adk_grpc_proto::v1 as pb;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use prost::Message;
-use script_args::{CommitArgs, RemoveArgs, Scripts, StoredEntry, UpsertArgs};
+use script_args::{
+    BufferArgs, ClaimArgs, CommitArgs, ReadBufferArgs, ReleaseArgs, RemoveArgs, Scripts, StoredEntry, UpsertArgs,
+};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -242,6 +252,109 @@ impl MemoryBackend for RedisMemoryBackend {
                 MemoryRevision::from_proto(format_args!("revisions[{i}]"), &revision)
             })
             .collect()
+    }
+
+    async fn schedule_ingest(&self, scope: &MemoryScope, due: DateTime<Utc>) -> Result<()> {
+        let keys = MemoryKeys::new(scope);
+        // Two keys of two slots on a cluster: two writes, the app's set first, so an app
+        // in the index is always in the set.
+        let mut apps = redis::pipe();
+        apps.cmd("SADD").arg(INGEST_APPS).arg(id_key(scope.app_name()).as_ref());
+        let _: redis::Value = self.store.durable_pipeline(&apps, INGEST_APPS).await?;
+        let mut index = redis::pipe();
+        index
+            .cmd("ZADD")
+            .arg(&keys.due)
+            .arg(due.timestamp_millis())
+            .arg(id_key(scope.user_id()).as_ref());
+        let _: redis::Value = self.store.durable_pipeline(&index, &keys.due).await?;
+        Ok(())
+    }
+
+    async fn buffer_events(&self, scope: &MemoryScope, events: &[Event]) -> Result<u64> {
+        let keys = MemoryKeys::new(scope);
+        let invocation = BufferArgs {
+            keys: &keys,
+            events: events
+                .iter()
+                .map(|e| (e.id.as_str(), pb::Event::from(e).encode_to_vec()))
+                .collect(),
+        }
+        .invocation(&self.scripts)?;
+        self.store
+            .durable_eval("memory_ingest_buffer", &invocation, &keys.generation)
+            .await
+    }
+
+    async fn buffered_events(&self, scope: &MemoryScope, limit: usize) -> Result<Vec<Event>> {
+        let keys = MemoryKeys::new(scope);
+        let invocation = ReadBufferArgs { keys: &keys, limit }.invocation(&self.scripts)?;
+        let payloads: Vec<Option<Vec<u8>>> = self.store.eval("memory_ingest_read", &invocation).await?;
+        payloads
+            .into_iter()
+            .flatten()
+            .map(|bytes| {
+                let stored = pb::Event::decode(bytes.as_slice())
+                    .map_err(|e| AdkError::Internal(format!("undecodable buffered event in redis: {e}")))?;
+                Event::try_from(&stored)
+            })
+            .collect()
+    }
+
+    async fn ingesting_apps(&self) -> Result<Vec<String>> {
+        let apps: Vec<String> = self.store.query(redis::cmd("SMEMBERS").arg(INGEST_APPS)).await?;
+        apps.iter()
+            .map(|app| id_from_key(app).ok_or_else(|| AdkError::Internal(format!("malformed app {app:?} in redis"))))
+            .collect()
+    }
+
+    async fn claim_due(
+        &self,
+        app_name: &str,
+        now: DateTime<Utc>,
+        claimed_until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let due = ingest_due_key(app_name);
+        let invocation = ClaimArgs {
+            due: &due,
+            now: now.timestamp_millis(),
+            claimed_until: claimed_until.timestamp_millis(),
+            limit,
+        }
+        .invocation(&self.scripts)?;
+        let users: Vec<String> = self
+            .store
+            .durable_eval("memory_ingest_claim", &invocation, &due)
+            .await?;
+        users
+            .iter()
+            .map(|user| {
+                id_from_key(user).ok_or_else(|| AdkError::Internal(format!("malformed user {user:?} in redis")))
+            })
+            .collect()
+    }
+
+    async fn release_claim(
+        &self,
+        scope: &MemoryScope,
+        claimed_until: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        let keys = MemoryKeys::new(scope);
+        let user = id_key(scope.user_id());
+        let invocation = ReleaseArgs {
+            due: &keys.due,
+            user: &user,
+            claimed_until: claimed_until.timestamp_millis(),
+            next: next.map(|next| next.timestamp_millis()),
+        }
+        .invocation(&self.scripts)?;
+        let _: i64 = self
+            .store
+            .durable_eval("memory_ingest_release", &invocation, &keys.due)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<()> {

@@ -231,6 +231,13 @@ pub(crate) struct MemoryKeys {
     pub(crate) generation: String,
     /// `<prefix><id>`: a list of the memory's revisions (protobuf `adk.v1.MemoryRevision`).
     pub(crate) revision_prefix: String,
+    /// Ingested events not generated from yet: event id -> protobuf `adk.v1.Event`.
+    pub(crate) buffer: String,
+    /// Their order: event id -> the sequence number it was buffered with.
+    pub(crate) buffer_order: String,
+    /// The app's index of users due for generation ([`ingest_due_key`]); not the user's
+    /// hash tag, so never in one script with the keys above.
+    pub(crate) due: String,
 }
 
 impl MemoryKeys {
@@ -243,9 +250,23 @@ impl MemoryKeys {
             term_prefix: format!("adk:memterm:{tag}:"),
             generation: format!("adk:memgen:{tag}"),
             revision_prefix: format!("adk:memrev:{tag}:"),
+            buffer: format!("adk:membuf:{tag}"),
+            buffer_order: format!("adk:membufq:{tag}"),
+            due: ingest_due_key(scope.app_name()),
         }
     }
 }
+
+/// One app's users with ingested events: a sorted set of encoded user ids, each scored
+/// with when it is due (or claimed until), in milliseconds since the epoch. One key per
+/// app, so a server generating for some apps reads only theirs.
+pub(crate) fn ingest_due_key(app: &str) -> String {
+    format!("adk:memdue:{}", id_key(app))
+}
+
+/// The set of apps (encoded) that ever ingested: where a server generating for every
+/// app (`*`) finds their [`ingest_due_key`]s.
+pub const INGEST_APPS: &str = "adk:memdue-apps";
 
 // ---------- session leases ----------
 
