@@ -175,7 +175,7 @@ def test_memory_bank_metadata_generates_facts_on_the_server(tmp_path) -> None:
     """What ADK's VertexAiMemoryBankService does with custom_metadata asking for a ttl and
     topics, GrpcMemoryService does too: the server's model extracts the facts (only those of
     the allowed topics), which search then returns; without such metadata the events are
-    added as they are."""
+    ingested, as ADK's service does: buffered once each, and generated on a flush."""
     model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAi)
     threading.Thread(target=model.serve_forever, daemon=True).start()
     generation = tmp_path / "generation.yaml"
@@ -193,19 +193,27 @@ def test_memory_bank_metadata_generates_facts_on_the_server(tmp_path) -> None:
             app_name=app, user_id="alice", events=[event], session_id="s1",
             custom_metadata={"ttl": "3600s", "allowed_topics": ["USER_PREFERENCES"]})
         found = await memory.search_memory(app_name=app, user_id="alice", query="green tea Oslo")
-        plain = _user_event("Remember the red bicycle")
-        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[plain])
-        kept = await memory.search_memory(app_name=app, user_id="bob", query="bicycle")
+        # Without such metadata the events are ingested: buffered until a flush (or the
+        # app's event count or idle time), then generated.
+        plain = _user_event("I drink green tea at home")
+        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[plain], session_id="s2")
+        buffered = await memory.search_memory(app_name=app, user_id="bob", query="green tea")
+        again = await memory.ingest_events(app_name=app, user_id="bob", events=[plain], stream_id="s2")
+        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[],
+                                          custom_metadata={"force_flush": True})
+        kept = await memory.search_memory(app_name=app, user_id="bob", query="green tea")
         await memory.close()
-        return found, kept
+        return found, buffered, again, kept
 
     try:
-        found, kept = asyncio.run(scenario())
+        found, buffered, again, kept = asyncio.run(scenario())
     finally:
         server.stop()
         model.shutdown()
     assert [m.content.parts[0].text for m in found.memories] == ["The user drinks green tea"]
-    assert len(_FakeOpenAi.bodies) == 1, "one extraction; nothing related to consolidate with"
     prompt = _FakeOpenAi.bodies[0]["messages"][0]["content"]
     assert "USER_PREFERENCES" in prompt and "USER_PERSONAL_INFO" not in prompt
-    assert [m.content.parts[0].text for m in kept.memories] == ["Remember the red bicycle"]
+    assert buffered.memories == [], "ingested, not generated yet"
+    assert again.buffered_events == 1, "an event ingested again is buffered once"
+    assert [(m.author, m.content.parts[0].text) for m in kept.memories] == [("user", "The user drinks green tea")]
+    assert len(_FakeOpenAi.bodies) == 2, "one extraction per generation; nothing related to consolidate with"
