@@ -235,9 +235,6 @@ pub(crate) struct MemoryKeys {
     pub(crate) buffer: String,
     /// Their order: event id -> the sequence number it was buffered with.
     pub(crate) buffer_order: String,
-    /// The app's index of users due for generation ([`ingest_due_key`]); not the user's
-    /// hash tag, so never in one script with the keys above.
-    pub(crate) due: String,
 }
 
 impl MemoryKeys {
@@ -252,17 +249,21 @@ impl MemoryKeys {
             revision_prefix: format!("adk:memrev:{tag}:"),
             buffer: format!("adk:membuf:{tag}"),
             buffer_order: format!("adk:membufq:{tag}"),
-            due: ingest_due_key(scope.app_name()),
         }
     }
 }
 
-/// One app's users with ingested events: a sorted set of encoded user ids, each scored
-/// with when it is due (or claimed until), in milliseconds since the epoch. One key per
-/// app, so a server generating for some apps reads only theirs.
-pub(crate) fn ingest_due_key(app: &str) -> String {
-    format!("adk:memdue:{}", id_key(app))
+/// One shard of an app's users with ingested events: a sorted set of encoded user ids,
+/// each scored with when it is due (or claimed until), in milliseconds since the epoch.
+/// An app has [`INGEST_DUE_SHARDS`] of them on a cluster (a user's is chosen by the slot
+/// of the user's keys), each its own hash tag, so the ingests of an app's users spread
+/// over the nodes instead of all writing one key; one on a standalone Redis.
+pub(crate) fn ingest_due_key(app: &str, shard: u16) -> String {
+    format!("adk:memdue:{{{}:{shard}}}", id_key(app))
 }
+
+/// How many shards an app's index of due users has on a cluster.
+pub(crate) const INGEST_DUE_SHARDS: u16 = 16;
 
 /// The set of apps (encoded) that ever ingested: where a server generating for every
 /// app (`*`) finds their [`ingest_due_key`]s.

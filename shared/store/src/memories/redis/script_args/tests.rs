@@ -17,7 +17,6 @@ fn user_keys() -> MemoryKeys {
         revision_prefix: "adk:memrev:{app:u}:".into(),
         buffer: "adk:membuf:{app:u}".into(),
         buffer_order: "adk:membufq:{app:u}".into(),
-        due: "adk:memdue:app".into(),
     }
 }
 
@@ -74,15 +73,16 @@ fn every_memory_script_reads_exactly_what_its_builder_sends() {
     );
     let read = ReadBufferArgs { keys: &keys, limit: 5 };
     assert_reads_what_is_sent("memory ingest read", &read, 0, &read);
+    let due = "adk:memdue:{app:0}";
     let claim = ClaimArgs {
-        due: &keys.due,
+        due,
         now: 1,
         claimed_until: 2,
         limit: 3,
     };
     assert_reads_what_is_sent("memory ingest claim", &claim, 0, &claim);
     let release = ReleaseArgs {
-        due: &keys.due,
+        due,
         user: "u",
         claimed_until: 2,
         next: None,
