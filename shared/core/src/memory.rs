@@ -18,9 +18,10 @@ pub use backend::{
     GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
 };
 pub use generate::{
-    ExtractedFact, GenerationConfig, Generators, MANAGED_TOPICS, MemoryExample, MemoryTopic, generator_for, is_expired,
+    ExtractedFact, GenerationConfig, Generators, IngestConfig, MANAGED_TOPICS, MemoryExample, MemoryTopic,
+    generator_for, is_expired,
 };
-pub use ingest::{IngestConfig, IngestEventsRequest, IngestOutcome};
+pub use ingest::{IngestEventsRequest, IngestOutcome};
 pub use service::CoreMemoryService;
 
 use crate::content::Content;

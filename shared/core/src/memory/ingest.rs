@@ -19,21 +19,12 @@
 
 use super::generate;
 use super::{GeneratedMemory, MAX_ENTRIES_PER_ADD, MemoryService};
-use crate::error::{AdkError, Result};
+use crate::error::Result;
 use crate::event::Event;
 use crate::session::{GetRequest, SessionService};
 use crate::validate;
-use serde::Deserialize;
 use std::time::Duration;
 
-/// An ingest's buffer generates when it holds this many events, unless the app says otherwise.
-pub const DEFAULT_INGEST_MAX_EVENTS: u32 = 100;
-/// ...or when its user has sent nothing for this long.
-pub const DEFAULT_INGEST_IDLE_SECS: u64 = 60;
-/// Most events an app may let a buffer hold before it generates: one generation's worth.
-pub const MAX_INGEST_MAX_EVENTS: u32 = MAX_ENTRIES_PER_ADD as u32;
-/// Longest idle time an app may set: one day.
-pub const MAX_INGEST_IDLE_SECS: u64 = 24 * 3600;
 /// How long a claimed user is left to the replica that claimed it: past this (the replica
 /// died, or its model is that slow) another replica may generate the user's buffer too
 /// (the generation version keeps that from doubling anything).
@@ -42,49 +33,6 @@ pub const INGEST_CLAIM_LEASE: Duration = Duration::from_secs(120);
 pub const INGEST_USERS_PER_TICK: usize = 16;
 /// How often a server's background task looks for due users.
 pub const INGEST_TICK: Duration = Duration::from_secs(1);
-
-/// When an app's ingested events are generated from (the `ingest` of its
-/// `--memory-generation` entry).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct IngestConfig {
-    /// A user's buffer generates as soon as it holds this many events.
-    pub max_events: u32,
-    /// ...or once the user has sent nothing for this many seconds.
-    pub idle_secs: u64,
-}
-
-impl Default for IngestConfig {
-    fn default() -> Self {
-        IngestConfig {
-            max_events: DEFAULT_INGEST_MAX_EVENTS,
-            idle_secs: DEFAULT_INGEST_IDLE_SECS,
-        }
-    }
-}
-
-impl IngestConfig {
-    /// Checks both bounds; `field` names the config (e.g. `ingest`).
-    pub fn validate(&self, field: &str) -> Result<()> {
-        if !(1..=MAX_INGEST_MAX_EVENTS).contains(&self.max_events) {
-            return Err(AdkError::invalid(
-                format!("{field}.max_events"),
-                format!("must be 1 to {MAX_INGEST_MAX_EVENTS}, got {}", self.max_events),
-            ));
-        }
-        if !(1..=MAX_INGEST_IDLE_SECS).contains(&self.idle_secs) {
-            return Err(AdkError::invalid(
-                format!("{field}.idle_secs"),
-                format!("must be 1 to {MAX_INGEST_IDLE_SECS}, got {}", self.idle_secs),
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn idle(&self) -> Duration {
-        Duration::from_secs(self.idle_secs)
-    }
-}
 
 /// Buffers events for generation (IngestEvents).
 #[derive(Debug, Clone, Default, PartialEq)]
