@@ -8,9 +8,12 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -538,5 +541,59 @@ func TestCompressedRequestsAndResponses(t *testing.T) {
 	evs := events(t, stream)
 	if len(evs) == 0 || textOf(evs[len(evs)-1]) != "You said: Hello, gzip!" {
 		t.Fatalf("run over gzip: %v", evs)
+	}
+}
+
+// A server given a generation model (an OpenAI-compatible fake whose every answer extracts
+// one fact): IngestEvents buffers an event once and a flush generates its fact, which
+// SearchMemory finds and ListMemoryRevisions lists; GenerateMemories of the same event
+// again changes nothing.
+func TestIngestedEventsBecomeFactsWithRevisions(t *testing.T) {
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		facts := `{"facts":[{"fact":"The user likes window seats","topics":["USER_PREFERENCES"]}]}`
+		reply, _ := json.Marshal(map[string]interface{}{
+			"id": "c", "object": "chat.completion", "created": 0, "model": "fake",
+			"choices": []interface{}{map[string]interface{}{"index": 0, "finish_reason": "stop",
+				"message": map[string]interface{}{"role": "assistant", "content": facts}}},
+		})
+		w.Header().Set("content-type", "application/json")
+		_, _ = w.Write(reply)
+	}))
+	t.Cleanup(model.Close)
+	generation := filepath.Join(t.TempDir(), "generation.yaml")
+	yaml := fmt.Sprintf("'*':\n  model: { provider: openai, model: fake, base_url: '%s/v1' }\n", model.URL)
+	if err := os.WriteFile(generation, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, "--memory-generation", generation)
+	memory := adkv1.NewMemoryServiceClient(s.conn)
+	c, user := ctx(t), newUser(t)
+	said := &adkv1.Event{Id: "e1", Author: "user", Content: text("user", "I like window seats")}
+	for _, want := range []int64{1, 1} { // an event ingested again is buffered once
+		got, err := memory.IngestEvents(c, &adkv1.IngestEventsRequest{AppName: "app", UserId: user, StreamId: "s1", Events: []*adkv1.Event{said}})
+		if err != nil || got.BufferedEvents != want {
+			t.Fatalf("ingest: %v, %v; want %d buffered", got, err, want)
+		}
+	}
+	flushed, err := memory.IngestEvents(c, &adkv1.IngestEventsRequest{AppName: "app", UserId: user, ForceFlush: true})
+	if err != nil || flushed.BufferedEvents != 0 || len(flushed.Memories) != 1 || flushed.Memories[0].Action != adkv1.MemoryAction_MEMORY_ACTION_CREATED {
+		t.Fatalf("flush: %v, %v", flushed, err)
+	}
+	fact := flushed.Memories[0].GetMemory().GetFact()
+	if fact.GetRevision() != 1 || fmt.Sprint(fact.GetSourceEventIds()) != "[e1]" {
+		t.Fatalf("fact %v", fact)
+	}
+	found, err := memory.SearchMemory(c, &adkv1.SearchMemoryRequest{AppName: "app", UserId: user, Query: "window seats"})
+	if err != nil || len(found.Memories) != 1 || found.Memories[0].Author != "user" {
+		t.Fatalf("search: %v, %v", found, err)
+	}
+	revisions, err := memory.ListMemoryRevisions(c, &adkv1.ListMemoryRevisionsRequest{AppName: "app", UserId: user, MemoryId: found.Memories[0].Id})
+	if err != nil || len(revisions.Revisions) != 1 || revisions.Revisions[0].Fact != "The user likes window seats" {
+		t.Fatalf("revisions: %v, %v", revisions, err)
+	}
+	again, err := memory.GenerateMemories(c, &adkv1.GenerateMemoriesRequest{AppName: "app", UserId: user, Events: []*adkv1.Event{said}})
+	if err != nil || len(again.Memories) != 0 {
+		t.Fatalf("generate again: %v, %v", again, err)
 	}
 }

@@ -7,7 +7,13 @@ import { DurationSchema } from '@bufbuild/protobuf/wkt';
 import { createClient, type CallOptions, type Client, type Transport } from '@connectrpc/connect';
 import { ArtifactService, type UploadArtifactRequestSchema, type UploadHeaderSchema } from './gen/adk/v1/artifact_pb.js';
 import { EventSchema, type Event } from './gen/adk/v1/event_pb.js';
-import { MemoryService } from './gen/adk/v1/memory_pb.js';
+import {
+  MemoryAction,
+  MemoryEntrySchema,
+  MemoryService,
+  type GeneratedMemory,
+  type MemoryEntry,
+} from './gen/adk/v1/memory_pb.js';
 import { AgentRunner, OnBusy, StreamingMode, type App } from './gen/adk/v1/runner_pb.js';
 import { SessionService } from './gen/adk/v1/session_pb.js';
 import { toAdkError } from './errors.js';
@@ -118,6 +124,66 @@ export interface MemoryView {
   author: string;
   timestamp: Date | undefined;
   customMetadata: JsonObject;
+  /** Set on a memory the server generated (generateMemories, ingestEvents). */
+  fact?: MemoryFactView;
+}
+
+export interface MemoryFactView {
+  topics: string[];
+  /** 1 when created, one more at each update. */
+  revision: number;
+  sourceEventIds: string[];
+  createTime: Date | undefined;
+  updateTime: Date | undefined;
+  expireTime: Date | undefined;
+}
+
+/** What a generation did to one memory: `action` is "CREATED", "UPDATED" or "DELETED". */
+export interface GeneratedMemoryView {
+  memory: MemoryView;
+  action: string;
+}
+
+export interface MemoryRevisionView {
+  revision: number;
+  /** The fact as it read at this revision (empty for a deletion). */
+  fact: string;
+  topics: string[];
+  sourceEventIds: string[];
+  createTime: Date | undefined;
+  action: string;
+}
+
+function dateOf(t: { seconds: bigint; nanos: number } | undefined): Date | undefined {
+  return t && new Date(Number(t.seconds) * 1000 + t.nanos / 1e6);
+}
+
+function actionName(action: MemoryAction): string {
+  return MemoryAction[action].replace(/^MEMORY_ACTION_/, '');
+}
+
+function memoryView(m: MemoryEntry): MemoryView {
+  const content = contentView(m.content);
+  return {
+    id: m.id,
+    content,
+    text: (content?.parts ?? []).map((p) => ('text' in p ? p.text : '')).join(''),
+    author: m.author,
+    timestamp: dateOf(m.timestamp),
+    customMetadata: m.customMetadata ?? {},
+    fact: m.fact && {
+      topics: [...m.fact.topics],
+      revision: Number(m.fact.revision),
+      sourceEventIds: [...m.fact.sourceEventIds],
+      createTime: dateOf(m.fact.createTime),
+      updateTime: dateOf(m.fact.updateTime),
+      expireTime: dateOf(m.fact.expireTime),
+    },
+  };
+}
+
+function generatedView(g: GeneratedMemory): GeneratedMemoryView {
+  return { memory: memoryView(g.memory ?? create(MemoryEntrySchema)), action: actionName(g.action) };
 }
 
 const STREAM_CHUNK_BYTES = 256 * 1024;
@@ -492,17 +558,78 @@ export class AdkClient {
 
   async searchMemory(app: string, user: string, query: string, opts: CallOpts & { limit?: number } = {}): Promise<MemoryView[]> {
     const reply = await this.#call(true, opts, (o) => this.memory.searchMemory({ appName: app, userId: user, query, limit: opts.limit ?? 0 }, o));
-    return reply.memories.map((m) => {
-      const content = contentView(m.content);
-      return {
-        id: m.id,
-        content,
-        text: (content?.parts ?? []).map((p) => ('text' in p ? p.text : '')).join(''),
-        author: m.author,
-        timestamp: m.timestamp && new Date(Number(m.timestamp.seconds) * 1000 + m.timestamp.nanos / 1e6),
-        customMetadata: m.customMetadata ?? {},
-      };
-    });
+    return reply.memories.map(memoryView);
+  }
+
+  /**
+   * Has the server's model extract the facts of a stored session (`sessionId`) or of `events`
+   * and consolidate them with the user's memories (Memory Bank's GenerateMemories); resolves to
+   * the memories created, updated or deleted. `topics`: managed labels or `{label, description}`,
+   * instead of the app's; `ttlSeconds` 0: the app's. Retried: a retry generates nothing twice.
+   */
+  async generateMemories(
+    app: string,
+    user: string,
+    opts: CallOpts & {
+      sessionId?: string;
+      events?: (EventView | Event)[];
+      topics?: (string | { label: string; description: string })[];
+      ttlSeconds?: number;
+    } = {},
+  ): Promise<GeneratedMemoryView[]> {
+    const reply = await this.#call(true, opts, (o) =>
+      this.memory.generateMemories(
+        {
+          appName: app,
+          userId: user,
+          sourceSessionId: opts.sessionId ?? '',
+          events: (opts.events ?? []).map((e) => ('message' in e ? e.message : e)),
+          topics: (opts.topics ?? []).map((t) => (typeof t === 'string' ? { label: t, description: '' } : t)),
+          ttlSeconds: BigInt(opts.ttlSeconds ?? 0),
+        },
+        o,
+      ),
+    );
+    return reply.memories.map(generatedView);
+  }
+
+  /**
+   * Buffers events for the server's generation (Memory Bank's IngestEvents), which runs when the
+   * app's event count or idle time is reached; `forceFlush` generates from the user's whole buffer
+   * now and resolves with its changes. Retried: the server buffers each event once, by id.
+   */
+  async ingestEvents(
+    app: string,
+    user: string,
+    events: (EventView | Event)[],
+    opts: CallOpts & { streamId?: string; forceFlush?: boolean } = {},
+  ): Promise<{ bufferedEvents: number; memories: GeneratedMemoryView[] }> {
+    const reply = await this.#call(true, opts, (o) =>
+      this.memory.ingestEvents(
+        {
+          appName: app,
+          userId: user,
+          streamId: opts.streamId ?? '',
+          events: events.map((e) => ('message' in e ? e.message : e)),
+          forceFlush: opts.forceFlush ?? false,
+        },
+        o,
+      ),
+    );
+    return { bufferedEvents: Number(reply.bufferedEvents), memories: reply.memories.map(generatedView) };
+  }
+
+  /** Every revision of one generated memory, oldest first. */
+  async listMemoryRevisions(app: string, user: string, memoryId: string, opts?: CallOpts): Promise<MemoryRevisionView[]> {
+    const reply = await this.#call(true, opts, (o) => this.memory.listMemoryRevisions({ appName: app, userId: user, memoryId }, o));
+    return reply.revisions.map((r) => ({
+      revision: Number(r.revision),
+      fact: r.fact,
+      topics: [...r.topics],
+      sourceEventIds: [...r.sourceEventIds],
+      createTime: dateOf(r.createTime),
+      action: actionName(r.action),
+    }));
   }
 
   /** Resolves to whether the memory existed. */

@@ -7,9 +7,12 @@ export type {
   ArtifactSource,
   CallOpts,
   Download,
+  GeneratedMemoryView,
   Int64,
   LoadedArtifact,
+  MemoryFactView,
   MemoryInput,
+  MemoryRevisionView,
   MemoryView,
   RunOptions,
 } from './client.js';

@@ -4,10 +4,13 @@
 import assert from 'node:assert/strict';
 import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { create } from '@bufbuild/protobuf';
 import { AdkError, Code, connect, downloadFile, fromValue, isReason, uploadFile } from '../dist/index.js';
+import { EventSchema } from '../dist/gen/adk/v1/event_pb.js';
 import { startAdkServer } from './server.js';
 
 /** @type {Awaited<ReturnType<typeof startAdkServer>>} */
@@ -283,5 +286,70 @@ describe('memory', () => {
     assert.equal(found[0]?.text, 'Alice prefers window seats');
     assert.equal(await adk.deleteMemory('app', u, id), true);
     assert.deepEqual(await adk.searchMemory('app', u, 'window seats'), []);
+  });
+});
+
+describe('generated memories', () => {
+  /** An OpenAI-compatible model whose every answer extracts one fact. */
+  const model = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const facts = { facts: [{ fact: 'The user likes window seats', topics: ['USER_PREFERENCES'] }] };
+      const reply = JSON.stringify({
+        id: 'c',
+        object: 'chat.completion',
+        created: 0,
+        model: 'fake',
+        choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: JSON.stringify(facts) } }],
+      });
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(reply);
+    });
+  });
+  /** @type {Awaited<ReturnType<typeof startAdkServer>>} */
+  let generating;
+  before(async () => {
+    await new Promise((resolve) => model.listen(0, '127.0.0.1', () => resolve(undefined)));
+    const { port } = /** @type {import('node:net').AddressInfo} */ (model.address());
+    const file = path.join(mkdtempSync(path.join(os.tmpdir(), 'adk-node-gen-')), 'generation.yaml');
+    writeFileSync(file, `'*':\n  model: { provider: openai, model: fake, base_url: 'http://127.0.0.1:${port}/v1' }\n`);
+    generating = await startAdkServer('adk-server', ['--memory-generation', file]);
+  });
+  after(async () => {
+    await generating?.stop();
+    model.close();
+  });
+
+  /** @param {string} id @param {string} text */
+  const said = (id, text) =>
+    create(EventSchema, { id, author: 'user', content: { role: 'user', parts: [{ kind: { case: 'text', value: text } }] } });
+
+  test('ingest_buffers_once_and_a_flush_generates_facts_with_revisions', async () => {
+    const client = connect(generating.address);
+    const u = user();
+    const buffered = await client.ingestEvents('app', u, [said('e1', 'I like window seats')], { streamId: 's1' });
+    assert.deepEqual(buffered, { bufferedEvents: 1, memories: [] });
+    const again = await client.ingestEvents('app', u, [said('e1', 'I like window seats')]);
+    assert.equal(again.bufferedEvents, 1, 'an event is buffered once');
+    const flushed = await client.ingestEvents('app', u, [], { forceFlush: true });
+    assert.equal(flushed.bufferedEvents, 0);
+    assert.deepEqual(flushed.memories.map((m) => [m.action, m.memory.text]), [['CREATED', 'The user likes window seats']]);
+    const fact = flushed.memories[0]?.memory.fact;
+    assert.deepEqual([fact?.revision, fact?.topics, fact?.sourceEventIds], [1, ['USER_PREFERENCES'], ['e1']]);
+    const found = await client.searchMemory('app', u, 'window seats');
+    assert.deepEqual(found.map((m) => [m.author, m.text]), [['user', 'The user likes window seats']]);
+    const revisions = await client.listMemoryRevisions('app', u, found[0]?.id ?? '');
+    assert.deepEqual(revisions.map((r) => [r.revision, r.action, r.fact]), [[1, 'CREATED', 'The user likes window seats']]);
+    // GenerateMemories of events already generated from changes nothing.
+    assert.deepEqual(await client.generateMemories('app', u, { events: [said('e1', 'I like window seats')] }), []);
+    const created = await client.generateMemories('app', user(), {
+      events: [said('e2', 'I like window seats')],
+      topics: ['USER_PREFERENCES'],
+      ttlSeconds: 60,
+    });
+    assert.equal(created[0]?.action, 'CREATED');
+    assert.ok(created[0]?.memory.fact?.expireTime instanceof Date, "the call's ttl");
+    const missing = await failure(client.listMemoryRevisions('app', u, 'nothing'));
+    assert.equal(missing.code, Code.NotFound);
   });
 });

@@ -175,7 +175,7 @@ def test_memory_bank_metadata_generates_facts_on_the_server(tmp_path) -> None:
     """What ADK's VertexAiMemoryBankService does with custom_metadata asking for a ttl and
     topics, GrpcMemoryService does too: the server's model extracts the facts (only those of
     the allowed topics), which search then returns; without such metadata the events are
-    added as they are."""
+    ingested, as ADK's service does: buffered once each, and generated on a flush."""
     model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAi)
     threading.Thread(target=model.serve_forever, daemon=True).start()
     generation = tmp_path / "generation.yaml"
@@ -193,19 +193,79 @@ def test_memory_bank_metadata_generates_facts_on_the_server(tmp_path) -> None:
             app_name=app, user_id="alice", events=[event], session_id="s1",
             custom_metadata={"ttl": "3600s", "allowed_topics": ["USER_PREFERENCES"]})
         found = await memory.search_memory(app_name=app, user_id="alice", query="green tea Oslo")
-        plain = _user_event("Remember the red bicycle")
-        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[plain])
-        kept = await memory.search_memory(app_name=app, user_id="bob", query="bicycle")
+        # Without such metadata the events are ingested: buffered until a flush (or the
+        # app's event count or idle time), then generated.
+        plain = _user_event("I drink green tea at home")
+        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[plain], session_id="s2")
+        buffered = await memory.search_memory(app_name=app, user_id="bob", query="green tea")
+        again = await memory.ingest_events(app_name=app, user_id="bob", events=[plain], stream_id="s2")
+        await memory.add_events_to_memory(app_name=app, user_id="bob", events=[],
+                                          custom_metadata={"force_flush": True})
+        kept = await memory.search_memory(app_name=app, user_id="bob", query="green tea")
         await memory.close()
-        return found, kept
+        return found, buffered, again, kept
 
     try:
-        found, kept = asyncio.run(scenario())
+        found, buffered, again, kept = asyncio.run(scenario())
     finally:
         server.stop()
         model.shutdown()
     assert [m.content.parts[0].text for m in found.memories] == ["The user drinks green tea"]
-    assert len(_FakeOpenAi.bodies) == 1, "one extraction; nothing related to consolidate with"
     prompt = _FakeOpenAi.bodies[0]["messages"][0]["content"]
     assert "USER_PREFERENCES" in prompt and "USER_PERSONAL_INFO" not in prompt
-    assert [m.content.parts[0].text for m in kept.memories] == ["Remember the red bicycle"]
+    assert buffered.memories == [], "ingested, not generated yet"
+    assert again.buffered_events == 1, "an event ingested again is buffered once"
+    assert [(m.author, m.content.parts[0].text) for m in kept.memories] == [("user", "The user drinks green tea")]
+    assert len(_FakeOpenAi.bodies) == 2, "one extraction per generation; nothing related to consolidate with"
+
+
+def test_the_client_ingests_generates_and_lists_revisions(tmp_path) -> None:
+    """AdkClient's (and AsyncAdkClient's) generated-memory calls against adk-server with a
+    generation model: an ingested event is buffered once and generated on a flush, with its
+    topics, revision and source; a generation of events already generated from changes
+    nothing; a memory's revisions come back; a call's topics and ttl apply."""
+    from adk_client import AdkClient, AsyncAdkClient
+    from adk_client.v1 import event_pb2
+
+    model = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _FakeOpenAi)
+    threading.Thread(target=model.serve_forever, daemon=True).start()
+    generation = tmp_path / "generation.yaml"
+    generation.write_text(
+        "'*':\n  model: {provider: openai, model: fake, base_url: 'http://127.0.0.1:%d/v1'}\n"
+        % model.server_address[1])
+    server = start("adk-server", ["--memory-generation", str(generation), *COMMON], tmp_path)
+    app, user = f"adk-client-gen-{uuid.uuid4().hex[:8]}", "alice"
+    said = event_pb2.Event(id="e1", author="user")
+    said.content.role = "user"
+    said.content.parts.add().text = "I drink green tea here in Oslo"
+    try:
+        with AdkClient(server.address) as adk:
+            first = adk.ingest_events(app, user, [said], stream_id="s1")
+            again = adk.ingest_events(app, user, [said])
+            flushed = adk.ingest_events(app, user, [], force_flush=True)
+            found = adk.search_memory(app, user, "green tea")
+            revisions = adk.list_memory_revisions(app, user, found[0].id)
+            retried = adk.generate_memories(app, user, events=[said])
+
+        async def generate_for_bob():
+            async with AsyncAdkClient(server.address) as aio:
+                return await aio.generate_memories(
+                    app, "bob", events=[said], topics=["USER_PREFERENCES"], ttl_seconds=60)
+
+        bobs = asyncio.run(generate_for_bob())
+    finally:
+        server.stop()
+        model.shutdown()
+    assert (first.buffered_events, first.memories) == (1, [])
+    assert again.buffered_events == 1, "an event is buffered once"
+    assert flushed.buffered_events == 0
+    assert sorted((m.action, m.memory.text) for m in flushed.memories) == [
+        ("CREATED", "The user drinks green tea"), ("CREATED", "The user lives in Oslo")]
+    assert [(m.author, m.text) for m in found] == [("user", "The user drinks green tea")]
+    fact = found[0].fact
+    assert fact is not None and (fact.revision, fact.topics, fact.source_event_ids) == (
+        1, ["USER_PREFERENCES"], ["e1"])
+    assert [(r.revision, r.action, r.fact) for r in revisions] == [(1, "CREATED", "The user drinks green tea")]
+    assert retried == [], "events generated from before change nothing"
+    assert [(m.action, m.memory.text) for m in bobs] == [("CREATED", "The user drinks green tea")]
+    assert bobs[0].memory.fact is not None and bobs[0].memory.fact.expire_time is not None

@@ -10,7 +10,7 @@ use adk_grpc_server_kit::{
     ArtifactArgs, GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryByDefault, MemoryGenerationArgs, MetricsArgs,
     SessionArgs, Shutdown, StoreArgs,
 };
-use adk_grpc_session_service::{memory_service, session_service};
+use adk_grpc_session_service::{generate_due_ingests, memory_service, session_service};
 use adk_grpc_store::Stores;
 use anyhow::Context;
 use clap::Parser;
@@ -87,6 +87,8 @@ pub async fn server(cli: &Cli, shutdown: Shutdown) -> anyhow::Result<GrpcServer>
     // Long-term memory at the same URL; the runner's agents recall from the very instance served.
     let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session, artifact and memory stores open");
+    // Ingested events are generated from by whichever replica finds them due.
+    tokio::spawn(generate_due_ingests(memory.clone(), shutdown.triggered()));
 
     // The runner uses the very store instances the session and artifact services
     // serve (with memory:// a second open would be a second, empty store), so a

@@ -5,7 +5,7 @@
 
 mod memory;
 
-pub use memory::{MemoryGrpcService, memory_service};
+pub use memory::{MemoryGrpcService, generate_due_ingests, memory_service};
 
 use adk_grpc_core::convert::map_to_struct;
 use adk_grpc_core::{

@@ -5,7 +5,7 @@ use adk_grpc_server_kit::{
     GrpcArgs, GrpcServer, LogArgs, MemoryArgs, MemoryGenerationArgs, MetricsArgs, RedisByDefault, ServiceInfo,
     SessionArgs, Shutdown, StoreArgs, run_binary,
 };
-use adk_grpc_session_service::{memory_service, session_service};
+use adk_grpc_session_service::{generate_due_ingests, memory_service, session_service};
 use adk_grpc_store::Stores;
 use anyhow::Context;
 use clap::Parser;
@@ -64,6 +64,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let store = stores.sessions().await.with_context(|| cannot_open("session"))?;
     let memory = stores.memory().await.with_context(|| cannot_open("memory"))?;
     tracing::info!(store = %cli.store.redacted_url(), "session store open");
+    // Ingested events are generated from by whichever replica finds them due.
+    tokio::spawn(generate_due_ingests(memory.clone(), shutdown.triggered()));
 
     GrpcServer::new(&cli.grpc, shutdown.clone())
         .metrics(&cli.metrics)

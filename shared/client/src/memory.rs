@@ -5,7 +5,7 @@ use crate::connect::AuthChannel;
 use crate::{DEFAULT_MAX_MESSAGE_BYTES, check_health};
 use adk_grpc_core::memory::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, GenerateMemoriesRequest, GeneratedMemory,
-    ListRevisionsRequest, MemoryRevision, SearchMemoryRequest,
+    IngestEventsRequest, IngestOutcome, ListRevisionsRequest, MemoryRevision, SearchMemoryRequest,
 };
 use adk_grpc_core::{MemoryService, Result, SearchMemoryResponse};
 use adk_grpc_proto::v1 as pb;
@@ -117,6 +117,15 @@ impl MemoryService for RemoteMemoryService {
             .enumerate()
             .map(|(i, r)| MemoryRevision::from_proto(format_args!("revisions[{i}]"), r))
             .collect()
+    }
+
+    async fn ingest(&self, req: IngestEventsRequest) -> Result<IngestOutcome> {
+        let reply = self
+            .memory
+            .clone()
+            .ingest_events(pb::IngestEventsRequest::from(&req))
+            .await?;
+        IngestOutcome::try_from(reply.get_ref())
     }
 
     /// Ok while the server reports its memory service SERVING.

@@ -11,14 +11,17 @@
 
 mod backend;
 pub mod generate;
+pub mod ingest;
 mod service;
 
 pub use backend::{
     GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
 };
 pub use generate::{
-    ExtractedFact, GenerationConfig, Generators, MANAGED_TOPICS, MemoryExample, MemoryTopic, generator_for, is_expired,
+    ExtractedFact, GenerationConfig, Generators, IngestConfig, MANAGED_TOPICS, MemoryExample, MemoryTopic,
+    generator_for, is_expired,
 };
+pub use ingest::{IngestEventsRequest, IngestOutcome};
 pub use service::CoreMemoryService;
 
 use crate::content::Content;
@@ -516,6 +519,17 @@ pub trait MemoryService: Send + Sync {
 
     /// Every revision of one generated memory, oldest first; NOT_FOUND when none.
     async fn revisions(&self, req: ListRevisionsRequest) -> Result<Vec<MemoryRevision>>;
+
+    /// Buffers events for a later generation (IngestEvents, see [`ingest`]); with
+    /// `force_flush` generates from the user's whole buffer before returning.
+    async fn ingest(&self, req: IngestEventsRequest) -> Result<IngestOutcome>;
+
+    /// One tick of a server's background task: generates the ingested events of users
+    /// that are due (see [`ingest`]); returns how many users it took. A client of a
+    /// remote server has nothing to do.
+    async fn generate_due_ingests(&self) -> Result<usize> {
+        Ok(0)
+    }
 
     /// Ok while the store can serve (health checks).
     async fn ping(&self) -> Result<()> {

@@ -3,7 +3,7 @@
 //! (see `adk_grpc_core::memory::GenerationConfig`).
 
 use crate::config::{ProviderConfig, build_model};
-use adk_grpc_core::memory::{GenerationConfig, Generators, MemoryExample, MemoryTopic};
+use adk_grpc_core::memory::{GenerationConfig, Generators, IngestConfig, MemoryExample, MemoryTopic};
 use adk_grpc_core::{AdkError, Result};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -24,6 +24,9 @@ struct AppGeneration {
     /// 0 or absent: memories do not expire.
     #[serde(default)]
     ttl_secs: u64,
+    /// When ingested events are generated from; absent: the defaults.
+    #[serde(default)]
+    ingest: IngestConfig,
 }
 
 /// Reads a memory generation file, e.g.
@@ -38,6 +41,7 @@ struct AppGeneration {
 ///     - conversation: "user: my order 1234 never arrived"
 ///       facts: [{ fact: "The user's order 1234 did not arrive", topics: [ORDERS] }]
 ///   ttl_secs: 2592000
+///   ingest: { max_events: 20, idle_secs: 120 }
 /// ```
 ///
 /// `Config` errors name the file, the app and the field.
@@ -64,6 +68,7 @@ pub fn load_generators(path: &Path) -> Result<Generators> {
                 topics: entry.topics,
                 examples: entry.examples,
                 ttl: (entry.ttl_secs > 0).then(|| Duration::from_secs(entry.ttl_secs)),
+                ingest: entry.ingest,
             };
             config.validate("").map_err(in_app)?;
             Ok((app, Arc::new(config)))
@@ -97,6 +102,7 @@ support:
     - conversation: "user: order 12 never came"
       facts: [{ fact: "Order 12 did not arrive", topics: [ORDERS] }]
   ttl_secs: 60
+  ingest: { max_events: 7, idle_secs: 5 }
 "*":
   model: { provider: gemini, model: gemini-test }
 "#,
@@ -107,7 +113,9 @@ support:
         assert_eq!(support.topics[1].label, "ORDERS");
         assert_eq!(support.examples[0].facts[0].topics, ["ORDERS"]);
         assert_eq!(support.ttl, Some(Duration::from_secs(60)));
+        assert_eq!((support.ingest.max_events, support.ingest.idle_secs), (7, 5));
         assert!(generators["*"].topics.is_empty() && generators["*"].ttl.is_none());
+        assert_eq!(generators["*"].ingest, IngestConfig::default());
     }
 
     #[test]
@@ -131,6 +139,18 @@ support:
                 "examples[0].facts[0].fact",
             ),
             (format!("a:\n  {model}\n  ttl_secs: 999999999999"), "ttl"),
+            (
+                format!("a:\n  {model}\n  ingest: {{ max_events: 0 }}"),
+                "ingest.max_events",
+            ),
+            (
+                format!("a:\n  {model}\n  ingest: {{ idle_secs: 0 }}"),
+                "ingest.idle_secs",
+            ),
+            (
+                format!("a:\n  {model}\n  ingest: {{ every: 1 }}"),
+                "unknown field `every`",
+            ),
             (format!("a:\n  {model}\n  colour: blue"), "unknown field `colour`"),
             ("a:\n  model: { provider: openai }".to_string(), "needs a `model`"),
             (format!("\"bad\\tapp\":\n  {model}"), "app name"),

@@ -5,13 +5,14 @@
 
 use adk_grpc_e2e::runs::{self, agents_file, user_text as text};
 use adk_grpc_e2e::{InProcessServer, spawn_session_server};
-use adk_grpc_models::testing::{FakeServer, openai};
+use adk_grpc_models::testing::{FakeReply, FakeServer, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
-use adk_grpc_testkit::{RedisServer, ServiceProcess};
+use adk_grpc_testkit::{RedisServer, ServiceProcess, eventually};
 use serde_json::json;
+use std::time::Duration;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -435,5 +436,165 @@ async fn generate_memories_extracts_a_sessions_facts_once() {
     assert!(
         none.is_ok_and(|r| r.into_inner().memories.is_empty()),
         "no events: nothing to generate"
+    );
+}
+
+/// IngestEvents on two `adk-session-server` replicas of one Redis: the first buffers an
+/// event and is killed (SIGKILL) before the user's idle time is up; the second, started
+/// afterwards, finds the user due and generates the event's fact, once: the same event
+/// ingested again buffers nothing and asks the model nothing.
+#[tokio::test]
+async fn events_ingested_on_a_killed_replica_are_generated_by_another_once() {
+    let provider = FakeServer::start().await;
+    let redis = RedisServer::start().await;
+    let generation = agents_file(&format!(
+        "facts:\n  model: {{ provider: openai, model: fake-model, base_url: '{}/v1' }}\n  topics: [{{ label: USER_PREFERENCES }}]\n  ingest: {{ max_events: 50, idle_secs: 2 }}\n",
+        provider.url()
+    ));
+    let path = generation.path().display().to_string();
+    let ingest = pb::IngestEventsRequest {
+        app_name: "facts".into(),
+        user_id: "u".into(),
+        stream_id: "s1".into(),
+        events: vec![pb::Event {
+            id: "e1".into(),
+            author: "user".into(),
+            content: Some(text("I drink green tea every morning")),
+            ..Default::default()
+        }],
+        force_flush: false,
+    };
+    let mut first = spawn_session_server(&redis.url(), &["--memory-generation", &path]).await;
+    let mut memory = MemoryServiceClient::connect(first.endpoint()).await.expect("connect");
+    let buffered = memory
+        .ingest_events(ingest.clone())
+        .await
+        .expect("IngestEvents")
+        .into_inner();
+    assert_eq!(buffered.buffered_events, 1);
+    first.kill9().await;
+    assert!(provider.requests().is_empty(), "killed before the idle time was up");
+
+    provider.push(openai::json_reply(&json!({"facts": [
+        {"fact": "The user drinks green tea every morning", "topics": ["USER_PREFERENCES"], "source_event_ids": ["e1"]},
+    ]})));
+    let second = spawn_session_server(&redis.url(), &["--memory-generation", &path]).await;
+    let mut memory = MemoryServiceClient::connect(second.endpoint()).await.expect("connect");
+    let found = eventually(Duration::from_secs(30), || {
+        let mut memory = memory.clone();
+        async move {
+            let found = memory
+                .search_memory(search("facts", "u", "green tea"))
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            match memory_texts(&found).as_slice() {
+                [] => Err("not generated yet".to_string()),
+                _ => Ok(found),
+            }
+        }
+    })
+    .await;
+    assert_eq!(memory_texts(&found), ["The user drinks green tea every morning"]);
+    let fact = found.memories[0].fact.clone().expect("a generated memory");
+    assert_eq!(fact.source_event_ids, ["e1"]);
+    let again = memory
+        .ingest_events(ingest)
+        .await
+        .expect("IngestEvents again")
+        .into_inner();
+    assert_eq!(
+        again.buffered_events, 0,
+        "an event generated from is not buffered again"
+    );
+    assert_eq!(provider.requests().len(), 1, "the event was generated from once");
+}
+
+/// An app with `memory: {add: ingest}` on `adk-server` given `--memory-generation`: the
+/// runner ingests session 1's turn after the run, the server generates its fact (the
+/// buffer full at 2 events) in the background, and session 2's model request carries the
+/// fact through `preload_memory`, as ADK reads a Memory Bank memory (`user: <fact>`). One
+/// scripted model answers the agent and the extraction, each by what it asks.
+#[tokio::test]
+async fn an_agent_remembers_facts_generated_from_its_ingested_turns() {
+    const EXTRACTION: &str = "You extract memories";
+    let provider = FakeServer::start().await;
+    provider.answer_with(|request| {
+        let body = request.json();
+        if !body["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with(EXTRACTION)
+        {
+            return FakeReply::json(openai::text("Noted."));
+        }
+        let transcript = body["messages"][1]["content"].as_str().unwrap_or_default();
+        let facts: Vec<serde_json::Value> = transcript
+            .contains("green tea")
+            .then(|| json!({"fact": "The user drinks green tea every morning", "topics": ["USER_PREFERENCES"]}))
+            .into_iter()
+            .collect();
+        FakeReply::json(openai::json_reply(&json!({ "facts": facts })))
+    });
+    let agents = agents_file(&format!(
+        "
+models:
+  gpt: {{ provider: openai, model: fake-model, base_url: '{}' }}
+apps:
+  tea:
+    memory: {{ add: ingest }}
+    root_agent: {{ name: barista, model: gpt, tools: [preload_memory] }}
+",
+        provider.url()
+    ));
+    let generation = agents_file(&format!(
+        "tea:\n  model: {{ provider: openai, model: fake-model, base_url: '{}/v1' }}\n  ingest: {{ max_events: 2, idle_secs: 3600 }}\n",
+        provider.url()
+    ));
+    let server = InProcessServer::all_in_one(&[
+        "--agents",
+        &agents.path().display().to_string(),
+        "--memory-generation",
+        &generation.path().display().to_string(),
+    ])
+    .await;
+    let mut runner = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
+    let memory = MemoryServiceClient::connect(server.endpoint()).await.expect("connect");
+    run(&mut runner, "tea", "alice", "s1", "I drink green tea every morning").await;
+    let found = eventually(Duration::from_secs(30), || {
+        let mut memory = memory.clone();
+        async move {
+            let found = memory
+                .search_memory(search("tea", "alice", "green tea"))
+                .await
+                .map_err(|e| e.to_string())?
+                .into_inner();
+            match memory_texts(&found).as_slice() {
+                [] => Err("no fact generated yet".to_string()),
+                _ => Ok(found),
+            }
+        }
+    })
+    .await;
+    assert_eq!(memory_texts(&found), ["The user drinks green tea every morning"]);
+    assert_eq!(found.memories[0].author, "user");
+
+    run(&mut runner, "tea", "alice", "s2", "What do I drink in the morning?").await;
+    let asked = provider
+        .requests()
+        .iter()
+        .map(|r| r.json())
+        .rfind(|body| {
+            !body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(EXTRACTION)
+        })
+        .expect("the agent's request")
+        .to_string();
+    assert!(asked.contains("<PAST_CONVERSATIONS>"), "{asked}");
+    assert!(
+        asked.contains("user: The user drinks green tea every morning"),
+        "{asked}"
     );
 }

@@ -46,7 +46,10 @@ from .types import (
     Content,
     Event,
     FunctionCall,
+    GeneratedMemory,
+    IngestResult,
     Memory,
+    MemoryRevision,
     MessageInput,
     Part,
     Session,
@@ -559,6 +562,61 @@ def add_memory(
 def search_memory(app: str, user: str, query: str, limit: int) -> Unary[List[Memory]]:
     request = memory_pb2.SearchMemoryRequest(app_name=app, user_id=user, query=query, limit=limit)
     return Unary("memory", "SearchMemory", request, True, lambda r: [Memory.from_proto(m) for m in r.memories])
+
+
+def generate_memories(
+    app: str,
+    user: str,
+    session_id: str,
+    events: Sequence[Union[Event, event_pb2.Event]],
+    topics: Sequence[Union[str, Tuple[str, str]]],
+    ttl_seconds: int,
+) -> Unary[List[GeneratedMemory]]:
+    request = memory_pb2.GenerateMemoriesRequest(
+        app_name=app,
+        user_id=user,
+        source_session_id=session_id,
+        events=[e.proto if isinstance(e, Event) else e for e in events],
+        topics=[_memory_topic(t) for t in topics],
+        ttl_seconds=ttl_seconds,
+    )
+    # A retry generates nothing twice (the server skips events generated from).
+    return Unary(
+        "memory", "GenerateMemories", request, True, lambda r: [GeneratedMemory.from_proto(m) for m in r.memories]
+    )
+
+
+def _memory_topic(topic: Union[str, Tuple[str, str]]) -> memory_pb2.MemoryTopic:
+    """A managed topic's label, or (label, description)."""
+    if isinstance(topic, str):
+        return memory_pb2.MemoryTopic(label=topic)
+    label, description = topic
+    return memory_pb2.MemoryTopic(label=label, description=description)
+
+
+def ingest_events(
+    app: str,
+    user: str,
+    events: Sequence[Union[Event, event_pb2.Event]],
+    stream_id: str,
+    force_flush: bool,
+) -> Unary[IngestResult]:
+    request = memory_pb2.IngestEventsRequest(
+        app_name=app,
+        user_id=user,
+        stream_id=stream_id,
+        events=[e.proto if isinstance(e, Event) else e for e in events],
+        force_flush=force_flush,
+    )
+    # A retry buffers nothing twice (the server keeps each event once, by id).
+    return Unary("memory", "IngestEvents", request, True, IngestResult.from_proto)
+
+
+def list_memory_revisions(app: str, user: str, memory_id: str) -> Unary[List[MemoryRevision]]:
+    request = memory_pb2.ListMemoryRevisionsRequest(app_name=app, user_id=user, memory_id=memory_id)
+    return Unary(
+        "memory", "ListMemoryRevisions", request, True, lambda r: [MemoryRevision.from_proto(m) for m in r.revisions]
+    )
 
 
 def delete_memory(app: str, user: str, memory_id: str) -> Unary[bool]:

@@ -401,8 +401,11 @@ def _memory_entry_to_proto(entry: MemoryEntry) -> memory_pb2.MemoryEntry:
 
 class GrpcMemoryService(BaseMemoryService):
     """ADK's ``BaseMemoryService`` over ``adk.v1.MemoryService``: memories scoped to
-    (app, user), searched by keyword relevance (BM25) on the server. A session added again
-    replaces its memories (a memory's id is its event's id)."""
+    (app, user), searched on the server. For an app the server generates memories for
+    (``--memory-generation``), events become facts as with ADK's Memory Bank service
+    (ingested by default, generated at once when custom_metadata asks); for any other app
+    each event is a memory, and a session added again replaces its memories (a memory's id
+    is its event's id)."""
 
     def __init__(self, uri: Optional[str] = None, *, target: Optional[str] = None,
                  timeout: Optional[float] = 30.0, options: Optional[List[Tuple[str, Any]]] = None,
@@ -438,20 +441,44 @@ class GrpcMemoryService(BaseMemoryService):
     async def add_events_to_memory(self, *, app_name: str, user_id: str, events: Any,
                                    session_id: Optional[str] = None,
                                    custom_metadata: Optional[Mapping[str, object]] = None) -> None:
-        """Adds the events as memories, one per event; or, when ``custom_metadata`` asks for
-        what only Memory Bank's generation has (``ttl``, ``revision_ttl``, ``allowed_topics``,
-        ``wait_for_completion``...: the rule of ADK's ``VertexAiMemoryBankService``), has the
-        server extract and consolidate their facts (GenerateMemories), with those topics and
-        ttl. The server always waits for the generation to be stored."""
+        """ADK's ``VertexAiMemoryBankService`` paths: the events go to the user's ingest
+        buffer on the server (IngestEvents; ``custom_metadata`` may give ``stream_id``,
+        else the session's id, and ``force_flush``), whose model generates facts from them
+        when an event count or an idle time is reached; or, when ``custom_metadata`` asks
+        for what only Memory Bank's generation has (``ttl``, ``revision_ttl``,
+        ``allowed_topics``, ``wait_for_completion``...), the server extracts and
+        consolidates their facts at once (GenerateMemories), with those topics and ttl. For
+        an app the server has no generation model for, the events are added as memories,
+        one per event (AddEventsToMemory), as before generation existed."""
         if _generates_memories(custom_metadata):
             await self.generate_memories(app_name=app_name, user_id=user_id, events=events,
                                          custom_metadata=custom_metadata)
             return
+        metadata = custom_metadata or {}
+        try:
+            await self.ingest_events(app_name=app_name, user_id=user_id, events=events,
+                                     stream_id=cast(Optional[str], metadata.get("stream_id")) or session_id,
+                                     force_flush=bool(metadata.get("force_flush")))
+            return
+        except grpc.aio.AioRpcError as err:
+            if err.code() != grpc.StatusCode.FAILED_PRECONDITION:
+                raise
+        kept = {key: value for key, value in metadata.items() if key not in _INGEST_KEYS}
         request = memory_pb2.AddEventsToMemoryRequest(
             app_name=app_name, user_id=user_id, session_id=session_id or "",
             events=[event_to_proto(e) for e in events],
-            custom_metadata=_metadata_struct(custom_metadata))
+            custom_metadata=_metadata_struct(kept))
         await self._call("AddEventsToMemory", request)
+
+    async def ingest_events(self, *, app_name: str, user_id: str, events: Any,
+                            stream_id: Optional[str] = None, force_flush: bool = False) -> Any:
+        """IngestEvents: buffers the events for the server's generation; with
+        ``force_flush`` generates from the user's whole buffer first. Returns the server's
+        reply (``buffered_events``, and the flush's ``memories``)."""
+        request = memory_pb2.IngestEventsRequest(
+            app_name=app_name, user_id=user_id, stream_id=stream_id or "",
+            events=[event_to_proto(e) for e in events], force_flush=force_flush)
+        return await self._call("IngestEvents", request)
 
     async def generate_memories(self, *, app_name: str, user_id: str, events: Any = (),
                                 session_id: Optional[str] = None,
@@ -510,6 +537,11 @@ _GENERATE_KEYS = frozenset({
     "metadata_merge_strategy", "revision_expire_time", "revision_labels", "revision_ttl", "ttl",
     "wait_for_completion",
 })
+
+
+# The custom_metadata keys ADK's VertexAiMemoryBankService sends to memories.ingest_events
+# (generation_trigger_config is the server's per-app `ingest` setting here, so it is ignored).
+_INGEST_KEYS = frozenset({"force_flush", "generation_trigger_config", "stream_id"})
 
 
 def _generates_memories(custom_metadata: Optional[Mapping[str, object]]) -> bool:

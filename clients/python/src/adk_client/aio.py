@@ -51,7 +51,20 @@ from ._calls import DEFAULT, AsyncChunks, CallMetadata, MemoryInput, OnBusy, Sta
 from ._convert import JsonValue
 from ._retry import RetryPolicy, call_with_retry_async
 from .errors import AdkError, from_rpc_error
-from .types import App, Artifact, ArtifactMetadata, Event, FunctionCall, Memory, MessageInput, Part, Session
+from .types import (
+    App,
+    Artifact,
+    ArtifactMetadata,
+    Event,
+    FunctionCall,
+    GeneratedMemory,
+    IngestResult,
+    Memory,
+    MemoryRevision,
+    MessageInput,
+    Part,
+    Session,
+)
 from .v1 import artifact_pb2_grpc, event_pb2, memory_pb2_grpc, runner_pb2_grpc, session_pb2_grpc
 
 # Defined elsewhere, and public here too.
@@ -737,6 +750,55 @@ class AsyncAdkClient:
     ) -> List[Memory]:
         """The user's memories most relevant to ``query``, best first (``limit`` 0: 10)."""
         return await self._unary(timeout, metadata, calls.search_memory(app, user, query, limit))
+
+    async def generate_memories(
+        self,
+        app: str,
+        user: str,
+        *,
+        session_id: str = "",
+        events: Sequence[Union[Event, event_pb2.Event]] = (),
+        topics: Sequence[Union[str, Tuple[str, str]]] = (),
+        ttl_seconds: int = 0,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[GeneratedMemory]:
+        """Has the server's model extract the facts of a stored session (``session_id``) or
+        of ``events`` and consolidate them with the user's memories (Memory Bank's
+        GenerateMemories); returns the memories created, updated or deleted. ``topics``:
+        managed labels or (label, description), instead of the app's; ``ttl_seconds`` 0:
+        the app's."""
+        return await self._unary(
+            timeout, metadata, calls.generate_memories(app, user, session_id, events, topics, ttl_seconds)
+        )
+
+    async def ingest_events(
+        self,
+        app: str,
+        user: str,
+        events: Sequence[Union[Event, event_pb2.Event]],
+        *,
+        stream_id: str = "",
+        force_flush: bool = False,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> IngestResult:
+        """Buffers events for the server's generation (Memory Bank's IngestEvents), which
+        runs when the app's event count or idle time is reached; ``force_flush`` generates
+        from the user's whole buffer now and returns its changes."""
+        return await self._unary(timeout, metadata, calls.ingest_events(app, user, events, stream_id, force_flush))
+
+    async def list_memory_revisions(
+        self,
+        app: str,
+        user: str,
+        memory_id: str,
+        *,
+        timeout: Timeout = DEFAULT,
+        metadata: CallMetadata = (),
+    ) -> List[MemoryRevision]:
+        """Every revision of one generated memory, oldest first."""
+        return await self._unary(timeout, metadata, calls.list_memory_revisions(app, user, memory_id))
 
     async def delete_memory(
         self,

@@ -328,6 +328,8 @@ class Memory:
     author: str
     timestamp: Optional[datetime]
     custom_metadata: Dict[str, JsonValue]
+    #: Set on a memory the server generated (``generate_memories``, ``ingest_events``).
+    fact: Optional["MemoryFact"] = None
 
     @property
     def text(self) -> str:
@@ -341,6 +343,89 @@ class Memory:
             author=msg.author,
             timestamp=timestamp_to_datetime(msg, "timestamp"),
             custom_metadata=struct_to_dict(msg.custom_metadata),
+            fact=MemoryFact.from_proto(msg.fact) if msg.HasField("fact") else None,
+        )
+
+
+def _memory_action(action: int) -> str:
+    """``"CREATED"``, ``"UPDATED"`` or ``"DELETED"``."""
+    return memory_pb2.MemoryAction.Name(action).removeprefix("MEMORY_ACTION_")
+
+
+@dataclass(frozen=True)
+class MemoryFact:
+    """What a generated memory carries besides its text: its topics, its revision (1 when
+    created) and the events it came from."""
+
+    topics: List[str]
+    revision: int
+    source_event_ids: List[str]
+    create_time: Optional[datetime]
+    update_time: Optional[datetime]
+    expire_time: Optional[datetime]
+
+    @classmethod
+    def from_proto(cls, msg: memory_pb2.MemoryFact) -> "MemoryFact":
+        return cls(
+            topics=list(msg.topics),
+            revision=msg.revision,
+            source_event_ids=list(msg.source_event_ids),
+            create_time=timestamp_to_datetime(msg, "create_time"),
+            update_time=timestamp_to_datetime(msg, "update_time"),
+            expire_time=timestamp_to_datetime(msg, "expire_time"),
+        )
+
+
+@dataclass(frozen=True)
+class GeneratedMemory:
+    """One change of a generation: ``action`` is "CREATED", "UPDATED" or "DELETED"; a
+    deleted ``memory`` as it was."""
+
+    memory: Memory
+    action: str
+
+    @classmethod
+    def from_proto(cls, msg: memory_pb2.GeneratedMemory) -> "GeneratedMemory":
+        return cls(memory=Memory.from_proto(msg.memory), action=_memory_action(msg.action))
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    """What ``ingest_events`` did: the user's buffered events after it (0 after a flush)
+    and, with ``force_flush``, the generation's changes."""
+
+    buffered_events: int
+    memories: List[GeneratedMemory]
+
+    @classmethod
+    def from_proto(cls, msg: memory_pb2.IngestEventsResponse) -> "IngestResult":
+        return cls(
+            buffered_events=msg.buffered_events,
+            memories=[GeneratedMemory.from_proto(m) for m in msg.memories],
+        )
+
+
+@dataclass(frozen=True)
+class MemoryRevision:
+    """One revision of a generated memory (``list_memory_revisions``): the fact as it read
+    then (empty for a deletion) and the action that made it."""
+
+    revision: int
+    fact: str
+    topics: List[str]
+    source_event_ids: List[str]
+    create_time: Optional[datetime]
+    action: str
+
+    @classmethod
+    def from_proto(cls, msg: memory_pb2.MemoryRevision) -> "MemoryRevision":
+        return cls(
+            revision=msg.revision,
+            fact=msg.fact,
+            topics=list(msg.topics),
+            source_event_ids=list(msg.source_event_ids),
+            create_time=timestamp_to_datetime(msg, "create_time"),
+            action=_memory_action(msg.action),
         )
 
 

@@ -481,7 +481,8 @@ impl From<OnBusyConfig> for adk_grpc_agents::OnBusy {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct MemoryConfig {
-    /// `invocation` (its events) or `session` (the whole session) after each invocation.
+    /// `invocation` (its events) or `session` (the whole session) after each invocation;
+    /// `ingest`: the session's new events to the ingest buffer, generated into facts.
     pub(super) add: AddToMemoryKind,
 }
 
@@ -490,6 +491,7 @@ pub(super) struct MemoryConfig {
 pub(super) enum AddToMemoryKind {
     Invocation,
     Session,
+    Ingest,
 }
 
 impl From<AddToMemoryKind> for AddToMemory {
@@ -497,6 +499,7 @@ impl From<AddToMemoryKind> for AddToMemory {
         match kind {
             AddToMemoryKind::Invocation => AddToMemory::Invocation,
             AddToMemoryKind::Session => AddToMemory::Session,
+            AddToMemoryKind::Ingest => AddToMemory::Ingest,
         }
     }
 }

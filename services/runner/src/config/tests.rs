@@ -1002,13 +1002,13 @@ fn memory_add_is_invocation_or_session_and_needs_a_memory_store() {
              root_agent: {{ name: d, model: fast, tools: [load_memory, preload_memory] }}\n"
         )
     };
-    for add in ["invocation", "session"] {
+    for add in ["invocation", "session", "ingest"] {
         let config = valid(&app(&format!("{{ add: {add} }}")));
         assert_eq!(config.build(&RunnerServices::in_memory()).unwrap().len(), 1);
     }
     assert_problem(
         &app("{ add: forever }"),
-        "agents.yaml: apps.diary.memory.add: unknown variant `forever`, expected `invocation` or `session`",
+        "agents.yaml: apps.diary.memory.add: unknown variant `forever`, expected one of `invocation`, `session`, `ingest`",
     );
     assert_problem(
         &app("{ add: session, keep: 1 }"),

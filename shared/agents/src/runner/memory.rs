@@ -3,6 +3,7 @@
 
 use super::AddToMemory;
 use crate::context::Invocation;
+use adk_grpc_core::memory::ingest::ingest_session;
 use adk_grpc_core::memory::{AddEventsRequest, add_session_to_memory};
 use adk_grpc_core::{Memory, MemoryService, Result, ScopedMemory, Session, SessionService};
 use std::collections::HashMap;
@@ -38,6 +39,18 @@ pub(super) async fn add_to_memory(
         }
         AddToMemory::Session => {
             add_session_to_memory(
+                memory.as_ref(),
+                session_service.as_ref(),
+                &session.app_name,
+                &session.user_id,
+                &session.id,
+            )
+            .await?;
+        }
+        // The whole session, not only this invocation: what an earlier invocation's
+        // runner stored but did not live to ingest goes with it (the store skips the rest).
+        AddToMemory::Ingest => {
+            ingest_session(
                 memory.as_ref(),
                 session_service.as_ref(),
                 &session.app_name,

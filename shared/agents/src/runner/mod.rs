@@ -163,6 +163,9 @@ pub enum AddToMemory {
     Invocation,
     /// The whole session, as ADK's `add_session_to_memory` (adding again replaces).
     Session,
+    /// The session's events not ingested yet, to the memory service's ingest buffer
+    /// (IngestEvents): the memory server generates facts from them when it is due.
+    Ingest,
 }
 
 /// Per-run options.

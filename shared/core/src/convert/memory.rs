@@ -6,8 +6,8 @@ use crate::error::{AdkError, Result};
 use crate::event::Event;
 use crate::memory::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, GenerateMemoriesRequest, GeneratedMemory,
-    ListRevisionsRequest, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision, MemoryTopic, SearchMemoryRequest,
-    SearchMemoryResponse,
+    IngestEventsRequest, IngestOutcome, ListRevisionsRequest, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision,
+    MemoryTopic, SearchMemoryRequest, SearchMemoryResponse,
 };
 use adk_grpc_proto::v1 as pb;
 use std::fmt::Display;
@@ -136,6 +136,58 @@ impl From<&GenerateMemoriesRequest> for pb::GenerateMemoriesRequest {
             topics: r.topics.iter().map(pb::MemoryTopic::from).collect(),
             ttl_seconds: r.ttl_seconds,
         }
+    }
+}
+
+impl TryFrom<pb::IngestEventsRequest> for IngestEventsRequest {
+    type Error = AdkError;
+
+    fn try_from(r: pb::IngestEventsRequest) -> Result<Self> {
+        let events = events_from_proto(&r.events)?;
+        Ok(IngestEventsRequest {
+            app_name: r.app_name,
+            user_id: r.user_id,
+            stream_id: r.stream_id,
+            events,
+            force_flush: r.force_flush,
+        })
+    }
+}
+
+impl From<&IngestEventsRequest> for pb::IngestEventsRequest {
+    fn from(r: &IngestEventsRequest) -> Self {
+        pb::IngestEventsRequest {
+            app_name: r.app_name.clone(),
+            user_id: r.user_id.clone(),
+            stream_id: r.stream_id.clone(),
+            events: r.events.iter().map(pb::Event::from).collect(),
+            force_flush: r.force_flush,
+        }
+    }
+}
+
+impl From<&IngestOutcome> for pb::IngestEventsResponse {
+    fn from(o: &IngestOutcome) -> Self {
+        pb::IngestEventsResponse {
+            buffered_events: i64::try_from(o.buffered_events).unwrap_or(i64::MAX),
+            memories: o.memories.iter().map(pb::GeneratedMemory::from).collect(),
+        }
+    }
+}
+
+impl TryFrom<&pb::IngestEventsResponse> for IngestOutcome {
+    type Error = AdkError;
+
+    fn try_from(r: &pb::IngestEventsResponse) -> Result<Self> {
+        Ok(IngestOutcome {
+            buffered_events: u64::try_from(r.buffered_events).unwrap_or(0),
+            memories: r
+                .memories
+                .iter()
+                .enumerate()
+                .map(|(i, g)| GeneratedMemory::from_proto(format_args!("memories[{i}]"), g))
+                .collect::<Result<_>>()?,
+        })
     }
 }
 

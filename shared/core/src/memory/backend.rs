@@ -8,8 +8,10 @@
 
 use super::{MemoryEntry, MemoryRevision, terms};
 use crate::error::{AdkError, Result};
+use crate::event::Event;
 use crate::session::backend::Checked;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use std::collections::{BTreeMap, HashSet};
 
 /// One user's memories: a validated (app, user). Built by the core only.
@@ -159,6 +161,8 @@ pub struct GenerationCommit {
     pub revisions: Vec<(MemoryId, MemoryRevision)>,
     /// The events this generation read, remembered so that no later one reads them again.
     pub event_ids: Vec<String>,
+    /// Ingested events this generation consumed: taken out of the user's buffer.
+    pub unbuffered: Vec<String>,
     _checked: Checked,
 }
 
@@ -170,6 +174,7 @@ impl GenerationCommit {
             removals: Vec::new(),
             revisions: Vec::new(),
             event_ids: Vec::new(),
+            unbuffered: Vec::new(),
             _checked: Checked::new(),
         }
     }
@@ -221,6 +226,58 @@ pub trait MemoryBackend: Send + Sync + 'static {
     /// The revisions of one memory, oldest first (none: empty).
     async fn revisions(&self, scope: &MemoryScope, id: &MemoryId) -> Result<Vec<MemoryRevision>> {
         let _ = (scope, id);
+        Err(cannot_generate())
+    }
+
+    /// Sets when the user's ingested events are due for generation, in the store's index
+    /// of due users (replacing any time or claim there), and records that the app has
+    /// ingested. Ingestion is optional for a store, like generation.
+    async fn schedule_ingest(&self, scope: &MemoryScope, due: DateTime<Utc>) -> Result<()> {
+        let _ = (scope, due);
+        Err(cannot_generate())
+    }
+
+    /// Appends to the user's buffer, in order, the events it does not hold yet and no
+    /// generation read (by id), atomically; returns how many events it holds then.
+    async fn buffer_events(&self, scope: &MemoryScope, events: &[Event]) -> Result<u64> {
+        let _ = (scope, events);
+        Err(cannot_generate())
+    }
+
+    /// The user's first `limit` buffered events, in the order they were buffered.
+    async fn buffered_events(&self, scope: &MemoryScope, limit: usize) -> Result<Vec<Event>> {
+        let _ = (scope, limit);
+        Err(cannot_generate())
+    }
+
+    /// The apps that ever ingested (whose users the index may hold).
+    async fn ingesting_apps(&self) -> Result<Vec<String>> {
+        Err(cannot_generate())
+    }
+
+    /// Claims up to `limit` of the app's users due at `now` (their time at or before it):
+    /// each one's time becomes `claimed_until`, atomically per user, so no other claim
+    /// takes it before then. Returns their user ids.
+    async fn claim_due(
+        &self,
+        app_name: &str,
+        now: DateTime<Utc>,
+        claimed_until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let _ = (app_name, now, claimed_until, limit);
+        Err(cannot_generate())
+    }
+
+    /// Ends a claim, only if the user's time is still `claimed_until` (no ingest moved it
+    /// meanwhile): due again at `next` when given, else out of the index.
+    async fn release_claim(
+        &self,
+        scope: &MemoryScope,
+        claimed_until: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        let _ = (scope, claimed_until, next);
         Err(cannot_generate())
     }
 

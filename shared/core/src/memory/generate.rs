@@ -4,7 +4,7 @@
 //! related memories and answers, per fact, create, update or delete. The pipeline that
 //! runs them and stores the outcome is [`super::CoreMemoryService`]'s `generate`.
 
-use super::MemoryEntry;
+use super::{MAX_ENTRIES_PER_ADD, MemoryEntry};
 use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
@@ -51,6 +51,57 @@ pub const MANAGED_TOPICS: &[(&str, &str)] = &[
         "Information the user explicitly asked to remember, or to forget.",
     ),
 ];
+
+/// An ingest's buffer generates when it holds this many events, unless the app says otherwise.
+pub const DEFAULT_INGEST_MAX_EVENTS: u32 = 100;
+/// ...or when its user has sent nothing for this long.
+pub const DEFAULT_INGEST_IDLE_SECS: u64 = 60;
+/// Most events an app may let a buffer hold before it generates: one generation's worth.
+pub const MAX_INGEST_MAX_EVENTS: u32 = MAX_ENTRIES_PER_ADD as u32;
+/// Longest idle time an app may set: one day.
+pub const MAX_INGEST_IDLE_SECS: u64 = 24 * 3600;
+/// When an app's ingested events are generated from (the `ingest` of its
+/// `--memory-generation` entry).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct IngestConfig {
+    /// A user's buffer generates as soon as it holds this many events.
+    pub max_events: u32,
+    /// ...or once the user has sent nothing for this many seconds.
+    pub idle_secs: u64,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            max_events: DEFAULT_INGEST_MAX_EVENTS,
+            idle_secs: DEFAULT_INGEST_IDLE_SECS,
+        }
+    }
+}
+
+impl IngestConfig {
+    /// Checks both bounds; `field` names the config (e.g. `ingest`).
+    pub fn validate(&self, field: &str) -> Result<()> {
+        if !(1..=MAX_INGEST_MAX_EVENTS).contains(&self.max_events) {
+            return Err(AdkError::invalid(
+                format!("{field}.max_events"),
+                format!("must be 1 to {MAX_INGEST_MAX_EVENTS}, got {}", self.max_events),
+            ));
+        }
+        if !(1..=MAX_INGEST_IDLE_SECS).contains(&self.idle_secs) {
+            return Err(AdkError::invalid(
+                format!("{field}.idle_secs"),
+                format!("must be 1 to {MAX_INGEST_IDLE_SECS}, got {}", self.idle_secs),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn idle(&self) -> Duration {
+        Duration::from_secs(self.idle_secs)
+    }
+}
 
 /// A kind of information worth remembering (Memory Bank's memory topic).
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -115,6 +166,8 @@ pub struct GenerationConfig {
     pub examples: Vec<MemoryExample>,
     /// How long a created or updated memory is found; none: for ever.
     pub ttl: Option<Duration>,
+    /// When the app's ingested events are generated from.
+    pub ingest: IngestConfig,
 }
 
 impl std::fmt::Debug for GenerationConfig {
@@ -124,6 +177,7 @@ impl std::fmt::Debug for GenerationConfig {
             .field("topics", &self.topics)
             .field("examples", &self.examples.len())
             .field("ttl", &self.ttl)
+            .field("ingest", &self.ingest)
             .finish()
     }
 }
@@ -155,7 +209,7 @@ impl GenerationConfig {
         if let Some(ttl) = self.ttl {
             ttl_seconds(&at("ttl"), i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX))?;
         }
-        Ok(())
+        self.ingest.validate(&at("ingest"))
     }
 
     /// The topics a call uses: its own, else the app's, else the managed ones.

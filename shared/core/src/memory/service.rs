@@ -1,17 +1,22 @@
 //! [`CoreMemoryService`]: every long-term memory rule, once, over any [`MemoryBackend`].
 
 use super::backend::{GenerationCommit, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, QueryTerms};
-use super::generate::{self, Consolidation, ExtractedFact, Generators, RELATED_PER_FACT, generator_for, is_expired};
+use super::generate::{
+    self, Consolidation, ExtractedFact, GenerationConfig, Generators, MemoryTopic, RELATED_PER_FACT, generator_for,
+    is_expired,
+};
+use super::ingest::{INGEST_CLAIM_LEASE, INGEST_USERS_PER_TICK, IngestEventsRequest, IngestOutcome};
 use super::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
-    GeneratedMemory, ListRevisionsRequest, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision, MemoryService,
-    SearchMemoryRequest, SearchMemoryResponse, embedder_for, entries_from_events, fuse, query_terms, rank,
-    rank_by_similarity,
+    GeneratedMemory, ListRevisionsRequest, MAX_ENTRIES_PER_ADD, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision,
+    MemoryService, SearchMemoryRequest, SearchMemoryResponse, embedder_for, entries_from_events, fuse, query_terms,
+    rank, rank_by_similarity,
 };
 use crate::clock::Clock;
 use crate::content::Content;
 use crate::error::{AdkError, Conflict, Missing, Result};
 use crate::event::Event;
+use crate::validate;
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use std::collections::{BTreeSet, HashMap};
@@ -158,62 +163,101 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
             ));
         }
         let config = generator_for(&self.generators, &req.app_name)?;
-        let topics = config.topics_for(&req.topics);
         let ttl = match req.ttl_seconds {
             0 => config.ttl,
             seconds => Some(std::time::Duration::from_secs(seconds.unsigned_abs())),
         };
+        let generation = Generation {
+            scope: MemoryScope::new(&req.app_name, &req.user_id),
+            topics: config.topics_for(&req.topics),
+            ttl,
+            config,
+        };
+        self.generate_from(&generation, &req.events, Vec::new()).await
+    }
+
+    /// Buffers the events with text; generates from the whole buffer with `force_flush`.
+    /// The user is due for generation (see [`super::ingest`]) at once when the buffer
+    /// holds the app's `max_events`, else after its idle time.
+    async fn ingest(&self, req: IngestEventsRequest) -> Result<IngestOutcome> {
+        req.validate()?;
+        let config = generator_for(&self.generators, &req.app_name)?;
         let scope = MemoryScope::new(&req.app_name, &req.user_id);
-        let events: Vec<&Event> = req.events.iter().filter(|e| generate::has_text(e)).collect();
-        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
-        // What the model extracted from which events: asked again only if a concurrent
-        // generation took some of them meanwhile.
-        let mut extracted: Option<(Vec<String>, Vec<ExtractedFact>)> = None;
-        for _ in 0..MAX_GENERATION_ATTEMPTS {
-            let state = self.backend.generation_state(&scope, &ids).await?;
-            let fresh: Vec<&Event> = events
-                .iter()
-                .copied()
-                .filter(|e| !state.generated.contains(&e.id))
-                .collect();
-            if fresh.is_empty() {
-                return Ok(Vec::new());
-            }
-            let fresh_ids: Vec<String> = fresh.iter().map(|e| e.id.clone()).collect();
-            let facts = match &extracted {
-                Some((from, facts)) if *from == fresh_ids => facts.clone(),
-                _ => {
-                    let facts = generate::extract(config.model.as_ref(), &topics, &config.examples, &fresh).await?;
-                    extracted = Some((fresh_ids.clone(), facts.clone()));
-                    facts
-                }
-            };
-            let related = self.related(&scope, &facts).await?;
-            let changes = if facts.is_empty() {
-                Vec::new()
-            } else {
-                generate::consolidate(config.model.as_ref(), &topics, &related, facts).await?
-            };
-            let now = self.clock.now();
-            let expire_time = ttl
-                .and_then(|ttl| chrono::Duration::from_std(ttl).ok())
-                .map(|ttl| now + ttl);
-            let mut commit = GenerationCommit::new(state.version);
-            commit.event_ids = fresh_ids;
-            let generated = plan(&mut commit, changes, &related, now, expire_time);
-            let upserts = std::mem::take(&mut commit.upserts);
-            commit.upserts = embed_entries(embedder_for(&self.embedders, scope.app_name()), upserts).await?;
-            if self.backend.commit_generation(&scope, commit).await? {
-                return Ok(generated);
+        let events: Vec<Event> = req.events.into_iter().filter(generate::has_text).collect();
+        let mut buffered_events = 0;
+        if !events.is_empty() {
+            // The index first: a crash before the events are stored leaves an entry with
+            // nothing to generate, never buffered events no replica will look for.
+            let due = later(self.clock.now(), config.ingest.idle());
+            self.backend.schedule_ingest(&scope, due).await?;
+            buffered_events = self.backend.buffer_events(&scope, &events).await?;
+            if buffered_events >= u64::from(config.ingest.max_events) {
+                self.backend.schedule_ingest(&scope, self.clock.now()).await?;
             }
         }
-        Err(AdkError::Aborted(
-            Conflict::Other,
-            format!(
-                "other memory generations for user {} kept committing first; retry",
-                crate::validate::quoted(&req.user_id)
-            ),
-        ))
+        let mut memories = Vec::new();
+        if req.force_flush {
+            memories = self.generate_buffered(&scope, config, usize::MAX).await?;
+            buffered_events = 0;
+        }
+        Ok(IngestOutcome {
+            buffered_events,
+            memories,
+        })
+    }
+
+    /// Claims due users of the apps this server generates for (every app that ingested,
+    /// with a `*` generator), at most [`INGEST_USERS_PER_TICK`], and generates one
+    /// request's worth of each one's buffer. A user with more left is due again at once; a
+    /// failed generation (logged) is retried after the app's idle time.
+    async fn generate_due_ingests(&self) -> Result<usize> {
+        let apps: Vec<String> = if self.generators.contains_key("*") {
+            self.backend.ingesting_apps().await?
+        } else {
+            self.generators.keys().cloned().collect()
+        };
+        let mut generated = 0;
+        for app in apps {
+            if generated == INGEST_USERS_PER_TICK {
+                break;
+            }
+            // `*` is no app; an app name the store holds is checked as any request's.
+            let Ok(config) = generator_for(&self.generators, &app) else {
+                continue;
+            };
+            if app == "*" || validate::id("app_name", &app).is_err() {
+                continue;
+            }
+            let now = self.clock.now();
+            let claimed_until = later(now, INGEST_CLAIM_LEASE);
+            let users = self
+                .backend
+                .claim_due(&app, now, claimed_until, INGEST_USERS_PER_TICK - generated)
+                .await?;
+            for user in users {
+                generated += 1;
+                if validate::id("user_id", &user).is_err() {
+                    continue;
+                }
+                let scope = MemoryScope::new(&app, &user);
+                let generated_part = self
+                    .generate_buffered(&scope, config.clone(), MAX_ENTRIES_PER_ADD)
+                    .await;
+                let next = match generated_part {
+                    // More than one request's worth: due again at once.
+                    Ok(_) => {
+                        let more = !self.backend.buffered_events(&scope, 1).await?.is_empty();
+                        more.then(|| self.clock.now())
+                    }
+                    Err(error) => {
+                        tracing::warn!(app = %app, user = %user, %error, "generating ingested events failed; retried later");
+                        Some(later(self.clock.now(), config.ingest.idle()))
+                    }
+                };
+                self.backend.release_claim(&scope, claimed_until, next).await?;
+            }
+        }
+        Ok(generated)
     }
 
     async fn revisions(&self, req: ListRevisionsRequest) -> Result<Vec<MemoryRevision>> {
@@ -238,6 +282,109 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
 }
 
 impl<B: MemoryBackend> CoreMemoryService<B> {
+    /// Generates from the user's buffered events, a request's worth at a time, until the
+    /// buffer is empty or `limit` events were read; each part's commit takes its events
+    /// out of the buffer.
+    async fn generate_buffered(
+        &self,
+        scope: &MemoryScope,
+        config: Arc<GenerationConfig>,
+        limit: usize,
+    ) -> Result<Vec<GeneratedMemory>> {
+        let generation = Generation {
+            scope: scope.clone(),
+            topics: config.topics_for(&[]),
+            ttl: config.ttl,
+            config,
+        };
+        let mut changes = Vec::new();
+        let mut read = 0;
+        while read < limit {
+            let events = self
+                .backend
+                .buffered_events(scope, MAX_ENTRIES_PER_ADD.min(limit - read))
+                .await?;
+            if events.is_empty() {
+                break;
+            }
+            read += events.len();
+            let ids = events.iter().map(|e| e.id.clone()).collect();
+            changes.extend(self.generate_from(&generation, &events, ids).await?);
+        }
+        Ok(changes)
+    }
+
+    /// Reads the user's generation state, asks the model to extract facts from the events
+    /// not generated from yet and to consolidate them with the related memories, then
+    /// commits the changes (and takes `unbuffered` out of the user's buffer) only if no
+    /// other generation for the user committed meanwhile; otherwise reads and decides
+    /// again (see [`MAX_GENERATION_ATTEMPTS`]).
+    async fn generate_from(
+        &self,
+        generation: &Generation,
+        events: &[Event],
+        unbuffered: Vec<String>,
+    ) -> Result<Vec<GeneratedMemory>> {
+        let Generation {
+            scope,
+            config,
+            topics,
+            ttl,
+        } = generation;
+        let events: Vec<&Event> = events.iter().filter(|e| generate::has_text(e)).collect();
+        let ids: Vec<String> = events.iter().map(|e| e.id.clone()).collect();
+        // What the model extracted from which events: asked again only if a concurrent
+        // generation took some of them meanwhile.
+        let mut extracted: Option<(Vec<String>, Vec<ExtractedFact>)> = None;
+        for _ in 0..MAX_GENERATION_ATTEMPTS {
+            let state = self.backend.generation_state(scope, &ids).await?;
+            let fresh: Vec<&Event> = events
+                .iter()
+                .copied()
+                .filter(|e| !state.generated.contains(&e.id))
+                .collect();
+            if fresh.is_empty() && unbuffered.is_empty() {
+                return Ok(Vec::new());
+            }
+            let fresh_ids: Vec<String> = fresh.iter().map(|e| e.id.clone()).collect();
+            let facts = match &extracted {
+                _ if fresh.is_empty() => Vec::new(),
+                Some((from, facts)) if *from == fresh_ids => facts.clone(),
+                _ => {
+                    let facts = generate::extract(config.model.as_ref(), topics, &config.examples, &fresh).await?;
+                    extracted = Some((fresh_ids.clone(), facts.clone()));
+                    facts
+                }
+            };
+            let related = self.related(scope, &facts).await?;
+            let changes = if facts.is_empty() {
+                Vec::new()
+            } else {
+                generate::consolidate(config.model.as_ref(), topics, &related, facts).await?
+            };
+            let now = self.clock.now();
+            let expire_time = ttl
+                .and_then(|ttl| chrono::Duration::from_std(ttl).ok())
+                .map(|ttl| now + ttl);
+            let mut commit = GenerationCommit::new(state.version);
+            commit.event_ids = fresh_ids;
+            commit.unbuffered = unbuffered.clone();
+            let generated = plan(&mut commit, changes, &related, now, expire_time);
+            let upserts = std::mem::take(&mut commit.upserts);
+            commit.upserts = embed_entries(embedder_for(&self.embedders, scope.app_name()), upserts).await?;
+            if self.backend.commit_generation(scope, commit).await? {
+                return Ok(generated);
+            }
+        }
+        Err(AdkError::Aborted(
+            Conflict::Other,
+            format!(
+                "other memory generations for user {} kept committing first; retry",
+                crate::validate::quoted(scope.user_id())
+            ),
+        ))
+    }
+
     /// The user's `limit` memories most relevant to `query`, best first, without those
     /// whose ttl has passed.
     async fn find(&self, scope: &MemoryScope, query: &str, limit: usize) -> Result<Vec<MemoryEntry>> {
@@ -279,6 +426,22 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
         }
         Ok(related)
     }
+}
+
+/// `by` after `now` (the durations added are bounded: an idle time or the claim lease).
+fn later(now: DateTime<Utc>, by: std::time::Duration) -> DateTime<Utc> {
+    chrono::Duration::from_std(by)
+        .ok()
+        .and_then(|by| now.checked_add_signed(by))
+        .unwrap_or(DateTime::<Utc>::MAX_UTC)
+}
+
+/// One generation's settings: whose memories, with which model, topics and ttl.
+struct Generation {
+    scope: MemoryScope,
+    config: Arc<GenerationConfig>,
+    topics: Vec<MemoryTopic>,
+    ttl: Option<std::time::Duration>,
 }
 
 /// Fills the commit with what the consolidation decided (entries, removals, revisions)
@@ -350,7 +513,8 @@ fn fact_entry(
     MemoryEntry {
         id,
         content: Content::new("user").with_text(fact.fact),
-        author: String::new(),
+        // As ADK reads a Memory Bank memory: the user's, dated by its last update.
+        author: "user".into(),
         timestamp: Some(now),
         custom_metadata: HashMap::new(),
         fact: Some(MemoryFact {

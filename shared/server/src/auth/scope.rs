@@ -91,7 +91,7 @@ fn artifact_ref(reference: Option<&pb::ArtifactRef>) -> Scope {
 
 impl ScopeTable {
     pub(crate) fn new() -> ScopeTable {
-        let entries: [(&str, &str, Extract); 42] = [
+        let entries: [(&str, &str, Extract); 43] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
                     let keys = m.state.iter().flat_map(|state| state.fields.keys());
@@ -227,6 +227,9 @@ impl ScopeTable {
             }),
             (MEMORY, "ListMemoryRevisions", |b| {
                 decode::<pb::ListMemoryRevisionsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
+            }),
+            (MEMORY, "IngestEvents", |b| {
+                decode::<pb::IngestEventsRequest>(b).map(|m| user(&m.app_name, &m.user_id))
             }),
             (A2A, "SendMessage", |b| {
                 decode::<a2a::SendMessageRequest>(b).map(|m| Scope::App(m.tenant))
@@ -504,6 +507,12 @@ mod tests {
                 ..Default::default()
             }
             .encode_to_vec(),
+            "IngestEvents" => pb::IngestEventsRequest {
+                app_name: app,
+                user_id: user,
+                ..Default::default()
+            }
+            .encode_to_vec(),
             // A2A: the tenant is the app; the user is the credential's own.
             "SendMessage" | "SendStreamingMessage" => a2a::SendMessageRequest {
                 tenant: app,
@@ -633,8 +642,8 @@ mod tests {
             }
         }
         assert_eq!(
-            checked, 42,
-            "the adk.v1 services have 31 methods, lf.a2a.v1.A2AService 11"
+            checked, 43,
+            "the adk.v1 services have 32 methods, lf.a2a.v1.A2AService 11"
         );
         assert!(table.extractor("/adk.v1.Nope/Nothing").is_none());
     }

@@ -1,7 +1,9 @@
 //! `InMemoryMemoryBackend`: memories and their keyword index in this process, under
 //! the core memory service (`adk_grpc_core::CoreMemoryService`), which owns every rule; this
-//! file only stores and reads, under one lock (so each write is atomic).
+//! file only stores and reads, under one lock (so each write is atomic); the index of
+//! users with ingested events due has a lock of its own.
 
+use adk_grpc_core::Event;
 use adk_grpc_core::Result;
 use adk_grpc_core::memory::{
     GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
@@ -9,14 +11,19 @@ use adk_grpc_core::memory::{
 };
 use adk_grpc_core::sync;
 use async_trait::async_trait;
-use std::collections::{HashMap, HashSet};
+use chrono::{DateTime, Utc};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// One process's memories. Cloning shares them.
 #[derive(Debug, Clone, Default)]
 pub struct InMemoryMemoryBackend {
     users: Arc<Mutex<HashMap<MemoryScope, UserMemories>>>,
+    due: Arc<Mutex<DueIndex>>,
 }
+
+/// The index of users with ingested events: app -> user -> when due (or claimed until).
+type DueIndex = BTreeMap<String, BTreeMap<String, DateTime<Utc>>>;
 
 /// One user's entries and inverted index.
 #[derive(Debug, Default)]
@@ -31,6 +38,8 @@ struct UserMemories {
     generated_events: HashSet<String>,
     /// Memory id -> its revisions, oldest first.
     revisions: HashMap<String, Vec<MemoryRevision>>,
+    /// Ingested events not generated from yet, in the order they came.
+    buffer: Vec<Event>,
 }
 
 impl UserMemories {
@@ -159,8 +168,84 @@ impl MemoryBackend for InMemoryMemoryBackend {
             user.revisions.entry(id.to_string()).or_default().push(revision);
         }
         user.generated_events.extend(commit.event_ids);
+        let unbuffered: HashSet<String> = commit.unbuffered.into_iter().collect();
+        user.buffer.retain(|event| !unbuffered.contains(&event.id));
         user.generation_version += 1;
         Ok(true)
+    }
+
+    async fn schedule_ingest(&self, scope: &MemoryScope, due: DateTime<Utc>) -> Result<()> {
+        let mut index = sync::lock(&self.due);
+        let users = index.entry(scope.app_name().to_string()).or_default();
+        users.insert(scope.user_id().to_string(), due);
+        Ok(())
+    }
+
+    async fn buffer_events(&self, scope: &MemoryScope, events: &[Event]) -> Result<u64> {
+        let mut users = self.users();
+        let user = users.entry(scope.clone()).or_default();
+        for event in events {
+            let held = user.buffer.iter().any(|e| e.id == event.id);
+            if !held && !user.generated_events.contains(&event.id) {
+                user.buffer.push(event.clone());
+            }
+        }
+        Ok(user.buffer.len() as u64)
+    }
+
+    async fn buffered_events(&self, scope: &MemoryScope, limit: usize) -> Result<Vec<Event>> {
+        let users = self.users();
+        Ok(users
+            .get(scope)
+            .map(|user| user.buffer.iter().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn ingesting_apps(&self) -> Result<Vec<String>> {
+        Ok(sync::lock(&self.due).keys().cloned().collect())
+    }
+
+    async fn claim_due(
+        &self,
+        app_name: &str,
+        now: DateTime<Utc>,
+        claimed_until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let mut index = sync::lock(&self.due);
+        let Some(users) = index.get_mut(app_name) else {
+            return Ok(Vec::new());
+        };
+        let mut due: Vec<(DateTime<Utc>, String)> = users
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(user, at)| (*at, user.clone()))
+            .collect();
+        due.sort();
+        due.truncate(limit);
+        for (_, user) in &due {
+            users.insert(user.clone(), claimed_until);
+        }
+        Ok(due.into_iter().map(|(_, user)| user).collect())
+    }
+
+    async fn release_claim(
+        &self,
+        scope: &MemoryScope,
+        claimed_until: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        let mut index = sync::lock(&self.due);
+        let Some(users) = index.get_mut(scope.app_name()) else {
+            return Ok(());
+        };
+        if users.get(scope.user_id()) == Some(&claimed_until) {
+            match next {
+                Some(next) => users.insert(scope.user_id().to_string(), next),
+                None => users.remove(scope.user_id()),
+            };
+        }
+        Ok(())
     }
 
     async fn revisions(&self, scope: &MemoryScope, id: &MemoryId) -> Result<Vec<MemoryRevision>> {

@@ -14,6 +14,10 @@
 //! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
 //! | `adk:memgen:{app:user}` | hash | generated memories: `v` the generation version, `e:<event id>` per event generated from |
 //! | `adk:memrev:{app:user}:<id>` | list | a generated memory's revisions (protobuf `adk.v1.MemoryRevision`), oldest first |
+//! | `adk:membuf:{app:user}` | hash | ingested events not generated from yet: event id -> protobuf `adk.v1.Event` |
+//! | `adk:membufq:{app:user}` | sorted set | their order: event id, scored with its arrival number (`s` of `adk:memgen`) |
+//! | `adk:memdue:{<app>:<n>}` | sorted set | shard `n` of the app's users with ingested events (16 shards on a cluster, a user's by its slot; 1 standalone): user id, scored with when due (or claimed until), ms since the epoch |
+//! | `adk:memdue-apps` | set | the apps that ever ingested (added once per process and app) |
 //!
 //! `<id>` and `<term>` are encoded with `id_key` (no `:`, `{`, `}` or space). A search
 //! reads the stats and the postings of its query's terms in one pipeline, then the
@@ -25,24 +29,34 @@
 //! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
 //! A generation reads its state in one `HMGET` and commits in one script that first
 //! compares the generation version (a compare-and-set: a concurrent generation that
-//! committed first makes it read and decide again).
+//! committed first makes it read and decide again), and takes the ingested events it
+//! consumed out of the buffer in the same script. The index of due users is sharded per
+//! app, outside the users' hash tags, so an app's ingests spread over the cluster's nodes:
+//! a user's entry is written before its events (see `adk_grpc_core::memory::ingest`), and
+//! claimed and released by one script each on its shard alone.
 
 use crate::config::StoreConfig;
-use crate::redis::keys::MemoryKeys;
+use crate::redis::durability::key_slot;
+use crate::redis::keys::{INGEST_APPS, INGEST_DUE_SHARDS, MemoryKeys, ingest_due_key, user_tag};
 use crate::redis::script_args::ScriptArgs;
 use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{
     GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
     Postings, QueryTerms,
 };
+use adk_grpc_core::sync;
 use adk_grpc_core::validate::{id_from_key, id_key};
-use adk_grpc_core::{AdkError, Result};
+use adk_grpc_core::{AdkError, Event, Result};
 use adk_grpc_proto::v1 as pb;
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use prost::Message;
-use script_args::{CommitArgs, RemoveArgs, Scripts, StoredEntry, UpsertArgs};
-use std::collections::HashMap;
-use std::sync::Arc;
+use script_args::{
+    BufferArgs, ClaimArgs, CommitArgs, ReadBufferArgs, ReleaseArgs, RemoveArgs, Scripts, StoredEntry, UpsertArgs,
+};
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
 
 mod lua;
 mod script_args;
@@ -51,6 +65,11 @@ mod script_args;
 pub struct RedisMemoryBackend {
     store: RedisStore,
     scripts: Arc<Scripts>,
+    /// The apps this process has put in [`INGEST_APPS`]: one `SADD` per process and app.
+    ingesting_apps: Arc<Mutex<HashSet<String>>>,
+    /// Where the next claim starts among an app's shards, so that a busy shard does not
+    /// keep the others waiting.
+    next_shard: Arc<AtomicU16>,
 }
 
 impl std::fmt::Debug for RedisMemoryBackend {
@@ -68,7 +87,20 @@ impl RedisMemoryBackend {
         Ok(RedisMemoryBackend {
             store: RedisStore::connect(url, config.replica_acks).await?,
             scripts: Arc::new(Scripts::new()),
+            ingesting_apps: Arc::default(),
+            next_shard: Arc::default(),
         })
+    }
+
+    /// How many shards each app's index of due users has (see [`ingest_due_key`]).
+    fn due_shards(&self) -> u16 {
+        if self.store.is_cluster() { INGEST_DUE_SHARDS } else { 1 }
+    }
+
+    /// The shard of the app's index of due users that holds `scope`'s user.
+    fn due_key(&self, scope: &MemoryScope) -> String {
+        let slot = key_slot(user_tag(scope.app_name(), scope.user_id()).as_bytes());
+        ingest_due_key(scope.app_name(), slot % self.due_shards())
     }
 }
 
@@ -242,6 +274,121 @@ impl MemoryBackend for RedisMemoryBackend {
                 MemoryRevision::from_proto(format_args!("revisions[{i}]"), &revision)
             })
             .collect()
+    }
+
+    async fn schedule_ingest(&self, scope: &MemoryScope, due: DateTime<Utc>) -> Result<()> {
+        let app = id_key(scope.app_name()).into_owned();
+        if !sync::lock(&self.ingesting_apps).contains(&app) {
+            // Before the index entry: an app in the index is always in the set.
+            let mut apps = redis::pipe();
+            apps.cmd("SADD").arg(INGEST_APPS).arg(&app).ignore();
+            self.store.durable_pipeline::<()>(&apps, INGEST_APPS).await?;
+            sync::lock(&self.ingesting_apps).insert(app);
+        }
+        let due_key = self.due_key(scope);
+        let mut index = redis::pipe();
+        index
+            .cmd("ZADD")
+            .arg(&due_key)
+            .arg(due.timestamp_millis())
+            .arg(id_key(scope.user_id()).as_ref())
+            .ignore();
+        self.store.durable_pipeline::<()>(&index, &due_key).await
+    }
+
+    async fn buffer_events(&self, scope: &MemoryScope, events: &[Event]) -> Result<u64> {
+        let keys = MemoryKeys::new(scope);
+        let invocation = BufferArgs {
+            keys: &keys,
+            events: events
+                .iter()
+                .map(|e| (e.id.as_str(), pb::Event::from(e).encode_to_vec()))
+                .collect(),
+        }
+        .invocation(&self.scripts)?;
+        self.store
+            .durable_eval("memory_ingest_buffer", &invocation, &keys.generation)
+            .await
+    }
+
+    async fn buffered_events(&self, scope: &MemoryScope, limit: usize) -> Result<Vec<Event>> {
+        let keys = MemoryKeys::new(scope);
+        let invocation = ReadBufferArgs { keys: &keys, limit }.invocation(&self.scripts)?;
+        let payloads: Vec<Option<Vec<u8>>> = self.store.eval("memory_ingest_read", &invocation).await?;
+        payloads
+            .into_iter()
+            .flatten()
+            .map(|bytes| {
+                let stored = pb::Event::decode(bytes.as_slice())
+                    .map_err(|e| AdkError::Internal(format!("undecodable buffered event in redis: {e}")))?;
+                Event::try_from(&stored)
+            })
+            .collect()
+    }
+
+    async fn ingesting_apps(&self) -> Result<Vec<String>> {
+        let apps: Vec<String> = self.store.query(redis::cmd("SMEMBERS").arg(INGEST_APPS)).await?;
+        apps.iter()
+            .map(|app| id_from_key(app).ok_or_else(|| AdkError::Internal(format!("malformed app {app:?} in redis"))))
+            .collect()
+    }
+
+    async fn claim_due(
+        &self,
+        app_name: &str,
+        now: DateTime<Utc>,
+        claimed_until: DateTime<Utc>,
+        limit: usize,
+    ) -> Result<Vec<String>> {
+        let shards = self.due_shards();
+        let first = self.next_shard.fetch_add(1, Ordering::Relaxed) % shards;
+        let mut claimed = Vec::new();
+        for shard in (0..shards).map(|i| (first + i) % shards) {
+            if claimed.len() == limit {
+                break;
+            }
+            let due = ingest_due_key(app_name, shard);
+            let invocation = ClaimArgs {
+                due: &due,
+                now: now.timestamp_millis(),
+                claimed_until: claimed_until.timestamp_millis(),
+                limit: limit - claimed.len(),
+            }
+            .invocation(&self.scripts)?;
+            let users: Vec<String> = self
+                .store
+                .durable_eval("memory_ingest_claim", &invocation, &due)
+                .await?;
+            for user in users {
+                claimed.push(
+                    id_from_key(&user)
+                        .ok_or_else(|| AdkError::Internal(format!("malformed user {user:?} in redis")))?,
+                );
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn release_claim(
+        &self,
+        scope: &MemoryScope,
+        claimed_until: DateTime<Utc>,
+        next: Option<DateTime<Utc>>,
+    ) -> Result<()> {
+        let due = self.due_key(scope);
+        let user = id_key(scope.user_id());
+        let invocation = ReleaseArgs {
+            due: &due,
+            user: &user,
+            claimed_until: claimed_until.timestamp_millis(),
+            next: next.map(|next| next.timestamp_millis()),
+        }
+        .invocation(&self.scripts)?;
+        let _: i64 = self
+            .store
+            .durable_eval("memory_ingest_release", &invocation, &due)
+            .await?;
+        Ok(())
     }
 
     async fn ping(&self) -> Result<()> {

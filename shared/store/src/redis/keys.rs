@@ -231,6 +231,10 @@ pub(crate) struct MemoryKeys {
     pub(crate) generation: String,
     /// `<prefix><id>`: a list of the memory's revisions (protobuf `adk.v1.MemoryRevision`).
     pub(crate) revision_prefix: String,
+    /// Ingested events not generated from yet: event id -> protobuf `adk.v1.Event`.
+    pub(crate) buffer: String,
+    /// Their order: event id -> the sequence number it was buffered with.
+    pub(crate) buffer_order: String,
 }
 
 impl MemoryKeys {
@@ -243,9 +247,27 @@ impl MemoryKeys {
             term_prefix: format!("adk:memterm:{tag}:"),
             generation: format!("adk:memgen:{tag}"),
             revision_prefix: format!("adk:memrev:{tag}:"),
+            buffer: format!("adk:membuf:{tag}"),
+            buffer_order: format!("adk:membufq:{tag}"),
         }
     }
 }
+
+/// One shard of an app's users with ingested events: a sorted set of encoded user ids,
+/// each scored with when it is due (or claimed until), in milliseconds since the epoch.
+/// An app has [`INGEST_DUE_SHARDS`] of them on a cluster (a user's is chosen by the slot
+/// of the user's keys), each its own hash tag, so the ingests of an app's users spread
+/// over the nodes instead of all writing one key; one on a standalone Redis.
+pub(crate) fn ingest_due_key(app: &str, shard: u16) -> String {
+    format!("adk:memdue:{{{}:{shard}}}", id_key(app))
+}
+
+/// How many shards an app's index of due users has on a cluster.
+pub(crate) const INGEST_DUE_SHARDS: u16 = 16;
+
+/// The set of apps (encoded) that ever ingested: where a server generating for every
+/// app (`*`) finds their [`ingest_due_key`]s.
+pub const INGEST_APPS: &str = "adk:memdue-apps";
 
 // ---------- session leases ----------
 

@@ -229,3 +229,41 @@ async fn an_id_given_twice_is_embedded_once() {
     assert_eq!(memories.add_memory(add).await.unwrap(), ["m", "m"]);
     assert_eq!(*recording.0.lock().unwrap(), ["final text"]);
 }
+
+/// A backend without the generation and ingest methods (their defaults) answers
+/// GenerateMemories and IngestEvents UNIMPLEMENTED, before any model is asked.
+#[tokio::test]
+async fn a_backend_without_generation_answers_unimplemented() {
+    use adk_grpc_core::memory::{GenerateMemoriesRequest, GenerationConfig, IngestEventsRequest};
+    use adk_grpc_core::{AdkError, Content, Event};
+    let model = adk_grpc_models::OpenAiCompatible::new("http://127.0.0.1:9/v1", "unreachable").unwrap();
+    let config = GenerationConfig {
+        model: std::sync::Arc::new(model),
+        topics: Vec::new(),
+        examples: Vec::new(),
+        ttl: None,
+        ingest: Default::default(),
+    };
+    let memory = CoreMemoryService::new(MapBackend::default())
+        .with_generators(HashMap::from([("*".to_string(), std::sync::Arc::new(config))]));
+    let mut said = Event::new("inv").with_content(Content::new("user").with_text("I live in Paris"));
+    said.id = "e1".into();
+    let ingested = memory
+        .ingest(IngestEventsRequest {
+            app_name: "app".into(),
+            user_id: "u".into(),
+            events: vec![said.clone()],
+            ..Default::default()
+        })
+        .await;
+    assert!(matches!(ingested, Err(AdkError::Unimplemented(_))), "{ingested:?}");
+    let generated = memory
+        .generate(GenerateMemoriesRequest {
+            app_name: "app".into(),
+            user_id: "u".into(),
+            events: vec![said],
+            ..Default::default()
+        })
+        .await;
+    assert!(matches!(generated, Err(AdkError::Unimplemented(_))), "{generated:?}");
+}

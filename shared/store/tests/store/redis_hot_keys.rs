@@ -380,3 +380,63 @@ async fn update_app_state_is_published_to_every_process() {
     })
     .await;
 }
+
+/// 3,000 IngestEvents by 300 users of one app: their index of due users is sharded (16
+/// shards over the nodes, a user's by its slot), so no node receives an index write for
+/// every ingest, as one index key per app would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ingests_of_one_app_spread_their_index_writes_over_the_nodes() {
+    use adk_grpc_core::memory::{GenerationConfig, IngestEventsRequest};
+    use adk_grpc_core::{Content, CoreMemoryService, MemoryService};
+    const USERS: usize = 300;
+    const INGESTS: usize = 3_000;
+    let cluster = RedisCluster::start(3).await;
+    // Never asked: ingesting buffers, and nothing here generates.
+    let model = adk_grpc_models::OpenAiCompatible::new("http://127.0.0.1:9/v1", "unused").unwrap();
+    let config = GenerationConfig {
+        model: std::sync::Arc::new(model),
+        topics: Vec::new(),
+        examples: Vec::new(),
+        ttl: None,
+        ingest: Default::default(),
+    };
+    let backend = adk_grpc_store::RedisMemoryBackend::connect(&cluster.url(), StoreConfig::default())
+        .await
+        .expect("connect to the test cluster");
+    let memory = CoreMemoryService::new(backend).with_generators(std::collections::HashMap::from([(
+        "*".to_string(),
+        std::sync::Arc::new(config),
+    )]));
+    let ingest = |n: usize| {
+        let mut event = Event::new("inv").with_content(Content::new("user").with_text(format!("message {n}")));
+        event.id = format!("e{n}");
+        memory.ingest(IngestEventsRequest {
+            app_name: "hot-ingest".into(),
+            user_id: user(n % USERS),
+            events: vec![event],
+            ..Default::default()
+        })
+    };
+    ingest(0).await.expect("ingest"); // the app's one SADD, before counting
+    let monitors = Monitors::start(&cluster).await;
+    stream::iter(1..INGESTS)
+        .map(ingest)
+        .buffer_unordered(CONCURRENCY)
+        .try_collect::<Vec<_>>()
+        .await
+        .expect("ingest");
+    let stats = monitors.finish().await;
+    for (port, calls) in &stats {
+        println!("node {port}: {calls:?}");
+    }
+    // The counts measure what the test thinks: every ingest writes the index once.
+    let index_writes: u64 = stats.values().filter_map(|calls| calls.get("zadd")).sum();
+    assert!(index_writes >= (INGESTS - 1) as u64, "{index_writes} index writes");
+    for (port, calls) in &stats {
+        let zadd = calls.get("zadd").copied().unwrap_or(0);
+        assert!(
+            zadd < (INGESTS as u64) * 3 / 4,
+            "node {port} received {zadd} of the {index_writes} index writes: {calls:?}"
+        );
+    }
+}

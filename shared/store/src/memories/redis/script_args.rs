@@ -1,6 +1,6 @@
 //! The memory scripts' inputs, one builder per script: see `crate::redis::script_args`.
 
-use super::lua::{COMMIT, DELETE, UPSERT};
+use super::lua::{BUFFER, CLAIM, COMMIT, DELETE, READ_BUFFER, RELEASE, UPSERT};
 use super::vector_bytes;
 use crate::redis::keys::MemoryKeys;
 use crate::redis::script_args::ScriptArgs;
@@ -17,6 +17,10 @@ pub(super) struct Scripts {
     upsert: Script,
     delete: Script,
     commit: Script,
+    buffer: Script,
+    read_buffer: Script,
+    claim: Script,
+    release: Script,
 }
 
 impl Scripts {
@@ -25,6 +29,10 @@ impl Scripts {
             upsert: Script::new(UpsertArgs::SOURCE),
             delete: Script::new(RemoveArgs::SOURCE),
             commit: Script::new(CommitArgs::SOURCE),
+            buffer: Script::new(BufferArgs::SOURCE),
+            read_buffer: Script::new(ReadBufferArgs::SOURCE),
+            claim: Script::new(ClaimArgs::SOURCE),
+            release: Script::new(ReleaseArgs::SOURCE),
         }
     }
 }
@@ -103,6 +111,8 @@ pub(super) struct CommitArgs<'a> {
     /// Memory id -> a protobuf `adk.v1.MemoryRevision` to append to its history.
     pub revisions: Vec<(&'a str, Vec<u8>)>,
     pub event_ids: &'a [String],
+    /// The ingested events it consumed, taken out of the buffer.
+    pub unbuffered: &'a [String],
 }
 
 impl<'a> CommitArgs<'a> {
@@ -118,6 +128,7 @@ impl<'a> CommitArgs<'a> {
                 .map(|(id, revision)| (id.as_str(), pb::MemoryRevision::from(revision).encode_to_vec()))
                 .collect(),
             event_ids: &commit.event_ids,
+            unbuffered: &commit.unbuffered,
         }
     }
 }
@@ -135,6 +146,8 @@ impl ScriptArgs for CommitArgs<'_> {
         to.key(&keys.stats)
             .key(&keys.vectors)
             .key(&keys.generation)
+            .key(&keys.buffer)
+            .key(&keys.buffer_order)
             .arg(&keys.entry_prefix)
             .arg(&keys.term_prefix)
             .arg(&keys.revision_prefix)
@@ -142,7 +155,8 @@ impl ScriptArgs for CommitArgs<'_> {
             .arg(self.entries.len())
             .arg(self.removals.len())
             .arg(self.revisions.len())
-            .arg(self.event_ids.len());
+            .arg(self.event_ids.len())
+            .arg(self.unbuffered.len());
         push_entries(to, &self.entries);
         for id in &self.removals {
             to.arg(id_key(id).as_ref());
@@ -150,9 +164,105 @@ impl ScriptArgs for CommitArgs<'_> {
         for (id, revision) in &self.revisions {
             to.arg(id_key(id).as_ref()).arg(revision);
         }
-        for id in self.event_ids {
+        for id in self.event_ids.iter().chain(self.unbuffered) {
             to.arg(id_key(id).as_ref());
         }
+        Ok(())
+    }
+}
+
+/// `BUFFER`'s inputs: events to buffer, each (id, protobuf `adk.v1.Event`).
+pub(super) struct BufferArgs<'a> {
+    pub keys: &'a MemoryKeys,
+    pub events: Vec<(&'a str, Vec<u8>)>,
+}
+
+impl ScriptArgs for BufferArgs<'_> {
+    const SOURCE: &'static str = BUFFER;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.buffer
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        let keys = self.keys;
+        to.key(&keys.generation)
+            .key(&keys.buffer)
+            .key(&keys.buffer_order)
+            .arg(self.events.len());
+        for (id, payload) in &self.events {
+            to.arg(id_key(id).as_ref()).arg(payload);
+        }
+        Ok(())
+    }
+}
+
+/// `READ_BUFFER`'s inputs: how many of the first buffered events to read.
+pub(super) struct ReadBufferArgs<'a> {
+    pub keys: &'a MemoryKeys,
+    pub limit: usize,
+}
+
+impl ScriptArgs for ReadBufferArgs<'_> {
+    const SOURCE: &'static str = READ_BUFFER;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.read_buffer
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(&self.keys.buffer_order).key(&self.keys.buffer).arg(self.limit);
+        Ok(())
+    }
+}
+
+/// `CLAIM`'s inputs: one app's index, times in milliseconds since the epoch.
+pub(super) struct ClaimArgs<'a> {
+    pub due: &'a str,
+    pub now: i64,
+    pub claimed_until: i64,
+    pub limit: usize,
+}
+
+impl ScriptArgs for ClaimArgs<'_> {
+    const SOURCE: &'static str = CLAIM;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.claim
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.due).arg(self.now).arg(self.claimed_until).arg(self.limit);
+        Ok(())
+    }
+}
+
+/// `RELEASE`'s inputs: one user of one app's index (its encoded id), times in
+/// milliseconds since the epoch.
+pub(super) struct ReleaseArgs<'a> {
+    pub due: &'a str,
+    pub user: &'a str,
+    pub claimed_until: i64,
+    /// None: out of the index.
+    pub next: Option<i64>,
+}
+
+impl ScriptArgs for ReleaseArgs<'_> {
+    const SOURCE: &'static str = RELEASE;
+    type Scripts = Scripts;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.release
+    }
+
+    fn push(&self, to: &mut ScriptInvocation<'_>) -> Result<()> {
+        to.key(self.due)
+            .arg(self.user)
+            .arg(self.claimed_until)
+            .arg(self.next.map(|next| next.to_string()).unwrap_or_default());
         Ok(())
     }
 }

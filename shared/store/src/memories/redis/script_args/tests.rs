@@ -15,6 +15,8 @@ fn user_keys() -> MemoryKeys {
         term_prefix: "adk:memterm:{app:u}:".into(),
         generation: "adk:memgen:{app:u}".into(),
         revision_prefix: "adk:memrev:{app:u}:".into(),
+        buffer: "adk:membuf:{app:u}".into(),
+        buffer_order: "adk:membufq:{app:u}".into(),
     }
 }
 
@@ -49,6 +51,7 @@ fn every_memory_script_reads_exactly_what_its_builder_sends() {
         removals,
         revisions,
         event_ids,
+        unbuffered: event_ids,
     };
     assert_reads_what_is_sent(
         "memory generation commit",
@@ -61,6 +64,30 @@ fn every_memory_script_reads_exactly_what_its_builder_sends() {
             &events,
         ),
     );
+    let buffer = |events| BufferArgs { keys: &keys, events };
+    assert_reads_what_is_sent(
+        "memory ingest buffer",
+        &buffer(Vec::new()),
+        0,
+        &buffer(vec![("ev1", b"event".to_vec())]),
+    );
+    let read = ReadBufferArgs { keys: &keys, limit: 5 };
+    assert_reads_what_is_sent("memory ingest read", &read, 0, &read);
+    let due = "adk:memdue:{app:0}";
+    let claim = ClaimArgs {
+        due,
+        now: 1,
+        claimed_until: 2,
+        limit: 3,
+    };
+    assert_reads_what_is_sent("memory ingest claim", &claim, 0, &claim);
+    let release = ReleaseArgs {
+        due,
+        user: "u",
+        claimed_until: 2,
+        next: None,
+    };
+    assert_reads_what_is_sent("memory ingest release", &release, 0, &release);
 }
 
 #[tokio::test]

@@ -19,14 +19,24 @@ import dev.adk.v1.Event;
 import dev.adk.v1.EventActions;
 import dev.adk.v1.FunctionCall;
 import dev.adk.v1.FunctionResponse;
+import dev.adk.v1.GenerateMemoriesRequest;
+import dev.adk.v1.GenerateMemoriesResponse;
 import dev.adk.v1.GetSessionRequest;
 import dev.adk.v1.GetUserStateRequest;
+import dev.adk.v1.IngestEventsRequest;
+import dev.adk.v1.IngestEventsResponse;
+import dev.adk.v1.ListMemoryRevisionsRequest;
+import dev.adk.v1.ListMemoryRevisionsResponse;
 import dev.adk.v1.LoadArtifactRequest;
+import dev.adk.v1.MemoryAction;
+import dev.adk.v1.MemoryServiceGrpc;
 import dev.adk.v1.Part;
 import dev.adk.v1.RunConfig;
 import dev.adk.v1.RunRequest;
 import dev.adk.v1.SaveArtifactRequest;
 import dev.adk.v1.SaveArtifactResponse;
+import dev.adk.v1.SearchMemoryRequest;
+import dev.adk.v1.SearchMemoryResponse;
 import dev.adk.v1.Session;
 import dev.adk.v1.SessionServiceGrpc;
 import dev.adk.v1.StreamingMode;
@@ -492,6 +502,61 @@ public final class ClientTests {
       List<Event> events = all(runner(ch).run(RunRequest.newBuilder().setAppName("assistant").setUserId(user)
           .setSessionId("s").setNewMessage(text("user", "Hello, gzip!")).build()));
       checkEq(textOf(events.get(events.size() - 1)), "You said: Hello, gzip!", "a run over gzip");
+    }
+  }
+  /**
+   * A server given a generation model (an OpenAI-compatible fake whose every answer extracts one
+   * fact): IngestEvents buffers an event once and a flush generates its fact, which SearchMemory
+   * finds and ListMemoryRevisions lists; GenerateMemories of the same event again changes nothing.
+   */
+  static void testIngestedEventsBecomeFactsWithRevisions() throws Exception {
+    String facts = "{\\\"facts\\\":[{\\\"fact\\\":\\\"The user likes window seats\\\","
+        + "\\\"topics\\\":[\\\"USER_PREFERENCES\\\"]}]}";
+    byte[] reply = ("{\"id\":\"c\",\"object\":\"chat.completion\",\"created\":0,\"model\":\"fake\","
+        + "\"choices\":[{\"index\":0,\"finish_reason\":\"stop\",\"message\":{\"role\":\"assistant\",\"content\":\""
+        + facts + "\"}}]}").getBytes(java.nio.charset.StandardCharsets.UTF_8);
+    com.sun.net.httpserver.HttpServer model =
+        com.sun.net.httpserver.HttpServer.create(new java.net.InetSocketAddress("127.0.0.1", 0), 0);
+    model.createContext("/", exchange -> {
+      exchange.getRequestBody().readAllBytes();
+      exchange.getResponseHeaders().set("content-type", "application/json");
+      exchange.sendResponseHeaders(200, reply.length);
+      exchange.getResponseBody().write(reply);
+      exchange.close();
+    });
+    model.start();
+    Path generation = Files.createTempFile("generation", ".yaml");
+    Files.writeString(generation, "'*':\n  model: { provider: openai, model: fake, base_url: 'http://127.0.0.1:"
+        + model.getAddress().getPort() + "/v1' }\n");
+    try (Server s = new Server("--memory-generation", generation.toString())) {
+      MemoryServiceGrpc.MemoryServiceBlockingStub memory =
+          MemoryServiceGrpc.newBlockingStub(s.channel).withDeadlineAfter(30, TimeUnit.SECONDS);
+      String user = newUser();
+      Event said = Event.newBuilder().setId("e1").setAuthor("user").setContent(text("user", "I like window seats")).build();
+      IngestEventsRequest ingest = IngestEventsRequest.newBuilder()
+          .setAppName("app").setUserId(user).setStreamId("s1").addEvents(said).build();
+      checkEq(memory.ingestEvents(ingest).getBufferedEvents(), 1L, "buffered");
+      checkEq(memory.ingestEvents(ingest).getBufferedEvents(), 1L, "an event ingested again is buffered once");
+      IngestEventsResponse flushed = memory.ingestEvents(
+          IngestEventsRequest.newBuilder().setAppName("app").setUserId(user).setForceFlush(true).build());
+      checkEq(flushed.getBufferedEvents(), 0L, "buffered after a flush");
+      checkEq(flushed.getMemoriesCount(), 1, "generated");
+      checkEq(flushed.getMemories(0).getAction(), MemoryAction.MEMORY_ACTION_CREATED, "action");
+      checkEq(flushed.getMemories(0).getMemory().getFact().getSourceEventIdsList(), List.of("e1"), "sources");
+      SearchMemoryResponse found = memory.searchMemory(
+          SearchMemoryRequest.newBuilder().setAppName("app").setUserId(user).setQuery("window seats").build());
+      checkEq(found.getMemoriesCount(), 1, "found");
+      checkEq(found.getMemories(0).getAuthor(), "user", "author");
+      ListMemoryRevisionsResponse revisions = memory.listMemoryRevisions(ListMemoryRevisionsRequest.newBuilder()
+          .setAppName("app").setUserId(user).setMemoryId(found.getMemories(0).getId()).build());
+      checkEq(revisions.getRevisionsCount(), 1, "revisions");
+      checkEq(revisions.getRevisions(0).getFact(), "The user likes window seats", "revision's fact");
+      GenerateMemoriesResponse again = memory.generateMemories(
+          GenerateMemoriesRequest.newBuilder().setAppName("app").setUserId(user).addEvents(said).build());
+      checkEq(again.getMemoriesCount(), 0, "a generation of events generated from before");
+    } finally {
+      model.stop(0);
+      Files.deleteIfExists(generation);
     }
   }
 }
