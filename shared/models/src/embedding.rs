@@ -185,7 +185,7 @@ pub fn build_embedder(config: &ProviderConfig) -> Result<Arc<dyn Embedder>> {
             ));
         }
         #[cfg(feature = "local-embeddings")]
-        ProviderKind::Local => Arc::new(crate::LocalEmbeddings::load(config.require_model()?)?),
+        ProviderKind::Local => Arc::new(crate::local_embedding::LocalEmbeddings::load(config.require_model()?)?),
         #[cfg(not(feature = "local-embeddings"))]
         ProviderKind::Local => {
             return Err(AdkError::Config(
