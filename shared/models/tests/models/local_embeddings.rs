@@ -4,7 +4,7 @@
 //! docs/design/local-embeddings.md) and rank a related memory first.
 
 use adk_grpc_core::AdkError;
-use adk_grpc_core::memory::{cosine, rank_by_similarity};
+use adk_grpc_core::memory::{VectorIndex, cosine};
 use adk_grpc_models::{ProviderConfig, ProviderKind, build_embedder};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -56,7 +56,7 @@ async fn the_local_model_embeds_as_sentence_transformers_and_ranks_the_related_m
         .map(String::from)
         .zip(vectors[1..].iter().cloned())
         .collect();
-    let ranked = rank_by_similarity(query, &indexed, 3);
+    let ranked = VectorIndex::new(indexed).rank(query, 3);
     let ids: Vec<&str> = ranked.iter().map(|(id, _)| id.as_str()).collect();
     assert_eq!(
         ids,
