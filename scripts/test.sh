@@ -9,6 +9,8 @@
 #                             offline (scripts/setup-go-java.sh, run by scripts/test-clients.sh)
 #   adk web dev-UI test       chromium from apt and playwright-core from npm, cached outside the clone
 #                             (scripts/setup-adk-web.sh, run by scripts/test-clients.sh)
+#   all-MiniLM-L6-v2          the embedding model of the `local-embeddings` tests, from PyPI, cached
+#                             outside the clone (scripts/setup-embedding-model.sh, run by the tests)
 #   BENCHMARKS.md's commands, run as written on a smoke scale (scripts/bench-smoke.sh)
 #   deployment checks         hadolint, kubectl kustomize, kubernetes-validate, checkov, dclint (scripts/check-deploy.sh)
 set -euo pipefail
@@ -41,6 +43,10 @@ cargo build --workspace --bins
 # they run on their own, after the rest, so no other test's load on a 2-core machine stretches them.
 cargo test --workspace -- --skip redis_failover::
 cargo test -p adk-grpc-store --test store -- redis_failover::
+# The embedding model run inside the server (feature `local-embeddings`, off by default: candle
+# adds minutes to a cold build), on all-MiniLM-L6-v2 from PyPI (scripts/setup-embedding-model.sh,
+# cached outside the clone).
+cargo test -p adk-grpc-models --features local-embeddings --test models -- local_embeddings::
 # Every command of BENCHMARKS.md, as written, with tiny sizes.
 ./scripts/bench-smoke.sh
 # The Python, Node, Go and Java clients against the real binaries built above.

@@ -5,7 +5,7 @@
 //! `adk-grpc-client` serves it over gRPC). Every rule lives once in [`CoreMemoryService`],
 //! whatever the store: validation, which events become memories
 //! ([`entries_from_events`]), tokenization ([`terms`]), BM25 ranking ([`rank`]),
-//! cosine ranking ([`rank_by_similarity`]) and their fusion ([`fuse`]). A store
+//! cosine ranking ([`VectorIndex::rank`]) and their fusion ([`fuse`]). A store
 //! implements the narrow [`MemoryBackend`] (upsert, postings, vectors, fetch,
 //! remove), called only with values the core has checked.
 
@@ -13,9 +13,11 @@ mod backend;
 pub mod generate;
 pub mod ingest;
 mod service;
+mod vectors;
 
 pub use backend::{
-    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
+    GenerationCommit, GenerationState, IndexVersion, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings,
+    QueryTerms,
 };
 pub use generate::{
     ExtractedFact, GenerationConfig, Generators, IngestConfig, MANAGED_TOPICS, MemoryExample, MemoryTopic,
@@ -23,6 +25,7 @@ pub use generate::{
 };
 pub use ingest::{IngestEventsRequest, IngestOutcome};
 pub use service::CoreMemoryService;
+pub use vectors::{DEFAULT_VECTOR_CACHE_BYTES, VectorCache, VectorIndex};
 
 use crate::content::Content;
 use crate::error::{AdkError, Result};
@@ -458,20 +461,6 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// Below this cosine similarity a memory is not related enough to be returned.
 pub const MIN_SIMILARITY: f32 = 0.3;
-
-/// The ids of the `limit` vectors most similar to `query` (at least [`MIN_SIMILARITY`]),
-/// best first; equal similarities by id. Brute force over every vector given.
-pub fn rank_by_similarity(query: &[f32], vectors: &[(String, Vec<f32>)], limit: usize) -> Vec<(String, f64)> {
-    let mut ranked: Vec<(String, f64)> = vectors
-        .iter()
-        .map(|(id, v)| (id, cosine(query, v)))
-        .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
-        .map(|(id, similarity)| (id.clone(), f64::from(similarity)))
-        .collect();
-    ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    ranked.truncate(limit);
-    ranked
-}
 
 /// Reciprocal rank fusion's constant: how much the top ranks weigh over the rest. 10, not
 /// the customary 60: with two rankings, a memory one of them puts first should outrank one

@@ -18,6 +18,9 @@ pub enum ProviderKind {
     Openai,
     Gemini,
     Mock,
+    /// An embedding model run inside the server; `model` is its directory. Embeddings only,
+    /// and only in a build with the `local-embeddings` feature.
+    Local,
 }
 
 /// One model, e.g.
@@ -86,6 +89,7 @@ impl ProviderConfig {
             ProviderKind::Openai => "openai",
             ProviderKind::Gemini => "gemini",
             ProviderKind::Mock => "mock",
+            ProviderKind::Local => "local",
         };
         self.context_budget_tokens
             .unwrap_or_else(|| adk_grpc_core::history::default_context_budget_tokens(provider))
@@ -154,6 +158,11 @@ pub fn build_model(config: &ProviderConfig) -> Result<Arc<dyn Llm>> {
                 name => name,
             };
             Arc::new(MockModel::from_config(&config.mock).with_name(name))
+        }
+        ProviderKind::Local => {
+            return Err(AdkError::Config(
+                "provider local only serves embeddings: use openai, gemini or mock".into(),
+            ));
         }
     })
 }

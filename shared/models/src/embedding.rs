@@ -4,7 +4,9 @@
 //! - [`OpenAiEmbeddings`]: `POST {base_url}/embeddings` (OpenAI and compatible servers:
 //!   Ollama, vLLM, LM Studio…), every text of a call in one request;
 //! - [`GeminiEmbeddings`]: Gemini's `POST /v1beta/models/{model}:embedContent`, one
-//!   request per text.
+//!   request per text;
+//! - `LocalEmbeddings` (feature `local-embeddings`): a model run inside the server from a
+//!   directory (`provider: local, model: /path/to/all-MiniLM-L6-v2`).
 //!
 //! [`build_embedder`] turns a [`ProviderConfig`] into one; [`load_embedders`] reads the
 //! servers' `--memory-embeddings` file (app name, or `*`, -> provider config).
@@ -152,7 +154,7 @@ impl Embedder for GeminiEmbeddings {
     }
 }
 
-/// Builds the embedding model a configuration describes (`openai` or `gemini`).
+/// Builds the embedding model a configuration describes (`openai`, `gemini`, or `local`).
 pub fn build_embedder(config: &ProviderConfig) -> Result<Arc<dyn Embedder>> {
     if config.timeout_secs == 0 {
         return Err(AdkError::Config("timeout_secs must be at least 1".into()));
@@ -179,7 +181,15 @@ pub fn build_embedder(config: &ProviderConfig) -> Result<Arc<dyn Embedder>> {
         }
         ProviderKind::Mock => {
             return Err(AdkError::Config(
-                "provider mock has no embedding model: use openai or gemini".into(),
+                "provider mock has no embedding model: use openai, gemini or local".into(),
+            ));
+        }
+        #[cfg(feature = "local-embeddings")]
+        ProviderKind::Local => Arc::new(crate::local_embedding::LocalEmbeddings::load(config.require_model()?)?),
+        #[cfg(not(feature = "local-embeddings"))]
+        ProviderKind::Local => {
+            return Err(AdkError::Config(
+                "provider local needs a server built with the `local-embeddings` feature".into(),
             ));
         }
     })

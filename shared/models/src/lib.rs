@@ -6,7 +6,8 @@
 //! - [`MockModel`]: deterministic echo or scripted replies, no network.
 //!
 //! and embedding models for semantic memory search ([`OpenAiEmbeddings`],
-//! [`GeminiEmbeddings`], [`build_embedder`]).
+//! [`GeminiEmbeddings`], [`build_embedder`]; with the `local-embeddings` feature,
+//! `LocalEmbeddings`, a model run inside the server).
 //!
 //! [`build_model`] turns a [`ProviderConfig`] (deserializable from the runner's
 //! YAML) into a model.
@@ -26,6 +27,8 @@ mod config;
 mod embedding;
 mod gemini;
 mod http;
+#[cfg(feature = "local-embeddings")]
+mod local_embedding;
 mod memory_generation;
 mod mock;
 mod openai;
@@ -38,6 +41,8 @@ pub use config::{ProviderConfig, ProviderKind, build_model};
 pub use embedding::{GeminiEmbeddings, OpenAiEmbeddings, build_embedder, load_embedders};
 pub use gemini::{GEMINI_BASE_URL, Gemini};
 pub use http::DEFAULT_TIMEOUT;
+#[cfg(feature = "local-embeddings")]
+pub use local_embedding::LocalEmbeddings;
 pub use memory_generation::load_generators;
 pub use mock::{MockConfig, MockFunctionCall, MockModel, MockTurn, WhenExhausted};
 pub use openai::{OPENAI_BASE_URL, OpenAiCompatible};

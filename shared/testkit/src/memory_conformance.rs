@@ -432,6 +432,37 @@ pub async fn concurrent_adds_are_all_found(svc: &dyn MemoryService) {
 
 // ---------- semantic search ----------
 
+/// Two service instances over one store (two replicas): each keeps the users' vectors
+/// between searches, yet what the other stores, replaces or deletes is searched at once.
+/// Both must embed with [`ConceptEmbedder`].
+pub async fn another_instances_writes_are_searched_by_meaning_at_once(
+    reader: &dyn MemoryService,
+    writer: &dyn MemoryService,
+) {
+    let app = unique_prefix("mem-replicas");
+    add(writer, &app, "u", vec![text_entry("pet", "Rex is a beagle")]).await;
+    assert_eq!(search_ids(reader, &app, "u", "my puppy").await, ["pet"]);
+    add(
+        writer,
+        &app,
+        "u",
+        vec![text_entry("garage", "The automobile needs tyres")],
+    )
+    .await;
+    assert_eq!(search_ids(reader, &app, "u", "car trouble").await, ["garage"], "added");
+    add(writer, &app, "u", vec![text_entry("pet", "The umbrella is red")]).await;
+    assert!(search_ids(reader, &app, "u", "my puppy").await.is_empty(), "replaced");
+    assert_eq!(search_ids(reader, &app, "u", "storm").await, ["pet"], "replaced");
+    let delete = DeleteMemoryRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        memory_id: "pet".into(),
+    };
+    assert!(writer.delete(delete).await.unwrap());
+    assert!(search_ids(reader, &app, "u", "storm").await.is_empty(), "deleted");
+    assert_eq!(search_ids(reader, &app, "u", "vehicle").await, ["garage"]);
+}
+
 /// A deterministic embedding model for the semantic cases: one dimension per concept,
 /// a text's vector counts the words of each concept it holds. Words of different
 /// concepts never share a dimension, so a match by meaning is one without shared words.

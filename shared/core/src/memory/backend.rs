@@ -139,6 +139,19 @@ pub struct Postings {
     pub terms: Vec<Vec<(String, u32, u32)>>,
 }
 
+/// Where a user's entries stand: it changes with every entry stored or removed, so a
+/// copy of the user's vectors read at one version is still theirs while the store
+/// reports the same one (see [`super::vectors::VectorCache`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct IndexVersion {
+    /// Entries stored and removed, ever.
+    pub writes: u64,
+    /// How many entries the user has.
+    pub entries: u64,
+    /// Sum of their lengths.
+    pub total_length: u64,
+}
+
 /// Where a user's memory generation stands, as a generation reads it before asking the model.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct GenerationState {
@@ -201,6 +214,10 @@ pub trait MemoryBackend: Send + Sync + 'static {
 
     /// Every vector of the user's entries (those embedded), by entry id.
     async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>>;
+
+    /// The user's [`IndexVersion`]: read before every search by meaning, so it must be
+    /// cheap (one small read).
+    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion>;
 
     /// The user's entries with these ids, in that order; missing ids are skipped.
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>>;

@@ -6,11 +6,12 @@ use super::generate::{
     is_expired,
 };
 use super::ingest::{INGEST_CLAIM_LEASE, INGEST_USERS_PER_TICK, IngestEventsRequest, IngestOutcome};
+use super::vectors::{VectorCache, VectorIndex};
 use super::{
     AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
     GeneratedMemory, ListRevisionsRequest, MAX_ENTRIES_PER_ADD, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision,
     MemoryService, SearchMemoryRequest, SearchMemoryResponse, embedder_for, entries_from_events, fuse, query_terms,
-    rank, rank_by_similarity,
+    rank,
 };
 use crate::clock::Clock;
 use crate::content::Content;
@@ -35,6 +36,7 @@ pub struct CoreMemoryService<B> {
     embedders: Embedders,
     generators: Generators,
     clock: Clock,
+    vector_cache: VectorCache,
 }
 
 impl<B: std::fmt::Debug> std::fmt::Debug for CoreMemoryService<B> {
@@ -56,6 +58,7 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
             embedders: Embedders::new(),
             generators: Generators::new(),
             clock: Clock::system(),
+            vector_cache: VectorCache::default(),
         }
     }
 
@@ -400,8 +403,8 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
             None => keyword.into_iter().map(|(id, _)| id).collect(),
             Some(embedder) => {
                 let query = embed_one(embedder.as_ref(), query).await?;
-                let vectors = self.backend.vectors(scope).await?;
-                fuse(&keyword, &rank_by_similarity(&query, &vectors, limit), limit)
+                let vectors = self.vector_index(scope).await?;
+                fuse(&keyword, &vectors.rank(&query, limit), limit)
             }
         };
         if ids.is_empty() {
@@ -412,6 +415,19 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
         let mut memories = self.backend.fetch(scope, &ids).await?;
         memories.retain(|m| !is_expired(m, now));
         Ok(memories)
+    }
+
+    /// The user's vectors: the cached copy while the store's version of the user's index
+    /// is the one it was read at, else read again. The version is read first, so a copy
+    /// is never labelled with a version newer than its content.
+    async fn vector_index(&self, scope: &MemoryScope) -> Result<Arc<VectorIndex>> {
+        let version = self.backend.index_version(scope).await?;
+        if let Some(index) = self.vector_cache.get(scope, version) {
+            return Ok(index);
+        }
+        let index = Arc::new(VectorIndex::new(self.backend.vectors(scope).await?));
+        self.vector_cache.insert(scope, version, index.clone());
+        Ok(index)
     }
 
     /// The user's generated memories related to any of the facts (by search), each once.

@@ -102,6 +102,14 @@ fn the_embeddings_file_maps_apps_to_models_and_names_its_problems() {
         err.contains("app \"support\"") && err.contains("no embedding model"),
         "{err}"
     );
+    if !cfg!(feature = "local-embeddings") {
+        let local = write("support: { provider: local, model: /models/all-MiniLM-L6-v2 }\n");
+        let err = load_embedders(local.path())
+            .err()
+            .expect("no local model in this build")
+            .to_string();
+        assert!(err.contains("`local-embeddings` feature"), "{err}");
+    }
     let typo = write("support: { provider: openai, model: m, modle: x }\n");
     let err = load_embedders(typo.path()).err().expect("a misspelt field").to_string();
     assert!(err.contains("unknown field `modle`"), "{err}");

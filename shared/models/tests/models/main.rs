@@ -4,6 +4,8 @@
 mod common;
 mod embeddings;
 mod gemini;
+#[cfg(feature = "local-embeddings")]
+mod local_embeddings;
 mod mock_and_config;
 mod openai;
 mod structured;

@@ -216,6 +216,13 @@ fn configuration_mistakes_are_config_errors() {
         .err()
         .unwrap();
     assert!(matches!(no_model, AdkError::Config(_)), "{no_model:?}");
+    let embeddings_only = build_model(&ProviderConfig::new(ProviderKind::Local, "/models/minilm"))
+        .err()
+        .unwrap();
+    assert!(
+        embeddings_only.to_string().contains("only serves embeddings"),
+        "{embeddings_only}"
+    );
 
     let mut missing_key = ProviderConfig::new(ProviderKind::Gemini, "gemini-2.0-flash");
     missing_key.api_key_env = Some("ADK_MODELS_TEST_SURELY_UNSET_KEY".into());

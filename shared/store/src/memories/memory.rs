@@ -6,8 +6,8 @@
 use adk_grpc_core::Event;
 use adk_grpc_core::Result;
 use adk_grpc_core::memory::{
-    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
-    Postings, QueryTerms,
+    GenerationCommit, GenerationState, IndexVersion, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId,
+    MemoryRevision, MemoryScope, Postings, QueryTerms,
 };
 use adk_grpc_core::sync;
 use async_trait::async_trait;
@@ -32,6 +32,8 @@ struct UserMemories {
     /// Term -> entry id -> (count of the term in the entry, the entry's length).
     postings: HashMap<String, HashMap<String, (u32, u32)>>,
     total_length: u64,
+    /// Entries stored and removed, ever (this user's `IndexVersion::writes`).
+    writes: u64,
     /// Raised by every committed generation.
     generation_version: u64,
     /// The events generations read.
@@ -56,6 +58,7 @@ impl UserMemories {
             }
         }
         self.total_length -= u64::from(old.length);
+        self.writes += 1;
         true
     }
 
@@ -66,6 +69,7 @@ impl UserMemories {
             ids.insert(entry.entry.id.clone(), (*count, entry.length));
         }
         self.total_length += u64::from(entry.length);
+        self.writes += 1;
         self.entries.insert(entry.entry.id.clone(), entry);
     }
 }
@@ -121,6 +125,17 @@ impl MemoryBackend for InMemoryMemoryBackend {
             .iter()
             .filter_map(|(id, e)| e.embedding.clone().map(|v| (id.clone(), v)))
             .collect())
+    }
+
+    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion> {
+        Ok(self
+            .users()
+            .get(scope)
+            .map_or_else(IndexVersion::default, |user| IndexVersion {
+                writes: user.writes,
+                entries: user.entries.len() as u64,
+                total_length: user.total_length,
+            }))
     }
 
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {

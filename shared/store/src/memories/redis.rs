@@ -10,7 +10,7 @@
 //! |---|---|---|
 //! | `adk:mem:{app:user}:<id>` | hash | `e`: the protobuf `adk.v1.MemoryEntry`; `len`: its length in terms; `t`: its terms, encoded, space-separated |
 //! | `adk:memterm:{app:user}:<term>` | hash | postings of one term: entry id -> `<count>:<entry length>` |
-//! | `adk:memstats:{app:user}` | hash | `n`: entries, `len`: their total length |
+//! | `adk:memstats:{app:user}` | hash | `n`: entries, `len`: their total length, `w`: entries stored and removed, ever (with `n` and `len`, the version a replica's cached vectors are checked against) |
 //! | `adk:memvec:{app:user}` | hash | with an embedding model: entry id -> its vector (little-endian `f32`s) |
 //! | `adk:memgen:{app:user}` | hash | generated memories: `v` the generation version, `e:<event id>` per event generated from |
 //! | `adk:memrev:{app:user}:<id>` | list | a generated memory's revisions (protobuf `adk.v1.MemoryRevision`), oldest first |
@@ -25,8 +25,9 @@
 //! user's total. An add (any number of entries) and a delete are one script each:
 //! an entry, its postings and the stats change together, and a replaced entry's old
 //! postings go in the same step. Writes are acknowledged like every other store
-//! write (see `durability.rs`). A semantic search reads the user's vectors in one
-//! `HGETALL` and ranks them by brute force (see `adk_grpc_core::memory::rank_by_similarity`).
+//! write (see `durability.rs`). A semantic search reads the stats' version; the core
+//! keeps each user's vectors between searches and reads them again (one `HGETALL`) only
+//! when the version moved (see `adk_grpc_core::memory::VectorCache`).
 //! A generation reads its state in one `HMGET` and commits in one script that first
 //! compares the generation version (a compare-and-set: a concurrent generation that
 //! committed first makes it read and decide again), and takes the ingested events it
@@ -41,8 +42,8 @@ use crate::redis::keys::{INGEST_APPS, INGEST_DUE_SHARDS, MemoryKeys, ingest_due_
 use crate::redis::script_args::ScriptArgs;
 use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{
-    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
-    Postings, QueryTerms,
+    GenerationCommit, GenerationState, IndexVersion, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId,
+    MemoryRevision, MemoryScope, Postings, QueryTerms,
 };
 use adk_grpc_core::sync;
 use adk_grpc_core::validate::{id_from_key, id_key};
@@ -193,6 +194,19 @@ impl MemoryBackend for RedisMemoryBackend {
                 Ok((id, vector_from_bytes(&bytes)?))
             })
             .collect()
+    }
+
+    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion> {
+        let keys = MemoryKeys::new(scope);
+        let (writes, entries, total_length): (Option<u64>, Option<u64>, Option<u64>) = self
+            .store
+            .query(redis::cmd("HMGET").arg(&keys.stats).arg("w").arg("n").arg("len"))
+            .await?;
+        Ok(IndexVersion {
+            writes: writes.unwrap_or(0),
+            entries: entries.unwrap_or(0),
+            total_length: total_length.unwrap_or(0),
+        })
     }
 
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {

@@ -5,7 +5,8 @@
 //! the keys live.
 
 use adk_grpc_core::memory::{
-    AddMemoryRequest, DeleteMemoryRequest, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
+    AddMemoryRequest, DeleteMemoryRequest, IndexVersion, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings,
+    QueryTerms,
 };
 use adk_grpc_core::{CoreMemoryService, MemoryEntry, MemoryService};
 use adk_grpc_store::{InMemoryMemoryBackend, RedisMemoryBackend, StoreConfig};
@@ -14,6 +15,7 @@ use adk_grpc_testkit::{Fixture, shared};
 use adk_grpc_testkit::{RedisServer, unique_prefix};
 use redis::AsyncCommands;
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 async fn connect(url: &str) -> CoreMemoryService<RedisMemoryBackend> {
@@ -53,6 +55,32 @@ mod cluster_backend_conforms {
         let cluster = shared::cluster().await;
         Fixture::memory(connect(&cluster.url()).await.with_embedders(concept_embedders())).keeping(cluster)
     });
+}
+
+mod replicas_search_what_the_other_wrote {
+    use super::*;
+    use adk_grpc_testkit::memory_conformance::another_instances_writes_are_searched_by_meaning_at_once as case;
+
+    #[tokio::test]
+    async fn memory() {
+        let backend = InMemoryMemoryBackend::new();
+        let replica = || CoreMemoryService::new(backend.clone()).with_embedders(concept_embedders());
+        case(&replica(), &replica()).await;
+    }
+
+    #[tokio::test]
+    async fn redis() {
+        let server = shared::redis().await;
+        let replica = || async { connect(&server.url()).await.with_embedders(concept_embedders()) };
+        case(&replica().await, &replica().await).await;
+    }
+
+    #[tokio::test]
+    async fn cluster() {
+        let cluster = shared::cluster().await;
+        let replica = || async { connect(&cluster.url()).await.with_embedders(concept_embedders()) };
+        case(&replica().await, &replica().await).await;
+    }
 }
 
 /// Every write waits for the replica (`auto`); the rules are the same.
@@ -108,7 +136,12 @@ async fn redis_deletes_leave_no_index_behind() {
     let keys: Vec<String> = conn.keys(&pattern).await.unwrap();
     assert_eq!(keys, [format!("adk:memstats:{{{app}:u}}")]);
     let stats: HashMap<String, i64> = conn.hgetall(&keys[0]).await.unwrap();
-    assert_eq!(stats, HashMap::from([("n".to_string(), 0), ("len".to_string(), 0)]));
+    let written = [("n", 0), ("len", 0), ("w", 6)].map(|(field, value)| (field.to_string(), value));
+    assert_eq!(
+        stats,
+        HashMap::from(written),
+        "2 added, 1 replaced (removed and added), 2 deleted"
+    );
 }
 
 fn concept_embedders() -> adk_grpc_core::memory::Embedders {
@@ -126,6 +159,9 @@ fn concept_embedders() -> adk_grpc_core::memory::Embedders {
 #[derive(Default)]
 struct MapBackend {
     users: Mutex<HashMap<MemoryScope, BTreeMap<String, IndexedEntry>>>,
+    /// Writes of any user: a version that moves more often than one user's own would
+    /// only make the core read vectors again more often.
+    writes: AtomicU64,
 }
 
 impl MapBackend {
@@ -138,6 +174,9 @@ impl MapBackend {
 impl MemoryBackend for MapBackend {
     async fn upsert(&self, scope: &MemoryScope, entries: Vec<IndexedEntry>) -> adk_grpc_core::Result<()> {
         let mut users = self.lock();
+        // Raised under the lock, with the write: a version read before it pairs with
+        // the entries before it.
+        self.writes.fetch_add(1, Ordering::SeqCst);
         let user = users.entry(scope.clone()).or_default();
         for indexed in entries {
             user.insert(indexed.entry.id.clone(), indexed);
@@ -171,6 +210,14 @@ impl MemoryBackend for MapBackend {
             .collect())
     }
 
+    async fn index_version(&self, scope: &MemoryScope) -> adk_grpc_core::Result<IndexVersion> {
+        Ok(IndexVersion {
+            writes: self.writes.load(Ordering::SeqCst),
+            entries: self.lock().get(scope).map_or(0, |user| user.len() as u64),
+            total_length: 0,
+        })
+    }
+
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> adk_grpc_core::Result<Vec<MemoryEntry>> {
         let users = self.lock();
         let Some(user) = users.get(scope) else {
@@ -183,8 +230,9 @@ impl MemoryBackend for MapBackend {
     }
 
     async fn remove(&self, scope: &MemoryScope, id: &MemoryId) -> adk_grpc_core::Result<bool> {
-        Ok(self
-            .lock()
+        let mut users = self.lock();
+        self.writes.fetch_add(1, Ordering::SeqCst);
+        Ok(users
             .get_mut(scope)
             .is_some_and(|user| user.remove(id.as_str()).is_some()))
     }

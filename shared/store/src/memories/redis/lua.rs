@@ -14,6 +14,7 @@ local function remove_entry(stats, vectors, entry_prefix, term_prefix, mid)
   end
   redis.call('HINCRBY', stats, 'n', -1)
   redis.call('HINCRBY', stats, 'len', -tonumber(old[1]))
+  redis.call('HINCRBY', stats, 'w', 1)
   redis.call('DEL', key)
   redis.call('HDEL', vectors, mid)
   return 1
@@ -43,6 +44,7 @@ local function store_entries(stats, vectors, entry_prefix, term_prefix, count, a
     redis.call('HSET', entry_prefix .. mid, 'e', payload, 'len', len, 't', table.concat(terms, ' '))
     redis.call('HINCRBY', stats, 'n', 1)
     redis.call('HINCRBY', stats, 'len', len)
+    redis.call('HINCRBY', stats, 'w', 1)
   end
   return at
 end
