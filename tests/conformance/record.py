@@ -83,6 +83,8 @@ class FakeGemini:
 
 async def record(case: Path, fake: FakeGemini) -> dict:
     from google.adk.agents import config_agent_utils
+    from google.adk.artifacts import InMemoryArtifactService
+    from google.adk.memory import InMemoryMemoryService
     from google.adk.runners import Runner
     from google.adk.sessions import InMemorySessionService
     from google.genai import types
@@ -91,7 +93,15 @@ async def record(case: Path, fake: FakeGemini) -> dict:
     agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
     sessions = InMemorySessionService()
     app_name = case.name
-    runner = Runner(app_name=app_name, agent=agent, session_service=sessions)
+    # Memory and artifacts as adk-server serves them (empty at the start), for the
+    # built-in tools that use them.
+    runner = Runner(
+        app_name=app_name,
+        agent=agent,
+        session_service=sessions,
+        memory_service=InMemoryMemoryService(),
+        artifact_service=InMemoryArtifactService(),
+    )
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     turns = []
     for turn in script["turns"]:

@@ -447,3 +447,10 @@ where
         self.body = None;
     }
 }
+
+/// An `f32` setting (temperature, top_p, penalties) as the decimal it was written as:
+/// `0.2`, not the nearest double `0.20000000298023224`, as ADK's client sends it.
+pub(crate) fn decimal(value: f32) -> serde_json::Value {
+    // f32's Display is the shortest text that reads back as the same f32.
+    serde_json::json!(value.to_string().parse::<f64>().unwrap_or(f64::from(value)))
+}
