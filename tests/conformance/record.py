@@ -103,6 +103,16 @@ async def record(case: Path, fake: FakeGemini) -> dict:
         artifact_service=InMemoryArtifactService(),
     )
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
+    # The session's files before the first turn (`artifacts` of the script: name to text).
+    artifacts = script.get("artifacts", {})
+    for name, text in artifacts.items():
+        await runner.artifact_service.save_artifact(
+            app_name=app_name,
+            user_id=APP_USER,
+            session_id=SESSION_ID,
+            filename=name,
+            artifact=types.Part(text=text),
+        )
     turns = []
     for turn in script["turns"]:
         fake.replies = [gemini_reply(r) for r in turn["replies"]]
@@ -122,6 +132,7 @@ async def record(case: Path, fake: FakeGemini) -> dict:
         "app_name": app_name,
         "user_id": APP_USER,
         "session_id": SESSION_ID,
+        "artifacts": artifacts,
         "turns": turns,
         "session": {"state": session.state, "events": events},
     }

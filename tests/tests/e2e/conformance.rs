@@ -6,7 +6,9 @@
 //! same user turns over gRPC, and compares every model request, then the stored session
 //! (GetSession), field by field with ADK's. Only the normalisations named below are applied.
 
-use adk_grpc_core::Content;
+use adk_grpc_client::RemoteArtifactService;
+use adk_grpc_core::artifact::SaveRequest;
+use adk_grpc_core::{ArtifactService, Content, Part};
 use adk_grpc_e2e::runs::{self, user_text};
 use adk_grpc_models::testing::FakeServer;
 use adk_grpc_proto::v1 as pb;
@@ -100,6 +102,7 @@ async fn replay_on(case: &str, wire: Wire) {
         recording["user_id"].as_str().expect("user_id"),
         recording["session_id"].as_str().expect("session_id"),
     );
+    save_artifacts(&server, app, user, session, &recording["artifacts"]).await;
 
     let mut problems = Vec::new();
     let mut adk_requests = Vec::new();
@@ -163,6 +166,27 @@ async fn replay_on(case: &str, wire: Wire) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The session's files before the first turn, as the recording saved them (name to text).
+async fn save_artifacts(server: &ServiceProcess, app: &str, user: &str, session: &str, artifacts: &Value) {
+    let Some(artifacts) = artifacts.as_object().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    let service = RemoteArtifactService::connect(server.endpoint())
+        .await
+        .expect("connect to the artifact service");
+    for (name, text) in artifacts {
+        let save = SaveRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: session.into(),
+            file_name: name.clone(),
+            part: Part::text_part(text.as_str().expect("an artifact's text")),
+            version: None,
+        };
+        service.save(save).await.expect("save the artifact");
+    }
 }
 
 /// A model request with the normalisations the comparison allows:
