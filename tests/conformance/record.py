@@ -84,6 +84,7 @@ class FakeGemini:
 async def record(case: Path, fake: FakeGemini) -> dict:
     from google.adk.agents import config_agent_utils
     from google.adk.artifacts import InMemoryArtifactService
+    from google.adk.memory import InMemoryMemoryService
     from google.adk.runners import Runner
     from google.adk.sessions import InMemorySessionService
     from google.genai import types
@@ -92,10 +93,26 @@ async def record(case: Path, fake: FakeGemini) -> dict:
     agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
     sessions = InMemorySessionService()
     app_name = case.name
+    # Memory and artifacts as adk-server serves them (empty at the start), for the
+    # built-in tools that use them.
     runner = Runner(
-        app_name=app_name, agent=agent, session_service=sessions, artifact_service=InMemoryArtifactService()
+        app_name=app_name,
+        agent=agent,
+        session_service=sessions,
+        memory_service=InMemoryMemoryService(),
+        artifact_service=InMemoryArtifactService(),
     )
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
+    # The session's files before the first turn (`artifacts` of the script: name to text).
+    artifacts = script.get("artifacts", {})
+    for name, text in artifacts.items():
+        await runner.artifact_service.save_artifact(
+            app_name=app_name,
+            user_id=APP_USER,
+            session_id=SESSION_ID,
+            filename=name,
+            artifact=types.Part(text=text),
+        )
     turns = []
     for turn in script["turns"]:
         fake.replies = [gemini_reply(r) for r in turn["replies"]]
@@ -115,6 +132,7 @@ async def record(case: Path, fake: FakeGemini) -> dict:
         "app_name": app_name,
         "user_id": APP_USER,
         "session_id": SESSION_ID,
+        "artifacts": artifacts,
         "turns": turns,
         "session": {"state": session.state, "events": events},
     }

@@ -1,6 +1,6 @@
 //! Google's Gemini API (`generateContent` / `streamGenerateContent?alt=sse`).
 
-use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
+use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
@@ -152,10 +152,10 @@ fn request_body(request: &LlmRequest) -> Value {
     let config = &request.config;
     let mut generation = Map::new();
     if let Some(t) = config.temperature {
-        generation.insert("temperature".into(), json!(t));
+        generation.insert("temperature".into(), decimal(t));
     }
     if let Some(p) = config.top_p {
-        generation.insert("topP".into(), json!(p));
+        generation.insert("topP".into(), decimal(p));
     }
     if let Some(n) = config.max_output_tokens {
         generation.insert("maxOutputTokens".into(), json!(n));
@@ -164,16 +164,17 @@ fn request_body(request: &LlmRequest) -> Value {
         generation.insert("stopSequences".into(), json!(config.stop_sequences));
     }
     if let Some(k) = config.top_k {
-        generation.insert("topK".into(), json!(k));
+        // A number as google-genai sends it (its `top_k` is a float): `20.0`, as ADK's request.
+        generation.insert("topK".into(), json!(f64::from(k)));
     }
     if let Some(seed) = config.seed {
         generation.insert("seed".into(), json!(seed));
     }
     if let Some(p) = config.presence_penalty {
-        generation.insert("presencePenalty".into(), json!(p));
+        generation.insert("presencePenalty".into(), decimal(p));
     }
     if let Some(p) = config.frequency_penalty {
-        generation.insert("frequencyPenalty".into(), json!(p));
+        generation.insert("frequencyPenalty".into(), decimal(p));
     }
     // The schema is a JSON Schema, which `responseJsonSchema` takes as it is
     // (`responseSchema` wants Gemini's OpenAPI subset).
@@ -190,15 +191,17 @@ fn request_body(request: &LlmRequest) -> Value {
         (None, None) => {}
     }
     if let Some(thinking) = &config.thinking {
+        // The field names google-genai sends (it copies its ThinkingConfig as is, in
+        // snake case, which Gemini's JSON accepts as well as camel case): ADK's request.
         let mut wire = Map::new();
         if let Some(budget) = thinking.budget_tokens {
-            wire.insert("thinkingBudget".into(), json!(budget));
+            wire.insert("thinking_budget".into(), json!(budget));
         }
         if let Some(include) = thinking.include_thoughts {
-            wire.insert("includeThoughts".into(), json!(include));
+            wire.insert("include_thoughts".into(), json!(include));
         }
         if let Some(effort) = thinking.effort {
-            wire.insert("thinkingLevel".into(), json!(effort.as_str().to_ascii_uppercase()));
+            wire.insert("thinking_level".into(), json!(effort.as_str().to_ascii_uppercase()));
         }
         generation.insert("thinkingConfig".into(), Value::Object(wire));
     }

@@ -447,3 +447,23 @@ where
         self.body = None;
     }
 }
+
+/// An `f32` setting (temperature, top_p, penalties) as the decimal it was written as:
+/// `0.2`, not the nearest double `0.20000000298023224`, as ADK's client sends it.
+pub(crate) fn decimal(value: f32) -> serde_json::Value {
+    // f32's Display is the shortest text that reads back as the same f32.
+    serde_json::json!(value.to_string().parse::<f64>().unwrap_or(f64::from(value)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::decimal;
+    use serde_json::json;
+
+    #[test]
+    fn settings_go_out_as_the_decimals_they_were_written_as() {
+        assert_eq!(decimal(0.2), json!(0.2));
+        assert_eq!(decimal(0.9).to_string(), "0.9");
+        assert_eq!(decimal(1.0), json!(1.0));
+    }
+}

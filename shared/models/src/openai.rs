@@ -2,7 +2,7 @@
 //! OpenAI itself, and the servers that speak its dialect — Ollama, vLLM,
 //! LM Studio, llama.cpp's server — chosen by base URL.
 
-use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, truncate};
+use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
@@ -99,10 +99,10 @@ impl OpenAiCompatible {
         }
         let config = &request.config;
         if let Some(t) = config.temperature {
-            body["temperature"] = json!(t);
+            body["temperature"] = decimal(t);
         }
         if let Some(p) = config.top_p {
-            body["top_p"] = json!(p);
+            body["top_p"] = decimal(p);
         }
         if let Some(n) = config.max_output_tokens {
             body["max_tokens"] = json!(n);
@@ -118,10 +118,10 @@ impl OpenAiCompatible {
             body["seed"] = json!(seed);
         }
         if let Some(p) = config.presence_penalty {
-            body["presence_penalty"] = json!(p);
+            body["presence_penalty"] = decimal(p);
         }
         if let Some(p) = config.frequency_penalty {
-            body["frequency_penalty"] = json!(p);
+            body["frequency_penalty"] = decimal(p);
         }
         if let Some(format) = response_format(config)? {
             body["response_format"] = format;
@@ -248,7 +248,7 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
                 PartKind::FunctionResponse { function_response, id } => messages.push(json!({
                     "role": "tool",
                     "tool_call_id": ids.response_id(&function_response.name, id.as_deref()),
-                    "content": serde_json::to_string(&function_response.response)?,
+                    "content": python_json(&function_response.response),
                 })),
                 _ => rest.push(part),
             }
@@ -258,6 +258,31 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
         }
     }
     Ok(messages)
+}
+
+/// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`): ADK's LiteLlm
+/// sends a call's arguments and a tool's result so, and the model reads them as text.
+fn python_json(value: &Value) -> String {
+    struct PythonStyle;
+    impl serde_json::ser::Formatter for PythonStyle {
+        fn begin_array_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { writer.write_all(b", ") }
+        }
+        fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+            if first { Ok(()) } else { writer.write_all(b", ") }
+        }
+        fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+            writer.write_all(b": ")
+        }
+    }
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonStyle);
+    serde::Serialize::serialize(value, &mut serializer).expect("a JSON value always serializes");
+    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 /// A "model" turn: its text, and its function calls as `tool_calls`.
@@ -270,14 +295,15 @@ fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
             PartKind::FunctionCall { name, args, id } => Some(json!({
                 "id": ids.call_id(name, id.as_deref()),
                 "type": "function",
-                "function": {"name": name, "arguments": args.to_string()},
+                "function": {"name": name, "arguments": python_json(args)},
             })),
             _ => None,
         })
         .collect();
     let mut message = json!({
         "role": "assistant",
-        "content": if text.is_empty() { Value::Null } else { Value::String(text.concat()) },
+        // ADK's LiteLlm joins a turn's texts with line breaks.
+        "content": if text.is_empty() { Value::Null } else { Value::String(text.join("\n")) },
     });
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
@@ -285,12 +311,14 @@ fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
     message
 }
 
-/// A user turn: a plain string when it is all text (every compatible server
-/// takes that), the array form only when media is attached.
+/// A user turn: a plain string when it is one text, else the array form, one item a
+/// part, as ADK's LiteLlm sends it (so several texts stay apart, as the model saw them
+/// on Gemini).
 fn user_content(parts: &[&Part]) -> Result<Value> {
-    if parts.iter().all(|p| p.text().is_some()) {
-        let texts: Vec<&str> = parts.iter().filter_map(|p| p.text()).collect();
-        return Ok(Value::String(texts.join("\n")));
+    if let [part] = parts
+        && let Some(text) = part.text()
+    {
+        return Ok(Value::String(text.to_string()));
     }
     let mut items = Vec::new();
     for part in parts {

@@ -6,7 +6,9 @@
 //! same user turns over gRPC, and compares every model request, then the stored session
 //! (GetSession), field by field with ADK's. Only the normalisations named below are applied.
 
-use adk_grpc_core::Content;
+use adk_grpc_client::RemoteArtifactService;
+use adk_grpc_core::artifact::SaveRequest;
+use adk_grpc_core::{ArtifactService, Content, Part};
 use adk_grpc_e2e::runs::{self, user_text};
 use adk_grpc_e2e::venv_python;
 use adk_grpc_models::testing::FakeServer;
@@ -29,18 +31,77 @@ fn case_dir(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(case)
 }
 
+fn read_json(path: &Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("read {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
+/// The wire the runner's model speaks in a replay.
+#[derive(Clone, Copy, PartialEq)]
+enum Wire {
+    /// The case as written: Gemini, compared with the requests ADK sent.
+    Gemini,
+    /// The case's models as `openai/<model>` on an OpenAI-compatible server, compared
+    /// with ADK's LiteLlm conversion of the same requests (`openai.json`).
+    OpenAi,
+}
+
 /// Replays `case` on `adk-server` and compares its requests and session with ADK's.
 async fn replay(case: &str) {
-    let dir = case_dir(case);
-    let recording: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("recording.json")).expect("read"))
-        .expect("recording.json is JSON");
+    replay_on(case, Wire::Gemini).await;
+}
+
+/// Replays `case` with its models on an OpenAI-compatible server: each chat-completions
+/// request is compared with what ADK's LiteLlm makes of ADK's request
+/// (`tests/conformance/openai_reference.py`), the session with ADK's.
+async fn replay_openai(case: &str) {
+    replay_on(case, Wire::OpenAi).await;
+}
+
+/// A copy of the case directory with every `model: gemini-…` written `model:
+/// openai/gemini-…` (ADK's LiteLlm model string), in a directory named as the case so
+/// the app keeps its name.
+fn openai_copy(case: &str) -> tempfile::TempDir {
+    let work = tempfile::tempdir().expect("temp dir");
+    let copy = work.path().join(case);
+    std::fs::create_dir(&copy).expect("create the copy");
+    for entry in std::fs::read_dir(case_dir(case)).expect("read the case") {
+        let path = entry.expect("entry").path();
+        let mut text = std::fs::read_to_string(&path).expect("read");
+        if path.extension().is_some_and(|ext| ext == "yaml") {
+            text = text.replace("model: gemini-", "model: openai/gemini-");
+        }
+        std::fs::write(copy.join(path.file_name().expect("a file")), text).expect("write");
+    }
+    work
+}
+
+async fn replay_on(case: &str, wire: Wire) {
+    let recording = read_json(&case_dir(case).join("recording.json"));
     let provider = FakeServer::start().await;
-    let env = [
-        ("GOOGLE_GEMINI_BASE_URL".to_string(), provider.url().to_string()),
-        ("GOOGLE_API_KEY".to_string(), "conformance-key".to_string()),
-        // The Python worker serving the cases' Python tools and callbacks runs in the test venv.
-        ("ADK_PYTHON".to_string(), venv_python().display().to_string()),
-    ];
+    // The Python worker serving the cases' Python tools and callbacks runs in the test venv.
+    let python = ("ADK_PYTHON".to_string(), venv_python().display().to_string());
+    let (copy, dir, env) = match wire {
+        Wire::Gemini => (
+            None,
+            case_dir(case),
+            [
+                ("GOOGLE_GEMINI_BASE_URL".to_string(), provider.url().to_string()),
+                ("GOOGLE_API_KEY".to_string(), "conformance-key".to_string()),
+                python.clone(),
+            ],
+        ),
+        Wire::OpenAi => {
+            let copy = openai_copy(case);
+            let dir = copy.path().join(case);
+            let env = [
+                ("OPENAI_BASE_URL".to_string(), provider.url().to_string()),
+                ("OPENAI_API_KEY".to_string(), "conformance-key".to_string()),
+                python,
+            ];
+            (Some(copy), dir, env)
+        }
+    };
     let args = ["--agents".to_string(), dir.display().to_string()];
     let server = ServiceProcess::spawn("adk-server", &args, &env).await;
     let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
@@ -49,13 +110,17 @@ async fn replay(case: &str) {
         recording["user_id"].as_str().expect("user_id"),
         recording["session_id"].as_str().expect("session_id"),
     );
+    save_artifacts(&server, app, user, session, &recording["artifacts"]).await;
 
     let mut problems = Vec::new();
     let mut adk_requests = Vec::new();
     for (t, turn) in recording["turns"].as_array().expect("turns").iter().enumerate() {
         let exchanges = turn["exchanges"].as_array().expect("exchanges");
-        for exchange in exchanges {
-            provider.push(exchange["reply"].clone());
+        for (k, exchange) in exchanges.iter().enumerate() {
+            provider.push(match wire {
+                Wire::Gemini => exchange["reply"].clone(),
+                Wire::OpenAi => openai_reply(&exchange["reply"], adk_requests.len() + k),
+            });
         }
         let asked_before = provider.requests().len();
         let message = user_text(turn["user"].as_str().expect("user"));
@@ -70,18 +135,33 @@ async fn replay(case: &str) {
         }
         adk_requests.extend(exchanges.iter().map(|e| (t, e["path"].clone(), e["request"].clone())));
     }
+    let litellm = (wire == Wire::OpenAi).then(|| read_json(&case_dir(case).join("openai.json")));
     for (i, (got, (turn, path, expected))) in provider.requests().iter().zip(&adk_requests).enumerate() {
-        if got.path != path.as_str().unwrap_or_default() {
-            problems.push(format!("request {i} (turn {turn}): path {} (ADK: {path})", got.path));
-        }
         let place = format!("request {i} (turn {turn})");
-        compare(
-            &place,
-            &normalise_request(expected.clone()),
-            &normalise_request(got.json()),
-            &mut problems,
-        );
+        match &litellm {
+            None => {
+                if got.path != path.as_str().unwrap_or_default() {
+                    problems.push(format!("{place}: path {} (ADK: {path})", got.path));
+                }
+                compare(
+                    &place,
+                    &normalise_request(expected.clone()),
+                    &normalise_request(got.json()),
+                    &mut problems,
+                );
+            }
+            Some(litellm) => {
+                let (adk, got) = (&litellm["requests"][i], got.json());
+                compare(
+                    &place,
+                    &openai_request(adk, &adk["generation"]),
+                    &openai_request(&got, &got),
+                    &mut problems,
+                );
+            }
+        }
     }
+    drop(copy);
 
     let stored = runs::get_session(server.endpoint(), app, user, session).await;
     let known = compare_session(&recording["session"], &stored, &mut problems);
@@ -94,6 +174,27 @@ async fn replay(case: &str) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The session's files before the first turn, as the recording saved them (name to text).
+async fn save_artifacts(server: &ServiceProcess, app: &str, user: &str, session: &str, artifacts: &Value) {
+    let Some(artifacts) = artifacts.as_object().filter(|a| !a.is_empty()) else {
+        return;
+    };
+    let service = RemoteArtifactService::connect(server.endpoint())
+        .await
+        .expect("connect to the artifact service");
+    for (name, text) in artifacts {
+        let save = SaveRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            session_id: session.into(),
+            file_name: name.clone(),
+            part: Part::text_part(text.as_str().expect("an artifact's text")),
+            version: None,
+        };
+        service.save(save).await.expect("save the artifact");
+    }
 }
 
 /// A model request with the normalisations the comparison allows:
@@ -135,6 +236,113 @@ fn normalise_request(mut request: Value) -> Value {
         }
     }
     request
+}
+
+/// The OpenAI sampling parameters ADK hands LiteLLM, by their chat-completions names.
+/// `top_k` is not one (ADK passes Gemini's on; LiteLLM refuses or drops it for an OpenAI
+/// model), nor is a thinking config, which LiteLLM maps from its own model table.
+const OPENAI_GENERATION: [&str; 7] = [
+    "temperature",
+    "max_completion_tokens",
+    "top_p",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+];
+
+/// What of a chat-completions request is compared (its sampling parameters read from
+/// `generation`: ADK's conversion keeps them apart), with the normalisations the
+/// comparison allows:
+/// - the messages, the tools, `response_format`, `tool_choice` and the sampling
+///   parameters ([`OPENAI_GENERATION`]) are compared; the rest (the model's name,
+///   `stream` and its options) is how a client calls, not what ADK converts;
+/// - a message's null fields are left out (the API reads null as absent, and LiteLLM
+///   builds its messages with them);
+/// - tool call ids are numbered in order of appearance (the recording has none: ADK
+///   leaves them out of a Gemini request; which result answers which call is still
+///   compared).
+fn openai_request(body: &Value, generation: &Value) -> Value {
+    let mut out = Map::new();
+    for key in ["messages", "tools", "response_format", "tool_choice"] {
+        if let Some(value) = body.get(key).filter(|v| !v.is_null()) {
+            out.insert(key.to_string(), value.clone());
+        }
+    }
+    for key in OPENAI_GENERATION {
+        if let Some(value) = generation.get(key).filter(|v| !v.is_null()) {
+            out.insert(key.to_string(), value.clone());
+        }
+    }
+    let mut ids = Ids::default();
+    for message in out
+        .get_mut("messages")
+        .and_then(Value::as_array_mut)
+        .into_iter()
+        .flatten()
+    {
+        let Some(message) = message.as_object_mut() else {
+            continue;
+        };
+        message.retain(|_, value| !value.is_null());
+        if let Some(Value::String(id)) = message.get("tool_call_id").cloned() {
+            message.insert("tool_call_id".into(), ids.number("call", &id).into());
+        }
+        for call in message
+            .get_mut("tool_calls")
+            .and_then(Value::as_array_mut)
+            .into_iter()
+            .flatten()
+        {
+            if let Some(Value::String(id)) = call.get("id").cloned() {
+                call["id"] = ids.number("call", &id).into();
+            }
+        }
+    }
+    Value::Object(out)
+}
+
+/// The chat-completions reply to the `n`th request for ADK's recorded Gemini reply: its
+/// text or its function calls (ids `call_<n>_<i>`, as OpenAI gives ids), its model
+/// version as the model and its token counts as the usage, so the stored event is
+/// compared with ADK's.
+fn openai_reply(gemini: &Value, n: usize) -> Value {
+    let candidate = &gemini["candidates"][0];
+    let parts = candidate["content"]["parts"].as_array().cloned().unwrap_or_default();
+    let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    let calls: Vec<Value> = parts
+        .iter()
+        .filter_map(|p| p.get("functionCall"))
+        .enumerate()
+        .map(|(i, call)| {
+            json!({
+                "id": format!("call_{n}_{i}"),
+                "type": "function",
+                "function": {"name": call["name"], "arguments": call["args"].to_string()},
+            })
+        })
+        .collect();
+    let mut message = json!({"role": "assistant", "content": (!text.is_empty()).then_some(text)});
+    if !calls.is_empty() {
+        message["tool_calls"] = json!(calls);
+    }
+    let usage = &gemini["usageMetadata"];
+    json!({
+        "id": format!("chatcmpl-{n}"),
+        "object": "chat.completion",
+        "created": 1_700_000_000,
+        "model": gemini["modelVersion"],
+        "choices": [{
+            "index": 0,
+            "message": message,
+            "finish_reason": if calls.is_empty() { "stop" } else { "tool_calls" },
+        }],
+        "usage": {
+            "prompt_tokens": usage["promptTokenCount"],
+            "completion_tokens": usage["candidatesTokenCount"],
+            "total_tokens": usage["totalTokenCount"],
+        },
+    })
 }
 
 /// The differences between `expected` and `got`, each named by its path under `place`.
@@ -474,4 +682,91 @@ async fn python_callbacks() {
 #[tokio::test]
 async fn long_running() {
     replay("long_running").await;
+}
+
+#[tokio::test]
+async fn include_contents_none() {
+    replay("include_contents_none").await;
+}
+
+#[tokio::test]
+async fn builtin_search() {
+    replay("builtin_search").await;
+}
+
+#[tokio::test]
+async fn memory_tools() {
+    replay("memory_tools").await;
+}
+
+#[tokio::test]
+async fn generation_config() {
+    replay("generation_config").await;
+}
+
+#[tokio::test]
+async fn transfer_limits() {
+    replay("transfer_limits").await;
+}
+
+#[tokio::test]
+async fn agent_tool() {
+    replay("agent_tool").await;
+}
+
+/// The cases on the OpenAI-compatible wire: every case whose agents a model of that
+/// wire can run (`builtin_search` names Gemini's own tools, `generation_config` its
+/// safety settings, both refused for an OpenAI model at load).
+mod openai {
+    use super::replay_openai;
+
+    #[tokio::test]
+    async fn single_agent() {
+        replay_openai("single_agent").await;
+    }
+
+    #[tokio::test]
+    async fn coordinator() {
+        replay_openai("coordinator").await;
+    }
+
+    #[tokio::test]
+    async fn sequential() {
+        replay_openai("sequential").await;
+    }
+
+    #[tokio::test]
+    async fn loop_exit() {
+        replay_openai("loop_exit").await;
+    }
+
+    #[tokio::test]
+    async fn examples() {
+        replay_openai("examples").await;
+    }
+
+    #[tokio::test]
+    async fn static_instruction() {
+        replay_openai("static_instruction").await;
+    }
+
+    #[tokio::test]
+    async fn include_contents_none() {
+        replay_openai("include_contents_none").await;
+    }
+
+    #[tokio::test]
+    async fn memory_tools() {
+        replay_openai("memory_tools").await;
+    }
+
+    #[tokio::test]
+    async fn transfer_limits() {
+        replay_openai("transfer_limits").await;
+    }
+
+    #[tokio::test]
+    async fn agent_tool() {
+        replay_openai("agent_tool").await;
+    }
 }

@@ -113,7 +113,13 @@ apps:
     assert!(system.contains(r#"["guide","pixel"]"#), "{system}");
     assert_eq!(after.len(), 2, "{after:#?}");
     assert_eq!(after[0]["role"], "user");
-    assert_eq!(after[0]["content"], "Resource guide is:\nHouse style: answer in haiku.");
+    assert_eq!(
+        after[0]["content"],
+        json!([
+            {"type": "text", "text": "Resource guide is:"},
+            {"type": "text", "text": "House style: answer in haiku."}
+        ])
+    );
     assert_eq!(
         after[1]["content"][0],
         json!({"type": "text", "text": "Resource pixel is:"})

@@ -132,7 +132,7 @@ async fn oversized_endless_and_slow_replies_stop_at_their_limits_ten_at_once() {
     let (before, failure) = run(&channel, "tools", "keeper", "kept", "call ok").await;
     assert!(failure.is_none(), "{failure:?}");
     let kept = runs::get_session(stack.server.endpoint(), "tools", "keeper", "kept").await;
-    assert_eq!(last_text(&before), r#"heard: {"ok":true}"#);
+    assert_eq!(last_text(&before), r#"heard: {"ok": true}"#);
     let idle = stack.server.rss_kib().expect("the server runs");
 
     let kinds = [
@@ -160,7 +160,7 @@ async fn oversized_endless_and_slow_replies_stop_at_their_limits_ten_at_once() {
         match (*app, *message) {
             ("tools", "call huge") => {
                 assert!(failure.is_none(), "{failure:?}");
-                assert!(heard.starts_with("heard: {\"error\":"), "{heard}");
+                assert!(heard.starts_with("heard: {\"error\": "), "{heard}");
                 assert!(heard.contains("HTTP tool huge: the reply to POST "), "{heard}");
                 assert!(
                     heard.contains("(209715212 bytes)") && heard.contains(&tool_error),
@@ -174,12 +174,12 @@ async fn oversized_endless_and_slow_replies_stop_at_their_limits_ten_at_once() {
             }
             ("tools", "call slow") => {
                 assert!(failure.is_none(), "{failure:?}");
-                assert_eq!(heard, r#"heard: {"ok":"slow"}"#);
+                assert_eq!(heard, r#"heard: {"ok": "slow"}"#);
             }
             // fail_open: the hook's failure is logged and the tool runs.
             ("hooked", _) => {
                 assert!(failure.is_none(), "{failure:?}");
-                assert_eq!(heard, r#"heard: {"ok":true}"#);
+                assert_eq!(heard, r#"heard: {"ok": true}"#);
             }
             // fail_closed: the hook's failure fails the run, naming the hook and the limit.
             ("strict", _) => {
@@ -221,7 +221,7 @@ async fn oversized_endless_and_slow_replies_stop_at_their_limits_ten_at_once() {
     // It keeps serving, and what it stored before is intact.
     let (after, failure) = run(&channel, "tools", "keeper", "later", "call ok").await;
     assert!(failure.is_none(), "{failure:?}");
-    assert_eq!(last_text(&after), r#"heard: {"ok":true}"#);
+    assert_eq!(last_text(&after), r#"heard: {"ok": true}"#);
     let still = runs::get_session(stack.server.endpoint(), "tools", "keeper", "kept").await;
     assert_eq!(still.events, kept.events);
     assert_eq!(still.state, kept.state);
@@ -303,10 +303,10 @@ async fn a_large_reply_of_a_tool_that_saves_it_becomes_an_artifact_the_model_is_
     let heard = last_text(&events);
     assert!(heard.starts_with(r#"heard: {"artifact":"#), "{heard}");
     for field in [
-        format!(r#""file_name":"{name}""#),
-        r#""version":1"#.to_string(),
-        format!(r#""size_bytes":{}"#, reply.len()),
-        r#""mime_type":"application/json""#.to_string(),
+        format!(r#""file_name": "{name}""#),
+        r#""version": 1"#.to_string(),
+        format!(r#""size_bytes": {}"#, reply.len()),
+        r#""mime_type": "application/json""#.to_string(),
     ] {
         assert!(heard.contains(&field), "{field} in {heard}");
     }

@@ -141,7 +141,7 @@ apps:
     assert!(error.is_none(), "{error:?}");
     assert_eq!(
         gem.last_request().json()["generationConfig"]["thinkingConfig"],
-        json!({"thinkingBudget": 512, "includeThoughts": true})
+        json!({"thinking_budget": 512, "include_thoughts": true})
     );
     gem.push(gemini::text("Again."));
     let request = runs::run_request("thinker", USER, "t1", user_text("again"));

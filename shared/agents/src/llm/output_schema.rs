@@ -17,10 +17,12 @@ use std::sync::Arc;
 /// The tool a model with both tools and an output schema answers through (ADK's name).
 pub const SET_MODEL_RESPONSE_TOOL_NAME: &str = "set_model_response";
 
-/// Appended to the system instruction when `set_model_response` is on offer.
-pub(super) const SET_MODEL_RESPONSE_INSTRUCTION: &str = "You have other tools, but your final answer \
-must be a call of the set_model_response tool with the answer in its required structure, never plain text. \
-Use the other tools first as needed, then call set_model_response once.";
+/// Appended to the system instruction when `set_model_response` is on offer: ADK's
+/// text, word for word (an agent moved from ADK Python is told the same).
+pub(super) const SET_MODEL_RESPONSE_INSTRUCTION: &str = "IMPORTANT: You have access to other tools, but you \
+must provide your final response using the set_model_response tool with the required structured format. After \
+using any other tools needed to complete the task, always call set_model_response with your final answer in the \
+specified schema format.";
 
 /// A compiled JSON Schema of an agent's structured reply.
 pub(crate) struct OutputSchema {
@@ -156,8 +158,9 @@ impl Tool for SetModelResponseTool {
     }
 
     fn description(&self) -> &str {
-        "Sets your final response in the required structure. Call it with your final answer instead of \
-         replying with text."
+        // ADK's docstring, as its FunctionTool declares it.
+        "Set your final response using the required output schema.\n\nUse this tool to provide your final \
+         structured answer instead\nof outputting text directly."
     }
 
     fn parameters_schema(&self) -> Option<Value> {

@@ -159,19 +159,24 @@ impl Tool for LoadArtifactsTool {
         Self::NAME
     }
     fn description(&self) -> &str {
-        "Loads the artifacts and adds them to the session."
+        // ADK's, word for word: an agent moved from ADK Python sees the same declaration.
+        "Loads artifacts into the session for this request.\n\nNOTE: Call when you need access to artifacts (for \
+         example, uploads saved by the\nweb UI)."
     }
     fn parameters_schema(&self) -> Option<Value> {
         Some(json!({
             "type": "object",
-            "properties": {
-                "artifact_names": { "type": "array", "items": { "type": "string" }, "description": "the artifacts to load" }
-            }
+            "properties": { "artifact_names": { "type": "array", "items": { "type": "string" } } }
         }))
     }
     async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         let names = args.get("artifact_names").cloned().unwrap_or_else(|| json!([]));
-        Ok(json!({ "artifact_names": names }))
+        // ADK's answer: the contents go into the next request only, never into the session.
+        Ok(json!({
+            "artifact_names": names,
+            "status": "artifact contents temporarily inserted and removed. to access these artifacts, call \
+                       load_artifacts tool again.",
+        }))
     }
     async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
         let Some(artifacts) = ctx.artifacts() else {
@@ -183,11 +188,13 @@ impl Tool for LoadArtifactsTool {
         }
         append_instruction(
             request,
+            // ADK's text, its indentation included.
             &format!(
-                "You have a list of artifacts:\n  {}\n\nWhen the user asks questions about any of the artifacts, \
-                 you should call the `load_artifacts` function to load the artifact. Do not generate any text \
-                 other than the function call.",
-                json!(names)
+                "You have a list of artifacts:\n  {}\n\n  When the user asks questions about any of the artifacts, \
+                 you should call the\n  `load_artifacts` function to load the artifact. Always call load_artifacts\n  \
+                 before answering questions related to the artifacts, regardless of whether the\n  artifacts have \
+                 been loaded before. Do not depend on prior answers about the\n  artifacts.\n  ",
+                python_json_list(&names)
             ),
         );
         // Right after the model asked for artifacts, hand them over.
@@ -213,6 +220,12 @@ impl Tool for LoadArtifactsTool {
         }
         Ok(())
     }
+}
+
+/// A list of names as Python's `json.dumps` writes it (`["a", "b"]`: a space after each comma).
+fn python_json_list(names: &[String]) -> String {
+    let quoted: Vec<String> = names.iter().map(|name| json!(name).to_string()).collect();
+    format!("[{}]", quoted.join(", "))
 }
 
 /// A tool the model's provider runs itself (ADK's `google_search`, `url_context`, and

@@ -39,12 +39,15 @@ impl Tool for LoadMemoryTool {
         Self::NAME
     }
     fn description(&self) -> &str {
-        "Loads the memory for the current user."
+        // ADK's docstring, as its FunctionTool declares it.
+        "Loads the memory for the current user.\n\nArgs:\n  query: The query to load the memory for.\n\nReturns:\n  \
+         A list of memory results."
     }
+    /// ADK's schema, word for word (no descriptions: the docstring has them).
     fn parameters_schema(&self) -> Option<Value> {
         Some(json!({
             "type": "object",
-            "properties": { "query": { "type": "string", "description": "what to look up in memory" } },
+            "properties": { "query": { "type": "string" } },
             "required": ["query"]
         }))
     }
@@ -54,13 +57,16 @@ impl Tool for LoadMemoryTool {
             .ok_or_else(|| AdkError::Tool("load_memory needs a string argument `query`".into()))?;
         let found = ctx.search_memory(query).await?;
         let memories: Vec<Value> = found.memories.iter().map(entry_json).collect();
-        Ok(json!({ "memories": memories }))
+        // ADK's function returns a LoadMemoryResponse, not a dict: its FunctionTool
+        // wraps it as `result`, and the model and the stored event see it so.
+        Ok(json!({ "result": { "memories": memories } }))
     }
     async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        // ADK's text, its line breaks included.
         super::builtin::append_instruction(
             request,
-            "You have memory. You can use it to answer questions. If any questions need you to look up the \
-             memory, you should call load_memory function with a query.",
+            "\nYou have memory. You can use it to answer questions. If any questions need\nyou to look up the \
+             memory, you should call load_memory function with a query.\n",
         );
         Ok(())
     }

@@ -266,10 +266,13 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
         billing_messages[1],
         json!({"role": "user", "content": "Is my invoice paid?"})
     );
+    // Retold as ADK retells it: the preamble, then each call, each its own text part.
     assert!(billing_messages.iter().any(|m| {
-        m["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("[router] called tool `transfer_to_agent`"))
+        m["content"].as_array().into_iter().flatten().any(|item| {
+            item["text"]
+                .as_str()
+                .is_some_and(|c| c.contains("[router] called tool `transfer_to_agent`"))
+        })
     }));
     h.verify_log(&HashMap::new()).await;
 }

@@ -98,7 +98,7 @@ async fn a_tool_write_that_misses_the_schema_is_an_error_the_model_reads_and_not
         .find(|m| m["tool_call_id"] == "c2")
         .unwrap();
     assert!(refused["content"].as_str().unwrap().contains("colour"), "{refused}");
-    assert_eq!(tool_message(&server, "c3"), r#"{"written":true}"#);
+    assert_eq!(tool_message(&server, "c3"), r#"{"written": true}"#);
     let state = h.session().await.state.as_map().clone();
     assert_eq!(state.get("city"), Some(&json!("Oslo")));
     assert_eq!(state.get("visits"), Some(&json!(2)));

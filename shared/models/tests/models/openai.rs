@@ -177,7 +177,7 @@ async fn a_function_response_stored_as_adk_stores_it_or_as_before_is_a_tool_mess
     }
     assert_eq!(
         sent[0][2],
-        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"result\":null}"})
+        json!({"role": "tool", "tool_call_id": "call_1", "content": "{\"result\": null}"})
     );
     assert_eq!(sent[0], sent[1]);
 }
@@ -304,9 +304,9 @@ async fn request_carries_system_tools_history_and_settings() {
             {"role": "user", "content": "Weather in Paris?"},
             {"role": "assistant", "content": "Let me check.", "tool_calls": [
                 {"id": "call_1", "type": "function",
-                 "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}}
+                 "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}
             ]},
-            {"role": "tool", "tool_call_id": "call_1", "content": "{\"sky\":\"sunny\"}"},
+            {"role": "tool", "tool_call_id": "call_1", "content": "{\"sky\": \"sunny\"}"},
             {"role": "assistant", "content": "Sunny."},
             {"role": "user", "content": [
                 {"type": "text", "text": "And this?"},

@@ -157,11 +157,11 @@ async fn gemini_gets_a_response_json_schema_thinking_config_and_safety_settings(
         json!({
             "responseMimeType": "application/json",
             "responseJsonSchema": schema(),
-            "topK": 20,
+            "topK": 20.0,
             "seed": 11,
             "presencePenalty": 0.25,
             "frequencyPenalty": 0.75,
-            "thinkingConfig": {"thinkingBudget": 1024, "includeThoughts": true},
+            "thinkingConfig": {"thinking_budget": 1024, "include_thoughts": true},
         })
     );
     assert_eq!(
@@ -188,7 +188,7 @@ async fn gemini_gets_a_response_json_schema_thinking_config_and_safety_settings(
     .await;
     assert_eq!(
         server.last_request().json()["generationConfig"],
-        json!({"responseMimeType": "text/x.enum", "thinkingConfig": {"thinkingLevel": "LOW"}})
+        json!({"responseMimeType": "text/x.enum", "thinkingConfig": {"thinking_level": "LOW"}})
     );
 }
 
