@@ -30,7 +30,7 @@ pub use vectors::{DEFAULT_VECTOR_CACHE_BYTES, VectorCache, VectorIndex};
 use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
-use crate::session::{GetRequest, SessionService};
+use crate::session::{GetRequest, Session, SessionService};
 use crate::validate::{self, quoted};
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -565,6 +565,24 @@ impl Memory for ScopedMemory {
     }
 }
 
+/// A stored session with every event (`NOT_FOUND` when there is none): what the calls
+/// that put a session into memory read, then send in parts of [`MAX_ENTRIES_PER_ADD`].
+async fn whole_session(
+    sessions: &dyn SessionService,
+    app_name: &str,
+    user_id: &str,
+    session_id: &str,
+) -> Result<Session> {
+    sessions
+        .get(GetRequest {
+            app_name: app_name.to_string(),
+            user_id: user_id.to_string(),
+            session_id: session_id.to_string(),
+            ..Default::default()
+        })
+        .await
+}
+
 /// Adds a stored session to the user's memory (ADK's `add_session_to_memory`): its
 /// events with content, one memory each, ids the event ids, so adding a session again
 /// replaces its memories. `NOT_FOUND` when the session does not exist.
@@ -575,14 +593,7 @@ pub async fn add_session_to_memory(
     user_id: &str,
     session_id: &str,
 ) -> Result<Vec<String>> {
-    let session = sessions
-        .get(GetRequest {
-            app_name: app_name.to_string(),
-            user_id: user_id.to_string(),
-            session_id: session_id.to_string(),
-            ..Default::default()
-        })
-        .await?;
+    let session = whole_session(sessions, app_name, user_id, session_id).await?;
     let mut ids = Vec::new();
     // A long session goes in requests of the largest size an add accepts.
     for events in session.events.as_slice().chunks(MAX_ENTRIES_PER_ADD) {
@@ -612,14 +623,7 @@ pub async fn generate_memories(
         return memory.generate(req).await;
     }
     req.validate()?;
-    let session = sessions
-        .get(GetRequest {
-            app_name: req.app_name.clone(),
-            user_id: req.user_id.clone(),
-            session_id: req.source_session_id.clone(),
-            ..Default::default()
-        })
-        .await?;
+    let session = whole_session(sessions, &req.app_name, &req.user_id, &req.source_session_id).await?;
     let mut changes = Vec::new();
     for events in session.events.as_slice().chunks(MAX_ENTRIES_PER_ADD) {
         let part = GenerateMemoriesRequest {

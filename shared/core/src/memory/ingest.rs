@@ -21,7 +21,7 @@ use super::generate;
 use super::{GeneratedMemory, MAX_ENTRIES_PER_ADD, MemoryService};
 use crate::error::Result;
 use crate::event::Event;
-use crate::session::{GetRequest, SessionService};
+use crate::session::SessionService;
 use crate::validate;
 use std::time::Duration;
 
@@ -86,14 +86,7 @@ pub async fn ingest_session(
     user_id: &str,
     session_id: &str,
 ) -> Result<u64> {
-    let session = sessions
-        .get(GetRequest {
-            app_name: app_name.to_string(),
-            user_id: user_id.to_string(),
-            session_id: session_id.to_string(),
-            ..Default::default()
-        })
-        .await?;
+    let session = super::whole_session(sessions, app_name, user_id, session_id).await?;
     let mut buffered_events = 0;
     for events in session.events.as_slice().chunks(MAX_ENTRIES_PER_ADD) {
         let outcome = memory
