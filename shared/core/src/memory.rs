@@ -656,6 +656,7 @@ mod tests {
         let postings = Postings {
             entries: 3,
             total_length: 30,
+            writes: 3,
             terms: vec![
                 // "common" is in every entry, "rare" in one.
                 vec![("a".into(), 1, 10), ("b".into(), 1, 10), ("c".into(), 1, 10)],
@@ -668,6 +669,7 @@ mod tests {
         let short = Postings {
             entries: 2,
             total_length: 22,
+            writes: 2,
             terms: vec![vec![("long".into(), 1, 20), ("short".into(), 1, 2)]],
         };
         assert_eq!(rank(&short, 1)[0].0, "short");

@@ -18,8 +18,7 @@ use std::ffi::OsString;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -222,11 +221,24 @@ fn forward_stderr(stderr: std::process::ChildStderr) -> Arc<Mutex<VecDeque<Strin
     tail
 }
 
-/// Restarts the worker when it dies, until stopped.
+/// Restarts the worker when it dies, until stopped (dropping it does not stop it: the
+/// worker serves for the runner's whole life).
 struct Supervisor {
-    stopping: Arc<AtomicBool>,
+    /// Set by `stop`; the restart delay is a wait on it, so a stop ends the wait at once.
+    stopped: Arc<(Mutex<bool>, Condvar)>,
     /// The running worker's stdin: closing it stops the worker.
     stdin: Arc<Mutex<Option<ChildStdin>>>,
+}
+
+/// Whether `stop` was called, waiting up to `delay` for it.
+fn stopped_within(stopped: &(Mutex<bool>, Condvar), delay: Duration) -> bool {
+    let (flag, changed) = stopped;
+    let Ok(guard) = flag.lock() else {
+        return true;
+    };
+    changed
+        .wait_timeout_while(guard, delay, |stopped| !*stopped)
+        .map_or(true, |(stopped, _)| *stopped)
 }
 
 impl Supervisor {
@@ -235,22 +247,21 @@ impl Supervisor {
     const RESTART_DELAY: Duration = Duration::from_secs(1);
 
     fn start(command: WorkerCommand, mut child: Child, stdin: ChildStdin, port: u16) -> Supervisor {
-        let stopping = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::new((Mutex::new(false), Condvar::new()));
         let slot = Arc::new(Mutex::new(Some(stdin)));
         let supervisor = Supervisor {
-            stopping: stopping.clone(),
+            stopped: stopped.clone(),
             stdin: slot.clone(),
         };
         thread::spawn(move || {
             loop {
                 let status = child.wait();
-                if stopping.load(Ordering::SeqCst) {
+                if stopped_within(&stopped, Duration::ZERO) {
                     return;
                 }
                 tracing::warn!(?status, port, "the Python worker exited: starting it again");
                 loop {
-                    thread::sleep(Self::RESTART_DELAY);
-                    if stopping.load(Ordering::SeqCst) {
+                    if stopped_within(&stopped, Self::RESTART_DELAY) {
                         return;
                     }
                     match command.spawn(Some(port)) {
@@ -270,7 +281,11 @@ impl Supervisor {
     }
 
     fn stop(&self) {
-        self.stopping.store(true, Ordering::SeqCst);
+        let (flag, changed) = &*self.stopped;
+        if let Ok(mut stopped) = flag.lock() {
+            *stopped = true;
+        }
+        changed.notify_all();
         if let Ok(mut stdin) = self.stdin.lock() {
             stdin.take();
         }

@@ -274,22 +274,22 @@ async fn a_loop_resumes_at_its_round_and_step() {
     );
     assert_eq!(y.requests(), 2, "y goes on in round 2 and runs round 3");
     let log = authors(&session);
-    assert_eq!(
-        log[5..],
-        [
-            r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
-            "x:x1",
-            r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
-            "y:y1",
-            r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
-            "x:x2",
-            r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
-            "y:y2",
-            "rounds:end",
-        ],
-        "{log:?}"
-    );
+    assert_eq!(log[5..], LOOP_FROM_ROUND_2, "{log:?}");
 }
+
+/// The loop's rounds 2 and 3 as both loop tests expect them: each step after the
+/// position that starts it, and the loop's end.
+const LOOP_FROM_ROUND_2: [&str; 9] = [
+    r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
+    "x:x1",
+    r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
+    "y:y1",
+    r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
+    "x:x2",
+    r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
+    "y:y2",
+    "rounds:end",
+];
 
 /// The same loop in an app not marked resumable (ADK's default): the log is ADK's, with no
 /// position in it, and the positions kept beside it (run marks) take the other runner to
@@ -331,17 +331,7 @@ async fn a_loop_of_an_app_not_marked_resumable_resumes_from_the_positions_kept_b
         .collect();
     assert_eq!(
         merged[5..],
-        [
-            r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
-            "x:x1",
-            r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
-            "y:y1",
-            r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
-            "x:x2",
-            r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
-            "y:y2",
-            "rounds:end",
-        ],
+        LOOP_FROM_ROUND_2,
         "the positions, each where it was written: {merged:?}"
     );
 }

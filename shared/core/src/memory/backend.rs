@@ -134,6 +134,8 @@ pub struct Postings {
     pub entries: u64,
     /// Sum of their lengths (for the average length BM25 normalizes by).
     pub total_length: u64,
+    /// Entries stored and removed, ever: with the two totals, the user's [`IndexVersion`].
+    pub writes: u64,
     /// Per query term, in the query's order: (entry id, count of the term in the entry,
     /// the entry's length).
     pub terms: Vec<Vec<(String, u32, u32)>>,
@@ -141,15 +143,24 @@ pub struct Postings {
 
 /// Where a user's entries stand: it changes with every entry stored or removed, so a
 /// copy of the user's vectors read at one version is still theirs while the store
-/// reports the same one (see [`super::vectors::VectorCache`]).
+/// reports the same one (see [`super::vectors::VectorCache`]). Read with the keyword
+/// index ([`Postings::version`]), before the vectors.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct IndexVersion {
-    /// Entries stored and removed, ever.
-    pub writes: u64,
-    /// How many entries the user has.
-    pub entries: u64,
-    /// Sum of their lengths.
-    pub total_length: u64,
+    writes: u64,
+    entries: u64,
+    total_length: u64,
+}
+
+impl Postings {
+    /// The user's index version when these postings were read.
+    pub fn version(&self) -> IndexVersion {
+        IndexVersion {
+            writes: self.writes,
+            entries: self.entries,
+            total_length: self.total_length,
+        }
+    }
 }
 
 /// Where a user's memory generation stands, as a generation reads it before asking the model.
@@ -214,10 +225,6 @@ pub trait MemoryBackend: Send + Sync + 'static {
 
     /// Every vector of the user's entries (those embedded), by entry id.
     async fn vectors(&self, scope: &MemoryScope) -> Result<Vec<(String, Vec<f32>)>>;
-
-    /// The user's [`IndexVersion`]: read before every search by meaning, so it must be
-    /// cheap (one small read).
-    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion>;
 
     /// The user's entries with these ids, in that order; missing ids are skipped.
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>>;

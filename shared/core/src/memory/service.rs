@@ -1,6 +1,8 @@
 //! [`CoreMemoryService`]: every long-term memory rule, once, over any [`MemoryBackend`].
 
-use super::backend::{GenerationCommit, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, QueryTerms};
+use super::backend::{
+    GenerationCommit, IndexVersion, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
+};
 use super::generate::{
     self, Consolidation, ExtractedFact, GenerationConfig, Generators, MemoryTopic, RELATED_PER_FACT, generator_for,
     is_expired,
@@ -392,18 +394,20 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
     /// whose ttl has passed.
     async fn find(&self, scope: &MemoryScope, query: &str, limit: usize) -> Result<Vec<MemoryEntry>> {
         let terms = query_terms(query);
-        let keyword = if terms.is_empty() {
-            Vec::new()
-        } else {
-            let postings = self.backend.postings(scope, &QueryTerms::new(terms)).await?;
-            rank(&postings, limit)
-        };
         let embedder = embedder_for(&self.embedders, scope.app_name()).filter(|_| !query.trim().is_empty());
+        // A search by meaning reads the keyword index even for a query without words: it
+        // carries the version the user's cached vectors are checked against.
+        let postings = if terms.is_empty() && embedder.is_none() {
+            Postings::default()
+        } else {
+            self.backend.postings(scope, &QueryTerms::new(terms)).await?
+        };
+        let keyword = rank(&postings, limit);
         let ids: Vec<String> = match embedder {
             None => keyword.into_iter().map(|(id, _)| id).collect(),
             Some(embedder) => {
                 let query = embed_one(embedder.as_ref(), query).await?;
-                let vectors = self.vector_index(scope).await?;
+                let vectors = self.vector_index(scope, postings.version()).await?;
                 fuse(&keyword, &vectors.rank(&query, limit), limit)
             }
         };
@@ -418,10 +422,10 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
     }
 
     /// The user's vectors: the cached copy while the store's version of the user's index
-    /// is the one it was read at, else read again. The version is read first, so a copy
-    /// is never labelled with a version newer than its content.
-    async fn vector_index(&self, scope: &MemoryScope) -> Result<Arc<VectorIndex>> {
-        let version = self.backend.index_version(scope).await?;
+    /// (`version`, read before this call) is the one it was read at, else read again. The
+    /// version is read first, so a copy is never labelled with a version newer than its
+    /// content.
+    async fn vector_index(&self, scope: &MemoryScope, version: IndexVersion) -> Result<Arc<VectorIndex>> {
         if let Some(index) = self.vector_cache.get(scope, version) {
             return Ok(index);
         }

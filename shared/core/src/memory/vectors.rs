@@ -5,6 +5,8 @@
 //! dimensions are 150 MB).
 
 use super::MIN_SIMILARITY;
+#[cfg(test)]
+use super::backend::Postings;
 use super::backend::{IndexVersion, MemoryScope};
 use crate::sync;
 use std::collections::HashMap;
@@ -351,10 +353,14 @@ mod tests {
 
     #[test]
     fn the_cache_answers_only_at_the_version_it_read_and_keeps_to_its_budget() {
-        let version = |writes| IndexVersion {
-            writes,
-            entries: 1,
-            total_length: 1,
+        let version = |writes| {
+            let postings = Postings {
+                entries: 1,
+                total_length: 1,
+                writes,
+                terms: Vec::new(),
+            };
+            postings.version()
         };
         let one = Arc::new(index(&[("m", &[1.0; 16])]));
         let size = one.bytes();

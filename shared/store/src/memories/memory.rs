@@ -6,8 +6,8 @@
 use adk_grpc_core::Event;
 use adk_grpc_core::Result;
 use adk_grpc_core::memory::{
-    GenerationCommit, GenerationState, IndexVersion, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId,
-    MemoryRevision, MemoryScope, Postings, QueryTerms,
+    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
+    Postings, QueryTerms,
 };
 use adk_grpc_core::sync;
 use async_trait::async_trait;
@@ -32,7 +32,7 @@ struct UserMemories {
     /// Term -> entry id -> (count of the term in the entry, the entry's length).
     postings: HashMap<String, HashMap<String, (u32, u32)>>,
     total_length: u64,
-    /// Entries stored and removed, ever (this user's `IndexVersion::writes`).
+    /// Entries stored and removed, ever (see `Postings::writes`).
     writes: u64,
     /// Raised by every committed generation.
     generation_version: u64,
@@ -111,6 +111,7 @@ impl MemoryBackend for InMemoryMemoryBackend {
         Ok(Postings {
             entries: user.entries.len() as u64,
             total_length: user.total_length,
+            writes: user.writes,
             terms,
         })
     }
@@ -125,17 +126,6 @@ impl MemoryBackend for InMemoryMemoryBackend {
             .iter()
             .filter_map(|(id, e)| e.embedding.clone().map(|v| (id.clone(), v)))
             .collect())
-    }
-
-    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion> {
-        Ok(self
-            .users()
-            .get(scope)
-            .map_or_else(IndexVersion::default, |user| IndexVersion {
-                writes: user.writes,
-                entries: user.entries.len() as u64,
-                total_length: user.total_length,
-            }))
     }
 
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {

@@ -25,9 +25,9 @@
 //! user's total. An add (any number of entries) and a delete are one script each:
 //! an entry, its postings and the stats change together, and a replaced entry's old
 //! postings go in the same step. Writes are acknowledged like every other store
-//! write (see `durability.rs`). A semantic search reads the stats' version; the core
-//! keeps each user's vectors between searches and reads them again (one `HGETALL`) only
-//! when the version moved (see `adk_grpc_core::memory::VectorCache`).
+//! write (see `durability.rs`). The stats read with the postings are also the user's
+//! index version: the core keeps each user's vectors between searches and reads them
+//! again (one `HGETALL`) only when it moved (see `adk_grpc_core::memory::VectorCache`).
 //! A generation reads its state in one `HMGET` and commits in one script that first
 //! compares the generation version (a compare-and-set: a concurrent generation that
 //! committed first makes it read and decide again), and takes the ingested events it
@@ -42,8 +42,8 @@ use crate::redis::keys::{INGEST_APPS, INGEST_DUE_SHARDS, MemoryKeys, ingest_due_
 use crate::redis::script_args::ScriptArgs;
 use crate::redis::store::RedisStore;
 use adk_grpc_core::memory::{
-    GenerationCommit, GenerationState, IndexVersion, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId,
-    MemoryRevision, MemoryScope, Postings, QueryTerms,
+    GenerationCommit, GenerationState, IndexedEntry, MemoryBackend, MemoryEntry, MemoryId, MemoryRevision, MemoryScope,
+    Postings, QueryTerms,
 };
 use adk_grpc_core::sync;
 use adk_grpc_core::validate::{id_from_key, id_key};
@@ -149,11 +149,11 @@ impl MemoryBackend for RedisMemoryBackend {
     async fn postings(&self, scope: &MemoryScope, terms: &QueryTerms) -> Result<Postings> {
         let keys = MemoryKeys::new(scope);
         let mut pipe = redis::pipe();
-        pipe.cmd("HMGET").arg(&keys.stats).arg("n").arg("len");
+        pipe.cmd("HMGET").arg(&keys.stats).arg("n").arg("len").arg("w");
         for term in terms.iter() {
             pipe.cmd("HGETALL").arg(format!("{}{}", keys.term_prefix, id_key(term)));
         }
-        let (stats, postings): ((Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
+        let (stats, postings): ((Option<u64>, Option<u64>, Option<u64>), Vec<HashMap<String, String>>) = {
             let mut replies: Vec<redis::Value> = self.store.pipeline(&pipe).await?;
             let rest = replies.split_off(1);
             let stats = crate::redis::error::decode_reply(replies.remove(0))?;
@@ -179,6 +179,7 @@ impl MemoryBackend for RedisMemoryBackend {
         Ok(Postings {
             entries: stats.0.unwrap_or(0),
             total_length: stats.1.unwrap_or(0),
+            writes: stats.2.unwrap_or(0),
             terms,
         })
     }
@@ -194,19 +195,6 @@ impl MemoryBackend for RedisMemoryBackend {
                 Ok((id, vector_from_bytes(&bytes)?))
             })
             .collect()
-    }
-
-    async fn index_version(&self, scope: &MemoryScope) -> Result<IndexVersion> {
-        let keys = MemoryKeys::new(scope);
-        let (writes, entries, total_length): (Option<u64>, Option<u64>, Option<u64>) = self
-            .store
-            .query(redis::cmd("HMGET").arg(&keys.stats).arg("w").arg("n").arg("len"))
-            .await?;
-        Ok(IndexVersion {
-            writes: writes.unwrap_or(0),
-            entries: entries.unwrap_or(0),
-            total_length: total_length.unwrap_or(0),
-        })
     }
 
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> Result<Vec<MemoryEntry>> {

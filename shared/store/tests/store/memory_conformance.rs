@@ -5,8 +5,7 @@
 //! the keys live.
 
 use adk_grpc_core::memory::{
-    AddMemoryRequest, DeleteMemoryRequest, IndexVersion, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings,
-    QueryTerms,
+    AddMemoryRequest, DeleteMemoryRequest, IndexedEntry, MemoryBackend, MemoryId, MemoryScope, Postings, QueryTerms,
 };
 use adk_grpc_core::{CoreMemoryService, MemoryEntry, MemoryService};
 use adk_grpc_store::{InMemoryMemoryBackend, RedisMemoryBackend, StoreConfig};
@@ -198,6 +197,7 @@ impl MemoryBackend for MapBackend {
         Ok(Postings {
             entries: user.len() as u64,
             total_length: user.values().map(|e| u64::from(e.length)).sum(),
+            writes: self.writes.load(Ordering::SeqCst),
             terms: postings.collect(),
         })
     }
@@ -208,14 +208,6 @@ impl MemoryBackend for MapBackend {
         Ok(entries
             .filter_map(|e| Some((e.entry.id.clone(), e.embedding.clone()?)))
             .collect())
-    }
-
-    async fn index_version(&self, scope: &MemoryScope) -> adk_grpc_core::Result<IndexVersion> {
-        Ok(IndexVersion {
-            writes: self.writes.load(Ordering::SeqCst),
-            entries: self.lock().get(scope).map_or(0, |user| user.len() as u64),
-            total_length: 0,
-        })
     }
 
     async fn fetch(&self, scope: &MemoryScope, ids: &[MemoryId]) -> adk_grpc_core::Result<Vec<MemoryEntry>> {
