@@ -30,7 +30,8 @@ pub struct MemoryArgs {
     #[arg(long, default_value_t = 200)]
     ops: usize,
     /// Memories per user to measure at (each user is filled up to it first; at least 10).
-    #[arg(long, value_delimiter = ',', default_values_t = vec![1_000, 10_000])]
+    /// Given twice, the last list counts.
+    #[arg(long, value_delimiter = ',', default_values_t = vec![1_000, 10_000], action = clap::ArgAction::Set)]
     sizes: Vec<usize>,
     /// Give every app an embedding model with vectors of this many dimensions (semantic
     /// search on top of keywords); 0: keyword search only. Needs the bench's own server.
