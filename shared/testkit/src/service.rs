@@ -12,7 +12,10 @@ use crate::net::{free_port, port_accepts};
 use crate::process::ChildGuard;
 use crate::redis_server::{keep_for_diagnosis_if_panicking, new_temp_dir};
 
-const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a service may take to listen. Most listen in well under a second; one serving an
+/// agent-config directory with Python code first waits for its Python worker to import ADK
+/// (about 3 s on a quiet machine, over 15 s once seen while the whole suite ran).
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
 /// `free_port` is racy; a few fresh ports are tried before giving up.
 const PORT_ATTEMPTS: usize = 3;
 const LOG_TAIL_LINES: usize = 40;
@@ -204,7 +207,7 @@ pub struct ServiceProcess {
 
 impl ServiceProcess {
     /// Spawns `workspace_bin(bin)` with `args` plus `--listen 127.0.0.1:PORT` on a
-    /// free port and waits (15 s) until the port accepts connections. Panics
+    /// free port and waits (up to a minute) until the port accepts connections. Panics
     /// with the log tail if the process exits or never listens.
     pub async fn spawn(bin: &str, args: &[String], envs: &[(String, String)]) -> ServiceProcess {
         let dir = new_temp_dir(&format!("adk-{bin}-"));
