@@ -28,6 +28,8 @@ macro_rules! memory_conformance_tests {
             adding_an_id_again_replaces_the_memory,
             an_id_given_twice_in_one_add_is_stored_once,
             events_become_memories_once,
+            words_are_found_in_their_other_forms,
+            a_reply_is_found_by_what_it_answers,
             delete_removes_a_memory_from_search,
             queries_without_words_find_nothing,
             bad_input_is_rejected_and_changes_nothing,
@@ -271,6 +273,62 @@ pub async fn events_become_memories_once(svc: &dyn MemoryService) {
     );
 }
 
+pub async fn words_are_found_in_their_other_forms(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-stems");
+    add(
+        svc,
+        &app,
+        "u",
+        vec![
+            text_entry("adoption", "The adoption agency called back about the puppies"),
+            text_entry("run", "I ran five miles"),
+        ],
+    )
+    .await;
+    assert_eq!(search_ids(svc, &app, "u", "When was the puppy adopted?").await, ["adoption"]);
+    assert_eq!(search_ids(svc, &app, "u", "running").await, Vec::<String>::new(), "ran is not run");
+}
+
+pub async fn a_reply_is_found_by_what_it_answers(svc: &dyn MemoryService) {
+    let app = unique_prefix("mem-context");
+    let event = |id: &str, author: &str, text: &str| {
+        let mut event = Event::new("inv-1")
+            .with_author(author)
+            .with_content(Content::new("user").with_text(text));
+        event.id = id.into();
+        event
+    };
+    let req = AddEventsRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s1".into(),
+        events: vec![
+            event("asked", "Melanie", "Did you finish the pottery class?"),
+            event("answered", "Caroline", "Yes, last week! I made a bowl."),
+            event("later", "Melanie", "Lovely. See you Sunday."),
+        ],
+        custom_metadata: HashMap::new(),
+    };
+    svc.add_events(req).await.expect("add events");
+    // The answer names the bowl, not the class: the question before it does.
+    assert_eq!(
+        search_ids(svc, &app, "u", "a bowl from the pottery class").await,
+        ["answered", "asked", "later"],
+        "the answer has the bowl and the question's words, the reply to it the bowl"
+    );
+    // On the words they share, the message that said them comes first, and what the reply
+    // was found by is not in what is returned.
+    let found = svc
+        .search(search_request(&app, "u", "pottery class"))
+        .await
+        .unwrap()
+        .memories;
+    let ids: Vec<&str> = found.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["asked", "answered"]);
+    assert_eq!(found[1].content.parts.len(), 1);
+    assert_eq!(found[1].content.parts[0].text(), Some("Yes, last week! I made a bowl."));
+}
+
 pub async fn delete_removes_a_memory_from_search(svc: &dyn MemoryService) {
     let app = unique_prefix("mem-delete");
     add(
@@ -480,7 +538,8 @@ impl adk_grpc_core::memory::Embedder for ConceptEmbedder {
         Ok(texts
             .iter()
             .map(|text| {
-                let words: Vec<String> = adk_grpc_core::memory::terms(text).collect();
+                // Whole words: the index's stems ("puppi") are not the concepts' words.
+                let words: Vec<String> = text.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
                 CONCEPTS
                     .iter()
                     .map(|concept| words.iter().filter(|w| concept.contains(&w.as_str())).count() as f32)

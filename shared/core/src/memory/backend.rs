@@ -85,13 +85,24 @@ pub struct IndexedEntry {
 }
 
 impl IndexedEntry {
-    /// The entry with its index terms counted ([`terms`] of its text).
-    pub(super) fn new(entry: MemoryEntry) -> IndexedEntry {
+    /// The entry with its index terms counted ([`terms`] of its text), and, when it has
+    /// text, the terms of `context` ([`super::NewMemory::context`]) that its text lacks,
+    /// once each: a reply is found by what it answers, yet never outranks, on the words
+    /// they share, the message that said them.
+    pub(super) fn new(entry: MemoryEntry, context: Option<&str>) -> IndexedEntry {
         let mut term_counts = BTreeMap::new();
         let mut length = 0;
         for term in terms(&entry.text()) {
             *term_counts.entry(term).or_insert(0) += 1;
             length += 1;
+        }
+        if length > 0 {
+            for term in terms(context.unwrap_or_default()) {
+                if let std::collections::btree_map::Entry::Vacant(vacant) = term_counts.entry(term) {
+                    vacant.insert(1);
+                    length += 1;
+                }
+            }
         }
         IndexedEntry {
             entry,

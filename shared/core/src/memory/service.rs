@@ -10,9 +10,9 @@ use super::generate::{
 use super::ingest::{INGEST_CLAIM_LEASE, INGEST_USERS_PER_TICK, IngestEventsRequest, IngestOutcome};
 use super::vectors::{VectorCache, VectorIndex};
 use super::{
-    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
+    AddEventsRequest, AddMemoryRequest, NewMemory, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
     GeneratedMemory, ListRevisionsRequest, MAX_ENTRIES_PER_ADD, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision,
-    MemoryService, SearchMemoryRequest, SearchMemoryResponse, embedder_for, entries_from_events, fuse, query_terms,
+    MemoryService, SearchMemoryRequest, SearchMemoryResponse, embedder_for, memories_from_events, fuse, query_terms,
     rank,
 };
 use crate::clock::Clock;
@@ -92,16 +92,20 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
     /// Indexes, embeds and stores entries the core has validated and given ids; returns
     /// their ids in order. An id given twice is stored once, as its last entry: what
     /// adding the entries one after the other would leave.
-    async fn store(&self, scope: &MemoryScope, entries: Vec<MemoryEntry>) -> Result<Vec<String>> {
-        let ids: Vec<String> = entries.iter().map(|e| e.id.clone()).collect();
+    async fn store(&self, scope: &MemoryScope, memories: Vec<NewMemory>) -> Result<Vec<String>> {
+        let ids: Vec<String> = memories.iter().map(|m| m.entry.id.clone()).collect();
         let last: HashMap<&str, usize> = ids.iter().enumerate().map(|(i, id)| (id.as_str(), i)).collect();
-        let distinct = entries
+        let distinct: Vec<NewMemory> = memories
             .into_iter()
             .enumerate()
-            .filter(|(i, entry)| last[entry.id.as_str()] == *i)
-            .map(|(_, entry)| IndexedEntry::new(entry))
+            .filter(|(i, memory)| last[memory.entry.id.as_str()] == *i)
+            .map(|(_, memory)| memory)
             .collect();
-        let indexed = embed_entries(embedder_for(&self.embedders, scope.app_name()), distinct).await?;
+        let entries = distinct
+            .into_iter()
+            .map(|memory| IndexedEntry::new(memory.entry, memory.context.as_deref()))
+            .collect();
+        let indexed = embed_entries(embedder_for(&self.embedders, scope.app_name()), entries).await?;
         if !indexed.is_empty() {
             self.backend.upsert(scope, indexed).await?;
         }
@@ -128,7 +132,7 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
                         .entry(key.clone())
                         .or_insert_with(|| value.clone());
                 }
-                entry
+                NewMemory::from(entry)
             })
             .collect();
         self.store(&scope, entries).await
@@ -137,7 +141,7 @@ impl<B: MemoryBackend> MemoryService for CoreMemoryService<B> {
     async fn add_events(&self, req: AddEventsRequest) -> Result<Vec<String>> {
         req.validate()?;
         let scope = MemoryScope::new(&req.app_name, &req.user_id);
-        self.store(&scope, entries_from_events(&req)).await
+        self.store(&scope, memories_from_events(&req)).await
     }
 
     /// By BM25, and with an embedding model by BM25 and cosine similarity fused ([`fuse`]).
@@ -514,7 +518,7 @@ fn plan(
         commit.revisions.push((id.clone(), revision));
         match action {
             MemoryAction::Deleted => commit.removals.push(id),
-            _ => commit.upserts.push(IndexedEntry::new(memory.clone())),
+            _ => commit.upserts.push(IndexedEntry::new(memory.clone(), None)),
         }
         generated.push(GeneratedMemory { memory, action });
     }
@@ -549,6 +553,8 @@ fn fact_entry(
 }
 
 /// The entries with their texts' embeddings, when there is a model (one request for all).
+/// The entry's own text, without its context: on LoCoMo a turn's vector found the turns
+/// a question needs less often with the turn before it in its text (BENCHMARKS.md).
 async fn embed_entries(
     embedder: Option<Arc<dyn Embedder>>,
     mut entries: Vec<IndexedEntry>,
