@@ -719,7 +719,11 @@ mod tests {
             if let Some(text) = text {
                 event = event.with_content(Content::new("user").with_text(text));
             } else {
-                event = event.with_content(Content::new("model").with_part(Part::function_call("lookup", serde_json::json!({}), None)));
+                event = event.with_content(Content::new("model").with_part(Part::function_call(
+                    "lookup",
+                    serde_json::json!({}),
+                    None,
+                )));
             }
             event.id = id.into();
             event

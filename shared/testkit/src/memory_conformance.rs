@@ -285,8 +285,15 @@ pub async fn words_are_found_in_their_other_forms(svc: &dyn MemoryService) {
         ],
     )
     .await;
-    assert_eq!(search_ids(svc, &app, "u", "When was the puppy adopted?").await, ["adoption"]);
-    assert_eq!(search_ids(svc, &app, "u", "running").await, Vec::<String>::new(), "ran is not run");
+    assert_eq!(
+        search_ids(svc, &app, "u", "When was the puppy adopted?").await,
+        ["adoption"]
+    );
+    assert_eq!(
+        search_ids(svc, &app, "u", "running").await,
+        Vec::<String>::new(),
+        "ran is not run"
+    );
 }
 
 pub async fn a_reply_is_found_by_what_it_answers(svc: &dyn MemoryService) {
@@ -539,7 +546,10 @@ impl adk_grpc_core::memory::Embedder for ConceptEmbedder {
             .iter()
             .map(|text| {
                 // Whole words: the index's stems ("puppi") are not the concepts' words.
-                let words: Vec<String> = text.split(|c: char| !c.is_alphanumeric()).map(str::to_lowercase).collect();
+                let words: Vec<String> = text
+                    .split(|c: char| !c.is_alphanumeric())
+                    .map(str::to_lowercase)
+                    .collect();
                 CONCEPTS
                     .iter()
                     .map(|concept| words.iter().filter(|w| concept.contains(&w.as_str())).count() as f32)

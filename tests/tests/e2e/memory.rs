@@ -88,7 +88,8 @@ apps:
         .await
         .expect("SearchMemory")
         .into_inner();
-    assert_eq!(memory_texts(&found), [FACT]);
+    // The reply is found by what it answers, after it (docs/semantics.md, Memory 4).
+    assert_eq!(memory_texts(&found), [FACT, "Noted."]);
 
     for (user, recalls) in [("alice", true), ("bob", false)] {
         let calls_before = provider.requests().len();
@@ -170,13 +171,14 @@ apps:
         assert_eq!(request.contains("lives in Oslo"), recalls, "{user}: {request}");
     }
 
-    // Each finished invocation was added: the question and the reply, for their own user.
+    // Each finished invocation was added: the question and the reply (found by the question
+    // it answers), for their own user.
     let found = memory
         .search_memory(search("diary", "bob", "sister"))
         .await
         .expect("SearchMemory")
         .into_inner();
-    assert_eq!(memory_texts(&found), ["Where does my sister Maria live?"]);
+    assert_eq!(memory_texts(&found), ["Where does my sister Maria live?", "Nice."]);
     let session = SessionServiceClient::connect(endpoint)
         .await
         .expect("connect")

@@ -10,10 +10,10 @@ use super::generate::{
 use super::ingest::{INGEST_CLAIM_LEASE, INGEST_USERS_PER_TICK, IngestEventsRequest, IngestOutcome};
 use super::vectors::{VectorCache, VectorIndex};
 use super::{
-    AddEventsRequest, AddMemoryRequest, NewMemory, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
+    AddEventsRequest, AddMemoryRequest, DeleteMemoryRequest, Embedder, Embedders, GenerateMemoriesRequest,
     GeneratedMemory, ListRevisionsRequest, MAX_ENTRIES_PER_ADD, MemoryAction, MemoryEntry, MemoryFact, MemoryRevision,
-    MemoryService, SearchMemoryRequest, SearchMemoryResponse, embedder_for, memories_from_events, fuse, query_terms,
-    rank,
+    MemoryService, NewMemory, SearchMemoryRequest, SearchMemoryResponse, embedder_for, fuse, memories_from_events,
+    query_terms, rank,
 };
 use crate::clock::Clock;
 use crate::content::Content;
