@@ -11,7 +11,12 @@
 #     twice take its last value), e.g. `--ops 2 --lengths 2,20`;
 #   - a server started in the background (`… &`) listens on a free loopback port
 #     with its metrics endpoint off (the machine may run other servers), and the
-#     commands' `127.0.0.1:50051` is read as that port.
+#     commands' `127.0.0.1:50051` is read as that port;
+#   - a command for a real model provider (`OPENAI_API_KEY=… target/release/adk-bench …`,
+#     its model files naming `base_url_env: OPENAI_BASE_URL`) runs with the variables it
+#     sets, and OPENAI_BASE_URL pointing at a local stand-in speaking OpenAI's chat
+#     completions (its every reply suits each question the suite asks: facts, no
+#     consolidation, an answer, the label CORRECT).
 # Any other command fails the run: teach this script how to shrink it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,6 +64,35 @@ cat >"$logs/locomo-smoke.json" <<'JSON'
   "qa": [{"question": "What is the name of Ann's puppy?", "answer": "Rex", "evidence": ["D1:1"], "category": 4}]}]
 JSON
 
+# The stand-in for OpenAI: its port is its first line of output.
+python3 -c '
+import json
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+content = json.dumps({"facts": [{"fact": "Ann has a puppy named Rex", "topics": ["USER_PERSONAL_INFO"]}],
+                      "actions": [], "label": "CORRECT"})
+reply = json.dumps({"id": "smoke", "object": "chat.completion", "created": 0, "model": "smoke",
+                    "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
+                                 "finish_reason": "stop"}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+class Handler(BaseHTTPRequestHandler):
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("content-length", 0)))
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+    def log_message(self, *args):
+        pass
+server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+print(server.server_address[1], flush=True)
+server.serve_forever()
+' >"$logs/fake-openai.port" 2>"$logs/fake-openai.log" &
+servers+=($!)
+for _ in $(seq 100); do [ -s "$logs/fake-openai.port" ] && break; sleep 0.1; done
+[ -s "$logs/fake-openai.port" ] || { cat "$logs/fake-openai.log" >&2; die "the OpenAI stand-in never started"; }
+fake_openai="http://127.0.0.1:$(head -1 "$logs/fake-openai.port")/v1"
+
 # The commands of every ```bash block, one per line (a trailing comment dropped).
 mapfile -t commands < <(awk '
   /^```/ { inside = ($0 ~ /^```bash[[:space:]]*$/) ? !inside : 0; next }
@@ -75,7 +109,13 @@ port=""
 ran=0
 for command in "${commands[@]}"; do
   read -r -a words <<<"$command"
-  case $command in
+  # Leading `NAME=value` words: the command's environment.
+  envs=()
+  while [[ ${words[0]:-} =~ ^[A-Za-z_][A-Za-z0-9_]*= ]]; do
+    envs+=("${words[0]}")
+    words=("${words[@]:1}")
+  done
+  case ${words[*]} in
     "cargo build "*|"cargo fetch"*)
       echo "== skipped (the debug binaries stand in for release): $command"
       continue ;;
@@ -101,7 +141,7 @@ for command in "${commands[@]}"; do
       run+=($sizes)
       echo "== $command   [smoke: $sizes]"
       started=$SECONDS
-      timeout 600 "${run[@]}" >"$logs/bench.log" 2>&1 || {
+      OPENAI_BASE_URL=$fake_openai timeout 600 env "${envs[@]}" "${run[@]}" >"$logs/bench.log" 2>&1 || {
         cat "$logs/bench.log" >&2
         die "failed: $command"
       }

@@ -51,6 +51,11 @@ pub struct ProviderConfig {
     /// built. Unset: no key is sent (local servers need none).
     #[serde(default)]
     pub api_key_env: Option<String>,
+    /// The NAME of an environment variable that, when set and not empty, replaces
+    /// `base_url` (e.g. `OPENAI_BASE_URL`), so one file serves the provider and a local
+    /// stand-in for it. Read when the model is built.
+    #[serde(default)]
+    pub base_url_env: Option<String>,
     /// How long the provider may take to answer; for streams, the longest
     /// silence between two chunks.
     #[serde(default = "default_timeout_secs")]
@@ -77,6 +82,7 @@ impl ProviderConfig {
             model: model.into(),
             base_url: None,
             api_key_env: None,
+            base_url_env: None,
             timeout_secs: default_timeout_secs(),
             mock: MockConfig::default(),
             context_budget_tokens: None,
@@ -113,6 +119,20 @@ impl ProviderConfig {
         }
     }
 
+    /// The base URL to call: `base_url_env`'s variable when set and not empty, else
+    /// `base_url`; None: the provider's default.
+    pub(crate) fn base_url(&self) -> Option<String> {
+        let from_env = self
+            .base_url_env
+            .as_deref()
+            .and_then(|var| std::env::var(var).ok())
+            .filter(|url| !url.trim().is_empty());
+        from_env
+            .or_else(|| self.base_url.clone())
+            .map(|url| url.trim().to_string())
+            .filter(|url| !url.is_empty())
+    }
+
     pub(crate) fn require_model(&self) -> Result<&str> {
         match self.model.trim() {
             "" => Err(AdkError::Config(format!(
@@ -133,7 +153,8 @@ pub fn build_model(config: &ProviderConfig) -> Result<Arc<dyn Llm>> {
         return Err(AdkError::Config("context_budget_tokens must be at least 1".into()));
     }
     let timeout = Duration::from_secs(config.timeout_secs);
-    let base_url = config.base_url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    let base_url = config.base_url();
+    let base_url = base_url.as_deref();
     Ok(match config.provider {
         ProviderKind::Openai => {
             let mut model = OpenAiCompatible::new(base_url.unwrap_or(OPENAI_BASE_URL), config.require_model()?)?

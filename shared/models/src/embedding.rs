@@ -160,7 +160,8 @@ pub fn build_embedder(config: &ProviderConfig) -> Result<Arc<dyn Embedder>> {
         return Err(AdkError::Config("timeout_secs must be at least 1".into()));
     }
     let timeout = Duration::from_secs(config.timeout_secs);
-    let base_url = config.base_url.as_deref().map(str::trim).filter(|u| !u.is_empty());
+    let base_url = config.base_url();
+    let base_url = base_url.as_deref();
     Ok(match config.provider {
         ProviderKind::Openai => {
             let mut model = OpenAiEmbeddings::new(base_url.unwrap_or(OPENAI_BASE_URL), config.require_model()?)?

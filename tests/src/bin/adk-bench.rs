@@ -85,7 +85,8 @@ enum Bench {
     Watch(watch::WatchArgs),
     /// AddMemory and SearchMemory (a rare word and typical words) at 1,000 and 10,000 memories per user.
     Memory(memory::MemoryArgs),
-    /// SearchMemory's recall on LoCoMo's questions (turn and session level, @1/5/10), with search latency.
+    /// SearchMemory's recall on LoCoMo's questions (turn and session level, @1/5/10), with search latency;
+    /// with an answer and a judge model, answer accuracy (the J score).
     MemoryLocomo(locomo::LocomoArgs),
     /// One client: Health/Check, a raw EVALSHA of the append script and AppendEvent side by side.
     AppendPath(append_path::AppendPathArgs),

@@ -20,6 +20,7 @@ mod grpc_web;
 mod hooks;
 mod hostile_input;
 mod json_nesting;
+mod locomo_bench;
 mod long_conversations;
 mod mcp;
 mod mcp_resources;

@@ -232,20 +232,24 @@ fn configuration_mistakes_are_config_errors() {
     assert_eq!(err.code(), Code::FailedPrecondition);
 }
 
+/// The key and the base URL come from the variables the file names; the variable's URL
+/// wins over the file's `base_url` (here a port nothing listens on).
 #[tokio::test]
-async fn openai_from_configuration_reads_the_key_from_the_named_variable() {
-    // SAFETY: the only environment write in this test binary, to a variable no
-    // other code reads.
+async fn openai_from_configuration_reads_the_key_and_base_url_from_the_named_variables() {
+    let server = FakeServer::start().await;
+    // SAFETY: the only environment writes in this test binary, to variables no other
+    // code reads.
     #[allow(unsafe_code)]
     unsafe {
-        std::env::set_var("ADK_MODELS_TEST_OPENAI_KEY", "sk-from-env")
+        std::env::set_var("ADK_MODELS_TEST_OPENAI_KEY", "sk-from-env");
+        std::env::set_var("ADK_MODELS_TEST_OPENAI_BASE_URL", format!("{}/v1/", server.url()));
     };
-    let server = FakeServer::start().await;
     server.push(openai::text("configured"));
     let config: ProviderConfig = serde_json::from_value(json!({
         "provider": "openai",
         "model": "llama3.2",
-        "base_url": format!("{}/v1/", server.url()),
+        "base_url": "http://127.0.0.1:9/v1",
+        "base_url_env": "ADK_MODELS_TEST_OPENAI_BASE_URL",
         "api_key_env": "ADK_MODELS_TEST_OPENAI_KEY",
         "timeout_secs": 5
     }))
