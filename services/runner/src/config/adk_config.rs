@@ -89,7 +89,6 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
     let file = dir.display().to_string();
     let mut reader = Reader {
         root: dir,
-        python,
         problems: Problems(Vec::new()),
         models: BTreeMap::new(),
         tools: BTreeMap::new(),
@@ -97,7 +96,8 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
         code: CodeRefs::default(),
         origins: Origins::default(),
     };
-    let mut apps = BTreeMap::new();
+    // Translated first; served once every app's Python worker has started.
+    let mut translated = Vec::new();
     if dir.join(ROOT_AGENT_FILE).is_file() {
         // `.` and `..` have no name of their own: the app is named after the directory they are.
         let name = std::fs::canonicalize(dir)
@@ -105,7 +105,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
             .and_then(|dir| dir.file_name().map(|name| name.to_string_lossy().into_owned()))
             .unwrap_or_default();
         if let Some(app) = reader.app(&name, dir) {
-            apps.insert(name, app);
+            translated.push(app);
         }
     } else {
         let entries = std::fs::read_dir(dir)
@@ -126,7 +126,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
             }
             if subdir.join(ROOT_AGENT_FILE).is_file() {
                 if let Some(app) = reader.app(&name, &subdir) {
-                    apps.insert(name, app);
+                    translated.push(app);
                 }
             } else if ["agent.py", "__init__.py"].iter().any(|f| subdir.join(f).is_file()) {
                 reader.problems.add(
@@ -139,7 +139,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
                 );
             }
         }
-        if apps.is_empty() && reader.problems.0.is_empty() {
+        if translated.is_empty() && reader.problems.0.is_empty() {
             return Err(ConfigError::whole_file(
                 &file,
                 format!(
@@ -147,6 +147,12 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
                      nor in a subdirectory"
                 ),
             ));
+        }
+    }
+    let mut apps = BTreeMap::new();
+    for (app, worker) in start_workers(python, translated) {
+        if let Some((name, config)) = reader.serve_code(app, worker) {
+            apps.insert(name, config);
         }
     }
     if !reader.problems.0.is_empty() {
@@ -366,8 +372,6 @@ const THINKING_FIELDS: [(&str, &str, &str); 3] = [
 struct Reader<'a> {
     /// The directory given: YAML files are named relative to it.
     root: &'a Path,
-    /// The interpreter of the apps' Python workers.
-    python: &'a Path,
     problems: Problems,
     /// The providers of the model strings used, by model string.
     models: BTreeMap<String, Value>,
@@ -396,16 +400,64 @@ struct CodeRef {
     field: String,
 }
 
-impl Reader<'_> {
-    /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
-    fn app(&mut self, name: &str, dir: &Path) -> Option<AppConfig> {
-        let mut stack = Vec::new();
-        self.code = CodeRefs::default();
-        let mut root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
-        if !self.serve_code(name, dir, &mut root_agent) {
+/// An app translated, its Python code not served yet.
+struct TranslatedApp {
+    name: String,
+    dir: PathBuf,
+    config: AppConfig,
+    code: CodeRefs,
+}
+
+impl CodeRefs {
+    /// What the app's worker is started for (each tool entry and callback once); None
+    /// when the app names no Python code.
+    fn worker_refs(&self) -> Option<(Vec<python::ToolEntry>, Vec<String>)> {
+        if self.tools.is_empty() && self.callbacks.is_empty() {
             return None;
         }
-        Some(AppConfig {
+        let mut tools: Vec<python::ToolEntry> = self.tools.iter().map(|(entry, _)| entry.clone()).collect();
+        tools.sort_by(|a, b| a.key.cmp(&b.key));
+        tools.dedup_by(|a, b| a.key == b.key);
+        let mut callbacks: Vec<String> = self.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
+        callbacks.sort();
+        callbacks.dedup();
+        Some((tools, callbacks))
+    }
+}
+
+/// Starts the Python worker of each app naming Python code, side by side: each imports
+/// ADK and the app's modules, which takes seconds.
+fn start_workers(
+    python: &Path,
+    apps: Vec<TranslatedApp>,
+) -> Vec<(TranslatedApp, Option<Result<python::Worker, String>>)> {
+    let started: Vec<_> = std::thread::scope(|scope| {
+        let starting: Vec<_> = apps
+            .iter()
+            .map(|app| {
+                let (tools, callbacks) = app.code.worker_refs()?;
+                Some(scope.spawn(move || python::start(python, &app.dir, &tools, &callbacks)))
+            })
+            .collect();
+        starting
+            .into_iter()
+            .map(|start| {
+                let started = start?.join();
+                Some(started.unwrap_or_else(|_| Err("starting the Python worker panicked".to_string())))
+            })
+            .collect()
+    });
+    apps.into_iter().zip(started).collect()
+}
+
+impl Reader<'_> {
+    /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app,
+    /// with the Python code it names.
+    fn app(&mut self, name: &str, dir: &Path) -> Option<TranslatedApp> {
+        let mut stack = Vec::new();
+        self.code = CodeRefs::default();
+        let root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
+        let config = AppConfig {
             root_agent,
             compaction: None,
             on_busy: Default::default(),
@@ -413,6 +465,12 @@ impl Reader<'_> {
             hooks: Vec::new(),
             // ADK's agent-config YAML has no app: `adk web` runs it not resumable.
             resumability_config: Default::default(),
+        };
+        Some(TranslatedApp {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            config,
+            code: std::mem::take(&mut self.code),
         })
     }
 
@@ -755,33 +813,34 @@ impl Reader<'_> {
         key
     }
 
-    /// Starts the app's Python worker when its YAML names Python code, declares the
-    /// tools of each `tools:` entry (under a key of the app `app`: another app's
-    /// Python tools may have the same names, as in ADK, where each app is its own)
-    /// and each callback as the hook it serves, and puts the declared keys in
-    /// `root`'s tree. False after a problem (a reference that does not import names
-    /// its field).
-    fn serve_code(&mut self, app: &str, dir: &Path, root: &mut AgentConfig) -> bool {
-        let code = std::mem::take(&mut self.code);
-        let Some(first) = code
-            .tools
-            .first()
-            .map(|(_, named)| named)
-            .or(code.callbacks.first().map(|(c, _, _)| c))
-        else {
-            return true;
-        };
-        let mut tools: Vec<python::ToolEntry> = code.tools.iter().map(|(entry, _)| entry.clone()).collect();
-        tools.sort_by(|a, b| a.key.cmp(&b.key));
-        tools.dedup_by(|a, b| a.key == b.key);
-        let mut callbacks: Vec<String> = code.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
-        callbacks.sort();
-        callbacks.dedup();
-        let worker = match python::start(self.python, dir, &tools, &callbacks) {
-            Ok(worker) => worker,
-            Err(message) => {
+    /// The app served: with its started `worker` (when its YAML names Python code),
+    /// declares the tools of each `tools:` entry (under a key of the app: another
+    /// app's Python tools may have the same names, as in ADK, where each app is its
+    /// own) and each callback as the hook it serves, and puts the declared keys in its
+    /// tree. None after a problem (a reference that does not import names its field).
+    fn serve_code(
+        &mut self,
+        translated: TranslatedApp,
+        worker: Option<Result<python::Worker, String>>,
+    ) -> Option<(String, AppConfig)> {
+        let TranslatedApp {
+            name: app,
+            mut config,
+            code,
+            ..
+        } = translated;
+        let worker = match worker {
+            None => return Some((app, config)),
+            Some(Ok(worker)) => worker,
+            Some(Err(message)) => {
+                let first = code
+                    .tools
+                    .first()
+                    .map(|(_, named)| named)
+                    .or(code.callbacks.first().map(|(c, _, _)| c))
+                    .expect("a worker is started for an app naming Python code");
                 self.add(&first.place, &first.field, message);
-                return false;
+                return None;
             }
         };
         let before = self.problems.0.len();
@@ -879,10 +938,10 @@ impl Reader<'_> {
         }
         if self.problems.0.len() > before {
             worker.stop();
-            return false;
+            return None;
         }
-        name_tools(root, &declared_keys);
-        true
+        name_tools(&mut config.root_agent, &declared_keys);
+        Some((app, config))
     }
 
     /// `generate_content_config` as the agents file's `generation` (None when it sets
