@@ -25,7 +25,9 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions import InMemorySessionService, Session
 from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.tool_configs import ToolArgsConfig
 from google.genai import types
 from pydantic_core import to_jsonable_python
 
@@ -95,8 +97,10 @@ class Placeholder(BaseAgent):
     """The agent a context names (ADK's contexts read `agent.name`); it never runs here."""
 
 
-def make_context(sent: dict[str, Any], artifacts: CallArtifacts) -> Context:
-    """ADK's Context over the runner's `context` (the tool context's in half)."""
+def make_context(sent: dict[str, Any], artifacts: CallArtifacts, user_content: Any = None) -> Context:
+    """ADK's Context over the runner's `context` (the tool context's in half), with the
+    user's message when the runner sends it (`before_agent`), which callbacks read as
+    `callback_context.user_content`."""
     session = Session(
         id=sent.get("session_id", ""),
         app_name=sent.get("app_name", ""),
@@ -109,6 +113,7 @@ def make_context(sent: dict[str, Any], artifacts: CallArtifacts) -> Context:
         invocation_id=sent.get("invocation_id", ""),
         agent=Placeholder(name=sent.get("agent_name") or "agent"),
         session=session,
+        user_content=types.Content.model_validate(user_content) if user_content else None,
     )
     return Context(invocation, function_call_id=sent.get("function_call_id"))
 
@@ -218,30 +223,34 @@ class Worker:
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
-    def resolve_tool(self, ref: str) -> dict[str, Any]:
-        """A tool reference as ADK's loader resolves it; its declaration as ADK sends it."""
+    def resolve_tools(self, entry: dict[str, Any] | str) -> list[dict[str, Any]] | dict[str, Any]:
+        """A `tools:` entry as ADK's loader resolves it (`_resolve_tools`), then as ADK's
+        agent lists its tools (a toolset's through `get_tools_with_prefix`); each tool's
+        declaration as ADK sends it, served at `/tool/<key>/<name>`. An entry is
+        `{"key", "name", "args"?, "config_path"?}` (or the bare reference)."""
+        if isinstance(entry, str):
+            entry = {"key": entry, "name": entry}
+        key, ref, args = entry["key"], entry["name"], entry.get("args")
         try:
-            obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+            made = self.run(make_tools(ref, args, entry.get("config_path") or ""))
         except Exception as e:  # noqa: BLE001 (the message goes to the runner's error)
             return {"error": cause(e)}
-        if isinstance(obj, BaseTool):
-            tool = obj
-        elif callable(obj) and not inspect.isclass(obj):
-            tool = FunctionTool(obj)
-        else:
-            return {"error": f"{ref} is neither a function nor an ADK tool (a toolset or a tool class is not served)"}
-        declaration = tool._get_declaration()  # noqa: SLF001 (ADK's own declaration, as it sends it)
-        if declaration is None:
-            return {"error": f"{ref}: ADK makes no function declaration for this tool"}
-        self.tools[ref] = tool
-        dumped = declaration.model_dump(mode="json", exclude_none=True)
-        parameters = dumped.get("parameters_json_schema", dumped.get("parameters"))
-        return {
-            "name": tool.name,
-            "description": dumped.get("description", ""),
-            "parameters": parameters,
-            "long_running": bool(tool.is_long_running),
-        }
+        declarations = []
+        for tool in made:
+            declaration = tool._get_declaration()  # noqa: SLF001 (ADK's own declaration, as it sends it)
+            if declaration is None:
+                return {"error": f"{ref}: ADK makes no function declaration for its tool {tool.name!r}"}
+            self.tools[f"{key}/{tool.name}"] = tool
+            dumped = declaration.model_dump(mode="json", exclude_none=True)
+            declarations.append(
+                {
+                    "name": tool.name,
+                    "description": dumped.get("description", ""),
+                    "parameters": dumped.get("parameters_json_schema", dumped.get("parameters")),
+                    "long_running": bool(tool.is_long_running),
+                }
+            )
+        return declarations
 
     def resolve_callback(self, ref: str) -> dict[str, Any]:
         try:
@@ -280,7 +289,7 @@ class Worker:
         callback = self.callbacks[ref]
         point = body.get("point")
         artifacts = CallArtifacts()
-        context = make_context(body.get("context") or {}, artifacts)
+        context = make_context(body.get("context") or {}, artifacts, body.get("user_content"))
         reply: dict[str, Any] = {}
         answer: Any
         if point in ("before_agent", "after_agent"):
@@ -331,6 +340,31 @@ class Worker:
         return reply
 
 
+async def make_tools(ref: str, args: dict[str, Any] | None, config_path: str) -> list[BaseTool]:
+    """The tools of one `tools:` entry, made as ADK makes them: the reference resolved as
+    its loader does (an instance as it is, a tool or toolset class `from_config(args)`,
+    a function called with `args` to make the tool, else a function tool), then listed
+    as its agent lists them (a toolset's tools with its prefix, listed once, without a
+    session: ADK lists them per request, with its context)."""
+    obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+    config = ToolArgsConfig.model_validate(args or {})
+    if isinstance(obj, (BaseTool, BaseToolset)):
+        made = obj
+    elif inspect.isclass(obj) and issubclass(obj, (BaseTool, BaseToolset)):
+        made = obj.from_config(config, config_path)
+    elif callable(obj) and not inspect.isclass(obj):
+        made = obj(config) if args else obj
+    else:
+        raise ValueError(f"{ref} is neither a function, a tool nor a toolset")
+    if isinstance(made, BaseToolset):
+        return list(await made.get_tools_with_prefix(None))
+    if isinstance(made, BaseTool):
+        return [made]
+    if callable(made) and not inspect.isclass(made):
+        return [FunctionTool(made)]
+    raise ValueError(f"{ref} made {type(made).__name__}, which is neither a tool nor a toolset")
+
+
 def cause(error: BaseException) -> str:
     """An import error's message with its cause (ADK wraps ModuleNotFoundError in ValueError)."""
     message = str(error)
@@ -375,7 +409,11 @@ def serve(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
 def main() -> None:
     parser = argparse.ArgumentParser(prog="adk_grpc_worker", description=__doc__)
     parser.add_argument("--app-dir", required=True, help="the agent-config directory (its parent is put on sys.path)")
-    parser.add_argument("--refs", required=True, help='JSON: {"tools": [ref, ...], "callbacks": [ref, ...]}')
+    parser.add_argument(
+        "--refs",
+        required=True,
+        help='JSON: {"tools": [{"key", "name", "args"?, "config_path"?} or ref, ...], "callbacks": [ref, ...]}',
+    )
     parser.add_argument("--port", type=int, default=0, help="0: a free port, reported on stdout")
     parser.add_argument("--host", default="127.0.0.1")
     cli = parser.parse_args()
@@ -384,7 +422,9 @@ def main() -> None:
     # `my_app.tools.get_weather` imports my_app/tools.py.
     sys.path.insert(0, os.path.dirname(os.path.abspath(cli.app_dir)))
     worker = Worker()
-    tools = {ref: worker.resolve_tool(ref) for ref in refs.get("tools", [])}
+    tools = {
+        entry if isinstance(entry, str) else entry["key"]: worker.resolve_tools(entry) for entry in refs.get("tools", [])
+    }
     callbacks = {ref: worker.resolve_callback(ref) for ref in refs.get("callbacks", [])}
     server = serve(worker, cli.host, cli.port)
     print(json.dumps({"port": server.server_address[1], "tools": tools, "callbacks": callbacks}), flush=True)

@@ -89,8 +89,10 @@ impl OpenAiCompatible {
                             "name": tool.name,
                             "description": tool.description,
                             // Some compatible servers reject a function without a schema.
-                            "parameters": tool.parameters.clone()
-                                .unwrap_or_else(|| json!({"type": "object", "properties": {}})),
+                            "parameters": tool.parameters.clone().map_or_else(
+                                || json!({"type": "object", "properties": {}}),
+                                lowercase_schema_types,
+                            ),
                         }
                     })
                 })
@@ -834,6 +836,72 @@ impl SseDecoder for StreamDecoder {
     }
 }
 
+/// A JSON Schema with its `type` names in lower case, as ADK's LiteLlm sends it
+/// (`lowercase_schema_types`): a schema written in Gemini's form (`OBJECT`, `STRING`,
+/// as a Python tool's `types.Schema` declares it) is a JSON Schema for OpenAI. Only
+/// subschemas are walked, so a `type` inside a `default` or `example` stays as written.
+fn lowercase_schema_types(mut schema: Value) -> Value {
+    fn walk(value: &mut Value) {
+        if let Value::Array(items) = value {
+            items.iter_mut().for_each(walk);
+            return;
+        }
+        let Value::Object(map) = value else {
+            return;
+        };
+        match map.get_mut("type") {
+            Some(Value::String(name)) => *name = name.to_lowercase(),
+            Some(Value::Array(names)) => {
+                for name in names.iter_mut() {
+                    if let Value::String(name) = name {
+                        *name = name.to_lowercase();
+                    }
+                }
+            }
+            _ => {}
+        }
+        const SCHEMA_MAPS: [&str; 6] = [
+            "$defs",
+            "definitions",
+            "defs",
+            "dependentSchemas",
+            "patternProperties",
+            "properties",
+        ];
+        const SCHEMAS: [&str; 17] = [
+            "additionalProperties",
+            "additional_properties",
+            "contains",
+            "else",
+            "if",
+            "items",
+            "not",
+            "propertyNames",
+            "then",
+            "unevaluatedProperties",
+            "allOf",
+            "all_of",
+            "anyOf",
+            "any_of",
+            "oneOf",
+            "one_of",
+            "prefixItems",
+        ];
+        for key in SCHEMA_MAPS {
+            if let Some(Value::Object(children)) = map.get_mut(key) {
+                children.values_mut().for_each(walk);
+            }
+        }
+        for key in SCHEMAS {
+            if let Some(child) = map.get_mut(key) {
+                walk(child);
+            }
+        }
+    }
+    walk(&mut schema);
+    schema
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -880,6 +948,21 @@ mod tests {
         let nested = json!({"type": "object", "properties": {"a": {"type": "object", "properties": {"b": {}}}},
             "required": ["a"], "additionalProperties": false});
         assert!(!is_strict(&nested));
+    }
+
+    #[test]
+    fn schema_types_are_sent_in_lower_case_as_adks_litellm_sends_them() {
+        let gemini_form = json!({"type": "OBJECT", "properties": {
+            "tags": {"type": "ARRAY", "items": {"type": "STRING"}},
+            "size": {"anyOf": [{"type": "INTEGER"}, {"type": ["NUMBER", "NULL"]}], "default": {"type": "KEEP"}},
+        }});
+        assert_eq!(
+            lowercase_schema_types(gemini_form),
+            json!({"type": "object", "properties": {
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "size": {"anyOf": [{"type": "integer"}, {"type": ["number", "null"]}], "default": {"type": "KEEP"}},
+            }})
+        );
     }
 
     #[test]

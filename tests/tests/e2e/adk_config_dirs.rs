@@ -352,3 +352,57 @@ async fn a_dir_naming_python_functions_that_do_not_exist_stops_the_server_naming
         assert!(stderr.contains(&expected), "{expected}\nin:\n{stderr}");
     }
 }
+
+/// Two apps of one directory each name a Python tool `add_item`: each app's tool is its
+/// own (as in ADK, where each app is its own), served by the app's own worker.
+#[tokio::test]
+async fn two_apps_naming_python_tools_of_the_same_name_each_run_their_own() {
+    let provider = FakeServer::start().await;
+    let agents = tempfile::tempdir().expect("temp dir");
+    for app in ["shop", "deli"] {
+        write(
+            agents.path(),
+            &format!("{app}/root_agent.yaml"),
+            &format!(
+                "name: clerk\nmodel: gemini-2.5-flash\ninstruction: Sell.\ntools:\n  - name: {app}.tools.add_item\n"
+            ),
+        );
+        write(
+            agents.path(),
+            &format!("{app}/tools.py"),
+            &format!(
+                "def add_item(item: str) -> dict:\n    \"\"\"Adds an item.\"\"\"\n    return {{\"added_by\": \"{app}\"}}\n"
+            ),
+        );
+    }
+    let python = venv_python().display().to_string();
+    let env = envs(&[("GOOGLE_GEMINI_BASE_URL", provider.url()), ("GOOGLE_API_KEY", "g-key")]);
+    let args = [
+        "--agents".to_string(),
+        agents.path().display().to_string(),
+        "--python".to_string(),
+        python,
+    ];
+    let server = ServiceProcess::spawn("adk-server", &args, &env).await;
+    let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
+    for app in ["shop", "deli"] {
+        provider.push(gemini::function_calls(&[(
+            "add_item",
+            serde_json::json!({"item": "bread"}),
+        )]));
+        provider.push(gemini::text("Added."));
+        let run = runs::run_request(app, "alice", "s1", user_text("Bread, please."));
+        let (events, status) = runs::run_to_end(&mut client, run).await;
+        assert!(status.is_none(), "{app}: {status:?}\n{}", server.tail_log(30));
+        let answered_by = events.iter().find_map(|e| {
+            e.content.as_ref()?.parts.iter().find_map(|p| match &p.kind {
+                Some(pb::part::Kind::FunctionResponse(r)) => Some(format!("{:?}", r.response)),
+                _ => None,
+            })
+        });
+        assert!(
+            answered_by.as_deref().is_some_and(|r| r.contains(&format!("{app:?}"))),
+            "{app}'s add_item answered: {answered_by:?}"
+        );
+    }
+}

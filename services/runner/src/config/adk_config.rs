@@ -89,7 +89,6 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
     let file = dir.display().to_string();
     let mut reader = Reader {
         root: dir,
-        python,
         problems: Problems(Vec::new()),
         models: BTreeMap::new(),
         tools: BTreeMap::new(),
@@ -97,7 +96,8 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
         code: CodeRefs::default(),
         origins: Origins::default(),
     };
-    let mut apps = BTreeMap::new();
+    // Translated first; served once every app's Python worker has started.
+    let mut translated = Vec::new();
     if dir.join(ROOT_AGENT_FILE).is_file() {
         // `.` and `..` have no name of their own: the app is named after the directory they are.
         let name = std::fs::canonicalize(dir)
@@ -105,7 +105,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
             .and_then(|dir| dir.file_name().map(|name| name.to_string_lossy().into_owned()))
             .unwrap_or_default();
         if let Some(app) = reader.app(&name, dir) {
-            apps.insert(name, app);
+            translated.push(app);
         }
     } else {
         let entries = std::fs::read_dir(dir)
@@ -126,7 +126,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
             }
             if subdir.join(ROOT_AGENT_FILE).is_file() {
                 if let Some(app) = reader.app(&name, &subdir) {
-                    apps.insert(name, app);
+                    translated.push(app);
                 }
             } else if ["agent.py", "__init__.py"].iter().any(|f| subdir.join(f).is_file()) {
                 reader.problems.add(
@@ -139,7 +139,7 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
                 );
             }
         }
-        if apps.is_empty() && reader.problems.0.is_empty() {
+        if translated.is_empty() && reader.problems.0.is_empty() {
             return Err(ConfigError::whole_file(
                 &file,
                 format!(
@@ -147,6 +147,12 @@ pub(super) fn read(dir: &Path, python: &Path) -> Result<(AgentsFile, Origins), C
                      nor in a subdirectory"
                 ),
             ));
+        }
+    }
+    let mut apps = BTreeMap::new();
+    for (app, worker) in start_workers(python, translated) {
+        if let Some((name, config)) = reader.serve_code(app, worker) {
+            apps.insert(name, config);
         }
     }
     if !reader.problems.0.is_empty() {
@@ -366,8 +372,6 @@ const THINKING_FIELDS: [(&str, &str, &str); 3] = [
 struct Reader<'a> {
     /// The directory given: YAML files are named relative to it.
     root: &'a Path,
-    /// The interpreter of the apps' Python workers.
-    python: &'a Path,
     problems: Problems,
     /// The providers of the model strings used, by model string.
     models: BTreeMap<String, Value>,
@@ -383,7 +387,8 @@ struct Reader<'a> {
 /// The Python code references of one app, each with where it is named (place, field).
 #[derive(Default)]
 struct CodeRefs {
-    tools: Vec<CodeRef>,
+    /// Each `tools:` entry naming Python code, with where it is named.
+    tools: Vec<(python::ToolEntry, CodeRef)>,
     /// Each with its point and the name of the hook that serves it there.
     callbacks: Vec<(CodeRef, HookPoint, String)>,
 }
@@ -395,16 +400,64 @@ struct CodeRef {
     field: String,
 }
 
-impl Reader<'_> {
-    /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app.
-    fn app(&mut self, name: &str, dir: &Path) -> Option<AppConfig> {
-        let mut stack = Vec::new();
-        self.code = CodeRefs::default();
-        let mut root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
-        if !self.serve_code(dir, &mut root_agent) {
+/// An app translated, its Python code not served yet.
+struct TranslatedApp {
+    name: String,
+    dir: PathBuf,
+    config: AppConfig,
+    code: CodeRefs,
+}
+
+impl CodeRefs {
+    /// What the app's worker is started for (each tool entry and callback once); None
+    /// when the app names no Python code.
+    fn worker_refs(&self) -> Option<(Vec<python::ToolEntry>, Vec<String>)> {
+        if self.tools.is_empty() && self.callbacks.is_empty() {
             return None;
         }
-        Some(AppConfig {
+        let mut tools: Vec<python::ToolEntry> = self.tools.iter().map(|(entry, _)| entry.clone()).collect();
+        tools.sort_by(|a, b| a.key.cmp(&b.key));
+        tools.dedup_by(|a, b| a.key == b.key);
+        let mut callbacks: Vec<String> = self.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
+        callbacks.sort();
+        callbacks.dedup();
+        Some((tools, callbacks))
+    }
+}
+
+/// Starts the Python worker of each app naming Python code, side by side: each imports
+/// ADK and the app's modules, which takes seconds.
+fn start_workers(
+    python: &Path,
+    apps: Vec<TranslatedApp>,
+) -> Vec<(TranslatedApp, Option<Result<python::Worker, String>>)> {
+    let started: Vec<_> = std::thread::scope(|scope| {
+        let starting: Vec<_> = apps
+            .iter()
+            .map(|app| {
+                let (tools, callbacks) = app.code.worker_refs()?;
+                Some(scope.spawn(move || python::start(python, &app.dir, &tools, &callbacks)))
+            })
+            .collect();
+        starting
+            .into_iter()
+            .map(|start| {
+                let started = start?.join();
+                Some(started.unwrap_or_else(|_| Err("starting the Python worker panicked".to_string())))
+            })
+            .collect()
+    });
+    apps.into_iter().zip(started).collect()
+}
+
+impl Reader<'_> {
+    /// The app whose root agent is `dir/root_agent.yaml`, as an agents file's app,
+    /// with the Python code it names.
+    fn app(&mut self, name: &str, dir: &Path) -> Option<TranslatedApp> {
+        let mut stack = Vec::new();
+        self.code = CodeRefs::default();
+        let root_agent = self.agent(name, &dir.join(ROOT_AGENT_FILE), &mut stack)?;
+        let config = AppConfig {
             root_agent,
             compaction: None,
             on_busy: Default::default(),
@@ -412,6 +465,12 @@ impl Reader<'_> {
             hooks: Vec::new(),
             // ADK's agent-config YAML has no app: `adk web` runs it not resumable.
             resumability_config: Default::default(),
+        };
+        Some(TranslatedApp {
+            name: name.to_string(),
+            dir: dir.to_path_buf(),
+            config,
+            code: std::mem::take(&mut self.code),
         })
     }
 
@@ -555,7 +614,7 @@ impl Reader<'_> {
         let sub_agents = agent.sub_agents.as_deref().unwrap_or_default();
         let mut agent_tools = Vec::new();
         if let Some(tools) = &agent.tools {
-            let (tools, agents, examples) = self.tools(&place, tools, !sub_agents.is_empty());
+            let (tools, agents, examples) = self.tools(&place, path, tools, !sub_agents.is_empty());
             agent_tools = agents;
             out.tools = tools;
             out.examples = examples;
@@ -729,38 +788,74 @@ impl Reader<'_> {
         hooks
     }
 
-    /// Starts the app's Python worker when its YAML names Python code, declares each
-    /// function as the http tool or hook it serves, and names the tools in `root` as
-    /// ADK names them (the function's name). False after a problem (a reference that
-    /// does not import names its field).
-    fn serve_code(&mut self, dir: &Path, root: &mut AgentConfig) -> bool {
-        let code = std::mem::take(&mut self.code);
-        let Some(first) = code.tools.first().or(code.callbacks.first().map(|(c, _, _)| c)) else {
-            return true;
+    /// A `tools:` entry naming Python code (`module.name`, with ADK's `args` if any),
+    /// served by the app's worker; its key, which stands for its tools in the agent's
+    /// list until the worker says them (Self::serve_code). Agents naming the same code
+    /// without args share one entry; an entry with args is its own (ADK makes a tool
+    /// of each).
+    fn python_tool(&mut self, place: &str, field: &str, path: &Path, reference: &str, args: Option<&Value>) -> String {
+        let key = match args {
+            None => reference.to_string(),
+            Some(_) => format!("{reference}@{}", self.code.tools.len()),
         };
-        let mut tools: Vec<String> = code.tools.iter().map(|c| c.reference.clone()).collect();
-        let mut callbacks: Vec<String> = code.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
-        for list in [&mut tools, &mut callbacks] {
-            list.sort();
-            list.dedup();
-        }
-        let worker = match python::start(self.python, dir, &tools, &callbacks) {
-            Ok(worker) => worker,
-            Err(message) => {
+        let entry = python::ToolEntry {
+            key: key.clone(),
+            name: reference.to_string(),
+            args: args.cloned(),
+            config_path: std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
+        };
+        let named = CodeRef {
+            reference: reference.to_string(),
+            place: place.to_string(),
+            field: field.to_string(),
+        };
+        self.code.tools.push((entry, named));
+        key
+    }
+
+    /// The app served: with its started `worker` (when its YAML names Python code),
+    /// declares the tools of each `tools:` entry (under a key of the app: another
+    /// app's Python tools may have the same names, as in ADK, where each app is its
+    /// own) and each callback as the hook it serves, and puts the declared keys in its
+    /// tree. None after a problem (a reference that does not import names its field).
+    fn serve_code(
+        &mut self,
+        translated: TranslatedApp,
+        worker: Option<Result<python::Worker, String>>,
+    ) -> Option<(String, AppConfig)> {
+        let TranslatedApp {
+            name: app,
+            mut config,
+            code,
+            ..
+        } = translated;
+        let worker = match worker {
+            None => return Some((app, config)),
+            Some(Ok(worker)) => worker,
+            Some(Err(message)) => {
+                let first = code
+                    .tools
+                    .first()
+                    .map(|(_, named)| named)
+                    .or(code.callbacks.first().map(|(c, _, _)| c))
+                    .expect("a worker is started for an app naming Python code");
                 self.add(&first.place, &first.field, message);
-                return false;
+                return None;
             }
         };
         let before = self.problems.0.len();
-        let mut names = HashMap::new();
-        for CodeRef {
-            reference,
-            place,
-            field,
-        } in &code.tools
+        let mut declared_keys = HashMap::new();
+        for (
+            entry,
+            CodeRef {
+                reference,
+                place,
+                field,
+            },
+        ) in &code.tools
         {
-            let tool = match worker.tools.get(reference) {
-                Some(Ok(tool)) => tool,
+            let served = match worker.tools.get(&entry.key) {
+                Some(Ok(served)) => served,
                 Some(Err(why)) => {
                     self.add(
                         place,
@@ -771,39 +866,42 @@ impl Reader<'_> {
                 }
                 None => continue,
             };
-            let url = worker.url(ServedAs::Tool, reference);
-            if let Some(ToolConfig::Http(other)) = self.tools.get(&tool.name)
-                && other.url.as_deref() != Some(url.as_str())
-            {
-                self.add(
-                    place,
-                    field,
-                    format!(
-                        "another Python tool is named {:?} too: tools are declared by name once for the whole \
-                         directory of apps",
-                        tool.name
-                    ),
-                );
+            let declared = format!("{app}:{}", entry.key);
+            if declared_keys.insert(entry.key.clone(), declared.clone()).is_some() {
                 continue;
             }
-            self.tools.insert(
-                tool.name.clone(),
-                ToolConfig::Http(HttpToolConfig {
-                    description: tool.description.clone(),
-                    parameters: tool.parameters.clone(),
-                    url: Some(url),
-                    timeout_secs: None,
-                    safe_to_repeat: None,
-                    headers_from_env: BTreeMap::new(),
-                    // ADK's ToolContext reads the whole state.
-                    context: Some(ToolContextConfig {
-                        state: vec!["*".into()],
-                    }),
-                    large_reply: Default::default(),
-                    long_running: tool.long_running,
-                }),
-            );
-            names.insert(reference.clone(), tool.name.clone());
+            // The agents file's problems with these tools are named at the YAML's entry.
+            let at = format!("{place}, field {field:?}");
+            for tool in served {
+                self.origins
+                    .places
+                    .insert(format!("tool {declared:?}, tool {:?}", tool.name), at.clone());
+            }
+            self.origins.places.insert(format!("tool {declared:?}"), at);
+            let http_tools = served
+                .iter()
+                .map(|tool| {
+                    let config = HttpToolConfig {
+                        description: tool.description.clone(),
+                        parameters: tool.parameters.clone(),
+                        url: Some(worker.url(ServedAs::Tool {
+                            entry: &entry.key,
+                            name: &tool.name,
+                        })),
+                        timeout_secs: None,
+                        safe_to_repeat: None,
+                        headers_from_env: BTreeMap::new(),
+                        // ADK's ToolContext reads the whole state.
+                        context: Some(ToolContextConfig {
+                            state: vec!["*".into()],
+                        }),
+                        large_reply: Default::default(),
+                        long_running: tool.long_running,
+                    };
+                    (tool.name.clone(), config)
+                })
+                .collect();
+            self.tools.insert(declared, ToolConfig::Python(http_tools));
         }
         for (
             CodeRef {
@@ -826,7 +924,7 @@ impl Reader<'_> {
             self.hooks.insert(
                 hook.clone(),
                 HookConfig {
-                    url: worker.url(ServedAs::Callback, reference),
+                    url: worker.url(ServedAs::Callback(reference)),
                     points: vec![*point],
                     timeout_secs: None,
                     // A callback that raises fails ADK's run too.
@@ -840,10 +938,10 @@ impl Reader<'_> {
         }
         if self.problems.0.len() > before {
             worker.stop();
-            return false;
+            return None;
         }
-        name_tools(root, &names);
-        true
+        name_tools(&mut config.root_agent, &declared_keys);
+        Some((app, config))
     }
 
     /// `generate_content_config` as the agents file's `generation` (None when it sets
@@ -963,6 +1061,7 @@ impl Reader<'_> {
     fn tools(
         &mut self,
         place: &str,
+        path: &Path,
         tools: &[Value],
         has_sub_agents: bool,
     ) -> (Vec<String>, Vec<(String, Value)>, Vec<ExampleConfig>) {
@@ -1023,22 +1122,8 @@ impl Reader<'_> {
                      declare the spec as a tool of kind: openapi in an agents file",
                 );
             } else if name.contains('.') {
-                if args.is_some() {
-                    self.add(
-                        place,
-                        &format!("{field}.args"),
-                        "not supported yet: a Python tool with args (ADK calls the function with them to make \
-                         the tool); name the tool itself",
-                    );
-                    continue;
-                }
-                // Named by the reference until the worker says the tool's name (Self::serve_code).
-                self.code.tools.push(CodeRef {
-                    reference: name.to_string(),
-                    place: place.to_string(),
-                    field: field.clone(),
-                });
-                names.push(name.to_string());
+                // Named by the entry's key until the worker says its tools (Self::serve_code).
+                names.push(self.python_tool(place, &field, path, name, args));
             } else if name == TRANSFER_TOOL_NAME {
                 // The runner gives it to every agent with sub-agents: listing it is saying so.
                 if !has_sub_agents {
@@ -1450,7 +1535,7 @@ fn callback_point(field: &str) -> Option<HookPoint> {
     HookPoint::ALL.into_iter().find(|p| p.as_str() == point)
 }
 
-/// Renames the Python tools in `agent`'s tree from their references to their names.
+/// Renames the Python tool entries in `agent`'s tree from their keys to their declared keys.
 fn name_tools(agent: &mut AgentConfig, names: &HashMap<String, String>) {
     for tool in &mut agent.tools {
         if let Some(name) = names.get(tool) {

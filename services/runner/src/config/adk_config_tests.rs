@@ -345,12 +345,16 @@ fn python_tools_and_callbacks_are_served_by_the_worker_as_http_tools_and_hooks()
     );
     let (spec, _) = adk_config::read(&app, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
     let agent = &spec.apps["shop"].root_agent;
-    // Named as ADK names a FunctionTool: the function's name.
-    assert_eq!(agent.tools, ["add_item"]);
+    // Declared under a key of the app; the tool is named as ADK names a FunctionTool.
+    assert_eq!(agent.tools, ["shop:shop.tools.add_item"]);
     assert_eq!(agent.hooks, ["shop-guard-before_tool"]);
-    let Some(ToolConfig::Http(tool)) = spec.tools.get("add_item") else {
-        panic!("add_item is not an http tool: {:?}", spec.tools)
+    let Some(ToolConfig::Python(served)) = spec.tools.get("shop:shop.tools.add_item") else {
+        panic!("add_item is not a Python tool: {:?}", spec.tools)
     };
+    let [(name, tool)] = served.as_slice() else {
+        panic!("one tool: {served:?}")
+    };
+    assert_eq!(name, "add_item");
     // ADK's own declaration: the docstring, the schema pydantic makes of the signature.
     assert_eq!(
         tool.description,
@@ -368,12 +372,113 @@ fn python_tools_and_callbacks_are_served_by_the_worker_as_http_tools_and_hooks()
     assert!(
         tool.url
             .as_deref()
-            .is_some_and(|url| url.ends_with("/tool/shop.tools.add_item")),
+            .is_some_and(|url| url.ends_with("/tool/shop.tools.add_item/add_item")),
         "{tool:?}"
     );
     let hook = &spec.hooks["shop-guard-before_tool"];
     assert_eq!(hook.points, [adk_grpc_agents::HookPoint::BeforeTool]);
     assert!(hook.url.ends_with("/callback/shop.callbacks.guard"), "{hook:?}");
+}
+
+/// Loads the translation of the Python app `dir` with its worker in the test venv and
+/// every model a mock; the apps built.
+fn built_python_apps(dir: &Path) -> Vec<crate::app::App> {
+    let (mut spec, origins) = adk_config::read(dir, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    for provider in spec.models.values_mut() {
+        *provider = json!({ "provider": "mock" });
+    }
+    let config = AgentsConfig::check("adk", &spec, Some(&origins)).unwrap_or_else(|e| panic!("{e}"));
+    config
+        .build(&RunnerServices::in_memory())
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn tool_names(app: &crate::app::App) -> Vec<String> {
+    app.root_agent().tools.iter().map(|t| t.name.clone()).collect()
+}
+
+/// A toolset instance, a tool class ADK makes with `from_config`, and a function ADK
+/// calls with the entry's `args` to make the tool.
+const SHOP_TOOLSET: &str = r#"
+from google.adk.tools.base_tool import BaseTool
+from google.adk.tools.base_toolset import BaseToolset
+from google.adk.tools.function_tool import FunctionTool
+from google.genai import types
+
+def lookup(order_id: str) -> dict:
+    """Looks an order up."""
+    return {}
+
+def cancel(order_id: str) -> dict:
+    """Cancels an order."""
+    return {}
+
+class Orders(BaseToolset):
+    async def get_tools(self, readonly_context=None):
+        return [FunctionTool(lookup), FunctionTool(cancel)]
+
+orders = Orders(tool_name_prefix="orders")
+
+class Greeter(BaseTool):
+    def __init__(self, greeting: str):
+        super().__init__(name=greeting.lower(), description="Greets.")
+
+    def _get_declaration(self):
+        return types.FunctionDeclaration(name=self.name, description=self.description)
+
+def discount_tool(args):
+    percent = args.model_dump()["percent"]
+
+    def apply_discount(price: float) -> float:
+        """Applies the discount."""
+        return price * (100 - percent) / 100
+
+    return FunctionTool(apply_discount)
+"#;
+
+#[test]
+fn python_toolsets_tool_classes_and_tools_made_with_args_are_served_as_adk_makes_them() {
+    let (_dir, app) = python_app(
+        &format!(
+            "{HEAD}tools:\n  - name: shop.tools.orders\n  - name: shop.tools.Greeter\n    args: {{greeting: Welcome}}\n\
+             \x20 - name: shop.tools.discount_tool\n    args: {{percent: 10}}\n"
+        ),
+        &[("shop/tools.py", SHOP_TOOLSET)],
+    );
+    let apps = built_python_apps(&app);
+    // The toolset's tools with its prefix, the class made with its args, the made tool.
+    assert_eq!(
+        tool_names(&apps[0]),
+        ["orders_lookup", "orders_cancel", "welcome", "apply_discount"]
+    );
+}
+
+#[test]
+fn two_apps_may_name_python_tools_of_the_same_name() {
+    let dir = dir_with(&[
+        (
+            "shop/root_agent.yaml",
+            &format!("{HEAD}tools:\n  - name: shop.tools.add_item\n"),
+        ),
+        ("shop/tools.py", SHOP_TOOLS),
+        (
+            "deli/root_agent.yaml",
+            &format!("{HEAD}tools:\n  - name: deli.tools.add_item\n"),
+        ),
+        ("deli/tools.py", SHOP_TOOLS),
+    ]);
+    let (spec, _) = adk_config::read(dir.path(), &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    // Each app's tool is its own: its own declaration, served by its own worker.
+    let url = |key: &str| match spec.tools.get(key) {
+        Some(ToolConfig::Python(served)) => served[0].1.url.clone().expect("a url"),
+        other => panic!("{key}: {other:?}"),
+    };
+    assert_ne!(url("shop:shop.tools.add_item"), url("deli:deli.tools.add_item"));
+    let apps = built_python_apps(dir.path());
+    for app in &apps {
+        assert_eq!(tool_names(app), ["add_item"]);
+    }
+    assert_eq!(apps.len(), 2);
 }
 
 #[test]

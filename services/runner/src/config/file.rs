@@ -91,6 +91,11 @@ pub(super) enum ToolConfig {
     Mcp(McpToolConfig),
     Openapi(OpenApiToolConfig),
     ModelConsult(ModelConsultToolConfig),
+    /// The tools of one `tools:` entry of an ADK agent-config directory naming Python
+    /// code (a function, a tool, a toolset's tools), served by its app's Python worker:
+    /// made by that translation only (adk_config.rs), never written in an agents file.
+    /// Declared under a key of its app, so two apps' tools may share a name.
+    Python(Vec<(String, HttpToolConfig)>),
 }
 
 /// `kind: http`: the call's arguments are POSTed as JSON, the JSON reply is the result.

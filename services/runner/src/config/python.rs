@@ -11,7 +11,7 @@
 //! URLs stay valid. It exits when its stdin closes: the runner holds it open for
 //! its whole life, so the worker never outlives the runner, however it ends.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
@@ -50,11 +50,27 @@ pub(super) struct PythonTool {
     pub(super) long_running: bool,
 }
 
-/// The worker's first line: its port and, per reference, what it resolved to.
+/// A `tools:` entry naming Python code, as the worker resolves it: ADK's loader's
+/// rules (a function, a tool, a tool or toolset class made `from_config` with `args`,
+/// a function called with `args`, a toolset's tools), under `key`, the entry's name
+/// in the worker's report and its tools' URLs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub(super) struct ToolEntry {
+    pub(super) key: String,
+    /// `module.name`, as ADK's loader imports it.
+    pub(super) name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) args: Option<Value>,
+    /// The YAML file naming it (ADK hands `from_config` its path).
+    pub(super) config_path: PathBuf,
+}
+
+/// The worker's first line: its port and, per reference, what it resolved to (per
+/// tool entry, its tools: one, or a toolset's).
 #[derive(Debug, Deserialize)]
 struct Report {
     port: u16,
-    tools: BTreeMap<String, Resolved<PythonTool>>,
+    tools: BTreeMap<String, Resolved<Vec<PythonTool>>>,
     callbacks: BTreeMap<String, Resolved<Value>>,
 }
 
@@ -68,19 +84,20 @@ enum Resolved<T> {
 /// A started worker: where its references are served, and each one's fate.
 pub(super) struct Worker {
     port: u16,
-    pub(super) tools: BTreeMap<String, Result<PythonTool, String>>,
+    /// Per tool entry (its key), its tools.
+    pub(super) tools: BTreeMap<String, Result<Vec<PythonTool>, String>>,
     pub(super) callbacks: BTreeMap<String, Result<(), String>>,
     supervisor: Supervisor,
 }
 
 impl Worker {
-    /// The URL the tool or callback `reference` is served at.
-    pub(super) fn url(&self, kind: ServedAs, reference: &str) -> String {
-        let kind = match kind {
-            ServedAs::Tool => "tool",
-            ServedAs::Callback => "callback",
+    /// The URL a tool or callback is served at.
+    pub(super) fn url(&self, served: ServedAs) -> String {
+        let path = match served {
+            ServedAs::Tool { entry, name } => format!("tool/{entry}/{name}"),
+            ServedAs::Callback(reference) => format!("callback/{reference}"),
         };
-        format!("http://127.0.0.1:{}/{kind}/{reference}", self.port)
+        format!("http://127.0.0.1:{}/{path}", self.port)
     }
 
     /// Stops the worker (a directory that cannot be served does not keep it).
@@ -90,14 +107,21 @@ impl Worker {
 }
 
 #[derive(Clone, Copy)]
-pub(super) enum ServedAs {
-    Tool,
-    Callback,
+pub(super) enum ServedAs<'a> {
+    /// The tool `name` of the tool entry keyed `entry`.
+    Tool { entry: &'a str, name: &'a str },
+    /// The callback `module.function`.
+    Callback(&'a str),
 }
 
 /// Starts the worker of the app directory `app_dir` for these references and waits
 /// for its report. An error says why it did not start (the interpreter, the package).
-pub(super) fn start(python: &Path, app_dir: &Path, tools: &[String], callbacks: &[String]) -> Result<Worker, String> {
+pub(super) fn start(
+    python: &Path,
+    app_dir: &Path,
+    tools: &[ToolEntry],
+    callbacks: &[String],
+) -> Result<Worker, String> {
     let refs = json!({ "tools": tools, "callbacks": callbacks }).to_string();
     let app_dir = std::fs::canonicalize(app_dir).unwrap_or_else(|_| app_dir.to_path_buf());
     let command = WorkerCommand {

@@ -74,6 +74,10 @@ pub(super) fn build_tools(spec: &AgentsFile, problems: &mut Problems) -> BTreeMa
 fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Option<Declared> {
     let place = format!("tool {name:?}");
     let before = problems.0.len();
+    // Declared under a key of its app: the model calls each tool by its own name.
+    if let ToolConfig::Python(served) = config {
+        return python_tools(&place, served, problems, before);
+    }
     if let Err(e) = adk_grpc_agents::validate_tool_name(name) {
         problems.add(&place, None, library_message(&e));
     }
@@ -105,7 +109,30 @@ fn build_tool(name: &str, config: &ToolConfig, problems: &mut Problems) -> Optio
         ToolConfig::Mcp(mcp) => build_mcp_toolset(name, place, mcp, problems, before),
         ToolConfig::Openapi(openapi) => build_openapi_toolset(name, place, openapi, problems, before),
         ToolConfig::ModelConsult(consult) => model_consult(place, consult, problems, before),
+        ToolConfig::Python(served) => python_tools(place, served, problems, before),
     }
+}
+
+/// The http tools a Python worker serves for one `tools:` entry, each checked under its
+/// own name (the one the model calls).
+fn python_tools(
+    place: &str,
+    served: &[(String, HttpToolConfig)],
+    problems: &mut Problems,
+    before: usize,
+) -> Option<Declared> {
+    let tools: Vec<Arc<dyn Tool>> = served
+        .iter()
+        .filter_map(|(name, config)| {
+            let place = format!("{place}, tool {name:?}");
+            if let Err(e) = adk_grpc_agents::validate_tool_name(name) {
+                problems.add(&place, None, library_message(&e));
+            }
+            let tool = http_tool(name, &place, config, problems, problems.0.len())?;
+            Some(Arc::new(tool) as Arc<dyn Tool>)
+        })
+        .collect();
+    (problems.0.len() == before).then_some(Declared::Tools(tools))
 }
 
 /// An http or client tool needs a description (a toolset's tools are described by their
