@@ -6,7 +6,8 @@
 # What it changes, and only that:
 #   - `cargo build …` and `cargo fetch` are skipped: the binaries come from
 #     ${CARGO_TARGET_DIR:-target}/debug (scripts/test.sh builds them), so
-#     `target/release/` is read as that directory;
+#     `target/release/` is read as that directory; a `cargo build --release … --features …`
+#     (features the test build lacks) is run without `--release`, into that directory;
 #   - each adk-bench command gets tiny sizes appended (adk-bench lets a flag given
 #     twice take its last value), e.g. `--ops 2 --lengths 2,20`;
 #   - a server started in the background (`… &`) listens on a free loopback port
@@ -116,6 +117,14 @@ for command in "${commands[@]}"; do
     words=("${words[@]:1}")
   done
   case ${words[*]} in
+    "cargo build --release "*--features*)
+      # A build with features the test build lacks (the embedding model inside the
+      # server): built here, unoptimised, into the debug binaries the commands run.
+      debug=("${words[@]}")
+      for i in "${!debug[@]}"; do [ "${debug[$i]}" = --release ] && unset 'debug[$i]'; done
+      echo "== built unoptimised: ${debug[*]}"
+      "${debug[@]}"
+      continue ;;
     "cargo build "*|"cargo fetch"*)
       echo "== skipped (the debug binaries stand in for release): $command"
       continue ;;

@@ -48,8 +48,14 @@ pub struct LocomoArgs {
     pub(crate) endpoint: Option<String>,
     /// The bench's server gets this `--memory-embeddings` file (keyword and semantic
     /// ranking fused); without it, keyword ranking alone.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "embedded_model")]
     memory_embeddings: Option<PathBuf>,
+    /// The bench's server embeds with the model inside it (`provider: local`), from DIR
+    /// [default: $HOME/.cache/adk/models/all-MiniLM-L6-v2, where
+    /// scripts/setup-embedding-model.sh installs it]; the server must be built with
+    /// `--features adk-grpc-models/local-embeddings`.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    embedded_model: Option<Option<PathBuf>>,
     /// The bench's server gets this `--memory-generation` file (its app `*`): each session is
     /// also given to GenerateMemories, and the facts generated are memories too.
     #[arg(long)]
@@ -223,10 +229,34 @@ fn event(turn: &Turn) -> pb::Event {
 /// The most memories a search returns (the server's limit).
 const RANKED: i32 = 100;
 
+/// The embeddings file of `--embedded-model`: every app embeds with the model in `dir`,
+/// inside the server.
+fn embedded_model_file(dir: Option<&PathBuf>) -> Result<PathBuf> {
+    let dir = match dir {
+        Some(dir) => dir.clone(),
+        None => PathBuf::from(std::env::var("HOME").context("HOME, for the default model directory")?)
+            .join(".cache/adk/models/all-MiniLM-L6-v2"),
+    };
+    anyhow::ensure!(
+        dir.is_dir(),
+        "{}: no model directory (scripts/setup-embedding-model.sh installs all-MiniLM-L6-v2)",
+        dir.display()
+    );
+    let file = std::env::temp_dir().join(format!("adk-bench-embedded-model-{}.yaml", std::process::id()));
+    let config = serde_json::json!({"*": {"provider": "local", "model": dir}});
+    // JSON is YAML.
+    std::fs::write(&file, config.to_string()).with_context(|| format!("write {}", file.display()))?;
+    Ok(file)
+}
+
 /// The bench's own server's flags: the memory files it is given.
 fn server_flags(args: &LocomoArgs) -> Result<Vec<String>> {
+    let embedded = match &args.embedded_model {
+        Some(dir) => Some(embedded_model_file(dir.as_ref())?),
+        None => None,
+    };
     let files = [
-        ("--memory-embeddings", &args.memory_embeddings),
+        ("--memory-embeddings", &args.memory_embeddings.clone().or(embedded)),
         ("--memory-generation", &args.memory_generation),
     ];
     let mut flags = Vec::new();
@@ -336,7 +366,7 @@ pub async fn bench_locomo(args: LocomoArgs) -> Result<()> {
         .await
         .context("connect")?;
     let app = unique_prefix("locomo");
-    let ranking = if args.memory_embeddings.is_some() {
+    let ranking = if args.memory_embeddings.is_some() || args.embedded_model.is_some() {
         "keywords and meaning fused"
     } else {
         "keywords (BM25)"
