@@ -50,12 +50,37 @@ pub(super) struct PythonTool {
     pub(super) long_running: bool,
 }
 
+/// What the worker made of one `output_schema` reference (a pydantic model class): its
+/// JSON Schema and the forms ADK sends of it.
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct PythonSchema {
+    json_schema: Value,
+    gemini: Value,
+    openai: Value,
+    set_model_response: Value,
+}
+
+impl From<PythonSchema> for adk_grpc_agents::SchemaClass {
+    fn from(schema: PythonSchema) -> Self {
+        adk_grpc_agents::SchemaClass {
+            json_schema: schema.json_schema,
+            as_sent: adk_grpc_core::ResponseSchemaAsSent {
+                gemini: schema.gemini,
+                openai: schema.openai,
+            },
+            set_model_response_parameters: schema.set_model_response,
+        }
+    }
+}
+
 /// The worker's first line: its port and, per reference, what it resolved to.
 #[derive(Debug, Deserialize)]
 struct Report {
     port: u16,
     tools: BTreeMap<String, Resolved<PythonTool>>,
     callbacks: BTreeMap<String, Resolved<Value>>,
+    #[serde(default)]
+    schemas: BTreeMap<String, Resolved<PythonSchema>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -70,6 +95,7 @@ pub(super) struct Worker {
     port: u16,
     pub(super) tools: BTreeMap<String, Result<PythonTool, String>>,
     pub(super) callbacks: BTreeMap<String, Result<(), String>>,
+    pub(super) schemas: BTreeMap<String, Result<PythonSchema, String>>,
     supervisor: Supervisor,
 }
 
@@ -95,10 +121,17 @@ pub(super) enum ServedAs {
     Callback,
 }
 
-/// Starts the worker of the app directory `app_dir` for these references and waits
-/// for its report. An error says why it did not start (the interpreter, the package).
-pub(super) fn start(python: &Path, app_dir: &Path, tools: &[String], callbacks: &[String]) -> Result<Worker, String> {
-    let refs = json!({ "tools": tools, "callbacks": callbacks }).to_string();
+/// Starts the worker of the app directory `app_dir` for these references (functions
+/// served as tools and callbacks, `output_schema` classes) and waits for its report.
+/// An error says why it did not start (the interpreter, the package).
+pub(super) fn start(
+    python: &Path,
+    app_dir: &Path,
+    tools: &[String],
+    callbacks: &[String],
+    schemas: &[String],
+) -> Result<Worker, String> {
+    let refs = json!({ "tools": tools, "callbacks": callbacks, "schemas": schemas }).to_string();
     let app_dir = std::fs::canonicalize(app_dir).unwrap_or_else(|_| app_dir.to_path_buf());
     let command = WorkerCommand {
         python: python.to_path_buf(),
@@ -123,10 +156,16 @@ pub(super) fn start(python: &Path, app_dir: &Path, tools: &[String], callbacks: 
         .into_iter()
         .map(|(reference, resolved)| (reference, resolved.into_result().map(|_| ())))
         .collect();
+    let schemas = report
+        .schemas
+        .into_iter()
+        .map(|(reference, resolved)| (reference, resolved.into_result()))
+        .collect();
     Ok(Worker {
         port: report.port,
         tools,
         callbacks,
+        schemas,
         supervisor,
     })
 }

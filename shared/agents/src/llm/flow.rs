@@ -236,7 +236,9 @@ impl Inner {
         if let Some(schema) = self.reply_schema()
             && !tools.is_empty()
         {
-            tools.push(Arc::new(SetModelResponseTool::new(schema.clone())));
+            // First, as ADK declares it: its output-schema request processor adds it
+            // before the agent's tools are.
+            tools.insert(0, Arc::new(SetModelResponseTool::new(schema.clone())));
         }
         Ok(tools)
     }
@@ -271,10 +273,14 @@ impl Inner {
             .find_map(|call| schema.value_of_call(&call.args).ok())
     }
 
-    /// The final reply a fitting `set_model_response` call gave, as the model's.
+    /// The final reply a fitting `set_model_response` call gave, as the model's (its
+    /// text as ADK writes it).
     fn structured_event(&self, ctx: &dyn InvocationContext, value: &Value, tools: &[Arc<dyn Tool>]) -> Result<Event> {
+        let text = self
+            .reply_schema()
+            .map_or_else(|| value.to_string(), |schema| schema.reply_text(value));
         let reply = LlmResponse {
-            content: Some(Content::new(MODEL_ROLE).with_text(value.to_string())),
+            content: Some(Content::new(MODEL_ROLE).with_text(text)),
             ..Default::default()
         };
         self.model_event(ctx, reply, tools)
@@ -337,5 +343,8 @@ fn merge_actions(into: &mut EventActions, from: EventActions) {
     if from.transfer_to_agent.is_some() {
         into.transfer_to_agent = from.transfer_to_agent;
         into.transfer_reason = from.transfer_reason;
+    }
+    if from.set_model_response.is_some() {
+        into.set_model_response = from.set_model_response;
     }
 }
