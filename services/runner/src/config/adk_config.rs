@@ -760,12 +760,10 @@ impl Reader<'_> {
         else {
             return true;
         };
-        let mut schemas: Vec<String> = code.schemas.iter().map(|(c, _)| c.reference.clone()).collect();
-        schemas.sort();
-        schemas.dedup();
         let mut tools: Vec<String> = code.tools.iter().map(|c| c.reference.clone()).collect();
         let mut callbacks: Vec<String> = code.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
-        for list in [&mut tools, &mut callbacks] {
+        let mut schemas: Vec<String> = code.schemas.iter().map(|(c, _)| c.reference.clone()).collect();
+        for list in [&mut tools, &mut callbacks, &mut schemas] {
             list.sort();
             list.dedup();
         }
@@ -864,8 +862,11 @@ impl Reader<'_> {
             );
         }
         self.output_schemas(&worker, &code.schemas, root);
-        if self.problems.0.len() > before {
+        // A worker that only resolved classes serves nothing: it is not kept running.
+        if self.problems.0.len() > before || (tools.is_empty() && callbacks.is_empty()) {
             worker.stop();
+        }
+        if self.problems.0.len() > before {
             return false;
         }
         name_tools(root, &names);
