@@ -59,23 +59,54 @@ def install_litellm_stand_in() -> None:
     sys.modules["litellm"] = module
 
 
-def llm_request(body: dict, model: str):
+def schema_classes(case: Path) -> list:
+    """The `output_schema` classes of the case's agents (pydantic models)."""
+    from google.adk.agents import config_agent_utils
+
+    sys.path.insert(0, str(HERE))
+    classes, agents = [], [config_agent_utils.from_config(str(case / "root_agent.yaml"))]
+    while agents:
+        agent = agents.pop()
+        if isinstance(getattr(agent, "output_schema", None), type):
+            classes.append(agent.output_schema)
+        agents.extend(agent.sub_agents)
+    return classes
+
+
+def response_schema(sent: dict, classes: list):
+    """The output schema a request's `responseSchema` was sent for: the agent's class
+    (ADK's LlmRequest holds the class, and LiteLlm converts the class, not Gemini's form
+    of it), else the schema as sent."""
+    from google.genai import _common, _transformers
+
+    for cls in classes:
+        gemini = _common.encode_unserializable_types(_common.convert_to_dict(_transformers.t_schema(None, cls)))
+        if json.loads(json.dumps(gemini)) == sent:
+            return cls
+    return sent
+
+
+def llm_request(body: dict, model: str, classes: list):
     """The LlmRequest a recorded Gemini request body was made from."""
     from google.adk.models.llm_request import LlmRequest
     from google.genai import types
 
     config = dict(body.get("generationConfig") or {})
+    schema = config.pop("responseSchema", None)
     if "systemInstruction" in body:
         config["system_instruction"] = "".join(p["text"] for p in body["systemInstruction"]["parts"])
     if "tools" in body:
         config["tools"] = body["tools"]
     if "safetySettings" in body:
         config["safety_settings"] = body["safetySettings"]
-    return LlmRequest(
+    request = LlmRequest(
         model=model,
         contents=[types.Content.model_validate(c) for c in body["contents"]],
         config=types.GenerateContentConfig.model_validate(config),
     )
+    if schema is not None:
+        request.config.response_schema = response_schema(schema, classes)
+    return request
 
 
 def number_calls(body: dict) -> dict:
@@ -103,11 +134,11 @@ def number_calls(body: dict) -> dict:
     return body
 
 
-async def convert(body: dict, model: str) -> dict:
+async def convert(body: dict, model: str, classes: list) -> dict:
     from google.adk.models import lite_llm
 
     messages, tools, response_format, generation, tool_choice = await lite_llm._get_completion_inputs(
-        llm_request(number_calls(body), model), model
+        llm_request(number_calls(body), model, classes), model
     )
     out = {"messages": messages}
     for key, value in (
@@ -126,11 +157,12 @@ def main() -> None:
     names = sys.argv[1:] or sorted(p.parent.name for p in HERE.glob("*/recording.json"))
     for name in names:
         recording = json.loads((HERE / name / "recording.json").read_text())
+        classes = schema_classes(HERE / name)
         requests = []
         for turn in recording["turns"]:
             for exchange in turn["exchanges"]:
                 gemini_model = exchange["path"].split("/models/")[1].split(":")[0]
-                requests.append(asyncio.run(convert(exchange["request"], f"openai/{gemini_model}")))
+                requests.append(asyncio.run(convert(exchange["request"], f"openai/{gemini_model}", classes)))
         reference = {"adk_version": recording["adk_version"], "requests": requests}
         (HERE / name / "openai.json").write_text(json.dumps(reference, indent=1, ensure_ascii=False) + "\n")
         print(f"{name}: {len(requests)} requests")

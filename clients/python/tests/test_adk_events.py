@@ -80,6 +80,7 @@ def rich_event() -> Event:
             end_of_agent=True,
             agent_state={"step": 2},
             rewind_before_invocation_id="inv-0",
+            set_model_response={"city": "Paris", "temps": [18.5]},
             route="next",
         ),
     )
@@ -119,6 +120,8 @@ def test_fields_land_where_the_field_table_says() -> None:
     assert pb.extensions["interaction_id"] == "i-1" and pb.extensions["live_session_id"] == "l-1"
     assert "node_info" not in pb.extensions  # left at its default: nothing to carry
     assert pb.actions.extensions["route"] == "next"
+    assert pb.actions.set_model_response.struct_value["city"] == "Paris"
+    assert "set_model_response" not in pb.actions.extensions
     # ADK's 0-based artifact versions are the suite's 1-based ones.
     assert dict(pb.actions.artifact_delta) == {"f.txt": 1, "user:g": 4}
     assert pb.actions.requested_tool_confirmations["c1"].confirmed is True

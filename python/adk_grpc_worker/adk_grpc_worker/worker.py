@@ -27,8 +27,13 @@ from google.adk.sessions import InMemorySessionService, Session
 from google.adk.tools.base_tool import BaseTool
 from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.function_tool import FunctionTool
+from google.adk.tools.set_model_response_tool import SetModelResponseTool
 from google.adk.tools.tool_configs import ToolArgsConfig
+from google.adk.utils._schema_utils import lowercase_schema_types
+from google.genai import _common as genai_common
+from google.genai import _transformers as genai_transformers
 from google.genai import types
+from pydantic import BaseModel
 from pydantic_core import to_jsonable_python
 
 # The hook points (docs/hooks.md) and the keyword names ADK calls each callback with.
@@ -252,6 +257,29 @@ class Worker:
             )
         return declarations
 
+    def resolve_schema(self, ref: str) -> dict[str, Any]:
+        """An `output_schema` reference (a pydantic model class) as ADK's model clients send
+        it: google-genai's `responseSchema` for Gemini, ADK's LiteLlm `response_format` for
+        an OpenAI-compatible model, and the `set_model_response` declaration ADK makes of it
+        for an agent with tools; its JSON Schema checks the replies."""
+        try:
+            obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+        except Exception as e:  # noqa: BLE001 (the message goes to the runner's error)
+            return {"error": cause(e)}
+        if not (inspect.isclass(obj) and issubclass(obj, BaseModel)):
+            return {"error": f"{ref} is not a pydantic model class (a subclass of pydantic's BaseModel)"}
+        # google-genai's own conversion, then its request serialisation (snake_case
+        # `property_ordering`, upper-case types), so the body is the one it sends.
+        gemini = genai_common.convert_to_dict(genai_transformers.t_schema(None, obj))
+        declaration = SetModelResponseTool(obj)._get_declaration()  # noqa: SLF001 (ADK's own declaration)
+        dumped = declaration.model_dump(mode="json", exclude_none=True) if declaration else {}
+        return {
+            "json_schema": obj.model_json_schema(),
+            "gemini": json.loads(json.dumps(genai_common.encode_unserializable_types(gemini))),
+            "openai": litellm_response_format(obj),
+            "set_model_response": dumped.get("parameters_json_schema", dumped.get("parameters")),
+        }
+
     def resolve_callback(self, ref: str) -> dict[str, Any]:
         try:
             obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
@@ -365,6 +393,36 @@ async def make_tools(ref: str, args: dict[str, Any] | None, config_path: str) ->
     raise ValueError(f"{ref} made {type(made).__name__}, which is neither a tool nor a toolset")
 
 
+def litellm_response_format(model: type[BaseModel]) -> dict[str, Any]:
+    """The `response_format` ADK's LiteLlm sends an OpenAI-compatible model for a pydantic
+    class (its `_to_litellm_response_format`, which cannot be imported without LiteLLM):
+    the class's JSON Schema with lower-case types, made strict (every object closed and
+    all its properties required, sorted; a `$ref` alone), named after the class."""
+    schema = model.model_json_schema()
+    lowercase_schema_types(schema)
+
+    def strict(node: Any) -> None:
+        if not isinstance(node, dict):
+            return
+        if "$ref" in node:
+            for key in [k for k in node if k != "$ref"]:
+                del node[key]
+            return
+        if node.get("type") == "object" and "properties" in node:
+            node["additionalProperties"] = False
+            node["required"] = sorted(node["properties"])
+        for child in [*node.get("$defs", {}).values(), *node.get("properties", {}).values()]:
+            strict(child)
+        for key in ("anyOf", "oneOf", "allOf"):
+            for child in node.get(key, []):
+                strict(child)
+        if isinstance(node.get("items"), dict):
+            strict(node["items"])
+
+    strict(schema)
+    return {"type": "json_schema", "json_schema": {"name": model.__name__, "strict": True, "schema": schema}}
+
+
 def cause(error: BaseException) -> str:
     """An import error's message with its cause (ADK wraps ModuleNotFoundError in ValueError)."""
     message = str(error)
@@ -412,7 +470,8 @@ def main() -> None:
     parser.add_argument(
         "--refs",
         required=True,
-        help='JSON: {"tools": [{"key", "name", "args"?, "config_path"?} or ref, ...], "callbacks": [ref, ...]}',
+        help='JSON: {"tools": [{"key", "name", "args"?, "config_path"?} or ref, ...], "callbacks": [ref, ...], '
+        '"schemas": [ref, ...]}',
     )
     parser.add_argument("--port", type=int, default=0, help="0: a free port, reported on stdout")
     parser.add_argument("--host", default="127.0.0.1")
@@ -426,8 +485,10 @@ def main() -> None:
         entry if isinstance(entry, str) else entry["key"]: worker.resolve_tools(entry) for entry in refs.get("tools", [])
     }
     callbacks = {ref: worker.resolve_callback(ref) for ref in refs.get("callbacks", [])}
+    schemas = {ref: worker.resolve_schema(ref) for ref in refs.get("schemas", [])}
     server = serve(worker, cli.host, cli.port)
-    print(json.dumps({"port": server.server_address[1], "tools": tools, "callbacks": callbacks}), flush=True)
+    report = {"port": server.server_address[1], "tools": tools, "callbacks": callbacks, "schemas": schemas}
+    print(json.dumps(report), flush=True)
     # The runner holds our stdin: when it goes away, so do we.
     sys.stdin.buffer.read()
     os._exit(0)

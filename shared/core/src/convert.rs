@@ -284,6 +284,7 @@ pub(crate) mod tests {
         e.actions.end_of_agent = Some(true);
         e.actions.agent_state = Some(object(json!({"step": 2})));
         e.actions.rewind_before_invocation_id = Some("e-0".into());
+        e.actions.set_model_response = Some(json!({"city": "Oslo", "temp": 3.5}));
         e.actions.requested_auth_configs = object(json!({"c1": {"auth_scheme": {"type": "oauth2"}}}));
         e.actions.requested_tool_confirmations.insert(
             "c1".into(),

@@ -127,6 +127,10 @@ pub struct EventActions {
     pub end_of_agent: Option<bool>,
     pub agent_state: Option<JsonObject>,
     pub rewind_before_invocation_id: Option<String>,
+    /// The structured reply given through a `set_model_response` call (ADK's field),
+    /// on the call's response event.
+    #[serde(default)]
+    pub set_model_response: Option<Value>,
     /// ADK EventActions fields without a typed field, as ADK's JSON.
     pub extensions: JsonObject,
 }

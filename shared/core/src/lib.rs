@@ -43,8 +43,8 @@ pub use memory::{
     CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
 };
 pub use model::{
-    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ThinkingConfig, ThinkingEffort,
-    ToolDeclaration,
+    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig,
+    ThinkingEffort, ToolDeclaration, python_json,
 };
 pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;

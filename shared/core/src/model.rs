@@ -42,6 +42,11 @@ pub struct GenerateContentConfig {
     /// `application/json`.
     #[serde(default)]
     pub response_schema: Option<Value>,
+    /// The same schema as ADK's model clients send it when it is a Python class (a
+    /// pydantic model named by an ADK agent-config directory); a provider sends its form
+    /// instead of one it makes from `response_schema`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response_schema_as_sent: Option<ResponseSchemaAsSent>,
     /// Gemini's `safetySettings` as its API takes them (`{category, threshold}` objects).
     #[serde(default)]
     pub safety_settings: Vec<Value>,
@@ -72,6 +77,17 @@ pub struct GenerateContentConfig {
     /// `urlContext`, `codeExecution`); added by the tools that stand for them.
     #[serde(default)]
     pub builtin_tools: Vec<BuiltinTool>,
+}
+
+/// An output schema that is a Python class, as ADK's model clients send it (made by the
+/// Python worker with their own code, docs/adk-conformance.md): the class's own forms
+/// differ from what a provider makes of a JSON Schema (titles, property order, strictness).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResponseSchemaAsSent {
+    /// Gemini's `responseSchema` (its OpenAPI subset) as google-genai sends the class.
+    pub gemini: Value,
+    /// The chat-completions `response_format` ADK's LiteLlm sends for the class.
+    pub openai: Value,
 }
 
 /// A tool the model's provider runs itself (ADK's `google_search`, `url_context`,
@@ -171,4 +187,30 @@ pub trait Llm: Send + Sync {
     /// Provider failures (HTTP errors, rate limits, timeouts) are errors, never a
     /// silent end.
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream>;
+}
+
+/// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`, keys sorted): ADK
+/// writes so what a model reads as text (LiteLlm's call arguments and tool results, a
+/// structured reply made of a `set_model_response` call).
+pub fn python_json(value: &Value) -> String {
+    struct PythonStyle;
+    impl serde_json::ser::Formatter for PythonStyle {
+        fn begin_array_value<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            first: bool,
+        ) -> std::io::Result<()> {
+            if first { Ok(()) } else { writer.write_all(b", ") }
+        }
+        fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
+            if first { Ok(()) } else { writer.write_all(b", ") }
+        }
+        fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
+            writer.write_all(b": ")
+        }
+    }
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonStyle);
+    serde::Serialize::serialize(value, &mut serializer).expect("a JSON value always serializes");
+    String::from_utf8(out).expect("JSON is UTF-8")
 }

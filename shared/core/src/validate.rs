@@ -232,6 +232,9 @@ pub fn event_limits(event: &Event) -> Result<()> {
             object_depth(field, object)?;
         }
     }
+    if let Some(structured) = &a.set_model_response {
+        value_depth("event.actions.set_model_response", structured)?;
+    }
     for (id, confirmation) in &a.requested_tool_confirmations {
         value_depth(
             &format!("event.actions.requested_tool_confirmations[{}].payload", quoted(id)),
@@ -523,6 +526,11 @@ mod tests {
         state.actions.agent_state = Some(object(&deep));
         let err = event_limits(&state).unwrap_err();
         assert!(err.to_string().contains("event.actions.agent_state"), "{err}");
+
+        let mut structured = Event::new("i");
+        structured.actions.set_model_response = Some(deep.clone());
+        let err = event_limits(&structured).unwrap_err();
+        assert!(err.to_string().contains("event.actions.set_model_response"), "{err}");
 
         let mut part = crate::Part::text_part("x");
         part.part_metadata = Some(object(&deep));

@@ -177,9 +177,16 @@ fn request_body(request: &LlmRequest) -> Value {
         generation.insert("frequencyPenalty".into(), decimal(p));
     }
     // The schema is a JSON Schema, which `responseJsonSchema` takes as it is
-    // (`responseSchema` wants Gemini's OpenAPI subset).
-    if let Some(schema) = &config.response_schema {
-        generation.insert("responseJsonSchema".into(), schema.clone());
+    // (`responseSchema` wants Gemini's OpenAPI subset), unless it came from a Python
+    // class, which google-genai sends in that subset.
+    match (&config.response_schema_as_sent, &config.response_schema) {
+        (Some(sent), _) => {
+            generation.insert("responseSchema".into(), sent.gemini.clone());
+        }
+        (None, Some(schema)) => {
+            generation.insert("responseJsonSchema".into(), schema.clone());
+        }
+        (None, None) => {}
     }
     match (&config.response_mime_type, &config.response_schema) {
         (Some(mime), _) => {

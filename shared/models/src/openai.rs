@@ -7,7 +7,7 @@ use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
     AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
-    UsageMetadata,
+    UsageMetadata, python_json,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -183,6 +183,10 @@ impl Llm for OpenAiCompatible {
 /// meets OpenAI's strict rules, so it is never rewritten), JSON without a schema as
 /// `json_object`.
 fn response_format(config: &adk_grpc_core::GenerateContentConfig) -> Result<Option<Value>> {
+    // A Python class's schema goes as ADK's LiteLlm sends it (made strict, named after the class).
+    if let Some(sent) = &config.response_schema_as_sent {
+        return Ok(Some(sent.openai.clone()));
+    }
     if let Some(schema) = &config.response_schema {
         let name = schema["title"]
             .as_str()
@@ -260,31 +264,6 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
         }
     }
     Ok(messages)
-}
-
-/// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`): ADK's LiteLlm
-/// sends a call's arguments and a tool's result so, and the model reads them as text.
-fn python_json(value: &Value) -> String {
-    struct PythonStyle;
-    impl serde_json::ser::Formatter for PythonStyle {
-        fn begin_array_value<W: ?Sized + std::io::Write>(
-            &mut self,
-            writer: &mut W,
-            first: bool,
-        ) -> std::io::Result<()> {
-            if first { Ok(()) } else { writer.write_all(b", ") }
-        }
-        fn begin_object_key<W: ?Sized + std::io::Write>(&mut self, writer: &mut W, first: bool) -> std::io::Result<()> {
-            if first { Ok(()) } else { writer.write_all(b", ") }
-        }
-        fn begin_object_value<W: ?Sized + std::io::Write>(&mut self, writer: &mut W) -> std::io::Result<()> {
-            writer.write_all(b": ")
-        }
-    }
-    let mut out = Vec::new();
-    let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonStyle);
-    serde::Serialize::serialize(value, &mut serializer).expect("a JSON value always serializes");
-    String::from_utf8(out).expect("JSON is UTF-8")
 }
 
 /// A "model" turn: its text, and its function calls as `tool_calls`.

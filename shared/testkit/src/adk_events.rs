@@ -142,7 +142,8 @@ pub fn rich_event() -> Event {
     a.end_of_agent = Some(true);
     a.agent_state = Some(object(json!({"step": 2})));
     a.rewind_before_invocation_id = Some("e-0".into());
-    a.extensions = object(json!({"route": ["a", 1, true], "set_model_response": null}));
+    a.set_model_response = Some(json!({"city": "Tokyo", "nights": 2.5, "tags": ["quiet"]}));
+    a.extensions = object(json!({"route": ["a", 1, true], "render_ui_widgets": null}));
     e
 }
 

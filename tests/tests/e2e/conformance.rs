@@ -481,7 +481,9 @@ impl Ids {
 /// - `nodeInfo` (ADK 2's workflow node path) is left out: the suite's Event has no such
 ///   field, so the wire cannot carry it;
 /// - empty maps and lists are left out: protobuf cannot tell an empty map or repeated
-///   field from an absent one.
+///   field from an absent one;
+/// - a whole number is an integer (`4.0` is `4`): protobuf's `Value` carries every number
+///   as a double, so the wire cannot tell them apart (pydantic dumps a `float` field as `4.0`).
 fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
     let object = event.as_object_mut().expect("an event is an object");
     for field in ["id", "timestamp", "nodeInfo"] {
@@ -512,7 +514,21 @@ fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
         }
     }
     drop_empty(&mut event);
+    whole_numbers_as_integers(&mut event);
     event
+}
+
+fn whole_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(n) => {
+            if let Some(whole) = n.as_f64().filter(|f| f.fract() == 0.0 && !n.is_i64() && !n.is_u64()) {
+                *value = json!(whole as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
+        Value::Object(map) => map.values_mut().for_each(whole_numbers_as_integers),
+        _ => {}
+    }
 }
 
 fn drop_empty(value: &mut Value) {
@@ -572,6 +588,7 @@ fn adk_json(event: &pb::Event) -> Value {
             "skipSummarization": actions.skip_summarization,
             "endOfAgent": actions.end_of_agent,
             "agentState": actions.agent_state,
+            "setModelResponse": actions.set_model_response,
         }),
     );
     put("longRunningToolIds", json!(event.long_running_tool_ids));
@@ -727,6 +744,16 @@ async fn agent_tool() {
     replay("agent_tool").await;
 }
 
+#[tokio::test]
+async fn output_schema() {
+    replay("output_schema").await;
+}
+
+#[tokio::test]
+async fn output_schema_tools() {
+    replay("output_schema_tools").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` names Gemini's own tools, `generation_config` its
 /// safety settings, both refused for an OpenAI model at load), but `python_tools` and
@@ -798,5 +825,15 @@ mod openai {
     #[tokio::test]
     async fn python_toolset() {
         replay_openai("python_toolset").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema() {
+        replay_openai("output_schema").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_tools() {
+        replay_openai("output_schema_tools").await;
     }
 }

@@ -293,6 +293,9 @@ def _actions_to_proto(actions: Json) -> event_pb2.EventActions:
         pb.compaction.end_timestamp.CopyFrom(float_to_timestamp(compaction["end_timestamp"]))
         pb.compaction.compacted_content.CopyFrom(content_json_to_proto(compaction["compacted_content"]))
     _set_struct(pb, rest, "agent_state")
+    structured = rest.pop("set_model_response", None)
+    if structured is not None:
+        pb.set_model_response.CopyFrom(python_to_value(structured))
     _set_extensions(pb, rest)
     return pb
 
@@ -328,6 +331,8 @@ def _actions_to_json(pb: event_pb2.EventActions) -> Json:
             "compacted_content": content_proto_to_json(pb.compaction.compacted_content),
         }
     _read_struct(pb, out, "agent_state")
+    if pb.HasField("set_model_response"):
+        out["set_model_response"] = value_to_python(pb.set_model_response)
     return _merge_extensions(pb, out)
 
 

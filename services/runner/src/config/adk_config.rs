@@ -7,9 +7,10 @@
 //! every rule and builder of the agents file applies unchanged; this module adds
 //! only what is ADK's: following `config_path`, the agent classes, model strings
 //! turned into providers, the Python functions named as tools and callbacks (served
-//! by the directory's Python worker, python.rs, as http tools and hooks), and
+//! by the directory's Python worker, python.rs, as http tools and hooks) and the
+//! `output_schema` classes (which the worker reports as ADK sends them), and
 //! refusing, naming the YAML file and the field, what needs other Python code
-//! (agent classes, schemas, models) or what the agents file does not offer yet:
+//! (agent classes, input and state schemas, models) or what the agents file does not offer yet:
 //! nothing is dropped silently.
 //!
 //! Model strings (ADK's registry resolves them by name; here, by prefix):
@@ -391,6 +392,8 @@ struct CodeRefs {
     tools: Vec<(python::ToolEntry, CodeRef)>,
     /// Each with its point and the name of the hook that serves it there.
     callbacks: Vec<(CodeRef, HookPoint, String)>,
+    /// `output_schema` classes, each with the name of its agent.
+    schemas: Vec<(CodeRef, String)>,
 }
 
 struct CodeRef {
@@ -411,18 +414,32 @@ struct TranslatedApp {
 impl CodeRefs {
     /// What the app's worker is started for (each tool entry and callback once); None
     /// when the app names no Python code.
-    fn worker_refs(&self) -> Option<(Vec<python::ToolEntry>, Vec<String>)> {
-        if self.tools.is_empty() && self.callbacks.is_empty() {
+    fn worker_refs(&self) -> Option<WorkerRefs> {
+        if self.tools.is_empty() && self.callbacks.is_empty() && self.schemas.is_empty() {
             return None;
         }
         let mut tools: Vec<python::ToolEntry> = self.tools.iter().map(|(entry, _)| entry.clone()).collect();
         tools.sort_by(|a, b| a.key.cmp(&b.key));
         tools.dedup_by(|a, b| a.key == b.key);
         let mut callbacks: Vec<String> = self.callbacks.iter().map(|(c, _, _)| c.reference.clone()).collect();
-        callbacks.sort();
-        callbacks.dedup();
-        Some((tools, callbacks))
+        let mut schemas: Vec<String> = self.schemas.iter().map(|(c, _)| c.reference.clone()).collect();
+        for list in [&mut callbacks, &mut schemas] {
+            list.sort();
+            list.dedup();
+        }
+        Some(WorkerRefs {
+            tools,
+            callbacks,
+            schemas,
+        })
     }
+}
+
+/// What an app's worker is started for.
+struct WorkerRefs {
+    tools: Vec<python::ToolEntry>,
+    callbacks: Vec<String>,
+    schemas: Vec<String>,
 }
 
 /// Starts the Python worker of each app naming Python code, side by side: each imports
@@ -435,8 +452,10 @@ fn start_workers(
         let starting: Vec<_> = apps
             .iter()
             .map(|app| {
-                let (tools, callbacks) = app.code.worker_refs()?;
-                Some(scope.spawn(move || python::start(python, &app.dir, &tools, &callbacks)))
+                let refs = app.code.worker_refs()?;
+                Some(scope.spawn(move || {
+                    python::start(python, &app.dir, &refs.tools, &refs.callbacks, &refs.schemas)
+                }))
             })
             .collect();
         starting
@@ -584,20 +603,34 @@ impl Reader<'_> {
                 self.add(&place, "max_iterations", format!("must be at most {}", u32::MAX));
             }
         }
+        let agent_name = out.name.clone();
         for (field, schema, slot) in [
             ("output_schema", agent.output_schema, &mut out.output_schema),
             ("input_schema", agent.input_schema, &mut out.input_schema),
             ("state_schema", agent.state_schema, &mut out.state_schema),
         ] {
-            match schema {
-                None | Some(Value::Null) => {}
+            let code = match &schema {
                 // ADK's CodeConfig (`{name: my_lib.Model}`) or its short form, a dotted name.
-                Some(Value::String(_)) => self.code_schema(&place, field),
+                Some(Value::String(name)) => Some(name.clone()),
                 Some(Value::Object(map)) if map.contains_key("name") && map.len() == 1 => {
-                    self.code_schema(&place, field)
+                    Some(map["name"].as_str().unwrap_or_default().to_string())
                 }
+                _ => None,
+            };
+            match (schema, code) {
+                (None | Some(Value::Null), _) => {}
+                // A pydantic class, resolved by the app's Python worker (Self::serve_code).
+                (_, Some(reference)) if field == "output_schema" => {
+                    let at = CodeRef {
+                        reference,
+                        place: place.clone(),
+                        field: field.to_string(),
+                    };
+                    self.code.schemas.push((at, agent_name.clone()));
+                }
+                (_, Some(_)) => self.code_schema(&place, field),
                 // A JSON Schema, as ADK 2 takes one too: the agents file's rules check it.
-                Some(schema) => *slot = Some(schema),
+                (Some(schema), None) => *slot = Some(schema),
             }
         }
         if let Some(config) = &agent.generate_content_config {
@@ -838,6 +871,7 @@ impl Reader<'_> {
                     .first()
                     .map(|(_, named)| named)
                     .or(code.callbacks.first().map(|(c, _, _)| c))
+                    .or(code.schemas.first().map(|(c, _)| c))
                     .expect("a worker is started for an app naming Python code");
                 self.add(&first.place, &first.field, message);
                 return None;
@@ -936,12 +970,45 @@ impl Reader<'_> {
                 },
             );
         }
-        if self.problems.0.len() > before {
+        self.output_schemas(&worker, &code.schemas, &mut config.root_agent);
+        // A worker that only resolved classes serves nothing: it is not kept running.
+        if self.problems.0.len() > before || (code.tools.is_empty() && code.callbacks.is_empty()) {
             worker.stop();
+        }
+        if self.problems.0.len() > before {
             return None;
         }
         name_tools(&mut config.root_agent, &declared_keys);
         Some((app, config))
+    }
+
+    /// Each `output_schema` class as the worker resolved it, on its agent in `root`'s tree.
+    fn output_schemas(&mut self, worker: &python::Worker, schemas: &[(CodeRef, String)], root: &mut AgentConfig) {
+        for (
+            CodeRef {
+                reference,
+                place,
+                field,
+            },
+            agent,
+        ) in schemas
+        {
+            match worker.schemas.get(reference) {
+                Some(Ok(schema)) => {
+                    if let Some(agent) = find_agent(root, agent) {
+                        let class = adk_grpc_agents::SchemaClass::from(schema.clone());
+                        agent.output_schema = Some(class.json_schema.clone());
+                        agent.output_schema_class = Some(class);
+                    }
+                }
+                Some(Err(why)) => self.add(
+                    place,
+                    field,
+                    format!("the Python class {reference:?} cannot be the output_schema: {why}"),
+                ),
+                None => {}
+            }
+        }
     }
 
     /// `generate_content_config` as the agents file's `generation` (None when it sets
@@ -1533,6 +1600,14 @@ fn callback_point(field: &str) -> Option<HookPoint> {
         .strip_suffix("_callbacks")
         .or_else(|| field.strip_suffix("_callback"))?;
     HookPoint::ALL.into_iter().find(|p| p.as_str() == point)
+}
+
+/// The agent called `name` in `agent`'s tree.
+fn find_agent<'a>(agent: &'a mut AgentConfig, name: &str) -> Option<&'a mut AgentConfig> {
+    if agent.name == name {
+        return Some(agent);
+    }
+    agent.sub_agents.iter_mut().find_map(|sub| find_agent(sub, name))
 }
 
 /// Renames the Python tool entries in `agent`'s tree from their keys to their declared keys.

@@ -293,7 +293,7 @@ fn code_references_are_refused_naming_file_field_and_what_to_use() {
         &[(
             "sub/worker.yaml",
             "name: worker\nmodel_code: {name: my_lib.models.make}\ninstruction: Work.\n\
-             output_schema: {name: my_lib.schemas.Reply}\ninput_schema: {name: my_lib.schemas.Ask}\n",
+             input_schema: {name: my_lib.schemas.Ask}\n",
         )],
     );
     let d = dir.path();
@@ -307,14 +307,11 @@ fn code_references_are_refused_naming_file_field_and_what_to_use() {
     );
     assert_problem(
         d,
-        r#"sub/worker.yaml, agent "worker": field "output_schema": a Python class"#,
-    );
-    assert_problem(
-        d,
         r#"sub/worker.yaml, agent "worker": field "input_schema": a Python class"#,
     );
     // worker has neither model nor (after model_code) an llm ancestor's? It has: assistant's.
-    assert_eq!(problems(d).len(), 5, "{:#?}", problems(d));
+    // (An output_schema class is served by the Python worker: python_output_schema_….)
+    assert_eq!(problems(d).len(), 4, "{:#?}", problems(d));
 }
 
 /// The app `shop` (a name Python can import) in a temporary directory, with the
@@ -501,6 +498,56 @@ fn python_functions_that_do_not_import_are_refused_naming_the_field() {
     ] {
         assert!(found.contains(expected), "expected {expected:?} in:\n{found}");
     }
+}
+
+const SHOP_SCHEMAS: &str = "from pydantic import BaseModel, Field\n\n\
+class Receipt(BaseModel):\n    total: float = Field(description='What it costs.')\n    items: list[str]\n\n\
+NOT_A_CLASS = 3\n";
+
+#[test]
+fn python_output_schema_classes_are_sent_as_adk_sends_them() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.Receipt\noutput_key: receipt\n"),
+        &[("shop/schemas.py", SHOP_SCHEMAS)],
+    );
+    let (spec, _) = adk_config::read(&app, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    let agent = &spec.apps["shop"].root_agent;
+    let class = agent.output_schema_class.as_ref().expect("the class is resolved");
+    // Its JSON Schema (pydantic's) checks the replies.
+    assert_eq!(agent.output_schema.as_ref(), Some(&class.json_schema));
+    assert_eq!(class.json_schema["required"], json!(["total", "items"]));
+    // google-genai's form: upper-case types, pydantic's titles, the fields' order.
+    assert_eq!(class.as_sent.gemini["property_ordering"], json!(["total", "items"]));
+    assert_eq!(class.as_sent.gemini["properties"]["total"]["type"], "NUMBER");
+    assert_eq!(class.as_sent.gemini["title"], "Receipt");
+    // ADK's LiteLlm form: strict, named after the class, every property required, sorted.
+    let openai = &class.as_sent.openai;
+    assert_eq!(openai["json_schema"]["name"], "Receipt");
+    assert_eq!(openai["json_schema"]["strict"], true);
+    assert_eq!(openai["json_schema"]["schema"]["required"], json!(["items", "total"]));
+    assert_eq!(openai["json_schema"]["schema"]["additionalProperties"], false);
+    // set_model_response's parameters: the fields, their descriptions kept.
+    let parameters = &class.set_model_response_parameters;
+    assert_eq!(parameters["title"], "set_model_responseParams");
+    assert_eq!(parameters["properties"]["total"]["description"], "What it costs.");
+}
+
+#[test]
+fn python_output_schemas_that_are_no_pydantic_class_are_refused_naming_the_field() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.NOT_A_CLASS\n"),
+        &[("shop/schemas.py", SHOP_SCHEMAS)],
+    );
+    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        found.contains(
+            r#"root_agent.yaml, agent "assistant": field "output_schema": the Python class "shop.schemas.NOT_A_CLASS" cannot be the output_schema: shop.schemas.NOT_A_CLASS is not a pydantic model class"#
+        ),
+        "{found}"
+    );
 }
 
 #[test]

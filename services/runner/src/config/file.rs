@@ -592,6 +592,10 @@ pub(super) struct AgentConfig {
     /// JSON value stored under `output_key`.
     #[serde(default)]
     pub(super) output_schema: Option<Value>,
+    /// llm, from an ADK agent-config directory only: the `output_schema` is this Python
+    /// class (resolved by the directory's Python worker), `output_schema` its JSON Schema.
+    #[serde(skip)]
+    pub(super) output_schema_class: Option<adk_grpc_agents::SchemaClass>,
     /// Not a2a: the JSON Schema (an object schema) of the state keys its events may
     /// write (ADK's `state_schema`), inline or the path of a JSON or YAML file; the
     /// agents under it without one of their own are held to it too.
@@ -669,7 +673,10 @@ impl AgentConfig {
             .set("instruction", self.instruction.as_ref(), |b, text| b.instruction(text))
             .set("output_key", self.output_key.as_ref(), |b, key| b.output_key(key))
             .set("output_schema", self.output_schema.clone(), |b, schema| {
-                b.output_schema(schema)
+                match self.output_schema_class.clone() {
+                    Some(class) => b.output_schema_class(class),
+                    None => b.output_schema(schema),
+                }
             })
             .set("input_schema", self.input_schema.clone(), |b, schema| {
                 b.input_schema(schema)
@@ -929,6 +936,7 @@ impl From<&GenerationConfig> for GenerateContentConfig {
             frequency_penalty: g.frequency_penalty,
             response_mime_type: g.response_mime_type.clone(),
             response_schema: None,
+            response_schema_as_sent: None,
             safety_settings: g.safety_settings.clone(),
             thinking: g.thinking.as_ref().map(|t| adk_grpc_core::ThinkingConfig {
                 budget_tokens: t.budget_tokens,

@@ -65,6 +65,29 @@ pub(super) struct ToolEntry {
     pub(super) config_path: PathBuf,
 }
 
+/// What the worker made of one `output_schema` reference (a pydantic model class): its
+/// JSON Schema and the forms ADK sends of it.
+#[derive(Debug, Clone, Deserialize)]
+pub(super) struct PythonSchema {
+    json_schema: Value,
+    gemini: Value,
+    openai: Value,
+    set_model_response: Value,
+}
+
+impl From<PythonSchema> for adk_grpc_agents::SchemaClass {
+    fn from(schema: PythonSchema) -> Self {
+        adk_grpc_agents::SchemaClass {
+            json_schema: schema.json_schema,
+            as_sent: adk_grpc_core::ResponseSchemaAsSent {
+                gemini: schema.gemini,
+                openai: schema.openai,
+            },
+            set_model_response_parameters: schema.set_model_response,
+        }
+    }
+}
+
 /// The worker's first line: its port and, per reference, what it resolved to (per
 /// tool entry, its tools: one, or a toolset's).
 #[derive(Debug, Deserialize)]
@@ -72,6 +95,8 @@ struct Report {
     port: u16,
     tools: BTreeMap<String, Resolved<Vec<PythonTool>>>,
     callbacks: BTreeMap<String, Resolved<Value>>,
+    #[serde(default)]
+    schemas: BTreeMap<String, Resolved<PythonSchema>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,6 +112,7 @@ pub(super) struct Worker {
     /// Per tool entry (its key), its tools.
     pub(super) tools: BTreeMap<String, Result<Vec<PythonTool>, String>>,
     pub(super) callbacks: BTreeMap<String, Result<(), String>>,
+    pub(super) schemas: BTreeMap<String, Result<PythonSchema, String>>,
     supervisor: Supervisor,
 }
 
@@ -114,15 +140,17 @@ pub(super) enum ServedAs<'a> {
     Callback(&'a str),
 }
 
-/// Starts the worker of the app directory `app_dir` for these references and waits
-/// for its report. An error says why it did not start (the interpreter, the package).
+/// Starts the worker of the app directory `app_dir` for these references (tools and
+/// callbacks served, `output_schema` classes) and waits for its report. An error says
+/// why it did not start (the interpreter, the package).
 pub(super) fn start(
     python: &Path,
     app_dir: &Path,
     tools: &[ToolEntry],
     callbacks: &[String],
+    schemas: &[String],
 ) -> Result<Worker, String> {
-    let refs = json!({ "tools": tools, "callbacks": callbacks }).to_string();
+    let refs = json!({ "tools": tools, "callbacks": callbacks, "schemas": schemas }).to_string();
     let app_dir = std::fs::canonicalize(app_dir).unwrap_or_else(|_| app_dir.to_path_buf());
     let command = WorkerCommand {
         python: python.to_path_buf(),
@@ -147,10 +175,16 @@ pub(super) fn start(
         .into_iter()
         .map(|(reference, resolved)| (reference, resolved.into_result().map(|_| ())))
         .collect();
+    let schemas = report
+        .schemas
+        .into_iter()
+        .map(|(reference, resolved)| (reference, resolved.into_result()))
+        .collect();
     Ok(Worker {
         port: report.port,
         tools,
         callbacks,
+        schemas,
         supervisor,
     })
 }

@@ -24,7 +24,6 @@ use adk_grpc_core::{
 use async_stream::try_stream;
 use futures::Stream;
 use model_call::MODEL_ROLE;
-use serde_json::Value;
 use std::sync::Arc;
 use tool_calls::{Call, function_calls};
 
@@ -113,8 +112,8 @@ fn step<'a>(
             ctx.end_invocation();
             return;
         }
-        if let Some(value) = structured {
-            yield agent.structured_event(ctx.as_ref(), &value, &tools)?;
+        if let Some(text) = structured {
+            yield agent.structured_event(ctx.as_ref(), text, &tools)?;
             return;
         }
         if let Some(target) = transfer_to {
@@ -236,7 +235,9 @@ impl Inner {
         if let Some(schema) = self.reply_schema()
             && !tools.is_empty()
         {
-            tools.push(Arc::new(SetModelResponseTool::new(schema.clone())));
+            // First, as ADK declares it: its output-schema request processor adds it
+            // before the agent's tools are.
+            tools.insert(0, Arc::new(SetModelResponseTool::new(schema.clone())));
         }
         Ok(tools)
     }
@@ -262,19 +263,21 @@ impl Inner {
         (!calls.is_empty()).then_some(calls)
     }
 
-    /// The structured value of the step's `set_model_response` call, when it fits.
-    fn structured_reply(&self, calls: &[Call]) -> Option<Value> {
+    /// The final reply of the step's `set_model_response` call, when it fits: the value
+    /// as the text ADK writes of it.
+    fn structured_reply(&self, calls: &[Call]) -> Option<String> {
         let schema = self.reply_schema()?;
         calls
             .iter()
             .filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME)
             .find_map(|call| schema.value_of_call(&call.args).ok())
+            .map(|value| schema.reply_text(&value))
     }
 
     /// The final reply a fitting `set_model_response` call gave, as the model's.
-    fn structured_event(&self, ctx: &dyn InvocationContext, value: &Value, tools: &[Arc<dyn Tool>]) -> Result<Event> {
+    fn structured_event(&self, ctx: &dyn InvocationContext, text: String, tools: &[Arc<dyn Tool>]) -> Result<Event> {
         let reply = LlmResponse {
-            content: Some(Content::new(MODEL_ROLE).with_text(value.to_string())),
+            content: Some(Content::new(MODEL_ROLE).with_text(text)),
             ..Default::default()
         };
         self.model_event(ctx, reply, tools)
@@ -337,5 +340,8 @@ fn merge_actions(into: &mut EventActions, from: EventActions) {
     if from.transfer_to_agent.is_some() {
         into.transfer_to_agent = from.transfer_to_agent;
         into.transfer_reason = from.transfer_reason;
+    }
+    if from.set_model_response.is_some() {
+        into.set_model_response = from.set_model_response;
     }
 }

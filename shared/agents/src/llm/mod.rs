@@ -10,7 +10,7 @@ mod retry;
 pub(crate) mod task;
 
 pub use examples::{Example, check_examples};
-pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, check_object_schema, check_schema};
+pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass, check_object_schema, check_schema};
 pub use retry::RetryConfig;
 
 use crate::context::ToolCallContext;
@@ -107,6 +107,7 @@ pub struct LlmAgentBuilder {
     sub_agents: Vec<Arc<dyn Agent>>,
     output_key: Option<String>,
     output_schema: Option<Value>,
+    output_schema_class: Option<SchemaClass>,
     state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
     include_contents: IncludeContents,
@@ -133,6 +134,7 @@ impl LlmAgentBuilder {
             sub_agents: Vec::new(),
             output_key: None,
             output_schema: None,
+            output_schema_class: None,
             state_schema: None,
             input_schema: None,
             include_contents: IncludeContents::Default,
@@ -255,6 +257,15 @@ impl LlmAgentBuilder {
     /// the JSON value rather than the text.
     pub fn output_schema(mut self, schema: Value) -> Self {
         self.output_schema = Some(schema);
+        self
+    }
+
+    /// The agent's `output_schema` as a Python class (see [`SchemaClass`]): as
+    /// [`Self::output_schema`] with the class's JSON Schema, the model sent the class
+    /// as ADK sends it.
+    pub fn output_schema_class(mut self, class: SchemaClass) -> Self {
+        self.output_schema = Some(class.json_schema.clone());
+        self.output_schema_class = Some(class);
         self
     }
 
@@ -418,9 +429,11 @@ impl LlmAgentBuilder {
                          and tools: name the tool otherwise"
                     ))));
                 }
-                Some(Arc::new(
-                    OutputSchema::new(schema.clone()).map_err(|e| self.in_agent(e))?,
-                ))
+                let compiled = match &self.output_schema_class {
+                    Some(class) => OutputSchema::of_class(class.clone()),
+                    None => OutputSchema::new(schema.clone()),
+                };
+                Some(Arc::new(compiled.map_err(|e| self.in_agent(e))?))
             }
             None => None,
         };

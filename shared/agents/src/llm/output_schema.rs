@@ -9,7 +9,7 @@
 //! (with the `jsonschema` crate), and the value, not the text, goes to `output_key`.
 
 use crate::json_schema::{compile, problems};
-use adk_grpc_core::{AdkError, Result, Tool, ToolContext};
+use adk_grpc_core::{AdkError, ResponseSchemaAsSent, Result, Tool, ToolContext, python_json};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -24,10 +24,24 @@ must provide your final response using the set_model_response tool with the requ
 using any other tools needed to complete the task, always call set_model_response with your final answer in the \
 specified schema format.";
 
+/// An `output_schema` that is a Python class (a pydantic model named by an ADK
+/// agent-config directory, resolved by its Python worker): its JSON Schema checks the
+/// replies, and the model is sent the class as ADK sends it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SchemaClass {
+    /// The class's JSON Schema (pydantic's `model_json_schema`).
+    pub json_schema: Value,
+    /// The class as ADK's model clients send it (an agent without tools).
+    pub as_sent: ResponseSchemaAsSent,
+    /// `set_model_response`'s parameters as ADK declares them for the class (an agent with tools).
+    pub set_model_response_parameters: Value,
+}
+
 /// A compiled JSON Schema of an agent's structured reply.
 pub(crate) struct OutputSchema {
     schema: Value,
     validator: jsonschema::Validator,
+    class: Option<SchemaClass>,
 }
 
 impl std::fmt::Debug for OutputSchema {
@@ -62,11 +76,36 @@ fn is_object_schema(schema: &Value) -> bool {
 impl OutputSchema {
     pub(crate) fn new(schema: Value) -> Result<Self> {
         let validator = compile("output_schema", &schema)?;
-        Ok(OutputSchema { schema, validator })
+        Ok(OutputSchema {
+            schema,
+            validator,
+            class: None,
+        })
+    }
+
+    /// The schema of a Python class (its JSON Schema checks the replies).
+    pub(crate) fn of_class(class: SchemaClass) -> Result<Self> {
+        let mut schema = Self::new(class.json_schema.clone())?;
+        schema.class = Some(class);
+        Ok(schema)
     }
 
     pub(crate) fn schema(&self) -> &Value {
         &self.schema
+    }
+
+    /// The class's forms as ADK sends them, when the schema is a Python class.
+    pub(crate) fn as_sent(&self) -> Option<&ResponseSchemaAsSent> {
+        self.class.as_ref().map(|class| &class.as_sent)
+    }
+
+    /// A structured value as the text of ADK's final reply event: Python's `json.dumps`
+    /// of it, a class's fields in the class's order (ADK dumps the validated model; the
+    /// Gemini form lists the order as `property_ordering`), other keys sorted.
+    pub(crate) fn reply_text(&self, value: &Value) -> String {
+        let mut out = String::new();
+        write_in_order(value, self.as_sent().map(|sent| &sent.gemini), &mut out);
+        out
     }
 
     /// Every way `value` misses the schema, or Ok.
@@ -107,8 +146,12 @@ impl OutputSchema {
         Ok(value)
     }
 
+    /// `set_model_response`'s parameters: ADK's declaration of a class, else made of the schema.
     fn call_parameters(&self) -> Value {
-        self.call_parameters_keyed("response")
+        match &self.class {
+            Some(class) => class.set_model_response_parameters.clone(),
+            None => self.call_parameters_keyed("response"),
+        }
     }
 
     /// The arguments' schema of a call carrying the value (under `key` unless an object).
@@ -118,6 +161,47 @@ impl OutputSchema {
         } else {
             json!({"type": "object", "properties": {key: self.schema}, "required": [key]})
         }
+    }
+}
+
+/// `value` as Python's `json.dumps` writes it, each object's keys in the order its
+/// schema (Gemini's OpenAPI form) gives as `property_ordering`, the rest sorted after them.
+fn write_in_order(value: &Value, schema: Option<&Value>, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let ordering: Vec<&str> = schema
+                .and_then(|s| s.get("property_ordering"))
+                .and_then(Value::as_array)
+                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            let keys = ordering
+                .iter()
+                .copied()
+                .filter(|key| map.contains_key(*key))
+                .chain(map.keys().map(String::as_str).filter(|key| !ordering.contains(key)));
+            out.push('{');
+            for (i, key) in keys.enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(&python_json(&Value::from(key)));
+                out.push_str(": ");
+                let property = schema.and_then(|s| s.get("properties")).and_then(|p| p.get(key));
+                write_in_order(&map[key], property, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push_str(", ");
+                }
+                write_in_order(item, schema.and_then(|s| s.get("items")), out);
+            }
+            out.push(']');
+        }
+        scalar => out.push_str(&python_json(scalar)),
     }
 }
 
@@ -167,13 +251,18 @@ impl Tool for SetModelResponseTool {
         Some(self.schema.call_parameters())
     }
 
-    async fn execute(&self, _ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
-        self.schema.value_of_call(&args).map_err(|problem| {
+    async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
+        let value = self.schema.value_of_call(&args).map_err(|problem| {
             AdkError::invalid_with(
                 "set_model_response",
                 format!("{problem}. Call set_model_response again with every required field in the right type."),
             )
-        })
+        })?;
+        // Stored on the call's response event, as ADK stores it.
+        let mut actions = ctx.actions();
+        actions.set_model_response = Some(value.clone());
+        ctx.set_actions(actions);
+        Ok(value)
     }
 }
 
@@ -214,6 +303,30 @@ mod tests {
         assert_eq!(list.call_parameters()["required"], json!(["response"]));
         assert_eq!(list.value_of_call(&json!({"response": ["a"]})).unwrap(), json!(["a"]));
         assert!(list.value_of_call(&json!({"response": [1]})).is_err());
+    }
+
+    #[test]
+    fn a_reply_text_keeps_the_class_field_order_and_python_separators() {
+        let class = SchemaClass {
+            json_schema: json!({"type": "object"}),
+            as_sent: ResponseSchemaAsSent {
+                gemini: json!({
+                    "property_ordering": ["zone", "spots"],
+                    "properties": {"spots": {"items": {"property_ordering": ["b", "a"]}}},
+                }),
+                openai: json!({}),
+            },
+            set_model_response_parameters: json!({}),
+        };
+        let value = json!({"spots": [{"a": 1, "b": "é"}], "zone": 2.5, "extra": null});
+        assert_eq!(
+            OutputSchema::of_class(class).unwrap().reply_text(&value),
+            r#"{"zone": 2.5, "spots": [{"b": "é", "a": 1}], "extra": null}"#
+        );
+        assert_eq!(
+            schema().reply_text(&json!({"temp": 3, "city": "Rome"})),
+            r#"{"city": "Rome", "temp": 3}"#
+        );
     }
 
     #[test]

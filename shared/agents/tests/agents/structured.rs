@@ -192,7 +192,8 @@ async fn with_tools_the_model_answers_through_set_model_response() {
     assert_eq!(last.author, "forecaster");
     assert_eq!(
         last.content().and_then(Content::text).as_deref(),
-        Some(r#"{"celsius":4,"city":"Oslo"}"#)
+        // As ADK writes it: Python's json.dumps of the value.
+        Some(r#"{"celsius": 4, "city": "Oslo"}"#)
     );
     assert_eq!(
         function_responses(complete[complete.len() - 2])[0].1,

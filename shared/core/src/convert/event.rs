@@ -3,8 +3,8 @@
 //! to an `extensions` object (docs/adk-fields.md), so nothing a client sends is lost.
 
 use super::{
-    json_to_proto, object_from_struct, object_to_struct, opt_json_from_proto, timestamp_from_proto, timestamp_to_proto,
-    value_map_from_proto, value_map_to_proto,
+    json_from_proto, json_to_proto, object_from_struct, object_to_struct, opt_json_from_proto, timestamp_from_proto,
+    timestamp_to_proto, value_map_from_proto, value_map_to_proto,
 };
 use crate::content::{Content, FunctionResponseData, Part, PartKind, VideoMetadata};
 use crate::error::{AdkError, Result};
@@ -395,6 +395,7 @@ impl From<&EventActions> for pb::EventActions {
             end_of_agent: a.end_of_agent,
             agent_state: a.agent_state.as_ref().map(object_to_struct),
             rewind_before_invocation_id: a.rewind_before_invocation_id.clone(),
+            set_model_response: a.set_model_response.as_ref().map(json_to_proto),
             extensions: extensions_to_proto(&a.extensions),
         }
     }
@@ -455,6 +456,11 @@ impl EventActions {
             end_of_agent: a.end_of_agent,
             agent_state: opt_object(format_args!("{path}.agent_state"), a.agent_state.as_ref())?,
             rewind_before_invocation_id: a.rewind_before_invocation_id,
+            set_model_response: a
+                .set_model_response
+                .as_ref()
+                .map(|value| json_from_proto(format_args!("{path}.set_model_response"), value))
+                .transpose()?,
             extensions: extensions(format_args!("{path}.extensions"), a.extensions.as_ref())?,
         })
     }

@@ -140,6 +140,7 @@ impl RequestProcessor for OutputSchema {
             append_to_system(request, SET_MODEL_RESPONSE_INSTRUCTION.to_string());
         } else {
             request.config.response_schema = Some(schema.schema().clone());
+            request.config.response_schema_as_sent = schema.as_sent().cloned();
         }
         Ok(())
     }

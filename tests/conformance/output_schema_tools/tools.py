@@ -1,0 +1,10 @@
+"""The reporter's tool: a plain Python function, as an ADK user writes it."""
+
+
+def get_weather(city: str) -> dict:
+    """Looks up the weather in a city.
+
+    Args:
+      city: the city's name.
+    """
+    return {"city": city, "humidity": 0.82, "sky": "cloudy, light rain", "temperature_c": 18.5}
