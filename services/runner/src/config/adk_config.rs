@@ -453,9 +453,7 @@ fn start_workers(
             .iter()
             .map(|app| {
                 let refs = app.code.worker_refs()?;
-                Some(scope.spawn(move || {
-                    python::start(python, &app.dir, &refs.tools, &refs.callbacks, &refs.schemas)
-                }))
+                Some(scope.spawn(move || python::start(python, &app.dir, &refs.tools, &refs.callbacks, &refs.schemas)))
             })
             .collect();
         starting
