@@ -359,9 +359,12 @@ impl From<MemoryEntry> for NewMemory {
 /// The memories the events with content make: one per event, its id the event's id
 /// (so adding the same events again replaces them), author and timestamp the event's,
 /// the session id (when given) and `custom_metadata` in its metadata; each with the
-/// text of the nearest earlier event of the request that has text as its context.
+/// text of the nearest earlier event of the request that has text as its context, when
+/// that event is of the same invocation (a turn's reply is found by the message it
+/// answers; the message that starts a turn is not found by the turn before it).
 pub fn memories_from_events(req: &AddEventsRequest) -> Vec<NewMemory> {
-    let mut context: Option<String> = None;
+    // The latest text, with its invocation.
+    let mut context: Option<(String, String)> = None;
     let mut memories = Vec::new();
     for event in &req.events {
         let Some(content) = event.content().filter(|c| !c.parts.is_empty()) else {
@@ -380,11 +383,12 @@ pub fn memories_from_events(req: &AddEventsRequest) -> Vec<NewMemory> {
             fact: None,
         };
         let text = entry.text();
-        let before = if text.trim().is_empty() {
+        let latest = if text.trim().is_empty() {
             context.clone()
         } else {
-            context.replace(text)
+            context.replace((event.invocation_id.clone(), text))
         };
+        let before = latest.and_then(|(invocation, text)| (invocation == event.invocation_id).then_some(text));
         memories.push(NewMemory { entry, context: before });
     }
     memories
@@ -736,6 +740,11 @@ mod tests {
                 event("q", Some("Where does your sister live?")),
                 event("call", None),
                 event("a", Some("In Oslo.")),
+                {
+                    let mut next_turn = event("next", Some("And your brother?"));
+                    next_turn.invocation_id = "inv-2".into();
+                    next_turn
+                },
             ],
             custom_metadata: HashMap::new(),
         };
@@ -750,8 +759,9 @@ mod tests {
                 ("q".to_string(), None),
                 ("call".to_string(), asked.clone()),
                 ("a".to_string(), asked),
+                ("next".to_string(), None),
             ],
-            "a call without text is no one's context"
+            "a call without text is no one's context, a turn's first message has none"
         );
     }
 

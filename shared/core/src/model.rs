@@ -4,7 +4,7 @@ use crate::content::Content;
 use crate::error::Result;
 use crate::event::LlmResponse;
 use async_trait::async_trait;
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::pin::Pin;
@@ -187,6 +187,42 @@ pub trait Llm: Send + Sync {
     /// Provider failures (HTTP errors, rate limits, timeouts) are errors, never a
     /// silent end.
     async fn generate_content(&self, request: LlmRequest, stream: bool) -> Result<LlmResponseStream>;
+}
+
+/// Asks `model` once, at temperature 0, without tools and without streaming (for a JSON
+/// reply when `json`); the text of its complete reply. The suite's own questions to a
+/// model (memory generation, the LoCoMo benchmark's answers and judgements) are asked so.
+pub async fn ask_once(model: &dyn Llm, instruction: String, question: String, json: bool) -> Result<String> {
+    let request = LlmRequest {
+        model: model.name().to_string(),
+        contents: vec![Content::new("user").with_text(question)],
+        system_instruction: Some(instruction),
+        config: GenerateContentConfig {
+            temperature: Some(0.0),
+            response_mime_type: json.then(|| "application/json".to_string()),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let mut replies = model.generate_content(request, false).await?;
+    let mut text = String::new();
+    while let Some(reply) = replies.next().await {
+        let reply = reply?;
+        if reply.partial != Some(true) {
+            text = reply.content.as_ref().and_then(Content::text).unwrap_or_default();
+        }
+    }
+    Ok(text)
+}
+
+/// The JSON inside a reply a model wrapped in a Markdown code fence, as models often do.
+pub fn strip_code_fence(text: &str) -> &str {
+    let trimmed = text.trim();
+    let Some(inner) = trimmed.strip_prefix("```") else {
+        return trimmed;
+    };
+    let inner = inner.strip_prefix("json").unwrap_or(inner);
+    inner.strip_suffix("```").unwrap_or(inner).trim()
 }
 
 /// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`, keys sorted): ADK

@@ -5,13 +5,11 @@
 //! runs them and stores the outcome is [`super::CoreMemoryService`]'s `generate`.
 
 use super::{MAX_ENTRIES_PER_ADD, MemoryEntry};
-use crate::content::Content;
 use crate::error::{AdkError, Result};
 use crate::event::Event;
-use crate::model::{GenerateContentConfig, Llm, LlmRequest};
+use crate::model::{Llm, ask_once, strip_code_fence};
 use crate::validate::{self, quoted};
 use chrono::{DateTime, Utc};
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -527,44 +525,14 @@ fn fact_text(text: &str) -> String {
 
 /// Asks the model once (JSON reply) and parses the reply's text as `T`.
 async fn ask_json<T: serde::de::DeserializeOwned>(model: &dyn Llm, instruction: String, question: String) -> Result<T> {
-    let request = LlmRequest {
-        model: model.name().to_string(),
-        contents: vec![Content::new("user").with_text(question)],
-        system_instruction: Some(instruction),
-        config: GenerateContentConfig {
-            temperature: Some(0.0),
-            response_mime_type: Some("application/json".into()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let mut replies = model.generate_content(request, false).await?;
-    let mut text = String::new();
-    while let Some(reply) = replies.next().await {
-        let reply = reply?;
-        if reply.partial == Some(true) {
-            continue;
-        }
-        text = reply.content.as_ref().and_then(Content::text).unwrap_or_default();
-    }
-    let json = strip_code_fence(&text);
-    serde_json::from_str(json).map_err(|e| {
+    let text = ask_once(model, instruction, question, true).await?;
+    serde_json::from_str(strip_code_fence(&text)).map_err(|e| {
         AdkError::Model(format!(
             "memory generation: model {} answered no JSON of the asked form ({e}): {}",
             model.name(),
             validate::quoted(&text.chars().take(200).collect::<String>())
         ))
     })
-}
-
-/// The JSON inside a reply a model wrapped in a Markdown code fence, as models often do.
-fn strip_code_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(inner) = trimmed.strip_prefix("```") else {
-        return trimmed;
-    };
-    let inner = inner.strip_prefix("json").unwrap_or(inner);
-    inner.strip_suffix("```").unwrap_or(inner).trim()
 }
 
 /// Whether a memory's ttl has passed at `now`.

@@ -5,11 +5,10 @@
 //! set's gold answer and labels it CORRECT or WRONG. The J score is the share of CORRECT.
 //! The prompts are [`LOCOMO_ANSWER_PROMPT`] and [`LOCOMO_JUDGE_PROMPT`] (BENCHMARKS.md names them).
 
-use adk_grpc_core::{Content, GenerateContentConfig, Llm, LlmRequest};
+use adk_grpc_core::{Llm, ask_once, strip_code_fence};
 use adk_grpc_models::{ProviderConfig, build_model};
 use adk_grpc_proto::v1 as pb;
 use anyhow::{Context, Result};
-use futures::StreamExt;
 use hdrhistogram::Histogram;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -114,18 +113,18 @@ impl Answers {
         let memories = memory_lines(&asked.memories);
         self.memory_chars += memories.chars().count();
         let started = Instant::now();
-        let answer = ask(
+        let answer = ask_once(
             self.answer_model.as_ref(),
-            LOCOMO_ANSWER_PROMPT,
+            LOCOMO_ANSWER_PROMPT.to_string(),
             format!("Memories:\n{memories}\n\nQuestion: {}\nAnswer:", asked.question),
             false,
         )
         .await
         .context("the answer model")?;
         self.latency.record(started.elapsed().as_micros() as u64)?;
-        let judgement = ask(
+        let judgement = ask_once(
             self.judge_model.as_ref(),
-            LOCOMO_JUDGE_PROMPT,
+            LOCOMO_JUDGE_PROMPT.to_string(),
             format!(
                 "Question: {}\nGold answer: {}\nGenerated answer: {}",
                 asked.question,
@@ -224,34 +223,8 @@ fn label(reply: &str) -> Option<bool> {
     struct Judgement {
         label: String,
     }
-    // Models often wrap JSON in a Markdown code fence.
-    let json = reply.trim().trim_start_matches("```json").trim_matches('`').trim();
-    let judgement: Judgement = serde_json::from_str(json).ok()?;
+    let judgement: Judgement = serde_json::from_str(strip_code_fence(reply)).ok()?;
     Some(judgement.label.trim().eq_ignore_ascii_case("CORRECT"))
-}
-
-/// One model call (temperature 0); the reply's text.
-async fn ask(model: &dyn Llm, instruction: &str, question: String, json: bool) -> Result<String> {
-    let request = LlmRequest {
-        model: model.name().to_string(),
-        contents: vec![Content::new("user").with_text(question)],
-        system_instruction: Some(instruction.to_string()),
-        config: GenerateContentConfig {
-            temperature: Some(0.0),
-            response_mime_type: json.then(|| "application/json".to_string()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    let mut replies = model.generate_content(request, false).await?;
-    let mut text = String::new();
-    while let Some(reply) = replies.next().await {
-        let reply = reply?;
-        if reply.partial != Some(true) {
-            text = reply.content.as_ref().and_then(Content::text).unwrap_or_default();
-        }
-    }
-    Ok(text)
 }
 
 #[cfg(test)]
