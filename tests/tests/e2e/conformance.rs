@@ -695,6 +695,11 @@ async fn python_tools() {
 }
 
 #[tokio::test]
+async fn transfer_with_tools() {
+    replay("transfer_with_tools").await;
+}
+
+#[tokio::test]
 async fn python_callbacks() {
     replay("python_callbacks").await;
 }
@@ -825,6 +830,11 @@ mod openai {
     #[tokio::test]
     async fn python_toolset() {
         replay_openai("python_toolset").await;
+    }
+
+    #[tokio::test]
+    async fn transfer_with_tools() {
+        replay_openai("transfer_with_tools").await;
     }
 
     #[tokio::test]

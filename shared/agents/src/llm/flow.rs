@@ -203,12 +203,23 @@ fn unanswered_calls(ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
 }
 
 impl Inner {
-    /// The agent's tools for this step: its own, its toolsets', and
-    /// `transfer_to_agent` when it has sub-agents.
+    /// The agent's tools for this step: `transfer_to_agent` when it has sub-agents,
+    /// then its own and its toolsets'.
     /// With an `output_schema`, `set_model_response` joins any of them (ADK's way of
     /// combining tools and structured output).
     async fn tools(&self, ctx: &Arc<dyn InvocationContext>) -> Result<Vec<Arc<dyn Tool>>> {
-        let mut tools = self.tools.clone();
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        // First, as ADK declares it: its transfer request processor adds it before the
+        // agent's own tools are.
+        let targets = self.transfer_targets(ctx);
+        if !targets.is_empty() {
+            let targets = targets
+                .iter()
+                .map(|a| (a.name().to_string(), a.description().to_string()))
+                .collect();
+            tools.push(Arc::new(TransferToAgentTool::new(targets, self.parent_to_tell(ctx))));
+        }
+        tools.extend(self.tools.iter().cloned());
         for toolset in &self.toolsets {
             let readonly: Arc<dyn ReadonlyContext> = ctx.clone();
             tools.extend(toolset.tools(readonly).await?);
@@ -223,14 +234,6 @@ impl Inner {
                 self.output_schema.clone(),
                 self.output_key.clone(),
             )));
-        }
-        let targets = self.transfer_targets(ctx);
-        if !targets.is_empty() {
-            let targets = targets
-                .iter()
-                .map(|a| (a.name().to_string(), a.description().to_string()))
-                .collect();
-            tools.push(Arc::new(TransferToAgentTool::new(targets, self.parent_to_tell(ctx))));
         }
         if let Some(schema) = self.reply_schema()
             && !tools.is_empty()

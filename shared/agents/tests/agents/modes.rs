@@ -66,16 +66,17 @@ async fn a_single_turn_agent_is_a_tool_run_in_the_callers_session_on_its_own_bra
     host_server.push(openai::text("Here it is: A cat sat."));
     let run = h.say("Please summarise my note").await.ok();
 
-    // The parent is offered the agent as a tool; it is no transfer target.
+    // The parent is offered the agent as a tool (after transfer_to_agent, which ADK declares
+    // before an agent's tools); it is no transfer target.
     let first = host_server.requests()[0].json();
     assert_eq!(
         tool_names(&host_server.requests()[0]),
-        ["summarizer", "transfer_to_agent"]
+        ["transfer_to_agent", "summarizer"]
     );
-    let targets = first["tools"][1]["function"]["parameters"]["properties"]["agent_name"]["enum"].clone();
+    let targets = first["tools"][0]["function"]["parameters"]["properties"]["agent_name"]["enum"].clone();
     assert_eq!(targets, json!(["helper"]), "{first}");
     assert_eq!(
-        first["tools"][0]["function"]["parameters"]["required"],
+        first["tools"][1]["function"]["parameters"]["required"],
         json!(["request"])
     );
     // The agent starts from the call's arguments, told no reply will come, and sees
