@@ -382,13 +382,14 @@ pub fn memories_from_events(req: &AddEventsRequest) -> Vec<NewMemory> {
             custom_metadata,
             fact: None,
         };
+        let before = context
+            .as_ref()
+            .filter(|(invocation, _)| *invocation == event.invocation_id)
+            .map(|(_, text)| text.clone());
         let text = entry.text();
-        let latest = if text.trim().is_empty() {
-            context.clone()
-        } else {
-            context.replace((event.invocation_id.clone(), text))
-        };
-        let before = latest.and_then(|(invocation, text)| (invocation == event.invocation_id).then_some(text));
+        if !text.trim().is_empty() {
+            context = Some((event.invocation_id.clone(), text));
+        }
         memories.push(NewMemory { entry, context: before });
     }
     memories

@@ -481,9 +481,9 @@ impl Ids {
 /// - `nodeInfo` (ADK 2's workflow node path) is left out: the suite's Event has no such
 ///   field, so the wire cannot carry it;
 /// - empty maps and lists are left out: protobuf cannot tell an empty map or repeated
-///   field from an absent one;
-/// - a whole number is an integer (`4.0` is `4`): protobuf's `Value` carries every number
-///   as a double, so the wire cannot tell them apart (pydantic dumps a `float` field as `4.0`).
+///   field from an absent one.
+///
+/// Numbers are left as they are: [`diff`] compares them by value (`4.0` is `4`).
 fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
     let object = event.as_object_mut().expect("an event is an object");
     for field in ["id", "timestamp", "nodeInfo"] {
@@ -514,21 +514,7 @@ fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
         }
     }
     drop_empty(&mut event);
-    whole_numbers_as_integers(&mut event);
     event
-}
-
-fn whole_numbers_as_integers(value: &mut Value) {
-    match value {
-        Value::Number(n) => {
-            if let Some(whole) = n.as_f64().filter(|f| f.fract() == 0.0 && !n.is_i64() && !n.is_u64()) {
-                *value = json!(whole as i64);
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(whole_numbers_as_integers),
-        Value::Object(map) => map.values_mut().for_each(whole_numbers_as_integers),
-        _ => {}
-    }
 }
 
 fn drop_empty(value: &mut Value) {
