@@ -64,7 +64,11 @@ def schema_classes(case: Path) -> list:
     from google.adk.agents import config_agent_utils
 
     sys.path.insert(0, str(HERE))
-    classes, agents = [], [config_agent_utils.from_config(str(case / "root_agent.yaml"))]
+    if (case / "agent.py").exists():
+        root = importlib.import_module(f"{case.name}.agent").app.root_agent
+    else:
+        root = config_agent_utils.from_config(str(case / "root_agent.yaml"))
+    classes, agents = [], [root]
     while agents:
         agent = agents.pop()
         if isinstance(getattr(agent, "output_schema", None), type):

@@ -18,6 +18,7 @@ Without arguments every case is recorded. See docs/adk-conformance.md.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import json
 import os
 import sys
@@ -90,18 +91,23 @@ async def record(case: Path, fake: FakeGemini) -> dict:
     from google.genai import types
 
     script = json.loads((case / "script.json").read_text())
-    agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
     sessions = InMemorySessionService()
     app_name = case.name
     # Memory and artifacts as adk-server serves them (empty at the start), for the
     # built-in tools that use them.
-    runner = Runner(
-        app_name=app_name,
-        agent=agent,
-        session_service=sessions,
-        memory_service=InMemoryMemoryService(),
-        artifact_service=InMemoryArtifactService(),
-    )
+    services = {
+        "session_service": sessions,
+        "memory_service": InMemoryMemoryService(),
+        "artifact_service": InMemoryArtifactService(),
+    }
+    if (case / "agent.py").exists():
+        # A case whose ADK side needs an App (settings no agent-config YAML has, such as
+        # resumability): `<case>/agent.py`'s `app`, named as the case.
+        app = importlib.import_module(f"{case.name}.agent").app
+        runner = Runner(app=app, app_name=app_name, **services)
+    else:
+        agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
+        runner = Runner(app_name=app_name, agent=agent, **services)
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     # The session's files before the first turn (`artifacts` of the script: name to text).
     artifacts = script.get("artifacts", {})

@@ -55,7 +55,8 @@ pub(crate) struct Invocation {
     positions: Positions,
 }
 
-/// Where an invocation keeps its workflow agents' positions ([`is_position`]).
+/// Where an invocation keeps its agents' positions ([`is_position`]): its workflow
+/// agents' steps and ends, and, in the log only, its LLM agents' ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Positions {
     /// In the log, as ADK stores them for an app marked resumable.
@@ -65,7 +66,8 @@ pub(crate) enum Positions {
     /// with the run (merged back by `Runner::with_run_marks`).
     BesideLog,
     /// Nowhere: no other replica goes on with the run (a tree with a custom agent, an
-    /// agent tool's run of its agent).
+    /// agent tool's run of its agent), or none would read them (a tree of LLM agents
+    /// only, not marked resumable).
     Nowhere,
 }
 
@@ -287,6 +289,9 @@ impl InvocationContext for AgentContext {
     }
     fn ended(&self) -> bool {
         self.invocation.ended.load(Ordering::SeqCst)
+    }
+    fn is_resumable(&self) -> bool {
+        self.invocation.positions == Positions::InLog
     }
     fn increment_llm_call_count(&self) -> Result<()> {
         let limit = self.invocation.run_config.max_llm_calls;

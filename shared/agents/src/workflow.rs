@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 /// An event of `author` (a workflow agent, or a parallel branch's agent) on the
 /// context's branch storing a position (`Some`) or its end (`None`).
-fn state_event(ctx: &dyn InvocationContext, author: &str, branch: &str, state: Option<Value>) -> Event {
+pub(crate) fn state_event(ctx: &dyn InvocationContext, author: &str, branch: &str, state: Option<Value>) -> Event {
     let mut event = Event::new(ctx.invocation_id()).with_author(author);
     event.branch = branch.to_string();
     match state {
@@ -274,13 +274,16 @@ impl Agent for LoopAgent {
                         yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(state));
                     }
                     let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
+                    // As ADK's loop: an escalation ends the loop once the sub-agent that
+                    // escalated has finished (its end stored after it, in a resumable app).
+                    let mut escalated = false;
                     while let Some(event) = events.next().await {
                         let event = event?;
-                        let escalates = event.actions.escalates();
+                        escalated |= event.actions.escalates();
                         yield event;
-                        if escalates {
-                            break 'rounds;
-                        }
+                    }
+                    if escalated {
+                        break 'rounds;
                     }
                 }
                 start = 0;

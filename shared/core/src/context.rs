@@ -115,4 +115,10 @@ pub trait InvocationContext: CallbackContext {
     fn compaction(&self) -> Option<&crate::history::CompactionConfig> {
         None
     }
+    /// Whether the invocation stores its agents' positions and ends in the log, as ADK's
+    /// `InvocationContext.is_resumable` (an app marked resumable): an LLM agent then
+    /// stores its end (`actions.end_of_agent`) as ADK's does.
+    fn is_resumable(&self) -> bool {
+        false
+    }
 }

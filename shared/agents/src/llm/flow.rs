@@ -27,7 +27,37 @@ use model_call::MODEL_ROLE;
 use std::sync::Arc;
 use tool_calls::{Call, function_calls};
 
+/// The agent's turn, then, in an invocation that keeps its ends in the log (an app
+/// marked resumable), its end (`actions.end_of_agent`), as ADK's LLM agent stores it:
+/// after everything the turn ran (a transfer's agent included), and not when the turn
+/// paused on a long-running call.
 pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {
+    Box::pin(try_stream! {
+        for await event in turn(agent.clone(), ctx.clone()) {
+            yield event?;
+        }
+        if ctx.is_resumable() && !paused_on_long_running_call(ctx.as_ref()) {
+            yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
+        }
+    })
+}
+
+/// ADK's test for a turn that paused: one of the last two events of this invocation on
+/// this branch calls a long-running tool.
+fn paused_on_long_running_call(ctx: &dyn InvocationContext) -> bool {
+    ctx.events()
+        .iter()
+        .rev()
+        .filter(|event| event.invocation_id == ctx.invocation_id() && event.branch == ctx.branch())
+        .take(2)
+        .any(|event| {
+            event
+                .function_calls()
+                .any(|call| event.long_running_tool_ids.iter().any(|id| id == call.id))
+        })
+}
+
+fn turn(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {
     Box::pin(try_stream! {
         // A client tool's answer may carry actions (recorded on the user event): a
         // transfer hands the turn over, escalate and skip_summarization end it here.

@@ -253,11 +253,13 @@ impl Runner {
             .context_budget_tokens
             .unwrap_or_else(|| session::default_context_budget(&config.root_agent));
         let resumable = resume::resumable_tree(&config.root_agent);
-        // Only workflow agents have positions: a tree without one reads no marks back.
         let positions = match (resumable, config.resumability_config.is_resumable) {
-            (false, _) => Positions::Nowhere,
+            (true, true) => Positions::InLog,
             (true, false) if has_workflow_agent(&config.root_agent) => Positions::BesideLog,
-            (true, _) => Positions::InLog,
+            // A tree another replica cannot resume, or one whose only positions would be
+            // its LLM agents' ends, which the runner never reads back (an LLM agent's
+            // final reply is its end): nothing kept, no marks read.
+            _ => Positions::Nowhere,
         };
         Ok(Runner {
             app_name: config.app_name,

@@ -243,10 +243,13 @@ async fn a_sequence_resumes_at_the_step_it_was_in_and_does_not_run_finished_step
             "user:go",
             r#"steps:{"current_sub_agent":"a"}"#,
             "a:from a",
+            "a:end",
             r#"steps:{"current_sub_agent":"b"}"#,
             "b:from b",
+            "b:end",
             r#"steps:{"current_sub_agent":"c"}"#,
             "c:from c",
+            "c:end",
             "steps:end",
         ]
     );
@@ -274,11 +277,30 @@ async fn a_loop_resumes_at_its_round_and_step() {
     );
     assert_eq!(y.requests(), 2, "y goes on in round 2 and runs round 3");
     let log = authors(&session);
-    assert_eq!(log[5..], LOOP_FROM_ROUND_2, "{log:?}");
+    // In the log of an app marked resumable each LLM agent's end follows its reply, as in ADK's.
+    assert_eq!(
+        log[7..],
+        [
+            r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
+            "x:x1",
+            "x:end",
+            r#"rounds:{"current_sub_agent":"y","times_looped":1}"#,
+            "y:y1",
+            "y:end",
+            r#"rounds:{"current_sub_agent":"x","times_looped":2}"#,
+            "x:x2",
+            "x:end",
+            r#"rounds:{"current_sub_agent":"y","times_looped":2}"#,
+            "y:y2",
+            "y:end",
+            "rounds:end",
+        ],
+        "{log:?}"
+    );
 }
 
-/// The loop's rounds 2 and 3 as both loop tests expect them: each step after the
-/// position that starts it, and the loop's end.
+/// The loop's rounds 2 and 3 as positions kept beside the log give them: each step after
+/// the position that starts it, and the loop's end.
 const LOOP_FROM_ROUND_2: [&str; 9] = [
     r#"rounds:{"current_sub_agent":"x","times_looped":1}"#,
     "x:x1",
@@ -393,7 +415,13 @@ async fn a_finished_sequence_leaves_nothing_to_resume() {
     let session = replicas.session().await;
     assert_eq!(
         authors(&session),
-        ["user:go", r#"steps:{"current_sub_agent":"a"}"#, "a:from a", "steps:end"]
+        [
+            "user:go",
+            r#"steps:{"current_sub_agent":"a"}"#,
+            "a:from a",
+            "a:end",
+            "steps:end"
+        ]
     );
 }
 
@@ -418,11 +446,13 @@ async fn a_sequence_in_a_loop_resumes_at_its_step_in_the_loops_round() {
     assert_eq!((x.requests(), y.requests()), (2, 1), "x ran once per round, y went on");
     let log = authors(&session);
     assert_eq!(
-        log[log.len() - 5..],
+        log[log.len() - 7..],
         [
             "x:x1",
+            "x:end",
             r#"pair:{"current_sub_agent":"y"}"#,
             "y:y1",
+            "y:end",
             "pair:end",
             "rounds:end",
         ],
@@ -478,8 +508,10 @@ async fn the_answer_to_a_client_tool_in_a_sequence_goes_on_with_the_sequence() {
             "asker:",
             "user:",
             "asker:blue it is",
+            "asker:end",
             r#"steps:{"current_sub_agent":"closer"}"#,
             "closer:all done",
+            "closer:end",
             "steps:end",
         ],
         "the asker went on and the sequence after it, each once"
@@ -519,8 +551,10 @@ async fn an_answer_that_continues_a_sequence_resumes_on_another_runner_at_its_st
         [
             "user:",
             "asker:blue it is",
+            "asker:end",
             r#"steps:{"current_sub_agent":"closer"}"#,
             "closer:all done",
+            "closer:end",
             "steps:end",
         ]
     );
@@ -585,12 +619,17 @@ async fn a_single_turn_agent_resumed_mid_call_answers_its_callers_call_which_goe
             "summ:",
             "summ:",
             "summ:A cat.",
+            "summ:end",
             "host:",
-            "host:Done: a cat."
+            "host:Done: a cat.",
+            "host:end"
         ]
     );
     let branches: Vec<&str> = session.events.iter().map(|e| e.branch.as_str()).collect();
-    assert_eq!(branches, ["", "", "summ@k1", "summ@k1", "summ@k1", "", ""]);
+    assert_eq!(
+        branches,
+        ["", "", "summ@k1", "summ@k1", "summ@k1", "summ@k1", "", "", ""]
+    );
     assert_eq!((host.requests(), summ.requests()), (1, 1));
 }
 
@@ -635,8 +674,11 @@ async fn answers_to_two_pauses_with_one_call_id_each_go_on_from_their_own_pause(
         [
             "user:go",
             "one:noted one",
+            "one:end",
             "two:noted two",
+            "two:end",
             "closer:all done",
+            "closer:end",
             "steps:end"
         ]
     );
@@ -666,7 +708,10 @@ async fn a_resumed_run_is_added_to_memory_when_it_finishes() {
             dead.requests() == 1 && !session.events.is_empty()
         })
         .await;
-    assert_eq!(authors(&session), ["user:penguins?", "helper:penguins swim"]);
+    assert_eq!(
+        authors(&session),
+        ["user:penguins?", "helper:penguins swim", "helper:end"]
+    );
     let found = memory
         .search(adk_grpc_core::memory::SearchMemoryRequest {
             app_name: APP.into(),
