@@ -6,7 +6,10 @@
 //! `Invocation::stores`): an event of theirs with `actions.agent_state` before each
 //! sub-agent they start (sequential: `current_sub_agent`; loop: also `times_looped`;
 //! parallel: `{}` once), one with `actions.end_of_agent` when they finish, and a
-//! parallel agent one with `end_of_agent` for each branch that finished. A resumed
+//! parallel agent one with `end_of_agent` for each branch that finished. As ADK's, they
+//! pause the invocation after a sub-agent (for a parallel agent, after all branches)
+//! that called a long-running tool, even one answered at once: the steps after it wait
+//! for the next message, and no end is stored. A resumed
 //! invocation starts them again; they read that position back from the log and go
 //! on from it, so finished sub-agents and branches are not run again.
 
@@ -177,8 +180,14 @@ impl Agent for SequentialAgent {
                     yield state_event(ctx.as_ref(), &name, ctx.branch(), Some(json!({"current_sub_agent": agent.name()})));
                 }
                 let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
+                let mut paused = false;
                 while let Some(event) = events.next().await {
-                    yield event?;
+                    let event = event?;
+                    paused |= event.calls_a_long_running_tool();
+                    yield event;
+                }
+                if paused {
+                    ctx.end_invocation();
                 }
             }
             if !done && !ctx.ended() {
@@ -211,14 +220,16 @@ impl Agent for ParallelAgent {
             let mut events = agent.run(branch_ctx.clone()).await?;
             let agent_name = agent.name().to_string();
             branches.push(Box::pin(try_stream! {
-                let mut ended_itself = false;
+                let (mut ended_itself, mut paused) = (false, false);
                 while let Some(event) = events.next().await {
                     let event = event?;
                     ended_itself = event.author == agent_name && event.actions.end_of_agent == Some(true);
+                    paused |= event.calls_a_long_running_tool();
                     yield event;
                 }
-                // A workflow agent stores its own end; an LLM agent's is stored for it.
-                if !ended_itself && !branch_ctx.ended() {
+                // A workflow agent stores its own end; an LLM agent's is stored for it
+                // where it stores none itself (positions beside the log).
+                if !ended_itself && !paused && !branch_ctx.ended() {
                     yield state_event(branch_ctx.as_ref(), &agent_name, branch_ctx.branch(), None);
                 }
             }));
@@ -231,8 +242,14 @@ impl Agent for ParallelAgent {
             }
             // All branches are polled by this one stream: no task outlives it.
             let mut merged = futures::stream::select_all(branches);
+            let mut paused = false;
             while let Some(event) = merged.next().await {
-                yield event?;
+                let event = event?;
+                paused |= event.calls_a_long_running_tool();
+                yield event;
+            }
+            if paused {
+                ctx.end_invocation();
             }
             if !done && !ctx.ended() {
                 yield state_event(ctx.as_ref(), &name, ctx.branch(), None);
@@ -276,11 +293,15 @@ impl Agent for LoopAgent {
                     let mut events = agent.run(ctx.for_agent(agent.clone(), ctx.branch())).await?;
                     // As ADK's loop: an escalation ends the loop once the sub-agent that
                     // escalated has finished (its end stored after it, in a resumable app).
-                    let mut escalated = false;
+                    let (mut escalated, mut paused) = (false, false);
                     while let Some(event) = events.next().await {
                         let event = event?;
                         escalated |= event.actions.escalates();
+                        paused |= event.calls_a_long_running_tool();
                         yield event;
+                    }
+                    if paused {
+                        ctx.end_invocation();
                     }
                     if escalated {
                         break 'rounds;

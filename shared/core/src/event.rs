@@ -213,6 +213,14 @@ impl Event {
         &self.actions.state_delta
     }
 
+    /// Whether it calls a tool it marks long-running (ADK's `should_pause_invocation`):
+    /// such an event pauses the workflow above its agent, even when the tool answered at
+    /// once, and its agent stores no end.
+    pub fn calls_a_long_running_tool(&self) -> bool {
+        self.function_calls()
+            .any(|call| self.long_running_tool_ids.iter().any(|id| id == call.id))
+    }
+
     /// True for an event that closes an interrupted invocation ([`Event::interrupted_by_crash`]).
     pub fn interrupted(&self) -> bool {
         self.llm_response.interrupted == Some(true)

@@ -737,6 +737,11 @@ async fn output_schema() {
 }
 
 #[tokio::test]
+async fn long_running_in_sequence() {
+    replay("long_running_in_sequence").await;
+}
+
+#[tokio::test]
 async fn resumable_workflow() {
     replay("resumable_workflow").await;
 }
@@ -753,6 +758,11 @@ async fn output_schema_tools() {
 /// `json.dumps` keeps a dict's order, the runner's JSON sorts it (docs/adk-conformance.md).
 mod openai {
     use super::replay_openai;
+
+    #[tokio::test]
+    async fn long_running_in_sequence() {
+        replay_openai("long_running_in_sequence").await;
+    }
 
     #[tokio::test]
     async fn resumable_workflow() {

@@ -30,31 +30,30 @@ use tool_calls::{Call, function_calls};
 /// The agent's turn, then, in an invocation that keeps its ends in the log (an app
 /// marked resumable), its end (`actions.end_of_agent`), as ADK's LLM agent stores it:
 /// after everything the turn ran (a transfer's agent included), and not when the turn
-/// paused on a long-running call.
+/// called a long-running tool (even one answered at once) or one of the last two events
+/// of the invocation on its branch did.
 pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {
     Box::pin(try_stream! {
+        let mut paused = false;
         for await event in turn(agent.clone(), ctx.clone()) {
-            yield event?;
+            let event = event?;
+            paused |= event.calls_a_long_running_tool();
+            yield event;
         }
-        if ctx.is_resumable() && !paused_on_long_running_call(ctx.as_ref()) {
+        if ctx.is_resumable() && !paused && !ended_on_a_long_running_call(ctx.as_ref()) {
             yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
         }
     })
 }
 
-/// ADK's test for a turn that paused: one of the last two events of this invocation on
-/// this branch calls a long-running tool.
-fn paused_on_long_running_call(ctx: &dyn InvocationContext) -> bool {
+/// One of the last two events of this invocation on this branch calls a long-running tool.
+fn ended_on_a_long_running_call(ctx: &dyn InvocationContext) -> bool {
     ctx.events()
         .iter()
         .rev()
         .filter(|event| event.invocation_id == ctx.invocation_id() && event.branch == ctx.branch())
         .take(2)
-        .any(|event| {
-            event
-                .function_calls()
-                .any(|call| event.long_running_tool_ids.iter().any(|id| id == call.id))
-        })
+        .any(Event::calls_a_long_running_tool)
 }
 
 fn turn(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {

@@ -727,3 +727,59 @@ async fn a_resumed_run_is_added_to_memory_when_it_finishes() {
         "the resumed run's reply is in memory: {texts:?}"
     );
 }
+
+/// As ADK's: an LLM agent whose turn called a long-running tool, even one that answered at
+/// once and let the model go on, stores no end (`should_pause_invocation` marks the turn
+/// paused), and the sequence above it pauses there: its next step waits for the next
+/// message, and the sequence stores no end either.
+#[tokio::test]
+async fn a_sequence_pauses_after_an_llm_agent_that_called_a_long_running_tool() {
+    let replicas = Replicas::new().await;
+    let call = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "approve",
+            serde_json::json!({"amount": 900}),
+            Some("c1".into()),
+        ))),
+        ..Default::default()
+    };
+    let reply = LlmResponse {
+        content: Some(Content::new("model").with_text("asked")),
+        ..Default::default()
+    };
+    let approve = adk_grpc_agents::FunctionTool::new("approve", "Asks a manager.", |_ctx, _args| async {
+        Ok(serde_json::json!({"status": "pending"}))
+    })
+    .long_running();
+    let expenses: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("expenses")
+            .model(Gated::scripted(vec![call, reply]))
+            .tool(Arc::new(approve))
+            .build()
+            .unwrap(),
+    );
+    let closer = Gated::new(&["done"]);
+    let runner = replicas.runner(Arc::new(SequentialAgent::new(
+        "steps",
+        vec![expenses, llm("closer", &closer)],
+    )));
+    let events = drain_all(
+        runner
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(events.iter().all(|event| event.is_ok()), "{events:?}");
+    assert_eq!(closer.requests(), 0, "the sequence paused before its next step");
+    assert_eq!(
+        authors(&replicas.session().await),
+        [
+            "user:go",
+            r#"steps:{"current_sub_agent":"expenses"}"#,
+            "expenses:",
+            "expenses:",
+            "expenses:asked",
+        ]
+    );
+}

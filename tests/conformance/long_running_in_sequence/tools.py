@@ -1,0 +1,19 @@
+"""A long-running tool: it starts an approval and answers at once that it is pending
+(the `long_running_in_sequence` case: ADK pauses the sequence after the agent that called it)."""
+
+from google.adk.tools.long_running_tool import LongRunningFunctionTool
+
+
+def request_approval(amount: float, purpose: str) -> dict:
+    """Asks a manager to approve an expense.
+
+    Args:
+      amount: the amount, in euros.
+      purpose: what the money was spent on.
+    """
+    # Keys in sorted order: the runner keeps a result as a protobuf Struct, whose keys are
+    # sorted (docs/adk-conformance.md, "Differences left").
+    return {"amount": amount, "status": "pending", "ticket": "approval-1"}
+
+
+ask_for_approval = LongRunningFunctionTool(func=request_approval)
