@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import importlib.machinery
 import json
+import os
 import sys
 import types as pytypes
 from pathlib import Path
@@ -158,6 +159,8 @@ async def convert(body: dict, model: str, classes: list) -> dict:
 
 def main() -> None:
     install_litellm_stand_in()
+    # Loading a case that names a stdio MCP server (which loading does not start).
+    os.environ["ADK_ALLOW_CONFIG_STDIO_MCP_SERVERS"] = "1"
     names = sys.argv[1:] or sorted(p.parent.name for p in HERE.glob("*/recording.json"))
     for name in names:
         recording = json.loads((HERE / name / "recording.json").read_text())

@@ -149,6 +149,12 @@ def main() -> None:
     os.environ["GOOGLE_GEMINI_BASE_URL"] = fake.url
     os.environ["GOOGLE_API_KEY"] = "conformance-key"
     os.environ.pop("GOOGLE_GENAI_USE_VERTEXAI", None)
+    # ADK starts a stdio MCP server named in YAML only when told the configs are trusted.
+    os.environ["ADK_ALLOW_CONFIG_STDIO_MCP_SERVERS"] = "1"
+    # A case's MCP server runs as `python <path>`: this venv's Python (it has `mcp`), the
+    # path read from tests/, where cargo runs the replay.
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    os.chdir(HERE.parent)
     # As `adk web`: the directory of the apps is on sys.path, so a case's YAML names its
     # Python functions `<case>.tools.<function>`.
     sys.path.insert(0, str(HERE))

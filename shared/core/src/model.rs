@@ -181,6 +181,13 @@ pub trait Llm: Send + Sync {
         "unknown"
     }
 
+    /// Whether the model takes a reply schema and tools in one request (ADK's
+    /// `capabilities.output_schema_and_tools`). When it cannot, an agent with an
+    /// `output_schema` and tools is offered `set_model_response` instead, as ADK does.
+    fn output_schema_with_tools(&self) -> bool {
+        false
+    }
+
     /// Generates a reply. With `stream`, text arrives as partial responses as the
     /// provider produces it, and the stream ends with one non-partial response
     /// holding the complete content (all text and every function call) and usage.

@@ -106,8 +106,11 @@ impl OpenAiCompatible {
         if let Some(p) = config.top_p {
             body["top_p"] = decimal(p);
         }
+        // OpenAI's name, as ADK's LiteLlm hands it to LiteLLM, which sends it as it is for an
+        // OpenAI-compatible model: OpenAI deprecates `max_tokens` (its reasoning models
+        // refuse it); vLLM and llama.cpp's server take both (docs/adk-conformance.md).
         if let Some(n) = config.max_output_tokens {
-            body["max_tokens"] = json!(n);
+            body["max_completion_tokens"] = json!(n);
         }
         if !config.stop_sequences.is_empty() {
             body["stop"] = json!(config.stop_sequences);
@@ -152,6 +155,14 @@ impl OpenAiCompatible {
 
 #[async_trait]
 impl Llm for OpenAiCompatible {
+    /// As ADK's LiteLlm decides for an `openai/<model>`: OpenAI's API combines a
+    /// `response_format` with tools, but a Gemini model (served through a compatible
+    /// proxy) does not (`docs/adk-conformance.md`).
+    fn output_schema_with_tools(&self) -> bool {
+        let name = self.model.rsplit('/').next().unwrap_or_default();
+        !name.starts_with("gemini-")
+    }
+
     fn name(&self) -> &str {
         &self.model
     }

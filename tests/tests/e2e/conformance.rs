@@ -97,8 +97,6 @@ fn served(case: &Path) -> PathBuf {
 async fn replay_on(case: &str, wire: Wire) {
     let recording = read_json(&case_dir(case).join("recording.json"));
     let provider = FakeServer::start().await;
-    // The Python worker serving the cases' Python tools and callbacks runs in the test venv.
-    let python = ("ADK_PYTHON".to_string(), venv_python().display().to_string());
     let (copy, dir, env) = match wire {
         Wire::Gemini => (
             None,
@@ -106,7 +104,6 @@ async fn replay_on(case: &str, wire: Wire) {
             [
                 ("GOOGLE_GEMINI_BASE_URL".to_string(), provider.url().to_string()),
                 ("GOOGLE_API_KEY".to_string(), "conformance-key".to_string()),
-                python.clone(),
             ],
         ),
         Wire::OpenAi => {
@@ -115,11 +112,11 @@ async fn replay_on(case: &str, wire: Wire) {
             let env = [
                 ("OPENAI_BASE_URL".to_string(), provider.url().to_string()),
                 ("OPENAI_API_KEY".to_string(), "conformance-key".to_string()),
-                python,
             ];
             (Some(copy), dir, env)
         }
     };
+    let env = [env.as_slice(), &python_env()].concat();
     let args = ["--agents".to_string(), dir.display().to_string()];
     let server = ServiceProcess::spawn("adk-server", &args, &env).await;
     let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
@@ -192,6 +189,22 @@ async fn replay_on(case: &str, wire: Wire) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The test venv's Python for the server: the Python worker serving the cases' Python
+/// tools and callbacks runs in it, and a case's MCP server is `python` on the PATH (as
+/// record.py runs it).
+fn python_env() -> [(String, String); 2] {
+    let python = venv_python();
+    let bin = python.parent().expect("the venv's bin directory");
+    let path = std::env::join_paths(
+        std::iter::once(bin.to_path_buf()).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())),
+    )
+    .expect("a PATH");
+    [
+        ("ADK_PYTHON".to_string(), python.display().to_string()),
+        ("PATH".to_string(), path.to_string_lossy().into_owned()),
+    ]
 }
 
 /// The session's files before the first turn, as the recording saved them (name to text).
@@ -751,11 +764,32 @@ async fn output_schema_tools() {
     replay("output_schema_tools").await;
 }
 
+#[tokio::test]
+async fn mcp_toolset() {
+    replay("mcp_toolset").await;
+}
+
+#[tokio::test]
+async fn maps_grounding() {
+    replay("maps_grounding").await;
+}
+
+#[tokio::test]
+async fn generation_config_openai() {
+    replay("generation_config_openai").await;
+}
+
+#[tokio::test]
+async fn output_schema_transfer() {
+    replay("output_schema_transfer").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
-/// wire can run (`builtin_search` names Gemini's own tools, `generation_config` its
-/// safety settings, both refused for an OpenAI model at load), but `python_tools` and
-/// `long_running`, whose calls and results have keys out of sorted order: ADK's
-/// `json.dumps` keeps a dict's order, the runner's JSON sorts it (docs/adk-conformance.md).
+/// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
+/// `generation_config` its safety settings, all refused for an OpenAI model at load), but
+/// `python_tools`, `long_running` and `mcp_toolset`, whose calls and results have keys out
+/// of sorted order (an MCP content block's `type` before its `text`): ADK's `json.dumps`
+/// keeps a dict's order, the runner's JSON sorts it (docs/adk-conformance.md).
 mod openai {
     use super::replay_openai;
 
@@ -847,5 +881,38 @@ mod openai {
     #[tokio::test]
     async fn output_schema_tools() {
         replay_openai("output_schema_tools").await;
+    }
+
+    #[tokio::test]
+    async fn generation_config_openai() {
+        replay_openai("generation_config_openai").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_transfer() {
+        replay_openai("output_schema_transfer").await;
+    }
+
+    /// Gemini's own tools cannot run on another provider: the directory is refused at
+    /// load, the refusal naming the tool (ADK's GoogleMapsGroundingTool raises for a
+    /// model that is not Gemini too, at the first request).
+    #[test]
+    fn maps_grounding_is_refused_at_load() {
+        let copy = super::openai_copy("maps_grounding");
+        let output = std::process::Command::new(adk_grpc_testkit::workspace_bin("adk-server"))
+            .args(["--listen", "127.0.0.1:0", "--agents"])
+            .arg(copy.path().join("maps_grounding"))
+            .env("OPENAI_API_KEY", "conformance-key")
+            .output()
+            .expect("run adk-server");
+        let log = String::from_utf8_lossy(&output.stderr);
+        assert!(!output.status.success(), "{log}");
+        assert!(
+            log.contains(
+                "google_maps_grounding is a tool Gemini runs itself, and this agent's model is not a gemini model \
+                 (openai)"
+            ),
+            "{log}"
+        );
     }
 }

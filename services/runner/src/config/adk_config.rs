@@ -1361,7 +1361,10 @@ impl Reader<'_> {
             return None;
         };
         let before = self.problems.0.len();
-        let mut toolset = McpToolConfig::default();
+        let mut toolset = McpToolConfig {
+            adk_forms: true,
+            ..McpToolConfig::default()
+        };
         let mut connections = Vec::new();
         for (key, value) in args.iter().filter(|(_, value)| !value.is_null()) {
             let at = format!("{field}.{key}");

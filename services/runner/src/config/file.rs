@@ -209,6 +209,10 @@ pub(super) struct McpToolConfig {
     /// `--max-artifact-bytes`).
     #[serde(default)]
     pub(super) large_reply: adk_grpc_agents::LargeReply,
+    /// Set for an ADK agent-config directory's `McpToolset` (not an agents file's key):
+    /// its tools are declared and answered as ADK's `McpTool` (`McpToolset::with_adk_forms`).
+    #[serde(skip)]
+    pub(super) adk_forms: bool,
 }
 
 /// `kind: openapi`: one tool per operation of an OpenAPI 3.x spec.

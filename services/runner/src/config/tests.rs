@@ -1917,7 +1917,7 @@ apps:
     );
     let body = advisor.last_request().json();
     assert_eq!(body["reasoning_effort"], "low", "{body}");
-    assert_eq!(body["max_tokens"], 321, "{body}");
+    assert_eq!(body["max_completion_tokens"], 321, "{body}");
     assert_eq!(body["temperature"], 0.5, "{body}");
     assert_eq!(body["seed"], 7, "{body}");
     assert_eq!(body["messages"][0]["content"], "You review plans.", "{body}");

@@ -467,7 +467,8 @@ fn build_mcp_toolset(
     let toolset = toolset
         .with_safe_to_repeat(config.safe_to_repeat == Some(true))
         .with_large_reply(config.large_reply)
-        .with_resources(config.use_mcp_resources == Some(true));
+        .with_resources(config.use_mcp_resources == Some(true))
+        .with_adk_forms(config.adk_forms);
     Some(Declared::Toolset(Arc::new(toolset)))
 }
 

@@ -234,8 +234,8 @@ fn unanswered_calls(ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
 impl Inner {
     /// The agent's tools for this step: `transfer_to_agent` when it has sub-agents,
     /// then its own and its toolsets'.
-    /// With an `output_schema`, `set_model_response` joins any of them (ADK's way of
-    /// combining tools and structured output).
+    /// With an `output_schema`, `set_model_response` joins its own (ADK's way of
+    /// combining tools and structured output for a model that cannot take both).
     async fn tools(&self, ctx: &Arc<dyn InvocationContext>) -> Result<Vec<Arc<dyn Tool>>> {
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         // First, as ADK declares it: its transfer request processor adds it before the
@@ -264,8 +264,13 @@ impl Inner {
                 self.output_key.clone(),
             )));
         }
+        // Under ADK's condition: the agent has tools of its own (its examples are ADK's
+        // ExampleTool; transfer_to_agent and task agents do not count), and its model
+        // cannot take the schema with them.
+        let own_tools = !self.tools.is_empty() || !self.toolsets.is_empty() || !self.examples.is_empty();
         if let Some(schema) = self.reply_schema()
-            && !tools.is_empty()
+            && own_tools
+            && !self.model.output_schema_with_tools()
         {
             // First, as ADK declares it: its output-schema request processor adds it
             // before the agent's tools are.

@@ -223,6 +223,14 @@ fn strip_code_fence(text: &str) -> &str {
     body.trim()
 }
 
+/// ADK's answer to a `set_model_response` call that misses the schema, around `problem`.
+fn misfit_call_error(problem: &str) -> String {
+    format!(
+        "Validation Error found:\n{problem}\nRecall the set_model_response function correctly, fix the errors, and \
+         call it again with all required fields using the correct types."
+    )
+}
+
 /// ADK's `SetModelResponseTool`: the model's final, structured reply as a call.
 /// Arguments that do not fit the schema get an error back, so the model can call again.
 pub(super) struct SetModelResponseTool {
@@ -251,13 +259,14 @@ impl Tool for SetModelResponseTool {
         Some(self.schema.call_parameters())
     }
 
+    /// Arguments that miss the schema are answered as ADK answers them: a result (not a
+    /// tool error) with ADK's words around the problems (pydantic's there, the schema
+    /// check's here).
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
-        let value = self.schema.value_of_call(&args).map_err(|problem| {
-            AdkError::invalid_with(
-                "set_model_response",
-                format!("{problem}. Call set_model_response again with every required field in the right type."),
-            )
-        })?;
+        let value = match self.schema.value_of_call(&args) {
+            Ok(value) => value,
+            Err(problem) => return Ok(json!({"error": misfit_call_error(&problem)})),
+        };
         // Stored on the call's response event, as ADK stores it.
         let mut actions = ctx.actions();
         actions.set_model_response = Some(value.clone());

@@ -18,6 +18,7 @@
 
 use super::mcp_stdio::StdioServer;
 use super::remote_context::{ContextGrant, ToolActions};
+use super::untrusted;
 use crate::large_reply::LargeReply;
 use adk_grpc_core::sync;
 use adk_grpc_core::{
@@ -133,6 +134,8 @@ struct Shared {
     large_reply: LargeReply,
     /// ADK's `use_mcp_resources`: the toolset also offers `load_mcp_resource`.
     resources: bool,
+    /// Declared and answered as ADK's `McpTool` (see [`McpToolset::with_adk_forms`]).
+    adk_forms: bool,
     connection: watch::Sender<Connection>,
     /// The tools last listed, offered while the server is away; None until the
     /// first listing succeeds.
@@ -226,6 +229,7 @@ impl McpToolset {
                 safe_to_repeat: false,
                 large_reply: LargeReply::default(),
                 resources: false,
+                adk_forms: false,
                 connection: watch::Sender::new(Connection::Starting),
                 tools: Mutex::new(None),
                 tools_changed: Arc::new(AtomicBool::new(false)),
@@ -344,6 +348,16 @@ impl McpToolset {
     /// capability gets no such tool (a warning is logged).
     pub fn with_resources(self, on: bool) -> Self {
         self.configure(|shared| shared.resources = on)
+    }
+
+    /// Declares the tools and answers their calls as ADK's `McpTool` does, for an ADK
+    /// agent-config directory's `McpToolset`: the server's descriptions (the tool's and
+    /// its parameters') fenced as untrusted data, with ADK's paragraph saying so in the
+    /// instruction, and a call's response MCP's `CallToolResult` as the server sent it
+    /// (`content`, `structuredContent`, `isError`; media stays in `content`, and a result
+    /// with `isError` is the model's to read, not a tool error).
+    pub fn with_adk_forms(self, on: bool) -> Self {
+        self.configure(|shared| shared.adk_forms = on)
     }
 
     /// How long starting the server and the MCP handshake may take.
@@ -591,15 +605,27 @@ impl Shared {
                     None
                 }
             };
+            let description = listed.description.map(|d| d.to_string()).unwrap_or_default();
+            let (description, schema) = if self.adk_forms {
+                (
+                    untrusted::fence_description(&description),
+                    untrusted::fence_schema(&schema),
+                )
+            } else {
+                (description, schema)
+            };
             tools.push(Arc::new(McpTool {
                 shared: self.clone(),
                 name,
                 remote,
-                description: listed.description.map(|d| d.to_string()).unwrap_or_default(),
+                description,
                 schema,
                 validator,
             }));
         }
+        // By name, as ADK's McpToolset sorts them: a server's listing order is not
+        // contractual, and a request that changes with it defeats the provider's cache.
+        tools.sort_by(|a, b| a.name().cmp(b.name()));
         if self.resources {
             let declared = peer
                 .peer_info()
@@ -803,7 +829,9 @@ struct McpTool {
     name: String,
     /// As the server knows it.
     remote: String,
+    /// As the model reads it (fenced for ADK's forms).
     description: String,
+    /// As the model reads it (fenced for ADK's forms); the validator has the server's.
     schema: Value,
     validator: Option<Arc<jsonschema::Validator>>,
 }
@@ -851,6 +879,13 @@ impl Tool for McpTool {
     }
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         Ok(self.execute_with_parts(ctx, args).await?.response)
+    }
+
+    async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
+        if self.shared.adk_forms {
+            untrusted::add_preamble(request);
+        }
+        Ok(())
     }
 
     /// Dropping this future (the invocation was cancelled) or its timeout drops
@@ -903,8 +938,12 @@ impl Tool for McpTool {
             }
         };
         let result = serde_json::to_value(&result).map_err(|e| self.failure(e))?;
-        let output = tool_output(&result);
-        if result["isError"].as_bool() == Some(true) {
+        let output = if self.shared.adk_forms {
+            ToolOutput::new(adk_call_tool_result(&result))
+        } else {
+            tool_output(&result)
+        };
+        if result["isError"].as_bool() == Some(true) && !self.shared.adk_forms {
             let message = output.response["text"]
                 .as_str()
                 .unwrap_or("the tool reported an error")
@@ -1080,6 +1119,25 @@ impl Tool for LoadMcpResource {
             }
         }
         Ok(())
+    }
+}
+
+/// A `tools/call` result (as MCP's JSON) as ADK's `McpTool` returns it: the result as
+/// the server sent it, its `_meta` keys named `meta` (as ADK dumps MCP's models) but
+/// in what the server wrote (`structuredContent`).
+fn adk_call_tool_result(result: &Value) -> Value {
+    match result {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| match key.as_str() {
+                    "_meta" => ("meta".to_string(), value.clone()),
+                    "structuredContent" => (key.clone(), value.clone()),
+                    _ => (key.clone(), adk_call_tool_result(value)),
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(adk_call_tool_result).collect()),
+        other => other.clone(),
     }
 }
 

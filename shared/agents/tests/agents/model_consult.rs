@@ -193,7 +193,7 @@ async fn the_advisor_request_carries_its_generation_instructions_and_the_executo
     let asked = advisor.last_request();
     let body = asked.json();
     assert_eq!(body["reasoning_effort"], "minimal", "{body}");
-    assert_eq!(body["max_tokens"], 777, "{body}");
+    assert_eq!(body["max_completion_tokens"], 777, "{body}");
     assert_eq!(body["temperature"], 0.25, "{body}");
     assert!(body.get("tools").is_none(), "the advisor gets no tools: {body}");
     assert_eq!(system_prompt(&asked), "You are the reviewer.");

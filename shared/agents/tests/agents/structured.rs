@@ -3,9 +3,9 @@
 
 use crate::common::*;
 use adk_grpc_agents::{FunctionTool, LlmAgentBuilder, RunOptions};
-use adk_grpc_core::{Content, Event, PartKind, RunConfig, StreamingMode};
-use adk_grpc_models::Gemini;
+use adk_grpc_core::{Content, Event, Llm, PartKind, RunConfig, StreamingMode};
 use adk_grpc_models::testing::{FakeServer, gemini, openai};
+use adk_grpc_models::{Gemini, OpenAiCompatible};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -27,6 +27,12 @@ fn sse() -> RunOptions {
         },
         ..Default::default()
     }
+}
+
+/// A Gemini model behind an OpenAI-compatible server (a proxy): it cannot take a reply
+/// schema and tools in one request, as ADK's LiteLlm decides for `openai/gemini-…`.
+fn gemini_behind_openai(server: &FakeServer) -> Arc<OpenAiCompatible> {
+    Arc::new(OpenAiCompatible::new(server.url(), "gemini-2.5-flash").expect("openai client"))
 }
 
 fn gemini_model(server: &FakeServer) -> Arc<Gemini> {
@@ -137,21 +143,27 @@ async fn a_reply_that_misses_the_schema_fails_the_run_and_is_not_stored() {
     assert!(!session.state.as_map().contains_key("forecast"));
 }
 
-#[tokio::test]
-async fn with_tools_the_model_answers_through_set_model_response() {
-    let server = FakeServer::start().await;
+/// A forecaster on `model` with a tool `lookup` and the output schema, its reply stored
+/// under `forecast`.
+async fn forecaster_with_a_tool(model: Arc<dyn Llm>) -> Harness {
     let lookup = FunctionTool::new("lookup", "Looks a city up.", |_ctx, _args| async {
         Ok(json!({"celsius": 4}))
     });
     let agent = LlmAgentBuilder::new("forecaster")
-        .model(openai(&server))
+        .model(model)
         .instruction("Forecast the weather.")
         .tool(Arc::new(lookup))
         .output_schema(schema())
         .output_key("forecast")
         .build()
         .unwrap();
-    let h = Harness::new(Arc::new(agent)).await;
+    Harness::new(Arc::new(agent)).await
+}
+
+#[tokio::test]
+async fn with_tools_the_model_answers_through_set_model_response() {
+    let server = FakeServer::start().await;
+    let h = forecaster_with_a_tool(gemini_behind_openai(&server)).await;
     server.push(openai::tool_calls(&[("c1", "lookup", json!({"city": "Oslo"}))]));
     // A misfit call is answered with the problem, and the model calls again.
     server.push(openai::tool_calls(&[(
@@ -185,7 +197,15 @@ async fn with_tools_the_model_answers_through_set_model_response() {
         .into_iter()
         .find(|m| m["tool_call_id"] == "c2")
         .expect("the misfit call was answered");
-    assert!(misfit["content"].as_str().unwrap().contains("celsius"), "{misfit}");
+    // ADK's answer: a result with its words around the problems, which name the field.
+    let answer: Value = serde_json::from_str(misfit["content"].as_str().unwrap()).unwrap();
+    let error = answer["error"].as_str().expect("an error result");
+    assert!(error.starts_with("Validation Error found:\n"), "{error}");
+    assert!(error.contains("celsius"), "{error}");
+    assert!(
+        error.ends_with("\nRecall the set_model_response function correctly, fix the errors, and call it again with all required fields using the correct types."),
+        "{error}"
+    );
 
     let complete = run.complete();
     let last = complete.last().unwrap();
@@ -202,6 +222,33 @@ async fn with_tools_the_model_answers_through_set_model_response() {
     let session = h.verify_log(&HashMap::new()).await;
     assert_eq!(
         session.state.as_map().get("forecast"),
+        Some(&json!({"city": "Oslo", "celsius": 4}))
+    );
+}
+
+/// ADK's rule for a model that takes a reply schema with tools (its LiteLlm's for an
+/// OpenAI model): the schema goes as `response_format` beside the tools, and no
+/// `set_model_response` is offered or told.
+#[tokio::test]
+async fn an_openai_model_gets_the_schema_beside_the_tools() {
+    let server = FakeServer::start().await;
+    let h = forecaster_with_a_tool(openai(&server)).await;
+    server.push(openai::json_reply(&json!({"city": "Oslo", "celsius": 4})));
+    let run = h.say("Oslo?").await.ok();
+
+    let body = server.last_request().json();
+    assert_eq!(body["response_format"]["json_schema"]["schema"], schema());
+    let names: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert_eq!(names, ["lookup"]);
+    assert!(!system_prompt(&server.last_request()).contains("set_model_response"));
+    assert_eq!(run.texts(), [r#"{"celsius":4,"city":"Oslo"}"#]);
+    assert_eq!(
+        h.session().await.state.as_map().get("forecast"),
         Some(&json!({"city": "Oslo", "celsius": 4}))
     );
 }

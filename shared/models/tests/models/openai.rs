@@ -325,7 +325,7 @@ async fn request_carries_system_tools_history_and_settings() {
     );
     assert_eq!(body["temperature"], 0.5);
     assert_eq!(body["top_p"], 0.25);
-    assert_eq!(body["max_tokens"], 100);
+    assert_eq!(body["max_completion_tokens"], 100);
     assert_eq!(body["stop"], json!(["END"]));
 }
 
