@@ -7,7 +7,7 @@ use serde_json::{Map, Value, json};
 
 /// A part as google-genai's JSON: `{"text": "…"}`, `{"function_call": {"name", "args", "id"}}`,
 /// `{"function_response": {"name", "response", "id"}}`, `{"inline_data": {"mime_type", "data"}}`, …
-pub(super) fn part_json(part: &Part) -> Value {
+pub(crate) fn part_json(part: &Part) -> Value {
     let mut json = serde_json::to_value(part).unwrap_or(Value::Null);
     if let Some(object) = json.as_object_mut() {
         // The core's serde form nests these one level deeper than google-genai.

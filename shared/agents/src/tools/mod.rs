@@ -12,6 +12,7 @@ mod model_consult;
 mod openapi;
 mod remote_context;
 mod reply_limit;
+mod session_reads;
 
 pub use agent_tool::AgentTool;
 pub(crate) use builtin::TransferToAgentTool;

@@ -28,6 +28,10 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContextGrant {
     state: Vec<StatePattern>,
+    /// The call may read its session's artifacts and the user's memories while it
+    /// runs (`session_reads`): granted to the Python worker's tools and callbacks,
+    /// whose ADK contexts read them.
+    session_reads: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +65,32 @@ impl ContextGrant {
                 }
             })
             .collect::<Result<_>>()?;
-        Ok(ContextGrant { state })
+        Ok(ContextGrant {
+            state,
+            session_reads: false,
+        })
+    }
+
+    /// Grants the call reads of its session while it runs (see `session_reads`).
+    pub fn with_session_reads(mut self, session_reads: bool) -> Self {
+        self.session_reads = session_reads;
+        self
+    }
+
+    /// For a grant with session reads: puts where and how the call reads its session in
+    /// its `context` (`"reads": {"url", "token"}`); the reads end when the returned
+    /// lease is dropped, which the caller does when the call ends.
+    pub(crate) fn open_reads(
+        &self,
+        ctx: &(impl adk_grpc_core::CallbackContext + ?Sized),
+        context: &mut Value,
+    ) -> Result<Option<super::session_reads::ReadLease>> {
+        if !self.session_reads {
+            return Ok(None);
+        }
+        let (reads, lease) = super::session_reads::open(ctx)?;
+        context["reads"] = reads;
+        Ok(Some(lease))
     }
 
     /// The `in` half for this call: ids, and the granted state as the tool would read
