@@ -18,6 +18,5 @@ mod http;
 pub use chain::Hooks;
 pub(crate) use chain::around_agent;
 pub use closure::Callback;
-pub(crate) use codec::part_json;
 pub use hook::{BeforeModel, BeforeTool, Decision, Hook, HookContext, HookPoint};
 pub use http::{FailurePolicy, HttpHook};

@@ -23,6 +23,7 @@ pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use openapi::OpenApiToolset;
+pub(crate) use remote_context::part_json;
 pub use remote_context::{ContextGrant, ToolActions};
 pub(crate) use reply_limit::within_reply_limit;
 

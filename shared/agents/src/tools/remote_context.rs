@@ -193,6 +193,35 @@ pub(crate) struct RemoteBlob {
     data: String,
 }
 
+/// A part as google-genai's JSON: `{"text": "…"}`, `{"function_call": {"name", "args", "id"}}`,
+/// `{"function_response": {"name", "response", "id"}}`, `{"inline_data": {"mime_type", "data"}}`, …
+pub(crate) fn part_json(part: &Part) -> Value {
+    let mut json = serde_json::to_value(part).unwrap_or(Value::Null);
+    if let Some(object) = json.as_object_mut() {
+        // The core's serde form nests these one level deeper than google-genai.
+        if let Some(Value::Object(text)) = object.get_mut("text") {
+            let text = text.remove("text").unwrap_or_default();
+            object.insert("text".into(), text);
+        }
+        if let Some(Value::Object(outer)) = object.get_mut("function_response") {
+            let mut flat = match outer.remove("function_response") {
+                Some(Value::Object(inner)) => inner,
+                _ => Map::new(),
+            };
+            if let Some(id) = outer.remove("id").filter(|id| !id.is_null()) {
+                flat.insert("id".into(), id);
+            }
+            object.insert("function_response".into(), Value::Object(flat));
+        }
+        for key in ["function_call", "executable_code", "code_execution_result"] {
+            if let Some(Value::Object(inner)) = object.get_mut(key) {
+                inner.retain(|_, value| !value.is_null());
+            }
+        }
+    }
+    json
+}
+
 impl RemotePart {
     pub(crate) fn into_part(self, field: &str) -> Result<Part> {
         match self {
