@@ -24,7 +24,7 @@
 
 use super::memory::entry_json;
 use super::remote_context::part_json;
-use adk_grpc_core::{AdkError, Artifacts, CallbackContext, Memory, Result};
+use adk_grpc_core::{AdkError, Artifacts, CallbackContext, Memory, Result, sync};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode, header};
@@ -57,12 +57,8 @@ pub struct ReadLease {
 
 impl Drop for ReadLease {
     fn drop(&mut self) {
-        lock(&self.leases).remove(&self.token);
+        sync::lock(&self.leases).remove(&self.token);
     }
-}
-
-fn lock(leases: &Leases) -> std::sync::MutexGuard<'_, HashMap<String, Arc<Scope>>> {
-    leases.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Opens the reads of the call running in `ctx`: the `reads` its context carries
@@ -77,7 +73,7 @@ pub(crate) fn open(ctx: &(impl CallbackContext + ?Sized)) -> Result<(Value, Read
         memory: ctx.memory(),
         runtime,
     };
-    lock(&endpoint.leases).insert(token.clone(), Arc::new(scope));
+    sync::lock(&endpoint.leases).insert(token.clone(), Arc::new(scope));
     let reads = json!({ "url": endpoint.url, "token": token });
     Ok((
         reads,
@@ -142,7 +138,7 @@ async fn answer(
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "));
-    let Some(scope) = token.and_then(|token| lock(&leases).get(token).cloned()) else {
+    let Some(scope) = token.and_then(|token| sync::lock(&leases).get(token).cloned()) else {
         return reply(
             StatusCode::FORBIDDEN,
             json!({ "error": "no call is running with this token: a session is read only while the tool or callback call it was sent to runs" }),
