@@ -87,14 +87,15 @@ async def record(case: Path, fake: FakeGemini) -> dict:
     from google.adk.artifacts import InMemoryArtifactService
     from google.adk.memory import InMemoryMemoryService
     from google.adk.runners import Runner
-    from google.adk.sessions import InMemorySessionService
+    from google.adk.events import Event
+    from google.adk.sessions import InMemorySessionService, Session
     from google.genai import types
 
     script = json.loads((case / "script.json").read_text())
     sessions = InMemorySessionService()
     app_name = case.name
-    # Memory and artifacts as adk-server serves them (empty at the start), for the
-    # built-in tools that use them.
+    # Memory and artifacts as adk-server serves them (empty at the start but for what the
+    # script seeds), for the built-in tools and the Python code that use them.
     services = {
         "session_service": sessions,
         "memory_service": InMemoryMemoryService(),
@@ -119,6 +120,28 @@ async def record(case: Path, fake: FakeGemini) -> dict:
             filename=name,
             artifact=types.Part(text=text),
         )
+    # The user's memories before the first turn (`memory` of the script): an earlier
+    # session's events, each of its own invocation, added as ADK adds a session.
+    memory = script.get("memory", [])
+    if memory:
+        earlier = Session(
+            id="earlier-session",
+            app_name=app_name,
+            user_id=APP_USER,
+            events=[
+                Event(
+                    id=m["id"],
+                    invocation_id=f"{m['id']}-invocation",
+                    author=m["author"],
+                    timestamp=m["timestamp"],
+                    content=types.Content(
+                        role="user" if m["author"] == "user" else "model", parts=[types.Part(text=m["text"])]
+                    ),
+                )
+                for m in memory
+            ],
+        )
+        await runner.memory_service.add_session_to_memory(earlier)
     turns = []
     for turn in script["turns"]:
         fake.replies = [gemini_reply(r) for r in turn["replies"]]
@@ -139,6 +162,7 @@ async def record(case: Path, fake: FakeGemini) -> dict:
         "user_id": APP_USER,
         "session_id": SESSION_ID,
         "artifacts": artifacts,
+        "memory": memory,
         "turns": turns,
         "session": {"state": session.state, "events": events},
     }

@@ -12,6 +12,8 @@ import os
 import sys
 import threading
 import traceback
+import urllib.error
+import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -21,6 +23,8 @@ from google.adk.agents.common_configs import CodeConfig
 from google.adk.agents.context import Context
 from google.adk.agents.invocation_context import InvocationContext
 from google.adk.artifacts.base_artifact_service import BaseArtifactService
+from google.adk.memory.base_memory_service import BaseMemoryService, SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
 from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.adk.sessions import InMemorySessionService, Session
@@ -56,13 +60,44 @@ class UnservedTool(BaseTool):
         super().__init__(name=name, description="")
 
 
+class SessionReads:
+    """The runner's reads of the call's session (the context's `reads`: a loopback URL and
+    a token valid while the call runs, docs/adk-python.md): what ADK's contexts read from
+    their artifact and memory services. Versions are the suite's, from 1."""
+
+    TIMEOUT_SECS = 30
+
+    def __init__(self, sent: dict[str, Any] | None) -> None:
+        self.sent = sent
+
+    async def read(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
+        if not self.sent:
+            raise RuntimeError(f"{what}: the runner sent no session reads with this call")
+        return await asyncio.to_thread(self.post, what, body)
+
+    def post(self, what: str, body: dict[str, Any]) -> dict[str, Any]:
+        assert self.sent is not None
+        request = urllib.request.Request(
+            f"{self.sent['url']}/{what}",
+            data=json.dumps(body).encode(),
+            headers={"content-type": "application/json", "authorization": f"Bearer {self.sent['token']}"},
+            method="POST",
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.TIMEOUT_SECS) as reply:  # noqa: S310 (the runner's loopback URL)
+                return json.loads(reply.read())
+        except urllib.error.HTTPError as e:
+            error = json.loads(e.read() or b"{}").get("error", e.reason)
+            raise RuntimeError(f"{what}: {error}") from None
+
+
 class CallArtifacts(BaseArtifactService):
     """The artifacts of one call: what the code saves goes back to the runner, which
     saves it in the session (and records the version the store gives); what it loads
-    is what it saved in this call. Reading the session's earlier artifacts is not
-    offered yet (the tool protocol sends none)."""
+    and lists is the session's, read from the runner, with what it saved in this call."""
 
-    def __init__(self) -> None:
+    def __init__(self, reads: SessionReads) -> None:
+        self.reads = reads
         self.saved: dict[str, types.Part] = {}
         self.versions: dict[str, int] = {}
 
@@ -75,15 +110,16 @@ class CallArtifacts(BaseArtifactService):
         return self.versions[filename]
 
     async def load_artifact(self, *, filename: str, version: int | None = None, **_: Any) -> types.Part | None:
-        if filename in self.saved:
+        if version is None and filename in self.saved:
             return self.saved[filename]
-        raise NotImplementedError(
-            f"load_artifact({filename!r}): a Python tool or callback served by adk-grpc-worker reads only the "
-            "artifacts it saved in the same call"
-        )
+        # ADK counts versions from 0, the suite from 1 (as the ADK plug-in maps them).
+        sent = {"filename": filename, "version": None if version is None else version + 1}
+        part = (await self.reads.read("load_artifact", sent))["part"]
+        return None if part is None else types.Part.model_validate(part)
 
     async def list_artifact_keys(self, **_: Any) -> list[str]:
-        return sorted(self.saved)
+        listed = (await self.reads.read("list_artifacts", {}))["filenames"]
+        return sorted({*listed, *self.saved})
 
     async def delete_artifact(self, **_: Any) -> None:
         raise NotImplementedError("delete_artifact is not offered to a Python tool served by adk-grpc-worker")
@@ -98,6 +134,21 @@ class CallArtifacts(BaseArtifactService):
         return None
 
 
+class CallMemory(BaseMemoryService):
+    """The user's memories, searched by the runner's memory service for the call's app
+    and user (the ids the code passes are ADK's context's own, the call's)."""
+
+    def __init__(self, reads: SessionReads) -> None:
+        self.reads = reads
+
+    async def add_session_to_memory(self, session: Session) -> None:
+        raise NotImplementedError("adding to memory is not offered to a Python tool served by adk-grpc-worker")
+
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        found = await self.reads.read("search_memory", {"query": query})
+        return SearchMemoryResponse(memories=[MemoryEntry.model_validate(m) for m in found["memories"]])
+
+
 class Placeholder(BaseAgent):
     """The agent a context names (ADK's contexts read `agent.name`); it never runs here."""
 
@@ -105,7 +156,8 @@ class Placeholder(BaseAgent):
 def make_context(sent: dict[str, Any], artifacts: CallArtifacts, user_content: Any = None) -> Context:
     """ADK's Context over the runner's `context` (the tool context's in half), with the
     user's message when the runner sends it (`before_agent`), which callbacks read as
-    `callback_context.user_content`."""
+    `callback_context.user_content`, and the session's artifacts and the user's memories
+    read through the call's `reads`."""
     session = Session(
         id=sent.get("session_id", ""),
         app_name=sent.get("app_name", ""),
@@ -115,6 +167,7 @@ def make_context(sent: dict[str, Any], artifacts: CallArtifacts, user_content: A
     invocation = InvocationContext(
         session_service=InMemorySessionService(),
         artifact_service=artifacts,
+        memory_service=CallMemory(artifacts.reads),
         invocation_id=sent.get("invocation_id", ""),
         agent=Placeholder(name=sent.get("agent_name") or "agent"),
         session=session,
@@ -295,8 +348,9 @@ class Worker:
 
     async def call_tool(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         tool = self.tools[ref]
-        artifacts = CallArtifacts()
-        context = make_context(body.get("context") or {}, artifacts)
+        sent = body.get("context") or {}
+        artifacts = CallArtifacts(SessionReads(sent.get("reads")))
+        context = make_context(sent, artifacts)
         result = await tool.run_async(args=body.get("args") or {}, tool_context=context)
         actions = actions_json(context, artifacts, tool_point=True)
         if result is None and tool.is_long_running:
@@ -316,8 +370,9 @@ class Worker:
     async def call_callback(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         callback = self.callbacks[ref]
         point = body.get("point")
-        artifacts = CallArtifacts()
-        context = make_context(body.get("context") or {}, artifacts, body.get("user_content"))
+        sent = body.get("context") or {}
+        artifacts = CallArtifacts(SessionReads(sent.get("reads")))
+        context = make_context(sent, artifacts, body.get("user_content"))
         reply: dict[str, Any] = {}
         answer: Any
         if point in ("before_agent", "after_agent"):

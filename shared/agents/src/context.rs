@@ -426,8 +426,8 @@ impl Artifacts for RecordingArtifacts {
             .insert(name.to_string(), version);
         Ok(version)
     }
-    async fn load(&self, name: &str) -> Result<Part> {
-        self.inner.load(name).await
+    async fn load_version(&self, name: &str, version: Option<i64>) -> Result<Part> {
+        self.inner.load_version(name, version).await
     }
     async fn list(&self) -> Result<Vec<String>> {
         self.inner.list().await

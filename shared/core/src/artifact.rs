@@ -592,7 +592,11 @@ pub trait Artifacts: Send + Sync {
     /// Saves the next version of `name`; returns its version.
     async fn save(&self, name: &str, part: &Part) -> Result<i64>;
     /// Loads the latest version of `name`.
-    async fn load(&self, name: &str) -> Result<Part>;
+    async fn load(&self, name: &str) -> Result<Part> {
+        self.load_version(name, None).await
+    }
+    /// Loads one version of `name` (None: the latest).
+    async fn load_version(&self, name: &str, version: Option<i64>) -> Result<Part>;
     /// The names visible from the session, sorted.
     async fn list(&self) -> Result<Vec<String>>;
 }
@@ -631,13 +635,13 @@ impl Artifacts for ScopedArtifacts {
         Ok(self.service.save(req).await?.version)
     }
 
-    async fn load(&self, name: &str) -> Result<Part> {
+    async fn load_version(&self, name: &str, version: Option<i64>) -> Result<Part> {
         let req = LoadRequest {
             app_name: self.app_name.clone(),
             user_id: self.user_id.clone(),
             session_id: self.session_id.clone(),
             file_name: name.to_string(),
-            version: None,
+            version,
         };
         let part = self.service.load(req).await?.part;
         if crate::history::is_rewind_tombstone(&part) {

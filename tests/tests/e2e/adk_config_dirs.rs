@@ -9,6 +9,7 @@ use adk_grpc_e2e::{spawn_session_server, venv_python};
 use adk_grpc_models::testing::{FakeServer, gemini, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_grpc_testkit::{RedisServer, ServiceProcess};
 use std::path::Path;
 
@@ -208,6 +209,19 @@ def upper_case_item(tool, args, tool_context):
     );
 }
 
+/// `adk-server --agents <dir>` with the test venv's Python for the worker, its Gemini
+/// model the fake `provider`.
+async fn serve_with_python(dir: &Path, provider: &FakeServer) -> ServiceProcess {
+    let env = envs(&[("GOOGLE_GEMINI_BASE_URL", provider.url()), ("GOOGLE_API_KEY", "g-key")]);
+    let args = [
+        "--agents".to_string(),
+        dir.display().to_string(),
+        "--python".to_string(),
+        venv_python().display().to_string(),
+    ];
+    ServiceProcess::spawn("adk-server", &args, &env).await
+}
+
 /// The worker processes serving `app_dir` (their command line names it).
 fn workers_of(app_dir: &Path) -> Vec<u32> {
     let needle = app_dir.display().to_string();
@@ -231,15 +245,7 @@ async fn python_tools_and_callbacks_of_an_adk_config_dir_run_in_the_supervised_w
     let agents = tempfile::tempdir().expect("temp dir");
     python_shop(agents.path());
     let app_dir = std::fs::canonicalize(agents.path().join("shop")).expect("canonical");
-    let python = venv_python().display().to_string();
-    let env = envs(&[("GOOGLE_GEMINI_BASE_URL", provider.url()), ("GOOGLE_API_KEY", "g-key")]);
-    let args = [
-        "--agents".to_string(),
-        app_dir.display().to_string(),
-        "--python".to_string(),
-        python,
-    ];
-    let server = ServiceProcess::spawn("adk-server", &args, &env).await;
+    let server = serve_with_python(&app_dir, &provider).await;
     let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
     let run = |text: &str| runs::run_request("shop", "alice", "s1", user_text(text));
 
@@ -375,15 +381,7 @@ async fn two_apps_naming_python_tools_of_the_same_name_each_run_their_own() {
             ),
         );
     }
-    let python = venv_python().display().to_string();
-    let env = envs(&[("GOOGLE_GEMINI_BASE_URL", provider.url()), ("GOOGLE_API_KEY", "g-key")]);
-    let args = [
-        "--agents".to_string(),
-        agents.path().display().to_string(),
-        "--python".to_string(),
-        python,
-    ];
-    let server = ServiceProcess::spawn("adk-server", &args, &env).await;
+    let server = serve_with_python(agents.path(), &provider).await;
     let mut client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
     for app in ["shop", "deli"] {
         provider.push(gemini::function_calls(&[(
@@ -405,4 +403,200 @@ async fn two_apps_naming_python_tools_of_the_same_name_each_run_their_own() {
             "{app}'s add_item answered: {answered_by:?}"
         );
     }
+}
+
+/// The app `notes`: Python tools and a callback that read what the session holds, as
+/// ADK's contexts read it (artifacts saved before the call, the user's memories).
+fn python_notes(dir: &Path) {
+    write(
+        dir,
+        "notes/root_agent.yaml",
+        "name: keeper\nmodel: gemini-2.5-flash\ninstruction: Keep notes.\ntools:\n  - name: notes.tools.save_note\n  \
+         - name: notes.tools.read_notes\n  - name: notes.tools.recall\n  - name: notes.tools.keep_reads\n  \
+         - name: notes.tools.read_kept\nbefore_model_callbacks:\n  - name: notes.callbacks.inventory\n",
+    );
+    write(
+        dir,
+        "notes/tools.py",
+        r#"from google.adk.tools import ToolContext
+from google.genai import types
+
+KEPT = {}
+
+
+async def save_note(text: str, tool_context: ToolContext) -> str:
+    """Saves the note as note.txt, and the user's name as user:name.txt."""
+    await tool_context.save_artifact("note.txt", types.Part(text=text))
+    await tool_context.save_artifact("user:name.txt", types.Part(text="Alice"))
+    return "saved"
+
+
+async def read_notes(tool_context: ToolContext) -> dict:
+    """Reads the notes saved before."""
+    latest = await tool_context.load_artifact("note.txt")
+    first = await tool_context.load_artifact("note.txt", version=0)
+    return {
+        "latest": latest.text if latest else None,
+        "first": first.text if first else None,
+        "no_such_version": await tool_context.load_artifact("note.txt", version=7) is None,
+        "no_such_file": await tool_context.load_artifact("nothing.txt") is None,
+        "names": await tool_context.list_artifacts(),
+    }
+
+
+async def recall(query: str, tool_context: ToolContext) -> dict:
+    """Searches the user's memories."""
+    found = await tool_context.search_memory(query)
+    return {"memories": [m.content.parts[0].text for m in found.memories], "authors": [m.author for m in found.memories]}
+
+
+def keep_reads(tool_context: ToolContext) -> str:
+    """Keeps this call's artifact service for later."""
+    KEPT["artifacts"] = tool_context._invocation_context.artifact_service
+    return "kept"
+
+
+async def read_kept(tool_context: ToolContext) -> str:
+    """Reads through an artifact service kept from an earlier call."""
+    try:
+        await KEPT["artifacts"].list_artifact_keys()
+    except Exception as e:
+        return f"refused: {e}"
+    return "read"
+"#,
+    );
+    write(
+        dir,
+        "notes/callbacks.py",
+        r#"from google.adk.models.llm_response import LlmResponse
+from google.genai import types
+
+
+async def inventory(callback_context, llm_request):
+    last = llm_request.contents[-1]
+    if last.role == "user" and last.parts[0].text == "inventory":
+        names = await callback_context.list_artifacts()
+        note = await callback_context.load_artifact("note.txt")
+        text = f"{', '.join(names)}: {note.text if note else None}"
+        return LlmResponse(content=types.Content(role="model", parts=[types.Part(text=text)]))
+    return None
+"#,
+    );
+}
+
+/// What the model was given back for the last tool call of its latest request.
+fn last_function_response(provider: &FakeServer) -> serde_json::Value {
+    let request = provider.last_request().json();
+    let contents = request["contents"].as_array().expect("contents").clone();
+    contents
+        .iter()
+        .rev()
+        .flat_map(|c| c["parts"].as_array().cloned().unwrap_or_default())
+        .find_map(|p| p.get("functionResponse").map(|r| r["response"].clone()))
+        .unwrap_or_else(|| panic!("no function response in {request}"))
+}
+
+#[tokio::test]
+async fn python_tools_and_callbacks_read_the_sessions_artifacts_and_the_users_memories() {
+    let provider = FakeServer::start().await;
+    let agents = tempfile::tempdir().expect("temp dir");
+    python_notes(agents.path());
+    let server = serve_with_python(agents.path(), &provider).await;
+    let client = AgentRunnerClient::connect(server.endpoint()).await.expect("connect");
+    let turn = |user: &'static str, session: &'static str, calls: Option<(&'static str, serde_json::Value)>| {
+        if let Some((tool, args)) = &calls {
+            provider.push(gemini::function_calls(&[(tool, args.clone())]));
+        }
+        provider.push(gemini::text("Done."));
+        let run = runs::run_request("notes", user, session, user_text("Go on."));
+        let mut client = client.clone();
+        async move {
+            let (events, status) = runs::run_to_end(&mut client, run).await;
+            assert!(status.is_none(), "{status:?}");
+            events
+        }
+    };
+
+    // Two turns save two versions of note.txt (and user:name.txt), each in its own call.
+    for text in ["buy milk", "buy bread"] {
+        turn("alice", "s1", Some(("save_note", serde_json::json!({ "text": text })))).await;
+        assert_eq!(
+            last_function_response(&provider),
+            serde_json::json!({"result": "saved"})
+        );
+    }
+
+    // A later turn's tool reads them: the latest, ADK's version 0 (the suite's 1), None
+    // for a missing version or file, and the listing with the user's `user:` names.
+    turn("alice", "s1", Some(("read_notes", serde_json::json!({})))).await;
+    assert_eq!(
+        last_function_response(&provider),
+        serde_json::json!({
+            "latest": "buy bread",
+            "first": "buy milk",
+            "no_such_version": true,
+            "no_such_file": true,
+            "names": ["note.txt", "user:name.txt"],
+        })
+    );
+
+    // A callback reads them through its CallbackContext (and answers in the model's place).
+    let (events, status) = runs::run_to_end(
+        &mut client.clone(),
+        runs::run_request("notes", "alice", "s1", user_text("inventory")),
+    )
+    .await;
+    assert!(status.is_none(), "{status:?}\n{}", server.tail_log(30));
+    assert_eq!(
+        text_of(events.last().expect("a reply")),
+        "note.txt, user:name.txt: buy bread"
+    );
+
+    // Only the call's own scope: Alice's other session sees her user: artifact only, Bob none.
+    turn("alice", "s2", Some(("read_notes", serde_json::json!({})))).await;
+    assert_eq!(
+        last_function_response(&provider)["names"],
+        serde_json::json!(["user:name.txt"])
+    );
+    assert_eq!(last_function_response(&provider)["latest"], serde_json::Value::Null);
+    turn("bob", "s1", Some(("read_notes", serde_json::json!({})))).await;
+    assert_eq!(last_function_response(&provider)["names"], serde_json::json!([]));
+
+    // The user's memories, searched by the app's memory service: Alice's, not Bob's.
+    let mut memory = MemoryServiceClient::connect(server.endpoint()).await.expect("connect");
+    memory
+        .add_memory(pb::AddMemoryRequest {
+            app_name: "notes".into(),
+            user_id: "alice".into(),
+            memories: vec![pb::MemoryEntry {
+                content: Some(user_text("My sister Maria lives in Oslo.")),
+                author: "user".into(),
+                ..Default::default()
+            }],
+            custom_metadata: None,
+        })
+        .await
+        .expect("AddMemory");
+    for (user, found) in [
+        (
+            "alice",
+            serde_json::json!({"memories": ["My sister Maria lives in Oslo."], "authors": ["user"]}),
+        ),
+        ("bob", serde_json::json!({"memories": [], "authors": []})),
+    ] {
+        turn(user, "s3", Some(("recall", serde_json::json!({ "query": "Maria" })))).await;
+        assert_eq!(last_function_response(&provider), found, "{user}");
+    }
+
+    // A read after its call has ended is refused, even from the same session.
+    turn("alice", "s1", Some(("keep_reads", serde_json::json!({})))).await;
+    turn("alice", "s1", Some(("read_kept", serde_json::json!({})))).await;
+    let refused = last_function_response(&provider)["result"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        refused.starts_with("refused: list_artifacts: no call is running with this token"),
+        "{refused}"
+    );
 }

@@ -14,6 +14,7 @@ use adk_grpc_e2e::venv_python;
 use adk_grpc_models::testing::FakeServer;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
+use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_grpc_testkit::ServiceProcess;
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
@@ -126,6 +127,7 @@ async fn replay_on(case: &str, wire: Wire) {
         recording["session_id"].as_str().expect("session_id"),
     );
     save_artifacts(&server, app, user, session, &recording["artifacts"]).await;
+    add_memories(&server, app, user, &recording["memory"]).await;
 
     let mut problems = Vec::new();
     let mut adk_requests = Vec::new();
@@ -226,6 +228,45 @@ async fn save_artifacts(server: &ServiceProcess, app: &str, user: &str, session:
         };
         service.save(save).await.expect("save the artifact");
     }
+}
+
+/// The user's memories before the first turn, as the recording added them: an earlier
+/// session's events, each of its own invocation (ADK's `add_session_to_memory`; here
+/// AddEventsToMemory, which records no session id, as ADK's in-memory service records none).
+async fn add_memories(server: &ServiceProcess, app: &str, user: &str, memory: &Value) {
+    let Some(memory) = memory.as_array().filter(|m| !m.is_empty()) else {
+        return;
+    };
+    let events = memory
+        .iter()
+        .map(|m| {
+            let (id, author) = (m["id"].as_str().expect("id"), m["author"].as_str().expect("author"));
+            let mut content = user_text(m["text"].as_str().expect("text"));
+            content.role = if author == "user" { "user" } else { "model" }.into();
+            pb::Event {
+                id: id.into(),
+                invocation_id: format!("{id}-invocation"),
+                author: author.into(),
+                timestamp: Some(prost_types::Timestamp {
+                    seconds: m["timestamp"].as_i64().expect("timestamp"),
+                    nanos: 0,
+                }),
+                content: Some(content),
+                ..Default::default()
+            }
+        })
+        .collect();
+    MemoryServiceClient::connect(server.endpoint())
+        .await
+        .expect("connect to the memory service")
+        .add_events_to_memory(pb::AddEventsToMemoryRequest {
+            app_name: app.into(),
+            user_id: user.into(),
+            events,
+            ..Default::default()
+        })
+        .await
+        .expect("AddEventsToMemory");
 }
 
 /// A model request with the normalisations the comparison allows:
@@ -784,12 +825,23 @@ async fn output_schema_transfer() {
     replay("output_schema_transfer").await;
 }
 
+#[tokio::test]
+async fn python_artifacts_read() {
+    replay("python_artifacts_read").await;
+}
+
+#[tokio::test]
+async fn memory_present() {
+    replay("memory_present").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load), but
-/// `python_tools`, `long_running` and `mcp_toolset`, whose calls and results have keys out
-/// of sorted order (an MCP content block's `type` before its `text`): ADK's `json.dumps`
-/// keeps a dict's order, the runner's JSON sorts it (docs/adk-conformance.md).
+/// `python_tools`, `long_running`, `mcp_toolset` and `memory_present`, whose calls and
+/// results have keys out of sorted order (an MCP content block's `type` before its `text`,
+/// ADK's `MemoryEntry` fields): ADK's `json.dumps` keeps a dict's order, the runner's JSON
+/// sorts it (docs/adk-conformance.md).
 mod openai {
     use super::replay_openai;
 
@@ -914,5 +966,10 @@ mod openai {
             ),
             "{log}"
         );
+    }
+
+    #[tokio::test]
+    async fn python_artifacts_read() {
+        replay_openai("python_artifacts_read").await;
     }
 }

@@ -923,9 +923,11 @@ impl Reader<'_> {
                         timeout_secs: None,
                         safe_to_repeat: None,
                         headers_from_env: BTreeMap::new(),
-                        // ADK's ToolContext reads the whole state.
+                        // ADK's ToolContext reads the whole state, and the session's
+                        // artifacts and the user's memories while the call runs.
                         context: Some(ToolContextConfig {
                             state: vec!["*".into()],
+                            session_reads: true,
                         }),
                         large_reply: Default::default(),
                         long_running: tool.long_running,
@@ -964,6 +966,7 @@ impl Reader<'_> {
                     headers_from_env: BTreeMap::new(),
                     context: Some(ToolContextConfig {
                         state: vec!["*".into()],
+                        session_reads: true,
                     }),
                 },
             );

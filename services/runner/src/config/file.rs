@@ -408,6 +408,10 @@ pub(super) struct ToolContextConfig {
     /// The state keys the tool reads: keys, prefixes ending in `*`, or `*`.
     #[serde(default)]
     pub(super) state: Vec<String>,
+    /// Reads of the call's session while it runs (artifacts, memories): set only for
+    /// the Python worker's tools and callbacks, never by a file.
+    #[serde(skip)]
+    pub(super) session_reads: bool,
 }
 
 #[derive(Debug, Deserialize)]

@@ -58,7 +58,10 @@ fn build_hook(name: &str, config: &HookConfig, problems: &mut Problems) -> Optio
     let grant = config
         .context
         .as_ref()
-        .map(|context| ContextGrant::new(context.state.iter().cloned()))
+        .map(|context| {
+            ContextGrant::new(context.state.iter().cloned())
+                .map(|grant| grant.with_session_reads(context.session_reads))
+        })
         .transpose()
         .inspect_err(|e| problems.add(&place, Some("context.state"), library_message(e)))
         .ok()

@@ -365,7 +365,9 @@ fn check_transport_fields(place: &str, config: &McpToolConfig, problems: &mut Pr
 
 /// The tool context an http or mcp tool declares it reads, checked by the library's rules.
 fn context_grant(place: &str, declared: Option<&ToolContextConfig>, problems: &mut Problems) -> Option<ContextGrant> {
-    ContextGrant::new(declared?.state.iter().cloned())
+    let declared = declared?;
+    ContextGrant::new(declared.state.iter().cloned())
+        .map(|grant| grant.with_session_reads(declared.session_reads))
         .inspect_err(|e| problems.add(place, Some("context.state"), library_message(e)))
         .ok()
 }

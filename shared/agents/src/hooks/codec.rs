@@ -1,38 +1,10 @@
 //! The JSON forms hooks read and write: google-genai's (snake_case, as Python's
 //! `model_dump(mode="json", exclude_none=True)` writes and `model_validate` reads).
 
+use crate::tools::part_json;
 use adk_grpc_core::{AdkError, Content, FinishReason, LlmRequest, LlmResponse, Part, Result, ToolDeclaration};
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
-
-/// A part as google-genai's JSON: `{"text": "…"}`, `{"function_call": {"name", "args", "id"}}`,
-/// `{"function_response": {"name", "response", "id"}}`, `{"inline_data": {"mime_type", "data"}}`, …
-pub(super) fn part_json(part: &Part) -> Value {
-    let mut json = serde_json::to_value(part).unwrap_or(Value::Null);
-    if let Some(object) = json.as_object_mut() {
-        // The core's serde form nests these one level deeper than google-genai.
-        if let Some(Value::Object(text)) = object.get_mut("text") {
-            let text = text.remove("text").unwrap_or_default();
-            object.insert("text".into(), text);
-        }
-        if let Some(Value::Object(outer)) = object.get_mut("function_response") {
-            let mut flat = match outer.remove("function_response") {
-                Some(Value::Object(inner)) => inner,
-                _ => Map::new(),
-            };
-            if let Some(id) = outer.remove("id").filter(|id| !id.is_null()) {
-                flat.insert("id".into(), id);
-            }
-            object.insert("function_response".into(), Value::Object(flat));
-        }
-        for key in ["function_call", "executable_code", "code_execution_result"] {
-            if let Some(Value::Object(inner)) = object.get_mut(key) {
-                inner.retain(|_, value| !value.is_null());
-            }
-        }
-    }
-    json
-}
+use serde_json::{Value, json};
 
 pub(super) fn part_from_json(field: &str, json: Value) -> Result<Part> {
     let Value::Object(mut object) = json else {

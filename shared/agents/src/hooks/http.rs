@@ -163,10 +163,12 @@ impl HttpHook {
         interpret: impl FnOnce(Reply) -> Result<Option<T>>,
     ) -> Result<Option<T>> {
         let sink = ctx.tool_context().as_ref();
-        let context = match point.is_tool_point() {
+        let mut context = match point.is_tool_point() {
             true => self.grant.context_json(sink),
             false => self.grant.callback_context_json(sink),
         };
+        // Held until the hook has answered: a read after it is refused.
+        let _reads = self.grant.open_reads(sink, &mut context)?;
         let mut body = json!({
             "point": point.as_str(),
             "hook": self.name,

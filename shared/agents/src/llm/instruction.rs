@@ -161,7 +161,7 @@ mod tests {
         async fn save(&self, _: &str, _: &Part) -> Result<i64> {
             Ok(1)
         }
-        async fn load(&self, name: &str) -> Result<Part> {
+        async fn load_version(&self, name: &str, _: Option<i64>) -> Result<Part> {
             match name {
                 "notes.txt" => Ok(Part::text_part("remember the milk")),
                 _ => Err(AdkError::NotFound(

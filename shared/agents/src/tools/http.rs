@@ -160,7 +160,10 @@ impl Tool for HttpTool {
         let Some(grant) = &self.context else {
             return Ok(ToolOutput::new(self.post_args(ctx.as_ref(), &args).await?));
         };
-        let body = serde_json::json!({ "args": args, "context": grant.context_json(ctx.as_ref()) });
+        let mut context = grant.context_json(ctx.as_ref());
+        // Held until the call is answered: a read after it is refused.
+        let _reads = grant.open_reads(ctx.as_ref(), &mut context)?;
+        let body = serde_json::json!({ "args": args, "context": context });
         let reply = self.post(&body).await?;
         let reply: EnvelopeReply = match reply {
             Value::Null => EnvelopeReply::default(),

@@ -4,24 +4,34 @@
 
 use adk_grpc_core::{AdkError, CallbackContext, Content, LlmRequest, MemoryEntry, Result, Tool, ToolContext};
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-/// A memory as the model reads it in a `load_memory` response (ADK's `MemoryEntry` JSON).
-fn entry_json(entry: &MemoryEntry) -> Value {
+/// A memory as the model reads it in a `load_memory` response (ADK's `MemoryEntry` as its
+/// FunctionTool dumps it: `custom_metadata` even when empty).
+pub(super) fn entry_json(entry: &MemoryEntry) -> Value {
     let text = entry.text();
     let mut json = json!({
         "id": entry.id,
         "author": entry.author,
         "content": { "role": entry.content.role, "parts": [{ "text": text }] },
+        "custom_metadata": Value::Object(entry.custom_metadata.clone().into_iter().collect()),
     });
     if let Some(timestamp) = entry.timestamp {
-        json["timestamp"] = json!(timestamp.to_rfc3339());
-    }
-    if !entry.custom_metadata.is_empty() {
-        json["custom_metadata"] = Value::Object(entry.custom_metadata.clone().into_iter().collect());
+        json["timestamp"] = json!(adk_timestamp(timestamp));
     }
     json
+}
+
+/// A memory's time as ADK writes it for the model (`datetime.fromtimestamp(t).isoformat()`,
+/// the server's local time without an offset), for a server in UTC: seconds, and
+/// microseconds only when there are any.
+fn adk_timestamp(timestamp: DateTime<Utc>) -> String {
+    match timestamp.timestamp_subsec_micros() {
+        0 => timestamp.format("%Y-%m-%dT%H:%M:%S").to_string(),
+        _ => timestamp.format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+    }
 }
 
 /// Lets the model search the user's long-term memory (ADK's `load_memory`): it is
@@ -109,7 +119,7 @@ impl Tool for PreloadMemoryTool {
         let mut lines = Vec::new();
         for entry in &found.memories {
             if let Some(timestamp) = entry.timestamp {
-                lines.push(format!("Time: {}", timestamp.to_rfc3339()));
+                lines.push(format!("Time: {}", adk_timestamp(timestamp)));
             }
             let text = entry.text();
             if !text.is_empty() {
@@ -166,5 +176,28 @@ mod tests {
         // A tool call's answer stays right after the call.
         assert_eq!(current_turn_boundary(&[user("a"), model.clone(), answer()]), 3);
         assert_eq!(current_turn_boundary(&[user("a"), model, answer(), user("b")]), 3);
+    }
+
+    #[test]
+    fn a_memory_reads_as_adk_dumps_its_memory_entry() {
+        let at = |secs, micros: u32| DateTime::from_timestamp(secs, micros * 1000).expect("a time");
+        let entry = MemoryEntry {
+            id: "m1".into(),
+            content: Content::new("user").with_text("Maria lives in Oslo."),
+            author: "user".into(),
+            timestamp: Some(at(1_767_225_600, 0)),
+            ..Default::default()
+        };
+        assert_eq!(
+            entry_json(&entry),
+            serde_json::json!({
+                "id": "m1",
+                "author": "user",
+                "content": {"role": "user", "parts": [{"text": "Maria lives in Oslo."}]},
+                "custom_metadata": {},
+                "timestamp": "2026-01-01T00:00:00",
+            })
+        );
+        assert_eq!(adk_timestamp(at(1_767_225_600, 250)), "2026-01-01T00:00:00.000250");
     }
 }

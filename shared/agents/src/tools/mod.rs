@@ -12,6 +12,7 @@ mod model_consult;
 mod openapi;
 mod remote_context;
 mod reply_limit;
+mod session_reads;
 mod untrusted;
 
 pub use agent_tool::AgentTool;
@@ -23,6 +24,7 @@ pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use openapi::OpenApiToolset;
+pub(crate) use remote_context::part_json;
 pub use remote_context::{ContextGrant, ToolActions};
 pub(crate) use reply_limit::within_reply_limit;
 

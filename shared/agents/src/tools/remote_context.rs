@@ -28,6 +28,10 @@ use std::collections::{BTreeMap, HashMap};
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ContextGrant {
     state: Vec<StatePattern>,
+    /// The call may read its session's artifacts and the user's memories while it
+    /// runs (`session_reads`): granted to the Python worker's tools and callbacks,
+    /// whose ADK contexts read them.
+    session_reads: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -61,7 +65,32 @@ impl ContextGrant {
                 }
             })
             .collect::<Result<_>>()?;
-        Ok(ContextGrant { state })
+        Ok(ContextGrant {
+            state,
+            session_reads: false,
+        })
+    }
+
+    /// Grants the call reads of its session while it runs (see `session_reads`).
+    pub fn with_session_reads(mut self, session_reads: bool) -> Self {
+        self.session_reads = session_reads;
+        self
+    }
+
+    /// For a grant with session reads: puts where and how the call reads its session in
+    /// its `context` (`"reads": {"url", "token"}`); the reads end when the returned
+    /// lease is dropped, which the caller does when the call ends.
+    pub(crate) fn open_reads(
+        &self,
+        ctx: &(impl adk_grpc_core::CallbackContext + ?Sized),
+        context: &mut Value,
+    ) -> Result<Option<super::session_reads::ReadLease>> {
+        if !self.session_reads {
+            return Ok(None);
+        }
+        let (reads, lease) = super::session_reads::open(ctx)?;
+        context["reads"] = reads;
+        Ok(Some(lease))
     }
 
     /// The `in` half for this call: ids, and the granted state as the tool would read
@@ -162,6 +191,35 @@ pub(crate) struct RemoteBlob {
     #[serde(alias = "mimeType")]
     mime_type: String,
     data: String,
+}
+
+/// A part as google-genai's JSON: `{"text": "…"}`, `{"function_call": {"name", "args", "id"}}`,
+/// `{"function_response": {"name", "response", "id"}}`, `{"inline_data": {"mime_type", "data"}}`, …
+pub(crate) fn part_json(part: &Part) -> Value {
+    let mut json = serde_json::to_value(part).unwrap_or(Value::Null);
+    if let Some(object) = json.as_object_mut() {
+        // The core's serde form nests these one level deeper than google-genai.
+        if let Some(Value::Object(text)) = object.get_mut("text") {
+            let text = text.remove("text").unwrap_or_default();
+            object.insert("text".into(), text);
+        }
+        if let Some(Value::Object(outer)) = object.get_mut("function_response") {
+            let mut flat = match outer.remove("function_response") {
+                Some(Value::Object(inner)) => inner,
+                _ => Map::new(),
+            };
+            if let Some(id) = outer.remove("id").filter(|id| !id.is_null()) {
+                flat.insert("id".into(), id);
+            }
+            object.insert("function_response".into(), Value::Object(flat));
+        }
+        for key in ["function_call", "executable_code", "code_execution_result"] {
+            if let Some(Value::Object(inner)) = object.get_mut(key) {
+                inner.retain(|_, value| !value.is_null());
+            }
+        }
+    }
+    json
 }
 
 impl RemotePart {
