@@ -235,14 +235,17 @@ async fn tools_see_and_change_the_session(store: &str) {
         system.contains("Theme: dark. Note: buy milk. Saved: the theme is dark."),
         "{system}"
     );
-    // A tool escalates out of a loop: one iteration of five, one model call.
+    // A tool escalates out of a loop: one iteration of five. As in ADK, the agent's turn
+    // goes on to its reply first (the escalation does not skip summarization), then the
+    // loop stops: two model calls.
     let before = provider.requests().len();
     provider.push(openai::tool_calls(&[("call_9", "finish", json!({}))]));
+    provider.push(openai::text("Finished."));
     let events = run(&server, "retry", "s2", "Go", &[]).await;
     assert_eq!(
         provider.requests().len() - before,
-        1,
-        "the loop stopped at the escalation"
+        2,
+        "the loop stopped at the escalation, once the agent had replied"
     );
     assert_eq!(response(&responses(&events), "finish"), &json!({"finished": true}));
     assert!(
