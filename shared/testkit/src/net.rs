@@ -1,19 +1,36 @@
+use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-/// Asks the kernel for an unused loopback port.
+/// Asks the kernel for an unused loopback port, never one this process has been given
+/// before.
 ///
 /// The port is released before returning, so another process could grab it
-/// before the caller binds it; the process spawners retry on "address in use".
+/// before the caller binds it; the process spawners retry on "address in use". The
+/// kernel may offer a released port again at once, so two services started side by side
+/// could be given the same one: the second would fail to bind while the first's port
+/// already answers, and look ready. Ports handed out are remembered to rule that out.
 pub fn free_port() -> u16 {
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("failed to bind 127.0.0.1:0 to find a free port");
-    listener
-        .local_addr()
-        .expect("bound listener has no local address")
-        .port()
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    loop {
+        let listener =
+            TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("failed to bind 127.0.0.1:0 to find a free port");
+        let port = listener
+            .local_addr()
+            .expect("bound listener has no local address")
+            .port();
+        if GIVEN
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .insert(port)
+        {
+            return port;
+        }
+    }
 }
 
 /// Retries a TCP connect to `127.0.0.1:port` until it succeeds or `timeout_after`
@@ -41,6 +58,12 @@ pub(crate) async fn port_accepts(port: u16) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_port_never_gives_a_port_twice() {
+        let ports: BTreeSet<u16> = (0..200).map(|_| free_port()).collect();
+        assert_eq!(ports.len(), 200);
+    }
 
     #[test]
     fn free_port_is_bindable() {
