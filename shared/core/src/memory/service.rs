@@ -416,7 +416,7 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
         };
         // A model inside the server takes milliseconds of CPU for the query: the store's
         // answer is awaited meanwhile, not after.
-        let (postings, query_vector) = futures::try_join!(read_postings, embed_query)?;
+        let (postings, query_vector) = futures::future::try_join(read_postings, embed_query).await?;
         let keyword = rank(&postings, limit);
         let ids: Vec<String> = match query_vector {
             None => keyword.into_iter().map(|(id, _)| id).collect(),
