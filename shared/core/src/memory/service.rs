@@ -401,16 +401,26 @@ impl<B: MemoryBackend> CoreMemoryService<B> {
         let embedder = embedder_for(&self.embedders, scope.app_name()).filter(|_| !query.trim().is_empty());
         // A search by meaning reads the keyword index even for a query without words: it
         // carries the version the user's cached vectors are checked against.
-        let postings = if terms.is_empty() && embedder.is_none() {
-            Postings::default()
-        } else {
-            self.backend.postings(scope, &QueryTerms::new(terms)).await?
+        let read_postings = async {
+            if terms.is_empty() && embedder.is_none() {
+                Ok(Postings::default())
+            } else {
+                self.backend.postings(scope, &QueryTerms::new(terms)).await
+            }
         };
+        let embed_query = async {
+            match &embedder {
+                Some(embedder) => embed_one(embedder.as_ref(), query).await.map(Some),
+                None => Ok(None),
+            }
+        };
+        // A model inside the server takes milliseconds of CPU for the query: the store's
+        // answer is awaited meanwhile, not after.
+        let (postings, query_vector) = futures::future::try_join(read_postings, embed_query).await?;
         let keyword = rank(&postings, limit);
-        let ids: Vec<String> = match embedder {
+        let ids: Vec<String> = match query_vector {
             None => keyword.into_iter().map(|(id, _)| id).collect(),
-            Some(embedder) => {
-                let query = embed_one(embedder.as_ref(), query).await?;
+            Some(query) => {
                 let vectors = self.vector_index(scope, postings.version()).await?;
                 fuse(&keyword, &vectors.rank(&query, limit), limit)
             }

@@ -95,6 +95,48 @@ fn candidates(limit: usize) -> usize {
 /// scored exactly: more than 8-bit rounding moves a score.
 const APPROXIMATION_MARGIN: f32 = 0.05;
 
+/// From how many rows a scan is split over two threads: below it, starting a thread
+/// costs more than half the scan saves.
+const PARALLEL_SCAN_ROWS: usize = 20_000;
+
+impl Rows {
+    /// The 8-bit similarity of every row to the unit vector `query` that may reach
+    /// [`MIN_SIMILARITY`] exactly, with its row.
+    fn approximate(&self, query: &[f32]) -> Vec<(f32, usize)> {
+        let (query_codes, query_scale) = quantize(query);
+        let dimensions = query.len();
+        let scan = |first_row: usize, codes: &[i8], scales: &[f32]| -> Vec<(f32, usize)> {
+            let floor = MIN_SIMILARITY - APPROXIMATION_MARGIN;
+            codes
+                .chunks_exact(dimensions)
+                .zip(scales)
+                .map(|(codes, scale)| dot_codes(&query_codes, codes) as f32 * query_scale * scale)
+                .enumerate()
+                .filter(|(_, similarity)| *similarity >= floor)
+                .map(|(row, similarity)| (similarity, first_row + row))
+                .collect()
+        };
+        let parallel = std::thread::available_parallelism().map_or(1, usize::from) > 1;
+        if !parallel || self.scales.len() < PARALLEL_SCAN_ROWS {
+            return scan(0, &self.codes, &self.scales);
+        }
+        // A user's 100,000 vectors are milliseconds of scanning: half on another core
+        // halves what the search waits for.
+        let half = self.scales.len() / 2;
+        let (first_codes, second_codes) = self.codes.split_at(half * dimensions);
+        let (first_scales, second_scales) = self.scales.split_at(half);
+        std::thread::scope(|threads| {
+            let second = threads.spawn(|| scan(half, second_codes, second_scales));
+            let mut all = scan(0, first_codes, first_scales);
+            match second.join() {
+                Ok(second) => all.extend(second),
+                Err(panic) => std::panic::resume_unwind(panic),
+            }
+            all
+        })
+    }
+}
+
 impl VectorIndex {
     /// The vectors, zero vectors left out (they are similar to nothing).
     pub fn new(vectors: Vec<(String, Vec<f32>)>) -> VectorIndex {
@@ -137,17 +179,7 @@ impl VectorIndex {
             return Vec::new();
         };
         let query: Vec<f32> = query.iter().map(|x| x / length).collect();
-        let (query_codes, query_scale) = quantize(&query);
-        let floor = MIN_SIMILARITY - APPROXIMATION_MARGIN;
-        let mut approximate: Vec<(f32, usize)> = rows
-            .codes
-            .chunks_exact(query.len())
-            .zip(&rows.scales)
-            .map(|(codes, scale)| dot_codes(&query_codes, codes) as f32 * query_scale * scale)
-            .enumerate()
-            .filter(|(_, similarity)| *similarity >= floor)
-            .map(|(row, similarity)| (similarity, row))
-            .collect();
+        let mut approximate = rows.approximate(&query);
         let keep = candidates(limit);
         if approximate.len() > keep {
             approximate.select_nth_unstable_by(keep - 1, |a, b| b.0.total_cmp(&a.0));
@@ -349,6 +381,40 @@ mod tests {
                 assert!((*got as f32 - want).abs() < 1e-5, "the exact similarity is returned");
             }
         }
+    }
+
+    #[test]
+    fn a_scan_split_over_threads_ranks_rows_of_both_halves_as_one() {
+        let rows = PARALLEL_SCAN_ROWS * 2 + 3;
+        let vectors: Vec<(String, Vec<f32>)> = (0..rows)
+            // Every thousandth row near the query, further the later it comes; the rest unrelated.
+            .map(|i| {
+                let vector = match i % 1000 {
+                    0 => vec![1.0, 0.0, i as f32 / 50_000.0],
+                    _ => vec![0.0, 1.0, 0.0],
+                };
+                (format!("m{i:06}"), vector)
+            })
+            .collect();
+        let query = [1.0, 0.0, 0.0];
+        let mut exact: Vec<(String, f32)> = vectors
+            .iter()
+            .map(|(id, v)| (id.clone(), super::super::cosine(&query, v)))
+            .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
+            .collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let want: Vec<String> = exact.into_iter().take(50).map(|(id, _)| id).collect();
+        let middle = format!("m{:06}", rows / 2);
+        assert!(
+            want.iter().any(|id| *id < middle) && want.iter().any(|id| *id > middle),
+            "the best are in both halves: {want:?}"
+        );
+        let ranked: Vec<String> = VectorIndex::new(vectors)
+            .rank(&query, 50)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(ranked, want);
     }
 
     #[test]

@@ -231,7 +231,7 @@ const RANKED: i32 = 100;
 
 /// The embeddings file of `--embedded-model`: every app embeds with the model in `dir`,
 /// inside the server.
-fn embedded_model_file(dir: Option<&PathBuf>) -> Result<PathBuf> {
+pub(crate) fn embedded_model_file(dir: Option<&PathBuf>) -> Result<PathBuf> {
     let dir = match dir {
         Some(dir) => dir.clone(),
         None => PathBuf::from(std::env::var("HOME").context("HOME, for the default model directory")?)

@@ -10,12 +10,19 @@
 //! dimensions, each word hashed to one) cost next to nothing to compute, so the figures
 //! are the suite's cost of semantic search (embedding call, reading the user's vectors,
 //! brute-force cosine), not a model's.
+//!
+//! With `--embedded-model` as well, the users are filled that way, then the server is
+//! restarted on the same store with all-MiniLM-L6-v2 inside it (`provider: local`), so
+//! every measured search embeds its query with the real model and scans the stored
+//! vectors of the same length: what a search costs at 100,000 memories without first
+//! embedding 100,000 texts (about 40 minutes on two cores).
 
 use super::{Phase, StoreSetup, measure, start_target};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_grpc_testkit::unique_prefix;
 use anyhow::{Context, Result};
+use std::path::PathBuf;
 use tonic::transport::Channel;
 
 #[derive(clap::Args)]
@@ -37,6 +44,12 @@ pub struct MemoryArgs {
     /// search on top of keywords); 0: keyword search only. Needs the bench's own server.
     #[arg(long, default_value_t = 0)]
     embedding_dims: usize,
+    /// After filling, restart the server with the embedding model inside it, from DIR
+    /// [default: $HOME/.cache/adk/models/all-MiniLM-L6-v2]; `--embedding-dims` must be
+    /// the model's (384 for all-MiniLM-L6-v2). The server must be built with
+    /// `--features adk-grpc-models/local-embeddings`.
+    #[arg(long, value_name = "DIR", num_args = 0..=1)]
+    embedded_model: Option<Option<PathBuf>>,
 }
 
 /// A word's dimension: FNV-1a of its bytes.
@@ -171,8 +184,12 @@ async fn fill(
 }
 
 pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
+    anyhow::ensure!(
+        args.embedded_model.is_none() || args.embedding_dims > 0,
+        "--embedded-model needs --embedding-dims, the model's dimensions (the stored vectors' length)"
+    );
     let mut setup = StoreSetup::default();
-    let mut _embeddings_file = None;
+    let mut embeddings = None;
     if args.embedding_dims > 0 {
         anyhow::ensure!(
             args.endpoint.is_none(),
@@ -180,30 +197,35 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
         );
         let url = start_embedding_server(args.embedding_dims).await?;
         let file = std::env::temp_dir().join(format!("{}-embeddings.yaml", unique_prefix("adk-bench")));
-        std::fs::write(
-            &file,
-            format!("\"*\": {{ provider: openai, model: bench-hash, base_url: '{url}' }}\n"),
-        )?;
+        let hashed = format!("\"*\": {{ provider: openai, model: bench-hash, base_url: '{url}' }}\n");
+        std::fs::write(&file, &hashed)?;
         setup.server_args = vec!["--memory-embeddings".into(), file.display().to_string()];
-        _embeddings_file = Some(TempFile(file));
+        let model = match &args.embedded_model {
+            Some(dir) => Some(std::fs::read_to_string(super::locomo::embedded_model_file(
+                dir.as_ref(),
+            )?)?),
+            None => None,
+        };
+        embeddings = Some(EmbeddingsFile {
+            file: TempFile(file),
+            hashed,
+            model,
+        });
     }
-    let target = start_target(args.endpoint.clone(), "adk-session-server", setup).await;
+    let mut target = start_target(args.endpoint.clone(), "adk-session-server", setup).await;
     let endpoint = target.endpoint.clone();
-    let mut clients = Vec::new();
-    for _ in 0..args.concurrency {
-        clients.push(
-            MemoryServiceClient::connect(endpoint.clone())
-                .await
-                .context("connect")?,
-        );
-    }
+    let mut clients = connect(&endpoint, args.concurrency).await?;
     println!(
         "endpoint {endpoint}, {} clients (one user each), {} ops per client and phase, {}\n",
         args.concurrency,
         args.ops,
-        match args.embedding_dims {
-            0 => "keyword search".to_string(),
-            dims => format!("keyword + semantic search ({dims}-dimension vectors)"),
+        match (args.embedding_dims, &args.embedded_model) {
+            (0, _) => "keyword search".to_string(),
+            (dims, None) => format!("keyword + semantic search ({dims}-dimension vectors)"),
+            (dims, Some(_)) => format!(
+                "keyword + semantic search, the query embedded by the model inside the server \
+                 (memories' {dims}-dimension vectors from the bench's hashed words)"
+            ),
         }
     );
     println!("| operation | ops/s | p50 ms | p99 ms | max ms |\n|---|---|---|---|---|");
@@ -212,6 +234,11 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
     let mut sizes = args.sizes.clone();
     sizes.sort_unstable();
     for size in sizes {
+        if let Some(embeddings) = &embeddings {
+            clients = embeddings
+                .serve(Embeddings::Hashed, &mut target, args.concurrency)
+                .await?;
+        }
         let fills = clients.iter().cloned().enumerate().map(|(worker, mut client)| {
             let app = app.clone();
             async move { fill(&mut client, &app, &user(worker), filled, size).await }
@@ -219,6 +246,11 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
         futures::future::try_join_all(fills).await?;
         // The adds below grow each user by `ops`; the next size fills from there.
         filled = size + args.ops;
+        if let Some(embeddings) = &embeddings {
+            clients = embeddings
+                .serve(Embeddings::Model, &mut target, args.concurrency)
+                .await?;
+        }
 
         let phases: Vec<Phase> = vec![
             measure(format!("SearchMemory needle @ {size}"), &clients, args.ops, {
@@ -278,6 +310,59 @@ pub async fn bench_memory(args: MemoryArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The server's `--memory-embeddings` file: the bench's hashed words, and with
+/// `--embedded-model` the model inside the server, in turns.
+struct EmbeddingsFile {
+    file: TempFile,
+    hashed: String,
+    model: Option<String>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Embeddings {
+    /// What the users are filled with: vectors that cost nothing to compute.
+    Hashed,
+    /// What searches are measured with, when there is a model.
+    Model,
+}
+
+impl EmbeddingsFile {
+    /// With `--embedded-model`, restarts the server on the same store with the file naming
+    /// `embeddings` (a no-op for the model's turn without one, and for the first fill);
+    /// returns the clients, connected again.
+    async fn serve(
+        &self,
+        embeddings: Embeddings,
+        target: &mut super::Target,
+        clients: usize,
+    ) -> Result<Vec<MemoryServiceClient<Channel>>> {
+        let (Some(model), Some(server)) = (&self.model, target.server.as_mut()) else {
+            return connect(&target.endpoint, clients).await;
+        };
+        let config = match embeddings {
+            Embeddings::Hashed => &self.hashed,
+            Embeddings::Model => model,
+        };
+        if std::fs::read_to_string(&self.file.0)? != *config {
+            std::fs::write(&self.file.0, config)?;
+            server.restart().await;
+        }
+        connect(&target.endpoint, clients).await
+    }
+}
+
+async fn connect(endpoint: &str, clients: usize) -> Result<Vec<MemoryServiceClient<Channel>>> {
+    let mut connected = Vec::new();
+    for _ in 0..clients {
+        connected.push(
+            MemoryServiceClient::connect(endpoint.to_string())
+                .await
+                .context("connect")?,
+        );
+    }
+    Ok(connected)
 }
 
 /// A file removed when dropped.
