@@ -1,6 +1,7 @@
 //! `HttpTool`: a tool that is an HTTP endpoint.
 
-use super::remote_context::{ContextGrant, RemotePart, ToolActions};
+use super::remote_context::{ContextGrant, ToolActions};
+use super::remote_part::RemotePart;
 use super::reply_limit::{JSON_MIME, check_json, is_large, save_large_reply};
 use crate::http_json::{JsonEndpoint, PostFailure};
 use crate::large_reply::LargeReply;

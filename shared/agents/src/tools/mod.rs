@@ -11,6 +11,7 @@ mod memory;
 mod model_consult;
 mod openapi;
 mod remote_context;
+mod remote_part;
 mod reply_limit;
 mod session_reads;
 mod untrusted;
@@ -24,8 +25,8 @@ pub use mcp::{ACTIONS_META_KEY, CONTEXT_META_KEY, McpConnectionState, McpToolset
 pub use memory::{LoadMemoryTool, PreloadMemoryTool};
 pub use model_consult::{ConsultContext, MODEL_CONSULT_TOOL_NAME, ModelConsultTool};
 pub use openapi::OpenApiToolset;
-pub(crate) use remote_context::part_json;
 pub use remote_context::{ContextGrant, ToolActions};
+pub(crate) use remote_part::part_json;
 pub(crate) use reply_limit::within_reply_limit;
 
 use adk_grpc_core::Tool;

@@ -23,7 +23,7 @@
 //! returns `None`.
 
 use super::memory::entry_json;
-use super::remote_context::part_json;
+use super::remote_part::part_json;
 use adk_grpc_core::{AdkError, Artifacts, CallbackContext, Memory, Result, sync};
 use axum::body::Bytes;
 use axum::extract::{Path, State};
