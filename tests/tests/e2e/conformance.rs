@@ -831,6 +831,11 @@ async fn python_artifacts_read() {
 }
 
 #[tokio::test]
+async fn python_callback_reads() {
+    replay("python_callback_reads").await;
+}
+
+#[tokio::test]
 async fn memory_present() {
     replay("memory_present").await;
 }
@@ -971,5 +976,10 @@ mod openai {
     #[tokio::test]
     async fn python_artifacts_read() {
         replay_openai("python_artifacts_read").await;
+    }
+
+    #[tokio::test]
+    async fn python_callback_reads() {
+        replay_openai("python_callback_reads").await;
     }
 }
