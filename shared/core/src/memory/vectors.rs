@@ -344,6 +344,18 @@ mod tests {
         assert_eq!(ranked, brute);
     }
 
+    /// Every vector at least [`MIN_SIMILARITY`] from `query`, by exact cosine, best first
+    /// (ties by id): what a ranking must return.
+    fn exact_ranking(vectors: &[(String, Vec<f32>)], query: &[f32]) -> Vec<(String, f32)> {
+        let mut exact: Vec<(String, f32)> = vectors
+            .iter()
+            .map(|(id, v)| (id.clone(), super::super::cosine(query, v)))
+            .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
+            .collect();
+        exact.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        exact
+    }
+
     #[test]
     fn the_eight_bit_pass_keeps_the_exact_best_of_many_close_vectors() {
         // A deterministic generator (xorshift): no dependency for a test's noise.
@@ -364,12 +376,7 @@ mod tests {
             })
             .collect();
         let query: Vec<f32> = base.iter().map(|b| b + noise() * 0.2).collect();
-        let mut exact: Vec<(String, f32)> = vectors
-            .iter()
-            .map(|(id, v)| (id.clone(), super::super::cosine(&query, v)))
-            .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
-            .collect();
-        exact.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let exact = exact_ranking(&vectors, &query);
         assert!(exact.len() > 1000, "the case has many candidates: {}", exact.len());
         let index = VectorIndex::new(vectors);
         for limit in [1, 10, 100] {
@@ -397,12 +404,7 @@ mod tests {
             })
             .collect();
         let query = [1.0, 0.0, 0.0];
-        let mut exact: Vec<(String, f32)> = vectors
-            .iter()
-            .map(|(id, v)| (id.clone(), super::super::cosine(&query, v)))
-            .filter(|(_, similarity)| *similarity >= MIN_SIMILARITY)
-            .collect();
-        exact.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let exact = exact_ranking(&vectors, &query);
         let want: Vec<String> = exact.into_iter().take(50).map(|(id, _)| id).collect();
         let middle = format!("m{:06}", rows / 2);
         assert!(
