@@ -77,12 +77,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     .collect::<Result<String, String>>()?;
     std::fs::write(out_dir.join("field_numbers.rs"), field_numbers)?;
 
-    tonic_prost_build::configure()
+    // google.protobuf.Struct and its Value and ListValue are `crate::ordered`'s, which keep a
+    // struct's fields in their order (prost_types' sort them); the encoding is the same.
+    let ordered = |config: tonic_prost_build::Builder| {
+        config
+            .extern_path(".google.protobuf.Struct", "crate::ordered::Struct")
+            .extern_path(".google.protobuf.Value", "crate::ordered::Value")
+            .extern_path(".google.protobuf.ListValue", "crate::ordered::ListValue")
+    };
+    ordered(tonic_prost_build::configure())
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
 
-    tonic_prost_build::configure()
+    ordered(tonic_prost_build::configure())
         .build_client(false)
         .build_server(true)
         .out_dir(&reply_dir)

@@ -177,7 +177,7 @@ mod tests {
         for (bad, field) in [
             (
                 pb::ToolActions {
-                    state_delta: [("user:".to_string(), prost_types::Value::default())].into(),
+                    state_delta: [("user:".to_string(), adk_grpc_proto::ordered::Value::default())].into(),
                     ..Default::default()
                 },
                 "new_message.parts[0].function_response.actions.state_delta",
@@ -210,7 +210,7 @@ mod tests {
         let mut bad_state = request();
         bad_state
             .state_delta
-            .insert("user:".into(), prost_types::Value::default());
+            .insert("user:".into(), adk_grpc_proto::ordered::Value::default());
         for (bad, field) in [
             (missing, "new_message"),
             (bad_config, "run_config.streaming_mode"),

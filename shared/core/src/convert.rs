@@ -11,8 +11,8 @@
 
 use crate::error::{AdkError, Result};
 use crate::validate::{self, quoted};
+use adk_grpc_proto::ordered::{self, value::Kind};
 use chrono::{DateTime, Utc};
-use prost_types::value::Kind;
 use serde_json::{Number, Value};
 use std::collections::HashMap;
 use std::fmt::Display;
@@ -30,18 +30,18 @@ mod session;
 /// Numbers beyond this lose integer precision in a protobuf double anyway.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-pub fn json_to_proto(value: &Value) -> prost_types::Value {
+pub fn json_to_proto(value: &Value) -> ordered::Value {
     let kind = match value {
         Value::Null => Kind::NullValue(prost_types::NullValue::NullValue as i32),
         Value::Bool(b) => Kind::BoolValue(*b),
         Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or(f64::NAN)),
         Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+        Value::Array(items) => Kind::ListValue(ordered::ListValue {
             values: items.iter().map(json_to_proto).collect(),
         }),
         Value::Object(map) => Kind::StructValue(map_to_struct(map.iter())),
     };
-    prost_types::Value { kind: Some(kind) }
+    ordered::Value { kind: Some(kind) }
 }
 
 /// A `google.protobuf.Value` as JSON. Whole numbers come back as JSON integers (`42`, not
@@ -49,7 +49,7 @@ pub fn json_to_proto(value: &Value) -> prost_types::Value {
 /// `INVALID_ARGUMENT` naming where (`path` and the keys and indexes below it): it is what
 /// a misspelled field produces in common client libraries, and storing it as `null`
 /// would lose the client's data silently. An explicit `null_value` is `null`.
-pub fn json_from_proto(path: impl Display, value: &prost_types::Value) -> Result<Value> {
+pub fn json_from_proto(path: impl Display, value: &ordered::Value) -> Result<Value> {
     json_at(value).map_err(|below| no_kind(format_args!("{path}{below}")))
 }
 
@@ -64,7 +64,7 @@ fn no_kind(path: impl Display) -> AdkError {
 }
 
 /// The JSON of `value`, or the place below it (`["key"][2]`…) of a value with no kind.
-fn json_at(value: &prost_types::Value) -> std::result::Result<Value, String> {
+fn json_at(value: &ordered::Value) -> std::result::Result<Value, String> {
     Ok(match &value.kind {
         None => return Err(String::new()),
         Some(Kind::NullValue(_)) => Value::Null,
@@ -85,11 +85,10 @@ fn json_at(value: &prost_types::Value) -> std::result::Result<Value, String> {
                 .collect::<std::result::Result<_, _>>()?,
         ),
         Some(Kind::StructValue(s)) => Value::Object(
-            s.fields
-                .iter()
+            s.iter()
                 .map(|(k, v)| {
                     Ok((
-                        k.clone(),
+                        k.to_string(),
                         json_at(v).map_err(|below| format!("[{}]{below}", quoted(k)))?,
                     ))
                 })
@@ -98,55 +97,55 @@ fn json_at(value: &prost_types::Value) -> std::result::Result<Value, String> {
     })
 }
 
-pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: map.map(|(k, v)| (k.clone(), json_to_proto(v))).collect(),
-    }
+pub fn map_to_struct<'a>(map: impl Iterator<Item = (&'a String, &'a Value)>) -> ordered::Struct {
+    map.map(|(k, v)| (k.clone(), json_to_proto(v))).collect()
 }
 
 /// A `Struct` field (`state`, `custom_metadata`) as a JSON map; see [`json_from_proto`].
-pub fn map_from_struct(field: impl Display, s: Option<&prost_types::Struct>) -> Result<HashMap<String, Value>> {
-    s.map_or_else(|| Ok(HashMap::new()), |s| values_from_proto(field, &s.fields))
+pub fn map_from_struct(field: impl Display, s: Option<&ordered::Struct>) -> Result<HashMap<String, Value>> {
+    s.map_or_else(|| Ok(HashMap::new()), |s| values_from_proto(field, s.iter()))
 }
 
-fn value_map_to_proto(map: &HashMap<String, Value>) -> HashMap<String, prost_types::Value> {
+fn value_map_to_proto(map: &HashMap<String, Value>) -> HashMap<String, ordered::Value> {
     map.iter().map(|(k, v)| (k.clone(), json_to_proto(v))).collect()
 }
 
 /// A map of `Value`s (`state_delta`) as a JSON map; see [`json_from_proto`].
 pub fn value_map_from_proto(
     field: impl Display,
-    map: &HashMap<String, prost_types::Value>,
+    map: &HashMap<String, ordered::Value>,
 ) -> Result<HashMap<String, Value>> {
-    values_from_proto(field, map)
+    values_from_proto(field, map.iter().map(|(k, v)| (k.as_str(), v)))
 }
 
-/// `(key, Value)` pairs as a JSON map, naming `field[key]` for a value with no kind.
-fn values_from_proto<'a>(
+/// `(key, Value)` pairs as a JSON map (a `HashMap` or, keeping their order, an object),
+/// naming `field[key]` for a value with no kind. A key that comes twice keeps its last value.
+fn values_from_proto<'a, M: FromIterator<(String, Value)>>(
     field: impl Display,
-    pairs: impl IntoIterator<Item = (&'a String, &'a prost_types::Value)>,
-) -> Result<HashMap<String, Value>> {
+    pairs: impl IntoIterator<Item = (&'a str, &'a ordered::Value)>,
+) -> Result<M> {
     pairs
         .into_iter()
         .map(|(k, v)| {
             let value = json_at(v).map_err(|below| no_kind(format_args!("{field}[{}]{below}", quoted(k))))?;
-            Ok((k.clone(), value))
+            Ok((k.to_string(), value))
         })
         .collect()
 }
 
 /// A JSON object as a `Struct`.
-fn object_to_struct(object: &serde_json::Map<String, Value>) -> prost_types::Struct {
+fn object_to_struct(object: &serde_json::Map<String, Value>) -> ordered::Struct {
     map_to_struct(object.iter())
 }
 
-/// A `Struct` as a JSON object, naming `path[key]` for a value with no kind.
-fn object_from_struct(path: impl Display, s: &prost_types::Struct) -> Result<serde_json::Map<String, Value>> {
-    Ok(values_from_proto(path, &s.fields)?.into_iter().collect())
+/// A `Struct` as a JSON object, its keys in their order, naming `path[key]` for a value
+/// with no kind.
+fn object_from_struct(path: impl Display, s: &ordered::Struct) -> Result<serde_json::Map<String, Value>> {
+    values_from_proto(path, s.iter())
 }
 
 /// An optional `Value` field: absent is `null`.
-fn opt_json_from_proto(path: impl Display, value: Option<&prost_types::Value>) -> Result<Value> {
+fn opt_json_from_proto(path: impl Display, value: Option<&ordered::Value>) -> Result<Value> {
     value.map_or(Ok(Value::Null), |v| json_from_proto(path, v))
 }
 
@@ -450,15 +449,13 @@ pub(crate) mod tests {
 
     #[test]
     fn values_with_no_kind_are_refused_naming_where() {
-        let none = prost_types::Value { kind: None };
+        let none = ordered::Value { kind: None };
         let null = json_to_proto(&json!(null));
-        let list = |values| prost_types::Value {
-            kind: Some(Kind::ListValue(prost_types::ListValue { values })),
+        let list = |values| ordered::Value {
+            kind: Some(Kind::ListValue(ordered::ListValue { values })),
         };
-        let object = |key: &str, value| prost_types::Value {
-            kind: Some(Kind::StructValue(prost_types::Struct {
-                fields: [(key.to_string(), value)].into(),
-            })),
+        let object = |key: &str, value| ordered::Value {
+            kind: Some(Kind::StructValue(ordered::Struct::from([(key.to_string(), value)]))),
         };
         let message = |result: Result<Value>| {
             let err = result.unwrap_err();
@@ -475,9 +472,7 @@ pub(crate) mod tests {
         assert!(message(json_from_proto("state[\"k\"]", &nested)).starts_with(r#"state["k"]["a"][1]["b"] is"#));
 
         let create = pb::CreateSessionRequest {
-            state: Some(prost_types::Struct {
-                fields: [("color".to_string(), none.clone())].into(),
-            }),
+            state: Some(ordered::Struct::from([("color".to_string(), none.clone())])),
             ..Default::default()
         };
         assert!(message(CreateRequest::try_from(create).map(|_| json!(null))).starts_with(r#"state["color"]"#));

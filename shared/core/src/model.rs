@@ -232,7 +232,7 @@ pub fn strip_code_fence(text: &str) -> &str {
     inner.strip_suffix("```").unwrap_or(inner).trim()
 }
 
-/// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`, keys sorted): ADK
+/// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`, keys in their order): ADK
 /// writes so what a model reads as text (LiteLlm's call arguments and tool results, a
 /// structured reply made of a `set_model_response` call).
 pub fn python_json(value: &Value) -> String {

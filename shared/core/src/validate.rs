@@ -486,23 +486,23 @@ mod tests {
 
     #[test]
     fn values_nested_past_protobufs_limit_fail_to_decode_without_panicking() {
+        use adk_grpc_proto::ordered::value::Kind;
         use adk_grpc_proto::v1 as pb;
         use prost::Message;
-        use prost_types::value::Kind;
-        let mut value = prost_types::Value {
+        let mut value = adk_grpc_proto::ordered::Value {
             kind: Some(Kind::NumberValue(1.0)),
         };
         for _ in 0..200 {
-            value = prost_types::Value {
-                kind: Some(Kind::ListValue(prost_types::ListValue { values: vec![value] })),
+            value = adk_grpc_proto::ordered::Value {
+                kind: Some(Kind::ListValue(adk_grpc_proto::ordered::ListValue {
+                    values: vec![value],
+                })),
             };
         }
         let request = pb::CreateSessionRequest {
             app_name: "a".into(),
             user_id: "u".into(),
-            state: Some(prost_types::Struct {
-                fields: [("deep".to_string(), value)].into(),
-            }),
+            state: Some(adk_grpc_proto::ordered::Struct::from([("deep".to_string(), value)])),
             ..Default::default()
         };
         let bytes = request.encode_to_vec();

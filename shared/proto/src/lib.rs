@@ -9,6 +9,10 @@ pub mod adk {
 
 pub use adk::v1;
 
+/// `google.protobuf.Struct`, `Value` and `ListValue` as every generated message holds them:
+/// fields kept in their order.
+pub mod ordered;
+
 /// The `adk.v1.SessionService` server whose replies carrying events are [`SessionReply`],
 /// [`ListEventsReply`] and [`EventReply`] (the session service's handlers use it;
 /// `v1::session_service_server` is the same service over the plain messages).

@@ -11,8 +11,8 @@ use adk_grpc_core::session::{EventCursor, MAX_CLOCK_SKEW, SessionCursor};
 use adk_grpc_core::validate::{MAX_SEQUENCE, MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS, MIN_TIMESTAMP_SECONDS};
 use adk_grpc_core::{
     AdkError, AppStateRequest, AppendEventRequest, Clock, Content, CreateRequest, DeleteRequest, EncodedEvent, Event,
-    EventCompaction, EventStream, ForkRequest, GetRequest, ListEventsRequest, ListRequest, Precondition, ReadonlyState,
-    Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
+    EventCompaction, EventStream, ForkRequest, FunctionResponseData, GetRequest, ListEventsRequest, ListRequest, Part,
+    Precondition, ReadonlyState, Session, SessionService, UpdateAppStateRequest, UserStateRequest, WatchRequest,
 };
 use chrono::{DateTime, Duration as ChronoDuration, TimeZone, Utc};
 use futures::StreamExt;
@@ -78,6 +78,7 @@ macro_rules! session_rules_conformance_tests {
             ttls_have_one_maximum,
             client_timestamps_stay_in_protobufs_range,
             adk_events_round_trip_on_every_read_path,
+            objects_keep_their_keys_order_on_every_read_path,
             user_and_app_state_read_without_a_session,
             app_state_changes_without_an_event,
             hostile_ids_keep_sessions_apart,
@@ -1593,6 +1594,65 @@ pub async fn ttl_expires_sessions_and_appends_refresh_it(svc: &dyn SessionServic
         let ids: Vec<String> = listed.await.expect("list").sessions.into_iter().map(|s| s.id).collect();
         assert_eq!(ids, ["forever"], "an expired session leaves no listing entry behind");
     }
+}
+
+/// A JSON object of an event keeps its keys in the order they were written, at every
+/// depth, on every read path (the model on the OpenAI-compatible wire reads a call's
+/// arguments and a tool's result as text in that order, docs/adk-conformance.md, "Key
+/// order"). Compared as text: JSON values compare equal whatever their order.
+pub async fn objects_keep_their_keys_order_on_every_read_path(svc: &dyn SessionService) {
+    let app = unique_prefix("order");
+    create(svc, &app, "u", "s", &[]).await;
+    let args = json!({"zeta": 1, "alpha": {"mid": [{"z": true, "a": null}], "beta": "b"}, "kappa": "k"});
+    let result = json!({"type": "text", "text": "done", "annotations": {"z": 1, "a": 2}});
+    let mut event = Event::new("e-order").with_author("agent").with_content(
+        Content::new("model")
+            .with_part(Part::function_call("tool", args.clone(), Some("c1".into())))
+            .with_part(Part::function_response(
+                FunctionResponseData {
+                    name: "tool".into(),
+                    response: result.clone(),
+                },
+                Some("c1".into()),
+            )),
+    );
+    event.llm_response.custom_metadata = Some(args.as_object().cloned().expect("an object"));
+    let written = |event: &Event| {
+        let content = event.content().expect("content");
+        let call = content.function_calls().next().expect("a call");
+        let response = content.function_responses().next().expect("a response");
+        let metadata = serde_json::to_string(&event.llm_response.custom_metadata).expect("JSON");
+        (call.args.to_string(), response.response.to_string(), metadata)
+    };
+    let sent = written(&event);
+    assert_eq!(
+        sent.0,
+        r#"{"zeta":1,"alpha":{"mid":[{"z":true,"a":null}],"beta":"b"},"kappa":"k"}"#
+    );
+    assert_eq!(written(&append(svc, &app, "u", "s", event).await), sent, "AppendEvent");
+    let get = || GetRequest {
+        app_name: app.clone(),
+        user_id: "u".into(),
+        session_id: "s".into(),
+        ..Default::default()
+    };
+    let session = svc.get(get()).await.expect("get");
+    assert_eq!(written(&session.events.as_slice()[0]), sent, "GetSession");
+    let encoded = svc.get_encoded(get()).await.expect("get encoded");
+    let decoded = encoded.events[0].decode().expect("the stored bytes decode");
+    assert_eq!(written(&decoded), sent, "GetSession's stored bytes");
+    let page = svc
+        .list_events(ListEventsRequest {
+            app_name: app.clone(),
+            user_id: "u".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("list events");
+    assert_eq!(written(&page.events[0]), sent, "ListEvents");
+    let mut watch = watch_from_start(svc, &app, "u", "s").await;
+    assert_eq!(written(&next_event(&mut watch).await), sent, "WatchSession");
 }
 
 /// Every field of an ADK event (and "unset" apart from `false`) survives AppendEvent,

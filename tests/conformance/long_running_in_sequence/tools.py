@@ -11,9 +11,9 @@ def request_approval(amount: float, purpose: str) -> dict:
       amount: the amount, in euros.
       purpose: what the money was spent on.
     """
-    # Keys in sorted order: the runner keeps a result as a protobuf Struct, whose keys are
-    # sorted (docs/adk-conformance.md, "Differences left").
-    return {"amount": amount, "status": "pending", "ticket": "approval-1"}
+    # Keys not in sorted order: the result is retold `For context:` in the next agent's
+    # request in its order (docs/adk-conformance.md, "Key order").
+    return {"ticket": "approval-1", "status": "pending", "amount": amount}
 
 
 ask_for_approval = LongRunningFunctionTool(func=request_approval)

@@ -1,8 +1,7 @@
 """The reply's schema: a pydantic model, as an ADK user writes one.
 
-Its fields, like the tool's result, are in alphabetical order: on the OpenAI-compatible
-wire the runner writes the JSON objects of the messages (call arguments, tool results)
-with sorted keys (docs/adk-conformance.md, "Differences left").
+Its fields, like the tool's result and the model's arguments, are not in alphabetical
+order: what the model reads keeps each object's order (docs/adk-conformance.md, "Key order").
 """
 
 from pydantic import BaseModel, Field
@@ -11,7 +10,7 @@ from pydantic import BaseModel, Field
 class WeatherReport(BaseModel):
     """The weather in one city."""
 
-    city: str = Field(description="The city's name.")
-    conditions: list[str] = Field(description="What the sky does, in a word or two each.")
-    humid: bool
     temperature_c: float
+    city: str = Field(description="The city's name.")
+    humid: bool
+    conditions: list[str] = Field(description="What the sky does, in a word or two each.")

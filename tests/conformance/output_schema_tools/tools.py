@@ -7,4 +7,4 @@ def get_weather(city: str) -> dict:
     Args:
       city: the city's name.
     """
-    return {"city": city, "humidity": 0.82, "sky": "cloudy, light rain", "temperature_c": 18.5}
+    return {"temperature_c": 18.5, "sky": "cloudy, light rain", "city": city, "humidity": 0.82}

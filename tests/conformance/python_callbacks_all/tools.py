@@ -7,4 +7,4 @@ def lookup_order(order_id: str) -> dict:
     Args:
       order_id: the order's id.
     """
-    return {"order_id": order_id, "status": "shipped" if order_id == "AB-12" else "unknown"}
+    return {"status": "shipped" if order_id == "AB-12" else "unknown", "order_id": order_id}

@@ -236,9 +236,9 @@ fn event(i: usize) -> pb::Event {
     }
 }
 
-fn prost_types_value(n: f64) -> adk_grpc_proto::prost_types::Value {
-    adk_grpc_proto::prost_types::Value {
-        kind: Some(adk_grpc_proto::prost_types::value::Kind::NumberValue(n)),
+fn prost_types_value(n: f64) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
+        kind: Some(adk_grpc_proto::ordered::value::Kind::NumberValue(n)),
     }
 }
 

@@ -85,10 +85,10 @@ fn metadata(event: &pb::Event, key: &str) -> String {
     let value = event
         .custom_metadata
         .as_ref()
-        .and_then(|m| m.fields.get(key))
+        .and_then(|m| m.get(key))
         .and_then(|v| v.kind.clone());
     match value {
-        Some(prost_types::value::Kind::StringValue(s)) => s,
+        Some(adk_grpc_proto::ordered::value::Kind::StringValue(s)) => s,
         _ => String::new(),
     }
 }

@@ -231,10 +231,6 @@ apps:
         "{stored:#?}"
     );
     assert_eq!(stored.len(), 3 + 1 + 7, "{stored:#?}");
-    let party = session
-        .state
-        .as_ref()
-        .and_then(|s| s.fields.get("party"))
-        .expect("output_key");
+    let party = session.state.as_ref().and_then(|s| s.get("party")).expect("output_key");
     assert_eq!(json_from_proto("party", party).unwrap(), json!({"guests": 4}));
 }

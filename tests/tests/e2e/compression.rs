@@ -12,6 +12,7 @@ use adk_grpc_e2e::raw::{frame, raw_call};
 use adk_grpc_e2e::runs::{run_to_end, text_of};
 use adk_grpc_proto::a2a;
 use adk_grpc_proto::a2a::a2a_service_client::A2aServiceClient;
+use adk_grpc_proto::ordered::value::Kind;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::artifact_service_client::ArtifactServiceClient;
@@ -19,7 +20,6 @@ use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
 use adk_grpc_proto::v1::upload_artifact_request::Message as UploadMessage;
 use prost::Message;
-use prost_types::value::Kind;
 use std::time::Duration;
 use tonic::Code;
 use tonic::codec::CompressionEncoding;
@@ -39,8 +39,8 @@ fn long_text(tag: &str) -> String {
     format!("{tag}: {}", WORDS.repeat(400))
 }
 
-fn string_value(s: String) -> prost_types::Value {
-    prost_types::Value {
+fn string_value(s: String) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
         kind: Some(Kind::StringValue(s)),
     }
 }
@@ -97,9 +97,10 @@ async fn every_service_takes_compressed_requests_and_compresses_its_answers() {
                 app_name: "assistant".into(),
                 user_id: user.clone(),
                 session_id: "s".into(),
-                state: Some(prost_types::Struct {
-                    fields: [("notes".to_string(), string_value(state_text.clone()))].into(),
-                }),
+                state: Some(adk_grpc_proto::ordered::Struct::from([(
+                    "notes".to_string(),
+                    string_value(state_text.clone()),
+                )])),
                 ..Default::default()
             })
             .await
@@ -131,7 +132,7 @@ async fn every_service_takes_compressed_requests_and_compresses_its_answers() {
             .unwrap_or_else(|e| panic!("{name}: GetSession: {e:?}"));
         assert_eq!(encoding_of(got.metadata()), name, "GetSession's answer is compressed");
         let session = got.into_inner();
-        let stored = session.state.as_ref().and_then(|s| s.fields.get("notes")).cloned();
+        let stored = session.state.as_ref().and_then(|s| s.get("notes")).cloned();
         assert_eq!(stored, Some(string_value(state_text)), "{name}: the state came through");
         assert_eq!(session.events.len(), 1, "{name}");
         assert_eq!(
@@ -338,9 +339,10 @@ async fn answers_are_compressed_from_the_threshold_on_and_only_for_clients_that_
                 app_name: "app".into(),
                 user_id: "u".into(),
                 session_id: id.into(),
-                state: Some(prost_types::Struct {
-                    fields: [("notes".to_string(), string_value(notes))].into(),
-                }),
+                state: Some(adk_grpc_proto::ordered::Struct::from([(
+                    "notes".to_string(),
+                    string_value(notes),
+                )])),
                 ..Default::default()
             })
             .await
@@ -413,9 +415,10 @@ async fn answers_are_compressed_from_the_threshold_on_and_only_for_clients_that_
             app_name: "app".into(),
             user_id: "u".into(),
             session_id: "big".into(),
-            state: Some(prost_types::Struct {
-                fields: [("notes".to_string(), string_value(long_text("big")))].into(),
-            }),
+            state: Some(adk_grpc_proto::ordered::Struct::from([(
+                "notes".to_string(),
+                string_value(long_text("big")),
+            )])),
             ..Default::default()
         })
         .await
@@ -451,9 +454,10 @@ async fn grpcurl_reads_answers_compressed_when_it_asks_and_plain_otherwise() {
             app_name: "app".into(),
             user_id: "u".into(),
             session_id: "s".into(),
-            state: Some(prost_types::Struct {
-                fields: [("notes".to_string(), string_value(notes.clone()))].into(),
-            }),
+            state: Some(adk_grpc_proto::ordered::Struct::from([(
+                "notes".to_string(),
+                string_value(notes.clone()),
+            )])),
             ..Default::default()
         })
         .await

@@ -842,13 +842,33 @@ async fn memory_present() {
 
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
-/// `generation_config` its safety settings, all refused for an OpenAI model at load), but
-/// `python_tools`, `long_running`, `mcp_toolset` and `memory_present`, whose calls and
-/// results have keys out of sorted order (an MCP content block's `type` before its `text`,
-/// ADK's `MemoryEntry` fields): ADK's `json.dumps` keeps a dict's order, the runner's JSON
-/// sorts it (docs/adk-conformance.md).
+/// `generation_config` its safety settings, all refused for an OpenAI model at load).
+/// Calls and results whose keys are not in sorted order (`python_tools`' arguments, an
+/// MCP content block's `type` before its `text`, ADK's `MemoryEntry` fields) reach the
+/// model's messages in their order, as ADK's `json.dumps` writes a dict
+/// (docs/adk-conformance.md, "Key order").
 mod openai {
     use super::replay_openai;
+
+    #[tokio::test]
+    async fn python_tools() {
+        replay_openai("python_tools").await;
+    }
+
+    #[tokio::test]
+    async fn long_running() {
+        replay_openai("long_running").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_toolset() {
+        replay_openai("mcp_toolset").await;
+    }
+
+    #[tokio::test]
+    async fn memory_present() {
+        replay_openai("memory_present").await;
+    }
 
     #[tokio::test]
     async fn long_running_in_sequence() {

@@ -141,12 +141,10 @@ async fn every_refusal_carries_a_stable_reason_in_grpc_status_details() {
 
     // A request over --max-message-bytes names the limit and its value.
     let mut huge = create("s2");
-    let big = prost_types::Value {
-        kind: Some(prost_types::value::Kind::StringValue("x".repeat(70_000))),
+    let big = adk_grpc_proto::ordered::Value {
+        kind: Some(adk_grpc_proto::ordered::value::Kind::StringValue("x".repeat(70_000))),
     };
-    huge.state = Some(prost_types::Struct {
-        fields: [("big".to_string(), big)].into(),
-    });
+    huge.state = Some(adk_grpc_proto::ordered::Struct::from([("big".to_string(), big)]));
     let status = refused(
         sessions.create_session(huge).await,
         Code::ResourceExhausted,

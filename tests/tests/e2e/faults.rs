@@ -64,10 +64,11 @@ async fn get_pb_session(endpoint: &str, app: &str, session: &str) -> pb::Session
 }
 
 fn pb_state(session: &pb::Session) -> Map<String, Value> {
-    let fields = session.state.as_ref().map(|s| s.fields.clone()).unwrap_or_default();
-    fields
+    session
+        .state
         .iter()
-        .map(|(k, v)| (k.clone(), json_from_proto(k, v).expect("a value with a kind")))
+        .flat_map(|s| s.iter())
+        .map(|(k, v)| (k.to_string(), json_from_proto(k, v).expect("a value with a kind")))
         .collect()
 }
 

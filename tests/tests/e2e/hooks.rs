@@ -371,7 +371,7 @@ async fn a_hook_writes_user_state_through_its_actions() {
         "Visits: 2.\n\nYou are an agent. Your internal name is \"host\"."
     );
     let session = stack.session("club", "c2").await;
-    let state = session.state.expect("state").fields;
+    let state = session.state.expect("state");
     let value = |key: &str| json_from_proto(key, &state[key]).expect("JSON");
     assert_eq!(value("user:visits"), json!(2));
     assert_eq!(value("user:last_agent"), json!("host"));

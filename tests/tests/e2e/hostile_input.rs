@@ -8,13 +8,13 @@
 
 use adk_grpc_e2e::InProcessServer;
 use adk_grpc_e2e::cases::{Call, Case, check, on, row, stream_status};
+use adk_grpc_proto::ordered::value::Kind;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::artifact_service_client::ArtifactServiceClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
 use adk_grpc_proto::v1::upload_artifact_request::Message as UploadMessage;
 use adk_grpc_testkit::RedisServer;
-use prost_types::value::Kind;
 use std::collections::BTreeMap;
 use std::time::Duration;
 use tonic::transport::Channel;
@@ -49,29 +49,29 @@ fn bad_file_names() -> Vec<String> {
         .collect()
 }
 
-fn string_value(s: String) -> prost_types::Value {
-    prost_types::Value {
+fn string_value(s: String) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
         kind: Some(Kind::StringValue(s)),
     }
 }
 
 /// A JSON value `depth` lists deep.
-fn nested(depth: usize) -> prost_types::Value {
-    let mut value = prost_types::Value {
+fn nested(depth: usize) -> adk_grpc_proto::ordered::Value {
+    let mut value = adk_grpc_proto::ordered::Value {
         kind: Some(Kind::NumberValue(1.0)),
     };
     for _ in 1..depth {
-        value = prost_types::Value {
-            kind: Some(Kind::ListValue(prost_types::ListValue { values: vec![value] })),
+        value = adk_grpc_proto::ordered::Value {
+            kind: Some(Kind::ListValue(adk_grpc_proto::ordered::ListValue {
+                values: vec![value],
+            })),
         };
     }
     value
 }
 
-fn state(pairs: Vec<(String, prost_types::Value)>) -> Option<prost_types::Struct> {
-    Some(prost_types::Struct {
-        fields: pairs.into_iter().collect(),
-    })
+fn state(pairs: Vec<(String, adk_grpc_proto::ordered::Value)>) -> Option<adk_grpc_proto::ordered::Struct> {
+    Some(adk_grpc_proto::ordered::Struct::from_iter(pairs))
 }
 
 fn text_part(text: &str) -> Option<pb::Part> {
@@ -413,7 +413,7 @@ fn session_values(stack: &Stack) -> Vec<Case> {
         let request = append_to_seeded(event);
         on(&c, |mut c| async move { c.append_event(request).await })
     };
-    let create = |state: Option<prost_types::Struct>, ttl: Option<prost_types::Duration>| {
+    let create = |state: Option<adk_grpc_proto::ordered::Struct>, ttl: Option<prost_types::Duration>| {
         let request = pb::CreateSessionRequest {
             app_name: APP.into(),
             user_id: USER.into(),
@@ -427,7 +427,7 @@ fn session_values(stack: &Stack) -> Vec<Case> {
     let many_keys: Vec<_> = (0..1001)
         .map(|i| (format!("k{i}"), string_value(String::new())))
         .collect();
-    type Pairs = Vec<(String, prost_types::Value)>;
+    type Pairs = Vec<(String, adk_grpc_proto::ordered::Value)>;
     let values: Vec<(&str, Code, Pairs)> = vec![
         (
             "1 MiB + 1 value",

@@ -15,10 +15,10 @@
 //! Depth counts as the core counts it: a scalar is 1, `[1]` and `{"k": 1}` are 2.
 
 use adk_grpc_e2e::InProcessServer;
+use adk_grpc_proto::ordered::value::Kind;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
 use adk_grpc_testkit::unique_prefix;
-use prost_types::value::Kind;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -34,18 +34,16 @@ enum Shape {
 }
 
 /// A JSON value `depth` levels deep, of one shape.
-fn nested(shape: Shape, depth: usize) -> prost_types::Value {
-    let mut value = prost_types::Value {
+fn nested(shape: Shape, depth: usize) -> adk_grpc_proto::ordered::Value {
+    let mut value = adk_grpc_proto::ordered::Value {
         kind: Some(Kind::NumberValue(1.0)),
     };
     for _ in 1..depth {
         let kind = match shape {
-            Shape::List => Kind::ListValue(prost_types::ListValue { values: vec![value] }),
-            Shape::Object => Kind::StructValue(prost_types::Struct {
-                fields: [("k".to_string(), value)].into(),
-            }),
+            Shape::List => Kind::ListValue(adk_grpc_proto::ordered::ListValue { values: vec![value] }),
+            Shape::Object => Kind::StructValue(adk_grpc_proto::ordered::Struct::from([("k".to_string(), value)])),
         };
-        value = prost_types::Value { kind: Some(kind) };
+        value = adk_grpc_proto::ordered::Value { kind: Some(kind) };
     }
     value
 }
@@ -67,7 +65,7 @@ async fn send(
     app: &str,
     session: &str,
     place: Place,
-    value: prost_types::Value,
+    value: adk_grpc_proto::ordered::Value,
 ) -> Result<(), tonic::Status> {
     let create = |state| pb::CreateSessionRequest {
         app_name: app.into(),
@@ -77,9 +75,7 @@ async fn send(
         ..Default::default()
     };
     if let Place::CreateSessionState = place {
-        let state = prost_types::Struct {
-            fields: [("deep".to_string(), value)].into(),
-        };
+        let state = adk_grpc_proto::ordered::Struct::from([("deep".to_string(), value)]);
         return client.create_session(create(Some(state))).await.map(drop);
     }
     client.create_session(create(None)).await.expect("create a session");

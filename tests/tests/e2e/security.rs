@@ -638,9 +638,10 @@ async fn auth0_subjects_are_user_ids_on_a_redis_cluster() {
     let mut own = clients(&server, Some(&token)).await;
     let session = "tenant:42/s{1}";
     let mut request = create(SUBJECT, session);
-    request.state = Some(prost_types::Struct {
-        fields: [("user:theme".to_string(), text_value("dark"))].into(),
-    });
+    request.state = Some(adk_grpc_proto::ordered::Struct::from([(
+        "user:theme".to_string(),
+        text_value("dark"),
+    )]));
     own.sessions
         .create_session(request)
         .await
@@ -657,7 +658,7 @@ async fn auth0_subjects_are_user_ids_on_a_redis_cluster() {
         .get_user_state(user_state(SUBJECT))
         .await
         .expect("user state");
-    let fields = &state.get_ref().state.as_ref().expect("a state").fields;
+    let fields = &state.get_ref().state.as_ref().expect("a state");
     assert_eq!(fields.keys().collect::<Vec<_>>(), ["theme"], "keys without user:");
     let app_state = pb::GetAppStateRequest { app_name: APP.into() };
     own.sessions
@@ -939,9 +940,9 @@ async fn a_user_key_touches_only_its_own_user_and_apps_and_an_admin_key_everythi
         .expect("the admin watches alice's session");
 }
 
-fn text_value(text: &str) -> prost_types::Value {
-    prost_types::Value {
-        kind: Some(prost_types::value::Kind::StringValue(text.into())),
+fn text_value(text: &str) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
+        kind: Some(adk_grpc_proto::ordered::value::Kind::StringValue(text.into())),
     }
 }
 
@@ -977,9 +978,10 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
     };
 
     let mut own = create("alice", "a1");
-    own.state = Some(prost_types::Struct {
-        fields: [("user:lang".to_string(), text_value("en"))].into_iter().collect(),
-    });
+    own.state = Some(adk_grpc_proto::ordered::Struct::from_iter([(
+        "user:lang".to_string(),
+        text_value("en"),
+    )]));
     alice
         .sessions
         .create_session(own)
@@ -988,9 +990,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
 
     // Each request that carries state, refused naming its own field and the app: key.
     let mut with_banner = create("alice", "a0");
-    with_banner.state = Some(prost_types::Struct {
-        fields: banner().into_iter().collect(),
-    });
+    with_banner.state = Some(adk_grpc_proto::ordered::Struct::from_iter(banner()));
     let append = pb::AppendEventRequest {
         app_name: APP.into(),
         user_id: "alice".into(),
@@ -1016,9 +1016,10 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
     };
     let update = || pb::UpdateAppStateRequest {
         app_name: APP.into(),
-        state_delta: Some(prost_types::Struct {
-            fields: [("app:banner".to_string(), text_value("welcome"))].into(),
-        }),
+        state_delta: Some(adk_grpc_proto::ordered::Struct::from([(
+            "app:banner".to_string(),
+            text_value("welcome"),
+        )])),
     };
     let denied = Code::PermissionDenied;
     let refused_append = append.clone();
@@ -1072,7 +1073,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .unwrap()
         .into_inner();
     assert!(session.events.is_empty(), "the refused calls stored no event");
-    let state = session.state.unwrap_or_default().fields;
+    let state = session.state.unwrap_or_default();
     assert!(
         !state.contains_key("app:banner") && !state.contains_key("topic"),
         "{state:?}"
@@ -1080,7 +1081,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
     let app_state = pb::GetAppStateRequest { app_name: APP.into() };
     let untouched = alice.sessions.get_app_state(app_state).await.unwrap().into_inner();
     assert!(
-        !untouched.state.unwrap_or_default().fields.contains_key("banner"),
+        !untouched.state.unwrap_or_default().contains_key("banner"),
         "the refused update changed nothing"
     );
 
@@ -1097,7 +1098,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        seen.state.unwrap_or_default().fields.get("app:banner"),
+        seen.state.unwrap_or_default().get("app:banner"),
         Some(&text_value("hacked"))
     );
 
@@ -1107,7 +1108,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .update_app_state(update())
         .await
         .expect("an admin updates app state");
-    let fields = updated.into_inner().state.unwrap_or_default().fields;
+    let fields = updated.into_inner().state.unwrap_or_default();
     assert_eq!(fields.get("banner"), Some(&text_value("welcome")));
     let seen = alice
         .sessions
@@ -1116,7 +1117,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .unwrap()
         .into_inner();
     assert_eq!(
-        seen.state.unwrap_or_default().fields.get("app:banner"),
+        seen.state.unwrap_or_default().get("app:banner"),
         Some(&text_value("welcome"))
     );
     assert_eq!(seen.events.len(), 1, "no event was appended for it");
@@ -1142,7 +1143,7 @@ async fn only_admin_credentials_write_app_state_and_agents_still_do() {
         .unwrap()
         .into_inner();
     assert!(
-        after.state.unwrap_or_default().fields.contains_key("app:last_reply"),
+        after.state.unwrap_or_default().contains_key("app:last_reply"),
         "the agent wrote app state"
     );
 }

@@ -6,11 +6,11 @@
 use adk_grpc_core::session::EventCursor;
 use adk_grpc_core::validate::{MAX_SESSION_TTL, MAX_TIMESTAMP_SECONDS};
 use adk_grpc_e2e::InProcessServer;
+use adk_grpc_proto::ordered::value::Kind;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::session_service_client::SessionServiceClient;
 use adk_grpc_testkit::RedisServer;
-use prost_types::value::Kind;
 use tonic::Code;
 use tonic::transport::Channel;
 
@@ -42,30 +42,28 @@ fn refused<T: std::fmt::Debug>(case: &str, field: &str, got: Result<T, tonic::St
     }
 }
 
-fn no_kind() -> prost_types::Value {
-    prost_types::Value { kind: None }
+fn no_kind() -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value { kind: None }
 }
 
-fn null() -> prost_types::Value {
-    prost_types::Value {
+fn null() -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
         kind: Some(Kind::NullValue(0)),
     }
 }
 
-fn list(values: Vec<prost_types::Value>) -> prost_types::Value {
-    prost_types::Value {
-        kind: Some(Kind::ListValue(prost_types::ListValue { values })),
+fn list(values: Vec<adk_grpc_proto::ordered::Value>) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
+        kind: Some(Kind::ListValue(adk_grpc_proto::ordered::ListValue { values })),
     }
 }
 
-fn object(pairs: Vec<(&str, prost_types::Value)>) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-    }
+fn object(pairs: Vec<(&str, adk_grpc_proto::ordered::Value)>) -> adk_grpc_proto::ordered::Struct {
+    adk_grpc_proto::ordered::Struct::from_iter(pairs.into_iter().map(|(k, v)| (k.to_string(), v)))
 }
 
-fn struct_value(pairs: Vec<(&str, prost_types::Value)>) -> prost_types::Value {
-    prost_types::Value {
+fn struct_value(pairs: Vec<(&str, adk_grpc_proto::ordered::Value)>) -> adk_grpc_proto::ordered::Value {
+    adk_grpc_proto::ordered::Value {
         kind: Some(Kind::StructValue(object(pairs))),
     }
 }
@@ -81,7 +79,7 @@ fn get(session_id: &str) -> pb::GetSessionRequest {
 
 fn create(
     session_id: &str,
-    state: Option<prost_types::Struct>,
+    state: Option<adk_grpc_proto::ordered::Struct>,
     ttl: Option<prost_types::Duration>,
 ) -> pb::CreateSessionRequest {
     pb::CreateSessionRequest {
@@ -146,7 +144,7 @@ async fn values_with_no_kind_are_refused_naming_the_key(channel: Channel) {
         .await
         .expect("null_value is a value")
         .into_inner();
-    assert_eq!(created.state.unwrap().fields["k"], null());
+    assert_eq!(created.state.unwrap()["k"], null());
     let before = sessions.get_session(get("s")).await.unwrap().into_inner();
 
     let mut delta = pb::Event {

@@ -383,8 +383,8 @@ async fn malformed_requests_get_clear_statuses_and_change_nothing() {
                     // A null value: a value with no kind would be refused first, for that.
                     state_delta: [(
                         "user:".to_string(),
-                        prost_types::Value {
-                            kind: Some(prost_types::value::Kind::NullValue(0)),
+                        adk_grpc_proto::ordered::Value {
+                            kind: Some(adk_grpc_proto::ordered::value::Kind::NullValue(0)),
                         },
                     )]
                     .into(),

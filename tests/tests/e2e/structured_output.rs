@@ -17,11 +17,12 @@ use tonic_types::StatusExt;
 const USER: &str = "alice";
 
 fn state(session: &pb::Session) -> Value {
-    let fields = session.state.as_ref().map(|s| s.fields.clone()).unwrap_or_default();
     Value::Object(
-        fields
+        session
+            .state
             .iter()
-            .map(|(k, v)| (k.clone(), json_from_proto(k, v).unwrap()))
+            .flat_map(|s| s.iter())
+            .map(|(k, v)| (k.to_string(), json_from_proto(k, v).unwrap()))
             .collect(),
     )
 }

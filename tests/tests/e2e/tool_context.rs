@@ -101,11 +101,12 @@ async fn run(
 }
 
 pub(crate) fn state_of(session: &pb::Session) -> Value {
-    let fields = session.state.as_ref().map(|s| s.fields.clone()).unwrap_or_default();
     Value::Object(
-        fields
+        session
+            .state
             .iter()
-            .map(|(k, v)| (k.clone(), json_from_proto(k, v).expect("a JSON value")))
+            .flat_map(|s| s.iter())
+            .map(|(k, v)| (k.to_string(), json_from_proto(k, v).expect("a JSON value")))
             .collect(),
     )
 }

@@ -163,9 +163,9 @@ fn media_type_or_default(media_type: &str) -> String {
 fn is_marked(part: &a2a::Part, kind: &str) -> bool {
     part.metadata
         .as_ref()
-        .and_then(|metadata| metadata.fields.get(ADK_TYPE))
+        .and_then(|metadata| metadata.get(ADK_TYPE))
         .and_then(|value| match &value.kind {
-            Some(prost_types::value::Kind::StringValue(s)) => Some(s == kind),
+            Some(adk_grpc_proto::ordered::value::Kind::StringValue(s)) => Some(s == kind),
             _ => None,
         })
         .unwrap_or(false)

@@ -101,11 +101,13 @@ impl OutputSchema {
 
     /// A structured value as the text of ADK's final reply event: Python's `json.dumps`
     /// of it, a class's fields in the class's order (ADK dumps the validated model; the
-    /// Gemini form lists the order as `property_ordering`), other keys sorted.
+    /// Gemini form lists the order as `property_ordering`), other keys in their order.
     pub(crate) fn reply_text(&self, value: &Value) -> String {
-        let mut out = String::new();
-        write_in_order(value, self.as_sent().map(|sent| &sent.gemini), &mut out);
-        out
+        python_json(&self.in_class_order(value))
+    }
+
+    fn in_class_order(&self, value: &Value) -> Value {
+        in_class_order(value, self.as_sent().map(|sent| &sent.gemini))
     }
 
     /// Every way `value` misses the schema, or Ok.
@@ -128,7 +130,8 @@ impl OutputSchema {
 
     /// The structured value in `set_model_response`'s arguments: an object schema's
     /// properties are the arguments themselves (as ADK does for a Pydantic model);
-    /// any other schema's value is the one argument `response`.
+    /// any other schema's value is the one argument `response`. A class's fields come in
+    /// the class's order, as ADK's validated model gives them back.
     pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Value, String> {
         self.value_of_call_keyed(args, "response")
     }
@@ -143,7 +146,7 @@ impl OutputSchema {
                 .ok_or_else(|| format!("the argument `{key}` is missing"))?
         };
         self.check(&value)?;
-        Ok(value)
+        Ok(self.in_class_order(&value))
     }
 
     /// `set_model_response`'s parameters: ADK's declaration of a class, else made of the schema.
@@ -164,9 +167,9 @@ impl OutputSchema {
     }
 }
 
-/// `value` as Python's `json.dumps` writes it, each object's keys in the order its
-/// schema (Gemini's OpenAPI form) gives as `property_ordering`, the rest sorted after them.
-fn write_in_order(value: &Value, schema: Option<&Value>, out: &mut String) {
+/// `value` as ADK's validated class dumps it: a class's fields in the class's order (the
+/// Gemini form of `schema` lists it as `property_ordering`), other keys in their order.
+fn in_class_order(value: &Value, schema: Option<&Value>) -> Value {
     match value {
         Value::Object(map) => {
             let ordering: Vec<&str> = schema
@@ -179,29 +182,17 @@ fn write_in_order(value: &Value, schema: Option<&Value>, out: &mut String) {
                 .copied()
                 .filter(|key| map.contains_key(*key))
                 .chain(map.keys().map(String::as_str).filter(|key| !ordering.contains(key)));
-            out.push('{');
-            for (i, key) in keys.enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                out.push_str(&python_json(&Value::from(key)));
-                out.push_str(": ");
+            keys.map(|key| {
                 let property = schema.and_then(|s| s.get("properties")).and_then(|p| p.get(key));
-                write_in_order(&map[key], property, out);
-            }
-            out.push('}');
+                (key.to_string(), in_class_order(&map[key], property))
+            })
+            .collect()
         }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push_str(", ");
-                }
-                write_in_order(item, schema.and_then(|s| s.get("items")), out);
-            }
-            out.push(']');
-        }
-        scalar => out.push_str(&python_json(scalar)),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| in_class_order(item, schema.and_then(|s| s.get("items"))))
+            .collect(),
+        scalar => scalar.clone(),
     }
 }
 
@@ -315,7 +306,7 @@ mod tests {
     }
 
     #[test]
-    fn a_reply_text_keeps_the_class_field_order_and_python_separators() {
+    fn a_reply_and_its_call_keep_the_class_field_order_and_python_separators() {
         let class = SchemaClass {
             json_schema: json!({"type": "object"}),
             as_sent: ResponseSchemaAsSent {
@@ -327,14 +318,21 @@ mod tests {
             },
             set_model_response_parameters: json!({}),
         };
-        let value = json!({"spots": [{"a": 1, "b": "é"}], "zone": 2.5, "extra": null});
+        let value = json!({"spots": [{"a": 1, "b": "é"}], "extra": null, "zone": 2.5});
+        let of_class = OutputSchema::of_class(class).unwrap();
         assert_eq!(
-            OutputSchema::of_class(class).unwrap().reply_text(&value),
+            of_class.reply_text(&value),
             r#"{"zone": 2.5, "spots": [{"b": "é", "a": 1}], "extra": null}"#
         );
+        // set_model_response's result too, as ADK's validated model dumps it.
+        assert_eq!(
+            python_json(&of_class.value_of_call(&value).unwrap()),
+            r#"{"zone": 2.5, "spots": [{"b": "é", "a": 1}], "extra": null}"#
+        );
+        // Without a class, the keys stay in the order the model gave.
         assert_eq!(
             schema().reply_text(&json!({"temp": 3, "city": "Rome"})),
-            r#"{"city": "Rome", "temp": 3}"#
+            r#"{"temp": 3, "city": "Rome"}"#
         );
     }
 

@@ -9,14 +9,17 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 
 /// A memory as the model reads it in a `load_memory` response (ADK's `MemoryEntry` as its
-/// FunctionTool dumps it: `custom_metadata` even when empty).
+/// FunctionTool dumps it: pydantic's field order, `custom_metadata` even when empty; the
+/// model reads the JSON as text on the OpenAI-compatible wire, so the order is part of it).
+/// The metadata's keys are sorted: the store keeps no order for them.
 pub(super) fn entry_json(entry: &MemoryEntry) -> Value {
     let text = entry.text();
+    let metadata: std::collections::BTreeMap<_, _> = entry.custom_metadata.iter().collect();
     let mut json = json!({
+        "content": { "parts": [{ "text": text }], "role": entry.content.role },
+        "custom_metadata": metadata,
         "id": entry.id,
         "author": entry.author,
-        "content": { "role": entry.content.role, "parts": [{ "text": text }] },
-        "custom_metadata": Value::Object(entry.custom_metadata.clone().into_iter().collect()),
     });
     if let Some(timestamp) = entry.timestamp {
         json["timestamp"] = json!(adk_timestamp(timestamp));
@@ -188,15 +191,10 @@ mod tests {
             timestamp: Some(at(1_767_225_600, 0)),
             ..Default::default()
         };
+        // As text, in ADK's order: the model on the OpenAI-compatible wire reads it so.
         assert_eq!(
-            entry_json(&entry),
-            serde_json::json!({
-                "id": "m1",
-                "author": "user",
-                "content": {"role": "user", "parts": [{"text": "Maria lives in Oslo."}]},
-                "custom_metadata": {},
-                "timestamp": "2026-01-01T00:00:00",
-            })
+            entry_json(&entry).to_string(),
+            r#"{"content":{"parts":[{"text":"Maria lives in Oslo."}],"role":"user"},"custom_metadata":{},"id":"m1","author":"user","timestamp":"2026-01-01T00:00:00"}"#
         );
         assert_eq!(adk_timestamp(at(1_767_225_600, 250)), "2026-01-01T00:00:00.000250");
     }

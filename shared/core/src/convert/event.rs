@@ -12,22 +12,23 @@ use crate::event::{
     Event, EventActions, EventCompaction, FinishReason, JsonObject, LlmResponse, ModalityTokenCount, ToolConfirmation,
     Transcription, UsageMetadata,
 };
+use adk_grpc_proto::ordered;
 use adk_grpc_proto::v1 as pb;
 use chrono::{DateTime, Utc};
 use std::fmt::Display;
 
 /// An optional `Struct` field as an optional JSON object.
-fn opt_object(path: impl Display, s: Option<&prost_types::Struct>) -> Result<Option<JsonObject>> {
+fn opt_object(path: impl Display, s: Option<&ordered::Struct>) -> Result<Option<JsonObject>> {
     s.map(|s| object_from_struct(path, s)).transpose()
 }
 
 /// An `extensions` field: absent is empty.
-fn extensions(path: impl Display, s: Option<&prost_types::Struct>) -> Result<JsonObject> {
+fn extensions(path: impl Display, s: Option<&ordered::Struct>) -> Result<JsonObject> {
     Ok(opt_object(path, s)?.unwrap_or_default())
 }
 
 /// An empty `extensions` object is not sent.
-fn extensions_to_proto(object: &JsonObject) -> Option<prost_types::Struct> {
+fn extensions_to_proto(object: &JsonObject) -> Option<ordered::Struct> {
     (!object.is_empty()).then(|| object_to_struct(object))
 }
 

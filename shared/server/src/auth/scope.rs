@@ -94,7 +94,7 @@ impl ScopeTable {
         let entries: [(&str, &str, Extract); 43] = [
             (SESSIONS, "CreateSession", |b| {
                 decode::<pb::CreateSessionRequest>(b).map(|m| {
-                    let keys = m.state.iter().flat_map(|state| state.fields.keys());
+                    let keys = m.state.iter().flat_map(|state| state.keys());
                     user_writing(&m.app_name, &m.user_id, app_state_write("state", keys))
                 })
             }),
@@ -135,7 +135,7 @@ impl ScopeTable {
             // Admins only, whatever the keys: the call writes nothing but app state.
             (SESSIONS, "UpdateAppState", |b| {
                 decode::<pb::UpdateAppStateRequest>(b).map(|m| {
-                    let keys = m.state_delta.iter().flat_map(|delta| delta.fields.keys());
+                    let keys = m.state_delta.iter().flat_map(|delta| delta.keys());
                     let write = app_state_write("state_delta", keys).unwrap_or(AppStateWrite {
                         field: "state_delta",
                         key: String::new(),
@@ -459,9 +459,10 @@ mod tests {
             "GetAppState" => pb::GetAppStateRequest { app_name: app }.encode_to_vec(),
             "UpdateAppState" => pb::UpdateAppStateRequest {
                 app_name: app,
-                state_delta: Some(prost_types::Struct {
-                    fields: [("app:k".to_string(), prost_types::Value::default())].into(),
-                }),
+                state_delta: Some(adk_grpc_proto::ordered::Struct::from([(
+                    "app:k".to_string(),
+                    adk_grpc_proto::ordered::Value::default(),
+                )])),
             }
             .encode_to_vec(),
             "ListApps" => pb::ListAppsRequest {}.encode_to_vec(),
@@ -653,8 +654,8 @@ mod tests {
     #[test]
     fn only_admins_write_app_state() {
         let table = ScopeTable::new();
-        let value = || prost_types::Value {
-            kind: Some(prost_types::value::Kind::StringValue("hi".into())),
+        let value = || adk_grpc_proto::ordered::Value {
+            kind: Some(adk_grpc_proto::ordered::value::Kind::StringValue("hi".into())),
         };
         let keys = |key: &str| [(key.to_string(), value()), ("topic".to_string(), value())];
         let requests = |key: &str| {
@@ -665,9 +666,7 @@ mod tests {
                     pb::CreateSessionRequest {
                         app_name: "support".into(),
                         user_id: "alice".into(),
-                        state: Some(prost_types::Struct {
-                            fields: keys(key).into_iter().collect(),
-                        }),
+                        state: Some(adk_grpc_proto::ordered::Struct::from_iter(keys(key))),
                         ..Default::default()
                     }
                     .encode_to_vec(),
