@@ -851,6 +851,11 @@ async fn mcp_output_schema() {
     replay("mcp_output_schema").await;
 }
 
+#[tokio::test]
+async fn mcp_media() {
+    replay("mcp_media").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load), but
@@ -997,4 +1002,6 @@ mod openai {
     // key order: `mcp_output_schema` differs here only in the order of its result's keys
     // (`content`, `structuredContent`, `isError`, and the class's fields), which ADK's
     // LiteLlm keeps and the runner sorts.
+    // key order: `mcp_media` likewise (`content`, `isError`; an image block's `type`,
+    // `data`, `mimeType`).
 }
