@@ -856,6 +856,11 @@ async fn mcp_media() {
     replay("mcp_media").await;
 }
 
+#[tokio::test]
+async fn resumable_transfer() {
+    replay("resumable_transfer").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load), but
@@ -997,6 +1002,11 @@ mod openai {
     #[tokio::test]
     async fn python_callback_reads() {
         replay_openai("python_callback_reads").await;
+    }
+
+    #[tokio::test]
+    async fn resumable_transfer() {
+        replay_openai("resumable_transfer").await;
     }
 
     // key order: `mcp_output_schema` differs here only in the order of its result's keys
