@@ -120,7 +120,26 @@ pub(crate) fn unfinished(log: &RunLog, invocation_id: &str) -> bool {
     if last.author == USER_AUTHOR {
         return true;
     }
-    !(last.interrupted() || (last.is_final_response() && last.actions.transfer_to_agent.is_none()))
+    if last.interrupted() {
+        return false;
+    }
+    transfer_not_acted_on(log, invocation_id).is_some() || !last.is_final_response()
+}
+
+/// The agent a transfer hands the turn to, when the invocation's log ends with the
+/// transfer and the target has not run yet: the transfer's response is the last event,
+/// or the transferring agent's end right after it (an app marked resumable stores it
+/// there, as ADK does).
+pub(crate) fn transfer_not_acted_on<'a>(log: &'a RunLog, invocation_id: &str) -> Option<&'a str> {
+    let events = log.invocation(invocation_id)?.events();
+    let mut last_two = events.iter().rev().map(|&at| log.at(at));
+    let last = last_two.next()?;
+    let transfer = if last.actions.end_of_agent == Some(true) && last.content().is_none() {
+        last_two.next().filter(|before| before.author == last.author)?
+    } else {
+        last
+    };
+    transfer.actions.transfer_to_agent.as_deref()
 }
 
 /// Where an agent was, as the log of a resumed invocation tells.

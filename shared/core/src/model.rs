@@ -9,13 +9,18 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::pin::Pin;
 
-/// A tool as the model sees it: name, what it does, and a JSON Schema of its arguments.
+/// A tool as the model sees it: name, what it does, a JSON Schema of its arguments and,
+/// when the tool declares one, of its result.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDeclaration {
     pub name: String,
     pub description: String,
     /// JSON Schema of the arguments (an object schema), if the tool takes any.
     pub parameters: Option<Value>,
+    /// JSON Schema of the result (ADK's `response_json_schema`, e.g. an MCP tool's
+    /// `outputSchema`), if the tool declares one. Each provider says it as its API can.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub response: Option<Value>,
 }
 
 /// Generation settings (ADK's `GenerateContentConfig`, the fields a provider-neutral

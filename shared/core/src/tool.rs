@@ -73,6 +73,7 @@ pub trait Tool: Send + Sync {
             name: self.name().to_string(),
             description: self.description().to_string(),
             parameters: self.parameters_schema(),
+            response: self.response_schema(),
         }
     }
 }

@@ -131,6 +131,10 @@ fn request_body(request: &LlmRequest) -> Value {
                 if let Some(parameters) = &tool.parameters {
                     declaration["parameters"] = parameters.clone();
                 }
+                // A JSON Schema (not Gemini's OpenAPI `Schema`): the field that takes one as it is.
+                if let Some(response) = &tool.response {
+                    declaration["responseJsonSchema"] = response.clone();
+                }
                 declaration
             })
             .collect();

@@ -87,7 +87,7 @@ impl OpenAiCompatible {
                         "type": "function",
                         "function": {
                             "name": tool.name,
-                            "description": tool.description,
+                            "description": described_with_result(&tool.description, tool.response.as_ref()),
                             // Some compatible servers reject a function without a schema.
                             "parameters": tool.parameters.clone().map_or_else(
                                 || json!({"type": "object", "properties": {}}),
@@ -189,6 +189,105 @@ impl Llm for OpenAiCompatible {
 }
 
 // ---- request ---------------------------------------------------------------
+
+/// The longest tool description ADK's LiteLlm sends with the result's schema appended
+/// (OpenAI's ceiling on a description), in characters.
+const MAX_DESCRIPTION_WITH_RESULT: usize = 1024;
+
+/// A tool's description with its result's JSON Schema appended, as ADK's LiteLlm writes
+/// it (`_append_response_schema_to_description`): chat completions have no field for a
+/// result's schema, so the model reads it in the description. Left as it is when the
+/// schema says no more than a type, or when the whole would pass 1024 characters.
+fn described_with_result(description: &str, result: Option<&Value>) -> String {
+    let Some(schema) = result.and_then(Value::as_object) else {
+        return description.to_string();
+    };
+    if schema.keys().all(|key| key == "type") {
+        return description.to_string();
+    }
+    let kind = match schema.get("type").and_then(Value::as_str) {
+        Some(kind) => match kind.to_lowercase().as_str() {
+            "object" => "a JSON object".to_string(),
+            "array" => "a JSON array".to_string(),
+            "string" => "a string".to_string(),
+            "number" => "a number".to_string(),
+            "integer" => "an integer".to_string(),
+            "boolean" => "a boolean".to_string(),
+            "null" => "a null value".to_string(),
+            lower if lower.starts_with(['a', 'e', 'i', 'o', 'u']) => format!("an {kind}"),
+            _ => format!("a {kind}"),
+        },
+        None => "a value".to_string(),
+    };
+    let suffix = format!(
+        "Returns {kind} conforming to this schema: {}",
+        sorted_ascii_json(&Value::Object(schema.clone()))
+    );
+    let described = if description.is_empty() {
+        suffix
+    } else {
+        format!("{description}\n{suffix}")
+    };
+    if described.chars().count() > MAX_DESCRIPTION_WITH_RESULT {
+        return description.to_string();
+    }
+    described
+}
+
+/// JSON as Python's `json.dumps(value, sort_keys=True, separators=(",", ":"))` writes
+/// it: keys sorted, no spaces, every character outside printable ASCII escaped as
+/// `\uXXXX` (`ensure_ascii`, Python's default), whatever order the value keeps.
+fn sorted_ascii_json(value: &Value) -> String {
+    struct Sorted<'a>(&'a Value);
+    impl serde::Serialize for Sorted<'_> {
+        fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+            use serde::ser::{SerializeMap, SerializeSeq};
+            match self.0 {
+                Value::Object(map) => {
+                    let mut keys: Vec<&String> = map.keys().collect();
+                    keys.sort();
+                    let mut out = serializer.serialize_map(Some(keys.len()))?;
+                    for key in keys {
+                        out.serialize_entry(key, &Sorted(&map[key]))?;
+                    }
+                    out.end()
+                }
+                Value::Array(items) => {
+                    let mut out = serializer.serialize_seq(Some(items.len()))?;
+                    for item in items {
+                        out.serialize_element(&Sorted(item))?;
+                    }
+                    out.end()
+                }
+                other => other.serialize(serializer),
+            }
+        }
+    }
+    struct AsciiOnly;
+    impl serde_json::ser::Formatter for AsciiOnly {
+        fn write_string_fragment<W: ?Sized + std::io::Write>(
+            &mut self,
+            writer: &mut W,
+            fragment: &str,
+        ) -> std::io::Result<()> {
+            for c in fragment.chars() {
+                if (' '..='~').contains(&c) {
+                    write!(writer, "{c}")?;
+                } else {
+                    let mut units = [0u16; 2];
+                    for unit in c.encode_utf16(&mut units) {
+                        write!(writer, "\\u{unit:04x}")?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+    let mut out = Vec::new();
+    let mut serializer = serde_json::Serializer::with_formatter(&mut out, AsciiOnly);
+    serde::Serialize::serialize(&Sorted(value), &mut serializer).expect("a JSON value always serializes");
+    String::from_utf8(out).expect("JSON is UTF-8")
+}
 
 /// Structured output: a schema as `json_schema` (strict only when the schema already
 /// meets OpenAI's strict rules, so it is never rewritten), JSON without a schema as

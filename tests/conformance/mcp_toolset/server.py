@@ -2,9 +2,8 @@
 MCPServer (FastMCP until mcp 2), started by ADK's McpToolset when recording and by the
 runner when replaying (`command: python`, the test venv's, as the case's YAML names it).
 
-Its tools return text without an output schema (`structured_output=False`): ADK declares
-a tool's output schema as `response_json_schema`, which the runner does not send yet
-(docs/adk-conformance.md, "Not yet covered")."""
+Its tools return text without an output schema (`structured_output=False`); a tool with
+one is the `mcp_output_schema` case's."""
 
 from mcp.server.mcpserver import MCPServer
 

@@ -276,7 +276,8 @@ async fn add_memories(server: &ServiceProcess, app: &str, user: &str, memory: &V
 ///   same defaults as none);
 /// - a declaration's `parameters_json_schema` (the name google-genai gives a JSON Schema
 ///   made from a Python signature) and `parameters` are the same field: the schema is
-///   compared, under `parameters`.
+///   compared, under `parameters`; `response_json_schema` (a result's JSON Schema, as
+///   google-genai names the field) is compared as `responseJsonSchema`, its JSON name.
 fn normalise_request(mut request: Value) -> Value {
     if let Some(body) = request.as_object_mut()
         && body.get("generationConfig").is_some_and(|c| c == &json!({}))
@@ -304,6 +305,11 @@ fn normalise_request(mut request: Value) -> Value {
             let declaration = declaration.as_object_mut().expect("a declaration is an object");
             if let Some(schema) = declaration.remove("parameters_json_schema") {
                 declaration.insert("parameters".into(), schema);
+            }
+            // The same proto field by its two JSON names: google-genai sends the field's
+            // own name, the runner its JSON name, as it names every other field.
+            if let Some(schema) = declaration.remove("response_json_schema") {
+                declaration.insert("responseJsonSchema".into(), schema);
             }
         }
     }
@@ -840,6 +846,21 @@ async fn memory_present() {
     replay("memory_present").await;
 }
 
+#[tokio::test]
+async fn mcp_output_schema() {
+    replay("mcp_output_schema").await;
+}
+
+#[tokio::test]
+async fn mcp_media() {
+    replay("mcp_media").await;
+}
+
+#[tokio::test]
+async fn resumable_transfer() {
+    replay("resumable_transfer").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1001,5 +1022,20 @@ mod openai {
     #[tokio::test]
     async fn python_callback_reads() {
         replay_openai("python_callback_reads").await;
+    }
+
+    #[tokio::test]
+    async fn resumable_transfer() {
+        replay_openai("resumable_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_output_schema() {
+        replay_openai("mcp_output_schema").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_media() {
+        replay_openai("mcp_media").await;
     }
 }

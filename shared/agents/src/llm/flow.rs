@@ -29,18 +29,19 @@ use tool_calls::{Call, function_calls};
 
 /// The agent's turn, then, in an invocation that keeps its ends in the log (an app
 /// marked resumable), its end (`actions.end_of_agent`), as ADK's LLM agent stores it:
-/// after everything the turn ran (a transfer's agent included), and not when the turn
-/// called a long-running tool (even one answered at once) or one of the last two events
-/// of the invocation on its branch did.
+/// at a transfer, before the agent it hands the turn to runs (see [`transfer`]);
+/// otherwise after the turn, and not when the turn called a long-running tool (even one
+/// answered at once) or one of the last two events of the invocation on its branch did.
 pub(super) fn run(agent: Arc<Inner>, ctx: Arc<dyn InvocationContext>) -> EventStream {
     Box::pin(try_stream! {
-        let mut paused = false;
+        let (mut paused, mut ended) = (false, false);
         for await event in turn(agent.clone(), ctx.clone()) {
             let event = event?;
             paused |= event.calls_a_long_running_tool();
+            ended |= event.author == agent.name && event.actions.end_of_agent == Some(true);
             yield event;
         }
-        if ctx.is_resumable() && !paused && !ended_on_a_long_running_call(ctx.as_ref()) {
+        if ctx.is_resumable() && !paused && !ended && !ended_on_a_long_running_call(ctx.as_ref()) {
             yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
         }
     })
@@ -188,6 +189,10 @@ fn model_turn<'a>(
 }
 
 /// Hands the turn to the agent called `target` (a transfer): it runs on this branch.
+/// In an invocation that keeps its ends in the log, this agent's end comes first, as
+/// ADK 2 stores it (its agent wrapper ends the agent at the transfer's response, and
+/// the target runs after it); a resumed invocation whose log ends there goes on with
+/// the target (`run_state::transfer_not_acted_on`).
 fn transfer<'a>(
     agent: &'a Inner,
     ctx: &'a Arc<dyn InvocationContext>,
@@ -195,6 +200,9 @@ fn transfer<'a>(
 ) -> impl Stream<Item = Result<Event>> + Send + 'a {
     try_stream! {
         let target = agent.transfer_target(ctx, target)?;
+        if ctx.is_resumable() {
+            yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
+        }
         for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
             yield event?;
         }

@@ -21,7 +21,7 @@ use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
 use crate::rules::USER_AUTHOR;
-use crate::run_state::{open_workflow, run_invocations, unfinished};
+use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, ClaimedRun, EventStream, InvocationContext, InvocationMarks, Result, RunConfig, RunLog,
@@ -174,7 +174,7 @@ impl Runner {
             }
             Some(last) => {
                 // A transfer stored and not acted on yet goes on with its target.
-                let name = last.actions.transfer_to_agent.as_deref().unwrap_or(&last.author);
+                let name = transfer_not_acted_on(&log, invocation_id).unwrap_or(&last.author);
                 let agent = find_agent(&self.root_agent, name).ok_or_else(|| {
                     AdkError::FailedPrecondition(format!(
                         "agent {name}, which was running invocation {invocation_id}, is not part of this runner's agents"

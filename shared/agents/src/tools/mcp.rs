@@ -606,13 +606,20 @@ impl Shared {
                 }
             };
             let description = listed.description.map(|d| d.to_string()).unwrap_or_default();
-            let (description, schema) = if self.adk_forms {
+            let (description, schema, result_schema) = if self.adk_forms {
+                // ADK's McpTool declares the server's output schema as the result's
+                // (`response_json_schema`), fenced as its input schema is. The runner's own
+                // form does not: its response is not the structured content alone.
+                let result_schema = listed
+                    .output_schema
+                    .map(|schema| untrusted::fence_schema(&Value::Object((*schema).clone())));
                 (
                     untrusted::fence_description(&description),
                     untrusted::fence_schema(&schema),
+                    result_schema,
                 )
             } else {
-                (description, schema)
+                (description, schema, None)
             };
             tools.push(Arc::new(McpTool {
                 shared: self.clone(),
@@ -620,6 +627,7 @@ impl Shared {
                 remote,
                 description,
                 schema,
+                result_schema,
                 validator,
             }));
         }
@@ -833,6 +841,8 @@ struct McpTool {
     description: String,
     /// As the model reads it (fenced for ADK's forms); the validator has the server's.
     schema: Value,
+    /// The server's output schema as the model reads it (ADK's forms only, fenced).
+    result_schema: Option<Value>,
     validator: Option<Arc<jsonschema::Validator>>,
 }
 
@@ -873,6 +883,9 @@ impl Tool for McpTool {
     }
     fn parameters_schema(&self) -> Option<Value> {
         Some(self.schema.clone())
+    }
+    fn response_schema(&self) -> Option<Value> {
+        self.result_schema.clone()
     }
     fn safe_to_repeat(&self) -> bool {
         self.shared.safe_to_repeat
@@ -1224,6 +1237,7 @@ mod tests {
             remote: "echo".into(),
             description: String::new(),
             schema: json!({"type": "object"}),
+            result_schema: None,
             validator: None,
         };
         assert!(!tool(&McpToolset::stdio("m", "sh")).safe_to_repeat());

@@ -783,3 +783,49 @@ async fn a_sequence_pauses_after_an_llm_agent_that_called_a_long_running_tool() 
         ]
     );
 }
+
+/// In an app marked resumable an agent's end is stored at its transfer, before the agent
+/// it hands the turn to runs (as ADK 2 stores it): a run whose runner died there, its log
+/// ending with that end, goes on with the target, and the transferring agent's model is
+/// not asked again.
+#[tokio::test]
+async fn a_run_that_died_after_a_transfer_goes_on_with_the_target() {
+    let replicas = Replicas::new().await;
+    let transfer = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "transfer_to_agent",
+            serde_json::json!({"agent_name": "billing"}),
+            Some("t1".into()),
+        ))),
+        ..Default::default()
+    };
+    let front = Gated::scripted(vec![transfer]);
+    let tree = |billing: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(
+            LlmAgentBuilder::new("front")
+                .model(front.clone())
+                .sub_agents([llm("billing", billing)])
+                .build()
+                .unwrap(),
+        )
+    };
+    let (billing_dead, billing) = (Gated::new(&[]), Gated::new(&["A hold."]));
+    let first = replicas.runner(tree(&billing_dead));
+    let second = replicas.runner(tree(&billing));
+    let billing_called = billing_dead.clone();
+    let session = replicas
+        .die_and_resume(first, second, move |_| billing_called.requests() == 1)
+        .await;
+    assert_eq!(
+        authors(&session),
+        [
+            "user:go",
+            "front:",
+            "front:",
+            "front:end",
+            "billing:A hold.",
+            "billing:end"
+        ]
+    );
+    assert_eq!((front.requests(), billing.requests()), (1, 1));
+}

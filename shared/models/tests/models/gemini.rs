@@ -157,11 +157,13 @@ async fn request_carries_system_tools_history_media_and_settings() {
                 name: "get_weather".into(),
                 description: "Weather for a city".into(),
                 parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+                response: None,
             },
             ToolDeclaration {
                 name: "now".into(),
                 description: "The time".into(),
                 parameters: None,
+                response: Some(json!({"type": "string", "format": "date-time"})),
             },
         ],
         contents: vec![
@@ -226,7 +228,10 @@ async fn request_carries_system_tools_history_media_and_settings() {
         json!([{"functionDeclarations": [
             {"name": "get_weather", "description": "Weather for a city",
              "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
-            {"name": "now", "description": "The time"},
+            // The result's JSON Schema as it is, in the field that takes one (ADK's
+            // `response_json_schema`).
+            {"name": "now", "description": "The time",
+             "responseJsonSchema": {"type": "string", "format": "date-time"}},
         ]}])
     );
     assert_eq!(
@@ -443,6 +448,7 @@ async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
         name: "lookup".into(),
         description: "Looks up.".into(),
         parameters: None,
+        response: None,
     }];
     request.config.builtin_tools = vec![
         BuiltinTool::GoogleSearch,

@@ -257,11 +257,16 @@ async fn request_carries_system_tools_history_and_settings() {
                 name: "get_weather".into(),
                 description: "Weather for a city".into(),
                 parameters: Some(json!({"type": "object", "properties": {"city": {"type": "string"}}})),
+                response: Some(
+                    json!({"type": "object", "properties": {"sky": {"type": "string", "description": "Clear — or not"}}}),
+                ),
             },
             ToolDeclaration {
                 name: "now".into(),
                 description: "The time".into(),
                 parameters: None,
+                // A type alone says nothing the description needs.
+                response: Some(json!({"type": "string"})),
             },
         ],
         contents: vec![
@@ -317,7 +322,12 @@ async fn request_carries_system_tools_history_and_settings() {
     assert_eq!(
         body["tools"],
         json!([
-            {"type": "function", "function": {"name": "get_weather", "description": "Weather for a city",
+            // The result's schema appended as ADK's LiteLlm writes it (Python's json.dumps,
+            // keys sorted, no spaces, ASCII only).
+            {"type": "function", "function": {"name": "get_weather",
+                "description": "Weather for a city\nReturns a JSON object conforming to this schema: \
+                    {\"properties\":{\"sky\":{\"description\":\"Clear \\u2014 or not\",\"type\":\"string\"}},\
+                    \"type\":\"object\"}",
                 "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}},
             {"type": "function", "function": {"name": "now", "description": "The time",
                 "parameters": {"type": "object", "properties": {}}}},
@@ -327,6 +337,40 @@ async fn request_carries_system_tools_history_and_settings() {
     assert_eq!(body["top_p"], 0.25);
     assert_eq!(body["max_completion_tokens"], 100);
     assert_eq!(body["stop"], json!(["END"]));
+}
+
+/// As ADK's LiteLlm: a result's schema that would take the description past 1024
+/// characters is left out, the description kept.
+#[tokio::test]
+async fn a_result_schema_too_long_for_the_description_is_left_out() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    let mut request = ask("go");
+    let schema = |chars: usize| json!({"type": "string", "description": "x".repeat(chars)});
+    // `Returns a string conforming to this schema: ` and the JSON around the text.
+    let frame = "The time\nReturns a string conforming to this schema: {\"description\":\"\",\"type\":\"string\"}"
+        .chars()
+        .count();
+    request.tools = ["fits", "too_long"]
+        .iter()
+        .zip([1024 - frame, 1025 - frame])
+        .map(|(name, chars)| ToolDeclaration {
+            name: name.to_string(),
+            description: "The time".into(),
+            parameters: None,
+            response: Some(schema(chars)),
+        })
+        .collect();
+    collect_ok(model(&server).generate_content(request, false).await.unwrap()).await;
+
+    let body = server.last_request().json();
+    let fits = body["tools"][0]["function"]["description"].as_str().unwrap();
+    assert_eq!(fits.chars().count(), 1024);
+    assert!(
+        fits.starts_with("The time\nReturns a string conforming to this schema: {"),
+        "{fits}"
+    );
+    assert_eq!(body["tools"][1]["function"]["description"], "The time");
 }
 
 #[tokio::test]
