@@ -1582,8 +1582,8 @@ fn an_openapi_tool_offers_its_specs_operations_to_the_agent() {
     assert_eq!(
         tools,
         [
-            ("shop_add_pet".to_string(), "Adds a pet.".to_string()),
-            ("shop_get_pet".to_string(), "One pet.".to_string())
+            ("shop_get_pet".to_string(), "One pet.".to_string()),
+            ("shop_add_pet".to_string(), "Adds a pet.".to_string())
         ]
     );
     // Filtered by operationId or tool name; a name no operation has is refused, listing them.

@@ -115,7 +115,7 @@ mod tests {
             (json!({"result": null}), "{'result': None}"),
             (
                 json!({"ok": true, "n": 3, "xs": [1.5, false]}),
-                "{'n': 3, 'ok': True, 'xs': [1.5, False]}",
+                "{'ok': True, 'n': 3, 'xs': [1.5, False]}",
             ),
             (json!("it's"), "\"it's\""),
             (json!("a'b\"c\n"), "'a\\'b\"c\\n'"),

@@ -1067,15 +1067,15 @@ components:
     #[test]
     fn operations_become_declarations_with_path_query_header_and_body_arguments() {
         let toolset = pets();
-        // In path order (then ADK's method order).
+        // In the spec's order of paths (then ADK's method order), as ADK's parser lists them.
         assert_eq!(
             toolset.operation_names(),
             [
+                "get_pet_by_id",
+                "pets_pet_id_delete",
                 "create_pet",
                 "replace_all",
-                "upload_photo",
-                "get_pet_by_id",
-                "pets_pet_id_delete"
+                "upload_photo"
             ]
         );
         assert_eq!(
@@ -1180,9 +1180,9 @@ components:
         assert_eq!(
             safe(pets()),
             [
-                ("create_pet".into(), false),
                 ("get_pet_by_id".into(), true),
-                ("pets_pet_id_delete".into(), true)
+                ("pets_pet_id_delete".into(), true),
+                ("create_pet".into(), false)
             ]
         );
         assert!(safe(pets().with_safe_to_repeat(Some(true))).iter().all(|(_, s)| *s));
@@ -1213,7 +1213,7 @@ components:
             .expect_err("unknown")
             .to_string();
         assert!(
-            error.contains("the spec pets.yaml has no operation \"getPet\" (its operations: create_pet,"),
+            error.contains("the spec pets.yaml has no operation \"getPet\" (its operations: get_pet_by_id,"),
             "{error}"
         );
     }

@@ -65,7 +65,7 @@ async fn a_structured_reply_is_stored_as_json_under_output_key_streamed_or_not()
 
     server.push(openai::json_reply(&json!({"city": "Oslo", "celsius": -3})));
     let run = h.say("Oslo?").await.ok();
-    assert_eq!(run.texts(), [r#"{"celsius":-3,"city":"Oslo"}"#]);
+    assert_eq!(run.texts(), [r#"{"city":"Oslo","celsius":-3}"#]);
     let body = server.last_request().json();
     assert_eq!(body["response_format"]["type"], "json_schema");
     assert_eq!(body["response_format"]["json_schema"]["schema"], schema());
@@ -212,8 +212,8 @@ async fn with_tools_the_model_answers_through_set_model_response() {
     assert_eq!(last.author, "forecaster");
     assert_eq!(
         last.content().and_then(Content::text).as_deref(),
-        // As ADK writes it: Python's json.dumps of the value.
-        Some(r#"{"celsius": 4, "city": "Oslo"}"#)
+        // As ADK writes it: Python's json.dumps of the value, its keys in the model's order.
+        Some(r#"{"city": "Oslo", "celsius": 4}"#)
     );
     assert_eq!(
         function_responses(complete[complete.len() - 2])[0].1,
@@ -246,7 +246,7 @@ async fn an_openai_model_gets_the_schema_beside_the_tools() {
         .collect();
     assert_eq!(names, ["lookup"]);
     assert!(!system_prompt(&server.last_request()).contains("set_model_response"));
-    assert_eq!(run.texts(), [r#"{"celsius":4,"city":"Oslo"}"#]);
+    assert_eq!(run.texts(), [r#"{"city":"Oslo","celsius":4}"#]);
     assert_eq!(
         h.session().await.state.as_map().get("forecast"),
         Some(&json!({"city": "Oslo", "celsius": 4}))

@@ -73,7 +73,7 @@ async fn openai_gets_a_json_schema_response_format_and_the_other_settings() {
             .unwrap(),
     )
     .await;
-    assert_eq!(text(&items[0]), r#"{"celsius":3,"city":"Oslo"}"#);
+    assert_eq!(text(&items[0]), r#"{"city":"Oslo","celsius":3}"#);
     let body = server.last_request().json();
     assert_eq!(
         body["response_format"],
@@ -150,7 +150,7 @@ async fn gemini_gets_a_response_json_schema_thinking_config_and_safety_settings(
             .unwrap(),
     )
     .await;
-    assert_eq!(text(&items[0]), r#"{"celsius":3,"city":"Oslo"}"#);
+    assert_eq!(text(&items[0]), r#"{"city":"Oslo","celsius":3}"#);
     let body = server.last_request().json();
     assert_eq!(
         body["generationConfig"],
