@@ -118,7 +118,7 @@ impl Bert {
                 config.hidden_act, config.position_embedding_type
             ));
         }
-        if config.num_attention_heads == 0 || config.hidden_size % config.num_attention_heads != 0 {
+        if config.num_attention_heads == 0 || !config.hidden_size.is_multiple_of(config.num_attention_heads) {
             return Err("hidden_size is not a multiple of num_attention_heads".into());
         }
         let tensors = Tensors(SafeTensors::deserialize(safetensors).map_err(|e| e.to_string())?);
@@ -304,7 +304,7 @@ fn erf(x: f32) -> f32 {
         -2.101_024e-6,
         -5.692_506_4e-5,
         -7.349_906_3e-4,
-        -2.954_600e-3,
+        -2.954_6e-3,
         -1.609_603_3e-2,
     ]
     .iter()
