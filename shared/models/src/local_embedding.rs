@@ -1,7 +1,7 @@
 //! [`LocalEmbeddings`]: a BERT sentence-embedding model (all-MiniLM-L6-v2 and its kind) run
-//! inside the server with candle, from a local model directory, so semantic memory search needs
-//! nothing to call. Built only with the `local-embeddings` feature: candle adds minutes to a cold
-//! build (docs/design/local-embeddings.md has the measurements).
+//! inside the server by the encoder in `bert.rs`, from a local model directory, so semantic memory
+//! search needs nothing to call. Built only with the `local-embeddings` feature: the tokenizer and
+//! the encoder add to a cold build (docs/design/local-embeddings.md has the measurements).
 //!
 //! The directory is a sentence-transformers export: `config.json`, `tokenizer.json` and
 //! `model.safetensors`. The vector is sentence-transformers' own: mean of the last hidden states
@@ -10,12 +10,13 @@
 use adk_grpc_core::memory::Embedder;
 use adk_grpc_core::{AdkError, Result};
 use async_trait::async_trait;
-use candle_core::{DType, Device, Tensor};
-use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use bert::{Bert, Config, Pieces};
 use std::path::Path;
 use std::sync::Arc;
-use tokenizers::{Encoding, PaddingParams, Tokenizer, TruncationParams};
+use tokenizers::{Tokenizer, TruncationParams};
+
+mod bert;
+mod linear;
 
 /// all-MiniLM-L6-v2 was trained on at most 256 word pieces (its `sentence_bert_config.json`);
 /// longer texts are cut there, as sentence-transformers does.
@@ -28,7 +29,7 @@ pub struct LocalEmbeddings {
 }
 
 struct Loaded {
-    model: BertModel,
+    model: Bert,
     tokenizer: Tokenizer,
 }
 
@@ -55,8 +56,9 @@ impl LocalEmbeddings {
         let config: Config = serde_json::from_str(&config).map_err(|e| config_error(dir, "config.json", e))?;
         let mut tokenizer =
             Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| config_error(dir, "tokenizer.json", e))?;
-        // The exported tokenizer pads every text to 128 pieces; pad a batch only to its longest text.
-        tokenizer.with_padding(Some(PaddingParams::default()));
+        // The exported tokenizer pads every text to 128 pieces; the encoder needs no padding at all
+        // (each text attends to its own pieces only).
+        tokenizer.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams {
                 max_length: MAX_TOKENS,
@@ -65,9 +67,7 @@ impl LocalEmbeddings {
             .map_err(|e| config_error(dir, "tokenizer.json", e))?;
         let weights =
             std::fs::read(dir.join("model.safetensors")).map_err(|e| config_error(dir, "model.safetensors", e))?;
-        let weights = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu)
-            .map_err(|e| config_error(dir, "model.safetensors", e))?;
-        let model = BertModel::load(weights, &config).map_err(|e| config_error(dir, "model.safetensors", e))?;
+        let model = Bert::load(&config, &weights).map_err(|e| config_error(dir, "model.safetensors", e))?;
         Ok(LocalEmbeddings {
             inner: Arc::new(Loaded { model, tokenizer }),
         })
@@ -75,29 +75,20 @@ impl LocalEmbeddings {
 }
 
 impl Loaded {
-    fn embed(&self, texts: &[String]) -> candle_core::Result<Vec<Vec<f32>>> {
+    fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let encodings = self
             .tokenizer
             .encode_batch(texts.to_vec(), true)
-            .map_err(candle_core::Error::wrap)?;
-        let ids = stack(&encodings, Encoding::get_ids)?;
-        let type_ids = stack(&encodings, Encoding::get_type_ids)?;
-        let mask = stack(&encodings, Encoding::get_attention_mask)?;
-        let hidden = self.model.forward(&ids, &type_ids, Some(&mask))?; // (texts, tokens, dims)
-        let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let mean = hidden.broadcast_mul(&mask)?.sum(1)?.broadcast_div(&mask.sum(1)?)?;
-        let norm = mean.sqr()?.sum_keepdim(1)?.sqrt()?;
-        mean.broadcast_div(&norm)?.to_vec2()
+            .map_err(inference_error)?;
+        let pieces: Vec<Pieces<'_>> = encodings
+            .iter()
+            .map(|encoding| Pieces {
+                ids: encoding.get_ids(),
+                type_ids: encoding.get_type_ids(),
+            })
+            .collect();
+        self.model.embed(&pieces).map_err(inference_error)
     }
-}
-
-/// One row per encoding of the field `field` reads, as a (texts, tokens) tensor.
-fn stack(encodings: &[Encoding], field: fn(&Encoding) -> &[u32]) -> candle_core::Result<Tensor> {
-    let rows = encodings
-        .iter()
-        .map(|encoding| Tensor::new(field(encoding), &Device::Cpu))
-        .collect::<candle_core::Result<Vec<_>>>()?;
-    Tensor::stack(&rows, 0)
 }
 
 #[async_trait]
@@ -112,6 +103,5 @@ impl Embedder for LocalEmbeddings {
         tokio::task::spawn_blocking(move || inner.embed(&texts))
             .await
             .map_err(inference_error)?
-            .map_err(inference_error)
     }
 }
