@@ -906,6 +906,11 @@ async fn input_schema() {
     replay("input_schema").await;
 }
 
+#[tokio::test]
+async fn mcp_resources() {
+    replay("mcp_resources").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1127,5 +1132,10 @@ mod openai {
     #[tokio::test]
     async fn input_schema() {
         replay_openai("input_schema").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_resources() {
+        replay_openai("mcp_resources").await;
     }
 }
