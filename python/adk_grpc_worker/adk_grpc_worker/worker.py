@@ -218,6 +218,8 @@ def llm_request(sent: dict[str, Any]) -> LlmRequest:
             name=tool.get("name"),
             description=tool.get("description"),
             parameters_json_schema=tool.get("parameters"),
+            # The result's schema (an MCP tool's outputSchema), which ADK's callbacks see.
+            response_json_schema=tool.get("response"),
         )
         for tool in sent.get("tools") or []
     ]
@@ -354,8 +356,10 @@ class Worker:
         result = await tool.run_async(args=body.get("args") or {}, tool_context=context)
         actions = actions_json(context, artifacts, tool_point=True)
         if result is None and tool.is_long_running:
-            # No response yet: the runner pauses the turn, as ADK does.
-            return {"result": None, "actions": actions}
+            # No response yet: the runner pauses the turn, as ADK does. ADK makes no
+            # response event then, so what the tool wrote to its context (ADK's
+            # get_user_choice sets skip_summarization) is dropped with it.
+            return {"result": None}
         # The function response is a dict, as ADK makes it.
         if not isinstance(result, dict):
             result = {"result": result}

@@ -373,7 +373,38 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
             messages.push(json!({"role": "user", "content": user_content(&rest)?}));
         }
     }
-    Ok(messages)
+    Ok(with_missing_results(messages))
+}
+
+/// What ADK's LiteLlm gives the model for a call left without a result (a long-running
+/// tool still pending when the user wrote again, a run cut off).
+const MISSING_TOOL_RESULT: &str =
+    "Error: Missing tool result (tool execution may have been interrupted before a response was recorded).";
+
+/// Chat completions refuse an assistant's tool call that no tool message answers before
+/// the next message, so ADK's LiteLlm answers each such call with `MISSING_TOOL_RESULT`
+/// right there (or at the end); the model reads the same.
+fn with_missing_results(messages: Vec<Value>) -> Vec<Value> {
+    let missing = |id: Value| json!({"role": "tool", "tool_call_id": id, "content": MISSING_TOOL_RESULT});
+    let mut healed = Vec::with_capacity(messages.len());
+    let mut pending: Vec<Value> = Vec::new();
+    for message in messages {
+        let role = message["role"].as_str().unwrap_or_default();
+        if role != "tool" {
+            healed.extend(pending.drain(..).map(missing));
+        }
+        match role {
+            "assistant" => {
+                let calls = message["tool_calls"].as_array().into_iter().flatten();
+                pending = calls.map(|call| call["id"].clone()).collect();
+            }
+            "tool" => pending.retain(|id| *id != message["tool_call_id"]),
+            _ => {}
+        }
+        healed.push(message);
+    }
+    healed.extend(pending.into_iter().map(missing));
+    healed
 }
 
 /// A "model" turn: its text, and its function calls as `tool_calls`.
@@ -1024,6 +1055,51 @@ mod tests {
         let messages = messages(&request).unwrap();
         assert_eq!(messages[0]["tool_calls"][0]["id"], "call_1");
         assert_eq!(messages[1]["tool_call_id"], "call_1");
+    }
+
+    #[test]
+    fn a_call_without_a_result_is_answered_as_missing_before_the_next_message() {
+        let call = |name: &str, id: &str| {
+            Content::new("model").with_part(
+                PartKind::FunctionCall {
+                    name: name.into(),
+                    args: json!({}),
+                    id: Some(id.into()),
+                }
+                .into(),
+            )
+        };
+        let answer = Content::new("user").with_part(
+            PartKind::FunctionResponse {
+                function_response: FunctionResponseData {
+                    name: "f".into(),
+                    response: json!({"ok": true}),
+                },
+                id: Some("c1".into()),
+            }
+            .into(),
+        );
+        let request = LlmRequest {
+            contents: vec![
+                call("f", "c1"),
+                answer,
+                call("ask", "c2"),
+                Content::new("user").with_part(Part::text_part("Coffee.")),
+                call("ask", "c3"),
+            ],
+            ..Default::default()
+        };
+        let messages = messages(&request).unwrap();
+        let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
+        assert_eq!(
+            roles,
+            ["assistant", "tool", "assistant", "tool", "user", "assistant", "tool"]
+        );
+        assert_eq!(messages[1]["content"], r#"{"ok": true}"#);
+        for (i, id) in [(3, "c2"), (6, "c3")] {
+            assert_eq!(messages[i]["tool_call_id"], id);
+            assert_eq!(messages[i]["content"], MISSING_TOOL_RESULT);
+        }
     }
 
     #[test]

@@ -861,6 +861,56 @@ async fn resumable_transfer() {
     replay("resumable_transfer").await;
 }
 
+#[tokio::test]
+async fn python_callback_tool_schema() {
+    replay("python_callback_tool_schema").await;
+}
+
+#[tokio::test]
+async fn user_choice() {
+    replay("user_choice").await;
+}
+
+#[tokio::test]
+async fn parallel_branch() {
+    replay("parallel_branch").await;
+}
+
+#[tokio::test]
+async fn loop_max_iterations() {
+    replay("loop_max_iterations").await;
+}
+
+#[tokio::test]
+async fn model_inherited() {
+    replay("model_inherited").await;
+}
+
+#[tokio::test]
+async fn global_instruction() {
+    replay("global_instruction").await;
+}
+
+#[tokio::test]
+async fn instruction_artifact() {
+    replay("instruction_artifact").await;
+}
+
+#[tokio::test]
+async fn callback_chain() {
+    replay("callback_chain").await;
+}
+
+#[tokio::test]
+async fn input_schema() {
+    replay("input_schema").await;
+}
+
+#[tokio::test]
+async fn mcp_resources() {
+    replay("mcp_resources").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1037,5 +1087,55 @@ mod openai {
     #[tokio::test]
     async fn mcp_media() {
         replay_openai("mcp_media").await;
+    }
+
+    #[tokio::test]
+    async fn python_callback_tool_schema() {
+        replay_openai("python_callback_tool_schema").await;
+    }
+
+    #[tokio::test]
+    async fn user_choice() {
+        replay_openai("user_choice").await;
+    }
+
+    #[tokio::test]
+    async fn parallel_branch() {
+        replay_openai("parallel_branch").await;
+    }
+
+    #[tokio::test]
+    async fn loop_max_iterations() {
+        replay_openai("loop_max_iterations").await;
+    }
+
+    #[tokio::test]
+    async fn model_inherited() {
+        replay_openai("model_inherited").await;
+    }
+
+    #[tokio::test]
+    async fn global_instruction() {
+        replay_openai("global_instruction").await;
+    }
+
+    #[tokio::test]
+    async fn instruction_artifact() {
+        replay_openai("instruction_artifact").await;
+    }
+
+    #[tokio::test]
+    async fn callback_chain() {
+        replay_openai("callback_chain").await;
+    }
+
+    #[tokio::test]
+    async fn input_schema() {
+        replay_openai("input_schema").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_resources() {
+        replay_openai("mcp_resources").await;
     }
 }

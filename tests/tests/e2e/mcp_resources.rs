@@ -106,11 +106,11 @@ apps:
     let (system, _) = system_and_after_tools(&first);
     assert!(system.starts_with("Be brief."), "{system}");
     assert!(
-        system.contains(r#"The MCP server offers these resources: ["guide","pixel"]"#),
+        system.contains("You have a list of MCP resources:\n[\"guide\", \"pixel\"]\n"),
         "{system}"
     );
     let (system, after) = system_and_after_tools(&requests[1].json());
-    assert!(system.contains(r#"["guide","pixel"]"#), "{system}");
+    assert!(system.contains(r#"["guide", "pixel"]"#), "{system}");
     assert_eq!(after.len(), 2, "{after:#?}");
     assert_eq!(after[0]["role"], "user");
     assert_eq!(
@@ -150,7 +150,7 @@ apps:
     run(&server, "demo", "s1", "And again?").await;
     let third = provider.requests()[2].json();
     assert!(!third.to_string().contains("House style"), "{third}");
-    assert!(third.to_string().contains(r#"[\"guide\",\"pixel\"]"#), "{third}");
+    assert!(third.to_string().contains(r#"[\"guide\", \"pixel\"]"#), "{third}");
 
     // A server without the resources capability: no load_mcp_resource, no listing.
     provider.push(openai::text("Sunny."));

@@ -220,6 +220,11 @@ struct AdkAgent {
 }
 
 /// ADK's advisor when a `ModelConsultTool` names no `model`.
+/// ADK's own Python function tools that its YAML names bare (they are exported by
+/// `google.adk.tools`): the app's Python worker runs ADK's tool itself, as for a tool
+/// named by its Python path, so its declaration and its pause are ADK's.
+const ADK_FUNCTION_TOOLS: [&str; 2] = ["get_user_choice", "request_input"];
+
 const ADK_DEFAULT_ADVISOR: &str = "gemini-3.1-pro-preview";
 
 /// The fields of ADK's `ModelConsultContextConfig` (it forbids others).
@@ -392,7 +397,8 @@ struct CodeRefs {
     tools: Vec<(python::ToolEntry, CodeRef)>,
     /// Each with its point and the name of the hook that serves it there.
     callbacks: Vec<(CodeRef, HookPoint, String)>,
-    /// `output_schema` classes, each with the name of its agent.
+    /// `output_schema` and `input_schema` classes (the field in the `CodeRef`), each with
+    /// the name of its agent.
     schemas: Vec<(CodeRef, String)>,
 }
 
@@ -618,7 +624,7 @@ impl Reader<'_> {
             match (schema, code) {
                 (None | Some(Value::Null), _) => {}
                 // A pydantic class, resolved by the app's Python worker (Self::serve_code).
-                (_, Some(reference)) if field == "output_schema" => {
+                (_, Some(reference)) if field != "state_schema" => {
                     let at = CodeRef {
                         reference,
                         place: place.clone(),
@@ -971,7 +977,7 @@ impl Reader<'_> {
                 },
             );
         }
-        self.output_schemas(&worker, &code.schemas, &mut config.root_agent);
+        self.schema_classes(&worker, &code.schemas, &mut config.root_agent);
         // A worker that only resolved classes serves nothing: it is not kept running.
         if self.problems.0.len() > before || (code.tools.is_empty() && code.callbacks.is_empty()) {
             worker.stop();
@@ -983,8 +989,10 @@ impl Reader<'_> {
         Some((app, config))
     }
 
-    /// Each `output_schema` class as the worker resolved it, on its agent in `root`'s tree.
-    fn output_schemas(&mut self, worker: &python::Worker, schemas: &[(CodeRef, String)], root: &mut AgentConfig) {
+    /// Each `output_schema` and `input_schema` class as the worker resolved it, on its
+    /// agent in `root`'s tree: an input schema is the class's JSON Schema, which ADK
+    /// declares as the agent's parameters when it is called as a tool.
+    fn schema_classes(&mut self, worker: &python::Worker, schemas: &[(CodeRef, String)], root: &mut AgentConfig) {
         for (
             CodeRef {
                 reference,
@@ -998,14 +1006,18 @@ impl Reader<'_> {
                 Some(Ok(schema)) => {
                     if let Some(agent) = find_agent(root, agent) {
                         let class = adk_grpc_agents::SchemaClass::from(schema.clone());
-                        agent.output_schema = Some(class.json_schema.clone());
-                        agent.output_schema_class = Some(class);
+                        if field == "input_schema" {
+                            agent.input_schema = Some(class.json_schema);
+                        } else {
+                            agent.output_schema = Some(class.json_schema.clone());
+                            agent.output_schema_class = Some(class);
+                        }
                     }
                 }
                 Some(Err(why)) => self.add(
                     place,
                     field,
-                    format!("the Python class {reference:?} cannot be the output_schema: {why}"),
+                    format!("the Python class {reference:?} cannot be the {field}: {why}"),
                 ),
                 None => {}
             }
@@ -1192,6 +1204,9 @@ impl Reader<'_> {
             } else if name.contains('.') {
                 // Named by the entry's key until the worker says its tools (Self::serve_code).
                 names.push(self.python_tool(place, &field, path, name, args));
+            } else if ADK_FUNCTION_TOOLS.contains(&name) {
+                let reference = format!("google.adk.tools.{name}");
+                names.push(self.python_tool(place, &field, path, &reference, args));
             } else if name == TRANSFER_TOOL_NAME {
                 // The runner gives it to every agent with sub-agents: listing it is saying so.
                 if !has_sub_agents {

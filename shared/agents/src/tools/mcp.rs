@@ -1036,7 +1036,8 @@ impl Tool for LoadMcpResource {
         &self.name
     }
     fn description(&self) -> &str {
-        "Loads resources of the MCP server by name. Call it when you need a resource's contents."
+        // ADK's LoadMcpResourceTool's description.
+        "Loads resources from the MCP server.\n\nNOTE: Call when you need access to resources."
     }
     fn parameters_schema(&self) -> Option<Value> {
         Some(json!({
@@ -1061,8 +1062,9 @@ impl Tool for LoadMcpResource {
         };
         Ok(json!({
             "resource_names": names,
+            // ADK's words (its tool's name: see process_llm_request).
             "status": format!(
-                "the contents are shown with this response only; call {} again to see them again",
+                "resource contents temporarily inserted and removed. to access these resources, call {} tool again.",
                 self.name
             ),
         }))
@@ -1085,11 +1087,15 @@ impl Tool for LoadMcpResource {
         };
         if !resources.is_empty() {
             let names: Vec<&str> = resources.iter().map(|(name, _)| name.as_str()).collect();
+            // ADK's paragraph, with the names as Python's json.dumps writes them. ADK writes
+            // `load_mcp_resource` even when the toolset's prefix renames the tool; the runner
+            // names the tool the model can call (the same text without a prefix).
             let listing = format!(
-                "The MCP server offers these resources: {}\nBefore you answer a question about one of them, call \
-                 `{}` with its name to load it.",
-                json!(names),
-                self.name
+                "You have a list of MCP resources:\n{}\n\nWhen the user asks questions about any of the resources, \
+                 you should call the\n`{name}` function to load the resource. Always call {name}\nbefore answering \
+                 questions related to the resources.\n",
+                adk_grpc_core::python_json(&json!(names)),
+                name = self.name
             );
             request.system_instruction = Some(match request.system_instruction.take() {
                 Some(text) if !text.is_empty() => format!("{text}\n\n{listing}"),

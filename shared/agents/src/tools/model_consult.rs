@@ -13,7 +13,7 @@
 use super::builtin::append_instruction;
 use adk_grpc_core::{
     AdkError, CallbackContext, Content, Event, GenerateContentConfig, Llm, LlmRequest, Part, PartKind, Result, Tool,
-    ToolContext,
+    ToolContext, UsageMetadata,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -382,7 +382,7 @@ impl ModelConsultTool {
 
     /// The advisor's answer; a request with thinking the advisor refuses is sent
     /// again without it, once (as ADK does: not every model takes a thinking level).
-    async fn ask_allowing_no_thinking(&self, request: LlmRequest) -> std::result::Result<String, String> {
+    async fn ask_allowing_no_thinking(&self, request: LlmRequest) -> std::result::Result<Advice, String> {
         let retry = request.config.thinking.is_some().then(|| {
             let mut plain = request.clone();
             plain.config.thinking = None;
@@ -398,7 +398,7 @@ impl ModelConsultTool {
     }
 
     /// The advisor's answer, or why there is none.
-    async fn ask(&self, request: LlmRequest) -> std::result::Result<String, String> {
+    async fn ask(&self, request: LlmRequest) -> std::result::Result<Advice, String> {
         let mut replies = self
             .advisor
             .generate_content(request, false)
@@ -415,11 +415,45 @@ impl ModelConsultTool {
             let text = reply.content.as_ref().and_then(Content::text).unwrap_or_default();
             return match text.trim() {
                 "" => Err("the advisor's reply was empty".into()),
-                text => Ok(text.to_string()),
+                text => Ok(Advice {
+                    guidance: text.to_string(),
+                    model: reply.model_version.unwrap_or_else(|| self.advisor.name().to_string()),
+                    usage: advisor_usage(reply.usage_metadata.as_ref()),
+                }),
             };
         }
         Err("the advisor ended its reply without a complete response".into())
     }
+}
+
+/// The advisor's answer as ADK's `AdvisorResult` has it.
+struct Advice {
+    guidance: String,
+    /// The model that answered, as its reply names it (else the advisor's name).
+    model: String,
+    usage: Value,
+}
+
+/// The advisor reply's token counts as ADK's `AdvisorUsage.to_dict()` writes them: the
+/// prompt's with the tool-use prompt's, the candidates' without thoughts, and the total
+/// the provider reported (else their sum).
+fn advisor_usage(usage: Option<&UsageMetadata>) -> Value {
+    let count = |n: Option<i32>| i64::from(n.unwrap_or(0).max(0));
+    let usage = usage.cloned().unwrap_or_default();
+    let prompt = count(usage.prompt_token_count) + count(usage.tool_use_prompt_token_count);
+    let output = count(usage.candidates_token_count);
+    let thoughts = count(usage.thoughts_token_count);
+    let total = match count(usage.total_token_count) {
+        0 => prompt + output + thoughts,
+        total => total,
+    };
+    json!({
+        "prompt_tokens": prompt,
+        "output_tokens": output,
+        "thoughts_tokens": thoughts,
+        "cached_tokens": count(usage.cached_content_token_count),
+        "total_tokens": total,
+    })
 }
 
 fn positive(field: &str, max: u32) -> Result<u32> {
@@ -644,6 +678,7 @@ impl Tool for ModelConsultTool {
             invocation,
         };
         let request = self.request(ctx.as_ref(), question, context);
+        let started = std::time::Instant::now();
         let asked = match self.timeout {
             Some(timeout) => tokio::time::timeout(timeout, self.ask_allowing_no_thinking(request))
                 .await
@@ -651,7 +686,7 @@ impl Tool for ModelConsultTool {
             None => self.ask_allowing_no_thinking(request).await,
         };
         match asked {
-            Ok(guidance) => {
+            Ok(advice) => {
                 let (turn, session) = (turn + 1, session + 1);
                 let mut actions = ctx.actions();
                 actions
@@ -659,11 +694,15 @@ impl Tool for ModelConsultTool {
                     .insert(self.turn_uses_key(ctx.invocation_id()), json!(turn));
                 actions.state_delta.insert(self.session_uses_key(), json!(session));
                 ctx.set_actions(actions);
+                // ADK's success payload, in its order.
                 Ok(json!({
                     "status": "ok",
-                    "guidance": guidance,
-                    "advisor_model": self.advisor.name(),
+                    "guidance": advice.guidance,
+                    "advisor_model": advice.model,
+                    "thinking_level": self.config.thinking.as_ref().and_then(|thinking| thinking.effort),
                     "consults": self.stats(turn, session),
+                    "usage": advice.usage,
+                    "latency_ms": started.elapsed().as_secs_f64() * 1000.0,
                 }))
             }
             Err(error) => {
@@ -694,6 +733,32 @@ mod tests {
             })
             .collect();
         lines.join("\n")
+    }
+
+    #[test]
+    fn the_advisors_usage_is_counted_as_adks_advisor_usage() {
+        let usage = UsageMetadata {
+            prompt_token_count: Some(9),
+            tool_use_prompt_token_count: Some(2),
+            candidates_token_count: Some(4),
+            thoughts_token_count: Some(3),
+            cached_content_token_count: Some(5),
+            ..Default::default()
+        };
+        // No total reported: the sum of prompt, output and thoughts.
+        assert_eq!(
+            advisor_usage(Some(&usage)),
+            json!({"prompt_tokens": 11, "output_tokens": 4, "thoughts_tokens": 3, "cached_tokens": 5, "total_tokens": 18})
+        );
+        let reported = UsageMetadata {
+            total_token_count: Some(30),
+            ..usage
+        };
+        assert_eq!(advisor_usage(Some(&reported))["total_tokens"], 30);
+        assert_eq!(
+            advisor_usage(None),
+            json!({"prompt_tokens": 0, "output_tokens": 0, "thoughts_tokens": 0, "cached_tokens": 0, "total_tokens": 0})
+        );
     }
 
     #[test]

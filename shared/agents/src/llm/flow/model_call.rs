@@ -76,6 +76,8 @@ fn call<'a>(
 ) -> impl Stream<Item = Result<LlmResponse>> + Send + 'a {
     try_stream! {
         ctx.increment_llm_call_count()?;
+        let mut request = request;
+        end_on_a_user_turn(&mut request);
         // An after_model hook must see a reply whole before any of it is
         // streamed (a redaction cannot work on fragments): no partials.
         let streaming = ctx.run_config().streaming_mode == StreamingMode::Sse && !agent.hooks.has(HookPoint::AfterModel);
@@ -113,6 +115,27 @@ fn call<'a>(
             None => Err(error)?,
         }
     }
+}
+
+/// ADK's hint for a request with no contents.
+const FOLLOW_THE_INSTRUCTION: &str = "Handle the requests as specified in the System Instruction.";
+/// ADK's hint for a request ending on the model's turn.
+const CONTINUE: &str =
+    "Continue processing previous requests as instructed. Exit or provide a summary if no more outputs are needed.";
+
+/// Ends the request on a user turn, as ADK's model clients do after the before_model
+/// callbacks (`BaseLlm._maybe_append_user_content`): a model asked with no contents, or
+/// with its own turn last (a loop's agent after its own reply, one with
+/// `include_contents: none` after another agent's), answers nothing or refuses, so ADK
+/// adds a user turn saying to go on. Function responses are user turns (stored with role
+/// "user"; older sessions' "tool" is read alike).
+fn end_on_a_user_turn(request: &mut LlmRequest) {
+    let hint = match request.contents.last() {
+        None => FOLLOW_THE_INSTRUCTION,
+        Some(last) if last.role != "user" && last.role != "tool" => CONTINUE,
+        Some(_) => return,
+    };
+    request.contents.push(Content::new("user").with_text(hint));
 }
 
 /// [`call_model`], made again after a backoff while it fails transiently before its
@@ -262,5 +285,39 @@ fn truncate(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((end, _)) => format!("{}…", &text[..end]),
         None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(contents: Vec<Content>) -> Vec<Content> {
+        let mut request = LlmRequest {
+            contents,
+            ..Default::default()
+        };
+        end_on_a_user_turn(&mut request);
+        request.contents
+    }
+
+    #[test]
+    fn a_request_ends_on_a_user_turn_as_adks_model_clients_end_it() {
+        let user = Content::new("user").with_text("Ideas?");
+        let model = Content::new("model").with_text("Lanterns.");
+        assert_eq!(
+            ended(vec![]),
+            vec![Content::new("user").with_text(FOLLOW_THE_INSTRUCTION)]
+        );
+        assert_eq!(
+            ended(vec![user.clone(), model.clone()]),
+            vec![user.clone(), model, Content::new("user").with_text(CONTINUE)]
+        );
+        assert_eq!(ended(vec![user.clone()]), vec![user]);
+        let older_function_response = Content::new("tool").with_text("{}");
+        assert_eq!(
+            ended(vec![older_function_response.clone()]),
+            vec![older_function_response]
+        );
     }
 }
