@@ -4,7 +4,7 @@ use crate::context::{AgentContext, Invocation, InvocationParts, Positions, with_
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
-    StateMap, Tool, ToolContext,
+    StateMap, Tool, ToolContext, python_json,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -63,17 +63,58 @@ impl AgentTool {
     }
 }
 
-/// The user's message `agent` gets for the arguments of a call of it: the `request`
-/// text, or (with an `input_schema`, or other arguments) the arguments as JSON.
+/// The user's message `agent` gets for the arguments of a call of it, as ADK's
+/// `AgentTool` writes it: with an `input_schema`, the arguments as the class validates and
+/// dumps them ([`as_validated`]); else the `request` text, or any other arguments as
+/// Python's `json.dumps(args, sort_keys=True)`.
 pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
     let text = match (agent.spec().input_schema, args) {
+        (Some(schema), _) => as_validated(schema, args).to_string(),
         (None, Value::Object(map)) => match map.get("request") {
             Some(Value::String(text)) => text.clone(),
-            _ => args.to_string(),
+            _ => python_json(&with_sorted_keys(args)),
         },
-        _ => args.to_string(),
+        (None, _) => python_json(&with_sorted_keys(args)),
     };
     Content::new("user").with_text(text)
+}
+
+/// An object's arguments as pydantic's `model_validate(args).model_dump_json(exclude_none=True)`
+/// gives them (compact JSON, which `to_string` writes): the schema's properties in its
+/// order (a class's field order), a property left out taking its `default`, nulls left out;
+/// arguments the schema does not name follow in their order (a class would drop them; a
+/// JSON Schema of an agents file may allow them).
+fn as_validated(schema: &Value, args: &Value) -> Value {
+    let (Some(properties), Value::Object(given)) = (schema.get("properties").and_then(Value::as_object), args) else {
+        return args.clone();
+    };
+    let declared = properties.iter().filter_map(|(name, property)| {
+        let value = given.get(name).or_else(|| property.get("default"))?;
+        Some((name.clone(), value.clone()))
+    });
+    let others = given
+        .iter()
+        .filter(|(name, _)| !properties.contains_key(*name))
+        .map(|(name, value)| (name.clone(), value.clone()));
+    Value::Object(declared.chain(others).filter(|(_, value)| !value.is_null()).collect())
+}
+
+/// `value` with every object's keys sorted, at every depth (Python's `sort_keys=True`).
+fn with_sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), with_sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(with_sorted_keys).collect()),
+        scalar => scalar.clone(),
+    }
 }
 
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the
@@ -166,5 +207,44 @@ impl Tool for AgentTool {
             invocation.record(event, delta);
         }
         Ok(reply_value(&self.agent, reply.unwrap_or_default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn input_schema_arguments_are_written_as_pydantic_dumps_the_validated_class() {
+        // Trip(origin, destination, passengers=1, note=None), as pydantic's JSON Schema.
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "origin": {"type": "string"},
+                "destination": {"type": "string"},
+                "passengers": {"type": "integer", "default": 1},
+                "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null},
+            },
+            "required": ["origin", "destination"],
+        });
+        let args = json!({"destination": "Rome", "note": null, "origin": "Paris"});
+        assert_eq!(
+            as_validated(&schema, &args).to_string(),
+            r#"{"origin":"Paris","destination":"Rome","passengers":1}"#
+        );
+        let with_extra = json!({"extra": "é", "passengers": 2, "origin": "Oslo", "destination": "Bergen"});
+        assert_eq!(
+            as_validated(&schema, &with_extra).to_string(),
+            r#"{"origin":"Oslo","destination":"Bergen","passengers":2,"extra":"é"}"#
+        );
+    }
+
+    #[test]
+    fn other_arguments_are_written_as_json_dumps_with_sorted_keys() {
+        let args = json!({"zeta": {"b": 1, "a": [{"y": true, "x": null}]}, "alpha": "é"});
+        assert_eq!(
+            python_json(&with_sorted_keys(&args)),
+            r#"{"alpha": "é", "zeta": {"a": [{"x": null, "y": true}], "b": 1}}"#
+        );
     }
 }
