@@ -964,6 +964,11 @@ async fn mcp_http() {
     replay("mcp_http").await;
 }
 
+#[tokio::test]
+async fn generation_config_output() {
+    replay("generation_config_output").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
