@@ -21,8 +21,13 @@ import asyncio
 import importlib
 import json
 import os
+import shutil
+import socket
+import subprocess
 import sys
+import tempfile
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -43,6 +48,41 @@ def gemini_reply(scripted: dict) -> dict:
         "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13},
         "modelVersion": MODEL_VERSION,
     }
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def with_mcp_http_server(case: Path, work: Path) -> tuple[Path, subprocess.Popen | None]:
+    """The directory to load for `case`, and its HTTP MCP server if it has one.
+
+    A case with `http_server.py` talks to it over streamable HTTP: the server is started
+    on a free port, and the case is loaded from a copy (named as the case) whose YAML has
+    the port in place of `MCP_HTTP_PORT`, so the recording never holds the port.
+    """
+    script = case / "http_server.py"
+    if not script.exists():
+        return case, None
+    port = free_port()
+    server = subprocess.Popen([sys.executable, str(script), str(port)])
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise SystemExit(f"{case.name}: its MCP server did not listen on {port}")
+            time.sleep(0.1)
+    copy = work / case.name
+    shutil.copytree(case, copy)
+    for yaml in copy.glob("*.yaml"):
+        yaml.write_text(yaml.read_text().replace("MCP_HTTP_PORT", str(port)))
+    return copy, server
 
 
 class FakeGemini:
@@ -82,7 +122,7 @@ class FakeGemini:
         return f"http://127.0.0.1:{self.server.server_address[1]}"
 
 
-async def record(case: Path, fake: FakeGemini) -> dict:
+async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
     from google.adk.agents import config_agent_utils
     from google.adk.artifacts import InMemoryArtifactService
     from google.adk.memory import InMemoryMemoryService
@@ -107,7 +147,7 @@ async def record(case: Path, fake: FakeGemini) -> dict:
         app = importlib.import_module(f"{case.name}.agent").app
         runner = Runner(app=app, app_name=app_name, **services)
     else:
-        agent = config_agent_utils.from_config(str(case / "root_agent.yaml"))
+        agent = config_agent_utils.from_config(str(config_dir / "root_agent.yaml"))
         runner = Runner(app_name=app_name, agent=agent, **services)
     await sessions.create_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     # The session's files before the first turn (`artifacts` of the script: name to text).
@@ -185,7 +225,14 @@ def main() -> None:
     names = sys.argv[1:] or sorted(p.parent.name for p in HERE.glob("*/script.json"))
     for name in names:
         case = HERE / name
-        recording = asyncio.run(record(case, fake))
+        with tempfile.TemporaryDirectory() as work:
+            config_dir, mcp_server = with_mcp_http_server(case, Path(work))
+            try:
+                recording = asyncio.run(record(case, fake, config_dir))
+            finally:
+                if mcp_server is not None:
+                    mcp_server.terminate()
+                    mcp_server.wait()
         (case / "recording.json").write_text(json.dumps(recording, indent=1, ensure_ascii=False) + "\n")
         requests = sum(len(t["exchanges"]) for t in recording["turns"])
         print(f"{name}: {requests} requests, {len(recording['session']['events'])} events")

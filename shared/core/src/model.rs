@@ -57,6 +57,10 @@ pub struct GenerateContentConfig {
     pub safety_settings: Vec<Value>,
     #[serde(default)]
     pub thinking: Option<ThinkingConfig>,
+    /// Gemini's `candidateCount`, sent as written (only 1 is accepted: ADK reads the
+    /// first candidate); chat completions' `n` defaults to it, and ADK's LiteLlm sends none.
+    #[serde(default)]
+    pub candidate_count: Option<i32>,
     /// The reply carries the log probability of each token it chose (Gemini's
     /// `responseLogprobs`, OpenAI's `logprobs`), kept as the event's `avg_logprobs`
     /// and `logprobs_result`.

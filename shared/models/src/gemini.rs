@@ -216,6 +216,9 @@ fn request_body(request: &LlmRequest) -> Value {
         }
         generation.insert("thinkingConfig".into(), Value::Object(wire));
     }
+    if let Some(n) = config.candidate_count {
+        generation.insert("candidateCount".into(), json!(n));
+    }
     if let Some(on) = config.response_logprobs {
         generation.insert("responseLogprobs".into(), json!(on));
     }

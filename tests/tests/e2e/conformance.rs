@@ -15,10 +15,11 @@ use adk_grpc_models::testing::FakeServer;
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
-use adk_grpc_testkit::ServiceProcess;
+use adk_grpc_testkit::{ChildGuard, ServiceProcess, free_port, wait_for_port};
 use serde_json::{Map, Value, json};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Differences of the stored session that are still open, each a field of the stored
 /// events (a path below an event, as `compare` names it) and why. Every other difference
@@ -64,21 +65,29 @@ async fn replay_openai(case: &str) {
 /// the app keeps its name; an agents file's Gemini provider becomes the
 /// OpenAI-compatible one, with its key and base URL variables.
 fn openai_copy(case: &str) -> tempfile::TempDir {
+    case_copy(case, |path, text| {
+        if path.file_name().is_some_and(|name| name == "agents.yaml") {
+            text.replace("provider: gemini", "provider: openai")
+                .replace("GOOGLE_API_KEY", "OPENAI_API_KEY")
+                .replace("GOOGLE_GEMINI_BASE_URL", "OPENAI_BASE_URL")
+        } else if path.extension().is_some_and(|ext| ext == "yaml") {
+            text.replace("model: gemini-", "model: openai/gemini-")
+        } else {
+            text
+        }
+    })
+}
+
+/// A copy of the case directory, each file's text passed through `rewrite`, in a
+/// directory named as the case so the app keeps its name.
+fn case_copy(case: &str, rewrite: impl Fn(&Path, String) -> String) -> tempfile::TempDir {
     let work = tempfile::tempdir().expect("temp dir");
     let copy = work.path().join(case);
     std::fs::create_dir(&copy).expect("create the copy");
     for entry in std::fs::read_dir(case_dir(case)).expect("read the case") {
         let path = entry.expect("entry").path();
-        let mut text = std::fs::read_to_string(&path).expect("read");
-        if path.file_name().is_some_and(|name| name == "agents.yaml") {
-            text = text
-                .replace("provider: gemini", "provider: openai")
-                .replace("GOOGLE_API_KEY", "OPENAI_API_KEY")
-                .replace("GOOGLE_GEMINI_BASE_URL", "OPENAI_BASE_URL");
-        } else if path.extension().is_some_and(|ext| ext == "yaml") {
-            text = text.replace("model: gemini-", "model: openai/gemini-");
-        }
-        std::fs::write(copy.join(path.file_name().expect("a file")), text).expect("write");
+        let text = std::fs::read_to_string(&path).expect("read");
+        std::fs::write(copy.join(path.file_name().expect("a file")), rewrite(&path, text)).expect("write");
     }
     work
 }
@@ -95,28 +104,62 @@ fn served(case: &Path) -> PathBuf {
     }
 }
 
+/// A case's MCP server over streamable HTTP (`http_server.py`, the `mcp_http` case),
+/// started on a free port as record.py starts it for ADK; the case's YAML names the port
+/// `MCP_HTTP_PORT`, which [`with_port`] writes in.
+async fn start_mcp_http_server(case: &str) -> Option<(ChildGuard, u16, tempfile::TempDir)> {
+    let script = case_dir(case).join("http_server.py");
+    if !script.exists() {
+        return None;
+    }
+    let port = free_port();
+    let logs = tempfile::tempdir().expect("temp dir");
+    let mut command = std::process::Command::new(venv_python());
+    command.arg(&script).arg(port.to_string());
+    let mut server = ChildGuard::spawn(command, logs.path().join("mcp.log")).expect("start the MCP server");
+    if !wait_for_port(port, Duration::from_secs(30)).await {
+        panic!("the MCP server did not listen on {port}:\n{}", server.tail_log(30));
+    }
+    assert!(server.is_running(), "the MCP server stopped:\n{}", server.tail_log(30));
+    Some((server, port, logs))
+}
+
+/// The copy of a case's directory (itself, or its OpenAI copy) with the MCP server's
+/// port in place of `MCP_HTTP_PORT`, so the recording and the case stay free of it.
+fn with_port(dir: &Path, port: u16) {
+    for entry in std::fs::read_dir(dir).expect("read the copy") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|ext| ext == "yaml") {
+            let text = std::fs::read_to_string(&path).expect("read");
+            std::fs::write(&path, text.replace("MCP_HTTP_PORT", &port.to_string())).expect("write");
+        }
+    }
+}
+
 async fn replay_on(case: &str, wire: Wire) {
     let recording = read_json(&case_dir(case).join("recording.json"));
     let provider = FakeServer::start().await;
-    let (copy, dir, env) = match wire {
-        Wire::Gemini => (
-            None,
-            served(&case_dir(case)),
-            [
-                ("GOOGLE_GEMINI_BASE_URL".to_string(), provider.url().to_string()),
-                ("GOOGLE_API_KEY".to_string(), "conformance-key".to_string()),
-            ],
-        ),
-        Wire::OpenAi => {
-            let copy = openai_copy(case);
-            let dir = served(&copy.path().join(case));
-            let env = [
-                ("OPENAI_BASE_URL".to_string(), provider.url().to_string()),
-                ("OPENAI_API_KEY".to_string(), "conformance-key".to_string()),
-            ];
-            (Some(copy), dir, env)
-        }
+    let mcp_http = start_mcp_http_server(case).await;
+    // The runner serves a copy when the case is rewritten for the wire or the port.
+    let copy = match wire {
+        Wire::OpenAi => Some(openai_copy(case)),
+        Wire::Gemini => mcp_http.is_some().then(|| case_copy(case, |_, text| text)),
     };
+    if let (Some(copy), Some((_, port, _))) = (&copy, &mcp_http) {
+        with_port(&copy.path().join(case), *port);
+    }
+    let dir = match &copy {
+        Some(copy) => served(&copy.path().join(case)),
+        None => served(&case_dir(case)),
+    };
+    let (url_variable, key_variable) = match wire {
+        Wire::Gemini => ("GOOGLE_GEMINI_BASE_URL", "GOOGLE_API_KEY"),
+        Wire::OpenAi => ("OPENAI_BASE_URL", "OPENAI_API_KEY"),
+    };
+    let env = [
+        (url_variable.to_string(), provider.url().to_string()),
+        (key_variable.to_string(), "conformance-key".to_string()),
+    ];
     let env = [env.as_slice(), &python_env()].concat();
     let args = ["--agents".to_string(), dir.display().to_string()];
     let server = ServiceProcess::spawn("adk-server", &args, &env).await;
@@ -911,6 +954,21 @@ async fn mcp_resources() {
     replay("mcp_resources").await;
 }
 
+#[tokio::test]
+async fn state_placeholders() {
+    replay("state_placeholders").await;
+}
+
+#[tokio::test]
+async fn mcp_http() {
+    replay("mcp_http").await;
+}
+
+#[tokio::test]
+async fn generation_config_output() {
+    replay("generation_config_output").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1137,5 +1195,15 @@ mod openai {
     #[tokio::test]
     async fn mcp_resources() {
         replay_openai("mcp_resources").await;
+    }
+
+    #[tokio::test]
+    async fn state_placeholders() {
+        replay_openai("state_placeholders").await;
+    }
+
+    #[tokio::test]
+    async fn mcp_http() {
+        replay_openai("mcp_http").await;
     }
 }

@@ -951,6 +951,7 @@ impl From<&GenerationConfig> for GenerateContentConfig {
                 include_thoughts: t.include_thoughts,
                 effort: t.effort,
             }),
+            candidate_count: g.candidate_count,
             response_logprobs: g.response_logprobs,
             logprobs: g.logprobs,
             media_resolution: g.media_resolution.clone(),

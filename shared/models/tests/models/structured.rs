@@ -323,6 +323,7 @@ async fn gemini_gets_the_reply_settings_and_its_log_probabilities_are_kept() {
     });
     server.push(reply);
     let config = GenerateContentConfig {
+        candidate_count: Some(1),
         response_logprobs: Some(true),
         logprobs: Some(2),
         media_resolution: Some("MEDIA_RESOLUTION_LOW".into()),
@@ -342,6 +343,7 @@ async fn gemini_gets_the_reply_settings_and_its_log_probabilities_are_kept() {
     assert_eq!(
         body["generationConfig"],
         json!({
+            "candidateCount": 1,
             "responseLogprobs": true,
             "logprobs": 2,
             "mediaResolution": "MEDIA_RESOLUTION_LOW",
