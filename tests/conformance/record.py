@@ -74,10 +74,15 @@ def with_mcp_http_server(case: Path, work: Path) -> tuple[Path, subprocess.Popen
             socket.create_connection(("127.0.0.1", port), timeout=1).close()
             break
         except OSError:
-            if server.poll() is not None or time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 server.kill()
-                raise SystemExit(f"{case.name}: its MCP server did not listen on {port}")
-            time.sleep(0.1)
+                raise SystemExit(f"{case.name}: its MCP server did not listen on {port} within 30 s")
+        # Between tries, wait on the server itself: this returns at once if it exits.
+        try:
+            code = server.wait(timeout=0.1)
+        except subprocess.TimeoutExpired:
+            continue
+        raise SystemExit(f"{case.name}: its MCP server exited ({code}) before listening on {port}")
     copy = work / case.name
     shutil.copytree(case, copy)
     for yaml in copy.glob("*.yaml"):

@@ -44,7 +44,7 @@ pub use memory::{
 };
 pub use model::{
     BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig,
-    ThinkingEffort, ToolDeclaration, ask_once, python_json, strip_code_fence,
+    ThinkingEffort, ToolDeclaration, ask_once, python_json, strip_code_fence, with_sorted_keys,
 };
 pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;

@@ -241,6 +241,25 @@ pub fn strip_code_fence(text: &str) -> &str {
     inner.strip_suffix("```").unwrap_or(inner).trim()
 }
 
+/// `value` with every object's keys sorted, at every depth: what Python's
+/// `json.dumps(sort_keys=True)` writes, whatever order the value keeps.
+pub fn with_sorted_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            Value::Object(
+                entries
+                    .into_iter()
+                    .map(|(k, v)| (k.clone(), with_sorted_keys(v)))
+                    .collect(),
+            )
+        }
+        Value::Array(items) => Value::Array(items.iter().map(with_sorted_keys).collect()),
+        scalar => scalar.clone(),
+    }
+}
+
 /// JSON as Python's `json.dumps` writes it (`{"a": 1, "b": [1, 2]}`, keys in their order): ADK
 /// writes so what a model reads as text (LiteLlm's call arguments and tool results, a
 /// structured reply made of a `set_model_response` call).

@@ -7,7 +7,7 @@ use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
     AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
-    UsageMetadata, python_json,
+    UsageMetadata, python_json, with_sorted_keys,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -199,7 +199,7 @@ const MAX_DESCRIPTION_WITH_RESULT: usize = 1024;
 /// result's schema, so the model reads it in the description. Left as it is when the
 /// schema says no more than a type, or when the whole would pass 1024 characters.
 fn described_with_result(description: &str, result: Option<&Value>) -> String {
-    let Some(schema) = result.and_then(Value::as_object) else {
+    let (Some(result), Some(schema)) = (result, result.and_then(Value::as_object)) else {
         return description.to_string();
     };
     if schema.keys().all(|key| key == "type") {
@@ -221,7 +221,7 @@ fn described_with_result(description: &str, result: Option<&Value>) -> String {
     };
     let suffix = format!(
         "Returns {kind} conforming to this schema: {}",
-        sorted_ascii_json(&Value::Object(schema.clone()))
+        sorted_ascii_json(result)
     );
     let described = if description.is_empty() {
         suffix
@@ -238,31 +238,6 @@ fn described_with_result(description: &str, result: Option<&Value>) -> String {
 /// it: keys sorted, no spaces, every character outside printable ASCII escaped as
 /// `\uXXXX` (`ensure_ascii`, Python's default), whatever order the value keeps.
 fn sorted_ascii_json(value: &Value) -> String {
-    struct Sorted<'a>(&'a Value);
-    impl serde::Serialize for Sorted<'_> {
-        fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
-            use serde::ser::{SerializeMap, SerializeSeq};
-            match self.0 {
-                Value::Object(map) => {
-                    let mut keys: Vec<&String> = map.keys().collect();
-                    keys.sort();
-                    let mut out = serializer.serialize_map(Some(keys.len()))?;
-                    for key in keys {
-                        out.serialize_entry(key, &Sorted(&map[key]))?;
-                    }
-                    out.end()
-                }
-                Value::Array(items) => {
-                    let mut out = serializer.serialize_seq(Some(items.len()))?;
-                    for item in items {
-                        out.serialize_element(&Sorted(item))?;
-                    }
-                    out.end()
-                }
-                other => other.serialize(serializer),
-            }
-        }
-    }
     struct AsciiOnly;
     impl serde_json::ser::Formatter for AsciiOnly {
         fn write_string_fragment<W: ?Sized + std::io::Write>(
@@ -285,7 +260,7 @@ fn sorted_ascii_json(value: &Value) -> String {
     }
     let mut out = Vec::new();
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, AsciiOnly);
-    serde::Serialize::serialize(&Sorted(value), &mut serializer).expect("a JSON value always serializes");
+    serde::Serialize::serialize(&with_sorted_keys(value), &mut serializer).expect("a JSON value always serializes");
     String::from_utf8(out).expect("JSON is UTF-8")
 }
 

@@ -4,6 +4,7 @@
 //! HTTP server of the test's own. The runner writes sessions to Redis directly,
 //! so what the session server shows is what the runner stored.
 
+use super::tool_context::state_of;
 use adk_grpc_core::convert::{json_from_proto, json_to_proto};
 use adk_grpc_e2e::runs::{self, agents_file, chat_app, text_of as texts, user_text as text};
 use adk_grpc_e2e::{InProcessServer, spawn_artifact_server, spawn_session_server};
@@ -136,17 +137,6 @@ fn function_responses(event: &pb::Event) -> Vec<&pb::FunctionResponse> {
         .collect()
 }
 
-fn state(session: &pb::Session) -> Value {
-    Value::Object(
-        session
-            .state
-            .iter()
-            .flat_map(|s| s.iter())
-            .map(|(k, v)| (k.to_string(), json_from_proto(k, v).unwrap()))
-            .collect(),
-    )
-}
-
 fn ids<'a>(events: impl IntoIterator<Item = &'a pb::Event>) -> Vec<String> {
     events.into_iter().map(|e| e.id.clone()).collect()
 }
@@ -210,8 +200,8 @@ async fn run_streams_events_and_the_session_server_shows_exactly_the_stored_ones
     assert!(session.events.iter().all(|e| e.partial != Some(true)));
     let sequences: Vec<u64> = session.events.iter().map(|e| e.sequence).collect();
     assert_eq!(sequences, [1, 2, 3, 4]);
-    assert_eq!(state(&session)["last_reply"], "You said: Second turn");
-    assert_eq!(state(&session)["user:name"], "Alice");
+    assert_eq!(state_of(&session)["last_reply"], "You said: Second turn");
+    assert_eq!(state_of(&session)["user:name"], "Alice");
 }
 
 /// Run is a read path of ADK's model too: the message a client sends keeps every
@@ -740,5 +730,5 @@ async fn adk_server_runs_agents_on_the_stores_it_serves() {
         .expect("the runner's session is served on the same port")
         .into_inner();
     assert_eq!(ids(&session.events[1..]), ids(&result.events));
-    assert_eq!(state(&session)["last_reply"], "You said: Hello");
+    assert_eq!(state_of(&session)["last_reply"], "You said: Hello");
 }

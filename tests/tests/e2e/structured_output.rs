@@ -3,29 +3,18 @@
 //! Gemini servers on loopback HTTP, the real `adk-session-server` on one redis-server;
 //! what GetSession shows is what the runner stored.
 
-use adk_grpc_core::convert::json_from_proto;
+use super::tool_context::state_of;
 use adk_grpc_e2e::runs::{self, agents_file, spawn_runner, user_text};
 use adk_grpc_e2e::spawn_session_server;
 use adk_grpc_models::testing::{FakeServer, gemini, openai};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_testkit::RedisServer;
-use serde_json::{Value, json};
+use serde_json::json;
 use std::time::Duration;
 use tonic_types::StatusExt;
 
 const USER: &str = "alice";
-
-fn state(session: &pb::Session) -> Value {
-    Value::Object(
-        session
-            .state
-            .iter()
-            .flat_map(|s| s.iter())
-            .map(|(k, v)| (k.to_string(), json_from_proto(k, v).unwrap()))
-            .collect(),
-    )
-}
 
 fn sse(mut request: pb::RunRequest) -> pb::RunRequest {
     request.run_config = Some(pb::RunConfig {
@@ -109,7 +98,7 @@ apps:
     assert_eq!(body["seed"], 3);
 
     let session = runs::get_session(sessions.endpoint(), "forecast", USER, "s1").await;
-    assert_eq!(state(&session)["forecast"], json!({"city": "Oslo", "celsius": -4}));
+    assert_eq!(state_of(&session)["forecast"], json!({"city": "Oslo", "celsius": -4}));
     let reply = session.events.last().unwrap();
     assert_eq!(thoughts(reply), ["Oslo in winter."]);
 
@@ -133,7 +122,7 @@ apps:
     .await;
     let after = runs::get_session(sessions.endpoint(), "forecast", USER, "s1").await;
     assert_eq!(after.events.len(), session.events.len() + 1, "only the user's message");
-    assert_eq!(state(&after)["forecast"], json!({"city": "Oslo", "celsius": -4}));
+    assert_eq!(state_of(&after)["forecast"], json!({"city": "Oslo", "celsius": -4}));
 
     // Gemini: thinkingConfig on the wire, the thought stored, and not sent back.
     gem.push(gemini::thinking("plan the greeting", "Hi!"));

@@ -4,7 +4,7 @@ use crate::context::{AgentContext, Invocation, InvocationParts, Positions, with_
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
-    StateMap, Tool, ToolContext, python_json,
+    StateMap, Tool, ToolContext, python_json, with_sorted_keys,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -97,24 +97,6 @@ fn as_validated(schema: &Value, args: &Value) -> Value {
         .filter(|(name, _)| !properties.contains_key(*name))
         .map(|(name, value)| (name.clone(), value.clone()));
     Value::Object(declared.chain(others).filter(|(_, value)| !value.is_null()).collect())
-}
-
-/// `value` with every object's keys sorted, at every depth (Python's `sort_keys=True`).
-fn with_sorted_keys(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => {
-            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                entries
-                    .into_iter()
-                    .map(|(k, v)| (k.clone(), with_sorted_keys(v)))
-                    .collect(),
-            )
-        }
-        Value::Array(items) => Value::Array(items.iter().map(with_sorted_keys).collect()),
-        scalar => scalar.clone(),
-    }
 }
 
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the
