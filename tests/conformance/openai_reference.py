@@ -25,6 +25,7 @@ See docs/adk-conformance.md.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.machinery
 import json
 import os
@@ -86,7 +87,11 @@ def response_schema(sent: dict, classes: list):
     from google.genai import _common, _transformers
 
     for cls in classes:
-        gemini = _common.encode_unserializable_types(_common.convert_to_dict(_transformers.t_schema(None, cls)))
+        # On a copy: google-genai's conversion writes into a dict schema (its
+        # `propertyOrdering`), which LiteLlm, converting the agent's own, never sees.
+        gemini = _common.encode_unserializable_types(
+            _common.convert_to_dict(_transformers.t_schema(None, copy.deepcopy(cls)))
+        )
         if json.loads(json.dumps(gemini)) == sent:
             return cls
     return sent
