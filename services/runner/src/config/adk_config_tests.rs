@@ -534,9 +534,7 @@ fn python_output_schema_classes_are_sent_as_adk_sends_them() {
 #[test]
 fn python_output_schemas_that_are_no_class_are_sent_as_adk_sends_them() {
     let (_dir, app) = python_app(
-        &format!(
-            "{HEAD}output_schema:\n  name: shop.schemas.Receipts\nsub_agents:\n  - config_path: counter.yaml\n"
-        ),
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.Receipts\nsub_agents:\n  - config_path: counter.yaml\n"),
         &[
             ("shop/schemas.py", SHOP_SCHEMAS),
             (
@@ -551,7 +549,10 @@ fn python_output_schemas_that_are_no_class_are_sent_as_adk_sends_them() {
     assert!(list.validated);
     assert_eq!(list.json_schema["type"], "array");
     assert_eq!(list.as_sent.gemini["type"], "ARRAY");
-    assert_eq!(list.as_sent.gemini["items"]["property_ordering"], json!(["total", "items"]));
+    assert_eq!(
+        list.as_sent.gemini["items"]["property_ordering"],
+        json!(["total", "items"])
+    );
     // ADK's LiteLlm sends no response_format for a list.
     assert_eq!(list.as_sent.openai, None);
     assert_eq!(list.set_model_response_argument.as_deref(), Some("items"));
@@ -561,7 +562,10 @@ fn python_output_schemas_that_are_no_class_are_sent_as_adk_sends_them() {
         .as_ref()
         .expect("the dict is resolved");
     assert!(!counts.validated);
-    assert_eq!(counts.json_schema, json!({"type": "object", "additionalProperties": {"type": "integer"}}));
+    assert_eq!(
+        counts.json_schema,
+        json!({"type": "object", "additionalProperties": {"type": "integer"}})
+    );
     assert_eq!(counts.set_model_response_argument.as_deref(), Some("response"));
 }
 
