@@ -375,6 +375,51 @@ mod tests {
         );
     }
 
+    /// A Python object that is no class (ADK's YAML may name `list[Model]`, `dict[str, int]`):
+    /// its value in the argument ADK declares, checked and ordered only where ADK validates.
+    #[test]
+    fn a_python_schema_that_is_no_class_is_carried_and_checked_as_adk_does() {
+        let object = |validated, argument: &str, json_schema, gemini| {
+            OutputSchema::of_class(SchemaClass {
+                json_schema,
+                validated,
+                as_sent: ResponseSchemaAsSent { gemini, openai: None },
+                set_model_response_parameters: json!({}),
+                set_model_response_argument: Some(argument.to_string()),
+            })
+            .unwrap()
+        };
+        // dict[str, int]: an object schema, yet its value is `response`, taken unchecked.
+        let counts = object(
+            false,
+            "response",
+            json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+            json!({"type": "OBJECT"}),
+        );
+        assert_eq!(
+            counts.value_of_call(&json!({"response": {"pears": "three"}})).unwrap(),
+            json!({"pears": "three"})
+        );
+        assert!(counts.value_of_call(&json!({"pears": 3})).is_err());
+        assert_eq!(counts.parse_reply("[1]").unwrap(), json!([1]));
+        // list[Model]: `items`, each item checked and in the class's order.
+        let spots = object(
+            true,
+            "items",
+            json!({"type": "array", "items": {"type": "object", "required": ["name"]}}),
+            json!({"type": "ARRAY", "items": {"property_ordering": ["name", "hours"]}}),
+        );
+        let value = spots
+            .value_of_call(&json!({"items": [{"hours": 2, "name": "Louvre"}]}))
+            .unwrap();
+        assert_eq!(python_json(&value), r#"[{"name": "Louvre", "hours": 2}]"#);
+        assert!(spots.value_of_call(&json!({"items": [{"hours": 2}]})).is_err());
+        assert_eq!(
+            python_json(&spots.parse_reply(r#"[{"hours": 1, "name": "Park"}]"#).unwrap()),
+            r#"[{"name": "Park", "hours": 1}]"#
+        );
+    }
+
     #[test]
     fn schemas_are_checked() {
         assert!(check_schema("output_schema", &json!("string")).is_err());
