@@ -25,6 +25,7 @@ See docs/adk-conformance.md.
 from __future__ import annotations
 
 import asyncio
+import copy
 import importlib.machinery
 import json
 import os
@@ -61,7 +62,8 @@ def install_litellm_stand_in() -> None:
 
 
 def schema_classes(case: Path) -> list:
-    """The `output_schema` classes of the case's agents (pydantic models)."""
+    """The `output_schema`s of the case's agents as ADK holds them (a pydantic class, or
+    any other Python object ADK's YAML names: `list[Model]`, `dict[str, int]`, …)."""
     from google.adk.agents import config_agent_utils
 
     sys.path.insert(0, str(HERE))
@@ -72,20 +74,24 @@ def schema_classes(case: Path) -> list:
     classes, agents = [], [root]
     while agents:
         agent = agents.pop()
-        if isinstance(getattr(agent, "output_schema", None), type):
+        if getattr(agent, "output_schema", None) is not None:
             classes.append(agent.output_schema)
         agents.extend(agent.sub_agents)
     return classes
 
 
 def response_schema(sent: dict, classes: list):
-    """The output schema a request's `responseSchema` was sent for: the agent's class
-    (ADK's LlmRequest holds the class, and LiteLlm converts the class, not Gemini's form
-    of it), else the schema as sent."""
+    """The output schema a request's `responseSchema` was sent for: the agent's schema
+    object (ADK's LlmRequest holds it, and LiteLlm converts it, not Gemini's form of it),
+    else the schema as sent."""
     from google.genai import _common, _transformers
 
     for cls in classes:
-        gemini = _common.encode_unserializable_types(_common.convert_to_dict(_transformers.t_schema(None, cls)))
+        # On a copy: google-genai's conversion writes into a dict schema (its
+        # `propertyOrdering`), which LiteLlm, converting the agent's own, never sees.
+        gemini = _common.encode_unserializable_types(
+            _common.convert_to_dict(_transformers.t_schema(None, copy.deepcopy(cls)))
+        )
         if json.loads(json.dumps(gemini)) == sent:
             return cls
     return sent

@@ -33,6 +33,7 @@ from google.adk.tools.base_toolset import BaseToolset
 from google.adk.tools.function_tool import FunctionTool
 from google.adk.tools.set_model_response_tool import SetModelResponseTool
 from google.adk.tools.tool_configs import ToolArgsConfig
+from google.adk.utils import _schema_utils as schema_utils
 from google.adk.utils._schema_utils import lowercase_schema_types
 from google.genai import _common as genai_common
 from google.genai import _transformers as genai_transformers
@@ -313,26 +314,41 @@ class Worker:
         return declarations
 
     def resolve_schema(self, ref: str) -> dict[str, Any]:
-        """An `output_schema` reference (a pydantic model class) as ADK's model clients send
-        it: google-genai's `responseSchema` for Gemini, ADK's LiteLlm `response_format` for
-        an OpenAI-compatible model, and the `set_model_response` declaration ADK makes of it
-        for an agent with tools; its JSON Schema checks the replies."""
+        """An `output_schema` reference as ADK's model clients send it. ADK's YAML can name
+        any Python object its `LlmAgent` takes (google-genai's `SchemaUnion`): a pydantic
+        class, a type such as `list[Model]`, `dict[str, int]` or `str`, a JSON Schema dict,
+        a `types.Schema`. Reported: google-genai's `responseSchema` for Gemini, ADK's
+        LiteLlm `response_format` for an OpenAI-compatible model (None where LiteLlm sends
+        none), the `set_model_response` declaration ADK makes of it for an agent with tools
+        and the argument carrying the value there (None: the arguments are the value), and
+        its JSON Schema, which checks the replies where ADK validates them (a pydantic class
+        or a list of one; ADK takes any other value as the JSON parses)."""
         try:
             obj = config_agent_utils.resolve_code_reference(CodeConfig(name=ref))
+            # google-genai's own conversion, then its request serialisation (snake_case
+            # `property_ordering`, upper-case types), so the body is the one it sends; on a
+            # copy, as it writes into a dict schema, which ADK's LiteLlm never converts.
+            gemini = genai_common.convert_to_dict(genai_transformers.t_schema(None, copy.deepcopy(obj)))
+            tool = SetModelResponseTool(obj)
+            declaration = tool._get_declaration()  # noqa: SLF001 (ADK's own declaration)
         except Exception as e:  # noqa: BLE001 (the message goes to the runner's error)
-            return {"error": cause(e)}
-        if not (inspect.isclass(obj) and issubclass(obj, BaseModel)):
-            return {"error": f"{ref} is not a pydantic model class (a subclass of pydantic's BaseModel)"}
-        # google-genai's own conversion, then its request serialisation (snake_case
-        # `property_ordering`, upper-case types), so the body is the one it sends.
-        gemini = genai_common.convert_to_dict(genai_transformers.t_schema(None, obj))
-        declaration = SetModelResponseTool(obj)._get_declaration()  # noqa: SLF001 (ADK's own declaration)
+            return {"error": f"{ref} is no schema ADK's LlmAgent can send: {cause(e)}"}
+        if gemini is None:
+            return {"error": f"{ref} is empty: ADK sends no schema for it"}
         dumped = declaration.model_dump(mode="json", exclude_none=True) if declaration else {}
+        pydantic_class = schema_utils.is_basemodel_schema(obj)
+        list_of_class = schema_utils.is_list_of_basemodel(obj)
+        # As ADK's set_model_response takes it: a class's fields as the arguments, a list
+        # of a class as `items`, anything else as `response`.
+        call_argument = None if pydantic_class else "items" if list_of_class else "response"
         return {
-            "json_schema": obj.model_json_schema(),
+            "json_schema": json_schema_of(obj),
+            "validated": pydantic_class or list_of_class,
+            "pydantic_class": pydantic_class,
             "gemini": json.loads(json.dumps(genai_common.encode_unserializable_types(gemini))),
             "openai": litellm_response_format(obj),
             "set_model_response": dumped.get("parameters_json_schema", dumped.get("parameters")),
+            "set_model_response_argument": call_argument,
         }
 
     def resolve_callback(self, ref: str) -> dict[str, Any]:
@@ -452,12 +468,36 @@ async def make_tools(ref: str, args: dict[str, Any] | None, config_path: str) ->
     raise ValueError(f"{ref} made {type(made).__name__}, which is neither a tool nor a toolset")
 
 
-def litellm_response_format(model: type[BaseModel]) -> dict[str, Any]:
-    """The `response_format` ADK's LiteLlm sends an OpenAI-compatible model for a pydantic
-    class (its `_to_litellm_response_format`, which cannot be imported without LiteLLM):
-    the class's JSON Schema with lower-case types, made strict (every object closed and
-    all its properties required, sorted; a `$ref` alone), named after the class."""
-    schema = model.model_json_schema()
+def json_schema_of(schema: Any) -> dict[str, Any]:
+    """The JSON Schema of an `output_schema` object: a dict as it is, a `types.Schema` as
+    google-genai reads it, a type as pydantic writes it (ADK's `schema_to_json_schema`)."""
+    if isinstance(schema, types.Schema):
+        return schema.json_schema.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return schema_utils.schema_to_json_schema(schema)
+
+
+def litellm_response_format(schema: Any) -> dict[str, Any] | None:
+    """The `response_format` ADK's LiteLlm sends an OpenAI-compatible model for an
+    `output_schema` (its `_to_litellm_response_format`, which cannot be imported without
+    LiteLLM): a JSON Schema dict (as it is when it is already a `response_format`), a
+    pydantic class or a `types.Schema`, with lower-case types, made strict (every object
+    closed and all its properties required, sorted; a `$ref` alone), named after the class
+    or the schema's title, else `response`. Any other object (`list[Model]`, `str`, …)
+    gets none: LiteLlm sends the request without one."""
+    name = "response"
+    if isinstance(schema, dict):
+        if str(schema.get("type", "")).lower() in ("json_object", "json_schema"):
+            return schema
+        schema = copy.deepcopy(schema)
+        name = str(schema.get("title", name))
+    elif inspect.isclass(schema) and issubclass(schema, BaseModel):
+        name = schema.__name__
+        schema = schema.model_json_schema()
+    elif isinstance(schema, types.Schema):
+        schema = schema.model_dump(by_alias=True, exclude_none=True, mode="json")
+        name = str(schema.get("title", name))
+    else:
+        return None
     lowercase_schema_types(schema)
 
     def strict(node: Any) -> None:
@@ -479,7 +519,7 @@ def litellm_response_format(model: type[BaseModel]) -> dict[str, Any]:
             strict(node["items"])
 
     strict(schema)
-    return {"type": "json_schema", "json_schema": {"name": model.__name__, "strict": True, "schema": schema}}
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
 
 def cause(error: BaseException) -> str:

@@ -95,8 +95,10 @@ pub struct GenerateContentConfig {
 pub struct ResponseSchemaAsSent {
     /// Gemini's `responseSchema` (its OpenAPI subset) as google-genai sends the class.
     pub gemini: Value,
-    /// The chat-completions `response_format` ADK's LiteLlm sends for the class.
-    pub openai: Value,
+    /// The chat-completions `response_format` ADK's LiteLlm sends for the class; None
+    /// where it sends none (a schema that is neither a class, a dict nor a
+    /// `types.Schema`, such as `list[Model]`: LiteLlm asks for no structured output then).
+    pub openai: Option<Value>,
 }
 
 /// A tool the model's provider runs itself (ADK's `google_search`, `url_context`,

@@ -268,9 +268,10 @@ fn sorted_ascii_json(value: &Value) -> String {
 /// meets OpenAI's strict rules, so it is never rewritten), JSON without a schema as
 /// `json_object`.
 fn response_format(config: &adk_grpc_core::GenerateContentConfig) -> Result<Option<Value>> {
-    // A Python class's schema goes as ADK's LiteLlm sends it (made strict, named after the class).
+    // A Python class's schema goes as ADK's LiteLlm sends it (made strict, named after the
+    // class), and a Python schema it sends none for goes without one, as there.
     if let Some(sent) = &config.response_schema_as_sent {
-        return Ok(Some(sent.openai.clone()));
+        return Ok(sent.openai.clone());
     }
     if let Some(schema) = &config.response_schema {
         let name = schema["title"]

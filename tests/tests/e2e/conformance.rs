@@ -875,6 +875,26 @@ async fn output_schema_transfer() {
 }
 
 #[tokio::test]
+async fn output_schema_list() {
+    replay("output_schema_list").await;
+}
+
+#[tokio::test]
+async fn output_schema_list_tools() {
+    replay("output_schema_list_tools").await;
+}
+
+#[tokio::test]
+async fn output_schema_dict_tools() {
+    replay("output_schema_dict_tools").await;
+}
+
+#[tokio::test]
+async fn output_schema_str_dict() {
+    replay("output_schema_str_dict").await;
+}
+
+#[tokio::test]
 async fn python_artifacts_read() {
     replay("python_artifacts_read").await;
 }
@@ -1097,6 +1117,26 @@ mod openai {
     #[tokio::test]
     async fn output_schema_transfer() {
         replay_openai("output_schema_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_list() {
+        replay_openai("output_schema_list").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_list_tools() {
+        replay_openai("output_schema_list_tools").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_dict_tools() {
+        replay_openai("output_schema_dict_tools").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_str_dict() {
+        replay_openai("output_schema_str_dict").await;
     }
 
     /// Gemini's own tools cannot run on another provider: the directory is refused at

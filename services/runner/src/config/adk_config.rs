@@ -1003,6 +1003,14 @@ impl Reader<'_> {
         ) in schemas
         {
             match worker.schemas.get(reference) {
+                Some(Ok(schema)) if field == "input_schema" && !schema.pydantic_class => self.add(
+                    place,
+                    field,
+                    format!(
+                        "the Python object {reference:?} cannot be the input_schema: ADK's input_schema is a \
+                         pydantic model class (a subclass of pydantic's BaseModel)"
+                    ),
+                ),
                 Some(Ok(schema)) => {
                     if let Some(agent) = find_agent(root, agent) {
                         let class = adk_grpc_agents::SchemaClass::from(schema.clone());
@@ -1017,7 +1025,7 @@ impl Reader<'_> {
                 Some(Err(why)) => self.add(
                     place,
                     field,
-                    format!("the Python class {reference:?} cannot be the {field}: {why}"),
+                    format!("the Python object {reference:?} cannot be the {field}: {why}"),
                 ),
                 None => {}
             }

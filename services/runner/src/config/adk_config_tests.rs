@@ -498,7 +498,7 @@ fn python_functions_that_do_not_import_are_refused_naming_the_field() {
 
 const SHOP_SCHEMAS: &str = "from pydantic import BaseModel, Field\n\n\
 class Receipt(BaseModel):\n    total: float = Field(description='What it costs.')\n    items: list[str]\n\n\
-NOT_A_CLASS = 3\n";
+Receipts = list[Receipt]\n\nCounts = dict[str, int]\n\nNOT_A_SCHEMA = 3\n";
 
 #[test]
 fn python_output_schema_classes_are_sent_as_adk_sends_them() {
@@ -517,7 +517,7 @@ fn python_output_schema_classes_are_sent_as_adk_sends_them() {
     assert_eq!(class.as_sent.gemini["properties"]["total"]["type"], "NUMBER");
     assert_eq!(class.as_sent.gemini["title"], "Receipt");
     // ADK's LiteLlm form: strict, named after the class, every property required, sorted.
-    let openai = &class.as_sent.openai;
+    let openai = class.as_sent.openai.as_ref().expect("LiteLlm sends a class");
     assert_eq!(openai["json_schema"]["name"], "Receipt");
     assert_eq!(openai["json_schema"]["strict"], true);
     assert_eq!(openai["json_schema"]["schema"]["required"], json!(["items", "total"]));
@@ -528,10 +528,51 @@ fn python_output_schema_classes_are_sent_as_adk_sends_them() {
     assert_eq!(parameters["properties"]["total"]["description"], "What it costs.");
 }
 
+/// ADK's YAML names any Python object as an `output_schema`: a `list[Model]` is sent as
+/// google-genai sends it, validated, carried in `set_model_response`'s `items`; any other
+/// type (`dict[str, int]`) in its `response`, not validated, as ADK takes it.
 #[test]
-fn python_output_schemas_that_are_no_pydantic_class_are_refused_naming_the_field() {
+fn python_output_schemas_that_are_no_class_are_sent_as_adk_sends_them() {
     let (_dir, app) = python_app(
-        &format!("{HEAD}output_schema:\n  name: shop.schemas.NOT_A_CLASS\n"),
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.Receipts\nsub_agents:\n  - config_path: counter.yaml\n"),
+        &[
+            ("shop/schemas.py", SHOP_SCHEMAS),
+            (
+                "shop/counter.yaml",
+                "name: counter\nmodel: gemini-2.5-flash\noutput_schema:\n  name: shop.schemas.Counts\n",
+            ),
+        ],
+    );
+    let (spec, _) = adk_config::read(&app, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    let root = &spec.apps["shop"].root_agent;
+    let list = root.output_schema_class.as_ref().expect("the list is resolved");
+    assert!(list.validated);
+    assert_eq!(list.json_schema["type"], "array");
+    assert_eq!(list.as_sent.gemini["type"], "ARRAY");
+    assert_eq!(
+        list.as_sent.gemini["items"]["property_ordering"],
+        json!(["total", "items"])
+    );
+    // ADK's LiteLlm sends no response_format for a list.
+    assert_eq!(list.as_sent.openai, None);
+    assert_eq!(list.set_model_response_argument.as_deref(), Some("items"));
+    assert_eq!(list.set_model_response_parameters["required"], json!(["items"]));
+    let counts = root.sub_agents[0]
+        .output_schema_class
+        .as_ref()
+        .expect("the dict is resolved");
+    assert!(!counts.validated);
+    assert_eq!(
+        counts.json_schema,
+        json!({"type": "object", "additionalProperties": {"type": "integer"}})
+    );
+    assert_eq!(counts.set_model_response_argument.as_deref(), Some("response"));
+}
+
+#[test]
+fn python_objects_that_are_no_schema_are_refused_naming_the_field() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.NOT_A_SCHEMA\n"),
         &[("shop/schemas.py", SHOP_SCHEMAS)],
     );
     let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
@@ -540,7 +581,26 @@ fn python_output_schemas_that_are_no_pydantic_class_are_refused_naming_the_field
     };
     assert!(
         found.contains(
-            r#"root_agent.yaml, agent "assistant": field "output_schema": the Python class "shop.schemas.NOT_A_CLASS" cannot be the output_schema: shop.schemas.NOT_A_CLASS is not a pydantic model class"#
+            r#"root_agent.yaml, agent "assistant": field "output_schema": the Python object "shop.schemas.NOT_A_SCHEMA" cannot be the output_schema: shop.schemas.NOT_A_SCHEMA is no schema ADK's LlmAgent can send: Unsupported schema type: 3"#
+        ),
+        "{found}"
+    );
+}
+
+/// ADK's `input_schema` is a pydantic class only (`type[BaseModel]`).
+#[test]
+fn python_input_schemas_that_are_no_pydantic_class_are_refused_naming_the_field() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}input_schema:\n  name: shop.schemas.Receipts\n"),
+        &[("shop/schemas.py", SHOP_SCHEMAS)],
+    );
+    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        found.contains(
+            r#"field "input_schema": the Python object "shop.schemas.Receipts" cannot be the input_schema: ADK's input_schema is a pydantic model class"#
         ),
         "{found}"
     );

@@ -65,25 +65,32 @@ pub(super) struct ToolEntry {
     pub(super) config_path: PathBuf,
 }
 
-/// What the worker made of one `output_schema` reference (a pydantic model class): its
+/// What the worker made of one `output_schema` or `input_schema` reference (a pydantic
+/// model class, or any schema object ADK's `LlmAgent` takes as an `output_schema`): its
 /// JSON Schema and the forms ADK sends of it.
 #[derive(Debug, Clone, Deserialize)]
 pub(super) struct PythonSchema {
     json_schema: Value,
+    validated: bool,
+    /// A pydantic class (ADK's `input_schema` takes nothing else).
+    pub(super) pydantic_class: bool,
     gemini: Value,
-    openai: Value,
+    openai: Option<Value>,
     set_model_response: Value,
+    set_model_response_argument: Option<String>,
 }
 
 impl From<PythonSchema> for adk_grpc_agents::SchemaClass {
     fn from(schema: PythonSchema) -> Self {
         adk_grpc_agents::SchemaClass {
             json_schema: schema.json_schema,
+            validated: schema.validated,
             as_sent: adk_grpc_core::ResponseSchemaAsSent {
                 gemini: schema.gemini,
                 openai: schema.openai,
             },
             set_model_response_parameters: schema.set_model_response,
+            set_model_response_argument: schema.set_model_response_argument,
         }
     }
 }

@@ -24,17 +24,27 @@ must provide your final response using the set_model_response tool with the requ
 using any other tools needed to complete the task, always call set_model_response with your final answer in the \
 specified schema format.";
 
-/// An `output_schema` that is a Python class (a pydantic model named by an ADK
-/// agent-config directory, resolved by its Python worker): its JSON Schema checks the
-/// replies, and the model is sent the class as ADK sends it.
+/// An `output_schema` that is a Python object named by an ADK agent-config directory
+/// and resolved by its Python worker: a pydantic class, or any other schema ADK's
+/// `LlmAgent` takes (`list[Model]`, `dict[str, int]`, `str`, a JSON Schema dict, a
+/// `types.Schema`). The model is sent it as ADK sends it, and its replies are checked
+/// where ADK checks them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaClass {
-    /// The class's JSON Schema (pydantic's `model_json_schema`).
+    /// Its JSON Schema (pydantic's for a type, a dict as written).
     pub json_schema: Value,
-    /// The class as ADK's model clients send it (an agent without tools).
+    /// Whether ADK validates a value against it, which it does for a pydantic class and a
+    /// list of one only (dumping the value in the class's field order); any other schema's
+    /// value is taken as the JSON parses.
+    pub validated: bool,
+    /// It as ADK's model clients send it (an agent without tools).
     pub as_sent: ResponseSchemaAsSent,
-    /// `set_model_response`'s parameters as ADK declares them for the class (an agent with tools).
+    /// `set_model_response`'s parameters as ADK declares them for it (an agent with tools).
     pub set_model_response_parameters: Value,
+    /// The `set_model_response` argument that carries the value: ADK's `items` for a
+    /// list of a class, `response` for any other non-class schema; None for a class,
+    /// whose fields are the arguments.
+    pub set_model_response_argument: Option<String>,
 }
 
 /// A compiled JSON Schema of an agent's structured reply.
@@ -83,11 +93,19 @@ impl OutputSchema {
         })
     }
 
-    /// The schema of a Python class (its JSON Schema checks the replies).
+    /// The schema of a Python object (its JSON Schema checks the replies where ADK
+    /// validates them; any JSON fits the others).
     pub(crate) fn of_class(class: SchemaClass) -> Result<Self> {
-        let mut schema = Self::new(class.json_schema.clone())?;
-        schema.class = Some(class);
-        Ok(schema)
+        let checked = if class.validated {
+            class.json_schema.clone()
+        } else {
+            json!({})
+        };
+        Ok(OutputSchema {
+            schema: class.json_schema.clone(),
+            validator: compile("output_schema", &checked)?,
+            class: Some(class),
+        })
     }
 
     pub(crate) fn schema(&self) -> &Value {
@@ -106,8 +124,13 @@ impl OutputSchema {
         python_json(&self.in_class_order(value))
     }
 
+    /// `value` as ADK gives it back: a validated class's dump in the class's order, any
+    /// other value as it came.
     fn in_class_order(&self, value: &Value) -> Value {
-        in_class_order(value, self.as_sent().map(|sent| &sent.gemini))
+        match &self.class {
+            Some(class) if class.validated => in_class_order(value, Some(&class.as_sent.gemini)),
+            _ => value.clone(),
+        }
     }
 
     /// Every way `value` misses the schema, or Ok.
@@ -125,25 +148,39 @@ impl OutputSchema {
     pub(crate) fn parse_reply(&self, text: &str) -> std::result::Result<Value, String> {
         let value: Value = serde_json::from_str(strip_code_fence(text)).map_err(|e| format!("it is not JSON ({e})"))?;
         self.check(&value)?;
-        Ok(value)
+        Ok(self.in_class_order(&value))
     }
 
     /// The structured value in `set_model_response`'s arguments: an object schema's
     /// properties are the arguments themselves (as ADK does for a Pydantic model);
-    /// any other schema's value is the one argument `response`. A class's fields come in
-    /// the class's order, as ADK's validated model gives them back.
+    /// any other schema's value is the one argument `response` (a Python object's: the
+    /// argument ADK declares for it). A class's fields come in the class's order, as
+    /// ADK's validated model gives them back.
     pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Value, String> {
-        self.value_of_call_keyed(args, "response")
+        let argument = match &self.class {
+            Some(class) => class.set_model_response_argument.as_deref(),
+            None => self.value_argument("response"),
+        };
+        self.value_in_call(args, argument)
     }
 
     /// As [`Self::value_of_call`], a non-object value under argument `key` (`finish_task`'s is `result`).
     pub(crate) fn value_of_call_keyed(&self, args: &Value, key: &str) -> std::result::Result<Value, String> {
-        let value = if is_object_schema(&self.schema) {
-            args.clone()
-        } else {
-            args.get(key)
+        self.value_in_call(args, self.value_argument(key))
+    }
+
+    /// The argument carrying the value when it is not the arguments themselves.
+    fn value_argument<'a>(&self, key: &'a str) -> Option<&'a str> {
+        (!is_object_schema(&self.schema)).then_some(key)
+    }
+
+    fn value_in_call(&self, args: &Value, argument: Option<&str>) -> std::result::Result<Value, String> {
+        let value = match argument {
+            None => args.clone(),
+            Some(key) => args
+                .get(key)
                 .cloned()
-                .ok_or_else(|| format!("the argument `{key}` is missing"))?
+                .ok_or_else(|| format!("the argument `{key}` is missing"))?,
         };
         self.check(&value)?;
         Ok(self.in_class_order(&value))
@@ -291,14 +328,16 @@ mod tests {
     fn a_reply_and_its_call_keep_the_class_field_order_and_python_separators() {
         let class = SchemaClass {
             json_schema: json!({"type": "object"}),
+            validated: true,
             as_sent: ResponseSchemaAsSent {
                 gemini: json!({
                     "property_ordering": ["zone", "spots"],
                     "properties": {"spots": {"items": {"property_ordering": ["b", "a"]}}},
                 }),
-                openai: json!({}),
+                openai: Some(json!({})),
             },
             set_model_response_parameters: json!({}),
+            set_model_response_argument: None,
         };
         let value = json!({"spots": [{"a": 1, "b": "é"}], "extra": null, "zone": 2.5});
         let of_class = OutputSchema::of_class(class).unwrap();
@@ -315,6 +354,51 @@ mod tests {
         assert_eq!(
             schema().reply_text(&json!({"temp": 3, "city": "Rome"})),
             r#"{"temp": 3, "city": "Rome"}"#
+        );
+    }
+
+    /// A Python object that is no class (ADK's YAML may name `list[Model]`, `dict[str, int]`):
+    /// its value in the argument ADK declares, checked and ordered only where ADK validates.
+    #[test]
+    fn a_python_schema_that_is_no_class_is_carried_and_checked_as_adk_does() {
+        let object = |validated, argument: &str, json_schema, gemini| {
+            OutputSchema::of_class(SchemaClass {
+                json_schema,
+                validated,
+                as_sent: ResponseSchemaAsSent { gemini, openai: None },
+                set_model_response_parameters: json!({}),
+                set_model_response_argument: Some(argument.to_string()),
+            })
+            .unwrap()
+        };
+        // dict[str, int]: an object schema, yet its value is `response`, taken unchecked.
+        let counts = object(
+            false,
+            "response",
+            json!({"type": "object", "additionalProperties": {"type": "integer"}}),
+            json!({"type": "OBJECT"}),
+        );
+        assert_eq!(
+            counts.value_of_call(&json!({"response": {"pears": "three"}})).unwrap(),
+            json!({"pears": "three"})
+        );
+        assert!(counts.value_of_call(&json!({"pears": 3})).is_err());
+        assert_eq!(counts.parse_reply("[1]").unwrap(), json!([1]));
+        // list[Model]: `items`, each item checked and in the class's order.
+        let spots = object(
+            true,
+            "items",
+            json!({"type": "array", "items": {"type": "object", "required": ["name"]}}),
+            json!({"type": "ARRAY", "items": {"property_ordering": ["name", "hours"]}}),
+        );
+        let value = spots
+            .value_of_call(&json!({"items": [{"hours": 2, "name": "Louvre"}]}))
+            .unwrap();
+        assert_eq!(python_json(&value), r#"[{"name": "Louvre", "hours": 2}]"#);
+        assert!(spots.value_of_call(&json!({"items": [{"hours": 2}]})).is_err());
+        assert_eq!(
+            python_json(&spots.parse_reply(r#"[{"hours": 1, "name": "Park"}]"#).unwrap()),
+            r#"[{"name": "Park", "hours": 1}]"#
         );
     }
 
