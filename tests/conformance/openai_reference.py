@@ -108,8 +108,15 @@ def llm_request(body: dict, model: str, classes: list):
         config["system_instruction"] = "".join(p["text"] for p in body["systemInstruction"]["parts"])
     if "tools" in body:
         config["tools"] = body["tools"]
-    if "safetySettings" in body:
-        config["safety_settings"] = body["safetySettings"]
+    # The config's fields google-genai moves to the request's top level, back in place.
+    for sent, field in (
+        ("safetySettings", "safety_settings"),
+        ("toolConfig", "tool_config"),
+        ("serviceTier", "service_tier"),
+        ("store", "store"),
+    ):
+        if sent in body:
+            config[field] = body[sent]
     request = LlmRequest(
         model=model,
         contents=[types.Content.model_validate(c) for c in body["contents"]],

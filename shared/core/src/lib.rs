@@ -43,8 +43,9 @@ pub use memory::{
     CoreMemoryService, Memory, MemoryBackend, MemoryEntry, MemoryService, ScopedMemory, SearchMemoryResponse,
 };
 pub use model::{
-    BuiltinTool, GenerateContentConfig, Llm, LlmRequest, LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig,
-    ThinkingEffort, ToolDeclaration, ask_once, python_json, strip_code_fence, with_sorted_keys,
+    BuiltinTool, FunctionCallingConfig, FunctionCallingMode, GenerateContentConfig, ImageConfig, Llm, LlmRequest,
+    LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig, ThinkingEffort, ToolConfig, ToolDeclaration, ask_once,
+    python_json, strip_code_fence, with_sorted_keys,
 };
 pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;

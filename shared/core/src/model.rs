@@ -82,6 +82,26 @@ pub struct GenerateContentConfig {
     /// Gemini's `enableEnhancedCivicAnswers`.
     #[serde(default)]
     pub enable_enhanced_civic_answers: Option<bool>,
+    /// Whether and which functions the model may call (Gemini's `toolConfig`; on the
+    /// OpenAI-compatible wire its mode alone, as ADK's LiteLlm maps it to `tool_choice`).
+    #[serde(default)]
+    pub tool_config: Option<ToolConfig>,
+    /// Gemini's `imageConfig`: the shape and size of IMAGE replies.
+    #[serde(default)]
+    pub image_config: Option<ImageConfig>,
+    /// Gemini's `speechConfig`, as google-genai sends it (pydantic's snake_case field
+    /// names, a voice name made into `voice_config`).
+    #[serde(default)]
+    pub speech_config: Option<Value>,
+    /// Gemini's `audioTranscriptionConfig`, as google-genai sends it (snake_case).
+    #[serde(default)]
+    pub audio_transcription_config: Option<Value>,
+    /// Gemini's `serviceTier` (`standard`, `flex`, `priority`…), sent as written.
+    #[serde(default)]
+    pub service_tier: Option<String>,
+    /// Gemini's `store`: whether the provider may keep the request and its reply.
+    #[serde(default)]
+    pub store: Option<bool>,
     /// Tools the provider runs itself, named in the request (Gemini's `googleSearch`,
     /// `urlContext`, `codeExecution`); added by the tools that stand for them.
     #[serde(default)]
@@ -124,6 +144,55 @@ impl BuiltinTool {
             BuiltinTool::GoogleMaps => "google_maps_grounding",
         }
     }
+}
+
+/// ADK's `tool_config` (Gemini's `toolConfig`): its function-calling settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolConfig {
+    #[serde(default)]
+    pub function_calling_config: Option<FunctionCallingConfig>,
+}
+
+/// Gemini's `functionCallingConfig`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionCallingConfig {
+    #[serde(default)]
+    pub mode: Option<FunctionCallingMode>,
+    /// With `ANY` (or `VALIDATED`): the only functions the model may call.
+    #[serde(default)]
+    pub allowed_function_names: Option<Vec<String>>,
+}
+
+/// Gemini's function-calling modes, as its API spells them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum FunctionCallingMode {
+    // Lower case too: google-genai's enums take either.
+    #[serde(alias = "mode_unspecified")]
+    ModeUnspecified,
+    /// The model decides (the default).
+    #[serde(alias = "auto")]
+    Auto,
+    /// The model must call a function.
+    #[serde(alias = "any")]
+    Any,
+    /// The model must not call a function.
+    #[serde(alias = "none")]
+    None,
+    /// The model decides, and a call it makes follows the declared schema.
+    #[serde(alias = "validated")]
+    Validated,
+}
+
+/// Gemini's `imageConfig` (the fields the Gemini API takes; the others are Vertex AI's).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ImageConfig {
+    /// `1:1`, `16:9`, …
+    #[serde(default)]
+    pub aspect_ratio: Option<String>,
+    /// `1K`, `2K`, `4K`.
+    #[serde(default)]
+    pub image_size: Option<String>,
 }
 
 /// How much the model reasons before it answers, and whether its thoughts come back

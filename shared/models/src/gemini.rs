@@ -4,8 +4,8 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
-    AdkError, BuiltinTool, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, ModalityTokenCount, Part,
-    PartKind, Result, UsageMetadata,
+    AdkError, BuiltinTool, FinishReason, ImageConfig, Llm, LlmRequest, LlmResponse, LlmResponseStream,
+    ModalityTokenCount, Part, PartKind, Result, ToolConfig, UsageMetadata,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -234,8 +234,27 @@ fn request_body(request: &LlmRequest) -> Value {
     if let Some(on) = config.enable_enhanced_civic_answers {
         generation.insert("enableEnhancedCivicAnswers".into(), json!(on));
     }
+    if let Some(image) = &config.image_config {
+        generation.insert("imageConfig".into(), image_config(image));
+    }
+    // Both as google-genai sends them: the config's own objects, its field names.
+    if let Some(speech) = &config.speech_config {
+        generation.insert("speechConfig".into(), speech.clone());
+    }
+    if let Some(transcription) = &config.audio_transcription_config {
+        generation.insert("audioTranscriptionConfig".into(), transcription.clone());
+    }
     if !config.safety_settings.is_empty() {
         body["safetySettings"] = json!(config.safety_settings);
+    }
+    if let Some(calling) = &config.tool_config {
+        body["toolConfig"] = tool_config(calling);
+    }
+    if let Some(tier) = &config.service_tier {
+        body["serviceTier"] = json!(tier);
+    }
+    if let Some(store) = config.store {
+        body["store"] = json!(store);
     }
     if let Some(cache) = &config.cached_content {
         body["cachedContent"] = json!(cache);
@@ -244,6 +263,34 @@ fn request_body(request: &LlmRequest) -> Value {
         body["generationConfig"] = Value::Object(generation);
     }
     body
+}
+
+/// Gemini's `toolConfig`, camelCase as google-genai writes it.
+fn tool_config(config: &ToolConfig) -> Value {
+    let mut wire = Map::new();
+    if let Some(calling) = &config.function_calling_config {
+        let mut calling_wire = Map::new();
+        if let Some(mode) = calling.mode {
+            calling_wire.insert("mode".into(), json!(mode));
+        }
+        if let Some(names) = &calling.allowed_function_names {
+            calling_wire.insert("allowedFunctionNames".into(), json!(names));
+        }
+        wire.insert("functionCallingConfig".into(), Value::Object(calling_wire));
+    }
+    Value::Object(wire)
+}
+
+/// Gemini's `imageConfig`, camelCase as google-genai writes it.
+fn image_config(config: &ImageConfig) -> Value {
+    let mut wire = Map::new();
+    if let Some(ratio) = &config.aspect_ratio {
+        wire.insert("aspectRatio".into(), json!(ratio));
+    }
+    if let Some(size) = &config.image_size {
+        wire.insert("imageSize".into(), json!(size));
+    }
+    Value::Object(wire)
 }
 
 fn part(part: &Part) -> Value {
@@ -260,10 +307,14 @@ fn part(part: &Part) -> Value {
 fn part_kind(kind: &PartKind) -> Value {
     match kind {
         PartKind::Text { text } => json!({"text": text}),
+        // The blob's and the file's fields in snake_case, as google-genai sends them (it
+        // copies the pydantic objects as they are; Gemini's JSON reads either case).
         PartKind::InlineData { mime_type, data } => {
-            json!({"inlineData": {"mimeType": mime_type, "data": BASE64.encode(data)}})
+            json!({"inlineData": {"data": BASE64.encode(data), "mime_type": mime_type}})
         }
-        PartKind::FileData { mime_type, file_uri } => json!({"fileData": {"mimeType": mime_type, "fileUri": file_uri}}),
+        PartKind::FileData { mime_type, file_uri } => {
+            json!({"fileData": {"file_uri": file_uri, "mime_type": mime_type}})
+        }
         PartKind::FunctionCall { name, args, id } => {
             let mut call = json!({"name": name, "args": args});
             if let Some(id) = id {

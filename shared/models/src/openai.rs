@@ -6,8 +6,8 @@ use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
-    AdkError, Content, FinishReason, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part, PartKind, Result,
-    UsageMetadata, python_json, with_sorted_keys,
+    AdkError, Content, FinishReason, FunctionCallingMode, Llm, LlmRequest, LlmResponse, LlmResponseStream, Part,
+    PartKind, Result, UsageMetadata, python_json, with_sorted_keys,
 };
 use async_trait::async_trait;
 use base64::Engine;
@@ -136,14 +136,23 @@ impl OpenAiCompatible {
         if let Some(effort) = config.thinking.as_ref().and_then(|t| t.effort) {
             body["reasoning_effort"] = json!(effort.as_str());
         }
-        if let Some(on) = config.response_logprobs {
-            body["logprobs"] = json!(on);
+        // As ADK's LiteLlm maps the function-calling mode (AUTO is the provider's default;
+        // the allowed names have no counterpart), and only with tools to choose from.
+        let mode = config
+            .tool_config
+            .as_ref()
+            .and_then(|t| t.function_calling_config.as_ref())
+            .and_then(|c| c.mode);
+        match mode.filter(|_| !request.tools.is_empty()) {
+            Some(FunctionCallingMode::Any) => body["tool_choice"] = json!("required"),
+            Some(FunctionCallingMode::None) => body["tool_choice"] = json!("none"),
+            _ => {}
         }
-        if let Some(n) = config.logprobs {
-            body["top_logprobs"] = json!(n);
-        }
-        // Gemini's safety settings, media resolution, context caches, image replies and
-        // civic answers have no counterpart here; the agents file refuses them.
+        // Not sent, as ADK's LiteLlm sends none of them: the log probabilities
+        // (`response_logprobs`, `logprobs`), the speech, image and transcription
+        // settings, the service tier and `store`. Gemini's safety settings, media
+        // resolution, context caches, image replies and civic answers have no
+        // counterpart here; the agents file refuses them.
         if stream {
             body["stream"] = json!(true);
             // Without this the stream carries no token counts.

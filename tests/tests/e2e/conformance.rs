@@ -775,6 +775,11 @@ async fn static_instruction() {
 }
 
 #[tokio::test]
+async fn static_instruction_parts() {
+    replay("static_instruction_parts").await;
+}
+
+#[tokio::test]
 async fn python_tools() {
     replay("python_tools").await;
 }
@@ -989,6 +994,16 @@ async fn generation_config_output() {
     replay("generation_config_output").await;
 }
 
+#[tokio::test]
+async fn generation_config_more() {
+    replay("generation_config_more").await;
+}
+
+#[tokio::test]
+async fn generation_config_logprobs() {
+    replay("generation_config_logprobs").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1057,6 +1072,11 @@ mod openai {
     #[tokio::test]
     async fn static_instruction() {
         replay_openai("static_instruction").await;
+    }
+
+    #[tokio::test]
+    async fn static_instruction_parts() {
+        replay_openai("static_instruction_parts").await;
     }
 
     #[tokio::test]
@@ -1245,5 +1265,19 @@ mod openai {
     #[tokio::test]
     async fn mcp_http() {
         replay_openai("mcp_http").await;
+    }
+
+    /// ADK's LiteLlm maps the function-calling mode ANY to `tool_choice: required` and
+    /// drops the allowed names, the image, speech and transcription settings, the
+    /// service tier and `store`; the runner does the same.
+    #[tokio::test]
+    async fn generation_config_more() {
+        replay_openai("generation_config_more").await;
+    }
+
+    /// ADK's LiteLlm sends no `logprobs` / `top_logprobs`, and neither does the runner.
+    #[tokio::test]
+    async fn generation_config_logprobs() {
+        replay_openai("generation_config_logprobs").await;
     }
 }

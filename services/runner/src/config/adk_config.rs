@@ -28,8 +28,8 @@
 
 use super::file::{
     AgentConfig, AgentKind, AgentsFile, AppConfig, ConsultContextConfig, ExampleConfig, GenerationConfig, HookConfig,
-    HttpToolConfig, IncludeContents, McpToolConfig, McpTransportKind, Mode, ModelConsultToolConfig, ThinkingFileConfig,
-    ToolConfig, ToolContextConfig,
+    HttpToolConfig, IncludeContents, McpToolConfig, McpTransportKind, Mode, ModelConsultToolConfig,
+    StaticInstructionConfig, ThinkingFileConfig, ToolConfig, ToolContextConfig,
 };
 use super::problems::{ConfigError, Problem, Problems};
 use super::python::{self, ServedAs};
@@ -208,7 +208,7 @@ struct AdkAgent {
     #[serde(default)]
     disallow_transfer_to_peers: Option<bool>,
     #[serde(default)]
-    static_instruction: Option<String>,
+    static_instruction: Option<StaticInstructionConfig>,
     #[serde(default)]
     global_instruction: Option<String>,
     /// ADK 2's `LlmAgent.mode` (its YAML config class has no such key yet): taken here
@@ -240,7 +240,7 @@ const CONSULT_CONTEXT_FIELDS: [&str; 6] = [
 /// The `generate_content_config` keys the agents file's `generation` has, by ADK's
 /// snake_case (the agents file's name too) and camelCase spellings (pydantic accepts
 /// both). `thinking_config` is translated on its own.
-const GENERATION_FIELDS: [(&str, &str); 17] = [
+const GENERATION_FIELDS: [(&str, &str); 23] = [
     ("temperature", "temperature"),
     ("top_p", "topP"),
     ("top_k", "topK"),
@@ -258,11 +258,26 @@ const GENERATION_FIELDS: [(&str, &str); 17] = [
     ("cached_content", "cachedContent"),
     ("response_modalities", "responseModalities"),
     ("enable_enhanced_civic_answers", "enableEnhancedCivicAnswers"),
+    ("tool_config", "toolConfig"),
+    ("image_config", "imageConfig"),
+    ("speech_config", "speechConfig"),
+    ("audio_transcription_config", "audioTranscriptionConfig"),
+    ("service_tier", "serviceTier"),
+    ("store", "store"),
+];
+
+/// `image_config`'s keys google-genai refuses on the Gemini API (Vertex AI's only).
+const IMAGE_CONFIG_VERTEX_ONLY: [(&str, &str); 5] = [
+    ("person_generation", "personGeneration"),
+    ("prominent_people", "prominentPeople"),
+    ("output_mime_type", "outputMimeType"),
+    ("output_compression_quality", "outputCompressionQuality"),
+    ("image_output_options", "imageOutputOptions"),
 ];
 
 /// The `generate_content_config` keys the agents file does not take, with why
 /// (docs/adk-agent-fields.md gives the same reasons), by ADK's snake_case and camelCase.
-const GENERATION_REFUSED: [(&str, &str, &str); 21] = [
+const GENERATION_REFUSED: [(&str, &str, &str); 14] = [
     ("tools", "tools", "ADK refuses it too: tools go in the agent's tools"),
     (
         "system_instruction",
@@ -295,19 +310,9 @@ const GENERATION_REFUSED: [(&str, &str, &str); 21] = [
         "a google.genai client feature ADK turns off: the runner calls the tools",
     ),
     (
-        "speech_config",
-        "speechConfig",
-        "audio replies are not offered (ADK plays them through its live mode, which the runner lacks)",
-    ),
-    (
         "audio_timestamp",
         "audioTimestamp",
         "Vertex AI only (google.genai refuses it on the Gemini API)",
-    ),
-    (
-        "audio_transcription_config",
-        "audioTranscriptionConfig",
-        "audio input and output transcription belong to ADK's live mode, which the runner lacks",
     ),
     (
         "routing_config",
@@ -328,32 +333,6 @@ const GENERATION_REFUSED: [(&str, &str, &str); 21] = [
         "generation_output_config",
         "generationOutputConfig",
         "Vertex AI only (google.genai refuses it on the Gemini API)",
-    ),
-    (
-        "labels",
-        "labels",
-        "billing labels of Google Cloud projects: the models' providers bill per API key",
-    ),
-    (
-        "image_config",
-        "imageConfig",
-        "image replies take the model's defaults: response_modalities [TEXT, IMAGE] asks for them",
-    ),
-    (
-        "tool_config",
-        "toolConfig",
-        "the function-calling mode is the model's (AUTO): forcing or forbidding calls is not offered",
-    ),
-    (
-        "service_tier",
-        "serviceTier",
-        "the providers name their tiers differently and bill them apart; not offered until a model's settings \
-         can say which",
-    ),
-    (
-        "store",
-        "store",
-        "the provider's request logging is set on its project, not per agent",
     ),
     (
         "continuation_token",
@@ -1042,6 +1021,43 @@ impl Reader<'_> {
                 thinking = self.thinking(place, key, value);
                 continue;
             }
+            if key == "labels" {
+                // Google Cloud's billing labels: ADK drops them for the Gemini API (its
+                // Gemini model sets them to None there) and its LiteLlm sends none.
+                if !value
+                    .as_object()
+                    .is_some_and(|labels| labels.values().all(Value::is_string))
+                {
+                    self.add(
+                        place,
+                        "generate_content_config.labels",
+                        "must be a mapping of names to texts",
+                    );
+                }
+                continue;
+            }
+            if key == "image_config" || key == "imageConfig" {
+                let vertex_only: Vec<&str> = IMAGE_CONFIG_VERTEX_ONLY
+                    .iter()
+                    .filter(|(snake, camel)| {
+                        value
+                            .get(snake)
+                            .or_else(|| value.get(camel))
+                            .is_some_and(|v| !v.is_null())
+                    })
+                    .map(|(snake, _)| *snake)
+                    .collect();
+                for field in &vertex_only {
+                    self.add(
+                        place,
+                        &format!("generate_content_config.{key}.{field}"),
+                        "Vertex AI only (google.genai refuses it on the Gemini API)",
+                    );
+                }
+                if !vertex_only.is_empty() {
+                    continue;
+                }
+            }
             match GENERATION_FIELDS
                 .iter()
                 .find(|(snake, camel)| key == snake || key == camel)
@@ -1331,7 +1347,8 @@ impl Reader<'_> {
                     Value::Object(config) => {
                         // An agent's generate_content_config rules, named at this tool's args.
                         let first = self.problems.0.len();
-                        tool.generate_content_config = Some(self.generation(place, config).unwrap_or_default());
+                        tool.generate_content_config =
+                            Some(Box::new(self.generation(place, config).unwrap_or_default()));
                         for problem in &mut self.problems.0[first..] {
                             if let Some(at) = problem.field.as_mut() {
                                 *at = format!("{field}.{at}");

@@ -2,8 +2,11 @@
 //! google-adk of the repository's Python venv) writes, hand-written ones for each
 //! agent class, and every refusal naming the YAML file and the field.
 
-use super::file::{AgentConfig, AgentKind, AgentsFile, Mode, ModelConsultToolConfig, ToolConfig};
+use super::file::{
+    AgentConfig, AgentKind, AgentsFile, Mode, ModelConsultToolConfig, StaticInstructionConfig, ToolConfig,
+};
 use super::*;
+use adk_grpc_agents::{StaticInstruction, StaticPart};
 use adk_grpc_testkit::venv_python;
 use serde_json::{Value, json};
 use std::path::PathBuf;
@@ -840,7 +843,10 @@ fn instructions_and_transfer_fields_map_to_the_agents_file() {
     );
     let file = translated(dir.path());
     let root = &file.apps.values().next().expect("one app").root_agent;
-    assert_eq!(root.static_instruction.as_deref(), Some("You are a desk."));
+    assert_eq!(
+        root.static_instruction,
+        Some(StaticInstructionConfig::Text("You are a desk.".into()))
+    );
     assert_eq!(root.global_instruction.as_deref(), Some("Be polite."));
     assert!(!root.disallow_transfer_to_parent && root.disallow_transfer_to_peers);
     built_with_mocks(dir.path());
@@ -851,7 +857,7 @@ fn fields_not_supported_yet_are_refused_never_dropped() {
     let dir = app(
         &format!(
             "{HEAD}mode: delegate\n\
-             generate_content_config:\n  temperature: 0.5\n  speech_config: {{voice_config: {{}}}}\n  thinking_config: {{thinking_level: EXTREME}}\n\
+             generate_content_config:\n  temperature: 0.5\n  audio_timestamp: true\n  thinking_config: {{thinking_level: EXTREME}}\n\
              output_schema: null\n"
         ),
         &[],
@@ -863,7 +869,7 @@ fn fields_not_supported_yet_are_refused_never_dropped() {
     );
     assert_problem(
         d,
-        r#"root_agent.yaml, agent "assistant": field "generate_content_config.speech_config": not offered: audio replies"#,
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.audio_timestamp": not offered: Vertex AI only"#,
     );
     assert_problem(
         d,
@@ -1037,6 +1043,148 @@ fn schemas_and_generation_settings_map_to_the_agents_file() {
         .and_then(|g| g.thinking.as_ref())
         .expect("thinking");
     assert_eq!(thinking.budget_tokens, Some(128));
+}
+
+#[test]
+fn tool_image_speech_and_serving_settings_map_and_labels_are_dropped_as_adk_drops_them() {
+    let dir = app(
+        &format!(
+            "{HEAD}generate_content_config:\n\
+             \x20 toolConfig: {{functionCallingConfig: {{mode: any, allowedFunctionNames: [lookup]}}}}\n\
+             \x20 image_config: {{aspectRatio: '16:9', image_size: 1K}}\n\
+             \x20 speechConfig: Kore\n\
+             \x20 audio_transcription_config: {{}}\n\
+             \x20 labels: {{team: library}}\n\
+             \x20 service_tier: flex\n\
+             \x20 store: false\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    let generation = root.generation.as_ref().expect("generation");
+    let sent = adk_grpc_core::GenerateContentConfig::from(generation);
+    let calling = sent
+        .tool_config
+        .and_then(|t| t.function_calling_config)
+        .expect("function_calling_config");
+    assert_eq!(
+        (calling.mode, calling.allowed_function_names),
+        (
+            Some(adk_grpc_core::FunctionCallingMode::Any),
+            Some(vec!["lookup".to_string()])
+        )
+    );
+    let image = sent.image_config.expect("image_config");
+    assert_eq!(
+        (image.aspect_ratio.as_deref(), image.image_size.as_deref()),
+        (Some("16:9"), Some("1K"))
+    );
+    // A voice name, as google-genai makes it a SpeechConfig and writes it.
+    assert_eq!(
+        sent.speech_config,
+        Some(json!({"voice_config": {"prebuilt_voice_config": {"voice_name": "Kore"}}}))
+    );
+    assert_eq!(sent.audio_transcription_config, Some(json!({})));
+    assert_eq!((sent.service_tier.as_deref(), sent.store), (Some("flex"), Some(false)));
+    built_with_mocks(dir.path());
+
+    // Written in camelCase, sent in google-genai's snake_case.
+    let camel = app(
+        &format!(
+            "{HEAD}generate_content_config:\n  speech_config: {{voiceConfig: {{prebuiltVoiceConfig: {{voiceName: Puck}}}}, languageCode: en-US}}\n"
+        ),
+        &[],
+    );
+    let spec = translated(camel.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    let sent = adk_grpc_core::GenerateContentConfig::from(root.generation.as_ref().expect("generation"));
+    assert_eq!(
+        sent.speech_config,
+        Some(json!({"voice_config": {"prebuilt_voice_config": {"voice_name": "Puck"}}, "language_code": "en-US"}))
+    );
+
+    // What google-genai refuses on the Gemini API is refused here, with its reason.
+    let vertex = app(
+        &format!(
+            "{HEAD}generate_content_config:\n  image_config: {{aspect_ratio: '1:1', person_generation: ALLOW_ALL}}\n  labels: [a]\n"
+        ),
+        &[],
+    );
+    assert_problem(
+        vertex.path(),
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.image_config.person_generation": Vertex AI only"#,
+    );
+    assert_problem(
+        vertex.path(),
+        r#"root_agent.yaml, agent "assistant": field "generate_content_config.labels": must be a mapping"#,
+    );
+}
+
+#[test]
+fn a_static_instruction_takes_adks_content_forms() {
+    let dir = app(
+        &format!(
+            "{HEAD}static_instruction:\n  role: user\n  parts:\n\
+             \x20   - text: You guide.\n\
+             \x20   - inlineData: {{mimeType: image/png, data: cG5n, displayName: plan.png}}\n\
+             \x20   - file_data: {{file_uri: 'https://example.com/a.jpg', mime_type: image/jpeg}}\n"
+        ),
+        &[],
+    );
+    let spec = translated(dir.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    let config = root.static_instruction.as_ref().expect("static_instruction");
+    assert_eq!(
+        StaticInstruction::try_from(config).expect("parts").parts(),
+        [
+            StaticPart::Text("You guide.".into()),
+            StaticPart::InlineData {
+                mime_type: "image/png".into(),
+                data: b"png".to_vec(),
+                display_name: Some("plan.png".into()),
+            },
+            StaticPart::FileData {
+                mime_type: "image/jpeg".into(),
+                file_uri: "https://example.com/a.jpg".into(),
+                display_name: None,
+            },
+        ]
+    );
+    built_with_mocks(dir.path());
+
+    // A list of parts, and a text among them as a bare string.
+    let list = app(
+        &format!("{HEAD}static_instruction: [Be kind., {{text: Be brief.}}]\n"),
+        &[],
+    );
+    let spec = translated(list.path());
+    let root = &spec.apps.values().next().expect("an app").root_agent;
+    let config = root.static_instruction.as_ref().expect("static_instruction");
+    assert_eq!(
+        StaticInstruction::try_from(config).expect("parts").parts(),
+        [
+            StaticPart::Text("Be kind.".into()),
+            StaticPart::Text("Be brief.".into())
+        ]
+    );
+
+    let bad = app(
+        &format!("{HEAD}static_instruction: {{inline_data: {{mime_type: image/png, data: '***'}}}}\n"),
+        &[],
+    );
+    let (mut spec, origins) = adk_config::read(bad.path(), Path::new("python3")).unwrap_or_else(|e| panic!("{e}"));
+    for provider in spec.models.values_mut() {
+        *provider = json!({ "provider": "mock" });
+    }
+    let refused = match AgentsConfig::check("adk", &spec, Some(&origins)) {
+        Ok(_) => panic!("data that is not base64 is refused"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        refused.contains("static_instruction.parts[0]: inline_data.data is not base64"),
+        "{refused}"
+    );
 }
 
 #[test]

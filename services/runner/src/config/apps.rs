@@ -901,6 +901,28 @@ impl Tree<'_> {
                 );
             }
         }
+        if generation
+            .speech_config
+            .as_ref()
+            .is_some_and(|s| !s.is_string() && !s.is_object())
+        {
+            self.add(
+                place,
+                "generation.speech_config",
+                "must be a mapping (google-genai's SpeechConfig: voice_config, language_code, …) or a voice name",
+            );
+        }
+        if generation
+            .audio_transcription_config
+            .as_ref()
+            .is_some_and(|c| !c.is_object())
+        {
+            self.add(
+                place,
+                "generation.audio_transcription_config",
+                "must be a mapping (google-genai's AudioTranscriptionConfig)",
+            );
+        }
         let gemini_only = [
             (
                 "generation.media_resolution",

@@ -1,7 +1,7 @@
 //! The agents file as written: what serde reads, with `deny_unknown_fields`
 //! everywhere (a misspelt key is an error, not a silent default).
 
-use adk_grpc_agents::{AddToMemory, LlmAgentBuilder, RetryConfig};
+use adk_grpc_agents::{AddToMemory, LlmAgentBuilder, RetryConfig, StaticInstruction, StaticPart};
 use adk_grpc_core::{AdkError, GenerateContentConfig};
 use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IntoDeserializer, MapAccess, Visitor};
@@ -289,9 +289,10 @@ pub(super) struct ModelConsultToolConfig {
     /// How much of the session the advisor reads.
     #[serde(default)]
     pub(super) context_config: Option<ConsultContextConfig>,
-    /// The advisor request's generation settings, as an agent's `generation`.
+    /// The advisor request's generation settings, as an agent's `generation` (boxed: the
+    /// settings are many, and a tool entry is most often of another kind).
     #[serde(default)]
-    pub(super) generate_content_config: Option<GenerationConfig>,
+    pub(super) generate_content_config: Option<Box<GenerationConfig>>,
     /// How long one consult may take.
     #[serde(default)]
     pub(super) timeout_secs: Option<u64>,
@@ -625,9 +626,11 @@ pub(super) struct AgentConfig {
     #[serde(default)]
     pub(super) global_instruction: Option<String>,
     /// llm: system text sent first and literally, for providers' prompt caching; the
-    /// `instruction` then follows the contents (ADK's `static_instruction`).
+    /// `instruction` then follows the contents (ADK's `static_instruction`). A text, or
+    /// as ADK's content: a part, a list of parts, or `{parts: […]}`, each part a text
+    /// or a file (`inline_data`, `file_data`).
     #[serde(default)]
-    pub(super) static_instruction: Option<String>,
+    pub(super) static_instruction: Option<StaticInstructionConfig>,
     /// llm: true keeps the agent from handing the turn back to its parent [default: false, as ADK].
     #[serde(default)]
     pub(super) disallow_transfer_to_parent: bool,
@@ -695,9 +698,11 @@ impl AgentConfig {
             .set("global_instruction", self.global_instruction.as_ref(), |b, text| {
                 b.global_instruction(text)
             })
-            .set("static_instruction", self.static_instruction.as_ref(), |b, text| {
-                b.static_instruction(text)
-            })
+            .try_set(
+                "static_instruction",
+                self.static_instruction.as_ref(),
+                |b, instruction| Ok(b.static_instruction(StaticInstruction::try_from(instruction)?)),
+            )
             .try_set("retry_config", self.retry_config.as_ref(), |b, retry| {
                 Ok(b.retry_config(retry.try_into()?))
             })
@@ -839,6 +844,117 @@ impl From<&ExampleConfig> for adk_grpc_agents::Example {
     }
 }
 
+/// `static_instruction` as written: ADK's `types.ContentUnion` forms.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(super) enum StaticInstructionConfig {
+    Text(String),
+    Parts(Vec<StaticPartConfig>),
+    Content(StaticContentConfig),
+    Part(StaticPartConfig),
+}
+
+/// A content: its parts (a static instruction's role is not sent: it becomes system text).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StaticContentConfig {
+    #[serde(default)]
+    #[allow(dead_code)] // Read as ADK reads it, and not used, as ADK does not use it.
+    pub(super) role: Option<String>,
+    pub(super) parts: Vec<StaticPartConfig>,
+}
+
+/// A part: a text, or a mapping with one of `text`, `inline_data`, `file_data`
+/// (camelCase accepted, as pydantic accepts it).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(super) enum StaticPartConfig {
+    Text(String),
+    Part(StaticPartFields),
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StaticPartFields {
+    #[serde(default)]
+    pub(super) text: Option<String>,
+    #[serde(default, alias = "inlineData")]
+    pub(super) inline_data: Option<InlineDataConfig>,
+    #[serde(default, alias = "fileData")]
+    pub(super) file_data: Option<FileDataConfig>,
+}
+
+/// A file in the instruction itself: its bytes in base64, as ADK's YAML writes them.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct InlineDataConfig {
+    #[serde(alias = "mimeType")]
+    pub(super) mime_type: String,
+    pub(super) data: String,
+    #[serde(default, alias = "displayName")]
+    pub(super) display_name: Option<String>,
+}
+
+/// A file named by its URI.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FileDataConfig {
+    #[serde(default, alias = "mimeType")]
+    pub(super) mime_type: Option<String>,
+    #[serde(alias = "fileUri")]
+    pub(super) file_uri: String,
+    #[serde(default, alias = "displayName")]
+    pub(super) display_name: Option<String>,
+}
+
+impl TryFrom<&StaticInstructionConfig> for StaticInstruction {
+    type Error = AdkError;
+
+    fn try_from(config: &StaticInstructionConfig) -> Result<Self, AdkError> {
+        let parts: &[StaticPartConfig] = match config {
+            StaticInstructionConfig::Text(text) => return Ok(text.into()),
+            StaticInstructionConfig::Parts(parts) => parts,
+            StaticInstructionConfig::Content(content) => &content.parts,
+            StaticInstructionConfig::Part(part) => std::slice::from_ref(part),
+        };
+        let parts = parts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, part)| static_part(part).map_err(|why| (i, why)).transpose())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|(i, why)| AdkError::Config(format!("static_instruction.parts[{i}]: {why}")))?;
+        Ok(StaticInstruction::new(parts))
+    }
+}
+
+/// A part as the agent takes it; None for a part ADK leaves out (no text nor file).
+fn static_part(part: &StaticPartConfig) -> Result<Option<StaticPart>, String> {
+    let fields = match part {
+        StaticPartConfig::Text(text) => return Ok(Some(StaticPart::Text(text.clone()))),
+        StaticPartConfig::Part(fields) => fields,
+    };
+    // In ADK's order of precedence: a text, else inline data, else a file.
+    if let Some(text) = fields.text.as_ref().filter(|t| !t.is_empty()) {
+        return Ok(Some(StaticPart::Text(text.clone())));
+    }
+    if let Some(inline) = &fields.inline_data {
+        use base64::Engine;
+        let data = base64::engine::general_purpose::STANDARD
+            .decode(&inline.data)
+            .map_err(|e| format!("inline_data.data is not base64: {e}"))?;
+        return Ok(Some(StaticPart::InlineData {
+            mime_type: inline.mime_type.clone(),
+            data,
+            display_name: inline.display_name.clone(),
+        }));
+    }
+    Ok(fields.file_data.as_ref().map(|file| StaticPart::FileData {
+        mime_type: file.mime_type.clone().unwrap_or_default(),
+        file_uri: file.file_uri.clone(),
+        display_name: file.display_name.clone(),
+    }))
+}
+
 /// The model's generation settings; any left out are the provider's defaults.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -890,6 +1006,92 @@ pub(super) struct GenerationConfig {
     /// Gemini only: its `enableEnhancedCivicAnswers`.
     #[serde(default)]
     pub(super) enable_enhanced_civic_answers: Option<bool>,
+    /// Whether and which functions the model may call: `function_calling_config`'s
+    /// `mode` (AUTO, ANY, NONE, VALIDATED) and `allowed_function_names`.
+    #[serde(default)]
+    pub(super) tool_config: Option<ToolCallingConfig>,
+    /// Gemini only (dropped for an openai model, as ADK's LiteLlm drops it): IMAGE
+    /// replies' `aspect_ratio` and `image_size`.
+    #[serde(default)]
+    pub(super) image_config: Option<ImageFileConfig>,
+    /// Gemini only (dropped for an openai model): its `speechConfig`, a mapping as
+    /// google-genai's `SpeechConfig` or a voice name.
+    #[serde(default)]
+    pub(super) speech_config: Option<Value>,
+    /// Gemini only (dropped for an openai model): its `audioTranscriptionConfig`, a mapping.
+    #[serde(default)]
+    pub(super) audio_transcription_config: Option<Value>,
+    /// Gemini only (dropped for an openai model): its `serviceTier`.
+    #[serde(default)]
+    pub(super) service_tier: Option<String>,
+    /// Gemini only (dropped for an openai model): its `store`.
+    #[serde(default)]
+    pub(super) store: Option<bool>,
+}
+
+/// `generation.tool_config` (ADK's `tool_config`; camelCase accepted, as pydantic does).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolCallingConfig {
+    #[serde(default, alias = "functionCallingConfig")]
+    pub(super) function_calling_config: Option<FunctionCallingFileConfig>,
+}
+
+/// `generation.tool_config.function_calling_config`.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct FunctionCallingFileConfig {
+    #[serde(default)]
+    pub(super) mode: Option<adk_grpc_core::FunctionCallingMode>,
+    #[serde(default, alias = "allowedFunctionNames")]
+    pub(super) allowed_function_names: Option<Vec<String>>,
+}
+
+/// `generation.image_config`: the fields the Gemini API takes (google-genai refuses
+/// the others there).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ImageFileConfig {
+    #[serde(default, alias = "aspectRatio")]
+    pub(super) aspect_ratio: Option<String>,
+    #[serde(default, alias = "imageSize")]
+    pub(super) image_size: Option<String>,
+}
+
+/// A speech or transcription setting as google-genai sends it: validated into its
+/// pydantic class and written with that class's field names, so in snake_case
+/// whichever case the YAML used; a bare voice name is `SpeechConfig`'s shorthand.
+fn as_google_genai_sends(value: &Value) -> Value {
+    match value {
+        Value::String(voice) => serde_json::json!({"voice_config": {"prebuilt_voice_config": {"voice_name": voice}}}),
+        other => snake_case_keys(other),
+    }
+}
+
+fn snake_case_keys(value: &Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(key, value)| (snake_case(key), snake_case_keys(value)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(snake_case_keys).collect()),
+        other => other.clone(),
+    }
+}
+
+/// `voiceConfig` as `voice_config`.
+fn snake_case(key: &str) -> String {
+    let mut snake = String::with_capacity(key.len() + 4);
+    for c in key.chars() {
+        if c.is_ascii_uppercase() {
+            snake.push('_');
+            snake.push(c.to_ascii_lowercase());
+        } else {
+            snake.push(c);
+        }
+    }
+    snake
 }
 
 /// A model_consult tool's `context_config` (ADK's `ModelConsultContextConfig`).
@@ -958,6 +1160,22 @@ impl From<&GenerationConfig> for GenerateContentConfig {
             cached_content: g.cached_content.clone(),
             response_modalities: g.response_modalities.clone(),
             enable_enhanced_civic_answers: g.enable_enhanced_civic_answers,
+            tool_config: g.tool_config.as_ref().map(|t| adk_grpc_core::ToolConfig {
+                function_calling_config: t.function_calling_config.as_ref().map(|c| {
+                    adk_grpc_core::FunctionCallingConfig {
+                        mode: c.mode,
+                        allowed_function_names: c.allowed_function_names.clone(),
+                    }
+                }),
+            }),
+            image_config: g.image_config.as_ref().map(|i| adk_grpc_core::ImageConfig {
+                aspect_ratio: i.aspect_ratio.clone(),
+                image_size: i.image_size.clone(),
+            }),
+            speech_config: g.speech_config.as_ref().map(as_google_genai_sends),
+            audio_transcription_config: g.audio_transcription_config.as_ref().map(snake_case_keys),
+            service_tier: g.service_tier.clone(),
+            store: g.store,
             // Named by the agent's tools (google_search, …), not by `generation`.
             builtin_tools: Vec::new(),
         }

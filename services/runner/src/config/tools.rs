@@ -243,7 +243,7 @@ fn model_consult(
             None
         }
     };
-    let generation = config.generate_content_config.as_ref();
+    let generation = config.generate_content_config.as_deref();
     let capped = generation.and_then(|g| g.max_output_tokens);
     if config.max_output_tokens.is_some_and(|n| n < 1) {
         problems.add(place, Some("max_output_tokens"), "must be at least 1");
@@ -277,7 +277,7 @@ fn model_consult(
         max_uses: config.max_uses,
         session_max_uses: config.session_max_uses,
         timeout: config.timeout_secs.map(Duration::from_secs),
-        generation: config.generate_content_config.clone(),
+        generation: config.generate_content_config.as_deref().cloned(),
         config: request,
         advisor_instruction: config.advisor_instruction.clone(),
         executor_instruction: config.executor_instruction.clone(),

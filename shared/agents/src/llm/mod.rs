@@ -7,11 +7,13 @@ mod instruction;
 mod output_schema;
 mod python_repr;
 mod retry;
+mod static_instruction;
 pub(crate) mod task;
 
 pub use examples::{Example, check_examples};
 pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass, check_object_schema, check_schema};
 pub use retry::RetryConfig;
+pub use static_instruction::{StaticInstruction, StaticPart};
 
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeModel, Callback, Hook, HookContext, Hooks};
@@ -63,7 +65,7 @@ pub(crate) struct Inner {
     global_instruction: Option<String>,
     /// Sent first and unchanged (ADK's `static_instruction`); the instruction then goes
     /// into the contents, so the start of every request stays the same (cacheable).
-    static_instruction: Option<String>,
+    static_instruction: Option<StaticInstruction>,
     /// Few-shot examples put after the system instruction (ADK's `ExampleTool`).
     examples: Vec<Example>,
     /// How its parent reaches it (ADK 2's `mode`; see `task`).
@@ -117,7 +119,7 @@ pub struct LlmAgentBuilder {
     transfer_scope: TransferScope,
     retry: Option<RetryConfig>,
     global_instruction: Option<String>,
-    static_instruction: Option<String>,
+    static_instruction: Option<StaticInstruction>,
     examples: Vec<Example>,
     mode: AgentMode,
 }
@@ -200,7 +202,8 @@ impl LlmAgentBuilder {
     /// ADK's `static_instruction`: system text sent first and literally (no
     /// templating), so providers can cache the start of every request; the
     /// `instruction` then follows as the last user content instead of the system text.
-    pub fn static_instruction(mut self, instruction: impl Into<String>) -> Self {
+    /// A text, or parts with files ([`StaticInstruction`]), as ADK takes it.
+    pub fn static_instruction(mut self, instruction: impl Into<StaticInstruction>) -> Self {
         self.static_instruction = Some(instruction.into());
         self
     }

@@ -4,7 +4,8 @@
 use crate::common::*;
 use adk_grpc_agents::{
     AgentTool, BeforeModel, BeforeTool, Callback, ClientTool, ExitLoopTool, FunctionTool, Hook, Hooks, IncludeContents,
-    LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent, with_agent_hooks,
+    LlmAgentBuilder, LoadArtifactsTool, LoopAgent, ParallelAgent, RunOptions, SequentialAgent, StaticInstruction,
+    StaticPart, with_agent_hooks,
 };
 use adk_grpc_core::{
     AdkError, Content, FunctionResponseData, LlmResponse, Part, RunConfig, StreamingMode, ToolContext,
@@ -376,6 +377,66 @@ async fn a_static_instruction_comes_first_and_the_instruction_before_the_users_t
     );
     assert_eq!(sent[2], json!({"role": "user", "content": "Hi"}));
     assert_eq!(sent.len(), 3);
+}
+
+#[tokio::test]
+async fn a_static_instructions_files_open_every_request_referenced_from_the_system_text() {
+    let server = FakeServer::start().await;
+    server.push(openai::text("ok"));
+    server.push(openai::text("ok"));
+    let agent = LlmAgentBuilder::new("guide")
+        .static_instruction(StaticInstruction::new(vec![
+            StaticPart::Text("You guide.".into()),
+            StaticPart::InlineData {
+                mime_type: "image/png".into(),
+                data: b"png".to_vec(),
+                display_name: Some("plan.png".into()),
+            },
+            StaticPart::FileData {
+                mime_type: "image/jpeg".into(),
+                file_uri: "https://example.com/door.jpg".into(),
+                display_name: None,
+            },
+            StaticPart::Text(String::new()),
+        ]))
+        .instruction("Be brief.")
+        .model(openai(&server))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    h.say("Hi").await.ok();
+    h.say("Again").await.ok();
+    let sent = messages(&server.last_request());
+    assert_eq!(
+        sent[0]["content"],
+        "You guide.\n\n[Reference to inline binary data: inline_data_0 ('plan.png', type: image/png)]\n\n\
+         [Reference to file data: file_data_1 (URI: https://example.com/door.jpg, type: image/jpeg)]\n\n\
+         You are an agent. Your internal name is \"guide\"."
+    );
+    // ADK's order: the files, then the instruction, then the whole conversation (a prefix
+    // the same on every turn), not the instruction before the latest message.
+    assert_eq!(
+        sent[1]["content"],
+        json!([
+            {"type": "text", "text": "Referenced inline data: inline_data_0"},
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,cG5n"}},
+        ])
+    );
+    assert_eq!(
+        sent[2]["content"],
+        json!([
+            {"type": "text", "text": "Referenced file data: file_data_1"},
+            {"type": "image_url", "image_url": {"url": "https://example.com/door.jpg"}},
+        ])
+    );
+    assert!(
+        sent[3]["content"].as_str().is_some_and(|t| t.contains("\nBe brief.\n")),
+        "{}",
+        sent[3]
+    );
+    assert_eq!(sent[4], json!({"role": "user", "content": "Hi"}));
+    assert_eq!(sent[6], json!({"role": "user", "content": "Again"}));
+    assert_eq!(sent.len(), 7);
 }
 
 #[tokio::test]

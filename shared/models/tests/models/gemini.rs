@@ -211,8 +211,8 @@ async fn request_carries_system_tools_history_media_and_settings() {
         json!([
             {"role": "user", "parts": [
                 {"text": "What is this?"},
-                {"inlineData": {"mimeType": "image/jpeg", "data": "/9j/"}},
-                {"fileData": {"mimeType": "application/pdf", "fileUri": "gs://bucket/doc.pdf"}},
+                {"inlineData": {"mime_type": "image/jpeg", "data": "/9j/"}},
+                {"fileData": {"mime_type": "application/pdf", "file_uri": "gs://bucket/doc.pdf"}},
             ]},
             {"role": "model", "parts": [
                 {"functionCall": {"name": "get_weather", "args": {"city": "Paris"}, "id": "call-1"}}

@@ -3,7 +3,8 @@
 
 use crate::common::{assert_stream_shape, collect_ok, text};
 use adk_grpc_core::{
-    Content, GenerateContentConfig, Llm, LlmRequest, LlmResponse, Part, ThinkingConfig, ThinkingEffort,
+    Content, FunctionCallingConfig, FunctionCallingMode, GenerateContentConfig, ImageConfig, Llm, LlmRequest,
+    LlmResponse, Part, ThinkingConfig, ThinkingEffort, ToolConfig, ToolDeclaration,
 };
 use adk_grpc_models::testing::{FakeServer, gemini, openai};
 use adk_grpc_models::{Gemini, MockModel, MockTurn, OpenAiCompatible};
@@ -407,7 +408,7 @@ async fn gemini_gets_the_reply_settings_and_its_log_probabilities_are_kept() {
 }
 
 #[tokio::test]
-async fn openai_gets_logprobs_and_top_logprobs_and_they_are_kept() {
+async fn openai_is_sent_no_logprobs_as_adks_litellm_and_any_a_server_returns_are_kept() {
     let server = FakeServer::start().await;
     let mut reply = openai::text("Oslo");
     reply["choices"][0]["logprobs"] = json!({"content": [
@@ -433,7 +434,11 @@ async fn openai_gets_logprobs_and_top_logprobs_and_they_are_kept() {
     )
     .await;
     let body = server.last_request().json();
-    assert_eq!((&body["logprobs"], &body["top_logprobs"]), (&json!(true), &json!(2)));
+    // ADK's LiteLlm hands LiteLLM neither setting (docs/adk-conformance.md).
+    assert!(
+        body.get("logprobs").is_none() && body.get("top_logprobs").is_none(),
+        "{body}"
+    );
     let response = &items[0];
     assert_eq!(response.avg_logprobs, Some(-1.0));
     assert_eq!(
@@ -477,4 +482,107 @@ async fn openai_gets_logprobs_and_top_logprobs_and_they_are_kept() {
         json!([{"token": "Os", "log_probability": -0.25}, {"token": "lo", "log_probability": -0.75}])
     );
     assert_eq!(result["top_candidates"], json!([]));
+}
+
+/// ADK's tool, image, speech and transcription settings, service tier and `store`, as
+/// google-genai sends them to Gemini; on the OpenAI-compatible wire, as ADK's LiteLlm
+/// converts them: the function-calling mode alone, as `tool_choice`, with tools only.
+#[tokio::test]
+async fn the_tool_image_speech_and_serving_settings_on_each_wire() {
+    let config = GenerateContentConfig {
+        tool_config: Some(ToolConfig {
+            function_calling_config: Some(FunctionCallingConfig {
+                mode: Some(FunctionCallingMode::Any),
+                allowed_function_names: Some(vec!["lookup".into()]),
+            }),
+        }),
+        image_config: Some(ImageConfig {
+            aspect_ratio: Some("16:9".into()),
+            image_size: Some("1K".into()),
+        }),
+        speech_config: Some(json!({"voice_config": {"prebuilt_voice_config": {"voice_name": "Kore"}}})),
+        audio_transcription_config: Some(json!({})),
+        service_tier: Some("flex".into()),
+        store: Some(false),
+        ..Default::default()
+    };
+    let with_a_tool = |config: GenerateContentConfig| LlmRequest {
+        tools: vec![ToolDeclaration {
+            name: "lookup".into(),
+            description: "Looks up.".into(),
+            parameters: None,
+            response: None,
+        }],
+        ..request(config)
+    };
+    let server = FakeServer::start().await;
+    server.push(gemini::text("Oslo"));
+    collect_ok(
+        gemini_model(&server)
+            .generate_content(with_a_tool(config.clone()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    let body = server.last_request().json();
+    assert_eq!(
+        body["toolConfig"],
+        json!({"functionCallingConfig": {"mode": "ANY", "allowedFunctionNames": ["lookup"]}})
+    );
+    assert_eq!((&body["serviceTier"], &body["store"]), (&json!("flex"), &json!(false)));
+    assert_eq!(
+        body["generationConfig"],
+        json!({
+            "imageConfig": {"aspectRatio": "16:9", "imageSize": "1K"},
+            "speechConfig": {"voice_config": {"prebuilt_voice_config": {"voice_name": "Kore"}}},
+            "audioTranscriptionConfig": {},
+        })
+    );
+
+    server.push(openai::text("Oslo"));
+    collect_ok(
+        openai_model(&server)
+            .generate_content(with_a_tool(config.clone()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    let body = server.last_request().json();
+    assert_eq!(body["tool_choice"], "required");
+    for dropped in [
+        "service_tier",
+        "store",
+        "image_config",
+        "speech_config",
+        "modalities",
+        "audio",
+    ] {
+        assert!(body.get(dropped).is_none(), "{dropped} in {body}");
+    }
+    // NONE is "none"; without tools there is nothing to choose, and no tool_choice.
+    let mut none = config.clone();
+    none.tool_config = Some(ToolConfig {
+        function_calling_config: Some(FunctionCallingConfig {
+            mode: Some(FunctionCallingMode::None),
+            allowed_function_names: None,
+        }),
+    });
+    server.push(openai::text("Oslo"));
+    collect_ok(
+        openai_model(&server)
+            .generate_content(with_a_tool(none.clone()), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(server.last_request().json()["tool_choice"], "none");
+    server.push(openai::text("Oslo"));
+    collect_ok(
+        openai_model(&server)
+            .generate_content(request(none), false)
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert!(server.last_request().json().get("tool_choice").is_none());
 }

@@ -27,7 +27,7 @@ trait RequestProcessor: Sync {
 
 /// The processors, in the order they run: the order is the request's (the system
 /// instruction's parts, then the contents, then the tools, which may change all of it).
-const PROCESSORS: [&dyn RequestProcessor; 9] = [
+const PROCESSORS: [&dyn RequestProcessor; 10] = [
     &Instructions,
     &Identity,
     &OutputSchema,
@@ -37,6 +37,7 @@ const PROCESSORS: [&dyn RequestProcessor; 9] = [
     &InstructionContent,
     &ToolDeclarations,
     &ToolRequestProcessing,
+    &StaticPrefix,
 ];
 
 /// The step's model request, built by the [`PROCESSORS`] in order.
@@ -84,8 +85,11 @@ impl RequestProcessor for Instructions {
         if let Some(template) = root.spec().global_instruction {
             system.push(instruction::render(template, &agent.name, ctx.as_ref()).await?);
         }
-        if let Some(text) = &agent.static_instruction {
-            system.push(text.clone());
+        if let Some(instruction) = &agent.static_instruction {
+            let text = instruction.request_parts().system_text;
+            if !text.is_empty() {
+                system.push(text);
+            }
         }
         if let Some(template) = agent
             .instruction
@@ -200,19 +204,52 @@ struct InstructionContent;
 impl RequestProcessor for InstructionContent {
     async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
         let agent = input.agent;
-        if let Some(template) = agent
-            .instruction
-            .as_ref()
-            .filter(|_| agent.static_instruction.is_some())
-        {
-            let text = instruction::render(template, &agent.name, input.ctx.as_ref()).await?;
+        let Some(static_instruction) = &agent.static_instruction else {
+            return Ok(());
+        };
+        // With files, the instruction goes with them ([`StaticPrefix`]).
+        if static_instruction.has_files() {
+            return Ok(());
+        }
+        if let Some(text) = labelled_instruction(input).await? {
             let at = current_turn_start(&request.contents);
-            request
-                .contents
-                .insert(at, Content::new("user").with_text(label_instruction(&text)));
+            request.contents.insert(at, text);
         }
         Ok(())
     }
+}
+
+/// A static instruction's files, each in a user content of its own, then the agent's
+/// instruction, open the request, as ADK keeps them: a prefix the same on every turn,
+/// which a provider can cache, ahead of the whole conversation. Added last, so what a
+/// tool adds before the user's latest messages (`preload_memory`) stays after it, where
+/// ADK's request puts it.
+struct StaticPrefix;
+
+#[async_trait]
+impl RequestProcessor for StaticPrefix {
+    async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
+        let Some(static_instruction) = &input.agent.static_instruction else {
+            return Ok(());
+        };
+        if !static_instruction.has_files() {
+            return Ok(());
+        }
+        let mut prefix = static_instruction.request_parts().file_contents;
+        prefix.extend(labelled_instruction(input).await?);
+        request.contents.splice(0..0, prefix);
+        Ok(())
+    }
+}
+
+/// The agent's instruction, rendered, as ADK carries it in the contents; None without one.
+async fn labelled_instruction(input: &RequestInput<'_>) -> Result<Option<Content>> {
+    let agent = input.agent;
+    let Some(template) = &agent.instruction else {
+        return Ok(None);
+    };
+    let text = instruction::render(template, &agent.name, input.ctx.as_ref()).await?;
+    Ok(Some(Content::new("user").with_text(label_instruction(&text))))
 }
 
 const INSTRUCTION_BEGIN: &str = "<<<BEGIN_SYSTEM_INSTRUCTION>>>";
