@@ -700,7 +700,7 @@ impl AgentConfig {
             })
             .try_set(
                 "static_instruction",
-                self.static_instruction.as_ref(),
+                self.static_instruction.as_ref().filter(|config| config.is_set()),
                 |b, instruction| Ok(b.static_instruction(StaticInstruction::try_from(instruction)?)),
             )
             .try_set("retry_config", self.retry_config.as_ref(), |b, retry| {
@@ -905,6 +905,19 @@ pub(super) struct FileDataConfig {
     pub(super) file_uri: String,
     #[serde(default, alias = "displayName")]
     pub(super) display_name: Option<String>,
+}
+
+impl StaticInstructionConfig {
+    /// Whether ADK takes it as set: it tests the field's truth, so an empty text or an
+    /// empty list of parts is no static instruction (the instruction stays system text),
+    /// while a content or a part is one whatever it holds.
+    pub(super) fn is_set(&self) -> bool {
+        match self {
+            StaticInstructionConfig::Text(text) => !text.is_empty(),
+            StaticInstructionConfig::Parts(parts) => !parts.is_empty(),
+            StaticInstructionConfig::Content(_) | StaticInstructionConfig::Part(_) => true,
+        }
+    }
 }
 
 impl TryFrom<&StaticInstructionConfig> for StaticInstruction {

@@ -1948,3 +1948,32 @@ fn resumability_config_is_adks_and_defaults_to_not_resumable() {
         "unknown field `resumable`",
     );
 }
+
+/// ADK tests `static_instruction`'s truth: an empty text or list is none, and the
+/// instruction stays the system text; a text makes the instruction a user content.
+#[tokio::test]
+async fn an_empty_static_instruction_is_none_as_adk_reads_it() {
+    use adk_grpc_models::testing::{FakeServer, openai};
+    for (static_instruction, instruction_is_system_text) in [("''", true), ("[]", true), ("Be brief.", false)] {
+        let model = FakeServer::start().await;
+        let yaml = format!(
+            "
+models:
+  fast: {{ provider: openai, model: m, base_url: '{}' }}
+apps:
+  a:
+    root_agent: {{ name: desk, model: fast, instruction: Answer in French., static_instruction: {static_instruction} }}
+",
+            model.url()
+        );
+        let apps = valid(&yaml).build(&RunnerServices::in_memory()).unwrap();
+        model.push(openai::text("Oui."));
+        run_once(&apps[0], "hello").await;
+        let system = model.requests()[0].json()["messages"][0]["content"].clone();
+        assert_eq!(
+            system.as_str().is_some_and(|text| text.contains("Answer in French.")),
+            instruction_is_system_text,
+            "static_instruction {static_instruction}: {system}"
+        );
+    }
+}
