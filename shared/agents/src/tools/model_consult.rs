@@ -490,10 +490,15 @@ impl ModelConsultTool {
             .filter(|text| !text.is_empty())
             .map(|text| CONTEXT_BLOCK.replace("{context}", text))
             .unwrap_or_default();
-        let handoff = HANDOFF
-            .replace("{agent_clause}", &agent.map(|name| format!(" ({name})")).unwrap_or_default())
-            .replace("{context_block}", &context_block)
-            .replace("{question}", question.trim());
+        let agent_clause = agent.map(|name| format!(" ({name})")).unwrap_or_default();
+        let handoff = fill(
+            HANDOFF,
+            &[
+                ("{agent_clause}", &agent_clause),
+                ("{question}", question.trim()),
+                ("{context_block}", &context_block),
+            ],
+        );
         content = content.with_text(handoff);
         LlmRequest {
             model: self.advisor.name().to_string(),
@@ -710,6 +715,29 @@ fn fill_known_keys(template: &str, ctx: &dyn ToolContext) -> String {
         }
     }
     text
+}
+
+/// `template` with each of its `{name}`s in `values` replaced in one pass (as Python's
+/// `str.format`): a value holding another's name is left as written.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match values.iter().find(|(name, _)| rest.starts_with(name)) {
+            Some((name, value)) => {
+                out.push_str(value);
+                rest = &rest[name.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// `text` cut to at most `limit` characters, the cut noted within the limit (ADK's
@@ -1115,6 +1143,22 @@ mod tests {
         assert_eq!(
             advisor_usage(None),
             json!({"prompt_tokens": 0, "output_tokens": 0, "thoughts_tokens": 0, "cached_tokens": 0, "total_tokens": 0})
+        );
+    }
+
+    #[test]
+    fn the_handoff_fills_each_field_once() {
+        let filled = fill(
+            HANDOFF,
+            &[
+                ("{agent_clause}", " (coder)"),
+                ("{question}", "Is {context_block} a field?"),
+                ("{context_block}", ""),
+            ],
+        );
+        assert!(
+            filled.contains("The executor agent (coder) paused its work and asked you:\n\nIs {context_block} a field?\n\nRespond"),
+            "{filled}"
         );
     }
 
