@@ -195,6 +195,9 @@ const NO_QUESTION: &str = "`question` is required: state the decision or blocker
 const ONE_AT_A_TIME: &str = "Another consult of the advisor is in progress in this step: ask one question \
 at a time. Continue with your own best judgment, or ask again after its answer.";
 
+/// The executor's other tools, each its name and its description on one line.
+type ToolLines = Vec<(String, String)>;
+
 /// See the module documentation.
 pub struct ModelConsultTool {
     name: String,
@@ -216,7 +219,7 @@ pub struct ModelConsultTool {
     config: GenerateContentConfig,
     /// By invocation, the executor's other tools (name, description) as its model was
     /// last shown them: the agent's own tools, as ADK lists its `canonical_tools`.
-    tools_seen: Mutex<VecDeque<(String, Vec<(String, String)>)>>,
+    tools_seen: Mutex<VecDeque<(String, ToolLines)>>,
     /// The invocations with a consult in flight. Consults in one model step run
     /// concurrently and none sees the others' counts (they are stored with the
     /// step's event), so a second one in a step is refused instead of over-spending.
@@ -353,7 +356,7 @@ impl ModelConsultTool {
         self
     }
 
-    fn tools_seen(&self, invocation_id: &str) -> Vec<(String, String)> {
+    fn tools_seen(&self, invocation_id: &str) -> ToolLines {
         let seen = adk_grpc_core::sync::lock(&self.tools_seen);
         seen.iter()
             .find(|(id, _)| id == invocation_id)
