@@ -1015,6 +1015,11 @@ async fn model_consult() {
     replay("model_consult").await;
 }
 
+#[tokio::test]
+async fn model_consult_settings() {
+    replay("model_consult_settings").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1028,6 +1033,11 @@ mod openai {
     #[tokio::test]
     async fn model_consult() {
         replay_openai("model_consult").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_settings() {
+        replay_openai("model_consult_settings").await;
     }
 
     #[tokio::test]
