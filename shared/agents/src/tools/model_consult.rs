@@ -191,7 +191,8 @@ Continue with your own best judgment, reusing the guidance you already received.
 const ADVISOR_FAILED: &str = "The advisor could not be reached. Continue with your own best judgment; do not \
 retry this tool for the same question.";
 const NO_QUESTION: &str = "`question` is required: state the decision or blocker you want reviewed.";
-/// The runner's own (ADK has a consult wait for its sibling instead, see `execute`).
+/// The runner's own words: ADK has a second consult of a step wait for the first; the
+/// runner refuses it (see `in_flight`).
 const ONE_AT_A_TIME: &str = "Another consult of the advisor is in progress in this step: ask one question \
 at a time. Continue with your own best judgment, or ask again after its answer.";
 
