@@ -410,10 +410,14 @@ impl ModelConsultTool {
     /// and the configured one), trimmed: the advisor reads what the executor was told.
     fn without_executor_instruction(&self, text: &str) -> String {
         let mut text = text.to_string();
-        let default = EXECUTOR_INSTRUCTION.to_string();
-        for snippet in self.executor_instruction.iter().chain([&default]) {
-            if !snippet.is_empty() && text.contains(snippet.as_str()) {
-                text = text.replace(snippet.as_str(), "");
+        for snippet in self
+            .executor_instruction
+            .as_deref()
+            .into_iter()
+            .chain([EXECUTOR_INSTRUCTION])
+        {
+            if !snippet.is_empty() && text.contains(snippet) {
+                text = text.replace(snippet, "");
             }
         }
         text.trim().to_string()
