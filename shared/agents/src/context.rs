@@ -409,6 +409,9 @@ impl ToolContext for ToolCallContext {
     fn events(&self) -> Arc<Vec<Event>> {
         self.parent.events()
     }
+    fn calling_agent(&self) -> Option<Arc<dyn Agent>> {
+        Some(self.parent.agent())
+    }
 }
 
 /// Artifacts that note every saved version in a tool call's `artifact_delta`.

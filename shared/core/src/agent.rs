@@ -57,6 +57,10 @@ pub struct AgentSpec<'a> {
     pub kind: AgentKind,
     /// The root agent's instruction to every LLM agent of its tree.
     pub global_instruction: Option<&'a str>,
+    /// Its own instruction, as written (placeholders not yet filled).
+    pub instruction: Option<&'a str>,
+    /// Its static instruction, sent as written.
+    pub static_instruction: Option<&'a str>,
     /// The model it calls.
     pub model: Option<&'a Arc<dyn Llm>>,
     /// The JSON Schema of its arguments when it is called as a tool.

@@ -63,6 +63,13 @@ pub trait ToolContext: CallbackContext {
     /// `tool_context.session.events`): what a tool reads the conversation from.
     fn events(&self) -> Arc<Vec<crate::Event>>;
 
+    /// The agent making the call (ADK's `tool_context._invocation_context.agent`), for a
+    /// tool that reads its settings (a model consult sends the advisor its instruction);
+    /// None where the context has no agent.
+    fn calling_agent(&self) -> Option<Arc<dyn Agent>> {
+        None
+    }
+
     /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
     /// `FAILED_PRECONDITION` when the runner has no memory service.
     fn search_memory<'a>(&'a self, query: &'a str) -> BoxFuture<'a, Result<SearchMemoryResponse>> {

@@ -243,6 +243,10 @@ pub struct LlmRequest {
     pub tools: Vec<ToolDeclaration>,
     pub system_instruction: Option<String>,
     pub config: GenerateContentConfig,
+    /// Text tools add to the system instruction once every tool has seen the request
+    /// (ADK's dynamic instructions: `load_artifacts`' and an MCP toolset's listings),
+    /// joined by blank lines after what the tools appended directly; empty once sent.
+    pub dynamic_instructions: Vec<String>,
 }
 
 /// A model's reply: one response, or with `stream` a series of `partial` chunks

@@ -356,7 +356,45 @@ fn normalise_request(mut request: Value) -> Value {
             }
         }
     }
+    without_measured_times(&mut request);
     request
+}
+
+/// What a model consult measured, its `latency_ms` (a result's field, and the same
+/// field in a result written as text: the advisor's transcript, a tool message on the
+/// OpenAI wire), as `<measured>`: a time is never the same twice. Its presence and
+/// place are still compared.
+fn without_measured_times(value: &mut Value) {
+    const FIELD: &str = "latency_ms";
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if key == FIELD && field.is_number() {
+                    *field = json!("<measured>");
+                } else {
+                    without_measured_times(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_measured_times),
+        Value::String(text) if text.contains(FIELD) => {
+            let key = format!("\"{FIELD}\": ");
+            let mut out = String::with_capacity(text.len());
+            let mut rest = text.as_str();
+            while let Some(at) = rest.find(&key) {
+                out.push_str(&rest[..at + key.len()]);
+                rest = &rest[at + key.len()..];
+                let number = rest
+                    .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E')))
+                    .unwrap_or(rest.len());
+                out.push_str(if number > 0 { "<measured>" } else { "" });
+                rest = &rest[number..];
+            }
+            out.push_str(rest);
+            *text = out;
+        }
+        _ => {}
+    }
 }
 
 /// The OpenAI sampling parameters ADK hands LiteLLM, by their chat-completions names.
@@ -420,7 +458,9 @@ fn openai_request(body: &Value, generation: &Value) -> Value {
             }
         }
     }
-    Value::Object(out)
+    let mut out = Value::Object(out);
+    without_measured_times(&mut out);
+    out
 }
 
 /// The chat-completions reply to the `n`th request for ADK's recorded Gemini reply: its
@@ -612,6 +652,7 @@ fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
             }
         }
     }
+    without_measured_times(&mut event);
     drop_empty(&mut event);
     event
 }
@@ -1004,6 +1045,16 @@ async fn generation_config_logprobs() {
     replay("generation_config_logprobs").await;
 }
 
+#[tokio::test]
+async fn model_consult() {
+    replay("model_consult").await;
+}
+
+#[tokio::test]
+async fn model_consult_settings() {
+    replay("model_consult_settings").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1013,6 +1064,16 @@ async fn generation_config_logprobs() {
 /// (docs/adk-conformance.md, "Key order").
 mod openai {
     use super::replay_openai;
+
+    #[tokio::test]
+    async fn model_consult() {
+        replay_openai("model_consult").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_settings() {
+        replay_openai("model_consult_settings").await;
+    }
 
     #[tokio::test]
     async fn python_tools() {

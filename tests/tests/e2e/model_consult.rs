@@ -66,7 +66,7 @@ apps:
     assert_eq!(advice["guidance"], "Read src/parse.rs, then run its tests.");
     let over = tool_answer(&executor.last_request(), "call_2");
     assert_eq!(over["status"], "limit_reached", "{over}");
-    assert!(over["message"].as_str().unwrap().contains("(1 of 1)"), "{over}");
+    assert!(over["message"].as_str().unwrap().contains("(1 of 1 used)"), "{over}");
 
     let session = runs::get_session(server.endpoint(), "coder", USER, "s1").await;
     assert_eq!(state_of(&session), json!({"model_consult:ask_senior:session_uses": 1}));

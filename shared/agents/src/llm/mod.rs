@@ -3,7 +3,7 @@
 mod examples;
 mod flow;
 pub(crate) mod history;
-mod instruction;
+pub(crate) mod instruction;
 mod output_schema;
 mod python_repr;
 mod retry;
@@ -502,6 +502,8 @@ impl Agent for LlmAgent {
         AgentSpec {
             kind: AgentKind::Llm,
             global_instruction: inner.global_instruction.as_deref(),
+            instruction: inner.instruction.as_deref(),
+            static_instruction: inner.static_instruction.as_deref(),
             model: Some(&inner.model),
             input_schema: inner.input_schema.as_ref(),
             output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),

@@ -186,17 +186,15 @@ impl Tool for LoadArtifactsTool {
         if names.is_empty() {
             return Ok(());
         }
-        append_instruction(
-            request,
-            // ADK's text, its indentation included.
-            &format!(
-                "You have a list of artifacts:\n  {}\n\n  When the user asks questions about any of the artifacts, \
+        // ADK's text, its indentation included, added after every tool's own (ADK's
+        // dynamic instruction).
+        request.dynamic_instructions.push(format!(
+            "You have a list of artifacts:\n  {}\n\n  When the user asks questions about any of the artifacts, \
                  you should call the\n  `load_artifacts` function to load the artifact. Always call load_artifacts\n  \
                  before answering questions related to the artifacts, regardless of whether the\n  artifacts have \
                  been loaded before. Do not depend on prior answers about the\n  artifacts.\n  ",
-                python_json_list(&names)
-            ),
-        );
+            python_json_list(&names)
+        ));
         // Right after the model asked for artifacts, hand them over.
         let requested = request
             .contents

@@ -1097,10 +1097,8 @@ impl Tool for LoadMcpResource {
                 adk_grpc_core::python_json(&json!(names)),
                 name = self.name
             );
-            request.system_instruction = Some(match request.system_instruction.take() {
-                Some(text) if !text.is_empty() => format!("{text}\n\n{listing}"),
-                _ => listing,
-            });
+            // After every tool's own text, as ADK adds its dynamic instructions.
+            request.dynamic_instructions.push(listing);
         }
         // As ADK: only right after the model's call, i.e. when the newest turn is its response.
         let requested: Vec<String> = request

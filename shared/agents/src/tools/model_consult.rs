@@ -1,8 +1,10 @@
 //! ADK's `ModelConsultTool`: the agent's model (the executor) asks another model (the
-//! advisor) for guidance mid-task. The advisor is sent the invocation's conversation
-//! as a transcript (calls and results included), the executor's question and an
-//! instruction to answer with a plan, not the deliverable; its reply is the call's
-//! result.
+//! advisor) for guidance mid-task. The advisor is sent, in one user message of parts,
+//! the executor's own instruction, its other tools, the session's conversation as
+//! transcript lines (calls and results included) and the executor's question, with
+//! ADK's instruction to answer with a plan, not the deliverable; its reply is the call's
+//! result. Every text the two models read is ADK 2.13's (`model_consult/_prompts.py`
+//! and the tool's own), so an agent moved from ADK gets the same requests.
 //!
 //! Budgets, as ADK keeps them: `max_uses` consults per turn (counted in the `temp:`
 //! key `temp:model_consult:<tool>:<invocation>:uses`, gone with the invocation) and
@@ -11,9 +13,12 @@
 //! the executor to go on with its own judgment: the turn never fails for it.
 
 use super::builtin::append_instruction;
+use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
+use crate::llm::instruction;
+use crate::rules::TRANSFER_TOOL_NAME;
 use adk_grpc_core::{
-    AdkError, CallbackContext, Content, Event, GenerateContentConfig, Llm, LlmRequest, Part, PartKind, Result, Tool,
-    ToolContext, UsageMetadata,
+    AdkError, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part, PartKind,
+    Result, Tool, ToolContext, UsageMetadata, python_json,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -30,8 +35,8 @@ pub const MODEL_CONSULT_TOOL_NAME: &str = "model_consult";
 const TEXT_CHARS_MULTIPLIER: usize = 8;
 /// The longest tool description put in the advisor's list of the executor's tools.
 const TOOL_DESCRIPTION_LIMIT: usize = 300;
-/// How many invocations' instructions and tools are remembered for their consults
-/// (an invocation's entry is replaced at each model step; old ones fall off).
+/// How many invocations' tools are remembered for their consults (an invocation's
+/// entry is replaced at each model step; old ones fall off).
 const SEEN_INVOCATIONS: usize = 256;
 
 /// How much of the executor's session the advisor is sent (ADK's
@@ -44,8 +49,9 @@ pub struct ConsultContext {
     /// Only the newest this many events (counted before thoughts and the consult
     /// itself are left out).
     pub max_events: Option<usize>,
-    /// The most characters of the whole transcript: the first line (the task) and
-    /// the newest lines are kept, the ones in between left out. None: no budget.
+    /// The most characters of the whole transcript: past it, whole events are left
+    /// out from the middle (the task at the start and the newest kept, the newest
+    /// cut to fit). None: no budget.
     pub max_chars: Option<usize>,
     /// The most characters of one tool call, result or code block; text gets eight
     /// times as many.
@@ -69,43 +75,129 @@ impl Default for ConsultContext {
     }
 }
 
-/// What the executor's model was shown at its last step of an invocation: its
-/// system instruction (before this tool's own text) and its other tools.
-#[derive(Debug, Clone, Default)]
-struct Seen {
-    instruction: Option<String>,
-    tools: Vec<(String, String)>,
-}
+// ADK 2.13's texts, word for word (`model_consult/_prompts.py` and the tool's own): what
+// the executor and the advisor read is the behaviour an agent moved from ADK keeps.
 
-const DESCRIPTION: &str = "Ask a stronger advisor model for guidance. The advisor reads this whole \
-conversation (your instructions, the tools you called and what they returned), so ask about the one \
-decision or blocker you want reviewed and do not restate the task. Call it before committing to an \
-approach, when stuck or considering a change of approach, and before declaring the task done. It returns \
-a plan or a correction, not the finished answer: you still do the work.";
+/// ADK's `TOOL_DESCRIPTION`: when the executor should consult.
+const DESCRIPTION: &str = "Consult a stronger advisor model for strategic guidance. The advisor sees this \
+entire conversation -- your instructions, your reasoning, every tool call you made and every result you saw -- \
+so do not restate the task.
 
-const EXECUTOR_INSTRUCTION: &str = "You can consult a stronger advisor model with the `{tool}` tool; it \
-sees this whole conversation, so give it only the decision you want reviewed. Consult it once you have \
-oriented yourself and before substantive work, when stuck, and before declaring the task done. Weigh its \
-advice seriously; when your own evidence contradicts it, say what you found and what it advised.";
+Call this tool BEFORE substantive work: before writing or editing, before committing to an interpretation, \
+before building on an assumption. If the task needs orientation first (finding files, reading the issue, \
+seeing what is there), do that first, then call. Orientation is not substantive work. Writing, editing and \
+declaring an answer are.
 
-const ADVISOR_INSTRUCTION: &str = "You advise an executor agent that paused its task to consult you. You \
-are given its working session as a transcript: its messages, the tools it called and what they returned. \
-Make its next steps right and efficient: reply with a plan or a correction, never the finished \
-deliverable (the executor does the work).\n\nReply with: 1. Diagnosis: in a sentence or two, what is \
-going on, including any wrong assumption. 2. Plan: numbered, concrete next steps naming the tools, \
-values and identifiers to use. 3. Risks: what is most likely to go wrong and how the executor will \
-notice.\n\nBe brief (under 300 words). If the executor is on the right track, say so and give the \
-shortest way to done. If information is missing, say what to gather and how. Do not ask questions back: \
-the executor cannot answer; decide, and say what you assumed.";
+Also call this tool:
+- When you believe the task is complete, before you declare it done. Make any deliverable durable first \
+(write the file, save the result).
+- When stuck: errors recurring, an approach not converging, results that do not fit.
+- When considering a change of approach.
 
-const TURN_LIMIT: &str = "The advisor consult budget for this turn is used up ({max} of {max}). Go on \
-with your own best judgment, using the guidance you already received.";
-const SESSION_LIMIT: &str = "The advisor consult budget for this session is used up ({max} of {max}). Go \
-on with your own best judgment, using the guidance you already received.";
+On tasks longer than a few steps, call once before committing to an approach and once before declaring done. \
+On short reactive tasks where the next action is dictated by output you just read, do not keep calling: most \
+of the value is in the first well-timed call.
+
+Returns a plan or course correction, not a finished answer. You still do the work.";
+
+/// The declaration's description of `question`.
+const QUESTION_DESCRIPTION: &str = "The specific decision or blocker you want reviewed. State the approach you \
+are considering, or what you tried and how it failed. Be concrete; the advisor already sees the conversation, \
+so do not restate it.";
+
+/// The declaration's description of `context`.
+const CONTEXT_DESCRIPTION: &str = "Optional. Anything material that is NOT visible in the conversation: \
+constraints you inferred, observations from outside this session, or the options you are weighing.";
+
+/// ADK's `EXECUTOR_INSTRUCTION`, added to the executor's system instruction; a tool of
+/// another name has that name in place of `model_consult` between backticks.
+const EXECUTOR_INSTRUCTION: &str = "You have access to a `model_consult` tool backed by a stronger advisor \
+model. It sees your entire conversation, so pass only the specific decision you want reviewed.
+
+Call `model_consult` BEFORE substantive work: before writing, before committing to an interpretation, before \
+building on an assumption. If the task needs orientation first (finding files, reading the issue, seeing what \
+is there), do that first, then call. Orientation is not substantive work. Writing, editing and declaring an \
+answer are.
+
+Also call `model_consult`:
+- When you believe the task is complete, before declaring it done. Make your deliverable durable first.
+- When stuck: errors recurring, an approach not converging, results that do not fit.
+- When considering a change of approach.
+
+On tasks longer than a few steps, call at least once before committing to an approach and once before \
+declaring done.
+
+Give the advice serious weight. Adapt only if a step fails empirically or you have primary-source evidence \
+that contradicts a specific claim; a passing self-check is not evidence the advice is wrong. If your own \
+evidence points one way and the advisor points another, do not silently switch: say what you found, say what \
+it suggested, and ask which constraint breaks the tie.";
+
+/// ADK's `ADVISOR_SYSTEM_INSTRUCTION`.
+const ADVISOR_INSTRUCTION: &str = "You are a senior technical advisor consulted mid-task by a faster, smaller \
+executor agent. You are reading the executor's full working session: its instructions, its reasoning so far, \
+the tools it called and what those tools returned.
+
+Your job is to make the executor's NEXT steps correct and efficient. Produce a plan or a course correction -- \
+not the finished deliverable. The executor does the work; you decide what the work should be.
+
+Answer with:
+1. Diagnosis -- in one or two sentences, what is actually going on, including any mistaken assumption the \
+executor is operating under.
+2. Plan -- concrete numbered next steps the executor can act on directly. Name specific tools, files, \
+commands, identifiers and values wherever the session gives you enough to be specific. Vague advice is worse \
+than none.
+3. Watch out for -- the failure modes, edge cases or verification steps most likely to bite, and how the \
+executor will know it is on the wrong track.
+
+Rules:
+- Be concrete and brief. Aim for under 300 words; never pad.
+- If the executor is already on the right track, say so plainly and give the shortest path to done rather \
+than inventing a new approach.
+- If the session lacks information you need, say exactly what the executor should gather and how, instead of \
+guessing.
+- Short code or command snippets are fine when they are the clearest way to specify a step. Do not write out \
+the whole solution.
+- Never ask the executor a question back; it cannot reply. Decide, and state the assumption you decided \
+under.";
+
+/// The advisor's last part (ADK's `ADVISOR_HANDOFF_TEMPLATE`): `{agent_clause}` is
+/// ` (<agent>)`, `{context_block}` [`CONTEXT_BLOCK`] or nothing.
+const HANDOFF: &str = "--- END OF EXECUTOR SESSION ---
+
+You are now being consulted as the advisor. The executor agent{agent_clause} paused its work and asked you:
+
+{question}
+{context_block}
+Respond with the diagnosis / plan / watch-out-for structure. Advise the executor on its next steps; do not \
+produce the final deliverable yourself.";
+
+/// ADK's `CONTEXT_BLOCK_TEMPLATE`: the call's `context`.
+const CONTEXT_BLOCK: &str = "\nAdditional context the executor supplied:\n\n{context}\n";
+
+/// The headers of the executor's instruction and its tools in the advisor's request.
+const INSTRUCTION_HEADER: &str = "--- EXECUTOR AGENT INSTRUCTION ({agent}) ---\nThe executor operates under the \
+following instruction. Your guidance must respect it.\n\n";
+const TOOLS_HEADER: &str = "--- TOOLS AVAILABLE TO THE EXECUTOR ---\nThese are the only tools the executor can \
+call. Name them explicitly in your plan, with concrete arguments. Do not propose steps that require tools not \
+listed here.\n\n";
+
+/// What stands for the events left out of a transcript over its budget.
+const OMISSION_MARKER: &str = "[... {n} earlier turn(s) omitted to fit the context budget ...]";
+
+const TURN_LIMIT: &str = "The advisor consult budget for this turn is exhausted ({max} of {max} used). \
+Continue with your own best judgment, reusing the guidance you already received.";
+const SESSION_LIMIT: &str = "The advisor consult budget for this session is exhausted ({max} of {max} used). \
+Continue with your own best judgment, reusing the guidance you already received.";
+const ADVISOR_FAILED: &str = "The advisor could not be reached. Continue with your own best judgment; do not \
+retry this tool for the same question.";
+const NO_QUESTION: &str = "`question` is required: state the decision or blocker you want reviewed.";
+/// The runner's own words: ADK has a second consult of a step wait for the first; the
+/// runner refuses it (see `in_flight`).
 const ONE_AT_A_TIME: &str = "Another consult of the advisor is in progress in this step: ask one question \
-at a time. Go on with your own judgment, or ask again after its answer.";
-const ADVISOR_FAILED: &str = "The advisor could not be reached. Go on with your own best judgment; do \
-not ask it the same question again.";
+at a time. Continue with your own best judgment, or ask again after its answer.";
+
+/// The executor's other tools, each its name and its description on one line.
+type ToolLines = Vec<(String, String)>;
 
 /// See the module documentation.
 pub struct ModelConsultTool {
@@ -126,10 +218,9 @@ pub struct ModelConsultTool {
     context: ConsultContext,
     /// The advisor request's generation settings (thinking and output cap included).
     config: GenerateContentConfig,
-    /// By invocation, what its executor's model was last shown (see [`Seen`]): the
-    /// tool context has no access to the agent, and what the model saw is what the
-    /// advisor should respect.
-    seen: Mutex<VecDeque<(String, Seen)>>,
+    /// By invocation, the executor's other tools (name, description) as its model was
+    /// last shown them: the agent's own tools, as ADK lists its `canonical_tools`.
+    tools_seen: Mutex<VecDeque<(String, ToolLines)>>,
     /// The invocations with a consult in flight. Consults in one model step run
     /// concurrently and none sees the others' counts (they are stored with the
     /// step's event), so a second one in a step is refused instead of over-spending.
@@ -174,12 +265,14 @@ impl ModelConsultTool {
             session_max_uses: None,
             timeout: None,
             advisor_instruction: ADVISOR_INSTRUCTION.to_string(),
-            executor_instruction: Some(EXECUTOR_INSTRUCTION.replace("{tool}", &name)),
+            executor_instruction: Some(
+                EXECUTOR_INSTRUCTION.replace(&format!("`{MODEL_CONSULT_TOOL_NAME}`"), &format!("`{name}`")),
+            ),
             include_agent_instruction: true,
             include_tool_inventory: true,
             context: ConsultContext::default(),
             config: GenerateContentConfig::default(),
-            seen: Mutex::default(),
+            tools_seen: Mutex::default(),
             in_flight: Mutex::default(),
             name,
         })
@@ -264,11 +357,11 @@ impl ModelConsultTool {
         self
     }
 
-    fn seen(&self, invocation_id: &str) -> Seen {
-        let seen = adk_grpc_core::sync::lock(&self.seen);
+    fn tools_seen(&self, invocation_id: &str) -> ToolLines {
+        let seen = adk_grpc_core::sync::lock(&self.tools_seen);
         seen.iter()
             .find(|(id, _)| id == invocation_id)
-            .map(|(_, seen)| seen.clone())
+            .map(|(_, tools)| tools.clone())
             .unwrap_or_default()
     }
 
@@ -283,10 +376,11 @@ impl ModelConsultTool {
     }
 
     fn counts(&self, ctx: &dyn ToolContext) -> (u32, u32) {
+        // A count read back from the store may be a whole double (protobuf's Value).
         let read = |key: String| {
             ctx.state()
                 .get(&key)
-                .and_then(|value| value.as_u64())
+                .and_then(|value| value.as_u64().or_else(|| value.as_f64().map(|n| n.max(0.0) as u64)))
                 .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX))
         };
         (
@@ -312,72 +406,136 @@ impl ModelConsultTool {
         })
     }
 
-    /// The advisor's request: the executor's instruction and tools, the transcript of
-    /// the conversation (without this call) and the question, in one user message.
-    fn request(&self, ctx: &dyn ToolContext, question: &str, context: Option<&str>) -> LlmRequest {
-        let agent = ctx.agent_name();
-        let seen = self.seen(ctx.invocation_id());
-        let mut blocks = Vec::new();
-        if let Some(instruction) = seen.instruction.filter(|_| self.include_agent_instruction) {
-            blocks.push(format!(
-                "--- THE EXECUTOR'S INSTRUCTION ({agent}) ---\nThe executor works under this instruction; your \
-                 advice must respect it.\n\n{instruction}"
-            ));
-        }
-        if self.include_tool_inventory && !seen.tools.is_empty() {
-            let lines: Vec<String> = seen
-                .tools
-                .iter()
-                .map(|(name, description)| match description.as_str() {
-                    "" => format!("- {name}"),
-                    description => format!("- {name}: {description}"),
-                })
-                .collect();
-            blocks.push(format!(
-                "--- THE EXECUTOR'S TOOLS ---\nThe executor can call these tools and no others: name them in your \
-                 plan, with concrete arguments.\n\n{}",
-                lines.join("\n")
-            ));
-        }
-        let mut items = transcript(&ctx.events(), ctx.function_call_id(), &self.context);
-        if !items.is_empty() {
-            items.insert(0, Item::Line("--- THE EXECUTOR'S SESSION ---".into()));
-        }
-        let extra = context
-            .map(|text| format!("\nWhat the executor adds that is not in the session:\n{text}\n"))
-            .unwrap_or_default();
-        let handoff = format!(
-            "--- END OF THE EXECUTOR'S SESSION ---\n\nYou are the advisor now. The executor agent ({agent}) \
-             paused its work and asks:\n\n{question}\n{extra}\nAnswer with diagnosis, plan and risks, advising \
-             its next steps; do not produce the deliverable yourself.",
-        );
-        // Each block ends with a blank line, as the transcript does before the handoff.
-        let items = blocks
+    /// `text` without this tool's text for the executor's system instruction (ADK's own
+    /// and the configured one), trimmed: the advisor reads what the executor was told.
+    fn without_executor_instruction(&self, text: &str) -> String {
+        let mut text = text.to_string();
+        for snippet in self
+            .executor_instruction
+            .as_deref()
             .into_iter()
-            .map(|block| Item::Line(format!("{block}\n")))
-            .chain(items)
-            .chain([Item::Line(String::new()), Item::Line(handoff)]);
-        let mut content = Content::new("user");
-        let mut text: Vec<String> = Vec::new();
-        for item in items {
-            match item {
-                Item::Line(line) => text.push(line),
-                Item::Media(part) => {
-                    if !text.is_empty() {
-                        content = content.with_text(std::mem::take(&mut text).join("\n"));
-                    }
-                    content = content.with_part(*part);
-                }
+            .chain([EXECUTOR_INSTRUCTION])
+        {
+            if !snippet.is_empty() && text.contains(snippet) {
+                text = text.replace(snippet, "");
             }
         }
-        content = content.with_text(text.join("\n"));
+        text.trim().to_string()
+    }
+
+    /// The executor agent's own instructions as ADK forwards them: its static
+    /// instruction, then its instruction with the state filled in, without this tool's
+    /// text (the root's global instruction and the runner's other additions are not its
+    /// own). None when it has none or it is not asked for.
+    async fn executor_instruction_for_advisor(&self, ctx: &Arc<dyn ToolContext>) -> Option<String> {
+        if !self.include_agent_instruction {
+            return None;
+        }
+        let agent = ctx.calling_agent()?;
+        let spec = agent.spec();
+        let mut parts = Vec::new();
+        if let Some(text) = spec.static_instruction {
+            let text = self.without_executor_instruction(text);
+            if !text.is_empty() {
+                parts.push(text);
+            }
+        }
+        if let Some(template) = spec.instruction {
+            let callback_ctx: &dyn CallbackContext = ctx.as_ref();
+            // A placeholder that cannot be filled (a required key missing) leaves the
+            // template with the state's keys filled in, as ADK falls back.
+            let rendered = match instruction::render(template, agent.name(), callback_ctx).await {
+                Ok(rendered) => rendered,
+                Err(_) => fill_known_keys(template, ctx.as_ref()),
+            };
+            let text = self.without_executor_instruction(&rendered);
+            if !text.is_empty() {
+                parts.push(text);
+            }
+        }
+        (!parts.is_empty()).then(|| parts.join("\n\n"))
+    }
+
+    /// The executor's other tools, one line each (`- name: description`, the
+    /// description on one line, cut at 300 characters).
+    fn tool_inventory(&self, ctx: &dyn ToolContext) -> Option<String> {
+        if !self.include_tool_inventory {
+            return None;
+        }
+        let lines: Vec<String> = self
+            .tools_seen(ctx.invocation_id())
+            .into_iter()
+            .map(|(name, description)| match description.as_str() {
+                "" => format!("- {name}"),
+                description => format!("- {name}: {description}"),
+            })
+            .collect();
+        (!lines.is_empty()).then(|| lines.join("\n"))
+    }
+
+    /// The advisor's request: one user message of parts, the executor's instruction and
+    /// tools, the session's transcript (without this call and other consults still
+    /// unanswered), then the hand-off with the question, as ADK builds it.
+    async fn request(&self, ctx: &Arc<dyn ToolContext>, question: &str, context: Option<&str>) -> LlmRequest {
+        let agent = Some(ctx.agent_name().trim()).filter(|name| !name.is_empty() && *name != "unknown");
+        let mut content = Content::new("user");
+        if let Some(instruction) = self.executor_instruction_for_advisor(ctx).await {
+            let header = INSTRUCTION_HEADER.replace("{agent}", agent.unwrap_or("the executor"));
+            content = content.with_text(format!("{header}{instruction}"));
+        }
+        if let Some(tools) = self.tool_inventory(ctx.as_ref()) {
+            content = content.with_text(format!("{TOOLS_HEADER}{tools}"));
+        }
+        let events = ctx.events();
+        let mut skip = self.unanswered_consults(&events);
+        skip.insert(ctx.function_call_id().to_string());
+        for part in transcript(&events, &skip, &self.context) {
+            content = content.with_part(part);
+        }
+        let context_block = context
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(|text| CONTEXT_BLOCK.replace("{context}", text))
+            .unwrap_or_default();
+        let agent_clause = agent.map(|name| format!(" ({name})")).unwrap_or_default();
+        let handoff = fill(
+            HANDOFF,
+            &[
+                ("{agent_clause}", &agent_clause),
+                ("{question}", question.trim()),
+                ("{context_block}", &context_block),
+            ],
+        );
+        content = content.with_text(handoff);
         LlmRequest {
             model: self.advisor.name().to_string(),
             contents: vec![content],
             system_instruction: Some(self.advisor_instruction.clone()),
             tools: Vec::new(),
             config: self.config.clone(),
+            dynamic_instructions: Vec::new(),
         }
+    }
+
+    /// The ids of this tool's calls in `events` that have no response yet (consults in
+    /// flight beside this one): the advisor is not shown them.
+    fn unanswered_consults(&self, events: &[Event]) -> HashSet<String> {
+        let mut answered = HashSet::new();
+        let mut calls = Vec::new();
+        for part in events
+            .iter()
+            .filter_map(Event::content)
+            .flat_map(|content| &content.parts)
+        {
+            match &part.kind {
+                PartKind::FunctionResponse { id: Some(id), .. } => {
+                    answered.insert(id.clone());
+                }
+                PartKind::FunctionCall { name, id: Some(id), .. } if *name == self.name => calls.push(id.clone()),
+                _ => {}
+            }
+        }
+        calls.into_iter().filter(|id| !answered.contains(id)).collect()
     }
 
     /// The advisor's answer; a request with thinking the advisor refuses is sent
@@ -389,41 +547,108 @@ impl ModelConsultTool {
             plain
         });
         match (self.ask(request).await, retry) {
-            (Err(error), Some(plain)) if refuses_thinking(&error) => {
+            (Err(AskError::Call(error)), Some(plain)) if refuses_thinking(&error) => {
                 tracing::info!(tool = %self.name, advisor = %self.advisor.name(), %error, "the advisor refused thinking; asking without it");
-                self.ask(plain).await
+                self.ask(plain).await.map_err(|error| self.error_text(error))
             }
-            (asked, _) => asked,
+            (asked, _) => asked.map_err(|error| self.error_text(error)),
         }
     }
 
-    /// The advisor's answer, or why there is none.
-    async fn ask(&self, request: LlmRequest) -> std::result::Result<Advice, String> {
+    /// ADK's words for a failed consult.
+    fn error_text(&self, error: AskError) -> String {
+        let model = self.advisor.name();
+        match error {
+            AskError::Call(error) => format!("Advisor ({model}) call failed: {error}"),
+            AskError::Reply(code, message) => format!("Advisor ({model}) returned error {code}: {message}"),
+            AskError::CutBeforeText {
+                max_output_tokens,
+                thoughts,
+            } => format!(
+                "Advisor ({model}) produced no visible text before hitting max_output_tokens={} (thoughts consumed \
+                 {thoughts} tokens). Increase max_output_tokens or lower thinking_level.",
+                max_output_tokens.map_or_else(|| "None".to_string(), |n| n.to_string())
+            ),
+            AskError::Empty(finish_reason) => format!(
+                "Advisor ({model}) returned an empty response (finish_reason={}).",
+                finish_reason.map_or_else(|| "None".to_string(), |reason| format!("FinishReason.{reason:?}"))
+            ),
+        }
+    }
+
+    /// The advisor's answer (its text parts but thoughts, joined), or why there is none.
+    async fn ask(&self, request: LlmRequest) -> std::result::Result<Advice, AskError> {
+        let max_output_tokens = request.config.max_output_tokens;
         let mut replies = self
             .advisor
             .generate_content(request, false)
             .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| AskError::Call(e.to_string()))?;
+        let mut text = String::new();
+        let (mut model, mut finish_reason, mut usage) = (None, None, None);
         while let Some(reply) = replies.next().await {
-            let reply = reply.map_err(|e| e.to_string())?;
+            let reply = reply.map_err(|e| AskError::Call(e.to_string()))?;
+            if reply.model_version.is_some() {
+                model = reply.model_version.clone();
+            }
+            if reply.finish_reason.is_some() {
+                finish_reason = reply.finish_reason;
+            }
+            if reply.usage_metadata.is_some() {
+                usage = reply.usage_metadata.clone();
+            }
+            if let Some(code) = reply.error_code.as_deref().filter(|code| !code.is_empty())
+                && finish_reason != Some(FinishReason::MaxTokens)
+                && !code.to_ascii_uppercase().ends_with("MAX_TOKENS")
+            {
+                let message = reply.error_message.clone().unwrap_or_else(|| "no message".into());
+                return Err(AskError::Reply(code.to_string(), message));
+            }
             if reply.partial == Some(true) {
                 continue;
             }
-            if let Some(error) = reply.error_message.filter(|e| !e.is_empty()) {
-                return Err(error);
+            if let Some(content) = &reply.content {
+                text.extend(content.parts.iter().filter_map(Part::text));
             }
-            let text = reply.content.as_ref().and_then(Content::text).unwrap_or_default();
-            return match text.trim() {
-                "" => Err("the advisor's reply was empty".into()),
-                text => Ok(Advice {
-                    guidance: text.to_string(),
-                    model: reply.model_version.unwrap_or_else(|| self.advisor.name().to_string()),
-                    usage: advisor_usage(reply.usage_metadata.as_ref()),
-                }),
-            };
         }
-        Err("the advisor ended its reply without a complete response".into())
+        let cut = finish_reason == Some(FinishReason::MaxTokens);
+        let usage = advisor_usage(usage.as_ref());
+        let text = text.trim();
+        if text.is_empty() {
+            return Err(if cut {
+                AskError::CutBeforeText {
+                    max_output_tokens,
+                    thoughts: usage["thoughts_tokens"].as_i64().unwrap_or(0),
+                }
+            } else {
+                AskError::Empty(finish_reason)
+            });
+        }
+        let guidance = match cut {
+            true => format!("{text}\n\n[advisor guidance truncated at max_output_tokens]"),
+            false => text.to_string(),
+        };
+        Ok(Advice {
+            guidance,
+            model: model.unwrap_or_else(|| self.advisor.name().to_string()),
+            usage,
+        })
     }
+}
+
+/// Why the advisor gave no guidance.
+enum AskError {
+    /// The call failed (the provider's error).
+    Call(String),
+    /// The reply carried an error code and message.
+    Reply(String, String),
+    /// The output cap was reached before any text (thinking took it all).
+    CutBeforeText {
+        max_output_tokens: Option<i32>,
+        thoughts: i64,
+    },
+    /// No text, for the reason given.
+    Empty(Option<FinishReason>),
 }
 
 /// The advisor's answer as ADK's `AdvisorResult` has it.
@@ -465,118 +690,292 @@ fn positive(field: &str, max: u32) -> Result<u32> {
     Ok(max)
 }
 
-/// Whether an advisor's error says it refused the request's thinking settings.
+/// Whether an advisor's error says it refused the request's thinking settings: ADK's
+/// test (a thinking field named, or thinking said to be unsupported), and the same of
+/// `reasoning_effort`, the field an OpenAI-compatible server names.
 fn refuses_thinking(error: &str) -> bool {
     let error = error.to_ascii_lowercase();
-    ["thinking", "reasoning"].iter().any(|word| error.contains(word))
+    let fields = [
+        "thinking_config",
+        "thinkingconfig",
+        "thinking_level",
+        "thinking level",
+        "thinking_budget",
+        "thinking budget",
+        "reasoning_effort",
+    ];
+    let refusals = [
+        "unsupported",
+        "not support",
+        "unknown",
+        "unexpected",
+        "only available",
+        "not allowed",
+        "cannot",
+    ];
+    fields.iter().any(|field| error.contains(field))
+        || (["thinking", "reasoning"].iter().any(|word| error.contains(word))
+            && refusals.iter().any(|word| error.contains(word)))
 }
 
-/// One piece of the advisor's transcript.
-enum Item {
-    Line(String),
-    /// An image, audio or file part, passed as it is (`include_media`).
-    Media(Box<Part>),
+/// `template` with each `{key}` of the state replaced by its value (ADK's fallback when
+/// the instruction cannot be templated).
+fn fill_known_keys(template: &str, ctx: &dyn ToolContext) -> String {
+    let mut text = template.to_string();
+    for (key, value) in ctx.state().all() {
+        if crate::rules::is_identifier(&key) {
+            let value = match value {
+                Value::Null => String::new(),
+                Value::String(text) => text,
+                other => other.to_string(),
+            };
+            text = text.replace(&format!("{{{key}}}"), &value);
+        }
+    }
+    text
 }
 
-impl Item {
-    /// What it costs of the character budget; media at a rough quarter of its bytes,
-    /// as ADK counts it, so a turn of images cannot sail past the budget.
-    fn chars(&self) -> usize {
-        match self {
-            Item::Line(line) => line.len() + 1,
-            Item::Media(part) => match &part.kind {
-                PartKind::InlineData { data, .. } => data.len() / 4,
-                _ => 0,
-            },
+/// `template` with each of its `{name}`s in `values` replaced in one pass (as Python's
+/// `str.format`): a value holding another's name is left as written.
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(at) = rest.find('{') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        match values.iter().find(|(name, _)| rest.starts_with(name)) {
+            Some((name, value)) => {
+                out.push_str(value);
+                rest = &rest[name.len()..];
+            }
+            None => {
+                out.push('{');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `text` cut to at most `limit` characters, the cut noted within the limit (ADK's
+/// `_truncate`).
+fn truncate(text: &str, limit: usize) -> String {
+    let length = text.chars().count();
+    if length <= limit {
+        return text.to_string();
+    }
+    let widest_note = format!("\n[... {length} characters truncated ...]").chars().count();
+    let head = |n: usize| text.chars().take(n).collect::<String>();
+    match limit.checked_sub(widest_note).filter(|keep| *keep > 0) {
+        None => head(limit),
+        Some(keep) => format!("{}\n[... {} characters truncated ...]", head(keep), length - keep),
+    }
+}
+
+/// A part named in text (ADK's `_describe_media_part`), for media left out.
+fn describe_media(part: &Part, reason: &str) -> String {
+    match &part.kind {
+        PartKind::FileData { file_uri, .. } => format!("[file {reason}: {file_uri}]"),
+        kind => {
+            let mime_type = match kind {
+                PartKind::InlineData { mime_type, .. } if !mime_type.is_empty() => mime_type.as_str(),
+                _ => "unknown",
+            };
+            format!("[media {reason}: {mime_type}]")
         }
     }
 }
 
-/// The conversation as transcript items (newest `max_events` events), without the
-/// parts of call `skip` (the consult being made) and, unless asked for, thoughts;
-/// long payloads cut, and, past the budget, the items after the first left out from
-/// the oldest on (the newest cut to fit).
-fn transcript(events: &[Event], skip: &str, config: &ConsultContext) -> Vec<Item> {
+/// One part of an event as the advisor reads it (ADK's `_convert_part`): calls and
+/// results as text lines, text labelled with its speaker, media passed or named; None
+/// for what is left out (thoughts unless asked for, the calls of `skip`, blank text).
+fn transcript_part(part: &Part, author: &str, skip: &HashSet<String>, config: &ConsultContext) -> Option<Part> {
+    if part.is_thought() && !config.include_thoughts {
+        return None;
+    }
+    let payload = config.max_part_chars;
+    let line = match &part.kind {
+        PartKind::FunctionCall { name, args, id } => {
+            if id.as_ref().is_some_and(|id| skip.contains(id)) {
+                return None;
+            }
+            let args = match args {
+                Value::Null => String::new(),
+                Value::Object(map) if map.is_empty() => String::new(),
+                args => truncate(&python_json(args), payload),
+            };
+            format!("[tool_call] {name}({args})")
+        }
+        PartKind::FunctionResponse { function_response, id } => {
+            if id.as_ref().is_some_and(|id| skip.contains(id)) {
+                return None;
+            }
+            let body = match &function_response.response {
+                Value::Null => String::new(),
+                Value::String(text) => truncate(text, payload),
+                response => truncate(&python_json(response), payload),
+            };
+            format!("[tool_result] {} -> {body}", function_response.name)
+        }
+        PartKind::Text { text } => {
+            let text = truncate(text, payload.saturating_mul(TEXT_CHARS_MULTIPLIER));
+            if text.trim().is_empty() {
+                return None;
+            }
+            match (part.is_thought(), author) {
+                (true, _) => format!("[thought] {text}"),
+                (false, "user") => format!("[user] {text}"),
+                (false, "") => format!("[agent] {text}"),
+                (false, author) => format!("[agent:{author}] {text}"),
+            }
+        }
+        PartKind::InlineData { .. } | PartKind::FileData { .. } if config.include_media => return Some(part.clone()),
+        PartKind::InlineData { .. } | PartKind::FileData { .. } => describe_media(part, "omitted"),
+        PartKind::ExecutableCode { code, .. } => {
+            format!("[code]\n{}", truncate(code.as_deref().unwrap_or_default(), payload))
+        }
+        PartKind::CodeExecutionResult { output, .. } => {
+            format!(
+                "[code_result] {}",
+                truncate(output.as_deref().unwrap_or_default(), payload)
+            )
+        }
+    };
+    Some(Part::text_part(line))
+}
+
+/// What a part costs of the character budget: its text's characters, media a rough
+/// quarter of its bytes (so a turn of images cannot sail past the budget).
+fn part_chars(part: &Part) -> usize {
+    match &part.kind {
+        PartKind::Text { text } => text.chars().count(),
+        PartKind::InlineData { data, .. } => data.len() / 4,
+        _ => 0,
+    }
+}
+
+fn turn_chars(turn: &[Part]) -> usize {
+    turn.iter().map(part_chars).sum()
+}
+
+/// A turn cut to `limit` characters (ADK's `_truncate_content`): texts cut, media kept
+/// while it fits, else named.
+fn truncate_turn(turn: Vec<Part>, limit: usize) -> Vec<Part> {
+    let mut kept = Vec::new();
+    let mut used = 0;
+    for part in turn {
+        if used >= limit {
+            continue;
+        }
+        if let PartKind::Text { text } = &part.kind {
+            kept.push(Part::text_part(truncate(text, limit - used)));
+            used += text.chars().count();
+            continue;
+        }
+        let cost = part_chars(&part);
+        if cost <= limit - used {
+            kept.push(part);
+            used += cost;
+            continue;
+        }
+        let placeholder = truncate(
+            &describe_media(&part, "omitted to fit the context budget"),
+            limit - used,
+        );
+        if !placeholder.is_empty() {
+            used += placeholder.chars().count();
+            kept.push(Part::text_part(placeholder));
+        }
+    }
+    kept
+}
+
+/// The turns within `max_chars` (ADK's `_apply_char_budget`): the oldest kept up to a
+/// quarter of the budget (the task), then the newest that fit, a marker for those left
+/// out between; the newest is always kept, cut when it alone does not fit.
+fn within_budget(turns: Vec<Vec<Part>>, max_chars: Option<usize>) -> Vec<Vec<Part>> {
+    let Some(max) = max_chars else {
+        return turns;
+    };
+    let sizes: Vec<usize> = turns.iter().map(|turn| turn_chars(turn)).collect();
+    if turns.is_empty() || sizes.iter().sum::<usize>() <= max {
+        return turns;
+    }
+    let marker_chars = OMISSION_MARKER.chars().count();
+    let mut head_len = 0;
+    let mut used = 0;
+    for size in &sizes {
+        if used + size > max / 4 {
+            break;
+        }
+        head_len += 1;
+        used += size;
+    }
+    let remaining = max.saturating_sub(used + marker_chars);
+    let mut tail_len = 0;
+    let mut tail_used = 0;
+    for size in sizes[head_len..].iter().rev() {
+        if tail_used + size > remaining && tail_len > 0 {
+            break;
+        }
+        tail_len += 1;
+        tail_used += size;
+    }
+    let dropped = turns.len() - head_len - tail_len;
+    let newest_chars = sizes[sizes.len() - 1];
+    let mut fixed = used + tail_used - newest_chars;
+    let mut marker = (dropped > 0).then(|| vec![Part::text_part(OMISSION_MARKER.replace("{n}", &dropped.to_string()))]);
+    if let Some(text) = &marker {
+        let chars = turn_chars(text);
+        if max.saturating_sub(fixed + chars) == 0 {
+            // Too small a budget for both: the newest turn is what the advisor is asked about.
+            marker = None;
+        } else {
+            fixed += chars;
+        }
+    }
+    let mut turns = turns;
+    let tail = turns.split_off(turns.len() - tail_len);
+    turns.truncate(head_len);
+    turns.extend(marker);
+    turns.extend(tail);
+    let allowance = max.saturating_sub(fixed);
+    if allowance < newest_chars
+        && let Some(newest) = turns.pop()
+    {
+        turns.push(truncate_turn(newest, allowance));
+    }
+    turns.retain(|turn| !turn.is_empty());
+    turns
+}
+
+/// The session as the advisor reads it (ADK's `build_advisor_contents`): the events
+/// that survive rewinds, complete ones only, the newest `max_events`; each event's parts
+/// converted ([`transcript_part`]), then held to the character budget
+/// ([`within_budget`]), in one run of parts.
+fn transcript(events: &[Event], skip: &HashSet<String>, config: &ConsultContext) -> Vec<Part> {
     if !config.include_session {
         return Vec::new();
     }
-    let events = &events[events.len() - config.max_events.unwrap_or(usize::MAX).min(events.len())..];
-    let payload = config.max_part_chars;
-    let prose = payload.saturating_mul(TEXT_CHARS_MULTIPLIER);
-    let mut items = Vec::new();
-    for event in events {
-        let Some(content) = event.content() else { continue };
-        let author = &event.author;
-        for part in &content.parts {
-            let item = match &part.kind {
-                PartKind::Text { text } if part.is_thought() => config
-                    .include_thoughts
-                    .then(|| Item::Line(cut(format!("{author} thought: {text}"), prose))),
-                PartKind::Text { text } if text.trim().is_empty() => None,
-                PartKind::Text { text } => Some(Item::Line(cut(format!("{author}: {text}"), prose))),
-                PartKind::FunctionCall { id, .. } | PartKind::FunctionResponse { id, .. }
-                    if id.as_deref() == Some(skip) =>
-                {
-                    None
-                }
-                PartKind::FunctionCall { name, args, .. } => {
-                    Some(Item::Line(cut(format!("{author} called {name}({args})"), payload)))
-                }
-                PartKind::FunctionResponse { function_response, .. } => Some(Item::Line(cut(
-                    format!("{} returned {}", function_response.name, function_response.response),
-                    payload,
-                ))),
-                PartKind::InlineData { .. } | PartKind::FileData { .. } if config.include_media => {
-                    Some(Item::Media(Box::new(part.clone())))
-                }
-                PartKind::InlineData { mime_type, .. } => {
-                    Some(Item::Line(format!("{author}: [media omitted: {mime_type}]")))
-                }
-                PartKind::FileData { file_uri, .. } => {
-                    Some(Item::Line(format!("{author}: [file omitted: {file_uri}]")))
-                }
-                PartKind::ExecutableCode { code, .. } => Some(Item::Line(cut(
-                    format!("{author} ran code:\n{}", code.as_deref().unwrap_or_default()),
-                    payload,
-                ))),
-                PartKind::CodeExecutionResult { output, .. } => Some(Item::Line(cut(
-                    format!("{author}'s code printed: {}", output.as_deref().unwrap_or_default()),
-                    payload,
-                ))),
-            };
-            items.extend(item);
-        }
-    }
-    let Some(max) = config.max_chars else {
-        return items;
-    };
-    let mut total: usize = items.iter().map(Item::chars).sum();
-    let mut left_out = 0;
-    while total > max && items.len() > 2 {
-        total -= items.remove(1).chars();
-        left_out += 1;
-    }
-    if left_out > 0 {
-        let marker = Item::Line(format!("[... {left_out} earlier item(s) left out to fit ...]"));
-        total += marker.chars();
-        items.insert(1, marker);
-    }
-    // The newest item is the state the advisor is asked about: cut rather than lost.
-    if total > max
-        && let Some(Item::Line(line)) = items.last_mut()
-    {
-        let over = total - max;
-        let keep = line.chars().count().saturating_sub(over);
-        *line = cut(std::mem::take(line), keep);
-    }
-    items
-}
-
-fn cut(line: String, max: usize) -> String {
-    match line.char_indices().nth(max) {
-        Some((end, _)) => format!("{}[... cut ...]", &line[..end]),
-        None => line,
-    }
+    let live: Vec<Event> = adk_grpc_core::history::apply_rewinds(events)
+        .into_iter()
+        .filter(|event| event.llm_response.partial != Some(true))
+        .collect();
+    let from = live.len() - config.max_events.unwrap_or(usize::MAX).min(live.len());
+    let turns: Vec<Vec<Part>> = live[from..]
+        .iter()
+        .filter_map(|event| {
+            let content = event.content()?;
+            let parts: Vec<Part> = content
+                .parts
+                .iter()
+                .filter_map(|part| transcript_part(part, &event.author, skip, config))
+                .collect();
+            (!parts.is_empty()).then_some(parts)
+        })
+        .collect();
+    within_budget(turns, config.max_chars).into_iter().flatten().collect()
 }
 
 #[async_trait]
@@ -589,31 +988,30 @@ impl Tool for ModelConsultTool {
         &self.description
     }
 
+    /// In Gemini's `Schema` form, upper-case types, as ADK declares it (an OpenAI
+    /// model gets the types in lower case, as ADK's LiteLlm sends them).
     fn parameters_schema(&self) -> Option<Value> {
         Some(json!({
-            "type": "object",
+            "type": "OBJECT",
             "properties": {
-                "question": {
-                    "type": "string",
-                    "description": "The decision or blocker to review: the approach you consider, or what you \
-                                    tried and how it failed. The advisor sees the conversation already."
-                },
-                "context": {
-                    "type": "string",
-                    "description": "Optional: what matters and is not in the conversation (constraints you \
-                                    inferred, options you weigh)."
-                }
+                "question": {"type": "STRING", "description": QUESTION_DESCRIPTION},
+                "context": {"type": "STRING", "description": CONTEXT_DESCRIPTION}
             },
             "required": ["question"]
         }))
     }
 
     async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
-        if self.include_agent_instruction || self.include_tool_inventory {
+        if self.include_tool_inventory {
+            // The agent's own tools, as ADK lists its `canonical_tools`: not the consult
+            // itself, nor the tools the runner adds for transfers and structured replies.
             let tools = request
                 .tools
                 .iter()
-                .filter(|tool| tool.name != self.name)
+                .filter(|tool| {
+                    ![self.name.as_str(), TRANSFER_TOOL_NAME, SET_MODEL_RESPONSE_TOOL_NAME]
+                        .contains(&tool.name.as_str())
+                })
                 .map(|tool| {
                     let description = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
                     let description = match description.char_indices().nth(TOOL_DESCRIPTION_LIMIT) {
@@ -630,34 +1028,39 @@ impl Tool for ModelConsultTool {
                         .map(|tool| (tool.name().to_string(), String::new())),
                 )
                 .collect();
-            let instruction = request
-                .system_instruction
-                .as_deref()
-                .map(str::trim)
-                .filter(|text| !text.is_empty())
-                .map(str::to_string);
-            let mut seen = adk_grpc_core::sync::lock(&self.seen);
+            let mut seen = adk_grpc_core::sync::lock(&self.tools_seen);
             seen.retain(|(id, _)| id != ctx.invocation_id());
             if seen.len() >= SEEN_INVOCATIONS {
                 seen.pop_front();
             }
-            seen.push_back((ctx.invocation_id().to_string(), Seen { instruction, tools }));
+            seen.push_back((ctx.invocation_id().to_string(), tools));
         }
-        if let Some(instruction) = &self.executor_instruction {
+        // Once: a system instruction that has it already (another consult tool's) is left.
+        if let Some(instruction) = &self.executor_instruction
+            && !request
+                .system_instruction
+                .as_deref()
+                .is_some_and(|system| system.contains(instruction.as_str()))
+        {
             append_instruction(request, instruction);
         }
         Ok(())
     }
 
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
-        let question = args["question"].as_str().map(str::trim).unwrap_or_default();
+        let question = match &args["question"] {
+            Value::String(text) => text.trim().to_string(),
+            Value::Null => String::new(),
+            other => other.to_string().trim().to_string(),
+        };
         if question.is_empty() {
-            return Ok(json!({
-                "status": "invalid_request",
-                "message": "`question` is required: say which decision or blocker you want reviewed.",
-            }));
+            return Ok(json!({"status": "invalid_request", "message": NO_QUESTION}));
         }
-        let context = args["context"].as_str().map(str::trim).filter(|text| !text.is_empty());
+        let context = match &args["context"] {
+            Value::String(text) => Some(text.clone()),
+            Value::Null => None,
+            other => Some(other.to_string()),
+        };
         let (turn, session) = self.counts(ctx.as_ref());
         let limit = match (self.session_max_uses, self.max_uses) {
             (Some(max), _) if session >= max => Some(SESSION_LIMIT.replace("{max}", &max.to_string())),
@@ -677,12 +1080,18 @@ impl Tool for ModelConsultTool {
             set: &self.in_flight,
             invocation,
         };
-        let request = self.request(ctx.as_ref(), question, context);
+        let request = self.request(&ctx, &question, context.as_deref()).await;
         let started = std::time::Instant::now();
         let asked = match self.timeout {
             Some(timeout) => tokio::time::timeout(timeout, self.ask_allowing_no_thinking(request))
                 .await
-                .unwrap_or_else(|_| Err(format!("the advisor did not answer within {}s", timeout.as_secs_f64()))),
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "Advisor ({}) timed out after {}s.",
+                        self.advisor.name(),
+                        timeout.as_secs_f64()
+                    ))
+                }),
             None => self.ask_allowing_no_thinking(request).await,
         };
         match asked {
@@ -724,15 +1133,15 @@ mod tests {
     use super::*;
     use adk_grpc_core::{FunctionResponseData, Part};
 
-    fn lines(items: &[Item]) -> String {
-        let lines: Vec<&str> = items
+    fn texts(parts: &[Part]) -> Vec<String> {
+        parts
             .iter()
-            .filter_map(|item| match item {
-                Item::Line(line) => Some(line.as_str()),
-                Item::Media(_) => None,
-            })
-            .collect();
-        lines.join("\n")
+            .map(|part| part.text().map_or_else(|| "<media>".to_string(), str::to_string))
+            .collect()
+    }
+
+    fn skip(ids: &[&str]) -> HashSet<String> {
+        ids.iter().map(|id| id.to_string()).collect()
     }
 
     #[test]
@@ -762,6 +1171,35 @@ mod tests {
     }
 
     #[test]
+    fn the_handoff_fills_each_field_once() {
+        let filled = fill(
+            HANDOFF,
+            &[
+                ("{agent_clause}", " (coder)"),
+                ("{question}", "Is {context_block} a field?"),
+                ("{context_block}", ""),
+            ],
+        );
+        assert!(
+            filled.contains(
+                "The executor agent (coder) paused its work and asked you:\n\nIs {context_block} a field?\n\nRespond"
+            ),
+            "{filled}"
+        );
+    }
+
+    #[test]
+    fn a_cut_text_notes_what_was_cut_within_its_limit() {
+        assert_eq!(truncate("short", 10), "short");
+        // Room is kept for the widest note (the whole length's): this one is a digit shorter.
+        let cut = truncate(&"é".repeat(100), 60);
+        assert_eq!(cut.chars().count(), 59, "{cut}");
+        assert!(cut.ends_with("\n[... 75 characters truncated ...]"), "{cut}");
+        // Too small a limit for the note: the text's start only.
+        assert_eq!(truncate(&"x".repeat(100), 5), "xxxxx");
+    }
+
+    #[test]
     fn the_transcript_leaves_out_the_consult_being_made_and_cuts_long_payloads() {
         let user = Event::new("e-1")
             .with_author("user")
@@ -784,19 +1222,26 @@ mod tests {
             .with_content(Content::new("tool").with_part(Part::function_response(
                 FunctionResponseData {
                     name: "grep".into(),
-                    response: json!({"hits": 3}),
+                    response: json!({"hits": 3, "files": ["a.rs"]}),
                 },
                 Some("c1".into()),
             )));
-        let text = lines(&transcript(&[user, calls, result], "c2", &ConsultContext::default()));
-        assert!(text.starts_with("user: find the bug\ncoder called grep("), "{text}");
-        assert!(text.contains("[... cut ...]") && text.len() < 5_000, "{}", text.len());
-        assert!(text.ends_with("grep returned {\"hits\":3}"), "{text}");
-        assert!(!text.contains("model_consult"), "{text}");
+        let lines = texts(&transcript(
+            &[user, calls, result],
+            &skip(&["c2"]),
+            &ConsultContext::default(),
+        ));
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert_eq!(lines[0], "[user] find the bug");
+        assert!(lines[1].starts_with("[tool_call] grep({\"q\": \"xxx"), "{}", lines[1]);
+        assert!(lines[1].ends_with(" characters truncated ...])"), "{}", lines[1]);
+        assert_eq!(lines[1].chars().count(), "[tool_call] grep()".len() + 3_999);
+        // Python's json.dumps spacing, as ADK renders a result.
+        assert_eq!(lines[2], "[tool_result] grep -> {\"hits\": 3, \"files\": [\"a.rs\"]}");
     }
 
     #[test]
-    fn a_long_transcript_keeps_the_task_and_the_newest_lines() {
+    fn a_long_transcript_keeps_the_task_and_the_newest_turns() {
         let events: Vec<Event> = (0..100)
             .map(|i| {
                 Event::new("e-1")
@@ -804,15 +1249,22 @@ mod tests {
                     .with_content(Content::new("user").with_text(format!("{i} {}", "y".repeat(5_000))))
             })
             .collect();
-        let text = lines(&transcript(&events, "", &ConsultContext::default()));
-        assert!(text.len() <= 200_000 + 100, "{}", text.len());
-        assert!(text.starts_with("user: 0 "));
-        assert!(text.contains("earlier item(s) left out"));
-        assert!(text.contains("user: 99 "));
+        let lines = texts(&transcript(&events, &skip(&[]), &ConsultContext::default()));
+        let total: usize = lines.iter().map(|line| line.chars().count()).sum();
+        assert!(total <= 200_000, "{total}");
+        assert!(lines[0].starts_with("[user] 0 "));
+        assert_eq!(lines.len(), 40);
+        let marker = lines
+            .iter()
+            .position(|line| line.contains("earlier turn(s) omitted"))
+            .unwrap();
+        // The head is a quarter of the budget: 9 turns of 5,009 characters.
+        assert_eq!(marker, 9, "{:?}", &lines[marker]);
+        assert!(lines.last().unwrap().starts_with("[user] 99 "));
     }
 
     #[test]
-    fn media_is_passed_or_named_and_the_budget_cuts_the_newest_line() {
+    fn media_is_passed_or_named_and_the_budget_cuts_the_newest_turn() {
         let events = [
             Event::new("e-1").with_author("user").with_content(
                 Content::new("user")
@@ -823,24 +1275,25 @@ mod tests {
                 .with_author("coder")
                 .with_content(Content::new("model").with_text("z".repeat(500))),
         ];
-        let passed = transcript(&events, "", &ConsultContext::default());
-        assert!(matches!(passed[1], Item::Media(_)));
+        let passed = texts(&transcript(&events, &skip(&[]), &ConsultContext::default()));
+        assert_eq!(passed[1], "<media>");
         let named = ConsultContext {
             include_media: false,
             max_chars: Some(100),
             ..Default::default()
         };
-        let text = lines(&transcript(&events, "", &named));
-        assert!(
-            text.starts_with("user: look\n[... 1 earlier item(s) left out"),
-            "{text}"
-        );
-        assert!(text.ends_with("[... cut ...]") && text.len() < 150, "{text}");
+        // The first turn does not fit a quarter of the budget: only the newest is kept,
+        // cut to the budget less the marker's room.
+        let lines = texts(&transcript(&events, &skip(&[]), &named));
+        assert!(lines[0].contains("1 earlier turn(s) omitted"), "{lines:?}");
+        assert!(lines[1] == "[age\n[... 510 characters truncated ...]", "{lines:?}");
+        let total: usize = lines.iter().map(|line| line.chars().count()).sum();
+        assert!(total <= 100, "{lines:?}");
         let named = ConsultContext {
             include_media: false,
             ..Default::default()
         };
-        let text = lines(&transcript(&events, "", &named));
-        assert!(text.contains("user: [media omitted: image/png]"), "{text}");
+        let lines = texts(&transcript(&events, &skip(&[]), &named));
+        assert_eq!(lines[1], "[media omitted: image/png]");
     }
 }

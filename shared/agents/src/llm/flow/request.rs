@@ -304,6 +304,11 @@ impl RequestProcessor for ToolRequestProcessing {
             let callback_ctx: Arc<dyn CallbackContext> = input.ctx.clone();
             tool.process_llm_request(callback_ctx, request).await?;
         }
+        // The tools' dynamic instructions after all of them, together, as ADK folds them in.
+        if !request.dynamic_instructions.is_empty() {
+            let text = std::mem::take(&mut request.dynamic_instructions).join("\n\n");
+            append_to_system(request, text);
+        }
         Ok(())
     }
 }
