@@ -59,8 +59,9 @@ pub struct AgentSpec<'a> {
     pub global_instruction: Option<&'a str>,
     /// Its own instruction, as written (placeholders not yet filled).
     pub instruction: Option<&'a str>,
-    /// Its static instruction, sent as written.
-    pub static_instruction: Option<&'a str>,
+    /// The texts of its static instruction, sent as written (its files left out); empty
+    /// when it has none.
+    pub static_instruction: &'a [String],
     /// The model it calls.
     pub model: Option<&'a Arc<dyn Llm>>,
     /// The JSON Schema of its arguments when it is called as a tool.

@@ -503,7 +503,7 @@ impl Agent for LlmAgent {
             kind: AgentKind::Llm,
             global_instruction: inner.global_instruction.as_deref(),
             instruction: inner.instruction.as_deref(),
-            static_instruction: inner.static_instruction.as_deref(),
+            static_instruction: inner.static_instruction.as_ref().map_or(&[], StaticInstruction::texts),
             model: Some(&inner.model),
             input_schema: inner.input_schema.as_ref(),
             output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),

@@ -9,6 +9,8 @@ use adk_grpc_core::{Content, Part};
 #[derive(Debug, Clone, PartialEq)]
 pub struct StaticInstruction {
     parts: Vec<StaticPart>,
+    /// Its parts' texts that are not empty, in order: what an advisor is shown of it.
+    texts: Vec<String>,
 }
 
 /// A part of a static instruction.
@@ -40,7 +42,20 @@ pub(crate) struct StaticRequestParts {
 
 impl StaticInstruction {
     pub fn new(parts: Vec<StaticPart>) -> Self {
-        StaticInstruction { parts }
+        let texts = parts
+            .iter()
+            .filter_map(|part| match part {
+                StaticPart::Text(text) if !text.is_empty() => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
+        StaticInstruction { parts, texts }
+    }
+
+    /// The texts of its parts that are not empty, in order (ADK's model consult forwards
+    /// these to the advisor, without the files).
+    pub fn texts(&self) -> &[String] {
+        &self.texts
     }
 
     pub fn parts(&self) -> &[StaticPart] {

@@ -434,11 +434,15 @@ impl ModelConsultTool {
         let agent = ctx.calling_agent()?;
         let spec = agent.spec();
         let mut parts = Vec::new();
-        if let Some(text) = spec.static_instruction {
-            let text = self.without_executor_instruction(text);
-            if !text.is_empty() {
-                parts.push(text);
-            }
+        // Each text without this tool's own, the empty ones left out, one per line.
+        let static_lines: Vec<String> = spec
+            .static_instruction
+            .iter()
+            .map(|text| self.without_executor_instruction(text))
+            .filter(|text| !text.is_empty())
+            .collect();
+        if !static_lines.is_empty() {
+            parts.push(static_lines.join("\n"));
         }
         if let Some(template) = spec.instruction {
             let callback_ctx: &dyn CallbackContext = ctx.as_ref();

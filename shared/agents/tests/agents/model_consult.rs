@@ -340,3 +340,41 @@ async fn an_advisor_that_refuses_thinking_is_asked_again_without_it() {
     assert!(asked[1].json().get("reasoning_effort").is_none(), "{}", asked[1].json());
     assert_eq!(answer(&executor, "c1")["guidance"], "Read src/parse.rs.");
 }
+
+/// ADK forwards a static instruction's texts to the advisor, a line each, without its
+/// files or empty texts, before the agent's instruction.
+#[tokio::test]
+async fn the_advisor_reads_a_rich_static_instructions_texts_without_its_files() {
+    use adk_grpc_agents::{StaticInstruction, StaticPart};
+    let executor = FakeServer::start().await;
+    let advisor = FakeServer::start().await;
+    let tool = ModelConsultTool::new("model_consult", openai(&advisor)).unwrap();
+    let agent = LlmAgentBuilder::new("coder")
+        .model(openai(&executor))
+        .static_instruction(StaticInstruction::new(vec![
+            StaticPart::Text("You fix parsers.".into()),
+            StaticPart::InlineData {
+                mime_type: "image/png".into(),
+                data: b"png".to_vec(),
+                display_name: Some("grammar.png".into()),
+            },
+            StaticPart::Text(String::new()),
+            StaticPart::Text("Keep diffs small.".into()),
+        ]))
+        .instruction("Fix bugs in Rust.")
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    executor.push(consult("c1", "Which file?"));
+    advisor.push(openai::text("Read src/parse.rs."));
+    executor.push(openai::text("Done."));
+    h.say("the parser drops commas").await.ok();
+
+    let text = advisor_text(&advisor.last_request());
+    assert!(
+        text.contains("\n\nYou fix parsers.\nKeep diffs small.\n\nFix bugs in Rust.\n"),
+        "the static texts a line each, then the instruction: {text}"
+    );
+    assert!(!text.contains("grammar.png"), "no file: {text}");
+}
