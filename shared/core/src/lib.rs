@@ -45,7 +45,7 @@ pub use memory::{
 pub use model::{
     BuiltinTool, FunctionCallingConfig, FunctionCallingMode, GenerateContentConfig, ImageConfig, Llm, LlmRequest,
     LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig, ThinkingEffort, ToolConfig, ToolDeclaration, ask_once,
-    python_json, strip_code_fence, with_sorted_keys,
+    python_json, strip_code_fence, with_snake_case_keys, with_sorted_keys,
 };
 pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;

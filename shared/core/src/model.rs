@@ -324,6 +324,32 @@ pub fn strip_code_fence(text: &str) -> &str {
     body.trim()
 }
 
+/// `value` with every object's keys in snake_case (`voiceConfig` as `voice_config`), at
+/// every depth: how google-genai's pydantic classes write a field whatever case it was
+/// given in.
+pub fn with_snake_case_keys(value: Value) -> Value {
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(key, value)| {
+                    let mut snake = String::with_capacity(key.len() + 4);
+                    for c in key.chars() {
+                        if c.is_ascii_uppercase() {
+                            snake.push('_');
+                            snake.push(c.to_ascii_lowercase());
+                        } else {
+                            snake.push(c);
+                        }
+                    }
+                    (snake, with_snake_case_keys(value))
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(with_snake_case_keys).collect()),
+        other => other,
+    }
+}
+
 /// `value` with every object's keys sorted, at every depth: what Python's
 /// `json.dumps(sort_keys=True)` writes, whatever order the value keeps.
 pub fn with_sorted_keys(value: &Value) -> Value {

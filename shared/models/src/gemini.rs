@@ -537,7 +537,7 @@ impl StreamDecoder {
         if let Some(result) = candidate.logprobs_result {
             // google.genai's field names (ADK stores its LogprobsResult so); a streamed
             // reply's chunks each bring their own tokens.
-            let result = response::snake_case_keys(Value::Object(result));
+            let result = adk_grpc_core::with_snake_case_keys(Value::Object(result));
             let steps = |key: &str| result[key].as_array().cloned().unwrap_or_default();
             self.logprobs.chosen.extend(steps("chosen_candidates"));
             self.logprobs.top.extend(steps("top_candidates"));

@@ -132,30 +132,6 @@ impl Logprobs {
     }
 }
 
-/// `logProbability` -> `log_probability`, at every depth.
-pub(crate) fn snake_case_keys(value: Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.into_iter()
-                .map(|(key, value)| {
-                    let mut snake = String::with_capacity(key.len() + 4);
-                    for c in key.chars() {
-                        if c.is_ascii_uppercase() {
-                            snake.push('_');
-                            snake.push(c.to_ascii_lowercase());
-                        } else {
-                            snake.push(c);
-                        }
-                    }
-                    (snake, snake_case_keys(value))
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.into_iter().map(snake_case_keys).collect()),
-        other => other,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1077,34 +1077,8 @@ pub(super) struct ImageFileConfig {
 fn as_google_genai_sends(value: &Value) -> Value {
     match value {
         Value::String(voice) => serde_json::json!({"voice_config": {"prebuilt_voice_config": {"voice_name": voice}}}),
-        other => snake_case_keys(other),
+        other => adk_grpc_core::with_snake_case_keys(other.clone()),
     }
-}
-
-fn snake_case_keys(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(key, value)| (snake_case(key), snake_case_keys(value)))
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(snake_case_keys).collect()),
-        other => other.clone(),
-    }
-}
-
-/// `voiceConfig` as `voice_config`.
-fn snake_case(key: &str) -> String {
-    let mut snake = String::with_capacity(key.len() + 4);
-    for c in key.chars() {
-        if c.is_ascii_uppercase() {
-            snake.push('_');
-            snake.push(c.to_ascii_lowercase());
-        } else {
-            snake.push(c);
-        }
-    }
-    snake
 }
 
 /// A model_consult tool's `context_config` (ADK's `ModelConsultContextConfig`).
@@ -1186,7 +1160,10 @@ impl From<&GenerationConfig> for GenerateContentConfig {
                 image_size: i.image_size.clone(),
             }),
             speech_config: g.speech_config.as_ref().map(as_google_genai_sends),
-            audio_transcription_config: g.audio_transcription_config.as_ref().map(snake_case_keys),
+            audio_transcription_config: g
+                .audio_transcription_config
+                .clone()
+                .map(adk_grpc_core::with_snake_case_keys),
             service_tier: g.service_tier.clone(),
             store: g.store,
             // Named by the agent's tools (google_search, …), not by `generation`.
