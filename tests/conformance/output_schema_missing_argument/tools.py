@@ -1,11 +1,10 @@
-"""The planner's tool: a plain Python function, as an ADK user writes it."""
+"""The agents' tool: a plain Python function, as an ADK user writes it."""
 
 
-def find_trains(origin: str, destination: str) -> dict:
-    """Finds the trains between two cities.
+def find_trains(route: str) -> dict:
+    """Finds the trains of a route.
 
     Args:
-      origin: the city to leave from.
-      destination: the city to go to.
+      route: where from and where to, as the user says it.
     """
-    return {"origin": origin, "destination": destination, "hours": 1.5}
+    return {"route": route, "hours": 1.5}
