@@ -241,8 +241,8 @@ fn lax_scalar(kind: &str, value: &Value) -> Option<Value> {
         ("number", Value::String(text)) => from_text(text).map(Value::from),
         ("boolean", Value::Bool(_)) => Some(value.clone()),
         ("boolean", Value::Number(n)) => match n.as_f64() {
-            Some(f) if f == 0.0 => Some(Value::Bool(false)),
-            Some(f) if f == 1.0 => Some(Value::Bool(true)),
+            Some(0.0) => Some(Value::Bool(false)),
+            Some(1.0) => Some(Value::Bool(true)),
             _ => None,
         },
         ("boolean", Value::String(text)) => match text.trim().to_ascii_lowercase().as_str() {
