@@ -37,8 +37,8 @@ pub struct SchemaClass {
     /// Its JSON Schema (pydantic's for a type, a dict as written).
     pub json_schema: Value,
     /// Whether ADK validates a value against it, which it does for a pydantic class and a
-    /// list of one only (dumping the value in the class's field order); any other schema's
-    /// value is taken as the JSON parses.
+    /// list of one only (the value then stored as pydantic validates and dumps it); any
+    /// other schema's value is taken as the JSON parses.
     pub validated: bool,
     /// It as ADK's model clients send it (an agent without tools).
     pub as_sent: ResponseSchemaAsSent,
