@@ -15,7 +15,7 @@ import traceback
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, get_args
 
 from google.adk.agents import config_agent_utils
 from google.adk.agents.base_agent import BaseAgent
@@ -38,7 +38,7 @@ from google.adk.utils._schema_utils import lowercase_schema_types
 from google.genai import _common as genai_common
 from google.genai import _transformers as genai_transformers
 from google.genai import types
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic_core import to_jsonable_python
 
 # The hook points (docs/hooks.md) and the keyword names ADK calls each callback with.
@@ -342,7 +342,7 @@ class Worker:
         # of a class as `items`, anything else as `response`.
         call_argument = None if pydantic_class else "items" if list_of_class else "response"
         return {
-            "json_schema": json_schema_of(obj),
+            "json_schema": with_factory_defaults(json_schema_of(obj), obj),
             "validated": pydantic_class or list_of_class,
             "pydantic_class": pydantic_class,
             "gemini": json.loads(json.dumps(genai_common.encode_unserializable_types(gemini))),
@@ -466,6 +466,40 @@ async def make_tools(ref: str, args: dict[str, Any] | None, config_path: str) ->
     if callable(made) and not inspect.isclass(made):
         return [FunctionTool(made)]
     raise ValueError(f"{ref} made {type(made).__name__}, which is neither a tool nor a toolset")
+
+
+def with_factory_defaults(schema: dict[str, Any], obj: Any) -> dict[str, Any]:
+    """`schema` with a `default` for each field of a class (the schema's own, a list's
+    item class, the classes nested in them) whose default is a `default_factory`: pydantic's
+    JSON Schema leaves those out, and the runner fills a field left out of a reply from its
+    `default`, as pydantic fills it from the factory. The value is the factory's as
+    pydantic dumps it."""
+    root = obj if schema_utils.is_basemodel_schema(obj) else schema_utils.get_list_inner_type(obj)
+    if root is None:
+        return schema
+    seen: set[type] = set()
+    pending = [root]
+    while pending:
+        cls = pending.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        node = schema if cls is obj else schema.get("$defs", {}).get(cls.__name__)
+        for name, field in cls.model_fields.items():
+            pending.extend(classes_in(field.annotation))
+            properties = (node or {}).get("properties", {})
+            key = field.alias or name
+            if field.default_factory is not None and key in properties:
+                value = field.get_default(call_default_factory=True)
+                properties[key]["default"] = TypeAdapter(field.annotation).dump_python(value, mode="json")
+    return schema
+
+
+def classes_in(annotation: Any) -> list[type]:
+    """The pydantic classes an annotation names (`Stop`, `list[Stop]`, `Stop | None`, ...)."""
+    if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [cls for arg in get_args(annotation) for cls in classes_in(arg)]
 
 
 def json_schema_of(schema: Any) -> dict[str, Any]:

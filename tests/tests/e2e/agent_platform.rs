@@ -199,7 +199,7 @@ async fn an_adk_multi_agent_app_runs_with_python_tools_and_hooks(store: &str) {
     );
 
     // The next turn's instruction shows what the tools and the analyst wrote, after the
-    // root's global instruction.
+    // root's global instruction (a dict as ADK's `str()` writes it).
     provider.push(openai::text("Anything else?"));
     run(&deployment, "s1", "Thanks").await;
     let system = provider.requests().last().expect("a request").json()["messages"][0]["content"]
@@ -208,7 +208,7 @@ async fn an_adk_multi_agent_app_runs_with_python_tools_and_hooks(store: &str) {
         .to_string();
     assert!(system.starts_with("You work for Example Bank."), "{system}");
     assert!(
-        system.contains(r#"Last transfer: 10 to main. Risk: {"risk":"high"}."#),
+        system.contains(r#"Last transfer: 10 to main. Risk: {'risk': 'high'}."#),
         "{system}"
     );
 }

@@ -941,6 +941,26 @@ async fn output_schema_str_dict() {
 }
 
 #[tokio::test]
+async fn output_schema_defaults() {
+    replay("output_schema_defaults").await;
+}
+
+#[tokio::test]
+async fn output_schema_defaults_tools() {
+    replay("output_schema_defaults_tools").await;
+}
+
+#[tokio::test]
+async fn output_schema_union_schema() {
+    replay("output_schema_union_schema").await;
+}
+
+#[tokio::test]
+async fn output_schema_missing_argument() {
+    replay("output_schema_missing_argument").await;
+}
+
+#[tokio::test]
 async fn python_artifacts_read() {
     replay("python_artifacts_read").await;
 }
@@ -1218,6 +1238,26 @@ mod openai {
     #[tokio::test]
     async fn output_schema_str_dict() {
         replay_openai("output_schema_str_dict").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_defaults() {
+        replay_openai("output_schema_defaults").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_defaults_tools() {
+        replay_openai("output_schema_defaults_tools").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_union_schema() {
+        replay_openai("output_schema_union_schema").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_missing_argument() {
+        replay_openai("output_schema_missing_argument").await;
     }
 
     /// Gemini's own tools cannot run on another provider: the directory is refused at

@@ -345,7 +345,8 @@ apps:
         .as_str()
         .unwrap_or_default()
         .to_string();
-    assert!(system.contains("Confirmed: true. Receipt: paid 10 EUR"), "{system}");
+    // A bool as ADK's `str()` writes it.
+    assert!(system.contains("Confirmed: True. Receipt: paid 10 EUR"), "{system}");
     let session = runs::get_session(server.endpoint(), "demo", USER, "s1").await;
     assert_eq!(state_of(&session)["user:confirmed"], true);
     let answer_event = session

@@ -315,7 +315,7 @@ impl Inner {
         calls
             .iter()
             .filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME)
-            .find_map(|call| schema.value_of_call(&call.args).ok())
+            .find_map(|call| schema.value_of_call(&call.args).ok().flatten())
             .map(|value| schema.reply_text(&value))
     }
 

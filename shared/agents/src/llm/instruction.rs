@@ -1,5 +1,5 @@
-//! Instruction templating: `{key}` is replaced by the state value, `{key?}` by
-//! the value or nothing, `{artifact.name}` by the artifact's text. Braces around
+//! Instruction templating: `{key}` is replaced by the state value (a string as it is,
+//! any other value as ADK's `str()` writes it), `{key?}` by the value or nothing, `{artifact.name}` by the artifact's text. Braces around
 //! anything that is not a state key name (`{"json": 1}`, `{ not a key }`) stay as
 //! written, so instructions may contain examples.
 
@@ -7,6 +7,8 @@ use adk_grpc_core::{
     AdkError, CallbackContext, KEY_PREFIX_APP, KEY_PREFIX_TEMP, KEY_PREFIX_USER, Part, PartKind, Result,
 };
 use serde_json::Value;
+
+use super::python_repr::python_repr;
 
 const ARTIFACT_PREFIX: &str = "artifact.";
 
@@ -61,7 +63,8 @@ async fn resolve(name: &str, agent: &str, ctx: &dyn CallbackContext) -> Result<O
     }
     match ctx.state().get(name) {
         Some(Value::String(text)) => Ok(Some(text)),
-        Some(value) => Ok(Some(value.to_string())),
+        // ADK writes `str(value)`: Python's repr of a dict or list (`{'n': 1}`, `None`).
+        Some(value) => Ok(Some(python_repr(&value))),
         None if optional => Ok(Some(String::new())),
         None => Err(AdkError::FailedPrecondition(format!(
             "instruction of agent {agent} uses state key `{name}`, which is not set; \
@@ -201,7 +204,7 @@ mod tests {
         )
         .await
         .unwrap();
-        assert_eq!(out, r#"Hi Ada (en, tier 3, step {"n":1}). Notes: remember the milk"#);
+        assert_eq!(out, r#"Hi Ada (en, tier 3, step {'n': 1}). Notes: remember the milk"#);
     }
 
     #[tokio::test]

@@ -8,7 +8,7 @@
 //! final reply. Either way the reply is parsed as JSON and checked against the schema
 //! (with the `jsonschema` crate), and the value, not the text, goes to `output_key`.
 
-use crate::json_schema::{compile, problems};
+use crate::json_schema::{PydanticClass, compile, problems};
 use adk_grpc_core::{AdkError, ResponseSchemaAsSent, Result, Tool, ToolContext, python_json, strip_code_fence};
 use async_trait::async_trait;
 use serde_json::{Value, json};
@@ -24,6 +24,9 @@ must provide your final response using the set_model_response tool with the requ
 using any other tools needed to complete the task, always call set_model_response with your final answer in the \
 specified schema format.";
 
+/// The `set_model_response` argument ADK declares for a list of a pydantic class.
+const LIST_OF_CLASS_ARGUMENT: &str = "items";
+
 /// An `output_schema` that is a Python object named by an ADK agent-config directory
 /// and resolved by its Python worker: a pydantic class, or any other schema ADK's
 /// `LlmAgent` takes (`list[Model]`, `dict[str, int]`, `str`, a JSON Schema dict, a
@@ -34,8 +37,8 @@ pub struct SchemaClass {
     /// Its JSON Schema (pydantic's for a type, a dict as written).
     pub json_schema: Value,
     /// Whether ADK validates a value against it, which it does for a pydantic class and a
-    /// list of one only (dumping the value in the class's field order); any other schema's
-    /// value is taken as the JSON parses.
+    /// list of one only (the value then stored as pydantic validates and dumps it); any
+    /// other schema's value is taken as the JSON parses.
     pub validated: bool,
     /// It as ADK's model clients send it (an agent without tools).
     pub as_sent: ResponseSchemaAsSent,
@@ -118,18 +121,26 @@ impl OutputSchema {
     }
 
     /// A structured value as the text of ADK's final reply event: Python's `json.dumps`
-    /// of it, a class's fields in the class's order (ADK dumps the validated model; the
-    /// Gemini form lists the order as `property_ordering`), other keys in their order.
+    /// of it (a validated class's dump already in the class's field order).
     pub(crate) fn reply_text(&self, value: &Value) -> String {
-        python_json(&self.in_class_order(value))
+        python_json(value)
     }
 
-    /// `value` as ADK gives it back: a validated class's dump in the class's order, any
-    /// other value as it came.
-    fn in_class_order(&self, value: &Value) -> Value {
+    /// `value` checked, and as ADK gives it back: where ADK validates (a pydantic class, a
+    /// list of one), as pydantic validates and dumps it ([`PydanticClass`]); any other
+    /// value as it came.
+    fn validated(&self, value: &Value) -> std::result::Result<Value, String> {
         match &self.class {
-            Some(class) if class.validated => in_class_order(value, Some(&class.as_sent.gemini)),
-            _ => value.clone(),
+            Some(class) if class.validated => {
+                let pydantic = PydanticClass::new(&class.json_schema);
+                let validated = pydantic.validate(value);
+                self.check(&validated)?;
+                Ok(pydantic.dump(&validated))
+            }
+            _ => {
+                self.check(value)?;
+                Ok(value.clone())
+            }
         }
     }
 
@@ -147,21 +158,31 @@ impl OutputSchema {
     /// which models add now and then, is removed first, as ADK does) that fits the schema.
     pub(crate) fn parse_reply(&self, text: &str) -> std::result::Result<Value, String> {
         let value: Value = serde_json::from_str(strip_code_fence(text)).map_err(|e| format!("it is not JSON ({e})"))?;
-        self.check(&value)?;
-        Ok(self.in_class_order(&value))
+        self.validated(&value)
     }
 
     /// The structured value in `set_model_response`'s arguments: an object schema's
     /// properties are the arguments themselves (as ADK does for a Pydantic model);
     /// any other schema's value is the one argument `response` (a Python object's: the
-    /// argument ADK declares for it). A class's fields come in the class's order, as
-    /// ADK's validated model gives them back.
-    pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Value, String> {
-        let argument = match &self.class {
-            Some(class) => class.set_model_response_argument.as_deref(),
-            None => self.value_argument("response"),
+    /// argument ADK declares for it). None where ADK has no value, so no final reply: a
+    /// Python schema's `response` left out or null (ADK reads `args.get('response')`);
+    /// a list of a class left out is ADK's default, an empty list.
+    pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Option<Value>, String> {
+        let Some(class) = &self.class else {
+            return self.value_in_call(args, self.value_argument("response")).map(Some);
         };
-        self.value_in_call(args, argument)
+        match class.set_model_response_argument.as_deref() {
+            None => self.validated(args).map(Some),
+            Some(LIST_OF_CLASS_ARGUMENT) => {
+                let empty = json!([]);
+                self.validated(args.get(LIST_OF_CLASS_ARGUMENT).unwrap_or(&empty))
+                    .map(Some)
+            }
+            Some(key) => match args.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(value) => self.validated(value).map(Some),
+            },
+        }
     }
 
     /// As [`Self::value_of_call`], a non-object value under argument `key` (`finish_task`'s is `result`).
@@ -182,8 +203,7 @@ impl OutputSchema {
                 .cloned()
                 .ok_or_else(|| format!("the argument `{key}` is missing"))?,
         };
-        self.check(&value)?;
-        Ok(self.in_class_order(&value))
+        self.validated(&value)
     }
 
     /// `set_model_response`'s parameters: ADK's declaration of a class, else made of the schema.
@@ -201,35 +221,6 @@ impl OutputSchema {
         } else {
             json!({"type": "object", "properties": {key: self.schema}, "required": [key]})
         }
-    }
-}
-
-/// `value` as ADK's validated class dumps it: a class's fields in the class's order (the
-/// Gemini form of `schema` lists it as `property_ordering`), other keys in their order.
-fn in_class_order(value: &Value, schema: Option<&Value>) -> Value {
-    match value {
-        Value::Object(map) => {
-            let ordering: Vec<&str> = schema
-                .and_then(|s| s.get("property_ordering"))
-                .and_then(Value::as_array)
-                .map(|keys| keys.iter().filter_map(Value::as_str).collect())
-                .unwrap_or_default();
-            let keys = ordering
-                .iter()
-                .copied()
-                .filter(|key| map.contains_key(*key))
-                .chain(map.keys().map(String::as_str).filter(|key| !ordering.contains(key)));
-            keys.map(|key| {
-                let property = schema.and_then(|s| s.get("properties")).and_then(|p| p.get(key));
-                (key.to_string(), in_class_order(&map[key], property))
-            })
-            .collect()
-        }
-        Value::Array(items) => items
-            .iter()
-            .map(|item| in_class_order(item, schema.and_then(|s| s.get("items"))))
-            .collect(),
-        scalar => scalar.clone(),
     }
 }
 
@@ -274,7 +265,9 @@ impl Tool for SetModelResponseTool {
     /// check's here).
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
         let value = match self.schema.value_of_call(&args) {
-            Ok(value) => value,
+            Ok(Some(value)) => value,
+            // ADK answers with its None and stores no reply: the model is called again.
+            Ok(None) => return Ok(Value::Null),
             Err(problem) => return Ok(json!({"error": misfit_call_error(&problem)})),
         };
         // Stored on the call's response event, as ADK stores it.
@@ -316,39 +309,57 @@ mod tests {
     fn call_arguments_are_the_value_of_an_object_schema_and_response_otherwise() {
         assert_eq!(
             schema().value_of_call(&json!({"city": "Rome"})).unwrap(),
-            json!({"city": "Rome"})
+            Some(json!({"city": "Rome"}))
         );
         let list = OutputSchema::new(json!({"type": "array", "items": {"type": "string"}})).unwrap();
         assert_eq!(list.call_parameters()["required"], json!(["response"]));
-        assert_eq!(list.value_of_call(&json!({"response": ["a"]})).unwrap(), json!(["a"]));
+        assert_eq!(
+            list.value_of_call(&json!({"response": ["a"]})).unwrap(),
+            Some(json!(["a"]))
+        );
         assert!(list.value_of_call(&json!({"response": [1]})).is_err());
     }
 
     #[test]
-    fn a_reply_and_its_call_keep_the_class_field_order_and_python_separators() {
+    fn a_reply_and_its_call_are_the_class_as_pydantic_validates_and_dumps_it() {
+        // Zone(spots: list[Spot], zone: float, label: str = "?", note: str | None = None),
+        // Spot(b: str, a: int), as pydantic writes their JSON Schema.
         let class = SchemaClass {
-            json_schema: json!({"type": "object"}),
+            json_schema: json!({
+                "$defs": {"Spot": {"type": "object", "properties": {"b": {"type": "string"}, "a": {"type": "integer"}},
+                                   "required": ["b", "a"]}},
+                "type": "object",
+                "properties": {
+                    "zone": {"type": "number"},
+                    "spots": {"type": "array", "items": {"$ref": "#/$defs/Spot"}},
+                    "label": {"type": "string", "default": "?"},
+                    "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": null},
+                },
+                "required": ["zone", "spots"],
+            }),
             validated: true,
             as_sent: ResponseSchemaAsSent {
-                gemini: json!({
-                    "property_ordering": ["zone", "spots"],
-                    "properties": {"spots": {"items": {"property_ordering": ["b", "a"]}}},
-                }),
+                gemini: json!({}),
                 openai: Some(json!({})),
             },
             set_model_response_parameters: json!({}),
             set_model_response_argument: None,
         };
-        let value = json!({"spots": [{"a": 1, "b": "é"}], "extra": null, "zone": 2.5});
+        let value = json!({"spots": [{"a": "1", "b": "é"}], "extra": 1, "note": null, "zone": 2});
         let of_class = OutputSchema::of_class(class).unwrap();
+        let dumped = r#"{"zone": 2.0, "spots": [{"b": "é", "a": 1}], "label": "?"}"#;
         assert_eq!(
-            of_class.reply_text(&value),
-            r#"{"zone": 2.5, "spots": [{"b": "é", "a": 1}], "extra": null}"#
+            of_class.reply_text(&of_class.parse_reply(&value.to_string()).unwrap()),
+            dumped
         );
         // set_model_response's result too, as ADK's validated model dumps it.
-        assert_eq!(
-            python_json(&of_class.value_of_call(&value).unwrap()),
-            r#"{"zone": 2.5, "spots": [{"b": "é", "a": 1}], "extra": null}"#
+        assert_eq!(python_json(&of_class.value_of_call(&value).unwrap().unwrap()), dumped);
+        // What pydantic would not take is still refused.
+        assert!(of_class.value_of_call(&json!({"zone": "warm", "spots": []})).is_err());
+        assert!(
+            of_class
+                .value_of_call(&json!({"zone": 1, "spots": [{"a": 1.5, "b": "x"}]}))
+                .is_err()
         );
         // Without a class, the keys stay in the order the model gave.
         assert_eq!(
@@ -361,11 +372,14 @@ mod tests {
     /// its value in the argument ADK declares, checked and ordered only where ADK validates.
     #[test]
     fn a_python_schema_that_is_no_class_is_carried_and_checked_as_adk_does() {
-        let object = |validated, argument: &str, json_schema, gemini| {
+        let object = |validated, argument: &str, json_schema| {
             OutputSchema::of_class(SchemaClass {
                 json_schema,
                 validated,
-                as_sent: ResponseSchemaAsSent { gemini, openai: None },
+                as_sent: ResponseSchemaAsSent {
+                    gemini: json!({}),
+                    openai: None,
+                },
                 set_model_response_parameters: json!({}),
                 set_model_response_argument: Some(argument.to_string()),
             })
@@ -376,26 +390,31 @@ mod tests {
             false,
             "response",
             json!({"type": "object", "additionalProperties": {"type": "integer"}}),
-            json!({"type": "OBJECT"}),
         );
         assert_eq!(
             counts.value_of_call(&json!({"response": {"pears": "three"}})).unwrap(),
-            json!({"pears": "three"})
+            Some(json!({"pears": "three"}))
         );
-        assert!(counts.value_of_call(&json!({"pears": 3})).is_err());
+        // `response` left out or null: ADK has no value, so no final reply.
+        assert_eq!(counts.value_of_call(&json!({"pears": 3})), Ok(None));
+        assert_eq!(counts.value_of_call(&json!({"response": null})), Ok(None));
         assert_eq!(counts.parse_reply("[1]").unwrap(), json!([1]));
         // list[Model]: `items`, each item checked and in the class's order.
         let spots = object(
             true,
             "items",
-            json!({"type": "array", "items": {"type": "object", "required": ["name"]}}),
-            json!({"type": "ARRAY", "items": {"property_ordering": ["name", "hours"]}}),
+            json!({"type": "array", "items": {"type": "object", "properties": {"name": {"type": "string"},
+                   "hours": {"type": "integer"}}, "required": ["name"]}}),
         );
         let value = spots
             .value_of_call(&json!({"items": [{"hours": 2, "name": "Louvre"}]}))
+            .unwrap()
             .unwrap();
         assert_eq!(python_json(&value), r#"[{"name": "Louvre", "hours": 2}]"#);
         assert!(spots.value_of_call(&json!({"items": [{"hours": 2}]})).is_err());
+        // `items` left out is ADK's default, an empty list; null is no list.
+        assert_eq!(spots.value_of_call(&json!({})), Ok(Some(json!([]))));
+        assert!(spots.value_of_call(&json!({"items": null})).is_err());
         assert_eq!(
             python_json(&spots.parse_reply(r#"[{"hours": 1, "name": "Park"}]"#).unwrap()),
             r#"[{"name": "Park", "hours": 1}]"#

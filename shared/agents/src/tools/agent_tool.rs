@@ -1,6 +1,7 @@
 //! `AgentTool`: another agent called like a tool (ADK's `AgentTool`).
 
 use crate::context::{AgentContext, Invocation, InvocationParts, Positions, with_user_event};
+use crate::json_schema::PydanticClass;
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
@@ -80,23 +81,11 @@ pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
 }
 
 /// An object's arguments as pydantic's `model_validate(args).model_dump_json(exclude_none=True)`
-/// gives them (compact JSON, which `to_string` writes): the schema's properties in its
-/// order (a class's field order), a property left out taking its `default`, nulls left out;
-/// arguments the schema does not name follow in their order (a class would drop them; a
-/// JSON Schema of an agents file may allow them).
+/// gives them (compact JSON, which `to_string` writes), by the one rule output_schema's
+/// values follow ([`PydanticClass`]); arguments the schema does not name follow in their
+/// order (a class would drop them; a JSON Schema of an agents file may allow them).
 fn as_validated(schema: &Value, args: &Value) -> Value {
-    let (Some(properties), Value::Object(given)) = (schema.get("properties").and_then(Value::as_object), args) else {
-        return args.clone();
-    };
-    let declared = properties.iter().filter_map(|(name, property)| {
-        let value = given.get(name).or_else(|| property.get("default"))?;
-        Some((name.clone(), value.clone()))
-    });
-    let others = given
-        .iter()
-        .filter(|(name, _)| !properties.contains_key(*name))
-        .map(|(name, value)| (name.clone(), value.clone()));
-    Value::Object(declared.chain(others).filter(|(_, value)| !value.is_null()).collect())
+    PydanticClass::keeping_undeclared(schema).validate_and_dump(args)
 }
 
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the
