@@ -66,6 +66,9 @@ pub struct AgentSpec<'a> {
     pub model: Option<&'a Arc<dyn Llm>>,
     /// The JSON Schema of its arguments when it is called as a tool.
     pub input_schema: Option<&'a Value>,
+    /// Whether `input_schema` is a Python class's (pydantic's): arguments it does not
+    /// declare are then dropped from the agent's message, as pydantic drops them.
+    pub input_schema_is_class: bool,
     /// The JSON Schema of its reply.
     pub output_schema: Option<&'a Value>,
     /// What its events may write to the state.

@@ -995,6 +995,7 @@ impl Reader<'_> {
                         let class = adk_grpc_agents::SchemaClass::from(schema.clone());
                         if field == "input_schema" {
                             agent.input_schema = Some(class.json_schema);
+                            agent.input_schema_is_class = true;
                         } else {
                             agent.output_schema = Some(class.json_schema.clone());
                             agent.output_schema_class = Some(class);

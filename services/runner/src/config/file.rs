@@ -614,6 +614,9 @@ pub(super) struct AgentConfig {
     /// called as a tool (ADK's `input_schema`).
     #[serde(default)]
     pub(super) input_schema: Option<Value>,
+    /// llm, from an ADK agent-config directory only: `input_schema` is a Python class's.
+    #[serde(skip)]
+    pub(super) input_schema_is_class: bool,
     /// llm sub-agent: how its parent reaches it (ADK 2's `mode`): `chat` (default) a
     /// transfer target; `single_turn` a tool run to its reply without the user; `task` a
     /// tool that talks with the user across turns until it calls `finish_task`.
@@ -690,7 +693,11 @@ impl AgentConfig {
                 }
             })
             .set("input_schema", self.input_schema.clone(), |b, schema| {
-                b.input_schema(schema)
+                if self.input_schema_is_class {
+                    b.input_schema_class(schema)
+                } else {
+                    b.input_schema(schema)
+                }
             })
             .set("include_contents", self.include_contents, |b, include| {
                 b.include_contents(include.into())

@@ -54,6 +54,7 @@ pub(crate) struct Inner {
     /// What its events may write to the state (ADK's `state_schema`).
     state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
+    input_schema_is_class: bool,
     include_contents: IncludeContents,
     /// Its Rust hooks, then its `hooks`: one chain at every point.
     hooks: Hooks,
@@ -112,6 +113,7 @@ pub struct LlmAgentBuilder {
     output_schema_class: Option<SchemaClass>,
     state_schema: Option<Arc<StateSchema>>,
     input_schema: Option<Value>,
+    input_schema_is_class: bool,
     include_contents: IncludeContents,
     rust_hooks: Vec<Arc<dyn Hook>>,
     hooks: Hooks,
@@ -139,6 +141,7 @@ impl LlmAgentBuilder {
             output_schema_class: None,
             state_schema: None,
             input_schema: None,
+            input_schema_is_class: false,
             include_contents: IncludeContents::Default,
             rust_hooks: Vec::new(),
             hooks: Hooks::default(),
@@ -287,6 +290,14 @@ impl LlmAgentBuilder {
         self
     }
 
+    /// The input_schema of a Python class (a pydantic model's JSON Schema): the agent's
+    /// message drops arguments the class does not declare, as pydantic's validation does.
+    pub fn input_schema_class(mut self, schema: Value) -> Self {
+        self.input_schema = Some(schema);
+        self.input_schema_is_class = true;
+        self
+    }
+
     /// How much of the session's history the model sees (default: all of it).
     pub fn include_contents(mut self, include: IncludeContents) -> Self {
         self.include_contents = include;
@@ -360,6 +371,7 @@ impl LlmAgentBuilder {
                 output_schema,
                 state_schema: self.state_schema,
                 input_schema: self.input_schema,
+                input_schema_is_class: self.input_schema_is_class,
                 include_contents: self.include_contents,
                 hooks: Hooks::new(self.rust_hooks.into_iter().chain(self.hooks.iter().cloned())),
                 config: self.config,
@@ -506,6 +518,7 @@ impl Agent for LlmAgent {
             static_instruction: inner.static_instruction.as_ref().map_or(&[], StaticInstruction::texts),
             model: Some(&inner.model),
             input_schema: inner.input_schema.as_ref(),
+            input_schema_is_class: inner.input_schema_is_class,
             output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),
             state_schema: inner
                 .state_schema

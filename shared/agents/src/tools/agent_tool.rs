@@ -70,7 +70,7 @@ impl AgentTool {
 /// Python's `json.dumps(args, sort_keys=True)`.
 pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
     let text = match (agent.spec().input_schema, args) {
-        (Some(schema), _) => as_validated(schema, args).to_string(),
+        (Some(schema), _) => as_validated(schema, agent.spec().input_schema_is_class, args).to_string(),
         (None, Value::Object(map)) => match map.get("request") {
             Some(Value::String(text)) => text.clone(),
             _ => python_json(&with_sorted_keys(args)),
@@ -82,10 +82,16 @@ pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
 
 /// An object's arguments as pydantic's `model_validate(args).model_dump_json(exclude_none=True)`
 /// gives them (compact JSON, which `to_string` writes), by the one rule output_schema's
-/// values follow ([`PydanticClass`]); arguments the schema does not name follow in their
-/// order (a class would drop them; a JSON Schema of an agents file may allow them).
-fn as_validated(schema: &Value, args: &Value) -> Value {
-    PydanticClass::keeping_undeclared(schema).validate_and_dump(args)
+/// values follow ([`PydanticClass`]); arguments the schema does not name are dropped for a
+/// Python class, as pydantic drops them, and follow in their order for an agents file's
+/// JSON Schema (which may allow them).
+fn as_validated(schema: &Value, is_class: bool, args: &Value) -> Value {
+    let class = if is_class {
+        PydanticClass::new(schema)
+    } else {
+        PydanticClass::keeping_undeclared(schema)
+    };
+    class.validate_and_dump(args)
 }
 
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the
