@@ -206,13 +206,19 @@ mod tests {
         });
         let args = json!({"destination": "Rome", "note": null, "origin": "Paris"});
         assert_eq!(
-            as_validated(&schema, &args).to_string(),
+            as_validated(&schema, true, &args).to_string(),
             r#"{"origin":"Paris","destination":"Rome","passengers":1}"#
         );
         let with_extra = json!({"extra": "é", "passengers": 2, "origin": "Oslo", "destination": "Bergen"});
         assert_eq!(
-            as_validated(&schema, &with_extra).to_string(),
-            r#"{"origin":"Oslo","destination":"Bergen","passengers":2,"extra":"é"}"#
+            as_validated(&schema, true, &with_extra).to_string(),
+            r#"{"origin":"Oslo","destination":"Bergen","passengers":2}"#,
+            "a class drops what it does not declare"
+        );
+        assert_eq!(
+            as_validated(&schema, false, &with_extra).to_string(),
+            r#"{"origin":"Oslo","destination":"Bergen","passengers":2,"extra":"é"}"#,
+            "an agents file's JSON Schema keeps it after the declared ones"
         );
     }
 
