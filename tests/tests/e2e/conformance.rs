@@ -2,8 +2,9 @@
 //! docs/adk-conformance.md): each case is an ADK agent-config directory, a script of the
 //! conversation and ADK's `recording.json` (the model requests ADK sent, the replies it got,
 //! the session it stored). Each test serves the directory with `adk-server --agents <case>`,
-//! its Gemini model pointed at a fake endpoint answering ADK's recorded replies, sends the
-//! same user turns over gRPC, and compares every model request, then the stored session
+//! its Gemini model pointed at a fake endpoint answering ADK's recorded replies (each to the
+//! agent the script addressed it to, if any), sends the same user turns over gRPC, and
+//! compares every model request (each agent's in order), then the stored session
 //! (GetSession), field by field with ADK's. Only the normalisations named below are applied.
 
 use adk_grpc_client::RemoteArtifactService;
