@@ -678,6 +678,41 @@ fn in_order_of_branches<T>(items: Vec<T>, branch: impl Fn(&T) -> Option<String>)
     ordered
 }
 
+/// The grouping is the same whatever order the branches' events came in, keeps each
+/// branch's own order and leaves events outside the runs where they are.
+#[test]
+fn sibling_branches_events_are_grouped_by_branch() {
+    let event = |author: &str, branch: Option<&str>| json!({"author": author, "branch": branch});
+    let authors = |events: Vec<Value>| -> Vec<String> {
+        in_branch_order(events)
+            .iter()
+            .map(|e| e["author"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let one_timing = vec![
+        event("user", None),
+        event("weather 1", Some("research.weather")),
+        event("food", Some("research.food")),
+        event("weather 2", Some("research.weather")),
+        event("planner", None),
+    ];
+    let another = vec![
+        event("user", None),
+        event("food", Some("research.food")),
+        event("weather 1", Some("research.weather")),
+        event("weather 2", Some("research.weather")),
+        event("planner", None),
+    ];
+    let grouped = ["user", "food", "weather 1", "weather 2", "planner"];
+    assert_eq!(authors(one_timing), grouped);
+    assert_eq!(authors(another), grouped);
+    let swapped_in_a_branch = vec![
+        event("weather 2", Some("research.weather")),
+        event("weather 1", Some("research.weather")),
+    ];
+    assert_eq!(authors(swapped_in_a_branch), ["weather 2", "weather 1"]);
+}
+
 /// Each agent of a parallel branch in ADK's stored session, and its branch.
 fn branches_of_agents(adk_session: &Value) -> HashMap<String, String> {
     adk_session["events"]
