@@ -4,7 +4,8 @@ For every case directory (an ADK agent-config directory with a `script.json`), t
 the conversation of the script with ADK's Runner and InMemorySessionService, the agent
 loaded from the directory as `adk web` / `adk run` load it, against a local fake Gemini
 endpoint (google-genai reads GOOGLE_GEMINI_BASE_URL) that answers the scripted replies in
-order and keeps every request body exactly as ADK sent it. It writes `recording.json`
+order (a reply naming an `agent` answers that agent's next request: the branches of a
+ParallelAgent ask in no set order) and keeps every request body exactly as ADK sent it. It writes `recording.json`
 beside the script: per turn the user's message, the requests with the replies they got,
 then the session ADK stored (its events dumped by alias, without None).
 
@@ -21,6 +22,7 @@ import asyncio
 import importlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -35,6 +37,15 @@ HERE = Path(__file__).resolve().parent
 APP_USER = "conformance-user"
 SESSION_ID = "conformance-session"
 MODEL_VERSION = "gemini-2.5-flash-001"
+# ADK's identity line, in every LLM agent's system instruction: who is asking.
+IDENTITY = re.compile(r'Your internal name is "([^"]*)"')
+
+
+def requesting_agent(request: dict) -> str | None:
+    """The agent a Gemini request is from, by the identity line of its system instruction."""
+    parts = (request.get("systemInstruction") or {}).get("parts") or []
+    found = IDENTITY.search("".join(p.get("text", "") for p in parts))
+    return found.group(1) if found else None
 
 
 def gemini_reply(scripted: dict) -> dict:
@@ -91,24 +102,41 @@ def with_mcp_http_server(case: Path, work: Path) -> tuple[Path, subprocess.Popen
 
 
 class FakeGemini:
-    """A Gemini endpoint answering queued replies and keeping each request."""
+    """A Gemini endpoint answering queued replies and keeping each request.
+
+    Each queued reply is `(agent, reply)`: a reply naming an agent answers that agent's
+    first request after it is queued, one naming none the first request no named reply
+    is for (so a script without names is answered in order, as ever).
+    """
 
     def __init__(self) -> None:
-        self.replies: list[dict] = []
+        self.replies: list[tuple[str | None, dict]] = []
         self.exchanges: list[dict] = []
+        self.lock = threading.Lock()
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
-                if not fake.replies:
+                request = json.loads(body)
+                agent = requesting_agent(request)
+                with fake.lock:
+                    chosen = next((i for i, (a, _) in enumerate(fake.replies) if a is not None and a == agent), None)
+                    if chosen is None:
+                        chosen = next((i for i, (a, _) in enumerate(fake.replies) if a is None), None)
+                    if chosen is None:
+                        fake.exchanges.append({"path": self.path, "request": request, "reply": None})
+                    else:
+                        named, reply = fake.replies.pop(chosen)
+                        exchange = {"path": self.path, "request": request, "reply": reply}
+                        if named is not None:
+                            exchange["agent"] = named
+                        fake.exchanges.append(exchange)
+                if chosen is None:
                     self.send_response(500)
                     self.end_headers()
                     self.wfile.write(b'{"error": {"code": 500, "message": "script has no reply left"}}')
-                    fake.exchanges.append({"path": self.path, "request": json.loads(body), "reply": None})
                     return
-                reply = fake.replies.pop(0)
-                fake.exchanges.append({"path": self.path, "request": json.loads(body), "reply": reply})
                 data = json.dumps(reply).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
@@ -189,7 +217,7 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
         await runner.memory_service.add_session_to_memory(earlier)
     turns = []
     for turn in script["turns"]:
-        fake.replies = [gemini_reply(r) for r in turn["replies"]]
+        fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
         fake.exchanges = []
         message = types.Content(role="user", parts=[types.Part(text=turn["user"])])
         async for _ in runner.run_async(user_id=APP_USER, session_id=SESSION_ID, new_message=message):

@@ -6,7 +6,10 @@
 //! clients that went away before their reply was over — so tests can check
 //! what a provider was sent, every failure path, and that a dropped stream
 //! really closes its connection. [`openai`] and [`gemini`] build replies in
-//! each provider's wire format.
+//! each provider's wire format. A reply may be addressed to an agent
+//! ([`FakeServer::push_for`]): it answers that agent's next request, read from
+//! the request's identity line, for agents that ask in no set order (the
+//! branches of a parallel agent).
 //!
 //! ```no_run
 //! # async fn demo() {
@@ -158,11 +161,40 @@ impl RecordedRequest {
     }
 }
 
+/// The agent a model request is from, on either wire: the name in ADK's identity line
+/// (`Your internal name is "<name>".`), which every LLM agent's system instruction
+/// carries (Gemini's `systemInstruction`, an OpenAI-compatible request's system
+/// message). `None` for a request without one (an advisor's, a summariser's).
+pub fn requesting_agent(body: &Value) -> Option<String> {
+    const IDENTITY: &str = "Your internal name is \"";
+    let texts = |parts: &Value| -> String {
+        match parts {
+            Value::String(text) => text.clone(),
+            Value::Array(parts) => parts.iter().filter_map(|p| p["text"].as_str()).collect(),
+            _ => String::new(),
+        }
+    };
+    let mut system = texts(&body["systemInstruction"]["parts"]);
+    for message in body["messages"].as_array().into_iter().flatten() {
+        if message["role"] == "system" {
+            system.push_str(&texts(&message["content"]));
+        }
+    }
+    let name = &system[system.find(IDENTITY)? + IDENTITY.len()..];
+    Some(name[..name.find('"')?].to_string())
+}
+
+/// A queued reply, and the agent it answers (`None`: whichever request comes).
+struct Queued {
+    agent: Option<String>,
+    reply: FakeReply,
+}
+
 /// Answers a request no queued reply is left for (see [`FakeServer::answer_with`]).
 type Responder = Arc<dyn Fn(&RecordedRequest) -> FakeReply + Send + Sync>;
 
 struct Shared {
-    script: Mutex<VecDeque<FakeReply>>,
+    script: Mutex<VecDeque<Queued>>,
     responder: Mutex<Option<Responder>>,
     requests: Mutex<Vec<RecordedRequest>>,
     /// How many clients left before their reply was complete.
@@ -210,7 +242,22 @@ impl FakeServer {
 
     /// Queues the reply to the next request not yet answered.
     pub fn push(&self, reply: impl Into<FakeReply>) -> &Self {
-        sync::lock(&self.shared.script).push_back(reply.into());
+        sync::lock(&self.shared.script).push_back(Queued {
+            agent: None,
+            reply: reply.into(),
+        });
+        self
+    }
+
+    /// Queues the reply to `agent`'s next request not yet answered ([`requesting_agent`]).
+    /// A request takes the first reply queued for its agent, else the first queued for
+    /// no agent: so agents running at once (a parallel agent's branches) each get their
+    /// own replies whatever order they ask in.
+    pub fn push_for(&self, agent: &str, reply: impl Into<FakeReply>) -> &Self {
+        sync::lock(&self.shared.script).push_back(Queued {
+            agent: Some(agent.to_string()),
+            reply: reply.into(),
+        });
         self
     }
 
@@ -308,7 +355,7 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         body,
     };
     let what = format!("{} {}", recorded.method, recorded.path);
-    let queued = sync::lock(&shared.script).pop_front();
+    let queued = next_queued(&mut sync::lock(&shared.script), &recorded);
     let responder = sync::lock(&shared.responder).clone();
     let next = queued.or_else(|| responder.map(|respond| respond(&recorded)));
     sync::lock(&shared.requests).push(recorded);
@@ -320,6 +367,17 @@ async fn handle(State(shared): State<Arc<Shared>>, request: Request) -> Response
         )
             .into_response(),
     }
+}
+
+/// The queued reply for `request`: the first addressed to its agent, else the first
+/// addressed to none.
+fn next_queued(script: &mut VecDeque<Queued>, request: &RecordedRequest) -> Option<FakeReply> {
+    let addressed = script.iter().any(|queued| queued.agent.is_some());
+    let agent = addressed.then(|| requesting_agent(&request.json())).flatten();
+    let position = agent
+        .and_then(|agent| script.iter().position(|queued| queued.agent.as_ref() == Some(&agent)))
+        .or_else(|| script.iter().position(|queued| queued.agent.is_none()))?;
+    script.remove(position).map(|queued| queued.reply)
 }
 
 async fn answer(shared: Arc<Shared>, mut reply: FakeReply) -> Response {

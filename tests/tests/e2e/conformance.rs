@@ -2,8 +2,9 @@
 //! docs/adk-conformance.md): each case is an ADK agent-config directory, a script of the
 //! conversation and ADK's `recording.json` (the model requests ADK sent, the replies it got,
 //! the session it stored). Each test serves the directory with `adk-server --agents <case>`,
-//! its Gemini model pointed at a fake endpoint answering ADK's recorded replies, sends the
-//! same user turns over gRPC, and compares every model request, then the stored session
+//! its Gemini model pointed at a fake endpoint answering ADK's recorded replies (each to the
+//! agent the script addressed it to, if any), sends the same user turns over gRPC, and
+//! compares every model request (each agent's in order), then the stored session
 //! (GetSession), field by field with ADK's. Only the normalisations named below are applied.
 
 use adk_grpc_client::RemoteArtifactService;
@@ -11,7 +12,7 @@ use adk_grpc_core::artifact::SaveRequest;
 use adk_grpc_core::{ArtifactService, Content, Part};
 use adk_grpc_e2e::runs::{self, user_text};
 use adk_grpc_e2e::venv_python;
-use adk_grpc_models::testing::FakeServer;
+use adk_grpc_models::testing::{FakeServer, requesting_agent};
 use adk_grpc_proto::v1 as pb;
 use adk_grpc_proto::v1::agent_runner_client::AgentRunnerClient;
 use adk_grpc_proto::v1::memory_service_client::MemoryServiceClient;
@@ -177,10 +178,16 @@ async fn replay_on(case: &str, wire: Wire) {
     for (t, turn) in recording["turns"].as_array().expect("turns").iter().enumerate() {
         let exchanges = turn["exchanges"].as_array().expect("exchanges");
         for (k, exchange) in exchanges.iter().enumerate() {
-            provider.push(match wire {
+            let reply = match wire {
                 Wire::Gemini => exchange["reply"].clone(),
                 Wire::OpenAi => openai_reply(&exchange["reply"], adk_requests.len() + k),
-            });
+            };
+            // A reply the script addressed to an agent answers that agent's request (the
+            // branches of a parallel agent ask in no set order), as record.py answered it.
+            match exchange["agent"].as_str() {
+                Some(agent) => provider.push_for(agent, reply),
+                None => provider.push(reply),
+            };
         }
         let asked_before = provider.requests().len();
         let message = user_text(turn["user"].as_str().expect("user"));
@@ -196,7 +203,33 @@ async fn replay_on(case: &str, wire: Wire) {
         adk_requests.extend(exchanges.iter().map(|e| (t, e["path"].clone(), e["request"].clone())));
     }
     let litellm = (wire == Wire::OpenAi).then(|| read_json(&case_dir(case).join("openai.json")));
-    for (i, (got, (turn, path, expected))) in provider.requests().iter().zip(&adk_requests).enumerate() {
+    let runner_requests = provider.requests();
+    let branches = branches_of_agents(&recording["session"]);
+    // Only a script that addresses its replies (agents asking at once) lets the order
+    // between agents go; every other case is held to ADK's order of requests.
+    let addressed = adk_exchanges_name_agents(&recording);
+    let order = if addressed {
+        per_agent_order(
+            &runner_requests.iter().map(|r| r.json()).collect::<Vec<_>>(),
+            &adk_requests
+                .iter()
+                .map(|(_, _, request)| request.clone())
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        (0..runner_requests.len())
+            .map(|i| (i < adk_requests.len()).then_some(i))
+            .collect()
+    };
+    for (got, i) in runner_requests.iter().zip(order) {
+        let Some(i) = i else {
+            problems.push(format!(
+                "a request of agent {:?} ADK did not make",
+                requesting_agent(&got.json())
+            ));
+            continue;
+        };
+        let (turn, path, expected) = &adk_requests[i];
         let place = format!("request {i} (turn {turn})");
         match &litellm {
             None => {
@@ -205,16 +238,18 @@ async fn replay_on(case: &str, wire: Wire) {
                 }
                 compare(
                     &place,
-                    &normalise_request(expected.clone()),
-                    &normalise_request(got.json()),
+                    &normalise_request(with_branch_retellings_in_order(expected.clone(), &branches)),
+                    &normalise_request(with_branch_retellings_in_order(got.json(), &branches)),
                     &mut problems,
                 );
             }
             Some(litellm) => {
-                let (adk, got) = (&litellm["requests"][i], got.json());
+                // Grouped before the call ids are numbered, so both number them alike.
+                let adk = with_branch_retellings_in_order(litellm["requests"][i].clone(), &branches);
+                let got = with_branch_retellings_in_order(got.json(), &branches);
                 compare(
                     &place,
-                    &openai_request(adk, &adk["generation"]),
+                    &openai_request(&adk, &adk["generation"]),
                     &openai_request(&got, &got),
                     &mut problems,
                 );
@@ -234,6 +269,33 @@ async fn replay_on(case: &str, wire: Wire) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// Whether the script addressed a reply to an agent (record.py keeps the name).
+fn adk_exchanges_name_agents(recording: &Value) -> bool {
+    recording["turns"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|turn| turn["exchanges"].as_array())
+        .flatten()
+        .any(|exchange| exchange["agent"].is_string())
+}
+
+/// For each of the runner's requests, the index of ADK's request it is compared with:
+/// each agent's requests in order (the agent read from the identity line,
+/// [`requesting_agent`]; a request without one counts as an agent of its own), since the
+/// order between agents running at once (a parallel agent's branches) is their timing.
+/// `None` for a request past the ADK requests of its agent.
+fn per_agent_order(runner: &[Value], adk: &[Value]) -> Vec<Option<usize>> {
+    let mut adk_of_agent: HashMap<Option<String>, std::collections::VecDeque<usize>> = HashMap::new();
+    for (i, request) in adk.iter().enumerate() {
+        adk_of_agent.entry(requesting_agent(request)).or_default().push_back(i);
+    }
+    runner
+        .iter()
+        .map(|request| adk_of_agent.get_mut(&requesting_agent(request))?.pop_front())
+        .collect()
 }
 
 /// The test venv's Python for the server: the Python worker serving the cases' Python
@@ -551,18 +613,15 @@ fn diff(path: &str, expected: &Value, got: &Value, found: &mut Vec<(String, Stri
 /// are returned (their fields), every other one is a problem.
 fn compare_session(adk: &Value, stored: &pb::Session, problems: &mut Vec<String>) -> Vec<&'static str> {
     let mut ids = Ids::default();
-    let expected: Vec<Value> = adk["events"]
-        .as_array()
-        .expect("events")
-        .iter()
-        .map(|e| normalise_adk_event(e.clone(), &mut ids))
+    let expected: Vec<Value> = in_branch_order(adk["events"].as_array().expect("events").clone())
+        .into_iter()
+        .map(|e| normalise_adk_event(e, &mut ids))
         .collect();
     let mut ids = Ids::default();
     let mut known = Vec::new();
-    let got: Vec<Value> = stored
-        .events
-        .iter()
-        .map(|event| normalise_adk_event(adk_json(event), &mut ids))
+    let got: Vec<Value> = in_branch_order(stored.events.iter().map(adk_json).collect())
+        .into_iter()
+        .map(|event| normalise_adk_event(event, &mut ids))
         .collect();
     if expected.len() != got.len() {
         let authors = |events: &[Value]| {
@@ -596,6 +655,119 @@ fn compare_session(adk: &Value, stored: &pb::Session, problems: &mut Vec<String>
     known.sort();
     known.dedup();
     known
+}
+
+/// The events with those of sibling parallel branches grouped by branch: in each run of
+/// consecutive events that carry a `branch` (only a parallel agent's branches do), the
+/// events are ordered by the branch below the run's common one (`research.food_scout`
+/// before `research.weather_scout`), each branch's own events in their order. How the
+/// branches' events interleave is their timing, in ADK as in the runner; each branch's
+/// order, and everything outside the runs, is still compared. Applied alike to ADK's
+/// events and the runner's, before ids are numbered.
+fn in_branch_order(events: Vec<Value>) -> Vec<Value> {
+    in_order_of_branches(events, |event| {
+        event["branch"].as_str().filter(|b| !b.is_empty()).map(str::to_string)
+    })
+}
+
+/// `items` with each run of consecutive items of parallel branches (`branch` says whose
+/// an item is) ordered by the branch below the run's common one, stably.
+fn in_order_of_branches<T>(items: Vec<T>, branch: impl Fn(&T) -> Option<String>) -> Vec<T> {
+    let mut ordered = Vec::with_capacity(items.len());
+    let mut run: Vec<(Vec<String>, T)> = Vec::new();
+    let close = |run: &mut Vec<(Vec<String>, T)>, ordered: &mut Vec<T>| {
+        let Some((first, _)) = run.first() else {
+            return;
+        };
+        let common = run.iter().fold(first.len(), |common, (path, _)| {
+            first.iter().zip(path).take(common).take_while(|(a, b)| a == b).count()
+        });
+        // A stable sort: each branch keeps its events' order.
+        run.sort_by(|(a, _), (b, _)| a.get(common).cmp(&b.get(common)));
+        ordered.extend(run.drain(..).map(|(_, event)| event));
+    };
+    for item in items {
+        match branch(&item) {
+            Some(branch) => run.push((branch.split('.').map(str::to_string).collect(), item)),
+            None => {
+                close(&mut run, &mut ordered);
+                ordered.push(item);
+            }
+        }
+    }
+    close(&mut run, &mut ordered);
+    ordered
+}
+
+/// The grouping is the same whatever order the branches' events came in, keeps each
+/// branch's own order and leaves events outside the runs where they are.
+#[test]
+fn sibling_branches_events_are_grouped_by_branch() {
+    let event = |author: &str, branch: Option<&str>| json!({"author": author, "branch": branch});
+    let authors = |events: Vec<Value>| -> Vec<String> {
+        in_branch_order(events)
+            .iter()
+            .map(|e| e["author"].as_str().unwrap_or_default().to_string())
+            .collect()
+    };
+    let one_timing = vec![
+        event("user", None),
+        event("weather 1", Some("research.weather")),
+        event("food", Some("research.food")),
+        event("weather 2", Some("research.weather")),
+        event("planner", None),
+    ];
+    let another = vec![
+        event("user", None),
+        event("food", Some("research.food")),
+        event("weather 1", Some("research.weather")),
+        event("weather 2", Some("research.weather")),
+        event("planner", None),
+    ];
+    let grouped = ["user", "food", "weather 1", "weather 2", "planner"];
+    assert_eq!(authors(one_timing), grouped);
+    assert_eq!(authors(another), grouped);
+    let swapped_in_a_branch = vec![
+        event("weather 2", Some("research.weather")),
+        event("weather 1", Some("research.weather")),
+    ];
+    assert_eq!(authors(swapped_in_a_branch), ["weather 2", "weather 1"]);
+}
+
+/// Each agent of a parallel branch in ADK's stored session, and its branch.
+fn branches_of_agents(adk_session: &Value) -> HashMap<String, String> {
+    adk_session["events"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|event| Some((event["author"].as_str()?.into(), event["branch"].as_str()?.into())))
+        .collect()
+}
+
+/// A request (Gemini's `contents` or an OpenAI-compatible request's `messages`) whose
+/// retellings of parallel branches' events (`For context:`, `[<agent>] said: …`) are
+/// grouped by branch as [`in_branch_order`] groups the events: an agent after a parallel
+/// agent reads the branches' events in the order they were stored, which is their
+/// timing. Applied alike to ADK's request and the runner's.
+fn with_branch_retellings_in_order(mut request: Value, branches: &HashMap<String, String>) -> Value {
+    if branches.is_empty() {
+        return request;
+    }
+    let retold_branch = |item: &Value| {
+        let parts = item.get("parts").or_else(|| item.get("content"))?.as_array()?;
+        let [preamble, retelling, ..] = parts.as_slice() else {
+            return None;
+        };
+        preamble["text"].as_str()?.starts_with("For context:").then_some(())?;
+        let agent = retelling["text"].as_str()?.strip_prefix('[')?.split(']').next()?;
+        branches.get(agent).cloned()
+    };
+    for key in ["contents", "messages"] {
+        if let Some(Value::Array(items)) = request.get_mut(key) {
+            *items = in_order_of_branches(std::mem::take(items), retold_branch);
+        }
+    }
+    request
 }
 
 /// Ids and timestamps numbered in order of appearance, so a comparison still sees which
@@ -1006,6 +1178,11 @@ async fn parallel_branch() {
 }
 
 #[tokio::test]
+async fn parallel_branches() {
+    replay("parallel_branches").await;
+}
+
+#[tokio::test]
 async fn loop_max_iterations() {
     replay("loop_max_iterations").await;
 }
@@ -1321,6 +1498,11 @@ mod openai {
     #[tokio::test]
     async fn parallel_branch() {
         replay_openai("parallel_branch").await;
+    }
+
+    #[tokio::test]
+    async fn parallel_branches() {
+        replay_openai("parallel_branches").await;
     }
 
     #[tokio::test]

@@ -262,3 +262,53 @@ async fn openai_from_configuration_reads_the_key_and_base_url_from_the_named_var
     assert_eq!(sent.path, "/v1/chat/completions");
     assert_eq!(sent.header("authorization"), Some("Bearer sk-from-env"));
 }
+
+/// A reply addressed to an agent answers that agent's request whatever order the agents
+/// ask in (the branches of a parallel agent), on either wire; a request from an agent no
+/// reply is addressed to, or from no agent, takes the first reply addressed to none.
+#[tokio::test]
+async fn the_fake_server_answers_each_agent_its_own_reply() {
+    use adk_grpc_models::testing::{gemini, requesting_agent};
+    let server = FakeServer::start().await;
+    server
+        .push_for("left", gemini::text("for left"))
+        .push(gemini::text("for anyone"))
+        .push_for("right", openai::text("for right"));
+    let identity = |name: &str| format!("Be brief.\n\nYou are an agent. Your internal name is \"{name}\".");
+    let gemini_body = |name: &str| json!({"systemInstruction": {"parts": [{"text": identity(name)}]}, "contents": []});
+    let openai_body = |name: &str| json!({"messages": [{"role": "system", "content": identity(name)}]});
+    assert_eq!(requesting_agent(&openai_body("right")).as_deref(), Some("right"));
+    // reqwest is built without a default TLS provider; this client speaks plain HTTP anyway.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let ask = |body: serde_json::Value| {
+        let request = client.post(format!("{}/generate", server.url())).json(&body);
+        async move {
+            request
+                .send()
+                .await
+                .expect("send")
+                .json::<serde_json::Value>()
+                .await
+                .expect("JSON")
+        }
+    };
+    let reply_text = |reply: &serde_json::Value| {
+        reply
+            .pointer("/candidates/0/content/parts/0/text")
+            .or_else(|| reply.pointer("/choices/0/message/content"))
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(reply_text(&ask(openai_body("right")).await), "for right");
+    assert_eq!(reply_text(&ask(gemini_body("middle")).await), "for anyone");
+    assert_eq!(reply_text(&ask(gemini_body("left")).await), "for left");
+    let unanswered = client
+        .post(format!("{}/generate", server.url()))
+        .json(&json!({"contents": []}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(unanswered.status(), 500, "no reply is left for a request from no agent");
+}
