@@ -37,14 +37,22 @@ SESSION_ID = "conformance-session"
 MODEL_VERSION = "gemini-2.5-flash-001"
 
 
-def gemini_reply(scripted: dict) -> dict:
-    """The Gemini generateContent reply for one scripted reply: a text or a function call."""
+def gemini_part(scripted: dict) -> dict:
+    """One part of a scripted reply: a text (a thought with `"thought": true`) or a call."""
     if "text" in scripted:
         part = {"text": scripted["text"]}
-    else:
-        part = {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+        if scripted.get("thought"):
+            part["thought"] = True
+        return part
+    return {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+
+
+def gemini_reply(scripted: dict) -> dict:
+    """The Gemini generateContent reply for one scripted reply: a text, a function call, or
+    `"parts"`, a list of those (several calls at once, a thought before a text)."""
+    parts = [gemini_part(part) for part in scripted.get("parts", [scripted])]
     return {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13},
         "modelVersion": MODEL_VERSION,
     }

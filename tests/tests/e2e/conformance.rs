@@ -1055,6 +1055,11 @@ async fn model_consult_settings() {
     replay("model_consult_settings").await;
 }
 
+#[tokio::test]
+async fn model_consult_parallel() {
+    replay("model_consult_parallel").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1073,6 +1078,11 @@ mod openai {
     #[tokio::test]
     async fn model_consult_settings() {
         replay_openai("model_consult_settings").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_parallel() {
+        replay_openai("model_consult_parallel").await;
     }
 
     #[tokio::test]

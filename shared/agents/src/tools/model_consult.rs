@@ -22,7 +22,7 @@ use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
 use crate::llm::instruction;
 use crate::rules::TRANSFER_TOOL_NAME;
 use adk_grpc_core::{
-    AdkError, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part, PartKind,
+    AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part, PartKind,
     Result, Tool, ToolContext, UsageMetadata, python_json,
 };
 use async_trait::async_trait;
@@ -755,6 +755,19 @@ fn refuses_thinking(error: &str) -> bool {
             && refusals.iter().any(|word| error.contains(word)))
 }
 
+/// A provider's built-in tool as ADK's inventory names it: by ADK's tool name, which is
+/// also the tool's description there (`- google_search: google_search`). None for code
+/// execution, an agent's code executor in ADK, not one of its tools.
+fn builtin_tool_name(tool: BuiltinTool) -> Option<&'static str> {
+    match tool {
+        BuiltinTool::GoogleSearch => Some("google_search"),
+        BuiltinTool::UrlContext => Some("url_context"),
+        // ADK's `google_maps_grounding` is a tool named `google_maps`.
+        BuiltinTool::GoogleMaps => Some("google_maps"),
+        BuiltinTool::CodeExecution => None,
+    }
+}
+
 /// `template` with each `{key}` of the state replaced by its value (ADK's fallback when
 /// the instruction cannot be templated).
 fn fill_known_keys(template: &str, ctx: &dyn ToolContext) -> String {
@@ -1057,13 +1070,10 @@ impl Tool for ModelConsultTool {
                     };
                     (tool.name.clone(), description)
                 })
-                .chain(
-                    request
-                        .config
-                        .builtin_tools
-                        .iter()
-                        .map(|tool| (tool.name().to_string(), String::new())),
-                )
+                .chain(request.config.builtin_tools.iter().filter_map(|tool| {
+                    let name = builtin_tool_name(*tool)?;
+                    Some((name.to_string(), name.to_string()))
+                }))
                 .collect();
             let mut seen = adk_grpc_core::sync::lock(&self.tools_seen);
             seen.retain(|(id, _)| id != ctx.invocation_id());
