@@ -22,8 +22,8 @@ use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
 use crate::llm::instruction;
 use crate::rules::TRANSFER_TOOL_NAME;
 use adk_grpc_core::{
-    AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part, PartKind,
-    Result, Tool, ToolContext, UsageMetadata, python_json,
+    AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part,
+    PartKind, Result, Tool, ToolContext, UsageMetadata, python_json,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
