@@ -1109,8 +1109,13 @@ async fn model_consult_transcript() {
     replay("model_consult_transcript").await;
 }
 
+#[tokio::test]
+async fn model_consult_builtin() {
+    replay("model_consult_builtin").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
-/// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
+/// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
 /// Calls and results whose keys are not in sorted order (`python_tools`' arguments, an
 /// MCP content block's `type` before its `text`, ADK's `MemoryEntry` fields) reach the
