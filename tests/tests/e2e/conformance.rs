@@ -249,7 +249,7 @@ fn inline_image(image: &Value) -> pb::Part {
     pb::Part {
         kind: Some(pb::part::Kind::InlineData(pb::Blob {
             mime_type: image["mime_type"].as_str().expect("image mime_type").into(),
-            data: data.into(),
+            data,
             ..Default::default()
         })),
         ..Default::default()
@@ -332,15 +332,6 @@ async fn add_memories(server: &ServiceProcess, app: &str, user: &str, memory: &V
         .expect("AddEventsToMemory");
 }
 
-/// A model request with the normalisations the comparison allows:
-/// - the ids the runner gave the model's function calls (`adk-…`: Gemini gives none) are
-///   left out of the contents, as ADK leaves its own out before it sends a request;
-/// - an empty `generationConfig` is left out (ADK's client sends `{}`, which asks for the
-///   same defaults as none);
-/// - a declaration's `parameters_json_schema` (the name google-genai gives a JSON Schema
-///   made from a Python signature) and `parameters` are the same field: the schema is
-///   compared, under `parameters`; `response_json_schema` (a result's JSON Schema, as
-///   google-genai names the field) is compared as `responseJsonSchema`, its JSON name.
 /// A part's inline data in standard base64: google-genai writes bytes in the URL-safe
 /// alphabet (pydantic's), the runner in the standard one; the bytes are the same.
 fn standard_base64(part: &mut Value) {
@@ -349,6 +340,16 @@ fn standard_base64(part: &mut Value) {
     }
 }
 
+/// A model request with the normalisations the comparison allows:
+/// - the ids the runner gave the model's function calls (`adk-…`: Gemini gives none) are
+///   left out of the contents, as ADK leaves its own out before it sends a request;
+/// - an empty `generationConfig` is left out (ADK's client sends `{}`, which asks for the
+///   same defaults as none);
+/// - a declaration's `parameters_json_schema` (the name google-genai gives a JSON Schema
+///   made from a Python signature) and `parameters` are the same field: the schema is
+///   compared, under `parameters`; `response_json_schema` (a result's JSON Schema, as
+///   google-genai names the field) is compared as `responseJsonSchema`, its JSON name;
+/// - inline data is compared in standard base64 ([`standard_base64`]).
 fn normalise_request(mut request: Value) -> Value {
     if let Some(body) = request.as_object_mut()
         && body.get("generationConfig").is_some_and(|c| c == &json!({}))
