@@ -19,6 +19,7 @@ Without arguments every case is recorded. See docs/adk-conformance.md.
 from __future__ import annotations
 
 import asyncio
+import base64
 import importlib
 import json
 import os
@@ -48,14 +49,22 @@ def requesting_agent(request: dict) -> str | None:
     return found.group(1) if found else None
 
 
-def gemini_reply(scripted: dict) -> dict:
-    """The Gemini generateContent reply for one scripted reply: a text or a function call."""
+def gemini_part(scripted: dict) -> dict:
+    """One part of a scripted reply: a text (a thought with `"thought": true`) or a call."""
     if "text" in scripted:
         part = {"text": scripted["text"]}
-    else:
-        part = {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+        if scripted.get("thought"):
+            part["thought"] = True
+        return part
+    return {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+
+
+def gemini_reply(scripted: dict) -> dict:
+    """The Gemini generateContent reply for one scripted reply: a text, a function call, or
+    `"parts"`, a list of those (several calls at once, a thought before a text)."""
+    parts = [gemini_part(part) for part in scripted.get("parts", [scripted])]
     return {
-        "candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+        "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
         "usageMetadata": {"promptTokenCount": 9, "candidatesTokenCount": 4, "totalTokenCount": 13},
         "modelVersion": MODEL_VERSION,
     }
@@ -219,14 +228,20 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
     for turn in script["turns"]:
         fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
         fake.exchanges = []
-        message = types.Content(role="user", parts=[types.Part(text=turn["user"])])
+        # A turn's `image` (mime_type, base64 data) follows its text in the user's message.
+        parts = [types.Part(text=turn["user"])]
+        if "image" in turn:
+            image = turn["image"]
+            blob = types.Blob(mime_type=image["mime_type"], data=base64.b64decode(image["data"]))
+            parts.append(types.Part(inline_data=blob))
+        message = types.Content(role="user", parts=parts)
         async for _ in runner.run_async(user_id=APP_USER, session_id=SESSION_ID, new_message=message):
             pass
         if fake.replies:
             raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
         if any(e["reply"] is None for e in fake.exchanges):
             raise SystemExit(f"{case.name}: ADK asked for more replies than the script has")
-        turns.append({"user": turn["user"], "exchanges": fake.exchanges})
+        turns.append({"user": turn["user"], **({"image": turn["image"]} if "image" in turn else {}), "exchanges": fake.exchanges})
     session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     events = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in session.events]
     return {

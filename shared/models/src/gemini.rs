@@ -122,6 +122,20 @@ fn request_body(request: &LlmRequest) -> Value {
         // With the role google-genai gives it, so the request is byte for byte ADK's.
         body["systemInstruction"] = json!({"role": "user", "parts": [{"text": system}]});
     }
+    // Gemini's own tools first, then the function declarations, as ADK's requests list
+    // them whatever the agent's order (the conformance case `model_consult_builtin`).
+    let mut tools: Vec<Value> = request
+        .config
+        .builtin_tools
+        .iter()
+        .map(|builtin| match builtin {
+            BuiltinTool::GoogleSearch => json!({"googleSearch": {}}),
+            BuiltinTool::UrlContext => json!({"urlContext": {}}),
+            BuiltinTool::CodeExecution => json!({"codeExecution": {}}),
+            // As ADK's GoogleMapsGroundingTool adds it (types.Tool(google_maps=types.GoogleMaps())).
+            BuiltinTool::GoogleMaps => json!({"googleMaps": {}}),
+        })
+        .collect();
     if !request.tools.is_empty() {
         let declarations: Vec<Value> = request
             .tools
@@ -138,20 +152,10 @@ fn request_body(request: &LlmRequest) -> Value {
                 declaration
             })
             .collect();
-        body["tools"] = json!([{ "functionDeclarations": declarations }]);
+        tools.push(json!({ "functionDeclarations": declarations }));
     }
-    for builtin in &request.config.builtin_tools {
-        let tool = match builtin {
-            BuiltinTool::GoogleSearch => json!({"googleSearch": {}}),
-            BuiltinTool::UrlContext => json!({"urlContext": {}}),
-            BuiltinTool::CodeExecution => json!({"codeExecution": {}}),
-            // As ADK's GoogleMapsGroundingTool adds it (types.Tool(google_maps=types.GoogleMaps())).
-            BuiltinTool::GoogleMaps => json!({"googleMaps": {}}),
-        };
-        match body.get_mut("tools").and_then(Value::as_array_mut) {
-            Some(tools) => tools.push(tool),
-            None => body["tools"] = json!([tool]),
-        }
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
     }
     let config = &request.config;
     let mut generation = Map::new();

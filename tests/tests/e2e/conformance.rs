@@ -190,7 +190,10 @@ async fn replay_on(case: &str, wire: Wire) {
             };
         }
         let asked_before = provider.requests().len();
-        let message = user_text(turn["user"].as_str().expect("user"));
+        let mut message = user_text(turn["user"].as_str().expect("user"));
+        if let Some(image) = turn.get("image") {
+            message.parts.push(inline_image(image));
+        }
         let (_, status) = runs::run_to_end(&mut client, runs::run_request(app, user, session, message)).await;
         assert!(status.is_none(), "turn {t}: {status:?}\n{}", server.tail_log(30));
         let asked = provider.requests().len() - asked_before;
@@ -298,6 +301,23 @@ fn per_agent_order(runner: &[Value], adk: &[Value]) -> Vec<Option<usize>> {
         .collect()
 }
 
+/// A turn's `image` (its `mime_type` and base64 `data`, as record.py sends it after the
+/// user's text) as a part of the user's message.
+fn inline_image(image: &Value) -> pb::Part {
+    use base64::Engine as _;
+    let data = base64::engine::general_purpose::STANDARD
+        .decode(image["data"].as_str().expect("image data"))
+        .expect("base64 image data");
+    pb::Part {
+        kind: Some(pb::part::Kind::InlineData(pb::Blob {
+            mime_type: image["mime_type"].as_str().expect("image mime_type").into(),
+            data,
+            ..Default::default()
+        })),
+        ..Default::default()
+    }
+}
+
 /// The test venv's Python for the server: the Python worker serving the cases' Python
 /// tools and callbacks runs in it, and a case's MCP server is `python` on the PATH (as
 /// record.py runs it).
@@ -374,6 +394,14 @@ async fn add_memories(server: &ServiceProcess, app: &str, user: &str, memory: &V
         .expect("AddEventsToMemory");
 }
 
+/// A part's inline data in standard base64: google-genai writes bytes in the URL-safe
+/// alphabet (pydantic's), the runner in the standard one; the bytes are the same.
+fn standard_base64(part: &mut Value) {
+    if let Some(Value::String(data)) = part.pointer_mut("/inlineData/data") {
+        *data = data.replace('-', "+").replace('_', "/");
+    }
+}
+
 /// A model request with the normalisations the comparison allows:
 /// - the ids the runner gave the model's function calls (`adk-…`: Gemini gives none) are
 ///   left out of the contents, as ADK leaves its own out before it sends a request;
@@ -382,7 +410,8 @@ async fn add_memories(server: &ServiceProcess, app: &str, user: &str, memory: &V
 /// - a declaration's `parameters_json_schema` (the name google-genai gives a JSON Schema
 ///   made from a Python signature) and `parameters` are the same field: the schema is
 ///   compared, under `parameters`; `response_json_schema` (a result's JSON Schema, as
-///   google-genai names the field) is compared as `responseJsonSchema`, its JSON name.
+///   google-genai names the field) is compared as `responseJsonSchema`, its JSON name;
+/// - inline data is compared in standard base64 ([`standard_base64`]).
 fn normalise_request(mut request: Value) -> Value {
     if let Some(body) = request.as_object_mut()
         && body.get("generationConfig").is_some_and(|c| c == &json!({}))
@@ -395,6 +424,7 @@ fn normalise_request(mut request: Value) -> Value {
         .flatten()
         .flat_map(|content| content["parts"].as_array_mut().into_iter().flatten())
     {
+        standard_base64(part);
         for kind in ["functionCall", "functionResponse"] {
             let made_here = part
                 .pointer(&format!("/{kind}/id"))
@@ -532,7 +562,18 @@ fn openai_request(body: &Value, generation: &Value) -> Value {
 fn openai_reply(gemini: &Value, n: usize) -> Value {
     let candidate = &gemini["candidates"][0];
     let parts = candidate["content"]["parts"].as_array().cloned().unwrap_or_default();
-    let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+    let is_thought = |p: &&Value| p["thought"] == true;
+    let text: String = parts
+        .iter()
+        .filter(|p| !is_thought(p))
+        .filter_map(|p| p["text"].as_str())
+        .collect();
+    // A thought as an OpenAI-compatible server that reasons sends it.
+    let reasoning: String = parts
+        .iter()
+        .filter(is_thought)
+        .filter_map(|p| p["text"].as_str())
+        .collect();
     let calls: Vec<Value> = parts
         .iter()
         .filter_map(|p| p.get("functionCall"))
@@ -548,6 +589,9 @@ fn openai_reply(gemini: &Value, n: usize) -> Value {
     let mut message = json!({"role": "assistant", "content": (!text.is_empty()).then_some(text)});
     if !calls.is_empty() {
         message["tool_calls"] = json!(calls);
+    }
+    if !reasoning.is_empty() {
+        message["reasoning_content"] = reasoning.into();
     }
     let usage = &gemini["usageMetadata"];
     json!({
@@ -810,6 +854,7 @@ fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
         .into_iter()
         .flatten()
     {
+        standard_base64(part);
         for kind in ["functionCall", "functionResponse"] {
             if let Some(Value::String(id)) = part.pointer(&format!("/{kind}/id")).cloned() {
                 part[kind]["id"] = ids.number("call", &id).into();
@@ -1252,8 +1297,23 @@ async fn model_consult_settings() {
     replay("model_consult_settings").await;
 }
 
+#[tokio::test]
+async fn model_consult_parallel() {
+    replay("model_consult_parallel").await;
+}
+
+#[tokio::test]
+async fn model_consult_transcript() {
+    replay("model_consult_transcript").await;
+}
+
+#[tokio::test]
+async fn model_consult_builtin() {
+    replay("model_consult_builtin").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
-/// wire can run (`builtin_search` and `maps_grounding` name Gemini's own tools,
+/// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
 /// Calls and results whose keys are not in sorted order (`python_tools`' arguments, an
 /// MCP content block's `type` before its `text`, ADK's `MemoryEntry` fields) reach the
@@ -1270,6 +1330,16 @@ mod openai {
     #[tokio::test]
     async fn model_consult_settings() {
         replay_openai("model_consult_settings").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_parallel() {
+        replay_openai("model_consult_parallel").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_transcript() {
+        replay_openai("model_consult_transcript").await;
     }
 
     #[tokio::test]

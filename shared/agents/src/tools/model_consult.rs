@@ -11,19 +11,24 @@
 //! `session_max_uses` per session (the key `model_consult:<tool>:session_uses`). A
 //! call over budget, or one whose advisor fails, is answered with a message telling
 //! the executor to go on with its own judgment: the turn never fails for it.
+//!
+//! Several consults in one model step are answered one after another, in call order,
+//! each counting after those before it (ADK has a consult wait for the others and read
+//! their counts from the live session; the runner's steps store their counts with the
+//! step's event, so the tool keeps them meanwhile, see [`StepConsults`]).
 
 use super::builtin::append_instruction;
 use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
 use crate::llm::instruction;
 use crate::rules::TRANSFER_TOOL_NAME;
 use adk_grpc_core::{
-    AdkError, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part, PartKind,
-    Result, Tool, ToolContext, UsageMetadata, python_json,
+    AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part,
+    PartKind, Result, Tool, ToolContext, UsageMetadata, python_json,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use std::collections::{HashSet, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -191,10 +196,6 @@ Continue with your own best judgment, reusing the guidance you already received.
 const ADVISOR_FAILED: &str = "The advisor could not be reached. Continue with your own best judgment; do not \
 retry this tool for the same question.";
 const NO_QUESTION: &str = "`question` is required: state the decision or blocker you want reviewed.";
-/// The runner's own words: ADK has a second consult of a step wait for the first; the
-/// runner refuses it (see `in_flight`).
-const ONE_AT_A_TIME: &str = "Another consult of the advisor is in progress in this step: ask one question \
-at a time. Continue with your own best judgment, or ask again after its answer.";
 
 /// The executor's other tools, each its name and its description on one line.
 type ToolLines = Vec<(String, String)>;
@@ -221,10 +222,23 @@ pub struct ModelConsultTool {
     /// By invocation, the executor's other tools (name, description) as its model was
     /// last shown them: the agent's own tools, as ADK lists its `canonical_tools`.
     tools_seen: Mutex<VecDeque<(String, ToolLines)>>,
-    /// The invocations with a consult in flight. Consults in one model step run
-    /// concurrently and none sees the others' counts (they are stored with the
-    /// step's event), so a second one in a step is refused instead of over-spending.
-    in_flight: Mutex<HashSet<String>>,
+    /// By invocation, its consults in progress (ADK's per-session consult state): an
+    /// entry lives while one of the invocation's consults runs, so nothing of a step
+    /// that dies outlives it (a re-run step counts from the stored state alone).
+    in_progress: Mutex<HashMap<String, Arc<StepConsults>>>,
+}
+
+/// The consults of one invocation in progress together (a model step's calls run
+/// concurrently). The lock is held for a whole consult, so they run one after another
+/// in call order (tokio's mutex is first come, first served, and a step starts its
+/// calls in order); it holds the counts the finished ones wrote, which their step's
+/// event stores only once every call is answered: the next consult counts after them.
+#[derive(Default)]
+struct StepConsults {
+    /// The (turn, session) counts the last finished consult wrote, if any.
+    counted: tokio::sync::Mutex<Option<(u32, u32)>>,
+    /// How many of the invocation's consults hold this entry.
+    holders: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for ModelConsultTool {
@@ -240,15 +254,34 @@ impl std::fmt::Debug for ModelConsultTool {
     }
 }
 
-/// Takes an invocation out of `in_flight` when its consult ends, however it ends.
-struct InFlight<'a> {
-    set: &'a Mutex<HashSet<String>>,
+/// One consult's hold on its invocation's [`StepConsults`]: the last to end, however it
+/// ends, drops the entry (as ADK clears its per-invocation deltas when no call is active).
+struct StepHold<'a> {
+    map: &'a Mutex<HashMap<String, Arc<StepConsults>>>,
     invocation: String,
+    step: Arc<StepConsults>,
 }
 
-impl Drop for InFlight<'_> {
+impl<'a> StepHold<'a> {
+    fn take(map: &'a Mutex<HashMap<String, Arc<StepConsults>>>, invocation: &str) -> Self {
+        let mut entries = adk_grpc_core::sync::lock(map);
+        let step = entries.entry(invocation.to_string()).or_default().clone();
+        step.holders.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        StepHold {
+            map,
+            invocation: invocation.to_string(),
+            step,
+        }
+    }
+}
+
+impl Drop for StepHold<'_> {
     fn drop(&mut self) {
-        adk_grpc_core::sync::lock(self.set).remove(&self.invocation);
+        // Under the map's lock, so no consult takes the entry while it is dropped.
+        let mut entries = adk_grpc_core::sync::lock(self.map);
+        if self.step.holders.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            entries.remove(&self.invocation);
+        }
     }
 }
 
@@ -273,7 +306,7 @@ impl ModelConsultTool {
             context: ConsultContext::default(),
             config: GenerateContentConfig::default(),
             tools_seen: Mutex::default(),
-            in_flight: Mutex::default(),
+            in_progress: Mutex::default(),
             name,
         })
     }
@@ -722,6 +755,19 @@ fn refuses_thinking(error: &str) -> bool {
             && refusals.iter().any(|word| error.contains(word)))
 }
 
+/// A provider's built-in tool as ADK's inventory names it: by ADK's tool name, which is
+/// also the tool's description there (`- google_search: google_search`). None for code
+/// execution, an agent's code executor in ADK, not one of its tools.
+fn builtin_tool_name(tool: BuiltinTool) -> Option<&'static str> {
+    match tool {
+        BuiltinTool::GoogleSearch => Some("google_search"),
+        BuiltinTool::UrlContext => Some("url_context"),
+        // ADK's `google_maps_grounding` is a tool named `google_maps`.
+        BuiltinTool::GoogleMaps => Some("google_maps"),
+        BuiltinTool::CodeExecution => None,
+    }
+}
+
 /// `template` with each `{key}` of the state replaced by its value (ADK's fallback when
 /// the instruction cannot be templated).
 fn fill_known_keys(template: &str, ctx: &dyn ToolContext) -> String {
@@ -1024,13 +1070,10 @@ impl Tool for ModelConsultTool {
                     };
                     (tool.name.clone(), description)
                 })
-                .chain(
-                    request
-                        .config
-                        .builtin_tools
-                        .iter()
-                        .map(|tool| (tool.name().to_string(), String::new())),
-                )
+                .chain(request.config.builtin_tools.iter().filter_map(|tool| {
+                    let name = builtin_tool_name(*tool)?;
+                    Some((name.to_string(), name.to_string()))
+                }))
                 .collect();
             let mut seen = adk_grpc_core::sync::lock(&self.tools_seen);
             seen.retain(|(id, _)| id != ctx.invocation_id());
@@ -1065,7 +1108,14 @@ impl Tool for ModelConsultTool {
             Value::Null => None,
             other => Some(other.to_string()),
         };
-        let (turn, session) = self.counts(ctx.as_ref());
+        let hold = StepHold::take(&self.in_progress, ctx.invocation_id());
+        // Held to the end of the consult: the step's next consult waits for this one.
+        let mut counted = hold.step.counted.lock().await;
+        let (stored_turn, stored_session) = self.counts(ctx.as_ref());
+        let (turn, session) = match *counted {
+            Some((turn, session)) => (turn.max(stored_turn), session.max(stored_session)),
+            None => (stored_turn, stored_session),
+        };
         let limit = match (self.session_max_uses, self.max_uses) {
             (Some(max), _) if session >= max => Some(SESSION_LIMIT.replace("{max}", &max.to_string())),
             (_, Some(max)) if turn >= max => Some(TURN_LIMIT.replace("{max}", &max.to_string())),
@@ -1074,16 +1124,6 @@ impl Tool for ModelConsultTool {
         if let Some(message) = limit {
             return Ok(json!({"status": "limit_reached", "message": message, "consults": self.stats(turn, session)}));
         }
-        let invocation = ctx.invocation_id().to_string();
-        if !adk_grpc_core::sync::lock(&self.in_flight).insert(invocation.clone()) {
-            return Ok(
-                json!({"status": "limit_reached", "message": ONE_AT_A_TIME, "consults": self.stats(turn, session)}),
-            );
-        }
-        let _in_flight = InFlight {
-            set: &self.in_flight,
-            invocation,
-        };
         let request = self.request(&ctx, &question, context.as_deref()).await;
         let started = std::time::Instant::now();
         let asked = match self.timeout {
@@ -1101,6 +1141,7 @@ impl Tool for ModelConsultTool {
         match asked {
             Ok(advice) => {
                 let (turn, session) = (turn + 1, session + 1);
+                *counted = Some((turn, session));
                 let mut actions = ctx.actions();
                 actions
                     .state_delta

@@ -378,3 +378,112 @@ async fn the_advisor_reads_a_rich_static_instructions_texts_without_its_files() 
     );
     assert!(!text.contains("grammar.png"), "no file: {text}");
 }
+
+/// Two consults in one model step: answered one after another in call order, the second
+/// counting after the first (as ADK's second waits for the first and reads its count),
+/// and the step's event stores the higher count.
+#[tokio::test]
+async fn two_consults_in_one_step_are_answered_in_call_order_each_counting_after_the_other() {
+    let executor = FakeServer::start().await;
+    let advisor = FakeServer::start().await;
+    let tool = ModelConsultTool::new("model_consult", openai(&advisor))
+        .unwrap()
+        .with_max_uses(2)
+        .unwrap();
+    let agent = LlmAgentBuilder::new("coder")
+        .model(openai(&executor))
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    let both = |first: &str, second: &str| {
+        openai::tool_calls(&[
+            (
+                first,
+                "model_consult",
+                json!({"question": format!("Question {first}?")}),
+            ),
+            (
+                second,
+                "model_consult",
+                json!({"question": format!("Question {second}?")}),
+            ),
+        ])
+    };
+
+    executor.push(both("c1", "c2"));
+    advisor.push(openai::text("Advice one."));
+    advisor.push(openai::text("Advice two."));
+    executor.push(both("c3", "c4"));
+    executor.push(openai::text("Done."));
+    h.say("plan the fix").await.ok();
+
+    let asked = advisor.requests();
+    assert_eq!(asked.len(), 2, "the turn's budget is two");
+    assert!(advisor_text(&asked[0]).contains("Question c1?"));
+    assert!(advisor_text(&asked[1]).contains("Question c2?"));
+    // Neither is shown the other, unanswered when the step began.
+    assert!(!advisor_text(&asked[1]).contains("Question c1?"));
+    let requests = executor.requests();
+    let answer_in = |request: usize, id: &str| -> Value {
+        let message = messages(&requests[request])
+            .into_iter()
+            .find(|m| m["role"] == "tool" && m["tool_call_id"] == id)
+            .unwrap_or_else(|| panic!("no answer of {id}"));
+        serde_json::from_str(message["content"].as_str().unwrap()).unwrap()
+    };
+    let (first, second) = (answer_in(1, "c1"), answer_in(1, "c2"));
+    assert_eq!(first["guidance"], "Advice one.");
+    assert_eq!(first["consults"]["used_this_turn"], 1);
+    assert_eq!(second["guidance"], "Advice two.");
+    assert_eq!(second["consults"]["used_this_turn"], 2);
+    assert_eq!(second["consults"]["remaining"], 0);
+    // The next step's two are over the turn's budget, both seeing the stored count.
+    for id in ["c3", "c4"] {
+        let over = answer_in(2, id);
+        assert_eq!(over["status"], "limit_reached", "{over}");
+        assert_eq!(over["consults"]["used_this_turn"], 2, "{over}");
+    }
+    let state = h.session().await.state.as_map().clone();
+    assert_eq!(state.get("model_consult:model_consult:session_uses"), Some(&json!(2)));
+    h.verify_log(&HashMap::new()).await;
+}
+
+/// With a budget of one, the step's second consult waits for the first and is over the
+/// budget after it (ADK's answer), not refused for running beside it.
+#[tokio::test]
+async fn a_second_consult_in_a_step_over_the_budget_reads_the_firsts_count() {
+    let executor = FakeServer::start().await;
+    let advisor = FakeServer::start().await;
+    let tool = ModelConsultTool::new("model_consult", openai(&advisor))
+        .unwrap()
+        .with_max_uses(1)
+        .unwrap();
+    let agent = LlmAgentBuilder::new("coder")
+        .model(openai(&executor))
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(agent)).await;
+    executor.push(openai::tool_calls(&[
+        ("c1", "model_consult", json!({"question": "First?"})),
+        ("c2", "model_consult", json!({"question": "Second?"})),
+    ]));
+    advisor.push(openai::text("Advice."));
+    executor.push(openai::text("Done."));
+    h.say("plan the fix").await.ok();
+
+    assert_eq!(advisor.requests().len(), 1);
+    assert_eq!(answer(&executor, "c1")["status"], "ok");
+    let second = answer(&executor, "c2");
+    assert_eq!(second["status"], "limit_reached", "{second}");
+    assert!(
+        second["message"]
+            .as_str()
+            .unwrap()
+            .contains("for this turn is exhausted (1 of 1 used)"),
+        "{second}"
+    );
+    assert_eq!(second["consults"]["used_this_turn"], 1, "{second}");
+    assert_eq!(second["consults"]["used_this_session"], 1, "{second}");
+}

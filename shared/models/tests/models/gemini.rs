@@ -461,13 +461,14 @@ async fn built_in_tools_are_named_in_the_request_and_their_results_come_back() {
     let sent = server.last_request().json();
     assert_eq!(
         sent["tools"],
+        // Gemini's own tools first, the function declarations last, as ADK's requests.
         json!([
-            { "functionDeclarations": [{ "name": "lookup", "description": "Looks up." }] },
             { "googleSearch": {} },
             { "urlContext": {} },
             { "codeExecution": {} },
             // ADK's google_maps_grounding: types.Tool(google_maps=types.GoogleMaps()).
-            { "googleMaps": {} }
+            { "googleMaps": {} },
+            { "functionDeclarations": [{ "name": "lookup", "description": "Looks up." }] }
         ])
     );
     let reply = &items[0];
