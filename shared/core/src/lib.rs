@@ -44,8 +44,8 @@ pub use memory::{
 };
 pub use model::{
     BuiltinTool, FunctionCallingConfig, FunctionCallingMode, GenerateContentConfig, ImageConfig, Llm, LlmRequest,
-    LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig, ThinkingEffort, ToolConfig, ToolDeclaration, ask_once,
-    python_json, strip_code_fence, with_snake_case_keys, with_sorted_keys,
+    LlmResponseStream, ResponseSchemaAsSent, ThinkingConfig, ThinkingEffort, ToolConfig, ToolDeclaration, ToolListing,
+    ask_once, python_json, strip_code_fence, with_snake_case_keys, with_sorted_keys,
 };
 pub use run_log::{AgentMarks, InvocationMarks, RunLog};
 pub use session::backend::SessionBackend;

@@ -247,6 +247,19 @@ pub struct LlmRequest {
     /// (ADK's dynamic instructions: `load_artifacts`' and an MCP toolset's listings),
     /// joined by blank lines after what the tools appended directly; empty once sent.
     pub dynamic_instructions: Vec<String>,
+    /// The agent's own tools for this step, in its order, declared or not (a provider's
+    /// built-in tool, `preload_memory`): what ADK's `canonical_tools` lists, for a tool
+    /// that names the agent's other tools (the model consult's inventory). Not sent.
+    pub agent_tools: Vec<ToolListing>,
+}
+
+/// A tool as the agent holds it: its name, its description, and whether the model's
+/// provider runs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolListing {
+    pub name: String,
+    pub description: String,
+    pub provider_builtin: bool,
 }
 
 /// A model's reply: one response, or with `stream` a series of `partial` chunks

@@ -18,6 +18,7 @@
 //! step's event, so the tool keeps them meanwhile, see [`StepConsults`]).
 
 use super::builtin::append_instruction;
+use super::memory::PreloadMemoryTool;
 use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
 use crate::llm::instruction;
 use crate::rules::TRANSFER_TOOL_NAME;
@@ -550,7 +551,7 @@ impl ModelConsultTool {
             system_instruction: Some(self.advisor_instruction.clone()),
             tools: Vec::new(),
             config: self.config.clone(),
-            dynamic_instructions: Vec::new(),
+            ..Default::default()
         }
     }
 
@@ -758,14 +759,16 @@ fn refuses_thinking(error: &str) -> bool {
 /// A provider's built-in tool as ADK's inventory names it: by ADK's tool name, which is
 /// also the tool's description there (`- google_search: google_search`). None for code
 /// execution, an agent's code executor in ADK, not one of its tools.
-fn builtin_tool_name(tool: BuiltinTool) -> Option<&'static str> {
-    match tool {
-        BuiltinTool::GoogleSearch => Some("google_search"),
-        BuiltinTool::UrlContext => Some("url_context"),
+fn builtin_tool_name(tool: &str) -> Option<&'static str> {
+    [
+        (BuiltinTool::GoogleSearch, "google_search"),
+        (BuiltinTool::UrlContext, "url_context"),
         // ADK's `google_maps_grounding` is a tool named `google_maps`.
-        BuiltinTool::GoogleMaps => Some("google_maps"),
-        BuiltinTool::CodeExecution => None,
-    }
+        (BuiltinTool::GoogleMaps, "google_maps"),
+    ]
+    .into_iter()
+    .find(|(builtin, _)| builtin.name() == tool)
+    .map(|(_, adk_name)| adk_name)
 }
 
 /// `template` with each `{key}` of the state replaced by its value (ADK's fallback when
@@ -1053,27 +1056,32 @@ impl Tool for ModelConsultTool {
 
     async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
         if self.include_tool_inventory {
-            // The agent's own tools, as ADK lists its `canonical_tools`: not the consult
-            // itself, nor the tools the runner adds for transfers and structured replies.
+            // The agent's own tools in its order, as ADK lists its `canonical_tools`: not
+            // the consult itself, nor the tools the runner adds for transfers and
+            // structured replies; each as ADK's tool of that kind names and describes it.
             let tools = request
-                .tools
+                .agent_tools
                 .iter()
                 .filter(|tool| {
                     ![self.name.as_str(), TRANSFER_TOOL_NAME, SET_MODEL_RESPONSE_TOOL_NAME]
                         .contains(&tool.name.as_str())
                 })
-                .map(|tool| {
+                .filter_map(|tool| {
+                    if tool.provider_builtin {
+                        let name = builtin_tool_name(&tool.name)?;
+                        return Some((name.to_string(), name.to_string()));
+                    }
+                    if tool.name == PreloadMemoryTool::NAME {
+                        // ADK's tool is described by its name.
+                        return Some((tool.name.clone(), tool.name.clone()));
+                    }
                     let description = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
                     let description = match description.char_indices().nth(TOOL_DESCRIPTION_LIMIT) {
                         Some((end, _)) => format!("{}...", &description[..end]),
                         None => description,
                     };
-                    (tool.name.clone(), description)
+                    Some((tool.name.clone(), description))
                 })
-                .chain(request.config.builtin_tools.iter().filter_map(|tool| {
-                    let name = builtin_tool_name(*tool)?;
-                    Some((name.to_string(), name.to_string()))
-                }))
                 .collect();
             let mut seen = adk_grpc_core::sync::lock(&self.tools_seen);
             seen.retain(|(id, _)| id != ctx.invocation_id());

@@ -6,6 +6,7 @@ use crate::compaction::{self, Trigger};
 use crate::llm::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME};
 use adk_grpc_core::{
     AgentMode, CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,
+    ToolListing,
 };
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -289,6 +290,15 @@ impl RequestProcessor for ToolDeclarations {
             .iter()
             .filter(|tool| !tool.is_provider_builtin())
             .map(|tool| tool.declaration())
+            .collect();
+        request.agent_tools = input
+            .tools
+            .iter()
+            .map(|tool| ToolListing {
+                name: tool.name().to_string(),
+                description: tool.description().to_string(),
+                provider_builtin: tool.is_provider_builtin(),
+            })
             .collect();
         Ok(())
     }
