@@ -1073,6 +1073,11 @@ async fn output_schema_tools() {
 }
 
 #[tokio::test]
+async fn output_schema_validators() {
+    replay("output_schema_validators").await;
+}
+
+#[tokio::test]
 async fn mcp_toolset() {
     replay("mcp_toolset").await;
 }
@@ -1385,6 +1390,11 @@ mod openai {
     #[tokio::test]
     async fn output_schema_tools() {
         replay_openai("output_schema_tools").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_validators() {
+        replay_openai("output_schema_validators").await;
     }
 
     #[tokio::test]

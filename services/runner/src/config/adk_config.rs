@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The file ADK reads an agent-config directory's root agent from.
 pub(super) const ROOT_AGENT_FILE: &str = "root_agent.yaml";
@@ -992,7 +993,17 @@ impl Reader<'_> {
                 ),
                 Some(Ok(schema)) => {
                     if let Some(agent) = find_agent(root, agent) {
-                        let class = adk_grpc_agents::SchemaClass::from(schema.clone());
+                        let mut class = adk_grpc_agents::SchemaClass::from(schema.clone());
+                        if class.validated {
+                            // pydantic's own validation, so the class's validators and types count.
+                            let url = worker.url(ServedAs::Validation(reference));
+                            match adk_grpc_agents::HttpClassValidator::new(reference, &url) {
+                                Ok(validator) => {
+                                    class.validator = Some(adk_grpc_agents::ClassValidator(Arc::new(validator)));
+                                }
+                                Err(e) => self.add(place, field, e.to_string()),
+                            }
+                        }
                         if field == "input_schema" {
                             agent.input_schema = Some(class.json_schema);
                             agent.input_schema_is_class = true;
