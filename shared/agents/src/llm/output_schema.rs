@@ -536,6 +536,60 @@ mod tests {
         );
     }
 
+    /// Stands in for pydantic with a rule the JSON Schema cannot say: a code upper-cased,
+    /// and a value refused with its own words.
+    struct UpperCasesCodes;
+
+    #[async_trait]
+    impl ValidateClass for UpperCasesCodes {
+        async fn validate(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
+            let value = match unvalidated {
+                Unvalidated::Json(text) => serde_json::from_str::<Value>(text).map_err(|e| e.to_string())?,
+                Unvalidated::Value(value) => value.clone(),
+            };
+            match value["code"].as_str() {
+                Some(code) if code != "refused" => Ok(json!({"code": code.to_uppercase(), "from": "validator"})),
+                _ => Err("1 validation error for Flight\n  Value error, refused".into()),
+            }
+        }
+    }
+
+    /// A class with a validator is validated by it alone: its value is the one stored and
+    /// its error the one the model reads, word for word (no schema check of its own).
+    #[tokio::test]
+    async fn a_class_with_a_validator_takes_its_value_and_its_error_verbatim() {
+        let class = |validated| SchemaClass {
+            json_schema: json!({"type": "object", "properties": {"code": {"type": "string", "maxLength": 2}},
+                                "required": ["code"]}),
+            validated,
+            as_sent: ResponseSchemaAsSent {
+                gemini: json!({}),
+                openai: None,
+            },
+            set_model_response_parameters: json!({}),
+            set_model_response_argument: None,
+            validator: Some(ClassValidator(Arc::new(UpperCasesCodes))),
+        };
+        let schema = OutputSchema::of_class(class(true)).unwrap();
+        let stored = json!({"code": "AB123", "from": "validator"});
+        assert_eq!(
+            schema.value_of_call(&json!({"code": "ab123"})).await,
+            Ok(Some(stored.clone()))
+        );
+        assert_eq!(
+            schema.parse_reply("```json\n{\"code\": \"ab123\"}\n```").await,
+            Ok(stored)
+        );
+        let refused = schema.value_of_call(&json!({"code": "refused"})).await.unwrap_err();
+        assert_eq!(refused, "1 validation error for Flight\n  Value error, refused");
+        // Where ADK does not validate, neither does the validator: the value is as it came.
+        let unvalidated = OutputSchema::of_class(class(false)).unwrap();
+        assert_eq!(
+            unvalidated.value_of_call(&json!({"code": "refused"})).await,
+            Ok(Some(json!({"code": "refused"})))
+        );
+    }
+
     #[test]
     fn schemas_are_checked() {
         assert!(check_schema("output_schema", &json!("string")).is_err());
