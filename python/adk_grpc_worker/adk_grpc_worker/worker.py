@@ -38,7 +38,7 @@ from google.adk.utils._schema_utils import lowercase_schema_types
 from google.genai import _common as genai_common
 from google.genai import _transformers as genai_transformers
 from google.genai import types
-from pydantic import BaseModel, TypeAdapter
+from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import to_jsonable_python
 
 # The hook points (docs/hooks.md) and the keyword names ADK calls each callback with.
@@ -281,6 +281,8 @@ class Worker:
     def __init__(self) -> None:
         self.tools: dict[str, BaseTool] = {}
         self.callbacks: dict[str, Any] = {}
+        # The output_schema classes (and lists of one) ADK validates, served at `/validate/<ref>`.
+        self.validated_schemas: dict[str, Any] = {}
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
@@ -341,6 +343,8 @@ class Worker:
         # As ADK's set_model_response takes it: a class's fields as the arguments, a list
         # of a class as `items`, anything else as `response`.
         call_argument = None if pydantic_class else "items" if list_of_class else "response"
+        if pydantic_class or list_of_class:
+            self.validated_schemas[ref] = obj
         return {
             "json_schema": with_factory_defaults(json_schema_of(obj), obj),
             "validated": pydantic_class or list_of_class,
@@ -350,6 +354,25 @@ class Worker:
             "set_model_response": dumped.get("parameters_json_schema", dumped.get("parameters")),
             "set_model_response_argument": call_argument,
         }
+
+    def validate(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
+        """A value of an `output_schema` class (or a list of one) as ADK validates and
+        dumps it: a reply's text (`{"json"}`) as ADK's `validate_schema` takes it, a
+        `set_model_response` value (`{"value"}`) as its SetModelResponseTool does. The
+        dump, or pydantic's error as ADK writes it (`str` of the ValidationError); any
+        other error of the class's code is the runner's to report."""
+        schema = self.validated_schemas[ref]
+        # A class's own methods, as ADK calls them; a list's TypeAdapter.
+        adapter = schema if schema_utils.is_basemodel_schema(schema) else TypeAdapter(schema)
+        from_json = adapter.model_validate_json if adapter is schema else adapter.validate_json
+        from_python = adapter.model_validate if adapter is schema else adapter.validate_python
+        try:
+            validated = from_json(body["json"]) if "json" in body else from_python(body.get("value"))
+        except ValidationError as e:
+            return {"error": str(e)}
+        items = validated if isinstance(validated, list) else [validated]
+        dumped = [item.model_dump(exclude_none=True) for item in items]
+        return {"value": jsonable(dumped if isinstance(validated, list) else dumped[0])}
 
     def resolve_callback(self, ref: str) -> dict[str, Any]:
         try:
@@ -574,8 +597,10 @@ def serve(worker: Worker, host: str, port: int) -> ThreadingHTTPServer:
                     reply = worker.run(worker.call_tool(ref, body))
                 elif kind == "callback" and ref in worker.callbacks:
                     reply = worker.run(worker.call_callback(ref, body))
+                elif kind == "validate" and ref in worker.validated_schemas:
+                    reply = worker.validate(ref, body)
                 else:
-                    return self.answer(404, {"error": f"no tool or callback at {self.path}"})
+                    return self.answer(404, {"error": f"no tool, callback or validation at {self.path}"})
             except Exception as e:  # noqa: BLE001 (the runner reads it as the tool's or hook's error)
                 traceback.print_exc(file=sys.stderr)
                 return self.answer(500, {"error": f"{type(e).__name__}: {e}"})

@@ -63,8 +63,9 @@ pub use hooks::{
 };
 pub use large_reply::LargeReply;
 pub use llm::{
-    Example, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig, SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass,
-    StaticInstruction, StaticPart, check_examples, check_object_schema, check_schema,
+    ClassValidator, Example, HttpClassValidator, IncludeContents, LlmAgent, LlmAgentBuilder, RetryConfig,
+    SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass, StaticInstruction, StaticPart, Unvalidated, ValidateClass,
+    check_examples, check_object_schema, check_schema,
 };
 pub use rules::{
     AgentNames, MAX_TOOL_NAME_CHARS, TRANSFER_TOOL_NAME, USER_AUTHOR, is_identifier, is_tool_name, validate_agent_name,

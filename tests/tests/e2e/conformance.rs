@@ -1118,6 +1118,11 @@ async fn output_schema_tools() {
 }
 
 #[tokio::test]
+async fn output_schema_validators() {
+    replay("output_schema_validators").await;
+}
+
+#[tokio::test]
 async fn mcp_toolset() {
     replay("mcp_toolset").await;
 }
@@ -1455,6 +1460,11 @@ mod openai {
     #[tokio::test]
     async fn output_schema_tools() {
         replay_openai("output_schema_tools").await;
+    }
+
+    #[tokio::test]
+    async fn output_schema_validators() {
+        replay_openai("output_schema_validators").await;
     }
 
     #[tokio::test]

@@ -40,6 +40,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
 
 /// The file ADK reads an agent-config directory's root agent from.
 pub(super) const ROOT_AGENT_FILE: &str = "root_agent.yaml";
@@ -956,9 +957,10 @@ impl Reader<'_> {
                 },
             );
         }
-        self.schema_classes(&worker, &code.schemas, &mut config.root_agent);
-        // A worker that only resolved classes serves nothing: it is not kept running.
-        if self.problems.0.len() > before || (code.tools.is_empty() && code.callbacks.is_empty()) {
+        let validates = self.schema_classes(&worker, &code.schemas, &mut config.root_agent);
+        // A worker that only resolved classes ADK does not validate serves nothing: it is
+        // not kept running.
+        if self.problems.0.len() > before || (code.tools.is_empty() && code.callbacks.is_empty() && !validates) {
             worker.stop();
         }
         if self.problems.0.len() > before {
@@ -970,8 +972,15 @@ impl Reader<'_> {
 
     /// Each `output_schema` and `input_schema` class as the worker resolved it, on its
     /// agent in `root`'s tree: an input schema is the class's JSON Schema, which ADK
-    /// declares as the agent's parameters when it is called as a tool.
-    fn schema_classes(&mut self, worker: &python::Worker, schemas: &[(CodeRef, String)], root: &mut AgentConfig) {
+    /// declares as the agent's parameters when it is called as a tool. Whether an
+    /// `output_schema` is validated by the worker (which must then keep running).
+    fn schema_classes(
+        &mut self,
+        worker: &python::Worker,
+        schemas: &[(CodeRef, String)],
+        root: &mut AgentConfig,
+    ) -> bool {
+        let mut validates = false;
         for (
             CodeRef {
                 reference,
@@ -992,14 +1001,25 @@ impl Reader<'_> {
                 ),
                 Some(Ok(schema)) => {
                     if let Some(agent) = find_agent(root, agent) {
-                        let class = adk_grpc_agents::SchemaClass::from(schema.clone());
+                        let mut class = adk_grpc_agents::SchemaClass::from(schema.clone());
                         if field == "input_schema" {
                             agent.input_schema = Some(class.json_schema);
                             agent.input_schema_is_class = true;
-                        } else {
-                            agent.output_schema = Some(class.json_schema.clone());
-                            agent.output_schema_class = Some(class);
+                            continue;
                         }
+                        if class.validated {
+                            // pydantic's own validation, so the class's validators and types count.
+                            let url = worker.url(ServedAs::Validation(reference));
+                            match adk_grpc_agents::HttpClassValidator::new(reference, &url) {
+                                Ok(validator) => {
+                                    class.validator = Some(adk_grpc_agents::ClassValidator(Arc::new(validator)));
+                                    validates = true;
+                                }
+                                Err(e) => self.add(place, field, e.to_string()),
+                            }
+                        }
+                        agent.output_schema = Some(class.json_schema.clone());
+                        agent.output_schema_class = Some(class);
                     }
                 }
                 Some(Err(why)) => self.add(
@@ -1010,6 +1030,7 @@ impl Reader<'_> {
                 None => {}
             }
         }
+        validates
     }
 
     /// `generate_content_config` as the agents file's `generation` (None when it sets

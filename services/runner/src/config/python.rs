@@ -91,6 +91,8 @@ impl From<PythonSchema> for adk_grpc_agents::SchemaClass {
             },
             set_model_response_parameters: schema.set_model_response,
             set_model_response_argument: schema.set_model_response_argument,
+            // The worker's, which the directory's translation adds (it knows the worker's URL).
+            validator: None,
         }
     }
 }
@@ -124,11 +126,12 @@ pub(super) struct Worker {
 }
 
 impl Worker {
-    /// The URL a tool or callback is served at.
+    /// The URL a tool, callback or class's validation is served at.
     pub(super) fn url(&self, served: ServedAs) -> String {
         let path = match served {
             ServedAs::Tool { entry, name } => format!("tool/{entry}/{name}"),
             ServedAs::Callback(reference) => format!("callback/{reference}"),
+            ServedAs::Validation(reference) => format!("validate/{reference}"),
         };
         format!("http://127.0.0.1:{}/{path}", self.port)
     }
@@ -145,6 +148,8 @@ pub(super) enum ServedAs<'a> {
     Tool { entry: &'a str, name: &'a str },
     /// The callback `module.function`.
     Callback(&'a str),
+    /// pydantic's validation of a value of the `output_schema` class `module.Class`.
+    Validation(&'a str),
 }
 
 /// Starts the worker of the app directory `app_dir` for these references (tools and

@@ -116,7 +116,7 @@ fn step<'a>(
         }
         // A fitting set_model_response call is the final reply (a misfit one is
         // answered with the problem, and the model tries again).
-        let structured = agent.structured_reply(&calls);
+        let structured = agent.structured_reply(&calls).await;
         // Calls of task and single-turn sub-agents run after the others are answered.
         let (delegated, calls): (Vec<Call>, Vec<Call>) =
             calls.into_iter().partition(|call| agent.delegate(&call.name).is_some());
@@ -143,7 +143,7 @@ fn step<'a>(
             return;
         }
         if let Some(text) = structured {
-            yield agent.structured_event(ctx.as_ref(), text, &tools)?;
+            yield agent.structured_event(ctx.as_ref(), text, &tools).await?;
             return;
         }
         if let Some(target) = transfer_to {
@@ -310,22 +310,28 @@ impl Inner {
 
     /// The final reply of the step's `set_model_response` call, when it fits: the value
     /// as the text ADK writes of it.
-    fn structured_reply(&self, calls: &[Call]) -> Option<String> {
+    async fn structured_reply(&self, calls: &[Call]) -> Option<String> {
         let schema = self.reply_schema()?;
-        calls
-            .iter()
-            .filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME)
-            .find_map(|call| schema.value_of_call(&call.args).ok().flatten())
-            .map(|value| schema.reply_text(&value))
+        for call in calls.iter().filter(|call| call.name == SET_MODEL_RESPONSE_TOOL_NAME) {
+            if let Ok(Some(value)) = schema.value_of_call(&call.args).await {
+                return Some(schema.reply_text(&value));
+            }
+        }
+        None
     }
 
     /// The final reply a fitting `set_model_response` call gave, as the model's.
-    fn structured_event(&self, ctx: &dyn InvocationContext, text: String, tools: &[Arc<dyn Tool>]) -> Result<Event> {
+    async fn structured_event(
+        &self,
+        ctx: &dyn InvocationContext,
+        text: String,
+        tools: &[Arc<dyn Tool>],
+    ) -> Result<Event> {
         let reply = LlmResponse {
             content: Some(Content::new(MODEL_ROLE).with_text(text)),
             ..Default::default()
         };
-        self.model_event(ctx, reply, tools)
+        self.model_event(ctx, reply, tools).await
     }
 
     /// An event of this agent on the context's branch.

@@ -11,7 +11,10 @@ mod static_instruction;
 pub(crate) mod task;
 
 pub use examples::{Example, check_examples};
-pub use output_schema::{SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass, check_object_schema, check_schema};
+pub use output_schema::{
+    ClassValidator, HttpClassValidator, SET_MODEL_RESPONSE_TOOL_NAME, SchemaClass, Unvalidated, ValidateClass,
+    check_object_schema, check_schema,
+};
 pub use retry::RetryConfig;
 pub use static_instruction::{StaticInstruction, StaticPart};
 

@@ -8,11 +8,13 @@
 //! final reply. Either way the reply is parsed as JSON and checked against the schema
 //! (with the `jsonschema` crate), and the value, not the text, goes to `output_key`.
 
+use crate::http_json::JsonEndpoint;
 use crate::json_schema::{PydanticClass, compile, problems};
 use adk_grpc_core::{AdkError, ResponseSchemaAsSent, Result, Tool, ToolContext, python_json, strip_code_fence};
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The tool a model with both tools and an output schema answers through (ADK's name).
 pub const SET_MODEL_RESPONSE_TOOL_NAME: &str = "set_model_response";
@@ -34,6 +36,10 @@ const LIST_OF_CLASS_ARGUMENT: &str = "items";
 /// where ADK checks them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SchemaClass {
+    /// pydantic itself, validating and dumping a value as ADK does, where the class's code
+    /// is at hand (an ADK agent-config directory's worker): its validators and custom types
+    /// then count. Without it, the JSON Schema stands in for pydantic ([`PydanticClass`]).
+    pub validator: Option<ClassValidator>,
     /// Its JSON Schema (pydantic's for a type, a dict as written).
     pub json_schema: Value,
     /// Whether ADK validates a value against it, which it does for a pydantic class and a
@@ -48,6 +54,80 @@ pub struct SchemaClass {
     /// list of a class, `response` for any other non-class schema; None for a class,
     /// whose fields are the arguments.
     pub set_model_response_argument: Option<String>,
+}
+
+/// What pydantic is asked to validate: a reply's text (ADK's `model_validate_json`, or
+/// its `TypeAdapter`'s `validate_json` for a list of a class) or a call's value
+/// (`model_validate`, `validate_python`).
+#[derive(Debug, Clone, Copy)]
+pub enum Unvalidated<'a> {
+    Json(&'a str),
+    Value(&'a Value),
+}
+
+/// pydantic's validation of a value of a class (or of a list of one), as ADK runs it:
+/// the value as `model_dump(exclude_none=True)` gives it back, else pydantic's error
+/// text, verbatim (ADK hands it to the model in set_model_response's answer).
+#[async_trait]
+pub trait ValidateClass: Send + Sync {
+    async fn validate(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String>;
+}
+
+/// A shared [`ValidateClass`]; equal only to itself (a class's schema is compared by value).
+#[derive(Clone)]
+pub struct ClassValidator(pub Arc<dyn ValidateClass>);
+
+impl PartialEq for ClassValidator {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for ClassValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ClassValidator")
+    }
+}
+
+/// A [`ValidateClass`] served over HTTP (an ADK agent-config directory's Python worker
+/// serves one per class): POSTed `{"json": text}` or `{"value": value}`, it answers
+/// `{"value": dumped}` or `{"error": pydantic's error text}`.
+pub struct HttpClassValidator {
+    endpoint: JsonEndpoint,
+}
+
+impl HttpClassValidator {
+    /// How long one validation may take (pydantic's is quick; a class's validator is user code).
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    /// `Config` for a URL that is not http(s); `class` names it in errors.
+    pub fn new(class: &str, url: &str) -> Result<Self> {
+        Ok(HttpClassValidator {
+            endpoint: JsonEndpoint::new(format!("output_schema {class}"), url, Self::TIMEOUT)?,
+        })
+    }
+}
+
+#[async_trait]
+impl ValidateClass for HttpClassValidator {
+    async fn validate(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
+        let body = match unvalidated {
+            Unvalidated::Json(text) => json!({ "json": text }),
+            Unvalidated::Value(value) => json!({ "value": value }),
+        };
+        let mut reply = self
+            .endpoint
+            .post(&body)
+            .await
+            .map_err(|failure| format!("pydantic's validation could not run: {}", failure.message()))?;
+        match (reply.get_mut("value").map(Value::take), reply["error"].as_str()) {
+            (Some(value), _) => Ok(value),
+            (None, Some(error)) => Err(error.to_string()),
+            (None, None) => Err(format!(
+                "pydantic's validation answered neither a value nor an error: {reply}"
+            )),
+        }
+    }
 }
 
 /// A compiled JSON Schema of an agent's structured reply.
@@ -127,9 +207,26 @@ impl OutputSchema {
     }
 
     /// `value` checked, and as ADK gives it back: where ADK validates (a pydantic class, a
-    /// list of one), as pydantic validates and dumps it ([`PydanticClass`]); any other
-    /// value as it came.
-    fn validated(&self, value: &Value) -> std::result::Result<Value, String> {
+    /// list of one), as pydantic validates and dumps it (pydantic's own where the class
+    /// has a validator, else [`PydanticClass`]); any other value as it came.
+    async fn validated(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
+        if let Some(class) = &self.class
+            && class.validated
+            && let Some(validator) = &class.validator
+        {
+            return validator.0.validate(unvalidated).await;
+        }
+        match unvalidated {
+            Unvalidated::Value(value) => self.validated_by_schema(value),
+            Unvalidated::Json(text) => {
+                let value: Value = serde_json::from_str(text).map_err(|e| format!("it is not JSON ({e})"))?;
+                self.validated_by_schema(&value)
+            }
+        }
+    }
+
+    /// [`Self::validated`] by the JSON Schema alone.
+    fn validated_by_schema(&self, value: &Value) -> std::result::Result<Value, String> {
         match &self.class {
             Some(class) if class.validated => {
                 let pydantic = PydanticClass::new(&class.json_schema);
@@ -156,9 +253,8 @@ impl OutputSchema {
 
     /// A reply's text as the structured value: JSON (a Markdown code fence around it,
     /// which models add now and then, is removed first, as ADK does) that fits the schema.
-    pub(crate) fn parse_reply(&self, text: &str) -> std::result::Result<Value, String> {
-        let value: Value = serde_json::from_str(strip_code_fence(text)).map_err(|e| format!("it is not JSON ({e})"))?;
-        self.validated(&value)
+    pub(crate) async fn parse_reply(&self, text: &str) -> std::result::Result<Value, String> {
+        self.validated(Unvalidated::Json(strip_code_fence(text))).await
     }
 
     /// The structured value in `set_model_response`'s arguments: an object schema's
@@ -167,20 +263,20 @@ impl OutputSchema {
     /// argument ADK declares for it). None where ADK has no value, so no final reply: a
     /// Python schema's `response` left out or null (ADK reads `args.get('response')`);
     /// a list of a class left out is ADK's default, an empty list.
-    pub(crate) fn value_of_call(&self, args: &Value) -> std::result::Result<Option<Value>, String> {
+    pub(crate) async fn value_of_call(&self, args: &Value) -> std::result::Result<Option<Value>, String> {
         let Some(class) = &self.class else {
             return self.value_in_call(args, self.value_argument("response")).map(Some);
         };
         match class.set_model_response_argument.as_deref() {
-            None => self.validated(args).map(Some),
+            None => self.validated(Unvalidated::Value(args)).await.map(Some),
             Some(LIST_OF_CLASS_ARGUMENT) => {
                 let empty = json!([]);
-                self.validated(args.get(LIST_OF_CLASS_ARGUMENT).unwrap_or(&empty))
-                    .map(Some)
+                let items = args.get(LIST_OF_CLASS_ARGUMENT).unwrap_or(&empty);
+                self.validated(Unvalidated::Value(items)).await.map(Some)
             }
             Some(key) => match args.get(key) {
                 None | Some(Value::Null) => Ok(None),
-                Some(value) => self.validated(value).map(Some),
+                Some(value) => self.validated(Unvalidated::Value(value)).await.map(Some),
             },
         }
     }
@@ -203,7 +299,7 @@ impl OutputSchema {
                 .cloned()
                 .ok_or_else(|| format!("the argument `{key}` is missing"))?,
         };
-        self.validated(&value)
+        self.validated_by_schema(&value)
     }
 
     /// `set_model_response`'s parameters: ADK's declaration of a class, else made of the schema.
@@ -264,7 +360,7 @@ impl Tool for SetModelResponseTool {
     /// tool error) with ADK's words around the problems (pydantic's there, the schema
     /// check's here).
     async fn execute(&self, ctx: Arc<dyn ToolContext>, args: Value) -> Result<Value> {
-        let value = match self.schema.value_of_call(&args) {
+        let value = match self.schema.value_of_call(&args).await {
             Ok(Some(value)) => value,
             // ADK answers with its None and stores no reply: the model is called again.
             Ok(None) => return Ok(Value::Null),
@@ -291,37 +387,41 @@ mod tests {
         .unwrap()
     }
 
-    #[test]
-    fn replies_parse_fenced_or_not_and_must_fit() {
+    #[tokio::test]
+    async fn replies_parse_fenced_or_not_and_must_fit() {
         let s = schema();
-        assert_eq!(s.parse_reply(r#"{"city":"Paris"}"#).unwrap(), json!({"city": "Paris"}));
+        assert_eq!(
+            s.parse_reply(r#"{"city":"Paris"}"#).await.unwrap(),
+            json!({"city": "Paris"})
+        );
         assert_eq!(
             s.parse_reply("```json\n{\"city\": \"Oslo\", \"temp\": 3}\n```")
+                .await
                 .unwrap(),
             json!({"city": "Oslo", "temp": 3})
         );
-        let error = s.parse_reply(r#"{"temp": "warm"}"#).unwrap_err();
+        let error = s.parse_reply(r#"{"temp": "warm"}"#).await.unwrap_err();
         assert!(error.contains("city") && error.contains("/temp"), "{error}");
-        assert!(s.parse_reply("Paris").unwrap_err().contains("not JSON"));
+        assert!(s.parse_reply("Paris").await.unwrap_err().contains("not JSON"));
     }
 
-    #[test]
-    fn call_arguments_are_the_value_of_an_object_schema_and_response_otherwise() {
+    #[tokio::test]
+    async fn call_arguments_are_the_value_of_an_object_schema_and_response_otherwise() {
         assert_eq!(
-            schema().value_of_call(&json!({"city": "Rome"})).unwrap(),
+            schema().value_of_call(&json!({"city": "Rome"})).await.unwrap(),
             Some(json!({"city": "Rome"}))
         );
         let list = OutputSchema::new(json!({"type": "array", "items": {"type": "string"}})).unwrap();
         assert_eq!(list.call_parameters()["required"], json!(["response"]));
         assert_eq!(
-            list.value_of_call(&json!({"response": ["a"]})).unwrap(),
+            list.value_of_call(&json!({"response": ["a"]})).await.unwrap(),
             Some(json!(["a"]))
         );
-        assert!(list.value_of_call(&json!({"response": [1]})).is_err());
+        assert!(list.value_of_call(&json!({"response": [1]})).await.is_err());
     }
 
-    #[test]
-    fn a_reply_and_its_call_are_the_class_as_pydantic_validates_and_dumps_it() {
+    #[tokio::test]
+    async fn a_reply_and_its_call_are_the_class_as_pydantic_validates_and_dumps_it() {
         // Zone(spots: list[Spot], zone: float, label: str = "?", note: str | None = None),
         // Spot(b: str, a: int), as pydantic writes their JSON Schema.
         let class = SchemaClass {
@@ -344,21 +444,31 @@ mod tests {
             },
             set_model_response_parameters: json!({}),
             set_model_response_argument: None,
+            validator: None,
         };
         let value = json!({"spots": [{"a": "1", "b": "é"}], "extra": 1, "note": null, "zone": 2});
         let of_class = OutputSchema::of_class(class).unwrap();
         let dumped = r#"{"zone": 2.0, "spots": [{"b": "é", "a": 1}], "label": "?"}"#;
         assert_eq!(
-            of_class.reply_text(&of_class.parse_reply(&value.to_string()).unwrap()),
+            of_class.reply_text(&of_class.parse_reply(&value.to_string()).await.unwrap()),
             dumped
         );
         // set_model_response's result too, as ADK's validated model dumps it.
-        assert_eq!(python_json(&of_class.value_of_call(&value).unwrap().unwrap()), dumped);
+        assert_eq!(
+            python_json(&of_class.value_of_call(&value).await.unwrap().unwrap()),
+            dumped
+        );
         // What pydantic would not take is still refused.
-        assert!(of_class.value_of_call(&json!({"zone": "warm", "spots": []})).is_err());
+        assert!(
+            of_class
+                .value_of_call(&json!({"zone": "warm", "spots": []}))
+                .await
+                .is_err()
+        );
         assert!(
             of_class
                 .value_of_call(&json!({"zone": 1, "spots": [{"a": 1.5, "b": "x"}]}))
+                .await
                 .is_err()
         );
         // Without a class, the keys stay in the order the model gave.
@@ -370,8 +480,8 @@ mod tests {
 
     /// A Python object that is no class (ADK's YAML may name `list[Model]`, `dict[str, int]`):
     /// its value in the argument ADK declares, checked and ordered only where ADK validates.
-    #[test]
-    fn a_python_schema_that_is_no_class_is_carried_and_checked_as_adk_does() {
+    #[tokio::test]
+    async fn a_python_schema_that_is_no_class_is_carried_and_checked_as_adk_does() {
         let object = |validated, argument: &str, json_schema| {
             OutputSchema::of_class(SchemaClass {
                 json_schema,
@@ -382,6 +492,7 @@ mod tests {
                 },
                 set_model_response_parameters: json!({}),
                 set_model_response_argument: Some(argument.to_string()),
+                validator: None,
             })
             .unwrap()
         };
@@ -392,13 +503,16 @@ mod tests {
             json!({"type": "object", "additionalProperties": {"type": "integer"}}),
         );
         assert_eq!(
-            counts.value_of_call(&json!({"response": {"pears": "three"}})).unwrap(),
+            counts
+                .value_of_call(&json!({"response": {"pears": "three"}}))
+                .await
+                .unwrap(),
             Some(json!({"pears": "three"}))
         );
         // `response` left out or null: ADK has no value, so no final reply.
-        assert_eq!(counts.value_of_call(&json!({"pears": 3})), Ok(None));
-        assert_eq!(counts.value_of_call(&json!({"response": null})), Ok(None));
-        assert_eq!(counts.parse_reply("[1]").unwrap(), json!([1]));
+        assert_eq!(counts.value_of_call(&json!({"pears": 3})).await, Ok(None));
+        assert_eq!(counts.value_of_call(&json!({"response": null})).await, Ok(None));
+        assert_eq!(counts.parse_reply("[1]").await.unwrap(), json!([1]));
         // list[Model]: `items`, each item checked and in the class's order.
         let spots = object(
             true,
@@ -408,16 +522,71 @@ mod tests {
         );
         let value = spots
             .value_of_call(&json!({"items": [{"hours": 2, "name": "Louvre"}]}))
+            .await
             .unwrap()
             .unwrap();
         assert_eq!(python_json(&value), r#"[{"name": "Louvre", "hours": 2}]"#);
-        assert!(spots.value_of_call(&json!({"items": [{"hours": 2}]})).is_err());
+        assert!(spots.value_of_call(&json!({"items": [{"hours": 2}]})).await.is_err());
         // `items` left out is ADK's default, an empty list; null is no list.
-        assert_eq!(spots.value_of_call(&json!({})), Ok(Some(json!([]))));
-        assert!(spots.value_of_call(&json!({"items": null})).is_err());
+        assert_eq!(spots.value_of_call(&json!({})).await, Ok(Some(json!([]))));
+        assert!(spots.value_of_call(&json!({"items": null})).await.is_err());
         assert_eq!(
-            python_json(&spots.parse_reply(r#"[{"hours": 1, "name": "Park"}]"#).unwrap()),
+            python_json(&spots.parse_reply(r#"[{"hours": 1, "name": "Park"}]"#).await.unwrap()),
             r#"[{"name": "Park", "hours": 1}]"#
+        );
+    }
+
+    /// Stands in for pydantic with a rule the JSON Schema cannot say: a code upper-cased,
+    /// and a value refused with its own words.
+    struct UpperCasesCodes;
+
+    #[async_trait]
+    impl ValidateClass for UpperCasesCodes {
+        async fn validate(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
+            let value = match unvalidated {
+                Unvalidated::Json(text) => serde_json::from_str::<Value>(text).map_err(|e| e.to_string())?,
+                Unvalidated::Value(value) => value.clone(),
+            };
+            match value["code"].as_str() {
+                Some(code) if code != "refused" => Ok(json!({"code": code.to_uppercase(), "from": "validator"})),
+                _ => Err("1 validation error for Flight\n  Value error, refused".into()),
+            }
+        }
+    }
+
+    /// A class with a validator is validated by it alone: its value is the one stored and
+    /// its error the one the model reads, word for word (no schema check of its own).
+    #[tokio::test]
+    async fn a_class_with_a_validator_takes_its_value_and_its_error_verbatim() {
+        let class = |validated| SchemaClass {
+            json_schema: json!({"type": "object", "properties": {"code": {"type": "string", "maxLength": 2}},
+                                "required": ["code"]}),
+            validated,
+            as_sent: ResponseSchemaAsSent {
+                gemini: json!({}),
+                openai: None,
+            },
+            set_model_response_parameters: json!({}),
+            set_model_response_argument: None,
+            validator: Some(ClassValidator(Arc::new(UpperCasesCodes))),
+        };
+        let schema = OutputSchema::of_class(class(true)).unwrap();
+        let stored = json!({"code": "AB123", "from": "validator"});
+        assert_eq!(
+            schema.value_of_call(&json!({"code": "ab123"})).await,
+            Ok(Some(stored.clone()))
+        );
+        assert_eq!(
+            schema.parse_reply("```json\n{\"code\": \"ab123\"}\n```").await,
+            Ok(stored)
+        );
+        let refused = schema.value_of_call(&json!({"code": "refused"})).await.unwrap_err();
+        assert_eq!(refused, "1 validation error for Flight\n  Value error, refused");
+        // Where ADK does not validate, neither does the validator: the value is as it came.
+        let unvalidated = OutputSchema::of_class(class(false)).unwrap();
+        assert_eq!(
+            unvalidated.value_of_call(&json!({"code": "refused"})).await,
+            Ok(Some(json!({"code": "refused"})))
         );
     }
 

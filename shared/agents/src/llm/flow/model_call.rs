@@ -58,7 +58,7 @@ pub(super) fn run<'a>(
             }
         };
         let response = agent.hooks.after_model(&hook_ctx, response).await?;
-        let mut model_event = agent.model_event(ctx.as_ref(), response, tools)?;
+        let mut model_event = agent.model_event(ctx.as_ref(), response, tools).await?;
         merge_actions(&mut model_event.actions, hook_sink.take_actions());
         yield model_event;
     }
@@ -226,7 +226,7 @@ impl Inner {
     /// and a final text reply goes to `output_key`: with an `output_schema`, as the
     /// JSON value, and a reply that is not JSON fitting the schema fails the run, as
     /// ADK's does (the reply is not stored).
-    pub(super) fn model_event(
+    pub(super) async fn model_event(
         &self,
         ctx: &dyn InvocationContext,
         mut response: LlmResponse,
@@ -257,7 +257,7 @@ impl Inner {
         let output = match (self.reply_schema(), text) {
             // An empty reply (e.g. a filtered one) has nothing to parse; ADK skips it too.
             (Some(schema), Some(text)) if !text.trim().is_empty() => {
-                Some(schema.parse_reply(&text).map_err(|problem| {
+                Some(schema.parse_reply(&text).await.map_err(|problem| {
                     AdkError::Model(format!(
                         "agent {}: the model's reply is not the structured output its output_schema asks for: \
                      {problem}; the reply was: {}",
