@@ -379,6 +379,20 @@ async fn the_advisor_reads_a_rich_static_instructions_texts_without_its_files() 
     assert!(!text.contains("grammar.png"), "no file: {text}");
 }
 
+/// An executor whose only tool is the consult, with `max_uses` consults a turn.
+async fn coder_with_turn_budget(executor: &FakeServer, advisor: &FakeServer, max_uses: u32) -> Harness {
+    let tool = ModelConsultTool::new("model_consult", openai(advisor))
+        .unwrap()
+        .with_max_uses(max_uses)
+        .unwrap();
+    let agent = LlmAgentBuilder::new("coder")
+        .model(openai(executor))
+        .tool(Arc::new(tool))
+        .build()
+        .unwrap();
+    Harness::new(Arc::new(agent)).await
+}
+
 /// Two consults in one model step: answered one after another in call order, the second
 /// counting after the first (as ADK's second waits for the first and reads its count),
 /// and the step's event stores the higher count.
@@ -386,16 +400,7 @@ async fn the_advisor_reads_a_rich_static_instructions_texts_without_its_files() 
 async fn two_consults_in_one_step_are_answered_in_call_order_each_counting_after_the_other() {
     let executor = FakeServer::start().await;
     let advisor = FakeServer::start().await;
-    let tool = ModelConsultTool::new("model_consult", openai(&advisor))
-        .unwrap()
-        .with_max_uses(2)
-        .unwrap();
-    let agent = LlmAgentBuilder::new("coder")
-        .model(openai(&executor))
-        .tool(Arc::new(tool))
-        .build()
-        .unwrap();
-    let h = Harness::new(Arc::new(agent)).await;
+    let h = coder_with_turn_budget(&executor, &advisor, 2).await;
     let both = |first: &str, second: &str| {
         openai::tool_calls(&[
             (
@@ -455,16 +460,7 @@ async fn two_consults_in_one_step_are_answered_in_call_order_each_counting_after
 async fn a_second_consult_in_a_step_over_the_budget_reads_the_firsts_count() {
     let executor = FakeServer::start().await;
     let advisor = FakeServer::start().await;
-    let tool = ModelConsultTool::new("model_consult", openai(&advisor))
-        .unwrap()
-        .with_max_uses(1)
-        .unwrap();
-    let agent = LlmAgentBuilder::new("coder")
-        .model(openai(&executor))
-        .tool(Arc::new(tool))
-        .build()
-        .unwrap();
-    let h = Harness::new(Arc::new(agent)).await;
+    let h = coder_with_turn_budget(&executor, &advisor, 1).await;
     executor.push(openai::tool_calls(&[
         ("c1", "model_consult", json!({"question": "First?"})),
         ("c2", "model_consult", json!({"question": "Second?"})),
