@@ -1320,6 +1320,11 @@ async fn model_consult_transcript() {
 }
 
 #[tokio::test]
+async fn model_consult_thoughts() {
+    replay("model_consult_thoughts").await;
+}
+
+#[tokio::test]
 async fn model_consult_builtin() {
     replay("model_consult_builtin").await;
 }
@@ -1352,6 +1357,11 @@ mod openai {
     #[tokio::test]
     async fn model_consult_transcript() {
         replay_openai("model_consult_transcript").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_thoughts() {
+        replay_openai("model_consult_thoughts").await;
     }
 
     #[tokio::test]
