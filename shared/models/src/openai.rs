@@ -1059,6 +1059,31 @@ mod tests {
     }
 
     #[test]
+    fn thoughts_go_as_the_assistants_reasoning_content_and_not_in_a_user_turn() {
+        let thought = |text: &str| Part {
+            thought: Some(true),
+            ..Part::text_part(text)
+        };
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("user").with_part(thought("unsent")).with_text("Hi"),
+                Content::new("model")
+                    .with_part(thought("Greet "))
+                    .with_part(thought("back."))
+                    .with_text("Hello."),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            messages(&request).unwrap(),
+            vec![
+                json!({"role": "user", "content": "Hi"}),
+                json!({"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."}),
+            ]
+        );
+    }
+
+    #[test]
     fn a_call_without_a_result_is_answered_as_missing_before_the_next_message() {
         let call = |name: &str, id: &str| {
             Content::new("model").with_part(
