@@ -351,6 +351,8 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
                     "tool_call_id": ids.response_id(&function_response.name, id.as_deref()),
                     "content": python_json(&function_response.response),
                 })),
+                // ADK's LiteLlm sends no thought of a user turn.
+                _ if part.is_thought() => {}
                 _ => rest.push(part),
             }
         }
@@ -392,7 +394,8 @@ fn with_missing_results(messages: Vec<Value>) -> Vec<Value> {
     healed
 }
 
-/// A "model" turn: its text, and its function calls as `tool_calls`.
+/// A "model" turn: its text, its function calls as `tool_calls`, its thoughts as
+/// `reasoning_content`.
 fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
     let text: Vec<&str> = content.parts.iter().filter_map(Part::text).collect();
     let calls: Vec<Value> = content
@@ -414,6 +417,19 @@ fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
     });
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
+    }
+    // ADK's LiteLlm sends the turn's thoughts back as the reasoning, joined as they came.
+    let reasoning: String = content
+        .parts
+        .iter()
+        .filter(|part| part.is_thought())
+        .filter_map(|part| match &part.kind {
+            PartKind::Text { text } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect();
+    if !reasoning.is_empty() {
+        message["reasoning_content"] = Value::String(reasoning);
     }
     message
 }
@@ -1040,6 +1056,31 @@ mod tests {
         let messages = messages(&request).unwrap();
         assert_eq!(messages[0]["tool_calls"][0]["id"], "call_1");
         assert_eq!(messages[1]["tool_call_id"], "call_1");
+    }
+
+    #[test]
+    fn thoughts_go_as_the_assistants_reasoning_content_and_not_in_a_user_turn() {
+        let thought = |text: &str| Part {
+            thought: Some(true),
+            ..Part::text_part(text)
+        };
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("user").with_part(thought("unsent")).with_text("Hi"),
+                Content::new("model")
+                    .with_part(thought("Greet "))
+                    .with_part(thought("back."))
+                    .with_text("Hello."),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            messages(&request).unwrap(),
+            vec![
+                json!({"role": "user", "content": "Hi"}),
+                json!({"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."}),
+            ]
+        );
     }
 
     #[test]

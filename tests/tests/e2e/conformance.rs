@@ -9,7 +9,7 @@
 
 use adk_grpc_client::RemoteArtifactService;
 use adk_grpc_core::artifact::SaveRequest;
-use adk_grpc_core::{ArtifactService, Content, Part};
+use adk_grpc_core::{ArtifactService, Content, Part, PartKind};
 use adk_grpc_e2e::runs::{self, user_text};
 use adk_grpc_e2e::venv_python;
 use adk_grpc_models::testing::{FakeServer, requesting_agent};
@@ -913,6 +913,8 @@ fn adk_json(event: &pb::Event) -> Value {
             json!(finish.as_str_name().trim_start_matches("FINISH_REASON_")),
         );
     }
+    put("errorCode", json!(core.llm_response.error_code));
+    put("errorMessage", json!(core.llm_response.error_message));
     put("partial", json!(event.partial));
     put("turnComplete", json!(event.turn_complete));
     put("invocationId", json!(event.invocation_id));
@@ -954,8 +956,8 @@ fn content_json(content: &Content) -> Value {
         .iter()
         .map(|part| {
             let mut json = Map::new();
-            if let Some(text) = part.text() {
-                json.insert("text".into(), text.into());
+            if let PartKind::Text { text } = &part.kind {
+                json.insert("text".into(), text.as_str().into());
             } else if let Some(call) = part.function_call_view() {
                 json.insert(
                     "functionCall".into(),
@@ -1045,6 +1047,16 @@ async fn python_tools() {
 #[tokio::test]
 async fn transfer_with_tools() {
     replay("transfer_with_tools").await;
+}
+
+#[tokio::test]
+async fn thoughts_in_contents() {
+    replay("thoughts_in_contents").await;
+}
+
+#[tokio::test]
+async fn empty_reply() {
+    replay("empty_reply").await;
 }
 
 #[tokio::test]
@@ -1313,6 +1325,11 @@ async fn model_consult_transcript() {
 }
 
 #[tokio::test]
+async fn model_consult_thoughts() {
+    replay("model_consult_thoughts").await;
+}
+
+#[tokio::test]
 async fn model_consult_builtin() {
     replay("model_consult_builtin").await;
 }
@@ -1345,6 +1362,11 @@ mod openai {
     #[tokio::test]
     async fn model_consult_transcript() {
         replay_openai("model_consult_transcript").await;
+    }
+
+    #[tokio::test]
+    async fn model_consult_thoughts() {
+        replay_openai("model_consult_thoughts").await;
     }
 
     #[tokio::test]
@@ -1450,6 +1472,16 @@ mod openai {
     #[tokio::test]
     async fn transfer_with_tools() {
         replay_openai("transfer_with_tools").await;
+    }
+
+    #[tokio::test]
+    async fn thoughts_in_contents() {
+        replay_openai("thoughts_in_contents").await;
+    }
+
+    #[tokio::test]
+    async fn empty_reply() {
+        replay_openai("empty_reply").await;
     }
 
     #[tokio::test]

@@ -124,7 +124,8 @@ apps:
     assert_eq!(after.events.len(), session.events.len() + 1, "only the user's message");
     assert_eq!(state_of(&after)["forecast"], json!({"city": "Oslo", "celsius": -4}));
 
-    // Gemini: thinkingConfig on the wire, the thought stored, and not sent back.
+    // Gemini: thinkingConfig on the wire, the thought stored, and sent back beside the
+    // reply (the agent's own turn, as ADK sends it).
     gem.push(gemini::thinking("plan the greeting", "Hi!"));
     let request = runs::run_request("thinker", USER, "t1", user_text("hello"));
     let (_, error) = runs::run_to_end(&mut runner, request).await;
@@ -139,7 +140,7 @@ apps:
     assert!(error.is_none(), "{error:?}");
     let contents = gem.last_request().json()["contents"].to_string();
     assert!(
-        !contents.contains("plan the greeting") && contents.contains("Hi!"),
+        contents.contains("plan the greeting") && contents.contains("Hi!"),
         "{contents}"
     );
     let session = runs::get_session(sessions.endpoint(), "thinker", USER, "t1").await;

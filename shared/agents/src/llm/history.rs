@@ -47,7 +47,7 @@ fn visible(events: &[Event], agent: &str, branch: &str) -> Vec<Event> {
         .collect();
     apply_compactions(&on_this_branch, agent)
         .into_iter()
-        .filter(|event| !event.is_partial())
+        .filter(|event| !event.is_partial() && has_visible_content(event))
         .collect()
 }
 
@@ -55,35 +55,47 @@ fn contents(events: &[Event], agent: &str) -> Vec<Content> {
     events
         .iter()
         .filter_map(|event| {
-            let content = Some(without_thoughts(event.content()?)).filter(|c| !c.parts.is_empty())?;
+            let content = event.content()?;
             if event.author == agent || event.author == USER_AUTHOR {
-                Some(content)
+                Some(content.clone())
             } else {
-                as_context(&event.author, &content)
+                as_context(&event.author, content)
             }
         })
         .collect()
 }
 
-/// The content without its thought parts: a model's thoughts are stored and shown
-/// to clients, but never sent to a model again, as ADK leaves them out (the agent's
-/// own and, retold as context, other agents'). A function call or response marked
-/// as a thought stays: it is an action, not scratch work.
-fn without_thoughts(content: &Content) -> Content {
-    if !content.parts.iter().any(Part::is_thought) {
-        return content.clone();
-    }
-    let parts: Vec<Part> = content
-        .parts
-        .iter()
-        .filter(|part| {
-            !part.is_thought() || part.function_call_view().is_some() || part.function_response_view().is_some()
-        })
-        .cloned()
-        .collect();
-    Content {
-        role: content.role.clone(),
-        parts,
+/// Whether an event has something for a model to read, as ADK judges it
+/// (`_contains_empty_content`): an event of thoughts alone, of empty texts or of no
+/// content at all is left out of every request, while an event with one visible part
+/// is sent whole, its thoughts included (an agent's own; another agent's are left out
+/// when it is retold, see [`as_context`]).
+fn has_visible_content(event: &Event) -> bool {
+    event
+        .content()
+        .is_some_and(|content| !content.role.is_empty() && content.parts.iter().any(is_visible))
+}
+
+/// A part a model reads again (ADK's `_is_part_invisible`, negated): a function call or
+/// response always (an action, even marked as a thought), a part with a thought
+/// signature always (opaque state the model asks back, often on an empty part), any
+/// other thought never, and otherwise a part with content.
+fn is_visible(part: &Part) -> bool {
+    match &part.kind {
+        PartKind::FunctionCall { .. } | PartKind::FunctionResponse { .. } => true,
+        _ if part
+            .thought_signature
+            .as_ref()
+            .is_some_and(|signature| !signature.is_empty()) =>
+        {
+            true
+        }
+        _ if part.is_thought() => false,
+        PartKind::Text { text } => !text.is_empty(),
+        PartKind::InlineData { .. }
+        | PartKind::FileData { .. }
+        | PartKind::ExecutableCode { .. }
+        | PartKind::CodeExecutionResult { .. } => true,
     }
 }
 
@@ -188,34 +200,43 @@ mod tests {
     }
 
     #[test]
-    fn thoughts_are_never_sent_back() {
-        let thought = Part {
+    fn an_agents_own_thoughts_go_back_beside_visible_parts_and_no_one_elses_do() {
+        let thought = |text: &str| Part {
             thought: Some(true),
-            ..Part::text_part("secret reasoning")
+            ..Part::text_part(text)
+        };
+        let signed = Part {
+            thought_signature: Some(vec![1, 2]),
+            ..thought("")
         };
         let events = vec![
             event("user", "", Content::new("user").with_text("q")),
+            event("me", "", Content::new("model").with_part(thought("mine alone"))),
             event(
                 "me",
                 "",
-                Content::new("model").with_part(thought.clone()).with_text("answer"),
+                Content::new("model").with_part(thought("mine")).with_text("answer"),
             ),
-            event("other", "", Content::new("model").with_part(thought.clone())),
+            event("me", "", Content::new("model").with_part(signed.clone())),
+            event("me", "", Content::new("model").with_text("")),
+            event("other", "", Content::new("model").with_part(thought("theirs alone"))),
             event(
                 "other",
                 "",
-                Content::new("model").with_part(thought).with_text("theirs"),
+                Content::new("model").with_part(thought("theirs")).with_text("said"),
             ),
         ];
         let contents = conversation(&events, "me", "");
         let all = format!("{contents:?}");
-        assert!(!all.contains("secret reasoning"), "{all}");
+        assert!(!all.contains("alone") && !all.contains("\"theirs\""), "{all}");
         assert_eq!(
             contents.len(),
-            3,
-            "a content of thoughts only is left out: {contents:?}"
+            4,
+            "a content of unsigned thoughts or empty texts only is left out: {contents:?}"
         );
-        assert_eq!(contents[1].parts, [Part::text_part("answer")]);
+        assert_eq!(contents[1].parts, [thought("mine"), Part::text_part("answer")]);
+        assert_eq!(contents[2].parts, [signed], "a signed part goes back even empty");
+        assert_eq!(contents[3].parts.len(), 2, "the preamble and what the other agent said");
     }
 
     #[test]

@@ -254,7 +254,7 @@ async fn an_openai_model_gets_the_schema_beside_the_tools() {
 }
 
 #[tokio::test]
-async fn thoughts_are_stored_streamed_and_never_sent_back() {
+async fn thoughts_are_stored_streamed_and_sent_back_beside_the_reply() {
     let server = FakeServer::start().await;
     let agent = LlmAgentBuilder::new("thinker")
         .model(gemini_model(&server))
@@ -281,20 +281,23 @@ async fn thoughts_are_stored_streamed_and_never_sent_back() {
         "thoughts are not the output"
     );
 
-    // The next turn's request carries the answer but not the thought.
+    // The next turn's request carries the agent's own turn whole, as ADK sends it: the
+    // thought beside the answer (a turn of thoughts alone would be left out).
     server.push(gemini::text("Again."));
     h.say("more").await.ok();
     let body = server.last_request().json();
-    let contents = body["contents"].to_string();
-    assert!(!contents.contains("secret plan"), "{contents}");
-    assert!(contents.contains("Hello."), "the answer itself stays: {contents}");
+    assert_eq!(
+        body["contents"][1]["parts"],
+        json!([{"text": "secret plan", "thought": true}, {"text": "Hello."}]),
+        "{body}"
+    );
     let session = h.verify_log(&HashMap::new()).await;
     let stored = session.events.iter().find(|e| e.author == "thinker").unwrap();
     assert_eq!(thought_texts(stored), ["secret plan"]);
 }
 
 #[tokio::test]
-async fn openai_reasoning_is_stored_as_thoughts_and_left_out_of_the_next_request() {
+async fn openai_reasoning_is_stored_as_thoughts_and_sent_back_as_reasoning_content() {
     let server = FakeServer::start().await;
     let agent = LlmAgentBuilder::new("thinker").model(openai(&server)).build().unwrap();
     let h = Harness::new(Arc::new(agent)).await;
@@ -303,11 +306,11 @@ async fn openai_reasoning_is_stored_as_thoughts_and_left_out_of_the_next_request
     assert_eq!(thought_texts(run.complete()[0]), ["private chain"]);
     server.push(openai::text("ok"));
     h.say("q2").await.ok();
-    let sent = serde_json::to_string(&messages(&server.last_request())).unwrap();
-    assert!(
-        !sent.contains("private chain") && sent.contains("Public answer."),
-        "{sent}"
-    );
+    // ADK's LiteLlm sends a turn's thoughts as the assistant message's reasoning_content.
+    let sent = messages(&server.last_request());
+    let assistant = sent.iter().find(|m| m["role"] == "assistant").unwrap();
+    assert_eq!(assistant["content"], "Public answer.");
+    assert_eq!(assistant["reasoning_content"], "private chain", "{sent:?}");
 }
 
 #[tokio::test]

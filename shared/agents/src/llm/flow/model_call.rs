@@ -6,8 +6,8 @@ use super::merge_actions;
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeModel, HookContext, HookPoint};
 use adk_grpc_core::{
-    AdkError, AgentMode, Content, Event, EventActions, InvocationContext, Llm, LlmRequest, LlmResponse,
-    LlmResponseStream, PartKind, Result, StreamingMode, Tool,
+    AdkError, AgentMode, Content, Event, EventActions, FinishReason, InvocationContext, Llm, LlmRequest, LlmResponse,
+    LlmResponseStream, Part, PartKind, Result, StreamingMode, Tool,
 };
 use adk_grpc_telemetry::ModelCall;
 use adk_grpc_telemetry::metrics::TokenUsage;
@@ -57,7 +57,8 @@ pub(super) fn run<'a>(
                 complete
             }
         };
-        let response = agent.hooks.after_model(&hook_ctx, response).await?;
+        let mut response = agent.hooks.after_model(&hook_ctx, response).await?;
+        mark_a_reply_with_no_content(&mut response, ctx.run_config().streaming_mode);
         let mut model_event = agent.model_event(ctx.as_ref(), response, tools).await?;
         merge_actions(&mut model_event.actions, hook_sink.take_actions());
         yield model_event;
@@ -114,6 +115,48 @@ fn call<'a>(
             Some(reply) => yield reply,
             None => Err(error)?,
         }
+    }
+}
+
+/// The error code of a finished reply with nothing in it to act on (ADK's).
+pub(crate) const NO_CONTENT_ERROR_CODE: &str = "MODEL_RETURNED_NO_CONTENT";
+/// ADK's message for such a reply without parts.
+const NO_CONTENT_ERROR_MESSAGE: &str = "The model returned no content (finish_reason=STOP with empty parts).";
+/// ADK's message for such a reply of thoughts or blank texts only.
+const NO_MEANINGFUL_CONTENT_ERROR_MESSAGE: &str =
+    "The model returned no actionable content (finish_reason=STOP with thought-only or whitespace-only parts).";
+
+/// ADK's empty-response policy (`apply_empty_response_policy`), applied to the reply
+/// the after_model hooks leave: a complete reply that finished with STOP but holds
+/// nothing to act on (no parts, thoughts only, blank texts) is marked
+/// `MODEL_RETURNED_NO_CONTENT` with ADK's message, so it reads as the error it is rather
+/// than as an answer. It is stored so and ends the run as any final reply. When
+/// streaming, a reply without parts is the stream's closing chunk and is left as it is.
+fn mark_a_reply_with_no_content(reply: &mut LlmResponse, streaming_mode: StreamingMode) {
+    let parts = reply.content.as_ref().map_or(&[][..], |content| &content.parts[..]);
+    let has_parts = !parts.is_empty();
+    let no_content = reply.partial != Some(true)
+        && reply.error_code.is_none()
+        && reply.finish_reason == Some(FinishReason::Stop)
+        && !parts.iter().any(is_actionable)
+        && (streaming_mode != StreamingMode::Sse || has_parts);
+    if no_content {
+        reply.error_code = Some(NO_CONTENT_ERROR_CODE.to_string());
+        let message = if has_parts {
+            NO_MEANINGFUL_CONTENT_ERROR_MESSAGE
+        } else {
+            NO_CONTENT_ERROR_MESSAGE
+        };
+        reply.error_message.get_or_insert_with(|| message.to_string());
+    }
+}
+
+/// A part a reply can be acted on for (ADK's `has_meaningful_content`): anything but a
+/// thought or a blank text.
+fn is_actionable(part: &Part) -> bool {
+    match &part.kind {
+        PartKind::Text { text } => !part.is_thought() && !text.trim().is_empty(),
+        _ => true,
     }
 }
 
@@ -318,6 +361,65 @@ mod tests {
         assert_eq!(
             ended(vec![older_function_response.clone()]),
             vec![older_function_response]
+        );
+    }
+
+    fn marked(parts: Vec<Part>, finish: Option<FinishReason>, mode: StreamingMode) -> (Option<String>, Option<String>) {
+        let mut reply = LlmResponse {
+            content: Some(Content {
+                role: MODEL_ROLE.into(),
+                parts,
+            }),
+            finish_reason: finish,
+            ..Default::default()
+        };
+        mark_a_reply_with_no_content(&mut reply, mode);
+        (reply.error_code, reply.error_message)
+    }
+
+    #[test]
+    fn a_stop_reply_with_nothing_to_act_on_is_marked_as_adk_marks_it() {
+        let thought = Part {
+            thought: Some(true),
+            ..Part::text_part("hmm")
+        };
+        let stop = Some(FinishReason::Stop);
+        let actionless = (
+            Some(NO_CONTENT_ERROR_CODE.to_string()),
+            Some(NO_MEANINGFUL_CONTENT_ERROR_MESSAGE.to_string()),
+        );
+        assert_eq!(marked(vec![thought.clone()], stop, StreamingMode::None), actionless);
+        assert_eq!(
+            marked(vec![Part::text_part(" \n")], stop, StreamingMode::Sse),
+            actionless
+        );
+        assert_eq!(
+            marked(vec![], stop, StreamingMode::None),
+            (
+                Some(NO_CONTENT_ERROR_CODE.to_string()),
+                Some(NO_CONTENT_ERROR_MESSAGE.to_string())
+            )
+        );
+        // Streamed, a reply without parts is the closing chunk: left alone.
+        assert_eq!(marked(vec![], stop, StreamingMode::Sse), (None, None));
+        // Not a STOP, or something to act on: left alone.
+        assert_eq!(
+            marked(
+                vec![thought.clone()],
+                Some(FinishReason::MaxTokens),
+                StreamingMode::None
+            ),
+            (None, None)
+        );
+        assert_eq!(marked(vec![thought.clone()], None, StreamingMode::None), (None, None));
+        let call = Part::function_call("f", serde_json::json!({}), None);
+        assert_eq!(
+            marked(vec![thought.clone(), call], stop, StreamingMode::None),
+            (None, None)
+        );
+        assert_eq!(
+            marked(vec![thought, Part::text_part("ok")], stop, StreamingMode::None),
+            (None, None)
         );
     }
 }
