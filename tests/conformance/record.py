@@ -50,7 +50,14 @@ def requesting_agent(request: dict) -> str | None:
 
 
 def gemini_part(scripted: dict) -> dict:
-    """One part of a scripted reply: a text (a thought with `"thought": true`) or a call."""
+    """One part of a scripted reply: a text (a thought with `"thought": true`), an `image`
+    (`mime_type`, base64 `data`, an optional `display_name`) or a call."""
+    if "image" in scripted:
+        image = scripted["image"]
+        blob = {"mimeType": image["mime_type"], "data": image["data"]}
+        if "display_name" in image:
+            blob["displayName"] = image["display_name"]
+        return {"inlineData": blob}
     if "text" in scripted:
         part = {"text": scripted["text"]}
         if scripted.get("thought"):

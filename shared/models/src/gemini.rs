@@ -421,6 +421,8 @@ struct WireFunctionCall {
 struct WireBlob {
     mime_type: String,
     data: String,
+    /// What a generated file is called (ADK's code executor saves an image under it).
+    display_name: Option<String>,
 }
 
 /// google.genai's GenerateContentResponseUsageMetadata, every field of which ADK stores.
@@ -578,13 +580,13 @@ impl StreamDecoder {
                 let data = BASE64
                     .decode(blob.data.as_bytes())
                     .map_err(|e| AdkError::Model(format!("{PROVIDER} sent inline data that is not base64: {e}")))?;
-                self.parts.push(
-                    PartKind::InlineData {
-                        mime_type: blob.mime_type,
-                        data,
-                    }
-                    .into(),
-                );
+                let mut inline: Part = PartKind::InlineData {
+                    mime_type: blob.mime_type,
+                    data,
+                }
+                .into();
+                inline.display_name = blob.display_name;
+                self.parts.push(inline);
             }
             if let Some(code) = part.executable_code {
                 self.parts.push(

@@ -1334,6 +1334,11 @@ async fn model_consult_builtin() {
     replay("model_consult_builtin").await;
 }
 
+#[tokio::test]
+async fn code_execution() {
+    replay("code_execution").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).

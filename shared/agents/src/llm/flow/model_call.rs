@@ -6,8 +6,8 @@ use super::merge_actions;
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeModel, HookContext, HookPoint};
 use adk_grpc_core::{
-    AdkError, AgentMode, Content, Event, EventActions, FinishReason, InvocationContext, Llm, LlmRequest, LlmResponse,
-    LlmResponseStream, Part, PartKind, Result, StreamingMode, Tool,
+    AdkError, AgentMode, BuiltinTool, Content, Event, EventActions, FinishReason, InvocationContext, Llm, LlmRequest,
+    LlmResponse, LlmResponseStream, Part, PartKind, Result, StreamingMode, Tool,
 };
 use adk_grpc_telemetry::ModelCall;
 use adk_grpc_telemetry::metrics::TokenUsage;
@@ -59,10 +59,61 @@ pub(super) fn run<'a>(
         };
         let mut response = agent.hooks.after_model(&hook_ctx, response).await?;
         mark_a_reply_with_no_content(&mut response, ctx.run_config().streaming_mode);
+        if let Some(event) = code_execution_event(agent, ctx, tools, &mut response).await? {
+            yield event;
+        }
         let mut model_event = agent.model_event(ctx.as_ref(), response, tools).await?;
         merge_actions(&mut model_event.actions, hook_sink.take_actions());
         yield model_event;
     }
+}
+
+/// ADK's built-in code executor's step after a reply with content (its response
+/// processor, run after the after_model hooks): each image the reply generated is saved
+/// as an artifact (named by its display name, else the time and its type) and its part
+/// becomes the text `Saved as artifact: <name>. `, and an event of the agent's, without
+/// content, names the saved images in its `artifact_delta`; stored before the reply, as
+/// ADK stores it. None when the agent has no code execution.
+async fn code_execution_event(
+    agent: &Inner,
+    ctx: &Arc<dyn InvocationContext>,
+    tools: &[Arc<dyn Tool>],
+    response: &mut LlmResponse,
+) -> Result<Option<Event>> {
+    let executes_code = tools
+        .iter()
+        .any(|tool| tool.is_provider_builtin() && tool.name() == BuiltinTool::CodeExecution.name());
+    let Some(content) = response.content.as_mut().filter(|_| executes_code) else {
+        return Ok(None);
+    };
+    let mut actions = EventActions::default();
+    for part in &mut content.parts {
+        let PartKind::InlineData { mime_type, data } = &part.kind else {
+            continue;
+        };
+        if !mime_type.starts_with("image/") {
+            continue;
+        }
+        let Some(artifacts) = ctx.artifacts() else {
+            return Err(AdkError::Config(
+                "an image the model generated with code execution needs an artifact service".into(),
+            ));
+        };
+        let name = match &part.display_name {
+            Some(name) => name.clone(),
+            None => {
+                let extension = mime_type.rsplit('/').next().unwrap_or("image");
+                format!("{}.{extension}", chrono::Local::now().format("%Y%m%d_%H%M%S"))
+            }
+        };
+        let image = Part::inline_data(mime_type.clone(), data.clone());
+        let version = artifacts.save(&name, &image).await?;
+        actions.artifact_delta.insert(name.clone(), version);
+        *part = Part::text_part(format!("Saved as artifact: {name}. "));
+    }
+    let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+    event.actions = actions;
+    Ok(Some(event))
 }
 
 /// The model called for one complete reply, which it yields last, after the partial
