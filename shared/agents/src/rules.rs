@@ -13,6 +13,9 @@ pub const USER_AUTHOR: &str = "user";
 /// The tool an LLM agent with sub-agents offers by itself; no other tool may take its name.
 pub const TRANSFER_TOOL_NAME: &str = "transfer_to_agent";
 
+/// The tool a model with both tools and an output schema answers through (ADK's name).
+pub const SET_MODEL_RESPONSE_TOOL_NAME: &str = "set_model_response";
+
 /// The longest function name OpenAI and Gemini accept.
 pub const MAX_TOOL_NAME_CHARS: usize = 64;
 

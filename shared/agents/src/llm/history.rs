@@ -3,7 +3,7 @@
 use adk_grpc_core::history::{apply_compactions, apply_rewinds};
 use adk_grpc_core::{Content, Event, Part, PartKind};
 
-use super::python_repr::python_repr;
+use crate::python_repr::python_repr;
 use crate::rules::USER_AUTHOR;
 
 /// The contents of `events` that belong in `agent`'s conversation on `branch`,

@@ -3,9 +3,7 @@
 mod examples;
 mod flow;
 pub(crate) mod history;
-pub(crate) mod instruction;
 mod output_schema;
-mod python_repr;
 mod retry;
 mod static_instruction;
 pub(crate) mod task;

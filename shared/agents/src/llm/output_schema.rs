@@ -16,8 +16,7 @@ use serde_json::{Value, json};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The tool a model with both tools and an output schema answers through (ADK's name).
-pub const SET_MODEL_RESPONSE_TOOL_NAME: &str = "set_model_response";
+pub use crate::rules::SET_MODEL_RESPONSE_TOOL_NAME;
 
 /// Appended to the system instruction when `set_model_response` is on offer: ADK's
 /// text, word for word (an agent moved from ADK Python is told the same).

@@ -19,9 +19,8 @@
 
 use super::builtin::append_instruction;
 use super::memory::PreloadMemoryTool;
-use crate::llm::SET_MODEL_RESPONSE_TOOL_NAME;
-use crate::llm::instruction;
-use crate::rules::TRANSFER_TOOL_NAME;
+use crate::instruction;
+use crate::rules::{SET_MODEL_RESPONSE_TOOL_NAME, TRANSFER_TOOL_NAME};
 use adk_grpc_core::{
     AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part,
     PartKind, Result, Tool, ToolContext, UsageMetadata, python_json,

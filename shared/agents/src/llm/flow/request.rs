@@ -1,8 +1,9 @@
 //! Building a step's model request: named processors, run in order, each adding its part
 //! (ADK's request processors), then the request held to the app's token budget.
 
-use super::super::{IncludeContents, Inner, examples, history, instruction, task};
+use super::super::{IncludeContents, Inner, examples, history, task};
 use crate::compaction::{self, Trigger};
+use crate::instruction;
 use crate::llm::output_schema::{SET_MODEL_RESPONSE_INSTRUCTION, SET_MODEL_RESPONSE_TOOL_NAME};
 use adk_grpc_core::{
     AgentMode, CallbackContext, CompactionConfig, Content, Event, InvocationContext, LlmRequest, Result, RunLog, Tool,

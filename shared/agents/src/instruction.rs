@@ -8,7 +8,7 @@ use adk_grpc_core::{
 };
 use serde_json::Value;
 
-use super::python_repr::python_repr;
+use crate::python_repr::python_repr;
 
 const ARTIFACT_PREFIX: &str = "artifact.";
 
