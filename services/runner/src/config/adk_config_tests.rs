@@ -477,6 +477,14 @@ fn two_apps_may_name_python_tools_of_the_same_name() {
     assert_eq!(apps.len(), 2);
 }
 
+/// The error loading `app` with the test venv's worker gives (it must not load).
+fn refusal_with_python(app: &Path) -> String {
+    match AgentsConfig::load_with_python(app, &venv_python()) {
+        Ok(_) => panic!("loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[test]
 fn python_functions_that_do_not_import_are_refused_naming_the_field() {
     let (_dir, app) = python_app(
@@ -486,10 +494,7 @@ fn python_functions_that_do_not_import_are_refused_naming_the_field() {
         ),
         &[("shop/tools.py", SHOP_TOOLS), ("shop/callbacks.py", SHOP_CALLBACKS)],
     );
-    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
-        Ok(_) => panic!("loaded"),
-        Err(e) => e.to_string(),
-    };
+    let found = refusal_with_python(&app);
     for expected in [
         r#"root_agent.yaml, agent "assistant": field "tools[0]": the Python tool "shop.tools.remove_item" does not import: Invalid fully qualified name: shop.tools.remove_item (AttributeError: module 'shop.tools' has no attribute 'remove_item')"#,
         r#"root_agent.yaml, agent "assistant": field "tools[1]": the Python tool "nowhere.tools.find" does not import: Invalid fully qualified name: nowhere.tools.find (ModuleNotFoundError: No module named 'nowhere')"#,
@@ -578,10 +583,7 @@ fn python_objects_that_are_no_schema_are_refused_naming_the_field() {
         &format!("{HEAD}output_schema:\n  name: shop.schemas.NOT_A_SCHEMA\n"),
         &[("shop/schemas.py", SHOP_SCHEMAS)],
     );
-    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
-        Ok(_) => panic!("loaded"),
-        Err(e) => e.to_string(),
-    };
+    let found = refusal_with_python(&app);
     assert!(
         found.contains(
             r#"root_agent.yaml, agent "assistant": field "output_schema": the Python object "shop.schemas.NOT_A_SCHEMA" cannot be the output_schema: shop.schemas.NOT_A_SCHEMA is no schema ADK's LlmAgent can send: Unsupported schema type: 3"#
@@ -597,10 +599,7 @@ fn python_input_schemas_that_are_no_pydantic_class_are_refused_naming_the_field(
         &format!("{HEAD}input_schema:\n  name: shop.schemas.Receipts\n"),
         &[("shop/schemas.py", SHOP_SCHEMAS)],
     );
-    let found = match AgentsConfig::load_with_python(&app, &venv_python()) {
-        Ok(_) => panic!("loaded"),
-        Err(e) => e.to_string(),
-    };
+    let found = refusal_with_python(&app);
     assert!(
         found.contains(
             r#"field "input_schema": the Python object "shop.schemas.Receipts" cannot be the input_schema: ADK's input_schema is a pydantic model class"#

@@ -88,7 +88,7 @@ async fn code_execution_event(
     };
     let mut actions = EventActions::default();
     for part in &mut content.parts {
-        let PartKind::InlineData { mime_type, data } = &part.kind else {
+        let PartKind::InlineData { mime_type, .. } = &part.kind else {
             continue;
         };
         if !mime_type.starts_with("image/") {
@@ -106,10 +106,11 @@ async fn code_execution_event(
                 format!("{}.{extension}", chrono::Local::now().format("%Y%m%d_%H%M%S"))
             }
         };
-        let image = Part::inline_data(mime_type.clone(), data.clone());
+        // The image leaves the reply for the artifact: taken, not copied.
+        let text = Part::text_part(format!("Saved as artifact: {name}. "));
+        let image = Part::from(std::mem::replace(part, text).kind);
         let version = artifacts.save(&name, &image).await?;
-        actions.artifact_delta.insert(name.clone(), version);
-        *part = Part::text_part(format!("Saved as artifact: {name}. "));
+        actions.artifact_delta.insert(name, version);
     }
     let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
     event.actions = actions;
