@@ -152,6 +152,15 @@ def number_calls(body: dict) -> dict:
     return body
 
 
+def with_inline_files(exchange: dict) -> dict:
+    """The exchange's request body with each inline file ADK's Gemini model sent as a text
+    back as it was (record.py notes them as `inline_files`): ADK's LiteLlm gets the files."""
+    body = json.loads(json.dumps(exchange["request"]))
+    for changed in exchange.get("inline_files", []):
+        body["contents"][changed["content"]]["parts"][changed["part"]] = changed["was"]
+    return body
+
+
 async def convert(body: dict, model: str, classes: list) -> dict:
     from google.adk.models import lite_llm
 
@@ -179,10 +188,17 @@ def main() -> None:
         recording = json.loads((HERE / name / "recording.json").read_text())
         classes = schema_classes(HERE / name)
         requests = []
-        for turn in recording["turns"]:
-            for exchange in turn["exchanges"]:
-                gemini_model = exchange["path"].split("/models/")[1].split(":")[0]
-                requests.append(asyncio.run(convert(exchange["request"], f"openai/{gemini_model}", classes)))
+        try:
+            for turn in recording["turns"]:
+                for exchange in turn["exchanges"]:
+                    gemini_model = exchange["path"].split("/models/")[1].split(":")[0]
+                    requests.append(asyncio.run(convert(with_inline_files(exchange), f"openai/{gemini_model}", classes)))
+        except Exception as error:  # noqa: BLE001 (whatever ADK's conversion refuses)
+            # A case ADK's LiteLlm cannot send (a file it would upload to OpenAI's Files API,
+            # a type it refuses) is a case of the Gemini wire only: it has no openai.json.
+            (HERE / name / "openai.json").unlink(missing_ok=True)
+            print(f"{name}: Gemini only, ADK's LiteLlm cannot send it: {error!r}")
+            continue
         reference = {"adk_version": recording["adk_version"], "requests": requests}
         (HERE / name / "openai.json").write_text(json.dumps(reference, indent=1, ensure_ascii=False) + "\n")
         print(f"{name}: {len(requests)} requests")

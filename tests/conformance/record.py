@@ -40,6 +40,42 @@ SESSION_ID = "conformance-session"
 MODEL_VERSION = "gemini-2.5-flash-001"
 # ADK's identity line, in every LLM agent's system instruction: who is asking.
 IDENTITY = re.compile(r'Your internal name is "([^"]*)"')
+# The header by which a request names the inline files ADK's Gemini model sent as text.
+INLINE_FILES_HEADER = "x-conformance-inline-files"
+
+
+def note_inline_files_sent_as_text() -> None:
+    """Has each Gemini request name, in a header, the parts ADK's Gemini model turned from
+    an inline file into a text (a file the Gemini API does not take inline: see
+    `Gemini._preprocess_request`), each with the part as it was.
+
+    ADK's LiteLlm gets the files as they were, so openai_reference.py, which rebuilds each
+    request from the recorded Gemini body, puts them back first. The header is not part of
+    the body, so what is recorded for the Gemini wire is unchanged.
+    """
+    from google.adk.models.google_llm import Gemini
+    from google.genai import types
+
+    sent_as_is = Gemini._preprocess_request
+
+    async def preprocess(self, llm_request) -> None:
+        def dumped(part) -> dict:
+            return part.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+        before = [[dumped(part) for part in content.parts or []] for content in llm_request.contents]
+        await sent_as_is(self, llm_request)
+        changed = [
+            {"content": i, "part": j, "was": before[i][j]}
+            for i, content in enumerate(llm_request.contents)
+            for j, part in enumerate(content.parts or [])
+            if "inlineData" in before[i][j] and part.inline_data is None
+        ]
+        if changed:
+            options = llm_request.config.http_options or types.HttpOptions()
+            options.headers = {**(options.headers or {}), INLINE_FILES_HEADER: json.dumps(changed)}
+            llm_request.config.http_options = options
+
+    Gemini._preprocess_request = preprocess
 
 
 def requesting_agent(request: dict) -> str | None:
@@ -50,20 +86,21 @@ def requesting_agent(request: dict) -> str | None:
 
 
 def gemini_part(scripted: dict) -> dict:
-    """One part of a scripted reply: a text (a thought with `"thought": true`), an `image`
-    (`mime_type`, base64 `data`, an optional `display_name`) or a call."""
-    if "image" in scripted:
-        image = scripted["image"]
-        blob = {"mimeType": image["mime_type"], "data": image["data"]}
-        if "display_name" in image:
-            blob["displayName"] = image["display_name"]
-        return {"inlineData": blob}
-    if "text" in scripted:
+    """One part of a scripted reply: a text or an `inline_data` file (`mime_type`, base64
+    `data`, an optional `display_name`), either a thought with `"thought": true`, or a call."""
+    if "inline_data" in scripted:
+        inline = scripted["inline_data"]
+        blob = {"mimeType": inline["mime_type"], "data": inline["data"]}
+        if "display_name" in inline:
+            blob["displayName"] = inline["display_name"]
+        part = {"inlineData": blob}
+    elif "text" in scripted:
         part = {"text": scripted["text"]}
-        if scripted.get("thought"):
-            part["thought"] = True
-        return part
-    return {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+    else:
+        return {"functionCall": {"name": scripted["call"], "args": scripted.get("args", {})}}
+    if scripted.get("thought"):
+        part["thought"] = True
+    return part
 
 
 def gemini_reply(scripted: dict) -> dict:
@@ -135,6 +172,7 @@ class FakeGemini:
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 body = self.rfile.read(int(self.headers.get("content-length", "0")))
                 request = json.loads(body)
+                inline_files = self.headers.get(INLINE_FILES_HEADER)
                 agent = requesting_agent(request)
                 with fake.lock:
                     chosen = next((i for i, (a, _) in enumerate(fake.replies) if a is not None and a == agent), None)
@@ -145,6 +183,8 @@ class FakeGemini:
                     else:
                         named, reply = fake.replies.pop(chosen)
                         exchange = {"path": self.path, "request": request, "reply": reply}
+                        if inline_files:
+                            exchange["inline_files"] = json.loads(inline_files)
                         if named is not None:
                             exchange["agent"] = named
                         fake.exchanges.append(exchange)
@@ -235,11 +275,11 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
     for turn in script["turns"]:
         fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
         fake.exchanges = []
-        # A turn's `image` (mime_type, base64 data) follows its text in the user's message.
+        # A turn's `inline_data` (mime_type, base64 data) follows its text in the user's message.
         parts = [types.Part(text=turn["user"])]
-        if "image" in turn:
-            image = turn["image"]
-            blob = types.Blob(mime_type=image["mime_type"], data=base64.b64decode(image["data"]))
+        if "inline_data" in turn:
+            inline = turn["inline_data"]
+            blob = types.Blob(mime_type=inline["mime_type"], data=base64.b64decode(inline["data"]))
             parts.append(types.Part(inline_data=blob))
         message = types.Content(role="user", parts=parts)
         async for _ in runner.run_async(user_id=APP_USER, session_id=SESSION_ID, new_message=message):
@@ -248,7 +288,7 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
             raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
         if any(e["reply"] is None for e in fake.exchanges):
             raise SystemExit(f"{case.name}: ADK asked for more replies than the script has")
-        turns.append({"user": turn["user"], **({"image": turn["image"]} if "image" in turn else {}), "exchanges": fake.exchanges})
+        turns.append({"user": turn["user"], **({"inline_data": turn["inline_data"]} if "inline_data" in turn else {}), "exchanges": fake.exchanges})
     session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     events = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in session.events]
     return {
@@ -273,6 +313,7 @@ def main() -> None:
     # A case's MCP server runs as `python <path>`: this venv's Python (it has `mcp`), the
     # path read from tests/, where cargo runs the replay.
     os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    note_inline_files_sent_as_text()
     os.chdir(HERE.parent)
     # As `adk web`: the directory of the apps is on sys.path, so a case's YAML names its
     # Python functions `<case>.tools.<function>`.

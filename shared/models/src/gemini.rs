@@ -1,6 +1,7 @@
 //! Google's Gemini API (`generateContent` / `streamGenerateContent?alt=sse`).
 
 use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
+use crate::inline_files::safe_for_gemini;
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
@@ -114,7 +115,8 @@ fn request_body(request: &LlmRequest) -> Value {
         .map(|content| {
             // Gemini knows two roles; tool results travel in "user" turns.
             let role = if content.role == "model" { "model" } else { "user" };
-            json!({"role": role, "parts": content.parts.iter().map(part).collect::<Vec<_>>()})
+            let parts: Vec<Value> = content.parts.iter().map(|p| part(&safe_for_gemini(p))).collect();
+            json!({"role": role, "parts": parts})
         })
         .collect();
     let mut body = json!({ "contents": contents });

@@ -27,6 +27,7 @@ mod config;
 mod embedding;
 mod gemini;
 mod http;
+mod inline_files;
 #[cfg(feature = "local-embeddings")]
 mod local_embedding;
 mod memory_generation;

@@ -3,6 +3,7 @@
 //! LM Studio, llama.cpp's server — chosen by base URL.
 
 use crate::http::{ApiKey, Decoded, HttpClient, SseDecoder, decimal, truncate};
+use crate::inline_files::mime_essence;
 use crate::response;
 use crate::sse::SseEvent;
 use adk_grpc_core::{
@@ -338,7 +339,7 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
     let mut ids = CallIds::default();
     for content in &request.contents {
         if content.role == "model" {
-            messages.push(assistant_message(content, &mut ids));
+            messages.push(assistant_message(content, &mut ids)?);
             continue;
         }
         // Tool results are messages of their own and must directly follow the
@@ -357,7 +358,7 @@ fn messages(request: &LlmRequest) -> Result<Vec<Value>> {
             }
         }
         if !rest.is_empty() {
-            messages.push(json!({"role": "user", "content": user_content(&rest)?}));
+            messages.push(json!({"role": "user", "content": message_content(&rest)?}));
         }
     }
     Ok(with_missing_results(messages))
@@ -396,8 +397,7 @@ fn with_missing_results(messages: Vec<Value>) -> Vec<Value> {
 
 /// A "model" turn: its text, its function calls as `tool_calls`, its thoughts as
 /// `reasoning_content`.
-fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
-    let text: Vec<&str> = content.parts.iter().filter_map(Part::text).collect();
+fn assistant_message(content: &Content, ids: &mut CallIds) -> Result<Value> {
     let calls: Vec<Value> = content
         .parts
         .iter()
@@ -410,44 +410,81 @@ fn assistant_message(content: &Content, ids: &mut CallIds) -> Value {
             _ => None,
         })
         .collect();
-    let mut message = json!({
-        "role": "assistant",
-        // ADK's LiteLlm joins a turn's texts with line breaks.
-        "content": if text.is_empty() { Value::Null } else { Value::String(text.join("\n")) },
-    });
+    // What the model showed: its texts and files (ADK's LiteLlm leaves code execution
+    // parts out of chat messages).
+    let shown: Vec<&Part> = content
+        .parts
+        .iter()
+        .filter(|part| !part.is_thought())
+        .filter(|part| {
+            matches!(
+                part.kind,
+                PartKind::Text { .. } | PartKind::InlineData { .. } | PartKind::FileData { .. }
+            )
+        })
+        .collect();
+    let content_value = match message_content(&shown)? {
+        // Assistant content is text: ADK's LiteLlm joins a turn's texts with line
+        // breaks, and sends the items as they are only when none is a text.
+        Value::Array(items) if items.iter().any(|item| item["type"] == "text") => Value::String(
+            items
+                .iter()
+                .filter(|item| item["type"] == "text")
+                .filter_map(|item| item["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        ),
+        Value::Array(items) if items.is_empty() && shown.is_empty() => Value::Null,
+        other => other,
+    };
+    let mut message = json!({"role": "assistant", "content": content_value});
     if !calls.is_empty() {
         message["tool_calls"] = Value::Array(calls);
     }
-    // ADK's LiteLlm sends the turn's thoughts back as the reasoning, joined as they came.
+    // ADK's LiteLlm sends the turn's thoughts back as the reasoning, joined as they came
+    // (a thought held as a `text/*` file by the text it holds).
     let reasoning: String = content
         .parts
         .iter()
         .filter(|part| part.is_thought())
         .filter_map(|part| match &part.kind {
-            PartKind::Text { text } => Some(text.as_str()),
+            PartKind::Text { text } => Some(text.clone()),
+            PartKind::InlineData { mime_type, data } => inline_text(mime_type, data),
             _ => None,
         })
         .collect();
     if !reasoning.is_empty() {
         message["reasoning_content"] = Value::String(reasoning);
     }
-    message
+    Ok(message)
 }
 
-/// A user turn: a plain string when it is one text, else the array form, one item a
-/// part, as ADK's LiteLlm sends it (so several texts stay apart, as the model saw them
-/// on Gemini).
-fn user_content(parts: &[&Part]) -> Result<Value> {
-    if let [part] = parts
-        && let Some(text) = part.text()
-    {
-        return Ok(Value::String(text.to_string()));
+/// A turn's parts as chat content, as ADK's LiteLlm converts them: a plain string when
+/// it is one text (or one `text/*` file), else the array form, one item a part (so
+/// several texts stay apart, as the model saw them on Gemini). Empty texts and files
+/// are no item, as ADK reads an empty value as none.
+fn message_content(parts: &[&Part]) -> Result<Value> {
+    if let [part] = parts {
+        match &part.kind {
+            PartKind::Text { text } if !text.is_empty() => return Ok(Value::String(text.clone())),
+            PartKind::InlineData { mime_type, data } if !data.is_empty() => {
+                if let Some(text) = inline_text(mime_type, data) {
+                    return Ok(Value::String(text));
+                }
+            }
+            _ => {}
+        }
     }
     let mut items = Vec::new();
     for part in parts {
         items.push(match &part.kind {
+            PartKind::Text { text } if text.is_empty() => continue,
             PartKind::Text { text } => json!({"type": "text", "text": text}),
-            PartKind::InlineData { mime_type, data } => inline_item(mime_type, data),
+            PartKind::InlineData { data, .. } if data.is_empty() => continue,
+            PartKind::InlineData { mime_type, data } => match inline_text(mime_type, data) {
+                Some(text) => json!({"type": "text", "text": text}),
+                None => inline_item(mime_type, data),
+            },
             PartKind::FileData { mime_type, file_uri } if mime_type.starts_with("image/") => {
                 json!({"type": "image_url", "image_url": {"url": file_uri}})
             }
@@ -477,17 +514,37 @@ fn user_content(parts: &[&Part]) -> Result<Value> {
     Ok(Value::Array(items))
 }
 
+/// The text a `text/*` file holds (ADK's LiteLlm sends such a file as text): UTF-8, or
+/// Latin-1 when it is not. None for any other type.
+fn inline_text(mime_type: &str, data: &[u8]) -> Option<String> {
+    mime_essence(mime_type)
+        .starts_with("text/")
+        .then(|| match std::str::from_utf8(data) {
+            Ok(text) => text.to_string(),
+            Err(_) => data.iter().map(|&byte| char::from(byte)).collect(),
+        })
+}
+
+/// A file as a content item, by its major type as ADK's LiteLlm sends it: images and
+/// videos as data URLs, audio as `input_audio` in the format its subtype names, any
+/// other as a file.
 fn inline_item(mime_type: &str, data: &[u8]) -> Value {
     let encoded = BASE64.encode(data);
-    match mime_type {
-        m if m.starts_with("image/") => {
-            json!({"type": "image_url", "image_url": {"url": format!("data:{m};base64,{encoded}")}})
+    let mime_type = mime_essence(mime_type);
+    let data_url = format!("data:{mime_type};base64,{encoded}");
+    match mime_type.split_once('/') {
+        Some(("image", _)) => json!({"type": "image_url", "image_url": {"url": data_url}}),
+        Some(("video", _)) => json!({"type": "video_url", "video_url": {"url": data_url}}),
+        Some(("audio", subtype)) => {
+            let subtype = subtype.strip_prefix("x-").unwrap_or(subtype);
+            let format = match subtype {
+                "mpeg" => "mp3",
+                "wave" | "vnd.wave" => "wav",
+                other => other,
+            };
+            json!({"type": "input_audio", "input_audio": {"data": encoded, "format": format}})
         }
-        "audio/wav" | "audio/x-wav" => {
-            json!({"type": "input_audio", "input_audio": {"data": encoded, "format": "wav"}})
-        }
-        "audio/mpeg" | "audio/mp3" => json!({"type": "input_audio", "input_audio": {"data": encoded, "format": "mp3"}}),
-        m => json!({"type": "file", "file": {"file_data": format!("data:{m};base64,{encoded}")}}),
+        _ => json!({"type": "file", "file": {"file_data": data_url}}),
     }
 }
 
@@ -1079,6 +1136,77 @@ mod tests {
             vec![
                 json!({"role": "user", "content": "Hi"}),
                 json!({"role": "assistant", "content": "Hello.", "reasoning_content": "Greet back."}),
+            ]
+        );
+    }
+
+    #[test]
+    fn text_files_are_sent_as_the_text_they_hold_as_adks_litellm_sends_them() {
+        let file = |mime_type: &str, data: &[u8]| Part::inline_data(mime_type, data);
+        let thought_file = |text: &str| Part {
+            thought: Some(true),
+            ..file("text/plain", text.as_bytes())
+        };
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("user").with_part(file("text/plain; charset=utf-8", "Pool: 7 to 22.".as_bytes())),
+                Content::new("model")
+                    .with_part(thought_file("The note "))
+                    .with_part(thought_file("has the hours."))
+                    .with_text("It opens at 7.")
+                    .with_part(file("text/markdown", b"*Source: the note.*")),
+                Content::new("user")
+                    .with_text("And this?")
+                    // Not UTF-8: read as Latin-1, as ADK's LiteLlm falls back to it.
+                    .with_part(file("text/plain", b"caf\xe9")),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            messages(&request).unwrap(),
+            vec![
+                json!({"role": "user", "content": "Pool: 7 to 22."}),
+                json!({
+                    "role": "assistant",
+                    "content": "It opens at 7.\n*Source: the note.*",
+                    "reasoning_content": "The note has the hours.",
+                }),
+                json!({"role": "user", "content": [
+                    {"type": "text", "text": "And this?"},
+                    {"type": "text", "text": "caf\u{e9}"},
+                ]}),
+            ]
+        );
+    }
+
+    #[test]
+    fn media_go_by_their_major_type_and_a_model_turn_of_media_alone_keeps_them() {
+        let file = |mime_type: &str| Part::inline_data(mime_type, *b"x");
+        let request = LlmRequest {
+            contents: vec![
+                Content::new("user")
+                    .with_part(file("audio/x-wav"))
+                    .with_part(file("audio/mpeg"))
+                    .with_part(file("audio/ogg"))
+                    .with_part(file("video/mp4"))
+                    .with_part(file("Image/PNG")),
+                Content::new("model").with_part(file("image/png")),
+            ],
+            ..Default::default()
+        };
+        assert_eq!(
+            messages(&request).unwrap(),
+            vec![
+                json!({"role": "user", "content": [
+                    {"type": "input_audio", "input_audio": {"data": "eA==", "format": "wav"}},
+                    {"type": "input_audio", "input_audio": {"data": "eA==", "format": "mp3"}},
+                    {"type": "input_audio", "input_audio": {"data": "eA==", "format": "ogg"}},
+                    {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,eA=="}},
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,eA=="}},
+                ]}),
+                json!({"role": "assistant", "content": [
+                    {"type": "image_url", "image_url": {"url": "data:image/png;base64,eA=="}},
+                ]}),
             ]
         );
     }

@@ -191,8 +191,8 @@ async fn replay_on(case: &str, wire: Wire) {
         }
         let asked_before = provider.requests().len();
         let mut message = user_text(turn["user"].as_str().expect("user"));
-        if let Some(image) = turn.get("image") {
-            message.parts.push(inline_image(image));
+        if let Some(inline) = turn.get("inline_data") {
+            message.parts.push(inline_data(inline));
         }
         let (_, status) = runs::run_to_end(&mut client, runs::run_request(app, user, session, message)).await;
         assert!(status.is_none(), "turn {t}: {status:?}\n{}", server.tail_log(30));
@@ -301,16 +301,16 @@ fn per_agent_order(runner: &[Value], adk: &[Value]) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// A turn's `image` (its `mime_type` and base64 `data`, as record.py sends it after the
-/// user's text) as a part of the user's message.
-fn inline_image(image: &Value) -> pb::Part {
+/// A turn's `inline_data` (its `mime_type` and base64 `data`, as record.py sends it after
+/// the user's text) as a part of the user's message.
+fn inline_data(inline: &Value) -> pb::Part {
     use base64::Engine as _;
     let data = base64::engine::general_purpose::STANDARD
-        .decode(image["data"].as_str().expect("image data"))
-        .expect("base64 image data");
+        .decode(inline["data"].as_str().expect("inline data"))
+        .expect("base64 inline data");
     pb::Part {
         kind: Some(pb::part::Kind::InlineData(pb::Blob {
-            mime_type: image["mime_type"].as_str().expect("image mime_type").into(),
+            mime_type: inline["mime_type"].as_str().expect("inline mime_type").into(),
             data,
             ..Default::default()
         })),
@@ -1339,6 +1339,16 @@ async fn code_execution() {
     replay("code_execution").await;
 }
 
+#[tokio::test]
+async fn thoughts_inline_text() {
+    replay("thoughts_inline_text").await;
+}
+
+#[tokio::test]
+async fn inline_files() {
+    replay("inline_files").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1482,6 +1492,11 @@ mod openai {
     #[tokio::test]
     async fn thoughts_in_contents() {
         replay_openai("thoughts_in_contents").await;
+    }
+
+    #[tokio::test]
+    async fn thoughts_inline_text() {
+        replay_openai("thoughts_inline_text").await;
     }
 
     #[tokio::test]
