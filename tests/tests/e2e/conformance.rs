@@ -196,7 +196,7 @@ async fn replay_on(case: &str, wire: Wire) {
             message.parts.push(inline_image(image));
         }
         let request = pb::RunRequest {
-            run_config: run_config.clone(),
+            run_config,
             ..runs::run_request(app, user, session, message)
         };
         let (_, status) = runs::run_to_end(&mut client, request).await;
