@@ -213,6 +213,7 @@ class FakeGemini:
 
 async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
     from google.adk.agents import config_agent_utils
+    from google.adk.agents.run_config import RunConfig
     from google.adk.artifacts import InMemoryArtifactService
     from google.adk.memory import InMemoryMemoryService
     from google.adk.runners import Runner
@@ -271,6 +272,9 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
             ],
         )
         await runner.memory_service.add_session_to_memory(earlier)
+    # The script's `run_config` (ADK's RunConfig fields, e.g. include_thoughts_from_other_agents),
+    # every turn run with it; the replay sends the same in its Run requests.
+    run_config = script.get("run_config")
     turns = []
     for turn in script["turns"]:
         fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
@@ -282,7 +286,9 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
             blob = types.Blob(mime_type=inline["mime_type"], data=base64.b64decode(inline["data"]))
             parts.append(types.Part(inline_data=blob))
         message = types.Content(role="user", parts=parts)
-        async for _ in runner.run_async(user_id=APP_USER, session_id=SESSION_ID, new_message=message):
+        async for _ in runner.run_async(
+            user_id=APP_USER, session_id=SESSION_ID, new_message=message, run_config=RunConfig(**(run_config or {}))
+        ):
             pass
         if fake.replies:
             raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
@@ -298,6 +304,7 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
         "session_id": SESSION_ID,
         "artifacts": artifacts,
         "memory": memory,
+        **({"run_config": run_config} if run_config else {}),
         "turns": turns,
         "session": {"state": session.state, "events": events},
     }

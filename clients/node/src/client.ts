@@ -83,6 +83,8 @@ export interface RunOptions extends CallOpts {
   stateDelta?: JsonObject;
   createSession?: boolean;
   maxLlmCalls?: number;
+  /** Tell an agent the thoughts of the other agents whose turns it is told (ADK's RunConfig field; off: they stay their own). */
+  includeThoughtsFromOtherAgents?: boolean;
   /** Keep the invocation running when this call is cancelled (re-attach with watchSession). */
   keepRunning?: boolean;
   onBusy?: OnBusy;
@@ -655,6 +657,7 @@ export class AdkClient {
       runConfig: {
         streamingMode: opts.streaming ? StreamingMode.SSE : StreamingMode.NONE,
         maxLlmCalls: opts.maxLlmCalls ?? 0,
+        includeThoughtsFromOtherAgents: opts.includeThoughtsFromOtherAgents ?? false,
       },
       createSession: opts.createSession ?? false,
       keepRunning: opts.keepRunning ?? false,

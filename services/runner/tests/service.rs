@@ -76,6 +76,7 @@ fn run_request(app: &str, session: &str, text: &str, sse: bool) -> pb::RunReques
                 pb::StreamingMode::None as i32
             },
             max_llm_calls: 0,
+            ..Default::default()
         }),
         create_session: true,
         ..Default::default()

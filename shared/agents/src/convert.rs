@@ -139,12 +139,14 @@ mod tests {
         sse.run_config = Some(pb::RunConfig {
             streaming_mode: pb::StreamingMode::Sse as i32,
             max_llm_calls: 3,
+            include_thoughts_from_other_agents: true,
         });
         sse.on_busy = pb::OnBusy::Rollback as i32;
         sse.keep_running = true;
         let run = RunRequest::try_from(sse).unwrap();
         assert_eq!(run.options.run_config.streaming_mode, StreamingMode::Sse);
         assert_eq!(run.options.run_config.max_llm_calls, 3);
+        assert!(run.options.run_config.include_thoughts_from_other_agents);
         assert_eq!(run.options.on_busy, Some(OnBusy::Rollback));
         assert!(run.keep_running);
     }
@@ -204,6 +206,7 @@ mod tests {
         bad_config.run_config = Some(pb::RunConfig {
             streaming_mode: 9,
             max_llm_calls: 0,
+            ..Default::default()
         });
         let mut bad_on_busy = request();
         bad_on_busy.on_busy = 42;

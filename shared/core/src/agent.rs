@@ -226,6 +226,9 @@ pub struct RunConfig {
     pub streaming_mode: StreamingMode,
     /// Upper bound on model calls in one invocation; 0 means no limit.
     pub max_llm_calls: u32,
+    /// Whether another agent's thoughts are told to an agent when its turns are retold
+    /// as context (ADK's `include_thoughts_from_other_agents`); off, they stay its own.
+    pub include_thoughts_from_other_agents: bool,
 }
 
 impl RunConfig {
@@ -238,6 +241,7 @@ impl Default for RunConfig {
         RunConfig {
             streaming_mode: StreamingMode::None,
             max_llm_calls: Self::DEFAULT_MAX_LLM_CALLS,
+            include_thoughts_from_other_agents: false,
         }
     }
 }

@@ -172,6 +172,7 @@ async fn replay_on(case: &str, wire: Wire) {
     );
     save_artifacts(&server, app, user, session, &recording["artifacts"]).await;
     add_memories(&server, app, user, &recording["memory"]).await;
+    let run_config = run_config_of(&recording["run_config"]);
 
     let mut problems = Vec::new();
     let mut adk_requests = Vec::new();
@@ -194,7 +195,11 @@ async fn replay_on(case: &str, wire: Wire) {
         if let Some(inline) = turn.get("inline_data") {
             message.parts.push(inline_data(inline));
         }
-        let (_, status) = runs::run_to_end(&mut client, runs::run_request(app, user, session, message)).await;
+        let request = pb::RunRequest {
+            run_config,
+            ..runs::run_request(app, user, session, message)
+        };
+        let (_, status) = runs::run_to_end(&mut client, request).await;
         assert!(status.is_none(), "turn {t}: {status:?}\n{}", server.tail_log(30));
         let asked = provider.requests().len() - asked_before;
         if asked != exchanges.len() {
@@ -272,6 +277,21 @@ async fn replay_on(case: &str, wire: Wire) {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// The Run requests' `run_config` for the script's (ADK's RunConfig fields, which record.py
+/// ran every turn with); None when the script sets none. A field the replay cannot send
+/// fails the test rather than replaying the case without it.
+fn run_config_of(adk: &Value) -> Option<pb::RunConfig> {
+    let fields = adk.as_object()?;
+    let mut config = pb::RunConfig::default();
+    for (field, value) in fields {
+        match (field.as_str(), value) {
+            ("include_thoughts_from_other_agents", Value::Bool(on)) => config.include_thoughts_from_other_agents = *on,
+            _ => panic!("the replay cannot send the script's run_config field {field}: {value}"),
+        }
+    }
+    Some(config)
 }
 
 /// Whether the script addressed a reply to an agent (record.py keeps the name).
@@ -1060,6 +1080,11 @@ async fn empty_reply() {
 }
 
 #[tokio::test]
+async fn thoughts_from_other_agents() {
+    replay("thoughts_from_other_agents").await;
+}
+
+#[tokio::test]
 async fn python_callbacks() {
     replay("python_callbacks").await;
 }
@@ -1502,6 +1527,11 @@ mod openai {
     #[tokio::test]
     async fn empty_reply() {
         replay_openai("empty_reply").await;
+    }
+
+    #[tokio::test]
+    async fn thoughts_from_other_agents() {
+        replay_openai("thoughts_from_other_agents").await;
     }
 
     #[tokio::test]

@@ -832,6 +832,7 @@ async fn dropped_runs_uploads_and_watches_leave_nothing_half_written_and_leak_no
                 run_config: Some(pb::RunConfig {
                     streaming_mode: pb::StreamingMode::Sse as i32,
                     max_llm_calls: 0,
+                    ..Default::default()
                 }),
                 ..run_request("chat", &format!("d{i}"), "Think hard")
             })

@@ -129,6 +129,7 @@ impl Stack {
             request.run_config = Some(pb::RunConfig {
                 streaming_mode: pb::StreamingMode::Sse as i32,
                 max_llm_calls: 0,
+                ..Default::default()
             });
         }
         runs::run_to_end(&mut client, request).await

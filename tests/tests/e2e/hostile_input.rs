@@ -1037,6 +1037,7 @@ fn runner_requests(stack: &Stack) -> Vec<Case> {
     bad_config.run_config = Some(pb::RunConfig {
         streaming_mode: 77,
         max_llm_calls: -1,
+        ..Default::default()
     });
     rows.push(row("run bad run_config", invalid, run(bad_config)));
     // ListApps has no input; it must still answer, with the apps.

@@ -82,6 +82,7 @@ fn sse(mut request: pb::RunRequest) -> pb::RunRequest {
     request.run_config = Some(pb::RunConfig {
         streaming_mode: pb::StreamingMode::Sse as i32,
         max_llm_calls: 0,
+        ..Default::default()
     });
     request
 }

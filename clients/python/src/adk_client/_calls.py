@@ -645,6 +645,7 @@ def run_request(
     state_delta: Optional[StateDict],
     create_session: bool,
     max_llm_calls: int,
+    include_thoughts_from_other_agents: bool,
     keep_running: bool,
     on_busy: Optional[OnBusy],
 ) -> runner_pb2.RunRequest:
@@ -656,7 +657,11 @@ def run_request(
         user_id=user,
         session_id=session_id,
         new_message=to_content(message),
-        run_config=runner_pb2.RunConfig(streaming_mode=mode, max_llm_calls=max_llm_calls),
+        run_config=runner_pb2.RunConfig(
+            streaming_mode=mode,
+            max_llm_calls=max_llm_calls,
+            include_thoughts_from_other_agents=include_thoughts_from_other_agents,
+        ),
         create_session=create_session,
         keep_running=keep_running,
         on_busy=_ON_BUSY[on_busy] if on_busy is not None else runner_pb2.ON_BUSY_UNSPECIFIED,

@@ -782,6 +782,7 @@ class AdkClient:
         state_delta: Optional[StateDict] = None,
         create_session: bool = False,
         max_llm_calls: int = 0,
+        include_thoughts_from_other_agents: bool = False,
         keep_running: bool = False,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
@@ -794,7 +795,9 @@ class AdkClient:
         result)`` answering a client tool). With ``streaming=True`` (SSE) the reply comes
         as ``partial`` events first, then complete; only complete events are stored.
         ``on_busy`` ("reject", "enqueue", "interrupt", "rollback") says what to do when
-        another invocation runs on the session. Errors raise the typed exceptions while
+        another invocation runs on the session. ``include_thoughts_from_other_agents``
+        (ADK's RunConfig field) tells an agent the thoughts of the other agents whose turns
+        it is told (off: they stay their own). Errors raise the typed exceptions while
         iterating (``SessionBusy``…); a run is never retried. Leaving the loop early
         (``close()``, or dropping the iterator) cancels the call, which stops the invocation
         unless ``keep_running``."""
@@ -807,6 +810,7 @@ class AdkClient:
             state_delta=state_delta,
             create_session=create_session,
             max_llm_calls=max_llm_calls,
+            include_thoughts_from_other_agents=include_thoughts_from_other_agents,
             keep_running=keep_running,
             on_busy=on_busy,
         )
@@ -824,6 +828,7 @@ class AdkClient:
         state_delta: Optional[StateDict] = None,
         create_session: bool = False,
         max_llm_calls: int = 0,
+        include_thoughts_from_other_agents: bool = False,
         on_busy: Optional[OnBusy] = None,
         timeout: Optional[float] = None,
         metadata: CallMetadata = (),
@@ -844,6 +849,7 @@ class AdkClient:
                 state_delta=state_delta if first else None,
                 create_session=create_session and first,
                 max_llm_calls=max_llm_calls,
+                include_thoughts_from_other_agents=include_thoughts_from_other_agents,
                 on_busy=on_busy,
                 timeout=timeout,
                 metadata=metadata,

@@ -39,6 +39,9 @@ use tracing::Instrument;
 pub(super) struct ResumeOptions {
     streaming: bool,
     max_llm_calls: u32,
+    /// A record written before the setting existed resumes with it off, ADK's default.
+    #[serde(default)]
+    include_thoughts_from_other_agents: bool,
     /// The run's `temp:` state (the store keeps no `temp:` key).
     #[serde(default)]
     temp: HashMap<String, Value>,
@@ -49,6 +52,7 @@ impl ResumeOptions {
         ResumeOptions {
             streaming: run_config.streaming_mode == StreamingMode::Sse,
             max_llm_calls: run_config.max_llm_calls,
+            include_thoughts_from_other_agents: run_config.include_thoughts_from_other_agents,
             temp: delta
                 .iter()
                 .filter(|(key, _)| key.starts_with("temp:"))
@@ -77,6 +81,7 @@ impl ResumeOptions {
                 StreamingMode::None
             },
             max_llm_calls: self.max_llm_calls,
+            include_thoughts_from_other_agents: self.include_thoughts_from_other_agents,
         }
     }
 }
@@ -320,4 +325,28 @@ async fn drain(mut events: EventStream, invocation_id: String) {
         }
     }
     tracing::debug!(%invocation_id, "a resumed invocation finished");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_resumed_run_keeps_its_run_config_and_an_older_record_resumes_with_the_defaults() {
+        let run_config = RunConfig {
+            streaming_mode: StreamingMode::Sse,
+            max_llm_calls: 7,
+            include_thoughts_from_other_agents: true,
+        };
+        let temp = HashMap::from([
+            ("temp:x".to_string(), Value::from(1)),
+            ("kept".to_string(), Value::from(2)),
+        ]);
+        let options = ResumeOptions::decode(&ResumeOptions::of(&run_config, &temp).encode());
+        assert_eq!(options.run_config(), run_config);
+        assert_eq!(options.temp.keys().collect::<Vec<_>>(), ["temp:x"]);
+        let older = ResumeOptions::decode(r#"{"streaming":false,"max_llm_calls":9}"#);
+        assert!(!older.run_config().include_thoughts_from_other_agents);
+        assert_eq!(older.run_config().max_llm_calls, 9);
+    }
 }

@@ -5,7 +5,8 @@ use crate::error::{AdkError, Result};
 use adk_grpc_proto::v1 as pb;
 
 /// A Run request's `run_config`; errors name `run_config.<field>`. Unset fields
-/// are the defaults: no streaming, [`RunConfig::DEFAULT_MAX_LLM_CALLS`] model calls.
+/// are the defaults: no streaming, [`RunConfig::DEFAULT_MAX_LLM_CALLS`] model calls,
+/// other agents' thoughts left out.
 impl TryFrom<&pb::RunConfig> for RunConfig {
     type Error = AdkError;
 
@@ -33,6 +34,7 @@ impl TryFrom<&pb::RunConfig> for RunConfig {
         Ok(RunConfig {
             streaming_mode,
             max_llm_calls,
+            include_thoughts_from_other_agents: config.include_thoughts_from_other_agents,
         })
     }
 }
@@ -50,14 +52,23 @@ mod tests {
         let sse = pb::RunConfig {
             streaming_mode: pb::StreamingMode::Sse as i32,
             max_llm_calls: 3,
+            include_thoughts_from_other_agents: true,
         };
         let config = RunConfig::try_from(&sse).unwrap();
-        assert_eq!((config.streaming_mode, config.max_llm_calls), (StreamingMode::Sse, 3));
+        assert_eq!(
+            (
+                config.streaming_mode,
+                config.max_llm_calls,
+                config.include_thoughts_from_other_agents
+            ),
+            (StreamingMode::Sse, 3, true)
+        );
         for (bad, field) in [
             (
                 pb::RunConfig {
                     streaming_mode: 9,
                     max_llm_calls: 0,
+                    ..Default::default()
                 },
                 "run_config.streaming_mode",
             ),
@@ -65,6 +76,7 @@ mod tests {
                 pb::RunConfig {
                     streaming_mode: 0,
                     max_llm_calls: -1,
+                    ..Default::default()
                 },
                 "run_config.max_llm_calls",
             ),

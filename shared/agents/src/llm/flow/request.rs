@@ -174,8 +174,9 @@ struct Contents;
 impl RequestProcessor for Contents {
     async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
         let (events, name, branch) = (input.log.events(), &input.agent.name, input.ctx.branch());
+        let others_thoughts = input.ctx.run_config().include_thoughts_from_other_agents.into();
         request.contents = match input.agent.include_contents {
-            IncludeContents::Default => history::conversation(events, name, branch),
+            IncludeContents::Default => history::conversation(events, name, branch, others_thoughts),
             IncludeContents::None => history::current_turn(events, name, branch),
         };
         Ok(())
