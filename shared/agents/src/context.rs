@@ -412,6 +412,9 @@ impl ToolContext for ToolCallContext {
     fn calling_agent(&self) -> Option<Arc<dyn Agent>> {
         Some(self.parent.agent())
     }
+    fn run_config(&self) -> RunConfig {
+        self.parent.run_config().clone()
+    }
 }
 
 /// Artifacts that note every saved version in a tool call's `artifact_delta`.

@@ -70,6 +70,13 @@ pub trait ToolContext: CallbackContext {
         None
     }
 
+    /// The run settings of the invocation making the call (ADK's
+    /// `tool_context._invocation_context.run_config`), for a tool that runs an agent of its
+    /// own under them; the defaults where the context has no invocation.
+    fn run_config(&self) -> crate::RunConfig {
+        crate::RunConfig::default()
+    }
+
     /// Searches the user's long-term memory (ADK's `ToolContext.search_memory`);
     /// `FAILED_PRECONDITION` when the runner has no memory service.
     fn search_memory<'a>(&'a self, query: &'a str) -> BoxFuture<'a, Result<SearchMemoryResponse>> {

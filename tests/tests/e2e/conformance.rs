@@ -1374,6 +1374,11 @@ async fn inline_files() {
     replay("inline_files").await;
 }
 
+#[tokio::test]
+async fn agent_tool_run_config() {
+    replay("agent_tool_run_config").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1522,6 +1527,11 @@ mod openai {
     #[tokio::test]
     async fn thoughts_inline_text() {
         replay_openai("thoughts_inline_text").await;
+    }
+
+    #[tokio::test]
+    async fn agent_tool_run_config() {
+        replay_openai("agent_tool_run_config").await;
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@ use crate::json_schema::PydanticClass;
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::{
     AdkError, Agent, AgentMode, Content, Event, Events, InvocationContext, Result, RunConfig, RunLog, Session,
-    StateMap, Tool, ToolContext, python_json, with_sorted_keys,
+    StateMap, StreamingMode, Tool, ToolContext, python_json, with_sorted_keys,
 };
 use async_trait::async_trait;
 use chrono::Utc;
@@ -159,7 +159,13 @@ impl Tool for AgentTool {
             session: with_user_event(session, user_event),
             user_content,
             overlay: HashMap::new(),
-            run_config: RunConfig::default(),
+            // The wrapped agent runs as part of the caller's invocation, under its settings
+            // (its own count of model calls), as ADK runs it; never streamed, since only its
+            // last reply is the tool's result.
+            run_config: RunConfig {
+                streaming_mode: StreamingMode::None,
+                ..ctx.run_config()
+            },
             artifacts: ctx.artifacts(),
             compaction: None,
             memory: ctx.memory(),

@@ -498,6 +498,59 @@ async fn an_agent_called_as_a_tool_answers_with_its_reply_and_writes_the_callers
 }
 
 #[tokio::test]
+async fn an_agent_called_as_a_tool_runs_under_the_callers_run_config_unstreamed() {
+    let caller_server = FakeServer::start().await;
+    let researcher_server = FakeServer::start().await;
+    let noop = FunctionTool::new("noop", "Does nothing.", |_ctx, _args| async { Ok(json!({})) });
+    let researcher = LlmAgentBuilder::new("researcher")
+        .description("Looks a topic up.")
+        .model(openai(&researcher_server))
+        .tool(Arc::new(noop))
+        .build()
+        .unwrap();
+    let caller = LlmAgentBuilder::new("caller")
+        .model(openai(&caller_server))
+        .tool(Arc::new(AgentTool::new(Arc::new(researcher))))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(caller)).await;
+    caller_server.push(openai::stream(
+        vec![openai::tool_call_chunk(
+            0,
+            Some("a1"),
+            Some("researcher"),
+            r#"{"request": "rust"}"#,
+        )],
+        "tool_calls",
+    ));
+    // A researcher that would call its tool forever.
+    for i in 0..5 {
+        researcher_server.push(openai::tool_calls(&[(&format!("n{i}"), "noop", json!({}))]));
+    }
+    caller_server.push(openai::stream_text(&["Done."]));
+    let options = RunOptions {
+        run_config: RunConfig {
+            streaming_mode: StreamingMode::Sse,
+            max_llm_calls: 2,
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    h.send(Content::new("user").with_text("Research Rust"), options).await;
+
+    // The caller's bound holds the wrapped agent (counted on its own: the caller had made
+    // one call already), and the wrapped agent is asked unstreamed, as ADK runs it.
+    let asked = researcher_server.requests();
+    assert_eq!(asked.len(), 2, "the caller's max_llm_calls bounds the agent it calls");
+    assert!(
+        asked
+            .iter()
+            .all(|request| request.json().get("stream").is_none_or(|s| s == false))
+    );
+    assert_eq!(caller_server.requests()[0].json()["stream"], true);
+}
+
+#[tokio::test]
 async fn a_loop_runs_until_exit_loop_escalates() {
     let server = FakeServer::start().await;
     server.push(openai::text("draft 1"));
