@@ -34,12 +34,12 @@ const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "invocationId",
-        &["task_agent"],
+        &["task_agent", "task_agent_default"],
         "ADK 2 goes on with the invocation a task waits in when the user answers it; the runner starts one per Run",
     ),
     (
         "branch",
-        &["task_agent"],
+        &["task_agent", "task_agent_default"],
         "the user's answer to a task: on the task's branch in the runner, on none in ADK 2 (its isolationScope, \
          a field adk.v1.Event has not, scopes it)",
     ),
@@ -1381,6 +1381,11 @@ async fn task_agent() {
     replay("task_agent").await;
 }
 
+#[tokio::test]
+async fn task_agent_default() {
+    replay("task_agent_default").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1414,6 +1419,11 @@ mod openai {
     #[tokio::test]
     async fn task_agent() {
         replay_openai("task_agent").await;
+    }
+
+    #[tokio::test]
+    async fn task_agent_default() {
+        replay_openai("task_agent_default").await;
     }
 
     #[tokio::test]

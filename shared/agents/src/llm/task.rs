@@ -26,10 +26,10 @@ use crate::context::ToolCallContext;
 use crate::hooks::{BeforeTool, HookContext};
 use crate::json_schema::PydanticClass;
 use crate::rules::USER_AUTHOR;
-use crate::tools::agent_tool::reply_value;
+use crate::tools::agent_tool::{input_message, reply_value};
 use adk_grpc_core::{
     Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, InvocationContext, JsonObject, LlmRequest,
-    LlmResponse, Part, Result, RunLog, Tool, ToolContext, find_agent, python_json,
+    LlmResponse, Result, RunLog, Tool, ToolContext, find_agent, python_json,
 };
 use async_stream::try_stream;
 use async_trait::async_trait;
@@ -46,11 +46,6 @@ const FINISH_TASK_DONE: &str = "Task completed.";
 /// The argument carrying a task's output when its schema is not an object's (ADK's
 /// wrapper key).
 const FINISH_TASK_WRAPPER_KEY: &str = "result";
-
-/// Added to a single-turn agent's input: no one will answer its questions (ADK's
-/// `_SINGLE_TURN_NUDGE`, word for word).
-const SINGLE_TURN_NOTE: &str = "Important: You will not receive any user replies or clarifications. Complete the \
-task using only the information provided above.";
 
 /// Added to a task agent's system instruction with `finish_task`: ADK's text, its line
 /// breaks included (an agent moved from ADK Python is told the same).
@@ -174,9 +169,11 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
     agents.iter().filter(|agent| agent.mode() != AgentMode::Chat)
 }
 
-/// The first user message of a delegated agent on `branch`: the arguments of the call
-/// that started it (ADK derives it from the call the same way); with a note that no
-/// reply will come for a single-turn agent.
+/// The first user message of a delegated agent on `branch`, from the arguments of the
+/// call that started it, as ADK 2.13 gives it: a task agent the arguments as `json.dumps`
+/// writes them (in the model's order, whatever its `input_schema`); a single-turn agent,
+/// which ADK runs as its `AgentTool` runs an agent, the `request` text (or its
+/// `input_schema`'s validated arguments), told nothing more.
 pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
     if agent.mode() == AgentMode::Chat {
         return None;
@@ -188,13 +185,10 @@ pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Optio
             .find(|call| call.id == id)
             .map(|call| call.args.clone())
     })?;
-    // ADK writes the call's arguments as `json.dumps` does, in the model's order, whatever
-    // the agent's `input_schema`.
-    let mut message = Content::new(USER_AUTHOR).with_text(python_json(&args));
-    if agent.mode() == AgentMode::SingleTurn {
-        message.parts.push(Part::text_part(SINGLE_TURN_NOTE));
-    }
-    Some(message)
+    Some(match agent.mode() {
+        AgentMode::Task => Content::new("user").with_text(python_json(&args)),
+        _ => input_message(agent, &args),
+    })
 }
 
 /// Where a caller records the arguments a `before_tool` hook gave a delegated call (the
@@ -513,9 +507,13 @@ fn run_delegated_call<'a>(
         if let Some(response) = hook_answer.or_else(|| outcome(&after, &target, &branch)) {
             let args = arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
             let response = as_response(agent.hooks.after_tool(&hook_ctx, &call.name, &args, as_response(response)).await?);
-            // Authored by the user, as ADK 2 stores a delegated call's answer (its task node
-            // hands the output back as the user's function response), on the caller's branch.
-            let mut event = agent.event(ctx.as_ref(), LlmResponse::default()).with_author(USER_AUTHOR);
+            // A task's answer is authored by the user, as ADK 2 stores it (its task node hands
+            // the output back as the user's function response); a single-turn agent's, a
+            // tool's answer, by the caller. Either on the caller's branch.
+            let mut event = agent.event(ctx.as_ref(), LlmResponse::default());
+            if target.mode() == AgentMode::Task {
+                event.author = USER_AUTHOR.to_string();
+            }
             event.llm_response.content = Some(Content::new(FUNCTION_RESPONSE_ROLE).with_part(response_part(call, response)));
             event.actions = tool_ctx.take_actions();
             *answered = true;
