@@ -274,7 +274,7 @@ impl Inner {
             tools.push(Arc::new(task::FinishTaskTool::new(
                 self.output_schema.clone(),
                 self.output_key.clone(),
-            )?));
+            )));
         }
         // Under ADK's condition: the agent has tools of its own (its examples are ADK's
         // ExampleTool; transfer_to_agent and task agents do not count), and its model

@@ -36,7 +36,7 @@ use async_trait::async_trait;
 use futures::Stream;
 use serde_json::{Value, json};
 use std::collections::HashSet;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 /// The tool a task agent ends its task with (ADK's name).
 pub const FINISH_TASK_TOOL_NAME: &str = "finish_task";
@@ -384,17 +384,16 @@ pub(crate) struct FinishTaskTool {
 }
 
 impl FinishTaskTool {
-    pub(crate) fn new(schema: Option<Arc<OutputSchema>>, output_key: Option<String>) -> Result<Self> {
-        let has_own_schema = schema.is_some();
-        let schema = match schema {
-            Some(schema) => schema,
-            None => Arc::new(OutputSchema::new(default_task_output())?),
-        };
-        Ok(FinishTaskTool {
-            schema,
-            has_own_schema,
+    pub(crate) fn new(schema: Option<Arc<OutputSchema>>, output_key: Option<String>) -> Self {
+        // Compiled once: the tool is made for each step of a task agent.
+        static DEFAULT_TASK_OUTPUT: LazyLock<Arc<OutputSchema>> = LazyLock::new(|| {
+            Arc::new(OutputSchema::new(default_task_output()).expect("_DefaultTaskOutput's schema compiles"))
+        });
+        FinishTaskTool {
+            has_own_schema: schema.is_some(),
+            schema: schema.unwrap_or_else(|| DEFAULT_TASK_OUTPUT.clone()),
             output_key,
-        })
+        }
     }
 
     /// Whether `args` fit, checked as ADK checks them (`TypeAdapter(schema).validate_python`
@@ -525,6 +524,8 @@ fn run_delegated_call<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::llm::output_schema::{ClassValidator, SchemaClass, ValidateClass};
+    use adk_grpc_core::ResponseSchemaAsSent;
 
     #[test]
     fn a_delegated_call_has_a_branch_and_scope_of_its_own() {
@@ -538,10 +539,6 @@ mod tests {
         assert_eq!(call_id("intake@c1.check@c2"), Some("c2"));
         assert_eq!(call_id("par.a"), None);
     }
-
-    use crate::llm::output_schema::{ClassValidator, SchemaClass, ValidateClass};
-    use adk_grpc_core::ResponseSchemaAsSent;
-    use async_trait::async_trait;
 
     /// Stands in for the Python worker's pydantic: refuses a `guests` that is no integer
     /// with pydantic's words (the text ADK's recording shows for `Booking`).
@@ -588,7 +585,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_misfit_finish_task_is_answered_with_adks_words_around_pydantics() {
-        let tool = FinishTaskTool::new(Some(booking()), None).unwrap();
+        let tool = FinishTaskTool::new(Some(booking()), None);
         let problem = tool.check(&json!({"name": "Ada", "guests": "four"})).await.unwrap_err();
         assert_eq!(problem, PYDANTIC_INT_PARSING, "pydantic's text, verbatim");
         assert_eq!(
@@ -605,7 +602,7 @@ mod tests {
 
     #[tokio::test]
     async fn without_an_output_schema_finish_task_takes_adks_default_result() {
-        let tool = FinishTaskTool::new(None, None).unwrap();
+        let tool = FinishTaskTool::new(None, None);
         assert_eq!(tool.description(), FINISH_TASK_DESCRIPTION);
         assert_eq!(tool.parameters_schema(), Some(default_task_output()));
         assert_eq!(tool.check(&json!({"result": "booked"})).await, Ok(()));
