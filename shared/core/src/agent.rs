@@ -71,6 +71,9 @@ pub struct AgentSpec<'a> {
     pub input_schema_is_class: bool,
     /// The JSON Schema of its reply.
     pub output_schema: Option<&'a Value>,
+    /// Whether `output_schema` is a Python class's (pydantic's, or a list of one): a value
+    /// of it is then given back as pydantic validates and dumps it (the class's field order).
+    pub output_schema_is_class: bool,
     /// What its events may write to the state.
     pub state_schema: Option<&'a dyn StateSchemaCheck>,
 }
@@ -164,9 +167,10 @@ pub fn parent_of(root: &Arc<dyn Agent>, name: &str) -> Option<Arc<dyn Agent>> {
 /// and, when its parent transfers too, the parent and the parent's other sub-agents
 /// unless its [`TransferScope`] disallows them. Empty for agents that never transfer.
 /// Agents of a mode other than [`AgentMode::Chat`] are their parent's tools, never a
-/// target, and do not transfer themselves (their run answers their parent's call).
+/// target; they are offered the transfer themselves, as ADK offers it (without its
+/// instruction).
 pub fn transfer_targets(root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>) -> Vec<Arc<dyn Agent>> {
-    let Some(scope) = agent.transfer_scope().filter(|_| agent.mode() == AgentMode::Chat) else {
+    let Some(scope) = agent.transfer_scope() else {
         return Vec::new();
     };
     let chat = |a: &&Arc<dyn Agent>| a.mode() == AgentMode::Chat;

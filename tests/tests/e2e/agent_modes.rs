@@ -178,7 +178,8 @@ apps:
         owned(&[
             ("intake", "intake@t1", "call finish_task"),
             ("intake", "intake@t1", "response finish_task"),
-            ("host", "", "response intake"),
+            // A task's answer is the user's function response, as ADK 2 stores it.
+            ("user", "", "response intake"),
             ("host", "", "call summarizer"),
             ("summarizer", "summarizer@s1", "Table for four, tonight."),
             ("host", "", "response summarizer"),
@@ -197,14 +198,19 @@ apps:
             json!({"result": "Table for four, tonight."})
         )]
     );
-    // intake's second request: the call's arguments, its question, the user's answer.
+    // intake's second request: the call's arguments (as ADK writes them, JSON), its
+    // question, the user's answer.
     let intake_asked: Vec<Value> = intake_model.last_request().json()["messages"]
         .as_array()
         .cloned()
         .unwrap();
     let said: Vec<&str> = intake_asked.iter().filter_map(|m| m["content"].as_str()).collect();
     assert!(
-        said.ends_with(&["Ask how many guests come.", "For how many guests?", "We are four"]),
+        said.ends_with(&[
+            r#"{"request": "Ask how many guests come."}"#,
+            "For how many guests?",
+            "We are four"
+        ]),
         "{said:?}"
     );
     // The host saw intake's output, never its conversation.

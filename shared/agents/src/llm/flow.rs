@@ -254,7 +254,11 @@ impl Inner {
                 .iter()
                 .map(|a| (a.name().to_string(), a.description().to_string()))
                 .collect();
-            tools.push(Arc::new(TransferToAgentTool::new(targets, self.parent_to_tell(ctx))));
+            tools.push(Arc::new(if self.mode == AgentMode::Chat {
+                TransferToAgentTool::new(targets, self.parent_to_tell(ctx))
+            } else {
+                TransferToAgentTool::without_instruction(targets)
+            }));
         }
         tools.extend(self.tools.iter().cloned());
         for toolset in &self.toolsets {

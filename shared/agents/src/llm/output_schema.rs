@@ -194,6 +194,12 @@ impl OutputSchema {
         &self.schema
     }
 
+    /// Whether a value of it is validated and dumped as pydantic does it (a pydantic class,
+    /// or a list of one, named by an ADK agent-config directory).
+    pub(crate) fn is_validated_class(&self) -> bool {
+        self.class.as_ref().is_some_and(|class| class.validated)
+    }
+
     /// The class's forms as ADK sends them, when the schema is a Python class.
     pub(crate) fn as_sent(&self) -> Option<&ResponseSchemaAsSent> {
         self.class.as_ref().map(|class| &class.as_sent)
@@ -208,7 +214,7 @@ impl OutputSchema {
     /// `value` checked, and as ADK gives it back: where ADK validates (a pydantic class, a
     /// list of one), as pydantic validates and dumps it (pydantic's own where the class
     /// has a validator, else [`PydanticClass`]); any other value as it came.
-    async fn validated(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
+    pub(crate) async fn validated(&self, unvalidated: Unvalidated<'_>) -> std::result::Result<Value, String> {
         if let Some(class) = &self.class
             && class.validated
             && let Some(validator) = &class.validator
@@ -278,11 +284,6 @@ impl OutputSchema {
                 Some(value) => self.validated(Unvalidated::Value(value)).await.map(Some),
             },
         }
-    }
-
-    /// As [`Self::value_of_call`], a non-object value under argument `key` (`finish_task`'s is `result`).
-    pub(crate) fn value_of_call_keyed(&self, args: &Value, key: &str) -> std::result::Result<Value, String> {
-        self.value_in_call(args, self.value_argument(key))
     }
 
     /// The argument carrying the value when it is not the arguments themselves.

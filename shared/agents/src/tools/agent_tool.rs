@@ -34,9 +34,26 @@ pub struct AgentTool {
     description: String,
 }
 
-/// What a task agent's tool description adds, as ADK's `_TaskAgentTool` warns its model.
-const DELEGATION_NOTE: &str = "This tool hands the work to a specialised agent, which may ask the user questions: call it alone, not in \
-     parallel with other tools.";
+/// What a task agent's tool description adds: ADK's `_TaskAgentTool` warning, word for word.
+const DELEGATION_NOTE: &str = "IMPORTANT: This tool delegates execution to a specialized agent. Do NOT call this tool in \
+     parallel with any other tools.";
+
+/// A task agent's arguments without an `input_schema`: ADK's `_DefaultTaskInput`, as
+/// pydantic writes its JSON Schema.
+fn default_task_input() -> Value {
+    json!({
+        "properties": {
+            "request": {
+                "description": "Detailed instructions or context for the task sub-agent.",
+                "title": "Request",
+                "type": "string"
+            }
+        },
+        "required": ["request"],
+        "title": "_DefaultTaskInput",
+        "type": "object"
+    })
+}
 
 impl AgentTool {
     pub fn new(agent: Arc<dyn Agent>) -> Self {
@@ -118,6 +135,7 @@ impl Tool for AgentTool {
     fn parameters_schema(&self) -> Option<Value> {
         match self.agent.spec().input_schema {
             Some(schema) => Some(schema.clone()),
+            None if self.mode == AgentMode::Task => Some(default_task_input()),
             None => Some(json!({
                 "type": "object",
                 "properties": { "request": { "type": "string" } },

@@ -57,13 +57,29 @@ pub(crate) struct TransferToAgentTool {
     targets: Vec<(String, String)>,
     /// The parent the agent may hand the question back to (told in its own line).
     parent: Option<String>,
+    /// Whether the instruction is added: ADK leaves it out for a task or single-turn
+    /// agent (ADK 2's `mode`), which is offered the tool alone.
+    instructed: bool,
 }
 
 impl TransferToAgentTool {
     pub(crate) const NAME: &'static str = crate::rules::TRANSFER_TOOL_NAME;
 
     pub(crate) fn new(targets: Vec<(String, String)>, parent: Option<String>) -> Self {
-        TransferToAgentTool { targets, parent }
+        TransferToAgentTool {
+            targets,
+            parent,
+            instructed: true,
+        }
+    }
+
+    /// The tool without its instruction, as ADK offers it to a task or single-turn agent.
+    pub(crate) fn without_instruction(targets: Vec<(String, String)>) -> Self {
+        TransferToAgentTool {
+            targets,
+            parent: None,
+            instructed: false,
+        }
     }
 
     /// ADK's transfer instruction (`_build_transfer_instructions`), its line breaks included.
@@ -138,7 +154,9 @@ impl Tool for TransferToAgentTool {
         Ok(Value::Null)
     }
     async fn process_llm_request(&self, _ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
-        append_instruction(request, &self.instruction());
+        if self.instructed {
+            append_instruction(request, &self.instruction());
+        }
         Ok(())
     }
 }
