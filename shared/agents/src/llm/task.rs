@@ -298,9 +298,20 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
     }
 }
 
+/// A task agent's `finish_task` calls among `calls` (none for another agent): their
+/// arguments are the task's output, put on the response that ends it ([`finished_output`]).
+pub(crate) fn finish_calls(mode: AgentMode, calls: &[Call]) -> Vec<Call> {
+    calls
+        .iter()
+        .filter(|call| mode == AgentMode::Task && call.name == FINISH_TASK_TOOL_NAME)
+        .cloned()
+        .collect()
+}
+
 /// The task's output a successful `finish_task` among `responses` ends it with (ADK 2's
 /// `Event.output` of the response, the task's last event), from the call's arguments
-/// among `calls`: as it answers the delegating call ([`task_output`]), unwrapped.
+/// among `calls`: as it answers the delegating call ([`task_output`]), unwrapped. None
+/// when no `finish_task` succeeded there.
 pub(crate) fn finished_output(schema: Option<&OutputSchema>, calls: &[Call], responses: &Event) -> Option<Value> {
     let done = responses.function_responses().find(finished_task)?.id;
     let call = calls.iter().find(|call| call.id == done)?;
