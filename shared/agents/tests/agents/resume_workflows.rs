@@ -911,3 +911,56 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
     // Nothing asked twice: intake's model once on each runner, the host's once after.
     assert_eq!((intake.requests(), host.requests(), host_dead.requests()), (1, 1, 0));
 }
+
+/// A client cancels a task's later turn by the invocation id its stored message shows
+/// (the task's), from any replica: the lease is held under `<invocation id>@<run>`.
+#[tokio::test]
+async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another_replica() {
+    let replicas = Replicas::new().await;
+    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>| -> Arc<dyn Agent> {
+        let intake = LlmAgentBuilder::new("intake")
+            .mode(adk_grpc_core::AgentMode::Task)
+            .model(intake.clone())
+            .build()
+            .unwrap();
+        Arc::new(
+            LlmAgentBuilder::new("host")
+                .model(host.clone())
+                .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
+                .build()
+                .unwrap(),
+        )
+    };
+    let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let running = replicas.runner(tree(&host, &intake));
+    let first = running
+        .run(USER, SESSION, Content::new("user").with_text("Book"), Default::default())
+        .await
+        .unwrap();
+    assert!(drain_all(first).await.iter().all(|event| event.is_ok()));
+    let task_invocation = replicas.session().await.events.as_slice()[0].invocation_id.clone();
+
+    // The answer's turn hangs in intake's model call (its script is spent).
+    let later = running
+        .start_run(USER, SESSION, Content::new("user").with_text("Four"), Default::default())
+        .await
+        .unwrap();
+    assert_eq!(later.user_event.invocation_id, task_invocation);
+    let other = replicas.runner(tree(&host, &intake));
+    assert!(
+        other
+            .cancel(USER, SESSION, &task_invocation)
+            .await
+            .unwrap(),
+        "the running turn is found by the task's invocation id"
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(10), drain_all(later.events))
+        .await
+        .expect("the cancelled turn ends");
+    assert!(
+        matches!(ended.last(), Some(Err(adk_grpc_core::AdkError::Cancelled(_)))),
+        "{ended:?}"
+    );
+    // Its first turn's invocation is not running any more: nothing else to cancel.
+    assert!(!other.cancel(USER, SESSION, &task_invocation).await.unwrap());
+}
