@@ -9,8 +9,8 @@
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog,
-    ScopedArtifacts, Session, State, ToolContext,
+    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog, ScopedArtifacts,
+    Session, State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;

@@ -369,10 +369,17 @@ mod tests {
             // The task's answer, the user's function response, starts none.
             answer("e-1", "t1"),
         ]);
-        assert_eq!(run.invocation("e-1").map(InvocationMarks::events), Some(&[0, 1, 2, 3, 4, 5][..]));
+        assert_eq!(
+            run.invocation("e-1").map(InvocationMarks::events),
+            Some(&[0, 1, 2, 3, 4, 5][..])
+        );
         assert_eq!(run.run_events("e-1"), [3, 4, 5]);
         let single = RunLog::new(vec![answer("e-2", "c1"), said("e-2", "root", "ok")]);
-        assert_eq!(single.run_events("e-2"), [0, 1], "a Run answering calls starts at its first event");
+        assert_eq!(
+            single.run_events("e-2"),
+            [0, 1],
+            "a Run answering calls starts at its first event"
+        );
         assert!(single.run_events("e-9").is_empty());
     }
 

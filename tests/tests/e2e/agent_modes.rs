@@ -204,7 +204,10 @@ apps:
     let scopes: Vec<&str> = events.iter().map(|event| event.isolation_scope.as_str()).collect();
     assert_eq!(scopes, ["t1", "t1", "", "", "", "", ""]);
     // finish_task's response, the task's last event, carries its output; no other does.
-    let output = events[1].output.as_ref().map(|value| json_from_proto("output", value).unwrap());
+    let output = events[1]
+        .output
+        .as_ref()
+        .map(|value| json_from_proto("output", value).unwrap());
     assert_eq!(output, Some(json!({"guests": 4})));
     assert!(events.iter().skip(2).all(|event| event.output.is_none()));
     assert_eq!(
@@ -247,7 +250,11 @@ apps:
         .find(|event| event.author == "user" && shape(std::slice::from_ref(event))[0].2 == "We are four")
         .expect("the user's answer is stored");
     assert_eq!(
-        (answer.branch.as_str(), answer.isolation_scope.as_str(), answer.invocation_id.as_str()),
+        (
+            answer.branch.as_str(),
+            answer.isolation_scope.as_str(),
+            answer.invocation_id.as_str()
+        ),
         ("", "t1", task_invocation.as_str())
     );
     assert!(

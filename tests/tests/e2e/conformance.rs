@@ -26,13 +26,11 @@ use std::time::Duration;
 /// events (a path below an event, as `compare` names it), the cases it is known in (none:
 /// any case) and why. Every other difference fails the test. The same table is in
 /// docs/adk-conformance.md.
-const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[
-    (
-        "actions.artifactDelta",
-        &[],
-        "artifact versions count from 1 in the suite, from 0 in ADK Python (docs/behaviour.md, by design)",
-    ),
-];
+const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[(
+    "actions.artifactDelta",
+    &[],
+    "artifact versions count from 1 in the suite, from 0 in ADK Python (docs/behaviour.md, by design)",
+)];
 
 fn case_dir(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(case)

@@ -405,7 +405,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(texts("host", ""), ["book a table", "calling intake"]);
-        assert_eq!(texts("intake", "intake@c1"), ["for how many?", "four", "and a high chair"]);
+        assert_eq!(
+            texts("intake", "intake@c1"),
+            ["for how many?", "four", "and a high chair"]
+        );
         assert_eq!(texts("check", "intake@c1.check@c2"), ["checked"]);
     }
 

@@ -163,7 +163,11 @@ pub(crate) fn calls_missing_from(events: &[Event]) -> Vec<String> {
         .collect();
     let mut missing: Vec<String> = Vec::new();
     for event in events {
-        let on_branch = event.branch.split('.').filter_map(|segment| segment.split_once('@')).map(|(_, id)| id);
+        let on_branch = event
+            .branch
+            .split('.')
+            .filter_map(|segment| segment.split_once('@'))
+            .map(|(_, id)| id);
         let scoped = Some(event.isolation_scope.as_str()).filter(|id| !id.is_empty());
         for id in on_branch.chain(scoped) {
             if !made.contains(id) && !missing.iter().any(|known| known == id) {

@@ -428,8 +428,7 @@ impl Runner {
         let record = self
             .resumable
             .then(|| resume::ResumeOptions::of(&options.run_config, &user_state_delta(&options)).encode());
-        let mut lease =
-            LeaseGuard::take(self.lease.clone(), key, owner, self.lease_ttl, on_busy, record).await?;
+        let mut lease = LeaseGuard::take(self.lease.clone(), key, owner, self.lease_ttl, on_busy, record).await?;
         let started = async {
             if on_busy == OnBusy::Rollback {
                 self.roll_back_displaced(user_id, session_id, &mut lease).await?;
@@ -555,7 +554,10 @@ impl Runner {
             // The open task changed between the read that chose the Run's id and this
             // one, under the lease (another Run of the session ran meanwhile): the Run
             // keeps the id its lease was taken with.
-            tracing::debug!(invocation_id, "a message joining a task keeps the invocation id it started with");
+            tracing::debug!(
+                invocation_id,
+                "a message joining a task keeps the invocation id it started with"
+            );
         }
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.branch = place.branch;

@@ -24,8 +24,8 @@ use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, Result, RunConfig, RunLog,
-    SessionLease, StreamingMode, find_agent,
+    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, Result, RunConfig, RunLog, SessionLease,
+    StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;

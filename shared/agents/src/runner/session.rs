@@ -218,7 +218,12 @@ pub(super) struct UserPlace {
 /// scope; any other message joins the task waiting for the user, if one does: on no
 /// branch, in the task's scope (so that only the task agent sees it), going on with the
 /// task's invocation.
-pub(super) fn user_place(root: &Arc<dyn Agent>, session: &Session, log: &RunLog, content: &Content) -> Result<UserPlace> {
+pub(super) fn user_place(
+    root: &Arc<dyn Agent>,
+    session: &Session,
+    log: &RunLog,
+    content: &Content,
+) -> Result<UserPlace> {
     if let Some((_, branch)) = caller_of(log, &session.id, content)? {
         if task::scope(&branch).is_empty() {
             return Ok(UserPlace::default());
@@ -229,12 +234,16 @@ pub(super) fn user_place(root: &Arc<dyn Agent>, session: &Session, log: &RunLog,
             joins: None,
         });
     }
-    let waiting = task::route(root, log).map(|route| route.user_branch).unwrap_or_default();
-    Ok(task::joined(log, &waiting).map_or_else(UserPlace::default, |joined| UserPlace {
-        branch: String::new(),
-        isolation_scope: joined.isolation_scope,
-        joins: Some(joined.invocation_id),
-    }))
+    let waiting = task::route(root, log)
+        .map(|route| route.user_branch)
+        .unwrap_or_default();
+    Ok(
+        task::joined(log, &waiting).map_or_else(UserPlace::default, |joined| UserPlace {
+            branch: String::new(),
+            isolation_scope: joined.isolation_scope,
+            joins: Some(joined.invocation_id),
+        }),
+    )
 }
 
 impl Runner {

@@ -854,7 +854,12 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
     let (host_1, intake_1) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
     let started = replicas
         .runner(tree(&host_1, &intake_1))
-        .run(USER, SESSION, Content::new("user").with_text("Book"), Default::default())
+        .run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Book"),
+            Default::default(),
+        )
         .await
         .unwrap();
     assert!(drain_all(started).await.iter().all(|event| event.is_ok()));
@@ -934,7 +939,12 @@ async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another
     let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
     let running = replicas.runner(tree(&host, &intake));
     let first = running
-        .run(USER, SESSION, Content::new("user").with_text("Book"), Default::default())
+        .run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Book"),
+            Default::default(),
+        )
         .await
         .unwrap();
     assert!(drain_all(first).await.iter().all(|event| event.is_ok()));
@@ -942,16 +952,18 @@ async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another
 
     // The answer's turn hangs in intake's model call (its script is spent).
     let later = running
-        .start_run(USER, SESSION, Content::new("user").with_text("Four"), Default::default())
+        .start_run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Four"),
+            Default::default(),
+        )
         .await
         .unwrap();
     assert_eq!(later.user_event.invocation_id, task_invocation);
     let other = replicas.runner(tree(&host, &intake));
     assert!(
-        other
-            .cancel(USER, SESSION, &task_invocation)
-            .await
-            .unwrap(),
+        other.cancel(USER, SESSION, &task_invocation).await.unwrap(),
         "the running turn is found by the task's invocation id"
     );
     let ended = tokio::time::timeout(Duration::from_secs(10), drain_all(later.events))
