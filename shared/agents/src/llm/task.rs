@@ -636,6 +636,33 @@ mod tests {
         assert_eq!(call_id("par.a"), None);
     }
 
+    #[test]
+    fn an_events_scope_is_its_branchs_call_else_its_isolation_scope() {
+        let mut event = Event::new("e-1");
+        event.branch = "intake@c1.par.a".into();
+        assert_eq!(
+            scope_key(&event),
+            "c1",
+            "whatever runs below a delegated call is in its scope"
+        );
+        event.branch = "intake@c1.check@c2".into();
+        assert_eq!(scope_key(&event), "c2");
+        // The user's answer to a task: on no branch, scoped by the task's call (ADK 2's).
+        event.branch = String::new();
+        assert_eq!(scope_key(&event), "");
+        event.isolation_scope = "c1".into();
+        assert_eq!(scope_key(&event), "c1");
+        assert_eq!(branch_key("intake@c1"), "c1");
+        assert_eq!(branch_key("par.a"), "");
+        assert_eq!(branch_key(""), "");
+        // A delegated call's events missing their call read back to it, by branch or scope.
+        let mut answer = Event::new("e-1").with_author("user");
+        answer.isolation_scope = "c3".into();
+        let mut on_branch = Event::new("e-1");
+        on_branch.branch = "intake@c1".into();
+        assert_eq!(calls_missing_from(&[on_branch, answer]), ["c1", "c3"]);
+    }
+
     /// Stands in for the Python worker's pydantic: refuses a `guests` that is no integer
     /// with pydantic's words (the text ADK's recording shows for `Booking`).
     struct Pydantic;
