@@ -64,6 +64,8 @@ def rich_event() -> Event:
         turn_complete_reason="NEED_MORE_INPUT",
         interaction_id="i-1",
         live_session_id="l-1",
+        isolation_scope="adk-call-1",
+        output={"name": "Ada", "guests": 4},
         long_running_tool_ids={"c1", "c2"},
         actions=EventActions(
             skip_summarization=False,
@@ -119,6 +121,10 @@ def test_fields_land_where_the_field_table_says() -> None:
     assert list(pb.long_running_tool_ids) == ["c1", "c2"]
     assert pb.extensions["interaction_id"] == "i-1" and pb.extensions["live_session_id"] == "l-1"
     assert "node_info" not in pb.extensions  # left at its default: nothing to carry
+    # ADK 2's task fields are typed (fields 26 and 27), not extensions.
+    assert pb.isolation_scope == "adk-call-1"
+    assert pb.output.struct_value["guests"] == 4
+    assert "isolation_scope" not in pb.extensions and "output" not in pb.extensions
     assert pb.actions.extensions["route"] == "next"
     assert pb.actions.set_model_response.struct_value["city"] == "Paris"
     assert "set_model_response" not in pb.actions.extensions

@@ -9,8 +9,8 @@
 use adk_grpc_core::sync;
 use adk_grpc_core::{
     AdkError, Agent, Artifacts, CallbackContext, CompactionConfig, Content, Event, EventActions, Events,
-    InvocationContext, InvocationMarks, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog,
-    ScopedArtifacts, Session, State, ToolContext,
+    InvocationContext, Memory, Part, ReadonlyContext, ReadonlyState, Result, RunConfig, RunLog, ScopedArtifacts,
+    Session, State, ToolContext,
 };
 use async_trait::async_trait;
 use serde_json::Value;
@@ -124,9 +124,10 @@ impl Invocation {
         } = parts;
         let mut state = session.state.as_map().clone();
         state.extend(overlay);
+        // The model calls of this Run so far (a resumed one's): a task's later turn goes
+        // on with the task's invocation, and counts from its own message, as ADK does.
         let model_calls = log
-            .invocation(&invocation_id)
-            .map_or(&[][..], InvocationMarks::events)
+            .run_events(&invocation_id)
             .iter()
             .map(|&at| log.at(at))
             .filter(|e| e.author != crate::rules::USER_AUTHOR && e.content().is_some_and(|c| c.role == "model"))
@@ -156,11 +157,11 @@ impl Invocation {
             .expect("the invocation's view holds its user event")
     }
 
-    /// The events this invocation stored (the user's message included), oldest first.
+    /// The events this Run stored (the user's message included), oldest first: of a
+    /// task's later turn, those from its message on ([`RunLog::run_events`]).
     pub(crate) fn own_events(&self) -> Vec<Event> {
         let log = self.run_log();
-        log.invocation(&self.invocation_id)
-            .map_or(&[][..], InvocationMarks::events)
+        log.run_events(&self.invocation_id)
             .iter()
             .map(|&at| log.at(at).clone())
             .collect()

@@ -75,8 +75,9 @@ pub(crate) fn open_workflow(
 /// position, as ADK resumes an invocation from a function response.
 pub(crate) fn run_invocations(root: &Arc<dyn Agent>, log: &RunLog, invocation_id: &str) -> Vec<String> {
     let first = log
-        .invocation(invocation_id)
-        .and_then(|marks| marks.events().first().copied())
+        .run_events(invocation_id)
+        .first()
+        .copied()
         .filter(|&at| log.at(at).author == USER_AUTHOR);
     // The continued invocation's call is older than the answer (RunLog::call_answered_at),
     // so each step goes further back and the walk ends.

@@ -331,6 +331,8 @@ pub(crate) mod tests {
         e.llm_response.avg_logprobs = Some(-0.25);
         e.llm_response.logprobs_result = Some(object(json!({"top_candidates": []})));
         e.llm_response.turn_complete_reason = Some("NEED_MORE_INPUT".into());
+        e.isolation_scope = "c1".into();
+        e.output = Some(json!({"name": "Ada", "guests": 4}));
         e.extensions = object(json!({"interaction_id": "i-1", "node_info": {"path": "root"}}));
         e
     }

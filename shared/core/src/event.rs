@@ -159,6 +159,14 @@ pub struct Event {
     pub long_running_tool_ids: Vec<String>,
     /// Position in the session's log (1, 2, ...), assigned on append; 0 when not stored.
     pub sequence: u64,
+    /// The id of the call that delegated the task this event belongs to (ADK 2's
+    /// `isolation_scope`); empty outside any task. Which events an agent reads follows
+    /// it (see the agents' history).
+    #[serde(default)]
+    pub isolation_scope: String,
+    /// A task's output, on the `finish_task` response that ends it (ADK 2's `output`).
+    #[serde(default)]
+    pub output: Option<Value>,
     /// ADK Event fields without a typed field, as ADK's JSON (see docs/adk-fields.md).
     pub extensions: JsonObject,
 }
@@ -176,6 +184,8 @@ impl Event {
             actions: EventActions::default(),
             long_running_tool_ids: Vec::new(),
             sequence: 0,
+            isolation_scope: String::new(),
+            output: None,
             extensions: JsonObject::new(),
         }
     }

@@ -193,6 +193,21 @@ impl RunLog {
         self.invocations.get(id)
     }
 
+    /// The positions of the events of invocation `id`'s latest Run, oldest first: from
+    /// the newest user message that started one (one answering no call, or any first
+    /// event). An invocation is one Run but for a task's: a user's message that joins a
+    /// task waiting for it goes on with the task's invocation (ADK 2's borrowed id), and
+    /// starts a Run of its own in it. Empty when the invocation has no event.
+    pub fn run_events(&self, id: &str) -> &[usize] {
+        let events = self.invocation(id).map_or(&[][..], InvocationMarks::events);
+        let starts_run = |at: &usize| {
+            let event = &self.events[*at];
+            event.author == "user" && event.content().is_some() && event.function_responses().next().is_none()
+        };
+        let start = events.iter().rposition(starts_run).unwrap_or(0);
+        &events[start..]
+    }
+
     /// The events of agent `author` on exactly `branch` with their positions, oldest first.
     pub fn thread<'a>(
         &'a self,
@@ -335,6 +350,37 @@ mod tests {
         assert!(run.invocation("e-9").is_none());
         let messages: Vec<&str> = run.messages().map(|event| event.author.as_str()).collect();
         assert_eq!(messages, ["flow"], "positions are not messages");
+    }
+
+    #[test]
+    fn a_run_that_joins_a_task_s_invocation_starts_at_its_message() {
+        let said = |invocation: &str, author: &str, text: &str| {
+            Event::new(invocation)
+                .with_author(author)
+                .with_content(Content::new(author).with_text(text))
+        };
+        let run = RunLog::new(vec![
+            said("e-1", "user", "book a table"),
+            call("e-1", "t1").with_author("host"),
+            said("e-1", "intake", "how many?"),
+            // The user's answer joins the task's invocation, and starts a Run there.
+            said("e-1", "user", "four"),
+            said("e-1", "intake", "done"),
+            // The task's answer, the user's function response, starts none.
+            answer("e-1", "t1"),
+        ]);
+        assert_eq!(
+            run.invocation("e-1").map(InvocationMarks::events),
+            Some(&[0, 1, 2, 3, 4, 5][..])
+        );
+        assert_eq!(run.run_events("e-1"), [3, 4, 5]);
+        let single = RunLog::new(vec![answer("e-2", "c1"), said("e-2", "root", "ok")]);
+        assert_eq!(
+            single.run_events("e-2"),
+            [0, 1],
+            "a Run answering calls starts at its first event"
+        );
+        assert!(single.run_events("e-9").is_empty());
     }
 
     #[test]

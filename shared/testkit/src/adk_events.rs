@@ -71,6 +71,9 @@ pub fn rich_event() -> Event {
     let mut e = Event::new("e-rich").with_author("forecaster").with_content(content);
     e.branch = "root.forecaster".into();
     e.long_running_tool_ids = vec!["c1".into()];
+    // ADK 2's task fields: the delegating call's id and a task's output.
+    e.isolation_scope = "adk-call-1".into();
+    e.output = Some(json!({"name": "Ada", "guests": 4, "tags": ["quiet", null]}));
     e.extensions = object(json!({"interaction_id": "i-1", "node_info": {"path": "root/forecaster"}}));
     let r = &mut e.llm_response;
     r.usage_metadata = Some(UsageMetadata {

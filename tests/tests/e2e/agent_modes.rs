@@ -153,6 +153,10 @@ apps:
         "GetApp shows each llm agent's mode"
     );
 
+    let task_invocation = events[0].invocation_id.clone();
+    assert_eq!(events[1].isolation_scope, "t1", "the task's events are in its scope");
+    assert_eq!(events[0].isolation_scope, "", "its caller's in none");
+
     // The runner that ran it goes; another one takes the next Run from the log alone.
     first_runner.kill9().await;
     let second_runner = spawn_runner(&redis.url(), &file, &[]).await;
@@ -190,6 +194,22 @@ apps:
         responses(&events[2]),
         [("t1".to_string(), "intake".to_string(), json!({"guests": 4}))]
     );
+    // The user's answer joined the task: the whole turn goes on with the task's
+    // invocation (ADK 2's), the task's events in its scope, the call's id.
+    assert!(
+        events.iter().all(|event| event.invocation_id == task_invocation),
+        "{:#?}",
+        events.iter().map(|event| &event.invocation_id).collect::<Vec<_>>()
+    );
+    let scopes: Vec<&str> = events.iter().map(|event| event.isolation_scope.as_str()).collect();
+    assert_eq!(scopes, ["t1", "t1", "", "", "", "", ""]);
+    // finish_task's response, the task's last event, carries its output; no other does.
+    let output = events[1]
+        .output
+        .as_ref()
+        .map(|value| json_from_proto("output", value).unwrap());
+    assert_eq!(output, Some(json!({"guests": 4})));
+    assert!(events.iter().skip(2).all(|event| event.output.is_none()));
     assert_eq!(
         responses(&events[5]),
         [(
@@ -221,12 +241,21 @@ apps:
     );
 
     // GetSession: everything stored, each delegated agent's events on its branch, the
-    // user's answer on the task's.
+    // user's answer on none, in the task's scope and invocation (as ADK 2 stores it).
     let session = runs::get_session(sessions.endpoint(), "desk", USER, "s1").await;
     let stored = shape(&session.events);
-    assert!(
-        stored.contains(&("user".into(), "intake@t1".into(), "We are four".into())),
-        "{stored:#?}"
+    let answer = session
+        .events
+        .iter()
+        .find(|event| event.author == "user" && shape(std::slice::from_ref(event))[0].2 == "We are four")
+        .expect("the user's answer is stored");
+    assert_eq!(
+        (
+            answer.branch.as_str(),
+            answer.isolation_scope.as_str(),
+            answer.invocation_id.as_str()
+        ),
+        ("", "t1", task_invocation.as_str())
     );
     assert!(
         stored.contains(&(

@@ -26,24 +26,11 @@ use std::time::Duration;
 /// events (a path below an event, as `compare` names it), the cases it is known in (none:
 /// any case) and why. Every other difference fails the test. The same table is in
 /// docs/adk-conformance.md.
-const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[
-    (
-        "actions.artifactDelta",
-        &[],
-        "artifact versions count from 1 in the suite, from 0 in ADK Python (docs/behaviour.md, by design)",
-    ),
-    (
-        "invocationId",
-        &["task_agent", "task_agent_default"],
-        "ADK 2 goes on with the invocation a task waits in when the user answers it; the runner starts one per Run",
-    ),
-    (
-        "branch",
-        &["task_agent", "task_agent_default"],
-        "the user's answer to a task: on the task's branch in the runner, on none in ADK 2 (its isolationScope, \
-         a field adk.v1.Event has not, scopes it)",
-    ),
-];
+const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[(
+    "actions.artifactDelta",
+    &[],
+    "artifact versions count from 1 in the suite, from 0 in ADK Python (docs/behaviour.md, by design)",
+)];
 
 fn case_dir(case: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("conformance").join(case)
@@ -875,21 +862,21 @@ impl Ids {
 /// allows:
 /// - `id` and `timestamp` are left out; `invocationId` and function call ids (in the
 ///   parts and in `longRunningToolIds`) are numbered in order of appearance ([`Ids`]);
-/// - `nodeInfo` (ADK 2's workflow node path), `isolationScope` (ADK 2's scope of a task's
-///   events, the id of the call that started it) and `output` (a task node's output, on
-///   its last event) are left out: the suite's Event has no such fields, so the wire
-///   cannot carry them (the scope is the branch's `<agent>@<call id>`, compared, and the
-///   output the caller's function response, compared);
-/// - the call id in a delegated call's branch (`<agent>@<call id>`) is numbered as the
-///   call's;
+/// - `nodeInfo` (ADK 2's workflow node path) is left out: the suite's Event has no such
+///   field, so the wire cannot carry it;
+/// - the call id in a delegated call's branch (`<agent>@<call id>`) and in
+///   `isolationScope` (the call that opened a task) is numbered as the call's;
 /// - empty maps and lists are left out: protobuf cannot tell an empty map or repeated
 ///   field from an absent one.
 ///
 /// Numbers are left as they are: [`diff`] compares them by value (`4.0` is `4`).
 fn normalise_adk_event(mut event: Value, ids: &mut Ids) -> Value {
     let object = event.as_object_mut().expect("an event is an object");
-    for field in ["id", "timestamp", "nodeInfo", "isolationScope", "output"] {
+    for field in ["id", "timestamp", "nodeInfo"] {
         object.remove(field);
+    }
+    if let Some(Value::String(call)) = object.get("isolationScope").cloned() {
+        object.insert("isolationScope".into(), ids.number("call", &call).into());
     }
     if let Some(Value::String(branch)) = object.get("branch").cloned() {
         let numbered: Vec<String> = branch
@@ -979,6 +966,10 @@ fn adk_json(event: &pb::Event) -> Value {
     if !event.branch.is_empty() {
         put("branch", json!(event.branch));
     }
+    if !event.isolation_scope.is_empty() {
+        put("isolationScope", json!(event.isolation_scope));
+    }
+    put("output", core.output.clone().unwrap_or(Value::Null));
     let actions = &core.actions;
     put(
         "actions",

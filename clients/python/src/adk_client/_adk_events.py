@@ -370,7 +370,10 @@ def event_to_proto(event: Event) -> event_pb2.Event:
         invocation_id=rest.pop("invocation_id", ""),
         author=rest.pop("author", ""),
         branch=rest.pop("branch", ""),
+        isolation_scope=rest.pop("isolation_scope", ""),
     )
+    if "output" in rest:
+        pb.output.CopyFrom(python_to_value(rest.pop("output")))
     pb.timestamp.CopyFrom(float_to_timestamp(rest.pop("timestamp")))
     if "content" in rest:
         pb.content.CopyFrom(content_json_to_proto(rest.pop("content")))
@@ -417,6 +420,10 @@ def event_to_json(pb: event_pb2.Event) -> Json:
     }
     if pb.branch:
         out["branch"] = pb.branch
+    if pb.isolation_scope:
+        out["isolation_scope"] = pb.isolation_scope
+    if pb.HasField("output"):
+        out["output"] = value_to_python(pb.output)
     if pb.HasField("timestamp"):
         out["timestamp"] = timestamp_to_float(pb.timestamp)
     if pb.HasField("content"):

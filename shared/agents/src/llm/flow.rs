@@ -121,7 +121,8 @@ fn step<'a>(
         let (delegated, calls): (Vec<Call>, Vec<Call>) =
             calls.into_iter().partition(|call| agent.delegate(&call.name).is_some());
         let (mut transfer_to, mut skip_summarization) = (None, false);
-        if let Some(responses) = tool_calls::run(agent, ctx, &tools, calls, is_resumed).await? {
+        let finishing = task::finish_calls(agent.mode, &calls);
+        if let Some(mut responses) = tool_calls::run(agent, ctx, &tools, calls, is_resumed).await? {
             // A long-running call answered at once (an interim result, e.g. "pending") is
             // read by the model, which goes on, as in ADK; only one left unanswered pauses.
             unanswered.retain(|id| responses.function_responses().all(|response| response.id != id.as_str()));
@@ -129,6 +130,7 @@ fn step<'a>(
             skip_summarization = responses.actions.skips_summarization();
             // finish_task answered the call that started this task: its caller goes on.
             let finished_task = agent.mode == AgentMode::Task && task::finishes(&responses);
+            responses.output = task::finished_output(agent.output_schema.as_deref(), &finishing, &responses);
             yield responses;
             if finished_task {
                 return;

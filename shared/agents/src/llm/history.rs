@@ -68,10 +68,10 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
 /// something when they are told).
 fn visible(events: &[Event], agent: &str, branch: &str, others_thoughts: OthersThoughts) -> Vec<Event> {
     let live = apply_rewinds(events);
-    let scope = super::task::scope(branch);
+    let scope = super::task::branch_key(branch);
     let on_this_branch: Vec<Event> = live
         .into_iter()
-        .filter(|event| on_branch(branch, &event.branch) && super::task::scope(&event.branch) == scope)
+        .filter(|event| on_branch(branch, &event.branch) && super::task::scope_key(event) == scope)
         .collect();
     apply_compactions(&on_this_branch, agent)
         .into_iter()
@@ -382,11 +382,16 @@ mod tests {
 
     #[test]
     fn a_delegated_call_sees_only_its_own_scope_and_its_caller_none_of_it() {
+        // The user's answer to the task is on no branch, scoped by the task's call, as
+        // ADK 2 stores it; an older log's on the task's branch reads the same.
+        let mut answer = event("user", "", Content::new("user").with_text("four"));
+        answer.isolation_scope = "c1".into();
         let events = vec![
             event("user", "", Content::new("user").with_text("book a table")),
             event("host", "", Content::new("model").with_text("calling intake")),
             event("intake", "intake@c1", Content::new("model").with_text("for how many?")),
-            event("user", "intake@c1", Content::new("user").with_text("four")),
+            answer,
+            event("user", "intake@c1", Content::new("user").with_text("and a high chair")),
             event(
                 "check",
                 "intake@c1.check@c2",
@@ -400,7 +405,10 @@ mod tests {
                 .collect()
         };
         assert_eq!(texts("host", ""), ["book a table", "calling intake"]);
-        assert_eq!(texts("intake", "intake@c1"), ["for how many?", "four"]);
+        assert_eq!(
+            texts("intake", "intake@c1"),
+            ["for how many?", "four", "and a high chair"]
+        );
         assert_eq!(texts("check", "intake@c1.check@c2"), ["checked"]);
     }
 

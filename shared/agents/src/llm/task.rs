@@ -3,8 +3,9 @@
 //!
 //! A call of such a sub-agent runs it on a branch of its own, `<caller's branch>.<agent>@<call id>`
 //! (ADK's sub-branch), and everything it does is stored as any event, on that branch.
-//! The branch is also its scope (ADK's `isolation_scope`): an agent sees only the events
-//! of its own scope ([`scope`]), so the sub-agent sees the call's arguments (as its
+//! The branch is also its scope (ADK's `isolation_scope`, which a task's events carry
+//! too, [`stamp_isolation_scope`]): an agent sees only the events of its own scope
+//! ([`scope_key`]), so the sub-agent sees the call's arguments (as its
 //! first user message), its own work and, for a task, the user's replies to it, and the
 //! parent never sees the sub-agent's conversation, only the call's answer.
 //!
@@ -12,7 +13,8 @@
 //!   with an `output_schema`) answers the call.
 //! - task: may reply to the user and wait. Its parent's call stays open, the invocation
 //!   ends, and the next user message goes to the parent (the runner routes it,
-//!   [`route`]), stamped with the task's branch; the parent's flow finds its open call
+//!   [`route`]), stored in the task's scope (ADK's `isolation_scope`, the call's id) and
+//!   going on with the task's invocation ([`joined`]); the parent's flow finds its open call
 //!   ([`pending_calls`]) and runs the task agent again, which now sees the reply. When the
 //!   task agent calls `finish_task` and the call succeeds, the arguments (its
 //!   `output_schema`, by default `{result: string}`) answer the parent's call and the
@@ -112,6 +114,44 @@ fn call_id(branch: &str) -> Option<&str> {
     scope.rfind('@').map(|at| &scope[at + 1..])
 }
 
+/// The delegated call whose events `event` sees and is seen with (ADK's strict
+/// `isolation_scope` filter, as the runner keys it): the call of its branch's scope (a
+/// task's or a single-turn agent's events, and whatever runs below them), else its
+/// `isolation_scope` (the user's message answering a task, stored on no branch, as ADK
+/// stores it); "" for the events of no delegated call. An agent reads only the events
+/// whose key is its branch's ([`call_id`]; "" outside any delegated call).
+pub(crate) fn scope_key(event: &Event) -> &str {
+    call_id(&event.branch).unwrap_or(&event.isolation_scope)
+}
+
+/// The key an agent running on `branch` reads the events of (see [`scope_key`]).
+pub(crate) fn branch_key(branch: &str) -> &str {
+    call_id(branch).unwrap_or_default()
+}
+
+/// ADK 2's `isolation_scope` of an event on `branch`: the id of the innermost delegated
+/// call of the branch when that call's agent is a task agent (a task's own events, and
+/// a user's answer to a call made in it); "" otherwise (a single-turn agent's events
+/// carry none, as ADK stores them).
+pub(crate) fn isolation_scope(root: &Arc<dyn Agent>, branch: &str) -> String {
+    let Some(segment) = branch.split('.').rev().find(|segment| segment.contains('@')) else {
+        return String::new();
+    };
+    let (agent, id) = segment.split_once('@').unwrap_or_default();
+    match find_agent(root, agent) {
+        Some(agent) if agent.mode() == AgentMode::Task => id.to_string(),
+        _ => String::new(),
+    }
+}
+
+/// Stamps `event` with the `isolation_scope` of its branch (see [`isolation_scope`]),
+/// unless it has one.
+pub(crate) fn stamp_isolation_scope(root: &Arc<dyn Agent>, event: &mut Event) {
+    if event.isolation_scope.is_empty() && event.branch.contains('@') {
+        event.isolation_scope = isolation_scope(root, &event.branch);
+    }
+}
+
 /// The ids of the delegated calls whose events `events` hold without the calls themselves
 /// (made before a bounded read or a compaction window starts): a turn reads back to them,
 /// since the open task call decides which agent has the conversation.
@@ -123,11 +163,14 @@ pub(crate) fn calls_missing_from(events: &[Event]) -> Vec<String> {
         .collect();
     let mut missing: Vec<String> = Vec::new();
     for event in events {
-        for segment in event.branch.split('.') {
-            if let Some((_, id)) = segment.split_once('@')
-                && !made.contains(id)
-                && !missing.iter().any(|known| known == id)
-            {
+        let on_branch = event
+            .branch
+            .split('.')
+            .filter_map(|segment| segment.split_once('@'))
+            .map(|(_, id)| id);
+        let scoped = Some(event.isolation_scope.as_str()).filter(|id| !id.is_empty());
+        for id in on_branch.chain(scoped) {
+            if !made.contains(id) && !missing.iter().any(|known| known == id) {
                 missing.push(id.to_string());
             }
         }
@@ -259,6 +302,30 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
     }
 }
 
+/// A task agent's `finish_task` calls among `calls` (none for another agent): their
+/// arguments are the task's output, put on the response that ends it ([`finished_output`]).
+pub(crate) fn finish_calls(mode: AgentMode, calls: &[Call]) -> Vec<Call> {
+    calls
+        .iter()
+        .filter(|call| mode == AgentMode::Task && call.name == FINISH_TASK_TOOL_NAME)
+        .cloned()
+        .collect()
+}
+
+/// The task's output a successful `finish_task` among `responses` ends it with (ADK 2's
+/// `Event.output` of the response, the task's last event), from the call's arguments
+/// among `calls`: as it answers the delegating call ([`task_output`]), unwrapped. None
+/// when no `finish_task` succeeded there.
+pub(crate) fn finished_output(schema: Option<&OutputSchema>, calls: &[Call], responses: &Event) -> Option<Value> {
+    let done = responses.function_responses().find(finished_task)?.id;
+    let call = calls.iter().find(|call| call.id == done)?;
+    Some(task_output(
+        schema.map(OutputSchema::schema),
+        schema.is_some_and(OutputSchema::is_validated_class),
+        &call.args,
+    ))
+}
+
 /// Whether this responses event holds a `finish_task` call that succeeded.
 pub(crate) fn finishes(event: &Event) -> bool {
     event.function_responses().any(|response| finished_task(&response))
@@ -320,8 +387,9 @@ pub(crate) fn pending_calls(
 
 /// Where a turn goes while a task is open: the agent that made the oldest open task call
 /// (outermost: it runs the task, which runs any task it opened in turn), on its branch,
-/// and the branch the user's message is stored on: the newest task still waiting for the
-/// user (none when the open tasks have all finished and only their callers must go on).
+/// and the branch of the newest task still waiting for the user, which the user's
+/// message joins ([`joined`]; none when the open tasks have all finished and only their
+/// callers must go on).
 pub(crate) struct Route {
     pub(crate) caller: Arc<dyn Agent>,
     pub(crate) caller_branch: String,
@@ -367,6 +435,34 @@ pub(crate) fn route(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Route> {
         caller,
         caller_branch,
         user_branch,
+    })
+}
+
+/// A user's message joining the task that waits for it (ADK 2's active task scope): it
+/// is stored with the task's scope, the id of the call that opened it, and goes on with
+/// the task's invocation, the invocation of the task's latest event (ADK's borrowed id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Joined {
+    pub(crate) isolation_scope: String,
+    pub(crate) invocation_id: String,
+}
+
+/// What a user's message that answers no call joins, given the [`Route`]'s
+/// `user_branch` (the task waiting for the user; "" for none).
+pub(crate) fn joined(log: &RunLog, user_branch: &str) -> Option<Joined> {
+    let id = call_id(user_branch)?;
+    let latest = log
+        .events()
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(at, _)| !log.taken_back(*at))
+        .find(|(_, event)| scope_key(event) == id)
+        .map(|(_, event)| event)
+        .or_else(|| log.latest_call(id))?;
+    Some(Joined {
+        isolation_scope: id.to_string(),
+        invocation_id: latest.invocation_id.clone(),
     })
 }
 
@@ -538,6 +634,33 @@ mod tests {
         assert_eq!(scope(""), "");
         assert_eq!(call_id("intake@c1.check@c2"), Some("c2"));
         assert_eq!(call_id("par.a"), None);
+    }
+
+    #[test]
+    fn an_events_scope_is_its_branchs_call_else_its_isolation_scope() {
+        let mut event = Event::new("e-1");
+        event.branch = "intake@c1.par.a".into();
+        assert_eq!(
+            scope_key(&event),
+            "c1",
+            "whatever runs below a delegated call is in its scope"
+        );
+        event.branch = "intake@c1.check@c2".into();
+        assert_eq!(scope_key(&event), "c2");
+        // The user's answer to a task: on no branch, scoped by the task's call (ADK 2's).
+        event.branch = String::new();
+        assert_eq!(scope_key(&event), "");
+        event.isolation_scope = "c1".into();
+        assert_eq!(scope_key(&event), "c1");
+        assert_eq!(branch_key("intake@c1"), "c1");
+        assert_eq!(branch_key("par.a"), "");
+        assert_eq!(branch_key(""), "");
+        // A delegated call's events missing their call read back to it, by branch or scope.
+        let mut answer = Event::new("e-1").with_author("user");
+        answer.isolation_scope = "c3".into();
+        let mut on_branch = Event::new("e-1");
+        on_branch.branch = "intake@c1".into();
+        assert_eq!(calls_missing_from(&[on_branch, answer]), ["c1", "c3"]);
     }
 
     /// Stands in for the Python worker's pydantic: refuses a `guests` that is no integer

@@ -138,9 +138,11 @@ impl Driver {
             if !self.in_step && self.draining.as_ref().is_some_and(CancellationToken::is_cancelled) {
                 self.handover.cancel();
             }
-            let Some(event) = self.next_from_agent().await? else {
+            let Some(mut event) = self.next_from_agent().await? else {
                 return Ok(None);
             };
+            // A task's events carry its scope (ADK 2's isolation_scope), streamed and stored.
+            crate::llm::task::stamp_isolation_scope(&self.invocation.root_agent, &mut event);
             if event.is_partial() {
                 self.in_step = true;
                 return Ok(Some(event));

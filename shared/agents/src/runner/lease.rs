@@ -113,11 +113,12 @@ impl LeaseGuard {
         let requests = lease.cancel_requests();
         let patience = in_turn.then_some(PLACE_IN_LINE_PATIENCE);
         let acquired = match (record, patience) {
-            // A first run's owner token is its invocation id.
+            // A first run's owner token is its invocation id, or `<invocation id>@<run>`
+            // for a task's later turn, which goes on with the task's invocation.
             (Some(options), _) => {
                 let run = RunRecord {
                     key: key.clone(),
-                    invocation_id: owner.to_string(),
+                    invocation_id: owner_invocation(owner).to_string(),
                     options: options.to_string(),
                 };
                 lease.acquire_run(&run, owner, ttl, patience).await?
@@ -137,6 +138,11 @@ impl LeaseGuard {
     pub(super) fn claimed(lease: Arc<dyn SessionLease>, key: LeaseKey, owner: &str, ttl: Duration) -> Self {
         let requests = lease.cancel_requests();
         Self::hold(lease, key, owner, ttl, requests, None)
+    }
+
+    /// The token the lease is held under.
+    pub(super) fn owner(&self) -> &str {
+        &self.owner
     }
 
     /// The guard of a lease just taken, with its heartbeat started.

@@ -215,6 +215,9 @@ pub struct Runner {
 
 /// A running invocation's owner, so a cancel naming another user's session is refused.
 struct RunningInvocation {
+    /// Its lease's owner token: unique per Run, where the invocation id is not (a task's
+    /// later turn goes on with the task's invocation).
+    owner: String,
     user_id: String,
     session_id: String,
     cancel: CancellationToken,
@@ -327,14 +330,25 @@ impl Runner {
                 "this runner is shutting down and takes no new runs: run again (on another replica)".into(),
             ));
         }
-        let invocation_id = format!("e-{}", uuid::Uuid::new_v4());
+        let run_id = format!("e-{}", uuid::Uuid::new_v4());
+        // A message joining a task that waits for the user goes on with the task's
+        // invocation (ADK 2's borrowed id): the Run's invocation id is the task's, its
+        // lease held under `<invocation id>@<run>` (unique per Run, as a claim's token;
+        // the lease store and Cancel read the invocation from it).
+        let (invocation_id, owner) = match self.task_invocation_joined(user_id, session_id, &content).await {
+            Some(task_invocation) => {
+                let owner = adk_grpc_core::claim_owner(&task_invocation, &run_id);
+                (task_invocation, owner)
+            }
+            None => (run_id.clone(), run_id),
+        };
         // The invocation's span and metrics: everything it does, from taking the lease
         // to its last event, runs inside the span (see Driver::into_stream).
         let observed = adk_grpc_telemetry::Invocation::start(&self.app_name, user_id, session_id, &invocation_id);
         let span = observed.span().clone();
         let on_busy = options.on_busy.unwrap_or(self.on_busy);
         let started = self
-            .take_session_and_start(&invocation_id, user_id, session_id, content, options, on_busy)
+            .take_session_and_start(&invocation_id, &owner, user_id, session_id, content, options, on_busy)
             .instrument(span)
             .await;
         // The one exit of a run that failed to start (its lease is already given back).
@@ -397,9 +411,11 @@ impl Runner {
     /// it: `rollback` rewinds the displaced invocation, then the user's message is
     /// stored and the agent started. Whatever fails after the lease is taken gives the
     /// lease back before the error returns, so every failed start frees the session here.
+    #[allow(clippy::too_many_arguments)] // each is one of the run's inputs, named
     async fn take_session_and_start(
         &self,
         invocation_id: &str,
+        owner: &str,
         user_id: &str,
         session_id: &str,
         content: Content,
@@ -412,8 +428,7 @@ impl Runner {
         let record = self
             .resumable
             .then(|| resume::ResumeOptions::of(&options.run_config, &user_state_delta(&options)).encode());
-        let mut lease =
-            LeaseGuard::take(self.lease.clone(), key, invocation_id, self.lease_ttl, on_busy, record).await?;
+        let mut lease = LeaseGuard::take(self.lease.clone(), key, owner, self.lease_ttl, on_busy, record).await?;
         let started = async {
             if on_busy == OnBusy::Rollback {
                 self.roll_back_displaced(user_id, session_id, &mut lease).await?;
@@ -534,9 +549,19 @@ impl Runner {
         }
         let mut log = RunLog::new(session.events.as_slice().to_vec());
         let (caller, caller_branch) = self.agent_for(&session, &log, &content)?;
-        let user_branch = session::user_branch(&self.root_agent, &session, &log, &content)?;
+        let place = session::user_place(&self.root_agent, &session, &log, &content)?;
+        if place.joins.as_deref().is_some_and(|joined| joined != invocation_id) {
+            // The open task changed between the read that chose the Run's id and this
+            // one, under the lease (another Run of the session ran meanwhile): the Run
+            // keeps the id its lease was taken with.
+            tracing::debug!(
+                invocation_id,
+                "a message joining a task keeps the invocation id it started with"
+            );
+        }
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
-        user_event.branch = user_branch;
+        user_event.branch = place.branch;
+        user_event.isolation_scope = place.isolation_scope;
         user_event.actions.state_delta = options.state_delta.clone();
         let artifacts = self
             .artifact_service
@@ -608,7 +633,9 @@ impl Runner {
         lease_lost_at: Option<std::time::Instant>,
     ) -> EventStream {
         let handover = CancellationToken::new();
+        let owner = started.lease.owner().to_string();
         let running = RunningInvocation {
+            owner: owner.clone(),
             user_id: started.user_id,
             session_id: started.session_id,
             cancel: started.lease.signals.cancel.clone(),
@@ -627,6 +654,7 @@ impl Runner {
             _registration: Registration {
                 running: self.running.clone(),
                 invocation_id: started.invocation_id,
+                owner,
             },
             handover,
             lease_lost_at,
@@ -693,14 +721,23 @@ fn check_agent_tree(agent: &Arc<dyn Agent>, names: &mut AgentNames) -> Result<()
         .try_for_each(|sub| check_agent_tree(sub, names))
 }
 
-/// The invocation's entry in the runner's registry, removed when the run ends or is dropped.
+/// The invocation's entry in the runner's registry, removed when the run ends or is
+/// dropped: its own entry only (a later Run of the same invocation, a task's next turn
+/// taking the session over, may have replaced it).
 struct Registration {
     running: Arc<Mutex<HashMap<String, RunningInvocation>>>,
     invocation_id: String,
+    owner: String,
 }
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        sync::lock(&self.running).remove(&self.invocation_id);
+        let mut running = sync::lock(&self.running);
+        if running
+            .get(&self.invocation_id)
+            .is_some_and(|entry| entry.owner == self.owner)
+        {
+            running.remove(&self.invocation_id);
+        }
     }
 }

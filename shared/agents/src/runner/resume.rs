@@ -24,8 +24,8 @@ use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, InvocationMarks, Result, RunConfig, RunLog,
-    SessionLease, StreamingMode, find_agent,
+    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, Result, RunConfig, RunLog, SessionLease,
+    StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -153,10 +153,9 @@ impl Runner {
         let session = self.with_run_marks(session).await?;
         // Positions count from the invocation a client-tool answer continues, too.
         let log = RunLog::new(session.events.as_slice().to_vec());
-        let own = log
-            .invocation(invocation_id)
-            .map(InvocationMarks::events)
-            .unwrap_or_default();
+        // The Run's own events: of a task's later turn (which goes on with the task's
+        // invocation), those from its message on.
+        let own = log.run_events(invocation_id);
         let Some(user_event) = own
             .first()
             .map(|&at| log.at(at))

@@ -204,20 +204,67 @@ impl Runner {
     }
 }
 
-/// The branch the user's message is stored on: "" but in a task (ADK 2's `mode: task`):
-/// an answer to a call made in one goes on the call's branch, any other message on the
-/// branch of the task waiting for the user, so that only the task agent sees it.
-pub(super) fn user_branch(root: &Arc<dyn Agent>, session: &Session, log: &RunLog, content: &Content) -> Result<String> {
+/// Where the user's message goes in the log, as ADK 2 stores it.
+#[derive(Debug, Default)]
+pub(super) struct UserPlace {
+    pub(super) branch: String,
+    pub(super) isolation_scope: String,
+    /// The invocation of the task the message joins, when it joins one.
+    pub(super) joins: Option<String>,
+}
+
+/// Where the user's message is stored: on no branch and in no scope but in a task (ADK
+/// 2's `mode: task`). An answer to a call made in one goes on the call's branch, in its
+/// scope; any other message joins the task waiting for the user, if one does: on no
+/// branch, in the task's scope (so that only the task agent sees it), going on with the
+/// task's invocation.
+pub(super) fn user_place(
+    root: &Arc<dyn Agent>,
+    session: &Session,
+    log: &RunLog,
+    content: &Content,
+) -> Result<UserPlace> {
     if let Some((_, branch)) = caller_of(log, &session.id, content)? {
-        return Ok(if task::scope(&branch).is_empty() {
-            String::new()
-        } else {
-            branch
+        if task::scope(&branch).is_empty() {
+            return Ok(UserPlace::default());
+        }
+        return Ok(UserPlace {
+            isolation_scope: task::isolation_scope(root, &branch),
+            branch,
+            joins: None,
         });
     }
-    Ok(task::route(root, log)
+    let waiting = task::route(root, log)
         .map(|route| route.user_branch)
-        .unwrap_or_default())
+        .unwrap_or_default();
+    Ok(
+        task::joined(log, &waiting).map_or_else(UserPlace::default, |joined| UserPlace {
+            branch: String::new(),
+            isolation_scope: joined.isolation_scope,
+            joins: Some(joined.invocation_id),
+        }),
+    )
+}
+
+impl Runner {
+    /// The invocation of the task a message joins (see [`user_place`]), read before the
+    /// Run takes the session's lease, since its id is the lease's owner; the Run reads
+    /// the log again under the lease. None for a tree without task agents (no read) and
+    /// a message answering calls.
+    pub(super) async fn task_invocation_joined(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        content: &Content,
+    ) -> Option<String> {
+        if !task::has_task_agent(&self.root_agent) || has_function_responses(content) {
+            return None;
+        }
+        // A missing session or a failed read joins nothing: the Run meets it again.
+        let session = self.load_turn(user_id, session_id, false, content, "").await.ok()?;
+        let log = RunLog::new(session.events.as_slice().to_vec());
+        user_place(&self.root_agent, &session, &log, content).ok()?.joins
+    }
 }
 
 /// The agent that has the conversation (ADK's `find_agent_to_run`): the newest reply's

@@ -263,7 +263,23 @@ async fn a_task_agent_talks_with_the_user_across_turns_then_finish_task_answers_
         .iter()
         .find(|e| e.author == "user" && e.content().and_then(Content::text).as_deref() == Some("Four of us"))
         .unwrap();
-    assert_eq!(user_reply.branch, "intake@t1", "the reply is the task's");
+    // The reply is the task's, as ADK 2 stores it: on no branch, in the task's scope
+    // (the call's id), in the task's invocation; the task's events in its scope too.
+    assert_eq!(
+        (user_reply.branch.as_str(), user_reply.isolation_scope.as_str()),
+        ("", "t1")
+    );
+    assert_eq!(user_reply.invocation_id, question.invocation_id);
+    assert!(
+        second.iter().all(|e| e.invocation_id == question.invocation_id),
+        "the turn goes on with the task's invocation"
+    );
+    assert_eq!(question.isolation_scope, "t1");
+    let done = second.iter().find(|e| e.output.is_some()).expect("the task's output");
+    assert_eq!(
+        (done.author.as_str(), done.output.clone()),
+        ("intake", Some(json!({"guests": 4})))
+    );
     assert_eq!(session.state.as_map().get("party"), Some(&json!({"guests": 4})));
 
     // The task is over: the next message goes to the host again.

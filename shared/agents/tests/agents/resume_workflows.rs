@@ -829,3 +829,150 @@ async fn a_run_that_died_after_a_transfer_goes_on_with_the_target() {
     );
     assert_eq!((front.requests(), billing.requests()), (1, 1));
 }
+
+/// A task's later turn goes on with the task's invocation (ADK 2's borrowed id): when
+/// its runner dies mid-turn, the run is resumed under that invocation, from the turn's
+/// own message, and finishes the task and its caller's turn.
+#[tokio::test]
+async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_invocation() {
+    let replicas = Replicas::new().await;
+    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>| -> Arc<dyn Agent> {
+        let intake = LlmAgentBuilder::new("intake")
+            .mode(adk_grpc_core::AgentMode::Task)
+            .model(intake.clone())
+            .build()
+            .unwrap();
+        Arc::new(
+            LlmAgentBuilder::new("host")
+                .model(host.clone())
+                .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
+                .build()
+                .unwrap(),
+        )
+    };
+    // Turn 1: the host hands the booking to intake, which asks the user and waits.
+    let (host_1, intake_1) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let started = replicas
+        .runner(tree(&host_1, &intake_1))
+        .run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Book"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert!(drain_all(started).await.iter().all(|event| event.is_ok()));
+    let task_invocation = replicas.session().await.events.as_slice()[0].invocation_id.clone();
+
+    // Turn 2: the user's answer joins the task; its runner dies in intake's model call.
+    let (host_dead, intake_dead) = (Gated::new(&[]), Gated::new(&[]));
+    let finish = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "finish_task",
+            serde_json::json!({"result": "four guests"}),
+            Some("f1".into()),
+        ))),
+        ..Default::default()
+    };
+    let (host, intake) = (Gated::new(&["Booked."]), Gated::scripted(vec![finish]));
+    let first = replicas.runner(tree(&host_dead, &intake_dead));
+    let second = replicas.runner(tree(&host, &intake));
+    let asked = intake_dead.clone();
+    let session = replicas
+        .die_and_resume_on(&first, second, Content::new("user").with_text("Four"), move |_| {
+            asked.requests() == 1
+        })
+        .await;
+
+    let events = session.events.as_slice();
+    let answer = events
+        .iter()
+        .position(|e| e.author == "user" && e.content().and_then(Content::text).as_deref() == Some("Four"))
+        .expect("the user's answer is stored");
+    assert_eq!(
+        (events[answer].branch.as_str(), events[answer].isolation_scope.as_str()),
+        ("", "t1"),
+        "on no branch, in the task's scope"
+    );
+    assert!(
+        events[answer..].iter().all(|e| e.invocation_id == task_invocation),
+        "the turn, resumed too, goes on in the task's invocation: {:?}",
+        events.iter().map(describe).collect::<Vec<_>>()
+    );
+    let done = events
+        .iter()
+        .find(|e| e.output.is_some())
+        .expect("finish_task's response carries the task's output");
+    assert_eq!(
+        (done.author.as_str(), done.isolation_scope.as_str(), done.output.clone()),
+        ("intake", "t1", Some(serde_json::json!({"result": "four guests"})))
+    );
+    let last = events.iter().rev().find(|e| e.content().is_some()).unwrap();
+    assert_eq!(
+        (last.author.as_str(), last.content().and_then(Content::text)),
+        ("host", Some("Booked.".into()))
+    );
+    // Nothing asked twice: intake's model once on each runner, the host's once after.
+    assert_eq!((intake.requests(), host.requests(), host_dead.requests()), (1, 1, 0));
+}
+
+/// A client cancels a task's later turn by the invocation id its stored message shows
+/// (the task's), from any replica: the lease is held under `<invocation id>@<run>`.
+#[tokio::test]
+async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another_replica() {
+    let replicas = Replicas::new().await;
+    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>| -> Arc<dyn Agent> {
+        let intake = LlmAgentBuilder::new("intake")
+            .mode(adk_grpc_core::AgentMode::Task)
+            .model(intake.clone())
+            .build()
+            .unwrap();
+        Arc::new(
+            LlmAgentBuilder::new("host")
+                .model(host.clone())
+                .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
+                .build()
+                .unwrap(),
+        )
+    };
+    let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let running = replicas.runner(tree(&host, &intake));
+    let first = running
+        .run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Book"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert!(drain_all(first).await.iter().all(|event| event.is_ok()));
+    let task_invocation = replicas.session().await.events.as_slice()[0].invocation_id.clone();
+
+    // The answer's turn hangs in intake's model call (its script is spent).
+    let later = running
+        .start_run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Four"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(later.user_event.invocation_id, task_invocation);
+    let other = replicas.runner(tree(&host, &intake));
+    assert!(
+        other.cancel(USER, SESSION, &task_invocation).await.unwrap(),
+        "the running turn is found by the task's invocation id"
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(10), drain_all(later.events))
+        .await
+        .expect("the cancelled turn ends");
+    assert!(
+        matches!(ended.last(), Some(Err(adk_grpc_core::AdkError::Cancelled(_)))),
+        "{ended:?}"
+    );
+    // Its first turn's invocation is not running any more: nothing else to cancel.
+    assert!(!other.cancel(USER, SESSION, &task_invocation).await.unwrap());
+}

@@ -496,6 +496,8 @@ impl From<&Event> for pb::Event {
             avg_logprobs: r.avg_logprobs,
             logprobs_result: r.logprobs_result.as_ref().map(object_to_struct),
             turn_complete_reason: r.turn_complete_reason.clone(),
+            isolation_scope: e.isolation_scope.clone(),
+            output: e.output.as_ref().map(json_to_proto),
             extensions: extensions_to_proto(&e.extensions),
         }
     }
@@ -514,6 +516,7 @@ impl From<Event> for pb::Event {
             invocation_id: std::mem::take(&mut e.invocation_id),
             branch: std::mem::take(&mut e.branch),
             author: std::mem::take(&mut e.author),
+            isolation_scope: std::mem::take(&mut e.isolation_scope),
             long_running_tool_ids: std::mem::take(&mut e.long_running_tool_ids),
             content,
             error_code,
@@ -596,6 +599,12 @@ impl Event {
             actions,
             long_running_tool_ids: e.long_running_tool_ids,
             sequence: e.sequence,
+            isolation_scope: e.isolation_scope,
+            output: e
+                .output
+                .as_ref()
+                .map(|value| json_from_proto("event.output", value))
+                .transpose()?,
             extensions: extensions("event.extensions", e.extensions.as_ref())?,
         };
         Ok((event, timestamp_missing))
