@@ -34,12 +34,22 @@ const KNOWN_SESSION_DIFFERENCES: &[(&str, &[&str], &str)] = &[
     ),
     (
         "invocationId",
-        &["task_agent", "task_agent_default"],
+        &[
+            "task_agent",
+            "task_agent_default",
+            "task_agent_misfit_default",
+            "task_agent_typed_output",
+        ],
         "ADK 2 goes on with the invocation a task waits in when the user answers it; the runner starts one per Run",
     ),
     (
         "branch",
-        &["task_agent", "task_agent_default"],
+        &[
+            "task_agent",
+            "task_agent_default",
+            "task_agent_misfit_default",
+            "task_agent_typed_output",
+        ],
         "the user's answer to a task: on the task's branch in the runner, on none in ADK 2 (its isolationScope, \
          a field adk.v1.Event has not, scopes it)",
     ),
@@ -1426,6 +1436,21 @@ async fn task_agent_default() {
     replay("task_agent_default").await;
 }
 
+#[tokio::test]
+async fn task_agent_misfit_default() {
+    replay("task_agent_misfit_default").await;
+}
+
+#[tokio::test]
+async fn task_agent_typed_output() {
+    replay("task_agent_typed_output").await;
+}
+
+#[tokio::test]
+async fn single_turn_input_schema() {
+    replay("single_turn_input_schema").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1464,6 +1489,21 @@ mod openai {
     #[tokio::test]
     async fn task_agent_default() {
         replay_openai("task_agent_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_agent_misfit_default() {
+        replay_openai("task_agent_misfit_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_agent_typed_output() {
+        replay_openai("task_agent_typed_output").await;
+    }
+
+    #[tokio::test]
+    async fn single_turn_input_schema() {
+        replay_openai("single_turn_input_schema").await;
     }
 
     #[tokio::test]
