@@ -26,7 +26,7 @@ use crate::context::ToolCallContext;
 use crate::hooks::{BeforeTool, HookContext};
 use crate::json_schema::PydanticClass;
 use crate::rules::USER_AUTHOR;
-use crate::tools::agent_tool::{input_message, reply_value};
+use crate::tools::agent_tool::{reply_value, single_turn_input_message};
 use adk_grpc_core::{
     Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, InvocationContext, JsonObject, LlmRequest,
     LlmResponse, Result, RunLog, Tool, ToolContext, find_agent, python_json,
@@ -173,7 +173,7 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
 /// call that started it, as ADK 2.13 gives it: a task agent the arguments as `json.dumps`
 /// writes them (in the model's order, whatever its `input_schema`); a single-turn agent,
 /// which ADK runs as its `AgentTool` runs an agent, the `request` text (or its
-/// `input_schema`'s validated arguments), told nothing more.
+/// `input_schema`'s validated arguments as `json.dumps` writes them), told nothing more.
 pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
     if agent.mode() == AgentMode::Chat {
         return None;
@@ -187,7 +187,7 @@ pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Optio
     })?;
     Some(match agent.mode() {
         AgentMode::Task => Content::new("user").with_text(python_json(&args)),
-        _ => input_message(agent, &args),
+        _ => single_turn_input_message(agent, &args),
     })
 }
 
