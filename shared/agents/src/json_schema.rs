@@ -208,62 +208,7 @@ impl<'a> PydanticClass<'a> {
             return value.clone();
         }
         match (schema["type"].as_str(), value) {
-            (Some("object") | None, Value::Object(given)) => {
-                let properties = schema.get("properties").and_then(Value::as_object);
-                let required: Vec<&str> = schema
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                let mut validated = serde_json::Map::new();
-                for (name, property) in properties.into_iter().flatten() {
-                    match given.get(name) {
-                        Some(value) => {
-                            at.push(name.clone());
-                            validated.insert(name.clone(), self.validate_at(property, value, at, errors));
-                            at.pop();
-                        }
-                        // A default is not validated (pydantic's `validate_default` is off).
-                        None => match property.get("default") {
-                            Some(default) => {
-                                validated.insert(name.clone(), default.clone());
-                            }
-                            None if required.contains(&name.as_str()) => {
-                                at.push(name.clone());
-                                errors.push(self.line_error(ErrorKind::Missing, at, value));
-                                at.pop();
-                            }
-                            None => {}
-                        },
-                    }
-                }
-                let extra = schema.get("additionalProperties");
-                let keep_undeclared = match extra {
-                    Some(Value::Bool(allowed)) => *allowed,
-                    Some(_) => true,
-                    None => self.keep_undeclared || properties.is_none(),
-                };
-                let undeclared = given
-                    .iter()
-                    .filter(|(name, _)| !properties.is_some_and(|p| p.contains_key(*name)));
-                for (name, value) in undeclared {
-                    at.push(name.clone());
-                    match extra {
-                        Some(Value::Bool(false)) => errors.push(self.line_error(ErrorKind::ExtraForbidden, at, value)),
-                        Some(item) if item.is_object() => {
-                            validated.insert(name.clone(), self.validate_at(item, value, at, errors));
-                        }
-                        _ if keep_undeclared => {
-                            validated.insert(name.clone(), value.clone());
-                        }
-                        _ => {}
-                    }
-                    at.pop();
-                }
-                Value::Object(validated)
-            }
+            (Some("object") | None, Value::Object(given)) => self.validate_object(schema, given, at, errors),
             (Some("array"), Value::Array(items)) => match schema.get("items") {
                 Some(item) => items
                     .iter()
@@ -283,6 +228,74 @@ impl<'a> PydanticClass<'a> {
             }),
             (None, _) => value.clone(),
         }
+    }
+
+    /// A class's (or a dict's) fields validated at `at`: declared ones in the schema's order,
+    /// a missing required one reported with the whole input, then the undeclared ones,
+    /// forbidden (`additionalProperties: false`), validated by `additionalProperties`, kept
+    /// or dropped.
+    fn validate_object(
+        &self,
+        schema: &'a Value,
+        given: &serde_json::Map<String, Value>,
+        at: &mut Vec<String>,
+        errors: &mut Vec<LineError>,
+    ) -> Value {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let mut validated = serde_json::Map::new();
+        for (name, property) in properties.into_iter().flatten() {
+            match given.get(name) {
+                Some(value) => {
+                    at.push(name.clone());
+                    validated.insert(name.clone(), self.validate_at(property, value, at, errors));
+                    at.pop();
+                }
+                // A default is not validated (pydantic's `validate_default` is off).
+                None => match property.get("default") {
+                    Some(default) => {
+                        validated.insert(name.clone(), default.clone());
+                    }
+                    None if required.contains(&name.as_str()) => {
+                        at.push(name.clone());
+                        let input = Value::Object(given.clone());
+                        errors.push(self.line_error(ErrorKind::Missing, at, &input));
+                        at.pop();
+                    }
+                    None => {}
+                },
+            }
+        }
+        let extra = schema.get("additionalProperties");
+        let keep_undeclared = match extra {
+            Some(Value::Bool(allowed)) => *allowed,
+            Some(_) => true,
+            None => self.keep_undeclared || properties.is_none(),
+        };
+        let undeclared = given
+            .iter()
+            .filter(|(name, _)| !properties.is_some_and(|p| p.contains_key(*name)));
+        for (name, value) in undeclared {
+            at.push(name.clone());
+            match extra {
+                Some(Value::Bool(false)) => errors.push(self.line_error(ErrorKind::ExtraForbidden, at, value)),
+                Some(item) if item.is_object() => {
+                    validated.insert(name.clone(), self.validate_at(item, value, at, errors));
+                }
+                _ if keep_undeclared => {
+                    validated.insert(name.clone(), value.clone());
+                }
+                _ => {}
+            }
+            at.pop();
+        }
+        Value::Object(validated)
     }
 
     fn line_error(&self, kind: ErrorKind, at: &[String], input: &Value) -> LineError {
