@@ -629,6 +629,41 @@ mod tests {
         );
     }
 
+    /// An agents file's JSON Schema has no Python class: the misfit is in pydantic's text all
+    /// the same, the schema's `title` standing for the class's name (else pydantic's name of
+    /// its type), a constraint the stand-in does not check in the schema check's words.
+    #[tokio::test]
+    async fn an_agents_files_json_schema_misfit_reads_as_pydantics_named_by_its_title() {
+        let titled = json!({
+            "title": "Booking", "type": "object",
+            "properties": {"name": {"type": "string"}, "guests": {"type": "integer", "minimum": 1}},
+            "required": ["name", "guests"]
+        });
+        let tool = FinishTaskTool::new(Some(Arc::new(OutputSchema::new(titled).unwrap())), None);
+        assert_eq!(
+            tool.check(&json!({"guests": "four"})).await,
+            Err(
+                "2 validation errors for Booking\nname\n  Field required [type=missing, input_value={'guests': \
+                 'four'}, input_type=dict]\n    For further information visit \
+                 https://errors.pydantic.dev/2.14/v/missing\nguests\n  Input should be a valid integer, unable to \
+                 parse string as an integer [type=int_parsing, input_value='four', input_type=str]\n    For \
+                 further information visit https://errors.pydantic.dev/2.14/v/int_parsing"
+                    .into()
+            )
+        );
+        // Undeclared keys are allowed (a JSON Schema's default) and kept.
+        assert_eq!(
+            tool.check(&json!({"name": "Ada", "guests": 4, "note": "x"})).await,
+            Ok(())
+        );
+        let constraint = tool.check(&json!({"name": "Ada", "guests": 0})).await.unwrap_err();
+        assert!(constraint.contains("/guests"), "{constraint}");
+        let untitled = json!({"type": "array", "items": {"type": "integer"}});
+        let tool = FinishTaskTool::new(Some(Arc::new(OutputSchema::new(untitled).unwrap())), None);
+        let misfit = tool.check(&json!({"result": [1, "x"]})).await.unwrap_err();
+        assert!(misfit.starts_with("1 validation error for list[int]\n1\n"), "{misfit}");
+    }
+
     #[test]
     fn a_finished_task_keeps_the_arguments_as_its_output() {
         let object = json!({"type": "object", "properties": {"n": {"type": "integer"}, "a": {"type": "string"}}});
