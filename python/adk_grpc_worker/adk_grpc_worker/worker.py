@@ -15,7 +15,7 @@ import traceback
 import urllib.error
 import urllib.request
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, get_args
+from typing import Any, get_args, get_origin
 
 from google.adk.agents import config_agent_utils
 from google.adk.agents.base_agent import BaseAgent
@@ -281,7 +281,9 @@ class Worker:
     def __init__(self) -> None:
         self.tools: dict[str, BaseTool] = {}
         self.callbacks: dict[str, Any] = {}
-        # The output_schema classes (and lists of one) ADK validates, served at `/validate/<ref>`.
+        # The output_schema classes (and lists of one) ADK validates, and the other types a
+        # task agent's `finish_task` validates (any type pydantic's TypeAdapter takes),
+        # served at `/validate/<ref>`.
         self.validated_schemas: dict[str, Any] = {}
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
@@ -343,11 +345,15 @@ class Worker:
         # As ADK's set_model_response takes it: a class's fields as the arguments, a list
         # of a class as `items`, anything else as `response`.
         call_argument = None if pydantic_class else "items" if list_of_class else "response"
-        if pydantic_class or list_of_class:
+        # A type (not a JSON Schema dict nor a `types.Schema`): ADK's `finish_task` validates
+        # a task's output of it with its TypeAdapter.
+        type_adapter = isinstance(obj, type) or get_origin(obj) is not None
+        if pydantic_class or list_of_class or type_adapter:
             self.validated_schemas[ref] = obj
         return {
             "json_schema": with_factory_defaults(json_schema_of(obj), obj),
             "validated": pydantic_class or list_of_class,
+            "type_adapter": pydantic_class or list_of_class or type_adapter,
             "pydantic_class": pydantic_class,
             "gemini": json.loads(json.dumps(genai_common.encode_unserializable_types(gemini))),
             "openai": litellm_response_format(obj),
@@ -358,10 +364,19 @@ class Worker:
     def validate(self, ref: str, body: dict[str, Any]) -> dict[str, Any]:
         """A value of an `output_schema` class (or a list of one) as ADK validates and
         dumps it: a reply's text (`{"json"}`) as ADK's `validate_schema` takes it, a
-        `set_model_response` value (`{"value"}`) as its SetModelResponseTool does. The
-        dump, or pydantic's error as ADK writes it (`str` of the ValidationError); any
-        other error of the class's code is the runner's to report."""
+        `set_model_response` value (`{"value"}`) as its SetModelResponseTool does; a value
+        of any other type as ADK's `finish_task` does (its TypeAdapter's `validate_python`,
+        then `dump_python(mode="json")`). The dump, or pydantic's error as ADK writes it
+        (`str` of the ValidationError); any other error of the class's code is the
+        runner's to report."""
         schema = self.validated_schemas[ref]
+        if not (schema_utils.is_basemodel_schema(schema) or schema_utils.is_list_of_basemodel(schema)):
+            adapter = TypeAdapter(schema)
+            try:
+                validated = adapter.validate_json(body["json"]) if "json" in body else adapter.validate_python(body.get("value"))
+            except ValidationError as e:
+                return {"error": str(e)}
+            return {"value": jsonable(adapter.dump_python(validated, mode="json"))}
         # A class's own methods, as ADK calls them; a list's TypeAdapter.
         adapter = schema if schema_utils.is_basemodel_schema(schema) else TypeAdapter(schema)
         from_json = adapter.model_validate_json if adapter is schema else adapter.validate_json

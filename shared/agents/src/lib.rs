@@ -47,6 +47,7 @@ mod instruction;
 mod json_schema;
 mod large_reply;
 mod llm;
+mod pydantic_errors;
 mod python_repr;
 mod rules;
 mod run_state;

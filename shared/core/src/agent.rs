@@ -71,9 +71,10 @@ pub struct AgentSpec<'a> {
     pub input_schema_is_class: bool,
     /// The JSON Schema of its reply.
     pub output_schema: Option<&'a Value>,
-    /// Whether `output_schema` is a Python class's (pydantic's, or a list of one): a value
-    /// of it is then given back as pydantic validates and dumps it (the class's field order).
-    pub output_schema_is_class: bool,
+    /// Whether `output_schema` is a Python object's (a pydantic class, a list of one, any
+    /// other type such as `dict[str, int]`): a task's output of it is then given back as
+    /// pydantic validates and dumps it (a class's field order, lax conversions made).
+    pub output_schema_is_python: bool,
     /// What its events may write to the state.
     pub state_schema: Option<&'a dyn StateSchemaCheck>,
 }

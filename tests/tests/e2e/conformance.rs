@@ -1417,6 +1417,21 @@ async fn task_agent_default() {
     replay("task_agent_default").await;
 }
 
+#[tokio::test]
+async fn task_agent_misfit_default() {
+    replay("task_agent_misfit_default").await;
+}
+
+#[tokio::test]
+async fn task_agent_typed_output() {
+    replay("task_agent_typed_output").await;
+}
+
+#[tokio::test]
+async fn single_turn_input_schema() {
+    replay("single_turn_input_schema").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1455,6 +1470,21 @@ mod openai {
     #[tokio::test]
     async fn task_agent_default() {
         replay_openai("task_agent_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_agent_misfit_default() {
+        replay_openai("task_agent_misfit_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_agent_typed_output() {
+        replay_openai("task_agent_typed_output").await;
+    }
+
+    #[tokio::test]
+    async fn single_turn_input_schema() {
+        replay_openai("single_turn_input_schema").await;
     }
 
     #[tokio::test]

@@ -1007,7 +1007,9 @@ impl Reader<'_> {
                             agent.input_schema_is_class = true;
                             continue;
                         }
-                        if class.validated {
+                        // ADK's finish_task validates a task's output of any type.
+                        let is_task = agent.mode == Some(Mode::Task);
+                        if class.validated || (schema.type_adapter && is_task) {
                             // pydantic's own validation, so the class's validators and types count.
                             let url = worker.url(ServedAs::Validation(reference));
                             match adk_grpc_agents::HttpClassValidator::new(reference, &url) {

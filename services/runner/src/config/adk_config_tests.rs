@@ -577,6 +577,48 @@ fn python_output_schemas_that_are_no_class_are_sent_as_adk_sends_them() {
     assert_eq!(counts.set_model_response_argument.as_deref(), Some("response"));
 }
 
+/// ADK's `finish_task` validates a task's output of any type with its `TypeAdapter`: the
+/// worker validates a task agent's `dict[str, int]` (and answers in pydantic's words),
+/// which it does not for a chat agent's, whose replies ADK takes as they come.
+#[tokio::test]
+async fn a_task_agents_python_output_type_is_validated_by_the_worker() {
+    let (_dir, app) = python_app(
+        &format!("{HEAD}output_schema:\n  name: shop.schemas.Counts\nsub_agents:\n  - config_path: counter.yaml\n"),
+        &[
+            ("shop/schemas.py", SHOP_SCHEMAS),
+            (
+                "shop/counter.yaml",
+                "name: counter\nmodel: gemini-2.5-flash\ndescription: Counts.\nmode: task\noutput_schema:\n  \
+                 name: shop.schemas.Counts\n",
+            ),
+        ],
+    );
+    let (spec, _origins) = adk_config::read(&app, &venv_python()).unwrap_or_else(|e| panic!("{e}"));
+    let root = &spec.apps["shop"].root_agent;
+    assert!(root.output_schema_class.as_ref().unwrap().validator.is_none());
+    let counts = root.sub_agents[0].output_schema_class.as_ref().unwrap();
+    assert!(!counts.validated, "ADK validates no reply of it");
+    let validator = &counts
+        .validator
+        .as_ref()
+        .expect("the worker validates a task's output")
+        .0;
+    assert_eq!(
+        validator
+            .validate(adk_grpc_agents::Unvalidated::Value(&json!({"pears": "3"})))
+            .await,
+        Ok(json!({"pears": 3}))
+    );
+    let error = validator
+        .validate(adk_grpc_agents::Unvalidated::Value(&json!({"pears": "three"})))
+        .await
+        .unwrap_err();
+    assert!(
+        error.starts_with("1 validation error for dict[str,int]\npears\n  Input should be a valid integer"),
+        "{error}"
+    );
+}
+
 #[test]
 fn python_objects_that_are_no_schema_are_refused_naming_the_field() {
     let (_dir, app) = python_app(

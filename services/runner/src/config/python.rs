@@ -72,6 +72,10 @@ pub(super) struct ToolEntry {
 pub(super) struct PythonSchema {
     json_schema: Value,
     validated: bool,
+    /// A type pydantic's `TypeAdapter` takes (a class, `dict[str, int]`, `str`; not a JSON
+    /// Schema dict): the worker validates a task's output of it, as ADK's `finish_task` does.
+    #[serde(default)]
+    pub(super) type_adapter: bool,
     /// A pydantic class (ADK's `input_schema` takes nothing else).
     pub(super) pydantic_class: bool,
     gemini: Value,

@@ -521,10 +521,7 @@ impl Agent for LlmAgent {
             input_schema: inner.input_schema.as_ref(),
             input_schema_is_class: inner.input_schema_is_class,
             output_schema: inner.output_schema.as_deref().map(OutputSchema::schema),
-            output_schema_is_class: inner
-                .output_schema
-                .as_deref()
-                .is_some_and(OutputSchema::is_validated_class),
+            output_schema_is_python: inner.output_schema.as_deref().is_some_and(OutputSchema::is_python),
             state_schema: inner
                 .state_schema
                 .as_deref()

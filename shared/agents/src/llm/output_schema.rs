@@ -38,6 +38,8 @@ pub struct SchemaClass {
     /// pydantic itself, validating and dumping a value as ADK does, where the class's code
     /// is at hand (an ADK agent-config directory's worker): its validators and custom types
     /// then count. Without it, the JSON Schema stands in for pydantic ([`PydanticClass`]).
+    /// A schema ADK does not validate (`validated` false) has one only as a task agent's
+    /// output, which ADK's `finish_task` validates whatever its type.
     pub validator: Option<ClassValidator>,
     /// Its JSON Schema (pydantic's for a type, a dict as written).
     pub json_schema: Value,
@@ -194,10 +196,10 @@ impl OutputSchema {
         &self.schema
     }
 
-    /// Whether a value of it is validated and dumped as pydantic does it (a pydantic class,
-    /// or a list of one, named by an ADK agent-config directory).
-    pub(crate) fn is_validated_class(&self) -> bool {
-        self.class.as_ref().is_some_and(|class| class.validated)
+    /// Whether it is a Python object of an ADK agent-config directory (a class, a list of
+    /// one, any other type ADK's `LlmAgent` takes), not an agents file's JSON Schema.
+    pub(crate) fn is_python(&self) -> bool {
+        self.class.is_some()
     }
 
     /// The class's forms as ADK sends them, when the schema is a Python class.
@@ -230,6 +232,26 @@ impl OutputSchema {
         }
     }
 
+    /// `value` checked as ADK's `finish_task` checks a task's output
+    /// (`TypeAdapter(schema).validate_python`, any schema): by pydantic itself where the
+    /// schema is a Python type with its worker at hand (a class, `dict[str, int]`); else by
+    /// its JSON Schema standing in for pydantic ([`PydanticClass`]), the problems in
+    /// pydantic's text (the type named by the schema's `title`, as pydantic names a class),
+    /// and what the stand-in does not check (a constraint such as `minLength`) in the schema
+    /// check's words.
+    pub(crate) async fn validated_as_pydantic(&self, value: &Value) -> std::result::Result<Value, String> {
+        if let Some(validator) = self.class.as_ref().and_then(|class| class.validator.as_ref()) {
+            return validator.0.validate(Unvalidated::Value(value)).await;
+        }
+        let pydantic = match &self.class {
+            Some(_) => PydanticClass::new(&self.schema),
+            None => PydanticClass::keeping_undeclared(&self.schema),
+        };
+        let validated = pydantic.validate_or_error(value).map_err(|error| error.to_string())?;
+        problems_as_error(problems(&self.validator, &validated))?;
+        Ok(pydantic.dump(&validated))
+    }
+
     /// [`Self::validated`] by the JSON Schema alone.
     fn validated_by_schema(&self, value: &Value) -> std::result::Result<Value, String> {
         match &self.class {
@@ -248,12 +270,7 @@ impl OutputSchema {
 
     /// Every way `value` misses the schema, or Ok.
     fn check(&self, value: &Value) -> std::result::Result<(), String> {
-        let problems = problems(&self.validator, value);
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(format!("it does not fit output_schema: {}", problems.join("; ")))
-        }
+        problems_as_error(problems(&self.validator, value))
     }
 
     /// A reply's text as the structured value: JSON (a Markdown code fence around it,
@@ -317,6 +334,15 @@ impl OutputSchema {
         } else {
             json!({"type": "object", "properties": {key: self.schema}, "required": [key]})
         }
+    }
+}
+
+/// The schema check's problems as the runner words them, if any.
+fn problems_as_error(problems: Vec<String>) -> std::result::Result<(), String> {
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("it does not fit output_schema: {}", problems.join("; ")))
     }
 }
 

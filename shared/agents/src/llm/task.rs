@@ -23,12 +23,12 @@
 
 use super::Inner;
 use super::flow::tool_calls::{Call, FUNCTION_RESPONSE_ROLE, as_response, response_part};
-use super::output_schema::{OutputSchema, Unvalidated};
+use super::output_schema::OutputSchema;
 use crate::context::ToolCallContext;
 use crate::hooks::{BeforeTool, HookContext};
 use crate::json_schema::PydanticClass;
 use crate::rules::USER_AUTHOR;
-use crate::tools::agent_tool::{input_message, reply_value};
+use crate::tools::agent_tool::{reply_value, single_turn_input_message};
 use adk_grpc_core::{
     Agent, AgentMode, CallbackContext, Content, Event, FunctionResponse, InvocationContext, JsonObject, LlmRequest,
     LlmResponse, Result, RunLog, Tool, ToolContext, find_agent, python_json,
@@ -216,7 +216,7 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
 /// call that started it, as ADK 2.13 gives it: a task agent the arguments as `json.dumps`
 /// writes them (in the model's order, whatever its `input_schema`); a single-turn agent,
 /// which ADK runs as its `AgentTool` runs an agent, the `request` text (or its
-/// `input_schema`'s validated arguments), told nothing more.
+/// `input_schema`'s validated arguments as `json.dumps` writes them), told nothing more.
 pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
     if agent.mode() == AgentMode::Chat {
         return None;
@@ -230,7 +230,7 @@ pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Optio
     })?;
     Some(match agent.mode() {
         AgentMode::Task => Content::new("user").with_text(python_json(&args)),
-        _ => input_message(agent, &args),
+        _ => single_turn_input_message(agent, &args),
     })
 }
 
@@ -292,7 +292,7 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
                     .find(|call| call.id == done)
                     .map(|call| call.args.clone())
             })?;
-            let output = task_output(agent.spec().output_schema, agent.spec().output_schema_is_class, &args);
+            let output = task_output(agent.spec().output_schema, agent.spec().output_schema_is_python, &args);
             // ADK's answer: an object as it is, any other value under `output`.
             Some(match output {
                 object @ Value::Object(_) => object,
@@ -348,12 +348,13 @@ fn raw_output(schema: Option<&Value>, args: &Value) -> Value {
 
 /// The output that answers the task's call, from arguments `finish_task` accepted: as
 /// ADK's task node gives it back, validated and dumped where the schema is a Python
-/// class (its fields in the class's order, by the rule output_schema's values follow,
-/// [`PydanticClass`]); else as the model wrote it.
-fn task_output(schema: Option<&Value>, is_class: bool, args: &Value) -> Value {
+/// object, which ADK's `TypeAdapter` validates (a class's fields in its order, "3" for an
+/// `int` 3: the rule output_schema's values follow, [`PydanticClass`]); else (an agents
+/// file's JSON Schema, no ADK equivalent) as the model wrote it.
+fn task_output(schema: Option<&Value>, is_python: bool, args: &Value) -> Value {
     let raw = raw_output(schema, args);
     match schema {
-        Some(schema) if is_class => PydanticClass::new(schema).validate_and_dump(&raw),
+        Some(schema) if is_python => PydanticClass::new(schema).validate_and_dump(&raw),
         _ => raw,
     }
 }
@@ -493,11 +494,11 @@ impl FinishTaskTool {
     }
 
     /// Whether `args` fit, checked as ADK checks them (`TypeAdapter(schema).validate_python`
-    /// of the output, [`raw_output`]): pydantic's own check where the schema is a Python
-    /// class with its worker at hand, else the schema's ([`OutputSchema::validated`]).
+    /// of the output, [`raw_output`]), the problems in pydantic's text
+    /// ([`OutputSchema::validated_as_pydantic`]).
     async fn check(&self, args: &Value) -> std::result::Result<(), String> {
         let raw = raw_output(Some(self.schema.schema()), args);
-        self.schema.validated(Unvalidated::Value(&raw)).await.map(|_| ())
+        self.schema.validated_as_pydantic(&raw).await.map(|_| ())
     }
 }
 
@@ -620,7 +621,7 @@ fn run_delegated_call<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::output_schema::{ClassValidator, SchemaClass, ValidateClass};
+    use crate::llm::output_schema::{ClassValidator, SchemaClass, Unvalidated, ValidateClass};
     use adk_grpc_core::ResponseSchemaAsSent;
 
     #[test]
@@ -729,9 +730,61 @@ mod tests {
         assert_eq!(tool.description(), FINISH_TASK_DESCRIPTION);
         assert_eq!(tool.parameters_schema(), Some(default_task_output()));
         assert_eq!(tool.check(&json!({"result": "booked"})).await, Ok(()));
-        // No Python class: the schema check's words (`_DefaultTaskOutput` forbids extras).
-        assert!(tool.check(&json!({"result": 3})).await.is_err());
-        assert!(tool.check(&json!({"result": "booked", "note": "x"})).await.is_err());
+        // No Python class: pydantic's text all the same, as ADK's `_DefaultTaskOutput` gives it
+        // (it forbids extras).
+        assert_eq!(
+            tool.check(&json!({"result": 3})).await,
+            Err(
+                "1 validation error for _DefaultTaskOutput\nresult\n  Input should be a valid string \
+                 [type=string_type, input_value=3, input_type=int]\n    For further information visit \
+                 https://errors.pydantic.dev/2.14/v/string_type"
+                    .into()
+            )
+        );
+        assert_eq!(
+            tool.check(&json!({"result": "booked", "note": "x"})).await,
+            Err(
+                "1 validation error for _DefaultTaskOutput\nnote\n  Extra inputs are not permitted \
+                 [type=extra_forbidden, input_value='x', input_type=str]\n    For further information visit \
+                 https://errors.pydantic.dev/2.14/v/extra_forbidden"
+                    .into()
+            )
+        );
+    }
+
+    /// An agents file's JSON Schema has no Python class: the misfit is in pydantic's text all
+    /// the same, the schema's `title` standing for the class's name (else pydantic's name of
+    /// its type), a constraint the stand-in does not check in the schema check's words.
+    #[tokio::test]
+    async fn an_agents_files_json_schema_misfit_reads_as_pydantics_named_by_its_title() {
+        let titled = json!({
+            "title": "Booking", "type": "object",
+            "properties": {"name": {"type": "string"}, "guests": {"type": "integer", "minimum": 1}},
+            "required": ["name", "guests"]
+        });
+        let tool = FinishTaskTool::new(Some(Arc::new(OutputSchema::new(titled).unwrap())), None);
+        assert_eq!(
+            tool.check(&json!({"guests": "four"})).await,
+            Err(
+                "2 validation errors for Booking\nname\n  Field required [type=missing, input_value={'guests': \
+                 'four'}, input_type=dict]\n    For further information visit \
+                 https://errors.pydantic.dev/2.14/v/missing\nguests\n  Input should be a valid integer, unable to \
+                 parse string as an integer [type=int_parsing, input_value='four', input_type=str]\n    For \
+                 further information visit https://errors.pydantic.dev/2.14/v/int_parsing"
+                    .into()
+            )
+        );
+        // Undeclared keys are allowed (a JSON Schema's default) and kept.
+        assert_eq!(
+            tool.check(&json!({"name": "Ada", "guests": 4, "note": "x"})).await,
+            Ok(())
+        );
+        let constraint = tool.check(&json!({"name": "Ada", "guests": 0})).await.unwrap_err();
+        assert!(constraint.contains("/guests"), "{constraint}");
+        let untitled = json!({"type": "array", "items": {"type": "integer"}});
+        let tool = FinishTaskTool::new(Some(Arc::new(OutputSchema::new(untitled).unwrap())), None);
+        let misfit = tool.check(&json!({"result": [1, "x"]})).await.unwrap_err();
+        assert!(misfit.starts_with("1 validation error for list[int]\n1\n"), "{misfit}");
     }
 
     #[test]

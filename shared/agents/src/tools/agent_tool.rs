@@ -97,6 +97,24 @@ pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
     Content::new("user").with_text(text)
 }
 
+/// The user's message a single-turn agent gets for the arguments of a call of it, as ADK
+/// 2.13 runs one (a node whose input the class validates): with an `input_schema`, the
+/// arguments as `model_validate(args).model_dump()` gives them (Nones kept), written by
+/// Python's `json.dumps`; else as its `AgentTool` writes them ([`input_message`]).
+pub(crate) fn single_turn_input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
+    match agent.spec().input_schema {
+        Some(schema) => {
+            let class = if agent.spec().input_schema_is_class {
+                PydanticClass::new(schema)
+            } else {
+                PydanticClass::keeping_undeclared(schema)
+            };
+            Content::new("user").with_text(python_json(&class.validate(args)))
+        }
+        None => input_message(agent, args),
+    }
+}
+
 /// An object's arguments as pydantic's `model_validate(args).model_dump_json(exclude_none=True)`
 /// gives them (compact JSON, which `to_string` writes), by the one rule output_schema's
 /// values follow ([`PydanticClass`]); arguments the schema does not name are dropped for a
