@@ -321,7 +321,7 @@ pub(crate) fn finished_output(schema: Option<&OutputSchema>, calls: &[Call], res
     let call = calls.iter().find(|call| call.id == done)?;
     Some(task_output(
         schema.map(OutputSchema::schema),
-        schema.is_some_and(OutputSchema::is_validated_class),
+        schema.is_some_and(OutputSchema::is_python),
         &call.args,
     ))
 }
