@@ -1417,6 +1417,11 @@ async fn task_agent_default() {
     replay("task_agent_default").await;
 }
 
+#[tokio::test]
+async fn task_nested() {
+    replay("task_nested").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1455,6 +1460,11 @@ mod openai {
     #[tokio::test]
     async fn task_agent_default() {
         replay_openai("task_agent_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_nested() {
+        replay_openai("task_nested").await;
     }
 
     #[tokio::test]
