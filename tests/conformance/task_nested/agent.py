@@ -1,5 +1,6 @@
 """ADK's side of the `task_nested` case: a coordinator delegating to a task agent that
-delegates in turn to a task agent of its own, which asks the user a question (ADK 2's
+delegates in turn to a single-turn agent and to a task agent of its own, which asks the user
+a question (ADK 2's
 `mode="task"`, which ADK's agent-config YAML cannot declare, so the case is a Python App
 here and an agent-config directory for the runner, whose loader takes `mode`)."""
 
@@ -8,6 +9,14 @@ from google.adk.apps import App
 
 MODEL = "gemini-2.5-flash"
 
+menu = LlmAgent(
+    name="menu",
+    model=MODEL,
+    description="Suggests a dish for the occasion.",
+    instruction="Suggest one dish in a few words.",
+    mode="single_turn",
+    output_key="dish",
+)
 guests = LlmAgent(
     name="guests",
     model=MODEL,
@@ -20,10 +29,10 @@ planner = LlmAgent(
     name="planner",
     model=MODEL,
     description="Plans a dinner.",
-    instruction="Have guests find out the number of guests, then finish the task with the plan.",
+    instruction="Have menu suggest a dish and guests find out the number of guests, then finish the task with the plan.",
     mode="task",
     output_key="plan",
-    sub_agents=[guests],
+    sub_agents=[menu, guests],
 )
 root_agent = LlmAgent(
     name="host",
