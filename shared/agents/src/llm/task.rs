@@ -213,8 +213,7 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
 }
 
 /// Told to a single-turn agent run inside a task, after the task's input (ADK's text).
-const SINGLE_TURN_NUDGE: &str =
-    "Important: You will not receive any user replies or clarifications. Complete the task using only the information provided above.";
+const SINGLE_TURN_NUDGE: &str = "Important: You will not receive any user replies or clarifications. Complete the task using only the information provided above.";
 
 /// The first user messages of a delegated agent on `branch`, from the arguments of the
 /// call that started it, as ADK 2.13 gives them: a task agent the arguments as `json.dumps`

@@ -329,10 +329,22 @@ async fn a_task_inside_a_task_takes_the_users_answer_and_each_finish_answers_its
     );
     let h = Harness::new(host_of(&host_server, planner)).await;
 
-    host_server.push(openai::tool_calls(&[("p1", "planner", json!({"request": "Plan a dinner."}))]));
-    planner_server.push(openai::tool_calls(&[("m1", "menu", json!({"request": "Pick a dish."}))]));
+    host_server.push(openai::tool_calls(&[(
+        "p1",
+        "planner",
+        json!({"request": "Plan a dinner."}),
+    )]));
+    planner_server.push(openai::tool_calls(&[(
+        "m1",
+        "menu",
+        json!({"request": "Pick a dish."}),
+    )]));
     menu_server.push(openai::text("Roast chicken."));
-    planner_server.push(openai::tool_calls(&[("g1", "guests", json!({"request": "Count the guests."}))]));
+    planner_server.push(openai::tool_calls(&[(
+        "g1",
+        "guests",
+        json!({"request": "Count the guests."}),
+    )]));
     guests_server.push(openai::text("How many guests?"));
     let first = h.say("Plan a dinner for Friday").await.ok();
     assert_eq!(first.texts(), ["Roast chicken.", "How many guests?"]);
@@ -381,7 +393,8 @@ async fn a_task_inside_a_task_takes_the_users_answer_and_each_finish_answers_its
         "{planner_asked}"
     );
     assert!(planner_asked.contains("six"), "{planner_asked}");
-    let answers: Vec<(String, String, Value)> = by(&second.events, "user").iter().flat_map(function_responses).collect();
+    let answers: Vec<(String, String, Value)> =
+        by(&second.events, "user").iter().flat_map(function_responses).collect();
     assert_eq!(
         answers,
         [
