@@ -1432,6 +1432,11 @@ async fn single_turn_input_schema() {
     replay("single_turn_input_schema").await;
 }
 
+#[tokio::test]
+async fn task_nested() {
+    replay("task_nested").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1485,6 +1490,11 @@ mod openai {
     #[tokio::test]
     async fn single_turn_input_schema() {
         replay_openai("single_turn_input_schema").await;
+    }
+
+    #[tokio::test]
+    async fn task_nested() {
+        replay_openai("task_nested").await;
     }
 
     #[tokio::test]

@@ -243,7 +243,8 @@ fn unanswered_calls(ctx: &dyn InvocationContext) -> Option<Vec<Call>> {
 
 impl Inner {
     /// The agent's tools for this step: `transfer_to_agent` when it has sub-agents,
-    /// then its own and its toolsets'.
+    /// then its own and its toolsets', a task agent's `finish_task`, then its task and
+    /// single-turn sub-agents.
     /// With an `output_schema`, `set_model_response` joins its own (ADK's way of
     /// combining tools and structured output for a model that cannot take both).
     async fn tools(&self, ctx: &Arc<dyn InvocationContext>) -> Result<Vec<Arc<dyn Tool>>> {
@@ -267,16 +268,16 @@ impl Inner {
             let readonly: Arc<dyn ReadonlyContext> = ctx.clone();
             tools.extend(toolset.tools(readonly).await?);
         }
-        // Task and single-turn sub-agents are tools (ADK 2's `mode`); a task agent ends
-        // with finish_task.
-        for delegate in task::delegates(&self.sub_agents) {
-            tools.push(Arc::new(crate::tools::AgentTool::delegate(delegate.clone())));
-        }
+        // A task agent ends with finish_task, and task and single-turn sub-agents are
+        // tools (ADK 2's `mode`): in that order, as ADK adds them after the agent's own.
         if self.mode == AgentMode::Task {
             tools.push(Arc::new(task::FinishTaskTool::new(
                 self.output_schema.clone(),
                 self.output_key.clone(),
             )));
+        }
+        for delegate in task::delegates(&self.sub_agents) {
+            tools.push(Arc::new(crate::tools::AgentTool::delegate(delegate.clone())));
         }
         // Under ADK's condition: the agent has tools of its own (its examples are ADK's
         // ExampleTool; transfer_to_agent and task agents do not count), and its model

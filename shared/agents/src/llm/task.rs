@@ -129,19 +129,19 @@ pub(crate) fn branch_key(branch: &str) -> &str {
     call_id(branch).unwrap_or_default()
 }
 
-/// ADK 2's `isolation_scope` of an event on `branch`: the id of the innermost delegated
-/// call of the branch when that call's agent is a task agent (a task's own events, and
-/// a user's answer to a call made in it); "" otherwise (a single-turn agent's events
-/// carry none, as ADK stores them).
+/// ADK 2's `isolation_scope` of an event on `branch`: the id of the innermost call of a
+/// task agent on the branch (a task's own events, a user's answer to a call made in it,
+/// and the events of a single-turn agent it called, which runs in its caller's scope as
+/// ADK runs it); "" outside any task (a single-turn agent a chat agent called carries none,
+/// as ADK stores it).
 pub(crate) fn isolation_scope(root: &Arc<dyn Agent>, branch: &str) -> String {
-    let Some(segment) = branch.split('.').rev().find(|segment| segment.contains('@')) else {
-        return String::new();
-    };
-    let (agent, id) = segment.split_once('@').unwrap_or_default();
-    match find_agent(root, agent) {
-        Some(agent) if agent.mode() == AgentMode::Task => id.to_string(),
-        _ => String::new(),
-    }
+    branch
+        .split('.')
+        .rev()
+        .filter_map(|segment| segment.split_once('@'))
+        .find(|(agent, _)| find_agent(root, agent).is_some_and(|agent| agent.mode() == AgentMode::Task))
+        .map(|(_, id)| id.to_string())
+        .unwrap_or_default()
 }
 
 /// Stamps `event` with the `isolation_scope` of its branch (see [`isolation_scope`]),
@@ -212,25 +212,47 @@ pub(crate) fn delegates(agents: &[Arc<dyn Agent>]) -> impl Iterator<Item = &Arc<
     agents.iter().filter(|agent| agent.mode() != AgentMode::Chat)
 }
 
-/// The first user message of a delegated agent on `branch`, from the arguments of the
-/// call that started it, as ADK 2.13 gives it: a task agent the arguments as `json.dumps`
+/// Told to a single-turn agent run inside a task, after the task's input (ADK's text).
+const SINGLE_TURN_NUDGE: &str = "Important: You will not receive any user replies or clarifications. Complete the task using only the information provided above.";
+
+/// The first user messages of a delegated agent on `branch`, from the arguments of the
+/// call that started it, as ADK 2.13 gives them: a task agent the arguments as `json.dumps`
 /// writes them (in the model's order, whatever its `input_schema`); a single-turn agent,
 /// which ADK runs as its `AgentTool` runs an agent, the `request` text (or its
-/// `input_schema`'s validated arguments as `json.dumps` writes them), told nothing more.
-pub(crate) fn input(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Option<Content> {
-    if agent.mode() == AgentMode::Chat {
-        return None;
+/// `input_schema`'s validated arguments as `json.dumps` writes them), told nothing more, but inside a task: there it
+/// runs in the task's scope, whose input ADK gives it first, with [`SINGLE_TURN_NUDGE`].
+pub(crate) fn input(log: &RunLog, root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>, branch: &str) -> Vec<Content> {
+    let Some(args) = call_id(branch).and_then(|id| call_arguments(log, id)) else {
+        return Vec::new();
+    };
+    match agent.mode() {
+        AgentMode::Chat => Vec::new(),
+        AgentMode::Task => vec![Content::new("user").with_text(python_json(&args))],
+        AgentMode::SingleTurn => {
+            let task = isolation_scope(root, branch);
+            let task_input = Some(task.as_str())
+                .filter(|id| !id.is_empty())
+                .and_then(|id| call_arguments(log, id))
+                .map(|task_args| {
+                    Content::new("user")
+                        .with_text(python_json(&task_args))
+                        .with_text(SINGLE_TURN_NUDGE)
+                });
+            task_input
+                .into_iter()
+                .chain([single_turn_input_message(agent, &args)])
+                .collect()
+        }
     }
-    let id = call_id(branch)?;
-    let args = arguments(log, id).or_else(|| {
+}
+
+/// The arguments delegated call `id` runs with: as a hook changed them, else the model's.
+fn call_arguments(log: &RunLog, id: &str) -> Option<Value> {
+    arguments(log, id).or_else(|| {
         log.latest_call(id)?
             .function_calls()
             .find(|call| call.id == id)
             .map(|call| call.args.clone())
-    })?;
-    Some(match agent.mode() {
-        AgentMode::Task => Content::new("user").with_text(python_json(&args)),
-        _ => single_turn_input_message(agent, &args),
     })
 }
 

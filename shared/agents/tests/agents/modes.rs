@@ -290,6 +290,141 @@ async fn a_task_agent_talks_with_the_user_across_turns_then_finish_task_answers_
     assert_eq!(session.events.as_slice().last().unwrap().branch, "");
 }
 
+/// A task agent of its own task agent: the inner one asks the user, whose answer joins the
+/// inner task (the latest open one), and each `finish_task` answers its caller in turn, all
+/// in the outer task's invocation; a single-turn agent the outer task calls runs in the
+/// task's scope, given the task's input first and told no user will reply; as ADK 2 runs
+/// it (the conformance case `task_nested`).
+#[tokio::test]
+async fn a_task_inside_a_task_takes_the_users_answer_and_each_finish_answers_its_caller() {
+    let host_server = FakeServer::start().await;
+    let planner_server = FakeServer::start().await;
+    let guests_server = FakeServer::start().await;
+    let menu_server = FakeServer::start().await;
+    let menu: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("menu")
+            .description("Suggests a dish.")
+            .mode(AgentMode::SingleTurn)
+            .model(openai(&menu_server))
+            .build()
+            .unwrap(),
+    );
+    let guests: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("guests")
+            .description("Asks how many guests come.")
+            .mode(AgentMode::Task)
+            .model(openai(&guests_server))
+            .build()
+            .unwrap(),
+    );
+    let planner: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("planner")
+            .description("Plans a dinner.")
+            .mode(AgentMode::Task)
+            .output_key("plan")
+            .model(openai(&planner_server))
+            .sub_agents([menu, guests])
+            .build()
+            .unwrap(),
+    );
+    let h = Harness::new(host_of(&host_server, planner)).await;
+
+    host_server.push(openai::tool_calls(&[(
+        "p1",
+        "planner",
+        json!({"request": "Plan a dinner."}),
+    )]));
+    planner_server.push(openai::tool_calls(&[(
+        "m1",
+        "menu",
+        json!({"request": "Pick a dish."}),
+    )]));
+    menu_server.push(openai::text("Roast chicken."));
+    planner_server.push(openai::tool_calls(&[(
+        "g1",
+        "guests",
+        json!({"request": "Count the guests."}),
+    )]));
+    guests_server.push(openai::text("How many guests?"));
+    let first = h.say("Plan a dinner for Friday").await.ok();
+    assert_eq!(first.texts(), ["Roast chicken.", "How many guests?"]);
+    // As ADK adds them: a task agent's finish_task before its task sub-agents.
+    assert_eq!(
+        tool_names(&planner_server.last_request()),
+        ["transfer_to_agent", "finish_task", "menu", "guests"]
+    );
+    let menu_asked = message_texts(&menu_server.last_request());
+    let [task_input, request] = menu_asked.as_slice() else {
+        panic!("the task's input, then the call's: {menu_asked:?}");
+    };
+    assert!(
+        task_input.contains(r#"{\"request\": \"Plan a dinner.\"}"#)
+            && task_input.contains("You will not receive any user replies"),
+        "{task_input}"
+    );
+    assert_eq!(request, "Pick a dish.");
+    let dish = &by(&first.events, "menu")[0];
+    assert_eq!(
+        (dish.branch.as_str(), dish.isolation_scope.as_str()),
+        ("planner@p1.menu@m1", "p1")
+    );
+    let question = &by(&first.events, "guests")[0];
+    assert_eq!(
+        (question.branch.as_str(), question.isolation_scope.as_str()),
+        ("planner@p1.guests@g1", "g1")
+    );
+
+    guests_server.push(openai::tool_calls(&[("f1", "finish_task", json!({"result": "six"}))]));
+    planner_server.push(openai::tool_calls(&[(
+        "f2",
+        "finish_task",
+        json!({"result": "Dinner for six."}),
+    )]));
+    host_server.push(openai::text("Your dinner for six is planned."));
+    let second = h.say("Six of us").await.ok();
+
+    // The answer went to the inner task, which alone saw it; the outer task saw only its
+    // call's answer.
+    let guests_asked = message_texts(&guests_server.last_request());
+    assert!(guests_asked.iter().any(|m| m == "Six of us"), "{guests_asked:?}");
+    let planner_asked = message_texts(&planner_server.last_request()).join("\n");
+    assert!(
+        !planner_asked.contains("Six of us") && !planner_asked.contains("How many guests?"),
+        "{planner_asked}"
+    );
+    assert!(planner_asked.contains("six"), "{planner_asked}");
+    let answers: Vec<(String, String, Value)> =
+        by(&second.events, "user").iter().flat_map(function_responses).collect();
+    assert_eq!(
+        answers,
+        [
+            ("g1".into(), "guests".into(), json!({"result": "six"})),
+            ("p1".into(), "planner".into(), json!({"result": "Dinner for six."})),
+        ]
+    );
+    assert_eq!(second.texts().last().unwrap(), "Your dinner for six is planned.");
+    assert!(
+        second.events.iter().all(|e| e.invocation_id == question.invocation_id),
+        "the turn goes on with the tasks' invocation"
+    );
+
+    let session = h.session().await;
+    let scope_of = |author: &str, text: Option<&str>| {
+        session
+            .events
+            .iter()
+            .find(|e| e.author == author && (text.is_none() || e.content().and_then(Content::text).as_deref() == text))
+            .map(|e| (e.branch.clone(), e.isolation_scope.clone()))
+            .unwrap()
+    };
+    assert_eq!(scope_of("user", Some("Six of us")), ("".into(), "g1".into()));
+    assert_eq!(scope_of("planner", None), ("planner@p1".into(), "p1".into()));
+    assert_eq!(
+        session.state.as_map().get("plan"),
+        Some(&json!({"result": "Dinner for six."}))
+    );
+}
+
 /// The error of what must be refused.
 #[track_caller]
 fn refusal<T>(result: adk_grpc_core::Result<T>, what: &str) -> String {

@@ -183,16 +183,15 @@ impl RequestProcessor for Contents {
     }
 }
 
-/// A task or single-turn agent's first message: the arguments of its parent's call.
+/// A task or single-turn agent's first messages: the arguments of its parent's call.
 struct TaskInput;
 
 #[async_trait]
 impl RequestProcessor for TaskInput {
     async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
         let ctx = input.ctx;
-        if let Some(first) = task::input(&input.log, &ctx.agent(), ctx.branch()) {
-            request.contents.insert(0, first);
-        }
+        let first = task::input(&input.log, &ctx.root_agent(), &ctx.agent(), ctx.branch());
+        request.contents.splice(0..0, first);
         Ok(())
     }
 }
