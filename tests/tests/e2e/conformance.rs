@@ -1437,6 +1437,11 @@ async fn task_nested() {
     replay("task_nested").await;
 }
 
+#[tokio::test]
+async fn task_single_turn_tool() {
+    replay("task_single_turn_tool").await;
+}
+
 /// The cases on the OpenAI-compatible wire: every case whose agents a model of that
 /// wire can run (`builtin_search`, `maps_grounding` and `model_consult_builtin` name Gemini's own tools,
 /// `generation_config` its safety settings, all refused for an OpenAI model at load).
@@ -1495,6 +1500,11 @@ mod openai {
     #[tokio::test]
     async fn task_nested() {
         replay_openai("task_nested").await;
+    }
+
+    #[tokio::test]
+    async fn task_single_turn_tool() {
+        replay_openai("task_single_turn_tool").await;
     }
 
     #[tokio::test]
