@@ -830,30 +830,26 @@ async fn a_run_that_died_after_a_transfer_goes_on_with_the_target() {
     assert_eq!((front.requests(), billing.requests()), (1, 1));
 }
 
-/// A task's later turn goes on with the task's invocation (ADK 2's borrowed id): when
-/// its runner dies mid-turn, the run is resumed under that invocation, from the turn's
-/// own message, and finishes the task and its caller's turn.
-#[tokio::test]
-async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_invocation() {
-    let replicas = Replicas::new().await;
-    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>| -> Arc<dyn Agent> {
-        let intake = LlmAgentBuilder::new("intake")
-            .mode(adk_grpc_core::AgentMode::Task)
-            .model(intake.clone())
+/// A host delegating to task agent `intake`.
+fn host_with_task(host: &Arc<Gated>, intake: &Arc<Gated>) -> Arc<dyn Agent> {
+    let intake = LlmAgentBuilder::new("intake")
+        .mode(adk_grpc_core::AgentMode::Task)
+        .model(intake.clone())
+        .build()
+        .unwrap();
+    Arc::new(
+        LlmAgentBuilder::new("host")
+            .model(host.clone())
+            .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
             .build()
-            .unwrap();
-        Arc::new(
-            LlmAgentBuilder::new("host")
-                .model(host.clone())
-                .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
-                .build()
-                .unwrap(),
-        )
-    };
-    // Turn 1: the host hands the booking to intake, which asks the user and waits.
-    let (host_1, intake_1) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
-    let started = replicas
-        .runner(tree(&host_1, &intake_1))
+            .unwrap(),
+    )
+}
+
+/// Turn 1 on `runner`: the host hands the booking to intake, which asks the user and
+/// waits. The task's invocation id.
+async fn open_task(replicas: &Replicas, runner: &Runner) -> String {
+    let started = runner
         .run(
             USER,
             SESSION,
@@ -863,7 +859,18 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
         .await
         .unwrap();
     assert!(drain_all(started).await.iter().all(|event| event.is_ok()));
-    let task_invocation = replicas.session().await.events.as_slice()[0].invocation_id.clone();
+    replicas.session().await.events.as_slice()[0].invocation_id.clone()
+}
+
+/// A task's later turn goes on with the task's invocation (ADK 2's borrowed id): when
+/// its runner dies mid-turn, the run is resumed under that invocation, from the turn's
+/// own message, and finishes the task and its caller's turn.
+#[tokio::test]
+async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_invocation() {
+    let replicas = Replicas::new().await;
+    // Turn 1: the host hands the booking to intake, which asks the user and waits.
+    let (host_1, intake_1) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let task_invocation = open_task(&replicas, &replicas.runner(host_with_task(&host_1, &intake_1))).await;
 
     // Turn 2: the user's answer joins the task; its runner dies in intake's model call.
     let (host_dead, intake_dead) = (Gated::new(&[]), Gated::new(&[]));
@@ -876,8 +883,8 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
         ..Default::default()
     };
     let (host, intake) = (Gated::new(&["Booked."]), Gated::scripted(vec![finish]));
-    let first = replicas.runner(tree(&host_dead, &intake_dead));
-    let second = replicas.runner(tree(&host, &intake));
+    let first = replicas.runner(host_with_task(&host_dead, &intake_dead));
+    let second = replicas.runner(host_with_task(&host, &intake));
     let asked = intake_dead.clone();
     let session = replicas
         .die_and_resume_on(&first, second, Content::new("user").with_text("Four"), move |_| {
@@ -922,33 +929,9 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
 #[tokio::test]
 async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another_replica() {
     let replicas = Replicas::new().await;
-    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>| -> Arc<dyn Agent> {
-        let intake = LlmAgentBuilder::new("intake")
-            .mode(adk_grpc_core::AgentMode::Task)
-            .model(intake.clone())
-            .build()
-            .unwrap();
-        Arc::new(
-            LlmAgentBuilder::new("host")
-                .model(host.clone())
-                .sub_agents([Arc::new(intake) as Arc<dyn Agent>])
-                .build()
-                .unwrap(),
-        )
-    };
     let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
-    let running = replicas.runner(tree(&host, &intake));
-    let first = running
-        .run(
-            USER,
-            SESSION,
-            Content::new("user").with_text("Book"),
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    assert!(drain_all(first).await.iter().all(|event| event.is_ok()));
-    let task_invocation = replicas.session().await.events.as_slice()[0].invocation_id.clone();
+    let running = replicas.runner(host_with_task(&host, &intake));
+    let task_invocation = open_task(&replicas, &running).await;
 
     // The answer's turn hangs in intake's model call (its script is spent).
     let later = running
@@ -961,7 +944,7 @@ async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another
         .await
         .unwrap();
     assert_eq!(later.user_event.invocation_id, task_invocation);
-    let other = replicas.runner(tree(&host, &intake));
+    let other = replicas.runner(host_with_task(&host, &intake));
     assert!(
         other.cancel(USER, SESSION, &task_invocation).await.unwrap(),
         "the running turn is found by the task's invocation id"
