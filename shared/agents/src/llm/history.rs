@@ -38,7 +38,129 @@ pub(crate) fn conversation(
     branch: &str,
     others_thoughts: OthersThoughts,
 ) -> Vec<Content> {
-    contents(&visible(events, agent, branch, others_thoughts), agent, others_thoughts)
+    let events = latest_answers_after_their_calls(visible(events, agent, branch, others_thoughts));
+    contents(&events, agent, others_thoughts)
+}
+
+/// ADK's pairing of the newest event's function responses with their calls
+/// (`rearrange_events_for_latest_function_response`): when the newest event answers
+/// calls made before the event just ahead of it (a client's answer to a long-running
+/// call, sent in a later turn), the conversation ends with those calls, each followed by
+/// its answers merged into one event (the answer in place of an earlier one to the same
+/// call, such as a long-running tool's pending status, the message's other parts after
+/// the newest call's); what was said after the calls is left out.
+fn latest_answers_after_their_calls(events: Vec<Event>) -> Vec<Event> {
+    let Some((latest, history)) = events.split_last() else {
+        return events;
+    };
+    let Some(answer) = latest.content().filter(|c| c.function_responses().next().is_some()) else {
+        return events;
+    };
+    let mut answers: std::collections::BTreeMap<usize, Vec<Part>> = Default::default();
+    let mut other_parts = Vec::new();
+    for part in &answer.parts {
+        match part.function_response_view() {
+            Some(response) => {
+                if let Some(call_at) = call_index(history, response.id) {
+                    answers.entry(call_at).or_default().push(part.clone());
+                }
+            }
+            None => other_parts.push(part.clone()),
+        }
+    }
+    let Some((&newest_call, _)) = answers.last_key_value() else {
+        return events;
+    };
+    if newest_call + 2 == events.len() && answers.len() == 1 {
+        return events;
+    }
+    answers
+        .get_mut(&newest_call)
+        .expect("the newest call")
+        .extend(other_parts);
+    let answers_a_listed_call = |at: usize, part: &Part| {
+        part.function_response_view()
+            .is_some_and(|r| call_index(&events[..at], r.id).is_some_and(|call| answers.contains_key(&call)))
+    };
+    let mut paired = Vec::new();
+    for (at, event) in events.iter().enumerate().take(newest_call + 1) {
+        let mut event = event.clone();
+        if let Some(content) = event
+            .llm_response
+            .content
+            .as_mut()
+            .filter(|c| c.function_responses().next().is_some())
+        {
+            content.parts.retain(|part| !answers_a_listed_call(at, part));
+            if !content
+                .parts
+                .iter()
+                .any(|p| p.function_response_view().is_some() || p.function_call_view().is_some())
+            {
+                continue;
+            }
+        }
+        paired.push(event);
+        if let Some(latest_parts) = answers.get(&at) {
+            paired.push(merged_answers(&events, at, latest, latest_parts.clone()));
+        }
+    }
+    paired
+}
+
+/// The index in `events` of the newest event calling `id`.
+fn call_index(events: &[Event], id: &str) -> Option<usize> {
+    events.iter().rposition(|event| {
+        event
+            .content()
+            .is_some_and(|c| c.function_calls().any(|call| call.id == id))
+    })
+}
+
+/// The answers to the call at `call_at` merged into one event: the first answer given
+/// after it (among the events before the newest), each later answer to the same call id
+/// in its place, the newest event's `latest_parts` last.
+fn merged_answers(events: &[Event], call_at: usize, latest: &Event, latest_parts: Vec<Part>) -> Event {
+    let earlier = (call_at + 1..events.len() - 1).filter_map(|at| {
+        let event = &events[at];
+        let content = event.content()?;
+        content.function_responses().next()?;
+        let is_call = content.function_calls().next().is_some();
+        let parts: Vec<Part> = content
+            .parts
+            .iter()
+            .filter(|part| match part.function_response_view() {
+                Some(response) => call_index(&events[..at], response.id) == Some(call_at),
+                None => !is_call,
+            })
+            .cloned()
+            .collect();
+        parts
+            .iter()
+            .any(|p| p.function_response_view().is_some())
+            .then(|| (event, parts))
+    });
+    let mut all = earlier.chain(std::iter::once((latest, latest_parts)));
+    let (first, mut parts) = all.next().expect("the newest answer");
+    for (_, later) in all {
+        for part in later {
+            let id = part.function_response_view().map(|r| r.id.to_string());
+            let replaced = id.and_then(|id| {
+                parts
+                    .iter()
+                    .position(|p| p.function_response_view().is_some_and(|r| r.id == id))
+            });
+            match replaced {
+                Some(at) => parts[at] = part,
+                None => parts.push(part),
+            }
+        }
+    }
+    let mut merged = first.clone();
+    if let Some(content) = merged.llm_response.content.as_mut() {
+        content.parts = parts;
+    }
+    merged
 }
 
 /// The current turn of [`conversation`] only (ADK's `include_contents: none`): from the
