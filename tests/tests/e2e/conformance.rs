@@ -1212,6 +1212,11 @@ async fn long_running_answered() {
 }
 
 #[tokio::test]
+async fn long_running_in_task() {
+    replay("long_running_in_task").await;
+}
+
+#[tokio::test]
 async fn long_running_in_sequence() {
     replay("long_running_in_sequence").await;
 }
@@ -1529,6 +1534,11 @@ mod openai {
     #[tokio::test]
     async fn long_running_answered() {
         replay_openai("long_running_answered").await;
+    }
+
+    #[tokio::test]
+    async fn long_running_in_task() {
+        replay_openai("long_running_in_task").await;
     }
 
     #[tokio::test]
