@@ -345,6 +345,42 @@ mod tests {
     }
 
     #[test]
+    fn a_later_answer_to_an_earlier_call_follows_the_call_in_place_of_its_pending_answer() {
+        let answer = |id: &str, response: serde_json::Value| {
+            let data = adk_grpc_core::FunctionResponseData {
+                name: "approve".into(),
+                response,
+            };
+            Content::new("user").with_part(Part::function_response(data, Some(id.into())))
+        };
+        let call = Content::new("model").with_part(Part::function_call(
+            "approve",
+            json!({"amount": 900}),
+            Some("c1".into()),
+        ));
+        let events = vec![
+            event("user", "", Content::new("user").with_text("file 900")),
+            event("me", "", call.clone()),
+            event("me", "", answer("c1", json!({"status": "pending"}))),
+            event("me", "", Content::new("model").with_text("your manager was asked")),
+            event("user", "", answer("c1", json!({"status": "approved"}))),
+        ];
+        let contents = conversation(&events, "me", "", OthersThoughts::LeftOut);
+        assert_eq!(
+            contents,
+            [
+                Content::new("user").with_text("file 900"),
+                call,
+                answer("c1", json!({"status": "approved"})),
+            ],
+            "what was said after the call is left out, the newest answer in the pending one's place"
+        );
+        // An answer right after its call is left as it is.
+        let fresh = &events[..3];
+        assert_eq!(conversation(fresh, "me", "", OthersThoughts::LeftOut).len(), 3);
+    }
+
+    #[test]
     fn own_and_user_turns_stay_and_others_become_context() {
         let events = vec![
             event("user", "", Content::new("user").with_text("hi")),
