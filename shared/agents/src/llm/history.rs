@@ -2,6 +2,7 @@
 
 use adk_grpc_core::history::{apply_compactions, apply_rewinds};
 use adk_grpc_core::{Content, Event, Part, PartKind};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::python_repr::python_repr;
 use crate::rules::USER_AUTHOR;
@@ -38,8 +39,120 @@ pub(crate) fn conversation(
     branch: &str,
     others_thoughts: OthersThoughts,
 ) -> Vec<Content> {
-    let events = latest_answers_after_their_calls(visible(events, agent, branch, others_thoughts));
+    let events = latest_answers_after_their_calls(visible(events, agent, branch, others_thoughts), agent);
+    let events = answers_after_their_calls(events, agent);
     contents(&events, agent, others_thoughts)
+}
+
+/// ADK's pairing of the history's calls with their answers
+/// (`rearrange_events_for_async_function_responses_in_history`), over the agent's own
+/// and the user's events (another agent's are retold as text, ADK's before it pairs):
+/// each call is followed by the newest answer to it (answers to several calls of one
+/// event merged into one), wherever that answer was stored, so a long-running call
+/// answered in a later turn reads as answered at once; an answer to no call read here is
+/// left out, as are an agent's texts between two answers to one call from that agent in
+/// one invocation (a long-running tool's progress updates).
+fn answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
+    let own = |event: &Event| !by_another_agent(event, agent);
+    let answers = |event: &Event| own(event) && event.function_responses().next().is_some();
+    if !events.iter().any(answers) {
+        return events;
+    }
+    let mut calls_by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (at, event) in events.iter().enumerate().filter(|(_, e)| own(e) && !answers(e)) {
+        if let Some(content) = event.content() {
+            for call in content.function_calls() {
+                calls_by_id.entry(call.id).or_default().push(at);
+            }
+        }
+    }
+    // Each answer belongs to the newest call with its id before it (ids may repeat).
+    let mut answers_by_call: HashMap<(&str, usize), Vec<usize>> = HashMap::new();
+    for (at, event) in events.iter().enumerate().filter(|(_, e)| answers(e)) {
+        for response in event.content().into_iter().flat_map(Content::function_responses) {
+            let Some(calls) = calls_by_id.get(response.id) else {
+                continue;
+            };
+            let owner = calls[calls.partition_point(|&call| call < at).saturating_sub(1)];
+            answers_by_call.entry((response.id, owner)).or_default().push(at);
+        }
+    }
+    let mut stale = HashSet::new();
+    for updates in answers_by_call.values() {
+        for pair in updates.windows(2) {
+            let (first, next) = (&events[pair[0]], &events[pair[1]]);
+            let asked_the_user = !first.actions.requested_tool_confirmations.is_empty()
+                || !first.actions.requested_auth_configs.is_empty();
+            if first.invocation_id != next.invocation_id || first.author != next.author || asked_the_user {
+                continue;
+            }
+            let between = pair[0] + 1..pair[1];
+            if !between.is_empty()
+                && between
+                    .clone()
+                    .all(|at| is_progress_text(&events[at], &first.invocation_id))
+            {
+                stale.extend(between);
+            }
+        }
+    }
+    let mut paired = Vec::new();
+    for (at, event) in events.iter().enumerate() {
+        if stale.contains(&at) || answers(event) {
+            continue;
+        }
+        paired.push(event.clone());
+        let calls = event
+            .content()
+            .filter(|_| own(event))
+            .into_iter()
+            .flat_map(Content::function_calls);
+        let newest: BTreeSet<usize> = calls
+            .filter_map(|call| answers_by_call.get(&(call.id, at))?.last().copied())
+            .collect();
+        let mut newest = newest.into_iter().map(|at| &events[at]);
+        if let Some(first) = newest.next() {
+            let mut merged = first.clone();
+            for later in newest {
+                if let (Some(into), Some(from)) = (merged.llm_response.content.as_mut(), later.content()) {
+                    merge_answer_parts(&mut into.parts, from.parts.iter().cloned());
+                }
+            }
+            paired.push(merged);
+        }
+    }
+    paired
+}
+
+/// An agent's text reply in `invocation_id` (ADK's `_is_stale_text_reply`).
+fn is_progress_text(event: &Event, invocation_id: &str) -> bool {
+    event.invocation_id == invocation_id
+        && event.author != USER_AUTHOR
+        && event.actions.compaction.is_none()
+        && event.content().is_some_and(|c| {
+            c.role == "model"
+                && c.function_calls().next().is_none()
+                && c.parts
+                    .iter()
+                    .any(|p| matches!(&p.kind, PartKind::Text { text } if !text.is_empty()))
+        })
+}
+
+/// `later` merged into `parts` as ADK merges answers: an answer in place of the one to
+/// the same call id, else after them; other parts after them.
+fn merge_answer_parts(parts: &mut Vec<Part>, later: impl IntoIterator<Item = Part>) {
+    for part in later {
+        let id = part.function_response_view().map(|r| r.id.to_string());
+        let replaced = id.and_then(|id| {
+            parts
+                .iter()
+                .position(|p| p.function_response_view().is_some_and(|r| r.id == id))
+        });
+        match replaced {
+            Some(at) => parts[at] = part,
+            None => parts.push(part),
+        }
+    }
 }
 
 /// ADK's pairing of the newest event's function responses with their calls
@@ -49,8 +162,11 @@ pub(crate) fn conversation(
 /// its answers merged into one event (the answer in place of an earlier one to the same
 /// call, such as a long-running tool's pending status, the message's other parts after
 /// the newest call's); what was said after the calls is left out.
-fn latest_answers_after_their_calls(events: Vec<Event>) -> Vec<Event> {
-    let Some((latest, history)) = events.split_last() else {
+fn latest_answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
+    let Some((latest, history)) = events
+        .split_last()
+        .filter(|(latest, _)| !by_another_agent(latest, agent))
+    else {
         return events;
     };
     let Some(answer) = latest.content().filter(|c| c.function_responses().next().is_some()) else {
@@ -143,18 +259,7 @@ fn merged_answers(events: &[Event], call_at: usize, latest: &Event, latest_parts
     let mut all = earlier.chain(std::iter::once((latest, latest_parts)));
     let (first, mut parts) = all.next().expect("the newest answer");
     for (_, later) in all {
-        for part in later {
-            let id = part.function_response_view().map(|r| r.id.to_string());
-            let replaced = id.and_then(|id| {
-                parts
-                    .iter()
-                    .position(|p| p.function_response_view().is_some_and(|r| r.id == id))
-            });
-            match replaced {
-                Some(at) => parts[at] = part,
-                None => parts.push(part),
-            }
-        }
+        merge_answer_parts(&mut parts, later);
     }
     let mut merged = first.clone();
     if let Some(content) = merged.llm_response.content.as_mut() {
@@ -378,6 +483,22 @@ mod tests {
         // An answer right after its call is left as it is.
         let fresh = &events[..3];
         assert_eq!(conversation(fresh, "me", "", OthersThoughts::LeftOut).len(), 3);
+        // In a later turn's history the call is followed by its newest answer, and what
+        // was said stays where it was.
+        let mut later = events.clone();
+        later.push(event("me", "", Content::new("model").with_text("approved")));
+        later.push(event("user", "", Content::new("user").with_text("thanks")));
+        assert_eq!(
+            conversation(&later, "me", "", OthersThoughts::LeftOut),
+            [
+                Content::new("user").with_text("file 900"),
+                later[1].content().unwrap().clone(),
+                answer("c1", json!({"status": "approved"})),
+                Content::new("model").with_text("your manager was asked"),
+                Content::new("model").with_text("approved"),
+                Content::new("user").with_text("thanks"),
+            ]
+        );
     }
 
     #[test]
