@@ -254,7 +254,7 @@ fn merged_answers(events: &[Event], call_at: usize, latest: &Event, latest_parts
         parts
             .iter()
             .any(|p| p.function_response_view().is_some())
-            .then(|| (event, parts))
+            .then_some((event, parts))
     });
     let mut all = earlier.chain(std::iter::once((latest, latest_parts)));
     let (first, mut parts) = all.next().expect("the newest answer");
