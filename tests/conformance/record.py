@@ -280,7 +280,13 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
         fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
         fake.exchanges = []
         # A turn's `inline_data` (mime_type, base64 data) follows its text in the user's message.
-        parts = [types.Part(text=turn["user"])]
+        # A `function_response` turn (`name`, `response`) is the client's answer to the
+        # latest call of that name, its id read from ADK's session (the replay reads the
+        # runner's).
+        if "function_response" in turn:
+            parts = [await answer_to_latest_call(sessions, app_name, turn["function_response"])]
+        else:
+            parts = [types.Part(text=turn["user"])]
         if "inline_data" in turn:
             inline = turn["inline_data"]
             blob = types.Blob(mime_type=inline["mime_type"], data=base64.b64decode(inline["data"]))
@@ -294,7 +300,8 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
             raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
         if any(e["reply"] is None for e in fake.exchanges):
             raise SystemExit(f"{case.name}: ADK asked for more replies than the script has")
-        turns.append({"user": turn["user"], **({"inline_data": turn["inline_data"]} if "inline_data" in turn else {}), "exchanges": fake.exchanges})
+        said = {"function_response": turn["function_response"]} if "function_response" in turn else {"user": turn["user"]}
+        turns.append({**said, **({"inline_data": turn["inline_data"]} if "inline_data" in turn else {}), "exchanges": fake.exchanges})
     session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     events = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in session.events]
     return {
@@ -308,6 +315,18 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
         "turns": turns,
         "session": {"state": session.state, "events": events},
     }
+
+
+async def answer_to_latest_call(sessions, app_name: str, answer: dict) -> types.Part:
+    """The part answering the session's latest call of `answer["name"]` with `answer["response"]`."""
+    from google.genai import types
+
+    session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
+    calls = [c for e in session.events for c in e.get_function_calls() if c.name == answer["name"]]
+    if not calls:
+        raise SystemExit(f"{app_name}: no call of {answer['name']} to answer")
+    response = types.FunctionResponse(id=calls[-1].id, name=answer["name"], response=answer["response"])
+    return types.Part(function_response=response)
 
 
 def main() -> None:

@@ -80,14 +80,36 @@ pub(crate) fn run_invocations(root: &Arc<dyn Agent>, log: &RunLog, invocation_id
         .copied()
         .filter(|&at| log.at(at).author == USER_AUTHOR);
     // The continued invocation's call is older than the answer (RunLog::call_answered_at),
-    // so each step goes further back and the walk ends.
-    let continued = first.and_then(|at| continued_workflow(root, log, at, log.at(at).content()?));
+    // so each step goes further back and the walk ends. An answer that went on with its
+    // calls' own invocation (as ADK resolves it) continues nothing else: that
+    // invocation's marks hold the paused Run's.
+    let continued = first
+        .filter(|&at| !answers_calls_of(log, at, invocation_id))
+        .and_then(|at| continued_workflow(root, log, at, log.at(at).content()?));
     let mut run = match continued {
         Some((paused, _)) => run_invocations(root, log, &paused),
         None => Vec::new(),
     };
     run.push(invocation_id.to_string());
     run
+}
+
+/// Whether the message at `at` answers calls made in invocation `invocation_id`.
+fn answers_calls_of(log: &RunLog, at: usize, invocation_id: &str) -> bool {
+    log.at(at)
+        .function_responses()
+        .filter_map(|response| log.call_answered_at(response.id, at))
+        .any(|call| call.invocation_id == invocation_id)
+}
+
+/// Whether this Run's message answers calls a Run paused on inside a workflow agent
+/// left open: the workflow goes on from its position.
+fn continues_a_workflow(root: &Arc<dyn Agent>, log: &RunLog, invocation_id: &str) -> bool {
+    log.run_events(invocation_id).first().is_some_and(|&at| {
+        log.at(at)
+            .content()
+            .is_some_and(|answer| continued_workflow(root, log, at, answer).is_some())
+    })
 }
 
 /// For a message answering calls that an invocation paused on inside a workflow agent it
@@ -158,7 +180,10 @@ pub(crate) enum Saved {
 /// invocation that was not resumed: nothing it stored is a position to go back to.
 pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
     let invocation = ctx.invocation_id();
-    // The log as loaded holds the invocation's steps only when it is resumed.
+    let user_content = ctx.user_content();
+    let answers_calls = user_content.function_responses().next().is_some();
+    // The log as loaded holds the Run's steps only when it is resumed: after its
+    // message, which for an answer to calls goes on with the calls' invocation.
     let resumed = ctx
         .session()
         .events
@@ -166,18 +191,18 @@ pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         .iter()
         .rev()
         .take_while(|event| event.invocation_id == invocation)
+        .take_while(|event| !(answers_calls && event.author == USER_AUTHOR && event.content() == Some(user_content)))
         .any(|event| event.author != USER_AUTHOR);
-    let answers_calls = ctx.user_content().function_responses().next().is_some();
     if !resumed && !answers_calls {
         return None;
     }
     let root = ctx.root_agent();
     let log = ctx.run_log();
-    let run = run_invocations(&root, &log, invocation);
     // An answer to a client tool goes on from the position of the invocation it continues.
-    if !resumed && run.len() == 1 {
+    if !resumed && !continues_a_workflow(&root, &log, invocation) {
         return None;
     }
+    let run = run_invocations(&root, &log, invocation);
     let mut ancestors: Vec<String> = path_to(&root, agent)
         .unwrap_or_default()
         .iter()

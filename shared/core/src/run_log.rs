@@ -194,15 +194,24 @@ impl RunLog {
     }
 
     /// The positions of the events of invocation `id`'s latest Run, oldest first: from
-    /// the newest user message that started one (one answering no call, or any first
-    /// event). An invocation is one Run but for a task's: a user's message that joins a
-    /// task waiting for it goes on with the task's invocation (ADK 2's borrowed id), and
-    /// starts a Run of its own in it. Empty when the invocation has no event.
+    /// the newest user message that started one (or any first event). An invocation is
+    /// one Run but when the user's message goes on with one: a message that joins a task
+    /// waiting for it goes on with the task's invocation (ADK 2's borrowed id), and a
+    /// client's answer to calls with the calls' (ADK's id resolved from the function
+    /// responses); each starts a Run of its own in it. A user message starts a Run when
+    /// it answers no call, or answers a long-running one (a call a Run pauses on, which
+    /// only a client answers; a task's answer, which a Run stores as the user's, answers
+    /// a call that is not). Empty when the invocation has no event.
     pub fn run_events(&self, id: &str) -> &[usize] {
         let events = self.invocation(id).map_or(&[][..], InvocationMarks::events);
         let starts_run = |at: &usize| {
             let event = &self.events[*at];
-            event.author == "user" && event.content().is_some() && event.function_responses().next().is_none()
+            event.author == "user"
+                && event.content().is_some()
+                && event.function_responses().all(|response| {
+                    self.call_answered_at(response.id, *at)
+                        .is_some_and(|call| call.long_running_tool_ids.iter().any(|id| id == response.id))
+                })
         };
         let start = events.iter().rposition(starts_run).unwrap_or(0);
         &events[start..]
@@ -381,6 +390,24 @@ mod tests {
             "a Run answering calls starts at its first event"
         );
         assert!(single.run_events("e-9").is_empty());
+    }
+
+    #[test]
+    fn a_clients_answer_to_a_long_running_call_starts_a_run_in_the_calls_invocation() {
+        let mut paused = call("e-1", "c1");
+        paused.long_running_tool_ids = vec!["c1".into()];
+        let run = RunLog::new(vec![
+            Event::new("e-1")
+                .with_author("user")
+                .with_content(Content::new("user").with_text("file it")),
+            paused,
+            // The client's answer goes on with the call's invocation, in a Run of its own.
+            answer("e-1", "c1"),
+            call("e-1", "c2"),
+            // An answer to a call that is not long-running (a task's) starts none.
+            answer("e-1", "c2"),
+        ]);
+        assert_eq!(run.run_events("e-1"), [2, 3, 4]);
     }
 
     #[test]

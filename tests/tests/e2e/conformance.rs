@@ -193,7 +193,10 @@ async fn replay_on(case: &str, wire: Wire) {
             };
         }
         let asked_before = provider.requests().len();
-        let mut message = user_text(turn["user"].as_str().expect("user"));
+        let mut message = match turn.get("function_response") {
+            Some(answer) => answer_to_latest_call(&server, app, user, session, answer).await,
+            None => user_text(turn["user"].as_str().expect("user")),
+        };
         if let Some(inline) = turn.get("inline_data") {
             message.parts.push(inline_data(inline));
         }
@@ -321,6 +324,42 @@ fn per_agent_order(runner: &[Value], adk: &[Value]) -> Vec<Option<usize>> {
         .iter()
         .map(|request| adk_of_agent.get_mut(&requesting_agent(request))?.pop_front())
         .collect()
+}
+
+/// A `function_response` turn (`name`, `response`): the client's answer to the latest
+/// call of that name in the runner's session, as record.py answers ADK's.
+async fn answer_to_latest_call(
+    server: &ServiceProcess,
+    app: &str,
+    user: &str,
+    session: &str,
+    answer: &Value,
+) -> pb::Content {
+    let name = answer["name"].as_str().expect("function_response name");
+    let stored = runs::get_session(server.endpoint(), app, user, session).await;
+    let call_id = stored
+        .events
+        .iter()
+        .flat_map(|event| event.content.iter().flat_map(|content| content.parts.iter()))
+        .filter_map(|part| match &part.kind {
+            Some(pb::part::Kind::FunctionCall(call)) if call.name == name => call.id.clone(),
+            _ => None,
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("no call of {name} to answer"));
+    let response = pb::FunctionResponse {
+        name: name.to_string(),
+        response: Some(adk_grpc_core::convert::json_to_proto(&answer["response"])),
+        id: Some(call_id),
+        ..Default::default()
+    };
+    pb::Content {
+        role: "user".into(),
+        parts: vec![pb::Part {
+            kind: Some(pb::part::Kind::FunctionResponse(response)),
+            ..Default::default()
+        }],
+    }
 }
 
 /// A turn's `inline_data` (its `mime_type` and base64 `data`, as record.py sends it after
@@ -1168,6 +1207,16 @@ async fn output_schema() {
 }
 
 #[tokio::test]
+async fn long_running_answered() {
+    replay("long_running_answered").await;
+}
+
+#[tokio::test]
+async fn long_running_in_task() {
+    replay("long_running_in_task").await;
+}
+
+#[tokio::test]
 async fn long_running_in_sequence() {
     replay("long_running_in_sequence").await;
 }
@@ -1530,6 +1579,16 @@ mod openai {
     #[tokio::test]
     async fn memory_present() {
         replay_openai("memory_present").await;
+    }
+
+    #[tokio::test]
+    async fn long_running_answered() {
+        replay_openai("long_running_answered").await;
+    }
+
+    #[tokio::test]
+    async fn long_running_in_task() {
+        replay_openai("long_running_in_task").await;
     }
 
     #[tokio::test]

@@ -2,6 +2,7 @@
 
 use adk_grpc_core::history::{apply_compactions, apply_rewinds};
 use adk_grpc_core::{Content, Event, Part, PartKind};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::python_repr::python_repr;
 use crate::rules::USER_AUTHOR;
@@ -38,7 +39,233 @@ pub(crate) fn conversation(
     branch: &str,
     others_thoughts: OthersThoughts,
 ) -> Vec<Content> {
-    contents(&visible(events, agent, branch, others_thoughts), agent, others_thoughts)
+    let events = latest_answers_after_their_calls(visible(events, agent, branch, others_thoughts), agent);
+    let events = answers_after_their_calls(events, agent);
+    contents(&events, agent, others_thoughts)
+}
+
+/// ADK's pairing of the history's calls with their answers
+/// (`rearrange_events_for_async_function_responses_in_history`), over the agent's own
+/// and the user's events (another agent's are retold as text, ADK's before it pairs):
+/// each call is followed by the newest answer to it (answers to several calls of one
+/// event merged into one), wherever that answer was stored, so a long-running call
+/// answered in a later turn reads as answered at once; an answer to no call read here is
+/// left out, as are an agent's texts between two answers to one call from that agent in
+/// one invocation (a long-running tool's progress updates).
+fn answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
+    let own = |event: &Event| !by_another_agent(event, agent);
+    let answers = |event: &Event| own(event) && event.function_responses().next().is_some();
+    if !events.iter().any(answers) {
+        return events;
+    }
+    let mut calls_by_id: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (at, event) in events.iter().enumerate().filter(|(_, e)| own(e) && !answers(e)) {
+        if let Some(content) = event.content() {
+            for call in content.function_calls() {
+                calls_by_id.entry(call.id).or_default().push(at);
+            }
+        }
+    }
+    // Each answer belongs to the newest call with its id before it (ids may repeat).
+    let mut answers_by_call: HashMap<(&str, usize), Vec<usize>> = HashMap::new();
+    for (at, event) in events.iter().enumerate().filter(|(_, e)| answers(e)) {
+        for response in event.content().into_iter().flat_map(Content::function_responses) {
+            let Some(calls) = calls_by_id.get(response.id) else {
+                continue;
+            };
+            let owner = calls[calls.partition_point(|&call| call < at).saturating_sub(1)];
+            answers_by_call.entry((response.id, owner)).or_default().push(at);
+        }
+    }
+    let mut stale = HashSet::new();
+    for updates in answers_by_call.values() {
+        for pair in updates.windows(2) {
+            let (first, next) = (&events[pair[0]], &events[pair[1]]);
+            let asked_the_user = !first.actions.requested_tool_confirmations.is_empty()
+                || !first.actions.requested_auth_configs.is_empty();
+            if first.invocation_id != next.invocation_id || first.author != next.author || asked_the_user {
+                continue;
+            }
+            let between = pair[0] + 1..pair[1];
+            if !between.is_empty()
+                && between
+                    .clone()
+                    .all(|at| is_progress_text(&events[at], &first.invocation_id))
+            {
+                stale.extend(between);
+            }
+        }
+    }
+    let mut paired = Vec::new();
+    for (at, event) in events.iter().enumerate() {
+        if stale.contains(&at) || answers(event) {
+            continue;
+        }
+        paired.push(event.clone());
+        let calls = event
+            .content()
+            .filter(|_| own(event))
+            .into_iter()
+            .flat_map(Content::function_calls);
+        let newest: BTreeSet<usize> = calls
+            .filter_map(|call| answers_by_call.get(&(call.id, at))?.last().copied())
+            .collect();
+        let mut newest = newest.into_iter().map(|at| &events[at]);
+        if let Some(first) = newest.next() {
+            let mut merged = first.clone();
+            for later in newest {
+                if let (Some(into), Some(from)) = (merged.llm_response.content.as_mut(), later.content()) {
+                    merge_answer_parts(&mut into.parts, from.parts.iter().cloned());
+                }
+            }
+            paired.push(merged);
+        }
+    }
+    paired
+}
+
+/// An agent's text reply in `invocation_id` (ADK's `_is_stale_text_reply`).
+fn is_progress_text(event: &Event, invocation_id: &str) -> bool {
+    event.invocation_id == invocation_id
+        && event.author != USER_AUTHOR
+        && event.actions.compaction.is_none()
+        && event.content().is_some_and(|c| {
+            c.role == "model"
+                && c.function_calls().next().is_none()
+                && c.parts
+                    .iter()
+                    .any(|p| matches!(&p.kind, PartKind::Text { text } if !text.is_empty()))
+        })
+}
+
+/// `later` merged into `parts` as ADK merges answers: an answer in place of the one to
+/// the same call id, else after them; other parts after them.
+fn merge_answer_parts(parts: &mut Vec<Part>, later: impl IntoIterator<Item = Part>) {
+    for part in later {
+        let id = part.function_response_view().map(|r| r.id.to_string());
+        let replaced = id.and_then(|id| {
+            parts
+                .iter()
+                .position(|p| p.function_response_view().is_some_and(|r| r.id == id))
+        });
+        match replaced {
+            Some(at) => parts[at] = part,
+            None => parts.push(part),
+        }
+    }
+}
+
+/// ADK's pairing of the newest event's function responses with their calls
+/// (`rearrange_events_for_latest_function_response`): when the newest event answers
+/// calls made before the event just ahead of it (a client's answer to a long-running
+/// call, sent in a later turn), the conversation ends with those calls, each followed by
+/// its answers merged into one event (the answer in place of an earlier one to the same
+/// call, such as a long-running tool's pending status, the message's other parts after
+/// the newest call's); what was said after the calls is left out.
+fn latest_answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
+    let Some((latest, history)) = events
+        .split_last()
+        .filter(|(latest, _)| !by_another_agent(latest, agent))
+    else {
+        return events;
+    };
+    let Some(answer) = latest.content().filter(|c| c.function_responses().next().is_some()) else {
+        return events;
+    };
+    let mut answers: std::collections::BTreeMap<usize, Vec<Part>> = Default::default();
+    let mut other_parts = Vec::new();
+    for part in &answer.parts {
+        match part.function_response_view() {
+            Some(response) => {
+                if let Some(call_at) = call_index(history, response.id) {
+                    answers.entry(call_at).or_default().push(part.clone());
+                }
+            }
+            None => other_parts.push(part.clone()),
+        }
+    }
+    let Some((&newest_call, _)) = answers.last_key_value() else {
+        return events;
+    };
+    if newest_call + 2 == events.len() && answers.len() == 1 {
+        return events;
+    }
+    answers
+        .get_mut(&newest_call)
+        .expect("the newest call")
+        .extend(other_parts);
+    let answers_a_listed_call = |at: usize, part: &Part| {
+        part.function_response_view()
+            .is_some_and(|r| call_index(&events[..at], r.id).is_some_and(|call| answers.contains_key(&call)))
+    };
+    let mut paired = Vec::new();
+    for (at, event) in events.iter().enumerate().take(newest_call + 1) {
+        let mut event = event.clone();
+        if let Some(content) = event
+            .llm_response
+            .content
+            .as_mut()
+            .filter(|c| c.function_responses().next().is_some())
+        {
+            content.parts.retain(|part| !answers_a_listed_call(at, part));
+            if !content
+                .parts
+                .iter()
+                .any(|p| p.function_response_view().is_some() || p.function_call_view().is_some())
+            {
+                continue;
+            }
+        }
+        paired.push(event);
+        if let Some(latest_parts) = answers.get(&at) {
+            paired.push(merged_answers(&events, at, latest, latest_parts.clone()));
+        }
+    }
+    paired
+}
+
+/// The index in `events` of the newest event calling `id`.
+fn call_index(events: &[Event], id: &str) -> Option<usize> {
+    events.iter().rposition(|event| {
+        event
+            .content()
+            .is_some_and(|c| c.function_calls().any(|call| call.id == id))
+    })
+}
+
+/// The answers to the call at `call_at` merged into one event: the first answer given
+/// after it (among the events before the newest), each later answer to the same call id
+/// in its place, the newest event's `latest_parts` last.
+fn merged_answers(events: &[Event], call_at: usize, latest: &Event, latest_parts: Vec<Part>) -> Event {
+    let earlier = (call_at + 1..events.len() - 1).filter_map(|at| {
+        let event = &events[at];
+        let content = event.content()?;
+        content.function_responses().next()?;
+        let is_call = content.function_calls().next().is_some();
+        let parts: Vec<Part> = content
+            .parts
+            .iter()
+            .filter(|part| match part.function_response_view() {
+                Some(response) => call_index(&events[..at], response.id) == Some(call_at),
+                None => !is_call,
+            })
+            .cloned()
+            .collect();
+        parts
+            .iter()
+            .any(|p| p.function_response_view().is_some())
+            .then_some((event, parts))
+    });
+    let mut all = earlier.chain(std::iter::once((latest, latest_parts)));
+    let (first, mut parts) = all.next().expect("the newest answer");
+    for (_, later) in all {
+        merge_answer_parts(&mut parts, later);
+    }
+    let mut merged = first.clone();
+    if let Some(content) = merged.llm_response.content.as_mut() {
+        content.parts = parts;
+    }
+    merged
 }
 
 /// The current turn of [`conversation`] only (ADK's `include_contents: none`): from the
@@ -220,6 +447,58 @@ mod tests {
         let mut e = Event::new("i").with_author(author).with_content(content);
         e.branch = branch.into();
         e
+    }
+
+    #[test]
+    fn a_later_answer_to_an_earlier_call_follows_the_call_in_place_of_its_pending_answer() {
+        let answer = |id: &str, response: serde_json::Value| {
+            let data = adk_grpc_core::FunctionResponseData {
+                name: "approve".into(),
+                response,
+            };
+            Content::new("user").with_part(Part::function_response(data, Some(id.into())))
+        };
+        let call = Content::new("model").with_part(Part::function_call(
+            "approve",
+            json!({"amount": 900}),
+            Some("c1".into()),
+        ));
+        let events = vec![
+            event("user", "", Content::new("user").with_text("file 900")),
+            event("me", "", call.clone()),
+            event("me", "", answer("c1", json!({"status": "pending"}))),
+            event("me", "", Content::new("model").with_text("your manager was asked")),
+            event("user", "", answer("c1", json!({"status": "approved"}))),
+        ];
+        let contents = conversation(&events, "me", "", OthersThoughts::LeftOut);
+        assert_eq!(
+            contents,
+            [
+                Content::new("user").with_text("file 900"),
+                call,
+                answer("c1", json!({"status": "approved"})),
+            ],
+            "what was said after the call is left out, the newest answer in the pending one's place"
+        );
+        // An answer right after its call is left as it is.
+        let fresh = &events[..3];
+        assert_eq!(conversation(fresh, "me", "", OthersThoughts::LeftOut).len(), 3);
+        // In a later turn's history the call is followed by its newest answer, and what
+        // was said stays where it was.
+        let mut later = events.clone();
+        later.push(event("me", "", Content::new("model").with_text("approved")));
+        later.push(event("user", "", Content::new("user").with_text("thanks")));
+        assert_eq!(
+            conversation(&later, "me", "", OthersThoughts::LeftOut),
+            [
+                Content::new("user").with_text("file 900"),
+                later[1].content().unwrap().clone(),
+                answer("c1", json!({"status": "approved"})),
+                Content::new("model").with_text("your manager was asked"),
+                Content::new("model").with_text("approved"),
+                Content::new("user").with_text("thanks"),
+            ]
+        );
     }
 
     #[test]

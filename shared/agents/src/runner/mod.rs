@@ -331,11 +331,12 @@ impl Runner {
             ));
         }
         let run_id = format!("e-{}", uuid::Uuid::new_v4());
-        // A message joining a task that waits for the user goes on with the task's
-        // invocation (ADK 2's borrowed id): the Run's invocation id is the task's, its
-        // lease held under `<invocation id>@<run>` (unique per Run, as a claim's token;
-        // the lease store and Cancel read the invocation from it).
-        let (invocation_id, owner) = match self.task_invocation_joined(user_id, session_id, &content).await {
+        // A message answering calls goes on with the calls' invocation (ADK's resolved
+        // id), one joining a task that waits for the user with the task's (ADK 2's
+        // borrowed id): the Run's invocation id is that one, its lease held under
+        // `<invocation id>@<run>` (unique per Run, as a claim's token; the lease store
+        // and Cancel read the invocation from it).
+        let (invocation_id, owner) = match self.invocation_joined(user_id, session_id, &content).await {
             Some(task_invocation) => {
                 let owner = adk_grpc_core::claim_owner(&task_invocation, &run_id);
                 (task_invocation, owner)
@@ -551,12 +552,12 @@ impl Runner {
         let (caller, caller_branch) = self.agent_for(&session, &log, &content)?;
         let place = session::user_place(&self.root_agent, &session, &log, &content)?;
         if place.joins.as_deref().is_some_and(|joined| joined != invocation_id) {
-            // The open task changed between the read that chose the Run's id and this
-            // one, under the lease (another Run of the session ran meanwhile): the Run
-            // keeps the id its lease was taken with.
+            // The open task (or the answered calls' invocation) changed between the read
+            // that chose the Run's id and this one, under the lease (another Run of the
+            // session ran meanwhile): the Run keeps the id its lease was taken with.
             tracing::debug!(
                 invocation_id,
-                "a message joining a task keeps the invocation id it started with"
+                "a message joining an invocation keeps the invocation id it started with"
             );
         }
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);

@@ -209,29 +209,35 @@ impl Runner {
 pub(super) struct UserPlace {
     pub(super) branch: String,
     pub(super) isolation_scope: String,
-    /// The invocation of the task the message joins, when it joins one.
+    /// The invocation the message goes on with: of the calls it answers, or of the task
+    /// it joins.
     pub(super) joins: Option<String>,
 }
 
 /// Where the user's message is stored: on no branch and in no scope but in a task (ADK
-/// 2's `mode: task`). An answer to a call made in one goes on the call's branch, in its
-/// scope; any other message joins the task waiting for the user, if one does: on no
-/// branch, in the task's scope (so that only the task agent sees it), going on with the
-/// task's invocation.
+/// 2's `mode: task`). An answer to calls goes on the calls' branch (in a task, in its
+/// scope), going on with the calls' invocation (ADK's `_resolve_invocation_id_from_fr`);
+/// any other message joins the task waiting for the user, if one does: on no branch, in
+/// the task's scope (so that only the task agent sees it), going on with the task's
+/// invocation.
 pub(super) fn user_place(
     root: &Arc<dyn Agent>,
     session: &Session,
     log: &RunLog,
     content: &Content,
 ) -> Result<UserPlace> {
-    if let Some((_, branch)) = caller_of(log, &session.id, content)? {
+    if let Some(answered) = answered_calls(log, &session.id, content)? {
+        let (branch, joins) = (answered.branch, Some(answered.invocation_id));
         if task::scope(&branch).is_empty() {
-            return Ok(UserPlace::default());
+            return Ok(UserPlace {
+                joins,
+                ..UserPlace::default()
+            });
         }
         return Ok(UserPlace {
             isolation_scope: task::isolation_scope(root, &branch),
             branch,
-            joins: None,
+            joins,
         });
     }
     let waiting = task::route(root, log)
@@ -247,17 +253,14 @@ pub(super) fn user_place(
 }
 
 impl Runner {
-    /// The invocation of the task a message joins (see [`user_place`]), read before the
-    /// Run takes the session's lease, since its id is the lease's owner; the Run reads
-    /// the log again under the lease. None for a tree without task agents (no read) and
-    /// a message answering calls.
-    pub(super) async fn task_invocation_joined(
-        &self,
-        user_id: &str,
-        session_id: &str,
-        content: &Content,
-    ) -> Option<String> {
-        if !task::has_task_agent(&self.root_agent) || has_function_responses(content) {
+    /// The invocation a message goes on with (see [`user_place`]): the one of the calls
+    /// it answers, or of the task it joins. Read before the Run takes the session's
+    /// lease, since its id is the lease's owner; the Run reads the log again under the
+    /// lease (and meets there whatever refuses the message). None for a message that
+    /// starts an invocation of its own (no read for one answering no call in a tree
+    /// without task agents).
+    pub(super) async fn invocation_joined(&self, user_id: &str, session_id: &str, content: &Content) -> Option<String> {
+        if !task::has_task_agent(&self.root_agent) && !has_function_responses(content) {
             return None;
         }
         // A missing session or a failed read joins nothing: the Run meets it again.
@@ -314,11 +317,28 @@ pub(super) fn has_function_responses(content: &Content) -> bool {
     content.function_responses().next().is_some()
 }
 
+/// The calls a message's `function_response` parts answer: their author, branch and
+/// invocation.
+#[derive(Debug, PartialEq)]
+struct AnsweredCalls {
+    author: String,
+    branch: String,
+    invocation_id: String,
+}
+
 /// For a message with `function_response` parts: the author and branch of the
 /// event holding the matching calls in `log` (session `session_id`'s). None for an
 /// ordinary message.
 fn caller_of(log: &RunLog, session_id: &str, content: &Content) -> Result<Option<(String, String)>> {
-    let mut caller: Option<(String, String)> = None;
+    Ok(answered_calls(log, session_id, content)?.map(|answered| (answered.author, answered.branch)))
+}
+
+/// The calls a message's `function_response` parts answer, each by its id: refused
+/// unless every part has one, matching a call in `log`, all made by one agent on one
+/// branch in one invocation (ADK refuses responses of several invocations with a
+/// `ValueError`, and an id of no call). None for a message answering no call.
+fn answered_calls(log: &RunLog, session_id: &str, content: &Content) -> Result<Option<AnsweredCalls>> {
+    let mut answered: Option<AnsweredCalls> = None;
     for response in content.function_responses() {
         let id = Some(response.id).filter(|id| !id.is_empty()).ok_or_else(|| {
             AdkError::invalid(
@@ -335,18 +355,31 @@ fn caller_of(log: &RunLog, session_id: &str, content: &Content) -> Result<Option
                 format!("{id} answers no function call in session {session_id}"),
             )
         })?;
-        let found = (call.author.clone(), call.branch.clone());
-        match &caller {
+        let found = AnsweredCalls {
+            author: call.author.clone(),
+            branch: call.branch.clone(),
+            invocation_id: call.invocation_id.clone(),
+        };
+        match &answered {
+            Some(first) if first.invocation_id != found.invocation_id => {
+                return Err(AdkError::invalid(
+                    "function_response",
+                    format!(
+                        "parts of one message must answer calls of one invocation: {id} answers a call of {}, an earlier part one of {}",
+                        found.invocation_id, first.invocation_id
+                    ),
+                ));
+            }
             Some(first) if *first != found => {
                 return Err(AdkError::invalid(
                     "function_response",
                     "parts of one message must answer calls of one agent",
                 ));
             }
-            _ => caller = Some(found),
+            _ => answered = Some(found),
         }
     }
-    Ok(caller)
+    Ok(answered)
 }
 
 /// Appends `event` fenced with the invocation's lease (`fence`): refused once the

@@ -832,6 +832,61 @@ async fn a_client_tool_pauses_the_turn_and_the_answer_resumes_the_calling_agent(
 }
 
 #[tokio::test]
+async fn a_clients_answer_goes_on_with_its_calls_invocation_and_answers_to_two_invocations_are_refused() {
+    let server = FakeServer::start().await;
+    server.push(openai::tool_calls(&[(
+        "ask_1",
+        "ask_user",
+        json!({"question": "Colour?"}),
+    )]));
+    server.push(openai::tool_calls(&[(
+        "ask_2",
+        "ask_user",
+        json!({"question": "Size?"}),
+    )]));
+    let helper = LlmAgentBuilder::new("helper")
+        .model(openai(&server))
+        .tool(Arc::new(ClientTool::new("ask_user", "Asks the user a question.")))
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(helper)).await;
+    let first = h.say("Pick a colour").await.ok().events[0].invocation_id.clone();
+    let second = h.say("And a size").await.ok().events[0].invocation_id.clone();
+    assert_ne!(first, second);
+
+    // One message answering calls of two invocations is refused, as ADK refuses it.
+    let mut both = function_response("ask_1", "ask_user", json!({"answer": "blue"}));
+    both.parts
+        .extend(function_response("ask_2", "ask_user", json!({"answer": "L"})).parts);
+    let refused = h.send(both, RunOptions::default()).await.error.unwrap();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.to_string().contains("function_response") && refused.to_string().contains("one invocation"),
+        "{refused}"
+    );
+
+    // The answer to the first call goes on with the first invocation (ADK's id resolved
+    // from the function responses): its message and everything the Run stores.
+    server.push(openai::text("Blue it is."));
+    let run = h
+        .send(
+            function_response("ask_1", "ask_user", json!({"answer": "blue"})),
+            RunOptions::default(),
+        )
+        .await
+        .ok();
+    assert_eq!(run.texts(), ["Blue it is."]);
+    let session = h.verify_log(&HashMap::new()).await;
+    let answered: Vec<&str> = session
+        .events
+        .iter()
+        .skip_while(|e| function_responses(e).is_empty())
+        .map(|e| e.invocation_id.as_str())
+        .collect();
+    assert_eq!(answered, [first.as_str(), first.as_str()]);
+}
+
+#[tokio::test]
 async fn a_long_running_tool_with_an_interim_result_is_read_by_the_model_which_goes_on() {
     let server = FakeServer::start().await;
     server.push(openai::tool_calls(&[("c1", "approve", json!({"amount": 900}))]));
