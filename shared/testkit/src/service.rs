@@ -20,6 +20,12 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 const PORT_ATTEMPTS: usize = 3;
 const LOG_TAIL_LINES: usize = 40;
 const LOG_FILE: &str = "service.log";
+/// What the log of each launch starts with.
+const LAUNCH_HEADER: &str = "=== adk-grpc-testkit:";
+/// The server kit's line once its listener is bound (adk-grpc-server-kit's server.rs).
+const LISTENING: &str = "listening on";
+/// The filter that keeps [`LISTENING`] in the log whatever `RUST_LOG` the test sets.
+const LISTENING_LOG_FILTER: &str = "adk_grpc_server_kit::server=info";
 
 /// Path of a binary built from this workspace, freshly built.
 ///
@@ -333,7 +339,7 @@ async fn launch(
     if let Ok(mut log) = OpenOptions::new().create(true).append(true).open(&log_path) {
         let _ = writeln!(
             log,
-            "=== adk-grpc-testkit: {} {} --listen {listen}",
+            "{LAUNCH_HEADER} {} {} --listen {listen}",
             binary.display(),
             args.join(" ")
         );
@@ -351,6 +357,14 @@ async fn launch(
         // (or this variable in `envs`) with a port of its own.
         .env("ADK_METRICS_LISTEN", "off")
         .envs(envs.iter().map(|(key, value)| (key, value)));
+    let rust_log = envs
+        .iter()
+        .find(|(key, _)| key == "RUST_LOG")
+        .map(|(_, value)| value.clone())
+        .or_else(|| std::env::var("RUST_LOG").ok());
+    if let Some(filter) = rust_log {
+        command.env("RUST_LOG", format!("{filter},{LISTENING_LOG_FILTER}"));
+    }
     let mut child = ChildGuard::spawn(command, &log_path)
         .map_err(|err| LaunchError::Failed(format!("failed to spawn {}: {err}", binary.display())))?;
 
@@ -371,8 +385,10 @@ async fn launch(
                 LaunchError::Failed(message)
             });
         }
-        // Checking the child again guards against some other process owning the port.
-        if port_accepts(port).await && child.is_running() {
+        // The port answering is not enough: a listener of this process (a fake provider
+        // bound to port 0) may have been given the port the child failed to bind. The
+        // child's own log says when it listens there.
+        if port_accepts(port).await && child.is_running() && says_it_listens(&log_path, &listen) {
             return Ok(child);
         }
         if Instant::now() >= deadline {
@@ -384,6 +400,19 @@ async fn launch(
         }
         sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Whether the latest launch logged at `log_path` says it listens on `listen`.
+fn says_it_listens(log_path: &Path, listen: &str) -> bool {
+    let Ok(log) = std::fs::read_to_string(log_path) else {
+        return false;
+    };
+    let latest = log.rsplit(LAUNCH_HEADER).next().unwrap_or_default();
+    let line = format!("{LISTENING} {listen}");
+    // The whole port: `:4000` is not `:400`.
+    latest
+        .match_indices(&line)
+        .any(|(at, _)| !latest[at + line.len()..].starts_with(|c: char| c.is_ascii_digit()))
 }
 
 /// Reads a `Key:   1234 kB` line from `/proc/PID/status`.
@@ -398,6 +427,27 @@ fn proc_status_kib(pid: u32, key: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_latest_launch_saying_it_listens_on_the_port_counts() {
+        let dir = new_temp_dir("adk-listens-");
+        let log = dir.path().join(LOG_FILE);
+        let listen = "127.0.0.1:4000";
+        std::fs::write(
+            &log,
+            format!("{LAUNCH_HEADER} a --listen {listen}\nINFO {LISTENING} {listen}\n"),
+        )
+        .unwrap();
+        assert!(says_it_listens(&log, listen));
+        assert!(!says_it_listens(&log, "127.0.0.1:400"));
+        let relaunched = format!("{LAUNCH_HEADER} a --listen {listen}\nError: Address already in use\n");
+        let mut file = OpenOptions::new().append(true).open(&log).unwrap();
+        file.write_all(relaunched.as_bytes()).unwrap();
+        assert!(
+            !says_it_listens(&log, listen),
+            "an earlier launch's line does not count"
+        );
+    }
 
     #[test]
     fn reads_own_memory_from_proc() {
