@@ -65,6 +65,15 @@ impl<'a> PydanticClass<'a> {
         }
     }
 
+    /// A Python class's schema ([`Self::new`]) or an agents file's ([`Self::keeping_undeclared`]).
+    pub(crate) fn of(root: &'a Value, is_class: bool) -> Self {
+        if is_class {
+            Self::new(root)
+        } else {
+            Self::keeping_undeclared(root)
+        }
+    }
+
     /// `value` as `model_validate` makes it (before the dump leaves Nones out); what
     /// pydantic refuses is left as it came, for a schema check to see.
     pub(crate) fn validate(&self, value: &Value) -> Value {

@@ -108,8 +108,15 @@ fn docx_text(data: &[u8]) -> Option<String> {
     let prefix = NAMESPACE
         .captures(&xml)
         .map_or("w", |found| found.get(1).map_or("w", |p| p.as_str()));
-    let paragraph = Regex::new(&format!("<{prefix}:p(?:[^>]*)>")).ok()?;
-    let run_text = Regex::new(&format!("<{prefix}:t(?:[^>]*)>([^<]*)</{prefix}:t>")).ok()?;
+    // Word's own prefix, `w`, nearly always: its patterns are compiled once.
+    static W: LazyLock<(Regex, Regex)> = LazyLock::new(|| docx_patterns("w").expect("the w patterns"));
+    let other;
+    let (paragraph, run_text) = if prefix == "w" {
+        (&W.0, &W.1)
+    } else {
+        other = docx_patterns(prefix)?;
+        (&other.0, &other.1)
+    };
     let paragraphs: Vec<String> = paragraph
         .split(&xml)
         .filter_map(|piece| {
@@ -122,6 +129,13 @@ fn docx_text(data: &[u8]) -> Option<String> {
         })
         .collect();
     Some(paragraphs.join("\n"))
+}
+
+/// ADK's patterns of a paragraph's start and of a run's text, for namespace `prefix`.
+fn docx_patterns(prefix: &str) -> Option<(Regex, Regex)> {
+    let paragraph = Regex::new(&format!("<{prefix}:p(?:[^>]*)>")).ok()?;
+    let run_text = Regex::new(&format!("<{prefix}:t(?:[^>]*)>([^<]*)</{prefix}:t>")).ok()?;
+    Some((paragraph, run_text))
 }
 
 #[cfg(test)]

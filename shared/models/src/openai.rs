@@ -531,10 +531,10 @@ fn inline_text(mime_type: &str, data: &[u8]) -> Option<String> {
 fn inline_item(mime_type: &str, data: &[u8]) -> Value {
     let encoded = BASE64.encode(data);
     let mime_type = mime_essence(mime_type);
-    let data_url = format!("data:{mime_type};base64,{encoded}");
+    let data_url = || format!("data:{mime_type};base64,{encoded}");
     match mime_type.split_once('/') {
-        Some(("image", _)) => json!({"type": "image_url", "image_url": {"url": data_url}}),
-        Some(("video", _)) => json!({"type": "video_url", "video_url": {"url": data_url}}),
+        Some(("image", _)) => json!({"type": "image_url", "image_url": {"url": data_url()}}),
+        Some(("video", _)) => json!({"type": "video_url", "video_url": {"url": data_url()}}),
         Some(("audio", subtype)) => {
             let subtype = subtype.strip_prefix("x-").unwrap_or(subtype);
             let format = match subtype {
@@ -544,7 +544,7 @@ fn inline_item(mime_type: &str, data: &[u8]) -> Value {
             };
             json!({"type": "input_audio", "input_audio": {"data": encoded, "format": format}})
         }
-        _ => json!({"type": "file", "file": {"file_data": data_url}}),
+        _ => json!({"type": "file", "file": {"file_data": data_url()}}),
     }
 }
 

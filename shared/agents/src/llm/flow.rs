@@ -130,7 +130,9 @@ fn step<'a>(
             skip_summarization = responses.actions.skips_summarization();
             // finish_task answered the call that started this task: its caller goes on.
             let finished_task = agent.mode == AgentMode::Task && task::finishes(&responses);
-            responses.output = task::finished_output(agent.output_schema.as_deref(), &finishing, &responses);
+            if finished_task {
+                responses.output = task::finished_output(agent.output_schema.as_deref(), &finishing, &responses);
+            }
             yield responses;
             if finished_task {
                 return;

@@ -96,12 +96,13 @@ fn answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
             }
         }
     }
-    let mut paired = Vec::new();
+    // Which events stay, each with the answer that follows it (built while the events are
+    // read); then the events kept are moved, not copied.
+    let mut kept: Vec<(usize, Option<Event>)> = Vec::new();
     for (at, event) in events.iter().enumerate() {
         if stale.contains(&at) || answers(event) {
             continue;
         }
-        paired.push(event.clone());
         let calls = event
             .content()
             .filter(|_| own(event))
@@ -111,15 +112,22 @@ fn answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
             .filter_map(|call| answers_by_call.get(&(call.id, at))?.last().copied())
             .collect();
         let mut newest = newest.into_iter().map(|at| &events[at]);
-        if let Some(first) = newest.next() {
+        let merged = newest.next().map(|first| {
             let mut merged = first.clone();
             for later in newest {
                 if let (Some(into), Some(from)) = (merged.llm_response.content.as_mut(), later.content()) {
                     merge_answer_parts(&mut into.parts, from.parts.iter().cloned());
                 }
             }
-            paired.push(merged);
-        }
+            merged
+        });
+        kept.push((at, merged));
+    }
+    let mut slots: Vec<Option<Event>> = events.into_iter().map(Some).collect();
+    let mut paired = Vec::with_capacity(kept.len());
+    for (at, merged) in kept {
+        paired.extend(slots[at].take());
+        paired.extend(merged);
     }
     paired
 }

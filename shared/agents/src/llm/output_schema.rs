@@ -239,17 +239,14 @@ impl OutputSchema {
     /// pydantic's text (the type named by the schema's `title`, as pydantic names a class),
     /// and what the stand-in does not check (a constraint such as `minLength`) in the schema
     /// check's words.
-    pub(crate) async fn validated_as_pydantic(&self, value: &Value) -> std::result::Result<Value, String> {
+    /// Only whether it fits: the value kept is the caller's to make.
+    pub(crate) async fn check_as_pydantic(&self, value: &Value) -> std::result::Result<(), String> {
         if let Some(validator) = self.class.as_ref().and_then(|class| class.validator.as_ref()) {
-            return validator.0.validate(Unvalidated::Value(value)).await;
+            return validator.0.validate(Unvalidated::Value(value)).await.map(|_| ());
         }
-        let pydantic = match &self.class {
-            Some(_) => PydanticClass::new(&self.schema),
-            None => PydanticClass::keeping_undeclared(&self.schema),
-        };
+        let pydantic = PydanticClass::of(&self.schema, self.class.is_some());
         let validated = pydantic.validate_or_error(value).map_err(|error| error.to_string())?;
-        problems_as_error(problems(&self.validator, &validated))?;
-        Ok(pydantic.dump(&validated))
+        problems_as_error(problems(&self.validator, &validated))
     }
 
     /// [`Self::validated`] by the JSON Schema alone.

@@ -517,10 +517,10 @@ impl FinishTaskTool {
 
     /// Whether `args` fit, checked as ADK checks them (`TypeAdapter(schema).validate_python`
     /// of the output, [`raw_output`]), the problems in pydantic's text
-    /// ([`OutputSchema::validated_as_pydantic`]).
+    /// ([`OutputSchema::check_as_pydantic`]).
     async fn check(&self, args: &Value) -> std::result::Result<(), String> {
         let raw = raw_output(Some(self.schema.schema()), args);
-        self.schema.validated_as_pydantic(&raw).await.map(|_| ())
+        self.schema.check_as_pydantic(&raw).await
     }
 }
 

@@ -550,16 +550,10 @@ impl Runner {
         }
         let mut log = RunLog::new(session.events.as_slice().to_vec());
         let (caller, caller_branch) = self.agent_for(&session, &log, &content)?;
+        // Should the open task (or the answered calls' invocation) have changed since the
+        // read that chose the Run's id (another Run of the session ran meanwhile), the Run
+        // keeps the id its lease was taken with: `place.joins` is not read again here.
         let place = session::user_place(&self.root_agent, &session, &log, &content)?;
-        if place.joins.as_deref().is_some_and(|joined| joined != invocation_id) {
-            // The open task (or the answered calls' invocation) changed between the read
-            // that chose the Run's id and this one, under the lease (another Run of the
-            // session ran meanwhile): the Run keeps the id its lease was taken with.
-            tracing::debug!(
-                invocation_id,
-                "a message joining an invocation keeps the invocation id it started with"
-            );
-        }
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.branch = place.branch;
         user_event.isolation_scope = place.isolation_scope;

@@ -104,11 +104,7 @@ pub(crate) fn input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
 pub(crate) fn single_turn_input_message(agent: &Arc<dyn Agent>, args: &Value) -> Content {
     match agent.spec().input_schema {
         Some(schema) => {
-            let class = if agent.spec().input_schema_is_class {
-                PydanticClass::new(schema)
-            } else {
-                PydanticClass::keeping_undeclared(schema)
-            };
+            let class = PydanticClass::of(schema, agent.spec().input_schema_is_class);
             Content::new("user").with_text(python_json(&class.validate(args)))
         }
         None => input_message(agent, args),
@@ -121,12 +117,7 @@ pub(crate) fn single_turn_input_message(agent: &Arc<dyn Agent>, args: &Value) ->
 /// Python class, as pydantic drops them, and follow in their order for an agents file's
 /// JSON Schema (which may allow them).
 fn as_validated(schema: &Value, is_class: bool, args: &Value) -> Value {
-    let class = if is_class {
-        PydanticClass::new(schema)
-    } else {
-        PydanticClass::keeping_undeclared(schema)
-    };
-    class.validate_and_dump(args)
+    PydanticClass::of(schema, is_class).validate_and_dump(args)
 }
 
 /// The call's result for `agent`'s final reply: the text, or the JSON value when the

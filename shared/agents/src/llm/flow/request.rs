@@ -88,9 +88,9 @@ impl RequestProcessor for Instructions {
             system.push(instruction::render(template, &agent.name, ctx.as_ref()).await?);
         }
         if let Some(instruction) = &agent.static_instruction {
-            let text = instruction.request_parts().system_text;
+            let text = &instruction.request_parts().system_text;
             if !text.is_empty() {
-                system.push(text);
+                system.push(text.clone());
             }
         }
         if let Some(template) = agent
@@ -237,7 +237,7 @@ impl RequestProcessor for StaticPrefix {
         if !static_instruction.has_files() {
             return Ok(());
         }
-        let mut prefix = static_instruction.request_parts().file_contents;
+        let mut prefix = static_instruction.request_parts().file_contents.clone();
         prefix.extend(labelled_instruction(input).await?);
         request.contents.splice(0..0, prefix);
         Ok(())
