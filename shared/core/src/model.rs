@@ -146,20 +146,24 @@ impl BuiltinTool {
     }
 }
 
-/// ADK's `tool_config` (Gemini's `toolConfig`): its function-calling settings.
+/// ADK's `tool_config` (Gemini's `toolConfig`): its function-calling settings. Read as
+/// an agents file writes it: snake_case, or camelCase as pydantic takes it; a field it
+/// does not know is refused (a misspelt setting would otherwise be silently dropped).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ToolConfig {
-    #[serde(default)]
+    #[serde(default, alias = "functionCallingConfig")]
     pub function_calling_config: Option<FunctionCallingConfig>,
 }
 
 /// Gemini's `functionCallingConfig`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct FunctionCallingConfig {
     #[serde(default)]
     pub mode: Option<FunctionCallingMode>,
     /// With `ANY` (or `VALIDATED`): the only functions the model may call.
-    #[serde(default)]
+    #[serde(default, alias = "allowedFunctionNames")]
     pub allowed_function_names: Option<Vec<String>>,
 }
 
@@ -186,18 +190,20 @@ pub enum FunctionCallingMode {
 
 /// Gemini's `imageConfig` (the fields the Gemini API takes; the others are Vertex AI's).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ImageConfig {
     /// `1:1`, `16:9`, …
-    #[serde(default)]
+    #[serde(default, alias = "aspectRatio")]
     pub aspect_ratio: Option<String>,
     /// `1K`, `2K`, `4K`.
-    #[serde(default)]
+    #[serde(default, alias = "imageSize")]
     pub image_size: Option<String>,
 }
 
 /// How much the model reasons before it answers, and whether its thoughts come back
 /// (Gemini's `thinkingConfig`, OpenAI's `reasoning_effort`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct ThinkingConfig {
     /// Gemini's `thinkingBudget`: tokens to think with (0 off, -1 the model decides).
     #[serde(default)]

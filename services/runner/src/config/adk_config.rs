@@ -29,7 +29,7 @@
 use super::file::{
     AgentConfig, AgentKind, AgentsFile, AppConfig, ConsultContextConfig, ExampleConfig, GenerationConfig, HookConfig,
     HttpToolConfig, IncludeContents, McpToolConfig, McpTransportKind, Mode, ModelConsultToolConfig,
-    StaticInstructionConfig, ThinkingFileConfig, ToolConfig, ToolContextConfig,
+    StaticInstructionConfig, ToolConfig, ToolContextConfig,
 };
 use super::problems::{ConfigError, Problem, Problems};
 use super::python::{self, ServedAs};
@@ -1119,12 +1119,12 @@ impl Reader<'_> {
     }
 
     /// `thinking_config` as `generation.thinking`; None when it is not a mapping.
-    fn thinking(&mut self, place: &str, key: &str, value: &Value) -> Option<ThinkingFileConfig> {
+    fn thinking(&mut self, place: &str, key: &str, value: &Value) -> Option<adk_grpc_core::ThinkingConfig> {
         let Value::Object(config) = value else {
             self.add(place, &format!("generate_content_config.{key}"), "must be a mapping");
             return None;
         };
-        let mut thinking = ThinkingFileConfig::default();
+        let mut thinking = adk_grpc_core::ThinkingConfig::default();
         for (field, value) in config.iter().filter(|(_, value)| !value.is_null()) {
             let at = format!("generate_content_config.{key}.{field}");
             let ours = THINKING_FIELDS

@@ -1004,7 +1004,7 @@ pub(super) struct GenerationConfig {
     /// How much the model reasons, and whether its thoughts come back (ADK's
     /// `thinking_config` / `BuiltInPlanner`).
     #[serde(default)]
-    pub(super) thinking: Option<ThinkingFileConfig>,
+    pub(super) thinking: Option<adk_grpc_core::ThinkingConfig>,
     /// Only 1: ADK reads the first candidate of a reply and so does the runner.
     #[serde(default)]
     pub(super) candidate_count: Option<i32>,
@@ -1029,11 +1029,11 @@ pub(super) struct GenerationConfig {
     /// Whether and which functions the model may call: `function_calling_config`'s
     /// `mode` (AUTO, ANY, NONE, VALIDATED) and `allowed_function_names`.
     #[serde(default)]
-    pub(super) tool_config: Option<ToolCallingConfig>,
+    pub(super) tool_config: Option<adk_grpc_core::ToolConfig>,
     /// Gemini only (dropped for an openai model, as ADK's LiteLlm drops it): IMAGE
     /// replies' `aspect_ratio` and `image_size`.
     #[serde(default)]
-    pub(super) image_config: Option<ImageFileConfig>,
+    pub(super) image_config: Option<adk_grpc_core::ImageConfig>,
     /// Gemini only (dropped for an openai model): its `speechConfig`, a mapping as
     /// google-genai's `SpeechConfig` or a voice name.
     #[serde(default)]
@@ -1047,35 +1047,6 @@ pub(super) struct GenerationConfig {
     /// Gemini only (dropped for an openai model): its `store`.
     #[serde(default)]
     pub(super) store: Option<bool>,
-}
-
-/// `generation.tool_config` (ADK's `tool_config`; camelCase accepted, as pydantic does).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ToolCallingConfig {
-    #[serde(default, alias = "functionCallingConfig")]
-    pub(super) function_calling_config: Option<FunctionCallingFileConfig>,
-}
-
-/// `generation.tool_config.function_calling_config`.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct FunctionCallingFileConfig {
-    #[serde(default)]
-    pub(super) mode: Option<adk_grpc_core::FunctionCallingMode>,
-    #[serde(default, alias = "allowedFunctionNames")]
-    pub(super) allowed_function_names: Option<Vec<String>>,
-}
-
-/// `generation.image_config`: the fields the Gemini API takes (google-genai refuses
-/// the others there).
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ImageFileConfig {
-    #[serde(default, alias = "aspectRatio")]
-    pub(super) aspect_ratio: Option<String>,
-    #[serde(default, alias = "imageSize")]
-    pub(super) image_size: Option<String>,
 }
 
 /// A speech or transcription setting as google-genai sends it: validated into its
@@ -1112,21 +1083,6 @@ fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Resul
     Option::<T>::deserialize(d).map(Some)
 }
 
-/// `generation.thinking`, as written.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct ThinkingFileConfig {
-    /// Gemini's `thinkingBudget` (0 off, -1 the model decides).
-    #[serde(default)]
-    pub(super) budget_tokens: Option<i32>,
-    /// Gemini's `includeThoughts`.
-    #[serde(default)]
-    pub(super) include_thoughts: Option<bool>,
-    /// `low`, `medium` or `high`: OpenAI's `reasoning_effort`, Gemini's `thinkingLevel`.
-    #[serde(default)]
-    pub(super) effort: Option<adk_grpc_core::ThinkingEffort>,
-}
-
 impl From<&GenerationConfig> for GenerateContentConfig {
     fn from(g: &GenerationConfig) -> Self {
         GenerateContentConfig {
@@ -1142,11 +1098,7 @@ impl From<&GenerationConfig> for GenerateContentConfig {
             response_schema: None,
             response_schema_as_sent: None,
             safety_settings: g.safety_settings.clone(),
-            thinking: g.thinking.as_ref().map(|t| adk_grpc_core::ThinkingConfig {
-                budget_tokens: t.budget_tokens,
-                include_thoughts: t.include_thoughts,
-                effort: t.effort,
-            }),
+            thinking: g.thinking.clone(),
             candidate_count: g.candidate_count,
             response_logprobs: g.response_logprobs,
             logprobs: g.logprobs,
@@ -1154,18 +1106,8 @@ impl From<&GenerationConfig> for GenerateContentConfig {
             cached_content: g.cached_content.clone(),
             response_modalities: g.response_modalities.clone(),
             enable_enhanced_civic_answers: g.enable_enhanced_civic_answers,
-            tool_config: g.tool_config.as_ref().map(|t| adk_grpc_core::ToolConfig {
-                function_calling_config: t.function_calling_config.as_ref().map(|c| {
-                    adk_grpc_core::FunctionCallingConfig {
-                        mode: c.mode,
-                        allowed_function_names: c.allowed_function_names.clone(),
-                    }
-                }),
-            }),
-            image_config: g.image_config.as_ref().map(|i| adk_grpc_core::ImageConfig {
-                aspect_ratio: i.aspect_ratio.clone(),
-                image_size: i.image_size.clone(),
-            }),
+            tool_config: g.tool_config.clone(),
+            image_config: g.image_config.clone(),
             speech_config: g.speech_config.as_ref().map(as_google_genai_sends),
             audio_transcription_config: g
                 .audio_transcription_config
