@@ -285,6 +285,9 @@ class Worker:
         # task agent's `finish_task` validates (any type pydantic's TypeAdapter takes),
         # served at `/validate/<ref>`.
         self.validated_schemas: dict[str, Any] = {}
+        # Their TypeAdapters (but a class's, whose own methods validate), each built at its
+        # schema's first `/validate`, not at every one: building one compiles pydantic's core schema.
+        self.type_adapters: dict[str, TypeAdapter[Any]] = {}
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
 
@@ -350,6 +353,7 @@ class Worker:
         type_adapter = isinstance(obj, type) or get_origin(obj) is not None
         if pydantic_class or list_of_class or type_adapter:
             self.validated_schemas[ref] = obj
+            self.type_adapters.pop(ref, None)
         return {
             "json_schema": with_factory_defaults(json_schema_of(obj), obj),
             "validated": pydantic_class or list_of_class,
@@ -371,14 +375,14 @@ class Worker:
         runner's to report."""
         schema = self.validated_schemas[ref]
         if not (schema_utils.is_basemodel_schema(schema) or schema_utils.is_list_of_basemodel(schema)):
-            adapter = TypeAdapter(schema)
+            adapter = self.type_adapter(ref)
             try:
                 validated = adapter.validate_json(body["json"]) if "json" in body else adapter.validate_python(body.get("value"))
             except ValidationError as e:
                 return {"error": str(e)}
             return {"value": jsonable(adapter.dump_python(validated, mode="json"))}
         # A class's own methods, as ADK calls them; a list's TypeAdapter.
-        adapter = schema if schema_utils.is_basemodel_schema(schema) else TypeAdapter(schema)
+        adapter = schema if schema_utils.is_basemodel_schema(schema) else self.type_adapter(ref)
         from_json = adapter.model_validate_json if adapter is schema else adapter.validate_json
         from_python = adapter.model_validate if adapter is schema else adapter.validate_python
         try:
@@ -388,6 +392,13 @@ class Worker:
         items = validated if isinstance(validated, list) else [validated]
         dumped = [item.model_dump(exclude_none=True) for item in items]
         return {"value": jsonable(dumped if isinstance(validated, list) else dumped[0])}
+
+    def type_adapter(self, ref: str) -> TypeAdapter[Any]:
+        """The TypeAdapter of the validated schema `ref`, built once."""
+        adapter = self.type_adapters.get(ref)
+        if adapter is None:
+            adapter = self.type_adapters.setdefault(ref, TypeAdapter(self.validated_schemas[ref]))
+        return adapter
 
     def resolve_callback(self, ref: str) -> dict[str, Any]:
         try:

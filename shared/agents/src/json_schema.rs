@@ -77,15 +77,16 @@ impl<'a> PydanticClass<'a> {
     /// `value` as `model_validate` makes it (before the dump leaves Nones out); what
     /// pydantic refuses is left as it came, for a schema check to see.
     pub(crate) fn validate(&self, value: &Value) -> Value {
-        self.validate_at(self.root, value, &mut Vec::new(), &mut Vec::new())
+        self.validate_at(self.root, value, &mut Vec::new(), &mut LineErrors::ignored())
     }
 
     /// `value` as `model_validate` makes it, or pydantic's `ValidationError` for it: every
     /// way it misses the class that pydantic reports, with the class named by the schema's
     /// `title` (a JSON Schema without one by pydantic's name of its type, `dict[str,any]`).
     pub(crate) fn validate_or_error(&self, value: &Value) -> std::result::Result<Value, ValidationError> {
-        let mut errors = Vec::new();
+        let mut errors = LineErrors::kept();
         let validated = self.validate_at(self.root, value, &mut Vec::new(), &mut errors);
+        let errors = errors.0.unwrap_or_default();
         if errors.is_empty() {
             return Ok(validated);
         }
@@ -182,13 +183,7 @@ impl<'a> PydanticClass<'a> {
     /// pushing each way it misses `schema` onto `errors` in pydantic's order (a class's
     /// fields in the class's order, then its forbidden extras), and keeping what pydantic
     /// refuses as it came.
-    fn validate_at(
-        &self,
-        schema: &'a Value,
-        value: &Value,
-        at: &mut Vec<String>,
-        errors: &mut Vec<LineError>,
-    ) -> Value {
+    fn validate_at(&self, schema: &'a Value, value: &Value, at: &mut Vec<String>, errors: &mut LineErrors) -> Value {
         let schema = self.resolve(schema);
         if value.is_null() && self.takes_null(schema) {
             return Value::Null;
@@ -202,17 +197,20 @@ impl<'a> PydanticClass<'a> {
             if let Some(branch) = self.branch_of(&branches, value) {
                 return self.validate_at(branch, value, at, errors);
             }
-            // No branch takes it: pydantic's smart union says why for each, under its type's name.
-            for branch in branches {
-                at.push(self.type_name(branch));
-                self.validate_at(branch, value, at, errors);
-                at.pop();
+            // No branch takes it: pydantic's smart union says why for each, under its type's
+            // name (only said when the errors are kept: the value is kept as it came anyway).
+            if errors.are_kept() {
+                for branch in branches {
+                    at.push(self.type_name(branch));
+                    self.validate_at(branch, value, at, errors);
+                    at.pop();
+                }
             }
             return value.clone();
         }
         if let Some(allowed) = choices(schema) {
             if !allowed.contains(value) {
-                errors.push(self.line_error(self.type_error(schema, value), at, value));
+                errors.push(|| self.line_error(self.type_error(schema, value), at, value));
             }
             return value.clone();
         }
@@ -232,7 +230,7 @@ impl<'a> PydanticClass<'a> {
                 None => value.clone(),
             },
             (Some(kind), _) => lax_scalar(kind, value).unwrap_or_else(|| {
-                errors.push(self.line_error(self.type_error(schema, value), at, value));
+                errors.push(|| self.line_error(self.type_error(schema, value), at, value));
                 value.clone()
             }),
             (None, _) => value.clone(),
@@ -248,7 +246,7 @@ impl<'a> PydanticClass<'a> {
         schema: &'a Value,
         given: &serde_json::Map<String, Value>,
         at: &mut Vec<String>,
-        errors: &mut Vec<LineError>,
+        errors: &mut LineErrors,
     ) -> Value {
         let properties = schema.get("properties").and_then(Value::as_object);
         let required: Vec<&str> = schema
@@ -273,8 +271,8 @@ impl<'a> PydanticClass<'a> {
                     }
                     None if required.contains(&name.as_str()) => {
                         at.push(name.clone());
-                        let input = Value::Object(given.clone());
-                        errors.push(self.line_error(ErrorKind::Missing, at, &input));
+                        // pydantic reports a missing field with the whole object as its input.
+                        errors.push(|| self.line_error(ErrorKind::Missing, at, &Value::Object(given.clone())));
                         at.pop();
                     }
                     None => {}
@@ -293,7 +291,7 @@ impl<'a> PydanticClass<'a> {
         for (name, value) in undeclared {
             at.push(name.clone());
             match extra {
-                Some(Value::Bool(false)) => errors.push(self.line_error(ErrorKind::ExtraForbidden, at, value)),
+                Some(Value::Bool(false)) => errors.push(|| self.line_error(ErrorKind::ExtraForbidden, at, value)),
                 Some(item) if item.is_object() => {
                     validated.insert(name.clone(), self.validate_at(item, value, at, errors));
                 }
@@ -426,6 +424,32 @@ impl<'a> PydanticClass<'a> {
                 None => value.clone(),
             },
             scalar => scalar.clone(),
+        }
+    }
+}
+
+/// The ways a value misses a schema, as validation finds them, in pydantic's order; for a
+/// caller that wants only the validated value, not worked out at all (no error's location
+/// and input copied).
+struct LineErrors(Option<Vec<LineError>>);
+
+impl LineErrors {
+    fn kept() -> Self {
+        LineErrors(Some(Vec::new()))
+    }
+
+    fn ignored() -> Self {
+        LineErrors(None)
+    }
+
+    fn are_kept(&self) -> bool {
+        self.0.is_some()
+    }
+
+    /// Adds the error `line` makes, when errors are kept.
+    fn push(&mut self, line: impl FnOnce() -> LineError) {
+        if let Some(errors) = &mut self.0 {
+            errors.push(line());
         }
     }
 }

@@ -85,16 +85,17 @@ impl std::fmt::Debug for CompactionConfig {
 /// The events that survive every rewind, oldest first (ADK's `_apply_rewinds`); see
 /// [`rewound_spans`] for what a rewind takes back.
 pub fn apply_rewinds(events: &[Event]) -> Vec<Event> {
+    surviving_rewinds(events).cloned().collect()
+}
+
+/// [`apply_rewinds`] without copying the events, for a reader that needs only to look.
+pub fn surviving_rewinds(events: &[Event]) -> impl DoubleEndedIterator<Item = &Event> {
     let spans = rewound_spans(events);
-    if spans.is_empty() {
-        return events.to_vec();
-    }
     events
         .iter()
         .enumerate()
-        .filter(|(at, _)| !spans.iter().any(|span| span.contains(at)))
-        .map(|(_, event)| event.clone())
-        .collect()
+        .filter(move |(at, _)| !spans.iter().any(|span| span.contains(at)))
+        .map(|(_, event)| event)
 }
 
 /// The positions of `events` that rewinds take back, as spans, oldest first: walking

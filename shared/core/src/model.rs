@@ -255,8 +255,10 @@ pub struct LlmRequest {
     pub dynamic_instructions: Vec<String>,
     /// The agent's own tools for this step, in its order, declared or not (a provider's
     /// built-in tool, `preload_memory`): what ADK's `canonical_tools` lists, for a tool
-    /// that names the agent's other tools (the model consult's inventory). Not sent.
-    pub agent_tools: Vec<ToolListing>,
+    /// that names the agent's other tools (the model consult's inventory); listed only
+    /// when one of the step's tools does ([`Tool::lists_agent_tools`](crate::Tool::lists_agent_tools)),
+    /// shared so that such a tool keeps it without a copy. Not sent.
+    pub agent_tools: std::sync::Arc<[ToolListing]>,
 }
 
 /// A tool as the agent holds it: its name, its description, and whether the model's

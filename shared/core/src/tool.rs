@@ -42,6 +42,13 @@ pub trait Tool: Send + Sync {
         false
     }
 
+    /// Whether the tool reads the agent's tools off the step's request
+    /// ([`LlmRequest::agent_tools`], the model consult's inventory): only a step with
+    /// such a tool lists them.
+    fn lists_agent_tools(&self) -> bool {
+        false
+    }
+
     /// Whether the call may run again with the same arguments when the runner that
     /// made it died before storing its response (a read, or a write keyed by the
     /// call): a resumed invocation re-runs such a call, and answers any other with

@@ -1,6 +1,6 @@
 //! The conversation an LLM agent sends: the session's events as contents, as ADK builds them.
 
-use adk_grpc_core::history::{apply_compactions, apply_rewinds};
+use adk_grpc_core::history::{apply_compactions, surviving_rewinds};
 use adk_grpc_core::{Content, Event, Part, PartKind};
 use std::collections::{BTreeSet, HashMap, HashSet};
 
@@ -302,11 +302,10 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
 /// compacted, complete, with something to read (another agent's thoughts counting as
 /// something when they are told).
 fn visible(events: &[Event], agent: &str, branch: &str, others_thoughts: OthersThoughts) -> Vec<Event> {
-    let live = apply_rewinds(events);
     let scope = super::task::branch_key(branch);
-    let on_this_branch: Vec<Event> = live
-        .into_iter()
+    let on_this_branch: Vec<Event> = surviving_rewinds(events)
         .filter(|event| on_branch(branch, &event.branch) && super::task::scope_key(event) == scope)
+        .cloned()
         .collect();
     apply_compactions(&on_this_branch, agent)
         .into_iter()

@@ -4,7 +4,7 @@
 //! A call of such a sub-agent runs it on a branch of its own, `<caller's branch>.<agent>@<call id>`
 //! (ADK's sub-branch), and everything it does is stored as any event, on that branch.
 //! The branch is also its scope (ADK's `isolation_scope`, which a task's events carry
-//! too, [`stamp_isolation_scope`]): an agent sees only the events of its own scope
+//! too, [`IsolationScopes`]): an agent sees only the events of its own scope
 //! ([`scope_key`]), so the sub-agent sees the call's arguments (as its
 //! first user message), its own work and, for a task, the user's replies to it, and the
 //! parent never sees the sub-agent's conversation, only the call's answer.
@@ -37,7 +37,7 @@ use async_stream::try_stream;
 use async_trait::async_trait;
 use futures::Stream;
 use serde_json::{Value, json};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock};
 
 /// The tool a task agent ends its task with (ADK's name).
@@ -144,11 +144,28 @@ pub(crate) fn isolation_scope(root: &Arc<dyn Agent>, branch: &str) -> String {
         .unwrap_or_default()
 }
 
-/// Stamps `event` with the `isolation_scope` of its branch (see [`isolation_scope`]),
-/// unless it has one.
-pub(crate) fn stamp_isolation_scope(root: &Arc<dyn Agent>, event: &mut Event) {
-    if event.isolation_scope.is_empty() && event.branch.contains('@') {
-        event.isolation_scope = isolation_scope(root, &event.branch);
+/// The `isolation_scope` of each branch a run's events are on (see [`isolation_scope`]),
+/// worked out once per branch: every event of the run is stamped, partial ones too, and
+/// each would search the agent tree again.
+#[derive(Default)]
+pub(crate) struct IsolationScopes(HashMap<String, String>);
+
+impl IsolationScopes {
+    /// Stamps `event` (an event of agents under `root`, the run's root every time) with
+    /// the `isolation_scope` of its branch, unless it has one.
+    pub(crate) fn stamp(&mut self, root: &Arc<dyn Agent>, event: &mut Event) {
+        if !event.isolation_scope.is_empty() || !event.branch.contains('@') {
+            return;
+        }
+        let scope = match self.0.get(&event.branch) {
+            Some(scope) => scope.clone(),
+            None => {
+                let scope = isolation_scope(root, &event.branch);
+                self.0.insert(event.branch.clone(), scope.clone());
+                scope
+            }
+        };
+        event.isolation_scope = scope;
     }
 }
 

@@ -46,6 +46,8 @@ pub(super) struct Driver {
     /// Within a step: a model reply is streaming, or the calls of the last stored
     /// event are not answered yet. Only between steps may a draining run stop.
     pub(super) in_step: bool,
+    /// The `isolation_scope` of each branch its events were on.
+    pub(super) isolation_scopes: crate::llm::task::IsolationScopes,
 }
 
 impl Driver {
@@ -142,7 +144,7 @@ impl Driver {
                 return Ok(None);
             };
             // A task's events carry its scope (ADK 2's isolation_scope), streamed and stored.
-            crate::llm::task::stamp_isolation_scope(&self.invocation.root_agent, &mut event);
+            self.isolation_scopes.stamp(&self.invocation.root_agent, &mut event);
             if event.is_partial() {
                 self.in_step = true;
                 return Ok(Some(event));

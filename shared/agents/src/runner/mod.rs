@@ -656,6 +656,7 @@ impl Runner {
             // A run that cannot be resumed elsewhere finishes here within the grace.
             draining: self.resumable.then(|| self.draining.clone()),
             in_step: false,
+            isolation_scopes: Default::default(),
         };
         driver.into_stream()
     }

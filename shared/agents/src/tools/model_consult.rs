@@ -23,7 +23,7 @@ use crate::instruction;
 use crate::rules::{SET_MODEL_RESPONSE_TOOL_NAME, TRANSFER_TOOL_NAME};
 use adk_grpc_core::{
     AdkError, BuiltinTool, CallbackContext, Content, Event, FinishReason, GenerateContentConfig, Llm, LlmRequest, Part,
-    PartKind, Result, Tool, ToolContext, UsageMetadata, python_json,
+    PartKind, Result, Tool, ToolContext, ToolListing, UsageMetadata, python_json,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -197,9 +197,6 @@ const ADVISOR_FAILED: &str = "The advisor could not be reached. Continue with yo
 retry this tool for the same question.";
 const NO_QUESTION: &str = "`question` is required: state the decision or blocker you want reviewed.";
 
-/// The executor's other tools, each its name and its description on one line.
-type ToolLines = Vec<(String, String)>;
-
 /// See the module documentation.
 pub struct ModelConsultTool {
     name: String,
@@ -219,9 +216,9 @@ pub struct ModelConsultTool {
     context: ConsultContext,
     /// The advisor request's generation settings (thinking and output cap included).
     config: GenerateContentConfig,
-    /// By invocation, the executor's other tools (name, description) as its model was
-    /// last shown them: the agent's own tools, as ADK lists its `canonical_tools`.
-    tools_seen: Mutex<VecDeque<(String, ToolLines)>>,
+    /// By invocation, the agent's tools as its model was last shown them (see
+    /// [`Self::tool_inventory`]).
+    tools_seen: Mutex<VecDeque<(String, Arc<[ToolListing]>)>>,
     /// By invocation, its consults in progress (ADK's per-session consult state): an
     /// entry lives while one of the invocation's consults runs, so nothing of a step
     /// that dies outlives it (a re-run step counts from the stored state alone).
@@ -390,7 +387,7 @@ impl ModelConsultTool {
         self
     }
 
-    fn tools_seen(&self, invocation_id: &str) -> ToolLines {
+    fn tools_seen(&self, invocation_id: &str) -> Arc<[ToolListing]> {
         let seen = adk_grpc_core::sync::lock(&self.tools_seen);
         seen.iter()
             .find(|(id, _)| id == invocation_id)
@@ -494,17 +491,35 @@ impl ModelConsultTool {
     }
 
     /// The executor's other tools, one line each (`- name: description`, the
-    /// description on one line, cut at 300 characters).
+    /// description on one line, cut at 300 characters): the agent's own tools in its
+    /// order, as ADK lists its `canonical_tools`, not the consult itself, nor the tools
+    /// the runner adds for transfers and structured replies; each as ADK's tool of that
+    /// kind names and describes it.
     fn tool_inventory(&self, ctx: &dyn ToolContext) -> Option<String> {
         if !self.include_tool_inventory {
             return None;
         }
         let lines: Vec<String> = self
             .tools_seen(ctx.invocation_id())
-            .into_iter()
-            .map(|(name, description)| match description.as_str() {
-                "" => format!("- {name}"),
-                description => format!("- {name}: {description}"),
+            .iter()
+            .filter(|tool| {
+                ![self.name.as_str(), TRANSFER_TOOL_NAME, SET_MODEL_RESPONSE_TOOL_NAME].contains(&tool.name.as_str())
+            })
+            .filter_map(|tool| {
+                if tool.provider_builtin {
+                    let name = builtin_tool_name(&tool.name)?;
+                    return Some(format!("- {name}: {name}"));
+                }
+                if tool.name == PreloadMemoryTool::NAME {
+                    // ADK's tool is described by its name.
+                    return Some(format!("- {0}: {0}", tool.name));
+                }
+                let description = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
+                Some(match description.char_indices().nth(TOOL_DESCRIPTION_LIMIT) {
+                    Some((end, _)) => format!("- {}: {}...", tool.name, &description[..end]),
+                    None if description.is_empty() => format!("- {}", tool.name),
+                    None => format!("- {}: {description}", tool.name),
+                })
             })
             .collect();
         (!lines.is_empty()).then(|| lines.join("\n"))
@@ -1010,8 +1025,7 @@ fn transcript(events: &[Event], skip: &HashSet<String>, config: &ConsultContext)
     if !config.include_session {
         return Vec::new();
     }
-    let live: Vec<Event> = adk_grpc_core::history::apply_rewinds(events)
-        .into_iter()
+    let live: Vec<&Event> = adk_grpc_core::history::surviving_rewinds(events)
         .filter(|event| event.llm_response.partial != Some(true))
         .collect();
     let from = live.len() - config.max_events.unwrap_or(usize::MAX).min(live.len());
@@ -1053,41 +1067,19 @@ impl Tool for ModelConsultTool {
         }))
     }
 
+    fn lists_agent_tools(&self) -> bool {
+        self.include_tool_inventory
+    }
+
     async fn process_llm_request(&self, ctx: Arc<dyn CallbackContext>, request: &mut LlmRequest) -> Result<()> {
         if self.include_tool_inventory {
-            // The agent's own tools in its order, as ADK lists its `canonical_tools`: not
-            // the consult itself, nor the tools the runner adds for transfers and
-            // structured replies; each as ADK's tool of that kind names and describes it.
-            let tools = request
-                .agent_tools
-                .iter()
-                .filter(|tool| {
-                    ![self.name.as_str(), TRANSFER_TOOL_NAME, SET_MODEL_RESPONSE_TOOL_NAME]
-                        .contains(&tool.name.as_str())
-                })
-                .filter_map(|tool| {
-                    if tool.provider_builtin {
-                        let name = builtin_tool_name(&tool.name)?;
-                        return Some((name.to_string(), name.to_string()));
-                    }
-                    if tool.name == PreloadMemoryTool::NAME {
-                        // ADK's tool is described by its name.
-                        return Some((tool.name.clone(), tool.name.clone()));
-                    }
-                    let description = tool.description.split_whitespace().collect::<Vec<_>>().join(" ");
-                    let description = match description.char_indices().nth(TOOL_DESCRIPTION_LIMIT) {
-                        Some((end, _)) => format!("{}...", &description[..end]),
-                        None => description,
-                    };
-                    Some((tool.name.clone(), description))
-                })
-                .collect();
+            // Kept as listed (shared, not copied): only a consult reads and words it.
             let mut seen = adk_grpc_core::sync::lock(&self.tools_seen);
             seen.retain(|(id, _)| id != ctx.invocation_id());
             if seen.len() >= SEEN_INVOCATIONS {
                 seen.pop_front();
             }
-            seen.push_back((ctx.invocation_id().to_string(), tools));
+            seen.push_back((ctx.invocation_id().to_string(), request.agent_tools.clone()));
         }
         // Once: a system instruction that has it already (another consult tool's) is left.
         if let Some(instruction) = &self.executor_instruction

@@ -3,7 +3,9 @@
 //! they were, and no sub-agent that had finished runs again.
 
 use crate::common::*;
-use adk_grpc_agents::{ClientTool, LlmAgentBuilder, LoopAgent, ParallelAgent, Runner, RunnerConfig, SequentialAgent};
+use adk_grpc_agents::{
+    ClientTool, LlmAgentBuilder, LoopAgent, OnBusy, ParallelAgent, RunOptions, Runner, RunnerConfig, SequentialAgent,
+};
 use adk_grpc_core::{
     Agent, Clock, Content, CoreSessionService, CreateRequest, Event, EventStream, GetRequest, Llm, LlmRequest,
     LlmResponse, LlmResponseStream, Part, Result, RunMark, RunMarksRequest, Session, SessionLease, SessionService,
@@ -17,10 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// A model that answers its scripted replies in turn and then never answers (the
-/// call a runner is in when it dies), counting the requests it got.
+/// call a runner is in when it dies), counting the requests it got and keeping the last.
 struct Gated {
     replies: Mutex<Vec<LlmResponse>>,
     requests: Mutex<usize>,
+    last_request: Mutex<Option<LlmRequest>>,
 }
 
 impl Gated {
@@ -41,6 +44,7 @@ impl Gated {
         Arc::new(Gated {
             replies: Mutex::new(replies),
             requests: Mutex::new(0),
+            last_request: Mutex::new(None),
         })
     }
 
@@ -64,6 +68,15 @@ impl Gated {
     fn requests(&self) -> usize {
         *self.requests.lock().unwrap()
     }
+
+    /// The texts of the contents of the last request it got, in order.
+    fn last_texts(&self) -> Vec<String> {
+        let last = self.last_request.lock().unwrap();
+        last.iter()
+            .flat_map(|request| &request.contents)
+            .filter_map(Content::text)
+            .collect()
+    }
 }
 
 #[async_trait]
@@ -72,8 +85,9 @@ impl Llm for Gated {
         "gated"
     }
 
-    async fn generate_content(&self, _request: LlmRequest, _stream: bool) -> Result<LlmResponseStream> {
+    async fn generate_content(&self, request: LlmRequest, _stream: bool) -> Result<LlmResponseStream> {
         *self.requests.lock().unwrap() += 1;
+        *self.last_request.lock().unwrap() = Some(request);
         let Some(reply) = self.replies.lock().unwrap().pop() else {
             return Ok(Box::pin(futures::stream::pending()));
         };
@@ -958,4 +972,188 @@ async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another
     );
     // Its first turn's invocation is not running any more: nothing else to cancel.
     assert!(!other.cancel(USER, SESSION, &task_invocation).await.unwrap());
+}
+
+/// Run options that roll back whatever runs on the session (`on_busy: rollback`).
+fn rolling_back() -> RunOptions {
+    RunOptions {
+        on_busy: Some(OnBusy::Rollback),
+        ..Default::default()
+    }
+}
+
+/// The texts of the messages that survive every rewind, `author:text`.
+fn live_messages(session: &Session) -> Vec<String> {
+    adk_grpc_core::history::apply_rewinds(session.events.as_slice())
+        .iter()
+        .filter(|event| event.content().and_then(Content::text).is_some())
+        .map(describe)
+        .collect()
+}
+
+/// A Run of invocation `displaced`, once it hangs in a model call (`in_model_call`; its
+/// stream read as a client reads it, which drives it and lets it hear the stop), rolled
+/// back by a Run `other` starts with `message` and `on_busy: rollback`: the hanging Run
+/// ends CANCELLED, and the log holds the rewind before `displaced` between the two Runs'
+/// messages. The new Run, started.
+async fn roll_back_while_hanging(
+    replicas: &Replicas,
+    hanging: adk_grpc_agents::StartedRun,
+    displaced: &str,
+    in_model_call: impl Fn() -> bool,
+    other: &Runner,
+    message: &str,
+) -> adk_grpc_agents::StartedRun {
+    let hanging_user = hanging.user_event.clone();
+    let reading = tokio::spawn(drain_all(hanging.events));
+    eventually(Duration::from_secs(10), || async {
+        in_model_call()
+            .then_some(())
+            .ok_or_else(|| "the Run to roll back is not in its model call yet".to_string())
+    })
+    .await;
+    let replacing = tokio::time::timeout(
+        Duration::from_secs(10),
+        other.start_run(USER, SESSION, Content::new("user").with_text(message), rolling_back()),
+    )
+    .await
+    .expect("the rollback takes the session once the hanging Run stopped")
+    .unwrap();
+    let ended = tokio::time::timeout(Duration::from_secs(10), reading)
+        .await
+        .expect("the rolled-back Run ends")
+        .unwrap();
+    assert!(
+        matches!(ended.last(), Some(Err(adk_grpc_core::AdkError::Cancelled(_)))),
+        "{ended:?}"
+    );
+    let session = replicas.session().await;
+    let rewind = session
+        .events
+        .iter()
+        .find(|event| event.actions.rewind_before_invocation_id.as_deref() == Some(displaced))
+        .expect("a rewind before the displaced invocation");
+    assert!(
+        hanging_user.sequence < rewind.sequence && rewind.sequence < replacing.user_event.sequence,
+        "the rewind comes between the two Runs' messages: {:?}",
+        authors(&session)
+    );
+    replacing
+}
+
+/// `on_busy: rollback` of a task's later turn from another replica (its lease held under
+/// `<task invocation>@<run>`) undoes the task's whole invocation, first turn included, as
+/// ADK's rewind before an invocation does: the new message, which joined the task when it
+/// was read, meets no task once the rollback is stored, and the root answers it as if
+/// the task had never been opened.
+#[tokio::test]
+async fn rollback_of_a_tasks_later_turn_undoes_the_tasks_whole_invocation() {
+    let replicas = Replicas::new().await;
+    let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let running = replicas.runner(host_with_task(&host, &intake));
+    let task_invocation = open_task(&replicas, &running).await;
+
+    // The answer's turn hangs in intake's model call (its script is spent).
+    let later = running
+        .start_run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Four"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(later.user_event.invocation_id, task_invocation);
+    let (other_host, other_intake) = (Gated::new(&["Hello! What can I do?"]), Gated::new(&[]));
+    let other = replicas.runner(host_with_task(&other_host, &other_intake));
+    let asked = || intake.requests() == 2;
+    let replacing = roll_back_while_hanging(&replicas, later, &task_invocation, asked, &other, "Hi").await;
+    // Chosen before the lease was taken (it names the lease's owner), the Run keeps the
+    // id of the task it joined then (Runner 25b); it is stored in no task's scope.
+    assert_eq!(
+        (
+            replacing.user_event.invocation_id.as_str(),
+            replacing.user_event.branch.as_str(),
+            replacing.user_event.isolation_scope.as_str()
+        ),
+        (task_invocation.as_str(), "", "")
+    );
+    let replaced = tokio::time::timeout(Duration::from_secs(10), drain_all(replacing.events))
+        .await
+        .expect("the new Run ends");
+    assert!(replaced.iter().all(|event| event.is_ok()), "{replaced:?}");
+
+    let session = replicas.session().await;
+    assert_eq!(
+        live_messages(&session),
+        ["user:Hi", "host:Hello! What can I do?"],
+        "the task's first turn and its later one are undone"
+    );
+    assert_eq!(
+        other_host.last_texts(),
+        ["Hi"],
+        "the host's model sees none of the task's invocation"
+    );
+    assert_eq!(other_intake.requests(), 0, "no task is open any more");
+    assert_eq!(
+        text_of(&session, "intake"),
+        1,
+        "the log keeps what was said: {:?}",
+        authors(&session)
+    );
+}
+
+/// `on_busy: rollback` of a client's answer to a long-running call (a Run that goes on
+/// with the call's invocation, its lease held under `<invocation>@<run>`) undoes that
+/// whole invocation, the call's own turn included, as ADK's rewind before it does.
+#[tokio::test]
+async fn rollback_of_a_clients_answer_undoes_the_whole_invocation_of_its_call() {
+    let replicas = Replicas::new().await;
+    // Turn 1: the asker calls the client tool and the Run pauses on it.
+    let asking = Gated::scripted(vec![call("ask_user", "ask_1")]);
+    let running = replicas.runner(asker(&asking));
+    let paused = drain_all(
+        running
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let call_event = paused.last().unwrap().as_ref().unwrap();
+    assert_eq!(call_event.long_running_tool_ids, ["ask_1"]);
+    let call_invocation = call_event.invocation_id.clone();
+
+    // The client's answer goes on with the call's invocation, and hangs in the asker's
+    // model call (its script is spent).
+    let answer = function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+    let answering = running
+        .start_run(USER, SESSION, answer, Default::default())
+        .await
+        .unwrap();
+    assert_eq!(answering.user_event.invocation_id, call_invocation);
+    let other_asking = Gated::new(&["Starting over."]);
+    let other = replicas.runner(asker(&other_asking));
+    let asked = || asking.requests() == 2;
+    let replacing = roll_back_while_hanging(&replicas, answering, &call_invocation, asked, &other, "Start over").await;
+    assert_ne!(
+        replacing.user_event.invocation_id, call_invocation,
+        "a message answering no call starts an invocation of its own"
+    );
+    let replaced = tokio::time::timeout(Duration::from_secs(10), drain_all(replacing.events))
+        .await
+        .expect("the new Run ends");
+    assert!(replaced.iter().all(|event| event.is_ok()), "{replaced:?}");
+
+    let session = replicas.session().await;
+    assert_eq!(
+        live_messages(&session),
+        ["user:Start over", "asker:Starting over."],
+        "the call's turn and the answer's are undone"
+    );
+    assert_eq!(other_asking.last_texts(), ["Start over"]);
+    assert!(
+        authors(&session).starts_with(&["user:go".to_string(), "asker:".to_string(), "user:".to_string()]),
+        "the log keeps what was said: {:?}",
+        authors(&session)
+    );
 }

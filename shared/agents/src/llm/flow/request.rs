@@ -292,15 +292,17 @@ impl RequestProcessor for ToolDeclarations {
             .filter(|tool| !tool.is_provider_builtin())
             .map(|tool| tool.declaration())
             .collect();
-        request.agent_tools = input
-            .tools
-            .iter()
-            .map(|tool| ToolListing {
-                name: tool.name().to_string(),
-                description: tool.description().to_string(),
-                provider_builtin: tool.is_provider_builtin(),
-            })
-            .collect();
+        if input.tools.iter().any(|tool| tool.lists_agent_tools()) {
+            request.agent_tools = input
+                .tools
+                .iter()
+                .map(|tool| ToolListing {
+                    name: tool.name().to_string(),
+                    description: tool.description().to_string(),
+                    provider_builtin: tool.is_provider_builtin(),
+                })
+                .collect();
+        }
         Ok(())
     }
 }
