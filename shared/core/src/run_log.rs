@@ -238,9 +238,13 @@ impl RunLog {
     }
 
     /// The messages (events with content that record no position: the user's and the
-    /// agents' replies), oldest first.
+    /// agents' replies), oldest first, but those a rewind took back (ADK finds the agent
+    /// to run in the log with its rewinds applied).
     pub fn messages(&self) -> impl DoubleEndedIterator<Item = &Event> {
-        self.messages.iter().map(|&at| &self.events[at])
+        self.messages
+            .iter()
+            .filter(|&&at| !self.taken_back(at))
+            .map(|&at| &self.events[at])
     }
 }
 

@@ -352,6 +352,44 @@ async fn transfers_reach_parent_and_peers_by_default_and_the_agent_that_replied_
 }
 
 #[tokio::test]
+async fn a_rewound_transfer_no_longer_decides_who_has_the_conversation() {
+    let router_server = FakeServer::start().await;
+    let billing_server = FakeServer::start().await;
+    let billing = LlmAgentBuilder::new("billing")
+        .description("Invoices")
+        .model(openai(&billing_server))
+        .build()
+        .unwrap();
+    let router = LlmAgentBuilder::new("router")
+        .model(openai(&router_server))
+        .sub_agents([Arc::new(billing) as _])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(router)).await;
+
+    router_server.push(openai::text("Hello."));
+    h.say("Hi").await.ok();
+    router_server.push(openai::tool_calls(&[(
+        "t1",
+        "transfer_to_agent",
+        json!({"agent_name": "billing"}),
+    )]));
+    billing_server.push(openai::text("Paid."));
+    let handed_over = h.say("Is my invoice paid?").await.ok();
+    h.runner
+        .rewind(USER, SESSION, &handed_over.events[0].invocation_id)
+        .await
+        .unwrap();
+
+    // With the hand-over undone, the router has the conversation again (ADK's
+    // find_agent_to_run reads the log with its rewinds applied), not billing.
+    router_server.push(openai::text("Router here."));
+    let run = h.say("Who is this?").await.ok();
+    assert_eq!(run.texts(), ["Router here."]);
+    assert_eq!(billing_server.requests().len(), 1, "billing was not asked again");
+}
+
+#[tokio::test]
 async fn a_static_instruction_comes_first_and_the_instruction_before_the_users_turn() {
     let server = FakeServer::start().await;
     server.push(openai::text("ok"));
