@@ -115,18 +115,23 @@ fn continues_a_workflow(root: &Arc<dyn Agent>, log: &RunLog, invocation_id: &str
 /// For a message answering calls that an invocation paused on inside a workflow agent it
 /// left open: that invocation's id, and the outermost open workflow agent with its branch
 /// (the agent the answer starts again, so the workflow goes on from its position). `at`:
-/// the message's position in the log (its length for a message not stored yet).
+/// the message's position in the log (its length for a message not stored yet). None
+/// for answers to calls of several invocations, which go on with none of them (an
+/// invocation of their own, docs/semantics.md Runner 1b).
 pub(crate) fn continued_workflow(
     root: &Arc<dyn Agent>,
     log: &RunLog,
     at: usize,
     answer: &Content,
 ) -> Option<(String, AgentOnBranch)> {
-    let call_id = answer
+    let mut calls = answer
         .function_responses()
-        .map(|response| response.id)
-        .find(|id| !id.is_empty())?;
-    let call = log.call_answered_at(call_id, at)?;
+        .filter(|response| !response.id.is_empty())
+        .filter_map(|response| log.call_answered_at(response.id, at));
+    let call = calls.next()?;
+    if calls.any(|other| other.invocation_id != call.invocation_id) {
+        return None;
+    }
     let caller = find_agent(root, &call.author)?;
     let paused = run_invocations(root, log, &call.invocation_id);
     let open = open_workflow(root, log, &paused, &caller)?;

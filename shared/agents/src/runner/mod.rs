@@ -208,6 +208,9 @@ pub struct Runner {
     resumable: bool,
     /// Where its workflow agents' positions go (see [`ResumabilityConfig`]).
     positions: Positions,
+    /// How a message of function responses is taken, by the root agent (see
+    /// [`session::AnswerRules`]).
+    answer_rules: session::AnswerRules,
     /// Fired when the replica shuts down: new runs are refused, and a resumable run
     /// stops at its next step boundary to be handed over (see `Driver::next`).
     draining: CancellationToken,
@@ -264,6 +267,8 @@ impl Runner {
             // final reply is its end): nothing kept, no marks read.
             _ => Positions::Nowhere,
         };
+        let answer_rules =
+            session::AnswerRules::of(config.root_agent.as_ref(), config.resumability_config.is_resumable);
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -279,6 +284,7 @@ impl Runner {
             running: Arc::default(),
             resumable,
             positions,
+            answer_rules,
             draining: Default::default(),
         })
     }
@@ -553,7 +559,7 @@ impl Runner {
         // Should the open task (or the answered calls' invocation) have changed since the
         // read that chose the Run's id (another Run of the session ran meanwhile), the Run
         // keeps the id its lease was taken with: `place.joins` is not read again here.
-        let place = session::user_place(&self.root_agent, &session, &log, &content)?;
+        let place = session::user_place(&self.root_agent, self.answer_rules, &session, &log, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.branch = place.branch;
         user_event.isolation_scope = place.isolation_scope;
