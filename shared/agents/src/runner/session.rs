@@ -595,6 +595,47 @@ mod tests {
         );
     }
 
+    #[test]
+    fn answers_beside_text_and_to_several_invocations_follow_the_roots_rules() {
+        use AnswerRules::{LlmRoot, NewInvocationForSeveral, ResumableApp};
+        let mut second = call("planner", "", "c2");
+        second.invocation_id = "e-2".into();
+        let log = RunLog::new(vec![call("planner", "", "c1"), second]);
+        // ADK 2.13's node runner (an llm agent at the root) refuses answers beside text,
+        // whatever they answer, before anything else; its older path (any other root)
+        // takes them.
+        let with_text = answers(&[Some("c1")]).with_text("and a note");
+        for content in [&with_text, &answers(&[Some("c9")]).with_text("and a note")] {
+            let refused = answered_calls(LlmRoot, &log, "s", content).unwrap_err().to_string();
+            assert!(
+                refused.starts_with("function_response ") && refused.contains(ANSWERS_WITH_TEXT),
+                "{refused}"
+            );
+        }
+        for rules in [ResumableApp, NewInvocationForSeveral] {
+            let answered = answered_calls(rules, &log, "s", &with_text).unwrap().unwrap();
+            assert_eq!(answered.invocation_id.as_deref(), Some("e-1"));
+        }
+        // An empty text is none (ADK reads `part.text`).
+        let empty_text = answers(&[Some("c1")]).with_text("");
+        assert!(answered_calls(LlmRoot, &log, "s", &empty_text).unwrap().is_some());
+        // Answers to calls of two invocations: refused where ADK resolves strictly, an
+        // invocation of their own where it does not.
+        let both = answers(&[Some("c1"), Some("c2")]);
+        for rules in [LlmRoot, ResumableApp] {
+            let refused = answered_calls(rules, &log, "s", &both).unwrap_err().to_string();
+            assert!(refused.contains("must answer calls of one invocation"), "{refused}");
+        }
+        assert_eq!(
+            answered_calls(NewInvocationForSeveral, &log, "s", &both).unwrap(),
+            Some(AnsweredCalls {
+                author: "planner".into(),
+                branch: String::new(),
+                invocation_id: None,
+            })
+        );
+    }
+
     #[tokio::test]
     async fn an_invocation_a_crash_cut_short_is_closed_in_its_agents_name_before_the_next() {
         let f = Fixture::new("session_close_interrupted").await;
