@@ -1,5 +1,5 @@
 """A long-running tool: it starts an approval and answers at once that it is pending
-(the `answers_in_sequence` case: the client answers two calls of two invocations at once)."""
+(the `answers_in_sequence` case: the client answers two calls of two invocations at once, then one beside a text)."""
 
 from google.adk.tools.long_running_tool import LongRunningFunctionTool
 

@@ -289,6 +289,14 @@ impl Runner {
         })
     }
 
+    /// Whether a client's answer to calls made inside a workflow agent goes on with the
+    /// workflow from its position, as ADK 2.13 resumes an app marked resumable (and a tree
+    /// another replica can resume: its positions are in the log); in an app not marked
+    /// resumable ADK runs only the agent that made the calls (docs/semantics.md, Runner 8).
+    fn answers_go_on_with_workflows(&self) -> bool {
+        self.positions == Positions::InLog
+    }
+
     pub fn app_name(&self) -> &str {
         &self.app_name
     }
@@ -573,9 +581,10 @@ impl Runner {
             check_client_transfer(&caller, &actions)?;
             actions.record(artifacts.clone(), &mut user_event.actions).await?;
         }
-        // An answer to a client tool that paused a workflow agent goes on with the workflow.
+        // An answer to a client tool that paused a workflow agent goes on with the workflow
+        // (in an app marked resumable; else the agent that made the calls answers alone).
         let (agent, branch) = self
-            .resumable
+            .answers_go_on_with_workflows()
             .then(|| run_state::continued_workflow(&self.root_agent, &log, log.events().len(), user_event.content()?))
             .flatten()
             .map_or((caller, caller_branch), |(_, open)| open);

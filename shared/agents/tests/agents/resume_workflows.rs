@@ -560,6 +560,55 @@ async fn an_answer_that_continues_a_sequence_resumes_on_another_runner_at_its_st
     );
 }
 
+/// In an app not marked resumable, ADK 2.13 runs only the agent that made the call a
+/// client answers (its older runner path): the sequence does not go on, on the runner that
+/// took the answer nor on one that resumes its Run.
+#[tokio::test]
+async fn in_an_app_not_marked_resumable_the_asking_agent_answers_alone_on_any_runner() {
+    let replicas = Replicas::new().await;
+    let not_resumable = |config: &mut RunnerConfig| config.resumability_config.is_resumable = false;
+    let tree = |asking: &Arc<Gated>, closer: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(SequentialAgent::new(
+            "steps",
+            vec![asker(asking), llm("closer", closer)],
+        ))
+    };
+    let answer = || function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+    let go = || Content::new("user").with_text("go");
+
+    let (asking, closer) = (Gated::asking("blue it is"), Gated::new(&["all done"]));
+    let runner = replicas.runner_with(tree(&asking, &closer), not_resumable);
+    drain_all(runner.run(USER, SESSION, go(), Default::default()).await.unwrap()).await;
+    let answered = drain_all(runner.run(USER, SESSION, answer(), Default::default()).await.unwrap()).await;
+    assert!(answered.iter().all(|event| event.is_ok()), "{answered:?}");
+    assert_eq!((asking.requests(), closer.requests()), (2, 0), "the closer is not run");
+    assert_eq!(
+        authors(&replicas.session().await),
+        ["user:go", "asker:", "user:", "asker:blue it is"]
+    );
+
+    // The asker's model hangs on the answer's Run; the replica that resumes it runs the
+    // asker alone too.
+    let asking_dead = Gated::scripted(vec![LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "ask_user",
+            serde_json::json!({"question": "Which size?"}),
+            Some("ask_1".into()),
+        ))),
+        ..Default::default()
+    }]);
+    let (asking, closer) = (Gated::new(&["size L it is"]), Gated::new(&["all done"]));
+    let first = replicas.runner_with(tree(&asking_dead, &closer), not_resumable);
+    drain_all(first.run(USER, SESSION, go(), Default::default()).await.unwrap()).await;
+    let called = asking_dead.clone();
+    let second = replicas.runner_with(tree(&asking, &closer), not_resumable);
+    let session = replicas
+        .die_and_resume_on(&first, second, answer(), move |_| called.requests() == 2)
+        .await;
+    assert_eq!((asking.requests(), closer.requests()), (1, 0), "the closer is not run");
+    assert_eq!(authors(&session).last().map(String::as_str), Some("asker:size L it is"));
+}
+
 /// A model reply calling `name` with call id `id`.
 fn call(name: &str, id: &str) -> LlmResponse {
     LlmResponse {
