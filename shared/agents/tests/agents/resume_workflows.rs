@@ -833,6 +833,66 @@ async fn a_sequence_pauses_after_an_llm_agent_that_called_a_long_running_tool() 
     );
 }
 
+/// As ADK 2.13 resumes an app marked resumable: the client's answer to a long-running call
+/// the agent had replied after (its interim result read) goes on with that agent, which the
+/// model answers again, then with the sequence's next step.
+#[tokio::test]
+async fn an_answer_to_a_long_running_call_replied_after_goes_on_with_its_agent_then_the_sequence() {
+    let replicas = Replicas::new().await;
+    let call = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "approve",
+            serde_json::json!({"amount": 900}),
+            Some("c1".into()),
+        ))),
+        ..Default::default()
+    };
+    let text = |text: &str| LlmResponse {
+        content: Some(Content::new("model").with_text(text)),
+        ..Default::default()
+    };
+    let approve = adk_grpc_agents::FunctionTool::new("approve", "Asks a manager.", |_ctx, _args| async {
+        Ok(serde_json::json!({"status": "pending"}))
+    })
+    .long_running();
+    let expenses_model = Gated::scripted(vec![call, text("asked"), text("approved")]);
+    let expenses: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("expenses")
+            .model(expenses_model.clone())
+            .tool(Arc::new(approve))
+            .build()
+            .unwrap(),
+    );
+    let closer = Gated::new(&["done"]);
+    let runner = replicas.runner(Arc::new(SequentialAgent::new(
+        "steps",
+        vec![expenses, llm("closer", &closer)],
+    )));
+    drain_all(
+        runner
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let answer = function_response("c1", "approve", serde_json::json!({"status": "approved"}));
+    let events = drain_all(runner.run(USER, SESSION, answer, Default::default()).await.unwrap()).await;
+    assert!(events.iter().all(|event| event.is_ok()), "{events:?}");
+    assert_eq!((expenses_model.requests(), closer.requests()), (3, 1));
+    assert_eq!(
+        authors(&replicas.session().await)[5..],
+        [
+            "user:",
+            "expenses:approved",
+            "expenses:end",
+            r#"steps:{"current_sub_agent":"closer"}"#,
+            "closer:done",
+            "closer:end",
+            "steps:end",
+        ]
+    );
+}
+
 /// In an app marked resumable an agent's end is stored at its transfer, before the agent
 /// it hands the turn to runs (as ADK 2 stores it): a run whose runner died there, its log
 /// ending with that end, goes on with the target, and the transferring agent's model is
