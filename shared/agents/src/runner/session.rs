@@ -345,6 +345,8 @@ pub(super) enum AnswerRules {
 }
 
 impl AnswerRules {
+    /// The rules for `root` at the root of an app marked resumable (ADK's
+    /// `ResumabilityConfig`) or not.
     pub(super) fn of(root: &dyn Agent, app_is_resumable: bool) -> AnswerRules {
         match (root.spec().kind, app_is_resumable) {
             (AgentKind::Llm, _) => AnswerRules::LlmRoot,
