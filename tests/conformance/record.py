@@ -280,28 +280,40 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
         fake.replies = [(r.get("agent"), gemini_reply(r)) for r in turn["replies"]]
         fake.exchanges = []
         # A turn's `inline_data` (mime_type, base64 data) follows its text in the user's message.
-        # A `function_response` turn (`name`, `response`) is the client's answer to the
-        # latest call of that name, its id read from ADK's session (the replay reads the
-        # runner's).
+        # A `function_response` turn (`name`, `response`, or a list of them) is the
+        # client's answer to the latest call of that name (k answers of one name: that
+        # name's latest k calls, in order), its id read from ADK's session (the replay
+        # reads the runner's); a `user` text beside it follows the answers.
+        parts = []
         if "function_response" in turn:
-            parts = [await answer_to_latest_call(sessions, app_name, turn["function_response"])]
-        else:
-            parts = [types.Part(text=turn["user"])]
+            parts = await answers_to_latest_calls(sessions, app_name, turn["function_response"])
+        if "user" in turn:
+            parts.append(types.Part(text=turn["user"]))
         if "inline_data" in turn:
             inline = turn["inline_data"]
             blob = types.Blob(mime_type=inline["mime_type"], data=base64.b64decode(inline["data"]))
             parts.append(types.Part(inline_data=blob))
         message = types.Content(role="user", parts=parts)
-        async for _ in runner.run_async(
-            user_id=APP_USER, session_id=SESSION_ID, new_message=message, run_config=RunConfig(**(run_config or {}))
-        ):
-            pass
+        # A turn marked `refused` is one ADK refuses with a `ValueError`: its text is
+        # recorded, and the replay expects the runner's INVALID_ARGUMENT to carry it.
+        refused = None
+        try:
+            async for _ in runner.run_async(
+                user_id=APP_USER, session_id=SESSION_ID, new_message=message, run_config=RunConfig(**(run_config or {}))
+            ):
+                pass
+        except ValueError as error:
+            if not turn.get("refused"):
+                raise
+            refused = str(error)
+        if turn.get("refused") and refused is None:
+            raise SystemExit(f"{case.name}: ADK took a turn the script says it refuses")
         if fake.replies:
             raise SystemExit(f"{case.name}: ADK left {len(fake.replies)} scripted replies unused")
         if any(e["reply"] is None for e in fake.exchanges):
             raise SystemExit(f"{case.name}: ADK asked for more replies than the script has")
-        said = {"function_response": turn["function_response"]} if "function_response" in turn else {"user": turn["user"]}
-        turns.append({**said, **({"inline_data": turn["inline_data"]} if "inline_data" in turn else {}), "exchanges": fake.exchanges})
+        said = {key: turn[key] for key in ("function_response", "user", "inline_data") if key in turn}
+        turns.append({**said, **({"refused": refused} if refused else {}), "exchanges": fake.exchanges})
     session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
     events = [e.model_dump(mode="json", by_alias=True, exclude_none=True) for e in session.events]
     return {
@@ -317,16 +329,26 @@ async def record(case: Path, fake: FakeGemini, config_dir: Path) -> dict:
     }
 
 
-async def answer_to_latest_call(sessions, app_name: str, answer: dict) -> types.Part:
-    """The part answering the session's latest call of `answer["name"]` with `answer["response"]`."""
+async def answers_to_latest_calls(sessions, app_name: str, answers) -> list:
+    """The parts answering the session's latest calls: each answer (`name`, `response`; one
+    or a list) answers a call of its name, the k answers of a name that name's latest k
+    calls in order."""
     from google.genai import types
 
+    answers = answers if isinstance(answers, list) else [answers]
     session = await sessions.get_session(app_name=app_name, user_id=APP_USER, session_id=SESSION_ID)
-    calls = [c for e in session.events for c in e.get_function_calls() if c.name == answer["name"]]
-    if not calls:
-        raise SystemExit(f"{app_name}: no call of {answer['name']} to answer")
-    response = types.FunctionResponse(id=calls[-1].id, name=answer["name"], response=answer["response"])
-    return types.Part(function_response=response)
+    parts = []
+    for k, answer in enumerate(answers):
+        name = answer["name"]
+        calls = [c for e in session.events for c in e.get_function_calls() if c.name == name]
+        of_name = sum(1 for a in answers if a["name"] == name)
+        earlier = sum(1 for a in answers[:k] if a["name"] == name)
+        if len(calls) < of_name:
+            raise SystemExit(f"{app_name}: {of_name} answers of {name}, {len(calls)} calls")
+        call = calls[len(calls) - of_name + earlier]
+        response = types.FunctionResponse(id=call.id, name=name, response=answer["response"])
+        parts.append(types.Part(function_response=response))
+    return parts
 
 
 def main() -> None:

@@ -94,6 +94,14 @@ pub(crate) fn run_invocations(root: &Arc<dyn Agent>, log: &RunLog, invocation_id
     run
 }
 
+/// Whether the message at `at` answers calls `agent` made.
+fn answers_calls_by(log: &RunLog, at: usize, agent: &str) -> bool {
+    log.at(at)
+        .function_responses()
+        .filter_map(|response| log.call_answered_at(response.id, at))
+        .any(|call| call.author == agent)
+}
+
 /// Whether the message at `at` answers calls made in invocation `invocation_id`.
 fn answers_calls_of(log: &RunLog, at: usize, invocation_id: &str) -> bool {
     log.at(at)
@@ -115,18 +123,23 @@ fn continues_a_workflow(root: &Arc<dyn Agent>, log: &RunLog, invocation_id: &str
 /// For a message answering calls that an invocation paused on inside a workflow agent it
 /// left open: that invocation's id, and the outermost open workflow agent with its branch
 /// (the agent the answer starts again, so the workflow goes on from its position). `at`:
-/// the message's position in the log (its length for a message not stored yet).
+/// the message's position in the log (its length for a message not stored yet). None
+/// for answers to calls of several invocations, which go on with none of them (an
+/// invocation of their own, docs/semantics.md Runner 1b).
 pub(crate) fn continued_workflow(
     root: &Arc<dyn Agent>,
     log: &RunLog,
     at: usize,
     answer: &Content,
 ) -> Option<(String, AgentOnBranch)> {
-    let call_id = answer
+    let mut calls = answer
         .function_responses()
-        .map(|response| response.id)
-        .find(|id| !id.is_empty())?;
-    let call = log.call_answered_at(call_id, at)?;
+        .filter(|response| !response.id.is_empty())
+        .filter_map(|response| log.call_answered_at(response.id, at));
+    let call = calls.next()?;
+    if calls.any(|other| other.invocation_id != call.invocation_id) {
+        return None;
+    }
     let caller = find_agent(root, &call.author)?;
     let paused = run_invocations(root, log, &call.invocation_id);
     let open = open_workflow(root, log, &paused, &caller)?;
@@ -220,6 +233,13 @@ pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
     }
     let event = log.at(last);
     let actions = &event.actions;
+    // The Run's message answers calls this agent made before it: the agent goes on with
+    // the answers, even after a final reply (it replied after a long-running tool's interim
+    // result), as ADK resumes it.
+    let answered_here = log
+        .run_events(invocation)
+        .first()
+        .is_some_and(|&message| last < message && answers_calls_by(&log, message, agent));
     Some(if actions.end_of_agent == Some(true) {
         Saved::Ended
     } else if let Some(state) = &actions.agent_state {
@@ -229,6 +249,7 @@ pub(crate) fn saved(ctx: &dyn InvocationContext, agent: &str) -> Option<Saved> {
         && actions.transfer_to_agent.is_none()
         && !event.interrupted()
         && event.long_running_tool_ids.is_empty()
+        && !answered_here
     {
         // An LLM agent's final reply is its end (ADK's LLM agent stores an `end_of_agent`);
         // a pause on a client tool is not: the answer goes on with it.

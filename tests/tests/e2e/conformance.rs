@@ -193,10 +193,17 @@ async fn replay_on(case: &str, wire: Wire) {
             };
         }
         let asked_before = provider.requests().len();
-        let mut message = match turn.get("function_response") {
-            Some(answer) => answer_to_latest_call(&server, app, user, session, answer).await,
-            None => user_text(turn["user"].as_str().expect("user")),
+        // The client's answers first, then the user's text, as record.py sends them.
+        let mut message = pb::Content {
+            role: "user".into(),
+            parts: Vec::new(),
         };
+        if let Some(answers) = turn.get("function_response") {
+            message.parts = answers_to_latest_calls(&server, app, user, session, answers).await;
+        }
+        if let Some(text) = turn.get("user") {
+            message.parts.extend(user_text(text.as_str().expect("user")).parts);
+        }
         if let Some(inline) = turn.get("inline_data") {
             message.parts.push(inline_data(inline));
         }
@@ -205,7 +212,16 @@ async fn replay_on(case: &str, wire: Wire) {
             ..runs::run_request(app, user, session, message)
         };
         let (_, status) = runs::run_to_end(&mut client, request).await;
-        assert!(status.is_none(), "turn {t}: {status:?}\n{}", server.tail_log(30));
+        match turn["refused"].as_str() {
+            // A turn ADK refused with a `ValueError`: the runner refuses it as a bad
+            // argument in ADK's words (the session compared below shows nothing stored).
+            Some(adk_error) => match &status {
+                Some(status)
+                    if status.code() == tonic::Code::InvalidArgument && status.message().contains(adk_error) => {}
+                _ => problems.push(format!("turn {t}: {status:?}, ADK refused it: {adk_error}")),
+            },
+            None => assert!(status.is_none(), "turn {t}: {status:?}\n{}", server.tail_log(30)),
+        }
         let asked = provider.requests().len() - asked_before;
         if asked != exchanges.len() {
             problems.push(format!(
@@ -326,40 +342,58 @@ fn per_agent_order(runner: &[Value], adk: &[Value]) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// A `function_response` turn (`name`, `response`): the client's answer to the latest
-/// call of that name in the runner's session, as record.py answers ADK's.
-async fn answer_to_latest_call(
+/// A `function_response` turn's answers (`name`, `response`; one or a list): each the
+/// client's answer to a call of its name in the runner's session, the k answers of a name
+/// that name's latest k calls in order, as record.py answers ADK's.
+async fn answers_to_latest_calls(
     server: &ServiceProcess,
     app: &str,
     user: &str,
     session: &str,
-    answer: &Value,
-) -> pb::Content {
-    let name = answer["name"].as_str().expect("function_response name");
-    let stored = runs::get_session(server.endpoint(), app, user, session).await;
-    let call_id = stored
-        .events
-        .iter()
-        .flat_map(|event| event.content.iter().flat_map(|content| content.parts.iter()))
-        .filter_map(|part| match &part.kind {
-            Some(pb::part::Kind::FunctionCall(call)) if call.name == name => call.id.clone(),
-            _ => None,
-        })
-        .next_back()
-        .unwrap_or_else(|| panic!("no call of {name} to answer"));
-    let response = pb::FunctionResponse {
-        name: name.to_string(),
-        response: Some(adk_grpc_core::convert::json_to_proto(&answer["response"])),
-        id: Some(call_id),
-        ..Default::default()
+    answers: &Value,
+) -> Vec<pb::Part> {
+    let answers = match answers {
+        Value::Array(answers) => answers.clone(),
+        answer => vec![answer.clone()],
     };
-    pb::Content {
-        role: "user".into(),
-        parts: vec![pb::Part {
-            kind: Some(pb::part::Kind::FunctionResponse(response)),
-            ..Default::default()
-        }],
-    }
+    let stored = runs::get_session(server.endpoint(), app, user, session).await;
+    let calls_of = |name: &str| -> Vec<String> {
+        stored
+            .events
+            .iter()
+            .flat_map(|event| event.content.iter().flat_map(|content| content.parts.iter()))
+            .filter_map(|part| match &part.kind {
+                Some(pb::part::Kind::FunctionCall(call)) if call.name == name => call.id.clone(),
+                _ => None,
+            })
+            .collect()
+    };
+    let name_of = |answer: &Value| answer["name"].as_str().expect("function_response name").to_string();
+    answers
+        .iter()
+        .enumerate()
+        .map(|(k, answer)| {
+            let name = name_of(answer);
+            let calls = calls_of(&name);
+            let of_name = answers.iter().filter(|a| name_of(a) == name).count();
+            let earlier = answers[..k].iter().filter(|a| name_of(a) == name).count();
+            let call_id = calls
+                .len()
+                .checked_sub(of_name)
+                .map(|first| calls[first + earlier].clone())
+                .unwrap_or_else(|| panic!("{of_name} answers of {name}, {} calls", calls.len()));
+            let response = pb::FunctionResponse {
+                name,
+                response: Some(adk_grpc_core::convert::json_to_proto(&answer["response"])),
+                id: Some(call_id),
+                ..Default::default()
+            };
+            pb::Part {
+                kind: Some(pb::part::Kind::FunctionResponse(response)),
+                ..Default::default()
+            }
+        })
+        .collect()
 }
 
 /// A turn's `inline_data` (its `mime_type` and base64 `data`, as record.py sends it after
@@ -1222,6 +1256,16 @@ async fn long_running_in_sequence() {
 }
 
 #[tokio::test]
+async fn answer_with_text_refused() {
+    replay("answer_with_text_refused").await;
+}
+
+#[tokio::test]
+async fn answers_in_sequence() {
+    replay("answers_in_sequence").await;
+}
+
+#[tokio::test]
 async fn resumable_workflow() {
     replay("resumable_workflow").await;
 }
@@ -1584,6 +1628,11 @@ mod openai {
     #[tokio::test]
     async fn long_running_answered() {
         replay_openai("long_running_answered").await;
+    }
+
+    #[tokio::test]
+    async fn answer_with_text_refused() {
+        replay_openai("answer_with_text_refused").await;
     }
 
     #[tokio::test]

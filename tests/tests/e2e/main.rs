@@ -9,6 +9,7 @@ mod agent_modes;
 mod agent_platform;
 mod all_in_one;
 mod artifact_server;
+mod client_answers;
 mod compression;
 mod conformance;
 mod contract;

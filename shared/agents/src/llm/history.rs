@@ -39,7 +39,8 @@ pub(crate) fn conversation(
     branch: &str,
     others_thoughts: OthersThoughts,
 ) -> Vec<Content> {
-    let events = latest_answers_after_their_calls(visible(events, agent, branch, others_thoughts), agent);
+    let events = answers_to_others_retold(visible(events, agent, branch, others_thoughts), agent, others_thoughts);
+    let events = latest_answers_after_their_calls(events, agent);
     let events = answers_after_their_calls(events, agent);
     contents(&events, agent, others_thoughts)
 }
@@ -130,6 +131,41 @@ fn answers_after_their_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
         paired.extend(merged);
     }
     paired
+}
+
+/// The user's (or the agent's own) events answering another agent's calls, retold as
+/// that agent's turns are, in their author's name (``[user] `<tool>` tool returned
+/// result:``, its texts `[user] said:`), as ADK tells an event whose function response
+/// answers a call of another agent (not of `agent`, nor of the user): a client's answer
+/// to another agent's long-running call reads as context, its calls being retold too.
+fn answers_to_others_retold(events: Vec<Event>, agent: &str, others_thoughts: OthersThoughts) -> Vec<Event> {
+    let mut call_authors: HashMap<String, String> = HashMap::new();
+    for event in &events {
+        for call in event.content().into_iter().flat_map(Content::function_calls) {
+            if !call.id.is_empty() {
+                call_authors.insert(call.id.to_string(), event.author.clone());
+            }
+        }
+    }
+    let answers_another = |event: &Event| {
+        !by_another_agent(event, agent)
+            && event.function_responses().any(|response| {
+                call_authors
+                    .get(response.id)
+                    .is_some_and(|author| author != agent && author != USER_AUTHOR)
+            })
+    };
+    events
+        .into_iter()
+        .filter_map(|mut event| {
+            if !answers_another(&event) {
+                return Some(event);
+            }
+            let retold = as_context(&event.author, event.content()?, others_thoughts)?;
+            event.llm_response.content = Some(retold);
+            Some(event)
+        })
+        .collect()
 }
 
 /// An agent's text reply in `invocation_id` (ADK's `_is_stale_text_reply`).
@@ -505,6 +541,41 @@ mod tests {
                 Content::new("model").with_text("approved"),
                 Content::new("user").with_text("thanks"),
             ]
+        );
+    }
+
+    #[test]
+    fn the_users_answer_to_another_agents_call_is_retold_in_the_users_name() {
+        let call = Content::new("model").with_part(Part::function_call("approve", json!({}), Some("c1".into())));
+        let data = adk_grpc_core::FunctionResponseData {
+            name: "approve".into(),
+            response: json!({"status": "approved"}),
+        };
+        let answer = Content::new("user")
+            .with_part(Part::function_response(data, Some("c1".into())))
+            .with_text("yes");
+        let events = vec![
+            event("user", "", Content::new("user").with_text("file 900")),
+            event("clerk", "", call.clone()),
+            event("user", "", answer.clone()),
+        ];
+        // The agent that made the call reads the answer as it is.
+        assert_eq!(
+            conversation(&events, "clerk", "", OthersThoughts::LeftOut),
+            [Content::new("user").with_text("file 900"), call, answer]
+        );
+        // Another agent reads the call and the answer retold, the answer in the user's name.
+        let contents = conversation(&events, "confirmer", "", OthersThoughts::LeftOut);
+        assert_eq!(contents.len(), 3);
+        assert_eq!(
+            contents[2],
+            Content::new("user")
+                .with_text(OTHER_AGENT_PREAMBLE)
+                .with_text(
+                    "[user] `approve` tool returned result:\n<<<BEGIN_QUOTED_AGENT_CONTENT>>>\n\
+                     {'status': 'approved'}\n<<<END_QUOTED_AGENT_CONTENT>>>"
+                )
+                .with_text("[user] said:\n<<<BEGIN_QUOTED_AGENT_CONTENT>>>\nyes\n<<<END_QUOTED_AGENT_CONTENT>>>")
         );
     }
 

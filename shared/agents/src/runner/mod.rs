@@ -208,6 +208,9 @@ pub struct Runner {
     resumable: bool,
     /// Where its workflow agents' positions go (see [`ResumabilityConfig`]).
     positions: Positions,
+    /// How a message of function responses is taken, by the root agent (see
+    /// [`session::AnswerRules`]).
+    answer_rules: session::AnswerRules,
     /// Fired when the replica shuts down: new runs are refused, and a resumable run
     /// stops at its next step boundary to be handed over (see `Driver::next`).
     draining: CancellationToken,
@@ -264,6 +267,8 @@ impl Runner {
             // final reply is its end): nothing kept, no marks read.
             _ => Positions::Nowhere,
         };
+        let answer_rules =
+            session::AnswerRules::of(config.root_agent.as_ref(), config.resumability_config.is_resumable);
         Ok(Runner {
             app_name: config.app_name,
             root_agent: config.root_agent,
@@ -279,8 +284,17 @@ impl Runner {
             running: Arc::default(),
             resumable,
             positions,
+            answer_rules,
             draining: Default::default(),
         })
+    }
+
+    /// Whether a client's answer to calls made inside a workflow agent goes on with the
+    /// workflow from its position, as ADK 2.13 resumes an app marked resumable (and a tree
+    /// another replica can resume: its positions are in the log); in an app not marked
+    /// resumable ADK runs only the agent that made the calls (docs/semantics.md, Runner 8).
+    fn answers_go_on_with_workflows(&self) -> bool {
+        self.positions == Positions::InLog
     }
 
     pub fn app_name(&self) -> &str {
@@ -553,7 +567,7 @@ impl Runner {
         // Should the open task (or the answered calls' invocation) have changed since the
         // read that chose the Run's id (another Run of the session ran meanwhile), the Run
         // keeps the id its lease was taken with: `place.joins` is not read again here.
-        let place = session::user_place(&self.root_agent, &session, &log, &content)?;
+        let place = session::user_place(&self.root_agent, self.answer_rules, &session, &log, &content)?;
         let mut user_event = Event::new(invocation_id).with_author(USER_AUTHOR).with_content(content);
         user_event.branch = place.branch;
         user_event.isolation_scope = place.isolation_scope;
@@ -567,9 +581,10 @@ impl Runner {
             check_client_transfer(&caller, &actions)?;
             actions.record(artifacts.clone(), &mut user_event.actions).await?;
         }
-        // An answer to a client tool that paused a workflow agent goes on with the workflow.
+        // An answer to a client tool that paused a workflow agent goes on with the workflow
+        // (in an app marked resumable; else the agent that made the calls answers alone).
         let (agent, branch) = self
-            .resumable
+            .answers_go_on_with_workflows()
             .then(|| run_state::continued_workflow(&self.root_agent, &log, log.events().len(), user_event.content()?))
             .flatten()
             .map_or((caller, caller_branch), |(_, open)| open);

@@ -18,14 +18,15 @@
 //! the next run closes their invocation as interrupted.
 
 use super::lease::LeaseGuard;
+use super::session::has_function_responses;
 use super::{Runner, Started};
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
 use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
 use adk_grpc_core::{
-    AdkError, Agent, ClaimedRun, EventStream, InvocationContext, Result, RunConfig, RunLog, SessionLease,
-    StreamingMode, find_agent,
+    AdkError, Agent, ClaimedRun, Content, Event, EventStream, InvocationContext, Result, RunConfig, RunLog, Session,
+    SessionLease, StreamingMode, find_agent,
 };
 use futures::StreamExt;
 use serde_json::Value;
@@ -166,31 +167,13 @@ impl Runner {
         };
         let user_content = user_event.content().cloned().unwrap_or_default();
         let steps = own.len() - 1;
-        let run = run_invocations(&self.root_agent, &log, invocation_id);
         let last_step = own
             .last()
             .map(|&at| log.at(at))
             .filter(|event| event.author != USER_AUTHOR);
-        let (agent, branch) = match last_step {
-            None => {
-                let (caller, branch) = self.agent_for(&session, &log, &user_content)?;
-                open_workflow(&self.root_agent, &log, &run, &caller).unwrap_or((caller, branch))
-            }
-            Some(last) => {
-                // A transfer stored and not acted on yet goes on with its target.
-                let name = transfer_not_acted_on(&log, invocation_id).unwrap_or(&last.author);
-                let agent = find_agent(&self.root_agent, name).ok_or_else(|| {
-                    AdkError::FailedPrecondition(format!(
-                        "agent {name}, which was running invocation {invocation_id}, is not part of this runner's agents"
-                    ))
-                })?;
-                // A workflow agent above it that has not finished goes on from its position.
-                match open_workflow(&self.root_agent, &log, &run, &agent) {
-                    Some(open) => open,
-                    None if unfinished(&log, invocation_id) => (agent, last.branch.clone()),
-                    None => return Ok(None),
-                }
-            }
+        let Some((agent, branch)) = self.agent_to_resume(&session, &log, invocation_id, &user_content, last_step)?
+        else {
+            return Ok(None);
         };
         adk_grpc_telemetry::metrics::run_resumed(&self.app_name, steps);
         let artifacts = self
@@ -218,6 +201,46 @@ impl Runner {
         let ctx: Arc<dyn InvocationContext> = Arc::new(AgentContext::new(invocation.clone(), agent.clone(), branch));
         let events = agent.run(ctx).await?;
         Ok(Some((invocation, events)))
+    }
+
+    /// The agent a resumed Run goes on with, on its branch: the one that made its last
+    /// step (a transfer's target not run yet), else the one its message went to, or the
+    /// workflow agent above it that has not finished; None when the Run had ended.
+    fn agent_to_resume(
+        &self,
+        session: &Session,
+        log: &RunLog,
+        invocation_id: &str,
+        user_content: &Content,
+        last_step: Option<&Event>,
+    ) -> Result<Option<(Arc<dyn Agent>, String)>> {
+        let run = run_invocations(&self.root_agent, log, invocation_id);
+        // A workflow agent above the running agent goes on from its position, but for a
+        // client's answer in an app not marked resumable, which its agent answers alone
+        // (as the Run started, Runner::start).
+        let workflow_goes_on = self.answers_go_on_with_workflows() || !has_function_responses(user_content);
+        let open_workflow = |agent: &Arc<dyn Agent>| {
+            workflow_goes_on
+                .then(|| open_workflow(&self.root_agent, log, &run, agent))
+                .flatten()
+        };
+        let Some(last) = last_step else {
+            let (caller, branch) = self.agent_for(session, log, user_content)?;
+            return Ok(Some(open_workflow(&caller).unwrap_or((caller, branch))));
+        };
+        // A transfer stored and not acted on yet goes on with its target.
+        let name = transfer_not_acted_on(log, invocation_id).unwrap_or(&last.author);
+        let agent = find_agent(&self.root_agent, name).ok_or_else(|| {
+            AdkError::FailedPrecondition(format!(
+                "agent {name}, which was running invocation {invocation_id}, is not part of this runner's agents"
+            ))
+        })?;
+        // A workflow agent above it that has not finished goes on from its position.
+        Ok(match open_workflow(&agent) {
+            Some(open) => Some(open),
+            None if unfinished(log, invocation_id) => Some((agent, last.branch.clone())),
+            None => None,
+        })
     }
 
     /// Stops taking new runs: [`Runner::start_run`] is `UNAVAILABLE` from now on (a

@@ -10,9 +10,9 @@ use crate::llm::task;
 use crate::rules::USER_AUTHOR;
 use adk_grpc_core::session::recent::RecentRequest;
 use adk_grpc_core::{
-    AdkError, Agent, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, Precondition, Result,
-    RunLog, RunMark, RunMarksRequest, Session, SessionService, find_agent, history, transfer_targets,
-    transferable_across_tree,
+    AdkError, Agent, AgentKind, AppendEventRequest, Content, CreateRequest, Event, Events, GetRequest, PartKind,
+    Precondition, Result, RunLog, RunMark, RunMarksRequest, Session, SessionService, find_agent, history,
+    transfer_targets, transferable_across_tree,
 };
 use std::sync::Arc;
 
@@ -185,7 +185,7 @@ impl Runner {
         log: &RunLog,
         content: &Content,
     ) -> Result<(Arc<dyn Agent>, String)> {
-        let caller = caller_of(log, &session.id, content)?;
+        let caller = caller_of(self.answer_rules, log, &session.id, content)?;
         let in_task = caller
             .as_ref()
             .is_none_or(|(_, branch)| !task::scope(branch).is_empty());
@@ -216,18 +216,20 @@ pub(super) struct UserPlace {
 
 /// Where the user's message is stored: on no branch and in no scope but in a task (ADK
 /// 2's `mode: task`). An answer to calls goes on the calls' branch (in a task, in its
-/// scope), going on with the calls' invocation (ADK's `_resolve_invocation_id_from_fr`);
-/// any other message joins the task waiting for the user, if one does: on no branch, in
-/// the task's scope (so that only the task agent sees it), going on with the task's
-/// invocation.
+/// scope), going on with the calls' invocation (ADK's `_resolve_invocation_id_from_fr`;
+/// answers to calls of several invocations, where `rules` take them, start one of their
+/// own); any other message joins the task waiting for the user, if one does: on no
+/// branch, in the task's scope (so that only the task agent sees it), going on with the
+/// task's invocation.
 pub(super) fn user_place(
     root: &Arc<dyn Agent>,
+    rules: AnswerRules,
     session: &Session,
     log: &RunLog,
     content: &Content,
 ) -> Result<UserPlace> {
-    if let Some(answered) = answered_calls(log, &session.id, content)? {
-        let (branch, joins) = (answered.branch, Some(answered.invocation_id));
+    if let Some(answered) = answered_calls(rules, log, &session.id, content)? {
+        let (branch, joins) = (answered.branch, answered.invocation_id);
         if task::scope(&branch).is_empty() {
             return Ok(UserPlace {
                 joins,
@@ -266,7 +268,9 @@ impl Runner {
         // A missing session or a failed read joins nothing: the Run meets it again.
         let session = self.load_turn(user_id, session_id, false, content, "").await.ok()?;
         let log = RunLog::new(session.events.as_slice().to_vec());
-        user_place(&self.root_agent, &session, &log, content).ok()?.joins
+        user_place(&self.root_agent, self.answer_rules, &session, &log, content)
+            .ok()?
+            .joins
     }
 }
 
@@ -317,27 +321,88 @@ pub(super) fn has_function_responses(content: &Content) -> bool {
     content.function_responses().next().is_some()
 }
 
+/// ADK 2.13's words refusing a message of function responses with text (its runner's
+/// `_validate_new_message`), which the runner's refusal quotes.
+const ANSWERS_WITH_TEXT: &str = "Message cannot contain both function responses and text. \
+Function responses resume an existing invocation while text starts a new one.";
+
+/// How a message of function responses is taken, as ADK 2.13 takes it by the root
+/// agent: its runner runs an llm agent at the root through its node runner, any other
+/// agent (a workflow agent) through its older path, which checks less.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum AnswerRules {
+    /// An llm agent at the root: responses beside text in one message are refused
+    /// (`_validate_new_message`), and so are responses to calls of several invocations
+    /// (`_resolve_invocation_id_from_fr`, strict).
+    LlmRoot,
+    /// Another agent at the root of an app marked resumable: text is taken beside the
+    /// responses; responses to calls of several invocations are refused (strict).
+    ResumableApp,
+    /// Another agent at the root of an app not marked resumable: text is taken beside
+    /// the responses, and responses to calls of several invocations start an invocation
+    /// of their own (non-strict: ADK resolves no id and makes a new one).
+    NewInvocationForSeveral,
+}
+
+impl AnswerRules {
+    /// The rules for `root` at the root of an app marked resumable (ADK's
+    /// `ResumabilityConfig`) or not.
+    pub(super) fn of(root: &dyn Agent, app_is_resumable: bool) -> AnswerRules {
+        match (root.spec().kind, app_is_resumable) {
+            (AgentKind::Llm, _) => AnswerRules::LlmRoot,
+            (_, true) => AnswerRules::ResumableApp,
+            (_, false) => AnswerRules::NewInvocationForSeveral,
+        }
+    }
+}
+
 /// The calls a message's `function_response` parts answer: their author, branch and
-/// invocation.
+/// invocation (None for calls of several invocations, which start one of their own).
 #[derive(Debug, PartialEq)]
 struct AnsweredCalls {
     author: String,
     branch: String,
-    invocation_id: String,
+    invocation_id: Option<String>,
 }
 
 /// For a message with `function_response` parts: the author and branch of the
 /// event holding the matching calls in `log` (session `session_id`'s). None for an
 /// ordinary message.
-fn caller_of(log: &RunLog, session_id: &str, content: &Content) -> Result<Option<(String, String)>> {
-    Ok(answered_calls(log, session_id, content)?.map(|answered| (answered.author, answered.branch)))
+fn caller_of(
+    rules: AnswerRules,
+    log: &RunLog,
+    session_id: &str,
+    content: &Content,
+) -> Result<Option<(String, String)>> {
+    Ok(answered_calls(rules, log, session_id, content)?.map(|answered| (answered.author, answered.branch)))
 }
 
 /// The calls a message's `function_response` parts answer, each by its id: refused
 /// unless every part has one, matching a call in `log`, all made by one agent on one
-/// branch in one invocation (ADK refuses responses of several invocations with a
-/// `ValueError`, and an id of no call). None for a message answering no call.
-fn answered_calls(log: &RunLog, session_id: &str, content: &Content) -> Result<Option<AnsweredCalls>> {
+/// branch (ADK refuses an id of no call with a `ValueError`), in one invocation unless
+/// `rules` take answers to several; refused beside text where `rules` say so. None for
+/// a message answering no call.
+fn answered_calls(
+    rules: AnswerRules,
+    log: &RunLog,
+    session_id: &str,
+    content: &Content,
+) -> Result<Option<AnsweredCalls>> {
+    // ADK checks this first, for any response with an id, whatever it answers; any text
+    // counts, a thought's too.
+    let has_text = content
+        .parts
+        .iter()
+        .any(|part| matches!(&part.kind, PartKind::Text { text } if !text.is_empty()));
+    if rules == AnswerRules::LlmRoot && has_text && content.function_responses().any(|response| !response.id.is_empty())
+    {
+        return Err(AdkError::invalid(
+            "function_response",
+            format!(
+                "parts cannot come with text in one message to an llm agent at the root (send the text in a message of its own): {ANSWERS_WITH_TEXT}"
+            ),
+        ));
+    }
     let mut answered: Option<AnsweredCalls> = None;
     for response in content.function_responses() {
         let id = Some(response.id).filter(|id| !id.is_empty()).ok_or_else(|| {
@@ -355,28 +420,34 @@ fn answered_calls(log: &RunLog, session_id: &str, content: &Content) -> Result<O
                 format!("{id} answers no function call in session {session_id}"),
             )
         })?;
-        let found = AnsweredCalls {
-            author: call.author.clone(),
-            branch: call.branch.clone(),
-            invocation_id: call.invocation_id.clone(),
+        let Some(first) = &mut answered else {
+            answered = Some(AnsweredCalls {
+                author: call.author.clone(),
+                branch: call.branch.clone(),
+                invocation_id: Some(call.invocation_id.clone()),
+            });
+            continue;
         };
-        match &answered {
-            Some(first) if first.invocation_id != found.invocation_id => {
-                return Err(AdkError::invalid(
-                    "function_response",
-                    format!(
-                        "parts of one message must answer calls of one invocation: {id} answers a call of {}, an earlier part one of {}",
-                        found.invocation_id, first.invocation_id
-                    ),
-                ));
+        if (&first.author, &first.branch) != (&call.author, &call.branch) {
+            return Err(AdkError::invalid(
+                "function_response",
+                "parts of one message must answer calls of one agent",
+            ));
+        }
+        match &first.invocation_id {
+            Some(invocation) if *invocation != call.invocation_id => {
+                if rules != AnswerRules::NewInvocationForSeveral {
+                    return Err(AdkError::invalid(
+                        "function_response",
+                        format!(
+                            "parts of one message must answer calls of one invocation: {id} answers a call of {}, an earlier part one of {invocation}",
+                            call.invocation_id
+                        ),
+                    ));
+                }
+                first.invocation_id = None;
             }
-            Some(first) if *first != found => {
-                return Err(AdkError::invalid(
-                    "function_response",
-                    "parts of one message must answer calls of one agent",
-                ));
-            }
-            _ => answered = Some(found),
+            _ => {}
         }
     }
     Ok(answered)
@@ -472,6 +543,7 @@ mod tests {
         let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
         assert_eq!(
             caller_of(
+                AnswerRules::LlmRoot,
                 &RunLog::new(log.events.as_slice().to_vec()),
                 &log.id,
                 &Content::new("user").with_text("hi")
@@ -481,6 +553,7 @@ mod tests {
         );
         assert_eq!(
             caller_of(
+                AnswerRules::LlmRoot,
                 &RunLog::new(log.events.as_slice().to_vec()),
                 &log.id,
                 &answers(&[Some("c2")])
@@ -496,6 +569,7 @@ mod tests {
     fn a_function_response_that_answers_no_call_of_one_agent_is_refused() {
         let log = session(vec![call("planner", "", "c1"), call("helper", "team.helper", "c2")]);
         let message = refusal(caller_of(
+            AnswerRules::LlmRoot,
             &RunLog::new(log.events.as_slice().to_vec()),
             &log.id,
             &answers(&[None]),
@@ -505,12 +579,14 @@ mod tests {
             "function_response lookup has no id: give the id of the function call it answers"
         );
         let message = refusal(caller_of(
+            AnswerRules::LlmRoot,
             &RunLog::new(log.events.as_slice().to_vec()),
             &log.id,
             &answers(&[Some("c9")]),
         ));
         assert_eq!(message, "function_response c9 answers no function call in session s");
         let message = refusal(caller_of(
+            AnswerRules::LlmRoot,
             &RunLog::new(log.events.as_slice().to_vec()),
             &log.id,
             &answers(&[Some("c1"), Some("c2")]),
@@ -518,6 +594,47 @@ mod tests {
         assert_eq!(
             message,
             "function_response parts of one message must answer calls of one agent"
+        );
+    }
+
+    #[test]
+    fn answers_beside_text_and_to_several_invocations_follow_the_roots_rules() {
+        use AnswerRules::{LlmRoot, NewInvocationForSeveral, ResumableApp};
+        let mut second = call("planner", "", "c2");
+        second.invocation_id = "e-2".into();
+        let log = RunLog::new(vec![call("planner", "", "c1"), second]);
+        // ADK 2.13's node runner (an llm agent at the root) refuses answers beside text,
+        // whatever they answer, before anything else; its older path (any other root)
+        // takes them.
+        let with_text = answers(&[Some("c1")]).with_text("and a note");
+        for content in [&with_text, &answers(&[Some("c9")]).with_text("and a note")] {
+            let refused = answered_calls(LlmRoot, &log, "s", content).unwrap_err().to_string();
+            assert!(
+                refused.starts_with("function_response ") && refused.contains(ANSWERS_WITH_TEXT),
+                "{refused}"
+            );
+        }
+        for rules in [ResumableApp, NewInvocationForSeveral] {
+            let answered = answered_calls(rules, &log, "s", &with_text).unwrap().unwrap();
+            assert_eq!(answered.invocation_id.as_deref(), Some("e-1"));
+        }
+        // An empty text is none (ADK reads `part.text`).
+        let empty_text = answers(&[Some("c1")]).with_text("");
+        assert!(answered_calls(LlmRoot, &log, "s", &empty_text).unwrap().is_some());
+        // Answers to calls of two invocations: refused where ADK resolves strictly, an
+        // invocation of their own where it does not.
+        let both = answers(&[Some("c1"), Some("c2")]);
+        for rules in [LlmRoot, ResumableApp] {
+            let refused = answered_calls(rules, &log, "s", &both).unwrap_err().to_string();
+            assert!(refused.contains("must answer calls of one invocation"), "{refused}");
+        }
+        assert_eq!(
+            answered_calls(NewInvocationForSeveral, &log, "s", &both).unwrap(),
+            Some(AnsweredCalls {
+                author: "planner".into(),
+                branch: String::new(),
+                invocation_id: None,
+            })
         );
     }
 

@@ -574,6 +574,55 @@ async fn an_answer_that_continues_a_sequence_resumes_on_another_runner_at_its_st
     );
 }
 
+/// In an app not marked resumable, ADK 2.13 runs only the agent that made the call a
+/// client answers (its older runner path): the sequence does not go on, on the runner that
+/// took the answer nor on one that resumes its Run.
+#[tokio::test]
+async fn in_an_app_not_marked_resumable_the_asking_agent_answers_alone_on_any_runner() {
+    let replicas = Replicas::new().await;
+    let not_resumable = |config: &mut RunnerConfig| config.resumability_config.is_resumable = false;
+    let tree = |asking: &Arc<Gated>, closer: &Arc<Gated>| -> Arc<dyn Agent> {
+        Arc::new(SequentialAgent::new(
+            "steps",
+            vec![asker(asking), llm("closer", closer)],
+        ))
+    };
+    let answer = || function_response("ask_1", "ask_user", serde_json::json!({"colour": "blue"}));
+    let go = || Content::new("user").with_text("go");
+
+    let (asking, closer) = (Gated::asking("blue it is"), Gated::new(&["all done"]));
+    let runner = replicas.runner_with(tree(&asking, &closer), not_resumable);
+    drain_all(runner.run(USER, SESSION, go(), Default::default()).await.unwrap()).await;
+    let answered = drain_all(runner.run(USER, SESSION, answer(), Default::default()).await.unwrap()).await;
+    assert!(answered.iter().all(|event| event.is_ok()), "{answered:?}");
+    assert_eq!((asking.requests(), closer.requests()), (2, 0), "the closer is not run");
+    assert_eq!(
+        authors(&replicas.session().await),
+        ["user:go", "asker:", "user:", "asker:blue it is"]
+    );
+
+    // The asker's model hangs on the answer's Run; the replica that resumes it runs the
+    // asker alone too.
+    let asking_dead = Gated::scripted(vec![LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "ask_user",
+            serde_json::json!({"question": "Which size?"}),
+            Some("ask_1".into()),
+        ))),
+        ..Default::default()
+    }]);
+    let (asking, closer) = (Gated::new(&["size L it is"]), Gated::new(&["all done"]));
+    let first = replicas.runner_with(tree(&asking_dead, &closer), not_resumable);
+    drain_all(first.run(USER, SESSION, go(), Default::default()).await.unwrap()).await;
+    let called = asking_dead.clone();
+    let second = replicas.runner_with(tree(&asking, &closer), not_resumable);
+    let session = replicas
+        .die_and_resume_on(&first, second, answer(), move |_| called.requests() == 2)
+        .await;
+    assert_eq!((asking.requests(), closer.requests()), (1, 0), "the closer is not run");
+    assert_eq!(authors(&session).last().map(String::as_str), Some("asker:size L it is"));
+}
+
 /// A model reply calling `name` with call id `id`.
 fn call(name: &str, id: &str) -> LlmResponse {
     LlmResponse {
@@ -794,6 +843,66 @@ async fn a_sequence_pauses_after_an_llm_agent_that_called_a_long_running_tool() 
             "expenses:",
             "expenses:",
             "expenses:asked",
+        ]
+    );
+}
+
+/// As ADK 2.13 resumes an app marked resumable: the client's answer to a long-running call
+/// the agent had replied after (its interim result read) goes on with that agent, which the
+/// model answers again, then with the sequence's next step.
+#[tokio::test]
+async fn an_answer_to_a_long_running_call_replied_after_goes_on_with_its_agent_then_the_sequence() {
+    let replicas = Replicas::new().await;
+    let call = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "approve",
+            serde_json::json!({"amount": 900}),
+            Some("c1".into()),
+        ))),
+        ..Default::default()
+    };
+    let text = |text: &str| LlmResponse {
+        content: Some(Content::new("model").with_text(text)),
+        ..Default::default()
+    };
+    let approve = adk_grpc_agents::FunctionTool::new("approve", "Asks a manager.", |_ctx, _args| async {
+        Ok(serde_json::json!({"status": "pending"}))
+    })
+    .long_running();
+    let expenses_model = Gated::scripted(vec![call, text("asked"), text("approved")]);
+    let expenses: Arc<dyn Agent> = Arc::new(
+        LlmAgentBuilder::new("expenses")
+            .model(expenses_model.clone())
+            .tool(Arc::new(approve))
+            .build()
+            .unwrap(),
+    );
+    let closer = Gated::new(&["done"]);
+    let runner = replicas.runner(Arc::new(SequentialAgent::new(
+        "steps",
+        vec![expenses, llm("closer", &closer)],
+    )));
+    drain_all(
+        runner
+            .run(USER, SESSION, Content::new("user").with_text("go"), Default::default())
+            .await
+            .unwrap(),
+    )
+    .await;
+    let answer = function_response("c1", "approve", serde_json::json!({"status": "approved"}));
+    let events = drain_all(runner.run(USER, SESSION, answer, Default::default()).await.unwrap()).await;
+    assert!(events.iter().all(|event| event.is_ok()), "{events:?}");
+    assert_eq!((expenses_model.requests(), closer.requests()), (3, 1));
+    assert_eq!(
+        authors(&replicas.session().await)[5..],
+        [
+            "user:",
+            "expenses:approved",
+            "expenses:end",
+            r#"steps:{"current_sub_agent":"closer"}"#,
+            "closer:done",
+            "closer:end",
+            "steps:end",
         ]
     );
 }
