@@ -1467,6 +1467,11 @@ async fn task_agent_default() {
 }
 
 #[tokio::test]
+async fn task_transfer() {
+    replay("task_transfer").await;
+}
+
+#[tokio::test]
 async fn task_agent_misfit_default() {
     replay("task_agent_misfit_default").await;
 }
@@ -1529,6 +1534,11 @@ mod openai {
     #[tokio::test]
     async fn task_agent_default() {
         replay_openai("task_agent_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_transfer() {
+        replay_openai("task_transfer").await;
     }
 
     #[tokio::test]

@@ -138,19 +138,36 @@ fn step<'a>(
                 return;
             }
         }
-        let mut waiting = false;
+        let mut waiting = task::Waiting::No;
         for await event in task::run_delegated(agent, ctx, delegated, &mut waiting) {
             yield event?;
         }
-        if waiting {
-            ctx.end_invocation();
-            return;
+        match waiting {
+            task::Waiting::No => {}
+            task::Waiting::OnTheUser => {
+                ctx.end_invocation();
+                return;
+            }
+            task::Waiting::HandedBack => {
+                for await event in run_again(agent, ctx) {
+                    yield event?;
+                }
+                return;
+            }
         }
         if let Some(text) = structured {
             yield agent.structured_event(ctx.as_ref(), text, &tools).await?;
             return;
         }
         if let Some(target) = transfer_to {
+            if task::hands_back(ctx.as_ref(), &target) {
+                // A task agent's transfer to its caller ends its run here, its call still
+                // open: the caller runs again and takes the call up ([`run_again`]).
+                if ctx.is_resumable() {
+                    yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
+                }
+                return;
+            }
             for await event in transfer(agent, ctx, &target) {
                 yield event?;
             }
@@ -208,6 +225,21 @@ fn transfer<'a>(
             yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
         }
         for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
+            yield event?;
+        }
+    }
+}
+
+/// This agent's run again after a task it called handed the turn back to it, as ADK
+/// 2.13's workflow runs it: a new run of the agent on `task::rerun_branch`, in the task's
+/// scope, whose flow takes up the task's open call (the task agent runs again, afresh,
+/// below it) and goes on after its answer.
+fn run_again<'a>(agent: &'a Inner, ctx: &'a Arc<dyn InvocationContext>) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        let me = adk_grpc_core::find_agent(&ctx.root_agent(), &agent.name)
+            .ok_or_else(|| AdkError::Agent(format!("agent {} is not in the runner's tree", agent.name)))?;
+        let branch = task::rerun_branch(&ctx.run_log(), ctx.branch(), &agent.name);
+        for await event in me.run(ctx.for_agent(me.clone(), &branch)).await? {
             yield event?;
         }
     }

@@ -142,7 +142,7 @@ impl Driver {
                 return Ok(None);
             };
             // A task's events carry its scope (ADK 2's isolation_scope), streamed and stored.
-            crate::llm::task::stamp_isolation_scope(&self.invocation.root_agent, &mut event);
+            crate::llm::task::stamp_isolation_scope(&self.invocation.root_agent, &self.invocation.events(), &mut event);
             if event.is_partial() {
                 self.in_step = true;
                 return Ok(Some(event));
