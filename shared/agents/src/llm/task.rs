@@ -183,7 +183,8 @@ pub(crate) fn handed_back(log: &RunLog, task: &Arc<dyn Agent>, branch: &str) -> 
     task.mode() == AgentMode::Task
         && log
             .thread(branch, task.name())
-            .next_back()
+            .rev()
+            .find(|(_, event)| event.content().is_some())
             .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
             == Some(caller.author.as_str())
 }
@@ -195,6 +196,24 @@ pub(crate) fn hands_back(ctx: &dyn InvocationContext, target: &str) -> bool {
         && call_id(ctx.branch())
             .and_then(|id| ctx.run_log().latest_call(id).map(|call| call.author == target))
             .unwrap_or(false)
+}
+
+/// The branch a transfer stored last on `branch` goes on from in a resumed
+/// run: the branch itself (the target runs where the transferring agent ran), but after a
+/// task agent's hand-back to its caller ([`handed_back`]), the caller's branch, whose flow
+/// then runs the caller again.
+pub(crate) fn transfer_goes_on_from(root: &Arc<dyn Agent>, log: &RunLog, branch: &str) -> String {
+    let task = branch
+        .rsplit('.')
+        .next()
+        .and_then(|segment| segment.split_once('@'))
+        .and_then(|(name, _)| find_agent(root, name));
+    match task {
+        Some(task) if handed_back(log, &task, branch) => branch
+            .rsplit_once('.')
+            .map_or_else(String::new, |(above, _)| above.to_string()),
+        _ => branch.to_string(),
+    }
 }
 
 /// The branch a delegated call `id` of agent `name` made on `caller_branch` last ran
@@ -770,7 +789,9 @@ fn run_delegated_call<'a>(
         let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
         let mut hook_answer = None;
         let before = ctx.run_log();
-        if outcome(&before, &target, &branch).is_none() {
+        // A task that handed the turn back (a resumed run stopped before its caller ran
+        // again) is not run here: its caller runs again ([`Waiting::HandedBack`]).
+        if outcome(&before, &target, &branch).is_none() && !handed_back(&before, &target, &branch) {
             if !started(&before, &branch) {
                 match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
                     BeforeTool::Respond(result) => hook_answer = Some(result),

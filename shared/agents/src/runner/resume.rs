@@ -187,7 +187,10 @@ impl Runner {
                 // A workflow agent above it that has not finished goes on from its position.
                 match open_workflow(&self.root_agent, &log, &run, &agent) {
                     Some(open) => open,
-                    None if unfinished(&log, invocation_id) => (agent, last.branch.clone()),
+                    None if unfinished(&log, invocation_id) => {
+                        let branch = crate::llm::task::transfer_goes_on_from(&self.root_agent, &log, &last.branch);
+                        (agent, branch)
+                    }
                     None => return Ok(None),
                 }
             }
