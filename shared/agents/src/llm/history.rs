@@ -69,7 +69,10 @@ fn without_unanswered_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
         _ => false,
     };
     let has_unanswered = |event: &Event| {
-        own(event) && event.content().is_some_and(|content| content.parts.iter().any(unanswered))
+        own(event)
+            && event
+                .content()
+                .is_some_and(|content| content.parts.iter().any(unanswered))
     };
     if !events.iter().any(has_unanswered) {
         return events;
@@ -774,7 +777,11 @@ mod tests {
             .flat_map(Content::function_calls)
             .map(|call| call.name.to_string())
             .collect();
-        assert_eq!(calls, ["get_user_choice"], "a long-running call waits for its answer and stays");
+        assert_eq!(
+            calls,
+            ["get_user_choice"],
+            "a long-running call waits for its answer and stays"
+        );
         assert_eq!(contents.len(), 4, "another agent's call is retold: {contents:?}");
     }
 

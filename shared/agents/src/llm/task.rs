@@ -890,7 +890,11 @@ mod tests {
         let mut log = RunLog::new(vec![on(""), on("intake@c1")]);
         assert_eq!(rerun_branch(&log, "", "host"), "host@2");
         log = RunLog::new(vec![on(""), on("intake@c1"), on("host@2.intake@c1")]);
-        assert_eq!(rerun_branch(&log, "host@2", "host"), "host@3", "a second hand-back: the third run");
+        assert_eq!(
+            rerun_branch(&log, "host@2", "host"),
+            "host@3",
+            "a second hand-back: the third run"
+        );
         assert_eq!(rerun_branch(&log, "", "host"), "host@3");
         // The re-run reads, and its events carry, the scope of the call it takes up.
         assert_eq!(branch_key(log.events(), "host@2"), "c1");

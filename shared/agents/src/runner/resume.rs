@@ -20,6 +20,7 @@
 use super::lease::LeaseGuard;
 use super::{Runner, Started};
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
+use crate::llm::task;
 use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
@@ -188,8 +189,7 @@ impl Runner {
                 match open_workflow(&self.root_agent, &log, &run, &agent) {
                     Some(open) => open,
                     None if unfinished(&log, invocation_id) => {
-                        let branch = crate::llm::task::transfer_goes_on_from(&self.root_agent, &log, &last.branch);
-                        (agent, branch)
+                        (agent, task::transfer_goes_on_from(&self.root_agent, &log, &last.branch))
                     }
                     None => return Ok(None),
                 }

@@ -1010,7 +1010,12 @@ async fn a_run_that_died_after_a_tasks_hand_back_goes_on_with_the_callers_new_ru
         ("intake", "host@2.intake@t1", "t1", task_invocation.as_str())
     );
     assert_eq!(
-        (intake_dead.requests(), intake.requests(), host.requests(), host_dead.requests()),
+        (
+            intake_dead.requests(),
+            intake.requests(),
+            host.requests(),
+            host_dead.requests()
+        ),
         (2, 1, 0, 0),
         "the hand-back's model is not asked again; the caller's run takes the call up without its model"
     );
