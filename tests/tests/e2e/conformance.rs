@@ -1472,6 +1472,11 @@ async fn task_transfer() {
 }
 
 #[tokio::test]
+async fn single_turn_transfer() {
+    replay("single_turn_transfer").await;
+}
+
+#[tokio::test]
 async fn task_agent_misfit_default() {
     replay("task_agent_misfit_default").await;
 }
@@ -1539,6 +1544,11 @@ mod openai {
     #[tokio::test]
     async fn task_transfer() {
         replay_openai("task_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn single_turn_transfer() {
+        replay_openai("single_turn_transfer").await;
     }
 
     #[tokio::test]

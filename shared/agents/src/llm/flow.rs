@@ -212,8 +212,21 @@ fn transfer<'a>(
             // open: the caller runs again and takes the call up ([`run_again`]).
             return;
         }
+        let in_callers_place = agent.mode == AgentMode::SingleTurn && task::called_by(ctx.as_ref(), target.name());
         for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
-            yield event?;
+            let mut event = event?;
+            if in_callers_place {
+                agent.keep_as_output(&target, &mut event);
+            }
+            yield event;
+        }
+        if in_callers_place {
+            // As ADK 2.13's transfer loop runs it: the caller's reply in the single-turn
+            // agent's place is that agent's output, then the caller runs once more there,
+            // and the call is answered with nothing (`task::outcome`).
+            for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
+                yield event?;
+            }
         }
     }
 }
@@ -263,6 +276,26 @@ fn run_again<'a>(
         for await event in me.run(ctx.for_agent(me.clone(), &branch)).await? {
             yield event?;
         }
+    }
+}
+
+impl Inner {
+    /// A single-turn agent's caller's final reply in its place (`transfer`) goes to this
+    /// agent's `output_key`, as ADK's node stores its output: the text, or the JSON value
+    /// with an `output_schema`.
+    fn keep_as_output(&self, caller: &Arc<dyn Agent>, event: &mut Event) {
+        let Some(key) = &self.output_key else { return };
+        if event.author != caller.name() || !event.is_final_response() {
+            return;
+        }
+        let Some(text) = event.content().and_then(Content::text) else {
+            return;
+        };
+        let value = match self.output_schema {
+            Some(_) => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            None => serde_json::Value::String(text),
+        };
+        event.actions.state_delta.insert(key.clone(), value);
     }
 }
 

@@ -350,9 +350,14 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
 fn visible(events: &[Event], agent: &str, branch: &str, others_thoughts: OthersThoughts) -> Vec<Event> {
     let live = apply_rewinds(events);
     let scope = super::task::branch_key(events, branch);
+    let unscoped = super::task::reads_in_callers_place(events, agent, branch);
+    let in_scope = |event: &Event| match unscoped {
+        true => event.isolation_scope.is_empty(),
+        false => super::task::scope_key(event) == scope,
+    };
     let on_this_branch: Vec<Event> = live
         .into_iter()
-        .filter(|event| on_branch(branch, &event.branch) && super::task::scope_key(event) == scope)
+        .filter(|event| on_branch(branch, &event.branch) && in_scope(event))
         .collect();
     apply_compactions(&on_this_branch, agent)
         .into_iter()

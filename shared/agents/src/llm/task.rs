@@ -177,25 +177,33 @@ pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
 /// agent that called it (its `transfer_to_agent` naming its caller): then the call stays
 /// open and the caller runs again ([`rerun_branch`]), as ADK 2.13 runs it.
 pub(crate) fn handed_back(log: &RunLog, task: &Arc<dyn Agent>, branch: &str) -> bool {
+    task.mode() == AgentMode::Task && transferred_to_caller(log, task.name(), branch)
+}
+
+/// Whether the delegated agent `agent`'s last word on `branch` is a transfer to the agent
+/// that called it.
+fn transferred_to_caller(log: &RunLog, agent: &str, branch: &str) -> bool {
     let Some(caller) = call_id(branch).and_then(|id| log.latest_call(id)) else {
         return false;
     };
-    task.mode() == AgentMode::Task
-        && log
-            .thread(branch, task.name())
-            .rev()
-            .find(|(_, event)| event.content().is_some())
-            .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
-            == Some(caller.author.as_str())
+    log.thread(branch, agent)
+        .rev()
+        .find(|(_, event)| event.content().is_some())
+        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
+        == Some(caller.author.as_str())
+}
+
+/// Whether the delegated agent of `ctx` was called by the agent `target`.
+pub(crate) fn called_by(ctx: &dyn InvocationContext, target: &str) -> bool {
+    call_id(ctx.branch())
+        .and_then(|id| ctx.run_log().latest_call(id).map(|call| call.author == target))
+        .unwrap_or(false)
 }
 
 /// Whether a task agent on `branch` transferring to `target` hands the turn back to its
 /// caller ([`handed_back`]) rather than to another agent.
 pub(crate) fn hands_back(ctx: &dyn InvocationContext, target: &str) -> bool {
-    ctx.agent().mode() == AgentMode::Task
-        && call_id(ctx.branch())
-            .and_then(|id| ctx.run_log().latest_call(id).map(|call| call.author == target))
-            .unwrap_or(false)
+    ctx.agent().mode() == AgentMode::Task && called_by(ctx, target)
 }
 
 /// The branch a transfer stored last on `branch` goes on from in a resumed
@@ -244,6 +252,55 @@ fn call_id(branch: &str) -> Option<&str> {
 /// whose key is its branch's ([`call_id`]; "" outside any delegated call).
 pub(crate) fn scope_key(event: &Event) -> &str {
     call_id(&event.branch).unwrap_or(&event.isolation_scope)
+}
+
+/// Whether `reader`, on `branch`, runs there in place of the single-turn agent of the
+/// branch's call (its caller, to which the single-turn agent transferred, see
+/// `flow::transfer`): as ADK 2.13 runs it, it then reads the unscoped events of its branch
+/// and those above, as its caller does (a single-turn agent a chat agent calls has no
+/// `isolation_scope`), not the call's own scope alone.
+pub(crate) fn reads_in_callers_place(events: &[Event], reader: &str, branch: &str) -> bool {
+    let Some((agent, _)) = scope(branch)
+        .rsplit('.')
+        .next()
+        .and_then(|segment| segment.split_once('@'))
+    else {
+        return false;
+    };
+    agent != reader
+        && events
+            .iter()
+            .find(|event| event.branch == branch)
+            .is_some_and(|first| first.isolation_scope.is_empty())
+}
+
+/// The events `reader` on `branch` reads, when it runs in a single-turn agent's place
+/// ([`reads_in_callers_place`]) for the first time: with the single-turn agent's message
+/// (its `request`) as the user's, before the agent's first event, where ADK 2.13 keeps it
+/// while the agent's node runs. None otherwise.
+pub(crate) fn with_single_turn_message(
+    log: &RunLog,
+    root: &Arc<dyn Agent>,
+    reader: &str,
+    branch: &str,
+) -> Option<Vec<Event>> {
+    let events = log.events();
+    if !reads_in_callers_place(events, reader, branch) || log.thread(branch, reader).next().is_some() {
+        return None;
+    }
+    let id = call_id(branch)?;
+    let call = log.latest_call(id)?;
+    let name = call.function_calls().find(|c| c.id == id)?.name.to_string();
+    let agent = find_agent(root, &name).filter(|agent| agent.mode() == AgentMode::SingleTurn)?;
+    let args = call_arguments(log, id)?;
+    let at = events.iter().position(|event| event.branch == branch)?;
+    let mut message = Event::new(&call.invocation_id).with_author(USER_AUTHOR);
+    message.llm_response.content = Some(single_turn_input_message(&agent, &args));
+    message.branch = branch.to_string();
+    let mut read = events[..at].to_vec();
+    read.push(message);
+    read.extend_from_slice(&events[at..]);
+    Some(read)
 }
 
 /// The key an agent running on `branch` reads the events of (see [`scope_key`]): its
@@ -446,6 +503,9 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
     };
     match agent.mode() {
         AgentMode::Chat => None,
+        // A single-turn agent that handed the turn to its caller, which then ran in its
+        // place (`transfer`), answers nothing: ADK's `{"result": null}`.
+        AgentMode::SingleTurn if transferred_to_caller(log, agent.name(), branch) => Some(Value::Null),
         AgentMode::SingleTurn => {
             let reply = own()
                 .rev()
