@@ -963,6 +963,27 @@ mod tests {
         assert_eq!(calls_missing_from(&[on("host@2.intake@c1")]), ["c1"]);
     }
 
+    #[test]
+    fn a_caller_in_a_single_turn_agents_place_reads_as_its_caller_and_a_tasks_does_not() {
+        let on = |author: &str, branch: &str, scope: &str| {
+            let mut event = Event::new("e-1").with_author(author);
+            event.branch = branch.into();
+            event.isolation_scope = scope.into();
+            event
+        };
+        // A single-turn agent a chat agent called: its events carry no isolation_scope.
+        let single_turn = [on("user", "", ""), on("notes", "notes@c1", "")];
+        assert!(reads_in_callers_place(&single_turn, "host", "notes@c1"));
+        assert!(
+            !reads_in_callers_place(&single_turn, "notes", "notes@c1"),
+            "the agent reads its own scope"
+        );
+        assert!(!reads_in_callers_place(&single_turn, "host", ""));
+        // A task's events carry its call's scope: whoever runs there reads the task's.
+        let task = [on("user", "", ""), on("intake", "intake@c1", "c1")];
+        assert!(!reads_in_callers_place(&task, "host", "intake@c1"));
+    }
+
     /// Stands in for the Python worker's pydantic: refuses a `guests` that is no integer
     /// with pydantic's words (the text ADK's recording shows for `Booking`).
     struct Pydantic;
