@@ -189,6 +189,8 @@ class FakeGemini:
                             exchange["agent"] = named
                         fake.exchanges.append(exchange)
                 if chosen is None:
+                    # Say who asked, so a script can be written for what ADK asks next.
+                    print(f"no reply left for {agent!r}: {json.dumps(request.get('contents', [])[-3:])}", file=sys.stderr)
                     self.send_response(500)
                     self.end_headers()
                     self.wfile.write(b'{"error": {"code": 500, "message": "script has no reply left"}}')

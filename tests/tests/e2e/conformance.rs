@@ -1511,6 +1511,16 @@ async fn task_agent_default() {
 }
 
 #[tokio::test]
+async fn task_transfer() {
+    replay("task_transfer").await;
+}
+
+#[tokio::test]
+async fn single_turn_transfer() {
+    replay("single_turn_transfer").await;
+}
+
+#[tokio::test]
 async fn task_agent_misfit_default() {
     replay("task_agent_misfit_default").await;
 }
@@ -1573,6 +1583,16 @@ mod openai {
     #[tokio::test]
     async fn task_agent_default() {
         replay_openai("task_agent_default").await;
+    }
+
+    #[tokio::test]
+    async fn task_transfer() {
+        replay_openai("task_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn single_turn_transfer() {
+        replay_openai("single_turn_transfer").await;
     }
 
     #[tokio::test]

@@ -138,12 +138,11 @@ fn step<'a>(
                 return;
             }
         }
-        let mut waiting = false;
-        for await event in task::run_delegated(agent, ctx, delegated, &mut waiting) {
+        let mut stopped = false;
+        for await event in delegated_calls(agent, ctx, delegated, &mut stopped) {
             yield event?;
         }
-        if waiting {
-            ctx.end_invocation();
+        if stopped {
             return;
         }
         if let Some(text) = structured {
@@ -196,7 +195,8 @@ fn model_turn<'a>(
 /// In an invocation that keeps its ends in the log, this agent's end comes first, as
 /// ADK 2 stores it (its agent wrapper ends the agent at the transfer's response, and
 /// the target runs after it); a resumed invocation whose log ends there goes on with
-/// the target (`run_state::transfer_not_acted_on`).
+/// the target (`run_state::transfer_not_acted_on`). A task agent's transfer to its caller
+/// is no hand-over: its run ends and the caller runs again (`task::handed_back`).
 fn transfer<'a>(
     agent: &'a Inner,
     ctx: &'a Arc<dyn InvocationContext>,
@@ -207,9 +207,95 @@ fn transfer<'a>(
         if ctx.is_resumable() {
             yield crate::workflow::state_event(ctx.as_ref(), &agent.name, ctx.branch(), None);
         }
+        if task::hands_back(ctx.as_ref(), target.name()) {
+            // A task agent's transfer to its caller ends its run here, its call still
+            // open: the caller runs again and takes the call up ([`run_again`]).
+            return;
+        }
+        let in_callers_place = agent.mode == AgentMode::SingleTurn && task::called_by(ctx.as_ref(), target.name());
         for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
+            let mut event = event?;
+            if in_callers_place {
+                agent.keep_as_output(&target, &mut event);
+            }
+            yield event;
+        }
+        if in_callers_place {
+            // As ADK 2.13's transfer loop runs it: the caller's reply in the single-turn
+            // agent's place is that agent's output, then the caller runs once more there,
+            // and the call is answered with nothing (`task::outcome`).
+            for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
+                yield event?;
+            }
+        }
+    }
+}
+
+/// Runs the step's delegated calls (`task::run_delegated`); `stopped` when the turn stops
+/// there: a task waits for the user (the invocation ends), or handed the turn back, and
+/// this agent has run again ([`run_again`]).
+fn delegated_calls<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+    calls: Vec<Call>,
+    stopped: &'a mut bool,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        let mut waiting = task::Waiting::No;
+        for await event in task::run_delegated(agent, ctx, calls, &mut waiting) {
             yield event?;
         }
+        match waiting {
+            task::Waiting::No => {}
+            task::Waiting::OnTheUser => {
+                ctx.end_invocation();
+                *stopped = true;
+            }
+            task::Waiting::HandedBack => {
+                for await event in run_again(agent, ctx) {
+                    yield event?;
+                }
+                *stopped = true;
+            }
+        }
+    }
+}
+
+/// This agent's run again after a task it called handed the turn back to it, as ADK
+/// 2.13's workflow runs it: a new run of the agent on `task::rerun_branch`, in the task's
+/// scope, whose flow takes up the task's open call (the task agent runs again, afresh,
+/// below it) and goes on after its answer.
+fn run_again<'a>(
+    agent: &'a Inner,
+    ctx: &'a Arc<dyn InvocationContext>,
+) -> impl Stream<Item = Result<Event>> + Send + 'a {
+    try_stream! {
+        let me = adk_grpc_core::find_agent(&ctx.root_agent(), &agent.name)
+            .ok_or_else(|| AdkError::Agent(format!("agent {} is not in the runner's tree", agent.name)))?;
+        let branch = task::rerun_branch(&ctx.run_log(), ctx.branch(), &agent.name);
+        for await event in me.run(ctx.for_agent(me.clone(), &branch)).await? {
+            yield event?;
+        }
+    }
+}
+
+impl Inner {
+    /// A single-turn agent's caller's final reply in its place (`transfer`) goes to this
+    /// agent's `output_key`, as ADK's node stores its output: the text, or the JSON value
+    /// with an `output_schema`.
+    fn keep_as_output(&self, caller: &Arc<dyn Agent>, event: &mut Event) {
+        let Some(key) = &self.output_key else { return };
+        if event.author != caller.name() || !event.is_final_response() {
+            return;
+        }
+        let Some(text) = event.content().and_then(Content::text) else {
+            return;
+        };
+        let value = match self.output_schema {
+            Some(_) => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+            None => serde_json::Value::String(text),
+        };
+        event.actions.state_delta.insert(key.clone(), value);
     }
 }
 

@@ -42,7 +42,53 @@ pub(crate) fn conversation(
     let events = answers_to_others_retold(visible(events, agent, branch, others_thoughts), agent, others_thoughts);
     let events = latest_answers_after_their_calls(events, agent);
     let events = answers_after_their_calls(events, agent);
+    let events = without_unanswered_calls(events, agent);
     contents(&events, agent, others_thoughts)
+}
+
+/// ADK's pruning of calls left without an answer (`drop_orphaned_function_calls`): a call
+/// of the agent's own with an id, not long-running, whose answer is nowhere in `events`
+/// (stored in a scope this agent does not read) is left out, and an event left without
+/// parts with it, since a provider refuses a call without its result. Another agent's
+/// calls are retold as text and stay.
+fn without_unanswered_calls(events: Vec<Event>, agent: &str) -> Vec<Event> {
+    let own = |event: &Event| !by_another_agent(event, agent);
+    let answered: HashSet<String> = events
+        .iter()
+        .filter(|event| own(event))
+        .flat_map(Event::function_responses)
+        .map(|response| response.id.to_string())
+        .collect();
+    let long_running: HashSet<String> = events
+        .iter()
+        .flat_map(|event| event.long_running_tool_ids.iter().cloned())
+        .collect();
+    let unanswered = |part: &Part| match &part.kind {
+        PartKind::FunctionCall { id: Some(id), .. } => {
+            !id.is_empty() && !answered.contains(id) && !long_running.contains(id)
+        }
+        _ => false,
+    };
+    let has_unanswered = |event: &Event| {
+        own(event)
+            && event
+                .content()
+                .is_some_and(|content| content.parts.iter().any(unanswered))
+    };
+    if !events.iter().any(has_unanswered) {
+        return events;
+    }
+    events
+        .into_iter()
+        .filter_map(|mut event| {
+            if !has_unanswered(&event) {
+                return Some(event);
+            }
+            let content = event.llm_response.content.as_mut()?;
+            content.parts.retain(|part| !unanswered(part));
+            (!content.parts.is_empty()).then_some(event)
+        })
+        .collect()
 }
 
 /// ADK's pairing of the history's calls with their answers
@@ -338,9 +384,14 @@ pub(crate) fn current_turn(events: &[Event], agent: &str, branch: &str) -> Vec<C
 /// compacted, complete, with something to read (another agent's thoughts counting as
 /// something when they are told).
 fn visible(events: &[Event], agent: &str, branch: &str, others_thoughts: OthersThoughts) -> Vec<Event> {
-    let scope = super::task::branch_key(branch);
+    let scope = super::task::branch_key(events, branch);
+    let unscoped = super::task::reads_in_callers_place(events, agent, branch);
+    let in_scope = |event: &Event| match unscoped {
+        true => event.isolation_scope.is_empty(),
+        false => super::task::scope_key(event) == scope,
+    };
     let on_this_branch: Vec<Event> = surviving_rewinds(events)
-        .filter(|event| on_branch(branch, &event.branch) && super::task::scope_key(event) == scope)
+        .filter(|event| on_branch(branch, &event.branch) && in_scope(event))
         .cloned()
         .collect();
     apply_compactions(&on_this_branch, agent)
@@ -767,6 +818,46 @@ mod tests {
             ["for how many?", "four", "and a high chair"]
         );
         assert_eq!(texts("check", "intake@c1.check@c2"), ["checked"]);
+    }
+
+    #[test]
+    fn an_own_call_whose_answer_is_not_read_is_left_out() {
+        let call = |name: &str, id: &str| {
+            Content::new("model").with_part(Part::function_call(name, json!({}), Some(id.into())))
+        };
+        let data = adk_grpc_core::FunctionResponseData {
+            name: "intake".into(),
+            response: json!({"guests": 4}),
+        };
+        // The task's answer, stored in the task's scope the root no longer reads.
+        let mut answer = event(
+            "user",
+            "host@2",
+            Content::new("user").with_part(Part::function_response(data, Some("c1".into()))),
+        );
+        answer.isolation_scope = "c1".into();
+        let mut pending = event("host", "", call("get_user_choice", "c2"));
+        pending.long_running_tool_ids = vec!["c2".into()];
+        let events = vec![
+            event("user", "", Content::new("user").with_text("a table")),
+            event("host", "", call("intake", "c1")),
+            answer,
+            event("router", "", call("lookup", "c3")),
+            pending,
+            event("user", "", Content::new("user").with_text("parking?")),
+        ];
+        let contents = conversation(&events, "host", "", OthersThoughts::LeftOut);
+        let calls: Vec<String> = contents
+            .iter()
+            .flat_map(Content::function_calls)
+            .map(|call| call.name.to_string())
+            .collect();
+        assert_eq!(
+            calls,
+            ["get_user_choice"],
+            "a long-running call waits for its answer and stays"
+        );
+        assert_eq!(contents.len(), 4, "another agent's call is retold: {contents:?}");
     }
 
     #[test]

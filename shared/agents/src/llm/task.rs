@@ -96,16 +96,146 @@ pub(crate) fn branch(caller_branch: &str, agent: &str, call_id: &str) -> String 
     }
 }
 
+/// Whether a branch segment `<agent>@<run>` is a re-run of its agent (ADK 2's workflow
+/// running a node again, its run id a number, see [`rerun_branch`]) rather than a
+/// delegated call (`<agent>@<call id>`), as ADK tells them apart.
+fn is_rerun(segment: &str) -> bool {
+    segment
+        .split_once('@')
+        .is_some_and(|(_, run)| !run.is_empty() && run.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// The delegation scope of `branch`: the branch up to its last `<agent>@<call id>` segment;
 /// "" outside any delegated call. Agent names cannot hold `@`, so other branches have none.
 pub(crate) fn scope(branch: &str) -> &str {
-    match branch.rfind('@') {
-        None => "",
-        Some(at) => match branch[at..].find('.') {
-            Some(dot) => &branch[..at + dot],
-            None => branch,
-        },
+    let (mut end, mut at) = (0, 0);
+    for segment in branch.split('.') {
+        at += segment.len();
+        if segment.contains('@') && !is_rerun(segment) {
+            end = at;
+        }
+        at += 1;
     }
+    &branch[..end]
+}
+
+/// The re-run `branch` is in when no delegated call is below it: the branch up to its
+/// last re-run segment (see [`rerun_branch`]); None otherwise.
+fn rerun_prefix(branch: &str) -> Option<&str> {
+    let (mut end, mut at) = (None, 0);
+    for segment in branch.split('.') {
+        at += segment.len();
+        if is_rerun(segment) {
+            end = Some(at);
+        } else if segment.contains('@') {
+            end = None;
+        }
+        at += 1;
+    }
+    end.map(|end| &branch[..end])
+}
+
+/// The id of the task call a re-run on `branch` takes up (see [`rerun_branch`]): the
+/// call of the task's run just below the re-run, the first a re-run starts. None outside
+/// a re-run.
+fn rerun_call<'a>(events: &'a [Event], branch: &str) -> Option<&'a str> {
+    let prefix = rerun_prefix(branch)?;
+    events.iter().find_map(|event| {
+        let below = event.branch.strip_prefix(prefix)?.strip_prefix('.')?;
+        let segment = below.split('.').next()?;
+        segment.split_once('@').map(|(_, id)| id).filter(|_| !is_rerun(segment))
+    })
+}
+
+/// The branch the agent `caller`, on `branch`, runs again on when a task it called hands
+/// the turn back to it (ADK 2's workflow re-running the caller's node, see
+/// [`handed_back`]): `<caller>@<n>` beside its own run (below the branch its run is on,
+/// with a re-run's segment replaced), `n` one past its latest run there, 2 for the first
+/// re-run (its first run is 1).
+pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
+    let base = match branch.rsplit_once('.') {
+        Some((above, last)) if is_rerun(last) && last.starts_with(&format!("{caller}@")) => above,
+        None if is_rerun(branch) && branch.starts_with(&format!("{caller}@")) => "",
+        _ => branch,
+    };
+    let head = if base.is_empty() {
+        format!("{caller}@")
+    } else {
+        format!("{base}.{caller}@")
+    };
+    let latest = log
+        .events()
+        .iter()
+        .filter_map(|event| event.branch.strip_prefix(&head))
+        .filter_map(|rest| rest.split('.').next()?.parse::<u64>().ok())
+        .max()
+        .unwrap_or(1);
+    format!("{head}{}", latest + 1)
+}
+
+/// Whether the task agent `task`'s run on `branch` ended by handing the turn back to the
+/// agent that called it (its `transfer_to_agent` naming its caller): then the call stays
+/// open and the caller runs again ([`rerun_branch`]), as ADK 2.13 runs it.
+pub(crate) fn handed_back(log: &RunLog, task: &Arc<dyn Agent>, branch: &str) -> bool {
+    task.mode() == AgentMode::Task && transferred_to_caller(log, task.name(), branch)
+}
+
+/// Whether the delegated agent `agent`'s last word on `branch` is a transfer to the agent
+/// that called it.
+fn transferred_to_caller(log: &RunLog, agent: &str, branch: &str) -> bool {
+    let Some(caller) = call_id(branch).and_then(|id| log.latest_call(id)) else {
+        return false;
+    };
+    log.thread(branch, agent)
+        .rev()
+        .find(|(_, event)| event.content().is_some())
+        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
+        == Some(caller.author.as_str())
+}
+
+/// Whether the delegated agent of `ctx` was called by the agent `target`.
+pub(crate) fn called_by(ctx: &dyn InvocationContext, target: &str) -> bool {
+    call_id(ctx.branch())
+        .and_then(|id| ctx.run_log().latest_call(id).map(|call| call.author == target))
+        .unwrap_or(false)
+}
+
+/// Whether a task agent on `branch` transferring to `target` hands the turn back to its
+/// caller ([`handed_back`]) rather than to another agent.
+pub(crate) fn hands_back(ctx: &dyn InvocationContext, target: &str) -> bool {
+    ctx.agent().mode() == AgentMode::Task && called_by(ctx, target)
+}
+
+/// The branch a transfer stored last on `branch` goes on from in a resumed
+/// run: the branch itself (the target runs where the transferring agent ran), but after a
+/// task agent's hand-back to its caller ([`handed_back`]), the caller's branch, whose flow
+/// then runs the caller again.
+pub(crate) fn transfer_goes_on_from(root: &Arc<dyn Agent>, log: &RunLog, branch: &str) -> String {
+    let task = branch
+        .rsplit('.')
+        .next()
+        .and_then(|segment| segment.split_once('@'))
+        .and_then(|(name, _)| find_agent(root, name));
+    match task {
+        Some(task) if handed_back(log, &task, branch) => branch
+            .rsplit_once('.')
+            .map_or_else(String::new, |(above, _)| above.to_string()),
+        _ => branch.to_string(),
+    }
+}
+
+/// The branch a delegated call `id` of agent `name` made on `caller_branch` last ran
+/// on: `<caller_branch>.<name>@<id>`, or below the caller's latest re-run when a hand-back
+/// ran it again there ([`rerun_branch`]).
+fn latest_run(log: &RunLog, caller_branch: &str, name: &str, id: &str) -> String {
+    let first = branch(caller_branch, name, id);
+    let segment = format!(".{name}@{id}");
+    log.events()
+        .iter()
+        .rev()
+        .map(|event| event.branch.as_str())
+        .find(|event_branch| *event_branch == first || event_branch.ends_with(&segment))
+        .map_or(first.clone(), str::to_string)
 }
 
 /// The id of the call whose scope `branch` is in.
@@ -124,9 +254,62 @@ pub(crate) fn scope_key(event: &Event) -> &str {
     call_id(&event.branch).unwrap_or(&event.isolation_scope)
 }
 
-/// The key an agent running on `branch` reads the events of (see [`scope_key`]).
-pub(crate) fn branch_key(branch: &str) -> &str {
-    call_id(branch).unwrap_or_default()
+/// Whether `reader`, on `branch`, runs there in place of the single-turn agent of the
+/// branch's call (its caller, to which the single-turn agent transferred, see
+/// `flow::transfer`): as ADK 2.13 runs it, it then reads the unscoped events of its branch
+/// and those above, as its caller does (a single-turn agent a chat agent calls has no
+/// `isolation_scope`), not the call's own scope alone.
+pub(crate) fn reads_in_callers_place(events: &[Event], reader: &str, branch: &str) -> bool {
+    let Some((agent, _)) = scope(branch)
+        .rsplit('.')
+        .next()
+        .and_then(|segment| segment.split_once('@'))
+    else {
+        return false;
+    };
+    agent != reader
+        && events
+            .iter()
+            .find(|event| event.branch == branch)
+            .is_some_and(|first| first.isolation_scope.is_empty())
+}
+
+/// The events `reader` on `branch` reads, when it runs in a single-turn agent's place
+/// ([`reads_in_callers_place`]) for the first time: with the single-turn agent's message
+/// (its `request`) as the user's, before the agent's first event, where ADK 2.13 keeps it
+/// while the agent's node runs. None otherwise.
+pub(crate) fn with_single_turn_message(
+    log: &RunLog,
+    root: &Arc<dyn Agent>,
+    reader: &str,
+    branch: &str,
+) -> Option<Vec<Event>> {
+    let events = log.events();
+    if !reads_in_callers_place(events, reader, branch) || log.thread(branch, reader).next().is_some() {
+        return None;
+    }
+    let id = call_id(branch)?;
+    let call = log.latest_call(id)?;
+    let name = call.function_calls().find(|c| c.id == id)?.name.to_string();
+    let agent = find_agent(root, &name).filter(|agent| agent.mode() == AgentMode::SingleTurn)?;
+    let args = call_arguments(log, id)?;
+    let at = events.iter().position(|event| event.branch == branch)?;
+    let mut message = Event::new(&call.invocation_id).with_author(USER_AUTHOR);
+    message.llm_response.content = Some(single_turn_input_message(&agent, &args));
+    message.branch = branch.to_string();
+    let mut read = events[..at].to_vec();
+    read.push(message);
+    read.extend_from_slice(&events[at..]);
+    Some(read)
+}
+
+/// The key an agent running on `branch` reads the events of (see [`scope_key`]): its
+/// delegated call's, on a re-run the call it takes up (ADK's re-run keeps the task's
+/// `isolation_scope`), else "".
+pub(crate) fn branch_key<'a>(events: &'a [Event], branch: &'a str) -> &'a str {
+    call_id(branch)
+        .or_else(|| rerun_call(events, branch))
+        .unwrap_or_default()
 }
 
 /// ADK 2's `isolation_scope` of an event on `branch`: the id of the innermost call of a
@@ -152,8 +335,10 @@ pub(crate) struct IsolationScopes(HashMap<String, String>);
 
 impl IsolationScopes {
     /// Stamps `event` (an event of agents under `root`, the run's root every time) with
-    /// the `isolation_scope` of its branch, unless it has one.
-    pub(crate) fn stamp(&mut self, root: &Arc<dyn Agent>, event: &mut Event) {
+    /// the `isolation_scope` of its branch, unless it has one; on a re-run, the call it
+    /// takes up, whose scope ADK's re-run keeps (read from the log, `events`, each time:
+    /// the call may be stored after the re-run's first event).
+    pub(crate) fn stamp(&mut self, root: &Arc<dyn Agent>, events: impl FnOnce() -> Arc<Vec<Event>>, event: &mut Event) {
         if !event.isolation_scope.is_empty() || !event.branch.contains('@') {
             return;
         }
@@ -165,7 +350,10 @@ impl IsolationScopes {
                 scope
             }
         };
-        event.isolation_scope = scope;
+        event.isolation_scope = match scope.is_empty() && rerun_prefix(&event.branch).is_some() {
+            true => rerun_call(&events(), &event.branch).unwrap_or_default().to_string(),
+            false => scope,
+        };
     }
 }
 
@@ -183,6 +371,7 @@ pub(crate) fn calls_missing_from(events: &[Event]) -> Vec<String> {
         let on_branch = event
             .branch
             .split('.')
+            .filter(|segment| !is_rerun(segment))
             .filter_map(|segment| segment.split_once('@'))
             .map(|(_, id)| id);
         let scoped = Some(event.isolation_scope.as_str()).filter(|id| !id.is_empty());
@@ -215,13 +404,25 @@ pub(crate) fn caller_to_resume(
     if mode == AgentMode::Chat || DISPATCHING.try_with(|_| ()).is_ok() {
         return None;
     }
+    // The outermost delegated call of the branch, and the branch its caller ran on (a
+    // re-run's, [`rerun_branch`], when a hand-back ran the caller again).
     let branch = ctx.branch();
-    let at = branch.find('@')?;
-    let outermost = branch[at + 1..].split('.').next()?;
+    let mut above = 0;
+    let (caller_branch, outermost) = loop {
+        let rest = &branch[above..];
+        let segment = rest.split('.').next()?;
+        if segment.contains('@') && !is_rerun(segment) {
+            break (branch[..above].trim_end_matches('.'), segment.split_once('@')?.1);
+        }
+        above += segment.len() + 1;
+        if above > branch.len() {
+            return None;
+        }
+    };
     let log = ctx.run_log();
     let call = log.latest_call(outermost)?;
     let caller = find_agent(&ctx.root_agent(), &call.author)?;
-    Some((caller, call.branch.clone()))
+    Some((caller, caller_branch.to_string()))
 }
 
 /// The sub-agents `agents` its parent calls as tools.
@@ -238,7 +439,15 @@ const SINGLE_TURN_NUDGE: &str = "Important: You will not receive any user replie
 /// which ADK runs as its `AgentTool` runs an agent, the `request` text (or its
 /// `input_schema`'s validated arguments as `json.dumps` writes them), told nothing more, but inside a task: there it
 /// runs in the task's scope, whose input ADK gives it first, with [`SINGLE_TURN_NUDGE`].
+/// A chat agent run again by a task's hand-back ([`rerun_branch`]) is, as ADK 2.13 runs it,
+/// in the task's scope, so ADK gives it the task's input first too.
 pub(crate) fn input(log: &RunLog, root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>, branch: &str) -> Vec<Content> {
+    if agent.mode() == AgentMode::Chat {
+        return rerun_call(log.events(), branch)
+            .and_then(|id| call_arguments(log, id))
+            .map(|args| vec![Content::new("user").with_text(python_json(&args))])
+            .unwrap_or_default();
+    }
     let Some(args) = call_id(branch).and_then(|id| call_arguments(log, id)) else {
         return Vec::new();
     };
@@ -311,6 +520,9 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
     };
     match agent.mode() {
         AgentMode::Chat => None,
+        // A single-turn agent that handed the turn to its caller, which then ran in its
+        // place (`transfer`), answers nothing: ADK's `{"result": null}`.
+        AgentMode::SingleTurn if transferred_to_caller(log, agent.name(), branch) => Some(Value::Null),
         AgentMode::SingleTurn => {
             let reply = own()
                 .rev()
@@ -409,8 +621,18 @@ pub(crate) fn pending_calls(
     branch: &str,
     sub_agents: &[Arc<dyn Agent>],
 ) -> Vec<(String, String, Value)> {
-    let Some((at, latest)) = log
-        .thread(branch, me)
+    // A re-run (a task's hand-back, [`rerun_branch`]) takes up the calls of the run it
+    // repeats, on the branch above it.
+    let rerun_of = rerun_prefix(branch)
+        .filter(|prefix| *prefix == branch)
+        .map(|prefix| prefix.rsplit_once('.').map_or("", |(above, _)| above));
+    let mut threads: Vec<(usize, &Event)> = log.thread(branch, me).collect();
+    if let Some(above) = rerun_of {
+        threads.extend(log.thread(above, me));
+        threads.sort_by_key(|(at, _)| *at);
+    }
+    let Some(&(at, latest)) = threads
+        .iter()
         .rev()
         .filter(|(at, _)| !log.taken_back(*at))
         .find(|(_, event)| event.function_calls().next().is_some())
@@ -454,9 +676,13 @@ pub(crate) fn route(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Route> {
                 .iter()
                 .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
             if let Some(task) = task.filter(|_| !log.answered(id, at)) {
-                let task_branch = branch(&event.branch, name, id);
+                // The task's latest run, and its caller's: a re-run after a hand-back.
+                let task_branch = latest_run(log, &event.branch, name, id);
+                let caller_branch = task_branch
+                    .rsplit_once('.')
+                    .map_or_else(String::new, |(above, _)| above.to_string());
                 let waiting = outcome(log, task, &task_branch).is_none();
-                open.push((caller.clone(), event.branch.clone(), task_branch, waiting));
+                open.push((caller.clone(), caller_branch, task_branch, waiting));
             }
         }
     }
@@ -588,21 +814,39 @@ pub(super) fn run_delegated<'a>(
     agent: &'a Inner,
     ctx: &'a Arc<dyn InvocationContext>,
     calls: Vec<Call>,
-    waiting: &'a mut bool,
+    waiting: &'a mut Waiting,
 ) -> impl Stream<Item = Result<Event>> + Send + 'a {
     try_stream! {
         for call in calls {
             let Some(target) = agent.delegate(&call.name) else { continue };
+            let task_branch = branch(ctx.branch(), &call.name, &call.id);
             let mut answered = false;
-            for await event in run_delegated_call(agent, ctx, target, call, &mut answered) {
+            for await event in run_delegated_call(agent, ctx, target.clone(), call, &mut answered) {
                 yield event?;
             }
             if !answered {
-                *waiting = true;
+                *waiting = if handed_back(&ctx.run_log(), &target, &task_branch) {
+                    Waiting::HandedBack
+                } else {
+                    Waiting::OnTheUser
+                };
                 break;
             }
         }
     }
+}
+
+/// Why a step's delegated calls stopped before all were answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) enum Waiting {
+    /// All were answered.
+    #[default]
+    No,
+    /// A task waits for the user (or a client's tool): the invocation ends.
+    OnTheUser,
+    /// A task handed the turn back to its caller ([`handed_back`]): the caller runs
+    /// again on [`rerun_branch`], taking the call up there.
+    HandedBack,
 }
 
 /// Runs one delegated call of `agent` to `target` on the call's branch, unless it is
@@ -622,7 +866,9 @@ fn run_delegated_call<'a>(
         let hook_ctx = HookContext::new(ctx.clone(), tool_ctx.clone());
         let mut hook_answer = None;
         let before = ctx.run_log();
-        if outcome(&before, &target, &branch).is_none() {
+        // A task that handed the turn back (a resumed run stopped before its caller ran
+        // again) is not run here: its caller runs again ([`Waiting::HandedBack`]).
+        if outcome(&before, &target, &branch).is_none() && !handed_back(&before, &target, &branch) {
             if !started(&before, &branch) {
                 match agent.hooks.before_tool(&hook_ctx, &call.name, call.args.clone()).await? {
                     BeforeTool::Respond(result) => hook_answer = Some(result),
@@ -692,15 +938,67 @@ mod tests {
         assert_eq!(scope_key(&event), "");
         event.isolation_scope = "c1".into();
         assert_eq!(scope_key(&event), "c1");
-        assert_eq!(branch_key("intake@c1"), "c1");
-        assert_eq!(branch_key("par.a"), "");
-        assert_eq!(branch_key(""), "");
+        assert_eq!(branch_key(&[], "intake@c1"), "c1");
+        assert_eq!(branch_key(&[], "par.a"), "");
+        assert_eq!(branch_key(&[], ""), "");
         // A delegated call's events missing their call read back to it, by branch or scope.
         let mut answer = Event::new("e-1").with_author("user");
         answer.isolation_scope = "c3".into();
         let mut on_branch = Event::new("e-1");
         on_branch.branch = "intake@c1".into();
         assert_eq!(calls_missing_from(&[on_branch, answer]), ["c1", "c3"]);
+    }
+
+    #[test]
+    fn a_hand_back_runs_the_caller_again_on_a_numbered_branch_in_the_tasks_scope() {
+        // `host@2` is the host's second run (ADK's node re-run), not a delegated call.
+        assert_eq!(scope("host@2"), "");
+        assert_eq!(scope("host@2.intake@c1"), "host@2.intake@c1");
+        assert_eq!(call_id("host@2.intake@c1"), Some("c1"));
+        assert_eq!(call_id("host@2"), None);
+        assert_eq!(rerun_prefix("host@2"), Some("host@2"));
+        assert_eq!(rerun_prefix("host@2.intake@c1"), None);
+        assert_eq!(rerun_prefix("intake@c1"), None);
+        let on = |branch: &str| {
+            let mut event = Event::new("e-1");
+            event.branch = branch.into();
+            event
+        };
+        let mut log = RunLog::new(vec![on(""), on("intake@c1")]);
+        assert_eq!(rerun_branch(&log, "", "host"), "host@2");
+        log = RunLog::new(vec![on(""), on("intake@c1"), on("host@2.intake@c1")]);
+        assert_eq!(
+            rerun_branch(&log, "host@2", "host"),
+            "host@3",
+            "a second hand-back: the third run"
+        );
+        assert_eq!(rerun_branch(&log, "", "host"), "host@3");
+        // The re-run reads, and its events carry, the scope of the call it takes up.
+        assert_eq!(branch_key(log.events(), "host@2"), "c1");
+        assert_eq!(latest_run(&log, "", "intake", "c1"), "host@2.intake@c1");
+        assert_eq!(latest_run(&log, "", "intake", "c9"), "intake@c9");
+        assert_eq!(calls_missing_from(&[on("host@2.intake@c1")]), ["c1"]);
+    }
+
+    #[test]
+    fn a_caller_in_a_single_turn_agents_place_reads_as_its_caller_and_a_tasks_does_not() {
+        let on = |author: &str, branch: &str, scope: &str| {
+            let mut event = Event::new("e-1").with_author(author);
+            event.branch = branch.into();
+            event.isolation_scope = scope.into();
+            event
+        };
+        // A single-turn agent a chat agent called: its events carry no isolation_scope.
+        let single_turn = [on("user", "", ""), on("notes", "notes@c1", "")];
+        assert!(reads_in_callers_place(&single_turn, "host", "notes@c1"));
+        assert!(
+            !reads_in_callers_place(&single_turn, "notes", "notes@c1"),
+            "the agent reads its own scope"
+        );
+        assert!(!reads_in_callers_place(&single_turn, "host", ""));
+        // A task's events carry its call's scope: whoever runs there reads the task's.
+        let task = [on("user", "", ""), on("intake", "intake@c1", "c1")];
+        assert!(!reads_in_callers_place(&task, "host", "intake@c1"));
     }
 
     /// Stands in for the Python worker's pydantic: refuses a `guests` that is no integer

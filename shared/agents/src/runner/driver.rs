@@ -144,7 +144,9 @@ impl Driver {
                 return Ok(None);
             };
             // A task's events carry its scope (ADK 2's isolation_scope), streamed and stored.
-            self.isolation_scopes.stamp(&self.invocation.root_agent, &mut event);
+            let invocation = &self.invocation;
+            self.isolation_scopes
+                .stamp(&invocation.root_agent, || invocation.events(), &mut event);
             if event.is_partial() {
                 self.in_step = true;
                 return Ok(Some(event));

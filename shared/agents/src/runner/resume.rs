@@ -21,6 +21,7 @@ use super::lease::LeaseGuard;
 use super::session::has_function_responses;
 use super::{Runner, Started};
 use crate::context::{AgentContext, Invocation, InvocationParts, session_artifacts};
+use crate::llm::task;
 use crate::rules::USER_AUTHOR;
 use crate::run_state::{open_workflow, run_invocations, transfer_not_acted_on, unfinished};
 use adk_grpc_core::sync;
@@ -238,7 +239,9 @@ impl Runner {
         // A workflow agent above it that has not finished goes on from its position.
         Ok(match open_workflow(&agent) {
             Some(open) => Some(open),
-            None if unfinished(log, invocation_id) => Some((agent, last.branch.clone())),
+            None if unfinished(log, invocation_id) => {
+                Some((agent, task::transfer_goes_on_from(&self.root_agent, log, &last.branch)))
+            }
             None => None,
         })
     }

@@ -1264,5 +1264,64 @@ async fn rollback_of_a_clients_answer_undoes_the_whole_invocation_of_its_call() 
         authors(&session).starts_with(&["user:go".to_string(), "asker:".to_string(), "user:".to_string()]),
         "the log keeps what was said: {:?}",
         authors(&session)
+
+/// A task agent's transfer to its caller runs the caller again (ADK 2.13's node re-run,
+/// docs/semantics.md Runner 25b): a run whose runner died after the hand-back, in the
+/// task's new run, goes on there: the caller runs again on `host@2` and the task agent on
+/// `host@2.intake@t1`, and the model that handed back is not asked again.
+#[tokio::test]
+async fn a_run_that_died_after_a_tasks_hand_back_goes_on_with_the_callers_new_run() {
+    let replicas = Replicas::new().await;
+    let (host_1, intake_1) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
+    let task_invocation = open_task(&replicas, &replicas.runner(host_with_task(&host_1, &intake_1))).await;
+
+    // Turn 2: intake hands the turn back; its runner dies in the task's new run's model call.
+    let hand_back = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "transfer_to_agent",
+            serde_json::json!({"agent_name": "host"}),
+            Some("h1".into()),
+        ))),
+        ..Default::default()
+    };
+    let (host_dead, intake_dead) = (Gated::new(&[]), Gated::scripted(vec![hand_back]));
+    let (host, intake) = (Gated::new(&[]), Gated::new(&["Only bookings here. How many?"]));
+    let first = replicas.runner(host_with_task(&host_dead, &intake_dead));
+    let second = replicas.runner(host_with_task(&host, &intake));
+    let asked = intake_dead.clone();
+    let session = replicas
+        .die_and_resume_on(&first, second, Content::new("user").with_text("Hours?"), move |_| {
+            asked.requests() == 2
+        })
+        .await;
+
+    let events = session.events.as_slice();
+    let handed_back = events
+        .iter()
+        .find(|e| e.actions.transfer_to_agent.as_deref() == Some("host"))
+        .expect("the hand-back is stored");
+    assert_eq!(handed_back.branch, "intake@t1");
+    let asked_again = events
+        .iter()
+        .find(|e| e.content().and_then(Content::text).as_deref() == Some("Only bookings here. How many?"))
+        .expect("the task's new run asks the user");
+    assert_eq!(
+        (
+            asked_again.author.as_str(),
+            asked_again.branch.as_str(),
+            asked_again.isolation_scope.as_str(),
+            asked_again.invocation_id.as_str()
+        ),
+        ("intake", "host@2.intake@t1", "t1", task_invocation.as_str())
+    );
+    assert_eq!(
+        (
+            intake_dead.requests(),
+            intake.requests(),
+            host.requests(),
+            host_dead.requests()
+        ),
+        (2, 1, 0, 0),
+        "the hand-back's model is not asked again; the caller's run takes the call up without its model"
     );
 }

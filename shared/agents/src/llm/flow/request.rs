@@ -175,6 +175,9 @@ impl RequestProcessor for Contents {
     async fn process(&self, input: &RequestInput<'_>, request: &mut LlmRequest) -> Result<()> {
         let (events, name, branch) = (input.log.events(), &input.agent.name, input.ctx.branch());
         let others_thoughts = input.ctx.run_config().include_thoughts_from_other_agents.into();
+        // In a single-turn agent's place, its message is read too while it runs (`task`).
+        let with_message = task::with_single_turn_message(&input.log, &input.ctx.root_agent(), name, branch);
+        let events = with_message.as_deref().unwrap_or(events);
         request.contents = match input.agent.include_contents {
             IncludeContents::Default => history::conversation(events, name, branch, others_thoughts),
             IncludeContents::None => history::current_turn(events, name, branch),
