@@ -1264,6 +1264,8 @@ async fn rollback_of_a_clients_answer_undoes_the_whole_invocation_of_its_call() 
         authors(&session).starts_with(&["user:go".to_string(), "asker:".to_string(), "user:".to_string()]),
         "the log keeps what was said: {:?}",
         authors(&session)
+    );
+}
 
 /// A task agent's transfer to its caller runs the caller again (ADK 2.13's node re-run,
 /// docs/semantics.md Runner 25b): a run whose runner died after the hand-back, in the
