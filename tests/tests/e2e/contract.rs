@@ -676,6 +676,8 @@ fn the_adk_agent_fields_table_is_complete_and_names_real_fields() {
     let mut fields = std::collections::BTreeSet::new();
     serde_field_names("services/runner/src/config/file.rs", &mut fields);
     serde_field_names("shared/models/src/config.rs", &mut fields);
+    // `generation`'s tool, image and thinking settings are read into core's own types.
+    serde_field_names("shared/core/src/model.rs", &mut fields);
     assert!(
         fields.contains("output_key") && fields.contains("temperature") && fields.contains("base_url"),
         "the scan of the parser's structs found only {fields:?}"
