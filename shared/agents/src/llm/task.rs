@@ -321,6 +321,8 @@ pub(crate) fn isolation_scope(root: &Arc<dyn Agent>, branch: &str) -> String {
     branch
         .split('.')
         .rev()
+        // A re-run's number is no call's id: a task agent run again is still in its call's scope.
+        .filter(|segment| !is_rerun(segment))
         .filter_map(|segment| segment.split_once('@'))
         .find(|(agent, _)| find_agent(root, agent).is_some_and(|agent| agent.mode() == AgentMode::Task))
         .map(|(_, id)| id.to_string())
@@ -336,24 +338,25 @@ pub(crate) struct IsolationScopes(HashMap<String, String>);
 impl IsolationScopes {
     /// Stamps `event` (an event of agents under `root`, the run's root every time) with
     /// the `isolation_scope` of its branch, unless it has one; on a re-run, the call it
-    /// takes up, whose scope ADK's re-run keeps (read from the log, `events`, each time:
+    /// takes up, whose scope ADK's re-run keeps (read from the log, `events`, until found:
     /// the call may be stored after the re-run's first event).
     pub(crate) fn stamp(&mut self, root: &Arc<dyn Agent>, events: impl FnOnce() -> Arc<Vec<Event>>, event: &mut Event) {
         if !event.isolation_scope.is_empty() || !event.branch.contains('@') {
             return;
         }
-        let scope = match self.0.get(&event.branch) {
-            Some(scope) => scope.clone(),
-            None => {
-                let scope = isolation_scope(root, &event.branch);
-                self.0.insert(event.branch.clone(), scope.clone());
-                scope
+        if let Some(scope) = self.0.get(&event.branch) {
+            event.isolation_scope = scope.clone();
+            return;
+        }
+        let mut scope = isolation_scope(root, &event.branch);
+        if scope.is_empty() && rerun_prefix(&event.branch).is_some() {
+            match rerun_call(&events(), &event.branch) {
+                Some(id) => scope = id.to_string(),
+                None => return,
             }
-        };
-        event.isolation_scope = match scope.is_empty() && rerun_prefix(&event.branch).is_some() {
-            true => rerun_call(&events(), &event.branch).unwrap_or_default().to_string(),
-            false => scope,
-        };
+        }
+        self.0.insert(event.branch.clone(), scope.clone());
+        event.isolation_scope = scope;
     }
 }
 
@@ -442,18 +445,16 @@ const SINGLE_TURN_NUDGE: &str = "Important: You will not receive any user replie
 /// A chat agent run again by a task's hand-back ([`rerun_branch`]) is, as ADK 2.13 runs it,
 /// in the task's scope, so ADK gives it the task's input first too.
 pub(crate) fn input(log: &RunLog, root: &Arc<dyn Agent>, agent: &Arc<dyn Agent>, branch: &str) -> Vec<Content> {
-    if agent.mode() == AgentMode::Chat {
-        return rerun_call(log.events(), branch)
-            .and_then(|id| call_arguments(log, id))
-            .map(|args| vec![Content::new("user").with_text(python_json(&args))])
-            .unwrap_or_default();
-    }
-    let Some(args) = call_id(branch).and_then(|id| call_arguments(log, id)) else {
+    // A chat agent has an input only as a caller run again, the task's call taken up.
+    let id = match agent.mode() {
+        AgentMode::Chat => rerun_call(log.events(), branch),
+        AgentMode::Task | AgentMode::SingleTurn => call_id(branch),
+    };
+    let Some(args) = id.and_then(|id| call_arguments(log, id)) else {
         return Vec::new();
     };
     match agent.mode() {
-        AgentMode::Chat => Vec::new(),
-        AgentMode::Task => vec![Content::new("user").with_text(python_json(&args))],
+        AgentMode::Chat | AgentMode::Task => vec![Content::new("user").with_text(python_json(&args))],
         AgentMode::SingleTurn => {
             let task = isolation_scope(root, branch);
             let task_input = Some(task.as_str())
@@ -978,6 +979,27 @@ mod tests {
         assert_eq!(latest_run(&log, "", "intake", "c1"), "host@2.intake@c1");
         assert_eq!(latest_run(&log, "", "intake", "c9"), "intake@c9");
         assert_eq!(calls_missing_from(&[on("host@2.intake@c1")]), ["c1"]);
+    }
+
+    #[test]
+    fn a_task_agent_run_again_keeps_its_calls_isolation_scope() {
+        let agent = |name: &str, mode: AgentMode, subs: Vec<Arc<dyn Agent>>| -> Arc<dyn Agent> {
+            Arc::new(
+                crate::LlmAgentBuilder::new(name)
+                    .mode(mode)
+                    .model(Arc::new(adk_grpc_models::MockModel::echo()))
+                    .sub_agents(subs)
+                    .build()
+                    .unwrap(),
+            )
+        };
+        let inner = agent("inner", AgentMode::Task, vec![]);
+        let outer = agent("outer", AgentMode::Task, vec![inner]);
+        let root = agent("host", AgentMode::Chat, vec![outer]);
+        // `outer@2` is outer's second run, inside its call c0: a number is no call's id.
+        assert_eq!(isolation_scope(&root, "outer@c0.outer@2"), "c0");
+        assert_eq!(isolation_scope(&root, "outer@c0.outer@2.inner@c5"), "c5");
+        assert_eq!(isolation_scope(&root, "host@2"), "");
     }
 
     #[test]
