@@ -969,6 +969,24 @@ fn host_with_task(host: &Arc<Gated>, intake: &Arc<Gated>) -> Arc<dyn Agent> {
     )
 }
 
+/// A task opened on `running`, and the task's later turn ("Four") started there, which
+/// hangs in intake's model call (its script is spent): the task's invocation id, which
+/// the later turn goes on with, and that Run.
+async fn task_with_hanging_later_turn(replicas: &Replicas, running: &Runner) -> (String, adk_grpc_agents::StartedRun) {
+    let task_invocation = open_task(replicas, running).await;
+    let later = running
+        .start_run(
+            USER,
+            SESSION,
+            Content::new("user").with_text("Four"),
+            Default::default(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(later.user_event.invocation_id, task_invocation);
+    (task_invocation, later)
+}
+
 /// Turn 1 on `runner`: the host hands the booking to intake, which asks the user and
 /// waits. The task's invocation id.
 async fn open_task(replicas: &Replicas, runner: &Runner) -> String {
@@ -1054,19 +1072,7 @@ async fn a_tasks_later_turn_is_cancelled_by_the_tasks_invocation_id_from_another
     let replicas = Replicas::new().await;
     let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
     let running = replicas.runner(host_with_task(&host, &intake));
-    let task_invocation = open_task(&replicas, &running).await;
-
-    // The answer's turn hangs in intake's model call (its script is spent).
-    let later = running
-        .start_run(
-            USER,
-            SESSION,
-            Content::new("user").with_text("Four"),
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(later.user_event.invocation_id, task_invocation);
+    let (task_invocation, later) = task_with_hanging_later_turn(&replicas, &running).await;
     let other = replicas.runner(host_with_task(&host, &intake));
     assert!(
         other.cancel(USER, SESSION, &task_invocation).await.unwrap(),
@@ -1160,19 +1166,7 @@ async fn rollback_of_a_tasks_later_turn_undoes_the_tasks_whole_invocation() {
     let replicas = Replicas::new().await;
     let (host, intake) = (Gated::scripted(vec![call("intake", "t1")]), Gated::new(&["How many?"]));
     let running = replicas.runner(host_with_task(&host, &intake));
-    let task_invocation = open_task(&replicas, &running).await;
-
-    // The answer's turn hangs in intake's model call (its script is spent).
-    let later = running
-        .start_run(
-            USER,
-            SESSION,
-            Content::new("user").with_text("Four"),
-            Default::default(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(later.user_event.invocation_id, task_invocation);
+    let (task_invocation, later) = task_with_hanging_later_turn(&replicas, &running).await;
     let (other_host, other_intake) = (Gated::new(&["Hello! What can I do?"]), Gated::new(&[]));
     let other = replicas.runner(host_with_task(&other_host, &other_intake));
     let asked = || intake.requests() == 2;
