@@ -140,10 +140,30 @@ fn rerun_prefix(branch: &str) -> Option<&str> {
 /// a re-run.
 fn rerun_call<'a>(events: &'a [Event], branch: &str) -> Option<&'a str> {
     let prefix = rerun_prefix(branch)?;
-    events.iter().find_map(|event| {
-        let below = event.branch.strip_prefix(prefix)?.strip_prefix('.')?;
-        let segment = below.split('.').next()?;
-        segment.split_once('@').map(|(_, id)| id).filter(|_| !is_rerun(segment))
+    events
+        .iter()
+        .find_map(|event| {
+            let below = event.branch.strip_prefix(prefix)?.strip_prefix('.')?;
+            let segment = below.split('.').next()?;
+            segment.split_once('@').map(|(_, id)| id).filter(|_| !is_rerun(segment))
+        })
+        .or_else(|| peer_call(events, prefix))
+}
+
+/// The id of the task call a peer's run `prefix` (`<caller's branch>.<peer>@<n>`, see
+/// [`peer_branch`]) stands in for: the latest call whose task agent, on a branch right
+/// below the caller's, transferred to the peer. None for any other run.
+fn peer_call<'a>(events: &'a [Event], prefix: &str) -> Option<&'a str> {
+    let (base, run) = prefix.rsplit_once('.').unwrap_or(("", prefix));
+    let (peer, _) = run.split_once('@')?;
+    events.iter().rev().find_map(|event| {
+        (event.actions.transfer_to_agent.as_deref() == Some(peer)).then_some(())?;
+        let segment = match base {
+            "" => event.branch.as_str(),
+            base => event.branch.strip_prefix(base)?.strip_prefix('.')?,
+        };
+        let (_, id) = segment.split_once('@')?;
+        (!segment.contains('.') && !is_rerun(segment)).then_some(id)
     })
 }
 
@@ -158,10 +178,27 @@ pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
         None if is_rerun(branch) && branch.starts_with(&format!("{caller}@")) => "",
         _ => branch,
     };
+    // Its first run, the one that called the task, is 1.
+    numbered_run(log, base, caller, 1)
+}
+
+/// The branch the chat agent `peer` runs on when the task agent on `task_branch`
+/// transfers to it, as ADK 2.13 runs it: a new node of the task's caller,
+/// `<caller's branch>.<peer>@<n>` (`n` one past its latest run there, 1 for the first),
+/// in the task's scope ([`peer_call`]), standing in for the task, whose call it ends
+/// ([`outcome`]).
+pub(crate) fn peer_branch(log: &RunLog, task_branch: &str, peer: &str) -> String {
+    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
+    numbered_run(log, caller_branch, peer, 0)
+}
+
+/// `<base>.<agent>@<n>`: the next numbered run of `agent` below `base`, `n` one past its
+/// latest there (`first_before` when it has none).
+fn numbered_run(log: &RunLog, base: &str, agent: &str, first_before: u64) -> String {
     let head = if base.is_empty() {
-        format!("{caller}@")
+        format!("{agent}@")
     } else {
-        format!("{base}.{caller}@")
+        format!("{base}.{agent}@")
     };
     let latest = log
         .events()
@@ -169,7 +206,7 @@ pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
         .filter_map(|event| event.branch.strip_prefix(&head))
         .filter_map(|rest| rest.split('.').next()?.parse::<u64>().ok())
         .max()
-        .unwrap_or(1);
+        .unwrap_or(first_before);
     format!("{head}{}", latest + 1)
 }
 
@@ -183,14 +220,25 @@ pub(crate) fn handed_back(log: &RunLog, task: &Arc<dyn Agent>, branch: &str) -> 
 /// Whether the delegated agent `agent`'s last word on `branch` is a transfer to the agent
 /// that called it.
 fn transferred_to_caller(log: &RunLog, agent: &str, branch: &str) -> bool {
-    let Some(caller) = call_id(branch).and_then(|id| log.latest_call(id)) else {
-        return false;
-    };
-    log.thread(branch, agent)
+    last_transfer(log, agent, branch).is_some_and(|(target, caller)| target == caller)
+}
+
+/// Whether the delegated agent `agent`'s last word on `branch` is a transfer to an agent
+/// other than its caller (a task agent's chat peer, [`peer_branch`]).
+fn transferred_to_peer(log: &RunLog, agent: &str, branch: &str) -> bool {
+    last_transfer(log, agent, branch).is_some_and(|(target, caller)| target != caller)
+}
+
+/// The target of the transfer that is the delegated agent `agent`'s last word on `branch`,
+/// and the agent that called it; None when its last word is no transfer.
+fn last_transfer<'a>(log: &'a RunLog, agent: &str, branch: &str) -> Option<(&'a str, &'a str)> {
+    let caller = call_id(branch).and_then(|id| log.latest_call(id))?;
+    let target = log
+        .thread(branch, agent)
         .rev()
         .find(|(_, event)| event.content().is_some())
-        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
-        == Some(caller.author.as_str())
+        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())?;
+    Some((target, caller.author.as_str()))
 }
 
 /// Whether the delegated agent of `ctx` was called by the agent `target`.
@@ -533,6 +581,9 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
             let text = reply.content().and_then(Content::text).unwrap_or_default();
             Some(reply_value(agent, text))
         }
+        // A task agent that transferred to a chat peer, which ran in its place
+        // (`flow::transfer`), ends with no output: ADK's `{"output": null}`.
+        AgentMode::Task if transferred_to_peer(log, agent.name(), branch) => Some(json!({ "output": null })),
         AgentMode::Task => {
             let done = own()
                 .find_map(|event| event.function_responses().find(finished_task))?
@@ -727,6 +778,31 @@ pub(crate) fn joined(log: &RunLog, user_branch: &str) -> Option<Joined> {
         .map(|(_, event)| event)
         .or_else(|| log.latest_call(id))?;
     Some(Joined {
+        isolation_scope: id.to_string(),
+        invocation_id: latest.invocation_id.clone(),
+    })
+}
+
+/// What a user's message joins when no task waits for it but the log's latest scoped
+/// event is in the scope of a task that ended by transferring to a chat peer (its call
+/// answered with nothing, [`outcome`]): as ADK 2.13 finds the active task scope (the
+/// latest scope no `finish_task` closed), the message still joins that scope and the
+/// task's invocation, so the caller, which has the conversation, never reads it.
+pub(crate) fn left_to_peer(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Joined> {
+    let latest = log
+        .events()
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(at, _)| !log.taken_back(*at))
+        .map(|(_, event)| event)
+        .find(|event| !event.isolation_scope.is_empty())?;
+    let id = latest.isolation_scope.as_str();
+    let call = log.latest_call(id)?;
+    let name = call.function_calls().find(|c| c.id == id)?.name;
+    find_agent(root, name).filter(|agent| agent.mode() == AgentMode::Task)?;
+    let task_branch = latest_run(log, &call.branch, name, id);
+    transferred_to_peer(log, name, &task_branch).then(|| Joined {
         isolation_scope: id.to_string(),
         invocation_id: latest.invocation_id.clone(),
     })
