@@ -1057,6 +1057,51 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_a_task_transfers_to_runs_as_a_new_node_in_the_tasks_scope_and_ends_the_call() {
+        let on = |author: &str, branch: &str, scope: &str| {
+            let mut event = Event::new("e-1").with_author(author);
+            event.branch = branch.into();
+            event.isolation_scope = scope.into();
+            event
+        };
+        let call = |author: &str, branch: &str, id: &str, name: &str| {
+            let mut event = on(author, branch, "");
+            let part = adk_grpc_core::Part::function_call(name, json!({}), Some(id.into()));
+            event.llm_response.content = Some(Content::new("model").with_part(part));
+            event
+        };
+        let mut transfer = call("intake", "intake@c1", "x1", "transfer_to_agent");
+        transfer.isolation_scope = "c1".into();
+        let mut answer = on("intake", "intake@c1", "c1");
+        answer.llm_response.content = Some(Content::new("user").with_text("{}"));
+        answer.actions.transfer_to_agent = Some("hours".into());
+        let mut log = RunLog::new(vec![
+            on("user", "", ""),
+            call("host", "", "c1", "intake"),
+            on("intake", "intake@c1", "c1"),
+            on("user", "", "c1"),
+            transfer,
+            answer,
+        ]);
+        assert!(transferred_to_peer(&log, "intake", "intake@c1"));
+        assert!(!transferred_to_caller(&log, "intake", "intake@c1"));
+        // The peer's first run beside the caller's, numbered 1 (ADK's new node), in the
+        // task's scope, which its events carry and it reads.
+        assert_eq!(peer_branch(&log, "intake@c1", "hours"), "hours@1");
+        assert_eq!(branch_key(log.events(), "hours@1"), "c1");
+        assert_eq!(branch_key(log.events(), "other@1"), "", "no task transferred to it");
+        let mut events = log.events().to_vec();
+        events.push(on("hours", "hours@1", "c1"));
+        log = RunLog::new(events);
+        assert_eq!(peer_branch(&log, "intake@c1", "hours"), "hours@2", "its second run");
+        assert_eq!(
+            peer_branch(&log, "host@2.intake@c1", "hours"),
+            "host@2.hours@1",
+            "beside the caller's re-run"
+        );
+    }
+
+    #[test]
     fn a_caller_in_a_single_turn_agents_place_reads_as_its_caller_and_a_tasks_does_not() {
         let on = |author: &str, branch: &str, scope: &str| {
             let mut event = Event::new("e-1").with_author(author);
