@@ -197,8 +197,8 @@ fn model_turn<'a>(
 /// the target runs after it); a resumed invocation whose log ends there goes on with
 /// the target (`run_state::transfer_not_acted_on`). A task agent's transfer to its caller
 /// is no hand-over: its run ends and the caller runs again (`task::handed_back`); nor is
-/// its transfer to a chat peer, which runs on its own branch in the task's place
-/// (`task::peer_branch`).
+/// its transfer to a chat peer, which its caller's flow runs on its own branch in the
+/// task's place (`task::peer_to_run`).
 fn transfer<'a>(
     agent: &'a Inner,
     ctx: &'a Arc<dyn InvocationContext>,
@@ -216,13 +216,9 @@ fn transfer<'a>(
         }
         if agent.mode == AgentMode::Task {
             // A task agent's transfer to a chat peer is no hand-over either: as ADK 2.13's
-            // workflow runs it, the peer runs as a new node of the task's caller, in the
-            // task's scope, and the task's run ends; the call is then answered with
-            // nothing (`task::outcome`) and the caller goes on.
-            let branch = task::peer_branch(&ctx.run_log(), ctx.branch(), target.name());
-            for await event in target.run(ctx.for_agent(target.clone(), &branch)).await? {
-                yield event?;
-            }
+            // workflow runs it, the task's run ends, and the caller's flow runs the peer as
+            // a new node in the task's scope, then answers the call with nothing
+            // (`task::peer_to_run`, `task::outcome`) and goes on.
             return;
         }
         let in_callers_place = agent.mode == AgentMode::SingleTurn && task::called_by(ctx.as_ref(), target.name());

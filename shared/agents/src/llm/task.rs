@@ -272,6 +272,80 @@ pub(crate) fn transfer_goes_on_from(root: &Arc<dyn Agent>, log: &RunLog, branch:
     }
 }
 
+/// The chat peer the task agent `task`, whose run on `task_branch` ended with a transfer to
+/// it, runs in the task's place, and the branch it runs on ([`peer_branch`]; its run's
+/// own when a runner died during it); None when the task did not transfer to a peer or
+/// the peer's run has ended (a final reply, or a transfer of its own).
+pub(crate) fn peer_to_run(
+    log: &RunLog,
+    root: &Arc<dyn Agent>,
+    task: &Arc<dyn Agent>,
+    task_branch: &str,
+) -> Option<(Arc<dyn Agent>, String)> {
+    if task.mode() != AgentMode::Task || !transferred_to_peer(log, task.name(), task_branch) {
+        return None;
+    }
+    let (name, _) = last_transfer(log, task.name(), task_branch)?;
+    let peer = find_agent(root, name)?;
+    let id = call_id(task_branch)?;
+    let (transferred_at, _) = log
+        .thread(task_branch, task.name())
+        .rev()
+        .find(|(_, event)| event.content().is_some())?;
+    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
+    let head = match caller_branch {
+        "" => format!("{name}@"),
+        above => format!("{above}.{name}@"),
+    };
+    let its_run = |event: &Event| {
+        event.author == name
+            && event.isolation_scope == id
+            && event
+                .branch
+                .strip_prefix(&head)
+                .is_some_and(|run| run.parse::<u64>().is_ok())
+    };
+    match log.events()[transferred_at + 1..]
+        .iter()
+        .rev()
+        .find(|event| its_run(event))
+    {
+        None => Some((peer, peer_branch(log, task_branch, name))),
+        Some(last) if last.actions.transfer_to_agent.is_some() || last.is_final_response() => None,
+        Some(last) => Some((peer, last.branch.clone())),
+    }
+}
+
+/// For a resumed run whose last step, on `branch`, is a task agent's transfer to a chat
+/// peer or the peer's run in the task's place: the task's caller, on its branch, whose
+/// flow runs the peer to its end ([`peer_to_run`]) and answers the call, as the run that
+/// died would have.
+pub(crate) fn peer_transfer_to_resume(
+    root: &Arc<dyn Agent>,
+    log: &RunLog,
+    branch: &str,
+) -> Option<(Arc<dyn Agent>, String)> {
+    let (id, caller_branch) = match call_id(branch) {
+        Some(id) => {
+            let task = branch.rsplit('.').next()?.split_once('@')?.0;
+            let on_the_tasks_own_branch = scope(branch) == branch;
+            (on_the_tasks_own_branch && transferred_to_peer(log, task, branch)).then_some(())?;
+            (id, branch.rsplit_once('.').map_or("", |(above, _)| above))
+        }
+        None => {
+            let run = rerun_prefix(branch)?;
+            let id = peer_call(log.events(), run)?;
+            let (caller_branch, segment) = run.rsplit_once('.').unwrap_or(("", run));
+            let peer = segment.split_once('@')?.0;
+            // A caller's own re-run after a hand-back is no peer's.
+            (log.latest_call(id)?.author != peer).then_some(())?;
+            (id, caller_branch)
+        }
+    };
+    let caller = find_agent(root, &log.latest_call(id)?.author)?;
+    Some((caller, caller_branch.to_string()))
+}
+
 /// The branch a delegated call `id` of agent `name` made on `caller_branch` last ran
 /// on: `<caller_branch>.<name>@<id>`, or below the caller's latest re-run when a hand-back
 /// ran it again there ([`rerun_branch`]).
@@ -958,6 +1032,13 @@ fn run_delegated_call<'a>(
                 for await event in dispatch(target.run(ctx.for_agent(target.clone(), &branch))).await? {
                     yield event?;
                 }
+            }
+        }
+        // A task that transferred to a chat peer: the peer runs in its place, to its end,
+        // before the call is answered (`outcome`).
+        if let Some((peer, peer_branch)) = peer_to_run(&ctx.run_log(), &ctx.root_agent(), &target, &branch) {
+            for await event in peer.run(ctx.for_agent(peer.clone(), &peer_branch)).await? {
+                yield event?;
             }
         }
         let after = ctx.run_log();
