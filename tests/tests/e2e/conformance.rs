@@ -1521,6 +1521,11 @@ async fn single_turn_transfer() {
 }
 
 #[tokio::test]
+async fn task_peer_transfer() {
+    replay("task_peer_transfer").await;
+}
+
+#[tokio::test]
 async fn task_agent_misfit_default() {
     replay("task_agent_misfit_default").await;
 }
@@ -1593,6 +1598,11 @@ mod openai {
     #[tokio::test]
     async fn single_turn_transfer() {
         replay_openai("single_turn_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn task_peer_transfer() {
+        replay_openai("task_peer_transfer").await;
     }
 
     #[tokio::test]

@@ -196,7 +196,9 @@ fn model_turn<'a>(
 /// ADK 2 stores it (its agent wrapper ends the agent at the transfer's response, and
 /// the target runs after it); a resumed invocation whose log ends there goes on with
 /// the target (`run_state::transfer_not_acted_on`). A task agent's transfer to its caller
-/// is no hand-over: its run ends and the caller runs again (`task::handed_back`).
+/// is no hand-over: its run ends and the caller runs again (`task::handed_back`); nor is
+/// its transfer to a chat peer, which its caller's flow runs on its own branch in the
+/// task's place (`task::peer_to_run`).
 fn transfer<'a>(
     agent: &'a Inner,
     ctx: &'a Arc<dyn InvocationContext>,
@@ -210,6 +212,13 @@ fn transfer<'a>(
         if task::hands_back(ctx.as_ref(), target.name()) {
             // A task agent's transfer to its caller ends its run here, its call still
             // open: the caller runs again and takes the call up ([`run_again`]).
+            return;
+        }
+        if agent.mode == AgentMode::Task {
+            // A task agent's transfer to a chat peer is no hand-over either: as ADK 2.13's
+            // workflow runs it, the task's run ends, and the caller's flow runs the peer as
+            // a new node in the task's scope, then answers the call with nothing
+            // (`task::peer_to_run`, `task::outcome`) and goes on.
             return;
         }
         let in_callers_place = agent.mode == AgentMode::SingleTurn && task::called_by(ctx.as_ref(), target.name());

@@ -140,10 +140,30 @@ fn rerun_prefix(branch: &str) -> Option<&str> {
 /// a re-run.
 fn rerun_call<'a>(events: &'a [Event], branch: &str) -> Option<&'a str> {
     let prefix = rerun_prefix(branch)?;
-    events.iter().find_map(|event| {
-        let below = event.branch.strip_prefix(prefix)?.strip_prefix('.')?;
-        let segment = below.split('.').next()?;
-        segment.split_once('@').map(|(_, id)| id).filter(|_| !is_rerun(segment))
+    events
+        .iter()
+        .find_map(|event| {
+            let below = event.branch.strip_prefix(prefix)?.strip_prefix('.')?;
+            let segment = below.split('.').next()?;
+            segment.split_once('@').map(|(_, id)| id).filter(|_| !is_rerun(segment))
+        })
+        .or_else(|| peer_call(events, prefix))
+}
+
+/// The id of the task call a peer's run `prefix` (`<caller's branch>.<peer>@<n>`, see
+/// [`peer_branch`]) stands in for: the latest call whose task agent, on a branch right
+/// below the caller's, transferred to the peer. None for any other run.
+fn peer_call<'a>(events: &'a [Event], prefix: &str) -> Option<&'a str> {
+    let (base, run) = prefix.rsplit_once('.').unwrap_or(("", prefix));
+    let (peer, _) = run.split_once('@')?;
+    events.iter().rev().find_map(|event| {
+        (event.actions.transfer_to_agent.as_deref() == Some(peer)).then_some(())?;
+        let segment = match base {
+            "" => event.branch.as_str(),
+            base => event.branch.strip_prefix(base)?.strip_prefix('.')?,
+        };
+        let (_, id) = segment.split_once('@')?;
+        (!segment.contains('.') && !is_rerun(segment)).then_some(id)
     })
 }
 
@@ -158,10 +178,27 @@ pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
         None if is_rerun(branch) && branch.starts_with(&format!("{caller}@")) => "",
         _ => branch,
     };
+    // Its first run, the one that called the task, is 1.
+    numbered_run(log, base, caller, 1)
+}
+
+/// The branch the chat agent `peer` runs on when the task agent on `task_branch`
+/// transfers to it, as ADK 2.13 runs it: a new node of the task's caller,
+/// `<caller's branch>.<peer>@<n>` (`n` one past its latest run there, 1 for the first),
+/// in the task's scope ([`peer_call`]), standing in for the task, whose call it ends
+/// ([`outcome`]).
+pub(crate) fn peer_branch(log: &RunLog, task_branch: &str, peer: &str) -> String {
+    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
+    numbered_run(log, caller_branch, peer, 0)
+}
+
+/// `<base>.<agent>@<n>`: the next numbered run of `agent` below `base`, `n` one past its
+/// latest there (`first_before` when it has none).
+fn numbered_run(log: &RunLog, base: &str, agent: &str, first_before: u64) -> String {
     let head = if base.is_empty() {
-        format!("{caller}@")
+        format!("{agent}@")
     } else {
-        format!("{base}.{caller}@")
+        format!("{base}.{agent}@")
     };
     let latest = log
         .events()
@@ -169,7 +206,7 @@ pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
         .filter_map(|event| event.branch.strip_prefix(&head))
         .filter_map(|rest| rest.split('.').next()?.parse::<u64>().ok())
         .max()
-        .unwrap_or(1);
+        .unwrap_or(first_before);
     format!("{head}{}", latest + 1)
 }
 
@@ -183,14 +220,25 @@ pub(crate) fn handed_back(log: &RunLog, task: &Arc<dyn Agent>, branch: &str) -> 
 /// Whether the delegated agent `agent`'s last word on `branch` is a transfer to the agent
 /// that called it.
 fn transferred_to_caller(log: &RunLog, agent: &str, branch: &str) -> bool {
-    let Some(caller) = call_id(branch).and_then(|id| log.latest_call(id)) else {
-        return false;
-    };
-    log.thread(branch, agent)
+    last_transfer(log, agent, branch).is_some_and(|(target, caller)| target == caller)
+}
+
+/// Whether the delegated agent `agent`'s last word on `branch` is a transfer to an agent
+/// other than its caller (a task agent's chat peer, [`peer_branch`]).
+fn transferred_to_peer(log: &RunLog, agent: &str, branch: &str) -> bool {
+    last_transfer(log, agent, branch).is_some_and(|(target, caller)| target != caller)
+}
+
+/// The target of the transfer that is the delegated agent `agent`'s last word on `branch`,
+/// and the agent that called it; None when its last word is no transfer.
+fn last_transfer<'a>(log: &'a RunLog, agent: &str, branch: &str) -> Option<(&'a str, &'a str)> {
+    let caller = call_id(branch).and_then(|id| log.latest_call(id))?;
+    let target = log
+        .thread(branch, agent)
         .rev()
         .find(|(_, event)| event.content().is_some())
-        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())
-        == Some(caller.author.as_str())
+        .and_then(|(_, event)| event.actions.transfer_to_agent.as_deref())?;
+    Some((target, caller.author.as_str()))
 }
 
 /// Whether the delegated agent of `ctx` was called by the agent `target`.
@@ -222,6 +270,80 @@ pub(crate) fn transfer_goes_on_from(root: &Arc<dyn Agent>, log: &RunLog, branch:
             .map_or_else(String::new, |(above, _)| above.to_string()),
         _ => branch.to_string(),
     }
+}
+
+/// The chat peer the task agent `task`, whose run on `task_branch` ended with a transfer to
+/// it, runs in the task's place, and the branch it runs on ([`peer_branch`]; its run's
+/// own when a runner died during it); None when the task did not transfer to a peer or
+/// the peer's run has ended (a final reply, or a transfer of its own).
+pub(crate) fn peer_to_run(
+    log: &RunLog,
+    root: &Arc<dyn Agent>,
+    task: &Arc<dyn Agent>,
+    task_branch: &str,
+) -> Option<(Arc<dyn Agent>, String)> {
+    if task.mode() != AgentMode::Task || !transferred_to_peer(log, task.name(), task_branch) {
+        return None;
+    }
+    let (name, _) = last_transfer(log, task.name(), task_branch)?;
+    let peer = find_agent(root, name)?;
+    let id = call_id(task_branch)?;
+    let (transferred_at, _) = log
+        .thread(task_branch, task.name())
+        .rev()
+        .find(|(_, event)| event.content().is_some())?;
+    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
+    let head = match caller_branch {
+        "" => format!("{name}@"),
+        above => format!("{above}.{name}@"),
+    };
+    let its_run = |event: &Event| {
+        event.author == name
+            && event.isolation_scope == id
+            && event
+                .branch
+                .strip_prefix(&head)
+                .is_some_and(|run| run.parse::<u64>().is_ok())
+    };
+    match log.events()[transferred_at + 1..]
+        .iter()
+        .rev()
+        .find(|event| its_run(event))
+    {
+        None => Some((peer, peer_branch(log, task_branch, name))),
+        Some(last) if last.actions.transfer_to_agent.is_some() || last.is_final_response() => None,
+        Some(last) => Some((peer, last.branch.clone())),
+    }
+}
+
+/// For a resumed run whose last step, on `branch`, is a task agent's transfer to a chat
+/// peer or the peer's run in the task's place: the task's caller, on its branch, whose
+/// flow runs the peer to its end ([`peer_to_run`]) and answers the call, as the run that
+/// died would have.
+pub(crate) fn peer_transfer_to_resume(
+    root: &Arc<dyn Agent>,
+    log: &RunLog,
+    branch: &str,
+) -> Option<(Arc<dyn Agent>, String)> {
+    let (id, caller_branch) = match call_id(branch) {
+        Some(id) => {
+            let task = branch.rsplit('.').next()?.split_once('@')?.0;
+            let on_the_tasks_own_branch = scope(branch) == branch;
+            (on_the_tasks_own_branch && transferred_to_peer(log, task, branch)).then_some(())?;
+            (id, branch.rsplit_once('.').map_or("", |(above, _)| above))
+        }
+        None => {
+            let run = rerun_prefix(branch)?;
+            let id = peer_call(log.events(), run)?;
+            let (caller_branch, segment) = run.rsplit_once('.').unwrap_or(("", run));
+            let peer = segment.split_once('@')?.0;
+            // A caller's own re-run after a hand-back is no peer's.
+            (log.latest_call(id)?.author != peer).then_some(())?;
+            (id, caller_branch)
+        }
+    };
+    let caller = find_agent(root, &log.latest_call(id)?.author)?;
+    Some((caller, caller_branch.to_string()))
 }
 
 /// The branch a delegated call `id` of agent `name` made on `caller_branch` last ran
@@ -534,6 +656,9 @@ pub(crate) fn outcome(log: &RunLog, agent: &Arc<dyn Agent>, branch: &str) -> Opt
             let text = reply.content().and_then(Content::text).unwrap_or_default();
             Some(reply_value(agent, text))
         }
+        // A task agent that transferred to a chat peer, which ran in its place
+        // (`flow::transfer`), ends with no output: ADK's `{"output": null}`.
+        AgentMode::Task if transferred_to_peer(log, agent.name(), branch) => Some(json!({ "output": null })),
         AgentMode::Task => {
             let done = own()
                 .find_map(|event| event.function_responses().find(finished_task))?
@@ -733,6 +858,31 @@ pub(crate) fn joined(log: &RunLog, user_branch: &str) -> Option<Joined> {
     })
 }
 
+/// What a user's message joins when no task waits for it but the log's latest scoped
+/// event is in the scope of a task that ended by transferring to a chat peer (its call
+/// answered with nothing, [`outcome`]): as ADK 2.13 finds the active task scope (the
+/// latest scope no `finish_task` closed), the message still joins that scope and the
+/// task's invocation, so the caller, which has the conversation, never reads it.
+pub(crate) fn left_to_peer(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Joined> {
+    let latest = log
+        .events()
+        .iter()
+        .enumerate()
+        .rev()
+        .filter(|(at, _)| !log.taken_back(*at))
+        .map(|(_, event)| event)
+        .find(|event| !event.isolation_scope.is_empty())?;
+    let id = latest.isolation_scope.as_str();
+    let call = log.latest_call(id)?;
+    let name = call.function_calls().find(|c| c.id == id)?.name;
+    find_agent(root, name).filter(|agent| agent.mode() == AgentMode::Task)?;
+    let task_branch = latest_run(log, &call.branch, name, id);
+    transferred_to_peer(log, name, &task_branch).then(|| Joined {
+        isolation_scope: id.to_string(),
+        invocation_id: latest.invocation_id.clone(),
+    })
+}
+
 /// Whether the tree has a task agent (only then can a turn belong to a task).
 pub(crate) fn has_task_agent(agent: &Arc<dyn Agent>) -> bool {
     agent.mode() == AgentMode::Task || agent.sub_agents().iter().any(has_task_agent)
@@ -885,6 +1035,13 @@ fn run_delegated_call<'a>(
                 }
             }
         }
+        // A task that transferred to a chat peer: the peer runs in its place, to its end,
+        // before the call is answered (`outcome`).
+        if let Some((peer, peer_branch)) = peer_to_run(&ctx.run_log(), &ctx.root_agent(), &target, &branch) {
+            for await event in peer.run(ctx.for_agent(peer.clone(), &peer_branch)).await? {
+                yield event?;
+            }
+        }
         let after = ctx.run_log();
         if let Some(response) = hook_answer.or_else(|| outcome(&after, &target, &branch)) {
             let args = arguments(&after, &call.id).unwrap_or_else(|| call.args.clone());
@@ -1000,6 +1157,51 @@ mod tests {
         assert_eq!(isolation_scope(&root, "outer@c0.outer@2"), "c0");
         assert_eq!(isolation_scope(&root, "outer@c0.outer@2.inner@c5"), "c5");
         assert_eq!(isolation_scope(&root, "host@2"), "");
+    }
+
+    #[test]
+    fn a_peer_a_task_transfers_to_runs_as_a_new_node_in_the_tasks_scope_and_ends_the_call() {
+        let on = |author: &str, branch: &str, scope: &str| {
+            let mut event = Event::new("e-1").with_author(author);
+            event.branch = branch.into();
+            event.isolation_scope = scope.into();
+            event
+        };
+        let call = |author: &str, branch: &str, id: &str, name: &str| {
+            let mut event = on(author, branch, "");
+            let part = adk_grpc_core::Part::function_call(name, json!({}), Some(id.into()));
+            event.llm_response.content = Some(Content::new("model").with_part(part));
+            event
+        };
+        let mut transfer = call("intake", "intake@c1", "x1", "transfer_to_agent");
+        transfer.isolation_scope = "c1".into();
+        let mut answer = on("intake", "intake@c1", "c1");
+        answer.llm_response.content = Some(Content::new("user").with_text("{}"));
+        answer.actions.transfer_to_agent = Some("hours".into());
+        let mut log = RunLog::new(vec![
+            on("user", "", ""),
+            call("host", "", "c1", "intake"),
+            on("intake", "intake@c1", "c1"),
+            on("user", "", "c1"),
+            transfer,
+            answer,
+        ]);
+        assert!(transferred_to_peer(&log, "intake", "intake@c1"));
+        assert!(!transferred_to_caller(&log, "intake", "intake@c1"));
+        // The peer's first run beside the caller's, numbered 1 (ADK's new node), in the
+        // task's scope, which its events carry and it reads.
+        assert_eq!(peer_branch(&log, "intake@c1", "hours"), "hours@1");
+        assert_eq!(branch_key(log.events(), "hours@1"), "c1");
+        assert_eq!(branch_key(log.events(), "other@1"), "", "no task transferred to it");
+        let mut events = log.events().to_vec();
+        events.push(on("hours", "hours@1", "c1"));
+        log = RunLog::new(events);
+        assert_eq!(peer_branch(&log, "intake@c1", "hours"), "hours@2", "its second run");
+        assert_eq!(
+            peer_branch(&log, "host@2.intake@c1", "hours"),
+            "host@2.hours@1",
+            "beside the caller's re-run"
+        );
     }
 
     #[test]

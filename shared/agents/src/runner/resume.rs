@@ -229,6 +229,13 @@ impl Runner {
             let (caller, branch) = self.agent_for(session, log, user_content)?;
             return Ok(Some(open_workflow(&caller).unwrap_or((caller, branch))));
         };
+        // A task's transfer to a chat peer (or the peer's run) goes on through the task's
+        // caller, whose flow runs the peer and answers the call.
+        if unfinished(log, invocation_id)
+            && let Some(caller) = task::peer_transfer_to_resume(&self.root_agent, log, &last.branch)
+        {
+            return Ok(Some(caller));
+        }
         // A transfer stored and not acted on yet goes on with its target.
         let name = transfer_not_acted_on(log, invocation_id).unwrap_or(&last.author);
         let agent = find_agent(&self.root_agent, name).ok_or_else(|| {

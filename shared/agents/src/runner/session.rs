@@ -218,9 +218,10 @@ pub(super) struct UserPlace {
 /// 2's `mode: task`). An answer to calls goes on the calls' branch (in a task, in its
 /// scope), going on with the calls' invocation (ADK's `_resolve_invocation_id_from_fr`;
 /// answers to calls of several invocations, where `rules` take them, start one of their
-/// own); any other message joins the task waiting for the user, if one does: on no
-/// branch, in the task's scope (so that only the task agent sees it), going on with the
-/// task's invocation.
+/// own); any other message joins the task waiting for the user, if one does (or, as ADK
+/// 2.13 does, the scope of a task that ended by transferring to a chat peer,
+/// `task::left_to_peer`): on no branch, in the task's scope (so that only the task agent
+/// sees it), going on with the task's invocation.
 pub(super) fn user_place(
     root: &Arc<dyn Agent>,
     rules: AnswerRules,
@@ -245,13 +246,12 @@ pub(super) fn user_place(
     let waiting = task::route(root, log)
         .map(|route| route.user_branch)
         .unwrap_or_default();
-    Ok(
-        task::joined(log, &waiting).map_or_else(UserPlace::default, |joined| UserPlace {
-            branch: String::new(),
-            isolation_scope: joined.isolation_scope,
-            joins: Some(joined.invocation_id),
-        }),
-    )
+    let joined = task::joined(log, &waiting).or_else(|| task::left_to_peer(root, log));
+    Ok(joined.map_or_else(UserPlace::default, |joined| UserPlace {
+        branch: String::new(),
+        isolation_scope: joined.isolation_scope,
+        joins: Some(joined.invocation_id),
+    }))
 }
 
 impl Runner {

@@ -1321,3 +1321,122 @@ async fn a_run_that_died_after_a_tasks_hand_back_goes_on_with_the_callers_new_ru
         "the hand-back's model is not asked again; the caller's run takes the call up without its model"
     );
 }
+
+/// A run that died in the model call of the chat peer a task agent transferred to (the
+/// peer runs in the task's place, as ADK 2.13 runs it) goes on through the task's caller:
+/// the peer runs on `hours@1` in the task's scope, the call is answered `{"output": null}`
+/// and the caller goes on, all in the task's invocation, the task's model not asked again.
+#[tokio::test]
+async fn a_run_that_died_in_a_tasks_peer_goes_on_with_the_peer_then_the_caller() {
+    let tree = |host: &Arc<Gated>, intake: &Arc<Gated>, hours: &Arc<Gated>| -> Arc<dyn Agent> {
+        let intake = LlmAgentBuilder::new("intake")
+            .mode(adk_grpc_core::AgentMode::Task)
+            .model(intake.clone())
+            .build()
+            .unwrap();
+        let hours = LlmAgentBuilder::new("hours").model(hours.clone()).build().unwrap();
+        Arc::new(
+            LlmAgentBuilder::new("host")
+                .model(host.clone())
+                .sub_agents([Arc::new(intake) as Arc<dyn Agent>, Arc::new(hours)])
+                .build()
+                .unwrap(),
+        )
+    };
+    let replicas = Replicas::new().await;
+    let (host_1, intake_1, hours_1) = (
+        Gated::scripted(vec![call("intake", "t1")]),
+        Gated::new(&["How many?"]),
+        Gated::new(&[]),
+    );
+    let task_invocation = open_task(&replicas, &replicas.runner(tree(&host_1, &intake_1, &hours_1))).await;
+
+    // Turn 2: intake transfers to its peer; its runner dies in the peer's model call.
+    let to_the_peer = LlmResponse {
+        content: Some(Content::new("model").with_part(Part::function_call(
+            "transfer_to_agent",
+            serde_json::json!({"agent_name": "hours"}),
+            Some("p1".into()),
+        ))),
+        ..Default::default()
+    };
+    let (host_dead, intake_dead, hours_dead) = (Gated::new(&[]), Gated::scripted(vec![to_the_peer]), Gated::new(&[]));
+    let (host, intake, hours) = (
+        Gated::new(&["Anything else?"]),
+        Gated::new(&[]),
+        Gated::new(&["Noon to midnight."]),
+    );
+    let first = replicas.runner(tree(&host_dead, &intake_dead, &hours_dead));
+    let second = replicas.runner(tree(&host, &intake, &hours));
+    let asked = hours_dead.clone();
+    let session = replicas
+        .die_and_resume_on(&first, second, Content::new("user").with_text("Hours?"), move |_| {
+            asked.requests() == 1
+        })
+        .await;
+
+    let events = session.events.as_slice();
+    let texts: Vec<(String, String, String, String)> = events
+        .iter()
+        .filter(|event| event.author != "user")
+        .filter_map(|event| {
+            let text = event.content().and_then(Content::text)?;
+            Some((
+                event.author.clone(),
+                event.branch.clone(),
+                event.isolation_scope.clone(),
+                text,
+            ))
+        })
+        .collect();
+    let tuple = |author: &str, branch: &str, scope: &str, text: &str| {
+        (
+            author.to_string(),
+            branch.to_string(),
+            scope.to_string(),
+            text.to_string(),
+        )
+    };
+    assert_eq!(
+        texts,
+        [
+            tuple("intake", "intake@t1", "t1", "How many?"),
+            tuple("hours", "hours@1", "t1", "Noon to midnight."),
+            tuple("host", "", "", "Anything else?"),
+        ]
+    );
+    let answer = events
+        .iter()
+        .find(|event| event.function_responses().any(|response| response.id == "t1"))
+        .expect("the task's call is answered");
+    assert_eq!(
+        (
+            answer.author.as_str(),
+            answer.branch.as_str(),
+            answer.isolation_scope.as_str()
+        ),
+        ("user", "", "")
+    );
+    assert_eq!(
+        *answer.function_responses().next().unwrap().response,
+        serde_json::json!({"output": null})
+    );
+    assert!(
+        events
+            .iter()
+            .filter(|event| event.author == "hours" || event.author == "host")
+            .skip(1)
+            .all(|event| event.invocation_id == task_invocation),
+        "the turn goes on in the task's invocation"
+    );
+    assert_eq!(
+        (
+            intake_dead.requests(),
+            intake.requests(),
+            hours.requests(),
+            host.requests()
+        ),
+        (1, 0, 1, 1),
+        "the task's model is not asked again; the peer and then the caller are"
+    );
+}
