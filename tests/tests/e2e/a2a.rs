@@ -452,6 +452,19 @@ async fn a_task_started_on_one_replica_is_read_subscribed_to_and_canceled_throug
         [task.id.as_str()]
     );
 
+    // Only once the run waits on its model: canceled before it asks, it would leave the
+    // stall queued for the next message's run.
+    eventually(WAIT, || {
+        let asked = provider.requests().len();
+        async move {
+            match asked {
+                1 => Ok(()),
+                n => Err(format!("the model was asked {n} times")),
+            }
+        }
+    })
+    .await;
+
     // ... re-attaches to it, and cancels it there: the subscriber sees it end canceled.
     let mut subscribed = on_second
         .subscribe_to_task(a2a::SubscribeToTaskRequest {
