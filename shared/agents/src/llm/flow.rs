@@ -225,7 +225,7 @@ fn transfer<'a>(
         for await event in target.run(ctx.for_agent(target.clone(), ctx.branch())).await? {
             let mut event = event?;
             if in_callers_place {
-                agent.keep_as_output(&target, &mut event);
+                agent.keep_as_output(&target, &mut event).await?;
             }
             yield event;
         }
@@ -289,22 +289,30 @@ fn run_again<'a>(
 }
 
 impl Inner {
-    /// A single-turn agent's caller's final reply in its place (`transfer`) goes to this
-    /// agent's `output_key`, as ADK's node stores its output: the text, or the JSON value
-    /// with an `output_schema`.
-    fn keep_as_output(&self, caller: &Arc<dyn Agent>, event: &mut Event) {
-        let Some(key) = &self.output_key else { return };
+    /// A single-turn agent's caller's final reply in its place (`transfer`) is this agent's
+    /// output, as ADK's node stores it: the text in its `output_key`; with an
+    /// `output_schema`, the value the schema validates, which the event carries as its
+    /// `output` too, and a reply that does not fit fails the run, as it does when the
+    /// agent replies itself.
+    async fn keep_as_output(&self, caller: &Arc<dyn Agent>, event: &mut Event) -> Result<()> {
         if event.author != caller.name() || !event.is_final_response() {
-            return;
+            return Ok(());
         }
         let Some(text) = event.content().and_then(Content::text) else {
-            return;
+            return Ok(());
         };
-        let value = match self.output_schema {
-            Some(_) => serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text)),
+        let value = match &self.output_schema {
+            Some(schema) => {
+                let value = self.reply_as_schema_value(schema, &text).await?;
+                event.output = Some(value.clone());
+                value
+            }
             None => serde_json::Value::String(text),
         };
-        event.actions.state_delta.insert(key.clone(), value);
+        if let Some(key) = &self.output_key {
+            event.actions.state_delta.insert(key.clone(), value);
+        }
+        Ok(())
     }
 }
 

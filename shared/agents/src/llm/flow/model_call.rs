@@ -1,6 +1,7 @@
 //! A step's model call: before_model hooks → the call (made again on transient failures)
 //! → on_model_error hooks → after_model hooks → the model's event.
 
+use super::super::output_schema::OutputSchema;
 use super::super::{Inner, RetryConfig, retry};
 use super::merge_actions;
 use crate::context::ToolCallContext;
@@ -321,6 +322,19 @@ impl Inner {
     /// and a final text reply goes to `output_key`: with an `output_schema`, as the
     /// JSON value, and a reply that is not JSON fitting the schema fails the run, as
     /// ADK's does (the reply is not stored).
+    /// A final reply's text as the structured value its `output_schema` asks for; a reply
+    /// that is not fails the run, as ADK's validation of the node's output raises.
+    pub(super) async fn reply_as_schema_value(&self, schema: &OutputSchema, text: &str) -> Result<Value> {
+        schema.parse_reply(text).await.map_err(|problem| {
+            AdkError::Model(format!(
+                "agent {}: the model's reply is not the structured output its output_schema asks for: \
+                 {problem}; the reply was: {}",
+                self.name,
+                truncate(text, 200)
+            ))
+        })
+    }
+
     pub(super) async fn model_event(
         &self,
         ctx: &dyn InvocationContext,
@@ -352,14 +366,7 @@ impl Inner {
         let output = match (self.reply_schema(), text) {
             // An empty reply (e.g. a filtered one) has nothing to parse; ADK skips it too.
             (Some(schema), Some(text)) if !text.trim().is_empty() => {
-                Some(schema.parse_reply(&text).await.map_err(|problem| {
-                    AdkError::Model(format!(
-                        "agent {}: the model's reply is not the structured output its output_schema asks for: \
-                     {problem}; the reply was: {}",
-                        self.name,
-                        truncate(&text, 200)
-                    ))
-                })?)
+                Some(self.reply_as_schema_value(schema, &text).await?)
             }
             (Some(_), _) | (None, None) => None,
             // A task agent's output is its finish_task call's; its replies talk with the user.
