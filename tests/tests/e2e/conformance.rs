@@ -1526,6 +1526,16 @@ async fn task_peer_transfer() {
 }
 
 #[tokio::test]
+async fn task_transfer_twice() {
+    replay("task_transfer_twice").await;
+}
+
+#[tokio::test]
+async fn single_turn_transfer_schema() {
+    replay("single_turn_transfer_schema").await;
+}
+
+#[tokio::test]
 async fn task_agent_misfit_default() {
     replay("task_agent_misfit_default").await;
 }
@@ -1603,6 +1613,16 @@ mod openai {
     #[tokio::test]
     async fn task_peer_transfer() {
         replay_openai("task_peer_transfer").await;
+    }
+
+    #[tokio::test]
+    async fn task_transfer_twice() {
+        replay_openai("task_transfer_twice").await;
+    }
+
+    #[tokio::test]
+    async fn single_turn_transfer_schema() {
+        replay_openai("single_turn_transfer_schema").await;
     }
 
     #[tokio::test]

@@ -281,7 +281,7 @@ fn run_again<'a>(
     try_stream! {
         let me = adk_grpc_core::find_agent(&ctx.root_agent(), &agent.name)
             .ok_or_else(|| AdkError::Agent(format!("agent {} is not in the runner's tree", agent.name)))?;
-        let branch = task::rerun_branch(&ctx.run_log(), ctx.branch(), &agent.name);
+        let branch = task::rerun_branch(ctx.branch(), &agent.name);
         for await event in me.run(ctx.for_agent(me.clone(), &branch)).await? {
             yield event?;
         }

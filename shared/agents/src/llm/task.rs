@@ -169,17 +169,34 @@ fn peer_call<'a>(events: &'a [Event], prefix: &str) -> Option<&'a str> {
 
 /// The branch the agent `caller`, on `branch`, runs again on when a task it called hands
 /// the turn back to it (ADK 2's workflow re-running the caller's node, see
-/// [`handed_back`]): `<caller>@<n>` beside its own run (below the branch its run is on,
-/// with a re-run's segment replaced), `n` one past its latest run there, 2 for the first
-/// re-run (its first run is 1).
-pub(crate) fn rerun_branch(log: &RunLog, branch: &str, caller: &str) -> String {
-    let base = match branch.rsplit_once('.') {
-        Some((above, last)) if is_rerun(last) && last.starts_with(&format!("{caller}@")) => above,
-        None if is_rerun(branch) && branch.starts_with(&format!("{caller}@")) => "",
+/// [`handed_back`]): `<caller>@<n>` beside its first run ([`first_run`]), `n` one past the
+/// run that ran the task, 2 for the first re-run (its first run is 1). As ADK 2.13's
+/// scheduler counts a node's runs afresh each turn (each turn resumes the caller's first
+/// run, which takes up its open calls, [`pending_calls`]), the number follows the chain
+/// of hand-backs in the turn, not the runs the log holds.
+pub(crate) fn rerun_branch(branch: &str, caller: &str) -> String {
+    let base = first_run(branch, caller);
+    // The run that ran the task: the re-run segment `first_run` took off, else the first.
+    let run = branch[base.len()..]
+        .split_once('@')
+        .and_then(|(_, n)| n.parse::<u64>().ok())
+        .unwrap_or(1);
+    match base {
+        "" => format!("{caller}@{}", run + 1),
+        base => format!("{base}.{caller}@{}", run + 1),
+    }
+}
+
+/// The branch of `caller`'s first run when `branch` is a re-run of it ([`rerun_branch`]):
+/// `branch` without its last segment `<caller>@<n>`; else `branch` itself.
+fn first_run<'a>(branch: &'a str, caller: &str) -> &'a str {
+    let is_callers_rerun =
+        |segment: &str| is_rerun(segment) && segment.split_once('@').is_some_and(|(name, _)| name == caller);
+    match branch.rsplit_once('.') {
+        Some((above, last)) if is_callers_rerun(last) => above,
+        None if is_callers_rerun(branch) => "",
         _ => branch,
-    };
-    // Its first run, the one that called the task, is 1.
-    numbered_run(log, base, caller, 1)
+    }
 }
 
 /// The branch the chat agent `peer` runs on when the task agent on `task_branch`
@@ -747,16 +764,17 @@ pub(crate) fn pending_calls(
     branch: &str,
     sub_agents: &[Arc<dyn Agent>],
 ) -> Vec<(String, String, Value)> {
-    // A re-run (a task's hand-back, [`rerun_branch`]) takes up the calls of the run it
-    // repeats, on the branch above it.
-    let rerun_of = rerun_prefix(branch)
-        .filter(|prefix| *prefix == branch)
-        .map(|prefix| prefix.rsplit_once('.').map_or("", |(above, _)| above));
-    let mut threads: Vec<(usize, &Event)> = log.thread(branch, me).collect();
-    if let Some(above) = rerun_of {
-        threads.extend(log.thread(above, me));
-        threads.sort_by_key(|(at, _)| *at);
-    }
+    // As ADK 2.13's chat coordinator finds its open task calls wherever it made them: the
+    // agent's first run and each of its re-runs (a task's hand-back, [`rerun_branch`])
+    // take up the calls made on any of them, so a call a re-run made is taken up the next
+    // turn, when the first run is resumed.
+    let base = first_run(branch, me);
+    let threads: Vec<(usize, &Event)> = log
+        .events()
+        .iter()
+        .enumerate()
+        .filter(|(_, event)| event.author == me && first_run(&event.branch, me) == base)
+        .collect();
     let Some(&(at, latest)) = threads
         .iter()
         .rev()
@@ -802,11 +820,12 @@ pub(crate) fn route(root: &Arc<dyn Agent>, log: &RunLog) -> Option<Route> {
                 .iter()
                 .find(|agent| agent.name() == name && agent.mode() == AgentMode::Task);
             if let Some(task) = task.filter(|_| !log.answered(id, at)) {
-                // The task's latest run, and its caller's: a re-run after a hand-back.
+                // The task's latest run (below a re-run of its caller after a hand-back);
+                // the turn goes to the caller's first run, which takes up its open calls
+                // wherever it made them, as ADK 2.13 resumes the caller's first node run
+                // ([`pending_calls`]).
                 let task_branch = latest_run(log, &event.branch, name, id);
-                let caller_branch = task_branch
-                    .rsplit_once('.')
-                    .map_or_else(String::new, |(above, _)| above.to_string());
+                let caller_branch = first_run(&event.branch, caller.name()).to_string();
                 let waiting = outcome(log, task, &task_branch).is_none();
                 open.push((caller.clone(), caller_branch, task_branch, waiting));
             }
@@ -1122,15 +1141,21 @@ mod tests {
             event.branch = branch.into();
             event
         };
-        let mut log = RunLog::new(vec![on(""), on("intake@c1")]);
-        assert_eq!(rerun_branch(&log, "", "host"), "host@2");
-        log = RunLog::new(vec![on(""), on("intake@c1"), on("host@2.intake@c1")]);
+        assert_eq!(rerun_branch("", "host"), "host@2");
         assert_eq!(
-            rerun_branch(&log, "host@2", "host"),
+            rerun_branch("host@2", "host"),
             "host@3",
-            "a second hand-back: the third run"
+            "a second hand-back in the turn: the third run"
         );
-        assert_eq!(rerun_branch(&log, "", "host"), "host@3");
+        assert_eq!(rerun_branch("planner@c0", "host"), "planner@c0.host@2");
+        assert_eq!(rerun_branch("planner@c0.host@2", "host"), "planner@c0.host@3");
+        let log = RunLog::new(vec![on(""), on("intake@c1"), on("host@2.intake@c1")]);
+        // A later turn resumes the first run, whose hand-back is again the second run
+        // (ADK 2.13 counts a node's runs afresh each turn).
+        assert_eq!(rerun_branch("", "host"), "host@2");
+        assert_eq!(first_run("host@2", "host"), "");
+        assert_eq!(first_run("host@2", "intake"), "host@2");
+        assert_eq!(first_run("host@2.intake@c1", "host"), "host@2.intake@c1");
         // The re-run reads, and its events carry, the scope of the call it takes up.
         assert_eq!(branch_key(log.events(), "host@2"), "c1");
         assert_eq!(latest_run(&log, "", "intake", "c1"), "host@2.intake@c1");
@@ -1202,6 +1227,74 @@ mod tests {
             "host@2.hours@1",
             "beside the caller's re-run"
         );
+    }
+
+    #[test]
+    fn a_task_call_a_callers_rerun_made_is_taken_up_by_its_first_run_the_next_turn() {
+        let agent = |name: &str, mode: AgentMode, subs: Vec<Arc<dyn Agent>>| -> Arc<dyn Agent> {
+            Arc::new(
+                crate::LlmAgentBuilder::new(name)
+                    .mode(mode)
+                    .model(Arc::new(adk_grpc_models::MockModel::echo()))
+                    .sub_agents(subs)
+                    .build()
+                    .unwrap(),
+            )
+        };
+        let intake = agent("intake", AgentMode::Task, vec![]);
+        let root = agent("host", AgentMode::Chat, vec![intake.clone()]);
+        let on = |author: &str, branch: &str, scope: &str| {
+            let mut event = Event::new("e-1").with_author(author);
+            event.branch = branch.into();
+            event.isolation_scope = scope.into();
+            event.llm_response.content = Some(Content::new("model").with_text("..."));
+            event
+        };
+        let with_part = |mut event: Event, part: adk_grpc_core::Part| {
+            event.llm_response.content = Some(Content::new("model").with_part(part));
+            event
+        };
+        let call = |author: &str, branch: &str, scope: &str, id: &str| {
+            with_part(
+                on(author, branch, scope),
+                adk_grpc_core::Part::function_call("intake", json!({}), Some(id.into())),
+            )
+        };
+        let answer = |branch: &str, scope: &str, id: &str| {
+            let data = adk_grpc_core::FunctionResponseData {
+                name: "intake".into(),
+                response: json!({}),
+            };
+            let response = adk_grpc_core::Part::function_response(data, Some(id.into()));
+            with_part(on("user", branch, scope), response)
+        };
+        // c1 handed back and finished on the host's re-run `host@2`, which then called the
+        // task again (c2), which waits for the user.
+        let log = RunLog::new(vec![
+            on("user", "", ""),
+            call("host", "", "", "c1"),
+            on("intake", "intake@c1", "c1"),
+            on("intake", "host@2.intake@c1", "c1"),
+            answer("host@2", "c1", "c1"),
+            call("host", "host@2", "c1", "c2"),
+            on("intake", "host@2.intake@c2", "c2"),
+        ]);
+        let subs = [intake];
+        let pending = |branch: &str| -> Vec<String> {
+            pending_calls(&log, "host", branch, &subs)
+                .into_iter()
+                .map(|(id, ..)| id)
+                .collect()
+        };
+        // The next turn resumes the host's first run, which takes c2 up though a re-run
+        // made it, as does every re-run a hand-back of c2 starts in that turn.
+        let route = route(&root, &log).expect("c2 is open");
+        assert_eq!(route.caller_branch, "");
+        assert_eq!(route.user_branch, "host@2.intake@c2");
+        assert_eq!(pending(""), ["c2"]);
+        assert_eq!(pending("host@2"), ["c2"]);
+        assert_eq!(pending("host@3"), ["c2"]);
+        assert!(pending("intake@c1").is_empty(), "another agent's branch");
     }
 
     #[test]

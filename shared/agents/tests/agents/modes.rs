@@ -620,3 +620,67 @@ async fn a_client_tool_inside_a_single_turn_agent_pauses_the_run_and_its_answer_
         .unwrap();
     assert_eq!(answer_event.branch, "checker@k1");
 }
+
+#[tokio::test]
+async fn a_callers_reply_in_a_single_turn_agents_place_is_held_to_the_agents_output_schema() {
+    let host_server = FakeServer::start().await;
+    let notes_server = FakeServer::start().await;
+    let notes = LlmAgentBuilder::new("notes")
+        .description("Says what a note asks for.")
+        .mode(AgentMode::SingleTurn)
+        .output_schema(json!({
+            "type": "object",
+            "properties": {"asks": {"type": "string"}},
+            "required": ["asks"]
+        }))
+        .output_key("note")
+        .model(openai(&notes_server))
+        .build()
+        .unwrap();
+    let host = LlmAgentBuilder::new("host")
+        .model(openai(&host_server))
+        .sub_agents([Arc::new(notes) as Arc<dyn Agent>])
+        .build()
+        .unwrap();
+    let h = Harness::new(Arc::new(host)).await;
+    let hand_back = |id: &str| openai::tool_calls(&[(id, "transfer_to_agent", json!({"agent_name": "host"}))]);
+
+    // JSON of the schema: the value is the agent's output, in its output_key and as the
+    // event's `output` (ADK's node output).
+    host_server.push(openai::tool_calls(&[(
+        "c1",
+        "notes",
+        json!({"request": "A quiet table."}),
+    )]));
+    notes_server.push(hand_back("t1"));
+    host_server.push(openai::text(r#"{"asks": "a quiet table"}"#));
+    host_server.push(openai::text("I will book it."));
+    host_server.push(openai::text("Booked."));
+    let run = h.say("Here is my note").await.ok();
+    let complete: Vec<Event> = run.complete().into_iter().cloned().collect();
+    let in_its_place = by(&complete, "host")
+        .into_iter()
+        .find(|e| e.branch == "notes@c1" && e.actions.state_delta.contains_key("note"))
+        .expect("the caller's reply in the agent's place is its output");
+    assert_eq!(in_its_place.output, Some(json!({"asks": "a quiet table"})));
+    assert_eq!(
+        in_its_place.actions.state_delta.get("note"),
+        Some(&json!({"asks": "a quiet table"}))
+    );
+
+    // A reply the schema does not take fails the run, as the agent's own would (ADK's
+    // validation of the node's output raises), rather than being stored as text.
+    host_server.push(openai::tool_calls(&[(
+        "c2",
+        "notes",
+        json!({"request": "A window seat."}),
+    )]));
+    notes_server.push(hand_back("t2"));
+    host_server.push(openai::text("A window seat."));
+    let error = h.say("Another note").await.error.expect("a misfit reply fails the run");
+    let message = error.to_string();
+    assert!(
+        message.contains("output_schema") && message.contains("not JSON") && message.contains("notes"),
+        "{message}"
+    );
+}
