@@ -149,9 +149,13 @@ def test_cancel_stops_a_running_invocation(slow_app: str) -> None:
         assert _SlowTool.called.wait(10), "the agent called the slow tool"
         events.close()
         assert adk.cancel("slow", user, "s", invocation) is True
+        # The next run asks for the lookup again: its request leaves out the cancelled,
+        # unanswered call (as ADK's does), so the script starts over. Answered at once now:
+        # were the cancelled invocation still running, it would finish first, saying "done".
+        _SlowTool.release.set()
 
         # Stopped: a run queued behind it (on_busy="enqueue") goes ahead, and the cancelled
-        # invocation never finished its turn (the tool would answer only after 30 s).
+        # invocation never finished its turn.
         after = list(adk.run("slow", user, "s", "again", on_busy="enqueue", timeout=20))
         assert after[-1].invocation_id != invocation
         texts = [e.text for e in adk.get_session("slow", user, "s").events if e.invocation_id == invocation]
