@@ -1526,11 +1526,6 @@ async fn task_peer_transfer() {
 }
 
 #[tokio::test]
-async fn task_transfer_twice() {
-    replay("task_transfer_twice").await;
-}
-
-#[tokio::test]
 async fn single_turn_transfer_schema() {
     replay("single_turn_transfer_schema").await;
 }
