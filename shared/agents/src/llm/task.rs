@@ -96,6 +96,18 @@ pub(crate) fn branch(caller_branch: &str, agent: &str, call_id: &str) -> String 
     }
 }
 
+/// `branch` without its last segment: the branch of the agent whose run or call the last
+/// segment is ("" at the top).
+fn parent_branch(branch: &str) -> &str {
+    branch.rsplit_once('.').map_or("", |(above, _)| above)
+}
+
+/// The agent of `branch`'s last segment when it is a run or a call (`<agent>@<…>`).
+fn segment_agent(branch: &str) -> Option<&str> {
+    let last = branch.rsplit('.').next()?;
+    last.split_once('@').map(|(agent, _)| agent)
+}
+
 /// Whether a branch segment `<agent>@<run>` is a re-run of its agent (ADK 2's workflow
 /// running a node again, its run id a number, see [`rerun_branch`]) rather than a
 /// delegated call (`<agent>@<call id>`), as ADK tells them apart.
@@ -181,10 +193,7 @@ pub(crate) fn rerun_branch(branch: &str, caller: &str) -> String {
         .split_once('@')
         .and_then(|(_, n)| n.parse::<u64>().ok())
         .unwrap_or(1);
-    match base {
-        "" => format!("{caller}@{}", run + 1),
-        base => format!("{base}.{caller}@{}", run + 1),
-    }
+    self::branch(base, caller, &(run + 1).to_string())
 }
 
 /// The branch of `caller`'s first run when `branch` is a re-run of it ([`rerun_branch`]):
@@ -205,18 +214,13 @@ fn first_run<'a>(branch: &'a str, caller: &str) -> &'a str {
 /// in the task's scope ([`peer_call`]), standing in for the task, whose call it ends
 /// ([`outcome`]).
 pub(crate) fn peer_branch(log: &RunLog, task_branch: &str, peer: &str) -> String {
-    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
-    numbered_run(log, caller_branch, peer, 0)
+    numbered_run(log, parent_branch(task_branch), peer, 0)
 }
 
 /// `<base>.<agent>@<n>`: the next numbered run of `agent` below `base`, `n` one past its
 /// latest there (`first_before` when it has none).
 fn numbered_run(log: &RunLog, base: &str, agent: &str, first_before: u64) -> String {
-    let head = if base.is_empty() {
-        format!("{agent}@")
-    } else {
-        format!("{base}.{agent}@")
-    };
+    let head = branch(base, agent, "");
     let latest = log
         .events()
         .iter()
@@ -276,15 +280,9 @@ pub(crate) fn hands_back(ctx: &dyn InvocationContext, target: &str) -> bool {
 /// task agent's hand-back to its caller ([`handed_back`]), the caller's branch, whose flow
 /// then runs the caller again.
 pub(crate) fn transfer_goes_on_from(root: &Arc<dyn Agent>, log: &RunLog, branch: &str) -> String {
-    let task = branch
-        .rsplit('.')
-        .next()
-        .and_then(|segment| segment.split_once('@'))
-        .and_then(|(name, _)| find_agent(root, name));
+    let task = segment_agent(branch).and_then(|name| find_agent(root, name));
     match task {
-        Some(task) if handed_back(log, &task, branch) => branch
-            .rsplit_once('.')
-            .map_or_else(String::new, |(above, _)| above.to_string()),
+        Some(task) if handed_back(log, &task, branch) => parent_branch(branch).to_string(),
         _ => branch.to_string(),
     }
 }
@@ -309,11 +307,7 @@ pub(crate) fn peer_to_run(
         .thread(task_branch, task.name())
         .rev()
         .find(|(_, event)| event.content().is_some())?;
-    let caller_branch = task_branch.rsplit_once('.').map_or("", |(above, _)| above);
-    let head = match caller_branch {
-        "" => format!("{name}@"),
-        above => format!("{above}.{name}@"),
-    };
+    let head = branch(parent_branch(task_branch), name, "");
     let its_run = |event: &Event| {
         event.author == name
             && event.isolation_scope == id
@@ -344,10 +338,10 @@ pub(crate) fn peer_transfer_to_resume(
 ) -> Option<(Arc<dyn Agent>, String)> {
     let (id, caller_branch) = match call_id(branch) {
         Some(id) => {
-            let task = branch.rsplit('.').next()?.split_once('@')?.0;
+            let task = segment_agent(branch)?;
             let on_the_tasks_own_branch = scope(branch) == branch;
             (on_the_tasks_own_branch && transferred_to_peer(log, task, branch)).then_some(())?;
-            (id, branch.rsplit_once('.').map_or("", |(above, _)| above))
+            (id, parent_branch(branch))
         }
         None => {
             let run = rerun_prefix(branch)?;
@@ -399,11 +393,7 @@ pub(crate) fn scope_key(event: &Event) -> &str {
 /// and those above, as its caller does (a single-turn agent a chat agent calls has no
 /// `isolation_scope`), not the call's own scope alone.
 pub(crate) fn reads_in_callers_place(events: &[Event], reader: &str, branch: &str) -> bool {
-    let Some((agent, _)) = scope(branch)
-        .rsplit('.')
-        .next()
-        .and_then(|segment| segment.split_once('@'))
-    else {
+    let Some(agent) = segment_agent(scope(branch)) else {
         return false;
     };
     agent != reader

@@ -222,17 +222,12 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
         json!({"agent_name": "billing"}),
     )]));
     billing_server.push(openai::text("Billing here: your invoice is paid."));
-    let billing = LlmAgentBuilder::new("billing")
-        .description("Invoices and payments")
-        .model(openai(&billing_server))
-        .build()
-        .unwrap();
-    let router = LlmAgentBuilder::new("router")
-        .model(openai(&router_server))
-        .sub_agents([Arc::new(billing) as _])
-        .build()
-        .unwrap();
-    let h = Harness::new(Arc::new(router)).await;
+    let h = Harness::new(router_with_billing(
+        &router_server,
+        &billing_server,
+        "Invoices and payments",
+    ))
+    .await;
 
     let run = h.say("Is my invoice paid?").await.ok();
     let events = run.complete();
@@ -276,6 +271,27 @@ async fn transfer_hands_the_invocation_to_a_sub_agent() {
         })
     }));
     h.verify_log(&HashMap::new()).await;
+}
+
+/// A router on `router_server` with one sub-agent, billing (described as `billing_does`),
+/// on `billing_server`.
+fn router_with_billing(
+    router_server: &FakeServer,
+    billing_server: &FakeServer,
+    billing_does: &str,
+) -> Arc<dyn adk_grpc_core::Agent> {
+    let billing = LlmAgentBuilder::new("billing")
+        .description(billing_does)
+        .model(openai(billing_server))
+        .build()
+        .unwrap();
+    Arc::new(
+        LlmAgentBuilder::new("router")
+            .model(openai(router_server))
+            .sub_agents([Arc::new(billing) as _])
+            .build()
+            .unwrap(),
+    )
 }
 
 /// The names `transfer_to_agent` offers in the last request to `server`.
@@ -355,17 +371,7 @@ async fn transfers_reach_parent_and_peers_by_default_and_the_agent_that_replied_
 async fn a_rewound_transfer_no_longer_decides_who_has_the_conversation() {
     let router_server = FakeServer::start().await;
     let billing_server = FakeServer::start().await;
-    let billing = LlmAgentBuilder::new("billing")
-        .description("Invoices")
-        .model(openai(&billing_server))
-        .build()
-        .unwrap();
-    let router = LlmAgentBuilder::new("router")
-        .model(openai(&router_server))
-        .sub_agents([Arc::new(billing) as _])
-        .build()
-        .unwrap();
-    let h = Harness::new(Arc::new(router)).await;
+    let h = Harness::new(router_with_billing(&router_server, &billing_server, "Invoices")).await;
 
     router_server.push(openai::text("Hello."));
     h.say("Hi").await.ok();

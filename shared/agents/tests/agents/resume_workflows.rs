@@ -159,6 +159,25 @@ impl Replicas {
             .await
     }
 
+    /// `text` sent to a runner of `dying`, which dies once `model` was asked `times` times
+    /// (its run hangs there), then resumed by a runner of `resuming`: the session after.
+    async fn die_once_asked(
+        &self,
+        dying: Arc<dyn Agent>,
+        resuming: Arc<dyn Agent>,
+        text: &str,
+        model: &Arc<Gated>,
+        times: usize,
+    ) -> Session {
+        let first = self.runner(dying);
+        let model = model.clone();
+        let message = Content::new("user").with_text(text);
+        self.die_and_resume_on(&first, self.runner(resuming), message, move |_| {
+            model.requests() == times
+        })
+        .await
+    }
+
     /// As `die_and_resume`, with `message` as the run's message.
     async fn die_and_resume_on(
         &self,
@@ -1024,13 +1043,14 @@ async fn a_tasks_later_turn_resumed_after_its_runner_died_goes_on_in_the_tasks_i
         ..Default::default()
     };
     let (host, intake) = (Gated::new(&["Booked."]), Gated::scripted(vec![finish]));
-    let first = replicas.runner(host_with_task(&host_dead, &intake_dead));
-    let second = replicas.runner(host_with_task(&host, &intake));
-    let asked = intake_dead.clone();
     let session = replicas
-        .die_and_resume_on(&first, second, Content::new("user").with_text("Four"), move |_| {
-            asked.requests() == 1
-        })
+        .die_once_asked(
+            host_with_task(&host_dead, &intake_dead),
+            host_with_task(&host, &intake),
+            "Four",
+            &intake_dead,
+            1,
+        )
         .await;
 
     let events = session.events.as_slice();
@@ -1282,13 +1302,14 @@ async fn a_run_that_died_after_a_tasks_hand_back_goes_on_with_the_callers_new_ru
     };
     let (host_dead, intake_dead) = (Gated::new(&[]), Gated::scripted(vec![hand_back]));
     let (host, intake) = (Gated::new(&[]), Gated::new(&["Only bookings here. How many?"]));
-    let first = replicas.runner(host_with_task(&host_dead, &intake_dead));
-    let second = replicas.runner(host_with_task(&host, &intake));
-    let asked = intake_dead.clone();
     let session = replicas
-        .die_and_resume_on(&first, second, Content::new("user").with_text("Hours?"), move |_| {
-            asked.requests() == 2
-        })
+        .die_once_asked(
+            host_with_task(&host_dead, &intake_dead),
+            host_with_task(&host, &intake),
+            "Hours?",
+            &intake_dead,
+            2,
+        )
         .await;
 
     let events = session.events.as_slice();
@@ -1366,13 +1387,14 @@ async fn a_run_that_died_in_a_tasks_peer_goes_on_with_the_peer_then_the_caller()
         Gated::new(&[]),
         Gated::new(&["Noon to midnight."]),
     );
-    let first = replicas.runner(tree(&host_dead, &intake_dead, &hours_dead));
-    let second = replicas.runner(tree(&host, &intake, &hours));
-    let asked = hours_dead.clone();
     let session = replicas
-        .die_and_resume_on(&first, second, Content::new("user").with_text("Hours?"), move |_| {
-            asked.requests() == 1
-        })
+        .die_once_asked(
+            tree(&host_dead, &intake_dead, &hours_dead),
+            tree(&host, &intake, &hours),
+            "Hours?",
+            &hours_dead,
+            1,
+        )
         .await;
 
     let events = session.events.as_slice();
